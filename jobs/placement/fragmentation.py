@@ -1,0 +1,187 @@
+"""GPU fragmentation measure of the FGD paper (Weng et al., USENIX ATC '23).
+
+A node's fragmentation is the expected amount of its idle GPU (in milli) that a task drawn from
+the typical workload could not use. For each workload class with popularity ``w``:
+
+- a CPU-only class, or a class that cannot run on the node (too little CPU, too few GPUs with
+  enough free milli, or the wrong GPU type) sees every idle GPU milli as fragment;
+- a class that fits sees as fragment only the GPUs whose free milli is below its per-GPU need.
+
+The node's fragmentation is the popularity-weighted sum. Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+MILLI = 1000
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """What one task (one pod, one worker) asks of a node.
+
+    ``gpu_milli`` below 1000 is a share of one GPU; 1000 or more is a multiple of 1000, i.e.
+    that many whole GPUs. ``gpu_types`` lists acceptable GPU models; empty means any.
+    """
+
+    cpu_milli: int
+    gpu_milli: int
+    gpu_types: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def gpu_count(self) -> int:
+        """Number of GPUs touched: 0 for CPU-only, 1 for a share, N for N whole GPUs."""
+        if self.gpu_milli <= 0:
+            return 0
+        return 1 if self.gpu_milli < MILLI else self.gpu_milli // MILLI
+
+    @property
+    def per_gpu_milli(self) -> int:
+        """Milli needed on each GPU touched."""
+        return min(self.gpu_milli, MILLI)
+
+    def accepts(self, gpu_type: str) -> bool:
+        """Whether a node with this GPU model satisfies the type constraint."""
+        return not self.gpu_types or gpu_type in self.gpu_types
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    """A typical task shape and its popularity (weights are usually normalised to sum to 1)."""
+
+    shape: TaskShape
+    weight: float
+
+
+def typical_workload(
+    shapes: Iterable[TaskShape], coverage: float = 0.95
+) -> tuple[WorkloadClass, ...]:
+    """The most frequent shapes that together cover ``coverage`` of the tasks, renormalised.
+
+    This is the FGD paper's "target workload": shapes sorted by frequency (most frequent first),
+    kept until their cumulative share reaches the coverage, then weights scaled to sum to 1.
+    """
+    counts = Counter(shapes)
+    total = sum(counts.values())
+    if not total:
+        return ()
+    # Sorting on the shape fields after the count keeps the cut-off deterministic on ties.
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _shape_order(kv[0])))
+    kept: list[tuple[TaskShape, int]] = []
+    covered = 0
+    for shape, count in ranked:
+        kept.append((shape, count))
+        covered += count
+        if covered >= coverage * total:
+            break
+    return tuple(WorkloadClass(shape, count / covered) for shape, count in kept)
+
+
+def _shape_order(shape: TaskShape) -> tuple:
+    return (shape.cpu_milli, shape.gpu_milli, sorted(shape.gpu_types))
+
+
+def class_fragment(
+    free_cpu_milli: int, free_gpu_milli: Sequence[int], shape: TaskShape, gpu_type: str = ""
+) -> int:
+    """Idle GPU milli on the node that tasks of this one shape could not use."""
+    idle = sum(free_gpu_milli)
+    if shape.gpu_count == 0 or not shape.accepts(gpu_type) or free_cpu_milli < shape.cpu_milli:
+        return idle
+    need = shape.per_gpu_milli
+    if sum(1 for g in free_gpu_milli if g >= need) < shape.gpu_count:
+        return idle
+    return sum(g for g in free_gpu_milli if g < need)
+
+
+def node_fragmentation(
+    free_cpu_milli: int,
+    free_gpu_milli: Sequence[int],
+    workload: Sequence[WorkloadClass],
+    gpu_type: str = "",
+) -> float:
+    """Expected GPU milli on the node unusable by the workload (the FGD paper's definition)."""
+    return sum(
+        c.weight * class_fragment(free_cpu_milli, free_gpu_milli, c.shape, gpu_type)
+        for c in workload
+    )
+
+
+def fits(
+    free_cpu_milli: int, free_gpu_milli: Sequence[int], task: TaskShape, gpu_type: str = ""
+) -> bool:
+    """Whether the task fits the node's free CPU, GPUs and GPU type (memory is not checked)."""
+    if free_cpu_milli < task.cpu_milli or not (task.gpu_count == 0 or task.accepts(gpu_type)):
+        return False
+    need = task.per_gpu_milli
+    return task.gpu_count == 0 or sum(1 for g in free_gpu_milli if g >= need) >= task.gpu_count
+
+
+def candidate_takes(free_gpu_milli: Sequence[int], task: TaskShape) -> list[tuple[int, ...]]:
+    """The distinct ways to take GPU milli for the task, as per-GPU milli taken.
+
+    A share may go on any GPU with enough free milli (one candidate per GPU index); whole GPUs
+    take the first fully free GPUs, as the Open-GPU-Share allocator does. CPU-only takes nothing.
+    """
+    n = len(free_gpu_milli)
+    if task.gpu_count == 0:
+        return [(0,) * n]
+    if task.gpu_milli < MILLI:
+        return [
+            tuple(task.gpu_milli if j == i else 0 for j in range(n))
+            for i, g in enumerate(free_gpu_milli)
+            if g >= task.gpu_milli
+        ]
+    whole = [i for i, g in enumerate(free_gpu_milli) if g >= MILLI][: task.gpu_count]
+    if len(whole) < task.gpu_count:
+        return []
+    return [tuple(MILLI if i in whole else 0 for i in range(n))]
+
+
+def fgd_delta(
+    free_cpu_milli: int,
+    free_gpu_milli: Sequence[int],
+    task: TaskShape,
+    workload: Sequence[WorkloadClass],
+    gpu_type: str = "",
+) -> tuple[float, tuple[int, ...]] | None:
+    """Fragmentation increase for the best way to put the task on the node, and the milli taken.
+
+    Returns ``(delta, take)`` where ``take[i]`` is the milli taken from GPU ``i``; among GPU
+    choices with the same delta the lowest index wins. None if the task does not fit.
+    """
+    if not fits(free_cpu_milli, free_gpu_milli, task, gpu_type):
+        return None
+    before = node_fragmentation(free_cpu_milli, free_gpu_milli, workload, gpu_type)
+    best: tuple[float, tuple[int, ...]] | None = None
+    for take in candidate_takes(free_gpu_milli, task):
+        after_gpu = [g - t for g, t in zip(free_gpu_milli, take, strict=True)]
+        after = node_fragmentation(free_cpu_milli - task.cpu_milli, after_gpu, workload, gpu_type)
+        if best is None or after - before < best[0]:
+            best = (after - before, take)
+    return best
+
+
+class FragmentationTable:
+    """Node fragmentation for one workload, cached per distinct node state.
+
+    A cluster has far fewer distinct (GPU type, free CPU, free GPU multiset) states than nodes,
+    and a placement only changes one node, so caching makes the measure cheap enough to score
+    every node for every task.
+    """
+
+    def __init__(self, workload: Sequence[WorkloadClass]):
+        self.workload = tuple(workload)
+        self._cache: dict[tuple, float] = {}
+
+    def node(self, free_cpu_milli: int, free_gpu_milli: Sequence[int], gpu_type: str = "") -> float:
+        """Fragmentation of a node in this state (same value as ``node_fragmentation``)."""
+        key = (gpu_type, free_cpu_milli, tuple(sorted(free_gpu_milli)))
+        value = self._cache.get(key)
+        if value is None:
+            value = node_fragmentation(free_cpu_milli, key[2], self.workload, gpu_type)
+            self._cache[key] = value
+        return value
