@@ -1,3 +1,51 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-# Register your models here.
+from clusters.models import Allocation, Cluster, Node
+
+
+class NodeInline(admin.TabularInline):
+    model = Node
+    extra = 0
+    fields = [
+        "name", "gpu_type", "gpu_count", "gpu_shareable", "cpu_milli", "memory_mb",
+        "schedulable", "healthy", "last_seen",
+    ]  # fmt: skip
+    readonly_fields = ["last_seen"]
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "backend", "region", "health", "last_heartbeat"]
+    list_filter = ["backend", "health"]
+    readonly_fields = ["health", "last_heartbeat"]
+    inlines = [NodeInline]
+    actions = ["rotate_agent_token"]
+
+    @admin.action(description="Issue a new agent token (shown once)")
+    def rotate_agent_token(self, request, queryset):
+        for cluster in queryset:
+            token = cluster.rotate_token()
+            self.message_user(
+                request, f"Agent token for {cluster.name}: {token}", level=messages.WARNING
+            )
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy"]
+    list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]
+    search_fields = ["name"]
+    list_select_related = ["cluster"]
+
+
+@admin.register(Allocation)
+class AllocationAdmin(admin.ModelAdmin):
+    list_display = ["attempt", "worker", "node", "gpu_index", "gpu_milli", "active", "borrowed"]
+    list_filter = ["active", "borrowed"]
+    list_select_related = ["attempt__job", "node__cluster"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

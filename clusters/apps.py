@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class ClustersConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'clusters'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "clusters"

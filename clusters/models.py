@@ -1,3 +1,153 @@
-from django.db import models
+"""Clusters, their nodes, and the allocations that reserve node resources for attempts."""
 
-# Create your models here.
+import hashlib
+import secrets
+
+from django.db import models
+from django.utils import timezone
+
+GPU_MILLI = 1000  # one whole GPU, in milli-GPU
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Cluster(models.Model):
+    class Backend(models.TextChoices):
+        LOCAL = "local"
+        KUBERNETES = "kubernetes"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown"
+        HEALTHY = "healthy"
+        UNHEALTHY = "unhealthy"
+
+    name = models.SlugField(max_length=63, unique=True)
+    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
+    region = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # Only the hash is kept: a leaked database does not let anyone act as an agent.
+    agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def rotate_token(self) -> str:
+        """Issue a new agent token, store its hash and return the token (shown once)."""
+        token = secrets.token_urlsafe(32)
+        self.agent_token_hash = hash_token(token)
+        self.save(update_fields=["agent_token_hash"])
+        return token
+
+    def token_matches(self, token: str) -> bool:
+        return bool(self.agent_token_hash) and secrets.compare_digest(
+            self.agent_token_hash, hash_token(token)
+        )
+
+
+class Node(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    cpu_milli = models.PositiveIntegerField(help_text="Allocatable CPU, in millicores.")
+    memory_mb = models.PositiveIntegerField(help_text="Allocatable memory, in MiB.")
+    gpu_type = models.CharField(max_length=64, blank=True, help_text="Empty for CPU-only nodes.")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    gpu_shareable = models.BooleanField(
+        default=False, help_text="Small jobs may share one of this node's GPUs."
+    )
+    topology = models.JSONField(
+        default=dict, blank=True, help_text='Topology labels, e.g. {"rack": "r1"}.'
+    )
+    schedulable = models.BooleanField(default=True)
+    healthy = models.BooleanField(default=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_name"),
+            models.CheckConstraint(
+                condition=models.Q(gpu_count=0) | ~models.Q(gpu_type=""),
+                name="node_gpus_have_type",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+    @property
+    def available(self) -> bool:
+        return self.schedulable and self.healthy
+
+
+class AllocationQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(active=True)
+
+
+class Allocation(models.Model):
+    """One reservation of node resources for one worker of an attempt.
+
+    A worker holds one row per GPU (or GPU share) it uses; a CPU-only worker holds one row with
+    no GPU. The worker's CPU and memory are carried by its row with `slot` 0 and are zero on the
+    others, so sums over rows give the node's usage.
+
+    A GPU share is the milli range [gpu_milli_start, gpu_milli_start + gpu_milli) of that GPU.
+    The database refuses two active rows whose ranges overlap on the same GPU (an exclusion
+    constraint on PostgreSQL, a trigger on SQLite; see migration 0002), so no code path can
+    hand out the same GPU twice, whatever the scheduler believes.
+    """
+
+    attempt = models.ForeignKey(
+        "jobs.Attempt", on_delete=models.CASCADE, related_name="allocations"
+    )
+    worker = models.PositiveIntegerField(default=0)
+    slot = models.PositiveSmallIntegerField(default=0)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    gpu_index = models.PositiveSmallIntegerField(null=True, blank=True)
+    gpu_milli_start = models.PositiveSmallIntegerField(default=0)
+    gpu_milli = models.PositiveSmallIntegerField(default=0)
+    cpu_milli = models.PositiveIntegerField(default=0)
+    memory_mb = models.PositiveIntegerField(default=0)
+    borrowed = models.BooleanField(default=False)
+    active = models.BooleanField(default=True)
+    created = models.DateTimeField(default=timezone.now)
+    released = models.DateTimeField(null=True, blank=True)
+
+    objects = AllocationQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["attempt", "worker", "slot"], name="allocation_unique_slot"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(gpu_index__isnull=True, gpu_milli=0)
+                    | models.Q(
+                        gpu_index__isnull=False,
+                        gpu_milli__gt=0,
+                        gpu_milli__lte=GPU_MILLI - models.F("gpu_milli_start"),
+                    )
+                ),
+                name="allocation_gpu_share_within_gpu",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(active=True, released__isnull=True)
+                | models.Q(active=False, released__isnull=False),
+                name="allocation_released_iff_inactive",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["node"], condition=models.Q(active=True), name="alloc_live_node"),
+        ]
+
+    def __str__(self) -> str:
+        gpu = "" if self.gpu_index is None else f" gpu{self.gpu_index}"
+        return f"attempt {self.attempt_id} worker {self.worker} on {self.node_id}{gpu}"

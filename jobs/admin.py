@@ -1,3 +1,52 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-# Register your models here.
+from jobs import actions
+from jobs.models import Attempt, Job, JobEvent
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class AttemptInline(ReadOnlyInline):
+    model = Attempt
+    fields = ["number", "cluster", "outcome", "exit_code", "reason", "started_at", "ended_at"]
+    readonly_fields = fields
+
+
+class JobEventInline(ReadOnlyInline):
+    model = JobEvent
+    fields = ["time", "from_state", "to_state", "reason"]
+    readonly_fields = fields
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Jobs are read-mostly here: they change through the lifecycle, not through edits."""
+
+    list_display = ["id", "name", "tenant", "family", "state", "priority_class", "created"]
+    list_filter = ["state", "family", "tenant", "priority_class"]
+    search_fields = ["name", "id"]
+    list_select_related = ["tenant", "priority_class"]
+    inlines = [AttemptInline, JobEventInline]
+    actions = ["cancel_jobs"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel_jobs(self, request, queryset):
+        canceled = sum(
+            actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
+        )
+        self.message_user(request, f"Canceled {canceled} job(s).", level=messages.SUCCESS)

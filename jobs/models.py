@@ -1,3 +1,201 @@
-from django.db import models
+"""Jobs, their attempts, the audit trail of their transitions, and their logs."""
 
-# Create your models here.
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from jobs.states import ACTIVE, TERMINAL, State
+
+
+class Family(models.TextChoices):
+    TRAINING = "training"
+    BATCH_INFERENCE = "batch_inference"
+    EVALUATION = "evaluation"
+
+
+class JobQuerySet(models.QuerySet):
+    def for_tenants(self, tenants):
+        return self.filter(tenant__in=tenants)
+
+    def live(self):
+        return self.exclude(state__in=TERMINAL)
+
+
+class Job(models.Model):
+    tenant = models.ForeignKey("quotas.Tenant", on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    name = models.CharField(max_length=200)
+    family = models.CharField(max_length=20, choices=Family.choices)
+    image = models.CharField(max_length=500)
+    command = models.JSONField(help_text="The command as a list of arguments.")
+    env = models.JSONField(default=dict, blank=True)
+
+    # Per-worker request. A worker wants `gpus` whole GPUs, or a share of one GPU in
+    # `gpu_milli` (1..999, evaluation and batch inference on shareable GPU types only).
+    cpu_milli = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    memory_mb = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    gpus = models.PositiveSmallIntegerField(default=0)
+    gpu_milli = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(999)])
+    gpu_types = models.JSONField(
+        default=list, blank=True, help_text="Acceptable GPU types; empty means any."
+    )
+    cluster_selector = models.JSONField(
+        default=dict, blank=True, help_text="Cluster labels the job requires."
+    )
+    workers = models.PositiveSmallIntegerField(
+        default=1, help_text="Gang size: all workers start together or none does."
+    )
+    shards = models.PositiveIntegerField(
+        default=1, help_text="Independent shards of a batch inference job."
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="shard_jobs"
+    )
+    shard_index = models.PositiveIntegerField(null=True, blank=True)
+
+    priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT)
+    priority = models.IntegerField(default=0, help_text="Order inside the tenant and tier.")
+    preemptible = models.BooleanField(default=True)
+    max_runtime_s = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    max_retries = models.PositiveSmallIntegerField(default=3)
+    retries_used = models.PositiveSmallIntegerField(default=0)
+    # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
+    # Why the job waits, as the scheduler last said it: a code for machines, a sentence for people.
+    pending_reason = models.CharField(max_length=40, blank=True)
+    pending_message = models.CharField(max_length=300, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="Retry backoff: not placed before this time."
+    )
+    created = models.DateTimeField(default=timezone.now)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"], name="job_unique_idempotency_key"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(gpus=0) | models.Q(gpu_milli=0),
+                name="job_whole_gpus_or_share",
+            ),
+            models.CheckConstraint(condition=models.Q(workers__gte=1), name="job_workers_min"),
+            models.CheckConstraint(condition=models.Q(shards__gte=1), name="job_shards_min"),
+        ]
+        indexes = [
+            models.Index(fields=["state", "created"], name="job_state_created"),
+            models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE
+
+    @property
+    def gpu_milli_per_worker(self) -> int:
+        return self.gpus * 1000 or self.gpu_milli
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """The same directory for every attempt of the job, so a retry can resume."""
+        return f"{self.tenant.slug}/{self.pk}"
+
+
+class Attempt(models.Model):
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        USER_ERROR = "user_error"
+        INFRA_ERROR = "infra_error"
+        PREEMPTED = "preempted"
+        LOST = "lost"
+        TIMEOUT = "timeout"
+        CANCELED = "canceled"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    scheduled_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_unique_number"),
+            # At most one live attempt per job: a job never runs twice at once.
+            models.UniqueConstraint(
+                fields=["job"], condition=models.Q(outcome=""), name="attempt_one_live_per_job"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} attempt {self.number}"
+
+    @property
+    def is_live(self) -> bool:
+        return not self.outcome
+
+
+class JobEvent(models.Model):
+    """One transition of one job: the audit trail, the source of metrics, the live feed."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL)
+    from_state = models.CharField(max_length=12, choices=State.choices, blank=True)
+    to_state = models.CharField(max_length=12, choices=State.choices)
+    reason = models.CharField(max_length=300, blank=True)
+    time = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["time", "id"]
+        indexes = [models.Index(fields=["job", "time"], name="jobevent_job_time")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state or '-'} -> {self.to_state}"
+
+
+class LogChunk(models.Model):
+    class Stream(models.TextChoices):
+        STDOUT = "stdout"
+        STDERR = "stderr"
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
+    worker = models.PositiveIntegerField(default=0)
+    seq = models.PositiveIntegerField()
+    stream = models.CharField(max_length=6, choices=Stream.choices, default=Stream.STDOUT)
+    text = models.TextField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["attempt", "worker", "seq"]
+        constraints = [
+            # Agents resend chunks after a failure; the sequence number makes that harmless.
+            models.UniqueConstraint(
+                fields=["attempt", "worker", "seq"], name="logchunk_unique_seq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt_id} worker {self.worker} #{self.seq}"

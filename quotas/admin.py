@@ -1,3 +1,51 @@
 from django.contrib import admin
 
-# Register your models here.
+from quotas.models import Membership, PriorityClass, Quota, Tenant
+from quotas.usage import usage_by_tenant
+
+
+class QuotaInline(admin.TabularInline):
+    model = Quota
+    extra = 1
+    fields = ["flavor", "guaranteed", "borrow_limit", "in_use"]
+    readonly_fields = ["in_use"]
+
+    @admin.display(description="in use now")
+    def in_use(self, quota: Quota) -> str:
+        if quota.pk is None:
+            return "-"
+        # One usage query per tenant page, not one per quota row.
+        usage = self._usage.get(quota.tenant_id, {})
+        amount = usage.get(quota.flavor, 0)
+        share = f" ({amount / quota.guaranteed:.0%} of guarantee)" if quota.guaranteed else ""
+        return f"{amount:g} {quota.unit}{share}"
+
+    def get_formset(self, request, obj=None, **kwargs):
+        self._usage = usage_by_tenant([obj.pk]) if obj is not None else {}
+        return super().get_formset(request, obj, **kwargs)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "fair_share_weight", "created"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [QuotaInline, MembershipInline]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):
+    list_display = ["name", "value", "may_preempt", "description"]
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "flavor", "guaranteed", "borrow_limit"]
+    list_filter = ["flavor"]
+    list_select_related = ["tenant"]

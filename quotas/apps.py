@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class QuotasConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'quotas'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "quotas"

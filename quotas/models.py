@@ -1,3 +1,96 @@
+"""Tenants, their members and quotas, and the priority classes jobs run under."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 
-# Create your models here.
+
+class Tenant(models.Model):
+    """A team: the isolation boundary. Every job, attempt, log and quota belongs to one."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=50, unique=True)
+    fair_share_weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.01)])
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+        VIEWER = "viewer"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+    @property
+    def can_submit(self) -> bool:
+        return self.role in (self.Role.OWNER, self.Role.MEMBER)
+
+
+def validate_flavor(value: str) -> None:
+    """A resource flavor is `cpu` (millicores), `memory` (MiB) or `gpu:<type>` (GPUs)."""
+    if value in ("cpu", "memory"):
+        return
+    if value.startswith("gpu:") and len(value) > 4 and " " not in value:
+        return
+    raise ValidationError(f"{value!r} is not a flavor: use cpu, memory or gpu:<type>")
+
+
+class Quota(models.Model):
+    """A tenant's guaranteed share of one resource flavor, and how much idle capacity it may
+    borrow from other tenants' guarantees on top (a cohort, as in Kueue)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.CharField(max_length=64, validators=[validate_flavor])
+    guaranteed = models.PositiveBigIntegerField(default=0)
+    borrow_limit = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["tenant", "flavor"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "flavor"], name="quota_unique_flavor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.flavor}"
+
+    @property
+    def unit(self) -> str:
+        return {"cpu": "millicores", "memory": "MiB"}.get(self.flavor, "GPUs")
+
+
+class PriorityClass(models.Model):
+    """A strict priority tier. Jobs of a higher value are always considered first."""
+
+    name = models.SlugField(max_length=50, unique=True)
+    value = models.IntegerField(unique=True)
+    may_preempt = models.BooleanField(
+        default=False, help_text="Jobs of this class may preempt jobs of lower classes."
+    )
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"

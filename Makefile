@@ -1,0 +1,39 @@
+# mlsched: `make run` serves the embedded all-in-one server; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgresql://postgres:postgres@127.0.0.1:5432/mlsched
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: run test check services install clean
+
+$(BIN)/.installed: requirements.txt constraints.txt
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  echo "python3-venv is missing: installing it with apt-get"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3-venv >/dev/null; \
+	  rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
+	@touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/python manage.py run_embedded --port $(PORT)
+
+services:
+	@scripts/services.sh
+
+test: install services
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	  $(BIN)/pytest -q tests
+
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,29 @@
+"""The embedded all-in-one server: the web portal, API and admin in one process."""
+
+import logging
+
+from daphne.endpoints import build_endpoint_description_strings
+from daphne.server import Server
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from mlsched_site.asgi import application
+
+
+class Command(BaseCommand):
+    help = "Migrate, seed demo data on an empty database and serve mlsched in one process."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host, port, **options):
+        logging.getLogger("daphne").setLevel(logging.WARNING)
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("seed_demo")
+        self.stdout.write(f"mlsched is serving on http://{host}:{port}/ (admin: /admin/)")
+        self.stdout.flush()
+        Server(
+            application=application,
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+        ).run()

@@ -1,0 +1,82 @@
+"""Fill an empty database with a demo tenant, users, priority classes and two clusters."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from clusters.models import Cluster, Node
+from quotas.models import Membership, PriorityClass, Quota, Tenant
+
+PRIORITY_CLASSES = [
+    ("critical", 1000, True, "Production-critical work; may preempt lower tiers."),
+    ("high", 100, True, "Deadlines; may preempt lower tiers."),
+    ("normal", 0, False, "The default."),
+    ("low", -100, False, "Runs when there is room."),
+    ("best-effort", -1000, False, "Scavenges idle capacity; first to be preempted."),
+]
+
+# (cluster, region, nodes, GPU type, GPUs per node, shareable, cpu millicores, memory MiB)
+DEMO_CLUSTERS = [
+    ("a100-east", "us-east", 2, "A100", 8, False, 96_000, 1_024_000),
+    ("t4-west", "us-west", 4, "T4", 1, True, 16_000, 64_000),
+]
+
+DEMO_QUOTAS = [
+    ("cpu", 64_000, 32_000),
+    ("memory", 512_000, 256_000),
+    ("gpu:A100", 8, 8),
+    ("gpu:T4", 2, 2),
+]
+
+
+class Command(BaseCommand):
+    help = "Create demo data on an empty database and print the credentials."
+
+    def handle(self, *args, **options):
+        credentials = settings.VAR_DIR / "demo-credentials.txt"
+        if Tenant.objects.exists():
+            if credentials.exists():
+                self.stdout.write(credentials.read_text())
+            return
+        with transaction.atomic():
+            text = seed()
+        credentials.write_text(text)
+        credentials.chmod(0o600)
+        self.stdout.write(text)
+
+
+def seed() -> str:
+    for name, value, may_preempt, description in PRIORITY_CLASSES:
+        PriorityClass.objects.create(
+            name=name, value=value, may_preempt=may_preempt, description=description
+        )
+    tenant = Tenant.objects.create(name="Demo team", slug="demo")
+    for flavor, guaranteed, borrow in DEMO_QUOTAS:
+        Quota.objects.create(
+            tenant=tenant, flavor=flavor, guaranteed=guaranteed, borrow_limit=borrow
+        )
+    for name, region, count, gpu_type, gpus, shareable, cpu, memory in DEMO_CLUSTERS:
+        cluster = Cluster.objects.create(name=name, region=region, health="healthy")
+        for i in range(count):
+            Node.objects.create(
+                cluster=cluster,
+                name=f"{name}-{i}",
+                gpu_type=gpu_type,
+                gpu_count=gpus,
+                gpu_shareable=shareable,
+                cpu_milli=cpu,
+                memory_mb=memory,
+                topology={"rack": f"{name}-r{i // 2}"},
+            )
+    users = get_user_model().objects
+    demo_password, admin_password = secrets.token_urlsafe(9), secrets.token_urlsafe(9)
+    demo = users.create_user("demo", password=demo_password)
+    Membership.objects.create(tenant=tenant, user=demo, role=Membership.Role.OWNER)
+    users.create_superuser("admin", password=admin_password)
+    return (
+        f"Demo user:  demo / {demo_password}  (tenant 'demo')\n"
+        f"Admin user: admin / {admin_password}\n"
+    )

@@ -1,0 +1,45 @@
+"""The job state machine: the one place that says which transitions exist.
+
+    queued -> scheduled -> running -> succeeded | failed | canceled
+
+Preemption and retried infrastructure failures send a scheduled or running job back to queued,
+with a new attempt to follow. Terminal states have no way out.
+"""
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+EDGES: dict[str, frozenset[str]] = {
+    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED}),
+    State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
+    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELED, State.QUEUED}),
+    State.SUCCEEDED: frozenset(),
+    State.FAILED: frozenset(),
+    State.CANCELED: frozenset(),
+}
+
+TERMINAL = frozenset(s for s, out in EDGES.items() if not out)
+ACTIVE = frozenset({State.SCHEDULED, State.RUNNING})
+
+
+class IllegalTransition(Exception):
+    """A transition the state machine does not have, or one whose starting state is stale."""
+
+    def __init__(self, job_id: int, source: str, target: str):
+        super().__init__(f"job {job_id}: no transition from {source} to {target}")
+        self.job_id, self.source, self.target = job_id, source, target
+
+
+def check(job_id: int, source: str, target: str) -> None:
+    """Raise IllegalTransition unless source -> target is an edge of the machine."""
+    if target not in EDGES[source]:
+        raise IllegalTransition(job_id, source, target)

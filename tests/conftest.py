@@ -1,0 +1,40 @@
+"""Shared fixtures: the users trio every access test reuses.
+
+Alice owns team "alpha"; Bob is a member of Alice's team; Charlie is in team "gamma" only.
+"""
+
+import pytest
+
+from quotas.models import Membership
+from tests.factories import MembershipFactory, TenantFactory, UserFactory
+
+
+@pytest.fixture
+def alpha(db):
+    return TenantFactory(name="Alpha", slug="alpha")
+
+
+@pytest.fixture
+def gamma(db):
+    return TenantFactory(name="Gamma", slug="gamma")
+
+
+@pytest.fixture
+def alice(alpha):
+    user = UserFactory(username="alice")
+    MembershipFactory(tenant=alpha, user=user, role=Membership.Role.OWNER)
+    return user
+
+
+@pytest.fixture
+def bob(alpha):
+    user = UserFactory(username="bob")
+    MembershipFactory(tenant=alpha, user=user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def charlie(gamma):
+    user = UserFactory(username="charlie")
+    MembershipFactory(tenant=gamma, user=user, role=Membership.Role.OWNER)
+    return user

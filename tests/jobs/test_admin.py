@@ -1,0 +1,61 @@
+import pytest
+
+from jobs.states import State
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
+
+
+@pytest.fixture
+def admin_client(client, db):
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    return client
+
+
+def test_the_cancel_action_cancels_live_jobs_only(admin_client):
+    queued = JobFactory()
+    done = JobFactory(state=State.SUCCEEDED)
+
+    page = admin_client.post(
+        "/admin/jobs/job/",
+        {"action": "cancel_jobs", "_selected_action": [queued.pk, done.pk]},
+        follow=True,
+    )
+
+    assert "Canceled 1 job(s)." in page.text
+    queued.refresh_from_db()
+    done.refresh_from_db()
+    assert (queued.state, done.state) == (State.CANCELED, State.SUCCEEDED)
+
+
+def test_a_job_cannot_be_edited_in_the_admin(admin_client):
+    job = JobFactory(name="original")
+
+    admin_client.post(f"/admin/jobs/job/{job.pk}/change/", {"name": "edited"})
+
+    job.refresh_from_db()
+    assert job.name == "original"
+
+
+def test_the_cluster_page_lists_its_nodes(admin_client):
+    cluster = ClusterFactory(name="east")
+    NodeFactory(cluster=cluster, name="gpu-node-7")
+
+    page = admin_client.get(f"/admin/clusters/cluster/{cluster.pk}/change/")
+
+    assert page.status_code == 200
+    assert "gpu-node-7" in page.text
+
+
+def test_rotating_the_agent_token_stores_only_its_hash(admin_client):
+    cluster = ClusterFactory(name="east")
+
+    page = admin_client.post(
+        "/admin/clusters/cluster/",
+        {"action": "rotate_agent_token", "_selected_action": [cluster.pk]},
+        follow=True,
+    )
+
+    token = page.text.split("Agent token for east: ")[1].split("<")[0].strip()
+    cluster.refresh_from_db()
+    assert token not in cluster.agent_token_hash
+    assert cluster.token_matches(token)
+    assert not cluster.token_matches(token + "x")

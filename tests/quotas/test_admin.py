@@ -1,0 +1,74 @@
+import pytest
+from django.utils import timezone
+
+from clusters.models import Allocation
+from tests.factories import AttemptFactory, JobFactory, NodeFactory, QuotaFactory, UserFactory
+
+
+@pytest.fixture
+def admin_client(client, db):
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    return client
+
+
+def hold_gpus(tenant, node, count, active=True):
+    attempt = AttemptFactory(job=JobFactory(tenant=tenant), cluster=node.cluster)
+    for index in range(count):
+        Allocation.objects.create(
+            attempt=attempt, node=node, slot=index, gpu_index=index, gpu_milli=1000,
+            cpu_milli=1000 if index == 0 else 0, active=active,
+            released=None if active else timezone.now(),
+        )  # fmt: skip
+
+
+def test_it_shows_quota_usage_beside_each_quota(admin_client, alpha):
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8)
+    QuotaFactory(tenant=alpha, flavor="cpu", guaranteed=10_000)
+    node = NodeFactory()
+    hold_gpus(alpha, node, 2)
+    hold_gpus(alpha, node, 1, active=False)
+
+    page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/")
+
+    assert page.status_code == 200
+    assert "2 GPUs (25% of guarantee)" in page.text
+    assert "1000 millicores (10% of guarantee)" in page.text
+
+
+def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8)
+    hold_gpus(gamma, NodeFactory(), 4)
+
+    page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/")
+
+    assert "0 GPUs (0% of guarantee)" in page.text
+
+
+def test_it_refuses_an_unknown_flavor(admin_client, alpha):
+    form = {
+        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1",
+        "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
+        "quotas-0-flavor": "tpu", "quotas-0-guaranteed": "4", "quotas-0-borrow_limit": "0",
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+    }  # fmt: skip
+
+    page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+
+    assert page.status_code == 200
+    assert "is not a flavor" in page.text
+    assert not alpha.quotas.exists()
+
+
+def test_it_saves_a_quota_from_the_tenant_page(admin_client, alpha):
+    form = {
+        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "2",
+        "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
+        "quotas-0-flavor": "gpu:H100", "quotas-0-guaranteed": "16", "quotas-0-borrow_limit": "4",
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+    }  # fmt: skip
+
+    page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+
+    assert page.status_code == 302
+    quota = alpha.quotas.get()
+    assert (quota.flavor, quota.guaranteed, quota.borrow_limit) == ("gpu:H100", 16, 4)
