@@ -38,8 +38,8 @@ class NodeView:
     gpu_type: str
     free_cpu_milli: int
     free_gpu_milli: tuple[int, ...]
-    # Share sizes (milli) of the tasks already on the node; only gpuclustering reads it.
-    hosted_gpu_milli: frozenset[int] = field(default_factory=frozenset)
+    # GPU affinities (see ``gpu_affinity``) of the tasks on the node; only gpuclustering reads it.
+    hosted: frozenset[str] = field(default_factory=frozenset)
 
 
 class Fit(NamedTuple):
@@ -71,10 +71,20 @@ def _best(node: NodeView, task: TaskShape, rate: Callable[[tuple[int, ...]], flo
     return best
 
 
-def first_fit(node: NodeView, task: TaskShape) -> Fit | None:
-    """Every fitting node scores 0; the task takes the first GPUs that fit (random's choice)."""
+def _tightest(node: NodeView, task: TaskShape) -> tuple[int, ...] | None:
+    """The default GPU choice: a share goes on the fullest GPU that fits (first on ties)."""
     takes = _takes(node, task)
-    return Fit(0.0, takes[0]) if takes else None
+    if not takes:
+        return None
+    if 0 < task.gpu_milli < MILLI:
+        return min(takes, key=lambda t: node.free_gpu_milli[t.index(task.gpu_milli)])
+    return takes[0]
+
+
+def first_fit(node: NodeView, task: TaskShape) -> Fit | None:
+    """Every fitting node scores 0 (random's feasibility check) with the default GPU choice."""
+    take = _tightest(node, task)
+    return None if take is None else Fit(0.0, take)
 
 
 def bestfit(node: NodeView, task: TaskShape) -> Fit | None:
@@ -82,55 +92,71 @@ def bestfit(node: NodeView, task: TaskShape) -> Fit | None:
 
     Computed in integers (proportional to the published score) so equal nodes tie exactly.
     """
-
-    def rate(take: tuple[int, ...]) -> float:
-        cpu_left, gpu = _after(node, task, take)
-        tight = -min((g for g, t in zip(gpu, take, strict=True) if t), default=0)
-        node_left = cpu_left * MAX_GPU_MILLI + sum(gpu) * MAX_CPU_MILLI
-        # The node leftover dominates; the tightest GPU only orders choices inside a node.
-        return -node_left * 10_000 + tight
-
-    return _best(node, task, rate)
+    take = _tightest(node, task)
+    if take is None:
+        return None
+    cpu_left, gpu = _after(node, task, take)
+    return Fit(-(cpu_left * MAX_GPU_MILLI + sum(gpu) * MAX_CPU_MILLI), take)
 
 
 def dotprod(node: NodeView, task: TaskShape) -> Fit | None:
-    """Tetris-style alignment: the smallest dot product of request and what is left, max-normed.
+    """Tetris-style alignment, as published: the smaller the dot product, the higher the score.
 
-    GPU dimensions are merged into one total; the tightest GPU is taken for a share.
+    Vectors are (CPU, total GPU milli), each normalised by the largest node; the score is
+    int(100 x (1 - dot / 2)), so near-equal nodes tie and the node order decides.
     """
-    req_cpu = task.cpu_milli / MAX_CPU_MILLI
-    req_gpu = task.gpu_count * task.per_gpu_milli / MAX_GPU_MILLI
-
-    def rate(take: tuple[int, ...]) -> float:
-        cpu_left, gpu = _after(node, task, take)
-        tight = min((g for g, t in zip(gpu, take, strict=True) if t), default=0)
-        dot = req_cpu * cpu_left / MAX_CPU_MILLI + req_gpu * sum(gpu) / MAX_GPU_MILLI
-        return -dot - tight * 1e-9
-
-    return _best(node, task, rate)
+    take = _tightest(node, task)
+    if take is None:
+        return None
+    gpu_req = task.gpu_count * task.per_gpu_milli
+    dot = (node.free_cpu_milli / MAX_CPU_MILLI) * (task.cpu_milli / MAX_CPU_MILLI) + (
+        sum(node.free_gpu_milli) / MAX_GPU_MILLI
+    ) * (gpu_req / MAX_GPU_MILLI)
+    return Fit(int(100 * (1 - dot / 2)), take)
 
 
 def gpupacking(node: NodeView, task: TaskShape) -> Fit | None:
-    """Prefer an already-shared GPU, then a partly used node, then an idle node."""
-    node_used = any(g < MILLI for g in node.free_gpu_milli)
+    """Prefer already-shared GPUs, then free GPUs on a used node, then an idle node.
 
-    def rate(take: tuple[int, ...]) -> float:
-        shared = any(t and g < MILLI for g, t in zip(node.free_gpu_milli, take, strict=True))
-        tier = 2 if shared else (1 if node_used else 0)
-        tight = min((g for g, t in zip(node.free_gpu_milli, take, strict=True) if t), default=0)
-        return tier * 10_000 - tight
+    Published tiers and integer scores: [50, 100] for shared GPUs (fuller is better), [33, 50]
+    for a used node (fewer newly opened GPUs is better), [0, 33] for an idle node.
+    """
+    take = _tightest(node, task)
+    if take is None:
+        return None
+    if task.gpu_count == 0:
+        return Fit(0, take)
+    free = node.free_gpu_milli
+    fully_free = sum(1 for g in free if g == MILLI)
+    if fully_free == len(free):
+        return Fit(max(100 // 3 - fully_free, fully_free), take)
+    used = [g for g, t in zip(free, take, strict=True) if t]
+    opened = sum(1 for g in used if g == MILLI)
+    if opened:
+        return Fit(max(100 // 2 - opened, 100 // 3), take)
+    return Fit(max(100 - sum(g * 100 // MILLI for g in used) // 10, 100 // 2), take)
 
-    return _best(node, task, rate)
+
+def gpu_affinity(task: TaskShape) -> str:
+    """The clustering key of a GPU task: every share alike, whole GPUs by count."""
+    return "share" if task.gpu_milli < MILLI else f"{task.gpu_count}-gpu"
 
 
 def gpuclustering(node: NodeView, task: TaskShape) -> Fit | None:
-    """Prefer nodes hosting shares of the same size, then idle nodes, then mixed nodes."""
-    takes = _takes(node, task)
-    if not takes:
+    """Prefer nodes hosting only tasks of the same affinity, then mixed ones with it, then idle.
+
+    Published quarters of [0, 100]: only-same > mixed-with-same > idle > others, fuller nodes
+    first inside a quarter. CPU-only tasks score 0 everywhere.
+    """
+    take = _tightest(node, task)
+    if take is None:
         return None
-    if task.gpu_milli in node.hosted_gpu_milli:
-        return Fit(2.0, takes[0])
-    return Fit(1.0 if not node.hosted_gpu_milli else 0.0, takes[0])
+    if task.gpu_count == 0:
+        return Fit(0, take)
+    hosted, mine = node.hosted, gpu_affinity(task)
+    quarter = (3 if len(hosted) == 1 else 2) if mine in hosted else (0 if hosted else 1)
+    fill = 25 * (MAX_GPU_MILLI - sum(node.free_gpu_milli)) // MAX_GPU_MILLI
+    return Fit(fill + 25 * quarter, take)
 
 
 def fgd_score(delta: float) -> int:

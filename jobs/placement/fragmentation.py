@@ -12,9 +12,11 @@ The node's fragmentation is the popularity-weighted sum. Pure: no Django, no I/O
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 MILLI = 1000
 
@@ -169,19 +171,48 @@ class FragmentationTable:
     """Node fragmentation for one workload, cached per distinct node state.
 
     A cluster has far fewer distinct (GPU type, free CPU, free GPU multiset) states than nodes,
-    and a placement only changes one node, so caching makes the measure cheap enough to score
-    every node for every task.
+    and a placement changes one node, so caching makes scoring every node for every task cheap.
+    Classes are grouped by their GPU need so one state is measured in a few bisects:
+    fragment = idle x (total weight) - sum over groups that fit of (idle - small) x weight with
+    enough CPU.
     """
 
     def __init__(self, workload: Sequence[WorkloadClass]):
         self.workload = tuple(workload)
+        self._total = sum(c.weight for c in self.workload)
+        groups: dict[tuple[int, int, frozenset[str]], list[tuple[int, float]]] = {}
+        for c in self.workload:
+            if c.shape.gpu_count:
+                key = (c.shape.per_gpu_milli, c.shape.gpu_count, c.shape.gpu_types)
+                groups.setdefault(key, []).append((c.shape.cpu_milli, c.weight))
+        # Per group: CPU thresholds ascending and the weight of classes needing at most each.
+        self._groups = []
+        for (need, count, types), members in groups.items():
+            members.sort()
+            cumulative = list(accumulate(w for _, w in members))
+            self._groups.append((need, count, types, [cpu for cpu, _ in members], cumulative))
         self._cache: dict[tuple, float] = {}
 
     def node(self, free_cpu_milli: int, free_gpu_milli: Sequence[int], gpu_type: str = "") -> float:
         """Fragmentation of a node in this state (same value as ``node_fragmentation``)."""
-        key = (gpu_type, free_cpu_milli, tuple(sorted(free_gpu_milli)))
+        gpus = tuple(sorted(free_gpu_milli))
+        key = (gpu_type, free_cpu_milli, gpus)
         value = self._cache.get(key)
         if value is None:
-            value = node_fragmentation(free_cpu_milli, key[2], self.workload, gpu_type)
-            self._cache[key] = value
+            value = self._cache[key] = self._measure(free_cpu_milli, gpus, gpu_type)
         return value
+
+    def _measure(self, cpu: int, gpus: tuple[int, ...], gpu_type: str) -> float:
+        prefix = [0, *accumulate(gpus)]
+        idle = prefix[-1]
+        frag = idle * self._total
+        if not idle:
+            return 0.0
+        for need, count, types, cpus, cumulative in self._groups:
+            at = bisect_left(gpus, need)
+            if len(gpus) - at < count or (types and gpu_type not in types):
+                continue
+            fitting = bisect_right(cpus, cpu)
+            if fitting:
+                frag -= (idle - prefix[at]) * cumulative[fitting - 1]
+        return frag

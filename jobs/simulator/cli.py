@@ -1,0 +1,122 @@
+"""Command line of the simulator: ``fgd`` (the FGD packing protocol) and ``replay``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from jobs.placement.fit_policies import POLICIES
+from jobs.simulator import fgd, report
+from jobs.simulator.openb import read_nodes, read_pods
+
+
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``42``, ``42-51`` or ``42,45,50``."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        seeds.extend(range(int(lo), int(hi or lo) + 1))
+    return seeds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simulate", description=__doc__)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    f = sub.add_parser("fgd", help="the FGD paper's packing experiment on an openb trace")
+    f.add_argument("--nodes", required=True, type=Path, help="node list CSV")
+    f.add_argument("--pods", required=True, type=Path, help="pod list CSV")
+    f.add_argument("--policy", required=True, help="comma-separated: " + ", ".join(POLICIES))
+    group = f.add_mutually_exclusive_group()
+    group.add_argument("--seed", type=int, default=42)
+    group.add_argument("--seeds", type=parse_seeds, help="e.g. 42-51")
+    f.add_argument("--tune", type=float, default=1.3, help="inflate pods to this x GPU capacity")
+    f.add_argument("--out", type=Path, help="directory for the CSV and PNG")
+    f.add_argument(
+        "--published",
+        type=Path,
+        help="published analysis_allo_discrete.csv to compare with "
+        "(default: ../fgd-expected-results/ beside the pod list, if present)",
+    )
+    from jobs.simulator import replay_cli
+
+    replay_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the simulator; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    command = "simulate " + shlex.join(argv)
+    if args.mode == "fgd":
+        return run_fgd(args, command)
+    from jobs.simulator import replay_cli
+
+    return replay_cli.run(args, command)
+
+
+def run_fgd(args: argparse.Namespace, command: str) -> int:
+    """Run every policy x seed, print a line per run, write CSV/PNG, end with the summary line."""
+    policies = args.policy.split(",")
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        print(f"unknown policy: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    seeds = args.seeds or [args.seed]
+    nodes, pods = read_nodes(args.nodes), read_pods(args.pods)
+    workload = args.pods.stem
+    gpus = sum(n.gpus for n in nodes)
+    published_path = args.published or report.find_published(args.pods)
+    published = report.published_curves(published_path, workload) if published_path else {}
+    rows, curves, results = [], {}, {}
+    for policy in policies:
+        for seed in seeds:
+            trial = fgd.prepare(nodes, pods, seed, args.tune)
+            started = time.perf_counter()
+            outcome = fgd.run(trial, policy)
+            elapsed = time.perf_counter() - started
+            curve = fgd.allocation_curve(outcome)
+            curves.setdefault(policy, []).append(curve)
+            rows.append(report.csv_row(workload, policy, args.tune, seed, gpus, curve))
+            unalloc = None if curve[100] is None else 100 - curve[100]
+            results.setdefault(policy, []).append(unalloc)
+            print(
+                f"{workload} {policy} seed={seed} pods={len(trial.pods)} "
+                f"failed={outcome.failed} unallocated_at_100={_fmt(unalloc)} "
+                f"seconds={elapsed:.2f}",
+                flush=True,
+            )
+    _summarise(results, published, seeds)
+    if args.out:
+        _write_outputs(args.out, workload, rows, curves, published, command)
+    last = [v for v in results[policies[-1]] if v is not None]
+    print(f"unallocated_gpu_pct_at_100: {_fmt(sum(last) / len(last) if last else None)}")
+    return 0
+
+
+def _summarise(results: dict, published: dict, seeds: list[int]) -> None:
+    for policy, values in results.items():
+        got = [v for v in values if v is not None]
+        mean = sum(got) / len(got) if got else None
+        label = report.PUBLISHED_NAMES.get(policy)
+        ref = report.mean_at(published[label], 100, seeds) if label in published else None
+        diff = "" if ref is None or mean is None else f" diff={mean - ref:+.3f}"
+        print(
+            f"summary {policy}: mean unallocated at 100% = {_fmt(mean)} "
+            f"over {len(got)} seeds; published={_fmt(ref)}{diff}"
+        )
+
+
+def _write_outputs(out: Path, workload: str, rows, curves, published, command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{workload}_{'-'.join(curves)}"
+    report.write_csv(out / f"{stem}.csv", rows, command)
+    report.plot(out / f"{stem}.png", f"{workload} (median over seeds)", curves, published)
+    print(f"wrote {out / (stem + '.csv')} and {out / (stem + '.png')}")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
