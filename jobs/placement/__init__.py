@@ -1,0 +1,58 @@
+"""The pure placement core: ``place(snapshot) -> Decision``.
+
+No Django, no I/O, no clock: time, seed and policy weights travel in the ``Snapshot``. The
+live scheduler, the trace simulator and the benchmarks all call this same function. See
+README.md next to this file for the contract, the reason codes and the policy order.
+"""
+
+from jobs.placement.decision import (
+    PENDING,
+    PLACED,
+    PREEMPTS,
+    REASONS,
+    RESERVED,
+    Decision,
+    Outcome,
+    WorkerPlacement,
+)
+from jobs.placement.engine import place
+from jobs.placement.model import (
+    BATCH_INFERENCE,
+    EVALUATION,
+    TRAINING,
+    Allocation,
+    Node,
+    Policy,
+    QueuedJob,
+    Quota,
+    RunningJob,
+    ShapeCount,
+    Snapshot,
+    Tenant,
+    gpu_flavor,
+)
+
+__all__ = [
+    "BATCH_INFERENCE",
+    "EVALUATION",
+    "PENDING",
+    "PLACED",
+    "PREEMPTS",
+    "REASONS",
+    "RESERVED",
+    "TRAINING",
+    "Allocation",
+    "Decision",
+    "Node",
+    "Outcome",
+    "Policy",
+    "QueuedJob",
+    "Quota",
+    "RunningJob",
+    "ShapeCount",
+    "Snapshot",
+    "Tenant",
+    "WorkerPlacement",
+    "gpu_flavor",
+    "place",
+]

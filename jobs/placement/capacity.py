@@ -1,0 +1,187 @@
+"""Mutable free capacity for one cycle, indexed so a task never scans every node.
+
+Schedulable nodes are grouped by (GPU type, cluster, shareable). Inside a group, nodes sit in
+buckets by their number of entirely free GPUs, and nodes with a partly used GPU are also kept
+in a ``partial`` set. A task needing g whole GPUs looks only at buckets >= g; a GPU share looks
+at ``partial`` first. Group totals answer "could it fit at all" in O(1).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from jobs.placement.model import WHOLE_GPU, Node, RunningJob
+
+# ((gpu index, milli), ...): the GPU part of one worker's placement on one node.
+Takes = tuple[tuple[int, int], ...]
+
+
+class NodeState:
+    """One node's free capacity during the cycle."""
+
+    __slots__ = (
+        "order",
+        "id",
+        "cluster",
+        "gpu_type",
+        "gpus",
+        "cpu",
+        "mem",
+        "full",
+        "partial",
+        "shareable",
+        "topology",
+        "group",
+        "held",
+        "cap_cpu",
+        "cap_mem",
+    )
+
+    def __init__(self, node: Node, order: int):
+        self.order = order
+        self.id = node.id
+        self.cluster = node.cluster
+        self.gpu_type = node.gpu_type
+        self.gpus = tuple(node.gpu_free_milli)
+        self.cpu = node.cpu_free_milli
+        self.mem = node.memory_free_mb
+        self.shareable = node.gpu_shareable
+        self.topology = node.topology
+        self.group: Group | None = None
+        # True while the node belongs to the head-of-line reservation.
+        self.held = False
+        self.cap_cpu = node.cpu_free_milli
+        self.cap_mem = node.memory_free_mb
+        self._count()
+
+    def _count(self) -> None:
+        self.full = sum(1 for m in self.gpus if m >= WHOLE_GPU)
+        self.partial = any(0 < m < WHOLE_GPU for m in self.gpus)
+
+    def state_key(self) -> tuple:
+        """What the scorers see: nodes with equal keys score the same."""
+        return (self.gpu_type, self.cpu, self.mem, self.gpus)
+
+
+class Group:
+    """Schedulable nodes of one (GPU type, cluster, shareable) and their free totals."""
+
+    __slots__ = (
+        "key",
+        "gpu_type",
+        "cluster",
+        "shareable",
+        "by_full",
+        "partial",
+        "full_total",
+        "milli_total",
+        "cpu_total",
+        "mem_total",
+        "cap_cpu",
+        "cap_mem",
+    )
+
+    def __init__(self, key: tuple[str, str, bool], max_gpus: int):
+        self.key = key
+        self.gpu_type, self.cluster, self.shareable = key
+        self.by_full: list[dict[NodeState, None]] = [{} for _ in range(max_gpus + 1)]
+        self.partial: dict[NodeState, None] = {}
+        self.full_total = 0
+        self.milli_total = 0
+        self.cpu_total = 0
+        self.mem_total = 0
+        # The largest node's CPU and memory capacity: a bigger worker can never fit here.
+        self.cap_cpu = 0
+        self.cap_mem = 0
+
+    def add(self, node: NodeState) -> None:
+        """Index the node and count its free resources."""
+        self.by_full[node.full][node] = None
+        if node.partial:
+            self.partial[node] = None
+        self.full_total += node.full
+        self.milli_total += sum(node.gpus)
+        self.cpu_total += node.cpu
+        self.mem_total += node.mem
+
+    def remove(self, node: NodeState) -> None:
+        """Undo ``add`` (before the node's numbers change)."""
+        del self.by_full[node.full][node]
+        self.partial.pop(node, None)
+        self.full_total -= node.full
+        self.milli_total -= sum(node.gpus)
+        self.cpu_total -= node.cpu
+        self.mem_total -= node.mem
+
+    @property
+    def max_gpus(self) -> int:
+        return len(self.by_full) - 1
+
+
+class Capacity:
+    """All nodes of the snapshot with their free capacity, updated as the cycle allocates."""
+
+    def __init__(self, nodes: Iterable[Node], running: Iterable[RunningJob], seed: int):
+        ordered = sorted(nodes, key=lambda n: n.id)
+        # A seeded order breaks ties between equal nodes: replays agree, yet load does not
+        # always pile onto the same lowest-numbered nodes.
+        random.Random(seed).shuffle(ordered)
+        self.nodes = [NodeState(n, i) for i, n in enumerate(ordered)]
+        self.by_id = {n.id: n for n in self.nodes}
+        self._add_running_to_capacity(running)
+        self.groups: dict[tuple[str, str, bool], Group] = {}
+        self.unhealthy: dict[tuple[str, str], int] = {}
+        for raw, node in zip(ordered, self.nodes, strict=True):
+            if raw.schedulable and raw.healthy:
+                self._group_for(node, len(raw.gpu_free_milli)).add(node)
+                node.group = self.groups[(node.gpu_type, node.cluster, node.shareable)]
+                node.group.cap_cpu = max(node.group.cap_cpu, node.cap_cpu)
+                node.group.cap_mem = max(node.group.cap_mem, node.cap_mem)
+            else:
+                key = (node.gpu_type, node.cluster)
+                self.unhealthy[key] = self.unhealthy.get(key, 0) + 1
+        self.clusters = sorted({n.cluster for n in self.nodes})
+        # Every (GPU type, cluster, shareable) present, healthy or not, to explain failures.
+        self.inventory = {(n.gpu_type, n.cluster, n.shareable) for n in self.nodes}
+
+    def _add_running_to_capacity(self, running: Iterable[RunningJob]) -> None:
+        # Node capacity = free + what running jobs hold; it tells "too large ever" apart.
+        for job in running:
+            for a in job.allocations:
+                node = self.by_id.get(a.node_id)
+                if node is not None:
+                    node.cap_cpu += a.cpu_milli
+                    node.cap_mem += a.memory_mb
+
+    def _group_for(self, node: NodeState, ngpus: int) -> Group:
+        key = (node.gpu_type, node.cluster, node.shareable)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group(key, ngpus)
+        elif ngpus > group.max_gpus:
+            group.by_full.extend({} for _ in range(ngpus - group.max_gpus))
+        return group
+
+    def allocate(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> None:
+        """Take resources from a node (the caller has checked they are free)."""
+        self._change(node, takes, -cpu, -mem, -1)
+
+    def release(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> None:
+        """Give resources back to a node."""
+        self._change(node, takes, cpu, mem, 1)
+
+    def _change(self, node: NodeState, takes: Takes, cpu: int, mem: int, sign: int) -> None:
+        group = node.group
+        if group is not None:
+            group.remove(node)
+        if takes:
+            gpus = list(node.gpus)
+            for index, milli in takes:
+                gpus[index] += sign * milli
+            node.gpus = tuple(gpus)
+        node.cpu += cpu
+        node.mem += mem
+        node._count()
+        if group is not None:
+            group.add(node)

@@ -1,0 +1,82 @@
+"""The decision: one outcome per queued job, plus the cycle's preemptions and reservation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PLACED = "placed"
+PREEMPTS = "preempts"
+RESERVED = "reserved"
+PENDING = "pending"
+STATUSES = (PLACED, PREEMPTS, RESERVED, PENDING)
+
+# Reason codes of pending (and reserved) jobs: a code for machines, a meaning for people.
+REASONS = {
+    "quota_exceeded": "The tenant's guarantee plus what it may borrow does not cover the job.",
+    "no_matching_cluster": "No cluster matches the job's cluster selector.",
+    "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",
+    "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",
+    "no_healthy_nodes": "Every node that could take the job is unhealthy or cordoned.",
+    "worker_too_large": "One worker is larger than any node; the job can never fit.",
+    "insufficient_gpus": "Not enough free GPUs of an acceptable type right now.",
+    "insufficient_cpu": "Not enough free CPU on the nodes that could take the job.",
+    "insufficient_memory": "Not enough free memory on the nodes that could take the job.",
+    "fragmented": "Enough free GPUs in total, but no node set can hold the workers.",
+    "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
+    "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
+    "head_of_line": "The first job that cannot fit: nodes are held for it until they free up.",
+    "invalid_request": "The request is malformed (no workers, bad GPU share, unknown family).",
+}
+
+
+@dataclass(frozen=True)
+class WorkerPlacement:
+    """Where one worker (gang rank or shard) goes. ``gpu_milli`` is per GPU listed."""
+
+    rank: int
+    cluster: str
+    node_id: str
+    gpu_type: str
+    gpu_indices: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the cycle decided for one queued job.
+
+    ``placed``: ``workers`` says where. ``preempts``: ``victims`` must be evicted first and
+    ``workers`` is where the job will go once they are gone. ``reserved``: ``reserved_nodes``
+    are held for the job from ``estimated_start``. ``pending``: ``reason`` and ``message`` say
+    why, ``estimated_start`` is a lower bound where one can be computed.
+    """
+
+    job_id: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    workers: tuple[WorkerPlacement, ...] = ()
+    borrowed: bool = False
+    victims: tuple[str, ...] = ()
+    reserved_nodes: tuple[str, ...] = ()
+    estimated_start: float | None = None
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster if all workers are in one, else None."""
+        clusters = {w.cluster for w in self.workers}
+        return clusters.pop() if len(clusters) == 1 else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcomes in the order jobs were considered, and the victims of this cycle."""
+
+    outcomes: tuple[Outcome, ...]
+    preempted: tuple[str, ...] = ()
+
+    def by_job(self) -> dict[str, Outcome]:
+        """Outcomes keyed by job id."""
+        return {o.job_id: o for o in self.outcomes}

@@ -1,0 +1,342 @@
+"""The placement cycle: ``place(snapshot) -> Decision``.
+
+1. Index the snapshot: free capacity, quota ledger, scorers, queue order.
+2. Take jobs in queue order (strict tiers, fair share, aging, submit time, id).
+3. For each: check the request, its candidate node groups and its quota; then place it, or
+   preempt for it, or reserve nodes for it (the first blocked job), or explain why it waits.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from jobs.placement import explain, preemption
+from jobs.placement.capacity import Capacity, Group
+from jobs.placement.decision import PLACED, PREEMPTS, Decision, Outcome
+from jobs.placement.fit import Need, Slot, find_gang, find_task, group_can_hold
+from jobs.placement.model import (
+    BATCH_INFERENCE,
+    TRAINING,
+    WHOLE_GPU,
+    Allocation,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    gpu_flavor,
+)
+from jobs.placement.ordering import QueueOrder
+from jobs.placement.quota import Ledger
+from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
+from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
+
+# Marks a task search that stopped on quota rather than capacity.
+QUOTA = "quota"
+
+
+def place(snapshot: Snapshot) -> Decision:
+    """Decide, for every queued job, where it runs now or why it waits. Pure and deterministic."""
+    cycle = Cycle(snapshot)
+    outcomes = [cycle.decide(job) for job in cycle.order]
+    return Decision(tuple(outcomes), tuple(cycle.preempted))
+
+
+def demand(job: QueuedJob, gpu_type: str, workers: int) -> dict[str, int]:
+    """Quota flavors ``workers`` workers of the job use on a node of ``gpu_type``."""
+    out = {"cpu": job.cpu_milli * workers, "memory": job.memory_mb * workers}
+    if job.worker_gpu_milli and gpu_type:
+        out[gpu_flavor(gpu_type)] = job.worker_gpu_milli * workers
+    return out
+
+
+class Cycle:
+    """The mutable state of one cycle; ``decide`` is called once per job in queue order."""
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        self.policy = policy = snapshot.policy
+        self.now = snapshot.now
+        self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
+        self.ledger = Ledger(snapshot.tenants)
+        workload = learn_workload(
+            snapshot.queued,
+            snapshot.recent_shapes,
+            policy.workload_coverage,
+            policy.workload_max_classes,
+        )
+        self.scorer = WeightedScorer(policy, ScoringContext(self.capacity, workload))
+        self.order = QueueOrder(snapshot.queued, snapshot.tenants, self._totals(), policy, self.now)
+        self.running = {j.id: j for j in snapshot.running}
+        self.ends = ending_jobs(snapshot.running, self.now)
+        self.timeline = Timeline(self.ends, self.capacity)
+        self.initial = {k: _totals_of(g) for k, g in self.capacity.groups.items()}
+        self.evicted: set[str] = set()
+        self.preempted: list[str] = []
+        self.reservation: Reservation | None = None
+        self.preemption_tries = 0
+        self.failed: dict[tuple, list[tuple]] = {}
+        self._groups: dict[tuple, list[Group]] = {}
+
+    def _totals(self) -> dict[str, float]:
+        nodes = self.capacity.nodes
+        return {
+            "gpu": float(sum(len(n.gpus) for n in nodes) * WHOLE_GPU),
+            "cpu": float(sum(n.cap_cpu for n in nodes)),
+            "memory": float(sum(n.cap_mem for n in nodes)),
+        }
+
+    # -- step 3: one job ---------------------------------------------------------------------
+
+    def decide(self, job: QueuedJob) -> Outcome:
+        """The outcome for one job, updating capacity, quota and fair share if it is placed."""
+        problem = explain.invalid(job)
+        if problem:
+            return explain.pending(job, problem)
+        groups = self.groups_for(job)
+        if not groups:
+            return explain.pending(job, explain.missing(job, self.capacity))
+        if explain.too_large(job, groups):
+            return explain.pending(job, "worker_too_large")
+        first = 1 if job.family != TRAINING else job.workers
+        allowed = [
+            g for g in groups if self.ledger.allows(job.tenant, demand(job, g.gpu_type, first))
+        ]
+        if not allowed:
+            return explain.pending(job, "quota_exceeded")
+        need = self._need(job, allowed)
+        slots = self.fit(job, need)
+        if slots is not None and slots != QUOTA:
+            return self.commit(job, slots, PLACED)
+        if slots == QUOTA:
+            return explain.pending(job, "quota_exceeded")
+        return self.blocked(job, need)
+
+    def groups_for(self, job: QueuedJob) -> list[Group]:
+        """Healthy node groups that match the job's GPU types, sharing and cluster selector."""
+        share = not job.gpus and job.gpu_milli > 0
+        key = (job.gpu_types, job.clusters, share, job.worker_gpu_milli > 0)
+        groups = self._groups.get(key)
+        if groups is None:
+            groups = [g for _, g in sorted(self.capacity.groups.items()) if _matches(g, job)]
+            self._groups[key] = groups
+        return groups
+
+    def _need(self, job: QueuedJob, groups: list[Group]) -> Need:
+        need = Need(
+            job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
+        )
+        res = self.reservation
+        if res is not None and job.id != res.job_id:
+            end = self.now + job.max_runtime if job.max_runtime is not None else float("inf")
+            need.avoid_held = end > res.start
+        return need
+
+    # -- fitting, with a memo of failures ----------------------------------------------------
+
+    def fit(self, job: QueuedJob, need: Need, memo: bool = True):
+        """Slots for every worker of the job, None if it does not fit, or QUOTA."""
+        kind = (job.family, tuple(id(g) for g in need.groups), need.avoid_held, bool(job.gpus))
+        shape = (job.workers, need.gpus, need.milli, need.cpu, need.mem)
+        # A class that failed fails for any request at least as large, until something is
+        # released: this is what keeps a saturated cycle fast.
+        failures = self.failed.get(kind, ())
+        if memo and any(all(f <= s for f, s in zip(fail, shape, strict=True)) for fail in failures):
+            return None
+        slots = self._search(job, need)
+        if slots is None and memo:
+            self.failed.setdefault(kind, []).append(shape)
+        return slots
+
+    def _search(self, job: QueuedJob, need: Need):
+        if job.family == TRAINING:
+            return find_gang(need, job.workers, self.scorer, self.policy)
+        return self._fit_tasks(job, need, spread=job.family == BATCH_INFERENCE)
+
+    def _fit_tasks(self, job: QueuedJob, need: Need, spread: bool):
+        """Independent workers (shards), all or none; quota checked per worker's GPU type."""
+        slots: list[Slot] = []
+        counts: dict | None = {} if spread else None
+        groups = need.groups
+        try:
+            for _ in range(job.workers):
+                need.groups = [g for g in groups if self._one_more(job, g, slots)]
+                if not need.groups:
+                    return QUOTA
+                found = find_task(need, self.scorer, self.policy, counts)
+                if found is None:
+                    return None
+                node, takes = found
+                self.capacity.allocate(node, takes, need.cpu, need.mem)
+                slots.append((node, takes, need.cpu, need.mem))
+                if counts is not None:
+                    counts[node] = counts.get(node, 0) + 1
+        finally:
+            need.groups = groups
+            for node, takes, cpu, mem in reversed(slots):
+                self.capacity.release(node, takes, cpu, mem)
+        return slots
+
+    def _one_more(self, job: QueuedJob, group: Group, slots: list[Slot]) -> bool:
+        if len(slots) == 0:
+            return True  # checked by the caller
+        wanted = demand(job, group.gpu_type, 1)
+        for node, _, _, _ in slots:
+            for flavor, amount in demand(job, node.gpu_type, 1).items():
+                wanted[flavor] = wanted.get(flavor, 0) + amount
+        return self.ledger.allows(job.tenant, wanted)
+
+    # -- commit ------------------------------------------------------------------------------
+
+    def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
+        """Take the slots' resources, charge quota and fair share, and describe the result."""
+        used: dict[str, int] = {}
+        for node, takes, cpu, mem in slots:
+            self.capacity.allocate(node, takes, cpu, mem)
+            for flavor, amount in demand(job, node.gpu_type, 1).items():
+                used[flavor] = used.get(flavor, 0) + amount
+        self.ledger.charge(job.tenant, used)
+        self.order.charge(job.tenant, _resources(used))
+        borrowed = self.ledger.borrowed_in(job.tenant, used)
+        if job.max_runtime is not None:
+            # Work placed now frees its nodes by its runtime limit: later reservations count it.
+            bisect.insort(
+                self.ends,
+                (self.now + job.max_runtime, _as_running(job, slots)),
+                key=lambda e: (e[0], e[1].id),
+            )
+        return explain.placed(job, slots, status, borrowed, tuple(j.id for j in victims))
+
+    # -- the job does not fit ----------------------------------------------------------------
+
+    def blocked(self, job: QueuedJob, need: Need) -> Outcome:
+        """Preempt for the job, reserve nodes for it, or say why it waits."""
+        outcome = self._preempt(job, need)
+        if outcome is not None:
+            return outcome
+        if self.reservation is None and self.policy.backfill:
+            outcome = self._reserve(job, need)
+            if outcome is not None:
+                return outcome
+        code = self._capacity_reason(job, need)
+        return explain.pending(job, code, self._estimate(job, need))
+
+    def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
+        if (
+            not self.policy.preemption
+            or self.preemption_tries >= self.policy.max_preemption_attempts
+        ):
+            return None
+        reclaiming = any(
+            self.ledger.within_guarantee(job.tenant, demand(job, g.gpu_type, job.workers))
+            for g in need.groups
+        )
+        running = [j for j in self.running.values() if j.id not in self.evicted]
+        candidates = preemption.eligible(running, job.tier, job.tenant, reclaiming, self.now)
+        if not candidates:
+            return None
+        self.preemption_tries += 1
+        chosen = preemption.choose_victims(
+            self.capacity,
+            candidates,
+            need.groups,
+            lambda: self._fits(job, need),
+            self.policy.max_victims_per_job,
+        )
+        if chosen is None:
+            return None
+        victims, slots = chosen
+        for victim in victims:
+            self._evict(victim)
+        self.failed.clear()  # capacity came back: earlier failures may fit now
+        return self.commit(job, slots, PREEMPTS, victims)
+
+    def _fits(self, job: QueuedJob, need: Need):
+        slots = self.fit(job, need, memo=False)
+        return None if slots == QUOTA else slots
+
+    def _evict(self, victim: RunningJob) -> None:
+        # The victim's resources were released by the search; give back its quota and share.
+        used: dict[str, int] = {}
+        for a in victim.allocations:
+            node = self.capacity.by_id.get(a.node_id)
+            gpu_type = node.gpu_type if node is not None else ""
+            parts = {"cpu": a.cpu_milli, "memory": a.memory_mb}
+            if gpu_type and a.gpus:
+                parts[gpu_flavor(gpu_type)] = sum(m for _, m in a.gpus)
+            for flavor, amount in parts.items():
+                used[flavor] = used.get(flavor, 0) + amount
+        self.ledger.charge(victim.tenant, used, -1)
+        self.order.charge(victim.tenant, _resources(used), -1)
+        self.evicted.add(victim.id)
+        self.preempted.append(victim.id)
+
+    def _reserve(self, job: QueuedJob, need: Need) -> Outcome | None:
+        ends = [e for e in self.ends if e[1].id not in self.evicted]
+        workers = job.workers if job.family == TRAINING else 1
+
+        def attempt():
+            if not any(group_can_hold(g, need, workers) for g in need.groups):
+                return None
+            return self._fits(job, need)
+
+        found = earliest_fit(self.capacity, ends, need.groups, attempt)
+        if found is None:
+            return None
+        start, slots = found
+        node_ids = tuple(sorted({node.id for node, _, _, _ in slots}))
+        for node, _, _, _ in slots:
+            node.held = True
+        self.reservation = Reservation(job.id, start, node_ids)
+        return explain.reserved(job, node_ids, start)
+
+    def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
+        if need.avoid_held:
+            need.avoid_held = False
+            free_elsewhere = self._fits(job, need) is not None
+            need.avoid_held = True
+            if free_elsewhere:
+                return "waiting_for_reservation"
+        return explain.shortage(job, need, self.initial)
+
+    def _estimate(self, job: QueuedJob, need: Need) -> float | None:
+        per = job.worker_gpu_milli
+        if not per:
+            return None
+        best = None
+        for gpu_type in sorted({g.gpu_type for g in need.groups}):
+            free = sum(
+                g.full_total * WHOLE_GPU if job.gpus else g.milli_total
+                for g in need.groups
+                if g.gpu_type == gpu_type
+            )
+            when = self.timeline.earliest(gpu_type, per * job.workers - free)
+            if when is not None and (best is None or when < best):
+                best = when
+        if best is not None and self.reservation is not None and need.avoid_held:
+            best = max(best, self.reservation.start)
+        return best
+
+
+def _matches(group: Group, job: QueuedJob) -> bool:
+    if job.clusters and group.cluster not in job.clusters:
+        return False
+    if not job.worker_gpu_milli:
+        return True
+    if not group.gpu_type or (job.gpu_types and group.gpu_type not in job.gpu_types):
+        return False
+    return group.shareable or bool(job.gpus)
+
+
+def _totals_of(group: Group) -> tuple[int, int, int, int]:
+    return (group.full_total, group.milli_total, group.cpu_total, group.mem_total)
+
+
+def _resources(used: dict[str, int]) -> dict[str, float]:
+    out = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+    for flavor, amount in used.items():
+        out["gpu" if flavor.startswith("gpu:") else flavor] += amount
+    return out
+
+
+def _as_running(job: QueuedJob, slots: list[Slot]) -> RunningJob:
+    allocations = tuple(Allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
+    return RunningJob(job.id, job.tenant, job.tier, job.preemptible, False, allocations)

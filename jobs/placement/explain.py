@@ -1,0 +1,133 @@
+"""Outcomes and their explanations: reason codes, sentences for people, request checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from jobs.placement.capacity import Capacity, Group
+from jobs.placement.decision import (
+    PENDING,
+    REASONS,
+    RESERVED,
+    Outcome,
+    WorkerPlacement,
+)
+from jobs.placement.fit import Need, Slot
+from jobs.placement.model import FAMILIES, TRAINING, WHOLE_GPU, QueuedJob
+
+
+def invalid(job: QueuedJob) -> str:
+    """A reason code if the request itself is unacceptable, else ""."""
+    if job.family not in FAMILIES or job.workers < 1 or job.gpus < 0:
+        return "invalid_request"
+    if not job.gpus and not 0 <= job.gpu_milli < WHOLE_GPU:
+        return "invalid_request"
+    if job.family == TRAINING and not job.gpus and job.gpu_milli:
+        return "gpu_sharing_not_allowed"
+    return ""
+
+
+def missing(job: QueuedJob, capacity: Capacity) -> str:
+    """Why no healthy node group matches the job at all."""
+    if job.clusters and not set(job.clusters) & set(capacity.clusters):
+        return "no_matching_cluster"
+    present = [
+        (t, shareable)
+        for t, cluster, shareable in capacity.inventory
+        if not job.clusters or cluster in job.clusters
+    ]
+    if job.worker_gpu_milli:
+        present = [(t, s) for t, s in present if t and (not job.gpu_types or t in job.gpu_types)]
+        if not present:
+            return "no_such_gpu_type"
+        if not job.gpus and not any(s for _, s in present):
+            return "gpu_sharing_not_allowed"
+    return "no_healthy_nodes" if present else "no_such_gpu_type"
+
+
+def too_large(job: QueuedJob, groups: list[Group]) -> bool:
+    """Whether one worker exceeds every candidate node's capacity (it can never fit)."""
+    return not any(
+        job.gpus <= g.max_gpus and job.cpu_milli <= g.cap_cpu and job.memory_mb <= g.cap_mem
+        for g in groups
+    )
+
+
+def shortage(job: QueuedJob, need: Need, initial: Mapping[tuple, tuple]) -> str:
+    """The capacity reason of a job that does not fit anywhere right now."""
+    now = _short(
+        job, need, [(g.full_total, g.milli_total, g.cpu_total, g.mem_total) for g in need.groups]
+    )
+    if not now:
+        return "fragmented"
+    if not _short(job, need, [initial[g.key] for g in need.groups]):
+        return "behind_higher_priority"
+    return now
+
+
+def _short(job: QueuedJob, need: Need, totals: list[tuple]) -> str:
+    n = job.workers
+    if need.gpus and sum(t[0] for t in totals) < need.gpus * n:
+        return "insufficient_gpus"
+    if need.milli and sum(t[1] for t in totals) < need.milli * n:
+        return "insufficient_gpus"
+    if sum(t[2] for t in totals) < need.cpu * n:
+        return "insufficient_cpu"
+    if sum(t[3] for t in totals) < need.mem * n:
+        return "insufficient_memory"
+    return ""
+
+
+def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome:
+    """A pending outcome with its reason code and sentence."""
+    return Outcome(job.id, PENDING, code, _sentence(job, code), estimated_start=estimate)
+
+
+def _sentence(job: QueuedJob, code: str) -> str:
+    return f"{_request(job)}: {REASONS[code]}"
+
+
+def _request(job: QueuedJob) -> str:
+    if job.gpus:
+        gpu = f"{job.gpus} GPU(s)"
+    elif job.gpu_milli:
+        gpu = f"{job.gpu_milli / WHOLE_GPU:.2f} of a GPU"
+    else:
+        gpu = "no GPU"
+    types = "/".join(job.gpu_types) if job.gpu_types and job.worker_gpu_milli else "any type"
+    return f"{job.workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MB"
+
+
+def placed(
+    job: QueuedJob, slots: list[Slot], status: str, borrowed: bool, victims: tuple[str, ...]
+) -> Outcome:
+    """A placed (or preempting) outcome with one WorkerPlacement per worker, in rank order."""
+    workers = tuple(
+        WorkerPlacement(
+            rank=rank,
+            cluster=node.cluster,
+            node_id=node.id,
+            gpu_type=node.gpu_type if takes else "",
+            gpu_indices=tuple(i for i, _ in takes),
+            gpu_milli=takes[0][1] if takes else 0,
+            cpu_milli=cpu,
+            memory_mb=mem,
+        )
+        for rank, (node, takes, cpu, mem) in enumerate(slots)
+    )
+    nodes = len({w.node_id for w in workers})
+    clusters = ", ".join(sorted({w.cluster for w in workers}))
+    message = f"{len(workers)} worker(s) on {nodes} node(s) in {clusters}"
+    if victims:
+        message += f" once {len(victims)} preempted job(s) have stopped"
+    if borrowed:
+        message += ", on capacity borrowed from other tenants"
+    return Outcome(job.id, status, "", message + ".", workers, borrowed, victims)
+
+
+def reserved(job: QueuedJob, node_ids: tuple[str, ...], start: float) -> Outcome:
+    """The head-of-line job: nodes held for it from ``start``."""
+    message = f"{_request(job)}: {REASONS['head_of_line']} ({len(node_ids)} node(s) held)"
+    return Outcome(
+        job.id, RESERVED, "head_of_line", message, reserved_nodes=node_ids, estimated_start=start
+    )

@@ -1,0 +1,229 @@
+"""Finding nodes for one task or one gang in the indexed capacity.
+
+A search looks only at buckets that can hold the request, stops a bucket a few nodes after its
+first fit, and compares distinct node states with the weighted scorers. It never allocates:
+callers get ``(node, takes)`` pairs and commit them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.placement.capacity import Group, NodeState, Takes
+from jobs.placement.model import WHOLE_GPU, Policy
+from jobs.placement.scoring import WeightedScorer
+
+# A worker's slot: node, GPU takes, cpu, memory.
+Slot = tuple[NodeState, Takes, int, int]
+# More buckets than this past the first one that fits are not worth comparing.
+BUCKET_SPAN = 3
+
+
+@dataclass
+class Need:
+    """One worker's shape and where it may go."""
+
+    gpus: int
+    milli: int
+    cpu: int
+    mem: int
+    groups: list[Group]
+    avoid_held: bool = False
+
+    def fits_node(self, node: NodeState) -> bool:
+        """CPU, memory and reservation checks (GPUs are checked by the bucket and options)."""
+        return node.cpu >= self.cpu and node.mem >= self.mem and not (self.avoid_held and node.held)
+
+
+def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
+    """The distinct ways to give one worker its GPUs on this node (empty: it does not fit)."""
+    if gpus:
+        whole = [i for i, m in enumerate(node.gpus) if m >= WHOLE_GPU][:gpus]
+        return [tuple((i, WHOLE_GPU) for i in whole)] if len(whole) == gpus else []
+    if not milli:
+        return [()]
+    options: list[Takes] = []
+    levels: set[int] = set()
+    for i, free in enumerate(node.gpus):
+        # One option per distinct free level: equal GPUs score the same.
+        if free >= milli and free not in levels:
+            levels.add(free)
+            options.append(((i, milli),))
+    return options
+
+
+def _buckets(group: Group, need: Need) -> list[dict[NodeState, None]]:
+    if need.gpus:
+        return group.by_full[need.gpus :]
+    if need.milli:
+        return [group.partial, *group.by_full[1:]]
+    return group.by_full
+
+
+def group_can_hold(group: Group, need: Need, workers: int = 1) -> bool:
+    """Whether the group's free totals could cover ``workers`` workers (a cheap filter)."""
+    if group.cpu_total < need.cpu * workers or group.mem_total < need.mem * workers:
+        return False
+    if need.gpus:
+        return group.full_total >= need.gpus * workers
+    return group.milli_total >= need.milli * workers
+
+
+def _collect(group: Group, need: Need, policy: Policy, out: list, seen: set, spread) -> None:
+    visited: set[NodeState] = set()
+    spans = 0
+    for bucket in _buckets(group, need):
+        found = 0
+        extra = 0
+        for node in bucket:
+            if found:
+                extra += 1
+                if extra > policy.scan_depth:
+                    break
+            if node in visited or not need.fits_node(node):
+                continue
+            visited.add(node)
+            options = gpu_options(node, need.gpus, need.milli)
+            if not options:
+                continue
+            found += 1
+            key = (node.state_key(), spread.get(node, 0) if spread else 0, node.cluster)
+            if key not in seen:
+                seen.add(key)
+                out.append((node, options))
+        spans += 1 if found else 0
+        if spans >= BUCKET_SPAN or len(out) >= policy.candidates_per_task:
+            return
+
+
+def find_task(
+    need: Need, scorer: WeightedScorer, policy: Policy, spread: dict | None = None
+) -> tuple[NodeState, Takes] | None:
+    """The best node and GPU choice for one worker, or None if nothing fits."""
+    candidates: list[tuple[NodeState, list[Takes]]] = []
+    seen: set = set()
+    for group in need.groups:
+        if group_can_hold(group, need):
+            _collect(group, need, policy, candidates, seen, spread)
+    best = None
+    best_score = -1e18
+    for node, options in candidates:
+        bonus = scorer.cluster_bonus(node.cluster)
+        if spread:
+            bonus += policy.spread_weight / (1 + spread.get(node, 0))
+        for takes in options:
+            score = scorer(_move(node, takes, need.cpu)) + bonus
+            if score > best_score:
+                best, best_score = (node, takes), score
+    return best
+
+
+def _move(node: NodeState, takes: Takes, cpu: int):
+    after = list(node.gpus)
+    for index, milli in takes:
+        after[index] -= milli
+    return (node.gpu_type, node.cpu, node.gpus, node.cpu - cpu, tuple(after))
+
+
+def find_gang(
+    need: Need, workers: int, scorer: WeightedScorer, policy: Policy, topology: bool = True
+) -> list[Slot] | None:
+    """Slots for all workers in one group on the fewest nodes, or None (all or nothing).
+
+    A gang that fits on one node goes where the scorers like it best. Otherwise plans are
+    ranked by node count, then by sharing a topology label (most specific level first), then
+    by the GPUs left idle on the chosen nodes (packing), then by group order.
+    """
+    groups = [g for g in need.groups if group_can_hold(g, need, workers)]
+    one_node = [g for g in groups if need.gpus * workers <= g.max_gpus]
+    if one_node:
+        whole = Need(need.gpus * workers, 0, need.cpu * workers, need.mem * workers, one_node)
+        whole.avoid_held = need.avoid_held
+        found = find_task(whole, scorer, policy)
+        if found is not None:
+            return _slots([(found[0], workers)], need)
+    best = None
+    for index, group in enumerate(groups):
+        plan = _multi_node_plan(group, need, workers, policy, index, topology)
+        if plan is not None and (best is None or plan[0] < best[0]):
+            best = plan
+    return None if best is None else _slots(best[1], need)
+
+
+def _capacity_of(node: NodeState, need: Need) -> int:
+    k = node.full // need.gpus if need.gpus else 1 << 30
+    if need.cpu:
+        k = min(k, node.cpu // need.cpu)
+    if need.mem:
+        k = min(k, node.mem // need.mem)
+    return k
+
+
+def _gang_candidates(group: Group, need: Need, workers: int, limit: int) -> list:
+    out: list[tuple[NodeState, int]] = []
+    total = 0
+    start = max(need.gpus, 0)
+    for full in range(group.max_gpus, start - 1, -1):
+        for node in group.by_full[full]:
+            if need.avoid_held and node.held:
+                continue
+            k = _capacity_of(node, need)
+            if k > 0:
+                out.append((node, k))
+                total += k
+                if total >= workers and len(out) >= limit:
+                    return out
+    return out if total >= workers else []
+
+
+def _greedy(cands: list[tuple[NodeState, int]], workers: int) -> list | None:
+    """Fewest nodes: the largest first, then the tightest node that covers the remainder."""
+    ranked = sorted(cands, key=lambda c: (-c[1], c[0].order))
+    chosen: list[tuple[NodeState, int]] = []
+    left = workers
+    for i, (node, k) in enumerate(ranked):
+        if k >= left:
+            rest = [c for c in ranked[i:] if c[1] >= left]
+            last = min(rest, key=lambda c: (c[1], c[0].order))
+            chosen.append((last[0], left))
+            return chosen
+        chosen.append((node, k))
+        left -= k
+    return None
+
+
+def _multi_node_plan(group, need, workers, policy, index, topology):
+    cands = _gang_candidates(group, need, workers, policy.gang_candidate_nodes)
+    plain = _greedy(cands, workers)
+    if plain is None:
+        return None
+    best = ((len(plain), 1, _idle_after(plain, need), index), plain)
+    if not topology:
+        return best
+    depth = max((len(n.topology) for n, _ in cands), default=0)
+    for level in range(depth):
+        by_label: dict[str, list] = {}
+        for node, k in cands:
+            if level < len(node.topology):
+                by_label.setdefault(node.topology[level], []).append((node, k))
+        for label in sorted(by_label):
+            chosen = _greedy(by_label[label], workers)
+            if chosen is not None and len(chosen) == len(plain):
+                rank = ((len(chosen), 0, level, _idle_after(chosen, need), index), chosen)
+                if rank[0] < best[0]:
+                    best = rank
+    return best
+
+
+def _idle_after(chosen, need: Need) -> int:
+    return sum(node.full - k * need.gpus for node, k in chosen)
+
+
+def _slots(chosen: list[tuple[NodeState, int]], need: Need) -> list[Slot]:
+    slots: list[Slot] = []
+    for node, count in chosen:
+        free = [i for i, m in enumerate(node.gpus) if m >= WHOLE_GPU]
+        for w in range(count):
+            picked = free[w * need.gpus : (w + 1) * need.gpus]
+            slots.append((node, tuple((i, WHOLE_GPU) for i in picked), need.cpu, need.mem))
+    return slots

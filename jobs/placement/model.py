@@ -1,0 +1,187 @@
+"""The snapshot: everything one placement cycle may look at, as frozen dataclasses.
+
+Units: CPU in milli-cores, memory in MB, GPU in milli-GPU (1000 = one whole GPU), times in
+float seconds since the epoch. Quota flavors are ``"cpu"``, ``"memory"`` and ``"gpu:<type>"``;
+GPU quota is counted in milli-GPU as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+TRAINING = "training"
+BATCH_INFERENCE = "batch_inference"
+EVALUATION = "evaluation"
+FAMILIES = (TRAINING, BATCH_INFERENCE, EVALUATION)
+
+WHOLE_GPU = 1000
+
+
+def gpu_flavor(gpu_type: str) -> str:
+    """The quota flavor name for a GPU type."""
+    return f"gpu:{gpu_type}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node's free capacity right now (capacity minus live allocations).
+
+    ``gpu_free_milli`` has one entry per GPU, by GPU index: 1000 means the GPU is entirely free.
+    ``topology`` lists labels (for example ``"nvlink=d3"``, ``"rack=r12"``), most specific
+    first; a gang prefers nodes that share one. CPU-only nodes have ``gpu_type == ""``.
+    """
+
+    id: str
+    cluster: str
+    gpu_type: str = ""
+    gpu_free_milli: tuple[int, ...] = ()
+    cpu_free_milli: int = 0
+    memory_free_mb: int = 0
+    gpu_shareable: bool = False
+    topology: tuple[str, ...] = ()
+    schedulable: bool = True
+    healthy: bool = True
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a running job holds on one node: ``gpus`` is ((gpu index, milli), ...)."""
+
+    node_id: str
+    gpus: tuple[tuple[int, int], ...] = ()
+    cpu_milli: int = 0
+    memory_mb: int = 0
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job holding resources. ``expected_end`` is start + runtime limit (None: unknown)."""
+
+    id: str
+    tenant: str
+    tier: int = 0
+    preemptible: bool = False
+    borrowed: bool = False
+    allocations: tuple[Allocation, ...] = ()
+    expected_end: float | None = None
+    last_checkpoint: float | None = None
+    started_at: float = 0.0
+
+    @property
+    def gpu_milli(self) -> int:
+        """Total GPU milli held on all nodes."""
+        return sum(m for a in self.allocations for _, m in a.gpus)
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job waiting to be placed; every worker (gang member or shard) has the same shape.
+
+    ``gpus`` is whole GPUs per worker; when it is 0, ``gpu_milli`` (< 1000) asks for a share of
+    one GPU. ``gpu_types`` lists acceptable GPU types (empty: any). ``clusters`` is the cluster
+    selector (empty: any). ``max_runtime`` in seconds (None: unlimited) decides backfill.
+    """
+
+    id: str
+    tenant: str
+    family: str = TRAINING
+    tier: int = 0
+    priority: int = 0
+    submit_time: float = 0.0
+    workers: int = 1
+    cpu_milli: int = 0
+    memory_mb: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    gpu_types: tuple[str, ...] = ()
+    preemptible: bool = False
+    max_runtime: float | None = None
+    clusters: tuple[str, ...] = ()
+
+    @property
+    def worker_gpu_milli(self) -> int:
+        """GPU milli one worker needs (whole GPUs count 1000 each)."""
+        return self.gpus * WHOLE_GPU if self.gpus else self.gpu_milli
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A tenant's quota for one flavor. ``borrow_limit`` None means no limit on borrowing."""
+
+    flavor: str
+    guaranteed: int
+    borrow_limit: int | None = 0
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant: fair-share weight, quotas, and usage by flavor (running work only).
+
+    Flavors without a Quota are not limited. Tenants of one ``cohort`` lend each other their
+    idle guarantee.
+    """
+
+    id: str
+    weight: float = 1.0
+    quotas: tuple[Quota, ...] = ()
+    usage: Mapping[str, int] = field(default_factory=dict)
+    cohort: str = ""
+
+
+@dataclass(frozen=True)
+class ShapeCount:
+    """A task shape seen recently and how often; feeds the typical workload mix."""
+
+    cpu_milli: int
+    gpu_milli: int
+    count: int
+    gpu_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Weights and knobs of the placement policy.
+
+    ``scorers`` are (name, weight) pairs from ``jobs.placement.scoring.SCORERS``.
+    ``resource_weights`` scale each resource's share in the dominant-resource fair share.
+    """
+
+    scorers: tuple[tuple[str, float], ...] = (("best_fit", 1.0), ("fragmentation", 1.0))
+    resource_weights: Mapping[str, float] = field(
+        default_factory=lambda: {"gpu": 1.0, "cpu": 0.25, "memory": 0.25}
+    )
+    # Priority points gained per hour of waiting, inside a tenant's queue.
+    aging_priority_per_hour: float = 1.0
+    # Fair-share points forgiven per hour the tenant's head job has waited.
+    aging_share_per_hour: float = 0.05
+    preemption: bool = True
+    # Preemption searches are costly; bound how many jobs may try per cycle.
+    max_preemption_attempts: int = 32
+    max_victims_per_job: int = 64
+    backfill: bool = True
+    # How many distinct candidate nodes a task's scorers compare.
+    candidates_per_task: int = 8
+    # After the first fitting node in a bucket, how many more nodes to look at.
+    scan_depth: int = 16
+    gang_candidate_nodes: int = 64
+    workload_coverage: float = 0.95
+    workload_max_classes: int = 16
+    # Batch-inference shards: weight of preferring nodes not yet used by the same job.
+    spread_weight: float = 0.5
+    cluster_costs: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole input of ``place()``: no other input is read."""
+
+    nodes: tuple[Node, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    queued: tuple[QueuedJob, ...] = ()
+    tenants: tuple[Tenant, ...] = ()
+    now: float = 0.0
+    seed: int = 0
+    policy: Policy = field(default_factory=Policy)
+    recent_shapes: tuple[ShapeCount, ...] = ()

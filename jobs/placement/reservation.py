@@ -1,0 +1,105 @@
+"""Head-of-line reservation (EASY backfill) and start-time estimates from expected ends.
+
+The first job that cannot fit gets the earliest node set that frees up as running jobs reach
+their expected end. Those nodes are then *held*: a later job may use them only if it is sure to
+end (now + max runtime) before the reservation starts; otherwise it must go elsewhere.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from jobs.placement.capacity import Capacity, Group, NodeState
+from jobs.placement.model import RunningJob
+
+Release = tuple[NodeState, tuple[tuple[int, int], ...], int, int]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Nodes held for ``job_id`` from ``start``."""
+
+    job_id: str
+    start: float
+    node_ids: tuple[str, ...]
+
+
+def releases_of(job: RunningJob, capacity: Capacity) -> list[Release]:
+    """What the job gives back, per node it holds (nodes not in the snapshot are skipped)."""
+    out = []
+    for a in job.allocations:
+        node = capacity.by_id.get(a.node_id)
+        if node is not None:
+            takes = tuple((i, m) for i, m in a.gpus if 0 <= i < len(node.gpus))
+            out.append((node, takes, a.cpu_milli, a.memory_mb))
+    return out
+
+
+def ending_jobs(running: Iterable[RunningJob], now: float) -> list[tuple[float, RunningJob]]:
+    """Running jobs with a known end, soonest first; overdue ones are due now."""
+    ends = [(max(j.expected_end, now), j) for j in running if j.expected_end is not None]
+    ends.sort(key=lambda e: (e[0], e[1].id))
+    return ends
+
+
+def earliest_fit(
+    capacity: Capacity,
+    ends: list[tuple[float, RunningJob]],
+    groups: list[Group],
+    fit: Callable[[], list | None],
+) -> tuple[float, list] | None:
+    """The first expected end after which ``fit`` succeeds, and its slots; capacity is restored.
+
+    Jobs are released in order of their expected end; ``fit`` is only retried after a release
+    touches one of ``groups``.
+    """
+    wanted = {id(g) for g in groups}
+    done: list[Release] = []
+    found = None
+    try:
+        i = 0
+        while i < len(ends) and found is None:
+            when = ends[i][0]
+            touched = False
+            while i < len(ends) and ends[i][0] == when:
+                for release in releases_of(ends[i][1], capacity):
+                    capacity.release(*release)
+                    done.append(release)
+                    touched = touched or id(release[0].group) in wanted
+                i += 1
+            if touched:
+                slots = fit()
+                if slots is not None:
+                    found = (when, slots)
+    finally:
+        for node, takes, cpu, mem in reversed(done):
+            capacity.allocate(node, takes, cpu, mem)
+    return found
+
+
+class Timeline:
+    """Cumulative GPU milli freed per GPU type over time, for cheap start estimates."""
+
+    def __init__(self, ends: list[tuple[float, RunningJob]], capacity: Capacity):
+        self.times: dict[str, list[float]] = {}
+        self.freed: dict[str, list[int]] = {}
+        for when, job in ends:
+            for node, takes, _, _ in releases_of(job, capacity):
+                milli = sum(m for _, m in takes)
+                if milli:
+                    times = self.times.setdefault(node.gpu_type, [])
+                    freed = self.freed.setdefault(node.gpu_type, [])
+                    times.append(when)
+                    freed.append((freed[-1] if freed else 0) + milli)
+
+    def earliest(self, gpu_type: str, shortfall: int) -> float | None:
+        """When at least ``shortfall`` milli of the type will have been freed (None: never)."""
+        freed = self.freed.get(gpu_type)
+        if not freed:
+            return None
+        if shortfall <= 0:
+            return self.times[gpu_type][0]
+        i = bisect.bisect_left(freed, shortfall)
+        return self.times[gpu_type][i] if i < len(freed) else None
