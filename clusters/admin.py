@@ -40,6 +40,8 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Allocation)
 class AllocationAdmin(admin.ModelAdmin):
+    """Allocations are written by the scheduler only."""
+
     list_display = ["attempt", "worker", "node", "gpu_index", "gpu_milli", "active", "borrowed"]
     list_filter = ["active", "borrowed"]
     list_select_related = ["attempt__job", "node__cluster"]

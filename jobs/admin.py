@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from jobs import actions
-from jobs.models import Attempt, Job, JobEvent
+from jobs.models import Attempt, Job, JobEvent, LogChunk
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -50,3 +50,33 @@ class JobAdmin(admin.ModelAdmin):
             actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
         )
         self.message_user(request, f"Canceled {canceled} job(s).", level=messages.SUCCESS)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the lifecycle: browsable, never edited by hand."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    list_display = ["job", "number", "cluster", "outcome", "exit_code", "started_at", "ended_at"]
+    list_filter = ["outcome", "cluster"]
+    list_select_related = ["job", "cluster"]
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(ReadOnlyAdmin):
+    list_display = ["time", "job", "from_state", "to_state", "reason"]
+    list_filter = ["to_state"]
+    list_select_related = ["job"]
+
+
+@admin.register(LogChunk)
+class LogChunkAdmin(ReadOnlyAdmin):
+    list_display = ["attempt", "worker", "seq", "stream", "created"]
+    list_select_related = ["attempt__job"]

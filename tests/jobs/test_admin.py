@@ -59,3 +59,12 @@ def test_rotating_the_agent_token_stores_only_its_hash(admin_client):
     assert token not in cluster.agent_token_hash
     assert cluster.token_matches(token)
     assert not cluster.token_matches(token + "x")
+
+
+@pytest.mark.parametrize("model", ["attempt", "jobevent", "logchunk"])
+def test_lifecycle_records_are_listed_but_not_addable(admin_client, model):
+    listing = admin_client.get(f"/admin/jobs/{model}/")
+    adding = admin_client.get(f"/admin/jobs/{model}/add/")
+
+    assert listing.status_code == 200
+    assert adding.status_code == 403
