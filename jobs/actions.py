@@ -1,10 +1,13 @@
 """The verbs of the job lifecycle. Views, admin actions, tasks and agents call these."""
 
+from datetime import timedelta
+
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from clusters.models import Allocation
 from jobs import states
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import State
@@ -61,3 +64,144 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
             stop_requested_at=now, stop_reason=Attempt.Outcome.CANCELED
         )
     return transition(job, State.CANCELED, reason, attempt=live, now=now)
+
+
+def transition_claimed(
+    job_ids: list[int],
+    source: str,
+    target: str,
+    *,
+    reasons: dict[int, str],
+    attempts: dict[int, int],
+    now,
+) -> list[int]:
+    """Move many jobs the caller has locked from `source` to `target`, one JobEvent each.
+
+    The bulk form of `transition` for the scheduler's commit: same edge check, same conditional
+    update, same events.
+    """
+    states.check(0, source, target)
+    fields = {"state": target, **_timestamps(target, now)}
+    fields.update(pending_reason="", pending_message="", estimated_start=None)
+    moved = list(Job.objects.filter(id__in=job_ids, state=source).values_list("id", flat=True))
+    Job.objects.filter(id__in=moved).update(**fields)
+    JobEvent.objects.bulk_create(
+        JobEvent(job_id=job_id, attempt_id=attempts.get(job_id), from_state=source,
+                 to_state=target, reason=reasons.get(job_id, ""), time=now)
+        for job_id in moved
+    )  # fmt: skip
+    return moved
+
+
+def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
+    """Store why queued jobs wait: {job id: (reason code, sentence, estimated start)}."""
+    if not changes:
+        return
+    jobs = [
+        Job(id=job_id, pending_reason=reason, pending_message=message, estimated_start=estimate)
+        for job_id, (reason, message, estimate) in changes.items()
+    ]
+    # Only still-queued jobs: a job placed or canceled meanwhile keeps its own record.
+    queued = set(
+        Job.objects.filter(id__in=changes, state=State.QUEUED).values_list("id", flat=True)
+    )
+    Job.objects.bulk_update(
+        [j for j in jobs if j.id in queued],
+        ["pending_reason", "pending_message", "estimated_start"],
+        batch_size=500,
+    )
+
+
+def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -> int:
+    """Ask the live attempts of these jobs to stop (their agents give them a grace period)."""
+    now = now or timezone.now()
+    return Attempt.objects.filter(
+        job_id__in=job_ids, outcome="", stop_requested_at__isnull=True
+    ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message)
+
+
+RETRY_BACKOFF_S = 10
+RETRY_BACKOFF_MAX_S = 600
+Outcome = Attempt.Outcome
+
+
+def release(attempt_ids, now=None) -> int:
+    """Release the live allocations of these attempts. Idempotent: released rows stay released."""
+    now = now or timezone.now()
+    return (
+        Allocation.objects.active()
+        .filter(attempt_id__in=attempt_ids)
+        .update(active=False, released=now)
+    )
+
+
+@transaction.atomic
+def end_attempt(
+    attempt_id: int, outcome: str, *, exit_code: int | None = None, reason: str = "", now=None
+) -> Attempt:
+    """End an attempt: record its outcome, release its resources, move its job on.
+
+    Ending an attempt that has already ended changes nothing. The job follows the failure
+    rules: user errors and timeouts fail it visibly; infrastructure failures and lost attempts
+    requeue it with exponential backoff until max_retries is used; preemption requeues it
+    without using a retry.
+    """
+    now = now or timezone.now()
+    job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
+    # Job first, then attempt: the same lock order as cancel(), so the two cannot deadlock.
+    job = Job.objects.select_for_update().get(pk=job_id)
+    attempt = Attempt.objects.select_for_update().get(pk=attempt_id)
+    if attempt.outcome:
+        return attempt
+    attempt.outcome, attempt.exit_code, attempt.ended_at = outcome, exit_code, now
+    attempt.reason = reason or attempt.reason
+    attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now)
+    attempt.save(update_fields=["outcome", "exit_code", "ended_at", "reason", "wasted_gpu_seconds"])
+    release([attempt.pk], now)
+    if not job.is_terminal:
+        follow_outcome(job, attempt, now)
+    return attempt
+
+
+def follow_outcome(job: Job, attempt: Attempt, now) -> None:
+    outcome, reason = attempt.outcome, attempt.reason
+    if outcome == Outcome.SUCCEEDED:
+        if job.state == State.SCHEDULED:
+            transition(job, State.RUNNING, "started", attempt=attempt, now=now)
+        transition(job, State.SUCCEEDED, reason or "exit code 0", attempt=attempt, now=now)
+    elif outcome in (Outcome.USER_ERROR, Outcome.TIMEOUT):
+        transition(job, State.FAILED, reason or f"exit code {attempt.exit_code}",
+                   attempt=attempt, now=now)  # fmt: skip
+    elif outcome == Outcome.CANCELED:
+        transition(job, State.CANCELED, reason or "canceled", attempt=attempt, now=now)
+    elif outcome == Outcome.PREEMPTED:
+        transition(job, State.QUEUED, reason or "preempted", attempt=attempt, now=now)
+    elif job.retries_used < job.max_retries:
+        retry(job, attempt, now)
+    else:
+        transition(job, State.FAILED, f"{outcome}: {reason} (retries exhausted)",
+                   attempt=attempt, now=now)  # fmt: skip
+
+
+def retry(job: Job, attempt: Attempt, now) -> None:
+    """Requeue after an infrastructure failure, not before the exponential backoff has passed."""
+    delay = min(RETRY_BACKOFF_S * 2**job.retries_used, RETRY_BACKOFF_MAX_S)
+    Job.objects.filter(pk=job.pk).update(
+        retries_used=F("retries_used") + 1, not_before=now + timedelta(seconds=delay)
+    )
+    transition(job, State.QUEUED, f"{attempt.outcome}: {attempt.reason}; retry in {delay}s",
+               attempt=attempt, now=now)  # fmt: skip
+
+
+def wasted_gpu_seconds(attempt: Attempt, now) -> float:
+    """GPU-seconds the attempt held without useful work to show for it."""
+    gpus = (
+        Allocation.objects.filter(attempt=attempt).aggregate(m=Sum("gpu_milli"))["m"] or 0
+    ) / 1000
+    started = attempt.started_at or now
+    waste = (started - attempt.scheduled_at).total_seconds()
+    if attempt.outcome == Outcome.LOST:
+        waste += (now - started).total_seconds()
+    elif attempt.outcome == Outcome.PREEMPTED:
+        waste += (now - (attempt.last_checkpoint_at or started)).total_seconds()
+    return max(waste, 0.0) * gpus

@@ -139,6 +139,11 @@ class Attempt(models.Model):
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
+    wasted_gpu_seconds = models.FloatField(
+        default=0.0,
+        help_text="GPU-seconds reserved but not doing useful work: the wait between scheduled "
+        "and running, a lost attempt's whole run, work since the last checkpoint when preempted.",
+    )
 
     class Meta:
         ordering = ["job", "number"]

@@ -115,8 +115,20 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "placement-cycle": {
+        "task": "jobs.tasks.schedule",
+        "schedule": float(os.environ.get("MLSCHED_TICK_S", "1.0")),
+        # A tick nobody ran within 5 s is stale: the next one does the same work.
+        "options": {"expires": 5},
+    },
+}
+
+# Scheduler
+MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
+MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

@@ -12,6 +12,11 @@ class Tenant(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=50, unique=True)
     fair_share_weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.01)])
+    cohort = models.SlugField(
+        max_length=50,
+        default="default",
+        help_text="Tenants of one cohort lend each other their idle guaranteed quota.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

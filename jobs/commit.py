@@ -1,0 +1,196 @@
+"""Commit one batch of placements: the only code that turns decisions into reservations.
+
+Everything the pure core decided is re-checked against the rows as they are under lock, because
+the snapshot may be stale: another scheduler may have committed, an agent may have released, an
+admin may have cordoned a node.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Max
+
+from clusters.models import GPU_MILLI, Allocation, Node
+from jobs import actions
+from jobs.models import Attempt, Job
+from jobs.placement import Outcome, WorkerPlacement
+from jobs.states import State
+
+
+@dataclass
+class NodeState:
+    """A locked node's free CPU and memory and the milli ranges taken on each GPU."""
+
+    cpu_free: int
+    memory_free: int
+    gpu_count: int
+    available: bool
+    gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+
+    def gap(self, gpu: int, milli: int) -> int | None:
+        """The lowest start of a free range of `milli` on `gpu`, or None."""
+        if not 0 <= gpu < self.gpu_count:
+            return None
+        start = 0
+        for taken_start, taken_milli in sorted(self.gpu_taken[gpu]):
+            if taken_start - start >= milli:
+                return start
+            start = max(start, taken_start + taken_milli)
+        return start if GPU_MILLI - start >= milli else None
+
+
+def commit_batch(outcomes: list[Outcome], moment: datetime) -> set[int]:
+    """Commit what still fits of `outcomes` in one transaction; return the placed job ids."""
+    node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
+    with transaction.atomic():
+        nodes = lock_nodes(node_ids)
+        claimed = claim([int(o.job_id) for o in outcomes])
+        rows: dict[int, list[Allocation]] = {}
+        for outcome in outcomes:
+            job_id = int(outcome.job_id)
+            if job_id in claimed and (fitted := fit(outcome, nodes)) is not None:
+                rows[job_id] = fitted
+        if rows:
+            write([o for o in outcomes if int(o.job_id) in rows], rows, moment)
+    return set(rows)
+
+
+def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
+    """Lock the nodes in id order (so concurrent schedulers cannot deadlock) and read them."""
+    locked = Node.objects.select_for_update().filter(id__in=node_ids).order_by("id")
+    nodes = {
+        n["id"]: NodeState(
+            cpu_free=n["cpu_milli"],
+            memory_free=n["memory_mb"],
+            gpu_count=n["gpu_count"],
+            available=n["schedulable"] and n["healthy"],
+        )
+        for n in locked.values(
+            "id", "cpu_milli", "memory_mb", "gpu_count", "schedulable", "healthy"
+        )
+    }
+    live = Allocation.objects.active().filter(node_id__in=node_ids)
+    for a in live.values("node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli",
+                         "memory_mb"):  # fmt: skip
+        node = nodes[a["node_id"]]
+        node.cpu_free -= a["cpu_milli"]
+        node.memory_free -= a["memory_mb"]
+        if a["gpu_index"] is not None:
+            node.gpu_taken[a["gpu_index"]].append((a["gpu_milli_start"], a["gpu_milli"]))
+    return nodes
+
+
+def claim(job_ids: list[int]) -> set[int]:
+    """Lock the jobs that are still queued; skip those another transaction holds."""
+    still_queued = (
+        Job.objects.select_for_update(skip_locked=True)
+        .filter(id__in=job_ids, state=State.QUEUED)
+        .order_by("id")
+    )
+    return set(still_queued.values_list("id", flat=True))
+
+
+def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[Allocation] | None:
+    """Reserve every worker of the outcome on the locked nodes, or nothing at all."""
+    undo: list[tuple[NodeState, WorkerPlacement, list[tuple[int, int, int]]]] = []
+    rows: list[Allocation] = []
+    for worker in outcome.workers:
+        node = nodes.get(int(worker.node_id))
+        taken = take(node, worker) if node is not None else None
+        if taken is None:
+            for held_node, held_worker, held in undo:
+                give_back(held_node, held_worker, held)
+            return None
+        undo.append((node, worker, taken))
+        rows.extend(allocation_rows(worker, taken, outcome.borrowed))
+    return rows
+
+
+def take(node: NodeState, worker: WorkerPlacement) -> list[tuple[int, int, int]] | None:
+    """Take the worker's CPU, memory and GPU ranges on the node; None if they do not fit."""
+    if not node.available or node.cpu_free < worker.cpu_milli:
+        return None
+    if node.memory_free < worker.memory_mb:
+        return None
+    taken = []
+    for gpu in worker.gpu_indices:
+        start = node.gap(gpu, worker.gpu_milli)
+        if start is None:
+            for gpu_taken, start_taken, milli in taken:
+                node.gpu_taken[gpu_taken].remove((start_taken, milli))
+            return None
+        node.gpu_taken[gpu].append((start, worker.gpu_milli))
+        taken.append((gpu, start, worker.gpu_milli))
+    node.cpu_free -= worker.cpu_milli
+    node.memory_free -= worker.memory_mb
+    return taken
+
+
+def give_back(node: NodeState, worker: WorkerPlacement, taken: list[tuple[int, int, int]]):
+    node.cpu_free += worker.cpu_milli
+    node.memory_free += worker.memory_mb
+    for gpu, start, milli in taken:
+        node.gpu_taken[gpu].remove((start, milli))
+
+
+def allocation_rows(worker: WorkerPlacement, taken, borrowed: bool) -> list[Allocation]:
+    """One row per GPU range; a CPU-only worker gets one row. CPU and memory ride on slot 0."""
+    ranges = taken or [(None, 0, 0)]
+    return [
+        Allocation(
+            worker=worker.rank,
+            slot=slot,
+            node_id=int(worker.node_id),
+            gpu_index=gpu,
+            gpu_milli_start=start,
+            gpu_milli=milli,
+            cpu_milli=worker.cpu_milli if slot == 0 else 0,
+            memory_mb=worker.memory_mb if slot == 0 else 0,
+            borrowed=borrowed,
+        )
+        for slot, (gpu, start, milli) in enumerate(ranges)
+    ]
+
+
+def write(outcomes: list[Outcome], rows: dict[int, list[Allocation]], moment: datetime) -> None:
+    """Insert the attempts and allocations and move the jobs to scheduled, in bulk."""
+    job_ids = [int(o.job_id) for o in outcomes]
+    attempts = Attempt.objects.bulk_create(
+        Attempt(job_id=int(o.job_id), number=n, cluster_id=int(o.workers[0].cluster),
+                scheduled_at=moment)
+        for o, n in zip(outcomes, next_numbers(job_ids), strict=True)
+    )  # fmt: skip
+    allocations = []
+    for attempt in attempts:
+        for row in rows[attempt.job_id]:
+            row.attempt_id, row.created = attempt.id, moment
+            allocations.append(row)
+    Allocation.objects.bulk_create(allocations)
+    actions.transition_claimed(
+        job_ids,
+        State.QUEUED,
+        State.SCHEDULED,
+        reasons={int(o.job_id): placed_reason(o) for o in outcomes},
+        attempts={a.job_id: a.id for a in attempts},
+        now=moment,
+    )
+
+
+def next_numbers(job_ids: Iterable[int]) -> list[int]:
+    job_ids = list(job_ids)
+    last = dict(
+        Attempt.objects.filter(job_id__in=job_ids)
+        .values("job_id")
+        .annotate(n=Max("number"))
+        .values_list("job_id", "n")
+    )
+    return [last.get(job_id, 0) + 1 for job_id in job_ids]
+
+
+def placed_reason(outcome: Outcome) -> str:
+    nodes = sorted({w.node_id for w in outcome.workers})
+    borrowed = ", on borrowed quota" if outcome.borrowed else ""
+    return f"placed on node(s) {', '.join(nodes)}{borrowed}"

@@ -1,0 +1,112 @@
+"""The placement cycle: load a snapshot, let the pure core decide, commit what still holds.
+
+    1. load      read queued jobs, nodes' free capacity, running work and tenants (snapshot.py)
+    2. decide    jobs.placement.place(snapshot): pure, no database
+    3. commit    per batch, one transaction: lock the batch's nodes in id order, re-check their
+                 free capacity against the live rows, claim the jobs still queued, insert the
+                 attempts and allocations (the database's exclusion constraint is the last
+                 guard) and move the jobs queued -> scheduled
+    4. preempt   ask the victims' attempts to stop, with a grace period
+    5. explain   store each waiting job's reason code, sentence and estimated start
+    6. notify    after commit: agents and live views hear of the changes
+
+Correctness never rests on this being the only scheduler: the node locks serialise commits that
+touch the same nodes, the job claim skips rows another scheduler holds, and a job that no longer
+fits is left queued for the next cycle.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from jobs import actions, snapshot
+from jobs.commit import commit_batch
+from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome, place
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 200
+
+
+@dataclass
+class CycleResult:
+    considered: int = 0
+    placed: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
+    """Run one placement cycle and return what it did."""
+    now = time.time() if now is None else now
+    result, clock = CycleResult(), Stopwatch()
+    loaded = snapshot.load(now, seed)  # 1
+    result.considered = len(loaded.snapshot.queued)
+    clock.lap(result, "load")
+    decision = place(loaded.snapshot)  # 2
+    clock.lap(result, "decide")
+    commit(decision, now, result)  # 3
+    clock.lap(result, "commit")
+    result.preempted = preempt(decision)  # 4
+    explain(decision, loaded, result)  # 5
+    clock.lap(result, "explain")
+    return result  # 6 runs from transaction.on_commit hooks inside the steps
+
+
+def commit(decision: Decision, now: float, result: CycleResult) -> None:
+    placed = [o for o in decision.outcomes if o.status == PLACED]
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    for start in range(0, len(placed), BATCH_SIZE):
+        batch = placed[start : start + BATCH_SIZE]
+        committed = commit_batch(batch, moment)
+        result.placed.extend(committed)
+        result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
+
+
+def preempt(decision: Decision) -> list[int]:
+    """Ask every victim of this cycle to stop; the preemptor is placed once they are gone."""
+    victims = [int(job_id) for job_id in decision.preempted]
+    if victims:
+        actions.request_stop(victims, "preempted", "preempted for a higher-priority job")
+    return victims
+
+
+def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) -> None:
+    """Store why each job still waits, writing only the rows whose explanation changed."""
+    skipped = set(result.skipped)
+    changes = {}
+    for outcome in decision.outcomes:
+        job_id = int(outcome.job_id)
+        if outcome.status == PLACED and job_id not in skipped:
+            continue
+        reason, message, estimate = explanation(outcome, job_id in skipped)
+        if loaded.pending.get(job_id) != (reason, message, estimate):
+            changes[job_id] = (reason, message, estimate)
+    actions.record_pending(changes)
+
+
+def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | None]:
+    if skipped:
+        return "changed_underneath", "Capacity changed before the placement committed.", None
+    estimate = (
+        datetime.fromtimestamp(outcome.estimated_start, tz=UTC)
+        if outcome.estimated_start is not None
+        else None
+    )
+    if outcome.status == PREEMPTS:
+        return "waiting_for_preemption", "Lower-priority work is being stopped to make room.", None
+    if outcome.status in (RESERVED, PENDING):
+        return outcome.reason, outcome.message[:300], estimate
+    return "", "", None
+
+
+class Stopwatch:
+    def __init__(self):
+        self.last = time.perf_counter()
+
+    def lap(self, result: CycleResult, name: str) -> None:
+        now = time.perf_counter()
+        result.seconds[name] = now - self.last
+        self.last = now

@@ -1,0 +1,40 @@
+"""Sweeps that make the end paths whole, whatever crashed half-way through them."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from clusters.models import Allocation
+from jobs import actions
+from jobs.models import Attempt
+
+
+def sweep(now=None) -> dict[str, int]:
+    """Release allocations of ended attempts; end attempts whose stop grace ran out."""
+    now = now or timezone.now()
+    return {"released": release_orphans(now), "forced": force_overdue_stops(now)}
+
+
+def release_orphans(now) -> int:
+    ended = Allocation.objects.active().exclude(attempt__outcome="")
+    return actions.release(ended.values("attempt_id"), now)
+
+
+def force_overdue_stops(now) -> int:
+    """An agent that never confirmed a stop: end the attempt so its GPUs come back.
+
+    The agent kills what it still runs when it next reconciles with the control plane.
+    """
+    deadline = now - timedelta(seconds=settings.MLSCHED_STOP_GRACE_S * 2)
+    overdue = Attempt.objects.filter(outcome="", stop_requested_at__lt=deadline)
+    forced = 0
+    for attempt_id, stop_reason in overdue.values_list("id", "stop_reason"):
+        actions.end_attempt(
+            attempt_id,
+            stop_reason or Attempt.Outcome.CANCELED,
+            reason="stop not confirmed within the grace period",
+            now=now,
+        )
+        forced += 1
+    return forced

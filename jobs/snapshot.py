@@ -1,0 +1,214 @@
+"""Load: read the database into the pure placement core's Snapshot.
+
+Three queries: nodes, live allocations (which give free capacity, running jobs and tenant usage
+at once), queued jobs; plus tenants with their quotas. Units become the core's: milli-CPU, MiB,
+milli-GPU, float seconds.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.db.models import Q
+
+from clusters.models import GPU_MILLI, Allocation, Cluster, Node
+from jobs import placement as p
+from jobs.models import Job
+from jobs.states import State
+from quotas.models import Tenant
+
+ALLOCATION_FIELDS = [
+    "node_id", "gpu_index", "gpu_milli", "cpu_milli", "memory_mb", "borrowed", "node__gpu_type",
+    "attempt__job_id", "attempt__job__tenant_id", "attempt__job__preemptible",
+    "attempt__job__priority_class__value", "attempt__job__max_runtime_s",
+    "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
+]  # fmt: skip
+
+QUEUED_FIELDS = [
+    "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
+    "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
+    "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
+]  # fmt: skip
+
+
+@dataclass
+class Loaded:
+    """The snapshot plus what the commit step needs to compare against."""
+
+    snapshot: p.Snapshot
+    pending: dict[int, tuple[str, str, object]] = field(default_factory=dict)
+
+
+def seconds(dt) -> float | None:
+    return dt.timestamp() if dt is not None else None
+
+
+def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
+    """Read everything one placement cycle looks at."""
+    rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
+    queued = list(queued_jobs(now))
+    clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
+    snapshot = p.Snapshot(
+        nodes=nodes(rows, clusters),
+        running=running_jobs(rows),
+        queued=tuple(to_queued(job, clusters) for job in queued),
+        tenants=tenants(rows),
+        now=now,
+        seed=seed,
+        policy=policy or p.Policy(),
+    )
+    pending = {
+        job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
+        for job in queued
+    }
+    return Loaded(snapshot, pending)
+
+
+def nodes(rows, clusters) -> tuple[p.Node, ...]:
+    """Every node of every cluster with its free capacity; the core filters on health."""
+    cpu, memory = defaultdict(int), defaultdict(int)
+    gpu_used = defaultdict(int)
+    for row in rows:
+        cpu[row["node_id"]] += row["cpu_milli"]
+        memory[row["node_id"]] += row["memory_mb"]
+        if row["gpu_index"] is not None:
+            gpu_used[row["node_id"], row["gpu_index"]] += row["gpu_milli"]
+    unhealthy = {c["id"] for c in clusters if c["health"] == Cluster.Health.UNHEALTHY}
+    out = []
+    for node in Node.objects.order_by("id").values():
+        nid = node["id"]
+        out.append(
+            p.Node(
+                id=str(nid),
+                cluster=str(node["cluster_id"]),
+                name=node["name"],
+                gpu_type=node["gpu_type"],
+                gpu_free_milli=tuple(
+                    GPU_MILLI - gpu_used[nid, i] for i in range(node["gpu_count"])
+                ),
+                cpu_free_milli=node["cpu_milli"] - cpu[nid],
+                memory_free_mb=node["memory_mb"] - memory[nid],
+                gpu_shareable=node["gpu_shareable"],
+                topology=tuple(f"{k}={v}" for k, v in sorted(node["topology"].items())),
+                schedulable=node["schedulable"],
+                healthy=node["healthy"] and node["cluster_id"] not in unhealthy,
+            )
+        )
+    return tuple(out)
+
+
+def running_jobs(rows) -> tuple[p.RunningJob, ...]:
+    by_job: dict[int, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_job[row["attempt__job_id"]].append(row)
+    return tuple(to_running(job_id, job_rows) for job_id, job_rows in sorted(by_job.items()))
+
+
+def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
+    first = rows[0]
+    per_node: dict[int, list[dict]] = defaultdict(list)
+    for row in rows:
+        per_node[row["node_id"]].append(row)
+    started = first["attempt__started_at"] or first["attempt__scheduled_at"]
+    return p.RunningJob(
+        id=str(job_id),
+        tenant=str(first["attempt__job__tenant_id"]),
+        tier=first["attempt__job__priority_class__value"],
+        preemptible=first["attempt__job__preemptible"],
+        borrowed=any(row["borrowed"] for row in rows),
+        allocations=tuple(
+            p.Allocation(
+                node_id=str(node_id),
+                gpus=tuple(
+                    (r["gpu_index"], r["gpu_milli"])
+                    for r in node_rows
+                    if r["gpu_index"] is not None
+                ),
+                cpu_milli=sum(r["cpu_milli"] for r in node_rows),
+                memory_mb=sum(r["memory_mb"] for r in node_rows),
+            )
+            for node_id, node_rows in sorted(per_node.items())
+        ),
+        expected_end=started.timestamp() + first["attempt__job__max_runtime_s"],
+        last_checkpoint=seconds(first["attempt__last_checkpoint_at"]),
+        started_at=started.timestamp(),
+    )
+
+
+def tenants(rows) -> tuple[p.Tenant, ...]:
+    usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        used = usage[row["attempt__job__tenant_id"]]
+        used["cpu"] += row["cpu_milli"]
+        used["memory"] += row["memory_mb"]
+        if row["gpu_index"] is not None:
+            used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
+    out = []
+    for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
+        quotas = tuple(
+            p.Quota(
+                flavor=q.flavor,
+                guaranteed=q.guaranteed * gpu_scale(q.flavor),
+                borrow_limit=q.borrow_limit * gpu_scale(q.flavor),
+            )
+            for q in tenant.quotas.all()
+        )
+        out.append(
+            p.Tenant(
+                id=str(tenant.pk),
+                weight=tenant.fair_share_weight,
+                quotas=quotas,
+                usage=dict(usage[tenant.pk]),
+                cohort=tenant.cohort,
+            )
+        )
+    return tuple(out)
+
+
+def gpu_scale(flavor: str) -> int:
+    """Quotas count whole GPUs; the core counts milli-GPU."""
+    return GPU_MILLI if flavor.startswith("gpu:") else 1
+
+
+def queued_jobs(now: float):
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    return (
+        Job.objects.filter(state=State.QUEUED)
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
+        .order_by("id")
+        .values(*QUEUED_FIELDS)
+    )
+
+
+def to_queued(job: dict, clusters) -> p.QueuedJob:
+    return p.QueuedJob(
+        id=str(job["id"]),
+        tenant=str(job["tenant_id"]),
+        family=job["family"],
+        tier=job["priority_class__value"],
+        priority=job["priority"],
+        submit_time=job["created"].timestamp(),
+        workers=job["workers"],
+        cpu_milli=job["cpu_milli"],
+        memory_mb=job["memory_mb"],
+        gpus=job["gpus"],
+        gpu_milli=job["gpu_milli"],
+        gpu_types=tuple(job["gpu_types"]),
+        preemptible=job["preemptible"],
+        max_runtime=float(job["max_runtime_s"]),
+        clusters=cluster_ids(job["cluster_selector"], clusters),
+    )
+
+
+# A cluster id that never exists: a selector that matches nothing must not read as "any".
+NO_CLUSTER = "none"
+
+
+def cluster_ids(selector: dict, clusters) -> tuple[str, ...]:
+    """The clusters whose labels match a job's selector (empty selector: any cluster)."""
+    if not selector:
+        return ()
+    matches = tuple(
+        str(c["id"]) for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())
+    )
+    return matches or (NO_CLUSTER,)

@@ -1,0 +1,179 @@
+"""How an attempt's end moves its job: the failure rules, retries, and the release of GPUs."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from clusters.models import Allocation
+from jobs import actions, cycle, janitor
+from jobs.models import Attempt, Family
+from jobs.states import State
+from tests.factories import JobFactory, NodeFactory
+
+pytestmark = pytest.mark.django_db
+Outcome = Attempt.Outcome
+
+
+@pytest.fixture
+def placed():
+    """A 4-GPU training job placed by the cycle and reported running."""
+    NodeFactory(gpu_count=8)
+    job = JobFactory(family=Family.TRAINING, gpus=4, max_retries=2)
+    cycle.run_cycle()
+    job.refresh_from_db()
+    actions.transition(job, State.RUNNING, "started")
+    return job
+
+
+def end(job, outcome, **kw):
+    attempt = job.attempts.get(outcome="")
+    actions.end_attempt(attempt.pk, outcome, **kw)
+    job.refresh_from_db()
+    attempt.refresh_from_db()
+    return attempt
+
+
+@pytest.mark.parametrize(
+    "outcome", [Outcome.SUCCEEDED, Outcome.USER_ERROR, Outcome.INFRA_ERROR, Outcome.PREEMPTED,
+                Outcome.LOST, Outcome.TIMEOUT, Outcome.CANCELED],
+)  # fmt: skip
+def test_every_end_path_releases_the_allocations(placed, outcome):
+    attempt = end(placed, outcome)
+
+    assert Allocation.objects.filter(attempt=attempt, active=True).count() == 0
+    assert Allocation.objects.filter(attempt=attempt, active=False).count() == 4
+
+
+def test_a_user_error_fails_the_job_with_its_exit_code_and_no_retry(placed):
+    attempt = end(placed, Outcome.USER_ERROR, exit_code=3, reason="exit code 3")
+
+    assert placed.state == State.FAILED
+    assert attempt.exit_code == 3
+    assert placed.retries_used == 0
+    assert placed.events.last().reason == "exit code 3"
+
+
+def test_an_infra_error_requeues_with_backoff_and_uses_a_retry(placed):
+    before = timezone.now()
+    end(placed, Outcome.INFRA_ERROR, reason="node lost")
+
+    assert placed.state == State.QUEUED
+    assert placed.retries_used == 1
+    assert placed.not_before >= before + timedelta(seconds=actions.RETRY_BACKOFF_S)
+
+
+def test_the_backoff_doubles_with_each_retry(placed):
+    end(placed, Outcome.INFRA_ERROR)
+    first_delay = placed.not_before - placed.events.last().time
+    type(placed).objects.filter(pk=placed.pk).update(not_before=None)
+    cycle.run_cycle()
+    placed.refresh_from_db()
+
+    end(placed, Outcome.LOST)
+
+    assert placed.not_before - placed.events.last().time == 2 * first_delay
+
+
+def test_infra_errors_fail_the_job_once_retries_are_used_up(placed):
+    type(placed).objects.filter(pk=placed.pk).update(retries_used=2)
+    placed.refresh_from_db()
+
+    end(placed, Outcome.INFRA_ERROR, reason="image pull failed")
+
+    assert placed.state == State.FAILED
+    assert "retries exhausted" in placed.events.last().reason
+
+
+def test_preemption_requeues_without_using_a_retry(placed):
+    end(placed, Outcome.PREEMPTED)
+
+    assert placed.state == State.QUEUED
+    assert placed.retries_used == 0
+    assert placed.not_before is None
+
+
+def test_a_requeued_job_gets_a_second_attempt(placed):
+    end(placed, Outcome.PREEMPTED)
+
+    cycle.run_cycle()
+
+    assert list(placed.attempts.values_list("number", "outcome")) == [
+        (1, Outcome.PREEMPTED), (2, ""),
+    ]  # fmt: skip
+
+
+def test_ending_an_attempt_twice_changes_nothing(placed):
+    first = end(placed, Outcome.SUCCEEDED)
+    events = placed.events.count()
+
+    again = actions.end_attempt(first.pk, Outcome.INFRA_ERROR)
+
+    placed.refresh_from_db()
+    assert again.outcome == Outcome.SUCCEEDED
+    assert placed.state == State.SUCCEEDED
+    assert placed.events.count() == events
+
+
+def test_a_job_that_finishes_before_reporting_running_still_succeeds():
+    NodeFactory()
+    job = JobFactory(family=Family.EVALUATION, gpus=1)
+    cycle.run_cycle()
+
+    end(job, Outcome.SUCCEEDED)
+
+    assert list(job.events.values_list("to_state", flat=True)) == [
+        State.SCHEDULED, State.RUNNING, State.SUCCEEDED,
+    ]  # fmt: skip
+
+
+def test_a_lost_attempt_counts_its_whole_run_as_wasted(placed):
+    attempt = placed.attempts.get()
+    start = attempt.scheduled_at
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=start + timedelta(seconds=10))
+
+    attempt = end(placed, Outcome.LOST, now=start + timedelta(seconds=110))
+
+    assert attempt.wasted_gpu_seconds == pytest.approx(110 * 4)
+
+
+def test_a_preempted_attempt_wastes_only_the_work_since_its_checkpoint(placed):
+    attempt = placed.attempts.get()
+    start = attempt.scheduled_at
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=start, last_checkpoint_at=start + timedelta(seconds=100)
+    )
+
+    attempt = end(placed, Outcome.PREEMPTED, now=start + timedelta(seconds=130))
+
+    assert attempt.wasted_gpu_seconds == pytest.approx(30 * 4)
+
+
+def test_the_janitor_releases_allocations_of_ended_attempts(placed):
+    attempt = placed.attempts.get()
+    Attempt.objects.filter(pk=attempt.pk).update(outcome=Outcome.SUCCEEDED)
+
+    swept = janitor.sweep()
+
+    assert swept["released"] == 4
+    assert not Allocation.objects.filter(attempt=attempt, active=True).exists()
+
+
+def test_the_janitor_ends_a_stop_the_agent_never_confirmed(placed, settings):
+    long_ago = timezone.now() - timedelta(seconds=settings.MLSCHED_STOP_GRACE_S * 3)
+    actions.request_stop([placed.pk], Outcome.PREEMPTED, "preempted", now=long_ago)
+
+    swept = janitor.sweep()
+
+    placed.refresh_from_db()
+    assert swept["forced"] == 1
+    assert placed.state == State.QUEUED
+    assert placed.attempts.get().outcome == Outcome.PREEMPTED
+
+
+def test_the_janitor_leaves_a_stop_within_its_grace_period(placed):
+    actions.request_stop([placed.pk], Outcome.PREEMPTED, "preempted")
+
+    assert janitor.sweep()["forced"] == 0
+    placed.refresh_from_db()
+    assert placed.state == State.RUNNING
