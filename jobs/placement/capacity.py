@@ -8,6 +8,7 @@ at ``partial`` first. Group totals answer "could it fit at all" in O(1).
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Iterable
 
@@ -34,6 +35,7 @@ class NodeState:
         "topology",
         "group",
         "held",
+        "milli",
         "cap_cpu",
         "cap_mem",
     )
@@ -56,8 +58,17 @@ class NodeState:
         self._count()
 
     def _count(self) -> None:
-        self.full = sum(1 for m in self.gpus if m >= WHOLE_GPU)
-        self.partial = any(0 < m < WHOLE_GPU for m in self.gpus)
+        full = partial = total = 0
+        for m in self.gpus:
+            total += m
+            if m >= WHOLE_GPU:
+                full += 1
+            elif partial < m:
+                partial = m
+        self.full = full
+        # The most free milli on a partly used GPU (0: none): it indexes GPU-share fits.
+        self.partial = partial
+        self.milli = total
 
     def state_key(self) -> tuple:
         """What the scorers see: nodes with equal keys score the same."""
@@ -80,13 +91,15 @@ class Group:
         "mem_total",
         "cap_cpu",
         "cap_mem",
+        "_levels",
     )
 
     def __init__(self, key: tuple[str, str, bool], max_gpus: int):
         self.key = key
         self.gpu_type, self.cluster, self.shareable = key
         self.by_full: list[dict[NodeState, None]] = [{} for _ in range(max_gpus + 1)]
-        self.partial: dict[NodeState, None] = {}
+        # Nodes with a partly used GPU, by the most free milli on such a GPU.
+        self.partial: dict[int, dict[NodeState, None]] = {}
         self.full_total = 0
         self.milli_total = 0
         self.cpu_total = 0
@@ -94,29 +107,48 @@ class Group:
         # The largest node's CPU and memory capacity: a bigger worker can never fit here.
         self.cap_cpu = 0
         self.cap_mem = 0
+        self._levels: list[int] | None = None
 
     def add(self, node: NodeState) -> None:
         """Index the node and count its free resources."""
         self.by_full[node.full][node] = None
         if node.partial:
-            self.partial[node] = None
+            level = self.partial.get(node.partial)
+            if level is None:
+                level = self.partial[node.partial] = {}
+                self._levels = None
+            level[node] = None
         self.full_total += node.full
-        self.milli_total += sum(node.gpus)
+        self.milli_total += node.milli
         self.cpu_total += node.cpu
         self.mem_total += node.mem
 
     def remove(self, node: NodeState) -> None:
         """Undo ``add`` (before the node's numbers change)."""
         del self.by_full[node.full][node]
-        self.partial.pop(node, None)
+        if node.partial:
+            level = self.partial[node.partial]
+            del level[node]
+            if not level:
+                del self.partial[node.partial]
+                self._levels = None
         self.full_total -= node.full
-        self.milli_total -= sum(node.gpus)
+        self.milli_total -= node.milli
         self.cpu_total -= node.cpu
         self.mem_total -= node.mem
 
     @property
     def max_gpus(self) -> int:
         return len(self.by_full) - 1
+
+    def share_buckets(self, milli: int) -> list[dict[NodeState, None]]:
+        """Buckets whose nodes all have a GPU with ``milli`` free: tightest partial GPUs
+        first (filling fragments), then nodes by their count of entirely free GPUs."""
+        if self._levels is None:
+            self._levels = sorted(self.partial)
+        levels = self._levels
+        start = bisect.bisect_left(levels, milli)
+        return [self.partial[level] for level in levels[start:]] + self.by_full[1:]
 
 
 class Capacity:

@@ -13,7 +13,7 @@ import bisect
 from jobs.placement import explain, preemption
 from jobs.placement.capacity import Capacity, Group
 from jobs.placement.decision import PLACED, PREEMPTS, Decision, Outcome
-from jobs.placement.fit import Need, Slot, find_gang, find_task, group_can_hold
+from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
@@ -74,6 +74,9 @@ class Cycle:
         self.reservation: Reservation | None = None
         self.preemption_tries = 0
         self.failed: dict[tuple, list[tuple]] = {}
+        # Bumped whenever capacity changes: cached explanations are only valid inside an epoch.
+        self.epoch = 0
+        self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
 
     def _totals(self) -> dict[str, float]:
@@ -96,10 +99,7 @@ class Cycle:
             return explain.pending(job, explain.missing(job, self.capacity))
         if explain.too_large(job, groups):
             return explain.pending(job, "worker_too_large")
-        first = 1 if job.family != TRAINING else job.workers
-        allowed = [
-            g for g in groups if self.ledger.allows(job.tenant, demand(job, g.gpu_type, first))
-        ]
+        allowed = self._within_quota(job, groups)
         if not allowed:
             return explain.pending(job, "quota_exceeded")
         need = self._need(job, allowed)
@@ -120,6 +120,14 @@ class Cycle:
             self._groups[key] = groups
         return groups
 
+    def _within_quota(self, job: QueuedJob, groups: list[Group]) -> list[Group]:
+        # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
+        # (the rest is checked shard by shard).
+        workers = job.workers if job.family == TRAINING else 1
+        types = sorted({g.gpu_type for g in groups})
+        ok = {t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers))}
+        return [g for g in groups if g.gpu_type in ok]
+
     def _need(self, job: QueuedJob, groups: list[Group]) -> Need:
         need = Need(
             job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
@@ -134,16 +142,18 @@ class Cycle:
 
     def fit(self, job: QueuedJob, need: Need, memo: bool = True):
         """Slots for every worker of the job, None if it does not fit, or QUOTA."""
-        kind = (job.family, tuple(id(g) for g in need.groups), need.avoid_held, bool(job.gpus))
-        shape = (job.workers, need.gpus, need.milli, need.cpu, need.mem)
+        kind, shape = _class_of(job, need)
         # A class that failed fails for any request at least as large, until something is
         # released: this is what keeps a saturated cycle fast.
-        failures = self.failed.get(kind, ())
+        failures = self.failed.setdefault(kind, [])
         if memo and any(all(f <= s for f, s in zip(fail, shape, strict=True)) for fail in failures):
             return None
         slots = self._search(job, need)
         if slots is None and memo:
-            self.failed.setdefault(kind, []).append(shape)
+            failures[:] = [
+                f for f in failures if not all(s <= x for s, x in zip(shape, f, strict=True))
+            ]
+            failures.append(shape)
         return slots
 
     def _search(self, job: QueuedJob, need: Need):
@@ -153,9 +163,16 @@ class Cycle:
 
     def _fit_tasks(self, job: QueuedJob, need: Need, spread: bool):
         """Independent workers (shards), all or none; quota checked per worker's GPU type."""
+        if job.workers == 1:
+            found = find_task(need, self.scorer, self.policy)
+            return None if found is None else [(found[0], found[1], need.cpu, need.mem)]
+        groups = need.groups
+        # If every worker could go to any of the types within quota, skip per-shard checks.
+        types = {g.gpu_type for g in groups}
+        if all(self.ledger.allows(job.tenant, demand(job, t, job.workers)) for t in types):
+            return find_tasks(need, job.workers, self.scorer, self.policy, self.capacity, spread)
         slots: list[Slot] = []
         counts: dict | None = {} if spread else None
-        groups = need.groups
         try:
             for _ in range(job.workers):
                 need.groups = [g for g in groups if self._one_more(job, g, slots)]
@@ -189,6 +206,7 @@ class Cycle:
     def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
         """Take the slots' resources, charge quota and fair share, and describe the result."""
         used: dict[str, int] = {}
+        self.epoch += 1
         for node, takes, cpu, mem in slots:
             self.capacity.allocate(node, takes, cpu, mem)
             for flavor, amount in demand(job, node.gpu_type, 1).items():
@@ -216,8 +234,15 @@ class Cycle:
             outcome = self._reserve(job, need)
             if outcome is not None:
                 return outcome
-        code = self._capacity_reason(job, need)
-        return explain.pending(job, code, self._estimate(job, need))
+        # Jobs of one class wait for the same reason until capacity changes.
+        key = (*_class_of(job, need), self.epoch)
+        known = self._pending.get(key)
+        if known is None:
+            known = self._pending[key] = (
+                self._capacity_reason(job, need),
+                self._estimate(job, need),
+            )
+        return explain.pending(job, *known)
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
         if (
@@ -286,12 +311,13 @@ class Cycle:
         for node, _, _, _ in slots:
             node.held = True
         self.reservation = Reservation(job.id, start, node_ids)
+        self.epoch += 1
         return explain.reserved(job, node_ids, start)
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
         if need.avoid_held:
             need.avoid_held = False
-            free_elsewhere = self._fits(job, need) is not None
+            free_elsewhere = self.fit(job, need) not in (None, QUOTA)
             need.avoid_held = True
             if free_elsewhere:
                 return "waiting_for_reservation"
@@ -314,6 +340,12 @@ class Cycle:
         if best is not None and self.reservation is not None and need.avoid_held:
             best = max(best, self.reservation.start)
         return best
+
+
+def _class_of(job: QueuedJob, need: Need) -> tuple[tuple, tuple]:
+    """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier."""
+    kind = (job.family, tuple(id(g) for g in need.groups), need.avoid_held, bool(job.gpus))
+    return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 
 
 def _matches(group: Group, job: QueuedJob) -> bool:

@@ -16,7 +16,9 @@ from jobs.placement.scoring import WeightedScorer
 # A worker's slot: node, GPU takes, cpu, memory.
 Slot = tuple[NodeState, Takes, int, int]
 # More buckets than this past the first one that fits are not worth comparing.
-BUCKET_SPAN = 3
+BUCKET_SPAN = 2
+# Groups (GPU type x cluster) with a fit to look at before the search stops.
+GROUP_SPAN = 2
 
 
 @dataclass
@@ -29,10 +31,6 @@ class Need:
     mem: int
     groups: list[Group]
     avoid_held: bool = False
-
-    def fits_node(self, node: NodeState) -> bool:
-        """CPU, memory and reservation checks (GPUs are checked by the bucket and options)."""
-        return node.cpu >= self.cpu and node.mem >= self.mem and not (self.avoid_held and node.held)
 
 
 def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
@@ -53,10 +51,12 @@ def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
 
 
 def _buckets(group: Group, need: Need) -> list[dict[NodeState, None]]:
+    # Every node in these buckets has the GPUs the worker needs; only CPU and memory are left
+    # to check.
     if need.gpus:
         return group.by_full[need.gpus :]
     if need.milli:
-        return [group.partial, *group.by_full[1:]]
+        return group.share_buckets(need.milli)
     return group.by_full
 
 
@@ -69,46 +69,70 @@ def group_can_hold(group: Group, need: Need, workers: int = 1) -> bool:
     return group.milli_total >= need.milli * workers
 
 
-def _collect(group: Group, need: Need, policy: Policy, out: list, seen: set, spread) -> None:
-    visited: set[NodeState] = set()
+def _collect(
+    group: Group, need: Need, policy: Policy, out: list, seen: set, spread, distinct=True
+) -> bool:
+    # Buckets go from the tightest fit up. In each, look a few nodes past the first fit: equal
+    # nodes score alike, so a longer look rarely finds a better state.
+    # A share's buckets overlap (partial levels, then whole-GPU counts): skip repeats.
+    visited: set[NodeState] | None = set() if need.milli else None
     spans = 0
+    cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, policy.scan_depth
+    by_cluster = bool(policy.cluster_costs)
     for bucket in _buckets(group, need):
-        found = 0
-        extra = 0
+        looked = -1
         for node in bucket:
-            if found:
-                extra += 1
-                if extra > policy.scan_depth:
+            if looked >= 0:
+                looked += 1
+                if looked > depth:
                     break
-            if node in visited or not need.fits_node(node):
+            if node.cpu < cpu or node.mem < mem or (avoid and node.held):
                 continue
-            visited.add(node)
-            options = gpu_options(node, need.gpus, need.milli)
-            if not options:
-                continue
-            found += 1
-            key = (node.state_key(), spread.get(node, 0) if spread else 0, node.cluster)
+            if visited is not None:
+                if node in visited:
+                    continue
+                visited.add(node)
+            if looked < 0:
+                looked = 0
+            key = (
+                node
+                if not distinct
+                else (
+                    node.gpu_type,
+                    node.cpu,
+                    node.mem,
+                    node.gpus,
+                    spread.get(node, 0) if spread else 0,
+                    node.cluster if by_cluster else "",
+                )
+            )
             if key not in seen:
                 seen.add(key)
-                out.append((node, options))
-        spans += 1 if found else 0
+                out.append((node, gpu_options(node, need.gpus, need.milli)))
+        spans += looked >= 0
         if spans >= BUCKET_SPAN or len(out) >= policy.candidates_per_task:
-            return
+            break
+    return spans > 0
 
 
-def find_task(
-    need: Need, scorer: WeightedScorer, policy: Policy, spread: dict | None = None
-) -> tuple[NodeState, Takes] | None:
-    """The best node and GPU choice for one worker, or None if nothing fits."""
+def _candidates(need: Need, policy: Policy, spread=None, distinct=True) -> list:
     candidates: list[tuple[NodeState, list[Takes]]] = []
     seen: set = set()
+    hits = 0
     for group in need.groups:
+        if len(candidates) >= policy.candidates_per_task or hits >= GROUP_SPAN:
+            break
         if group_can_hold(group, need):
-            _collect(group, need, policy, candidates, seen, spread)
+            hits += _collect(group, need, policy, candidates, seen, spread, distinct)
+    return candidates
+
+
+def _best(candidates: list, need: Need, scorer: WeightedScorer, policy: Policy, spread=None):
     best = None
     best_score = -1e18
+    costs = scorer.cluster_costs
     for node, options in candidates:
-        bonus = scorer.cluster_bonus(node.cluster)
+        bonus = -costs.get(node.cluster, 0.0) if costs else 0.0
         if spread:
             bonus += policy.spread_weight / (1 + spread.get(node, 0))
         for takes in options:
@@ -116,6 +140,57 @@ def find_task(
             if score > best_score:
                 best, best_score = (node, takes), score
     return best
+
+
+def find_task(
+    need: Need, scorer: WeightedScorer, policy: Policy, spread: dict | None = None
+) -> tuple[NodeState, Takes] | None:
+    """The best node and GPU choice for one worker, or None if nothing fits."""
+    return _best(_candidates(need, policy, spread), need, scorer, policy, spread)
+
+
+def find_tasks(
+    need: Need, workers: int, scorer: WeightedScorer, policy: Policy, capacity, spread: bool
+) -> list[Slot] | None:
+    """Slots for independent workers (shards), all or none; capacity is left as it was.
+
+    Candidates are collected once and reused: placing a worker only changes the node it
+    lands on, so only that node is looked at again. With ``spread``, nodes already holding a
+    worker of the job score lower.
+    """
+    slots: list[Slot] = []
+    counts: dict | None = {} if spread else None
+    pool: list = []
+    try:
+        for _ in range(workers):
+            pick = _best(pool, need, scorer, policy, counts)
+            if pick is None:
+                pool = _candidates(need, policy, counts, distinct=False)
+                pick = _best(pool, need, scorer, policy, counts)
+                if pick is None:
+                    return None
+            node, takes = pick
+            capacity.allocate(node, takes, need.cpu, need.mem)
+            slots.append((node, takes, need.cpu, need.mem))
+            if counts is not None:
+                counts[node] = counts.get(node, 0) + 1
+            _refresh(pool, node, need)
+    finally:
+        for node, takes, cpu, mem in reversed(slots):
+            capacity.release(node, takes, cpu, mem)
+    return slots
+
+
+def _refresh(pool: list, node: NodeState, need: Need) -> None:
+    for i, (candidate, _) in enumerate(pool):
+        if candidate is node:
+            fits = node.cpu >= need.cpu and node.mem >= need.mem
+            options = gpu_options(node, need.gpus, need.milli) if fits else []
+            if options:
+                pool[i] = (node, options)
+            else:
+                del pool[i]
+            return
 
 
 def _move(node: NodeState, takes: Takes, cpu: int):

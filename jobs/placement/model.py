@@ -164,7 +164,7 @@ class Policy:
     # How many distinct candidate nodes a task's scorers compare.
     candidates_per_task: int = 8
     # After the first fitting node in a bucket, how many more nodes to look at.
-    scan_depth: int = 16
+    scan_depth: int = 4
     gang_candidate_nodes: int = 64
     workload_coverage: float = 0.95
     workload_max_classes: int = 16

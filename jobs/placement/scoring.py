@@ -89,10 +89,6 @@ class WeightedScorer:
             self._cache[move] = value
         return value
 
-    def cluster_bonus(self, cluster: str) -> float:
-        """Cheaper clusters score higher; costs are in [0, 1]."""
-        return -self.cluster_costs.get(cluster, 0.0)
-
 
 def learn_workload(
     queued: Iterable[QueuedJob], recent: Iterable[ShapeCount], coverage: float, max_classes: int

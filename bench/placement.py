@@ -1,0 +1,217 @@
+"""Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
+
+Usage: python bench/placement.py [--scales 1,2,4] [--seed 7]
+
+Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
+third of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
+inference shards and evaluation tasks (many of them GPU shares) from 40 tenants with quotas.
+Prints a table and, as the last line, ``decisions/s: N`` for the base size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jobs.placement import (  # noqa: E402
+    BATCH_INFERENCE,
+    EVALUATION,
+    TRAINING,
+    Allocation,
+    Node,
+    QueuedJob,
+    Quota,
+    RunningJob,
+    Snapshot,
+    Tenant,
+    gpu_flavor,
+    place,
+)
+
+NOW = 1_800_000_000.0
+CLUSTERS = ("east", "west", "north", "south")
+GPU_TYPES = ("h100", "a100", "l4", "t4")
+SHAREABLE = {"l4", "t4"}
+# (GPUs per node, share of nodes, CPU milli, memory MB)
+NODE_SHAPES = (
+    (8, 0.4, 96_000, 1_024_000),
+    (4, 0.3, 48_000, 512_000),
+    (2, 0.2, 32_000, 256_000),
+    (1, 0.1, 16_000, 128_000),
+)
+TENANTS = 40
+
+
+def build_nodes(count: int, rng: random.Random) -> tuple[list[Node], list[RunningJob]]:
+    """Nodes, a third of their GPUs held by running jobs (one job per busy GPU group)."""
+    nodes, running = [], []
+    for i in range(count):
+        gpus, cpu, mem = _node_shape(rng)
+        gpu_type = GPU_TYPES[i % len(GPU_TYPES)]
+        free = [1000] * gpus
+        busy = rng.randrange(gpus + 1) if rng.random() < 0.4 else 0
+        node_id = f"node-{i:06d}"
+        if busy:
+            for g in range(busy):
+                free[g] = 0
+            running.append(_running(f"run-{i:06d}", node_id, busy, rng))
+            cpu, mem = cpu - busy * 4000, mem - busy * 32_000
+        rack = f"rack-{i // 16}"
+        nodes.append(
+            Node(
+                node_id,
+                CLUSTERS[(i // 4) % len(CLUSTERS)],
+                gpu_type,
+                tuple(free),
+                cpu,
+                mem,
+                gpu_type in SHAREABLE,
+                (f"nvl={rack}-{i // 4}", rack),
+            )
+        )
+    return nodes, running
+
+
+def _node_shape(rng: random.Random) -> tuple[int, int, int]:
+    roll = rng.random()
+    for gpus, share, cpu, mem in NODE_SHAPES:
+        if roll < share:
+            return gpus, cpu, mem
+        roll -= share
+    return NODE_SHAPES[-1][0], NODE_SHAPES[-1][2], NODE_SHAPES[-1][3]
+
+
+def _running(job_id: str, node_id: str, gpus: int, rng: random.Random) -> RunningJob:
+    alloc = Allocation(node_id, tuple((g, 1000) for g in range(gpus)), gpus * 4000, gpus * 32_000)
+    return RunningJob(
+        job_id,
+        f"tenant-{rng.randrange(TENANTS):02d}",
+        tier=rng.randrange(3),
+        preemptible=rng.random() < 0.5,
+        allocations=(alloc,),
+        expected_end=NOW + rng.uniform(60, 86_400),
+        last_checkpoint=NOW - rng.uniform(0, 3600),
+        started_at=NOW - 7200,
+    )
+
+
+def build_queue(count: int, rng: random.Random) -> list[QueuedJob]:
+    """A mixed queue: 30% training gangs, 30% batch shards, 40% evaluation tasks."""
+    jobs = []
+    for i in range(count):
+        roll = rng.random()
+        tenant = f"tenant-{rng.randrange(TENANTS):02d}"
+        common = dict(
+            tenant=tenant,
+            tier=rng.choice((0, 1, 1, 2, 3)),
+            priority=rng.randrange(10),
+            submit_time=NOW - rng.uniform(0, 7200),
+            max_runtime=rng.choice((600, 3600, 14_400, None)),
+        )
+        if roll < 0.3:
+            gpus = rng.choice((1, 2, 4, 8, 8))
+            jobs.append(
+                QueuedJob(
+                    f"job-{i:07d}",
+                    family=TRAINING,
+                    workers=rng.choice((1, 1, 2, 4)),
+                    gpus=gpus,
+                    cpu_milli=gpus * 4000,
+                    memory_mb=gpus * 32_000,
+                    gpu_types=rng.choice((("h100",), ("a100",), ("h100", "a100"))),
+                    **common,
+                )
+            )
+        elif roll < 0.6:
+            share = rng.random() < 0.5
+            jobs.append(
+                QueuedJob(
+                    f"job-{i:07d}",
+                    family=BATCH_INFERENCE,
+                    workers=rng.randrange(1, 9),
+                    gpus=0 if share else 1,
+                    gpu_milli=500 if share else 0,
+                    cpu_milli=2000,
+                    memory_mb=16_000,
+                    preemptible=True,
+                    gpu_types=("l4", "t4") if share else (),
+                    **common,
+                )
+            )
+        else:
+            jobs.append(
+                QueuedJob(
+                    f"job-{i:07d}",
+                    family=EVALUATION,
+                    workers=1,
+                    gpu_milli=rng.choice((100, 250, 250, 500)),
+                    cpu_milli=1000,
+                    memory_mb=8000,
+                    preemptible=True,
+                    gpu_types=rng.choice(((), ("t4",), ("l4",))),
+                    **common,
+                )
+            )
+    return jobs
+
+
+def build_tenants(nodes: list[Node]) -> list[Tenant]:
+    """Tenants with equal guarantees of each GPU type and a borrow limit of the same size."""
+    per_type = {t: sum(len(n.gpu_free_milli) for n in nodes if n.gpu_type == t) for t in GPU_TYPES}
+    tenants = []
+    for i in range(TENANTS):
+        quotas = tuple(
+            Quota(gpu_flavor(t), total * 1000 // TENANTS, total * 1000 // TENANTS)
+            for t, total in per_type.items()
+        )
+        tenants.append(Tenant(f"tenant-{i:02d}", weight=1.0 + i % 3, quotas=quotas))
+    return tenants
+
+
+def build_snapshot(scale: int, seed: int) -> Snapshot:
+    """The benchmark snapshot at ``scale`` times the base size."""
+    rng = random.Random(seed)
+    nodes, running = build_nodes(5000 * scale, rng)
+    queue = build_queue(20_000 * scale, rng)
+    return Snapshot(
+        tuple(nodes), tuple(running), tuple(queue), tuple(build_tenants(nodes)), now=NOW, seed=seed
+    )
+
+
+def run(scale: int, seed: int) -> tuple[int, int, float, dict[str, int]]:
+    """Time one cycle; returns (nodes, jobs, seconds, outcome counts)."""
+    snapshot = build_snapshot(scale, seed)
+    start = time.perf_counter()
+    decision = place(snapshot)
+    seconds = time.perf_counter() - start
+    counts: dict[str, int] = {}
+    for outcome in decision.outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return len(snapshot.nodes), len(snapshot.queued), seconds, counts
+
+
+def main() -> None:
+    """Run the scales and print the table; the last line is the base size's rate."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", default="1,2,4")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    print(f"{'nodes':>7} {'jobs':>7} {'seconds':>8} {'decisions/s':>12}  outcomes")
+    rates = []
+    for scale in (int(s) for s in args.scales.split(",")):
+        nodes, jobs, seconds, counts = run(scale, args.seed)
+        rates.append(jobs / seconds)
+        summary = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        print(
+            f"{nodes:>7} {jobs:>7} {seconds:>8.2f} {jobs / seconds:>12,.0f}  {summary}", flush=True
+        )
+    print(f"decisions/s: {rates[0]:.0f}")
+
+
+if __name__ == "__main__":
+    main()
