@@ -165,7 +165,8 @@ def fgd_score(delta: float) -> int:
     The truncation to 100 levels is part of the method's behaviour: near-equal deltas tie and
     then the node order decides, which packs tasks together.
     """
-    return int(100.0 / (1.0 + math.exp(delta / 1000.0)))
+    x = max(-700.0, min(700.0, delta / 1000.0))  # exp() overflows past ~709
+    return int(100.0 / (1.0 + math.exp(x)))
 
 
 def make_fgd(table: FragmentationTable) -> Scorer:
