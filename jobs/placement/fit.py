@@ -40,14 +40,13 @@ def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
         return [tuple((i, WHOLE_GPU) for i in whole)] if len(whole) == gpus else []
     if not milli:
         return [()]
-    options: list[Takes] = []
-    levels: set[int] = set()
+    # One option per distinct free level (equal GPUs score the same), tightest first so that
+    # ties between scores fill the fullest GPU.
+    first: dict[int, int] = {}
     for i, free in enumerate(node.gpus):
-        # One option per distinct free level: equal GPUs score the same.
-        if free >= milli and free not in levels:
-            levels.add(free)
-            options.append(((i, milli),))
-    return options
+        if free >= milli and free not in first:
+            first[free] = i
+    return [((first[free], milli),) for free in sorted(first)]
 
 
 def _buckets(group: Group, need: Need) -> list[dict[NodeState, None]]:

@@ -1,0 +1,190 @@
+"""Placement behaviours that need more than a status to state: where, who, when."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jobs.placement import Policy, Tenant, gpu_flavor, place
+from tests.placement.builders import (
+    NOW,
+    gpu_tenant,
+    j_eval,
+    j_training,
+    n4_t4_shared_nodes,
+    n8_a100_nodes,
+    running_on,
+    snapshot,
+    with_free,
+)
+
+
+def test_it_reserves_the_earliest_freed_nodes_and_backfills_only_work_that_ends_first():
+    a, b = n8_a100_nodes(2)
+    a, r1 = running_on(a, "r1", 4, expected_end=NOW + 1000)
+    b, r2 = running_on(b, "r2", 8, expected_end=NOW + 5000)
+    queue = (
+        j_training("big", gpus=8, tier=1),
+        j_training("long", gpus=4, max_runtime=5000, submit_time=NOW - 20),
+        j_training("short", gpus=4, max_runtime=500, submit_time=NOW - 10),
+    )
+    got = place(snapshot((a, b), queue, running=(r1, r2))).by_job()
+    assert got["big"].status == "reserved"
+    assert got["big"].reserved_nodes == (a.id,)
+    assert got["big"].estimated_start == NOW + 1000
+    assert got["long"].reason == "waiting_for_reservation"
+    assert got["long"].estimated_start == NOW + 1000
+    assert got["short"].status == "placed"
+    assert got["short"].workers[0].node_id == a.id
+
+
+def test_it_gives_only_one_head_of_line_reservation():
+    a, b = n8_a100_nodes(2)
+    a, r1 = running_on(a, "r1", 8, expected_end=NOW + 1000)
+    b, r2 = running_on(b, "r2", 8, expected_end=NOW + 2000)
+    queue = (j_training("first", gpus=8, tier=1), j_training("second", gpus=8))
+    got = place(snapshot((a, b), queue, running=(r1, r2))).by_job()
+    assert got["first"].status == "reserved"
+    assert got["second"].status == "pending"
+    assert got["second"].estimated_start == NOW + 1000  # a lower bound
+
+
+def test_it_preempts_the_victim_that_loses_least_work():
+    a, b = n8_a100_nodes(2)
+    a, fresh = running_on(a, "fresh", 8, preemptible=True, last_checkpoint=NOW - 60)
+    b, stale = running_on(b, "stale", 8, preemptible=True, last_checkpoint=NOW - 3000)
+    decision = place(snapshot((a, b), (j_training("hi", gpus=8, tier=5),), running=(fresh, stale)))
+    hi = decision.by_job()["hi"]
+    assert hi.status == "preempts"
+    assert hi.victims == ("fresh",)
+    assert decision.preempted == ("fresh",)
+    assert hi.workers[0].node_id == a.id
+
+
+def test_it_never_preempts_same_tier_or_non_preemptible_work():
+    a, b = n8_a100_nodes(2)
+    a, same = running_on(a, "same", 8, preemptible=True, tier=5)
+    b, pinned = running_on(b, "pinned", 8, preemptible=False)
+    decision = place(snapshot((a, b), (j_training("hi", gpus=8, tier=5),), running=(same, pinned)))
+    assert decision.by_job()["hi"].status == "pending"
+    assert decision.preempted == ()
+
+
+def test_it_does_not_preempt_when_the_job_would_still_not_fit():
+    a, b = n8_a100_nodes(2)
+    a, v1 = running_on(a, "v1", 8, preemptible=True)
+    b, v2 = running_on(b, "v2", 8, preemptible=True)
+    gang = j_training("hi", workers=3, gpus=8, tier=5)
+    decision = place(snapshot((a, b), (gang,), running=(v1, v2)))
+    assert decision.by_job()["hi"].status == "pending"
+    assert decision.preempted == ()
+
+
+def test_it_preempts_whole_gangs_and_only_as_many_as_needed():
+    a, b, c = n8_a100_nodes(3)
+    a, gang_a = running_on(a, "gang", 8, preemptible=True, last_checkpoint=NOW - 10)
+    b, gang_b = running_on(b, "gang", 8, preemptible=True, last_checkpoint=NOW - 10)
+    gang = dataclasses.replace(gang_a, allocations=gang_a.allocations + gang_b.allocations)
+    c, single = running_on(c, "single", 8, preemptible=True, last_checkpoint=NOW - 5000)
+    decision = place(
+        snapshot((a, b, c), (j_training("hi", gpus=8, tier=5),), running=(gang, single))
+    )
+    # The gang lost less work per GPU, but evicting it frees 16 GPUs: it is still cheapest.
+    assert decision.by_job()["hi"].victims == ("gang",)
+
+
+def test_an_owner_reclaims_its_guarantee_from_a_borrower():
+    a, b = n8_a100_nodes(2)
+    a, own = running_on(a, "own", 8, tenant="alpha")
+    b, lent = running_on(b, "lent", 8, tenant="alpha", preemptible=True, borrowed=True)
+    tenants = (
+        gpu_tenant("alpha", "a100", 8, borrow=8, used_gpus=16),
+        gpu_tenant("beta", "a100", 8, borrow=8),
+    )
+    job = j_training("mine", gpus=8, tenant="beta")
+    decision = place(snapshot((a, b), (job,), running=(own, lent), tenants=tenants))
+    assert decision.by_job()["mine"].victims == ("lent",)
+
+
+def test_it_flags_placements_on_borrowed_quota():
+    tenants = (gpu_tenant("alpha", "a100", 8, borrow=8), gpu_tenant("beta", "a100", 8))
+    queue = (j_training("inside", gpus=8), j_training("beyond", gpus=8, submit_time=NOW + 1))
+    got = place(snapshot(n8_a100_nodes(2), queue, tenants=tenants)).by_job()
+    assert (got["inside"].borrowed, got["beyond"].borrowed) == (False, True)
+
+
+def test_it_serves_the_tenant_with_the_smaller_weighted_share_first():
+    queue = (
+        j_training("alpha-job", gpus=8, tenant="alpha", submit_time=NOW - 100),
+        j_training("beta-job", gpus=8, tenant="beta"),
+    )
+    busy = {gpu_flavor("a100"): 8000}
+    tenants = (Tenant("alpha", usage=busy), Tenant("beta"))
+    got = place(snapshot(n8_a100_nodes(2)[:1], queue, tenants=tenants)).by_job()
+    assert got["beta-job"].status == "placed"
+    half = {gpu_flavor("a100"): 4000}
+    heavy = (Tenant("alpha", weight=4.0, usage=busy), Tenant("beta", usage=half))
+    got = place(snapshot(n8_a100_nodes(2)[:1], queue, tenants=heavy)).by_job()
+    assert got["alpha-job"].status == "placed"
+
+
+def test_aging_lets_an_old_low_priority_job_overtake():
+    old = j_training("old", gpus=8, priority=0, submit_time=NOW - 10 * 3600)
+    new = j_training("new", gpus=8, priority=5, submit_time=NOW)
+    got = place(snapshot(n8_a100_nodes(1), (new, old))).by_job()
+    assert got["old"].status == "placed"
+    no_aging = Policy(aging_priority_per_hour=0.0)
+    got = place(snapshot(n8_a100_nodes(1), (new, old), policy=no_aging)).by_job()
+    assert got["new"].status == "placed"
+
+
+def test_evaluation_fills_a_partly_used_gpu():
+    fresh, used = n4_t4_shared_nodes(2)
+    used = with_free(used, (1000, 300, 1000, 1000))
+    outcome = place(snapshot((fresh, used), (j_eval("e", gpu_milli=300),))).outcomes[0]
+    assert (outcome.workers[0].node_id, outcome.workers[0].gpu_indices) == (used.id, (1,))
+    assert outcome.workers[0].gpu_milli == 300
+
+
+def test_the_fragmentation_scorer_avoids_leaving_a_useless_sliver():
+    (node,) = n4_t4_shared_nodes(1)
+    node = with_free(node, (1000, 400, 1000, 1000))
+    # The typical task takes 300: putting one on the 400 GPU would strand 100.
+    queue = (j_eval("e", gpu_milli=300),)
+    outcome = place(snapshot((node,), queue)).outcomes[0]
+    assert outcome.workers[0].gpu_indices == (0,)
+    packing_only = Policy(scorers=(("best_fit", 1.0),))
+    outcome = place(snapshot((node,), queue, policy=packing_only)).outcomes[0]
+    assert outcome.workers[0].gpu_indices == (1,)
+
+
+def test_a_gang_prefers_nodes_sharing_a_topology_label():
+    racks = n8_a100_nodes(2, topology=("rack=r1",), prefix="r1-") + n8_a100_nodes(
+        2, topology=("rack=r2",), prefix="r2-"
+    )
+    nodes = (
+        with_free(racks[0], (1000,) * 8),
+        with_free(racks[1], (0,) * 8),
+        racks[2],
+        racks[3],
+    )
+    outcome = place(snapshot(nodes, (j_training("g", workers=2, gpus=8),))).outcomes[0]
+    assert sorted(w.node_id for w in outcome.workers) == ["r2-0", "r2-1"]
+
+
+def test_workers_of_a_gang_get_distinct_gpus():
+    outcome = place(snapshot(n8_a100_nodes(1), (j_training("g", workers=4, gpus=2),))).outcomes[0]
+    taken = [i for w in outcome.workers for i in w.gpu_indices]
+    assert sorted(taken) == list(range(8))
+    assert [w.rank for w in outcome.workers] == [0, 1, 2, 3]
+
+
+def test_every_pending_job_has_a_sentence():
+    outcome = place(snapshot(n8_a100_nodes(1), (j_training("g", workers=2),))).outcomes[0]
+    assert outcome.reason == "insufficient_gpus"
+    assert "2 worker(s) x 8 GPU(s)" in outcome.message
+
+
+def test_the_same_snapshot_gives_the_same_decision():
+    queue = tuple(j_eval(f"e{i}", gpu_milli=100 * (1 + i % 5)) for i in range(40))
+    snap = snapshot(n4_t4_shared_nodes(6), queue, seed=3)
+    assert place(snap) == place(snap)
