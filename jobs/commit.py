@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 
 from clusters.models import GPU_MILLI, Allocation, Node
 from jobs import actions
-from jobs.models import Attempt, Job
+from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement import Outcome, WorkerPlacement
 from jobs.states import State
 
@@ -42,7 +42,7 @@ class NodeState:
         return start if GPU_MILLI - start >= milli else None
 
 
-def commit_batch(outcomes: list[Outcome], moment: datetime) -> set[int]:
+def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "default") -> set[int]:
     """Commit what still fits of `outcomes` in one transaction; return the placed job ids."""
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
@@ -55,6 +55,7 @@ def commit_batch(outcomes: list[Outcome], moment: datetime) -> set[int]:
                 rows[job_id] = fitted
         if rows:
             write([o for o in outcomes if int(o.job_id) in rows], rows, moment)
+            count_placements(shard, len(rows), moment)
     return set(rows)
 
 
@@ -176,6 +177,14 @@ def write(outcomes: list[Outcome], rows: dict[int, list[Allocation]], moment: da
         reasons={int(o.job_id): placed_reason(o) for o in outcomes},
         attempts={a.job_id: a.id for a in attempts},
         now=moment,
+    )
+
+
+def count_placements(shard: str, placed: int, moment: datetime) -> None:
+    """Bump the shard's heartbeat, last in the batch's transaction."""
+    SchedulerShard.objects.get_or_create(name=shard)
+    SchedulerShard.objects.filter(name=shard).update(
+        last_commit_at=moment, placements=F("placements") + placed
     )
 
 

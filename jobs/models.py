@@ -204,3 +204,20 @@ class LogChunk(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt_id} worker {self.worker} #{self.seq}"
+
+
+class SchedulerShard(models.Model):
+    """A scheduler shard's heartbeat: when it last ran a cycle and committed placements.
+
+    Health checks read it to see missing ticks; every commit batch bumps it last, inside the
+    batch's transaction.
+    """
+
+    name = models.SlugField(max_length=50, unique=True)
+    last_cycle_at = models.DateTimeField(null=True, blank=True)
+    last_commit_at = models.DateTimeField(null=True, blank=True)
+    cycles = models.PositiveBigIntegerField(default=0)
+    placements = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return self.name

@@ -129,6 +129,8 @@ CELERY_BEAT_SCHEDULE = {
 # Scheduler
 MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
 MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
+# Placements committed per transaction: larger is faster, smaller holds node locks shorter.
+MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

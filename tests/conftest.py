@@ -9,6 +9,12 @@ from quotas.models import Membership
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The default hasher spends ~0.3 s per password on purpose; factories make hundreds.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def alpha(db):
     return TenantFactory(name="Alpha", slug="alpha")

@@ -1,0 +1,126 @@
+"""Real scheduler processes racing and dying on PostgreSQL."""
+
+import signal
+import time
+from collections import defaultdict
+
+import psycopg
+import pytest
+from django.db import connection
+from django.db.models import Count, Sum
+
+from clusters.models import Allocation, Node
+from jobs import cycle
+from jobs.models import Attempt, Family, Job, JobEvent
+from jobs.states import State
+from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.processes import manage, process_env, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cluster_with_nodes(count, gpus=8, cpu_milli=32_000, memory_mb=256_000):
+    cluster = ClusterFactory()
+    return [
+        NodeFactory(cluster=cluster, gpu_count=gpus, cpu_milli=cpu_milli, memory_mb=memory_mb)
+        for _ in range(count)
+    ]
+
+
+def mixed_jobs(count):
+    """Training and evaluation jobs of 1-8 GPUs and 2-16 cores: more than the nodes hold."""
+    shapes = [(1, 2000), (2, 16_000), (4, 8000), (8, 4000), (1, 12_000), (2, 4000)]
+    return [
+        JobFactory(family=Family.TRAINING if gpus > 1 else Family.EVALUATION, gpus=gpus,
+                   cpu_milli=cpu, memory_mb=16_000)
+        for gpus, cpu in (shapes[i % len(shapes)] for i in range(count))
+    ]  # fmt: skip
+
+
+def assert_nothing_over_committed():
+    live = Allocation.objects.active()
+    per_node = live.values("node_id").annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_mb"))
+    capacity = {n.pk: n for n in Node.objects.all()}
+    for row in per_node:
+        node = capacity[row["node_id"]]
+        assert row["cpu"] <= node.cpu_milli, f"CPU over-committed on {node}"
+        assert row["mem"] <= node.memory_mb, f"memory over-committed on {node}"
+    per_gpu = (
+        live.exclude(gpu_index=None).values("node_id", "gpu_index").annotate(milli=Sum("gpu_milli"))
+    )
+    assert all(row["milli"] <= 1000 for row in per_gpu), "a GPU is over-committed"
+
+
+def test_concurrent_schedulers_without_single_flight_never_double_book():
+    cluster_with_nodes(6)
+    jobs = mixed_jobs(60)
+    env = process_env(MLSCHED_SINGLE_FLIGHT=0, MLSCHED_COMMIT_BATCH=3)
+    start_at = time.time() + 6  # every process decides on the same snapshot
+    schedulers = [
+        manage("run_scheduler", "--ticks", "3", "--interval", "0", "--start-at", str(start_at),
+               env=env)
+        for _ in range(4)
+    ]  # fmt: skip
+    outputs = [p.communicate(timeout=120)[0] for p in schedulers]
+
+    assert [p.returncode for p in schedulers] == [0] * 4, outputs
+    assert_nothing_over_committed()
+    attempts = Attempt.objects.values("job_id").annotate(n=Count("id"))
+    assert {row["n"] for row in attempts} == {1}, "a job was placed twice"
+    placed = Job.objects.filter(state=State.SCHEDULED).count()
+    assert placed == len(attempts) > 0
+    assert JobEvent.objects.filter(to_state=State.SCHEDULED).count() == placed
+    reported = defaultdict(int)
+    for out in outputs:
+        fields = out.strip().splitlines()[-1].split()
+        reported["placed"] += int(fields[3])
+        reported["skipped"] += int(fields[5])
+    assert reported["placed"] == placed
+    # The race was real: decisions made on the same snapshot lost to another scheduler's commit.
+    assert reported["skipped"] > 0
+    assert len(jobs) > placed
+
+
+def backend_waiting_on_lock(pid_hint: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query ILIKE %s",
+            [f"%{pid_hint}%"],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_scheduler_killed_mid_commit_leaves_nothing_and_the_next_cycle_completes():
+    cluster_with_nodes(2)
+    jobs = [JobFactory(family=Family.TRAINING, gpus=4) for _ in range(4)]
+    cycle.beat()  # the shard row exists
+    db = connection.settings_dict
+    blocker = psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
+        dbname=db["NAME"], autocommit=False,
+    )  # fmt: skip
+    # Hold the shard row: the scheduler's batch writes attempts, allocations, job updates and
+    # events, then waits here, on its last statement before COMMIT.
+    blocker.execute("SELECT * FROM jobs_schedulershard WHERE name = 'default' FOR UPDATE")
+    scheduler = manage("run_scheduler", "--ticks", "1")
+    try:
+        waiting = wait_until(lambda: backend_waiting_on_lock("jobs_schedulershard"), 60)
+        assert waiting, "the scheduler never reached the end of its commit"
+        assert Allocation.objects.count() == 0  # its rows are not visible before COMMIT
+        scheduler.send_signal(signal.SIGKILL)
+        scheduler.wait(timeout=30)
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+    assert Allocation.objects.count() == 0
+    assert Attempt.objects.count() == 0
+    assert JobEvent.objects.count() == 0
+    assert set(Job.objects.values_list("state", flat=True)) == {State.QUEUED}
+
+    result = cycle.run_cycle()
+
+    assert sorted(result.placed) == sorted(j.pk for j in jobs)
+    assert Allocation.objects.active().count() == 16
+    assert_nothing_over_committed()
