@@ -184,17 +184,24 @@ def make_fgd(table: FragmentationTable) -> Scorer:
     return fgd
 
 
-def make_mlsched(table: FragmentationTable) -> Scorer:
-    """The production scorer: least fragmentation growth, then least leftover on the node."""
+def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.4) -> Scorer:
+    """The production scorer: FGD with a one-step lookahead over the workload mix.
+
+    Cost of a placement = fragmentation growth now + ``lookahead_weight`` x the change in the
+    expected growth caused by the next typical task on this node. Scored on FGD's 100-level
+    scale so near-equal placements tie and the node order packs them (see ``fgd_score``).
+    """
 
     def mlsched(node: NodeView, task: TaskShape) -> Fit | None:
-        before = table.node(node.free_cpu_milli, node.free_gpu_milli, node.gpu_type)
+        gt = node.gpu_type
+        before = table.node(node.free_cpu_milli, node.free_gpu_milli, gt)
+        ahead = table.lookahead(node.free_cpu_milli, node.free_gpu_milli, gt)
 
         def rate(take: tuple[int, ...]) -> float:
             cpu_left, gpu = _after(node, task, take)
-            delta = table.node(cpu_left, gpu, node.gpu_type) - before
-            left = cpu_left / MAX_CPU_MILLI + sum(gpu) / MAX_GPU_MILLI
-            return fgd_score(delta) * 1e6 - left
+            cost = table.node(cpu_left, gpu, gt) - before
+            cost += lookahead_weight * (table.lookahead(cpu_left, gpu, gt) - ahead)
+            return fgd_score(cost)
 
         return _best(node, task, rate)
 

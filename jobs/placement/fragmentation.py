@@ -125,17 +125,21 @@ def fits(
 def candidate_takes(free_gpu_milli: Sequence[int], task: TaskShape) -> list[tuple[int, ...]]:
     """The distinct ways to take GPU milli for the task, as per-GPU milli taken.
 
-    A share may go on any GPU with enough free milli (one candidate per GPU index); whole GPUs
+    A share may go on any GPU with enough free milli (one candidate per distinct free value, on
+    the first GPU that has it, in index order); whole GPUs
     take the first fully free GPUs, as the Open-GPU-Share allocator does. CPU-only takes nothing.
     """
     n = len(free_gpu_milli)
     if task.gpu_count == 0:
         return [(0,) * n]
     if task.gpu_milli < MILLI:
+        # GPUs with the same free milli are interchangeable: offer the first of each.
+        first: dict[int, int] = {}
+        for i, g in enumerate(free_gpu_milli):
+            if g >= task.gpu_milli:
+                first.setdefault(g, i)
         return [
-            tuple(task.gpu_milli if j == i else 0 for j in range(n))
-            for i, g in enumerate(free_gpu_milli)
-            if g >= task.gpu_milli
+            tuple(task.gpu_milli if j == i else 0 for j in range(n)) for i in sorted(first.values())
         ]
     whole = [i for i, g in enumerate(free_gpu_milli) if g >= MILLI][: task.gpu_count]
     if len(whole) < task.gpu_count:
@@ -177,8 +181,22 @@ class FragmentationTable:
     enough CPU.
     """
 
-    def __init__(self, workload: Sequence[WorkloadClass]):
+    def __init__(self, workload: Sequence[WorkloadClass], lookahead_classes: int = 30):
         self.workload = tuple(workload)
+        # The lookahead only needs the most popular classes; the tail barely moves it.
+        ranked = sorted(self.workload, key=lambda c: -c.weight)[:lookahead_classes]
+        share = sum(c.weight for c in ranked) or 1.0
+        self._ahead_classes = [(c.shape, c.weight / share) for c in ranked]
+        self._ahead: dict[tuple, float] = {}
+        # Fragmentation depends on free CPU only through "cpu >= class CPU" tests, so states are
+        # cached by the largest threshold not above the free CPU: far fewer distinct keys.
+        cpus = {c.shape.cpu_milli for c in self.workload}
+        self._cuts = sorted(cpus | {0})
+        self._ahead_cuts = sorted(
+            cpus | {a.cpu_milli + b for a, _ in self._ahead_classes for b in cpus}
+        )
+        # GPU types matter only if some class restricts them.
+        self._typed = any(c.shape.gpu_types for c in self.workload)
         self._total = sum(c.weight for c in self.workload)
         groups: dict[tuple[int, int, frozenset[str]], list[tuple[int, float]]] = {}
         for c in self.workload:
@@ -196,10 +214,11 @@ class FragmentationTable:
     def node(self, free_cpu_milli: int, free_gpu_milli: Sequence[int], gpu_type: str = "") -> float:
         """Fragmentation of a node in this state (same value as ``node_fragmentation``)."""
         gpus = tuple(sorted(free_gpu_milli))
-        key = (gpu_type, free_cpu_milli, gpus)
+        cpu = _floor(self._cuts, free_cpu_milli)
+        key = (gpu_type if self._typed else "", cpu, gpus)
         value = self._cache.get(key)
         if value is None:
-            value = self._cache[key] = self._measure(free_cpu_milli, gpus, gpu_type)
+            value = self._cache[key] = self._measure(cpu, gpus, gpu_type)
         return value
 
     def _measure(self, cpu: int, gpus: tuple[int, ...], gpu_type: str) -> float:
@@ -216,3 +235,58 @@ class FragmentationTable:
             if fitting:
                 frag -= (idle - prefix[at]) * cumulative[fitting - 1]
         return frag
+
+    def lookahead(
+        self, free_cpu_milli: int, free_gpu_milli: Sequence[int], gpu_type: str = ""
+    ) -> float:
+        """Expected fragmentation growth if the next task, drawn from the workload, lands here.
+
+        Each class that fits contributes its weight times the growth of its best GPU choice;
+        classes that do not fit contribute nothing (they go elsewhere). A placement that leaves
+        a node where typical tasks can only land badly is thereby charged in advance.
+        """
+        gpus = tuple(sorted(free_gpu_milli))
+        cpu = _floor(self._ahead_cuts, free_cpu_milli)
+        key = (gpu_type if self._typed else "", cpu, gpus)
+        value = self._ahead.get(key)
+        if value is None:
+            value = self._ahead[key] = self._look(cpu, gpus, gpu_type)
+        return value
+
+    def _look(self, cpu: int, gpus: tuple[int, ...], gpu_type: str) -> float:
+        before = self.node(cpu, gpus, gpu_type)
+        total = 0.0
+        for shape, weight in self._ahead_classes:
+            if cpu < shape.cpu_milli or not (shape.gpu_count == 0 or shape.accepts(gpu_type)):
+                continue
+            best = None
+            for after in _after_states(gpus, shape):
+                frag = self.node(cpu - shape.cpu_milli, after, gpu_type)
+                best = frag if best is None or frag < best else best
+            if best is not None:
+                total += weight * (best - before)
+        return total
+
+
+def _floor(cuts: list[int], cpu: int) -> int:
+    """The largest cut not above cpu (cpu itself if below every cut, e.g. negative)."""
+    i = bisect_right(cuts, cpu)
+    return cuts[i - 1] if i else cpu
+
+
+def _after_states(gpus: tuple[int, ...], shape: TaskShape) -> list[tuple[int, ...]]:
+    """Distinct sorted GPU states after placing the shape on a sorted free-GPU tuple."""
+    if shape.gpu_count == 0:
+        return [gpus]
+    if shape.gpu_milli >= MILLI:
+        full = [i for i, g in enumerate(gpus) if g >= MILLI][: shape.gpu_count]
+        if len(full) < shape.gpu_count:
+            return []
+        return [tuple(sorted(0 if i in full else g for i, g in enumerate(gpus)))]
+    need = shape.gpu_milli
+    out = []
+    for i, g in enumerate(gpus):
+        # GPUs with equal free milli give the same state; try each distinct value once.
+        if g >= need and (i == 0 or gpus[i - 1] != g):
+            out.append(tuple(sorted((*gpus[:i], g - need, *gpus[i + 1 :]))))
+    return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs.placement.fit_policies import NodeView, Scorer, gpu_affinity, make_scorer
-from jobs.placement.fragmentation import FragmentationTable, typical_workload
+from jobs.placement.fragmentation import FragmentationTable, TaskShape, typical_workload
 from jobs.simulator.openb import Node, Pod
 
 MAX_ARRIVED_PCT = 130
@@ -90,6 +90,10 @@ class Cluster:
         for i, n in enumerate(nodes):
             self.gpu[i, : n.gpus] = 1000
         self.gpus = [n.gpus for n in nodes]
+        # Per node: fully free GPUs and the largest free share; a pod's GPU filter reads these
+        # two columns instead of scanning every GPU of every node.
+        self.full = (self.gpu == 1000).sum(axis=1)
+        self.top = self.gpu.max(axis=1)
         self.track_hosted = track_hosted
         self.hosted: list[frozenset[str]] = [frozenset()] * len(nodes)
         self._ids: dict[NodeView, int] = {}
@@ -109,15 +113,15 @@ class Cluster:
             self.views.append(view)
         return sid
 
-    def feasible(self, pod: Pod) -> np.ndarray:
+    def feasible(self, pod: Pod, shape: TaskShape) -> np.ndarray:
         """Indices of the nodes passing the filter (CPU, memory, GPU count and milli, type)."""
         mask = (self.cpu >= pod.cpu_milli) & (self.mem >= pod.memory_mib)
-        shape = pod.shape
-        if shape.gpu_count:
-            enough = (self.gpu >= shape.per_gpu_milli).sum(axis=1) >= shape.gpu_count
-            mask &= enough
-            if shape.gpu_types:
-                mask &= self._type_mask(shape.gpu_types)
+        if shape.gpu_milli >= 1000:
+            mask &= self.full >= shape.gpu_count
+        elif shape.gpu_milli > 0:
+            mask &= self.top >= shape.gpu_milli
+        if shape.gpu_count and shape.gpu_types:
+            mask &= self._type_mask(shape.gpu_types)
         return np.flatnonzero(mask)
 
     def _type_mask(self, types: frozenset[str]) -> np.ndarray:
@@ -127,13 +131,15 @@ class Cluster:
             self._type_masks[types] = mask
         return mask
 
-    def place(self, i: int, pod: Pod, take: Sequence[int]) -> None:
+    def place(self, i: int, pod: Pod, shape: TaskShape, take: Sequence[int]) -> None:
         """Take the pod's resources from node i."""
         self.cpu[i] -= pod.cpu_milli
         self.mem[i] -= pod.memory_mib
         self.gpu[i, : len(take)] -= np.asarray(take, dtype=np.int64)
-        if self.track_hosted and pod.shape.gpu_milli:
-            self.hosted[i] = self.hosted[i] | {gpu_affinity(pod.shape)}
+        self.full[i] = (self.gpu[i] == 1000).sum()
+        self.top[i] = self.gpu[i].max()
+        if self.track_hosted and shape.gpu_milli:
+            self.hosted[i] = self.hosted[i] | {gpu_affinity(shape)}
         self.state[i] = self._intern(i)
 
 
@@ -154,15 +160,15 @@ def run(trial: Trial, policy: str) -> Outcome:
     idle_total = int(cluster.gpu[cluster.gpu > 0].sum())
     cache: dict = {}
     arr = alloc = failed = 0
-    for k, pod in enumerate(trial.pods):
+    for k, (pod, shape) in enumerate(zip(trial.pods, [p.shape for p in trial.pods], strict=True)):
         arr += pod.gpu_request
-        pick = _pick(cluster, pod, scorer, cache, rng if policy == "random" else None)
+        pick = _pick(cluster, pod, shape, scorer, cache, rng if policy == "random" else None)
         if pick is None:
             failed += 1
         else:
             i, take = pick
             old = cluster.views[cluster.state[i]]
-            cluster.place(i, pod, take)
+            cluster.place(i, pod, shape, take)
             new = cluster.views[cluster.state[i]]
             frag_total += table.node(new.free_cpu_milli, new.free_gpu_milli, new.gpu_type)
             frag_total -= table.node(old.free_cpu_milli, old.free_gpu_milli, old.gpu_type)
@@ -173,17 +179,23 @@ def run(trial: Trial, policy: str) -> Outcome:
     return Outcome(arrived, allocated, frag, idle, failed, capacity)
 
 
-def _pick(cluster: Cluster, pod: Pod, scorer: Scorer, cache: dict, rng: random.Random | None):
+def _pick(
+    cluster: Cluster,
+    pod: Pod,
+    shape: TaskShape,
+    scorer: Scorer,
+    cache: dict,
+    rng: random.Random | None,
+):
     """The chosen node index and GPU take, or None when no node fits."""
-    idx = cluster.feasible(pod)
+    idx = cluster.feasible(pod, shape)
     if not len(idx):
         return None
     if rng is not None:
         i = int(idx[rng.randrange(len(idx))])
-        return i, scorer(cluster.views[cluster.state[i]], pod.shape).take
+        return i, scorer(cluster.views[cluster.state[i]], shape).take
     states, first = np.unique(cluster.state[idx], return_index=True)
     best = None
-    shape = pod.shape
     # Scores are cached per (state, shape); the shape's small integer id keeps hashing cheap.
     shapes = cache.setdefault("shapes", {})
     sk = shapes.setdefault(shape, len(shapes)) << 32
