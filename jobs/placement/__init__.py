@@ -19,6 +19,7 @@ from jobs.placement.engine import place
 from jobs.placement.model import (
     BATCH_INFERENCE,
     EVALUATION,
+    FAMILIES,
     TRAINING,
     Allocation,
     Node,
@@ -35,6 +36,7 @@ from jobs.placement.model import (
 __all__ = [
     "BATCH_INFERENCE",
     "EVALUATION",
+    "FAMILIES",
     "PENDING",
     "PLACED",
     "PREEMPTS",
