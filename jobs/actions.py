@@ -25,6 +25,13 @@ def _timestamps(target: str, now) -> dict:
 
 
 @transaction.atomic
+def kick() -> None:
+    """Wake the scheduler: capacity or the queue changed."""
+    from jobs.scheduler import kick as wake  # the scheduler imports this module
+
+    wake()
+
+
 def transition(
     job: Job, target: str, reason: str = "", *, attempt: Attempt | None = None, now=None
 ) -> JobEvent:
@@ -59,6 +66,7 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
         return None
     now = timezone.now()
     live = job.attempts.filter(outcome="").first()
+    transaction.on_commit(kick)
     if live is not None:
         Attempt.objects.filter(pk=live.pk, stop_requested_at__isnull=True).update(
             stop_requested_at=now, stop_reason=Attempt.Outcome.CANCELED
@@ -158,6 +166,7 @@ def end_attempt(
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now)
     attempt.save(update_fields=["outcome", "exit_code", "ended_at", "reason", "wasted_gpu_seconds"])
     release([attempt.pk], now)
+    transaction.on_commit(kick)
     if not job.is_terminal:
         follow_outcome(job, attempt, now)
     return attempt

@@ -1,9 +1,10 @@
-"""`make run`, the README's first command, serves the portal and the admin login."""
+"""`make run`, the README's first command: the portal, the admin login and the scheduler."""
 
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +31,29 @@ def wait_for_200(url: str, deadline: float) -> int | None:
     return None
 
 
-def test_make_run_serves_the_portal_and_admin_login_within_90_seconds(tmp_path):
+SUBMIT_AND_WAIT = """
+import time
+from django.contrib.auth.models import User
+from jobs.models import Job
+from quotas.models import PriorityClass, Tenant
+
+job = Job.objects.create(
+    tenant=Tenant.objects.get(slug="demo"), owner=User.objects.get(username="demo"),
+    name="embedded", family="evaluation", image="python:3.11", command=["true"],
+    cpu_milli=1000, memory_mb=1000, gpus=1, gpu_types=["A100"],
+    priority_class=PriorityClass.objects.get(name="normal"), max_runtime_s=60,
+)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    job.refresh_from_db()
+    if job.state == "scheduled":
+        break
+    time.sleep(0.2)
+print("STATE", job.state, job.attempts.count())
+"""
+
+
+def test_make_run_serves_portal_and_admin_in_90_seconds_and_places_queued_jobs(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["MLSCHED_VAR_DIR"] = str(tmp_path)
@@ -43,6 +66,11 @@ def test_make_run_serves_the_portal_and_admin_login_within_90_seconds(tmp_path):
         deadline = started + 90
         front = wait_for_200(f"http://127.0.0.1:{port}/", deadline)
         login = wait_for_200(f"http://127.0.0.1:{port}/admin/login/", deadline)
+        # The embedded scheduler places what is queued, with no Redis and no Celery.
+        placed = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", SUBMIT_AND_WAIT], cwd=ROOT, env=env,
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         output = server.communicate(timeout=30)[0]
@@ -50,3 +78,4 @@ def test_make_run_serves_the_portal_and_admin_login_within_90_seconds(tmp_path):
     assert (front, login) == (200, 200), output
     assert "Admin user: admin / " in output
     assert f"http://127.0.0.1:{port}/" in output
+    assert "STATE scheduled 1" in placed.stdout, placed.stderr

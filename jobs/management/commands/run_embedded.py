@@ -1,12 +1,14 @@
-"""The embedded all-in-one server: the web portal, API and admin in one process."""
+"""The embedded all-in-one server: the web portal, API, admin and scheduler in one process."""
 
 import logging
+import threading
 
 from daphne.endpoints import build_endpoint_description_strings
 from daphne.server import Server
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from jobs import scheduler
 from mlsched_site.asgi import application
 
 
@@ -21,9 +23,14 @@ class Command(BaseCommand):
         logging.getLogger("daphne").setLevel(logging.WARNING)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
+        stop = threading.Event()
+        threading.Thread(
+            target=scheduler.run_forever, args=(stop,), name="scheduler", daemon=True
+        ).start()
         self.stdout.write(f"mlsched is serving on http://{host}:{port}/ (admin: /admin/)")
         self.stdout.flush()
         Server(
             application=application,
             endpoints=build_endpoint_description_strings(host=host, port=port),
         ).run()
+        stop.set()
