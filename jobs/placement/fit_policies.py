@@ -184,7 +184,7 @@ def make_fgd(table: FragmentationTable) -> Scorer:
     return fgd
 
 
-def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.4) -> Scorer:
+def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.25) -> Scorer:
     """The production scorer: FGD with a one-step lookahead over the workload mix.
 
     Cost of a placement = fragmentation growth now + ``lookahead_weight`` x the change in the

@@ -1,0 +1,84 @@
+"""The simulator's command line: arguments, the CSV layout, the plot and the last line."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from jobs.simulator.cli import main, parse_seeds
+from jobs.simulator.report import HEADER
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    return code, capsys.readouterr().out.strip().splitlines()
+
+
+def test_parse_seeds_takes_ranges_and_lists():
+    assert parse_seeds("42-45") == [42, 43, 44, 45]
+    assert parse_seeds("1,3,5-6") == [1, 3, 5, 6]
+
+
+def test_it_writes_the_published_csv_layout_and_a_plot(
+    capsys, tmp_path, n4_gpu_nodes, p12_mixed_pods
+):
+    out = tmp_path / "out"
+    argv = ["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(p12_mixed_pods)]
+    code, lines = run(capsys, *argv, "--policy", "bestfit,fgd", "--seeds", "1-3", "--out", str(out))
+    assert code == 0
+    assert lines[-1].startswith("unallocated_gpu_pct_at_100: ")
+    with open(out / "pods_bestfit-fgd.csv") as f:
+        assert f.readline().startswith("# simulate fgd --nodes ")
+        rows = list(csv.reader(f))
+    assert rows[0] == HEADER
+    assert rows[0][5:] == [str(k) for k in range(131)]
+    assert [(r[1], r[3]) for r in rows[1:]] == [
+        ("bestfit", "1"),
+        ("bestfit", "2"),
+        ("bestfit", "3"),
+        ("fgd", "1"),
+        ("fgd", "2"),
+        ("fgd", "3"),
+    ]
+    assert all(r[4] == "8" for r in rows[1:])
+    assert (out / "pods_bestfit-fgd.png").stat().st_size > 1000
+
+
+def test_it_compares_with_published_results_when_given(
+    capsys, tmp_path, n4_gpu_nodes, p12_mixed_pods
+):
+    published = tmp_path / "published.csv"
+    values = ",".join(str(100 - 0.5 * min(k, 100) / 100 * 10) for k in range(131))
+    published.write_text(",".join(HEADER) + f"\npods,05-BestFit,1.3,1,8,{values}\n")
+    argv = ["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(p12_mixed_pods), "--seed", "1"]
+    code, lines = run(capsys, *argv, "--policy", "bestfit", "--published", str(published))
+    assert code == 0
+    summary = next(line for line in lines if line.startswith("summary bestfit"))
+    assert "published=5.000" in summary
+
+
+def test_it_rejects_an_unknown_policy(capsys, n4_gpu_nodes, p12_mixed_pods):
+    argv = ["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(p12_mixed_pods)]
+    assert main([*argv, "--policy", "worstfit"]) == 2
+
+
+def test_it_runs_as_a_module_without_django(n4_gpu_nodes, p12_mixed_pods):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from jobs.simulator.cli import main; "
+        f"rc = main(['fgd', '--nodes', {str(n4_gpu_nodes)!r}, '--pods', {str(p12_mixed_pods)!r}, "
+        "'--policy', 'fgd']); "
+        "assert 'django' not in sys.modules, 'the simulator imported Django'; sys.exit(rc)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("unallocated_gpu_pct_at_100:")
+
+
+@pytest.mark.parametrize("argv", [["fgd"], ["replay"]])
+def test_it_requires_its_inputs(argv):
+    with pytest.raises(SystemExit):
+        main(argv)
