@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Max
 
 from clusters.models import GPU_MILLI, Allocation, Node
-from jobs import actions
+from jobs import actions, bulk
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement import Outcome, WorkerPlacement
 from jobs.states import State
@@ -159,23 +159,27 @@ def allocation_rows(worker: WorkerPlacement, taken, borrowed: bool) -> list[Allo
 def write(outcomes: list[Outcome], rows: dict[int, list[Allocation]], moment: datetime) -> None:
     """Insert the attempts and allocations and move the jobs to scheduled, in bulk."""
     job_ids = [int(o.job_id) for o in outcomes]
-    attempts = Attempt.objects.bulk_create(
-        Attempt(job_id=int(o.job_id), number=n, cluster_id=int(o.workers[0].cluster),
-                scheduled_at=moment)
-        for o, n in zip(outcomes, next_numbers(job_ids), strict=True)
+    bulk.insert(
+        [
+            Attempt(job_id=job_id, number=n, cluster_id=int(o.workers[0].cluster),
+                    scheduled_at=moment)
+            for o, job_id, n in zip(outcomes, job_ids, next_numbers(job_ids), strict=True)
+        ]
     )  # fmt: skip
-    allocations = []
-    for attempt in attempts:
-        for row in rows[attempt.job_id]:
-            row.attempt_id, row.created = attempt.id, moment
-            allocations.append(row)
-    Allocation.objects.bulk_create(allocations)
+    # A job has one live attempt (a unique index says so): the one just inserted.
+    attempts = dict(
+        Attempt.objects.filter(job_id__in=job_ids, outcome="").values_list("job_id", "id")
+    )
+    for job_id, job_rows in rows.items():
+        for row in job_rows:
+            row.attempt_id, row.created = attempts[job_id], moment
+    bulk.insert([row for job_rows in rows.values() for row in job_rows])
     actions.transition_claimed(
         job_ids,
         State.QUEUED,
         State.SCHEDULED,
         reasons={int(o.job_id): placed_reason(o) for o in outcomes},
-        attempts={a.job_id: a.id for a in attempts},
+        attempts=attempts,
         now=moment,
     )
 

@@ -1,0 +1,168 @@
+"""Benchmark: placement cycles committed to PostgreSQL.
+
+    python bench/cycle.py [--nodes 1000] [--jobs 10000] [--steady-cycles 20]
+
+Builds 1,000 nodes (8/4/2/1-GPU nodes in 4 clusters and 4 GPU types) and 10,000 queued jobs of
+mixed families in a fresh database (`mlsched_bench` on DATABASE_URL's server, default local
+PostgreSQL), then:
+  1. drain: cycles until nothing more fits, each placing and committing what it can;
+  2. steady: cycles where, before each, 2% of the running attempts end and as many new jobs
+     arrive (outside the timing), to measure a cycle's latency on a full cluster.
+Prints cycle latency p50/p99, this machine's raw PostgreSQL single-row insert rate (one
+transaction per row: the physical reference for "one placement, one commit") and, as its last
+line, `committed placements/s: N`: the placements committed by the drain cycles that placed
+anything, divided by those cycles' whole time (load + decide + commit + explain).
+"""
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
+os.environ["DATABASE_URL"] = f"{SERVER}/mlsched_bench"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlsched_site.settings")
+os.environ.pop("REDIS_URL", None)
+
+import django  # noqa: E402
+import psycopg  # noqa: E402
+
+NODE_SHAPES = [("A100", 8), ("V100", 4), ("T4", 2), ("L4", 1)]
+
+
+def fresh_database() -> None:
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS mlsched_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE mlsched_bench")
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def build(nodes: int, jobs: int, rng: random.Random) -> None:
+    from django.contrib.auth.models import User
+
+    from clusters.models import Cluster, Node
+    from quotas.models import PriorityClass, Tenant
+
+    clusters = [Cluster.objects.create(name=f"c{i}", health="healthy") for i in range(4)]
+    Node.objects.bulk_create(
+        Node(cluster=clusters[i % 4], name=f"n{i}", gpu_type=gpu_type, gpu_count=count,
+             gpu_shareable=gpu_type in ("T4", "L4"), cpu_milli=16_000 * count,
+             memory_mb=128_000 * count, topology={"rack": f"r{i // 16}"})
+        for i in range(nodes)
+        for gpu_type, count in [NODE_SHAPES[i % 4]]
+    )  # fmt: skip
+    tiers = [PriorityClass.objects.create(name=n, value=v) for n, v in
+             (("high", 100), ("normal", 0), ("low", -100))]  # fmt: skip
+    tenants = [Tenant.objects.create(name=f"t{i}", slug=f"t{i}") for i in range(8)]
+    owner = User.objects.create(username="bench")
+    queue(jobs, rng, tenants, tiers, owner)
+
+
+def queue(count: int, rng: random.Random, tenants, tiers, owner) -> None:
+    from jobs.models import Job
+
+    def job(i):
+        kind = rng.random()
+        shape = (
+            {"family": "training", "workers": rng.choice([1, 2]), "gpus": rng.choice([1, 2, 4])}
+            if kind < 0.3
+            else {"family": "batch_inference", "gpus": 1}
+            if kind < 0.6
+            else {"family": "evaluation", "gpu_milli": rng.choice([250, 500]),
+                  "gpu_types": ["T4", "L4"]}
+            if kind < 0.8
+            else {"family": "evaluation", "gpus": 0}
+        )  # fmt: skip
+        return Job(tenant=rng.choice(tenants), owner=owner, name=f"j{i}", image="python:3.11",
+                   command=["python", "-c", "pass"], cpu_milli=rng.choice([1000, 2000, 4000]),
+                   memory_mb=rng.choice([4000, 16_000]), priority_class=rng.choice(tiers),
+                   max_runtime_s=rng.choice([600, 3600, 14_400]), **shape)  # fmt: skip
+
+    Job.objects.bulk_create((job(i) for i in range(count)), batch_size=2000)
+
+
+def churn(fraction: float, rng: random.Random) -> int:
+    """End a fraction of running attempts and queue as many new jobs (not timed)."""
+    from django.contrib.auth.models import User
+
+    from jobs import actions
+    from jobs.models import Attempt
+    from quotas.models import PriorityClass, Tenant
+
+    live = list(Attempt.objects.filter(outcome="").values_list("id", flat=True))
+    ending = rng.sample(live, max(1, int(len(live) * fraction)))
+    for attempt_id in ending:
+        actions.end_attempt(attempt_id, Attempt.Outcome.SUCCEEDED)
+    queue(len(ending), rng, list(Tenant.objects.all()), list(PriorityClass.objects.all()),
+          User.objects.get(username="bench"))  # fmt: skip
+    return len(ending)
+
+
+def insert_rate(rows: int = 3000) -> float:
+    """Single-row INSERTs, one transaction each: PostgreSQL's commit rate on this machine."""
+    with psycopg.connect(f"{SERVER}/mlsched_bench", autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_insert (id serial primary key, v int)")
+        start = time.perf_counter()
+        for i in range(rows):
+            conn.execute("INSERT INTO bench_insert (v) VALUES (%s)", [i])
+        return rows / (time.perf_counter() - start)
+
+
+def timed_cycle():
+    from jobs import cycle
+
+    start = time.perf_counter()
+    result = cycle.run_cycle()
+    return time.perf_counter() - start, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--steady-cycles", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    fresh_database()
+    build(args.nodes, args.jobs, rng)
+    from django.conf import settings
+
+    print(f"nodes: {args.nodes} queued jobs: {args.jobs} commit batch: "
+          f"{settings.MLSCHED_COMMIT_BATCH}")  # fmt: skip
+    latencies, placed, total = [], 0, 0.0  # placed and total: drain cycles that placed
+    print("phase   cycle  considered  placed  skipped  load_s  decide_s  commit_s  total_s")
+    for phase, n in (("drain", 50), ("steady", args.steady_cycles)):
+        for i in range(n):
+            if phase == "steady":
+                churn(0.02, rng)
+            seconds, result = timed_cycle()
+            latencies.append(seconds)
+            if phase == "drain" and result.placed:
+                placed += len(result.placed)
+                total += seconds
+            s = result.seconds
+            print(f"{phase:7} {i:5}  {result.considered:10}  {len(result.placed):6}  "
+                  f"{len(result.skipped):7}  {s['load']:6.3f}  {s['decide']:8.3f}  "
+                  f"{s['commit']:8.3f}  {seconds:7.3f}")  # fmt: skip
+            if phase == "drain" and not result.placed:
+                break
+    p50 = statistics.median(latencies)
+    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else latencies[0]
+    print(f"cycle latency p50: {p50:.3f}s p99: {p99:.3f}s over {len(latencies)} cycles")
+    print(f"raw PostgreSQL single-row inserts/s (one commit each): {insert_rate():.0f}")
+    print(f"committed placements/s: {placed / total:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
