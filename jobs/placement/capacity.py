@@ -161,6 +161,7 @@ class Capacity:
         random.Random(seed).shuffle(ordered)
         self.nodes = [NodeState(n, i) for i, n in enumerate(ordered)]
         self.by_id = {n.id: n for n in self.nodes}
+        self._releases: dict[str, list] = {}
         self._add_running_to_capacity(running)
         self.groups: dict[tuple[str, str, bool], Group] = {}
         self.unhealthy: dict[tuple[str, str], int] = {}
@@ -194,6 +195,18 @@ class Capacity:
         elif ngpus > group.max_gpus:
             group.by_full.extend({} for _ in range(ngpus - group.max_gpus))
         return group
+
+    def releases(self, job: RunningJob) -> list[tuple[NodeState, Takes, int, int]]:
+        """What the job gives back when it ends, per node (nodes not in the snapshot skipped)."""
+        known = self._releases.get(job.id)
+        if known is None:
+            known = self._releases[job.id] = []
+            for a in job.allocations:
+                node = self.by_id.get(a.node_id)
+                if node is not None:
+                    takes = tuple((i, m) for i, m in a.gpus if 0 <= i < len(node.gpus))
+                    known.append((node, takes, a.cpu_milli, a.memory_mb))
+        return known
 
     def allocate(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> None:
         """Take resources from a node (the caller has checked they are free)."""

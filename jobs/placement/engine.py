@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import bisect
-
 from jobs.placement import explain, preemption
 from jobs.placement.capacity import Capacity, Group
 from jobs.placement.decision import PLACED, PREEMPTS, Decision, Outcome
@@ -68,6 +66,7 @@ class Cycle:
         self.running = {j.id: j for j in snapshot.running}
         self.ends = ending_jobs(snapshot.running, self.now)
         self.timeline = Timeline(self.ends, self.capacity)
+        self.placed_ends: list[tuple[float, QueuedJob, list[Slot]]] = []
         self.initial = {k: _totals_of(g) for k, g in self.capacity.groups.items()}
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
@@ -78,6 +77,8 @@ class Cycle:
         self.epoch = 0
         self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
+        self._types: dict[int, tuple[str, ...]] = {}
+        self._allowed: dict[tuple, list[Group]] = {}
 
     def _totals(self) -> dict[str, float]:
         nodes = self.capacity.nodes
@@ -124,9 +125,18 @@ class Cycle:
         # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
         # (the rest is checked shard by shard).
         workers = job.workers if job.family == TRAINING else 1
-        types = sorted({g.gpu_type for g in groups})
-        ok = {t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers))}
-        return [g for g in groups if g.gpu_type in ok]
+        types = self._types.get(id(groups))
+        if types is None:
+            types = self._types[id(groups)] = tuple(sorted({g.gpu_type for g in groups}))
+        ok = tuple(t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers)))
+        if ok == types:
+            return groups
+        # Equal inputs give the same list object, so the failure memo can key on its id.
+        key = (id(groups), ok)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            allowed = self._allowed[key] = [g for g in groups if g.gpu_type in ok]
+        return allowed
 
     def _need(self, job: QueuedJob, groups: list[Group]) -> Need:
         need = Need(
@@ -205,22 +215,22 @@ class Cycle:
 
     def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
         """Take the slots' resources, charge quota and fair share, and describe the result."""
-        used: dict[str, int] = {}
         self.epoch += 1
+        gpu: dict[str, int] = {}
         for node, takes, cpu, mem in slots:
             self.capacity.allocate(node, takes, cpu, mem)
-            for flavor, amount in demand(job, node.gpu_type, 1).items():
-                used[flavor] = used.get(flavor, 0) + amount
+            if takes:
+                flavor = gpu_flavor(node.gpu_type)
+                gpu[flavor] = gpu.get(flavor, 0) + sum(m for _, m in takes)
+        count = len(slots)
+        used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
         self.order.charge(job.tenant, _resources(used))
         borrowed = self.ledger.borrowed_in(job.tenant, used)
         if job.max_runtime is not None:
-            # Work placed now frees its nodes by its runtime limit: later reservations count it.
-            bisect.insort(
-                self.ends,
-                (self.now + job.max_runtime, _as_running(job, slots)),
-                key=lambda e: (e[0], e[1].id),
-            )
+            # Work placed now frees its nodes by its runtime limit: a later reservation
+            # counts on that. Sorted in only when a reservation is searched for.
+            self.placed_ends.append((self.now + job.max_runtime, job, slots))
         return explain.placed(job, slots, status, borrowed, tuple(j.id for j in victims))
 
     # -- the job does not fit ----------------------------------------------------------------
@@ -295,7 +305,11 @@ class Cycle:
         self.preempted.append(victim.id)
 
     def _reserve(self, job: QueuedJob, need: Need) -> Outcome | None:
-        ends = [e for e in self.ends if e[1].id not in self.evicted]
+        placed = [(when, _as_running(job, slots)) for when, job, slots in self.placed_ends]
+        ends = sorted(
+            [e for e in self.ends if e[1].id not in self.evicted] + placed,
+            key=lambda e: (e[0], e[1].id),
+        )
         workers = job.workers if job.family == TRAINING else 1
 
         def attempt():
@@ -343,8 +357,11 @@ class Cycle:
 
 
 def _class_of(job: QueuedJob, need: Need) -> tuple[tuple, tuple]:
-    """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier."""
-    kind = (job.family, tuple(id(g) for g in need.groups), need.avoid_held, bool(job.gpus))
+    """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
+
+    Group lists are cached and shared, so their identity stands for their contents.
+    """
+    kind = (job.family, id(need.groups), need.avoid_held, bool(job.gpus))
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 
 

@@ -107,7 +107,7 @@ def _collect(
             )
             if key not in seen:
                 seen.add(key)
-                out.append((node, gpu_options(node, need.gpus, need.milli)))
+                out.append((node, _moves(node, need)))
         spans += looked >= 0
         if spans >= BUCKET_SPAN or len(out) >= policy.candidates_per_task:
             break
@@ -134,8 +134,8 @@ def _best(candidates: list, need: Need, scorer: WeightedScorer, policy: Policy, 
         bonus = -costs.get(node.cluster, 0.0) if costs else 0.0
         if spread:
             bonus += policy.spread_weight / (1 + spread.get(node, 0))
-        for takes in options:
-            score = scorer(_move(node, takes, need.cpu)) + bonus
+        for takes, move in options:
+            score = scorer(move) + bonus
             if score > best_score:
                 best, best_score = (node, takes), score
     return best
@@ -184,12 +184,17 @@ def _refresh(pool: list, node: NodeState, need: Need) -> None:
     for i, (candidate, _) in enumerate(pool):
         if candidate is node:
             fits = node.cpu >= need.cpu and node.mem >= need.mem
-            options = gpu_options(node, need.gpus, need.milli) if fits else []
+            options = _moves(node, need) if fits else []
             if options:
                 pool[i] = (node, options)
             else:
                 del pool[i]
             return
+
+
+def _moves(node: NodeState, need: Need) -> list:
+    """Each GPU option on the node with the move the scorers rate."""
+    return [(t, _move(node, t, need.cpu)) for t in gpu_options(node, need.gpus, need.milli)]
 
 
 def _move(node: NodeState, takes: Takes, cpu: int):
@@ -281,11 +286,17 @@ def _multi_node_plan(group, need, workers, policy, index, topology):
             if level < len(node.topology):
                 by_label.setdefault(node.topology[level], []).append((node, k))
         for label in sorted(by_label):
-            chosen = _greedy(by_label[label], workers)
+            members = by_label[label]
+            # Cheap bound first: the label's M largest nodes must hold the gang.
+            if sum(sorted((k for _, k in members), reverse=True)[: len(plain)]) < workers:
+                continue
+            chosen = _greedy(members, workers)
             if chosen is not None and len(chosen) == len(plain):
                 rank = ((len(chosen), 0, level, _idle_after(chosen, need), index), chosen)
                 if rank[0] < best[0]:
                     best = rank
+        if best[0][1] == 0:
+            break  # a more specific shared label beats any broader one
     return best
 
 

@@ -28,13 +28,7 @@ class Reservation:
 
 def releases_of(job: RunningJob, capacity: Capacity) -> list[Release]:
     """What the job gives back, per node it holds (nodes not in the snapshot are skipped)."""
-    out = []
-    for a in job.allocations:
-        node = capacity.by_id.get(a.node_id)
-        if node is not None:
-            takes = tuple((i, m) for i, m in a.gpus if 0 <= i < len(node.gpus))
-            out.append((node, takes, a.cpu_milli, a.memory_mb))
-    return out
+    return capacity.releases(job)
 
 
 def ending_jobs(running: Iterable[RunningJob], now: float) -> list[tuple[float, RunningJob]]:

@@ -236,10 +236,12 @@ def test_lower_tiers_never_change_what_higher_tiers_get(snap: Snapshot, cut: int
 def test_backfill_on_reserved_nodes_ends_before_the_reservation(snap: Snapshot):
     decision = place(snap)
     jobs = {j.id: j for j in snap.queued}
+    order = [o.job_id for o in decision.outcomes]
     reserved = [o for o in decision.outcomes if o.status == "reserved"]
     assert len(reserved) <= 1
     for held in reserved:
-        for outcome in _granted(decision):
+        # Jobs considered after the reserved one are the backfill.
+        for outcome in decision.outcomes[order.index(held.job_id) + 1 :]:
             if set(held.reserved_nodes) & {w.node_id for w in outcome.workers}:
                 runtime = jobs[outcome.job_id].max_runtime
                 assert runtime is not None and NOW + runtime <= held.estimated_start
