@@ -71,7 +71,7 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
     gpus = sum(n.gpus for n in nodes)
     published_path = args.published or report.find_published(args.pods)
     published = report.published_curves(published_path, workload) if published_path else {}
-    rows, curves, results = [], {}, {}
+    rows, curves, results, log = [], {}, {}, [f"# {command}"]
     for policy in policies:
         for seed in seeds:
             trial = fgd.prepare(nodes, pods, seed, args.tune)
@@ -83,39 +83,48 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
             rows.append(report.csv_row(workload, policy, args.tune, seed, gpus, curve))
             unalloc = None if curve[100] is None else 100 - curve[100]
             results.setdefault(policy, []).append(unalloc)
-            print(
+            _say(
+                log,
                 f"{workload} {policy} seed={seed} pods={len(trial.pods)} "
                 f"failed={outcome.failed} unallocated_at_100={_fmt(unalloc)} "
                 f"seconds={elapsed:.2f}",
-                flush=True,
             )
-    _summarise(results, published, seeds)
-    if args.out:
-        _write_outputs(args.out, workload, rows, curves, published, command)
+    _summarise(results, published, seeds, log)
     last = [v for v in results[policies[-1]] if v is not None]
-    print(f"unallocated_gpu_pct_at_100: {_fmt(sum(last) / len(last) if last else None)}")
+    final = f"unallocated_gpu_pct_at_100: {_fmt(sum(last) / len(last) if last else None)}"
+    if args.out:
+        _write_outputs(args.out, workload, rows, curves, published, command, log + [final])
+    print(final)
     return 0
 
 
-def _summarise(results: dict, published: dict, seeds: list[int]) -> None:
+def _say(log: list[str], line: str) -> None:
+    print(line, flush=True)
+    log.append(line)
+
+
+def _summarise(results: dict, published: dict, seeds: list[int], log: list[str]) -> None:
     for policy, values in results.items():
         got = [v for v in values if v is not None]
         mean = sum(got) / len(got) if got else None
         label = report.PUBLISHED_NAMES.get(policy)
         ref = report.mean_at(published[label], 100, seeds) if label in published else None
         diff = "" if ref is None or mean is None else f" diff={mean - ref:+.3f}"
-        print(
+        _say(
+            log,
             f"summary {policy}: mean unallocated at 100% = {_fmt(mean)} "
-            f"over {len(got)} seeds; published={_fmt(ref)}{diff}"
+            f"over {len(got)} seeds; published={_fmt(ref)}{diff}",
         )
 
 
-def _write_outputs(out: Path, workload: str, rows, curves, published, command: str) -> None:
+def _write_outputs(out: Path, workload: str, rows, curves, published, command, log) -> None:
+    """The runs' CSV (published layout), the plot, and the printed log, each under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{workload}_{'-'.join(curves)}"
     report.write_csv(out / f"{stem}.csv", rows, command)
     report.plot(out / f"{stem}.png", f"{workload} (median over seeds)", curves, published)
-    print(f"wrote {out / (stem + '.csv')} and {out / (stem + '.png')}")
+    (out / f"{stem}.txt").write_text("\n".join(log) + "\n")
+    print(f"wrote {out / stem}.csv, .png and .txt")
 
 
 def _fmt(value: float | None) -> str:

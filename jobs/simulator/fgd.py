@@ -194,23 +194,23 @@ def _pick(
     if rng is not None:
         i = int(idx[rng.randrange(len(idx))])
         return i, scorer(cluster.views[cluster.state[i]], shape).take
-    states, first = np.unique(cluster.state[idx], return_index=True)
-    best = None
-    # Scores are cached per (state, shape); the shape's small integer id keeps hashing cheap.
+    # Distinct states in node order: the first node of a state is its best tie-breaker, and
+    # a later state wins only with a strictly higher score.
+    ids = cluster.state[idx].tolist()
     shapes = cache.setdefault("shapes", {})
+    # Scores are cached per (state, shape); the shape's small integer id keeps hashing cheap.
     sk = shapes.setdefault(shape, len(shapes)) << 32
-    for sid, pos in zip(states.tolist(), first.tolist(), strict=True):
+    best, best_sid = None, -1
+    for sid in dict.fromkeys(ids):
         key = sk | sid
         fit = cache.get(key)
         if fit is None:
             fit = cache[key] = scorer(cluster.views[sid], shape)
-        if fit is None:
-            continue
-        if best is None or fit.score > best[0] or (fit.score == best[0] and pos < best[1]):
-            best = (fit.score, pos, fit.take)
+        if fit is not None and (best is None or fit.score > best.score):
+            best, best_sid = fit, sid
     if best is None:
         return None
-    return int(idx[best[1]]), best[2]
+    return int(idx[ids.index(best_sid)]), best.take
 
 
 def discretise(

@@ -30,7 +30,7 @@ def test_the_cluster_is_the_published_one(default_trial):
 
 @needs_trace
 @pytest.mark.parametrize(
-    "policy, low, high, budget_s", [("fgd", 4.3, 5.3, 4), ("mlsched", 3.5, 4.77, 20)]
+    "policy, low, high, budget_s", [("fgd", 4.3, 5.3, 30), ("mlsched", 3.5, 4.77, 60)]
 )
 def test_fgd_and_mlsched_land_near_their_marks_quickly(default_trial, policy, low, high, budget_s):
     started = time.perf_counter()
@@ -38,5 +38,5 @@ def test_fgd_and_mlsched_land_near_their_marks_quickly(default_trial, policy, lo
     elapsed = time.perf_counter() - started
     unallocated = 100 - fgd.allocation_curve(outcome)[100]
     assert low < unallocated < high
-    # Generous budgets (shared CI machines); bench/results holds the measured timings.
+    # Only catches a lost cache (minutes per run); bench/results holds the measured timings.
     assert elapsed < budget_s
