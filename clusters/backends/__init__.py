@@ -1,0 +1,1 @@
+"""Execution backends: how a cluster agent turns an attempt into processes or pods."""

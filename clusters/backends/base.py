@@ -1,0 +1,136 @@
+"""The contract between the cluster agent and an execution backend.
+
+The agent knows what the control plane wants (attempts to run, attempts to stop); a backend
+knows how to make it so on its substrate (local processes, Kubernetes pods) and reports what it
+sees. Backends never talk to the control plane and never touch the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Worker and attempt phases as a backend reports them.
+PENDING = "pending"  # accepted, not yet running (pod scheduling, image pull)
+RUNNING = "running"
+EXITED = "exited"  # the user's process ended by itself: see exit_code
+FAILED = "failed"  # the infrastructure failed it: see reason (OOMKilled, Evicted, ...)
+STOPPED = "stopped"  # stopped on request (cancel or preemption)
+LOST = "lost"  # the backend no longer finds it (node gone, process vanished)
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """One node as the backend sees it. cpu in millicores, memory in MiB."""
+
+    name: str
+    cpu_milli: int
+    memory_mb: int
+    gpu_type: str = ""
+    gpu_count: int = 0
+    gpu_shareable: bool = False
+    topology: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One worker (gang rank or shard) of an attempt, placed on a node."""
+
+    rank: int
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    gpu_milli: int = 0  # per listed GPU; 1000 = whole GPU
+    cpu_milli: int = 0
+    memory_mb: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    """Everything needed to start one attempt of a job, with no database access."""
+
+    attempt_id: int
+    job_id: int
+    number: int
+    tenant: str  # the tenant's slug: the Kubernetes namespace is derived from it
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+    workers: tuple[WorkerSpec, ...]
+    checkpoint_dir: str
+    max_runtime_s: int
+    master_port: int = 29500
+
+    @property
+    def world_size(self) -> int:
+        return len(self.workers)
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """What the backend sees of one worker now."""
+
+    attempt_id: int
+    rank: int
+    phase: str
+    exit_code: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A line of a worker's output. `seq` increases per (attempt, worker) from 0 and is stable:
+    a backend that restarts resumes where it left off, so the control plane can deduplicate."""
+
+    attempt_id: int
+    rank: int
+    seq: int
+    stream: str  # "stdout" | "stderr"
+    text: str
+
+
+class Backend(Protocol):
+    def inventory(self) -> list[NodeInventory]:
+        """The cluster's nodes and their allocatable resources."""
+
+    def start(self, spec: AttemptSpec) -> None:
+        """Start every worker of the attempt. Starting an attempt already started does nothing."""
+
+    def stop(self, attempt_id: int, grace_s: float) -> None:
+        """Ask every worker to stop (SIGTERM / pod deletion with a grace period), then kill
+        what is left after `grace_s`. Returns at once; `status` later shows STOPPED."""
+
+    def status(self) -> list[WorkerStatus]:
+        """Every worker the backend knows, including those it adopted after a restart."""
+
+    def logs(self) -> list[LogLine]:
+        """New output lines since the last call."""
+
+    def forget(self, attempt_id: int) -> None:
+        """Drop what is kept for an ended attempt once the control plane has it."""
+
+
+def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):
+    """The environment every backend gives a worker, on top of the job's own `env`.
+
+    LOCAL_RANK counts the attempt's workers on the same node; CUDA_VISIBLE_DEVICES lists the
+    worker's GPU indices; MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
+    directory, which is the same for every attempt of the job.
+    """
+    same_node = [w.rank for w in spec.workers if w.node == worker.node]
+    env = dict(spec.env)
+    env.update(
+        MLSCHED_JOB_ID=str(spec.job_id),
+        MLSCHED_ATTEMPT=str(spec.number),
+        MLSCHED_CHECKPOINT_DIR=checkpoint_dir,
+        RANK=str(worker.rank),
+        WORLD_SIZE=str(spec.world_size),
+        LOCAL_RANK=str(same_node.index(worker.rank)),
+        MASTER_ADDR=master_addr,
+        MASTER_PORT=str(spec.master_port),
+        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in worker.gpu_indices),
+    )
+    if spec.number > 1:
+        env["MLSCHED_RESUME"] = "1"
+    return env
