@@ -72,6 +72,11 @@ class Cycle:
         self.preempted: list[str] = []
         self.reservation: Reservation | None = None
         self.preemption_tries = 0
+        self.preemptors: dict[str, int] = {}
+        preemptible = [j for j in snapshot.running if j.preemptible]
+        self.lowest_victim_tier = min((j.tier for j in preemptible), default=1 << 62)
+        self.borrowed_victims = any(j.borrowed for j in preemptible)
+        self.reservation_tries = 0
         self.failed: dict[tuple, list[tuple]] = {}
         # Bumped whenever capacity changes: cached explanations are only valid inside an epoch.
         self.epoch = 0
@@ -240,7 +245,12 @@ class Cycle:
         outcome = self._preempt(job, need)
         if outcome is not None:
             return outcome
-        if self.reservation is None and self.policy.backfill:
+        if (
+            self.reservation is None
+            and self.policy.backfill
+            and self.reservation_tries < self.policy.max_reservation_attempts
+        ):
+            self.reservation_tries += 1
             outcome = self._reserve(job, need)
             if outcome is not None:
                 return outcome
@@ -255,17 +265,7 @@ class Cycle:
         return explain.pending(job, *known)
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
-        if (
-            not self.policy.preemption
-            or self.preemption_tries >= self.policy.max_preemption_attempts
-        ):
-            return None
-        reclaiming = any(
-            self.ledger.within_guarantee(job.tenant, demand(job, g.gpu_type, job.workers))
-            for g in need.groups
-        )
-        running = [j for j in self.running.values() if j.id not in self.evicted]
-        candidates = preemption.eligible(running, job.tier, job.tenant, reclaiming, self.now)
+        candidates = self._victim_candidates(job, need)
         if not candidates:
             return None
         self.preemption_tries += 1
@@ -282,7 +282,26 @@ class Cycle:
         for victim in victims:
             self._evict(victim)
         self.failed.clear()  # capacity came back: earlier failures may fit now
+        self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         return self.commit(job, slots, PREEMPTS, victims)
+
+    def _victim_candidates(self, job: QueuedJob, need: Need) -> list[RunningJob]:
+        policy = self.policy
+        if (
+            not policy.preemption
+            or self.preemption_tries >= policy.max_preemption_attempts
+            or self.preemptors.get(job.tenant, 0) >= policy.max_preemptions_per_tenant
+        ):
+            return []
+        reclaiming = self.borrowed_victims and any(
+            self.ledger.within_guarantee(job.tenant, demand(job, g.gpu_type, job.workers))
+            for g in need.groups
+        )
+        # Most blocked jobs have nobody below them: skip the scan of running work.
+        if job.tier <= self.lowest_victim_tier and not reclaiming:
+            return []
+        running = [j for j in self.running.values() if j.id not in self.evicted]
+        return preemption.eligible(running, job.tier, job.tenant, reclaiming, self.now)
 
     def _fits(self, job: QueuedJob, need: Need):
         slots = self.fit(job, need, memo=False)

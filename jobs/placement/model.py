@@ -160,7 +160,12 @@ class Policy:
     # Preemption searches are costly; bound how many jobs may try per cycle.
     max_preemption_attempts: int = 32
     max_victims_per_job: int = 64
+    # Jobs of one tenant that may preempt per cycle (a rate limit on evictions).
+    max_preemptions_per_tenant: int = 8
     backfill: bool = True
+    # A blocked job whose nodes never free up gets no reservation; the next blocked job may
+    # try, a bounded number of times, since each try walks every expected end.
+    max_reservation_attempts: int = 4
     # How many distinct candidate nodes a task's scorers compare.
     candidates_per_task: int = 8
     # After the first fitting node in a bucket, how many more nodes to look at.

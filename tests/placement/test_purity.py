@@ -45,3 +45,29 @@ def test_the_seed_only_changes_ties():
     a = place(snapshot(n8_a100_nodes(8), queue, seed=1))
     b = place(snapshot(n8_a100_nodes(8), queue, seed=2))
     assert [o.status for o in a.outcomes] == [o.status for o in b.outcomes] == ["placed"] * 3
+
+
+REPLAY = """
+import hashlib
+from jobs.placement import place
+from tests.placement.builders import *
+nodes = n8_a100_nodes(6, topology=("rack=a",)) + n4_t4_shared_nodes(6, cluster="c2")
+queue = [j_training(f"t{i}", workers=1 + i % 3, gpus=(1, 2, 4, 8)[i % 4], tenant=("a", "b")[i % 2])
+         for i in range(30)]
+queue += [j_eval(f"e{i}", gpu_milli=(100, 250, 500)[i % 3], tier=i % 3) for i in range(60)]
+queue += [j_batch(f"b{i}", shards=1 + i % 4, gpu_milli=500) for i in range(20)]
+decision = place(snapshot(nodes, queue, seed=5))
+print(hashlib.sha256(repr(decision).encode()).hexdigest())
+"""
+
+
+def test_a_replay_in_another_process_gives_the_same_decision():
+    def run(hash_seed: str) -> str:
+        env = {"PYTHONHASHSEED": hash_seed, "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(
+            [sys.executable, "-c", REPLAY], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert run("1") == run("2")
