@@ -17,6 +17,7 @@ EXITED = "exited"  # the user's process ended by itself: see exit_code
 FAILED = "failed"  # the infrastructure failed it: see reason (OOMKilled, Evicted, ...)
 STOPPED = "stopped"  # stopped on request (cancel or preemption)
 LOST = "lost"  # the backend no longer finds it (node gone, process vanished)
+TIMED_OUT = "timed_out"  # the runtime limit ended it
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,227 @@
+"""The local backend: every worker a real process on this host, supervised by local_shim.
+
+Nodes are either this host as it is (CPUs, memory, GPUs from nvidia-smi) or a declared virtual
+inventory such as `2x8xA100,4x1xT4:shared`, so GPU placement can be exercised on machines
+without GPUs: CUDA_VISIBLE_DEVICES then names virtual GPUs.
+
+State lives in files under `state_dir/<attempt>/<rank>/` (spec, pid, log, exit status, stop
+request), not in this object: an agent that restarts builds a new LocalBackend on the same
+directory and finds every worker again.
+"""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from clusters.backends import base
+from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
+
+SHIM = "clusters.backends.local_shim"
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
+KILLED_REASON = "killed by SIGKILL (out of memory, or its node went away)"
+
+
+def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
+    """`2x8xA100,4x1xT4:shared`: node count x GPUs per node x GPU type, optionally shareable.
+
+    Virtual nodes get 8 cores and 64 GiB per GPU (at least one GPU's worth).
+    """
+    nodes = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        match = INVENTORY.match(part)
+        if not match:
+            raise ValueError(f"inventory {part!r}: expected COUNTxGPUSxTYPE, e.g. 2x8xA100")
+        count, gpus, gpu_type, shared = match.groups()
+        size = max(int(gpus), 1)
+        for _ in range(int(count)):
+            nodes.append(
+                NodeInventory(
+                    name=f"{cluster}-{gpu_type.lower()}-{len(nodes)}",
+                    cpu_milli=8000 * size,
+                    memory_mb=65_536 * size,
+                    gpu_type=gpu_type,
+                    gpu_count=int(gpus),
+                    gpu_shareable=bool(shared),
+                    topology={"host": os.uname().nodename},
+                )
+            )
+    return nodes
+
+
+def detect_inventory(cluster: str) -> list[NodeInventory]:
+    """This host as one node: its CPUs, memory and NVIDIA GPUs if nvidia-smi answers."""
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )  # fmt: skip
+        gpus = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return [
+        NodeInventory(
+            name=f"{cluster}-{os.uname().nodename}",
+            cpu_milli=(os.cpu_count() or 1) * 1000,
+            memory_mb=memory_kb // 1024,
+            gpu_type=gpus[0].replace(" ", "-") if gpus else "",
+            gpu_count=len(gpus),
+        )
+    ]
+
+
+def alive(pid: int) -> bool:
+    """Is `pid` a live (not zombie) shim? Guards against a recycled pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and SHIM.encode() in cmdline
+
+
+class LocalBackend:
+    def __init__(
+        self,
+        state_dir: Path,
+        nodes: list[NodeInventory],
+        checkpoint_root: Path,
+        default_grace_s: float = 10.0,
+    ):
+        self.state_dir = Path(state_dir)
+        self.nodes = nodes
+        self.checkpoint_root = Path(checkpoint_root)
+        self.default_grace_s = default_grace_s
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._children: dict[int, subprocess.Popen] = {}
+        self._log_offsets: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def inventory(self) -> list[NodeInventory]:
+        return list(self.nodes)
+
+    def start(self, spec: AttemptSpec) -> None:
+        checkpoint = self.checkpoint_root / spec.checkpoint_dir
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        for worker in spec.workers:
+            directory = self.worker_dir(spec.attempt_id, worker.rank)
+            if (directory / "spec.json").exists():
+                continue  # already started: start is idempotent
+            directory.mkdir(parents=True, exist_ok=True)
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(directory / "work"),
+                "LANG": "C.UTF-8",
+                "PYTHONUNBUFFERED": "1",
+                **base.worker_env(spec, worker, "127.0.0.1", str(checkpoint)),
+            }
+            self._launch(directory, spec, worker, env)
+
+    def _launch(self, directory: Path, spec: AttemptSpec, worker, env: dict) -> None:
+        tmp = directory / "spec.json.tmp"
+        tmp.write_text(json.dumps({
+            "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
+            "memory_mb": worker.memory_mb, "max_runtime_s": spec.max_runtime_s,
+            "grace_s": self.default_grace_s,
+        }))  # fmt: skip
+        tmp.replace(directory / "spec.json")
+        with open(directory / "shim.out", "ab") as shim_out:
+            shim = subprocess.Popen(
+                [sys.executable, "-m", SHIM, str(directory)], cwd=ROOT, start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=shim_out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        (directory / "pid").write_text(str(shim.pid))
+        self._children[shim.pid] = shim
+
+    def stop(self, attempt_id: int, grace_s: float) -> None:
+        deadline = time.time() + grace_s
+        for directory in self.worker_dirs(attempt_id):
+            stop_file = directory / "stop"
+            if not stop_file.exists():
+                stop_file.write_text(str(deadline))
+            self._signal(directory, signal.SIGTERM)
+
+    def status(self) -> list[WorkerStatus]:
+        for child in list(self._children.values()):
+            if child.poll() is not None:  # reap, so a dead shim is not a zombie
+                self._children.pop(child.pid, None)
+        return [
+            self._worker_status(int(d.parent.name), int(d.name), d)
+            for d in sorted(self.state_dir.glob("*/*"))
+            if (d / "spec.json").exists()
+        ]
+
+    def _worker_status(self, attempt_id: int, rank: int, d: Path) -> WorkerStatus:
+        stopping = (d / "stop").exists()
+        exit_file = d / "exit.json"
+        if exit_file.exists():
+            record = json.loads(exit_file.read_text())
+            return WorkerStatus(attempt_id, rank, *classify(record, stopping))
+        pid = int((d / "pid").read_text()) if (d / "pid").exists() else 0
+        if pid and alive(pid):
+            if stopping and time.time() > float((d / "stop").read_text()):
+                self._signal(d, signal.SIGKILL)  # the grace period is over
+            return WorkerStatus(attempt_id, rank, base.RUNNING)
+        if stopping:
+            return WorkerStatus(attempt_id, rank, base.STOPPED, reason="stopped")
+        return WorkerStatus(attempt_id, rank, base.LOST, reason="worker process vanished")
+
+    def _signal(self, directory: Path, sig: signal.Signals) -> None:
+        pid_file = directory / "pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text())
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)  # the shim leads the worker's process group
+
+    def logs(self) -> list[LogLine]:
+        lines = []
+        for d in sorted(self.state_dir.glob("*/*")):
+            if (d / "log").exists():
+                lines.extend(self._read_log(int(d.parent.name), int(d.name), d / "log"))
+        return lines
+
+    def _read_log(self, attempt_id: int, rank: int, path: Path) -> list[LogLine]:
+        offset, seq = self._log_offsets.get((attempt_id, rank), (0, 0))
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]  # a partial last line waits for its end
+        lines = []
+        for raw in complete.splitlines():
+            stream, _, text = raw.decode(errors="replace").partition("\t")
+            lines.append(LogLine(attempt_id, rank, seq, stream, text))
+            seq += 1
+        self._log_offsets[attempt_id, rank] = (offset + len(complete), seq)
+        return lines
+
+    def forget(self, attempt_id: int) -> None:
+        shutil.rmtree(self.state_dir / str(attempt_id), ignore_errors=True)
+        for key in [k for k in self._log_offsets if k[0] == attempt_id]:
+            del self._log_offsets[key]
+
+    def worker_dir(self, attempt_id: int, rank: int) -> Path:
+        return self.state_dir / str(attempt_id) / str(rank)
+
+    def worker_dirs(self, attempt_id: int) -> list[Path]:
+        return sorted((self.state_dir / str(attempt_id)).glob("*"))
+
+
+def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
+    """(phase, exit code, reason) of a worker that ended, from its exit record."""
+    code = record["code"]
+    if stopping:
+        return base.STOPPED, code, "stopped"
+    if record.get("timed_out"):
+        return base.TIMED_OUT, code, "exceeded its runtime limit"
+    if record.get("signal") == "SIGKILL":
+        return base.FAILED, code, KILLED_REASON
+    return base.EXITED, code, f"exit code {code}"

@@ -1,0 +1,97 @@
+"""Supervise one worker of the local backend: `python -m clusters.backends.local_shim DIR`.
+
+DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own process group, starts
+the command in it, writes every output line to `log` as "<stream>\\t<text>", enforces the
+runtime limit (SIGTERM, then SIGKILL after the grace period) and writes `exit.json` when the
+command ends. The files outlive the agent: an agent that restarts reads them to adopt the worker
+or learn how it ended.
+"""
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def prepare(spec: dict):
+    """In the child, before the command runs: default SIGTERM handling and resource limits."""
+
+    def apply():
+        # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if spec.get("memory_mb"):
+            cap = spec["memory_mb"] * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        if spec.get("cpu_seconds"):
+            cap = int(spec["cpu_seconds"])
+            resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 5))
+
+    return apply
+
+
+def pump(stream, name: str, out, lock: threading.Lock) -> None:
+    for raw in iter(stream.readline, b""):
+        text = raw.decode(errors="replace").rstrip("\n")
+        with lock:
+            out.write(f"{name}\t{text}\n")
+            out.flush()
+
+
+def write_exit(directory: Path, record: dict) -> None:
+    tmp = directory / "exit.json.tmp"
+    tmp.write_text(json.dumps(record))
+    tmp.replace(directory / "exit.json")  # atomic: a reader sees all of it or nothing
+
+
+def main(directory: Path) -> int:
+    spec = json.loads((directory / "spec.json").read_text())
+    # The agent stops a worker by signalling the whole group; the shim stays to record the end.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen(
+        spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=prepare(spec),
+    )  # fmt: skip
+    (directory / "child.pid").write_text(str(child.pid))
+    lock = threading.Lock()
+    with open(directory / "log", "a", buffering=1) as out:
+        pumps = [
+            threading.Thread(target=pump, args=(child.stdout, "stdout", out, lock)),
+            threading.Thread(target=pump, args=(child.stderr, "stderr", out, lock)),
+        ]
+        for t in pumps:
+            t.start()
+        timed_out = wait(child, spec["max_runtime_s"], spec.get("grace_s", 10))
+        for t in pumps:
+            t.join()
+    code = child.returncode
+    write_exit(directory, {
+        "code": code,
+        "signal": signal.Signals(-code).name if code < 0 else None,
+        "timed_out": timed_out,
+        "ended": time.time(),
+    })  # fmt: skip
+    return 0
+
+
+def wait(child: subprocess.Popen, max_runtime_s: float, grace_s: float) -> bool:
+    """Wait for the child; past the runtime limit, stop it. Return whether it timed out."""
+    try:
+        child.wait(timeout=max_runtime_s)
+        return False
+    except subprocess.TimeoutExpired:
+        child.terminate()
+    try:
+        child.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

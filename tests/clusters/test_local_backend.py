@@ -1,0 +1,170 @@
+"""The local backend runs real processes: no database involved."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from clusters.backends import base
+from clusters.backends.base import AttemptSpec, WorkerSpec
+from clusters.backends.local import LocalBackend, alive, parse_inventory
+from tests.processes import wait_until
+
+PRINT_ENV = (
+    "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
+    "['RANK','WORLD_SIZE','LOCAL_RANK','CUDA_VISIBLE_DEVICES','MASTER_ADDR','MLSCHED_RESUME']))"
+)
+
+
+def spec(command, workers=1, attempt=1, number=1, runtime=60, gpus=((0,),)):
+    return AttemptSpec(
+        attempt_id=attempt, job_id=7, number=number, tenant="alpha", name="job",
+        image="local", command=tuple(command), env={"FROM_JOB": "yes"},
+        workers=tuple(
+            WorkerSpec(rank=r, node="n0", gpu_indices=gpus[r % len(gpus)], gpu_milli=1000,
+                       cpu_milli=1000, memory_mb=2048)
+            for r in range(workers)
+        ),
+        checkpoint_dir="alpha/7", max_runtime_s=runtime,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def backend(tmp_path):
+    nodes = parse_inventory("1x8xA100", "local")
+    return LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", default_grace_s=2)
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for its parent counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def phases(backend, attempt=1):
+    return {s.rank: s for s in backend.status() if s.attempt_id == attempt}
+
+
+def ended(backend, attempt=1, workers=1):
+    done = {base.EXITED, base.FAILED, base.STOPPED, base.LOST, base.TIMED_OUT}
+    return wait_until(
+        lambda: (
+            len(p := phases(backend, attempt)) == workers
+            and all(s.phase in done for s in p.values())
+            and p
+        ),
+        timeout=30,
+    )
+
+
+def test_it_parses_a_virtual_inventory():
+    nodes = parse_inventory("2x8xA100,4x1xT4:shared", "east")
+
+    assert [(n.gpu_type, n.gpu_count, n.gpu_shareable) for n in nodes] == [
+        ("A100", 8, False)] * 2 + [("T4", 1, True)] * 4  # fmt: skip
+    assert len({n.name for n in nodes}) == 6
+
+
+def test_it_refuses_a_malformed_inventory():
+    with pytest.raises(ValueError, match="8xA100"):
+        parse_inventory("eight A100s", "east")
+
+
+def test_it_gives_each_worker_its_rank_and_gpus(backend):
+    backend.start(spec([sys.executable, "-c", PRINT_ENV], workers=2, gpus=((0, 1), (2, 3))))
+
+    assert ended(backend, workers=2)
+    lines = {(line.rank, line.text) for line in backend.logs()}
+    assert (0, "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=0,1 "
+               "MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None") in lines  # fmt: skip
+    assert (1, "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CUDA_VISIBLE_DEVICES=2,3 "
+               "MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None") in lines  # fmt: skip
+    assert {s.phase for s in phases(backend).values()} == {base.EXITED}
+
+
+def test_a_second_attempt_is_told_to_resume(backend):
+    backend.start(spec([sys.executable, "-c", PRINT_ENV], number=2))
+
+    assert ended(backend)
+    assert "MLSCHED_RESUME=1" in backend.logs()[0].text
+
+
+def test_it_reports_a_non_zero_exit_with_its_code(backend):
+    backend.start(spec([sys.executable, "-c", "import sys; sys.exit(3)"]))
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    assert (status.phase, status.exit_code) == (base.EXITED, 3)
+
+
+def test_a_worker_killed_with_sigkill_is_an_infrastructure_failure(backend):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
+    child = backend.worker_dir(1, 0) / "child.pid"
+    assert wait_until(child.exists, timeout=10)
+
+    os.kill(int(child.read_text()), signal.SIGKILL)
+
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.FAILED
+
+
+def test_stop_ends_every_process_within_the_grace_period(backend):
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    backend.start(spec([sys.executable, "-c", stubborn], workers=2))
+    shims = [int((backend.worker_dir(1, r) / "pid").read_text()) for r in (0, 1)]
+    assert wait_until(lambda: all((backend.worker_dir(1, r) / "child.pid").exists()
+                                  for r in (0, 1)), timeout=10)  # fmt: skip
+    children = [int((backend.worker_dir(1, r) / "child.pid").read_text()) for r in (0, 1)]
+    started = time.monotonic()
+
+    backend.stop(1, grace_s=1)
+
+    assert ended(backend, workers=2)
+    assert time.monotonic() - started < 1 + 5
+    assert {s.phase for s in phases(backend).values()} == {base.STOPPED}
+    assert not any(alive(pid) for pid in shims)
+    assert all(gone(pid) for pid in children)
+
+
+def test_it_enforces_the_runtime_limit(backend):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"], runtime=1))
+
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.TIMED_OUT
+
+
+def test_a_new_backend_on_the_same_directory_adopts_running_workers(backend, tmp_path):
+    backend.start(spec([sys.executable, "-c", "import time; print('hi'); time.sleep(2)"]))
+    assert wait_until(lambda: phases(backend).get(0, None) and
+                      phases(backend)[0].phase == base.RUNNING, timeout=10)  # fmt: skip
+
+    restarted = LocalBackend(backend.state_dir, backend.nodes, tmp_path / "ckpt")
+
+    assert phases(restarted)[0].phase == base.RUNNING
+    assert ended(restarted)
+    assert phases(restarted)[0].phase == base.EXITED
+    assert [line.text for line in restarted.logs()] == ["hi"]
+
+
+def test_log_sequence_numbers_continue_across_calls(backend):
+    count = "import time\nfor i in range(3):\n print(i); time.sleep(0.3)"
+    backend.start(spec([sys.executable, "-c", count]))
+    assert ended(backend)
+    first = backend.logs()
+
+    assert [(line.seq, line.text) for line in first] == [(0, "0"), (1, "1"), (2, "2")]
+    assert backend.logs() == []
+
+
+def test_start_is_idempotent(backend):
+    command = [sys.executable, "-c", "print('once')"]
+    backend.start(spec(command))
+    backend.start(spec(command))
+
+    assert ended(backend)
+    assert [line.text for line in backend.logs()] == ["once"]
