@@ -1,0 +1,257 @@
+"""Dynamic replay of a job trace: arrivals, runs and departures on a virtual clock.
+
+A cycle runs whenever a job arrives or ends. Policies:
+
+- ``fifo``: submit order; the first job that does not fit blocks the queue.
+- ``priority``: family tiers (evaluation, then batch inference, then training), submit order
+  inside a tier; jobs that do not fit are skipped.
+- ``fairshare``: the tenant using the fewest GPUs first, submit order inside a tenant; skips.
+- ``mlsched``: the production ``jobs.placement.place(snapshot)`` (tiers, fair share, aging,
+  head-of-line reservation with backfill, preemption, fragmentation-aware fit).
+
+Jobs never reveal their real duration to a policy: each carries a runtime limit of twice it
+(a user's estimate). A preempted job is requeued and resumes its remaining work.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from jobs.placement.fragmentation import FragmentationTable, TaskShape, typical_workload
+from jobs.placement.model import EVALUATION, TRAINING
+from jobs.simulator.traces import (
+    JOB_CPU_PER_GPU,
+    NODE_CPU_PER_GPU,
+    ClusterSpec,
+    TraceJob,
+    family_of,
+    tenant_of,
+    worker_shape,
+)
+
+RUNTIME_LIMIT_FACTOR = 2.0
+FAMILY_TIER = {EVALUATION: 2, "batch_inference": 1, TRAINING: 0}
+
+
+@dataclass
+class SimNode:
+    id: str
+    cluster: str
+    gpu_type: str
+    free: list[int]  # free milli per GPU index
+
+
+@dataclass
+class SimJob:
+    trace: TraceJob
+    family: str
+    tenant: str
+    workers: int
+    per: int  # whole GPUs per worker
+    remaining: float
+    first_start: float | None = None
+    start: float | None = None
+    end: float | None = None
+    slots: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    version: int = 0
+    preempted: int = 0
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.per
+
+    @property
+    def limit(self) -> float:
+        return max(60.0, RUNTIME_LIMIT_FACTOR * self.trace.duration)
+
+
+@dataclass
+class Result:
+    """Per-job outcomes and the allocation timeline of one replay."""
+
+    jobs: list[SimJob]
+    timeline: list[tuple[float, int]]  # (time, GPUs allocated from then on)
+    total_gpus: int
+    preemptions: int
+    never_fit: int
+    frag_samples: list[tuple[float, float]]  # (time, % of free GPUs unusable by the job mix)
+
+
+class Replay:
+    """The cluster, the queue and the event heap of one replay."""
+
+    def __init__(self, clusters: Sequence[ClusterSpec], jobs: Sequence[TraceJob], policy):
+        self.nodes = {
+            f"{c.name}-n{i:03d}": SimNode(
+                f"{c.name}-n{i:03d}", c.name, c.gpu_type, [1000] * c.gpus_per_node
+            )
+            for c in clusters
+            for i in range(c.nodes)
+        }
+        self.clusters = list(clusters)
+        widest = max(c.gpus_per_node for c in clusters)
+        largest = max(c.nodes * c.gpus_per_node for c in clusters)
+        self.jobs = [self._job(t, widest) for t in jobs]
+        self.never_fit = [j for j in self.jobs if j.gpus > largest]
+        self.pending = [j for j in self.jobs if j.gpus <= largest]
+        self.policy = policy
+        self.queue: list[SimJob] = []
+        self.running: dict[str, SimJob] = {}
+        self.ends: list[tuple[float, int, str]] = []
+        self.allocated = 0
+        self.timeline: list[tuple[float, int]] = []
+        self.frag: list[tuple[float, float]] = []
+        self.preemptions = 0
+        shapes = [TaskShape(JOB_CPU_PER_GPU * j.per, 1000 * j.per) for j in self.pending]
+        # Every shape counts: the rare large gangs are the ones fragmentation hurts.
+        self.table = FragmentationTable(typical_workload(shapes, coverage=1.0))
+
+    @staticmethod
+    def _job(t: TraceJob, widest: int) -> SimJob:
+        workers, per = worker_shape(t, widest)
+        return SimJob(t, family_of(t), tenant_of(t), workers, per, t.duration)
+
+    def run(self) -> Result:
+        """Replay every job to completion."""
+        arrivals = list(reversed(self.pending))
+        while arrivals or self.ends:
+            now = min(
+                arrivals[-1].trace.submit if arrivals else float("inf"),
+                self.ends[0][0] if self.ends else float("inf"),
+            )
+            self._finish_until(now)
+            while arrivals and arrivals[-1].trace.submit <= now:
+                self.queue.append(arrivals.pop())
+            if self.queue:
+                self.policy.cycle(self, now)
+            self.timeline.append((now, self.allocated))
+            self.frag.append((now, self.fragmentation_pct()))
+        total = sum(len(n.free) for n in self.nodes.values())
+        return Result(
+            self.jobs, self.timeline, total, self.preemptions, len(self.never_fit), self.frag
+        )
+
+    def fragmentation_pct(self) -> float:
+        """Share (%) of the free GPUs that the trace's typical job mix could not use now."""
+        free = frag = 0.0
+        for n in self.nodes.values():
+            idle = sum(n.free)
+            if idle:
+                used = sum(1 for g in n.free if g < 1000)
+                cpu = NODE_CPU_PER_GPU * len(n.free) - JOB_CPU_PER_GPU * used
+                frag += self.table.node(cpu, n.free, n.gpu_type)
+                free += idle
+        return 100 * frag / free if free else 0.0
+
+    def _finish_until(self, now: float) -> None:
+        while self.ends and self.ends[0][0] <= now:
+            _, version, job_id = heapq.heappop(self.ends)
+            job = self.running.get(job_id)
+            if job is not None and job.version == version:
+                job.end = job.start + job.remaining
+                self._release(job)
+
+    def start(self, job: SimJob, slots: list[tuple[str, tuple[int, ...]]], now: float) -> None:
+        """Run the job on the given (node, GPU indices) slots from ``now``."""
+        for node_id, gpus in slots:
+            for g in gpus:
+                self.nodes[node_id].free[g] -= 1000
+        job.slots, job.start = slots, now
+        job.first_start = now if job.first_start is None else job.first_start
+        job.version += 1
+        self.allocated += job.gpus
+        self.running[job.trace.id] = job
+        self.queue.remove(job)
+        heapq.heappush(self.ends, (now + job.remaining, job.version, job.trace.id))
+
+    def preempt(self, job_id: str, now: float) -> None:
+        """Stop a running job and requeue it with its remaining work (it checkpoints)."""
+        job = self.running[job_id]
+        job.remaining -= now - job.start
+        job.preempted += 1
+        job.version += 1
+        self.preemptions += 1
+        self._release(job)
+        self.queue.append(job)
+
+    def _release(self, job: SimJob) -> None:
+        for node_id, gpus in job.slots:
+            for g in gpus:
+                self.nodes[node_id].free[g] += 1000
+        self.allocated -= job.gpus
+        job.slots = []
+        del self.running[job.trace.id]
+
+
+def first_fit(replay: Replay, job: SimJob) -> list[tuple[str, tuple[int, ...]]] | None:
+    """Slots for the job inside one cluster: tightest node for one worker, fullest-free first
+    for a gang (fewest nodes). None if no cluster can hold it now."""
+    for cluster in replay.clusters:
+        nodes = [n for n in replay.nodes.values() if n.cluster == cluster.name]
+        free = {n.id: [i for i, g in enumerate(n.free) if g == 1000] for n in nodes}
+        if job.workers == 1:
+            fitting = [n for n in nodes if len(free[n.id]) >= job.per]
+            if fitting:
+                node = min(fitting, key=lambda n: len(free[n.id]))
+                return [(node.id, tuple(free[node.id][: job.per]))]
+            continue
+        slots = []
+        for node in sorted(nodes, key=lambda n: -len(free[n.id])):
+            idle = free[node.id]
+            while len(idle) >= job.per and len(slots) < job.workers:
+                slots.append((node.id, tuple(idle[: job.per])))
+                idle = idle[job.per :]
+        if len(slots) == job.workers:
+            return slots
+    return None
+
+
+class SimplePolicy:
+    """An ordering plus first-fit; ``blocking`` stops at the first job that does not fit."""
+
+    def __init__(self, key, blocking: bool):
+        self.key, self.blocking = key, blocking
+
+    def cycle(self, replay: Replay, now: float) -> None:
+        for job in sorted(replay.queue, key=lambda j: self.key(replay, j)):
+            slots = first_fit(replay, job)
+            if slots:
+                replay.start(job, slots, now)
+            elif self.blocking:
+                return
+
+
+def _tenant_gpus(replay: Replay, tenant: str) -> int:
+    return sum(j.gpus for j in replay.running.values() if j.tenant == tenant)
+
+
+def _submit_key(_replay: Replay, job: SimJob) -> tuple:
+    return (job.trace.submit, job.trace.id)
+
+
+def _priority_key(_replay: Replay, job: SimJob) -> tuple:
+    return (-FAMILY_TIER[job.family], job.trace.submit, job.trace.id)
+
+
+def _fairshare_key(replay: Replay, job: SimJob) -> tuple:
+    return (_tenant_gpus(replay, job.tenant), job.trace.submit, job.trace.id)
+
+
+def make_policy(name: str):
+    """The replay policy for a name (see the module docstring)."""
+    if name == "fifo":
+        return SimplePolicy(_submit_key, blocking=True)
+    if name == "priority":
+        return SimplePolicy(_priority_key, blocking=False)
+    if name == "fairshare":
+        return SimplePolicy(_fairshare_key, blocking=False)
+    if name == "mlsched":
+        from jobs.simulator.replay_engine import EnginePolicy
+
+        return EnginePolicy()
+    raise ValueError(f"unknown replay policy {name!r}")
+
+
+REPLAY_POLICIES = ("fifo", "priority", "fairshare", "mlsched")
