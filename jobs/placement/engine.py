@@ -84,6 +84,7 @@ class Cycle:
         self._groups: dict[tuple, list[Group]] = {}
         self._types: dict[int, tuple[str, ...]] = {}
         self._allowed: dict[tuple, list[Group]] = {}
+        self._quota_answers: dict[tuple, list[Group]] = {}
 
     def _totals(self) -> dict[str, float]:
         nodes = self.capacity.nodes
@@ -109,9 +110,9 @@ class Cycle:
         if not allowed:
             return explain.pending(job, "quota_exceeded")
         need = self._need(job, allowed)
-        slots = self.fit(job, need)
+        slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
-            return self.commit(job, slots, PLACED)
+            return self.commit(job, slots, PLACED, allocated=True)
         if slots == QUOTA:
             return explain.pending(job, "quota_exceeded")
         return self.blocked(job, need)
@@ -130,6 +131,14 @@ class Cycle:
         # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
         # (the rest is checked shard by shard).
         workers = job.workers if job.family == TRAINING else 1
+        shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
+        key = (job.tenant, shape, id(groups), self.ledger.version)
+        allowed = self._quota_answers.get(key)
+        if allowed is None:
+            allowed = self._quota_answers[key] = self._allowed_groups(job, groups, workers)
+        return allowed
+
+    def _allowed_groups(self, job: QueuedJob, groups: list[Group], workers: int) -> list[Group]:
         types = self._types.get(id(groups))
         if types is None:
             types = self._types[id(groups)] = tuple(sorted({g.gpu_type for g in groups}))
@@ -155,15 +164,18 @@ class Cycle:
 
     # -- fitting, with a memo of failures ----------------------------------------------------
 
-    def fit(self, job: QueuedJob, need: Need, memo: bool = True):
-        """Slots for every worker of the job, None if it does not fit, or QUOTA."""
+    def fit(self, job: QueuedJob, need: Need, memo: bool = True, keep: bool = False):
+        """Slots for every worker of the job, None if it does not fit, or QUOTA.
+
+        With ``keep`` the slots found are already allocated; otherwise capacity is unchanged.
+        """
         kind, shape = _class_of(job, need)
         # A class that failed fails for any request at least as large, until something is
         # released: this is what keeps a saturated cycle fast.
         failures = self.failed.setdefault(kind, [])
         if memo and any(all(f <= s for f, s in zip(fail, shape, strict=True)) for fail in failures):
             return None
-        slots = self._search(job, need)
+        slots = self._search(job, need, keep)
         if slots is None and memo:
             failures[:] = [
                 f for f in failures if not all(s <= x for s, x in zip(shape, f, strict=True))
@@ -171,23 +183,31 @@ class Cycle:
             failures.append(shape)
         return slots
 
-    def _search(self, job: QueuedJob, need: Need):
+    def _search(self, job: QueuedJob, need: Need, keep: bool):
         if job.family == TRAINING:
-            return find_gang(need, job.workers, self.scorer, self.policy)
-        return self._fit_tasks(job, need, spread=job.family == BATCH_INFERENCE)
-
-    def _fit_tasks(self, job: QueuedJob, need: Need, spread: bool):
-        """Independent workers (shards), all or none; quota checked per worker's GPU type."""
-        if job.workers == 1:
+            slots = find_gang(need, job.workers, self.scorer, self.policy)
+        elif job.workers == 1:
             found = find_task(need, self.scorer, self.policy)
-            return None if found is None else [(found[0], found[1], need.cpu, need.mem)]
+            slots = None if found is None else [(found[0], found[1], need.cpu, need.mem)]
+        else:
+            return self._fit_tasks(job, need, job.family == BATCH_INFERENCE, keep)
+        if slots is not None and keep:
+            for node, takes, cpu, mem in slots:
+                self.capacity.allocate(node, takes, cpu, mem)
+        return slots
+
+    def _fit_tasks(self, job: QueuedJob, need: Need, spread: bool, keep: bool):
+        """Independent workers (shards), all or none; quota checked per worker's GPU type."""
         groups = need.groups
         # If every worker could go to any of the types within quota, skip per-shard checks.
         types = {g.gpu_type for g in groups}
         if all(self.ledger.allows(job.tenant, demand(job, t, job.workers)) for t in types):
-            return find_tasks(need, job.workers, self.scorer, self.policy, self.capacity, spread)
+            return find_tasks(
+                need, job.workers, self.scorer, self.policy, self.capacity, spread, keep
+            )
         slots: list[Slot] = []
         counts: dict | None = {} if spread else None
+        outcome = None
         try:
             for _ in range(job.workers):
                 need.groups = [g for g in groups if self._one_more(job, g, slots)]
@@ -201,10 +221,12 @@ class Cycle:
                 slots.append((node, takes, need.cpu, need.mem))
                 if counts is not None:
                     counts[node] = counts.get(node, 0) + 1
+            outcome = slots
         finally:
             need.groups = groups
-            for node, takes, cpu, mem in reversed(slots):
-                self.capacity.release(node, takes, cpu, mem)
+            if outcome is None or not keep:
+                for node, takes, cpu, mem in reversed(slots):
+                    self.capacity.release(node, takes, cpu, mem)
         return slots
 
     def _one_more(self, job: QueuedJob, group: Group, slots: list[Slot]) -> bool:
@@ -218,12 +240,16 @@ class Cycle:
 
     # -- commit ------------------------------------------------------------------------------
 
-    def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
-        """Take the slots' resources, charge quota and fair share, and describe the result."""
+    def commit(
+        self, job: QueuedJob, slots: list[Slot], status: str, victims=(), allocated=False
+    ) -> Outcome:
+        """Take the slots' resources (unless ``allocated``), charge quota and fair share, and
+        describe the result."""
         self.epoch += 1
         gpu: dict[str, int] = {}
         for node, takes, cpu, mem in slots:
-            self.capacity.allocate(node, takes, cpu, mem)
+            if not allocated:
+                self.capacity.allocate(node, takes, cpu, mem)
             if takes:
                 flavor = gpu_flavor(node.gpu_type)
                 gpu[flavor] = gpu.get(flavor, 0) + sum(m for _, m in takes)

@@ -149,17 +149,25 @@ def find_task(
 
 
 def find_tasks(
-    need: Need, workers: int, scorer: WeightedScorer, policy: Policy, capacity, spread: bool
+    need: Need,
+    workers: int,
+    scorer: WeightedScorer,
+    policy: Policy,
+    capacity,
+    spread: bool,
+    keep: bool = False,
 ) -> list[Slot] | None:
-    """Slots for independent workers (shards), all or none; capacity is left as it was.
+    """Slots for independent workers (shards), all or none.
 
-    Candidates are collected once and reused: placing a worker only changes the node it
-    lands on, so only that node is looked at again. With ``spread``, nodes already holding a
-    worker of the job score lower.
+    The workers are allocated as they are found; on failure, or unless ``keep``, they are
+    given back. Candidates are collected once and reused: placing a worker only changes the
+    node it lands on, so only that node is looked at again. With ``spread``, nodes already
+    holding a worker of the job score lower.
     """
     slots: list[Slot] = []
     counts: dict | None = {} if spread else None
     pool: list = []
+    found = False
     try:
         for _ in range(workers):
             pick = _best(pool, need, scorer, policy, counts)
@@ -174,9 +182,11 @@ def find_tasks(
             if counts is not None:
                 counts[node] = counts.get(node, 0) + 1
             _refresh(pool, node, need)
+        found = True
     finally:
-        for node, takes, cpu, mem in reversed(slots):
-            capacity.release(node, takes, cpu, mem)
+        if not (found and keep):
+            for node, takes, cpu, mem in reversed(slots):
+                capacity.release(node, takes, cpu, mem)
     return slots
 
 

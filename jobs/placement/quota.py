@@ -22,6 +22,8 @@ class Ledger:
         self.cohort: dict[str, str] = {}
         self.cohort_total: dict[tuple[str, str], int] = {}
         self.cohort_used: dict[tuple[str, str], int] = {}
+        # Bumped on every charge: answers cached under an older version are stale.
+        self.version = 0
         for tenant in tenants:
             self.cohort[tenant.id] = tenant.cohort
             for flavor, amount in tenant.usage.items():
@@ -67,6 +69,7 @@ class Ledger:
 
     def charge(self, tenant: str, demand: Mapping[str, int], sign: int = 1) -> None:
         """Add (or with ``sign=-1`` give back) usage."""
+        self.version += 1
         cohort = self.cohort.get(tenant, "")
         for flavor, amount in demand.items():
             key = (tenant, flavor)
