@@ -105,59 +105,57 @@ def build_queue(count: int, rng: random.Random) -> list[QueuedJob]:
     jobs = []
     for i in range(count):
         roll = rng.random()
-        tenant = f"tenant-{rng.randrange(TENANTS):02d}"
         common = dict(
-            tenant=tenant,
+            id=f"job-{i:07d}",
+            tenant=f"tenant-{rng.randrange(TENANTS):02d}",
             tier=rng.choice((0, 1, 1, 2, 3)),
             priority=rng.randrange(10),
             submit_time=NOW - rng.uniform(0, 7200),
             max_runtime=rng.choice((600, 3600, 14_400, None)),
         )
-        if roll < 0.3:
-            gpus = rng.choice((1, 2, 4, 8, 8))
-            jobs.append(
-                QueuedJob(
-                    f"job-{i:07d}",
-                    family=TRAINING,
-                    workers=rng.choice((1, 1, 2, 4)),
-                    gpus=gpus,
-                    cpu_milli=gpus * 4000,
-                    memory_mb=gpus * 32_000,
-                    gpu_types=rng.choice((("h100",), ("a100",), ("h100", "a100"))),
-                    **common,
-                )
-            )
-        elif roll < 0.6:
-            share = rng.random() < 0.5
-            jobs.append(
-                QueuedJob(
-                    f"job-{i:07d}",
-                    family=BATCH_INFERENCE,
-                    workers=rng.randrange(1, 9),
-                    gpus=0 if share else 1,
-                    gpu_milli=500 if share else 0,
-                    cpu_milli=2000,
-                    memory_mb=16_000,
-                    preemptible=True,
-                    gpu_types=("l4", "t4") if share else (),
-                    **common,
-                )
-            )
-        else:
-            jobs.append(
-                QueuedJob(
-                    f"job-{i:07d}",
-                    family=EVALUATION,
-                    workers=1,
-                    gpu_milli=rng.choice((100, 250, 250, 500)),
-                    cpu_milli=1000,
-                    memory_mb=8000,
-                    preemptible=True,
-                    gpu_types=rng.choice(((), ("t4",), ("l4",))),
-                    **common,
-                )
-            )
+        family = _training if roll < 0.3 else _batch if roll < 0.6 else _evaluation
+        jobs.append(family(rng, common))
     return jobs
+
+
+def _training(rng: random.Random, common: dict) -> QueuedJob:
+    gpus = rng.choice((1, 2, 4, 8, 8))
+    return QueuedJob(
+        family=TRAINING,
+        workers=rng.choice((1, 1, 2, 4)),
+        gpus=gpus,
+        cpu_milli=gpus * 4000,
+        memory_mb=gpus * 32_000,
+        gpu_types=rng.choice((("h100",), ("a100",), ("h100", "a100"))),
+        **common,
+    )
+
+
+def _batch(rng: random.Random, common: dict) -> QueuedJob:
+    share = rng.random() < 0.5
+    return QueuedJob(
+        family=BATCH_INFERENCE,
+        workers=rng.randrange(1, 9),
+        gpus=0 if share else 1,
+        gpu_milli=500 if share else 0,
+        cpu_milli=2000,
+        memory_mb=16_000,
+        preemptible=True,
+        gpu_types=("l4", "t4") if share else (),
+        **common,
+    )
+
+
+def _evaluation(rng: random.Random, common: dict) -> QueuedJob:
+    return QueuedJob(
+        family=EVALUATION,
+        gpu_milli=rng.choice((100, 250, 250, 500)),
+        cpu_milli=1000,
+        memory_mb=8000,
+        preemptible=True,
+        gpu_types=rng.choice(((), ("t4",), ("l4",))),
+        **common,
+    )
 
 
 def build_tenants(nodes: list[Node]) -> list[Tenant]:

@@ -68,6 +68,18 @@ def group_can_hold(group: Group, need: Need, workers: int = 1) -> bool:
     return group.milli_total >= need.milli * workers
 
 
+def _state_key(node: NodeState, spread, by_cluster: bool) -> tuple:
+    # What the scores depend on: nodes with equal keys are interchangeable candidates.
+    return (
+        node.gpu_type,
+        node.cpu,
+        node.mem,
+        node.gpus,
+        spread.get(node, 0) if spread else 0,
+        node.cluster if by_cluster else "",
+    )
+
+
 def _collect(
     group: Group, need: Need, policy: Policy, out: list, seen: set, spread, distinct=True
 ) -> bool:
@@ -93,18 +105,7 @@ def _collect(
                 visited.add(node)
             if looked < 0:
                 looked = 0
-            key = (
-                node
-                if not distinct
-                else (
-                    node.gpu_type,
-                    node.cpu,
-                    node.mem,
-                    node.gpus,
-                    spread.get(node, 0) if spread else 0,
-                    node.cluster if by_cluster else "",
-                )
-            )
+            key = _state_key(node, spread, by_cluster) if distinct else node
             if key not in seen:
                 seen.add(key)
                 out.append((node, _moves(node, need)))
