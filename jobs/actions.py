@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
@@ -146,8 +147,18 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
     ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message)
 
 
-RETRY_BACKOFF_S = 10
-RETRY_BACKOFF_MAX_S = 600
+@transaction.atomic
+def mark_running(attempt_id: int, now=None) -> None:
+    """Every worker of the attempt runs: record the start and move its job to running."""
+    now = now or timezone.now()
+    Attempt.objects.filter(pk=attempt_id, started_at__isnull=True).update(started_at=now)
+    attempt = Attempt.objects.select_related("job").get(pk=attempt_id)
+    job = Job.objects.select_for_update().get(pk=attempt.job_id)
+    if job.state == State.SCHEDULED and attempt.is_live:
+        transition(job, State.RUNNING, f"attempt {attempt.number} running", attempt=attempt,
+                   now=now)  # fmt: skip
+
+
 Outcome = Attempt.Outcome
 
 
@@ -212,7 +223,7 @@ def follow_outcome(job: Job, attempt: Attempt, now) -> None:
 
 def retry(job: Job, attempt: Attempt, now) -> None:
     """Requeue after an infrastructure failure, not before the exponential backoff has passed."""
-    delay = min(RETRY_BACKOFF_S * 2**job.retries_used, RETRY_BACKOFF_MAX_S)
+    delay = min(settings.MLSCHED_RETRY_BACKOFF_S * 2**job.retries_used, 600)
     Job.objects.filter(pk=job.pk).update(
         retries_used=F("retries_used") + 1, not_before=now + timedelta(seconds=delay)
     )

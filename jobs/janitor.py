@@ -5,15 +5,18 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from clusters import agents
 from clusters.models import Allocation
 from jobs import actions
 from jobs.models import Attempt
 
 
 def sweep(now=None) -> dict[str, int]:
-    """Release allocations of ended attempts; end attempts whose stop grace ran out."""
+    """Release allocations of ended attempts; end attempts whose stop grace ran out; mark
+    clusters whose agent went quiet unhealthy, and their attempts lost after a grace period."""
     now = now or timezone.now()
-    return {"released": release_orphans(now), "forced": force_overdue_stops(now)}
+    clusters = agents.sweep_silent_clusters(now)
+    return {"released": release_orphans(now), "forced": force_overdue_stops(now), **clusters}
 
 
 def release_orphans(now) -> int:

@@ -129,6 +129,12 @@ CELERY_BEAT_SCHEDULE = {
 # Scheduler
 MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
 MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
+# An agent silent this long makes its cluster unhealthy (no new placements); silent for the
+# grace period too, its attempts are declared lost and retried elsewhere.
+MLSCHED_AGENT_TIMEOUT_S = int(os.environ.get("MLSCHED_AGENT_TIMEOUT_S", "15"))
+MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "60"))
+# First retry of an infrastructure failure waits this long; each further retry doubles it.
+MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 

@@ -7,4 +7,5 @@ urlpatterns = [
     path("", portal.index, name="index"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/agent/", include("clusters.api")),
 ]

@@ -10,11 +10,13 @@ directory and finds every worker again.
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +79,12 @@ def detect_inventory(cluster: str) -> list[NodeInventory]:
     ]
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def alive(pid: int) -> bool:
     """Is `pid` a live (not zombie) shim? Guards against a recycled pid."""
     try:
@@ -110,6 +118,8 @@ class LocalBackend:
     def start(self, spec: AttemptSpec) -> None:
         checkpoint = self.checkpoint_root / spec.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
+        # Every worker shares this host: each gang needs its own rendezvous port.
+        spec = dataclasses.replace(spec, master_port=free_port())
         for worker in spec.workers:
             directory = self.worker_dir(spec.attempt_id, worker.rank)
             if (directory / "spec.json").exists():

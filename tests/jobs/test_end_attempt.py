@@ -54,13 +54,13 @@ def test_a_user_error_fails_the_job_with_its_exit_code_and_no_retry(placed):
     assert placed.events.last().reason == "exit code 3"
 
 
-def test_an_infra_error_requeues_with_backoff_and_uses_a_retry(placed):
+def test_an_infra_error_requeues_with_backoff_and_uses_a_retry(placed, settings):
     before = timezone.now()
     end(placed, Outcome.INFRA_ERROR, reason="node lost")
 
     assert placed.state == State.QUEUED
     assert placed.retries_used == 1
-    assert placed.not_before >= before + timedelta(seconds=actions.RETRY_BACKOFF_S)
+    assert placed.not_before >= before + timedelta(seconds=settings.MLSCHED_RETRY_BACKOFF_S)
 
 
 def test_the_backoff_doubles_with_each_retry(placed):

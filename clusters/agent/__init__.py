@@ -1,0 +1,1 @@
+"""The cluster agent: one process per cluster, talking to the control plane over HTTP only."""

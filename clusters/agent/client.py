@@ -1,0 +1,30 @@
+"""The agent's side of /api/v1/agent/<cluster>/: plain HTTP with the cluster's token."""
+
+from dataclasses import asdict
+
+import requests
+
+from clusters.backends.base import LogLine, NodeInventory, WorkerStatus
+
+
+class ControlPlane:
+    def __init__(self, url: str, cluster: str, token: str, timeout: float = 10.0):
+        self.base = f"{url.rstrip('/')}/api/v1/agent/{cluster}/"
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Agent {token}"
+
+    def _post(self, what: str, payload: dict) -> dict:
+        response = self.session.post(self.base + what + "/", json=payload, timeout=self.timeout)
+        response.raise_for_status()
+        return response.json()
+
+    def inventory(self, nodes: list[NodeInventory]) -> dict:
+        return self._post("inventory", {"nodes": [asdict(n) for n in nodes]})
+
+    def heartbeat(self, workers: list[WorkerStatus]) -> dict:
+        """Report the workers; the answer is {"run": [attempt specs], "stop": [...]}."""
+        return self._post("heartbeat", {"workers": [asdict(w) for w in workers]})
+
+    def logs(self, lines: list[LogLine]) -> dict:
+        return self._post("logs", {"lines": [asdict(line) for line in lines]})

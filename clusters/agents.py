@@ -1,0 +1,185 @@
+"""What the control plane does with what cluster agents report, and what it tells them.
+
+An agent sends its inventory and, every few seconds, a heartbeat listing the workers it runs.
+The answer is the desired state for that cluster: the attempts that should run there (with
+everything needed to start them) and the attempts to stop, with their grace period. The agent
+makes its substrate match. Every call is scoped to one cluster: an agent can neither see nor
+change another cluster's attempts.
+"""
+
+from collections import defaultdict
+from dataclasses import asdict
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.backends import base
+from clusters.models import Allocation, Cluster, Node
+from jobs import actions
+from jobs.models import Attempt, Job, LogChunk
+
+Outcome = Attempt.Outcome
+
+
+@transaction.atomic
+def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
+    """Create or update the reported nodes; nodes no longer reported become unhealthy."""
+    now = timezone.now()
+    seen = []
+    for inv in nodes:
+        node, _ = Node.objects.update_or_create(
+            cluster=cluster, name=inv.name,
+            defaults=dict(cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
+                          gpu_type=inv.gpu_type, gpu_count=inv.gpu_count,
+                          gpu_shareable=inv.gpu_shareable, topology=inv.topology,
+                          healthy=inv.ready, last_seen=now),
+        )  # fmt: skip
+        seen.append(node.pk)
+    cluster.nodes.exclude(pk__in=seen).update(healthy=False)
+    mark_alive(cluster, now)
+
+
+def mark_alive(cluster: Cluster, now) -> None:
+    Cluster.objects.filter(pk=cluster.pk).update(last_heartbeat=now, health=Cluster.Health.HEALTHY)
+    cluster.nodes.filter(healthy=True).update(last_seen=now)
+
+
+def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
+    """Apply the agent's report, then answer with the cluster's desired state."""
+    mark_alive(cluster, timezone.now())
+    by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
+    for worker in workers:
+        by_attempt[worker.attempt_id].append(worker)
+    mine = live_attempts(cluster).filter(pk__in=by_attempt).select_related("job")
+    for attempt in mine:
+        apply_report(attempt, by_attempt[attempt.pk])
+    return desired_state(cluster)
+
+
+def live_attempts(cluster: Cluster):
+    return Attempt.objects.filter(cluster=cluster, outcome="")
+
+
+def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
+    """Move the attempt's job on from what its workers do now."""
+    world_size = attempt.job.workers
+    ended = attempt_outcome(workers, world_size, attempt.stop_reason)
+    if ended is not None:
+        outcome, exit_code, reason = ended
+        actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
+    elif len(workers) == world_size and all(w.phase == base.RUNNING for w in workers):
+        actions.mark_running(attempt.pk)
+
+
+def attempt_outcome(workers, world_size: int, stop_reason: str):
+    """(outcome, exit code, reason) once the attempt is over, else None.
+
+    A gang ends as a whole: one worker lost or failed ends the attempt as an infrastructure
+    failure; one worker's non-zero exit ends it as a user error.
+    """
+    for phase, outcome in ((base.LOST, Outcome.LOST), (base.FAILED, Outcome.INFRA_ERROR)):
+        for w in workers:
+            if w.phase == phase:
+                return outcome, w.exit_code, f"worker {w.rank}: {w.reason}"
+    for w in workers:
+        if w.phase == base.TIMED_OUT:
+            return Outcome.TIMEOUT, w.exit_code, f"worker {w.rank} {w.reason}"
+        if w.phase == base.EXITED and w.exit_code != 0:
+            return (
+                Outcome.USER_ERROR,
+                w.exit_code,
+                f"worker {w.rank} exited with code {w.exit_code}",
+            )
+    if any(w.phase == base.STOPPED for w in workers):
+        return stop_reason or Outcome.LOST, None, "stopped"
+    exited = [w for w in workers if w.phase == base.EXITED]
+    if len(exited) == world_size:
+        return Outcome.SUCCEEDED, 0, "exit code 0"
+    return None
+
+
+def desired_state(cluster: Cluster) -> dict:
+    """The attempts that should run on the cluster, and those to stop."""
+    live = live_attempts(cluster).select_related("job__tenant")
+    run = [a for a in live if a.stop_requested_at is None]
+    stop = [
+        {"attempt_id": a.pk, "grace_s": settings.MLSCHED_STOP_GRACE_S, "reason": a.stop_reason}
+        for a in live
+        if a.stop_requested_at is not None
+    ]
+    workers = worker_specs([a.pk for a in run])
+    return {"run": [asdict(attempt_spec(a, workers[a.pk])) for a in run], "stop": stop}
+
+
+def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:
+    rows = (
+        Allocation.objects.active()
+        .filter(attempt_id__in=attempt_ids)
+        .order_by("attempt_id", "worker", "slot")
+        .values("attempt_id", "worker", "node__name", "gpu_index", "gpu_milli", "cpu_milli",
+                "memory_mb")
+    )  # fmt: skip
+    grouped: dict[int, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        grouped[row["attempt_id"]][row["worker"]].append(row)
+    return {
+        attempt_id: [
+            base.WorkerSpec(
+                rank=rank,
+                node=slots[0]["node__name"],
+                gpu_indices=tuple(s["gpu_index"] for s in slots if s["gpu_index"] is not None),
+                gpu_milli=slots[0]["gpu_milli"],
+                cpu_milli=slots[0]["cpu_milli"],
+                memory_mb=slots[0]["memory_mb"],
+            )  # fmt: skip
+            for rank, slots in sorted(workers.items())
+        ]
+        for attempt_id, workers in grouped.items()
+    }
+
+
+def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.AttemptSpec:
+    job: Job = attempt.job
+    return base.AttemptSpec(
+        attempt_id=attempt.pk, job_id=job.pk, number=attempt.number, tenant=job.tenant.slug,
+        name=job.name, image=job.image, command=tuple(job.command),
+        env={str(k): str(v) for k, v in job.env.items()}, workers=tuple(workers),
+        checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
+    )  # fmt: skip
+
+
+def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
+    """Keep the lines of this cluster's attempts; a line sent twice is kept once."""
+    allowed = set(
+        Attempt.objects.filter(
+            cluster=cluster, pk__in={line.attempt_id for line in lines}
+        ).values_list("pk", flat=True)
+    )
+    chunks = [
+        LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq, stream=line.stream,
+                 text=line.text)
+        for line in lines
+        if line.attempt_id in allowed
+    ]  # fmt: skip
+    LogChunk.objects.bulk_create(chunks, ignore_conflicts=True)
+    return len(chunks)
+
+
+def sweep_silent_clusters(now=None) -> dict[str, int]:
+    """Clusters whose agent went quiet: unhealthy at once, their attempts lost after a grace."""
+    now = now or timezone.now()
+    silent_since = now - timedelta(seconds=settings.MLSCHED_AGENT_TIMEOUT_S)
+    unhealthy = Cluster.objects.filter(
+        health=Cluster.Health.HEALTHY, last_heartbeat__lt=silent_since
+    ).update(health=Cluster.Health.UNHEALTHY)
+    lost_since = now - timedelta(seconds=settings.MLSCHED_AGENT_LOST_GRACE_S)
+    lost = Attempt.objects.filter(
+        outcome="", cluster__health=Cluster.Health.UNHEALTHY, cluster__last_heartbeat__lt=lost_since
+    )
+    count = 0
+    for attempt_id in lost.values_list("pk", flat=True):
+        actions.end_attempt(attempt_id, Outcome.LOST, reason="its cluster agent stopped reporting")
+        count += 1
+    return {"unhealthy": unhealthy, "lost": count}

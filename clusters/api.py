@@ -1,0 +1,130 @@
+"""The agents' HTTP API under /api/v1/agent/<cluster>/: thin views over clusters.agents.
+
+Agents authenticate with `Authorization: Agent <token>`; the token is checked against the
+cluster named in the URL, so it is good for that cluster only.
+"""
+
+from django.contrib.auth.models import AnonymousUser
+from django.urls import path
+from rest_framework import serializers
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters import agents
+from clusters.backends import base
+from clusters.models import Cluster
+
+
+class AgentTokenAuthentication(BaseAuthentication):
+    keyword = "Agent"
+
+    def authenticate(self, request):
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme != self.keyword or not token:
+            return None
+        name = request.parser_context["kwargs"].get("cluster")
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None or not cluster.token_matches(token):
+            raise AuthenticationFailed("This token is not valid for this cluster.")
+        return AnonymousUser(), cluster
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+
+class IsClusterAgent(BasePermission):
+    def has_permission(self, request, view):
+        return isinstance(request.auth, Cluster)
+
+
+class NodeSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=253)
+    cpu_milli = serializers.IntegerField(min_value=0)
+    memory_mb = serializers.IntegerField(min_value=0)
+    gpu_type = serializers.CharField(max_length=64, allow_blank=True, default="")
+    gpu_count = serializers.IntegerField(min_value=0, max_value=64, default=0)
+    gpu_shareable = serializers.BooleanField(default=False)
+    topology = serializers.DictField(child=serializers.CharField(), default=dict)
+    ready = serializers.BooleanField(default=True)
+
+    def validate(self, data):
+        if data["gpu_count"] and not data["gpu_type"]:
+            raise serializers.ValidationError({"gpu_type": "Nodes with GPUs need a GPU type."})
+        return data
+
+
+PHASES = [base.PENDING, base.RUNNING, base.EXITED, base.FAILED, base.STOPPED, base.LOST,
+          base.TIMED_OUT]  # fmt: skip
+
+
+class WorkerStatusSerializer(serializers.Serializer):
+    attempt_id = serializers.IntegerField(min_value=1)
+    rank = serializers.IntegerField(min_value=0)
+    phase = serializers.ChoiceField(choices=PHASES)
+    exit_code = serializers.IntegerField(allow_null=True, default=None)
+    reason = serializers.CharField(allow_blank=True, default="", max_length=300)
+
+
+class LogLineSerializer(serializers.Serializer):
+    attempt_id = serializers.IntegerField(min_value=1)
+    rank = serializers.IntegerField(min_value=0)
+    seq = serializers.IntegerField(min_value=0)
+    stream = serializers.ChoiceField(choices=["stdout", "stderr"])
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=65_536)
+
+
+class InventorySerializer(serializers.Serializer):
+    nodes = NodeSerializer(many=True, allow_empty=True)
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    workers = WorkerStatusSerializer(many=True, allow_empty=True)
+
+
+class LogsSerializer(serializers.Serializer):
+    lines = LogLineSerializer(many=True, allow_empty=True, max_length=10_000)
+
+
+def parsed(serializer_class, data, key: str) -> list[dict]:
+    """The validated list under `key`; a 400 naming the bad field otherwise."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data[key]
+
+
+class AgentView(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    permission_classes = [IsClusterAgent]
+
+
+class InventoryView(AgentView):
+    def post(self, request, cluster):
+        nodes = [
+            base.NodeInventory(**n) for n in parsed(InventorySerializer, request.data, "nodes")
+        ]
+        agents.record_inventory(request.auth, nodes)
+        return Response({"nodes": len(nodes)})
+
+
+class HeartbeatView(AgentView):
+    def post(self, request, cluster):
+        workers = parsed(HeartbeatSerializer, request.data, "workers")
+        state = agents.heartbeat(request.auth, [base.WorkerStatus(**w) for w in workers])
+        return Response(state)
+
+
+class LogsView(AgentView):
+    def post(self, request, cluster):
+        lines = parsed(LogsSerializer, request.data, "lines")
+        stored = agents.store_logs(request.auth, [base.LogLine(**line) for line in lines])
+        return Response({"stored": stored})
+
+
+urlpatterns = [
+    path("<slug:cluster>/inventory/", InventoryView.as_view(), name="agent-inventory"),
+    path("<slug:cluster>/heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("<slug:cluster>/logs/", LogsView.as_view(), name="agent-logs"),
+]

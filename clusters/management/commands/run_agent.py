@@ -1,0 +1,49 @@
+"""`manage.py run_agent --cluster NAME`: the cluster agent, for the local backend.
+
+It talks to the control plane over HTTP with the cluster's token (MLSCHED_AGENT_TOKEN, or
+--token-file) and never opens the database.
+"""
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from clusters.agent.client import ControlPlane
+from clusters.agent.runner import Agent
+from clusters.backends.local import LocalBackend, detect_inventory, parse_inventory
+
+
+class Command(BaseCommand):
+    help = "Run the cluster agent for one cluster."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--cluster", required=True)
+        parser.add_argument("--url", default=os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000"))
+        parser.add_argument("--token-file", help="File holding the agent token.")
+        parser.add_argument("--inventory", default="", help="Virtual inventory, e.g. 2x8xA100.")
+        parser.add_argument("--state-dir", help="Where worker state is kept (survives restarts).")
+        parser.add_argument("--interval", type=float, default=1.0)
+
+    def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, **options):
+        token = Path(token_file).read_text().strip() if token_file else None
+        token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
+        if not token:
+            raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
+        agent = build_agent(cluster, url, token, inventory, state_dir, interval)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        self.stdout.write(f"agent for {cluster} reporting to {url}")
+        self.stdout.flush()
+        agent.run_forever(stop)
+
+
+def build_agent(cluster, url, token, inventory="", state_dir=None, interval=1.0) -> Agent:
+    """An agent with the local backend; shared by run_agent and the embedded server."""
+    root = Path(state_dir) if state_dir else settings.VAR_DIR / "agents" / cluster
+    nodes = parse_inventory(inventory, cluster) if inventory else detect_inventory(cluster)
+    backend = LocalBackend(root / "workers", nodes, settings.VAR_DIR / "checkpoints")
+    return Agent(ControlPlane(url, cluster, token), backend, interval)

@@ -1,0 +1,234 @@
+"""The agents' API: token scoping, validation, the desired state, reports moving jobs."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from clusters import agents
+from clusters.backends import base
+from clusters.models import Cluster, Node
+from jobs import cycle
+from jobs.models import Attempt, Family, LogChunk
+from jobs.states import State
+from tests.factories import ClusterFactory, JobFactory, NodeFactory
+
+pytestmark = pytest.mark.django_db
+Outcome = Attempt.Outcome
+
+
+@pytest.fixture
+def east():
+    return ClusterFactory(name="east")
+
+
+@pytest.fixture
+def agent(east):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {east.rotate_token()}")
+    return client
+
+
+def post(client, cluster, what, payload):
+    return client.post(f"/api/v1/agent/{cluster}/{what}/", payload, format="json")
+
+
+@pytest.fixture
+def gang(east):
+    """A 2-worker gang placed on two 8-GPU nodes of `east`."""
+    for i in range(2):
+        NodeFactory(cluster=east, name=f"east-{i}", gpu_count=8)
+    job = JobFactory(family=Family.TRAINING, workers=2, gpus=8, env={"LR": 0.1})
+    cycle.run_cycle()
+    return job
+
+
+def report(attempt, *phases, codes=None):
+    codes = codes or [None] * len(phases)
+    return [{"attempt_id": attempt.pk, "rank": r, "phase": p, "exit_code": c, "reason": ""}
+            for r, (p, c) in enumerate(zip(phases, codes, strict=True))]  # fmt: skip
+
+
+def test_it_refuses_a_missing_token(east):
+    response = post(APIClient(), "east", "heartbeat", {"workers": []})
+
+    assert response.status_code in (401, 403)
+
+
+def test_it_refuses_a_token_of_another_cluster(agent, east):
+    ClusterFactory(name="west")
+
+    response = post(agent, "west", "heartbeat", {"workers": []})
+
+    assert response.status_code == 401
+
+
+def test_it_registers_the_reported_nodes_and_marks_missing_ones_unhealthy(agent, east):
+    NodeFactory(cluster=east, name="gone")
+    nodes = [{"name": "east-0", "cpu_milli": 64000, "memory_mb": 512000, "gpu_type": "A100",
+              "gpu_count": 8, "topology": {"rack": "r1"}}]  # fmt: skip
+
+    response = post(agent, "east", "inventory", {"nodes": nodes})
+
+    assert response.status_code == 200
+    node = Node.objects.get(cluster=east, name="east-0")
+    assert (node.gpu_count, node.topology, node.healthy) == (8, {"rack": "r1"}, True)
+    assert not Node.objects.get(name="gone").healthy
+    east.refresh_from_db()
+    assert east.health == Cluster.Health.HEALTHY and east.last_heartbeat is not None
+
+
+def test_it_rejects_a_bad_inventory_naming_the_field(agent):
+    nodes = [{"name": "x", "cpu_milli": 1, "memory_mb": 1, "gpu_count": 2}]
+
+    response = post(agent, "east", "inventory", {"nodes": nodes})
+
+    assert response.status_code == 400
+    assert "gpu_type" in response.json()["nodes"]["0"]
+    assert not Node.objects.filter(name="x").exists()
+
+
+def test_it_rejects_an_unknown_phase_naming_the_field(agent):
+    workers = [{"attempt_id": 1, "rank": 0, "phase": "exploded"}]
+
+    response = post(agent, "east", "heartbeat", {"workers": workers})
+
+    assert response.status_code == 400
+    assert "phase" in response.json()["workers"]["0"]
+
+
+def test_the_heartbeat_answers_with_the_attempts_to_run(agent, gang):
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    (spec,) = response.json()["run"]
+    attempt = gang.attempts.get()
+    assert spec["attempt_id"] == attempt.pk
+    assert spec["env"] == {"LR": "0.1"}
+    ranks = [(w["rank"], w["node"], sorted(w["gpu_indices"])) for w in spec["workers"]]
+    assert ranks == [(0, "east-0", list(range(8))), (1, "east-1", list(range(8)))]
+    assert response.json()["stop"] == []
+
+
+def test_another_clusters_agent_sees_none_of_its_attempts(gang):
+    west = ClusterFactory(name="west")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
+    attempt = gang.attempts.get()
+    done = report(attempt, base.EXITED, base.EXITED, codes=[0, 0])
+
+    response = post(client, "west", "heartbeat", {"workers": done})
+
+    assert response.json() == {"run": [], "stop": []}
+    gang.refresh_from_db()
+    assert gang.state == State.SCHEDULED
+
+
+def test_all_workers_running_moves_the_job_to_running(agent, gang):
+    attempt = gang.attempts.get()
+
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+
+    gang.refresh_from_db()
+    attempt.refresh_from_db()
+    assert gang.state == State.RUNNING
+    assert attempt.started_at is not None
+
+
+def test_one_worker_running_keeps_the_gang_scheduled(agent, gang):
+    attempt = gang.attempts.get()
+
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.PENDING)})
+
+    gang.refresh_from_db()
+    assert gang.state == State.SCHEDULED
+
+
+def test_one_lost_worker_ends_the_whole_gang_attempt_and_it_stops_running(agent, gang):
+    attempt = gang.attempts.get()
+
+    response = post(agent, "east", "heartbeat",
+                    {"workers": report(attempt, base.RUNNING, base.LOST)})  # fmt: skip
+
+    attempt.refresh_from_db()
+    gang.refresh_from_db()
+    assert attempt.outcome == Outcome.LOST
+    assert gang.state == State.QUEUED
+    assert response.json()["run"] == []
+
+
+def test_a_stop_request_is_passed_to_the_agent(agent, gang):
+    attempt = gang.attempts.get()
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=timezone.now(),
+                                                 stop_reason=Outcome.PREEMPTED)  # fmt: skip
+
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    (stop,) = response.json()["stop"]
+    assert (stop["attempt_id"], stop["reason"]) == (attempt.pk, "preempted")
+
+
+def test_logs_sent_twice_are_kept_once(agent, gang):
+    attempt = gang.attempts.get()
+    lines = [{"attempt_id": attempt.pk, "rank": 0, "seq": i, "stream": "stdout", "text": f"l{i}"}
+             for i in range(3)]  # fmt: skip
+
+    post(agent, "east", "logs", {"lines": lines})
+    post(agent, "east", "logs", {"lines": lines})
+
+    assert list(LogChunk.objects.order_by("seq").values_list("text", flat=True)) == [
+        "l0", "l1", "l2"]  # fmt: skip
+
+
+def test_logs_of_another_clusters_attempt_are_dropped(gang):
+    west = ClusterFactory(name="west")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
+    line = {"attempt_id": gang.attempts.get().pk, "rank": 0, "seq": 0, "stream": "stdout",
+            "text": "forged"}  # fmt: skip
+
+    response = post(client, "west", "logs", {"lines": [line]})
+
+    assert response.json() == {"stored": 0}
+    assert not LogChunk.objects.exists()
+
+
+OUTCOMES = [
+    # (worker phases and exit codes, stop reason, want outcome)
+    ([(base.EXITED, 0), (base.EXITED, 0)], "", Outcome.SUCCEEDED),
+    ([(base.EXITED, 0), (base.RUNNING, None)], "", None),
+    ([(base.EXITED, 3), (base.RUNNING, None)], "", Outcome.USER_ERROR),
+    ([(base.RUNNING, None), (base.FAILED, 137)], "", Outcome.INFRA_ERROR),
+    ([(base.EXITED, 3), (base.LOST, None)], "", Outcome.LOST),
+    ([(base.TIMED_OUT, -15), (base.RUNNING, None)], "", Outcome.TIMEOUT),
+    ([(base.STOPPED, -15), (base.STOPPED, -9)], "preempted", Outcome.PREEMPTED),
+    ([(base.STOPPED, -15), (base.RUNNING, None)], "canceled", Outcome.CANCELED),
+    ([(base.STOPPED, -15), (base.STOPPED, -15)], "", Outcome.LOST),
+]
+
+
+@pytest.mark.parametrize(("workers", "stop_reason", "want"), OUTCOMES)
+def test_attempt_outcome(workers, stop_reason, want):
+    statuses = [base.WorkerStatus(1, r, p, c) for r, (p, c) in enumerate(workers)]
+
+    got = agents.attempt_outcome(statuses, 2, stop_reason)
+
+    assert (got[0] if got else None) == want
+
+
+def test_a_silent_cluster_turns_unhealthy_then_its_attempts_are_lost(gang, east, settings):
+    now = timezone.now()
+    Cluster.objects.filter(pk=east.pk).update(
+        health=Cluster.Health.HEALTHY,
+        last_heartbeat=now - timedelta(seconds=settings.MLSCHED_AGENT_TIMEOUT_S + 1),
+    )
+
+    first = agents.sweep_silent_clusters(now)
+    later = agents.sweep_silent_clusters(
+        now + timedelta(seconds=settings.MLSCHED_AGENT_LOST_GRACE_S)
+    )
+
+    assert (first, later) == ({"unhealthy": 1, "lost": 0}, {"unhealthy": 0, "lost": 1})
+    gang.refresh_from_db()
+    assert gang.state == State.QUEUED
+    assert gang.attempts.get().outcome == Outcome.LOST
