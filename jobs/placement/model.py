@@ -173,8 +173,10 @@ class Policy:
     gang_candidate_nodes: int = 64
     workload_coverage: float = 0.95
     workload_max_classes: int = 16
-    # Batch-inference shards: weight of preferring nodes not yet used by the same job.
-    spread_weight: float = 0.5
+    # Batch-inference shards: weight of preferring nodes not yet used by the same job. Kept
+    # small so shards fill gaps first and spread among near-equal nodes; raise it to trade
+    # packing for resilience.
+    spread_weight: float = 0.05
     cluster_costs: Mapping[str, float] = field(default_factory=dict)
 
 

@@ -8,6 +8,7 @@ from jobs.placement import Policy, Tenant, gpu_flavor, place
 from tests.placement.builders import (
     NOW,
     gpu_tenant,
+    j_batch,
     j_eval,
     j_training,
     n4_t4_shared_nodes,
@@ -188,3 +189,26 @@ def test_the_same_snapshot_gives_the_same_decision():
     queue = tuple(j_eval(f"e{i}", gpu_milli=100 * (1 + i % 5)) for i in range(40))
     snap = snapshot(n4_t4_shared_nodes(6), queue, seed=3)
     assert place(snap) == place(snap)
+
+
+def test_fair_share_alternates_tenants_as_the_cycle_places_their_jobs():
+    queue = [j_training(f"{t}{i}", gpus=2, tenant=t) for t in ("alpha", "beta") for i in range(3)]
+    got = place(snapshot(n8_a100_nodes(1), queue)).by_job()
+    placed = sorted(job for job, o in got.items() if o.status == "placed")
+    assert placed == ["alpha0", "alpha1", "beta0", "beta1"]
+
+
+def test_batch_shards_fill_gaps_first_and_spread_when_asked():
+    queue = (j_batch("b", shards=4, gpus=1),)
+    packed = place(snapshot(n4_t4_shared_nodes(4), queue)).outcomes[0]
+    assert len({w.node_id for w in packed.workers}) == 1
+    spread = Policy(spread_weight=1.0)
+    outcome = place(snapshot(n4_t4_shared_nodes(4), queue, policy=spread)).outcomes[0]
+    assert len({w.node_id for w in outcome.workers}) == 4
+
+
+def test_cluster_costs_steer_work_to_the_cheaper_cluster():
+    nodes = n8_a100_nodes(1, cluster="pricey") + n8_a100_nodes(1, cluster="cheap")
+    policy = Policy(cluster_costs={"pricey": 1.0})
+    outcome = place(snapshot(nodes, (j_training("g", gpus=1),), policy=policy)).outcomes[0]
+    assert outcome.cluster == "cheap"

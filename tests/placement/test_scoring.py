@@ -1,0 +1,59 @@
+"""The scorers: best fit, FGD fragmentation growth, and the learned workload mix."""
+
+from __future__ import annotations
+
+from jobs.placement import QueuedJob, ShapeCount
+from jobs.placement.capacity import Capacity
+from jobs.placement.fragmentation import TaskShape, WorkloadClass, node_fragmentation
+from jobs.placement.scoring import (
+    ScoringContext,
+    best_fit,
+    fgd_level,
+    fragmentation_aware,
+    learn_workload,
+)
+from tests.placement.builders import n4_t4_shared_nodes
+
+SHARES_OF_300 = (WorkloadClass(TaskShape(1000, 300), 1.0),)
+
+
+def context(workload=SHARES_OF_300) -> ScoringContext:
+    return ScoringContext(Capacity(n4_t4_shared_nodes(1), (), 0), workload)
+
+
+def test_fragmentation_score_is_the_fgd_level_of_the_growth():
+    score = fragmentation_aware(context())
+    before, after = (1000, 400, 1000, 1000), (1000, 100, 1000, 1000)
+    growth = node_fragmentation(7000, after, SHARES_OF_300, "t4") - node_fragmentation(
+        8000, before, SHARES_OF_300, "t4"
+    )
+    assert growth == 100
+    assert score(("t4", 8000, before, 7000, after)) == fgd_level(growth)
+    assert score(("t4", 8000, before, 7000, (700, 400, 1000, 1000))) > fgd_level(growth)
+
+
+def test_best_fit_prefers_less_left_over():
+    score = best_fit(context())
+    tight = score(("t4", 8000, (1000, 500, 0, 0), 7000, (1000, 0, 0, 0)))
+    loose = score(("t4", 8000, (1000,) * 4, 7000, (1000, 500, 1000, 1000)))
+    assert tight > loose
+
+
+def test_fgd_level_has_a_hundred_steps():
+    assert fgd_level(0) == 0.5
+    assert fgd_level(-1e9) == 1.0 and fgd_level(1e9) == 0.0
+
+
+def test_the_workload_counts_every_worker_and_recent_history():
+    queue = [QueuedJob("a", "t", workers=3, cpu_milli=1000, gpus=1)]
+    recent = [ShapeCount(500, 250, 1)]
+    classes = learn_workload(queue, recent, coverage=1.0, max_classes=8)
+    weights = {(c.shape.cpu_milli, c.shape.gpu_milli): c.weight for c in classes}
+    assert weights == {(1000, 1000): 0.75, (500, 250): 0.25}
+
+
+def test_the_workload_keeps_only_the_most_popular_classes():
+    queue = [QueuedJob(f"j{i}", "t", workers=10 - i, gpu_milli=100 * (i + 1)) for i in range(5)]
+    classes = learn_workload(queue, (), coverage=1.0, max_classes=2)
+    assert [c.shape.gpu_milli for c in classes] == [100, 200]
+    assert abs(sum(c.weight for c in classes) - 1.0) < 1e-9
