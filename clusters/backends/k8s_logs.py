@@ -1,0 +1,139 @@
+"""Follow each started pod's log and number its lines.
+
+One thread per pod reads the log with follow=true. Line n of a pod's log always gets seq n: after
+a dropped connection the thread reads the log again from the start and skips the lines it already
+has, and a restarted backend numbers the same lines the same way, so the control plane can
+deduplicate. Kubernetes interleaves stdout and stderr into one log, reported as "stdout".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clusters.backends.base import LogLine
+from clusters.backends.k8s_specs import CONTAINER
+
+log = logging.getLogger(__name__)
+
+Key = tuple[int, int]  # (attempt id, rank)
+
+
+class LogFollowers:
+    """Log threads for pods; `drain()` hands over the lines read since the last call."""
+
+    def __init__(
+        self, core: client.CoreV1Api, is_done: Callable[[Key], bool], retry_s: float = 1.0
+    ):
+        self.core, self.is_done, self.retry_s = core, is_done, retry_s
+        self._lock = threading.Lock()
+        self._lines: list[LogLine] = []
+        self._seen: dict[Key, int] = {}  # lines read per pod: the next line's seq
+        self._threads: dict[Key, threading.Thread] = {}
+        self._responses: dict[Key, object] = {}
+        self._dropped: set[int] = set()
+        self._closed = threading.Event()
+
+    def follow(self, key: Key, namespace: str, name: str) -> None:
+        """Start reading the pod's log unless a thread already does."""
+        with self._lock:
+            alive = key in self._threads and self._threads[key].is_alive()
+            if alive or key[0] in self._dropped or self._closed.is_set():
+                return
+            thread = threading.Thread(
+                target=self._run, args=(key, namespace, name), name=f"k8s-log-{name}", daemon=True
+            )
+            self._threads[key] = thread
+        thread.start()
+
+    def drain(self) -> list[LogLine]:
+        with self._lock:
+            lines, self._lines = self._lines, []
+        return lines
+
+    def drop(self, attempt_id: int) -> None:
+        """Stop following the attempt's pods and discard what they have not handed over."""
+        with self._lock:
+            self._dropped.add(attempt_id)
+            self._lines = [line for line in self._lines if line.attempt_id != attempt_id]
+            for key in [k for k in self._seen if k[0] == attempt_id]:
+                self._seen.pop(key)
+            responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
+        for response in responses:
+            _shutdown(response)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            responses = list(self._responses.values())
+        for response in responses:
+            _shutdown(response)
+
+    def _active(self, key: Key) -> bool:
+        return not self._closed.is_set() and key[0] not in self._dropped
+
+    def _run(self, key: Key, namespace: str, name: str) -> None:
+        while self._active(key):
+            # Once the pod has ended, one complete read has every line: then stop.
+            ended_before = self.is_done(key)
+            try:
+                self._read(key, namespace, name, ended_before)
+            except ApiException as error:
+                if error.status == 404:
+                    return  # the pod is gone, and its log with it
+                log.info("log of %s: %s %s", name, error.status, error.reason)
+            except Exception as error:  # a dropped stream is read again from the start
+                log.info("log of %s: %r", name, error)
+            if ended_before:
+                return
+            if not self.is_done(key):
+                self._closed.wait(self.retry_s)
+
+    def _read(self, key: Key, namespace: str, name: str, complete: bool) -> None:
+        response = self.core.read_namespaced_pod_log(
+            name, namespace, container=CONTAINER, follow=True, _preload_content=False
+        )
+        with self._lock:
+            self._responses[key] = response
+        try:
+            if not 200 <= response.status <= 299:
+                raise ApiException(status=response.status, reason=response.reason)
+            for index, text in enumerate(_lines(response, keep_partial=complete)):
+                self._take(key, index, text)
+        finally:
+            with self._lock:
+                self._responses.pop(key, None)
+            response.release_conn()
+
+    def _take(self, key: Key, index: int, text: str) -> None:
+        with self._lock:
+            if index < self._seen.get(key, 0) or not self._active(key):
+                return
+            self._seen[key] = index + 1
+            self._lines.append(LogLine(key[0], key[1], index, "stdout", text))
+
+
+def _lines(response, keep_partial: bool) -> Iterator[str]:
+    """Complete lines of a streamed body. A last line without a newline only counts when the
+    log is complete; otherwise it is read again whole next time."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace").rstrip("\r")
+    if buffer and keep_partial:
+        yield buffer.decode("utf-8", errors="replace").rstrip("\r")
+
+
+def _shutdown(response) -> None:
+    """Unblock a thread waiting on a followed log."""
+    try:
+        shutdown = getattr(response, "shutdown", None)
+        (shutdown or response.close)()
+    except Exception:  # closing a stream that already broke is fine
+        pass

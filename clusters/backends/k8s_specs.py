@@ -1,0 +1,212 @@
+"""Kubernetes objects for an attempt: the tenant's namespace, one Pod per worker, and a headless
+Service for a gang's rendezvous. Pure functions: no API calls.
+
+Names: namespace `<prefix><tenant>`, Service `mlsched-<attempt id>`, Pod
+`mlsched-<attempt id>-<rank>`. A gang's pods set hostname `w<rank>` and the Service as their
+subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kubernetes import client
+
+from clusters.backends.base import AttemptSpec, WorkerSpec, worker_env
+
+GROUP = "mlsched.io"
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+LABEL_JOB = f"{GROUP}/job"
+LABEL_RANK = f"{GROUP}/rank"
+LABEL_TENANT = f"{GROUP}/tenant"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_SHAREABLE = f"{GROUP}/gpu-shareable"  # on nodes: "true" allows fractional GPU pods
+GPU_RESOURCE = "nvidia.com/gpu"
+CONTAINER = "worker"
+CHECKPOINT_VOLUME = "checkpoints"
+
+
+def dns_label(text: str, limit: int = 63) -> str:
+    """`text` as a DNS-1123 label: lower case, [a-z0-9-], no dash at either end."""
+    label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return label[:limit].rstrip("-") or "x"
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
+    return value.strip("-_.")
+
+
+def namespace_name(prefix: str, tenant: str) -> str:
+    return dns_label(prefix + tenant)
+
+
+def service_name(attempt_id: int) -> str:
+    return f"mlsched-{attempt_id}"
+
+
+def pod_name(attempt_id: int, rank: int) -> str:
+    return f"mlsched-{attempt_id}-{rank}"
+
+
+def pod_labels(spec: AttemptSpec, rank: int, cluster: str) -> dict[str, str]:
+    return {
+        LABEL_ATTEMPT: str(spec.attempt_id),
+        LABEL_JOB: str(spec.job_id),
+        LABEL_RANK: str(rank),
+        LABEL_TENANT: label_value(spec.tenant),
+        LABEL_CLUSTER: label_value(cluster),
+    }
+
+
+def master_addr(spec: AttemptSpec, namespace: str, cluster_domain: str) -> str:
+    """Rank 0's stable DNS name through the headless Service; a single worker is its own master."""
+    if spec.world_size == 1:
+        return "localhost"
+    return f"w0.{service_name(spec.attempt_id)}.{namespace}.svc.{cluster_domain}"
+
+
+def is_fractional(worker: WorkerSpec) -> bool:
+    return bool(worker.gpu_indices) and 0 < worker.gpu_milli < 1000
+
+
+def resources(worker: WorkerSpec) -> client.V1ResourceRequirements:
+    """Requests equal to limits, so the pod gets the Guaranteed QoS class.
+
+    Whole GPUs go through the device plugin as `nvidia.com/gpu`. A fractional share requests no
+    GPU resource (the device plugin only hands out whole devices); see `gpu_env`.
+    """
+    amounts = {}
+    if worker.cpu_milli:
+        amounts["cpu"] = f"{worker.cpu_milli}m"
+    if worker.memory_mb:
+        amounts["memory"] = f"{worker.memory_mb}Mi"
+    if worker.gpu_indices and not is_fractional(worker):
+        amounts[GPU_RESOURCE] = str(len(worker.gpu_indices))
+    return client.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+
+
+def gpu_env(worker: WorkerSpec) -> dict[str, str]:
+    """GPU variables as seen inside the container.
+
+    The container runtime renumbers the devices it exposes from 0, so CUDA_VISIBLE_DEVICES is
+    0..n-1 there; the node-level indices the scheduler allocated travel in MLSCHED_GPU_INDICES.
+    Whole GPUs are picked by the device plugin. A fractional share names its device through
+    NVIDIA_VISIBLE_DEVICES for the NVIDIA runtime, on nodes labelled shareable.
+    """
+    if not worker.gpu_indices:
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    node_indices = ",".join(str(i) for i in worker.gpu_indices)
+    env = {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(worker.gpu_indices))),
+        "MLSCHED_GPU_INDICES": node_indices,
+    }
+    if is_fractional(worker):
+        env.update(NVIDIA_VISIBLE_DEVICES=node_indices, MLSCHED_GPU_MILLI=str(worker.gpu_milli))
+    return env
+
+
+def checkpoint_dir(root: str, spec: AttemptSpec) -> str:
+    """The same directory for every attempt of a job, on the tenant's checkpoint volume."""
+    return f"{root.rstrip('/')}/job-{spec.job_id}"
+
+
+def build_pod(
+    spec: AttemptSpec,
+    worker: WorkerSpec,
+    *,
+    namespace: str,
+    cluster: str,
+    cluster_domain: str,
+    checkpoint_root: str,
+    checkpoint_claim: str | None,
+) -> client.V1Pod:
+    """The worker's Pod, bound to its node (no kube-scheduler: mlsched already placed it)."""
+    env = worker_env(
+        spec,
+        worker,
+        master_addr(spec, namespace, cluster_domain),
+        checkpoint_dir(checkpoint_root, spec),
+    )
+    env.update(gpu_env(worker))
+    container = client.V1Container(
+        name=CONTAINER,
+        image=spec.image,
+        command=list(spec.command) or None,
+        env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(env.items())],
+        resources=resources(worker),
+        volume_mounts=_mounts(checkpoint_root, checkpoint_claim),
+    )
+    gang = spec.world_size > 1
+    pod_spec = client.V1PodSpec(
+        node_name=worker.node,
+        restart_policy="Never",
+        hostname=f"w{worker.rank}" if gang else None,
+        subdomain=service_name(spec.attempt_id) if gang else None,
+        active_deadline_seconds=spec.max_runtime_s or None,
+        # Workloads need neither API credentials nor every Service's address in their env.
+        automount_service_account_token=False,
+        enable_service_links=False,
+        containers=[container],
+        volumes=_volumes(checkpoint_claim),
+    )
+    metadata = client.V1ObjectMeta(
+        name=pod_name(spec.attempt_id, worker.rank),
+        namespace=namespace,
+        labels=pod_labels(spec, worker.rank, cluster),
+        annotations={f"{GROUP}/job-name": spec.name, f"{GROUP}/attempt-number": str(spec.number)},
+    )
+    return client.V1Pod(api_version="v1", kind="Pod", metadata=metadata, spec=pod_spec)
+
+
+def _mounts(root: str, claim: str | None) -> list[client.V1VolumeMount] | None:
+    if not claim:
+        return None
+    return [client.V1VolumeMount(name=CHECKPOINT_VOLUME, mount_path=root)]
+
+
+def _volumes(claim: str | None) -> list[client.V1Volume] | None:
+    if not claim:
+        return None
+    source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+    return [client.V1Volume(name=CHECKPOINT_VOLUME, persistent_volume_claim=source)]
+
+
+def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Service:
+    """Headless Service giving the gang's pods stable DNS names before they are ready."""
+    port = client.V1ServicePort(
+        name="rendezvous", port=spec.master_port, target_port=spec.master_port
+    )
+    return client.V1Service(
+        api_version="v1",
+        kind="Service",
+        metadata=client.V1ObjectMeta(
+            name=service_name(spec.attempt_id),
+            namespace=namespace,
+            labels={LABEL_ATTEMPT: str(spec.attempt_id), LABEL_CLUSTER: label_value(cluster)},
+        ),
+        spec=client.V1ServiceSpec(
+            cluster_ip="None",
+            # Rendezvous happens while pods start, before any readiness.
+            publish_not_ready_addresses=True,
+            selector={LABEL_ATTEMPT: str(spec.attempt_id)},
+            ports=[port],
+        ),
+    )
+
+
+def build_namespace(name: str, tenant: str) -> client.V1Namespace:
+    labels = {LABEL_TENANT: label_value(tenant)}
+    return client.V1Namespace(
+        api_version="v1", kind="Namespace", metadata=client.V1ObjectMeta(name=name, labels=labels)
+    )
+
+
+def build_quota(namespace: str, hard: dict[str, str]) -> client.V1ResourceQuota:
+    return client.V1ResourceQuota(
+        api_version="v1",
+        kind="ResourceQuota",
+        metadata=client.V1ObjectMeta(name="mlsched", namespace=namespace),
+        spec=client.V1ResourceQuotaSpec(hard=dict(hard)),
+    )

@@ -1,0 +1,147 @@
+"""What a worker's pod means for the control plane: a pure mapping from the last pod object seen
+(and what happened around it) to a WorkerStatus phase, exit code and reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubernetes import client
+
+from clusters.backends import base
+
+# Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
+STUCK_WAITING = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+# Container termination reasons caused by the node or runtime, not by the user's code.
+INFRA_TERMINATION = frozenset({"OOMKilled", "ContainerCannotRun", "StartError", "DeadlineExceeded"})
+NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the backend knows about one worker's pod."""
+
+    pod: client.V1Pod | None = None  # the last version seen, None before the first
+    deleted: bool = False  # the pod is gone from the API
+    stopping: bool = False  # the backend deleted it on purpose (stop)
+    node: str = NODE_READY  # the bound node's state
+    create_error: str = ""  # why the pod could not be created
+
+
+def worker_status(attempt_id: int, rank: int, seen: Seen) -> base.WorkerStatus:
+    phase, exit_code, reason = _classify(seen)
+    return base.WorkerStatus(attempt_id, rank, phase, exit_code, reason)
+
+
+def _classify(seen: Seen) -> tuple[str, int | None, str]:
+    if seen.create_error:
+        return base.FAILED, None, seen.create_error
+    if seen.stopping:
+        return _stopping(seen)
+    if seen.pod is None:
+        return base.PENDING, None, ""
+    ended = _ended(seen.pod)
+    if ended:
+        return ended
+    if seen.deleted:
+        return base.LOST, None, _disruption(seen.pod) or "PodDeleted"
+    return _live(seen.pod, seen.node)
+
+
+def _stopping(seen: Seen) -> tuple[str, int | None, str]:
+    gone = seen.deleted or seen.node == NODE_MISSING or seen.pod is None
+    if gone or is_finished(seen.pod):
+        term = _terminated(seen.pod)
+        return base.STOPPED, term.exit_code if term else None, "Stopped"
+    return _live(seen.pod, seen.node)
+
+
+def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
+    """The final state of a pod that ran to an end, None while it has not ended."""
+    phase = _phase(pod)
+    term = _terminated(pod)
+    exit_code = term.exit_code if term else None
+    if phase == "Succeeded":
+        return base.EXITED, exit_code or 0, ""
+    if phase != "Failed":
+        return None
+    pod_reason = pod.status.reason or ""
+    if pod_reason:  # Evicted, DeadlineExceeded, OutOfcpu, NodeAffinity, Shutdown...
+        return base.FAILED, exit_code, pod_reason
+    if term and term.reason in INFRA_TERMINATION:
+        return base.FAILED, exit_code, term.reason
+    if exit_code is None:
+        return base.FAILED, None, "PodFailed"
+    return base.EXITED, exit_code, ""
+
+
+def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
+    if node == NODE_MISSING:
+        return base.LOST, None, "NodeLost"
+    if node == NODE_NOT_READY:
+        return base.LOST, None, "NodeNotReady"
+    phase = _phase(pod)
+    waiting = _waiting_reason(pod)
+    if waiting in STUCK_WAITING:
+        return base.FAILED, None, waiting
+    if phase == "Running":
+        return base.RUNNING, None, ""
+    if phase == "Unknown":
+        return base.LOST, None, "PodUnknown"
+    return base.PENDING, None, waiting
+
+
+def _phase(pod: client.V1Pod | None) -> str:
+    return (pod.status.phase if pod and pod.status else "") or "Pending"
+
+
+def _container(pod: client.V1Pod | None) -> client.V1ContainerStatus | None:
+    statuses = (pod.status.container_statuses if pod and pod.status else None) or []
+    return statuses[0] if statuses else None
+
+
+def _terminated(pod: client.V1Pod | None) -> client.V1ContainerStateTerminated | None:
+    container = _container(pod)
+    return container.state.terminated if container and container.state else None
+
+
+def _waiting_reason(pod: client.V1Pod | None) -> str:
+    container = _container(pod)
+    waiting = container.state.waiting if container and container.state else None
+    return (waiting.reason or "") if waiting else ""
+
+
+def _disruption(pod: client.V1Pod) -> str:
+    """The reason Kubernetes gives for a pod it is taking away (drain, taint, preemption)."""
+    for condition in (pod.status.conditions if pod.status else None) or []:
+        if condition.type == "DisruptionTarget" and condition.status == "True":
+            return condition.reason or "DisruptionTarget"
+    return ""
+
+
+def is_started(pod: client.V1Pod) -> bool:
+    """The container has run, so it has a log to read."""
+    container = _container(pod)
+    state = container.state if container else None
+    return bool(state and (state.running or state.terminated))
+
+
+def is_finished(pod: client.V1Pod | None) -> bool:
+    return _phase(pod) in ("Succeeded", "Failed")
+
+
+def node_state(node: client.V1Node | None) -> str:
+    if node is None:
+        return NODE_MISSING
+    conditions = (node.status.conditions if node.status else None) or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return NODE_READY if ready else NODE_NOT_READY

@@ -1,0 +1,140 @@
+"""A cache of the cluster's mlsched pods, kept current by a list followed by a watch.
+
+The thread lists the pods once (the initial state and a resourceVersion), then watches from that
+version, resuming from the last version seen whenever a watch request times out. When the API
+server says the version is too old (410 Gone) or the connection fails, it lists again: pods that
+vanished meanwhile are marked deleted, so no DELETED event is ever missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from clusters.backends.k8s_specs import LABEL_ATTEMPT, LABEL_RANK
+
+log = logging.getLogger(__name__)
+
+Key = tuple[int, int]  # (attempt id, rank)
+
+
+def pod_key(pod: client.V1Pod) -> Key | None:
+    labels = (pod.metadata.labels if pod.metadata else None) or {}
+    try:
+        return int(labels[LABEL_ATTEMPT]), int(labels[LABEL_RANK])
+    except (KeyError, ValueError):
+        return None
+
+
+class PodWatcher:
+    """Last version seen of every pod matching `selector`, in all namespaces."""
+
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        selector: str,
+        on_change: Callable[[Key, client.V1Pod], None],
+        timeout_s: int = 60,
+        backoff_s: float = 1.0,
+    ):
+        self.core, self.selector, self.on_change = core, selector, on_change
+        self.timeout_s, self.backoff_s = timeout_s, backoff_s
+        self.synced = threading.Event()
+        self._lock = threading.Lock()
+        self._pods: dict[Key, client.V1Pod] = {}
+        self._deleted: set[Key] = set()
+        self._ignored: set[int] = set()
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name="k8s-pod-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=2)
+
+    def snapshot(self) -> tuple[dict[Key, client.V1Pod], set[Key]]:
+        """The pods seen (last version of each) and which of them are gone."""
+        with self._lock:
+            return dict(self._pods), set(self._deleted)
+
+    def remember(self, key: Key, pod: client.V1Pod) -> None:
+        """Seed the cache with a pod just created, unless the watch already knows newer."""
+        with self._lock:
+            if key[0] not in self._ignored:
+                self._pods.setdefault(key, pod)
+
+    def ignore(self, attempt_id: int) -> None:
+        """Drop the attempt's pods and disregard any later event about them."""
+        with self._lock:
+            self._ignored.add(attempt_id)
+            for key in [k for k in self._pods if k[0] == attempt_id]:
+                self._pods.pop(key)
+                self._deleted.discard(key)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._watch_from(self._relist())
+            except ApiException as error:
+                if error.status != 410:
+                    log.warning("pod watch failed: %s %s", error.status, error.reason)
+                    self._stop.wait(self.backoff_s)
+            except Exception as error:  # a dropped connection must not end the watch for good
+                log.warning("pod watch failed: %r", error)
+                self._stop.wait(self.backoff_s)
+
+    def _relist(self) -> str:
+        listed = self.core.list_pod_for_all_namespaces(label_selector=self.selector)
+        fresh = {key: pod for pod in listed.items if (key := pod_key(pod)) is not None}
+        with self._lock:
+            for key in set(self._pods) - set(fresh):
+                self._deleted.add(key)
+            for key, pod in fresh.items():
+                if key[0] not in self._ignored:
+                    self._pods[key] = pod
+                    self._deleted.discard(key)
+        self.synced.set()
+        for key, pod in fresh.items():
+            self.on_change(key, pod)
+        return listed.metadata.resource_version
+
+    def _watch_from(self, version: str) -> None:
+        while not self._stop.is_set():
+            self._watch = watch.Watch()
+            stream = self._watch.stream(
+                self.core.list_pod_for_all_namespaces,
+                label_selector=self.selector,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.timeout_s,
+                # A silent, half-open connection must end too: allow a little over the timeout.
+                _request_timeout=(5, self.timeout_s + 10),
+            )
+            for event in stream:
+                self._apply(event["type"], event["object"])
+            version = self._watch.resource_version or version
+
+    def _apply(self, kind: str, pod: client.V1Pod) -> None:
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            return  # BOOKMARK: only moves the resourceVersion, which Watch tracks
+        key = pod_key(pod)
+        if key is None:
+            return
+        with self._lock:
+            if key[0] in self._ignored:
+                return
+            self._pods[key] = pod
+            if kind == "DELETED":
+                self._deleted.add(key)
+            else:
+                self._deleted.discard(key)
+        self.on_change(key, pod)

@@ -1,0 +1,169 @@
+"""JSON shapes of the Kubernetes objects the test server keeps, and the kubelet's state changes."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status(code: int, reason: str, message: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def list_of(kind: str, items: list[dict], rv: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": f"{kind}List",
+        "metadata": {"resourceVersion": rv},
+        "items": items,
+    }
+
+
+def created(body: dict, kind: str, ns: str | None, rv: str, uid: str) -> dict:
+    obj = copy.deepcopy(body)
+    obj.update(apiVersion="v1", kind=kind)
+    meta = obj.setdefault("metadata", {})
+    meta.update(resourceVersion=rv, uid=uid, creationTimestamp=now())
+    if ns is not None:
+        meta["namespace"] = ns
+    return obj
+
+
+def node(
+    name: str,
+    rv: str,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    gpus: int = 0,
+    product: str = "",
+    labels: dict[str, str] | None = None,
+    ready: bool = True,
+) -> dict:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    if product:
+        all_labels["nvidia.com/gpu.product"] = product
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels, "resourceVersion": rv, "uid": name},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def matches(obj: dict, selector: str) -> bool:
+    """Equality (`k=v`, `k==v`, `k!=v`) and existence (`k`, `!k`) label selectors."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            ok = labels.get(key) != value
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            ok = labels.get(key) == value
+        elif term.startswith("!"):
+            ok = term[1:] not in labels
+        else:
+            ok = term in labels
+        if not ok:
+            return False
+    return True
+
+
+def qos_class(pod: dict) -> str:
+    """The API server's rule: Guaranteed when every container's cpu and memory requests equal
+    limits; BestEffort with no requests or limits at all; Burstable otherwise."""
+    containers = pod["spec"].get("containers", [])
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    for r in resources:
+        limits = r.get("limits") or {}
+        requests = r.get("requests") or limits  # unset requests default to the limits
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name) != limits[name]:
+                return "Burstable"
+        if any(requests.get(k) != v for k, v in limits.items()):
+            return "Burstable"
+    return "Guaranteed"
+
+
+def is_terminal(pod: dict) -> bool:
+    return pod.get("status", {}).get("phase") in TERMINAL
+
+
+def container_started(pod: dict) -> bool:
+    states = [c.get("state", {}) for c in pod.get("status", {}).get("containerStatuses", [])]
+    return any("running" in s or "terminated" in s for s in states)
+
+
+def _container_status(pod: dict, state: dict, ready: bool) -> list[dict]:
+    container = pod["spec"]["containers"][0]
+    return [
+        {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": "",
+            "ready": ready,
+            "restartCount": 0,
+            "started": ready,
+            "state": state,
+        }
+    ]
+
+
+def running(pod: dict) -> None:
+    pod["status"].update(
+        phase="Running",
+        startTime=now(),
+        containerStatuses=_container_status(pod, {"running": {"startedAt": now()}}, True),
+    )
+
+
+def terminated(pod: dict, exit_code: int, reason: str) -> None:
+    state = {"terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": now()}}
+    pod["status"].update(
+        phase="Succeeded" if exit_code == 0 else "Failed",
+        containerStatuses=_container_status(pod, state, False),
+    )
+
+
+def evicted(pod: dict) -> None:
+    message = "The node was low on resource: memory."
+    state = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": now()}}
+    pod["status"].update(
+        phase="Failed",
+        reason="Evicted",
+        message=message,
+        containerStatuses=_container_status(pod, state, False),
+    )
+
+
+def waiting(pod: dict, reason: str) -> None:
+    state = {"waiting": {"reason": reason, "message": f"Back-off pulling image: {reason}"}}
+    pod["status"]["containerStatuses"] = _container_status(pod, state, False)
+
+
+def mark_deleting(pod: dict, grace: int | None) -> None:
+    pod["metadata"]["deletionTimestamp"] = now()
+    pod["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace

@@ -1,0 +1,414 @@
+"""A small Kubernetes API server for tests: real HTTP on 127.0.0.1, objects kept in memory.
+
+It speaks enough of /api/v1 for the Kubernetes backend: nodes (list), namespaces (create, get),
+pods (create, get, list, delete, watch, log with follow), services and resource quotas (create,
+list, delete). Watches stream newline-delimited JSON events in chunked encoding, the way the API
+server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from before
+`compact()` gets the 410 Gone error event.
+
+Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
+`oom_kill`, `evict`, `image_pull_backoff`, `append_log` and `remove_node`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from tests.k8s import objects
+
+KINDS = {"pods": "Pod", "services": "Service", "resourcequotas": "ResourceQuota"}
+ROUTES = [
+    (re.compile(r"^/api/v1/nodes$"), "nodes"),
+    (re.compile(r"^/api/v1/namespaces$"), "namespaces"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)$"), "namespace"),
+    (re.compile(r"^/api/v1/pods$"), "all_pods"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)$"), "collection"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)/(?P<name>[^/]+)$"), "item"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
+]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str):
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> dict:
+        return objects.status(self.code, self.reason, self.message)
+
+
+class KubeTestServer:
+    """The in-memory API server. `url` is its address once `start()` has run."""
+
+    def __init__(self, watch_history: int = 10_000):
+        self.cond = threading.Condition()
+        self.rv = 1
+        self.nodes: dict[str, dict] = {}
+        self.namespaces: dict[str, dict] = {}
+        self.store: dict[str, dict[tuple[str, str], dict]] = {kind: {} for kind in KINDS}
+        self.events: list[tuple[int, str, dict]] = []  # pod watch history: (rv, type, pod)
+        self.oldest_rv = 0  # a watch from before this answers 410 Gone
+        self.logs: dict[tuple[str, str], list[str]] = {}
+        self.deletions: list[tuple[str, str, str, int | None]] = []  # kind, ns, name, grace
+        self.requests: list[tuple[str, str]] = []
+        self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
+        self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
+        self.watch_generation = 0
+        self.closed = False
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.kube = self
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> KubeTestServer:
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # Test controls: the kubelet, the node controller and other cluster users.
+
+    def add_node(self, name: str, **kwargs) -> None:
+        with self.cond:
+            self.nodes[name] = objects.node(name, self._next_rv(), **kwargs)
+
+    def remove_node(self, name: str) -> None:
+        with self.cond:
+            self.nodes.pop(name, None)
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        with self.cond:
+            cond = self.nodes[name]["status"]["conditions"][0]
+            cond["status"] = "True" if ready else "False"
+
+    def cordon(self, name: str) -> None:
+        with self.cond:
+            self.nodes[name]["spec"] = {"unschedulable": True}
+
+    def pod(self, ns: str, name: str) -> dict:
+        with self.cond:
+            return copy.deepcopy(self.store["pods"][(ns, name)])
+
+    def pods(self) -> list[dict]:
+        with self.cond:
+            return [copy.deepcopy(p) for p in self.store["pods"].values()]
+
+    def objects_of(self, kind: str) -> list[dict]:
+        with self.cond:
+            return [copy.deepcopy(o) for o in self.store[kind].values()]
+
+    def run_pod(self, ns: str, name: str) -> None:
+        self._set_pod_state(ns, name, objects.running)
+
+    def exit_pod(self, ns: str, name: str, exit_code: int, reason: str = "") -> None:
+        """The container ends by itself: Succeeded on 0, Failed otherwise."""
+        reason = reason or ("Completed" if exit_code == 0 else "Error")
+        self._set_pod_state(ns, name, lambda pod: objects.terminated(pod, exit_code, reason))
+
+    def oom_kill(self, ns: str, name: str) -> None:
+        self.exit_pod(ns, name, 137, "OOMKilled")
+
+    def evict(self, ns: str, name: str) -> None:
+        self._set_pod_state(ns, name, objects.evicted)
+
+    def image_pull_backoff(self, ns: str, name: str) -> None:
+        self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, "ImagePullBackOff"))
+
+    def append_log(self, ns: str, name: str, *lines: str) -> None:
+        with self.cond:
+            self.logs.setdefault((ns, name), []).extend(lines)
+            self.cond.notify_all()
+
+    def delete_pod(self, ns: str, name: str) -> None:
+        """Someone other than the backend deletes the pod, at once."""
+        with self.cond:
+            self._remove("pods", ns, name)
+
+    def compact(self) -> None:
+        """Forget the watch history, as etcd compaction does: older watches get 410 Gone."""
+        with self.cond:
+            self.events.clear()
+            self.oldest_rv = self.rv
+            self.watch_generation += 1
+            self.cond.notify_all()
+
+    def drop_watches(self) -> None:
+        """Close every open watch and log stream, as a restarting API server does."""
+        with self.cond:
+            self.watch_generation += 1
+            self.cond.notify_all()
+
+    def count_requests(self, method: str, path_prefix: str) -> int:
+        with self.cond:
+            return sum(1 for m, p in self.requests if m == method and p.startswith(path_prefix))
+
+    # Store internals; callers hold self.cond.
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _record(self, kind: str, event: str, obj: dict) -> None:
+        if kind == "pods":
+            self.events.append((int(obj["metadata"]["resourceVersion"]), event, copy.deepcopy(obj)))
+        self.cond.notify_all()
+
+    def _set_pod_state(self, ns: str, name: str, change) -> None:
+        with self.cond:
+            pod = self.store["pods"][(ns, name)]
+            change(pod)
+            pod["metadata"]["resourceVersion"] = self._next_rv()
+            self._record("pods", "MODIFIED", pod)
+
+    def _remove(self, kind: str, ns: str, name: str) -> dict:
+        obj = self.store[kind].pop((ns, name))
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._record(kind, "DELETED", obj)
+        return obj
+
+    # API operations.
+
+    def create(self, kind: str, ns: str, body: dict) -> dict:
+        with self.cond:
+            if ns not in self.namespaces:
+                raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
+            name = body.get("metadata", {}).get("name", "")
+            if kind in self.reject:
+                raise self.reject[kind]
+            if (ns, name) in self.store[kind]:
+                raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
+            obj = objects.created(body, KINDS[kind], ns, self._next_rv(), str(uuid.uuid4()))
+            if kind == "pods":
+                obj["status"] = {"phase": "Pending", "qosClass": objects.qos_class(obj)}
+            self.store[kind][(ns, name)] = obj
+            self._record(kind, "ADDED", obj)
+            return copy.deepcopy(obj)
+
+    def get(self, kind: str, ns: str, name: str) -> dict:
+        with self.cond:
+            if (ns, name) not in self.store[kind]:
+                raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
+            return copy.deepcopy(self.store[kind][(ns, name)])
+
+    def delete(self, kind: str, ns: str, name: str, grace: int | None) -> dict:
+        with self.cond:
+            obj = self.store[kind].get((ns, name))
+            if obj is None:
+                raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
+            self.deletions.append((kind, ns, name, grace))
+            if kind != "pods" or grace == 0 or objects.is_terminal(obj):
+                return self._remove(kind, ns, name)
+            objects.mark_deleting(obj, grace)
+            obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._record(kind, "MODIFIED", obj)
+            if self.finish_deletions:
+                return self._remove(kind, ns, name)
+            return copy.deepcopy(obj)
+
+    def create_namespace(self, body: dict) -> dict:
+        with self.cond:
+            name = body["metadata"]["name"]
+            if name in self.namespaces:
+                raise ApiError(409, "AlreadyExists", f'namespaces "{name}" already exists')
+            obj = objects.created(body, "Namespace", None, self._next_rv(), str(uuid.uuid4()))
+            obj["status"] = {"phase": "Active"}
+            self.namespaces[name] = obj
+            return copy.deepcopy(obj)
+
+    def get_namespace(self, name: str) -> dict:
+        with self.cond:
+            if name not in self.namespaces:
+                raise ApiError(404, "NotFound", f'namespaces "{name}" not found')
+            return copy.deepcopy(self.namespaces[name])
+
+    def list(self, kind: str, ns: str | None, selector: str) -> dict:
+        with self.cond:
+            items = [
+                copy.deepcopy(o)
+                for (o_ns, _), o in sorted(self.store[kind].items())
+                if (ns is None or o_ns == ns) and objects.matches(o, selector)
+            ]
+            return objects.list_of(KINDS[kind], items, str(self.rv))
+
+    def list_nodes(self) -> dict:
+        with self.cond:
+            items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
+            return objects.list_of("Node", items, str(self.rv))
+
+    def watch(self, handler, ns: str | None, selector: str, since: int, timeout_s: float) -> None:
+        """Stream pod events after resourceVersion `since` until the timeout or a drop."""
+        handler.start_stream("application/json")
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            generation = self.watch_generation
+            if since < self.oldest_rv:
+                gone = objects.status(410, "Expired", f"too old resource version: {since}")
+                handler.write_chunk(json.dumps({"type": "ERROR", "object": gone}) + "\n")
+                return handler.end_stream()
+        last = since
+        while True:
+            with self.cond:
+                batch = [
+                    (rv, kind, obj)
+                    for rv, kind, obj in self.events
+                    if rv > last
+                    and (ns is None or obj["metadata"]["namespace"] == ns)
+                    and objects.matches(obj, selector)
+                ]
+                last = max([last] + [rv for rv, _, _ in self.events])
+                left = deadline - time.monotonic()
+                ended = self.closed or generation != self.watch_generation or left <= 0
+                if not batch and not ended:
+                    self.cond.wait(min(left, 0.5))
+                    continue
+            for _, kind, obj in batch:
+                if not handler.write_chunk(json.dumps({"type": kind, "object": obj}) + "\n"):
+                    return None
+            if ended:
+                return handler.end_stream()
+
+    def log(self, handler, ns: str, name: str, follow: bool, tail: int | None) -> None:
+        """The container's output, then (with follow) new lines until the pod ends."""
+        pod = self.get("pods", ns, name)
+        if not objects.container_started(pod):
+            raise ApiError(400, "BadRequest", f'container "worker" in pod "{name}" is waiting')
+        handler.start_stream("text/plain")
+        with self.cond:
+            generation = self.watch_generation
+            sent = len(self.logs.get((ns, name), []))
+            first = max(0, sent - tail) if tail is not None else 0
+            lines = self.logs.get((ns, name), [])[first:sent]
+        if not all(handler.write_chunk(line + "\n") for line in lines):
+            return None
+        while follow:
+            with self.cond:
+                lines = self.logs.get((ns, name), [])[sent:]
+                pod = self.store["pods"].get((ns, name))
+                dropped = self.closed or generation != self.watch_generation
+                done = dropped or pod is None or objects.is_terminal(pod)
+                if not lines and not done:
+                    self.cond.wait(0.5)
+                    continue
+                sent += len(lines)
+            if not all(handler.write_chunk(line + "\n") for line in lines):
+                return None
+            if done and not lines:
+                break
+        return handler.end_stream()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class names it so
+        pass
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        kube: KubeTestServer = self.server.kube
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        with kube.cond:
+            kube.requests.append((method, url.path))
+        try:
+            for pattern, route in ROUTES:
+                match = pattern.match(url.path)
+                if match:
+                    return _route(kube, self, method, route, match.groupdict(), query, body)
+            raise ApiError(404, "NotFound", f"no route for {url.path}")
+        except ApiError as error:
+            self.send_json(error.code, error.status())
+
+    def send_json(self, code: int, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def write_chunk(self, text: str) -> bool:
+        """Send one chunk; False once the client has gone."""
+        data = text.encode()
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            return True
+        except OSError:
+            self.close_connection = True
+            return False
+
+    def end_stream(self) -> None:
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+
+def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> None:
+    ns, kind, name = args.get("ns"), args.get("kind"), args.get("name")
+    if kind is not None and kind not in KINDS:
+        raise ApiError(404, "NotFound", f"the server could not find the resource {kind}")
+    if route in ("all_pods", "collection") and method == "GET" and query.get("watch") in TRUE:
+        since = int(query.get("resourceVersion") or 0)
+        timeout = float(query.get("timeoutSeconds") or 300)
+        return kube.watch(handler, ns, query.get("labelSelector", ""), since, timeout)
+    if route == "log":
+        tail = int(query["tailLines"]) if "tailLines" in query else None
+        return kube.log(handler, ns, name, query.get("follow") in TRUE, tail)
+    handler.send_json(*_call(kube, method, route, ns, kind, name, query, body))
+
+
+TRUE = ("true", "1", "True")
+
+
+def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> tuple[int, dict]:
+    selector = query.get("labelSelector", "")
+    match (route, method):
+        case ("nodes", "GET"):
+            return 200, kube.list_nodes()
+        case ("namespaces", "POST"):
+            return 201, kube.create_namespace(body)
+        case ("namespace", "GET"):
+            return 200, kube.get_namespace(ns)
+        case ("all_pods", "GET"):
+            return 200, kube.list("pods", None, selector)
+        case ("collection", "GET"):
+            return 200, kube.list(kind, ns, selector)
+        case ("collection", "POST"):
+            return 201, kube.create(kind, ns, body)
+        case ("item", "GET"):
+            return 200, kube.get(kind, ns, name)
+        case ("item", "DELETE"):
+            grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+            return 200, kube.delete(kind, ns, name, None if grace is None else int(grace))
+    raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {route}")
