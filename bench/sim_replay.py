@@ -1,0 +1,93 @@
+"""Replay job traces under several policies and tabulate waits and GPU use.
+
+Usage:
+    python bench/sim_replay.py --traces DIR/cluster01.csv DIR/cluster02.csv ... \
+        --policies fifo,mlsched [--load 0.7] [--limit N] --out FILE.md
+
+Each trace gets one cluster of 8-GPU nodes sized so that its average GPU demand is ``--load``
+of the capacity (and at least its largest job): nodes = max(ceil(demand / load / 8), largest / 8).
+Writes a markdown table with the command on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jobs.simulator.replay import Replay, make_policy  # noqa: E402
+from jobs.simulator.replay_cli import summarise  # noqa: E402
+from jobs.simulator.traces import ClusterSpec, read_jobs  # noqa: E402
+
+GPUS_PER_NODE = 8
+
+
+def cluster_for(jobs, load: float) -> ClusterSpec:
+    """One cluster of 8-GPU nodes sized for the trace's average demand at the given load."""
+    span = max(j.submit + j.duration for j in jobs) - min(j.submit for j in jobs)
+    demand = sum(j.duration * j.num_gpu for j in jobs) / span
+    nodes = max(math.ceil(demand / load / GPUS_PER_NODE), -(-max(j.num_gpu for j in jobs) // 8))
+    return ClusterSpec("a", nodes, GPUS_PER_NODE, "A100")
+
+
+def one(trace: str, policy: str, load: float, limit: int | None) -> tuple:
+    jobs = read_jobs(trace)[:limit]
+    cluster = cluster_for(jobs, load)
+    started = time.perf_counter()
+    stats = summarise(Replay([cluster], jobs, make_policy(policy)).run())
+    return Path(trace).stem, cluster, policy, stats, time.perf_counter() - started
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", nargs="+", required=True)
+    parser.add_argument("--policies", default="fifo,priority,fairshare,mlsched")
+    parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    policies = args.policies.split(",")
+    tasks = [(t, p, args.load, args.limit) for t in args.traces for p in policies]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(one, *zip(*tasks, strict=True)))
+    command = "python bench/sim_replay.py " + shlex.join(argv)
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "Waits in hours; utilisation = allocated GPU time / capacity over the replay.",
+        "",
+    ]
+    lines += [
+        "| trace | cluster | policy | jobs | mean wait | p50 | p95 | p99 | max wait | mean JCT "
+        "| GPU util % | frag % of free | preemptions | replay s |",
+        "|" + "---|" * 14,
+    ]
+    fifo = {r[0]: r[3]["mean_wait"] for r in results if r[2] == "fifo"}
+    for trace, c, policy, s, secs in results:
+        lines.append(
+            f"| {trace} | {c.nodes}x{c.gpus_per_node} | {policy} | {s['done']} "
+            f"| {s['mean_wait'] / 3600:.2f} | {s['p50_wait'] / 3600:.2f} "
+            f"| {s['p95_wait'] / 3600:.2f} | {s['p99_wait'] / 3600:.2f} "
+            f"| {s['max_wait'] / 3600:.1f} | {s['mean_jct'] / 3600:.2f} | {s['util']:.2f} "
+            f"| {s['frag']:.2f} | {s['preemptions']} | {secs:.0f} |"
+        )
+    lines += ["", "mean wait of fifo / mean wait of mlsched:"]
+    for trace, _c, policy, s, _secs in results:
+        if policy == "mlsched" and trace in fifo:
+            ratio = fifo[trace] / s["mean_wait"] if s["mean_wait"] else float("inf")
+            lines.append(f"- {trace}: {ratio:.2f}x")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
