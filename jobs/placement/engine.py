@@ -127,10 +127,13 @@ class Cycle:
             self._groups[key] = groups
         return groups
 
-    def _within_quota(self, job: QueuedJob, groups: list[Group]) -> list[Group]:
+    def _within_quota(
+        self, job: QueuedJob, groups: list[Group], workers: int | None = None
+    ) -> list[Group]:
         # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
         # (the rest is checked shard by shard).
-        workers = job.workers if job.family == TRAINING else 1
+        if workers is None:
+            workers = job.workers if job.family == TRAINING else 1
         shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
         key = (job.tenant, shape, id(groups), self.ledger.version)
         allowed = self._quota_answers.get(key)
@@ -200,8 +203,7 @@ class Cycle:
         """Independent workers (shards), all or none; quota checked per worker's GPU type."""
         groups = need.groups
         # If every worker could go to any of the types within quota, skip per-shard checks.
-        types = {g.gpu_type for g in groups}
-        if all(self.ledger.allows(job.tenant, demand(job, t, job.workers)) for t in types):
+        if self._within_quota(job, groups, job.workers) is groups:
             return find_tasks(
                 need, job.workers, self.scorer, self.policy, self.capacity, spread, keep
             )

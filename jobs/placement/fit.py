@@ -81,11 +81,12 @@ def _state_key(node: NodeState, spread, by_cluster: bool) -> tuple:
 
 
 def _collect(
-    group: Group, need: Need, policy: Policy, out: list, seen: set, spread, distinct=True
+    group: Group, need: Need, ctx: tuple, out: list, seen: set, spread, distinct=True
 ) -> bool:
     # Buckets go from the tightest fit up. In each, look a few nodes past the first fit: equal
     # nodes score alike, so a longer look rarely finds a better state.
     # A share's buckets overlap (partial levels, then whole-GPU counts): skip repeats.
+    scorer, policy = ctx
     visited: set[NodeState] | None = set() if need.milli else None
     spans = 0
     cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, policy.scan_depth
@@ -108,45 +109,68 @@ def _collect(
             key = _state_key(node, spread, by_cluster) if distinct else node
             if key not in seen:
                 seen.add(key)
-                out.append((node, _moves(node, need)))
+                rated = rate(node, need, scorer)
+                if rated is not None:
+                    out.append(rated)
         spans += looked >= 0
         if spans >= BUCKET_SPAN or len(out) >= policy.candidates_per_task:
             break
     return spans > 0
 
 
-def _candidates(need: Need, policy: Policy, spread=None, distinct=True) -> list:
-    candidates: list[tuple[NodeState, list[Takes]]] = []
+def rate(node: NodeState, need: Need, scorer: WeightedScorer):
+    """The node's best GPU choice for the worker and its weighted score, or None if its GPUs
+    cannot hold the worker (CPU and memory are the caller's check).
+
+    Cached per node state and request shape: most nodes share their state with many others.
+    """
+    key = (node.gpu_type, node.cpu, node.gpus, need.gpus, need.milli, need.cpu)
+    known = scorer.rates.get(key)
+    if known is None:
+        best, best_score = None, -1e18
+        for takes in gpu_options(node, need.gpus, need.milli):
+            score = scorer(_move(node, takes, need.cpu))
+            if score > best_score:
+                best, best_score = takes, score
+        known = scorer.rates[key] = (best, best_score)
+    if known[0] is None:
+        return None
+    costs = scorer.cluster_costs
+    return node, known[0], known[1] - costs.get(node.cluster, 0.0) if costs else known[1]
+
+
+def _candidates(need: Need, scorer, policy: Policy, spread=None, distinct=True) -> list:
+    candidates: list[tuple[NodeState, Takes, float]] = []
     seen: set = set()
     hits = 0
+    ctx = (scorer, policy)
     for group in need.groups:
         if len(candidates) >= policy.candidates_per_task or hits >= GROUP_SPAN:
             break
         if group_can_hold(group, need):
-            hits += _collect(group, need, policy, candidates, seen, spread, distinct)
+            hits += _collect(group, need, ctx, candidates, seen, spread, distinct)
     return candidates
 
 
-def _best(candidates: list, need: Need, scorer: WeightedScorer, policy: Policy, spread=None):
+def _best(candidates: list, policy: Policy, spread=None):
+    # The first of equal scores wins: candidates come in bucket order, tightest first.
     best = None
     best_score = -1e18
-    costs = scorer.cluster_costs
-    for node, options in candidates:
-        bonus = -costs.get(node.cluster, 0.0) if costs else 0.0
+    weight = policy.spread_weight
+    for candidate in candidates:
+        score = candidate[2]
         if spread:
-            bonus += policy.spread_weight / (1 + spread.get(node, 0))
-        for takes, move in options:
-            score = scorer(move) + bonus
-            if score > best_score:
-                best, best_score = (node, takes), score
-    return best
+            score += weight / (1 + spread.get(candidate[0], 0))
+        if score > best_score:
+            best, best_score = candidate, score
+    return None if best is None else (best[0], best[1])
 
 
 def find_task(
     need: Need, scorer: WeightedScorer, policy: Policy, spread: dict | None = None
 ) -> tuple[NodeState, Takes] | None:
     """The best node and GPU choice for one worker, or None if nothing fits."""
-    return _best(_candidates(need, policy, spread), need, scorer, policy, spread)
+    return _best(_candidates(need, scorer, policy, spread), policy, spread)
 
 
 def find_tasks(
@@ -162,7 +186,7 @@ def find_tasks(
 
     The workers are allocated as they are found; on failure, or unless ``keep``, they are
     given back. Candidates are collected once and reused: placing a worker only changes the
-    node it lands on, so only that node is looked at again. With ``spread``, nodes already
+    node it lands on, so only that node is rated again. With ``spread``, nodes already
     holding a worker of the job score lower.
     """
     slots: list[Slot] = []
@@ -171,10 +195,10 @@ def find_tasks(
     found = False
     try:
         for _ in range(workers):
-            pick = _best(pool, need, scorer, policy, counts)
+            pick = _best(pool, policy, counts)
             if pick is None:
-                pool = _candidates(need, policy, counts, distinct=False)
-                pick = _best(pool, need, scorer, policy, counts)
+                pool = _candidates(need, scorer, policy, counts, distinct=False)
+                pick = _best(pool, policy, counts)
                 if pick is None:
                     return None
             node, takes = pick
@@ -182,7 +206,7 @@ def find_tasks(
             slots.append((node, takes, need.cpu, need.mem))
             if counts is not None:
                 counts[node] = counts.get(node, 0) + 1
-            _refresh(pool, node, need)
+            _refresh(pool, node, need, scorer)
         found = True
     finally:
         if not (found and keep):
@@ -191,21 +215,16 @@ def find_tasks(
     return slots
 
 
-def _refresh(pool: list, node: NodeState, need: Need) -> None:
-    for i, (candidate, _) in enumerate(pool):
-        if candidate is node:
+def _refresh(pool: list, node: NodeState, need: Need, scorer: WeightedScorer) -> None:
+    for i, candidate in enumerate(pool):
+        if candidate[0] is node:
             fits = node.cpu >= need.cpu and node.mem >= need.mem
-            options = _moves(node, need) if fits else []
-            if options:
-                pool[i] = (node, options)
+            rated = rate(node, need, scorer) if fits else None
+            if rated is not None:
+                pool[i] = rated
             else:
                 del pool[i]
             return
-
-
-def _moves(node: NodeState, need: Need) -> list:
-    """Each GPU option on the node with the move the scorers rate."""
-    return [(t, _move(node, t, need.cpu)) for t in gpu_options(node, need.gpus, need.milli)]
 
 
 def _move(node: NodeState, takes: Takes, cpu: int):

@@ -49,12 +49,14 @@ class QueueOrder:
 
     def share(self, tenant: str) -> float:
         """The tenant's weighted dominant share (GPU weighted heaviest by default)."""
-        used = self.used.get(tenant, {})
-        weights = self.policy.resource_weights
-        dominant = max(
-            (weights.get(r, 0.0) * used.get(r, 0.0) / total for r, total in self.totals.items()),
-            default=0.0,
-        )
+        used = self.used.get(tenant)
+        dominant = 0.0
+        if used:
+            weights = self.policy.resource_weights
+            for resource, total in self.totals.items():
+                value = weights.get(resource, 0.0) * used.get(resource, 0.0) / total
+                if value > dominant:
+                    dominant = value
         return dominant / max(self.weights.get(tenant, 1.0), 1e-9)
 
     def _tenant_key(self, tenant: str, head: QueuedJob) -> tuple:

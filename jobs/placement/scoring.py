@@ -80,6 +80,8 @@ class WeightedScorer:
         self.parts = [(w, SCORERS[name](ctx)) for name, w in policy.scorers if w]
         self.cluster_costs = dict(policy.cluster_costs)
         self._cache: dict[Move, float] = {}
+        # Best GPU choice and score per (node state, request shape); filled by fit.rate.
+        self.rates: dict[tuple, tuple] = {}
 
     def __call__(self, move: Move) -> float:
         """The weighted score of a move."""
