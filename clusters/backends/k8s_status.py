@@ -22,7 +22,7 @@ STUCK_WAITING = frozenset(
     }
 )
 # Container termination reasons caused by the node or runtime, not by the user's code.
-INFRA_TERMINATION = frozenset({"OOMKilled", "ContainerCannotRun", "StartError", "DeadlineExceeded"})
+INFRA_TERMINATION = frozenset({"OOMKilled", "ContainerCannotRun", "StartError"})
 NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
 
 
@@ -75,7 +75,9 @@ def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
     if phase != "Failed":
         return None
     pod_reason = pod.status.reason or ""
-    if pod_reason:  # Evicted, DeadlineExceeded, OutOfcpu, NodeAffinity, Shutdown...
+    if pod_reason == "DeadlineExceeded":  # activeDeadlineSeconds: the runtime limit
+        return base.TIMED_OUT, exit_code, "exceeded its runtime limit (DeadlineExceeded)"
+    if pod_reason:  # Evicted, OutOfcpu, NodeAffinity, Shutdown...
         return base.FAILED, exit_code, pod_reason
     if term and term.reason in INFRA_TERMINATION:
         return base.FAILED, exit_code, term.reason

@@ -85,12 +85,15 @@ class PodWatcher:
             try:
                 self._watch_from(self._relist())
             except ApiException as error:
-                if error.status != 410:
-                    log.warning("pod watch failed: %s %s", error.status, error.reason)
-                    self._stop.wait(self.backoff_s)
+                if error.status != 410:  # 410 Gone: our version is too old, list again now
+                    self._failed(f"{error.status} {error.reason}")
             except Exception as error:  # a dropped connection must not end the watch for good
-                log.warning("pod watch failed: %r", error)
-                self._stop.wait(self.backoff_s)
+                self._failed(repr(error))
+
+    def _failed(self, why: str) -> None:
+        if not self._stop.is_set():
+            log.warning("pod watch failed, listing again: %s", why)
+            self._stop.wait(self.backoff_s)
 
     def _relist(self) -> str:
         listed = self.core.list_pod_for_all_namespaces(label_selector=self.selector)

@@ -148,12 +148,12 @@ def terminated(pod: dict, exit_code: int, reason: str) -> None:
     )
 
 
-def evicted(pod: dict) -> None:
-    message = "The node was low on resource: memory."
+def failed_by_kubelet(pod: dict, reason: str, message: str) -> None:
+    """The kubelet ends the pod itself: eviction, active deadline."""
     state = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": now()}}
     pod["status"].update(
         phase="Failed",
-        reason="Evicted",
+        reason=reason,
         message=message,
         containerStatuses=_container_status(pod, state, False),
     )

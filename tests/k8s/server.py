@@ -12,6 +12,7 @@ Tests play the kubelet and the node controller through methods such as `run_pod`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -57,7 +58,7 @@ class KubeTestServer:
         self.oldest_rv = 0  # a watch from before this answers 410 Gone
         self.logs: dict[tuple[str, str], list[str]] = {}
         self.deletions: list[tuple[str, str, str, int | None]] = []  # kind, ns, name, grace
-        self.requests: list[tuple[str, str]] = []
+        self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
         self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
         self.watch_generation = 0
@@ -121,7 +122,13 @@ class KubeTestServer:
         self.exit_pod(ns, name, 137, "OOMKilled")
 
     def evict(self, ns: str, name: str) -> None:
-        self._set_pod_state(ns, name, objects.evicted)
+        message = "The node was low on resource: memory."
+        self._set_pod_state(ns, name, lambda p: objects.failed_by_kubelet(p, "Evicted", message))
+
+    def exceed_deadline(self, ns: str, name: str) -> None:
+        message = "Pod was active on the node longer than the specified deadline"
+        change = lambda p: objects.failed_by_kubelet(p, "DeadlineExceeded", message)  # noqa: E731
+        self._set_pod_state(ns, name, change)
 
     def image_pull_backoff(self, ns: str, name: str) -> None:
         self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, "ImagePullBackOff"))
@@ -137,12 +144,21 @@ class KubeTestServer:
             self._remove("pods", ns, name)
 
     def compact(self) -> None:
-        """Forget the watch history, as etcd compaction does: older watches get 410 Gone."""
+        """Forget the watch history, as etcd compaction does, and end open watches: resuming
+        from any resourceVersion handed out so far answers 410 Gone."""
         with self.cond:
             self.events.clear()
-            self.oldest_rv = self.rv
+            self.oldest_rv = int(self._next_rv())
             self.watch_generation += 1
             self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def unwatched(self):
+        """Changes made inside reach no open watch: the history is compacted right after them,
+        so only a new list shows them."""
+        with self.cond:
+            yield
+            self.compact()
 
     def drop_watches(self) -> None:
         """Close every open watch and log stream, as a restarting API server does."""
@@ -150,9 +166,16 @@ class KubeTestServer:
             self.watch_generation += 1
             self.cond.notify_all()
 
-    def count_requests(self, method: str, path_prefix: str) -> int:
+    def count_requests(self, method: str, path_prefix: str, watch: bool | None = None) -> int:
+        """Requests made so far; `watch` True or False counts only watches or only the rest."""
         with self.cond:
-            return sum(1 for m, p in self.requests if m == method and p.startswith(path_prefix))
+            return sum(
+                1
+                for m, p, q in self.requests
+                if m == method
+                and p.startswith(path_prefix)
+                and (watch is None or (q.get("watch") in TRUE) == watch)
+            )
 
     # Store internals; callers hold self.cond.
 
@@ -331,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}") if length else {}
         with kube.cond:
-            kube.requests.append((method, url.path))
+            kube.requests.append((method, url.path, query))
         try:
             for pattern, route in ROUTES:
                 match = pattern.match(url.path)

@@ -1,0 +1,213 @@
+"""Worker status as the pod watch sees it, with the test server playing the kubelet."""
+
+from clusters.backends import base
+from tests.k8s.conftest import (
+    NAMESPACE,
+    eventually,
+    one_gpu_worker,
+    status_becomes,
+    two_worker_gang,
+)
+
+POD = "mlsched-7-0"
+
+
+def test_it_reports_a_just_created_pod_pending(backend):
+    backend.start(one_gpu_worker())
+
+    assert backend.status() == [base.WorkerStatus(7, 0, base.PENDING)]
+
+
+def test_it_reports_a_running_pod_running(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.run_pod(NAMESPACE, POD)
+
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+
+def test_it_reports_exit_code_0_after_running(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.exit_pod(NAMESPACE, POD, 0)
+
+    assert status_becomes(backend, 7, 0, base.EXITED).exit_code == 0
+
+
+def test_it_reports_a_user_exit_code_as_exited(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    kube.exit_pod(NAMESPACE, POD, 3)
+
+    status = status_becomes(backend, 7, 0, base.EXITED)
+    assert (status.exit_code, status.reason) == (3, "")
+
+
+def test_it_reports_oom_killed_as_an_infrastructure_failure(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    kube.oom_kill(NAMESPACE, POD)
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+    assert (status.exit_code, status.reason) == (137, "OOMKilled")
+
+
+def test_it_reports_an_eviction_as_an_infrastructure_failure(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    kube.evict(NAMESPACE, POD)
+
+    assert status_becomes(backend, 7, 0, base.FAILED).reason == "Evicted"
+
+
+def test_it_reports_image_pull_backoff_as_an_infrastructure_failure(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.image_pull_backoff(NAMESPACE, POD)
+
+    assert status_becomes(backend, 7, 0, base.FAILED).reason == "ImagePullBackOff"
+
+
+def test_it_reports_the_active_deadline_as_a_timeout(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    kube.exceed_deadline(NAMESPACE, POD)
+
+    assert "DeadlineExceeded" in status_becomes(backend, 7, 0, base.TIMED_OUT).reason
+
+
+def test_it_sets_the_runtime_limit_as_the_active_deadline(kube, backend):
+    backend.start(one_gpu_worker())
+
+    assert kube.pod(NAMESPACE, POD)["spec"]["activeDeadlineSeconds"] == 3600
+
+
+def test_it_reports_pods_on_a_removed_node_lost(kube, backend):
+    backend.start(two_worker_gang())
+    kube.run_pod(NAMESPACE, "mlsched-11-1")
+
+    kube.remove_node("gpu-b")
+
+    assert status_becomes(backend, 11, 1, base.LOST).reason == "NodeLost"
+    assert status_becomes(backend, 11, 0, base.PENDING)
+
+
+def test_it_reports_pods_on_a_not_ready_node_lost(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    kube.set_node_ready("gpu-a", False)
+
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeNotReady"
+
+
+def test_it_keeps_the_exit_of_a_pod_whose_node_went_away_later(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.exit_pod(NAMESPACE, POD, 0)
+    status_becomes(backend, 7, 0, base.EXITED)
+
+    kube.remove_node("gpu-a")
+
+    assert status_becomes(backend, 7, 0, base.EXITED).exit_code == 0
+
+
+def test_it_reports_a_pod_deleted_underneath_lost(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.delete_pod(NAMESPACE, POD)
+
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "PodDeleted"
+
+
+def test_it_reports_pods_it_could_not_create_failed(kube, backend):
+    from tests.k8s.server import ApiError
+
+    kube.reject["pods"] = ApiError(403, "Forbidden", 'exceeded quota: "mlsched"')
+
+    backend.start(one_gpu_worker())
+
+    (status,) = backend.status()
+    assert (status.phase, status.reason) == (base.FAILED, "CreateFailed: 403 Forbidden")
+
+
+def test_it_catches_up_after_the_watch_history_is_compacted(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    lists = kube.count_requests("GET", "/api/v1/pods", watch=False)
+
+    with kube.unwatched():  # the exit never reaches the watch; resuming it answers 410 Gone
+        kube.exit_pod(NAMESPACE, POD, 0)
+
+    status_becomes(backend, 7, 0, base.EXITED)
+    assert kube.count_requests("GET", "/api/v1/pods", watch=False) == lists + 1
+
+
+def test_it_notices_a_deletion_missed_while_disconnected(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    with kube.unwatched():  # no DELETED event: only a new list shows the pod is gone
+        kube.delete_pod(NAMESPACE, POD)
+
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "PodDeleted"
+
+
+def test_it_resumes_the_watch_after_the_connection_drops(kube, backend):
+    backend.start(one_gpu_worker())
+    status_becomes(backend, 7, 0, base.PENDING)
+    lists = kube.count_requests("GET", "/api/v1/pods", watch=False)
+
+    kube.drop_watches()
+    kube.run_pod(NAMESPACE, POD)
+
+    status_becomes(backend, 7, 0, base.RUNNING)
+    assert kube.count_requests("GET", "/api/v1/pods", watch=False) == lists  # no relist needed
+
+
+def test_it_adopts_running_pods_after_a_restart(kube, backend, make_backend):
+    backend.start(two_worker_gang())
+    kube.run_pod(NAMESPACE, "mlsched-11-0")
+    kube.run_pod(NAMESPACE, "mlsched-11-1")
+    backend.close()
+
+    restarted = make_backend()
+
+    assert [(s.attempt_id, s.rank, s.phase) for s in restarted.status()] == [
+        (11, 0, base.RUNNING),
+        (11, 1, base.RUNNING),
+    ]
+
+
+def test_it_ignores_pods_of_other_clusters(kube, backend, api_client):
+    from clusters.backends.kubernetes import KubernetesBackend
+
+    west = KubernetesBackend(api_client, "west", watch_timeout_s=2, retry_s=0.05)
+    try:
+        west.start(one_gpu_worker(attempt_id=99))
+        eventually(lambda: len(kube.pods()) == 1)
+
+        assert backend.status() == []
+    finally:
+        west.close()
+
+
+def test_it_forgets_an_ended_attempt_and_deletes_its_pods(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.exit_pod(NAMESPACE, POD, 0)
+    status_becomes(backend, 7, 0, base.EXITED)
+
+    backend.forget(7)
+
+    assert backend.status() == []
+    assert kube.pods() == []
