@@ -85,3 +85,30 @@ def test_the_table_matches_the_direct_measure():
     table = FragmentationTable(workload)
     for cpu, gpus in [(32000, (1000, 300)), (2000, (1000, 1000)), (8000, (200, 700, 1000))]:
         assert table.node(cpu, gpus) == pytest.approx(node_fragmentation(cpu, gpus, workload))
+
+
+def _brute_lookahead(cpu, gpus, workload):
+    """Weighted best fragmentation growth of one more task of each class that fits."""
+    total = sum(c.weight for c in workload)
+    out = 0.0
+    for c in workload:
+        fit = fgd_delta(cpu, gpus, c.shape, workload)
+        if fit is not None:
+            out += c.weight / total * fit[0]
+    return out
+
+
+def test_the_table_and_its_lookahead_match_brute_force_on_random_states():
+    import random
+
+    rng = random.Random(7)
+    shapes = [HALF, ONE, TWO, CPU_ONLY, TaskShape(12000, 300), TaskShape(2000, 810)]
+    workload = [WorkloadClass(s, w) for s, w in zip(shapes, [5, 3, 1, 2, 1, 2], strict=True)]
+    table = FragmentationTable(workload)
+    for _ in range(300):
+        gpus = [
+            rng.choice([0, 100, 190, 300, 500, 690, 1000]) for _ in range(rng.choice([1, 2, 4]))
+        ]
+        cpu = rng.randrange(0, 40000, 500)
+        assert table.node(cpu, gpus) == pytest.approx(node_fragmentation(cpu, gpus, workload))
+        assert table.lookahead(cpu, gpus) == pytest.approx(_brute_lookahead(cpu, gpus, workload))
