@@ -176,13 +176,11 @@ class Cycle:
         # A class that failed fails for any request at least as large, until something is
         # released: this is what keeps a saturated cycle fast.
         failures = self.failed.setdefault(kind, [])
-        if memo and any(all(f <= s for f, s in zip(fail, shape, strict=True)) for fail in failures):
+        if memo and any(_at_most(fail, shape) for fail in failures):
             return None
         slots = self._search(job, need, keep)
         if slots is None and memo:
-            failures[:] = [
-                f for f in failures if not all(s <= x for s, x in zip(shape, f, strict=True))
-            ]
+            failures[:] = [f for f in failures if not _at_most(shape, f)]
             failures.append(shape)
         return slots
 
@@ -401,6 +399,11 @@ class Cycle:
         if best is not None and self.reservation is not None and need.avoid_held:
             best = max(best, self.reservation.start)
         return best
+
+
+def _at_most(a: tuple, b: tuple) -> bool:
+    """Whether shape ``a`` asks for no more than ``b`` in every dimension."""
+    return a[0] <= b[0] and a[1] <= b[1] and a[2] <= b[2] and a[3] <= b[3] and a[4] <= b[4]
 
 
 def _class_of(job: QueuedJob, need: Need) -> tuple[tuple, tuple]:

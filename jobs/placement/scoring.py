@@ -96,16 +96,18 @@ def learn_workload(
     queued: Iterable[QueuedJob], recent: Iterable[ShapeCount], coverage: float, max_classes: int
 ) -> tuple[fragmentation.WorkloadClass, ...]:
     """The typical task mix: one entry per worker in the queue, plus recent history counts."""
-    counts: Counter[fragmentation.TaskShape] = Counter()
+    raw: Counter[tuple] = Counter()
     for job in queued:
-        shape = fragmentation.TaskShape(
-            job.cpu_milli, job.worker_gpu_milli, frozenset(job.gpu_types)
-        )
-        counts[shape] += max(job.workers, 0)
+        if job.workers > 0:
+            raw[(job.cpu_milli, job.worker_gpu_milli, job.gpu_types)] += job.workers
     for seen in recent:
-        shape = fragmentation.TaskShape(seen.cpu_milli, seen.gpu_milli, frozenset(seen.gpu_types))
-        counts[shape] += max(seen.count, 0)
-    classes = fragmentation.typical_workload(counts.elements(), coverage)
+        if seen.count > 0:
+            raw[(seen.cpu_milli, seen.gpu_milli, seen.gpu_types)] += seen.count
+    counts: Counter[fragmentation.TaskShape] = Counter()
+    for (cpu, gpu, types), count in raw.items():
+        counts[fragmentation.TaskShape(cpu, gpu, frozenset(types))] += count
+    # A Counter is a mapping of counts: typical_workload counts it without expanding it.
+    classes = fragmentation.typical_workload(counts, coverage)
     if len(classes) <= max_classes:
         return classes
     # Keep the most popular classes only: each class costs time on every scored move.
