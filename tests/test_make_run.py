@@ -34,26 +34,28 @@ def wait_for_200(url: str, deadline: float) -> int | None:
 SUBMIT_AND_WAIT = """
 import time
 from django.contrib.auth.models import User
-from jobs.models import Job
+from jobs.models import Job, LogChunk
 from quotas.models import PriorityClass, Tenant
 
 job = Job.objects.create(
     tenant=Tenant.objects.get(slug="demo"), owner=User.objects.get(username="demo"),
-    name="embedded", family="evaluation", image="python:3.11", command=["true"],
+    name="embedded", family="evaluation", image="python:3.11",
+    command=["python3", "-c", "print('hello from the embedded agent')"],
     cpu_milli=1000, memory_mb=1000, gpus=1, gpu_types=["A100"],
     priority_class=PriorityClass.objects.get(name="normal"), max_runtime_s=60,
 )
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
     job.refresh_from_db()
-    if job.state == "scheduled":
+    if job.state in ("succeeded", "failed"):
         break
     time.sleep(0.2)
 print("STATE", job.state, job.attempts.count())
+print("LOG", [c.text for c in LogChunk.objects.filter(attempt__job=job)])
 """
 
 
-def test_make_run_serves_portal_and_admin_in_90_seconds_and_places_queued_jobs(tmp_path):
+def test_make_run_serves_portal_and_admin_in_90_seconds_and_runs_jobs(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["MLSCHED_VAR_DIR"] = str(tmp_path)
@@ -66,7 +68,7 @@ def test_make_run_serves_portal_and_admin_in_90_seconds_and_places_queued_jobs(t
         deadline = started + 90
         front = wait_for_200(f"http://127.0.0.1:{port}/", deadline)
         login = wait_for_200(f"http://127.0.0.1:{port}/admin/login/", deadline)
-        # The embedded scheduler places what is queued, with no Redis and no Celery.
+        # The embedded scheduler and local agents run what is queued: no Redis, no Celery.
         placed = subprocess.run(
             [sys.executable, "manage.py", "shell", "-c", SUBMIT_AND_WAIT], cwd=ROOT, env=env,
             capture_output=True, text=True, timeout=90,
@@ -78,4 +80,5 @@ def test_make_run_serves_portal_and_admin_in_90_seconds_and_places_queued_jobs(t
     assert (front, login) == (200, 200), output
     assert "Admin user: admin / " in output
     assert f"http://127.0.0.1:{port}/" in output
-    assert "STATE scheduled 1" in placed.stdout, placed.stderr
+    assert "STATE succeeded 1" in placed.stdout, (placed.stdout, placed.stderr, output)
+    assert "hello from the embedded agent" in placed.stdout

@@ -1,8 +1,9 @@
 """The agent loop: report, receive the desired state, make the backend match it.
 
     1. status     what the backend runs now (after a restart: what it finds again)
-    2. heartbeat  report it; the control plane answers with what should run and what should stop
-    3. logs       ship new output lines (kept and resent while the control plane is away)
+    2. logs       ship new output lines (kept and resent while the control plane is away);
+                  before the heartbeat, so a job is never seen ended with its last lines missing
+    3. heartbeat  report the status; the answer is what should run and what should stop
     4. reconcile  start what should run and does not; stop what should not run and does;
                   forget what has ended and been reported
 
@@ -57,8 +58,8 @@ class Agent:
             self.control.inventory(self.backend.inventory())
         self.steps += 1
         statuses = self.backend.status()  # 1
-        state = self.control.heartbeat(statuses)  # 2
-        self.ship_logs()  # 3
+        self.ship_logs()  # 2
+        state = self.control.heartbeat(statuses)  # 3
         self.reconcile(state, statuses)  # 4
 
     def ship_logs(self) -> None:

@@ -8,7 +8,10 @@ from daphne.server import Server
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from clusters.management.commands.run_agent import build_agent
+from clusters.models import Cluster
 from jobs import scheduler
+from jobs.management.commands.seed_demo import DEMO_CLUSTERS
 from mlsched_site.asgi import application
 
 
@@ -27,6 +30,8 @@ class Command(BaseCommand):
         threading.Thread(
             target=scheduler.run_forever, args=(stop,), name="scheduler", daemon=True
         ).start()
+        for name, _, inventory in DEMO_CLUSTERS:
+            start_agent(name, inventory, f"http://{host}:{port}", stop)
         self.stdout.write(f"mlsched is serving on http://{host}:{port}/ (admin: /admin/)")
         self.stdout.flush()
         Server(
@@ -34,3 +39,14 @@ class Command(BaseCommand):
             endpoints=build_endpoint_description_strings(host=host, port=port),
         ).run()
         stop.set()
+
+
+def start_agent(cluster: str, inventory: str, url: str, stop: threading.Event) -> None:
+    """A local agent for a demo cluster, in a thread, talking HTTP to this very server."""
+    found = Cluster.objects.filter(name=cluster, backend=Cluster.Backend.LOCAL).first()
+    if found is None:
+        return
+    agent = build_agent(cluster, url, found.rotate_token(), inventory)
+    threading.Thread(
+        target=agent.run_forever, args=(stop,), name=f"agent-{cluster}", daemon=True
+    ).start()

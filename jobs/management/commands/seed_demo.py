@@ -7,7 +7,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from clusters.models import Cluster, Node
+from clusters.agents import record_inventory
+from clusters.backends.local import parse_inventory
+from clusters.models import Cluster
 from quotas.models import Membership, PriorityClass, Quota, Tenant
 
 PRIORITY_CLASSES = [
@@ -18,10 +20,10 @@ PRIORITY_CLASSES = [
     ("best-effort", -1000, False, "Scavenges idle capacity; first to be preempted."),
 ]
 
-# (cluster, region, nodes, GPU type, GPUs per node, shareable, cpu millicores, memory MiB)
+# (cluster, region, the virtual inventory its embedded local agent reports)
 DEMO_CLUSTERS = [
-    ("a100-east", "us-east", 2, "A100", 8, False, 96_000, 1_024_000),
-    ("t4-west", "us-west", 4, "T4", 1, True, 16_000, 64_000),
+    ("a100-east", "us-east", "2x8xA100"),
+    ("t4-west", "us-west", "4x1xT4:shared"),
 ]
 
 DEMO_QUOTAS = [
@@ -58,19 +60,10 @@ def seed() -> str:
         Quota.objects.create(
             tenant=tenant, flavor=flavor, guaranteed=guaranteed, borrow_limit=borrow
         )
-    for name, region, count, gpu_type, gpus, shareable, cpu, memory in DEMO_CLUSTERS:
-        cluster = Cluster.objects.create(name=name, region=region, health="healthy")
-        for i in range(count):
-            Node.objects.create(
-                cluster=cluster,
-                name=f"{name}-{i}",
-                gpu_type=gpu_type,
-                gpu_count=gpus,
-                gpu_shareable=shareable,
-                cpu_milli=cpu,
-                memory_mb=memory,
-                topology={"rack": f"{name}-r{i // 2}"},
-            )
+    for name, region, inventory in DEMO_CLUSTERS:
+        cluster = Cluster.objects.create(name=name, region=region, labels={"region": region})
+        # The embedded agent registers the same nodes when it starts.
+        record_inventory(cluster, parse_inventory(inventory, name))
     users = get_user_model().objects
     demo_password, admin_password = secrets.token_urlsafe(9), secrets.token_urlsafe(9)
     demo = users.create_user("demo", password=demo_password)
