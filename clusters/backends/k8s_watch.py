@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kubernetes import client, watch
@@ -55,11 +56,14 @@ class PodWatcher:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        self._thread.join(timeout=2)
+        deadline = time.monotonic() + timeout_s
+        # Again and again: a watch request may only be opening as the first stop() lands.
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            if self._watch is not None:
+                self._watch.stop()
+            self._thread.join(timeout=0.05)
 
     def snapshot(self) -> tuple[dict[Key, client.V1Pod], set[Key]]:
         """The pods seen (last version of each) and which of them are gone."""

@@ -1,0 +1,63 @@
+"""inventory(): nodes as the scheduler sees them, read from the Kubernetes node list."""
+
+from clusters.backends.base import NodeInventory
+from tests.k8s.conftest import A100
+
+
+def test_it_reads_allocatable_resources_and_the_gpu_type(kube, backend):
+    nodes = {node.name: node for node in backend.inventory()}
+
+    assert nodes["gpu-a"] == NodeInventory(
+        name="gpu-a",
+        cpu_milli=64000,
+        memory_mb=512 * 1024,
+        gpu_type=A100,
+        gpu_count=8,
+        gpu_shareable=False,
+        topology={"zone": "z1", "rack": "r1"},
+        ready=True,
+    )
+
+
+def test_it_reads_millicores_and_cpu_only_nodes(kube, backend):
+    kube.add_node("cpu-1", cpu="7500m", memory="30Gi")
+
+    (node,) = [n for n in backend.inventory() if n.name == "cpu-1"]
+
+    assert (node.cpu_milli, node.memory_mb, node.gpu_count, node.gpu_type) == (7500, 30720, 0, "")
+
+
+def test_it_marks_nodes_labelled_shareable(kube, backend):
+    labels = {"mlsched.io/gpu-shareable": "true"}
+    kube.add_node("t4-1", gpus=1, product="Tesla-T4", labels=labels)
+
+    (node,) = [n for n in backend.inventory() if n.name == "t4-1"]
+
+    assert node.gpu_shareable
+
+
+def test_it_reads_topology_through_configured_labels(kube, make_backend):
+    kube.add_node("h100-1", gpus=8, labels={"cloud.example/nvlink-block": "b7"})
+    backend = make_backend(topology_labels={"nvlink": "cloud.example/nvlink-block"})
+
+    (node,) = [n for n in backend.inventory() if n.name == "h100-1"]
+
+    assert node.topology == {"nvlink": "b7"}
+
+
+def test_it_reports_a_not_ready_node_not_ready(kube, backend):
+    kube.set_node_ready("gpu-b", False)
+
+    assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": True, "gpu-b": False}
+
+
+def test_it_reports_a_cordoned_node_not_ready(kube, backend):
+    kube.cordon("gpu-a")
+
+    assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": False, "gpu-b": True}
+
+
+def test_it_leaves_out_a_removed_node(kube, backend):
+    kube.remove_node("gpu-b")
+
+    assert [n.name for n in backend.inventory()] == ["gpu-a"]
