@@ -3,7 +3,7 @@
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
-third of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
+fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
 inference shards and evaluation tasks (many of them GPU shares) from 40 tenants with quotas.
 Prints a table and, as the last line, ``decisions/s: N`` for the base size.
 """
@@ -48,11 +48,13 @@ TENANTS = 40
 
 
 def build_nodes(count: int, rng: random.Random) -> tuple[list[Node], list[RunningJob]]:
-    """Nodes, a third of their GPUs held by running jobs (one job per busy GPU group)."""
+    """Nodes in racks of 16 of one GPU type and cluster (4 InfiniBand domains of 4 each);
+    about a fifth of the GPUs are held by running jobs (one job per busy node)."""
     nodes, running = [], []
     for i in range(count):
         gpus, cpu, mem = _node_shape(rng)
-        gpu_type = GPU_TYPES[i % len(GPU_TYPES)]
+        rack = i // 16
+        gpu_type = GPU_TYPES[rack % len(GPU_TYPES)]
         free = [1000] * gpus
         busy = rng.randrange(gpus + 1) if rng.random() < 0.4 else 0
         node_id = f"node-{i:06d}"
@@ -61,17 +63,16 @@ def build_nodes(count: int, rng: random.Random) -> tuple[list[Node], list[Runnin
                 free[g] = 0
             running.append(_running(f"run-{i:06d}", node_id, busy, rng))
             cpu, mem = cpu - busy * 4000, mem - busy * 32_000
-        rack = f"rack-{i // 16}"
         nodes.append(
             Node(
                 node_id,
-                CLUSTERS[(i // 4) % len(CLUSTERS)],
+                CLUSTERS[(rack // len(GPU_TYPES)) % len(CLUSTERS)],
                 gpu_type,
                 tuple(free),
                 cpu,
                 mem,
                 gpu_type in SHAREABLE,
-                (f"nvl={rack}-{i // 4}", rack),
+                (f"ib={i // 4}", f"rack={rack}"),
             )
         )
     return nodes, running

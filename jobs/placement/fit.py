@@ -253,10 +253,32 @@ def find_gang(
             return _slots([(found[0], workers)], need)
     best = None
     for index, group in enumerate(groups):
+        if best is not None and not _may_beat(best[0], _fewest_nodes(group, need, workers)):
+            continue
         plan = _multi_node_plan(group, need, workers, policy, index, topology)
         if plan is not None and (best is None or plan[0] < best[0]):
             best = plan
     return None if best is None else _slots(best[1], need)
+
+
+def _may_beat(rank: tuple, fewest: int) -> bool:
+    # A later group wins only with fewer nodes, or as many nodes and a better tie-break
+    # than a plan that already shares the most specific label and leaves nothing idle.
+    return fewest < rank[0] or (fewest == rank[0] and rank[1:4] != (0, 0, 0))
+
+
+def _fewest_nodes(group: Group, need: Need, workers: int) -> int:
+    """A lower bound on the nodes the gang needs in the group, from the GPU buckets alone."""
+    if not need.gpus:
+        return 1
+    left, nodes = workers, 0
+    for full in range(group.max_gpus, need.gpus - 1, -1):
+        per, count = full // need.gpus, len(group.by_full[full])
+        if per * count >= left:
+            return nodes + -(-left // per)
+        left -= per * count
+        nodes += count
+    return 1 << 30
 
 
 def _capacity_of(node: NodeState, need: Need) -> int:
@@ -285,15 +307,16 @@ def _gang_candidates(group: Group, need: Need, workers: int, limit: int) -> list
     return out if total >= workers else []
 
 
-def _greedy(cands: list[tuple[NodeState, int]], workers: int) -> list | None:
-    """Fewest nodes: the largest first, then the tightest node that covers the remainder."""
-    ranked = sorted(cands, key=lambda c: (-c[1], c[0].order))
+def _greedy(ranked: list[tuple[NodeState, int]], workers: int) -> list | None:
+    """Fewest nodes: the largest first, then the tightest node that covers the remainder.
+
+    ``ranked`` is sorted by capacity, largest first, then node order.
+    """
     chosen: list[tuple[NodeState, int]] = []
     left = workers
     for i, (node, k) in enumerate(ranked):
         if k >= left:
-            rest = [c for c in ranked[i:] if c[1] >= left]
-            last = min(rest, key=lambda c: (c[1], c[0].order))
+            last = min((c for c in ranked[i:] if c[1] >= left), key=lambda c: (c[1], c[0].order))
             chosen.append((last[0], left))
             return chosen
         chosen.append((node, k))
@@ -303,12 +326,14 @@ def _greedy(cands: list[tuple[NodeState, int]], workers: int) -> list | None:
 
 def _multi_node_plan(group, need, workers, policy, index, topology):
     cands = _gang_candidates(group, need, workers, policy.gang_candidate_nodes)
+    cands.sort(key=lambda c: (-c[1], c[0].order))
     plain = _greedy(cands, workers)
     if plain is None:
         return None
     best = ((len(plain), 1, _idle_after(plain, need), index), plain)
     if not topology:
         return best
+    fewest = len(plain)
     depth = max((len(n.topology) for n, _ in cands), default=0)
     for level in range(depth):
         by_label: dict[str, list] = {}
@@ -316,13 +341,13 @@ def _multi_node_plan(group, need, workers, policy, index, topology):
             if level < len(node.topology):
                 by_label.setdefault(node.topology[level], []).append((node, k))
         for label in sorted(by_label):
-            members = by_label[label]
-            # Cheap bound first: the label's M largest nodes must hold the gang.
-            if sum(sorted((k for _, k in members), reverse=True)[: len(plain)]) < workers:
+            members = by_label[label]  # still sorted largest first
+            # Cheap bounds first: the label's largest nodes must hold the gang.
+            if len(members) < fewest or sum(k for _, k in members[:fewest]) < workers:
                 continue
             chosen = _greedy(members, workers)
-            if chosen is not None and len(chosen) == len(plain):
-                rank = ((len(chosen), 0, level, _idle_after(chosen, need), index), chosen)
+            if chosen is not None and len(chosen) == fewest:
+                rank = ((fewest, 0, level, _idle_after(chosen, need), index), chosen)
                 if rank[0] < best[0]:
                     best = rank
         if best[0][1] == 0:
