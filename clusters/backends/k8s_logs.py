@@ -36,13 +36,14 @@ class LogFollowers:
         self._threads: dict[Key, threading.Thread] = {}
         self._responses: dict[Key, object] = {}
         self._dropped: set[int] = set()
+        self._complete: set[Key] = set()  # pods whose whole log has been read
         self._closed = threading.Event()
 
     def follow(self, key: Key, namespace: str, name: str) -> None:
         """Start reading the pod's log unless a thread already does."""
         with self._lock:
             alive = key in self._threads and self._threads[key].is_alive()
-            if alive or key[0] in self._dropped or self._closed.is_set():
+            if alive or key in self._complete or not self._active(key):
                 return
             thread = threading.Thread(
                 target=self._run, args=(key, namespace, name), name=f"k8s-log-{name}", daemon=True
@@ -62,6 +63,7 @@ class LogFollowers:
             self._lines = [line for line in self._lines if line.attempt_id != attempt_id]
             for key in [k for k in self._seen if k[0] == attempt_id]:
                 self._seen.pop(key)
+                self._complete.discard(key)
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
         for response in responses:
             _shutdown(response)
@@ -82,16 +84,19 @@ class LogFollowers:
             ended_before = self.is_done(key)
             try:
                 self._read(key, namespace, name, ended_before)
+                if ended_before:
+                    with self._lock:
+                        self._complete.add(key)
+                    return
+                if self.is_done(key):
+                    continue  # it ended while followed: read once more for the last lines
             except ApiException as error:
                 if error.status == 404:
                     return  # the pod is gone, and its log with it
                 log.info("log of %s: %s %s", name, error.status, error.reason)
             except Exception as error:  # a dropped stream is read again from the start
                 log.info("log of %s: %r", name, error)
-            if ended_before:
-                return
-            if not self.is_done(key):
-                self._closed.wait(self.retry_s)
+            self._closed.wait(self.retry_s)
 
     def _read(self, key: Key, namespace: str, name: str, complete: bool) -> None:
         response = self.core.read_namespaced_pod_log(

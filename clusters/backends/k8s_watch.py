@@ -49,6 +49,10 @@ class PodWatcher:
         self._pods: dict[Key, client.V1Pod] = {}
         self._deleted: set[Key] = set()
         self._ignored: set[int] = set()
+        # When each pod was last updated, on a counter: a list only proves a pod gone if the
+        # pod was known before the list began (it may have been created since).
+        self._tick = 0
+        self._stamps: dict[Key, int] = {}
         self._stop = threading.Event()
         self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name="k8s-pod-watch", daemon=True)
@@ -73,8 +77,8 @@ class PodWatcher:
     def remember(self, key: Key, pod: client.V1Pod) -> None:
         """Seed the cache with a pod just created, unless the watch already knows newer."""
         with self._lock:
-            if key[0] not in self._ignored:
-                self._pods.setdefault(key, pod)
+            if key[0] not in self._ignored and key not in self._pods:
+                self._store(key, pod)
 
     def ignore(self, attempt_id: int) -> None:
         """Drop the attempt's pods and disregard any later event about them."""
@@ -82,6 +86,7 @@ class PodWatcher:
             self._ignored.add(attempt_id)
             for key in [k for k in self._pods if k[0] == attempt_id]:
                 self._pods.pop(key)
+                self._stamps.pop(key, None)
                 self._deleted.discard(key)
 
     def _run(self) -> None:
@@ -99,15 +104,24 @@ class PodWatcher:
             log.warning("pod watch failed, listing again: %s", why)
             self._stop.wait(self.backoff_s)
 
+    def _store(self, key: Key, pod: client.V1Pod) -> None:
+        """Keep the pod's latest version; the caller holds the lock."""
+        self._tick += 1
+        self._pods[key] = pod
+        self._stamps[key] = self._tick
+
     def _relist(self) -> str:
+        with self._lock:
+            began = self._tick
         listed = self.core.list_pod_for_all_namespaces(label_selector=self.selector)
         fresh = {key: pod for pod in listed.items if (key := pod_key(pod)) is not None}
         with self._lock:
             for key in set(self._pods) - set(fresh):
-                self._deleted.add(key)
+                if self._stamps.get(key, 0) <= began:
+                    self._deleted.add(key)
             for key, pod in fresh.items():
                 if key[0] not in self._ignored:
-                    self._pods[key] = pod
+                    self._store(key, pod)
                     self._deleted.discard(key)
         self.synced.set()
         for key, pod in fresh.items():
@@ -139,7 +153,7 @@ class PodWatcher:
         with self._lock:
             if key[0] in self._ignored:
                 return
-            self._pods[key] = pod
+            self._store(key, pod)
             if kind == "DELETED":
                 self._deleted.add(key)
             else:

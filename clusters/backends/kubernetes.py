@@ -172,7 +172,13 @@ class KubernetesBackend:
     # Starting.
 
     def _ensure_namespace(self, namespace: str, tenant: str) -> None:
-        _create(self.core.create_namespace, None, specs.build_namespace(namespace, tenant))
+        try:
+            _create(self.core.create_namespace, None, specs.build_namespace(namespace, tenant))
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            # Without the right to create namespaces, one an admin made in advance will do.
+            self.core.read_namespace(namespace)
         if self.namespace_quota:
             quota = specs.build_quota(namespace, self.namespace_quota)
             _create(self.core.create_namespaced_resource_quota, namespace, quota)
@@ -205,10 +211,11 @@ class KubernetesBackend:
     # Stopping.
 
     def _delete_attempt(self, attempt_id: int, grace: int) -> None:
-        for namespace, name in self._pod_names(attempt_id):
+        pods = self._pod_names(attempt_id)
+        for namespace, name in pods:
             options = client.V1DeleteOptions(grace_period_seconds=grace)
             _delete(self.core.delete_namespaced_pod, name, namespace, options)
-        for namespace in {ns for ns, _ in self._pod_names(attempt_id)}:
+        for namespace in {ns for ns, _ in pods}:
             service = specs.service_name(attempt_id)
             _delete(self.core.delete_namespaced_service, service, namespace, None)
 

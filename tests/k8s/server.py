@@ -244,6 +244,8 @@ class KubeTestServer:
     def create_namespace(self, body: dict) -> dict:
         with self.cond:
             name = body["metadata"]["name"]
+            if "namespaces" in self.reject:
+                raise self.reject["namespaces"]
             if name in self.namespaces:
                 raise ApiError(409, "AlreadyExists", f'namespaces "{name}" already exists')
             obj = objects.created(body, "Namespace", None, self._next_rv(), str(uuid.uuid4()))

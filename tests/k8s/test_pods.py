@@ -2,6 +2,7 @@
 
 from clusters.backends.base import WorkerSpec
 from tests.k8s.conftest import NAMESPACE, attempt, env_of, one_gpu_worker, two_worker_gang
+from tests.k8s.server import ApiError
 
 
 def test_it_binds_each_worker_pod_to_its_node(kube, backend):
@@ -140,3 +141,12 @@ def test_it_starts_an_attempt_twice_without_duplicates(kube, backend):
     assert sorted(p["metadata"]["name"] for p in kube.pods()) == ["mlsched-11-0", "mlsched-11-1"]
     assert len(kube.objects_of("services")) == 1
     assert kube.count_requests("POST", f"/api/v1/namespaces/{NAMESPACE}/pods") == 4
+
+
+def test_it_uses_a_namespace_made_in_advance_without_rights_to_create_one(kube, backend):
+    kube.create_namespace({"metadata": {"name": NAMESPACE}})
+    kube.reject["namespaces"] = ApiError(403, "Forbidden", "cannot create namespaces")
+
+    backend.start(one_gpu_worker())
+
+    assert kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["nodeName"] == "gpu-a"

@@ -8,6 +8,7 @@ from tests.k8s.conftest import (
     status_becomes,
     two_worker_gang,
 )
+from tests.k8s.server import ApiError
 
 POD = "mlsched-7-0"
 
@@ -128,8 +129,6 @@ def test_it_reports_a_pod_deleted_underneath_lost(kube, backend):
 
 
 def test_it_reports_pods_it_could_not_create_failed(kube, backend):
-    from tests.k8s.server import ApiError
-
     kube.reject["pods"] = ApiError(403, "Forbidden", 'exceeded quota: "mlsched"')
 
     backend.start(one_gpu_worker())

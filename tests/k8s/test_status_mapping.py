@@ -1,0 +1,88 @@
+"""The pure mapping from a pod (and what happened around it) to a worker's status: cases the
+test server does not play, stated as a table."""
+
+import pytest
+from kubernetes import client
+
+from clusters.backends import base
+from clusters.backends.k8s_status import NODE_MISSING, Seen, worker_status
+
+
+def pod(phase="Pending", reason=None, waiting=None, terminated=None, conditions=()):
+    state = client.V1ContainerState(
+        waiting=client.V1ContainerStateWaiting(reason=waiting) if waiting else None,
+        terminated=(
+            client.V1ContainerStateTerminated(exit_code=terminated[0], reason=terminated[1])
+            if terminated
+            else None
+        ),
+    )
+    container = client.V1ContainerStatus(
+        name="worker", image="i", image_id="", ready=False, restart_count=0, state=state
+    )
+    return client.V1Pod(
+        status=client.V1PodStatus(
+            phase=phase,
+            reason=reason,
+            container_statuses=[container],
+            conditions=[
+                client.V1PodCondition(type=t, status="True", reason=r) for t, r in conditions
+            ],
+        )
+    )
+
+
+CASES = [
+    (
+        "container-creating",
+        Seen(pod(waiting="ContainerCreating")),
+        (base.PENDING, None, "ContainerCreating"),
+    ),
+    ("err-image-pull", Seen(pod(waiting="ErrImagePull")), (base.FAILED, None, "ErrImagePull")),
+    (
+        "config-error",
+        Seen(pod(waiting="CreateContainerConfigError")),
+        (base.FAILED, None, "CreateContainerConfigError"),
+    ),
+    (
+        "cannot-run",
+        Seen(pod("Failed", terminated=(128, "ContainerCannotRun"))),
+        (base.FAILED, 128, "ContainerCannotRun"),
+    ),
+    (
+        "admission-refused",
+        Seen(pod("Failed", reason="OutOfnvidia.com/gpu")),
+        (base.FAILED, None, "OutOfnvidia.com/gpu"),
+    ),
+    ("unknown-phase", Seen(pod("Unknown")), (base.LOST, None, "PodUnknown")),
+    (
+        "drained",
+        Seen(
+            pod("Running", conditions=[("DisruptionTarget", "EvictionByEvictionAPI")]), deleted=True
+        ),
+        (base.LOST, None, "EvictionByEvictionAPI"),
+    ),
+    (
+        "succeeded-then-deleted",
+        Seen(pod("Succeeded", terminated=(0, "Completed")), deleted=True),
+        (base.EXITED, 0, ""),
+    ),
+    (
+        "stopping-on-a-lost-node",
+        Seen(pod("Running"), stopping=True, node=NODE_MISSING),
+        (base.STOPPED, None, "Stopped"),
+    ),
+    ("stop-before-any-pod", Seen(None, stopping=True), (base.STOPPED, None, "Stopped")),
+    (
+        "create-error-wins",
+        Seen(None, create_error="CreateFailed: 403"),
+        (base.FAILED, None, "CreateFailed: 403"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("seen", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_it_maps_the_pod_state(seen, want):
+    status = worker_status(5, 0, seen)
+
+    assert (status.phase, status.exit_code, status.reason) == want
