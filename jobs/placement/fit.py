@@ -85,9 +85,10 @@ def _collect(
 ) -> bool:
     # Buckets go from the tightest fit up. In each, look a few nodes past the first fit: equal
     # nodes score alike, so a longer look rarely finds a better state.
-    # A share's buckets overlap (partial levels, then whole-GPU counts): skip repeats.
     scorer, policy = ctx
-    visited: set[NodeState] | None = set() if need.milli else None
+    # A share looks at partly used GPUs first; a node already offered there is skipped when
+    # it comes again in the buckets of entirely free GPUs.
+    repeat = need.milli if need.milli and not need.gpus else WHOLE_GPU + 1
     spans = 0
     cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, policy.scan_depth
     by_cluster = bool(policy.cluster_costs)
@@ -100,10 +101,8 @@ def _collect(
                     break
             if node.cpu < cpu or node.mem < mem or (avoid and node.held):
                 continue
-            if visited is not None:
-                if node in visited:
-                    continue
-                visited.add(node)
+            if node.partial >= repeat and bucket is not group.partial.get(node.partial):
+                continue
             if looked < 0:
                 looked = 0
             key = _state_key(node, spread, by_cluster) if distinct else node
