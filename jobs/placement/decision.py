@@ -50,7 +50,8 @@ class Outcome:
     ``placed``: ``workers`` says where. ``preempts``: ``victims`` must be evicted first and
     ``workers`` is where the job will go once they are gone. ``reserved``: ``reserved_nodes``
     are held for the job from ``estimated_start``. ``pending``: ``reason`` and ``message`` say
-    why, ``estimated_start`` is a lower bound where one can be computed.
+    why, ``estimated_start`` estimates when enough GPUs of an acceptable type will be free
+    (from running work's expected ends; None if that never happens).
     """
 
     job_id: str

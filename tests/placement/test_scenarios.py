@@ -46,7 +46,7 @@ def test_it_gives_only_one_head_of_line_reservation():
     got = place(snapshot((a, b), queue, running=(r1, r2))).by_job()
     assert got["first"].status == "reserved"
     assert got["second"].status == "pending"
-    assert got["second"].estimated_start == NOW + 1000  # a lower bound
+    assert got["second"].estimated_start == NOW + 1000  # r1 frees 8 GPUs then
 
 
 def test_it_preempts_the_victim_that_loses_least_work():
