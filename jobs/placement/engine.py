@@ -133,7 +133,12 @@ class Cycle:
         # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
         # (the rest is checked shard by shard).
         if workers is None:
-            workers = job.workers if job.family == TRAINING else 1
+            if job.family == TRAINING or job.workers == 1:
+                workers = job.workers
+            elif self._within_quota(job, groups, job.workers) is groups:
+                return groups  # every shard fits any type's quota (cached for _fit_tasks)
+            else:
+                workers = 1
         shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
         key = (job.tenant, shape, id(groups), self.ledger.version)
         allowed = self._quota_answers.get(key)
