@@ -124,6 +124,8 @@ class Cycle:
         groups = self._groups.get(key)
         if groups is None:
             groups = [g for _, g in sorted(self.capacity.groups.items()) if _matches(g, job)]
+            # The job lists its GPU types most preferred first; ties between nodes go that way.
+            groups.sort(key=lambda g: _preference(job.gpu_types, g.gpu_type))
             self._groups[key] = groups
         return groups
 
@@ -428,6 +430,10 @@ def _matches(group: Group, job: QueuedJob) -> bool:
     if not group.gpu_type or (job.gpu_types and group.gpu_type not in job.gpu_types):
         return False
     return group.shareable or bool(job.gpus)
+
+
+def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:
+    return gpu_types.index(gpu_type) if gpu_type in gpu_types else len(gpu_types)
 
 
 def _totals_of(group: Group) -> tuple[int, int, int, int]:

@@ -13,6 +13,7 @@ from tests.placement.builders import (
     j_training,
     n4_t4_shared_nodes,
     n8_a100_nodes,
+    n8_h100_nodes,
     running_on,
     snapshot,
     with_free,
@@ -212,3 +213,10 @@ def test_cluster_costs_steer_work_to_the_cheaper_cluster():
     policy = Policy(cluster_costs={"pricey": 1.0})
     outcome = place(snapshot(nodes, (j_training("g", gpus=1),), policy=policy)).outcomes[0]
     assert outcome.cluster == "cheap"
+
+
+def test_a_job_gets_its_first_listed_gpu_type_when_both_are_free():
+    nodes = n8_a100_nodes(1) + n8_h100_nodes(1)
+    for types in (("h100", "a100"), ("a100", "h100")):
+        outcome = place(snapshot(nodes, (j_training("g", gpus=8, gpu_types=types),))).outcomes[0]
+        assert outcome.workers[0].gpu_type == types[0]
