@@ -57,12 +57,13 @@ class LogFollowers:
         return lines
 
     def drop(self, attempt_id: int) -> None:
-        """Stop following the attempt's pods and discard what they have not handed over."""
+        """Stop following the attempt's pods. Lines already read are still handed over: the
+        attempt may be forgotten between a drain and its last lines."""
         with self._lock:
             self._dropped.add(attempt_id)
-            self._lines = [line for line in self._lines if line.attempt_id != attempt_id]
-            for key in [k for k in self._seen if k[0] == attempt_id]:
-                self._seen.pop(key)
+            for key in [k for k in self._threads if k[0] == attempt_id]:
+                self._threads.pop(key)
+                self._seen.pop(key, None)
                 self._complete.discard(key)
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
         for response in responses:

@@ -8,6 +8,7 @@ subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluste
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from kubernetes import client
@@ -108,8 +109,8 @@ def gpu_env(worker: WorkerSpec) -> dict[str, str]:
 
 
 def checkpoint_dir(root: str, spec: AttemptSpec) -> str:
-    """The same directory for every attempt of a job, on the tenant's checkpoint volume."""
-    return f"{root.rstrip('/')}/job-{spec.job_id}"
+    """The job's checkpoint directory (the same for every attempt) under the mounted root."""
+    return posixpath.join(root, spec.checkpoint_dir.lstrip("/"))
 
 
 def build_pod(

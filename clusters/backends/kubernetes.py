@@ -119,6 +119,8 @@ class KubernetesBackend:
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         with self._lock:
             self._forgotten.discard(spec.attempt_id)
+            for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
+                self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
                 namespace, {w.rank: w.node for w in spec.workers}
             )

@@ -78,7 +78,7 @@ def attempt(attempt_id, number, workers, **kwargs) -> AttemptSpec:
         command=("python", "train.py"),
         env={"EPOCHS": "3"},
         workers=workers,
-        checkpoint_dir="/ckpt/alpha/42",
+        checkpoint_dir="alpha/42",
         max_runtime_s=3600,
     )
     return AttemptSpec(**(fields | kwargs))

@@ -118,7 +118,7 @@ def test_it_mounts_the_checkpoint_claim(kube, make_backend):
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "alpha-checkpoints"}
     assert spec["containers"][0]["volumeMounts"][0]["mountPath"] == "/checkpoints"
     assert env_of(kube.pod(NAMESPACE, "mlsched-7-0"))["MLSCHED_CHECKPOINT_DIR"] == (
-        "/checkpoints/job-42"
+        "/checkpoints/alpha/42"
     )
 
 

@@ -210,3 +210,13 @@ def test_it_forgets_an_ended_attempt_and_deletes_its_pods(kube, backend):
 
     assert backend.status() == []
     assert kube.pods() == []
+
+
+def test_it_tries_a_failed_creation_again_on_the_next_start(kube, backend):
+    kube.reject["pods"] = ApiError(500, "InternalError", "etcd leader changed")
+    backend.start(one_gpu_worker())
+    kube.reject.clear()
+
+    backend.start(one_gpu_worker())
+
+    assert backend.status() == [base.WorkerStatus(7, 0, base.PENDING)]
