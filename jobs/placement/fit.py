@@ -240,7 +240,8 @@ def find_gang(
 
     A gang that fits on one node goes where the scorers like it best. Otherwise plans are
     ranked by node count, then by sharing a topology label (most specific level first), then
-    by the GPUs left idle on the chosen nodes (packing), then by group order.
+    by the GPUs left idle on the chosen nodes (packing), then by the scorers, then by group
+    order.
     """
     groups = [g for g in need.groups if group_can_hold(g, need, workers)]
     one_node = [g for g in groups if need.gpus * workers <= g.max_gpus]
@@ -254,15 +255,16 @@ def find_gang(
     for index, group in enumerate(groups):
         if best is not None and not _may_beat(best[0], _fewest_nodes(group, need, workers)):
             continue
-        plan = _multi_node_plan(group, need, workers, policy, index, topology)
+        plan = _multi_node_plan(group, need, workers, (scorer, policy), index, topology)
         if plan is not None and (best is None or plan[0] < best[0]):
             best = plan
     return None if best is None else _slots(best[1], need)
 
 
 def _may_beat(rank: tuple, fewest: int) -> bool:
-    # A later group wins only with fewer nodes, or as many nodes and a better tie-break
-    # than a plan that already shares the most specific label and leaves nothing idle.
+    # A later group wins only with fewer nodes, or with as many and a better tie-break than
+    # a plan that already shares the most specific label and leaves nothing idle (such a
+    # group could still score better; that small loss buys skipping most groups).
     return fewest < rank[0] or (fewest == rank[0] and rank[1:4] != (0, 0, 0))
 
 
@@ -323,13 +325,14 @@ def _greedy(ranked: list[tuple[NodeState, int]], workers: int) -> list | None:
     return None
 
 
-def _multi_node_plan(group, need, workers, policy, index, topology):
+def _multi_node_plan(group, need, workers, ctx, index, topology):
+    scorer, policy = ctx
     cands = _gang_candidates(group, need, workers, policy.gang_candidate_nodes)
     cands.sort(key=lambda c: (-c[1], c[0].order))
     plain = _greedy(cands, workers)
     if plain is None:
         return None
-    best = ((len(plain), 1, _idle_after(plain, need), index), plain)
+    best = ((len(plain), 1, *_tie_break(plain, need, scorer), index), plain)
     if not topology:
         return best
     fewest = len(plain)
@@ -346,7 +349,7 @@ def _multi_node_plan(group, need, workers, policy, index, topology):
                 continue
             chosen = _greedy(members, workers)
             if chosen is not None and len(chosen) == fewest:
-                rank = ((fewest, 0, level, _idle_after(chosen, need), index), chosen)
+                rank = ((fewest, 0, level, *_tie_break(chosen, need, scorer), index), chosen)
                 if rank[0] < best[0]:
                     best = rank
         if best[0][1] == 0:
@@ -354,8 +357,14 @@ def _multi_node_plan(group, need, workers, policy, index, topology):
     return best
 
 
-def _idle_after(chosen, need: Need) -> int:
-    return sum(node.full - k * need.gpus for node, k in chosen)
+def _tie_break(chosen, need: Need, scorer: WeightedScorer) -> tuple[int, float]:
+    """GPUs left idle on the chosen nodes (fewer packs better), then the scorers' verdict."""
+    idle, score = 0, 0.0
+    for node, count in chosen:
+        idle += node.full - count * need.gpus
+        whole = [i for i, m in enumerate(node.gpus) if m >= WHOLE_GPU][: count * need.gpus]
+        score += scorer(_move(node, tuple((i, WHOLE_GPU) for i in whole), count * need.cpu))
+    return idle, -score
 
 
 def _slots(chosen: list[tuple[NodeState, int]], need: Need) -> list[Slot]:
