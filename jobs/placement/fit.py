@@ -1,8 +1,9 @@
 """Finding nodes for one task or one gang in the indexed capacity.
 
 A search looks only at buckets that can hold the request, stops a bucket a few nodes after its
-first fit, and compares distinct node states with the weighted scorers. It never allocates:
-callers get ``(node, takes)`` pairs and commit them.
+first fit, and compares distinct node states with the weighted scorers. Searches return slots
+for the caller to commit; only ``find_tasks`` allocates as it goes, so that each shard sees the
+ones before it, and gives everything back unless told to keep it.
 """
 
 from __future__ import annotations
