@@ -24,6 +24,10 @@ def status(code: int, reason: str, message: str) -> dict:
     }
 
 
+def bookmark(rv: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": rv}}
+
+
 def list_of(kind: str, items: list[dict], rv: str) -> dict:
     return {
         "apiVersion": "v1",

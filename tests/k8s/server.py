@@ -273,8 +273,9 @@ class KubeTestServer:
             items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
             return objects.list_of("Node", items, str(self.rv))
 
-    def watch(self, handler, ns: str | None, selector: str, since: int, timeout_s: float) -> None:
-        """Stream pod events after resourceVersion `since` until the timeout or a drop."""
+    def watch(self, handler, ns, selector: str, since: int, timeout_s: float, bookmarks=False):
+        """Stream pod events after resourceVersion `since` until the timeout or a drop; a watch
+        that times out ends on a BOOKMARK when asked to, as the API server does."""
         handler.start_stream("application/json")
         deadline = time.monotonic() + timeout_s
         with self.cond:
@@ -295,7 +296,9 @@ class KubeTestServer:
                 ]
                 last = max([last] + [rv for rv, _, _ in self.events])
                 left = deadline - time.monotonic()
-                ended = self.closed or generation != self.watch_generation or left <= 0
+                dropped = self.closed or generation != self.watch_generation
+                ended = dropped or left <= 0
+                bookmark = objects.bookmark(str(self.rv)) if bookmarks and not dropped else None
                 if not batch and not ended:
                     self.cond.wait(min(left, 0.5))
                     continue
@@ -303,6 +306,8 @@ class KubeTestServer:
                 if not handler.write_chunk(json.dumps({"type": kind, "object": obj}) + "\n"):
                     return None
             if ended:
+                if bookmark is not None:
+                    handler.write_chunk(json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n")
                 return handler.end_stream()
 
     def log(self, handler, ns: str, name: str, follow: bool, tail: int | None) -> None:
@@ -413,7 +418,8 @@ def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> N
     if route in ("all_pods", "collection") and method == "GET" and query.get("watch") in TRUE:
         since = int(query.get("resourceVersion") or 0)
         timeout = float(query.get("timeoutSeconds") or 300)
-        return kube.watch(handler, ns, query.get("labelSelector", ""), since, timeout)
+        bookmarks = query.get("allowWatchBookmarks") in TRUE
+        return kube.watch(handler, ns, query.get("labelSelector", ""), since, timeout, bookmarks)
     if route == "log":
         tail = int(query["tailLines"]) if "tailLines" in query else None
         return kube.log(handler, ns, name, query.get("follow") in TRUE, tail)

@@ -220,3 +220,20 @@ def test_it_tries_a_failed_creation_again_on_the_next_start(kube, backend):
     backend.start(one_gpu_worker())
 
     assert backend.status() == [base.WorkerStatus(7, 0, base.PENDING)]
+
+
+def test_it_watches_on_from_the_bookmark_after_a_watch_times_out(kube, make_backend):
+    backend = make_backend(watch_timeout_s=1)
+    backend.start(one_gpu_worker())
+    kube.add_node("gpu-c")  # moves the resourceVersion on without any pod event
+    bookmark = str(kube.rv)
+
+    def watched_from_bookmark():
+        watches = [q for _, p, q in kube.requests if p == "/api/v1/pods" and "watch" in q]
+        return any(q.get("resourceVersion") == bookmark for q in watches)
+
+    eventually(watched_from_bookmark, timeout=5)
+    kube.run_pod(NAMESPACE, POD)
+
+    status_becomes(backend, 7, 0, base.RUNNING)
+    assert kube.count_requests("GET", "/api/v1/pods", watch=False) == 1
