@@ -46,7 +46,7 @@ def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
 
 def test_it_refuses_an_unknown_flavor(admin_client, alpha):
     form = {
-        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1",
+        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1", "cohort": "default",
         "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
         "quotas-0-flavor": "tpu", "quotas-0-guaranteed": "4", "quotas-0-borrow_limit": "0",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
@@ -61,7 +61,7 @@ def test_it_refuses_an_unknown_flavor(admin_client, alpha):
 
 def test_it_saves_a_quota_from_the_tenant_page(admin_client, alpha):
     form = {
-        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "2",
+        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "2", "cohort": "default",
         "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
         "quotas-0-flavor": "gpu:H100", "quotas-0-guaranteed": "16", "quotas-0-borrow_limit": "4",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
