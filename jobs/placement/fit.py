@@ -69,31 +69,33 @@ def group_can_hold(group: Group, need: Need, workers: int = 1) -> bool:
     return group.milli_total >= need.milli * workers
 
 
-def _state_key(node: NodeState, spread, by_cluster: bool) -> tuple:
-    # What the scores depend on: nodes with equal keys are interchangeable candidates.
-    return (
-        node.gpu_type,
-        node.cpu,
-        node.mem,
-        node.gpus,
-        spread.get(node, 0) if spread else 0,
-        node.cluster if by_cluster else "",
-    )
+class _Collector:
+    """Gathers rated candidate nodes for one worker across groups and buckets."""
 
+    def __init__(self, need: Need, scorer: WeightedScorer, policy: Policy, spread, distinct):
+        self.need, self.scorer, self.policy = need, scorer, policy
+        self.spread, self.distinct = spread, distinct
+        self.out: list[tuple[NodeState, Takes, float]] = []
+        self.seen: set = set()
+        # A share looks at partly used GPUs first; a node already offered there is skipped
+        # when it comes again in the buckets of entirely free GPUs.
+        self.repeat = need.milli if need.milli and not need.gpus else WHOLE_GPU + 1
+        self.by_cluster = bool(policy.cluster_costs)
 
-def _collect(
-    group: Group, need: Need, ctx: tuple, out: list, seen: set, spread, distinct=True
-) -> bool:
-    # Buckets go from the tightest fit up. In each, look a few nodes past the first fit: equal
-    # nodes score alike, so a longer look rarely finds a better state.
-    scorer, policy = ctx
-    # A share looks at partly used GPUs first; a node already offered there is skipped when
-    # it comes again in the buckets of entirely free GPUs.
-    repeat = need.milli if need.milli and not need.gpus else WHOLE_GPU + 1
-    spans = 0
-    cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, policy.scan_depth
-    by_cluster = bool(policy.cluster_costs)
-    for bucket in _buckets(group, need):
+    def group(self, group: Group) -> bool:
+        """Buckets from the tightest fit up; True if any node of the group fits."""
+        spans = 0
+        for bucket in _buckets(group, self.need):
+            spans += self._bucket(bucket, group)
+            if spans >= BUCKET_SPAN or len(self.out) >= self.policy.candidates_per_task:
+                break
+        return spans > 0
+
+    def _bucket(self, bucket: dict[NodeState, None], group: Group) -> bool:
+        # Look a few nodes past the first fit: equal nodes score alike, so a longer look
+        # rarely finds a better state.
+        need, spread, seen = self.need, self.spread, self.seen
+        cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, self.policy.scan_depth
         looked = -1
         for node in bucket:
             if looked >= 0:
@@ -102,20 +104,28 @@ def _collect(
                     break
             if node.cpu < cpu or node.mem < mem or (avoid and node.held):
                 continue
-            if node.partial >= repeat and bucket is not group.partial.get(node.partial):
+            if node.partial >= self.repeat and bucket is not group.partial.get(node.partial):
                 continue
-            if looked < 0:
-                looked = 0
-            key = _state_key(node, spread, by_cluster) if distinct else node
+            looked = max(looked, 0)
+            # Nodes with equal keys score alike: one of them stands for all.
+            key = (
+                (
+                    node.gpu_type,
+                    node.cpu,
+                    node.mem,
+                    node.gpus,
+                    spread.get(node, 0) if spread else 0,
+                    node.cluster if self.by_cluster else "",
+                )
+                if self.distinct
+                else node
+            )
             if key not in seen:
                 seen.add(key)
-                rated = rate(node, need, scorer)
+                rated = rate(node, need, self.scorer)
                 if rated is not None:
-                    out.append(rated)
-        spans += looked >= 0
-        if spans >= BUCKET_SPAN or len(out) >= policy.candidates_per_task:
-            break
-    return spans > 0
+                    self.out.append(rated)
+        return looked >= 0
 
 
 def rate(node: NodeState, need: Need, scorer: WeightedScorer):
@@ -140,16 +150,14 @@ def rate(node: NodeState, need: Need, scorer: WeightedScorer):
 
 
 def _candidates(need: Need, scorer, policy: Policy, spread=None, distinct=True) -> list:
-    candidates: list[tuple[NodeState, Takes, float]] = []
-    seen: set = set()
+    collector = _Collector(need, scorer, policy, spread, distinct)
     hits = 0
-    ctx = (scorer, policy)
     for group in need.groups:
-        if len(candidates) >= policy.candidates_per_task or hits >= GROUP_SPAN:
+        if len(collector.out) >= policy.candidates_per_task or hits >= GROUP_SPAN:
             break
         if group_can_hold(group, need):
-            hits += _collect(group, need, ctx, candidates, seen, spread, distinct)
-    return candidates
+            hits += collector.group(group)
+    return collector.out
 
 
 def _best(candidates: list, policy: Policy, spread=None):
