@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import bulk, states
+from jobs import bulk, events, states
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import State
 
@@ -51,9 +51,11 @@ def transition(
         current = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first()
         raise states.IllegalTransition(job.pk, current or source, target)
     job.refresh_from_db(fields=[f for f in fields if f != "state"] + ["state"])
-    return JobEvent.objects.create(
+    event = JobEvent.objects.create(
         job=job, attempt=attempt, from_state=source, to_state=target, reason=reason, time=now
     )
+    events.publish_on_commit([(event, job.tenant_id)])
+    return event
 
 
 @transaction.atomic
@@ -92,14 +94,16 @@ def transition_claimed(
     states.check(0, source, target)
     fields = {"state": target, **_timestamps(target, now)}
     fields.update(pending_reason="", pending_message="", estimated_start=None)
-    moved = list(Job.objects.filter(id__in=job_ids, state=source).values_list("id", flat=True))
+    moved = dict(Job.objects.filter(id__in=job_ids, state=source).values_list("id", "tenant_id"))
     Job.objects.filter(id__in=moved).update(**fields)
-    bulk.insert(
-        [JobEvent(job_id=job_id, attempt_id=attempts.get(job_id), from_state=source,
-                  to_state=target, reason=reasons.get(job_id, ""), time=now)
-         for job_id in moved]
-    )  # fmt: skip
-    return moved
+    written = [
+        JobEvent(job_id=job_id, attempt_id=attempts.get(job_id), from_state=source,
+                 to_state=target, reason=reasons.get(job_id, ""), time=now)
+        for job_id in moved
+    ]  # fmt: skip
+    bulk.insert(written)
+    events.publish_on_commit((event, moved[event.job_id]) for event in written)
+    return list(moved)
 
 
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:

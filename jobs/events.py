@@ -1,0 +1,59 @@
+"""Live status events: every job transition is pushed, after commit, to its tenant's group.
+
+One message per tenant per commit, carrying every change of that tenant: a cycle that places
+thousands of jobs sends a handful of messages, not thousands. A consumer of one job's page
+subscribes to the job's tenant group and keeps the changes of its job.
+"""
+
+import logging
+from collections import defaultdict
+from typing import TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+
+class JobChange(TypedDict):
+    job: int
+    from_state: str
+    to_state: str
+    reason: str
+    time: str
+
+
+class JobChanges(TypedDict):
+    type: str  # "job.changes": the consumer method `job_changes` handles it
+    tenant: int
+    changes: list[JobChange]
+
+
+def tenant_group(tenant_id: int) -> str:
+    return f"tenant-{tenant_id}"
+
+
+def publish_on_commit(events) -> None:
+    """Publish these JobEvents once the transaction that wrote them commits."""
+    by_tenant: dict[int, list[JobChange]] = defaultdict(list)
+    for event, tenant_id in events:
+        by_tenant[tenant_id].append(
+            JobChange(job=event.job_id, from_state=event.from_state, to_state=event.to_state,
+                      reason=event.reason, time=event.time.isoformat())
+        )  # fmt: skip
+    if by_tenant:
+        transaction.on_commit(lambda: publish(by_tenant))
+
+
+def publish(by_tenant: dict[int, list[JobChange]]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    send = async_to_sync(layer.group_send)
+    for tenant_id, changes in by_tenant.items():
+        message = JobChanges(type="job.changes", tenant=tenant_id, changes=changes)
+        try:
+            send(tenant_group(tenant_id), message)
+        except Exception:  # live updates are best effort: Redis down must not fail a commit
+            log.warning("could not publish job changes", exc_info=True)
