@@ -1,7 +1,9 @@
-"""`manage.py run_agent --cluster NAME`: the cluster agent, for the local backend.
+"""`manage.py run_agent --cluster NAME`: the cluster agent.
 
-It talks to the control plane over HTTP with the cluster's token (MLSCHED_AGENT_TOKEN, or
---token-file) and never opens the database.
+`--backend local` (the default) runs workers as processes on this host; `--backend kubernetes`
+runs them as pods through the Kubernetes API (kubeconfig from --kubeconfig, else the in-cluster
+service account). It talks to the control plane over HTTP with the cluster's token
+(MLSCHED_AGENT_TOKEN, or --token-file) and never opens the database.
 """
 
 import os
@@ -27,13 +29,20 @@ class Command(BaseCommand):
         parser.add_argument("--inventory", default="", help="Virtual inventory, e.g. 2x8xA100.")
         parser.add_argument("--state-dir", help="Where worker state is kept (survives restarts).")
         parser.add_argument("--interval", type=float, default=1.0)
+        parser.add_argument("--backend", choices=["local", "kubernetes"], default="local")
+        parser.add_argument("--kubeconfig", help="For --backend kubernetes; default in-cluster.")
 
-    def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, **options):
+    def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
+               kubeconfig, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
-        agent = build_agent(cluster, url, token, inventory, state_dir, interval)
+        if backend == "kubernetes":
+            control = ControlPlane(url, cluster, token)
+            agent = Agent(control, kubernetes_backend(cluster, kubeconfig), interval)
+        else:
+            agent = build_agent(cluster, url, token, inventory, state_dir, interval)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         self.stdout.write(f"agent for {cluster} reporting to {url}")
@@ -47,3 +56,16 @@ def build_agent(cluster, url, token, inventory="", state_dir=None, interval=1.0)
     nodes = parse_inventory(inventory, cluster) if inventory else detect_inventory(cluster)
     backend = LocalBackend(root / "workers", nodes, settings.VAR_DIR / "checkpoints")
     return Agent(ControlPlane(url, cluster, token), backend, interval)
+
+
+def kubernetes_backend(cluster: str, kubeconfig: str | None):
+    from kubernetes import client, config
+
+    from clusters.backends.kubernetes import KubernetesBackend
+
+    if kubeconfig:
+        api = config.new_client_from_config(config_file=kubeconfig)
+    else:
+        config.load_incluster_config()
+        api = client.ApiClient()
+    return KubernetesBackend(api, cluster)
