@@ -139,6 +139,8 @@ class LocalBackend:
         tmp.write_text(json.dumps({
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
             "memory_mb": worker.memory_mb, "max_runtime_s": spec.max_runtime_s,
+            # CPU time the worker's share allows over its whole runtime limit.
+            "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),
             "grace_s": self.default_grace_s,
         }))  # fmt: skip
         tmp.replace(directory / "spec.json")

@@ -1,5 +1,6 @@
 """The local backend runs real processes: no database involved."""
 
+import dataclasses
 import os
 import signal
 import sys
@@ -168,3 +169,17 @@ def test_start_is_idempotent(backend):
 
     assert ended(backend)
     assert [line.text for line in backend.logs()] == ["once"]
+
+
+def test_a_worker_cannot_allocate_beyond_its_memory_request(backend):
+    hog = "b = bytearray(600 * 1024 * 1024); print('allocated')"
+    small = spec([sys.executable, "-c", hog])
+    small = dataclasses.replace(
+        small, workers=(dataclasses.replace(small.workers[0], memory_mb=300),)
+    )
+    backend.start(small)
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    assert (status.phase, status.exit_code) == (base.EXITED, 1)
+    assert any("MemoryError" in line.text for line in backend.logs())
