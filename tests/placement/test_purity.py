@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -71,3 +72,14 @@ def test_a_replay_in_another_process_gives_the_same_decision():
         return done.stdout
 
     assert run("1") == run("2")
+
+
+def test_it_leaves_the_garbage_collector_as_it_found_it():
+    place(snapshot(n8_a100_nodes(1), (j_training("g", gpus=1),)))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        place(snapshot(n8_a100_nodes(1), (j_training("g", gpus=1),)))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
