@@ -95,6 +95,7 @@ class Cycle:
         self.lowest_victim_tier = min((j.tier for j in preemptible), default=1 << 62)
         self.borrowed_victims = any(j.borrowed for j in preemptible)
         self.reservation_tries = 0
+        self._lost: dict[str, float] | None = None
         self.failed: dict[tuple, list[tuple]] = {}
         # Bumped whenever capacity changes: cached explanations are only valid inside an epoch.
         self.epoch = 0
@@ -351,8 +352,12 @@ class Cycle:
         # Most blocked jobs have nobody below them: skip the scan of running work.
         if job.tier <= self.lowest_victim_tier and not reclaiming:
             return []
+        if self._lost is None:
+            self._lost = {
+                j.id: preemption.lost_gpu_seconds(j, self.now) for j in self.running.values()
+            }
         running = [j for j in self.running.values() if j.id not in self.evicted]
-        return preemption.eligible(running, job.tier, job.tenant, reclaiming, self.now)
+        return preemption.eligible(running, job.tier, job.tenant, reclaiming, self._lost)
 
     def _fits(self, job: QueuedJob, need: Need):
         slots = self.fit(job, need, memo=False)

@@ -86,7 +86,8 @@ class _Collector:
         """Buckets from the tightest fit up; True if any node of the group fits."""
         spans = 0
         for bucket in _buckets(group, self.need):
-            spans += self._bucket(bucket, group)
+            if bucket:
+                spans += self._bucket(bucket, group)
             if spans >= BUCKET_SPAN or len(self.out) >= self.policy.candidates_per_task:
                 break
         return spans > 0

@@ -80,8 +80,9 @@ class QueuedJob:
     """A job waiting to be placed; every worker (gang member or shard) has the same shape.
 
     ``gpus`` is whole GPUs per worker; when it is 0, ``gpu_milli`` (< 1000) asks for a share of
-    one GPU. ``gpu_types`` lists acceptable GPU types, most preferred first (empty: any). ``clusters`` is the cluster
-    selector (empty: any). ``max_runtime`` in seconds (None: unlimited) decides backfill.
+    one GPU. ``gpu_types`` lists acceptable GPU types, most preferred first (empty: any).
+    ``clusters`` is the cluster selector (empty: any). ``max_runtime`` in seconds (None:
+    unlimited) decides backfill.
     """
 
     id: str

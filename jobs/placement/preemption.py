@@ -23,15 +23,18 @@ def lost_gpu_seconds(job: RunningJob, now: float) -> float:
 
 
 def eligible(
-    running: Iterable[RunningJob], tier: int, tenant: str, reclaiming: bool, now: float
+    running: Iterable[RunningJob], tier: int, tenant: str, reclaiming: bool, lost: dict
 ) -> list[RunningJob]:
-    """Jobs a job of ``tier`` from ``tenant`` may evict, cheapest to lose first."""
+    """Jobs a job of ``tier`` from ``tenant`` may evict, cheapest to lose first.
+
+    ``lost`` maps a job id to its ``lost_gpu_seconds``.
+    """
     out = [
         j
         for j in running
         if j.preemptible and (j.tier < tier or (reclaiming and j.borrowed and j.tenant != tenant))
     ]
-    out.sort(key=lambda j: (not j.borrowed, lost_gpu_seconds(j, now), j.tier, j.id))
+    out.sort(key=lambda j: (not j.borrowed, lost[j.id], j.tier, j.id))
     return out
 
 
