@@ -220,3 +220,14 @@ def test_a_job_gets_its_first_listed_gpu_type_when_both_are_free():
     for types in (("h100", "a100"), ("a100", "h100")):
         outcome = place(snapshot(nodes, (j_training("g", gpus=8, gpu_types=types),))).outcomes[0]
         assert outcome.workers[0].gpu_type == types[0]
+
+
+def test_preemptions_per_tenant_are_rate_limited():
+    a, b = n8_a100_nodes(2)
+    a, v1 = running_on(a, "v1", 8, preemptible=True)
+    b, v2 = running_on(b, "v2", 8, preemptible=True)
+    queue = (j_training("hi1", gpus=8, tier=5), j_training("hi2", gpus=8, tier=5))
+    one = Policy(max_preemptions_per_tenant=1)
+    decision = place(snapshot((a, b), queue, running=(v1, v2), policy=one))
+    assert len(decision.preempted) == 1
+    assert [o.status for o in decision.outcomes] == ["preempts", "pending"]
