@@ -70,10 +70,6 @@ class NodeState:
         self.partial = partial
         self.milli = total
 
-    def state_key(self) -> tuple:
-        """What the scorers see: nodes with equal keys score the same."""
-        return (self.gpu_type, self.cpu, self.mem, self.gpus)
-
 
 class Group:
     """Schedulable nodes of one (GPU type, cluster, shareable) and their free totals."""
