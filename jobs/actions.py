@@ -110,23 +110,31 @@ def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
     """Store why queued jobs wait: {job id: (reason code, sentence, estimated start)}.
 
     Only still-queued jobs are written: a job placed or canceled meanwhile keeps its own record.
+    Rows another transaction holds are skipped: that scheduler is explaining or placing them.
     """
-    rows = [(job_id, *change) for job_id, change in changes.items()]
+    rows = [(job_id, *change) for job_id, change in sorted(changes.items())]
     for start in range(0, len(rows), 1000):
         chunk = rows[start : start + 1000]
-        if connection.vendor == "postgresql":
-            _update_pending_from_values(chunk)
-        else:
-            queued = set(
-                Job.objects.filter(id__in=[r[0] for r in chunk], state=State.QUEUED).values_list(
-                    "id", flat=True
-                )
+        with transaction.atomic():
+            # Lock in id order first: two schedulers updating the same rows in whatever order
+            # the planner picks could deadlock.
+            mine = set(
+                Job.objects.select_for_update(skip_locked=True)
+                .filter(id__in=[r[0] for r in chunk], state=State.QUEUED)
+                .order_by("id")
+                .values_list("id", flat=True)
             )
-            Job.objects.bulk_update(
-                [Job(id=i, pending_reason=r, pending_message=m, estimated_start=e)
-                 for i, r, m, e in chunk if i in queued],
-                ["pending_reason", "pending_message", "estimated_start"],
-            )  # fmt: skip
+            chunk = [r for r in chunk if r[0] in mine]
+            if not chunk:
+                continue
+            if connection.vendor == "postgresql":
+                _update_pending_from_values(chunk)
+            else:
+                Job.objects.bulk_update(
+                    [Job(id=i, pending_reason=r, pending_message=m, estimated_start=e)
+                     for i, r, m, e in chunk],
+                    ["pending_reason", "pending_message", "estimated_start"],
+                )  # fmt: skip
 
 
 def _update_pending_from_values(rows: list[tuple]) -> None:
@@ -138,8 +146,8 @@ def _update_pending_from_values(rows: list[tuple]) -> None:
             f"UPDATE {Job._meta.db_table} AS j SET pending_reason = v.reason, "
             "pending_message = v.message, estimated_start = v.estimate "
             f"FROM (VALUES {values}) AS v(id, reason, message, estimate) "
-            "WHERE j.id = v.id AND j.state = %s",
-            [field for row in rows for field in row] + [State.QUEUED],
+            "WHERE j.id = v.id",
+            [field for row in rows for field in row],
         )
 
 

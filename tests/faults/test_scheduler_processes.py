@@ -75,6 +75,8 @@ def test_concurrent_schedulers_without_single_flight_never_double_book():
         fields = out.strip().splitlines()[-1].split()
         reported["placed"] += int(fields[3])
         reported["skipped"] += int(fields[5])
+        reported["errors"] += int(fields[7])
+    assert reported["errors"] == 0, outputs
     assert reported["placed"] == placed
     # The race was real: decisions made on the same snapshot lost to another scheduler's commit.
     assert reported["skipped"] > 0

@@ -1,10 +1,14 @@
 """Run the scheduler loop in this process (what the Celery task does, without Celery)."""
 
+import logging
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError, connection
 
 from jobs import scheduler
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -17,13 +21,19 @@ class Command(BaseCommand):
 
     def handle(self, *args, ticks, interval, start_at, **options):
         time.sleep(max(0.0, start_at - time.time()))
-        done = placed = skipped = 0
+        done = placed = skipped = errors = 0
         while ticks == 0 or done < ticks:
-            result = scheduler.tick()
+            try:
+                result = scheduler.tick()
+            except DatabaseError:
+                # A lost connection or a failover must not end the loop: the next tick retries.
+                log.exception("scheduler tick failed")
+                result, errors = None, errors + 1
+                connection.close()
             done += 1
             if result is not None:
                 placed += len(result.placed)
                 skipped += len(result.skipped)
             if ticks == 0 or done < ticks:
                 time.sleep(interval)
-        self.stdout.write(f"ticks: {done} placed: {placed} skipped: {skipped}")
+        self.stdout.write(f"ticks: {done} placed: {placed} skipped: {skipped} errors: {errors}")
