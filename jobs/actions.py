@@ -255,3 +255,22 @@ def wasted_gpu_seconds(attempt: Attempt, now) -> float:
     elif attempt.outcome == Outcome.PREEMPTED:
         waste += (now - (attempt.last_checkpoint_at or started)).total_seconds()
     return max(waste, 0.0) * gpus
+
+
+@transaction.atomic
+def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
+    """Queue a job for `tenant`; return (job, created).
+
+    With an idempotency key already used in the tenant, the existing job comes back and nothing
+    is written: a client that retries a submission gets one job.
+    """
+    key = spec.get("idempotency_key")
+    if key:
+        existing = Job.objects.filter(tenant=tenant, idempotency_key=key).first()
+        if existing is not None:
+            return existing, False
+    job = Job.objects.create(tenant=tenant, owner=owner, **spec)
+    event = JobEvent.objects.create(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}")
+    events.publish_on_commit([(event, tenant.pk)])
+    transaction.on_commit(kick)
+    return job, True

@@ -80,6 +80,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
+        # Granted per job with django-guardian, to share one job outside its tenant.
+        permissions = [("cancel_job", "Can cancel the job")]
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"], name="job_unique_idempotency_key"

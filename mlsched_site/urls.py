@@ -8,4 +8,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
+    path("api/v1/", include("jobs.api")),
 ]

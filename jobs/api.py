@@ -1,0 +1,101 @@
+"""The users' REST API under /api/v1/: thin views over jobs.actions.
+
+Every queryset starts from the caller's visible jobs (jobs.access): another tenant's job is a
+404, never a 403 that would confirm it exists.
+"""
+
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import access, actions
+from jobs.models import LogChunk
+from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
+
+PAGE = 100
+
+
+def visible(request):
+    return (
+        access.visible_jobs(request.user)
+        .select_related("tenant", "owner", "priority_class")
+        .prefetch_related("attempts__cluster")
+    )
+
+
+class JobsView(APIView):
+    def get(self, request):
+        jobs = visible(request).order_by("-id")
+        if state := request.query_params.get("state"):
+            jobs = jobs.filter(state=state)
+        if before := request.query_params.get("before"):
+            jobs = jobs.filter(id__lt=int(before)) if before.isdigit() else jobs.none()
+        page = list(jobs[:PAGE])
+        return Response({"jobs": JobSerializer(page, many=True).data,
+                         "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
+
+    def post(self, request):
+        submission = SubmitSerializer(
+            data=request.data, tenants=access.submit_tenants(request.user)
+        )
+        submission.is_valid(raise_exception=True)
+        spec = dict(submission.validated_data)
+        tenant = spec.pop("tenant")
+        job, created = actions.submit(request.user, tenant, spec)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(JobSerializer(visible(request).get(pk=job.pk)).data, status=code)
+
+
+class JobView(APIView):
+    def get(self, request, pk):
+        return Response(JobSerializer(get_object_or_404(visible(request), pk=pk)).data)
+
+
+class CancelView(APIView):
+    def post(self, request, pk):
+        job = get_object_or_404(visible(request), pk=pk)
+        if not access.can_cancel(request.user, job):
+            raise PermissionDenied("You may see this job but not cancel it.")
+        if actions.cancel(job, f"canceled by {request.user}") is None:
+            return Response({"detail": f"The job has already {job.state}."},
+                            status=status.HTTP_409_CONFLICT)  # fmt: skip
+        job.refresh_from_db()
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EventsView(APIView):
+    def get(self, request, pk):
+        job = get_object_or_404(visible(request), pk=pk)
+        return Response({"events": EventSerializer(job.events.all(), many=True).data})
+
+
+class LogsView(APIView):
+    """Log lines in order; `after` (the last id seen) pages through them and lets a client
+    follow a running job by polling."""
+
+    def get(self, request, pk):
+        job = get_object_or_404(visible(request), pk=pk)
+        after = request.query_params.get("after", "0")
+        lines = job_lines(job, int(after) if after.isdigit() else 0)
+        return Response({"lines": LogLineSerializer(lines, many=True).data,
+                         "next": lines[-1].pk if lines else int(after or 0)})  # fmt: skip
+
+
+def job_lines(job, after: int, limit: int = 1000):
+    return list(
+        LogChunk.objects.filter(attempt__job=job, pk__gt=after)
+        .select_related("attempt")
+        .order_by("pk")[:limit]
+    )
+
+
+urlpatterns = [
+    path("jobs/", JobsView.as_view(), name="api-jobs"),
+    path("jobs/<int:pk>/", JobView.as_view(), name="api-job"),
+    path("jobs/<int:pk>/cancel/", CancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
+    path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
+]

@@ -1,0 +1,113 @@
+"""The REST API's shapes: what a submission may say, and what a job looks like."""
+
+from rest_framework import serializers
+
+from jobs.models import Family, Job, JobEvent, LogChunk
+from quotas.models import PriorityClass
+
+# Preemptible unless the submission says otherwise: training is not (it may lose hours of work),
+# batch inference and evaluation are.
+PREEMPTIBLE_BY_DEFAULT = {
+    Family.TRAINING: False,
+    Family.BATCH_INFERENCE: True,
+    Family.EVALUATION: True,
+}
+
+
+class SubmitSerializer(serializers.Serializer):
+    tenant = serializers.SlugField()
+    name = serializers.CharField(max_length=200)
+    family = serializers.ChoiceField(choices=Family.choices)
+    image = serializers.CharField(max_length=500)
+    command = serializers.ListField(
+        child=serializers.CharField(max_length=10_000, trim_whitespace=False),
+        min_length=1,
+        max_length=1000,
+    )
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), default=dict)
+    cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
+    memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
+    gpus = serializers.IntegerField(min_value=0, max_value=64, default=0)
+    gpu_milli = serializers.IntegerField(min_value=0, max_value=999, default=0)
+    gpu_types = serializers.ListField(
+        child=serializers.CharField(max_length=64), default=list, max_length=16
+    )
+    cluster_selector = serializers.DictField(child=serializers.CharField(), default=dict)
+    workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    priority_class = serializers.SlugField(default="normal")
+    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
+    preemptible = serializers.BooleanField(required=False)
+    max_runtime_s = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600)
+    max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
+    idempotency_key = serializers.CharField(max_length=128, required=False)
+
+    def __init__(self, *args, tenants=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tenants = tenants
+
+    def validate_tenant(self, slug):
+        tenant = self.tenants.filter(slug=slug).first()
+        if tenant is None:
+            raise serializers.ValidationError(f"No tenant {slug!r} you may submit to.")
+        return tenant
+
+    def validate_priority_class(self, name):
+        found = PriorityClass.objects.filter(name=name).first()
+        if found is None:
+            raise serializers.ValidationError(f"No priority class {name!r}.")
+        return found
+
+    def validate(self, data):
+        family = data["family"]
+        if data["gpus"] and data["gpu_milli"]:
+            raise serializers.ValidationError(
+                {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}
+            )
+        if family == Family.TRAINING and data["gpu_milli"]:
+            raise serializers.ValidationError(
+                {"gpu_milli": "Training gets whole, exclusive GPUs: use gpus."}
+            )
+        if family == Family.EVALUATION and data["workers"] != 1:
+            raise serializers.ValidationError({"workers": "An evaluation job has one worker."})
+        data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
+        return data
+
+
+class JobSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    attempts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
+            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers",
+            "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
+            "retries_used", "idempotency_key", "state", "pending_reason", "pending_message",
+            "estimated_start", "created", "scheduled_at", "started_at", "finished_at", "attempts",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_attempts(self, job):
+        return [
+            {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
+             "outcome": a.outcome, "exit_code": a.exit_code, "reason": a.reason,
+             "started_at": a.started_at, "ended_at": a.ended_at}
+            for a in job.attempts.all()
+        ]  # fmt: skip
+
+
+class EventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["time", "from_state", "to_state", "reason"]
+
+
+class LogLineSerializer(serializers.ModelSerializer):
+    attempt = serializers.IntegerField(source="attempt.number")
+
+    class Meta:
+        model = LogChunk
+        fields = ["id", "attempt", "worker", "seq", "stream", "text"]

@@ -1,0 +1,214 @@
+"""The users' REST API: submit, status, cancel, events and logs, tenant-first."""
+
+import pytest
+from guardian.shortcuts import assign_perm
+from rest_framework.test import APIClient
+
+from jobs.models import Attempt, Job, JobEvent, LogChunk
+from jobs.states import State
+from quotas.models import Membership
+from tests.factories import (
+    AttemptFactory,
+    JobFactory,
+    MembershipFactory,
+    PriorityClassFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+SPEC = {
+    "tenant": "alpha", "name": "resnet", "family": "training", "image": "pytorch:2",
+    "command": ["python", "train.py", "--epochs", "3"], "env": {"LR": "0.1"},
+    "cpu_milli": 8000, "memory_mb": 32_000, "gpus": 4, "workers": 2, "max_runtime_s": 3600,
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def normal_priority():
+    return PriorityClassFactory(name="normal", value=0)
+
+
+def client_for(user):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def submit(user, **changes):
+    return client_for(user).post("/api/v1/jobs/", {**SPEC, **changes}, format="json")
+
+
+def test_it_queues_a_submitted_job_with_its_first_event(alice):
+    response = submit(alice)
+
+    assert response.status_code == 201
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.state, job.workers, job.gpus, job.owner) == (State.QUEUED, 2, 4, alice)
+    assert job.preemptible is False  # training is not preemptible unless it says so
+    assert list(job.events.values_list("from_state", "to_state")) == [("", State.QUEUED)]
+
+
+def test_it_refuses_anonymous_callers(db):
+    response = APIClient().post("/api/v1/jobs/", SPEC, format="json")
+
+    assert response.status_code in (401, 403)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"cpu_milli": 0}, "cpu_milli"),
+        ({"command": []}, "command"),
+        ({"family": "mining"}, "family"),
+        ({"gpu_milli": 500}, "gpu_milli"),  # training with a GPU share
+        ({"family": "evaluation", "gpus": 1, "gpu_milli": 500}, "gpu_milli"),
+        ({"family": "evaluation", "workers": 2}, "workers"),
+        ({"priority_class": "urgent"}, "priority_class"),
+        ({"tenant": "gamma"}, "tenant"),
+        ({"max_runtime_s": None}, "max_runtime_s"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(alice, gamma, changes, field):
+    response = submit(alice, **changes)
+
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not Job.objects.exists()
+    assert not JobEvent.objects.exists()
+
+
+def test_a_missing_field_is_named(alice):
+    spec = {k: v for k, v in SPEC.items() if k != "image"}
+
+    response = client_for(alice).post("/api/v1/jobs/", spec, format="json")
+
+    assert response.status_code == 400
+    assert "image" in response.json()
+
+
+def test_a_viewer_cannot_submit(alpha):
+    viewer = UserFactory(username="vera")
+    MembershipFactory(tenant=alpha, user=viewer, role=Membership.Role.VIEWER)
+
+    response = submit(viewer)
+
+    assert response.status_code == 400
+    assert "tenant" in response.json()
+
+
+def test_the_same_idempotency_key_gives_the_same_job(alice):
+    first = submit(alice, idempotency_key="nightly-42")
+    second = submit(alice, idempotency_key="nightly-42")
+
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert Job.objects.count() == 1
+
+
+def test_evaluation_jobs_may_ask_for_a_gpu_share_and_are_preemptible(alice):
+    response = submit(alice, family="evaluation", gpus=0, gpu_milli=250, workers=1)
+
+    assert response.status_code == 201
+    assert (response.json()["gpu_milli"], response.json()["preemptible"]) == (250, True)
+
+
+def test_a_team_mate_sees_the_job_in_the_list_and_in_detail(alice, bob):
+    job_id = submit(alice).json()["id"]
+
+    listing = client_for(bob).get("/api/v1/jobs/").json()["jobs"]
+    detail = client_for(bob).get(f"/api/v1/jobs/{job_id}/")
+
+    assert [j["id"] for j in listing] == [job_id]
+    assert detail.status_code == 200
+    assert detail.json()["state"] == State.QUEUED
+
+
+@pytest.mark.parametrize("suffix", ["", "cancel/", "events/", "logs/"])
+def test_another_tenants_job_is_a_404(alice, charlie, suffix):
+    job_id = submit(alice).json()["id"]
+    client = client_for(charlie)
+
+    response = (client.post if suffix == "cancel/" else client.get)(
+        f"/api/v1/jobs/{job_id}/{suffix}"
+    )
+
+    assert response.status_code == 404
+    assert Job.objects.get(pk=job_id).state == State.QUEUED
+
+
+def test_another_tenants_jobs_are_not_listed(alice, charlie):
+    submit(alice)
+
+    assert client_for(charlie).get("/api/v1/jobs/").json()["jobs"] == []
+
+
+def test_a_job_shared_with_view_permission_is_visible_but_not_cancelable(alice, charlie):
+    job = Job.objects.get(pk=submit(alice).json()["id"])
+    assign_perm("jobs.view_job", charlie, job)
+
+    detail = client_for(charlie).get(f"/api/v1/jobs/{job.pk}/")
+    cancel = client_for(charlie).post(f"/api/v1/jobs/{job.pk}/cancel/")
+
+    assert detail.status_code == 200
+    assert cancel.status_code == 403
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+
+
+def test_a_cancel_permission_on_one_job_lets_an_outsider_cancel_it(alice, charlie):
+    job = Job.objects.get(pk=submit(alice).json()["id"])
+    assign_perm("jobs.view_job", charlie, job)
+    assign_perm("jobs.cancel_job", charlie, job)
+
+    response = client_for(charlie).post(f"/api/v1/jobs/{job.pk}/cancel/")
+
+    assert response.status_code == 202
+    assert response.json()["state"] == State.CANCELED
+
+
+def test_cancel_of_a_running_job_asks_its_attempt_to_stop(alice, bob, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    attempt = AttemptFactory(job=job)
+
+    response = client_for(bob).post(f"/api/v1/jobs/{job.pk}/cancel/")
+
+    assert response.status_code == 202
+    attempt.refresh_from_db()
+    assert attempt.stop_reason == Attempt.Outcome.CANCELED
+
+
+def test_cancel_of_an_ended_job_is_a_409(alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, state=State.SUCCEEDED)
+
+    response = client_for(alice).post(f"/api/v1/jobs/{job.pk}/cancel/")
+
+    assert response.status_code == 409
+    job.refresh_from_db()
+    assert job.state == State.SUCCEEDED
+
+
+def test_logs_page_by_the_last_id_seen(alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice)
+    attempt = AttemptFactory(job=job)
+    for seq in range(3):
+        LogChunk.objects.create(attempt=attempt, seq=seq, text=f"line {seq}")
+    client = client_for(alice)
+
+    first = client.get(f"/api/v1/jobs/{job.pk}/logs/").json()
+    LogChunk.objects.create(attempt=attempt, seq=3, text="line 3")
+    rest = client.get(f"/api/v1/jobs/{job.pk}/logs/?after={first['next']}").json()
+
+    assert [line["text"] for line in first["lines"]] == ["line 0", "line 1", "line 2"]
+    assert [line["text"] for line in rest["lines"]] == ["line 3"]
+
+
+def test_events_list_the_jobs_transitions(alice):
+    job_id = submit(alice).json()["id"]
+    client_for(alice).post(f"/api/v1/jobs/{job_id}/cancel/")
+
+    events = client_for(alice).get(f"/api/v1/jobs/{job_id}/events/").json()["events"]
+
+    assert [(e["from_state"], e["to_state"]) for e in events] == [
+        ("", State.QUEUED), (State.QUEUED, State.CANCELED)]  # fmt: skip
