@@ -277,3 +277,29 @@ def test_every_job_gets_one_outcome_and_every_wait_a_reason(snap: Snapshot):
 @given(snapshots())
 def test_the_same_snapshot_gives_the_same_decision(snap: Snapshot):
     assert place(snap) == place(snap)
+
+
+@EXAMPLES
+@given(snapshots())
+def test_reserved_nodes_will_hold_the_job_when_the_reservation_starts(snap: Snapshot):
+    decision = place(snap)
+    jobs = {j.id: j for j in snap.queued}
+    for held in (o for o in decision.outcomes if o.status == "reserved"):
+        job = jobs[held.job_id]
+        free = {n.id: list(n.gpu_free_milli) for n in snap.nodes}
+        # At the start: victims are gone, running work due by then has ended, and work placed
+        # now is still there unless its runtime limit ends it first.
+        for j in snap.running:
+            due = j.expected_end is not None and max(j.expected_end, NOW) <= held.estimated_start
+            if j.id in decision.preempted or due:
+                for a in j.allocations:
+                    for index, milli in a.gpus:
+                        free[a.node_id][index] += milli
+        for outcome in _granted(decision):
+            runtime = jobs[outcome.job_id].max_runtime
+            if runtime is None or NOW + runtime > held.estimated_start:
+                for w in outcome.workers:
+                    for index in w.gpu_indices:
+                        free[w.node_id][index] -= w.gpu_milli
+        whole = sum(1 for n in held.reserved_nodes for m in free[n] if m >= 1000)
+        assert whole >= job.workers * job.gpus or not job.gpus
