@@ -1,0 +1,96 @@
+"""mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
+
+    submit FILE      submit the job described in a JSON file ("-" for standard input)
+    list [--state S] your jobs, newest first
+    status ID        one job, as JSON
+    cancel ID        cancel a job
+    logs ID [-f]     a job's output; -f follows it until the job ends
+
+MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (an API token from the admin, or
+`manage.py drf_create_token USER`) say where and who. Plain HTTP: no Django needed.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+class Api:
+    def __init__(self, url: str, token: str):
+        self.url = url.rstrip("/") + "/api/v1/"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def call(self, method: str, path: str, **kwargs) -> dict:
+        response = self.session.request(method, self.url + path, timeout=30, **kwargs)
+        if response.status_code >= 400:
+            raise SystemExit(f"error {response.status_code}: {response.text}")
+        return response.json()
+
+
+def submit(api: Api, args) -> None:
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    job = api.call("POST", "jobs/", json=json.loads(text))
+    print(f"{job['id']} {job['state']}")
+
+
+def list_jobs(api: Api, args) -> None:
+    params = {"state": args.state} if args.state else {}
+    for job in api.call("GET", "jobs/", params=params)["jobs"]:
+        why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
+        print(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
+
+
+def status(api: Api, args) -> None:
+    print(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
+
+
+def cancel(api: Api, args) -> None:
+    print(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
+
+
+def logs(api: Api, args) -> None:
+    after = 0
+    while True:
+        page = api.call("GET", f"jobs/{args.id}/logs/", params={"after": after})
+        for line in page["lines"]:
+            out = sys.stderr if line["stream"] == "stderr" else sys.stdout
+            print(f"[{line['attempt']}.{line['worker']}] {line['text']}", file=out, flush=True)
+        after = page["next"]
+        if page["lines"]:
+            continue
+        if not args.follow or api.call("GET", f"jobs/{args.id}/")["state"] in TERMINAL:
+            return
+        time.sleep(1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="mlsched", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("submit").add_argument("file")
+    commands.add_parser("list").add_argument("--state")
+    for name in ("status", "cancel"):
+        commands.add_parser(name).add_argument("id", type=int)
+    follow = commands.add_parser("logs")
+    follow.add_argument("id", type=int)
+    follow.add_argument("-f", "--follow", action="store_true")
+    args = parser.parse_args(argv)
+    token = os.environ.get("MLSCHED_TOKEN")
+    if not token:
+        parser.error("set MLSCHED_TOKEN to your API token")
+    api = Api(os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000"), token)
+    run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
+           "logs": logs}  # fmt: skip
+    run[args.command](api, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

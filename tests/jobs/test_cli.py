@@ -1,0 +1,68 @@
+"""The command line against a live server, as a user would run it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from jobs.models import Job, LogChunk
+from jobs.states import State
+from tests.factories import AttemptFactory, PriorityClassFactory
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def cli(live_server, alice):
+    PriorityClassFactory(name="normal", value=0)
+    token = Token.objects.create(user=alice).key
+
+    def run(*args, stdin=None):
+        env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
+        done = subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
+                              input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
+        return done
+
+    return run
+
+
+SPEC = {"tenant": "alpha", "name": "eval-bert", "family": "evaluation", "image": "python:3.11",
+        "command": ["python", "eval.py"], "cpu_milli": 2000, "memory_mb": 4000, "gpus": 0,
+        "gpu_milli": 500, "max_runtime_s": 600}  # fmt: skip
+
+
+def test_the_cli_submits_lists_shows_and_cancels_a_job(cli):
+    submitted = cli("submit", "-", stdin=json.dumps(SPEC))
+    job_id = int(submitted.stdout.split()[0])
+
+    listed = cli("list")
+    shown = json.loads(cli("status", str(job_id)).stdout)
+    canceled = cli("cancel", str(job_id))
+
+    assert submitted.returncode == 0, submitted.stderr
+    assert f"{job_id}  queued" in listed.stdout and "eval-bert" in listed.stdout
+    assert (shown["id"], shown["gpu_milli"]) == (job_id, 500)
+    assert canceled.stdout.strip() == State.CANCELED
+    assert Job.objects.get(pk=job_id).state == State.CANCELED
+
+
+def test_the_cli_prints_a_jobs_logs(cli, alpha, alice):
+    job_id = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+    attempt = AttemptFactory(job=Job.objects.get(pk=job_id))
+    LogChunk.objects.create(attempt=attempt, seq=0, text="accuracy 0.91")
+    LogChunk.objects.create(attempt=attempt, seq=1, stream="stderr", text="warning: slow")
+
+    out = cli("logs", str(job_id))
+
+    assert out.stdout.strip() == "[1.0] accuracy 0.91"
+    assert out.stderr.strip() == "[1.0] warning: slow"
+
+
+def test_the_cli_reports_a_refused_submission(cli):
+    out = cli("submit", "-", stdin=json.dumps({**SPEC, "cpu_milli": 0}))
+
+    assert out.returncode != 0
+    assert "cpu_milli" in out.stderr
