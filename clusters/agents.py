@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
-from jobs import actions
+from jobs import actions, events
 from jobs.models import Attempt, Job, LogChunk
 
 Outcome = Attempt.Outcome
@@ -151,20 +151,27 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
 
 
 def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
-    """Keep the lines of this cluster's attempts; a line sent twice is kept once."""
-    allowed = set(
-        Attempt.objects.filter(
+    """Keep the lines of this cluster's attempts (a line sent twice is kept once) and push
+    them to the viewers of each job's page."""
+    attempts = {
+        pk: (job_id, number)
+        for pk, job_id, number in Attempt.objects.filter(
             cluster=cluster, pk__in={line.attempt_id for line in lines}
-        ).values_list("pk", flat=True)
-    )
-    chunks = [
-        LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq, stream=line.stream,
-                 text=line.text)
-        for line in lines
-        if line.attempt_id in allowed
-    ]  # fmt: skip
-    LogChunk.objects.bulk_create(chunks, ignore_conflicts=True)
-    return len(chunks)
+        ).values_list("pk", "job_id", "number")
+    }
+    mine = [line for line in lines if line.attempt_id in attempts]
+    LogChunk.objects.bulk_create(
+        [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
+                  stream=line.stream, text=line.text) for line in mine],
+        ignore_conflicts=True,
+    )  # fmt: skip
+    by_job: dict[int, list[events.LogLine]] = defaultdict(list)
+    for line in mine:
+        job_id, number = attempts[line.attempt_id]
+        by_job[job_id].append(events.LogLine(attempt=number, worker=line.rank, seq=line.seq,
+                                             stream=line.stream, text=line.text))  # fmt: skip
+    events.publish_logs(by_job)
+    return len(mine)
 
 
 def sweep_silent_clusters(now=None) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Live status events: every job transition is pushed, after commit, to its tenant's group.
+"""Live events: job transitions, pushed after commit to the tenant's group, and log lines,
+pushed to the job's log group as the agents store them.
 
 One message per tenant per commit, carrying every change of that tenant: a cycle that places
 thousands of jobs sends a handful of messages, not thousands. A consumer of one job's page
@@ -30,8 +31,35 @@ class JobChanges(TypedDict):
     changes: list[JobChange]
 
 
+class LogLine(TypedDict):
+    attempt: int  # the attempt's number
+    worker: int
+    seq: int
+    stream: str
+    text: str
+
+
+class JobLogs(TypedDict):
+    type: str  # "job.logs": the consumer method `job_logs` handles it
+    job: int
+    lines: list[LogLine]
+
+
 def tenant_group(tenant_id: int) -> str:
     return f"tenant-{tenant_id}"
+
+
+def logs_group(job_id: int) -> str:
+    return f"job-{job_id}-logs"
+
+
+def publish_logs(by_job: dict[int, list[LogLine]]) -> None:
+    """Push new log lines to the viewers of each job's page (lines may repeat: agents resend)."""
+    messages = {
+        logs_group(job_id): JobLogs(type="job.logs", job=job_id, lines=lines)
+        for job_id, lines in by_job.items()
+    }
+    send_all(messages)
 
 
 def publish_on_commit(events) -> None:
@@ -47,13 +75,22 @@ def publish_on_commit(events) -> None:
 
 
 def publish(by_tenant: dict[int, list[JobChange]]) -> None:
+    send_all(
+        {
+            tenant_group(tenant_id): JobChanges(type="job.changes", tenant=tenant_id,
+                                                changes=changes)
+            for tenant_id, changes in by_tenant.items()
+        }
+    )  # fmt: skip
+
+
+def send_all(messages: dict[str, dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     send = async_to_sync(layer.group_send)
-    for tenant_id, changes in by_tenant.items():
-        message = JobChanges(type="job.changes", tenant=tenant_id, changes=changes)
+    for group, message in messages.items():
         try:
-            send(tenant_group(tenant_id), message)
+            send(group, message)
         except Exception:  # live updates are best effort: Redis down must not fail a commit
-            log.warning("could not publish job changes", exc_info=True)
+            log.warning("could not publish to %s", group, exc_info=True)

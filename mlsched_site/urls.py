@@ -5,6 +5,7 @@ from jobs import views as portal
 
 urlpatterns = [
     path("", portal.index, name="index"),
+    path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),

@@ -1,0 +1,73 @@
+// The job page: state and logs over a websocket; polling the REST API when it is not there.
+(function () {
+  const root = document.getElementById("job");
+  const jobId = root.dataset.job;
+  const stateEl = document.getElementById("state");
+  const reasonEl = document.getElementById("reason");
+  const logEl = document.getElementById("log");
+  const liveEl = document.getElementById("live");
+  const seen = new Set();  // agents may resend a line: show it once
+  let after = 0;
+  let pollTimer = null;
+
+  function showState(state, reason) {
+    stateEl.textContent = state;
+    stateEl.className = "badge state-" + state;
+    if (reason !== undefined) reasonEl.textContent = reason;
+  }
+
+  function addLines(lines) {
+    for (const line of lines) {
+      const key = line.attempt + "." + line.worker + "." + line.seq;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const row = document.createElement("span");
+      row.className = line.stream;
+      row.textContent = "[" + line.attempt + "." + line.worker + "] " + line.text + "\n";
+      logEl.appendChild(row);
+    }
+  }
+
+  async function fetchLogs() {
+    const response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
+    if (!response.ok) return;
+    const page = await response.json();
+    addLines(page.lines);
+    after = page.next;
+  }
+
+  async function poll() {
+    await fetchLogs();
+    const response = await fetch("/api/v1/jobs/" + jobId + "/");
+    if (response.ok) {
+      const job = await response.json();
+      showState(job.state, job.pending_message);
+    }
+  }
+
+  function startPolling() {
+    liveEl.textContent = "polling";
+    if (!pollTimer) pollTimer = setInterval(poll, 2000);
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + location.host + "/ws/jobs/" + jobId + "/");
+    socket.onopen = function () {
+      liveEl.textContent = "live";
+      if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+      fetchLogs();  // what was written before the socket opened
+    };
+    socket.onmessage = function (event) {
+      const message = JSON.parse(event.data);
+      if (message.type === "state") showState(message.state, message.reason);
+      if (message.type === "logs") addLines(message.lines);
+    };
+    socket.onclose = function () {
+      startPolling();
+      setTimeout(connect, 5000);
+    };
+  }
+
+  connect();
+})();
