@@ -25,10 +25,15 @@ run: install
 
 services:
 	@scripts/services.sh
+	@scripts/browser.sh
 
+# The browser tests run in a pytest process of their own: Playwright's event loop would break
+# the asyncio tests that follow it in the same process.
 test: install services
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
-	  $(BIN)/pytest -q tests
+	  $(BIN)/pytest -q tests --ignore=tests/e2e
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	  $(BIN)/pytest -q tests/e2e
 
 check: install
 	$(BIN)/ruff check .

@@ -1,0 +1,124 @@
+"""The job page in a real browser (Debian's Chromium, driven by Playwright), served by daphne,
+with live updates over Channels and Redis. Run in its own pytest process (see the Makefile)."""
+
+import socket
+import threading
+
+import pytest
+from django.conf import global_settings
+from django.db import connection
+from playwright.sync_api import expect, sync_playwright
+
+from clusters import agents
+from clusters.backends.base import LogLine
+from jobs import actions
+from jobs.states import State
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory
+from tests.processes import manage, process_env, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(settings):
+    # The browser logs in through the real form: store a password the server can verify.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    port = free_port()
+    daphne = manage("shell", "-c", f"from daphne.cli import CommandLineInterface; "
+                    f"CommandLineInterface().run(['-b', '127.0.0.1', '-p', '{port}', "
+                    f"'mlsched_site.asgi:application'])", env=process_env())  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    assert wait_until(lambda: port_open(port), timeout=60), "daphne did not start"
+    yield url
+    daphne.terminate()
+    daphne.communicate(timeout=30)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def browser_page():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=CHROMIUM_FLAGS)  # fmt: skip
+        yield browser.new_page()
+        browser.close()
+
+
+def in_thread(work) -> None:
+    """Run server-side work off this thread: Playwright's event loop runs here, and publishing
+    to the channel layer needs a thread without one (as in the web app and the scheduler)."""
+    failures = []
+
+    def run():
+        try:
+            work()
+        except Exception as error:  # surfaced below, in the test's thread
+            failures.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert not failures, failures
+
+
+def log_in(page, url, username):
+    page.goto(f"{url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+
+def test_the_job_page_shows_state_changes_and_log_lines_as_they_happen(
+    server, browser_page, alpha, alice, tmp_path
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, name="bert-finetune")
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#state")).to_have_text("queued")
+
+    def scheduler_and_agent():
+        actions.transition(job, State.SCHEDULED, "placed")
+        attempt = AttemptFactory(job=job, cluster=cluster)
+        actions.transition(job, State.RUNNING, "attempt 1 running", attempt=attempt)
+        lines = [LogLine(attempt.pk, 0, 0, "stdout", "epoch 1 loss 0.42"),
+                 LogLine(attempt.pk, 0, 1, "stderr", "grad norm high")]  # fmt: skip
+        agents.store_logs(cluster, lines)
+
+    in_thread(scheduler_and_agent)
+
+    expect(page.locator("#state")).to_have_text("running", timeout=10_000)
+    expect(page.locator("#log")).to_contain_text("[1.0] epoch 1 loss 0.42", timeout=10_000)
+    expect(page.locator("#log .stderr")).to_have_text("[1.0] grad norm high\n")
+    expect(page.locator("#live")).to_have_text("live")  # it came over the websocket
+    page.screenshot(path=str(tmp_path / "job-page.png"), full_page=True)
+
+
+def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):
+    JobFactory(tenant=alpha, owner=alice, name="resnet-sweep")
+    log_in(browser_page, server, "alice")
+
+    browser_page.click("text=resnet-sweep")
+
+    expect(browser_page.locator("h1")).to_contain_text("resnet-sweep")
