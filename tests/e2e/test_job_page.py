@@ -2,7 +2,10 @@
 with live updates over Channels and Redis. Run in its own pytest process (see the Makefile)."""
 
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from django.conf import global_settings
@@ -14,7 +17,7 @@ from clusters.backends.base import LogLine
 from jobs import actions
 from jobs.states import State
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
-from tests.processes import manage, process_env, wait_until
+from tests.processes import ROOT, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,14 +38,20 @@ def server(settings):
     # The browser logs in through the real form: store a password the server can verify.
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     port = free_port()
-    daphne = manage("shell", "-c", f"from daphne.cli import CommandLineInterface; "
-                    f"CommandLineInterface().run(['-b', '127.0.0.1', '-p', '{port}', "
-                    f"'mlsched_site.asgi:application'])", env=process_env())  # fmt: skip
+    daphne = subprocess.Popen(
+        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+         "mlsched_site.asgi:application"],
+        cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     assert wait_until(lambda: port_open(port), timeout=60), "daphne did not start"
     yield url
     daphne.terminate()
-    daphne.communicate(timeout=30)
+    try:
+        daphne.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # an open websocket can keep it waiting
+        daphne.kill()
+        daphne.communicate()
 
 
 def port_open(port: int) -> bool:
