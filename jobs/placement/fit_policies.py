@@ -24,6 +24,7 @@ from jobs.placement.fragmentation import (
     WorkloadClass,
     candidate_takes,
     fits,
+    lookahead_change,
 )
 
 # Normalisers of the published BestFit and DotProduct scores: the largest node in the trace.
@@ -187,8 +188,8 @@ def make_fgd(table: FragmentationTable) -> Scorer:
 def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.25) -> Scorer:
     """The production scorer: FGD with a one-step lookahead over the workload mix.
 
-    Cost of a placement = fragmentation growth now + ``lookahead_weight`` x the change in the
-    expected growth caused by the next typical task on this node. Scored on FGD's 100-level
+    Cost of a placement = fragmentation growth now + ``lookahead_weight`` x how much worse the
+    next typical task would fare on this node (``lookahead_change``). Scored on FGD's 100-level
     scale so near-equal placements tie and the node order packs them (see ``fgd_score``).
     """
 
@@ -200,7 +201,7 @@ def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.25) -> S
         def rate(take: tuple[int, ...]) -> float:
             cpu_left, gpu = _after(node, task, take)
             cost = table.node(cpu_left, gpu, gt) - before
-            cost += lookahead_weight * (table.lookahead(cpu_left, gpu, gt) - ahead)
+            cost += lookahead_weight * lookahead_change(ahead, table.lookahead(cpu_left, gpu, gt))
             return fgd_score(cost)
 
         return _best(node, task, rate)

@@ -238,12 +238,11 @@ class FragmentationTable:
 
     def lookahead(
         self, free_cpu_milli: int, free_gpu_milli: Sequence[int], gpu_type: str = ""
-    ) -> float:
-        """Expected fragmentation growth if the next task, drawn from the workload, lands here.
+    ) -> tuple[float | None, ...]:
+        """Per popular class, the weighted fragmentation growth if its next task lands here.
 
-        Each class that fits contributes its weight times the growth of its best GPU choice;
-        classes that do not fit contribute nothing (they go elsewhere). A placement that leaves
-        a node where typical tasks can only land badly is thereby charged in advance.
+        Entry ``p`` is ``weight_p x`` the growth of class p's best GPU choice on this node, or
+        None if p does not fit. Compare two states with ``lookahead_change``.
         """
         gpus = tuple(sorted(free_gpu_milli))
         cpu = _floor(self._ahead_cuts, free_cpu_milli)
@@ -253,19 +252,26 @@ class FragmentationTable:
             value = self._ahead[key] = self._look(cpu, gpus, gpu_type)
         return value
 
-    def _look(self, cpu: int, gpus: tuple[int, ...], gpu_type: str) -> float:
+    def _look(self, cpu: int, gpus: tuple[int, ...], gpu_type: str) -> tuple[float | None, ...]:
         before = self.node(cpu, gpus, gpu_type)
-        total = 0.0
+        out: list[float | None] = []
         for shape, weight in self._ahead_classes:
-            if cpu < shape.cpu_milli or not (shape.gpu_count == 0 or shape.accepts(gpu_type)):
-                continue
             best = None
-            for after in _after_states(gpus, shape):
-                frag = self.node(cpu - shape.cpu_milli, after, gpu_type)
-                best = frag if best is None or frag < best else best
-            if best is not None:
-                total += weight * (best - before)
-        return total
+            if cpu >= shape.cpu_milli and (shape.gpu_count == 0 or shape.accepts(gpu_type)):
+                for after in _after_states(gpus, shape):
+                    frag = self.node(cpu - shape.cpu_milli, after, gpu_type)
+                    best = frag if best is None or frag < best else best
+            out.append(None if best is None else weight * (best - before))
+        return tuple(out)
+
+
+def lookahead_change(before: Sequence[float | None], after: Sequence[float | None]) -> float:
+    """How much worse the next typical task fares on the node after a placement than before.
+
+    Only classes that still fit count: a class the placement shuts out is already charged by
+    the fragmentation growth, and must not look like a saving here.
+    """
+    return sum(a - b for a, b in zip(after, before, strict=True) if a is not None and b is not None)
 
 
 def _floor(cuts: list[int], cpu: int) -> int:

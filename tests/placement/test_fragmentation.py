@@ -8,6 +8,7 @@ from jobs.placement.fragmentation import (
     WorkloadClass,
     class_fragment,
     fgd_delta,
+    lookahead_change,
     node_fragmentation,
     typical_workload,
 )
@@ -88,14 +89,17 @@ def test_the_table_matches_the_direct_measure():
 
 
 def _brute_lookahead(cpu, gpus, workload):
-    """Weighted best fragmentation growth of one more task of each class that fits."""
+    """Per class (most popular first): weight x best growth of one more task, None if no fit."""
     total = sum(c.weight for c in workload)
-    out = 0.0
-    for c in workload:
+    out = []
+    for c in sorted(workload, key=lambda c: -c.weight):
         fit = fgd_delta(cpu, gpus, c.shape, workload)
-        if fit is not None:
-            out += c.weight / total * fit[0]
+        out.append(None if fit is None else c.weight / total * fit[0])
     return out
+
+
+def test_lookahead_change_ignores_classes_the_placement_shuts_out():
+    assert lookahead_change([10.0, 5.0, None], [12.0, None, None]) == 2.0
 
 
 def test_the_table_and_its_lookahead_match_brute_force_on_random_states():
@@ -111,4 +115,8 @@ def test_the_table_and_its_lookahead_match_brute_force_on_random_states():
         ]
         cpu = rng.randrange(0, 40000, 500)
         assert table.node(cpu, gpus) == pytest.approx(node_fragmentation(cpu, gpus, workload))
-        assert table.lookahead(cpu, gpus) == pytest.approx(_brute_lookahead(cpu, gpus, workload))
+        got, want = table.lookahead(cpu, gpus), _brute_lookahead(cpu, gpus, workload)
+        assert [g is None for g in got] == [w is None for w in want]
+        assert [g for g in got if g is not None] == pytest.approx(
+            [w for w in want if w is not None]
+        )
