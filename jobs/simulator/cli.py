@@ -72,6 +72,7 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
     published_path = args.published or report.find_published(args.pods)
     published = report.published_curves(published_path, workload) if published_path else {}
     rows, curves, results, log = [], {}, {}, [f"# {command}"]
+    frag_rows: dict[str, list] = {"frag": [], "frag_ratio": []}
     for policy in policies:
         for seed in seeds:
             trial = fgd.prepare(nodes, pods, seed, args.tune)
@@ -81,6 +82,12 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
             curve = fgd.allocation_curve(outcome)
             curves.setdefault(policy, []).append(curve)
             rows.append(report.csv_row(workload, policy, args.tune, seed, gpus, curve))
+            for name, fn in (
+                ("frag", fgd.fragmentation_curve),
+                ("frag_ratio", fgd.fragmentation_ratio_curve),
+            ):
+                row = report.csv_row(workload, policy, args.tune, seed, gpus, fn(outcome))
+                frag_rows[name].append(row[:4] + row[5:])
             unalloc = None if curve[100] is None else 100 - curve[100]
             results.setdefault(policy, []).append(unalloc)
             _say(
@@ -94,6 +101,10 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
     final = f"unallocated_gpu_pct_at_100: {_fmt(sum(last) / len(last) if last else None)}"
     if args.out:
         _write_outputs(args.out, workload, rows, curves, published, command, log + [final])
+        stem = f"{workload}_{'-'.join(curves)}"
+        for name, frows in frag_rows.items():
+            path = args.out / f"{stem}_{name}.csv"
+            report.write_csv(path, frows, command, report.FRAG_HEADER)
     print(final)
     return 0
 

@@ -29,6 +29,7 @@ class Trial:
     nodes: list[Node]
     pods: list[Pod]
     originals: list[Pod]
+    seed: int = 0
 
 
 @dataclass
@@ -52,7 +53,7 @@ def prepare(nodes: Sequence[Node], pods: Sequence[Pod], seed: int, tune: float) 
     arrivals = _inflate(ordered, rng, tune * capacity) if tune > 0 else list(ordered)
     node_order = sorted(nodes, key=lambda n: n.name)
     rng.shuffle(node_order)
-    return Trial(node_order, arrivals, list(pods))
+    return Trial(node_order, arrivals, list(pods), seed)
 
 
 def _inflate(ordered: list[Pod], rng: random.Random, target: float) -> list[Pod]:
@@ -149,7 +150,7 @@ def run(trial: Trial, policy: str) -> Outcome:
     scorer = make_scorer(policy, workload)
     table = FragmentationTable(workload)
     cluster = Cluster(trial.nodes, track_hosted=policy == "gpuclustering")
-    rng = random.Random(len(trial.pods))
+    rng = random.Random(trial.seed)  # only the random policy draws from it
     n = len(trial.pods)
     arrived, allocated = np.zeros(n, np.int64), np.zeros(n, np.int64)
     frag, idle = np.zeros(n), np.zeros(n, np.int64)
@@ -231,6 +232,18 @@ def discretise(
 
 
 def allocation_curve(outcome: Outcome) -> list[float | None]:
-    """GPU allocation ratio (%) by arrived load 0..130 %."""
+    """GPU allocation ratio (%) by arrived load 0..130 % (analysis_allo_discrete.csv)."""
     ratio = outcome.allocated_milli / outcome.capacity_milli * 100
+    return discretise(outcome.arrived_milli, ratio, outcome.capacity_milli)
+
+
+def fragmentation_curve(outcome: Outcome) -> list[float | None]:
+    """Fragmented GPU as % of capacity by arrived load (analysis_frag_discrete.csv)."""
+    amount = outcome.frag_milli / outcome.capacity_milli * 100
+    return discretise(outcome.arrived_milli, amount, outcome.capacity_milli)
+
+
+def fragmentation_ratio_curve(outcome: Outcome) -> list[float | None]:
+    """Fragmented GPU as % of idle GPU by arrived load (analysis_frag_ratio_discrete.csv)."""
+    ratio = outcome.frag_milli / np.maximum(outcome.idle_milli, 1) * 100
     return discretise(outcome.arrived_milli, ratio, outcome.capacity_milli)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -129,7 +128,3 @@ def write_outputs(out: Path, stem: str, results: dict[str, Result], log: list[st
     fig.savefig(out / f"{name}.png", dpi=120)
     plt.close(fig)
     print(f"wrote {out / name}.txt and .png")
-
-
-def command_line(argv: list[str]) -> str:
-    return "simulate " + shlex.join(argv)

@@ -30,13 +30,17 @@ def csv_row(
     return [workload, policy, tune, seed, gpus, *values]
 
 
-def write_csv(path: Path, rows: Sequence[list], command: str) -> None:
+def write_csv(path: Path, rows: Sequence[list], command: str, header=HEADER) -> None:
     """Write rows under the header, after a comment line with the command that produced them."""
     with open(path, "w", newline="") as f:
         f.write(f"# {command}\n")
         writer = csv.writer(f)
-        writer.writerow(HEADER)
+        writer.writerow(header)
         writer.writerows(rows)
+
+
+# The published fragmentation files have no total_gpus column.
+FRAG_HEADER = HEADER[:4] + HEADER[5:]
 
 
 def published_curves(path: Path, workload: str) -> dict[str, dict[int, list[float]]]:
