@@ -79,7 +79,8 @@ class Cycle:
             policy.workload_coverage,
             policy.workload_max_classes,
         )
-        self.scorer = WeightedScorer(policy, ScoringContext(self.capacity, workload))
+        context = ScoringContext(self.capacity, workload, policy.lookahead_weight)
+        self.scorer = WeightedScorer(policy, context)
         self.order = QueueOrder(snapshot.queued, snapshot.tenants, self._totals(), policy, self.now)
         self.running = {j.id: j for j in snapshot.running}
         self.ends = ending_jobs(snapshot.running, self.now)

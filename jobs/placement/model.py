@@ -150,9 +150,12 @@ class Policy:
     """
 
     # Fragmentation growth first (FGD's 100 levels, 0.01 apart) and best fit only inside a
-    # level: its weight keeps it below one level. This ordering left fewer GPUs idle than FGD
-    # alone on most trace workloads (bench/results/fgd_variants.md, "mlsched").
+    # level: its weight keeps it below one level. With the lookahead below this is the trace
+    # simulator's "mlsched" ordering, which left fewer GPUs idle than FGD on most workloads.
     scorers: tuple[tuple[str, float], ...] = (("fragmentation", 1.0), ("best_fit", 0.005))
+    # The fragmentation scorer also charges this share of how much worse the next typical
+    # task would fare on the node (a one-step lookahead; 0 gives plain FGD).
+    lookahead_weight: float = 0.25
     resource_weights: Mapping[str, float] = field(
         default_factory=lambda: {"gpu": 1.0, "cpu": 0.25, "memory": 0.25}
     )

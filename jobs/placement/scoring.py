@@ -23,7 +23,13 @@ ScoreFn = Callable[[Move], float]
 class ScoringContext:
     """Cycle-wide facts the scorers normalise with, and the typical workload mix."""
 
-    def __init__(self, capacity: Capacity, workload: tuple[fragmentation.WorkloadClass, ...]):
+    def __init__(
+        self,
+        capacity: Capacity,
+        workload: tuple[fragmentation.WorkloadClass, ...],
+        lookahead_weight: float = 0.0,
+    ):
+        self.lookahead_weight = lookahead_weight
         self.max_cpu = max((n.cap_cpu for n in capacity.nodes), default=1) or 1
         most_gpus = max((len(n.gpus) for n in capacity.nodes), default=1)
         self.max_gpu_milli = max(most_gpus, 1) * WHOLE_GPU
@@ -51,15 +57,22 @@ def fgd_level(delta: float) -> float:
 
 
 def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
-    """Least growth of the node's fragmentation against the typical workload (FGD)."""
+    """Least growth of the node's fragmentation against the typical workload (FGD), plus
+    ``lookahead_weight`` x how much worse the next typical task would fare on the node."""
     table = fragmentation.FragmentationTable(ctx.workload)
+    weight = ctx.lookahead_weight
 
     def score(move: Move) -> float:
         gpu_type, cpu_before, gpus_before, cpu_after, gpus_after = move
         if not gpus_before:
             return 1.0
-        before = table.node(cpu_before, gpus_before, gpu_type)
-        return fgd_level(table.node(cpu_after, gpus_after, gpu_type) - before)
+        cost = table.node(cpu_after, gpus_after, gpu_type)
+        cost -= table.node(cpu_before, gpus_before, gpu_type)
+        if weight:
+            ahead = table.lookahead(cpu_before, gpus_before, gpu_type)
+            after = table.lookahead(cpu_after, gpus_after, gpu_type)
+            cost += weight * fragmentation.lookahead_change(ahead, after)
+        return fgd_level(cost)
 
     return score
 

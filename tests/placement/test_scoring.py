@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from jobs.placement import QueuedJob, ShapeCount
 from jobs.placement.capacity import Capacity
-from jobs.placement.fragmentation import TaskShape, WorkloadClass, node_fragmentation
+from jobs.placement.fragmentation import (
+    FragmentationTable,
+    TaskShape,
+    WorkloadClass,
+    lookahead_change,
+    node_fragmentation,
+)
 from jobs.placement.scoring import (
     ScoringContext,
     best_fit,
@@ -57,3 +63,16 @@ def test_the_workload_keeps_only_the_most_popular_classes():
     classes = learn_workload(queue, (), coverage=1.0, max_classes=2)
     assert [c.shape.gpu_milli for c in classes] == [100, 200]
     assert abs(sum(c.weight for c in classes) - 1.0) < 1e-9
+
+
+def test_the_lookahead_adds_how_much_worse_the_next_typical_task_fares():
+    ctx = context()
+    ctx.lookahead_weight = 0.25
+    table = FragmentationTable(SHARES_OF_300)
+    before, after = (1000, 1000, 1000, 1000), (1000, 1000, 1000, 500)
+    growth = table.node(7000, after, "t4") - table.node(8000, before, "t4")
+    ahead = lookahead_change(
+        table.lookahead(8000, before, "t4"), table.lookahead(7000, after, "t4")
+    )
+    score = fragmentation_aware(ctx)(("t4", 8000, before, 7000, after))
+    assert score == fgd_level(growth + 0.25 * ahead)
