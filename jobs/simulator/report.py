@@ -86,14 +86,32 @@ def plot(
     ks = list(range(75, MAX_ARRIVED_PCT + 1))
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.plot(ks, [max(0, 100 - k) for k in ks], color="grey", lw=1, label="ideal")
-    for label, curves in published.items():
-        ax.plot(ks, _median_unalloc(list(curves.values()), ks), ls="--", lw=1, label=label)
+    # One colour per policy: ours solid, the published run of the same policy dashed.
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = dict(zip([*PUBLISHED_NAMES, "mlsched"], palette, strict=False))
+    ours_by_label = {label: policy for policy, label in PUBLISHED_NAMES.items()}
+    for label, curves in sorted(published.items()):
+        colour = colours.get(ours_by_label.get(label, ""))
+        ax.plot(
+            ks,
+            _median_unalloc(list(curves.values()), ks),
+            ls="--",
+            lw=1,
+            color=colour,
+            label=f"published: {label}",
+        )
     for policy, curves in ours.items():
-        ax.plot(ks, _median_unalloc(curves, ks), lw=2, label=f"ours: {policy}")
+        ax.plot(
+            ks,
+            _median_unalloc(curves, ks),
+            lw=2,
+            color=colours.get(policy),
+            label=f"ours: {policy}",
+        )
     ax.set(xlabel="arrived GPU load (% of capacity)", ylabel="unallocated GPU (%)", title=title)
     ax.set_ylim(0, 30)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
