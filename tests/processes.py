@@ -42,3 +42,12 @@ def wait_until(predicate, timeout: float, interval: float = 0.1):
             return value
         time.sleep(interval)
     return None
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for its parent counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -11,7 +11,7 @@ import pytest
 from clusters.backends import base
 from clusters.backends.base import AttemptSpec, WorkerSpec
 from clusters.backends.local import LocalBackend, alive, parse_inventory
-from tests.processes import wait_until
+from tests.processes import gone, wait_until
 
 PRINT_ENV = (
     "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
@@ -36,15 +36,6 @@ def spec(command, workers=1, attempt=1, number=1, runtime=60, gpus=((0,),)):
 def backend(tmp_path):
     nodes = parse_inventory("1x8xA100", "local")
     return LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", default_grace_s=2)
-
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting for its parent counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def phases(backend, attempt=1):

@@ -16,7 +16,7 @@ from jobs import actions
 from jobs.models import Attempt, Family, Job, LogChunk
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory
-from tests.processes import manage, process_env, wait_until
+from tests.processes import gone, manage, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRACE_S = 2
@@ -82,14 +82,6 @@ def logs(job: Job) -> list[str]:
         LogChunk.objects.filter(attempt__job=job).order_by("attempt", "worker", "seq")
         .values_list("text", flat=True)
     )  # fmt: skip
-
-
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 RENDEZVOUS = """
