@@ -16,6 +16,7 @@ from jobs.placement import (
     Tenant,
     place,
 )
+from jobs.simulator.replay import FAMILY_TIER
 from jobs.simulator.traces import (
     JOB_CPU_PER_GPU,
     JOB_MEMORY_PER_GPU,
@@ -122,5 +123,5 @@ def _queued(j) -> QueuedJob:
 
 
 def _tier(j) -> int:
-    # Short evaluations are latency-sensitive: one tier above everything else.
-    return 1 if j.family == "evaluation" else 0
+    # Latency first: evaluations, then batch inference, then training (as the priority policy).
+    return FAMILY_TIER[j.family]
