@@ -45,6 +45,7 @@ async def test_another_tenants_user_is_refused(alpha, alice, charlie):
     job = await sync_to_async(JobFactory)(tenant=alpha, owner=alice)
 
     socket, connected, code = await connect(charlie, job.pk)
+    await socket.disconnect()  # ends the refused consumer instead of leaving it to the loop
 
     assert not connected
     assert code == 4404
