@@ -44,6 +44,8 @@ class NodeView:
 
 
 class Fit(NamedTuple):
+    """A scorer's answer: higher ``score`` is better; ``take[i]`` is milli taken from GPU i."""
+
     score: float
     take: tuple[int, ...]
 

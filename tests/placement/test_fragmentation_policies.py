@@ -71,6 +71,21 @@ def test_fgd_keeps_whole_gpus_free_for_whole_gpu_tasks():
     assert fit.take == (500,)
 
 
+def test_mlsched_also_keeps_whole_gpus_free_for_whole_gpu_tasks():
+    scorer = make_scorer("mlsched", WORKLOAD)
+    index, fit = choose([node(1000), node(600)], HALF, scorer)
+    assert index == 1
+    assert fit.take == (500,)
+
+
+def test_mlsched_avoids_leaving_a_gap_the_next_typical_task_cannot_fill():
+    # Workload: shares of 500. Putting a 500 share on the 700 GPU leaves 200 that no typical
+    # task can use; on the idle GPU it leaves 500, which the next share fills exactly.
+    workload = (WorkloadClass(HALF, 1.0),)
+    fit = make_scorer("mlsched", workload)(node(700, 1000), HALF)
+    assert fit.take == (0, 500)
+
+
 def test_fgd_score_is_the_published_rounded_sigmoid():
     assert fgd_score(0) == 50
     assert fgd_score(-1_000_000) == 100
