@@ -261,6 +261,8 @@ def wasted_gpu_seconds(attempt: Attempt, now) -> float:
 def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     """Queue a job for `tenant`; return (job, created).
 
+    A batch inference job of M shards becomes M jobs, one per shard, so each is placed, retried
+    and preempted on its own; shard 0 is returned and the others point to it as their parent.
     With an idempotency key already used in the tenant, the existing job comes back and nothing
     is written: a client that retries a submission gets one job.
     """
@@ -269,8 +271,17 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         existing = Job.objects.filter(tenant=tenant, idempotency_key=key).first()
         if existing is not None:
             return existing, False
-    job = Job.objects.create(tenant=tenant, owner=owner, **spec)
-    event = JobEvent.objects.create(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}")
-    events.publish_on_commit([(event, tenant.pk)])
+    shards = spec.get("shards", 1)
+    first = Job.objects.create(tenant=tenant, owner=owner, **{**spec, "shard_index": 0})
+    jobs = [first]
+    if shards > 1:
+        rest = {**spec, "idempotency_key": None, "shards": shards, "parent": first}
+        jobs += Job.objects.bulk_create(
+            Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
+        )
+    written = JobEvent.objects.bulk_create(
+        JobEvent(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}") for job in jobs
+    )
+    events.publish_on_commit((event, tenant.pk) for event in written)
     transaction.on_commit(kick)
-    return job, True
+    return first, True

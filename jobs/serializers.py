@@ -34,6 +34,7 @@ class SubmitSerializer(serializers.Serializer):
     )
     cluster_selector = serializers.DictField(child=serializers.CharField(), default=dict)
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    shards = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
     priority_class = serializers.SlugField(default="normal")
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
@@ -69,6 +70,8 @@ class SubmitSerializer(serializers.Serializer):
             )
         if family == Family.EVALUATION and data["workers"] != 1:
             raise serializers.ValidationError({"workers": "An evaluation job has one worker."})
+        if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
+            raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
         return data
 
@@ -83,7 +86,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
-            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers",
+            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
+            "shard_index", "parent",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retries_used", "idempotency_key", "state", "pending_reason", "pending_message",
             "estimated_start", "created", "scheduled_at", "started_at", "finished_at", "attempts",

@@ -212,3 +212,21 @@ def test_events_list_the_jobs_transitions(alice):
 
     assert [(e["from_state"], e["to_state"]) for e in events] == [
         ("", State.QUEUED), (State.QUEUED, State.CANCELED)]  # fmt: skip
+
+
+def test_a_batch_job_becomes_one_job_per_shard(alice):
+    response = submit(alice, family="batch_inference", workers=1, gpus=1, shards=4)
+
+    assert response.status_code == 201
+    first = Job.objects.get(pk=response.json()["id"])
+    shards = Job.objects.filter(tenant=first.tenant).order_by("shard_index")
+    assert [(j.shard_index, j.parent_id) for j in shards] == [
+        (0, None), (1, first.pk), (2, first.pk), (3, first.pk)]  # fmt: skip
+    assert JobEvent.objects.filter(to_state=State.QUEUED).count() == 4
+
+
+def test_only_batch_inference_has_shards(alice):
+    response = submit(alice, shards=3)
+
+    assert response.status_code == 400
+    assert "shards" in response.json()

@@ -253,3 +253,19 @@ def test_every_live_job_has_at_most_one_live_attempt():
     per_job = Attempt.objects.filter(outcome="").values("job").annotate(n=Count("id"))
     assert {row["n"] for row in per_job} == {1}
     assert Job.objects.filter(state=State.SCHEDULED).count() == 8
+
+
+def test_batch_shards_are_placed_independently_as_room_allows(alpha, alice):
+    n8_a100_nodes(1)
+    first, _ = actions.submit(
+        alice, alpha,
+        {"name": "embed", "family": Family.BATCH_INFERENCE, "image": "i", "command": ["x"],
+         "cpu_milli": 1000, "memory_mb": 1000, "gpus": 3, "max_runtime_s": 60, "shards": 4,
+         "priority_class": PriorityClassFactory()},
+    )  # fmt: skip
+
+    cycle.run_cycle()
+
+    shards = Job.objects.filter(pk=first.pk) | Job.objects.filter(parent=first)
+    states = sorted(shards.values_list("state", flat=True))
+    assert states == [State.QUEUED, State.QUEUED, State.SCHEDULED, State.SCHEDULED]
