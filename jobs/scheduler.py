@@ -6,6 +6,7 @@ it through the broker. Without Redis (the embedded mode) a thread in the server 
 the same, woken by the same kick.
 """
 
+import functools
 import logging
 import threading
 import zlib
@@ -73,11 +74,16 @@ def kick() -> None:
     if not settings.REDIS_URL:
         _wake.set()
         return
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    if client.set("mlsched:kick", 1, nx=True, px=200):
+    if redis_client().set("mlsched:kick", 1, nx=True, px=200):
         from jobs.tasks import schedule
 
         schedule.delay()
+
+
+@functools.cache
+def redis_client() -> redis.Redis:
+    """One connection pool per process, not one connection per kick."""
+    return redis.Redis.from_url(settings.REDIS_URL)
 
 
 def run_forever(stop: threading.Event, interval: float = 1.0) -> None:
