@@ -13,6 +13,10 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
 }
 
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then su postgres -c "$(printf '%q ' "$@")"; else sudo -u postgres "$@"; fi
+}
+
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 
 ensure_postgres() {
@@ -24,8 +28,7 @@ ensure_postgres() {
   fi
   # A fresh install asks for a password over TCP: give the postgres role the one we use.
   if ! psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1; then
-    $SUDO -u postgres psql -qc "ALTER USER postgres PASSWORD 'postgres'" >/dev/null 2>&1 \
-      || su postgres -c "psql -qc \"ALTER USER postgres PASSWORD 'postgres'\"" >/dev/null
+    as_postgres psql -qc "ALTER USER postgres PASSWORD 'postgres'" >/dev/null
   fi
   psql "$PG_URL" -qtAc 'select 1' >/dev/null
 }
