@@ -137,6 +137,8 @@ MLSCHED_AGENT_TIMEOUT_S = int(os.environ.get("MLSCHED_AGENT_TIMEOUT_S", "15"))
 MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "60"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
+# Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).
+MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 

@@ -6,6 +6,7 @@ from jobs import views as portal
 urlpatterns = [
     path("", portal.index, name="index"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
+    path("metrics", portal.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),

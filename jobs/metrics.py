@@ -1,0 +1,123 @@
+"""Metrics in the Prometheus text format, computed from the database at scrape time.
+
+GPU allocation per cluster and type, jobs by state, queue wait (submit to first start) per family
+over the last day, attempt outcomes, preemption rate and wasted GPU-seconds over the last day,
+the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+"""
+
+import statistics
+from collections import defaultdict
+from datetime import timedelta
+
+from django.db.models import Count, F, Sum
+from django.utils import timezone
+
+from clusters.models import Allocation, Cluster, Node
+from jobs.models import Attempt, Job, SchedulerShard
+
+WINDOW = timedelta(days=1)
+
+
+def render() -> str:
+    """All metrics, as one Prometheus text exposition."""
+    now = timezone.now()
+    lines: list[str] = []
+    for family in (gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
+        lines.extend(family(now))
+    return "\n".join(lines) + "\n"
+
+
+def metric(name: str, kind: str, help_text: str, samples) -> list[str]:
+    out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        label_text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        out.append(f"{name}{{{label_text}}} {value:g}" if labels else f"{name} {value:g}")
+    return out
+
+
+def gpus(now) -> list[str]:
+    total = (
+        Node.objects.filter(gpu_count__gt=0)
+        .values("cluster__name", "gpu_type")
+        .annotate(n=Sum("gpu_count"))
+    )
+    used = (
+        Allocation.objects.active()
+        .exclude(gpu_index=None)
+        .values("node__cluster__name", "node__gpu_type")
+        .annotate(milli=Sum("gpu_milli"))
+    )
+    allocated = {(u["node__cluster__name"], u["node__gpu_type"]): u["milli"] / 1000 for u in used}
+    samples = []
+    for row in total:
+        key = (row["cluster__name"], row["gpu_type"])
+        labels = {"cluster": key[0], "gpu_type": key[1]}
+        samples.append(({**labels, "state": "total"}, row["n"]))
+        samples.append(({**labels, "state": "allocated"}, allocated.get(key, 0)))
+    return metric("mlsched_gpus", "gauge", "GPUs per cluster and type: total and allocated.",
+                  samples)  # fmt: skip
+
+
+def jobs_by_state(now) -> list[str]:
+    counts = Job.objects.values("state").annotate(n=Count("id"))
+    return metric("mlsched_jobs", "gauge", "Jobs by state.",
+                  [({"state": c["state"]}, c["n"]) for c in counts])  # fmt: skip
+
+
+def queue_wait(now) -> list[str]:
+    started = Job.objects.filter(started_at__gte=now - WINDOW).values_list(
+        "family", F("started_at") - F("created")
+    )
+    waits: dict[str, list[float]] = defaultdict(list)
+    for family, wait in started:
+        waits[family].append(wait.total_seconds())
+    samples = []
+    for family, values in sorted(waits.items()):
+        values.sort()
+        for q in (0.5, 0.95, 0.99):
+            samples.append(({"family": family, "quantile": q}, quantile(values, q)))
+        samples.append(({"family": family, "quantile": "mean"}, statistics.fmean(values)))
+    return metric("mlsched_queue_wait_seconds", "gauge",
+                  "Submit to first start, jobs started in the last day.", samples)  # fmt: skip
+
+
+def quantile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def attempts(now) -> list[str]:
+    recent = Attempt.objects.filter(ended_at__gte=now - WINDOW)
+    by_outcome = dict(recent.values_list("outcome").annotate(n=Count("id")))
+    started = Attempt.objects.filter(started_at__gte=now - WINDOW).count()
+    preempted = by_outcome.get(Attempt.Outcome.PREEMPTED, 0)
+    wasted = recent.aggregate(s=Sum("wasted_gpu_seconds"))["s"] or 0
+    return [
+        *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
+                [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
+        *metric("mlsched_preemption_rate", "gauge",
+                "Preempted attempts / attempts started, last day.",
+                [({}, preempted / started if started else 0)]),
+        *metric("mlsched_wasted_gpu_seconds", "gauge",
+                "GPU-seconds reserved without useful work, attempts ended in the last day.",
+                [({}, wasted)]),
+    ]  # fmt: skip
+
+
+def scheduler(now) -> list[str]:
+    shards = list(SchedulerShard.objects.all())
+    return [
+        *metric("mlsched_scheduler_last_cycle_age_seconds", "gauge",
+                "Seconds since the shard last ran a cycle.",
+                [({"shard": s.name}, (now - s.last_cycle_at).total_seconds())
+                 for s in shards if s.last_cycle_at]),
+        *metric("mlsched_scheduler_placements_total", "counter", "Placements committed.",
+                [({"shard": s.name}, s.placements) for s in shards]),
+    ]  # fmt: skip
+
+
+def agents(now) -> list[str]:
+    clusters = Cluster.objects.exclude(last_heartbeat=None).values_list("name", "last_heartbeat")
+    return metric("mlsched_agent_heartbeat_age_seconds", "gauge",
+                  "Seconds since each cluster's agent last reported.",
+                  [({"cluster": name}, (now - beat).total_seconds())
+                   for name, beat in clusters])  # fmt: skip
