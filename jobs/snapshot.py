@@ -28,6 +28,7 @@ QUEUED_FIELDS = [
     "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
+    "priority_class__may_preempt",
 ]  # fmt: skip
 
 
@@ -197,6 +198,7 @@ def to_queued(job: dict, clusters) -> p.QueuedJob:
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
         clusters=cluster_ids(job["cluster_selector"], clusters),
+        may_preempt=job["priority_class__may_preempt"],
     )
 
 

@@ -351,14 +351,17 @@ class Cycle:
             for g in need.groups
         )
         # Most blocked jobs have nobody below them: skip the scan of running work.
-        if job.tier <= self.lowest_victim_tier and not reclaiming:
+        by_tier = job.may_preempt and job.tier > self.lowest_victim_tier
+        if not by_tier and not reclaiming:
             return []
         if self._lost is None:
             self._lost = {
                 j.id: preemption.lost_gpu_seconds(j, self.now) for j in self.running.values()
             }
         running = [j for j in self.running.values() if j.id not in self.evicted]
-        return preemption.eligible(running, job.tier, job.tenant, reclaiming, self._lost)
+        # A job that may not preempt by tier still reclaims its guarantee from borrowers.
+        tier = job.tier if job.may_preempt else self.lowest_victim_tier
+        return preemption.eligible(running, tier, job.tenant, reclaiming, self._lost)
 
     def _fits(self, job: QueuedJob, need: Need):
         slots = self.fit(job, need, memo=False)

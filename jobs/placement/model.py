@@ -100,6 +100,9 @@ class QueuedJob:
     preemptible: bool = False
     max_runtime: float | None = None
     clusters: tuple[str, ...] = ()
+    # Whether the job's priority class may evict lower tiers. Reclaiming the tenant's own
+    # guarantee from borrowers is allowed either way.
+    may_preempt: bool = True
 
     @property
     def worker_gpu_milli(self) -> int:

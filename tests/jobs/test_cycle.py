@@ -269,3 +269,17 @@ def test_batch_shards_are_placed_independently_as_room_allows(alpha, alice):
     shards = Job.objects.filter(pk=first.pk) | Job.objects.filter(parent=first)
     states = sorted(shards.values_list("state", flat=True))
     assert states == [State.QUEUED, State.QUEUED, State.SCHEDULED, State.SCHEDULED]
+
+
+def test_a_priority_class_that_may_not_preempt_leaves_lower_tiers_running():
+    n8_a100_nodes(1)
+    low = training(gpus=8, preemptible=True,
+                   priority_class=PriorityClassFactory(name="low", value=-100))  # fmt: skip
+    cycle.run_cycle()
+    training(gpus=8, priority_class=PriorityClassFactory(name="high", value=100,
+                                                         may_preempt=False))  # fmt: skip
+
+    result = cycle.run_cycle()
+
+    assert result.preempted == []
+    assert low.attempts.get().stop_requested_at is None
