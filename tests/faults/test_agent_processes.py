@@ -15,7 +15,7 @@ from clusters.models import Cluster
 from jobs import actions
 from jobs.models import Attempt, Family, Job, LogChunk
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory
+from tests.factories import ClusterFactory, JobFactory, PriorityClassFactory
 from tests.processes import gone, manage, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -220,3 +220,25 @@ def test_cancel_ends_all_processes_of_a_running_job_within_the_grace_period(plat
     assert time.monotonic() - started < GRACE_S + 3
     attempt.refresh_from_db()
     assert wait_until(lambda: Attempt.objects.get(pk=attempt.pk).outcome, timeout=10) == "canceled"
+
+
+def test_a_preempted_job_is_stopped_and_requeued_and_the_preemptor_runs(platform, tmp_path):
+    low = JobFactory(family=Family.TRAINING, workers=2, gpus=8, preemptible=True,
+                     priority_class=PriorityClassFactory(name="low", value=-100),
+                     command=script(tmp_path, "import time; time.sleep(300)"))  # fmt: skip
+    assert wait_for_state(low, State.RUNNING)
+    victim = low.attempts.get()
+    pids = wait_until(lambda: len(p := platform.child_pids(victim)) == 2 and p, timeout=10)
+
+    high = JobFactory(family=Family.TRAINING, workers=2, gpus=8,
+                      priority_class=PriorityClassFactory(name="high", value=100,
+                                                          may_preempt=True),
+                      command=script(tmp_path, "print('urgent work done')"))  # fmt: skip
+
+    assert wait_for_state(high, State.SUCCEEDED, State.FAILED) == State.SUCCEEDED
+    assert all(gone(pid) for pid in pids)
+    victim.refresh_from_db()
+    low.refresh_from_db()
+    assert victim.outcome == Attempt.Outcome.PREEMPTED
+    assert low.retries_used == 0
+    assert low.state in (State.QUEUED, State.SCHEDULED, State.RUNNING)  # back in line
