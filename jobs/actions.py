@@ -54,7 +54,7 @@ def transition(
     event = JobEvent.objects.create(
         job=job, attempt=attempt, from_state=source, to_state=target, reason=reason, time=now
     )
-    events.publish_on_commit([(event, job.tenant_id)])
+    events.publish_on_commit([(vars(event), job.tenant_id)])
     return event
 
 
@@ -97,12 +97,12 @@ def transition_claimed(
     moved = dict(Job.objects.filter(id__in=job_ids, state=source).values_list("id", "tenant_id"))
     Job.objects.filter(id__in=moved).update(**fields)
     written = [
-        JobEvent(job_id=job_id, attempt_id=attempts.get(job_id), from_state=source,
-                 to_state=target, reason=reasons.get(job_id, ""), time=now)
+        {"job_id": job_id, "attempt_id": attempts.get(job_id), "from_state": source,
+         "to_state": target, "reason": reasons.get(job_id, ""), "time": now}
         for job_id in moved
     ]  # fmt: skip
-    bulk.insert(written)
-    events.publish_on_commit((event, moved[event.job_id]) for event in written)
+    bulk.insert(JobEvent, written)
+    events.publish_on_commit((event, moved[event["job_id"]]) for event in written)
     return list(moved)
 
 
@@ -282,6 +282,6 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     written = JobEvent.objects.bulk_create(
         JobEvent(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}") for job in jobs
     )
-    events.publish_on_commit((event, tenant.pk) for event in written)
+    events.publish_on_commit((vars(event), tenant.pk) for event in written)
     transaction.on_commit(kick)
     return first, True

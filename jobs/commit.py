@@ -48,7 +48,7 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     with transaction.atomic():
         nodes = lock_nodes(node_ids)
         claimed = claim([int(o.job_id) for o in outcomes])
-        rows: dict[int, list[Allocation]] = {}
+        rows: dict[int, list[dict]] = {}
         for outcome in outcomes:
             job_id = int(outcome.job_id)
             if job_id in claimed and (fitted := fit(outcome, nodes)) is not None:
@@ -94,10 +94,10 @@ def claim(job_ids: list[int]) -> set[int]:
     return set(still_queued.values_list("id", flat=True))
 
 
-def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[Allocation] | None:
+def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[dict] | None:
     """Reserve every worker of the outcome on the locked nodes, or nothing at all."""
     undo: list[tuple[NodeState, WorkerPlacement, list[tuple[int, int, int]]]] = []
-    rows: list[Allocation] = []
+    rows: list[dict] = []
     for worker in outcome.workers:
         node = nodes.get(int(worker.node_id))
         taken = take(node, worker) if node is not None else None
@@ -137,43 +137,42 @@ def give_back(node: NodeState, worker: WorkerPlacement, taken: list[tuple[int, i
         node.gpu_taken[gpu].remove((start, milli))
 
 
-def allocation_rows(worker: WorkerPlacement, taken, borrowed: bool) -> list[Allocation]:
-    """One row per GPU range; a CPU-only worker gets one row. CPU and memory ride on slot 0."""
+def allocation_rows(worker: WorkerPlacement, taken, borrowed: bool) -> list[dict]:
+    """One Allocation row per GPU range; a CPU-only worker gets one. CPU and memory ride on
+    slot 0."""
     ranges = taken or [(None, 0, 0)]
     return [
-        Allocation(
-            worker=worker.rank,
-            slot=slot,
-            node_id=int(worker.node_id),
-            gpu_index=gpu,
-            gpu_milli_start=start,
-            gpu_milli=milli,
-            cpu_milli=worker.cpu_milli if slot == 0 else 0,
-            memory_mb=worker.memory_mb if slot == 0 else 0,
-            borrowed=borrowed,
-        )
+        {"worker": worker.rank, "slot": slot, "node_id": int(worker.node_id), "gpu_index": gpu,
+         "gpu_milli_start": start, "gpu_milli": milli,
+         "cpu_milli": worker.cpu_milli if slot == 0 else 0,
+         "memory_mb": worker.memory_mb if slot == 0 else 0, "borrowed": borrowed}
         for slot, (gpu, start, milli) in enumerate(ranges)
-    ]
+    ]  # fmt: skip
 
 
-def write(outcomes: list[Outcome], rows: dict[int, list[Allocation]], moment: datetime) -> None:
+def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime) -> None:
     """Insert the attempts and allocations and move the jobs to scheduled, in bulk."""
     job_ids = [int(o.job_id) for o in outcomes]
     bulk.insert(
+        Attempt,
         [
-            Attempt(job_id=job_id, number=n, cluster_id=int(o.workers[0].cluster),
-                    scheduled_at=moment)
+            {"job_id": job_id, "number": n, "cluster_id": int(o.workers[0].cluster),
+             "scheduled_at": moment}
             for o, job_id, n in zip(outcomes, job_ids, next_numbers(job_ids), strict=True)
-        ]
+        ],
     )  # fmt: skip
     # A job has one live attempt (a unique index says so): the one just inserted.
     attempts = dict(
         Attempt.objects.filter(job_id__in=job_ids, outcome="").values_list("job_id", "id")
     )
-    for job_id, job_rows in rows.items():
-        for row in job_rows:
-            row.attempt_id, row.created = attempts[job_id], moment
-    bulk.insert([row for job_rows in rows.values() for row in job_rows])
+    bulk.insert(
+        Allocation,
+        [
+            {**row, "attempt_id": attempts[job_id], "created": moment}
+            for job_id, job_rows in rows.items()
+            for row in job_rows
+        ],
+    )
     actions.transition_claimed(
         job_ids,
         State.QUEUED,

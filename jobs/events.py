@@ -63,12 +63,17 @@ def publish_logs(by_job: dict[int, list[LogLine]]) -> None:
 
 
 def publish_on_commit(events) -> None:
-    """Publish these JobEvents once the transaction that wrote them commits."""
+    """Publish JobEvents once the transaction that wrote them commits.
+
+    `events` holds (fields, tenant id) pairs; fields are a JobEvent's attributes by attname
+    (`job_id`, `from_state`, `to_state`, `reason`, `time`), as a dict or `vars(event)`.
+    """
     by_tenant: dict[int, list[JobChange]] = defaultdict(list)
     for event, tenant_id in events:
         by_tenant[tenant_id].append(
-            JobChange(job=event.job_id, from_state=event.from_state, to_state=event.to_state,
-                      reason=event.reason, time=event.time.isoformat())
+            JobChange(job=event["job_id"], from_state=event["from_state"],
+                      to_state=event["to_state"], reason=event["reason"],
+                      time=event["time"].isoformat())
         )  # fmt: skip
     if by_tenant:
         transaction.on_commit(lambda: publish(by_tenant))
