@@ -185,10 +185,7 @@ def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime
 
 def count_placements(shard: str, placed: int, moment: datetime) -> None:
     """Bump the shard's heartbeat, last in the batch's transaction."""
-    SchedulerShard.objects.get_or_create(name=shard)
-    SchedulerShard.objects.filter(name=shard).update(
-        last_commit_at=moment, placements=F("placements") + placed
-    )
+    SchedulerShard.bump(shard, last_commit_at=moment, placements=F("placements") + placed)
 
 
 def next_numbers(job_ids: Iterable[int]) -> list[int]:

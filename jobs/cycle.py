@@ -15,7 +15,6 @@ touch the same nodes, the job claim skips rows another scheduler holds, and a jo
 fits is left queued for the next cycle.
 """
 
-import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,8 +27,6 @@ from jobs import actions, snapshot
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
 from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome, place
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,10 +106,7 @@ def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | N
 
 def beat(shard: str = "default") -> None:
     """Record that the shard ran a cycle (health checks look for missing ticks)."""
-    SchedulerShard.objects.get_or_create(name=shard)
-    SchedulerShard.objects.filter(name=shard).update(
-        last_cycle_at=timezone.now(), cycles=F("cycles") + 1
-    )
+    SchedulerShard.bump(shard, last_cycle_at=timezone.now(), cycles=F("cycles") + 1)
 
 
 class Stopwatch:

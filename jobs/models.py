@@ -223,3 +223,10 @@ class SchedulerShard(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def bump(cls, name: str, **changes) -> None:
+        """Update the shard's row, creating it the first time: one UPDATE when it exists."""
+        if not cls.objects.filter(name=name).update(**changes):
+            cls.objects.get_or_create(name=name)
+            cls.objects.filter(name=name).update(**changes)
