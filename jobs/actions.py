@@ -25,7 +25,6 @@ def _timestamps(target: str, now) -> dict:
     return {}
 
 
-@transaction.atomic
 def kick() -> None:
     """Wake the scheduler: capacity or the queue changed."""
     from jobs.scheduler import kick as wake  # the scheduler imports this module
@@ -33,6 +32,7 @@ def kick() -> None:
     wake()
 
 
+@transaction.atomic
 def transition(
     job: Job, target: str, reason: str = "", *, attempt: Attempt | None = None, now=None
 ) -> JobEvent:
@@ -52,7 +52,7 @@ def transition(
         raise states.IllegalTransition(job.pk, current or source, target)
     job.refresh_from_db(fields=[f for f in fields if f != "state"] + ["state"])
     event = JobEvent.objects.create(
-        job=job, attempt=attempt, from_state=source, to_state=target, reason=reason, time=now
+        job=job, attempt=attempt, from_state=source, to_state=target, reason=reason[:300], time=now
     )
     events.publish_on_commit([(vars(event), job.tenant_id)])
     return event
@@ -203,7 +203,7 @@ def end_attempt(
     if attempt.outcome:
         return attempt
     attempt.outcome, attempt.exit_code, attempt.ended_at = outcome, exit_code, now
-    attempt.reason = reason or attempt.reason
+    attempt.reason = (reason or attempt.reason)[:300]
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now)
     attempt.save(update_fields=["outcome", "exit_code", "ended_at", "reason", "wasted_gpu_seconds"])
     release([attempt.pk], now)

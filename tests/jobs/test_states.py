@@ -1,7 +1,8 @@
 import pytest
+from django.db import IntegrityError
 
 from jobs import actions
-from jobs.models import JobEvent
+from jobs.models import Attempt, JobEvent
 from jobs.states import EDGES, TERMINAL, IllegalTransition, State
 from tests.factories import AttemptFactory, JobFactory
 
@@ -123,3 +124,26 @@ def test_cancel_of_an_ended_job_does_nothing():
     job.refresh_from_db()
     assert job.state == State.SUCCEEDED
     assert job.events.count() == len(PATH_TO[State.SUCCEEDED])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transition_whose_event_cannot_be_written_leaves_the_job_as_it_was():
+    job = JobFactory()
+    missing = Attempt(pk=987_654_321)  # the event's foreign key fails when the transaction ends
+
+    with pytest.raises(IntegrityError):
+        actions.transition(job, State.CANCELED, "canceled", attempt=missing)
+
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+    assert not JobEvent.objects.filter(job=job).exists()
+
+
+@pytest.mark.django_db
+def test_an_overlong_reason_is_cut_to_fit():
+    job = JobFactory()
+
+    event = actions.transition(job, State.CANCELED, "x" * 1000)
+
+    event.refresh_from_db()
+    assert event.reason == "x" * 300
