@@ -110,7 +110,9 @@ def desired_state(cluster: Cluster) -> dict:
         if a.stop_requested_at is not None
     ]
     workers = worker_specs([a.pk for a in run])
-    return {"run": [asdict(attempt_spec(a, workers[a.pk])) for a in run], "stop": stop}
+    # A live attempt always holds its allocations; one without any is not startable.
+    specs = [asdict(attempt_spec(a, workers[a.pk])) for a in run if a.pk in workers]
+    return {"run": specs, "stop": stop}
 
 
 def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:
