@@ -9,7 +9,7 @@ change another cluster's attempts.
 
 from collections import defaultdict
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -64,6 +64,7 @@ def live_attempts(cluster: Cluster):
 
 def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     """Move the attempt's job on from what its workers do now."""
+    record_checkpoint(attempt, workers)
     world_size = attempt.job.workers
     ended = attempt_outcome(workers, world_size, attempt.stop_reason)
     if ended is not None:
@@ -71,6 +72,17 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
         actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
     elif len(workers) == world_size and all(w.phase == base.RUNNING for w in workers):
         actions.mark_running(attempt.pk)
+
+
+def record_checkpoint(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
+    """Keep the latest checkpoint time any worker reports (never one in the future)."""
+    seen = [w.checkpoint_at for w in workers if w.checkpoint_at is not None]
+    if not seen:
+        return
+    at = min(datetime.fromtimestamp(max(seen), tz=UTC), timezone.now())
+    if attempt.last_checkpoint_at is None or at > attempt.last_checkpoint_at:
+        Attempt.objects.filter(pk=attempt.pk).update(last_checkpoint_at=at)
+        attempt.last_checkpoint_at = at
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

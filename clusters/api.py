@@ -66,6 +66,7 @@ class WorkerStatusSerializer(serializers.Serializer):
     phase = serializers.ChoiceField(choices=PHASES)
     exit_code = serializers.IntegerField(allow_null=True, default=None)
     reason = serializers.CharField(allow_blank=True, default="", max_length=300)
+    checkpoint_at = serializers.FloatField(allow_null=True, default=None, min_value=0)
 
 
 class LogLineSerializer(serializers.Serializer):

@@ -77,6 +77,8 @@ class WorkerStatus:
     phase: str
     exit_code: int | None = None
     reason: str = ""
+    # When the job last saved a checkpoint (seconds since the epoch), if the backend can see it.
+    checkpoint_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,10 @@ class Backend(Protocol):
         """Drop what is kept for an ended attempt once the control plane has it."""
 
 
+# A job reports a checkpoint by touching this file in MLSCHED_CHECKPOINT_DIR after saving one.
+CHECKPOINT_MARKER = ".mlsched-checkpoint"
+
+
 def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):
     """The environment every backend gives a worker, on top of the job's own `env`.
 
@@ -125,6 +131,7 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MLSCHED_JOB_ID=str(spec.job_id),
         MLSCHED_ATTEMPT=str(spec.number),
         MLSCHED_CHECKPOINT_DIR=checkpoint_dir,
+        MLSCHED_CHECKPOINT_MARKER=f"{checkpoint_dir}/{CHECKPOINT_MARKER}",
         RANK=str(worker.rank),
         WORLD_SIZE=str(spec.world_size),
         LOCAL_RANK=str(same_node.index(worker.rank)),

@@ -180,7 +180,7 @@ class LocalBackend:
         if pid and alive(pid):
             if stopping and time.time() > float((d / "stop").read_text()):
                 self._signal(d, signal.SIGKILL)  # the grace period is over
-            return WorkerStatus(attempt_id, rank, base.RUNNING)
+            return WorkerStatus(attempt_id, rank, base.RUNNING, checkpoint_at=checkpoint_at(d))
         if stopping:
             return WorkerStatus(attempt_id, rank, base.STOPPED, reason="stopped")
         return WorkerStatus(attempt_id, rank, base.LOST, reason="worker process vanished")
@@ -225,6 +225,15 @@ class LocalBackend:
 
     def worker_dirs(self, attempt_id: int) -> list[Path]:
         return sorted((self.state_dir / str(attempt_id)).glob("*"))
+
+
+def checkpoint_at(worker_dir: Path) -> float | None:
+    """When the worker's job last touched its checkpoint marker, if it ever did."""
+    env = json.loads((worker_dir / "spec.json").read_text())["env"]
+    try:
+        return os.stat(env["MLSCHED_CHECKPOINT_MARKER"]).st_mtime
+    except (KeyError, FileNotFoundError):
+        return None
 
 
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:

@@ -232,3 +232,15 @@ def test_a_silent_cluster_turns_unhealthy_then_its_attempts_are_lost(gang, east,
     gang.refresh_from_db()
     assert gang.state == State.QUEUED
     assert gang.attempts.get().outcome == Outcome.LOST
+
+
+def test_a_reported_checkpoint_is_kept_and_never_moves_back(agent, gang):
+    attempt = gang.attempts.get()
+    recent = timezone.now().timestamp() - 10
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    post(agent, "east", "heartbeat", {"workers": [{**running[0], "checkpoint_at": recent}]})
+    post(agent, "east", "heartbeat", {"workers": [{**running[0], "checkpoint_at": recent - 60}]})
+
+    attempt.refresh_from_db()
+    assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01

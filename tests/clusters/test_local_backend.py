@@ -174,3 +174,16 @@ def test_a_worker_cannot_allocate_beyond_its_memory_request(backend):
     status = phases(backend)[0]
     assert (status.phase, status.exit_code) == (base.EXITED, 1)
     assert any("MemoryError" in line.text for line in backend.logs())
+
+
+def test_a_running_worker_reports_when_its_job_last_checkpointed(backend):
+    touch = ("import os, pathlib, time; pathlib.Path(os.environ['MLSCHED_CHECKPOINT_MARKER'])"
+             ".touch(); time.sleep(30)")  # fmt: skip
+    backend.start(spec([sys.executable, "-c", touch]))
+
+    reported = wait_until(lambda: phases(backend).get(0) and phases(backend)[0].checkpoint_at,
+                          timeout=15)  # fmt: skip
+
+    assert reported is not None and abs(reported - time.time()) < 15
+    backend.stop(1, grace_s=1)
+    assert ended(backend)
