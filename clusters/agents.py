@@ -23,21 +23,23 @@ from jobs.models import Attempt, Job, LogChunk
 Outcome = Attempt.Outcome
 
 
+INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shareable",
+                    "topology", "healthy", "last_seen"]  # fmt: skip
+
+
 @transaction.atomic
 def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
     """Create or update the reported nodes; nodes no longer reported become unhealthy."""
     now = timezone.now()
-    seen = []
-    for inv in nodes:
-        node, _ = Node.objects.update_or_create(
-            cluster=cluster, name=inv.name,
-            defaults=dict(cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
-                          gpu_type=inv.gpu_type, gpu_count=inv.gpu_count,
-                          gpu_shareable=inv.gpu_shareable, topology=inv.topology,
-                          healthy=inv.ready, last_seen=now),
-        )  # fmt: skip
-        seen.append(node.pk)
-    cluster.nodes.exclude(pk__in=seen).update(healthy=False)
+    reported = {inv.name: inv for inv in nodes}  # a name reported twice: the last one counts
+    Node.objects.bulk_create(
+        [Node(cluster=cluster, name=inv.name, cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
+              gpu_type=inv.gpu_type, gpu_count=inv.gpu_count, gpu_shareable=inv.gpu_shareable,
+              topology=inv.topology, healthy=inv.ready, last_seen=now)
+         for inv in reported.values()],
+        update_conflicts=True, unique_fields=["cluster", "name"], update_fields=INVENTORY_FIELDS,
+    )  # fmt: skip
+    cluster.nodes.exclude(name__in=reported).update(healthy=False)
     mark_alive(cluster, now)
 
 

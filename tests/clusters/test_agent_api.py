@@ -244,3 +244,16 @@ def test_a_reported_checkpoint_is_kept_and_never_moves_back(agent, gang):
 
     attempt.refresh_from_db()
     assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
+
+
+def test_a_second_inventory_updates_the_nodes_in_place(agent, east):
+    node = {"name": "east-0", "cpu_milli": 64000, "memory_mb": 512000, "gpu_type": "A100",
+            "gpu_count": 8}  # fmt: skip
+    post(agent, "east", "inventory", {"nodes": [node]})
+    first = Node.objects.get(cluster=east, name="east-0")
+
+    post(agent, "east", "inventory", {"nodes": [{**node, "gpu_count": 4, "ready": False}]})
+
+    again = Node.objects.get(cluster=east, name="east-0")
+    assert again.pk == first.pk
+    assert (again.gpu_count, again.healthy) == (4, False)
