@@ -1,7 +1,7 @@
 """Metrics in the Prometheus text format, computed from the database at scrape time.
 
 GPU allocation per cluster and type, jobs by state, queue wait (submit to first start) per family
-over the last day, attempt outcomes, preemption rate and wasted GPU-seconds over the last day,
+and per tenant, attempt outcomes, preemption rate and wasted GPU-seconds (all over the last day),
 the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 """
 
@@ -66,19 +66,28 @@ def jobs_by_state(now) -> list[str]:
 
 def queue_wait(now) -> list[str]:
     started = Job.objects.filter(started_at__gte=now - WINDOW).values_list(
-        "family", F("started_at") - F("created")
+        "family", "tenant__slug", F("started_at") - F("created")
     )
-    waits: dict[str, list[float]] = defaultdict(list)
-    for family, wait in started:
-        waits[family].append(wait.total_seconds())
-    samples = []
-    for family, values in sorted(waits.items()):
+    by_family: dict[str, list[float]] = defaultdict(list)
+    by_tenant: dict[str, list[float]] = defaultdict(list)
+    for family, tenant, wait in started:
+        by_family[family].append(wait.total_seconds())
+        by_tenant[tenant].append(wait.total_seconds())
+    help_text = "Submit to first start, jobs started in the last day"
+    return [
+        *metric("mlsched_queue_wait_seconds", "gauge", f"{help_text}, by family.",
+                summary("family", by_family)),
+        *metric("mlsched_queue_wait_seconds_by_tenant", "gauge", f"{help_text}, by tenant.",
+                summary("tenant", by_tenant)),
+    ]  # fmt: skip
+
+
+def summary(label: str, groups: dict[str, list[float]]):
+    for key, values in sorted(groups.items()):
         values.sort()
         for q in (0.5, 0.95, 0.99):
-            samples.append(({"family": family, "quantile": q}, quantile(values, q)))
-        samples.append(({"family": family, "quantile": "mean"}, statistics.fmean(values)))
-    return metric("mlsched_queue_wait_seconds", "gauge",
-                  "Submit to first start, jobs started in the last day.", samples)  # fmt: skip
+            yield {label: key, "quantile": q}, quantile(values, q)
+        yield {label: key, "quantile": "mean"}, statistics.fmean(values)
 
 
 def quantile(values: list[float], q: float) -> float:

@@ -68,6 +68,8 @@ def test_it_reports_queue_wait_and_preemption_rate(scrape):
         if line.startswith('mlsched_queue_wait_seconds{family="training",quantile="0.5"}')
     )
     assert 29 <= float(wait.split()[-1]) < 120
+    tenant = f'mlsched_queue_wait_seconds_by_tenant{{tenant="{job.tenant.slug}",quantile="0.5"}}'
+    assert any(line.startswith(tenant) for line in lines)
     assert "mlsched_preemption_rate 1" in lines
     assert 'mlsched_attempts_ended{outcome="preempted"} 1' in lines
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
