@@ -52,7 +52,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result.preempted = preempt(decision)  # 4
     explain(decision, loaded, result)  # 5
     clock.lap(result, "explain")
-    beat()
+    beat(seconds=sum(result.seconds.values()), jobs=result.considered)
     return result  # 6 runs from transaction.on_commit hooks inside the steps
 
 
@@ -104,9 +104,12 @@ def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | N
     return "", "", None
 
 
-def beat(shard: str = "default") -> None:
+def beat(shard: str = "default", seconds: float = 0.0, jobs: int = 0) -> None:
     """Record that the shard ran a cycle (health checks look for missing ticks)."""
-    SchedulerShard.bump(shard, last_cycle_at=timezone.now(), cycles=F("cycles") + 1)
+    SchedulerShard.bump(
+        shard, last_cycle_at=timezone.now(), cycles=F("cycles") + 1,
+        last_cycle_seconds=seconds, last_cycle_jobs=jobs,
+    )  # fmt: skip
 
 
 class Stopwatch:

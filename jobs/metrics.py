@@ -121,6 +121,12 @@ def scheduler(now) -> list[str]:
                  for s in shards if s.last_cycle_at]),
         *metric("mlsched_scheduler_placements_total", "counter", "Placements committed.",
                 [({"shard": s.name}, s.placements) for s in shards]),
+        *metric("mlsched_scheduler_cycle_seconds", "gauge", "The last cycle's duration.",
+                [({"shard": s.name}, s.last_cycle_seconds) for s in shards]),
+        *metric("mlsched_scheduler_decisions_per_second", "gauge",
+                "Queued jobs decided per second in the last cycle.",
+                [({"shard": s.name}, s.last_cycle_jobs / s.last_cycle_seconds)
+                 for s in shards if s.last_cycle_seconds]),
     ]  # fmt: skip
 
 

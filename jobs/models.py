@@ -220,6 +220,8 @@ class SchedulerShard(models.Model):
     last_commit_at = models.DateTimeField(null=True, blank=True)
     cycles = models.PositiveBigIntegerField(default=0)
     placements = models.PositiveBigIntegerField(default=0)
+    last_cycle_seconds = models.FloatField(default=0.0)
+    last_cycle_jobs = models.PositiveIntegerField(default=0, help_text="Queued jobs it decided.")
 
     def __str__(self) -> str:
         return self.name

@@ -85,3 +85,5 @@ def test_it_reports_heartbeat_ages(scrape):
     assert 12 <= float(age.split()[-1]) < 60
     assert any(line.startswith('mlsched_scheduler_last_cycle_age_seconds{shard="default"}')
                for line in lines)  # fmt: skip
+    assert any(line.startswith('mlsched_scheduler_cycle_seconds{shard="default"}')
+               for line in lines)  # fmt: skip
