@@ -1,14 +1,23 @@
 """The web portal's pages."""
 
 import secrets
+import shlex
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from jobs import access, actions
 from jobs import metrics as metrics_text
 from jobs.access import visible_jobs
+from jobs.serializers import SubmitSerializer
+from quotas.models import PriorityClass
+
+FORM_FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
+               "gpu_milli", "workers", "shards", "priority_class", "max_runtime_s"]  # fmt: skip
 
 
 def index(request):
@@ -26,7 +35,8 @@ def job_detail(request, pk):
         visible_jobs(request.user).select_related("tenant", "priority_class", "owner"), pk=pk
     )
     attempts = job.attempts.select_related("cluster").order_by("number")
-    return render(request, "portal/job.html", {"job": job, "attempts": attempts})
+    context = {"job": job, "attempts": attempts, "can_cancel": access.can_cancel(request.user, job)}
+    return render(request, "portal/job.html", context)
 
 
 def metrics(request):
@@ -40,3 +50,38 @@ def metrics(request):
     if not allowed:
         return HttpResponse("metrics need a staff session or the metrics token\n", status=403)
     return HttpResponse(metrics_text.render(), content_type="text/plain; version=0.0.4")
+
+
+@login_required
+def submit(request):
+    """The portal's submit form, checked by the same rules as the REST API."""
+    values = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
+              "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "normal",
+              "max_runtime_s": 3600}  # fmt: skip
+    errors = {}
+    if request.method == "POST":
+        values = {f: request.POST.get(f, "").strip() for f in FORM_FIELDS}
+        data = {**values, "command": shlex.split(values["command"])}
+        checked = SubmitSerializer(data=data, tenants=access.submit_tenants(request.user))
+        if checked.is_valid():
+            spec = dict(checked.validated_data)
+            job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
+            return redirect("job", pk=job.pk)
+        errors = {field: " ".join(map(str, messages)) for field, messages in checked.errors.items()}
+    context = {
+        "values": values,
+        "errors": errors,
+        "tenants": access.submit_tenants(request.user),
+        "priority_classes": PriorityClass.objects.all(),
+    }
+    return render(request, "portal/submit.html", context, status=400 if errors else 200)
+
+
+@login_required
+@require_POST
+def cancel(request, pk):
+    job = get_object_or_404(visible_jobs(request.user), pk=pk)
+    if not access.can_cancel(request.user, job):
+        raise PermissionDenied("You may see this job but not cancel it.")
+    actions.cancel(job, f"canceled by {request.user}")
+    return redirect("job", pk=job.pk)

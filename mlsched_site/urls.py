@@ -5,7 +5,9 @@ from jobs import views as portal
 
 urlpatterns = [
     path("", portal.index, name="index"),
+    path("jobs/new/", portal.submit, name="submit"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
+    path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
     path("metrics", portal.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

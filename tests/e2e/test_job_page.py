@@ -16,7 +16,7 @@ from clusters import agents
 from clusters.backends.base import LogLine
 from jobs import actions
 from jobs.states import State
-from tests.factories import AttemptFactory, ClusterFactory, JobFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
 from tests.processes import ROOT, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,3 +131,25 @@ def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_pa
     browser_page.click("text=resnet-sweep")
 
     expect(browser_page.locator("h1")).to_contain_text("resnet-sweep")
+
+
+def test_a_user_submits_a_job_from_the_portal_and_lands_on_its_page(
+    server, browser_page, alpha, alice, tmp_path
+):
+    PriorityClassFactory(name="normal", value=0)
+    page = browser_page
+    log_in(page, server, "alice")
+
+    page.click("text=Submit a job")
+    page.fill("input[name=name]", "llama-eval")
+    page.select_option("select[name=family]", "evaluation")
+    page.fill("input[name=image]", "python:3.11")
+    page.fill("input[name=command]", "python eval.py --split test")
+    page.fill("input[name=gpus]", "0")
+    page.fill("input[name=gpu_milli]", "500")
+    page.screenshot(path=str(tmp_path / "submit.png"), full_page=True)
+    page.click("button[type=submit]")
+
+    expect(page.locator("h1")).to_contain_text("llama-eval")
+    expect(page.locator("#state")).to_have_text("queued")
+    assert page.locator("#cancel").is_visible()

@@ -1,4 +1,7 @@
-from tests.factories import JobFactory
+from jobs.models import Job
+from jobs.states import State
+from quotas.models import Membership
+from tests.factories import JobFactory, MembershipFactory, PriorityClassFactory, UserFactory
 
 
 def test_it_shows_a_landing_page_to_visitors(client, db):
@@ -51,3 +54,63 @@ def test_a_visitor_is_sent_to_log_in_for_a_job_page(client, alpha, alice):
 
     assert page.status_code == 302
     assert page.url.startswith("/accounts/login/")
+
+
+FORM = {"tenant": "alpha", "name": "resnet", "family": "training", "image": "pytorch:2",
+        "command": "python train.py --epochs 3", "cpu_milli": "4000", "memory_mb": "16000",
+        "gpus": "2", "gpu_milli": "0", "workers": "2", "shards": "1",
+        "priority_class": "normal", "max_runtime_s": "3600"}  # fmt: skip
+
+
+def test_the_submit_form_queues_a_job_and_shows_it(client, alice):
+    PriorityClassFactory(name="normal", value=0)
+    client.force_login(alice)
+
+    response = client.post("/jobs/new/", FORM)
+
+    job = Job.objects.get()
+    assert response.status_code == 302 and response.url == f"/jobs/{job.pk}/"
+    assert (job.command, job.workers, job.state) == (["python", "train.py", "--epochs", "3"], 2,
+                                                     State.QUEUED)  # fmt: skip
+
+
+def test_the_submit_form_marks_the_bad_field_and_writes_nothing(client, alice):
+    PriorityClassFactory(name="normal", value=0)
+    client.force_login(alice)
+
+    response = client.post("/jobs/new/", {**FORM, "cpu_milli": "0"})
+
+    assert response.status_code == 400
+    assert 'data-field="cpu_milli"' in response.text
+    assert not Job.objects.exists()
+
+
+def test_a_team_mate_cancels_from_the_job_page(client, alpha, alice, bob):
+    job = JobFactory(tenant=alpha, owner=alice)
+    client.force_login(bob)
+
+    assert 'id="cancel"' in client.get(f"/jobs/{job.pk}/").text
+    response = client.post(f"/jobs/{job.pk}/cancel/")
+
+    job.refresh_from_db()
+    assert response.status_code == 302
+    assert job.state == State.CANCELED
+
+
+def test_a_viewer_sees_no_cancel_button_and_cannot_cancel(client, alpha, alice):
+    viewer = UserFactory(username="vera")
+    MembershipFactory(tenant=alpha, user=viewer, role=Membership.Role.VIEWER)
+    job = JobFactory(tenant=alpha, owner=alice)
+    client.force_login(viewer)
+
+    assert 'id="cancel"' not in client.get(f"/jobs/{job.pk}/").text
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 403
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+
+
+def test_an_outsider_cannot_cancel_another_tenants_job(client, alpha, alice, charlie):
+    job = JobFactory(tenant=alpha, owner=alice)
+    client.force_login(charlie)
+
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 404
