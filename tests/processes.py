@@ -1,6 +1,7 @@
 """Helpers for tests that run real mlsched processes against the test database."""
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -51,3 +52,9 @@ def gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

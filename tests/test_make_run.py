@@ -2,21 +2,13 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.processes import ROOT, free_port
 
 
 def wait_for_200(url: str, deadline: float) -> int | None:

@@ -17,7 +17,7 @@ from clusters.backends.base import LogLine
 from jobs import actions
 from jobs.states import State
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
-from tests.processes import ROOT, process_env, wait_until
+from tests.processes import ROOT, free_port, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,12 +25,6 @@ CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
