@@ -17,6 +17,10 @@ class ReadOnlyInline(admin.TabularInline):
 
 class AttemptInline(ReadOnlyInline):
     model = Attempt
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("cluster")
+
     fields = ["number", "cluster", "outcome", "exit_code", "reason", "started_at", "ended_at"]
     readonly_fields = fields
 

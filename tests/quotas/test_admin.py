@@ -44,13 +44,19 @@ def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
     assert "0 GPUs (0% of guarantee)" in page.text
 
 
-def test_it_refuses_an_unknown_flavor(admin_client, alpha):
-    form = {
-        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1", "cohort": "default",
+def tenant_form(tenant, flavor: str, guaranteed: int, borrow_limit: int) -> dict:
+    """The tenant change form with one new quota row and no members."""
+    return {
+        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
         "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
-        "quotas-0-flavor": "tpu", "quotas-0-guaranteed": "4", "quotas-0-borrow_limit": "0",
+        "quotas-0-flavor": flavor, "quotas-0-guaranteed": str(guaranteed),
+        "quotas-0-borrow_limit": str(borrow_limit),
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip
+
+
+def test_it_refuses_an_unknown_flavor(admin_client, alpha):
+    form = tenant_form(alpha, "tpu", 4, 0)
 
     page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
 
@@ -60,12 +66,7 @@ def test_it_refuses_an_unknown_flavor(admin_client, alpha):
 
 
 def test_it_saves_a_quota_from_the_tenant_page(admin_client, alpha):
-    form = {
-        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "2", "cohort": "default",
-        "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
-        "quotas-0-flavor": "gpu:H100", "quotas-0-guaranteed": "16", "quotas-0-borrow_limit": "4",
-        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
-    }  # fmt: skip
+    form = tenant_form(alpha, "gpu:H100", 16, 4)
 
     page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
 
