@@ -1,19 +1,27 @@
 """Queue order: strict tiers; weighted dominant-resource fair share between tenants inside a
-tier; inside a tenant, aged priority, then submit time, then id (a total order).
+tier; inside a tenant, effective priority, then submit time, then id (a total order).
 
-Aging never crosses tiers, so tiers stay strict. Inside a tier it lowers a tenant's effective
-share by how long its head job has waited, and raises a job's priority inside its tenant, so
-nothing waits forever behind a busier neighbour.
+A job's effective priority is its priority, plus points for the hours it has waited (aging),
+minus points for its size in GPU-hours (shortest and smallest first). Aging never crosses tiers,
+so tiers stay strict. Inside a tier it lowers a tenant's effective share by how long its head
+job has waited, and raises a job's priority inside its tenant, so nothing waits forever behind
+a busier neighbour or behind a stream of smaller jobs.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator, Mapping
 
 from jobs.placement.model import Policy, QueuedJob, Tenant
 
 HOUR = 3600.0
+# Sizes are counted from 1 GPU-minute up to about 2^20 GPU-hours (the size of a job without a
+# limit); a CPU-only worker counts as an eighth of a GPU.
+MIN_SIZE_HOURS = 1 / 60
+MAX_SIZE_DOUBLINGS = 26.0
+CPU_WORKER_GPUS = 0.125
 
 
 class QueueOrder:
@@ -41,8 +49,13 @@ class QueueOrder:
 
     def _job_key(self, job: QueuedJob) -> tuple:
         wait = max(self.now - job.submit_time, 0.0) / HOUR
+        policy = self.policy
         return (
-            -(job.priority + self.policy.aging_priority_per_hour * wait),
+            -(
+                job.priority
+                + policy.aging_priority_per_hour * wait
+                - policy.size_priority_per_doubling * size_doublings(job)
+            ),
             job.submit_time,
             job.id,
         )
@@ -81,6 +94,15 @@ class QueueOrder:
         used = self.used.setdefault(tenant, {})
         for resource, amount in amounts.items():
             used[resource] = used.get(resource, 0.0) + sign * amount
+
+
+def size_doublings(job: QueuedJob) -> float:
+    """How many times the job's size (GPU-hours by its runtime limit) doubles 1 GPU-minute."""
+    if job.max_runtime is None:
+        return MAX_SIZE_DOUBLINGS
+    gpus = job.worker_gpu_milli / 1000 or CPU_WORKER_GPUS
+    hours = job.workers * gpus * job.max_runtime / HOUR
+    return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
 
 
 def _usage(tenant: Tenant) -> dict[str, float]:

@@ -6,8 +6,11 @@ A cycle runs whenever a job arrives or ends. Policies:
 - ``priority``: family tiers (evaluation, then batch inference, then training), submit order
   inside a tier; jobs that do not fit are skipped.
 - ``fairshare``: the tenant using the fewest GPUs first, submit order inside a tenant; skips.
-- ``mlsched``: the production ``jobs.placement.place(snapshot)`` (tiers, fair share, aging,
-  head-of-line reservation with backfill, preemption, fragmentation-aware fit).
+- ``mlsched``: the production ``jobs.placement.place(snapshot)`` (tiers, fair share, size and
+  aging, head-of-line reservation with backfill, preemption, fragmentation-aware fit).
+- ``sjf-oracle``: shortest job first by the real GPU-time (GPUs x duration), skipping what does
+  not fit. No scheduler knows real durations: it is a reference for how much any ordering
+  of the same jobs could cut the mean wait, not a policy to run.
 
 Jobs never reveal their real duration to a policy: each carries a runtime limit of twice it
 (a user's estimate). A preempted job is requeued and resumes its remaining work.
@@ -239,6 +242,10 @@ def _fairshare_key(replay: Replay, job: SimJob) -> tuple:
     return (_tenant_gpus(replay, job.tenant), job.trace.submit, job.trace.id)
 
 
+def _oracle_key(_replay: Replay, job: SimJob) -> tuple:
+    return (job.trace.duration * job.gpus, job.trace.submit, job.trace.id)
+
+
 def make_policy(name: str):
     """The replay policy for a name (see the module docstring)."""
     if name == "fifo":
@@ -247,6 +254,8 @@ def make_policy(name: str):
         return SimplePolicy(_priority_key, blocking=False)
     if name == "fairshare":
         return SimplePolicy(_fairshare_key, blocking=False)
+    if name == "sjf-oracle":
+        return SimplePolicy(_oracle_key, blocking=False)
     if name == "mlsched":
         from jobs.simulator.replay_engine import EnginePolicy
 
@@ -254,4 +263,4 @@ def make_policy(name: str):
     raise ValueError(f"unknown replay policy {name!r}")
 
 
-REPLAY_POLICIES = ("fifo", "priority", "fairshare", "mlsched")
+REPLAY_POLICIES = ("fifo", "priority", "fairshare", "mlsched", "sjf-oracle")

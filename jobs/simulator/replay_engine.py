@@ -9,6 +9,7 @@ from jobs.placement import (
     PREEMPTS,
     Allocation,
     Node,
+    Policy,
     QueuedJob,
     RunningJob,
     ShapeCount,
@@ -32,8 +33,9 @@ RACK_SIZE = 8
 class EnginePolicy:
     """Drives the production placement engine with a virtual clock."""
 
-    def __init__(self):
+    def __init__(self, policy: Policy | None = None):
         self.recent: Counter[int] = Counter()
+        self.policy = policy or Policy()
 
     def cycle(self, replay, now: float) -> None:
         decision = place(self.snapshot(replay, now))
@@ -57,6 +59,7 @@ class EnginePolicy:
             queued=tuple(_queued(j) for j in replay.queue),
             tenants=tuple(Tenant(f"t{i}") for i in range(TENANTS)),
             now=now,
+            policy=self.policy,
             recent_shapes=tuple(
                 ShapeCount(JOB_CPU_PER_GPU * per, 1000 * per, count)
                 for per, count in sorted(self.recent.items())

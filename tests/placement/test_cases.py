@@ -40,6 +40,8 @@ def half_free_n8_a100_nodes(count: int) -> tuple:
     return tuple(with_free(n, (0, 0, 0, 0, 1000, 1000, 1000, 1000)) for n in n8_a100_nodes(count))
 
 
+HOUR = 3600.0
+
 CASES = [
     Case(
         "a gang of two 8-GPU workers takes two whole nodes",
@@ -136,6 +138,33 @@ CASES = [
         n8_a100_nodes(1),
         (j_training("low", tier=0, submit_time=NOW - 100), j_training("high", tier=5)),
         {"high": "placed", "low": "pending:behind_higher_priority"},
+    ),
+    Case(
+        "a shorter job goes before an older, longer one of the same priority",
+        n8_a100_nodes(1),
+        (
+            j_training("long", max_runtime=24 * HOUR, submit_time=NOW - 600),
+            j_training("short", max_runtime=HOUR),
+        ),
+        {"short": "placed", "long": "reserved"},
+    ),
+    Case(
+        "a longer job that has waited long enough goes before a newer, shorter one",
+        n8_a100_nodes(1),
+        (
+            j_training("long", max_runtime=24 * HOUR, submit_time=NOW - 40 * HOUR),
+            j_training("short", max_runtime=HOUR),
+        ),
+        {"long": "placed", "short": "reserved"},
+    ),
+    Case(
+        "a job without a runtime limit counts as the largest",
+        n8_a100_nodes(1),
+        (
+            j_training("unlimited", submit_time=NOW - 600),
+            j_training("limited", max_runtime=1000 * HOUR),
+        ),
+        {"limited": "placed", "unlimited": "reserved"},
     ),
     Case(
         "unhealthy nodes take nothing",

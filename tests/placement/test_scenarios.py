@@ -29,7 +29,9 @@ def test_it_reserves_the_earliest_freed_nodes_and_backfills_only_work_that_ends_
         j_training("long", gpus=4, max_runtime=5000, submit_time=NOW - 20),
         j_training("short", gpus=4, max_runtime=500, submit_time=NOW - 10),
     )
-    got = place(snapshot((a, b), queue, running=(r1, r2))).by_job()
+    # In submit order: "long" is looked at first and must keep off the reserved node.
+    fifo = Policy(size_priority_per_doubling=0.0)
+    got = place(snapshot((a, b), queue, running=(r1, r2), policy=fifo)).by_job()
     assert got["big"].status == "reserved"
     assert got["big"].reserved_nodes == (a.id,)
     assert got["big"].estimated_start == NOW + 1000
