@@ -82,7 +82,23 @@ def test_fairshare_serves_the_tenant_using_fewest_gpus(monkeypatch):
     assert by_id["b"].first_start == 102
 
 
-@pytest.mark.parametrize("policy", ["fifo", "priority", "fairshare", "mlsched"])
+def test_sjf_oracle_runs_the_smallest_gpu_time_first():
+    jobs = [job("a", 0, 100, 4), job("long", 1, 1000, 2), job("short", 2, 50, 2)]
+    by_id, _ = replay(jobs, "sjf-oracle")
+    assert by_id["short"].first_start == 100
+    assert by_id["long"].first_start == 100  # both fit once a ends; short was first in order
+
+
+def test_mlsched_runs_a_shorter_job_before_an_older_longer_one(monkeypatch):
+    monkeypatch.setattr("jobs.simulator.replay.tenant_of", lambda j: "t0")
+    # Same family and tier (one-GPU inference, 20 min vs 3 h): only the size term orders them.
+    jobs = [job("a", 0, 600, 1), job("long", 1, 3 * 3600, 1), job("short", 2, 1200, 1)]
+    by_id, _ = replay(jobs, "mlsched", [ClusterSpec("a", 1, 1, "A100")])
+    assert by_id["short"].first_start == 600
+    assert by_id["long"].first_start == 1800
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority", "fairshare", "mlsched", "sjf-oracle"])
 def test_every_job_finishes_and_gpus_are_never_overcommitted(policy):
     jobs = [job(f"j{i}", i * 7, 50 + (i * 37) % 200, [1, 1, 2, 4, 8][i % 5]) for i in range(40)]
     clusters = [ClusterSpec("a", 2, 4, "A100"), ClusterSpec("b", 1, 8, "V100")]
