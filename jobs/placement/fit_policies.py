@@ -13,7 +13,7 @@ FGD paper's simulator; ``mlsched`` is the production scorer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -187,24 +187,101 @@ def make_fgd(table: FragmentationTable) -> Scorer:
     return fgd
 
 
-def make_mlsched(table: FragmentationTable, lookahead_weight: float = 0.25) -> Scorer:
-    """The production scorer: FGD with a one-step lookahead over the workload mix.
+def cpu_per_gpu_milli(workload: Sequence[WorkloadClass], gpu_type: str = "") -> float | None:
+    """CPU milli the workload brings per GPU milli, over the classes that may run on the type.
 
-    Cost of a placement = fragmentation growth now + ``lookahead_weight`` x how much worse the
-    next typical task would fare on this node (``lookahead_change``). Scored on FGD's 100-level
-    scale so near-equal placements tie and the node order packs them (see ``fgd_score``).
+    CPU-only classes count too: they take CPU from GPU nodes. None if no GPU class accepts the
+    type (its GPUs cannot be stranded by CPU then).
     """
+    cpu = gpu = 0.0
+    for c in workload:
+        if c.shape.accepts(gpu_type):
+            cpu += c.weight * c.shape.cpu_milli
+            gpu += c.weight * c.shape.gpu_count * c.shape.per_gpu_milli
+    return cpu / gpu if gpu else None
+
+
+def type_pressure(
+    workload: Sequence[WorkloadClass], gpu_supply: Mapping[str, int]
+) -> dict[str, float]:
+    """Per GPU model: the share of GPU demand that only some models may serve, over its supply.
+
+    A class restricted to k models spreads its GPU demand evenly over them; the result is that
+    demand as a share of all GPU demand, divided by the model's share of the cluster's GPUs.
+    Unrestricted classes add nothing, so a workload without type constraints gives all zeros.
+    """
+    total_supply = sum(gpu_supply.values())
+    demand = {t: 0.0 for t in gpu_supply}
+    total = 0.0
+    for c in workload:
+        gpu = c.weight * c.shape.gpu_count * c.shape.per_gpu_milli
+        total += gpu
+        types = [t for t in c.shape.gpu_types if t in demand]
+        for t in types:
+            demand[t] += gpu / len(types)
+    if not total or not total_supply:
+        return {t: 0.0 for t in gpu_supply}
+    return {
+        t: (demand[t] / total) / (n / total_supply) if n else 0.0 for t, n in gpu_supply.items()
+    }
+
+
+def make_mlsched(
+    table: FragmentationTable,
+    lookahead_weight: float = 0.25,
+    cpu_weight: float = 0.1,
+    type_weight: float = 1.0,
+    gpu_supply: Mapping[str, int] | None = None,
+) -> Scorer:
+    """The production scorer: FGD plus a lookahead, CPU stranding and GPU-model pressure.
+
+    Cost of a placement, in GPU milli like FGD's fragmentation growth:
+
+    - the node's fragmentation growth against the workload mix (FGD);
+    - ``lookahead_weight`` x how much worse the next typical task would fare on the node
+      (``lookahead_change``);
+    - ``cpu_weight`` x the growth of the node's CPU-stranded GPU milli: idle GPU milli beyond
+      what the free CPU can serve at the workload's CPU per GPU milli (``cpu_per_gpu_milli``);
+    - ``type_weight`` x the GPU milli taken x the model's pressure (``type_pressure``, from
+      ``gpu_supply``, the cluster's GPUs per model): tasks that may run anywhere leave the
+      models that restricted tasks need.
+
+    The cost is scored on FGD's 100 levels so near-equal placements tie and the node order packs
+    them (see ``fgd_score``); inside a level a GPU share prefers the GPU it fills most tightly.
+    """
+    workload = table.workload
+    pressure = type_pressure(workload, gpu_supply) if gpu_supply and type_weight else {}
+    ratio: dict[str, float | None] = {}
+
+    def stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:
+        if per_milli is None:
+            return 0.0
+        return max(0.0, sum(gpus) - cpu / per_milli)
 
     def mlsched(node: NodeView, task: TaskShape) -> Fit | None:
         gt = node.gpu_type
+        if gt not in ratio:
+            ratio[gt] = cpu_per_gpu_milli(workload, gt)
+        per_milli = ratio[gt] if cpu_weight else None
         before = table.node(node.free_cpu_milli, node.free_gpu_milli, gt)
         ahead = table.lookahead(node.free_cpu_milli, node.free_gpu_milli, gt)
+        stranded_before = stranded(node.free_cpu_milli, node.free_gpu_milli, per_milli)
+        taken = task.gpu_count * task.per_gpu_milli
+        fixed = type_weight * pressure.get(gt, 0.0) * taken
+        share = 0 < task.gpu_milli < MILLI
 
         def rate(take: tuple[int, ...]) -> float:
             cpu_left, gpu = _after(node, task, take)
-            cost = table.node(cpu_left, gpu, gt) - before
+            cost = table.node(cpu_left, gpu, gt) - before + fixed
             cost += lookahead_weight * lookahead_change(ahead, table.lookahead(cpu_left, gpu, gt))
-            return fgd_score(cost)
+            if per_milli is not None:
+                cost += cpu_weight * (stranded(cpu_left, gpu, per_milli) - stranded_before)
+            score = fgd_score(cost)
+            if share:
+                # Below one level: the tightest GPU wins among equal levels.
+                left = next(g for g, t in zip(gpu, take, strict=True) if t)
+                score += 0.5 * (1 - left / MILLI)
+            return score
 
         return _best(node, task, rate)
 
@@ -221,8 +298,13 @@ def choose(nodes: Sequence[NodeView], task: TaskShape, scorer: Scorer) -> tuple[
     return best
 
 
-def make_scorer(name: str, workload: Sequence[WorkloadClass]) -> Scorer:
-    """The scorer for a policy name (``random`` scores every fitting node alike)."""
+def make_scorer(
+    name: str, workload: Sequence[WorkloadClass], gpu_supply: Mapping[str, int] | None = None
+) -> Scorer:
+    """The scorer for a policy name (``random`` scores every fitting node alike).
+
+    ``gpu_supply`` (the cluster's GPUs per model) is read by ``mlsched`` only.
+    """
     simple = {
         "random": first_fit,
         "bestfit": bestfit,
@@ -236,7 +318,7 @@ def make_scorer(name: str, workload: Sequence[WorkloadClass]) -> Scorer:
     if name == "fgd":
         return make_fgd(table)
     if name == "mlsched":
-        return make_mlsched(table)
+        return make_mlsched(table, gpu_supply=gpu_supply)
     raise ValueError(f"unknown fit policy {name!r}")
 
 

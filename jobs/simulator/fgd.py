@@ -147,7 +147,10 @@ class Cluster:
 def run(trial: Trial, policy: str) -> Outcome:
     """Place the trial's pods one at a time with the policy and record every event."""
     workload = typical_workload(p.shape for p in trial.originals)
-    scorer = make_scorer(policy, workload)
+    supply: dict[str, int] = {}
+    for node in trial.nodes:
+        supply[node.model] = supply.get(node.model, 0) + node.gpus
+    scorer = make_scorer(policy, workload, supply)
     table = FragmentationTable(workload)
     cluster = Cluster(trial.nodes, track_hosted=policy == "gpuclustering")
     rng = random.Random(trial.seed)  # only the random policy draws from it

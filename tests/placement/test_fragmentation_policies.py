@@ -7,13 +7,16 @@ from jobs.placement.fit_policies import (
     NodeView,
     bestfit,
     choose,
+    cpu_per_gpu_milli,
     dotprod,
     fgd_score,
     gpuclustering,
     gpupacking,
+    make_mlsched,
     make_scorer,
+    type_pressure,
 )
-from jobs.placement.fragmentation import TaskShape, WorkloadClass
+from jobs.placement.fragmentation import FragmentationTable, TaskShape, WorkloadClass
 
 HALF = TaskShape(cpu_milli=4000, gpu_milli=500)
 ONE = TaskShape(cpu_milli=8000, gpu_milli=1000)
@@ -84,6 +87,72 @@ def test_mlsched_avoids_leaving_a_gap_the_next_typical_task_cannot_fill():
     workload = (WorkloadClass(HALF, 1.0),)
     fit = make_scorer("mlsched", workload)(node(700, 1000), HALF)
     assert fit.take == (0, 500)
+
+
+def test_cpu_per_gpu_milli_counts_cpu_only_classes_and_respects_types():
+    typed = TaskShape(cpu_milli=2000, gpu_milli=1000, gpu_types=frozenset({"T4"}))
+    workload = (
+        WorkloadClass(ONE, 0.5),  # 8000 CPU per 1000 GPU milli
+        WorkloadClass(CPU_ONLY, 0.25),  # 4000 CPU, no GPU
+        WorkloadClass(typed, 0.25),  # T4 only
+    )
+    # G2: (0.5 x 8000 + 0.25 x 4000) / (0.5 x 1000) = 10 CPU milli per GPU milli.
+    assert cpu_per_gpu_milli(workload, "G2") == pytest.approx(10.0)
+    # T4 also serves the typed class: (4000 + 1000 + 500) / (500 + 250).
+    assert cpu_per_gpu_milli(workload, "T4") == pytest.approx(5500 / 750)
+    assert cpu_per_gpu_milli((WorkloadClass(typed, 1.0),), "G2") is None
+
+
+def test_type_pressure_is_restricted_demand_share_over_supply_share():
+    t4 = TaskShape(cpu_milli=2000, gpu_milli=1000, gpu_types=frozenset({"T4"}))
+    either = TaskShape(cpu_milli=2000, gpu_milli=1000, gpu_types=frozenset({"T4", "P100"}))
+    workload = (WorkloadClass(ONE, 0.5), WorkloadClass(t4, 0.25), WorkloadClass(either, 0.25))
+    pressure = type_pressure(workload, {"G2": 80, "T4": 10, "P100": 10})
+    # T4: (0.25 + 0.125) of the demand on 10 % of the GPUs; P100: 0.125 on 10 %; G2: none.
+    assert pressure == pytest.approx({"G2": 0.0, "T4": 3.75, "P100": 1.25})
+    assert type_pressure((WorkloadClass(ONE, 1.0),), {"G2": 8}) == {"G2": 0.0}
+
+
+def test_mlsched_leaves_gpu_models_that_restricted_tasks_need():
+    # As many T4-only as P100-only tasks, but 2 T4 GPUs against 8 P100: FGD rates both nodes
+    # alike for an unrestricted task; mlsched spends the plentiful P100s.
+    t4_only = TaskShape(cpu_milli=4000, gpu_milli=1000, gpu_types=frozenset({"T4"}))
+    p100_only = TaskShape(cpu_milli=4000, gpu_milli=1000, gpu_types=frozenset({"P100"}))
+    workload = (
+        WorkloadClass(ONE, 0.5),
+        WorkloadClass(t4_only, 0.25),
+        WorkloadClass(p100_only, 0.25),
+    )
+    nodes = [node(1000, 1000, gpu_type="T4"), node(1000, 1000, gpu_type="P100")]
+    index, _ = choose(nodes, ONE, make_scorer("mlsched", workload, {"T4": 2, "P100": 8}))
+    assert index == 1
+    # Without the cluster's GPU supply there is no pressure: the tie goes to the first node.
+    index, _ = choose(nodes, ONE, make_scorer("mlsched", workload))
+    assert index == 0
+
+
+def test_mlsched_keeps_cpu_on_nodes_whose_gpus_would_be_stranded():
+    # Typical tasks need 8 CPU cores per GPU. The CPU-heavy task would leave the CPU-poor node
+    # 12 cores for 2 idle GPUs (half a GPU stranded; FGD sees no fragment as one task still
+    # fits); on the CPU-rich node nothing is stranded.
+    heavy = TaskShape(cpu_milli=16000, gpu_milli=1000)
+    workload = (WorkloadClass(ONE, 1.0),)
+    poor, rich = node(1000, 1000, 1000, cpu=28000), node(1000, 1000, 1000, cpu=96000)
+    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=1.0)
+    index, _ = choose([poor, rich], heavy, scorer)
+    assert index == 1
+    no_cpu_term = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=0.0)
+    index, _ = choose([poor, rich], heavy, no_cpu_term)
+    assert index == 0
+
+
+def test_mlsched_puts_a_share_on_the_tightest_gpu_among_equal_levels():
+    # Only whole-GPU tasks are typical: any leftover share room is fragment alike, so FGD's
+    # level ties; the share then takes the GPU it fills most tightly.
+    workload = (WorkloadClass(ONE, 1.0),)
+    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=0.0)
+    fit = scorer(node(900, 600, 800), HALF)
+    assert fit.take == (0, 500, 0)
 
 
 def test_fgd_score_is_the_published_rounded_sigmoid():
