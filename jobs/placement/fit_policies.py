@@ -226,11 +226,36 @@ def type_pressure(
     }
 
 
+def leftover_waste(workload: Sequence[WorkloadClass], min_share: float = 0.01) -> list[int]:
+    """Per free milli r of one GPU (0..1000): the part no combination of popular shares fills.
+
+    Popular shares are the share sizes making up at least ``min_share`` of the GPU tasks; rare
+    ones are left out as too few arrive to count on them. Any number of each may be combined,
+    e.g. with popular 470 and 320 shares 530 free leaves 60 (one 470) and 350 leaves 30. A
+    whole free GPU counts 0: whole-GPU tasks use it.
+    """
+    gpu_weight = sum(c.weight for c in workload if c.shape.gpu_count)
+    sizes: dict[int, float] = {}
+    for c in workload:
+        if 0 < c.shape.gpu_milli < MILLI:
+            sizes[c.shape.gpu_milli] = sizes.get(c.shape.gpu_milli, 0.0) + c.weight
+    popular = sorted(s for s, w in sizes.items() if gpu_weight and w / gpu_weight >= min_share)
+    waste = list(range(MILLI + 1))
+    for r in range(MILLI + 1):
+        for size in popular:
+            if size > r:
+                break
+            waste[r] = min(waste[r], waste[r - size])
+    waste[MILLI] = 0
+    return waste
+
+
 def make_mlsched(
     table: FragmentationTable,
     lookahead_weight: float = 0.25,
     cpu_weight: float = 0.1,
     type_weight: float = 1.0,
+    pairing_weight: float = 1.5,
     gpu_supply: Mapping[str, int] | None = None,
 ) -> Scorer:
     """The production scorer: FGD plus a lookahead, CPU stranding and GPU-model pressure.
@@ -244,7 +269,10 @@ def make_mlsched(
       what the free CPU can serve at the workload's CPU per GPU milli (``cpu_per_gpu_milli``);
     - ``type_weight`` x the GPU milli taken x the model's pressure (``type_pressure``, from
       ``gpu_supply``, the cluster's GPUs per model): tasks that may run anywhere leave the
-      models that restricted tasks need.
+      models that restricted tasks need;
+    - for a GPU share, ``pairing_weight`` x the growth of the GPU's free milli that popular
+      shares cannot fill (``leftover_waste``): a share goes where it leaves room that another
+      typical share fits exactly, e.g. a 320 beside a 650 rather than beside a 470.
 
     The cost is scored on FGD's 100 levels so near-equal placements tie and the node order packs
     them (see ``fgd_score``); inside a level a GPU share prefers the GPU it fills most tightly.
@@ -252,6 +280,7 @@ def make_mlsched(
     workload = table.workload
     pressure = type_pressure(workload, gpu_supply) if gpu_supply and type_weight else {}
     ratio: dict[str, float | None] = {}
+    waste = leftover_waste(workload)
 
     def stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:
         if per_milli is None:
@@ -276,12 +305,12 @@ def make_mlsched(
             cost += lookahead_weight * lookahead_change(ahead, table.lookahead(cpu_left, gpu, gt))
             if per_milli is not None:
                 cost += cpu_weight * (stranded(cpu_left, gpu, per_milli) - stranded_before)
-            score = fgd_score(cost)
-            if share:
-                # Below one level: the tightest GPU wins among equal levels.
-                left = next(g for g, t in zip(gpu, take, strict=True) if t)
-                score += 0.5 * (1 - left / MILLI)
-            return score
+            if not share:
+                return fgd_score(cost)
+            i = next(j for j, t in enumerate(take) if t)
+            cost += pairing_weight * (waste[gpu[i]] - waste[node.free_gpu_milli[i]])
+            # Below one level: the tightest GPU wins among equal levels.
+            return fgd_score(cost) + 0.5 * (1 - gpu[i] / MILLI)
 
         return _best(node, task, rate)
 

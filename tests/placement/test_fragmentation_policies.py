@@ -12,6 +12,7 @@ from jobs.placement.fit_policies import (
     fgd_score,
     gpuclustering,
     gpupacking,
+    leftover_waste,
     make_mlsched,
     make_scorer,
     type_pressure,
@@ -153,6 +154,39 @@ def test_mlsched_puts_a_share_on_the_tightest_gpu_among_equal_levels():
     scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=0.0)
     fit = scorer(node(900, 600, 800), HALF)
     assert fit.take == (0, 500, 0)
+
+
+SHARES = {size: TaskShape(cpu_milli=4000, gpu_milli=size) for size in (50, 320, 470, 650)}
+SHARE_MIX = (
+    WorkloadClass(ONE, 0.5),
+    WorkloadClass(SHARES[470], 0.2),
+    WorkloadClass(SHARES[320], 0.2),
+    WorkloadClass(SHARES[650], 0.095),
+    WorkloadClass(SHARES[50], 0.005),  # rare: under 1 % of GPU tasks
+)
+
+
+def test_leftover_waste_is_what_popular_shares_cannot_fill():
+    waste = leftover_waste(SHARE_MIX)
+    assert waste[1000] == 0
+    assert waste[530] == 60  # one 470
+    assert waste[350] == 30  # one 320
+    assert waste[640] == 0  # two 320s
+    assert waste[210] == 210  # only the rare 50 would fit
+    assert waste[0] == 0
+
+
+def test_mlsched_pairs_a_share_with_room_another_typical_share_fills():
+    # A 320 on the GPU with 530 free leaves 210 that no popular share fits; on the one with
+    # 680 free it leaves 360, where a later 320 fits. FGD alone picks the 530 GPU.
+    table = FragmentationTable(SHARE_MIX)
+    nodes = [node(530), node(680)]
+    paired = make_mlsched(table, lookahead_weight=0.0, cpu_weight=0.0)
+    index, _ = choose(nodes, SHARES[320], paired)
+    assert index == 1
+    unpaired = make_mlsched(table, lookahead_weight=0.0, cpu_weight=0.0, pairing_weight=0.0)
+    index, _ = choose(nodes, SHARES[320], unpaired)
+    assert index == 0
 
 
 def test_fgd_score_is_the_published_rounded_sigmoid():
