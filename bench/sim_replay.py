@@ -88,13 +88,15 @@ def main(argv: list[str]) -> int:
     lines = [
         f"Command: `{command}`",
         "",
-        "Waits in hours; utilisation = allocated GPU time / capacity over the replay.",
+        "Waits in hours; GPU util = allocated GPU time / capacity from the first submit to the"
+        " last end; util while arriving = the same up to the last submit (a window all"
+        " policies share).",
         "",
     ]
     lines += [
         "| trace | cluster | policy | jobs | mean wait | p50 | p95 | p99 | max wait | mean JCT "
-        "| GPU util % | frag % of free | preemptions | replay s |",
-        "|" + "---|" * 14,
+        "| GPU util % | util while arriving % | frag % of free | preemptions | replay s |",
+        "|" + "---|" * 15,
     ]
     for trace, c, policy, s, secs in results:
         lines.append(
@@ -102,6 +104,7 @@ def main(argv: list[str]) -> int:
             f"| {s['mean_wait'] / 3600:.2f} | {s['p50_wait'] / 3600:.2f} "
             f"| {s['p95_wait'] / 3600:.2f} | {s['p99_wait'] / 3600:.2f} "
             f"| {s['max_wait'] / 3600:.1f} | {s['mean_jct'] / 3600:.2f} | {s['util']:.2f} "
+            f"| {s['util_arrivals']:.2f} "
             f"| {s['frag']:.2f} | {s['preemptions']} | {secs:.0f} |"
         )
     lines += ["", *ratios(results)]

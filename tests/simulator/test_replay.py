@@ -130,6 +130,14 @@ def test_summary_counts_waits_from_submit_to_first_start():
     assert stats["max_wait"] == pytest.approx(90.0)
 
 
+def test_utilisation_while_arriving_ignores_the_tail_after_the_last_submit():
+    # One node of 4 GPUs: a runs 0-100 on 2 GPUs; b is submitted at 50 and runs 50-250 alone.
+    _, result = replay([job("a", 0, 100, 2), job("b", 50, 200, 2)], "fifo")
+    stats = summarise(result)
+    assert stats["util_arrivals"] == pytest.approx(50.0)  # 2 of 4 GPUs over 0-50
+    assert stats["util"] == pytest.approx(100 * (2 * 100 + 2 * 200) / (4 * 250))
+
+
 def test_the_cli_prints_the_summary_last(capsys, tmp_path):
     trace = tmp_path / "jobs.csv"
     trace.write_text("job_id,submission_time,duration,num_gpu\na,0,100,4\nb,10,100,4\n")
