@@ -1,13 +1,15 @@
 """Kubernetes objects for an attempt: the tenant's namespace, one Pod per worker, and a headless
 Service for a gang's rendezvous. Pure functions: no API calls.
 
-Names: namespace `<prefix><tenant>`, Service `mlsched-<attempt id>`, Pod
-`mlsched-<attempt id>-<rank>`. A gang's pods set hostname `w<rank>` and the Service as their
-subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
+`mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`. A gang's pods set hostname `w<rank>`
+and the Service as their subdomain, so rank 0 answers at
+`w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 
@@ -40,7 +42,14 @@ def label_value(text: str) -> str:
 
 
 def namespace_name(prefix: str, tenant: str) -> str:
-    return dns_label(prefix + tenant)
+    """The tenant's namespace: `<prefix><tenant>` when that is already a DNS label without
+    "--"; otherwise its nearest label, then "--" and a hash of the tenant, so that tenants
+    whose slugs differ only in case or `_` never share a namespace."""
+    name = prefix + tenant
+    if dns_label(name) == name and "--" not in name:
+        return name
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:12]
+    return f"{dns_label(name, 63 - 14)}--{digest}"
 
 
 def service_name(attempt_id: int) -> str:

@@ -35,6 +35,20 @@ def test_it_creates_the_tenants_namespace(kube, backend):
     assert kube.pod(NAMESPACE, "mlsched-7-0")["metadata"]["namespace"] == NAMESPACE
 
 
+def test_tenants_whose_slugs_differ_only_in_case_or_underscore_get_separate_namespaces(
+    kube, backend
+):
+    backend.start(one_gpu_worker(attempt_id=7, tenant="team_a"))
+    backend.start(one_gpu_worker(attempt_id=8, tenant="Team-a"))
+    backend.start(one_gpu_worker(attempt_id=9, tenant="team-a"))
+
+    names = {p["metadata"]["namespace"] for p in kube.pods()}
+    assert len(names) == 3
+    assert "mlsched-team-a" in names  # a slug that is already a DNS label keeps its name
+    for name in names:
+        assert len(name) <= 63 and kube.namespaces[name]
+
+
 def test_it_creates_a_resource_quota_per_namespace(kube, make_backend):
     backend = make_backend(namespace_quota={"requests.nvidia.com/gpu": "16"})
 
