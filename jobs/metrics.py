@@ -1,8 +1,9 @@
 """Metrics in the Prometheus text format, computed from the database at scrape time.
 
-GPU allocation per cluster and type, jobs by state, queue wait (submit to first start) per family
-and per tenant, attempt outcomes, preemption rate and wasted GPU-seconds (all over the last day),
-the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
+shared GPUs, the largest block of whole GPUs on one node), jobs by state, queue wait (submit to
+first start) per family and per tenant, attempt outcomes, preemption rate and wasted GPU-seconds
+(all over the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 """
 
 import statistics
@@ -22,7 +23,7 @@ def render() -> str:
     """All metrics, as one Prometheus text exposition."""
     now = timezone.now()
     lines: list[str] = []
-    for family in (gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
+    for family in (gpus, idle_gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
         lines.extend(family(now))
     return "\n".join(lines) + "\n"
 
@@ -56,6 +57,46 @@ def gpus(now) -> list[str]:
         samples.append(({**labels, "state": "allocated"}, allocated.get(key, 0)))
     return metric("mlsched_gpus", "gauge", "GPUs per cluster and type: total and allocated.",
                   samples)  # fmt: skip
+
+
+def idle_gpus(now) -> list[str]:
+    """Fragmentation as an operator sees it: eight idle GPUs spread over eight nodes cannot run
+    one 8-GPU job, and slivers of shared GPUs run only small shares. Healthy, schedulable nodes
+    only."""
+    nodes = Node.objects.filter(gpu_count__gt=0, healthy=True, schedulable=True)
+    used: dict[tuple[int, int], int] = defaultdict(int)
+    rows = (
+        Allocation.objects.active()
+        .filter(node__in=nodes)
+        .exclude(gpu_index=None)
+        .values_list("node_id", "gpu_index", "gpu_milli")
+    )
+    for node_id, index, milli in rows:
+        used[node_id, index] += milli
+    whole: dict[tuple[str, str], int] = defaultdict(int)
+    slivers: dict[tuple[str, str], float] = defaultdict(float)
+    block: dict[tuple[str, str], int] = defaultdict(int)
+    for node_id, cluster, gpu_type, count in nodes.values_list(
+        "id", "cluster__name", "gpu_type", "gpu_count"
+    ):
+        key = (cluster, gpu_type)
+        free = [1000 - used.get((node_id, i), 0) for i in range(count)]
+        idle = sum(1 for f in free if f == 1000)
+        whole[key] += idle
+        slivers[key] += sum(f for f in free if 0 < f < 1000) / 1000
+        block[key] = max(block[key], idle)
+
+    def labelled(values, **extra):
+        return [({"cluster": c, "gpu_type": t, **extra}, v) for (c, t), v in sorted(values.items())]
+
+    return [
+        *metric("mlsched_gpus_idle", "gauge",
+                "Idle GPU capacity: whole GPUs, and the free part of shared GPUs (slivers).",
+                labelled(whole, kind="whole") + labelled(slivers, kind="sliver")),
+        *metric("mlsched_gpus_largest_free_block", "gauge",
+                "The most whole idle GPUs on one node: the largest worker that fits now.",
+                labelled(block)),
+    ]  # fmt: skip
 
 
 def jobs_by_state(now) -> list[str]:

@@ -50,6 +50,23 @@ def test_it_counts_allocated_and_total_gpus_per_cluster(scrape):
     assert 'mlsched_gpus{cluster="east",gpu_type="A100",state="allocated"} 3' in lines
 
 
+def test_it_breaks_idle_gpus_into_whole_gpus_slivers_and_the_largest_block(scrape):
+    east = ClusterFactory(name="east")
+    NodeFactory(cluster=east, gpu_count=8, gpu_shareable=True)
+    NodeFactory(cluster=east, gpu_count=2)
+    NodeFactory(cluster=east, gpu_count=8, healthy=False)
+    JobFactory(gpus=3)  # on the 8-GPU node: the 2-GPU one is too small
+    JobFactory(gpus=0, gpu_milli=250, family="evaluation")
+    cycle.run_cycle()
+
+    lines = scrape()
+
+    # 8 + 2 healthy GPUs: 3 whole taken, one shared at 250 milli.
+    assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="whole"} 6' in lines
+    assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="sliver"} 0.75' in lines
+    assert 'mlsched_gpus_largest_free_block{cluster="east",gpu_type="A100"} 4' in lines
+
+
 def test_it_reports_queue_wait_and_preemption_rate(scrape):
     NodeFactory(gpu_count=8)
     job = JobFactory(gpus=1, created=timezone.now() - timedelta(seconds=30))
