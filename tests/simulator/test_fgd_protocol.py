@@ -90,3 +90,18 @@ def test_discretise_averages_events_by_rounded_arrived_load():
     assert curve[0] == pytest.approx(2.0)  # none at 0: events within +-1 (the k=1 events)
     assert curve[130] is None
     assert len(curve) == 131
+
+
+def test_mlsched_runs_with_the_clusters_gpus_per_model():
+    # One T4 GPU (first in node order) and four P100 GPUs; as many T4-only as P100-only pods.
+    # FGD rates both models alike for the unrestricted first pod and takes the T4, so the T4
+    # pod then fails; mlsched knows the T4 is scarce and leaves it to the T4 pod.
+    nodes = [Node("t4", 64000, 1 << 20, 1, "T4")]
+    nodes += [Node(f"p100-{i}", 64000, 1 << 20, 1, "P100") for i in range(4)]
+    free = pod("free")
+    t4 = Pod("t4-only", 1000, 0, 1, 1000, "T4")
+    p100 = Pod("p100-only", 1000, 0, 1, 1000, "P100")
+    originals = [free, pod("free-2"), t4, p100]
+    trial = fgd.Trial(nodes, [free, t4], originals)
+    assert fgd.run(trial, "fgd").failed == 1
+    assert fgd.run(trial, "mlsched").failed == 0
