@@ -13,7 +13,7 @@ bound is valid for all of them. With ``--big-failed F`` at most F shares above 5
 left out: a policy that places every pod that fits somewhere leaves out only those arriving when
 no GPU has room for them, which happens only near the end.
 
-Needs scipy (``pip install scipy``); the simulator itself does not.
+Needs scipy (in requirements.txt); the simulator itself does not.
 """
 
 from __future__ import annotations
