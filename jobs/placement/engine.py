@@ -79,7 +79,14 @@ class Cycle:
             policy.workload_coverage,
             policy.workload_max_classes,
         )
-        context = ScoringContext(self.capacity, workload, policy.lookahead_weight)
+        context = ScoringContext(
+            self.capacity,
+            workload,
+            policy.lookahead_weight,
+            policy.stranding_weight,
+            policy.gpu_model_weight,
+            policy.pairing_weight,
+        )
         self.scorer = WeightedScorer(policy, context)
         self.order = QueueOrder(snapshot.queued, snapshot.tenants, self._totals(), policy, self.now)
         self.running = {j.id: j for j in snapshot.running}

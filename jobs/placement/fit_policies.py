@@ -250,17 +250,8 @@ def leftover_waste(workload: Sequence[WorkloadClass], min_share: float = 0.01) -
     return waste
 
 
-def make_mlsched(
-    table: FragmentationTable,
-    lookahead_weight: float = 0.25,
-    cpu_weight: float = 0.1,
-    type_weight: float = 1.0,
-    pairing_weight: float = 1.5,
-    gpu_supply: Mapping[str, int] | None = None,
-) -> Scorer:
-    """The production scorer: FGD plus a lookahead, CPU stranding and GPU-model pressure.
-
-    Cost of a placement, in GPU milli like FGD's fragmentation growth:
+class MlschedCost:
+    """The production scorer's cost of a placement, in GPU milli like FGD's fragmentation growth:
 
     - the node's fragmentation growth against the workload mix (FGD);
     - ``lookahead_weight`` x how much worse the next typical task would fare on the node
@@ -274,43 +265,94 @@ def make_mlsched(
       shares cannot fill (``leftover_waste``): a share goes where it leaves room that another
       typical share fits exactly, e.g. a 320 beside a 650 rather than beside a 470.
 
-    The cost is scored on FGD's 100 levels so near-equal placements tie and the node order packs
-    them (see ``fgd_score``); inside a level a GPU share prefers the GPU it fills most tightly.
+    ``before`` reads a node state once; ``after`` prices each way of landing on it. Both the
+    simulator's ``mlsched`` and the live scheduler's fragmentation scorer use it.
     """
-    workload = table.workload
-    pressure = type_pressure(workload, gpu_supply) if gpu_supply and type_weight else {}
-    ratio: dict[str, float | None] = {}
-    waste = leftover_waste(workload)
 
-    def stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:
-        if per_milli is None:
-            return 0.0
-        return max(0.0, sum(gpus) - cpu / per_milli)
+    def __init__(
+        self,
+        table: FragmentationTable,
+        lookahead_weight: float = 0.25,
+        cpu_weight: float = 0.1,
+        type_weight: float = 1.0,
+        pairing_weight: float = 1.5,
+        gpu_supply: Mapping[str, int] | None = None,
+    ):
+        self.table = table
+        self.lookahead_weight, self.cpu_weight = lookahead_weight, cpu_weight
+        self.pairing_weight = pairing_weight
+        workload = table.workload
+        self.pressure = (
+            {t: type_weight * p for t, p in type_pressure(workload, gpu_supply).items()}
+            if gpu_supply and type_weight
+            else {}
+        )
+        self.waste = leftover_waste(workload)
+        self._ratio: dict[str, float | None] = {}
+
+    def _per_milli(self, gpu_type: str) -> float | None:
+        if not self.cpu_weight:
+            return None
+        if gpu_type not in self._ratio:
+            # A workload that asks no CPU cannot strand GPUs by CPU either.
+            self._ratio[gpu_type] = cpu_per_gpu_milli(self.table.workload, gpu_type) or None
+        return self._ratio[gpu_type]
+
+    def before(self, gpu_type: str, cpu: int, gpus: Sequence[int]) -> tuple:
+        """What ``after`` needs to know of the node before the placement."""
+        per_milli = self._per_milli(gpu_type)
+        return (
+            gpu_type,
+            gpus,
+            self.table.node(cpu, gpus, gpu_type),
+            self.table.lookahead(cpu, gpus, gpu_type),
+            _stranded(cpu, gpus, per_milli),
+            per_milli,
+            sum(gpus),
+        )
+
+    def after(self, state: tuple, cpu: int, gpus: Sequence[int], share: int | None) -> float:
+        """The cost of leaving the node at (cpu, gpus); ``share`` is the GPU a share lands on."""
+        gpu_type, gpus_before, frag, ahead, stranded, per_milli, free = state
+        table = self.table
+        cost = table.node(cpu, gpus, gpu_type) - frag
+        cost += self.pressure.get(gpu_type, 0.0) * (free - sum(gpus))
+        cost += self.lookahead_weight * lookahead_change(
+            ahead, table.lookahead(cpu, gpus, gpu_type)
+        )
+        if per_milli is not None:
+            cost += self.cpu_weight * (_stranded(cpu, gpus, per_milli) - stranded)
+        if share is not None:
+            cost += self.pairing_weight * (self.waste[gpus[share]] - self.waste[gpus_before[share]])
+        return cost
+
+
+def _stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:
+    if per_milli is None:
+        return 0.0
+    return max(0.0, sum(gpus) - cpu / per_milli)
+
+
+def make_mlsched(table: FragmentationTable, **weights) -> Scorer:
+    """The production scorer: ``MlschedCost`` (``weights`` are its keyword arguments) on FGD's
+    100 levels.
+
+    Near-equal placements tie and the node order packs them (see ``fgd_score``); inside a level
+    a GPU share prefers the GPU it fills most tightly.
+    """
+    costs = MlschedCost(table, **weights)
 
     def mlsched(node: NodeView, task: TaskShape) -> Fit | None:
-        gt = node.gpu_type
-        if gt not in ratio:
-            ratio[gt] = cpu_per_gpu_milli(workload, gt)
-        per_milli = ratio[gt] if cpu_weight else None
-        before = table.node(node.free_cpu_milli, node.free_gpu_milli, gt)
-        ahead = table.lookahead(node.free_cpu_milli, node.free_gpu_milli, gt)
-        stranded_before = stranded(node.free_cpu_milli, node.free_gpu_milli, per_milli)
-        taken = task.gpu_count * task.per_gpu_milli
-        fixed = type_weight * pressure.get(gt, 0.0) * taken
+        state = costs.before(node.gpu_type, node.free_cpu_milli, node.free_gpu_milli)
         share = 0 < task.gpu_milli < MILLI
 
         def rate(take: tuple[int, ...]) -> float:
             cpu_left, gpu = _after(node, task, take)
-            cost = table.node(cpu_left, gpu, gt) - before + fixed
-            cost += lookahead_weight * lookahead_change(ahead, table.lookahead(cpu_left, gpu, gt))
-            if per_milli is not None:
-                cost += cpu_weight * (stranded(cpu_left, gpu, per_milli) - stranded_before)
             if not share:
-                return fgd_score(cost)
+                return fgd_score(costs.after(state, cpu_left, gpu, None))
             i = next(j for j, t in enumerate(take) if t)
-            cost += pairing_weight * (waste[gpu[i]] - waste[node.free_gpu_milli[i]])
             # Below one level: the tightest GPU wins among equal levels.
-            return fgd_score(cost) + 0.5 * (1 - gpu[i] / MILLI)
+            return fgd_score(costs.after(state, cpu_left, gpu, i)) + 0.5 * (1 - gpu[i] / MILLI)
 
         return _best(node, task, rate)
 

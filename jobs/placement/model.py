@@ -153,12 +153,22 @@ class Policy:
     """
 
     # Fragmentation growth first (FGD's 100 levels, 0.01 apart) and best fit only inside a
-    # level: its weight keeps it below one level. With the lookahead below this is the trace
-    # simulator's "mlsched" ordering, which left fewer GPUs idle than FGD on most workloads.
+    # level: its weight keeps it below one level. The fragmentation scorer's cost is the trace
+    # simulator's "mlsched" (``fit_policies.MlschedCost``), which left fewer GPUs idle than FGD
+    # on every workload of the FGD paper's trace; only the tie-break inside a level differs (the
+    # simulator takes the first node in its order, the scheduler the best fit).
     scorers: tuple[tuple[str, float], ...] = (("fragmentation", 1.0), ("best_fit", 0.005))
     # The fragmentation scorer also charges this share of how much worse the next typical
-    # task would fare on the node (a one-step lookahead; 0 gives plain FGD).
+    # task would fare on the node (a one-step lookahead; 0 with the three below gives FGD)...
     lookahead_weight: float = 0.25
+    # ...this share of the growth of GPU milli the node's free CPU can no longer serve...
+    stranding_weight: float = 0.1
+    # ...GPU milli taken x this x the model's pressure (demand only some models may serve,
+    # over their share of the GPUs), so unrestricted work leaves scarce models free...
+    gpu_model_weight: float = 1.0
+    # ...and, for a GPU share, this share of the growth of free milli on its GPU that the
+    # popular share sizes cannot fill.
+    pairing_weight: float = 1.5
     resource_weights: Mapping[str, float] = field(
         default_factory=lambda: {"gpu": 1.0, "cpu": 0.25, "memory": 0.25}
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from jobs.placement import fragmentation
 from jobs.placement.capacity import Capacity
+from jobs.placement.fit_policies import MlschedCost
 from jobs.placement.model import WHOLE_GPU, Policy, QueuedJob, ShapeCount
 
 Move = tuple[str, int, tuple[int, ...], int, tuple[int, ...]]
@@ -28,8 +29,18 @@ class ScoringContext:
         capacity: Capacity,
         workload: tuple[fragmentation.WorkloadClass, ...],
         lookahead_weight: float = 0.0,
+        stranding_weight: float = 0.0,
+        gpu_model_weight: float = 0.0,
+        pairing_weight: float = 0.0,
     ):
         self.lookahead_weight = lookahead_weight
+        self.stranding_weight = stranding_weight
+        self.gpu_model_weight = gpu_model_weight
+        self.pairing_weight = pairing_weight
+        self.gpu_supply: Counter[str] = Counter()
+        for node in capacity.nodes:
+            if node.gpu_type:
+                self.gpu_supply[node.gpu_type] += len(node.gpus)
         self.max_cpu = max((n.cap_cpu for n in capacity.nodes), default=1) or 1
         most_gpus = max((len(n.gpus) for n in capacity.nodes), default=1)
         self.max_gpu_milli = max(most_gpus, 1) * WHOLE_GPU
@@ -57,24 +68,39 @@ def fgd_level(delta: float) -> float:
 
 
 def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
-    """Least growth of the node's fragmentation against the typical workload (FGD), plus
-    ``lookahead_weight`` x how much worse the next typical task would fare on the node."""
-    table = fragmentation.FragmentationTable(ctx.workload)
-    weight = ctx.lookahead_weight
+    """The production placement cost (``fit_policies.MlschedCost``: FGD's fragmentation growth
+    plus lookahead, CPU stranding, GPU-model pressure and share pairing) on FGD's 100 levels;
+    inside a level a GPU share prefers the GPU it fills most tightly."""
+    costs = MlschedCost(
+        fragmentation.FragmentationTable(ctx.workload),
+        lookahead_weight=ctx.lookahead_weight,
+        cpu_weight=ctx.stranding_weight,
+        type_weight=ctx.gpu_model_weight,
+        pairing_weight=ctx.pairing_weight,
+        gpu_supply=ctx.gpu_supply,
+    )
 
     def score(move: Move) -> float:
         gpu_type, cpu_before, gpus_before, cpu_after, gpus_after = move
         if not gpus_before:
             return 1.0
-        cost = table.node(cpu_after, gpus_after, gpu_type)
-        cost -= table.node(cpu_before, gpus_before, gpu_type)
-        if weight:
-            ahead = table.lookahead(cpu_before, gpus_before, gpu_type)
-            after = table.lookahead(cpu_after, gpus_after, gpu_type)
-            cost += weight * fragmentation.lookahead_change(ahead, after)
-        return fgd_level(cost)
+        share = _shared_gpu(gpus_before, gpus_after)
+        state = costs.before(gpu_type, cpu_before, gpus_before)
+        level = fgd_level(costs.after(state, cpu_after, gpus_after, share))
+        if share is None:
+            return level
+        return level + 0.005 * (1 - gpus_after[share] / WHOLE_GPU)
 
     return score
+
+
+def _shared_gpu(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
+    """The GPU a share of one GPU landed on, or None for whole GPUs (or no GPU)."""
+    changed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a]
+    if len(changed) != 1:
+        return None
+    i = changed[0]
+    return None if before[i] == WHOLE_GPU and after[i] == 0 else i
 
 
 SCORERS: dict[str, Callable[[ScoringContext], ScoreFn]] = {

@@ -152,13 +152,28 @@ def test_evaluation_fills_a_partly_used_gpu():
 def test_the_fragmentation_scorer_avoids_leaving_a_useless_sliver():
     (node,) = n4_t4_shared_nodes(1)
     node = with_free(node, (1000, 400, 1000, 1000))
-    # The typical task takes 300: putting one on the 400 GPU would strand 100.
+    # Typical shares take 300 or 400: a 300 on the 400 GPU would strand 100, while on a free
+    # GPU it leaves 700 = 300 + 400, and the 400 share fills the 400 GPU exactly.
+    queue = (j_eval("e", gpu_milli=300), j_eval("f", gpu_milli=400))
+    got = place(snapshot((node,), queue)).by_job()
+    assert got["e"].workers[0].gpu_indices == (0,)
+    assert got["f"].workers[0].gpu_indices == (1,)
+    packing_only = Policy(scorers=(("best_fit", 1.0),))
+    got = place(snapshot((node,), queue, policy=packing_only)).by_job()
+    assert got["e"].workers[0].gpu_indices == (1,)
+
+
+def test_a_share_fills_the_room_its_size_leaves_unusable_anyway():
+    (node,) = n4_t4_shared_nodes(1)
+    node = with_free(node, (1000, 400, 1000, 1000))
+    # Only 300s arrive: the 400 GPU can hold one and loses 100 whatever happens, so the share
+    # goes there rather than opening a whole GPU (plain FGD would open one).
     queue = (j_eval("e", gpu_milli=300),)
     outcome = place(snapshot((node,), queue)).outcomes[0]
-    assert outcome.workers[0].gpu_indices == (0,)
-    packing_only = Policy(scorers=(("best_fit", 1.0),))
-    outcome = place(snapshot((node,), queue, policy=packing_only)).outcomes[0]
     assert outcome.workers[0].gpu_indices == (1,)
+    fgd_only = Policy(stranding_weight=0.0, gpu_model_weight=0.0, pairing_weight=0.0)
+    outcome = place(snapshot((node,), queue, policy=fgd_only)).outcomes[0]
+    assert outcome.workers[0].gpu_indices == (0,)
 
 
 def test_a_gang_prefers_nodes_sharing_a_topology_label():
