@@ -79,13 +79,17 @@ def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
         pairing_weight=ctx.pairing_weight,
         gpu_supply=ctx.gpu_supply,
     )
+    states: dict[tuple, tuple] = {}  # a node state is priced once against all its moves
 
     def score(move: Move) -> float:
         gpu_type, cpu_before, gpus_before, cpu_after, gpus_after = move
         if not gpus_before:
             return 1.0
         share = _shared_gpu(gpus_before, gpus_after)
-        state = costs.before(gpu_type, cpu_before, gpus_before)
+        key = (gpu_type, cpu_before, gpus_before)
+        state = states.get(key)
+        if state is None:
+            state = states[key] = costs.before(gpu_type, cpu_before, gpus_before)
         level = fgd_level(costs.after(state, cpu_after, gpus_after, share))
         if share is None:
             return level
