@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from clusters.backends import base
@@ -54,9 +55,14 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
     for worker in workers:
         by_attempt[worker.attempt_id].append(worker)
-    mine = live_attempts(cluster).filter(pk__in=by_attempt).select_related("job")
+    # The report is the backend's whole view: a started attempt it leaves out is gone too.
+    mine = (
+        live_attempts(cluster)
+        .filter(Q(pk__in=by_attempt) | Q(started_at__isnull=False))
+        .select_related("job")
+    )
     for attempt in mine:
-        apply_report(attempt, by_attempt[attempt.pk])
+        apply_report(attempt, by_attempt.get(attempt.pk, []))
     return desired_state(cluster)
 
 
@@ -65,15 +71,32 @@ def live_attempts(cluster: Cluster):
 
 
 def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
-    """Move the attempt's job on from what its workers do now."""
+    """Move the attempt's job on from what its workers do now.
+
+    Once the attempt has run, a worker the backend no longer reports has vanished (its pod was
+    deleted, its process and state went with the machine): it is lost, or stopped if a stop was
+    asked for, and never started again inside the same attempt.
+    """
     record_checkpoint(attempt, workers)
     world_size = attempt.job.workers
+    if attempt.started_at is not None:
+        workers = workers + missing_workers(attempt, workers, world_size)
     ended = attempt_outcome(workers, world_size, attempt.stop_reason)
     if ended is not None:
         outcome, exit_code, reason = ended
         actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
     elif len(workers) == world_size and all(w.phase == base.RUNNING for w in workers):
         actions.mark_running(attempt.pk)
+
+
+def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.WorkerStatus]:
+    seen = {w.rank for w in workers}
+    phase = base.STOPPED if attempt.stop_requested_at is not None else base.LOST
+    return [
+        base.WorkerStatus(attempt.pk, rank, phase, reason="the agent no longer finds it")
+        for rank in range(world_size)
+        if rank not in seen
+    ]
 
 
 def record_checkpoint(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:

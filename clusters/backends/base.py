@@ -105,7 +105,11 @@ class Backend(Protocol):
         what is left after `grace_s`. Returns at once; `status` later shows STOPPED."""
 
     def status(self) -> list[WorkerStatus]:
-        """Every worker the backend knows, including those it adopted after a restart."""
+        """Every worker the backend knows, including those it adopted after a restart.
+
+        The control plane reads this as the whole truth: a worker of a started attempt that is
+        left out counts as lost. A backend that cannot see everything yet raises instead.
+        """
 
     def logs(self) -> list[LogLine]:
         """New output lines since the last call."""

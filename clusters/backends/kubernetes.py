@@ -143,7 +143,10 @@ class KubernetesBackend:
 
     def status(self) -> list[WorkerStatus]:
         """Every worker this backend started or finds on the cluster, from the pod watch."""
-        self._watcher.synced.wait(self.sync_timeout_s)
+        # The control plane reads the report as the whole truth (a started worker left out is
+        # lost), so never answer from a pod list that has not been read in full yet.
+        if not self._watcher.synced.wait(self.sync_timeout_s):
+            raise RuntimeError("the pod watch has not listed the cluster's pods yet")
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
         with self._lock:

@@ -157,6 +157,56 @@ def test_one_lost_worker_ends_the_whole_gang_attempt_and_it_stops_running(agent,
     assert response.json()["run"] == []
 
 
+def test_a_started_worker_the_agent_no_longer_reports_is_lost(agent, gang):
+    attempt = gang.attempts.get()
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+
+    # Rank 1's pod was deleted while the agent was away: its report now lacks it.
+    response = post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING)})
+
+    attempt.refresh_from_db()
+    gang.refresh_from_db()
+    assert (attempt.outcome, attempt.reason) == (
+        Outcome.LOST,
+        "worker 1: the agent no longer finds it",
+    )
+    assert gang.state == State.QUEUED  # retried as a new attempt, not restarted inside this one
+    assert response.json()["run"] == []
+
+
+def test_a_started_attempt_missing_from_the_report_is_lost_not_started_again(agent, gang):
+    attempt = gang.attempts.get()
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    attempt.refresh_from_db()
+    assert attempt.outcome == Outcome.LOST
+    assert response.json()["run"] == []
+
+
+def test_a_vanished_attempt_that_was_being_stopped_ends_as_its_stop_asked(agent, gang):
+    attempt = gang.attempts.get()
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=timezone.now(),
+                                                 stop_reason=Outcome.PREEMPTED)  # fmt: skip
+
+    post(agent, "east", "heartbeat", {"workers": []})
+
+    attempt.refresh_from_db()
+    assert attempt.outcome == Outcome.PREEMPTED
+
+
+def test_an_attempt_not_started_yet_may_be_missing_from_the_report(agent, gang):
+    attempt = gang.attempts.get()
+
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    attempt.refresh_from_db()
+    assert attempt.outcome == ""
+    assert [a["attempt_id"] for a in response.json()["run"]] == [attempt.pk]
+
+
 def test_a_stop_request_is_passed_to_the_agent(agent, gang):
     attempt = gang.attempts.get()
     Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=timezone.now(),

@@ -1,6 +1,10 @@
 """Worker status as the pod watch sees it, with the test server playing the kubelet."""
 
+import pytest
+from kubernetes import client
+
 from clusters.backends import base
+from clusters.backends.kubernetes import KubernetesBackend
 from tests.k8s.conftest import (
     NAMESPACE,
     eventually,
@@ -9,6 +13,7 @@ from tests.k8s.conftest import (
     two_worker_gang,
 )
 from tests.k8s.server import ApiError
+from tests.processes import free_port
 
 POD = "mlsched-7-0"
 
@@ -237,3 +242,16 @@ def test_it_watches_on_from_the_bookmark_after_a_watch_times_out(kube, make_back
 
     status_becomes(backend, 7, 0, base.RUNNING)
     assert kube.count_requests("GET", "/api/v1/pods", watch=False) == 1
+
+
+def test_it_refuses_to_report_before_it_has_listed_the_pods():
+    # Nothing listens on the port: the pod watch never lists, and an empty report would read
+    # as "every started worker vanished" to the control plane.
+    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{free_port()}"))
+    backend = KubernetesBackend(api, "east", retry_s=0.05, sync_timeout_s=0.3)
+    try:
+        with pytest.raises(RuntimeError, match="has not listed"):
+            backend.status()
+    finally:
+        backend.close()
+        api.close()
