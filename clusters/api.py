@@ -99,6 +99,7 @@ def parsed(serializer_class, data, key: str) -> list[dict]:
 class AgentView(APIView):
     authentication_classes = [AgentTokenAuthentication]
     permission_classes = [IsClusterAgent]
+    throttle_classes = []  # the heartbeat is the control loop: never rate-limited
 
 
 class InventoryView(AgentView):

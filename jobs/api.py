@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from jobs import access, actions
 from jobs.models import LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
+from jobs.throttles import SubmitRate
 
 PAGE = 100
 
@@ -27,6 +28,10 @@ def visible(request):
 
 
 class JobsView(APIView):
+    def get_throttles(self):
+        extra = [SubmitRate()] if self.request.method == "POST" else []
+        return [*super().get_throttles(), *extra]
+
     def get(self, request):
         jobs = visible(request).order_by("-id")
         if state := request.query_params.get("state"):

@@ -2,13 +2,14 @@
 
 DATABASE_URL  PostgreSQL in production and in the tests. Unset: a SQLite file with IMMEDIATE
               transactions (the embedded single-process mode).
-REDIS_URL     Celery broker and Channels layer. Unset: in-memory channel layer and in-process
-              scheduling.
+REDIS_URL     Celery broker, Channels layer and (in database 1) the API rate counters. Unset:
+              in-memory channel layer, in-process scheduling and per-process rate counters.
 SECRET_KEY, DEBUG, ALLOWED_HOSTS as usual.
 """
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 
@@ -114,6 +115,21 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# The API's rate counters must be shared by every web process: Redis when there is one, in a
+# database of their own so that clearing them touches nothing else.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": urlunsplit(urlsplit(REDIS_URL)._replace(path="/1")),
+            "KEY_PREFIX": "mlsched-rate",
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate"}
+    ),
+}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
@@ -139,6 +155,10 @@ MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "6
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
+# Requests per user to the users' API (429 past it; agents are not limited), and submissions
+# per user on top of that. Django REST framework's "N/second|minute|hour|day" form.
+MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")
+MLSCHED_SUBMIT_RATE = os.environ.get("MLSCHED_SUBMIT_RATE", "300/minute")
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 
@@ -159,6 +179,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["jobs.throttles.UserRate"],
 }
 
 LANGUAGE_CODE = "en-us"

@@ -15,6 +15,15 @@ def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_rate_counters():
+    # API rate counters live in a shared cache (Redis database 1 under make test): each test
+    # starts with none, whatever ran before it.
+    from django.core.cache import caches
+
+    caches["throttle"].clear()
+
+
 @pytest.fixture
 def alpha(db):
     return TenantFactory(name="Alpha", slug="alpha")

@@ -307,3 +307,17 @@ def test_a_second_inventory_updates_the_nodes_in_place(agent, east):
     again = Node.objects.get(cluster=east, name="east-0")
     assert again.pk == first.pk
     assert (again.gpu_count, again.healthy) == (4, False)
+
+
+def test_agents_are_never_rate_limited(agent, gang, settings):
+    settings.MLSCHED_API_RATE = "1/minute"
+    attempt = gang.attempts.get()
+
+    codes = [
+        post(
+            agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.PENDING)}
+        ).status_code
+        for _ in range(5)
+    ]
+
+    assert codes == [200] * 5

@@ -230,3 +230,28 @@ def test_only_batch_inference_has_shards(alice):
 
     assert response.status_code == 400
     assert "shards" in response.json()
+
+
+def test_past_the_api_rate_a_user_gets_429_with_retry_after_and_others_do_not(
+    alice, charlie, settings
+):
+    settings.MLSCHED_API_RATE = "3/minute"
+    client = client_for(alice)
+
+    codes = [client.get("/api/v1/jobs/").status_code for _ in range(4)]
+
+    assert codes == [200, 200, 200, 429]
+    throttled = client.get("/api/v1/jobs/")
+    assert 0 < int(throttled["Retry-After"]) <= 60
+    assert "throttled" in throttled.json()["detail"]
+    assert client_for(charlie).get("/api/v1/jobs/").status_code == 200
+
+
+def test_past_the_submit_rate_a_submission_is_refused_and_writes_nothing(alice, settings):
+    settings.MLSCHED_SUBMIT_RATE = "2/minute"
+
+    codes = [submit(alice, name=f"run-{i}").status_code for i in range(3)]
+
+    assert codes == [201, 201, 429]
+    assert Job.objects.count() == 2
+    assert client_for(alice).get("/api/v1/jobs/").status_code == 200  # reading still works
