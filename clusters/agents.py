@@ -8,7 +8,7 @@ change another cluster's attempts.
 """
 
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -198,7 +198,7 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
             cluster=cluster, pk__in={line.attempt_id for line in lines}
         ).values_list("pk", "job_id", "number")
     }
-    mine = [line for line in lines if line.attempt_id in attempts]
+    mine = capped([line for line in lines if line.attempt_id in attempts])
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text) for line in mine],
@@ -211,6 +211,21 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
                                              stream=line.stream, text=line.text))  # fmt: skip
     events.publish_logs(by_job)
     return len(mine)
+
+
+def capped(lines: list[base.LogLine]) -> list[base.LogLine]:
+    """Lines under the per-worker cap (``MLSCHED_LOG_MAX_LINES``), and in place of the first line
+    past it a note that the rest is dropped. Seqs count each worker's lines from 0, so the cap
+    needs no query and holds however the lines are batched or resent."""
+    cap = settings.MLSCHED_LOG_MAX_LINES
+    out = []
+    for line in lines:
+        if line.seq < cap:
+            out.append(line)
+        elif line.seq == cap:
+            note = f"[mlsched] log truncated: this worker's output passed {cap} lines"
+            out.append(replace(line, stream="stderr", text=note))
+    return out
 
 
 def sweep_silent_clusters(now=None) -> dict[str, int]:

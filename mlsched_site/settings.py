@@ -159,6 +159,8 @@ MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # per user on top of that. Django REST framework's "N/second|minute|hour|day" form.
 MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")
 MLSCHED_SUBMIT_RATE = os.environ.get("MLSCHED_SUBMIT_RATE", "300/minute")
+# Output lines kept per worker of an attempt; later lines are dropped, with a note.
+MLSCHED_LOG_MAX_LINES = int(os.environ.get("MLSCHED_LOG_MAX_LINES", "1000000"))
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 

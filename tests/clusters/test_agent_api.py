@@ -230,6 +230,24 @@ def test_logs_sent_twice_are_kept_once(agent, gang):
         "l0", "l1", "l2"]  # fmt: skip
 
 
+def test_a_worker_log_past_the_cap_is_dropped_with_one_note(agent, gang, settings):
+    settings.MLSCHED_LOG_MAX_LINES = 3
+    attempt = gang.attempts.get()
+    lines = [{"attempt_id": attempt.pk, "rank": 0, "seq": i, "stream": "stdout", "text": f"l{i}"}
+             for i in range(6)]  # fmt: skip
+
+    post(agent, "east", "logs", {"lines": lines[:4]})
+    post(agent, "east", "logs", {"lines": lines[4:]})
+
+    kept = list(LogChunk.objects.order_by("seq").values_list("seq", "stream", "text"))
+    assert kept == [
+        (0, "stdout", "l0"),
+        (1, "stdout", "l1"),
+        (2, "stdout", "l2"),
+        (3, "stderr", "[mlsched] log truncated: this worker's output passed 3 lines"),
+    ]
+
+
 def test_logs_of_another_clusters_attempt_are_dropped(gang):
     west = ClusterFactory(name="west")
     client = APIClient()
