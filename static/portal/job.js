@@ -1,4 +1,5 @@
 // The job page: state and logs over a websocket; polling the REST API when it is not there.
+// Each state change also re-reads the job, to redraw its attempts.
 (function () {
   const root = document.getElementById("job");
   const jobId = root.dataset.job;
@@ -6,6 +7,7 @@
   const reasonEl = document.getElementById("reason");
   const logEl = document.getElementById("log");
   const liveEl = document.getElementById("live");
+  const attemptsEl = document.getElementById("attempts");
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
   let pollTimer = null;
@@ -28,6 +30,34 @@
     }
   }
 
+  function clock(iso) {
+    return iso ? new Date(iso).toISOString().substring(11, 19) : "";
+  }
+
+  function showAttempts(attempts) {
+    const rows = attempts.map(function (a) {
+      const row = document.createElement("tr");
+      const cells = [a.number, a.cluster || "", a.outcome || "live",
+                     a.exit_code === null ? "" : a.exit_code, a.reason,
+                     clock(a.started_at), clock(a.ended_at)];
+      for (const value of cells) {
+        const cell = document.createElement("td");
+        cell.textContent = value;
+        row.appendChild(cell);
+      }
+      return row;
+    });
+    if (rows.length) attemptsEl.replaceChildren(...rows);
+  }
+
+  async function fetchJob() {
+    const response = await fetch("/api/v1/jobs/" + jobId + "/");
+    if (!response.ok) return;
+    const job = await response.json();
+    showState(job.state, job.pending_message);
+    showAttempts(job.attempts);
+  }
+
   async function fetchLogs() {
     const response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
     if (!response.ok) return;
@@ -38,11 +68,7 @@
 
   async function poll() {
     await fetchLogs();
-    const response = await fetch("/api/v1/jobs/" + jobId + "/");
-    if (response.ok) {
-      const job = await response.json();
-      showState(job.state, job.pending_message);
-    }
+    await fetchJob();
   }
 
   function startPolling() {
@@ -60,7 +86,10 @@
     };
     socket.onmessage = function (event) {
       const message = JSON.parse(event.data);
-      if (message.type === "state") showState(message.state, message.reason);
+      if (message.type === "state") {
+        showState(message.state, message.reason);
+        fetchJob();
+      }
       if (message.type === "logs") addLines(message.lines);
     };
     socket.onclose = function () {

@@ -89,7 +89,7 @@ def log_in(page, url, username):
     page.wait_for_url(f"{url}/")
 
 
-def test_the_job_page_shows_state_changes_and_log_lines_as_they_happen(
+def test_the_job_page_shows_state_changes_attempts_and_log_lines_as_they_happen(
     server, browser_page, alpha, alice, tmp_path
 ):
     page = browser_page
@@ -100,6 +100,7 @@ def test_the_job_page_shows_state_changes_and_log_lines_as_they_happen(
     page.goto(f"{server}/jobs/{job.pk}/")
     expect(page.locator("#live")).to_have_text("live", timeout=15_000)
     expect(page.locator("#state")).to_have_text("queued")
+    expect(page.locator("#attempts")).to_have_text("Not placed yet.")
 
     def scheduler_and_agent():
         actions.transition(job, State.SCHEDULED, "placed")
@@ -114,6 +115,9 @@ def test_the_job_page_shows_state_changes_and_log_lines_as_they_happen(
     expect(page.locator("#state")).to_have_text("running", timeout=10_000)
     expect(page.locator("#log")).to_contain_text("[1.0] epoch 1 loss 0.42", timeout=10_000)
     expect(page.locator("#log .stderr")).to_have_text("[1.0] grad norm high\n")
+    attempts = page.locator("#attempts tr")
+    expect(attempts).to_have_count(1)
+    expect(attempts.first.locator("td")).to_have_text(["1", "east", "live", "", "", "", ""])
     expect(page.locator("#live")).to_have_text("live")  # it came over the websocket
     page.screenshot(path=str(tmp_path / "job-page.png"), full_page=True)
 
