@@ -256,75 +256,92 @@ class MlschedCost:
     - the node's fragmentation growth against the workload mix (FGD);
     - ``lookahead_weight`` x how much worse the next typical task would fare on the node
       (``lookahead_change``);
-    - ``cpu_weight`` x the growth of the node's CPU-stranded GPU milli: idle GPU milli beyond
+    - ``stranding_weight`` x the growth of the node's CPU-stranded GPU milli: idle GPU milli beyond
       what the free CPU can serve at the workload's CPU per GPU milli (``cpu_per_gpu_milli``);
-    - ``type_weight`` x the GPU milli taken x the model's pressure (``type_pressure``, from
+    - ``gpu_model_weight`` x the GPU milli taken x the model's pressure (``type_pressure``, from
       ``gpu_supply``, the cluster's GPUs per model): tasks that may run anywhere leave the
       models that restricted tasks need;
     - for a GPU share, ``pairing_weight`` x the growth of the GPU's free milli that popular
       shares cannot fill (``leftover_waste``): a share goes where it leaves room that another
       typical share fits exactly, e.g. a 320 beside a 650 rather than beside a 470.
 
-    ``before`` reads a node state once; ``after`` prices each way of landing on it. Both the
-    simulator's ``mlsched`` and the live scheduler's fragmentation scorer use it.
+    ``before`` reads a node state once; ``after`` prices each way of landing on it and
+    ``score`` puts that on FGD's 100 levels. Both the simulator's ``mlsched`` and the live
+    scheduler's fragmentation scorer use it; the weights' defaults are ``Policy``'s.
     """
 
     def __init__(
         self,
         table: FragmentationTable,
         lookahead_weight: float = 0.25,
-        cpu_weight: float = 0.1,
-        type_weight: float = 1.0,
+        stranding_weight: float = 0.1,
+        gpu_model_weight: float = 1.0,
         pairing_weight: float = 1.5,
         gpu_supply: Mapping[str, int] | None = None,
     ):
         self.table = table
-        self.lookahead_weight, self.cpu_weight = lookahead_weight, cpu_weight
+        self.lookahead_weight, self.stranding_weight = lookahead_weight, stranding_weight
         self.pairing_weight = pairing_weight
         workload = table.workload
         self.pressure = (
-            {t: type_weight * p for t, p in type_pressure(workload, gpu_supply).items()}
-            if gpu_supply and type_weight
+            {t: gpu_model_weight * p for t, p in type_pressure(workload, gpu_supply).items()}
+            if gpu_supply and gpu_model_weight
             else {}
         )
         self.waste = leftover_waste(workload)
         self._ratio: dict[str, float | None] = {}
 
     def _per_milli(self, gpu_type: str) -> float | None:
-        if not self.cpu_weight:
+        if not self.stranding_weight:
             return None
         if gpu_type not in self._ratio:
             # A workload that asks no CPU cannot strand GPUs by CPU either.
             self._ratio[gpu_type] = cpu_per_gpu_milli(self.table.workload, gpu_type) or None
         return self._ratio[gpu_type]
 
-    def before(self, gpu_type: str, cpu: int, gpus: Sequence[int]) -> tuple:
+    def before(self, gpu_type: str, cpu: int, gpus: Sequence[int]) -> NodeBefore:
         """What ``after`` needs to know of the node before the placement."""
         per_milli = self._per_milli(gpu_type)
-        return (
+        return NodeBefore(
             gpu_type,
             gpus,
             self.table.node(cpu, gpus, gpu_type),
             self.table.lookahead(cpu, gpus, gpu_type),
             _stranded(cpu, gpus, per_milli),
             per_milli,
-            sum(gpus),
         )
 
-    def after(self, state: tuple, cpu: int, gpus: Sequence[int], share: int | None) -> float:
+    def after(self, node: NodeBefore, cpu: int, gpus: Sequence[int], share: int | None) -> float:
         """The cost of leaving the node at (cpu, gpus); ``share`` is the GPU a share lands on."""
-        gpu_type, gpus_before, frag, ahead, stranded, per_milli, free = state
-        table = self.table
-        cost = table.node(cpu, gpus, gpu_type) - frag
-        cost += self.pressure.get(gpu_type, 0.0) * (free - sum(gpus))
+        table, gpu_type = self.table, node.gpu_type
+        cost = table.node(cpu, gpus, gpu_type) - node.fragment
+        cost += self.pressure.get(gpu_type, 0.0) * (sum(node.gpus) - sum(gpus))
         cost += self.lookahead_weight * lookahead_change(
-            ahead, table.lookahead(cpu, gpus, gpu_type)
+            node.lookahead, table.lookahead(cpu, gpus, gpu_type)
         )
-        if per_milli is not None:
-            cost += self.cpu_weight * (_stranded(cpu, gpus, per_milli) - stranded)
+        if node.cpu_per_milli is not None:
+            stranded = _stranded(cpu, gpus, node.cpu_per_milli)
+            cost += self.stranding_weight * (stranded - node.stranded)
         if share is not None:
-            cost += self.pairing_weight * (self.waste[gpus[share]] - self.waste[gpus_before[share]])
+            cost += self.pairing_weight * (self.waste[gpus[share]] - self.waste[node.gpus[share]])
         return cost
+
+    def score(self, node: NodeBefore, cpu: int, gpus: Sequence[int], share: int | None) -> float:
+        """``after``'s cost as an FGD score (0-100, higher is better); below one level, a share
+        scores higher the tighter it fills its GPU."""
+        level = fgd_score(self.after(node, cpu, gpus, share))
+        return level if share is None else level + 0.5 * (1 - gpus[share] / MILLI)
+
+
+class NodeBefore(NamedTuple):
+    """A node's state before a placement, as ``MlschedCost`` prices it."""
+
+    gpu_type: str
+    gpus: Sequence[int]
+    fragment: float
+    lookahead: tuple[float | None, ...]
+    stranded: float
+    cpu_per_milli: float | None
 
 
 def _stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:
@@ -348,11 +365,8 @@ def make_mlsched(table: FragmentationTable, **weights) -> Scorer:
 
         def rate(take: tuple[int, ...]) -> float:
             cpu_left, gpu = _after(node, task, take)
-            if not share:
-                return fgd_score(costs.after(state, cpu_left, gpu, None))
-            i = next(j for j, t in enumerate(take) if t)
-            # Below one level: the tightest GPU wins among equal levels.
-            return fgd_score(costs.after(state, cpu_left, gpu, i)) + 0.5 * (1 - gpu[i] / MILLI)
+            i = next(j for j, t in enumerate(take) if t) if share else None
+            return costs.score(state, cpu_left, gpu, i)
 
         return _best(node, task, rate)
 

@@ -8,13 +8,12 @@ the same and the combined score is cached per move for the whole cycle.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 
 from jobs.placement import fragmentation
 from jobs.placement.capacity import Capacity
-from jobs.placement.fit_policies import MlschedCost
+from jobs.placement.fit_policies import MlschedCost, NodeBefore, fgd_score
 from jobs.placement.model import WHOLE_GPU, Policy, QueuedJob, ShapeCount
 
 Move = tuple[str, int, tuple[int, ...], int, tuple[int, ...]]
@@ -59,12 +58,11 @@ def best_fit(ctx: ScoringContext) -> ScoreFn:
 
 
 def fgd_level(delta: float) -> float:
-    """FGD's score sigmoid(-delta / 1000) cut to 100 levels.
-
-    The cut is part of the method: near-equal deltas tie and the node order then packs tasks
-    together, which measurably lowers the idle GPU share.
+    """FGD's score (``fit_policies.fgd_score``: sigmoid(-delta / 1000) cut to 100 levels) in
+    [0, 1]. The cut is part of the method: near-equal deltas tie and the node order then packs
+    tasks together, which measurably lowers the idle GPU share.
     """
-    return int(100.0 / (1.0 + math.exp(min(delta / 1000.0, 700.0)))) / 100.0
+    return fgd_score(delta) / 100
 
 
 def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
@@ -74,12 +72,12 @@ def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
     costs = MlschedCost(
         fragmentation.FragmentationTable(ctx.workload),
         lookahead_weight=ctx.lookahead_weight,
-        cpu_weight=ctx.stranding_weight,
-        type_weight=ctx.gpu_model_weight,
+        stranding_weight=ctx.stranding_weight,
+        gpu_model_weight=ctx.gpu_model_weight,
         pairing_weight=ctx.pairing_weight,
         gpu_supply=ctx.gpu_supply,
     )
-    states: dict[tuple, tuple] = {}  # a node state is priced once against all its moves
+    states: dict[tuple, NodeBefore] = {}  # a node state is priced once for all its moves
 
     def score(move: Move) -> float:
         gpu_type, cpu_before, gpus_before, cpu_after, gpus_after = move
@@ -90,10 +88,7 @@ def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
         state = states.get(key)
         if state is None:
             state = states[key] = costs.before(gpu_type, cpu_before, gpus_before)
-        level = fgd_level(costs.after(state, cpu_after, gpus_after, share))
-        if share is None:
-            return level
-        return level + 0.005 * (1 - gpus_after[share] / WHOLE_GPU)
+        return costs.score(state, cpu_after, gpus_after, share) / 100
 
     return score
 

@@ -139,10 +139,12 @@ def test_mlsched_keeps_cpu_on_nodes_whose_gpus_would_be_stranded():
     heavy = TaskShape(cpu_milli=16000, gpu_milli=1000)
     workload = (WorkloadClass(ONE, 1.0),)
     poor, rich = node(1000, 1000, 1000, cpu=28000), node(1000, 1000, 1000, cpu=96000)
-    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=1.0)
+    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, stranding_weight=1.0)
     index, _ = choose([poor, rich], heavy, scorer)
     assert index == 1
-    no_cpu_term = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=0.0)
+    no_cpu_term = make_mlsched(
+        FragmentationTable(workload), lookahead_weight=0.0, stranding_weight=0.0
+    )
     index, _ = choose([poor, rich], heavy, no_cpu_term)
     assert index == 0
 
@@ -151,7 +153,7 @@ def test_mlsched_puts_a_share_on_the_tightest_gpu_among_equal_levels():
     # Only whole-GPU tasks are typical: any leftover share room is fragment alike, so FGD's
     # level ties; the share then takes the GPU it fills most tightly.
     workload = (WorkloadClass(ONE, 1.0),)
-    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, cpu_weight=0.0)
+    scorer = make_mlsched(FragmentationTable(workload), lookahead_weight=0.0, stranding_weight=0.0)
     fit = scorer(node(900, 600, 800), HALF)
     assert fit.take == (0, 500, 0)
 
@@ -181,10 +183,10 @@ def test_mlsched_pairs_a_share_with_room_another_typical_share_fills():
     # 680 free it leaves 360, where a later 320 fits. FGD alone picks the 530 GPU.
     table = FragmentationTable(SHARE_MIX)
     nodes = [node(530), node(680)]
-    paired = make_mlsched(table, lookahead_weight=0.0, cpu_weight=0.0)
+    paired = make_mlsched(table, lookahead_weight=0.0, stranding_weight=0.0)
     index, _ = choose(nodes, SHARES[320], paired)
     assert index == 1
-    unpaired = make_mlsched(table, lookahead_weight=0.0, cpu_weight=0.0, pairing_weight=0.0)
+    unpaired = make_mlsched(table, lookahead_weight=0.0, stranding_weight=0.0, pairing_weight=0.0)
     index, _ = choose(nodes, SHARES[320], unpaired)
     assert index == 0
 
