@@ -20,6 +20,7 @@ from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions, events
 from jobs.models import Attempt, Job, LogChunk
+from jobs.states import State
 
 Outcome = Attempt.Outcome
 
@@ -85,7 +86,12 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     if ended is not None:
         outcome, exit_code, reason = ended
         actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
-    elif len(workers) == world_size and all(w.phase == base.RUNNING for w in workers):
+    elif (
+        (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
+        and len(workers) == world_size
+        and all(w.phase == base.RUNNING for w in workers)
+    ):
+        # Once: a running attempt is reported every second, and this writes.
         actions.mark_running(attempt.pk)
 
 

@@ -135,6 +135,23 @@ def test_all_workers_running_moves_the_job_to_running(agent, gang):
     assert attempt.started_at is not None
 
 
+def test_a_running_attempt_reported_again_costs_no_more_queries_per_attempt(
+    agent, east, django_assert_max_num_queries
+):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    jobs = [JobFactory(gpus=1) for _ in range(6)]
+    cycle.run_cycle()
+    attempts = [job.attempts.get() for job in jobs]
+    workers = [w for a in attempts for w in report(a, base.RUNNING)]
+    post(agent, "east", "heartbeat", {"workers": workers})
+    assert all(a.started_at for a in Attempt.objects.filter(pk__in=[a.pk for a in attempts]))
+
+    # The same report again: a fixed number of queries, however many attempts run.
+    with django_assert_max_num_queries(12):
+        response = post(agent, "east", "heartbeat", {"workers": workers})
+    assert response.status_code == 200
+
+
 def test_one_worker_running_keeps_the_gang_scheduled(agent, gang):
     attempt = gang.attempts.get()
 
