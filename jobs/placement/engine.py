@@ -305,8 +305,10 @@ class Cycle:
         outcome = self._preempt(job, need)
         if outcome is not None:
             return outcome
+        # A job ordered up for waiting long goes first for what is free, but holds nothing back.
         if (
             self.reservation is None
+            and job.id not in self.order.starved
             and self.policy.backfill
             and self.reservation_tries < self.policy.max_reservation_attempts
         ):

@@ -2,10 +2,13 @@
 tier; inside a tenant, effective priority, then submit time, then id (a total order).
 
 A job's effective priority is its priority, plus points for the hours it has waited (aging),
-minus points for its size in GPU-hours (shortest and smallest first). Aging never crosses tiers,
-so tiers stay strict. Inside a tier it lowers a tenant's effective share by how long its head
-job has waited, and raises a job's priority inside its tenant, so nothing waits forever behind
-a busier neighbour or behind a stream of smaller jobs.
+minus points for its size in GPU-hours (shortest and smallest first). Inside a tier aging lowers
+a tenant's effective share by how long its head job has waited, and raises a job's priority
+inside its tenant, so nothing waits forever behind a busier neighbour or behind a stream of
+smaller jobs. Tiers are strict until a job has waited ``Policy.tier_wait_limit_hours``: then it
+is ordered with the highest tier, so nothing waits forever behind a busier tier either. Such a
+job goes first for capacity that is free, but keeps its own tier for preemption and gets no
+reservation (``starved``): waiting long never evicts other work or drains nodes for it.
 """
 
 from __future__ import annotations
@@ -41,8 +44,13 @@ class QueueOrder:
         self.used: dict[str, dict[str, float]] = {t.id: _usage(t) for t in tenants}
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
         self.tiers: dict[int, dict[str, list[QueuedJob]]] = {}
+        queued = list(queued)
+        # Jobs ordered with the highest tier although theirs is lower.
+        self.starved = _starved(queued, policy.tier_wait_limit_hours, now)
+        top = max((job.tier for job in queued), default=0)
         for job in queued:
-            self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
+            tier = top if job.id in self.starved else job.tier
+            self.tiers.setdefault(tier, {}).setdefault(job.tenant, []).append(job)
         for tenants_queues in self.tiers.values():
             for queue in tenants_queues.values():
                 queue.sort(key=self._job_key)
@@ -103,6 +111,15 @@ def size_doublings(job: QueuedJob) -> float:
     gpus = job.worker_gpu_milli / 1000 or CPU_WORKER_GPUS
     hours = job.workers * gpus * job.max_runtime / HOUR
     return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
+
+
+def _starved(queued: list[QueuedJob], limit_hours: float | None, now: float) -> set[str]:
+    """Jobs below the highest queued tier that have waited ``limit_hours`` or more."""
+    if limit_hours is None or not queued:
+        return set()
+    top = max(job.tier for job in queued)
+    since = now - limit_hours * HOUR
+    return {job.id for job in queued if job.tier < top and job.submit_time <= since}
 
 
 def _usage(tenant: Tenant) -> dict[str, float]:

@@ -140,6 +140,19 @@ CASES = [
         {"high": "placed", "low": "pending:behind_higher_priority"},
     ),
     Case(
+        "a lower-tier job queued past the tier wait limit goes before a newer higher-tier one",
+        n8_a100_nodes(1),
+        (j_training("low", tier=0, submit_time=NOW - 25 * HOUR), j_training("high", tier=5)),
+        {"low": "placed", "high": "pending:behind_higher_priority"},
+    ),
+    Case(
+        "without a tier wait limit tiers stay strict however long a job waits",
+        n8_a100_nodes(1),
+        (j_training("low", tier=0, submit_time=NOW - 250 * HOUR), j_training("high", tier=5)),
+        {"high": "placed", "low": "pending:behind_higher_priority"},
+        policy=Policy(tier_wait_limit_hours=None),
+    ),
+    Case(
         "a shorter job goes before an older, longer one of the same priority",
         n8_a100_nodes(1),
         (
