@@ -12,16 +12,43 @@ from jobs.models import Attempt
 
 
 def sweep(now=None) -> dict[str, int]:
-    """Release allocations of ended attempts; end attempts whose stop grace ran out; mark
-    clusters whose agent went quiet unhealthy, and their attempts lost after a grace period."""
+    """Release allocations of ended attempts; stop attempts that never got all their workers
+    running; end attempts whose stop grace ran out; mark clusters whose agent went quiet
+    unhealthy, and their attempts lost after a grace period."""
     now = now or timezone.now()
     clusters = agents.sweep_silent_clusters(now)
-    return {"released": release_orphans(now), "forced": force_overdue_stops(now), **clusters}
+    return {
+        "released": release_orphans(now),
+        "unstarted": stop_unstarted(now),
+        "forced": force_overdue_stops(now),
+        **clusters,
+    }
 
 
 def release_orphans(now) -> int:
     ended = Allocation.objects.active().exclude(attempt__outcome="")
     return actions.release(ended.values("attempt_id"), now)
+
+
+def stop_unstarted(now) -> int:
+    """Attempts not all of whose workers run ``MLSCHED_START_TIMEOUT_S`` after placement: stop
+    them as lost, so the job is retried from scratch.
+
+    A gang whose rank never came up (its process died before reporting, its pod cannot be
+    scheduled or pulled) would otherwise hold its GPUs while the other ranks wait at the
+    rendezvous until the runtime limit.
+    """
+    timeout = settings.MLSCHED_START_TIMEOUT_S
+    deadline = now - timedelta(seconds=timeout)
+    unstarted = Attempt.objects.filter(
+        outcome="",
+        started_at__isnull=True,
+        stop_requested_at__isnull=True,
+        scheduled_at__lt=deadline,
+    )
+    message = f"not every worker was running {timeout}s after placement"
+    job_ids = list(unstarted.values_list("job_id", flat=True))
+    return actions.request_stop(job_ids, Attempt.Outcome.LOST, message, now=now)
 
 
 def force_overdue_stops(now) -> int:

@@ -151,6 +151,9 @@ MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
 # grace period too, its attempts are declared lost and retried elsewhere.
 MLSCHED_AGENT_TIMEOUT_S = int(os.environ.get("MLSCHED_AGENT_TIMEOUT_S", "15"))
 MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "60"))
+# An attempt not all of whose workers run this long after placement is stopped and retried
+# (a gang rank that never came up, a pod that cannot start).
+MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).

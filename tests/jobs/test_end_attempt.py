@@ -5,6 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from clusters import agents
+from clusters.backends.base import RUNNING, STOPPED, WorkerStatus
 from clusters.models import Allocation
 from jobs import actions, cycle, janitor
 from jobs.models import Attempt, Family
@@ -177,3 +179,53 @@ def test_the_janitor_leaves_a_stop_within_its_grace_period(placed):
     assert janitor.sweep()["forced"] == 0
     placed.refresh_from_db()
     assert placed.state == State.RUNNING
+
+
+@pytest.fixture
+def gang():
+    """A 2-worker training gang placed by the cycle, not yet started."""
+    first = NodeFactory(gpu_count=8)
+    NodeFactory(gpu_count=8, cluster=first.cluster)
+    job = JobFactory(family=Family.TRAINING, workers=2, gpus=8, max_retries=2)
+    cycle.run_cycle()
+    job.refresh_from_db()
+    return job
+
+
+def test_a_gang_with_a_rank_that_never_comes_up_is_stopped_as_lost_and_retried(gang, settings):
+    attempt = gang.attempts.get()
+    cluster = attempt.cluster
+    only_rank_0 = [WorkerStatus(attempt.pk, 0, RUNNING)]
+    agents.heartbeat(cluster, only_rank_0)
+    later = timezone.now() + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S + 1)
+
+    assert janitor.stop_unstarted(later) == 1
+    answer = agents.heartbeat(cluster, only_rank_0)
+    assert [s["attempt_id"] for s in answer["stop"]] == [attempt.pk]
+    agents.heartbeat(cluster, [WorkerStatus(attempt.pk, 0, STOPPED)])
+    attempt.refresh_from_db()
+    gang.refresh_from_db()
+    assert attempt.outcome == Outcome.LOST
+    assert gang.state == State.QUEUED
+    assert gang.retries_used == 1
+
+
+def test_a_gang_still_starting_within_the_timeout_is_left_alone(gang, settings):
+    attempt = gang.attempts.get()
+    agents.heartbeat(attempt.cluster, [WorkerStatus(attempt.pk, 0, RUNNING)])
+    soon = timezone.now() + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S - 5)
+
+    assert janitor.stop_unstarted(soon) == 0
+    attempt.refresh_from_db()
+    assert attempt.stop_requested_at is None
+
+
+def test_a_started_gang_is_never_stopped_for_its_start_time(gang, settings):
+    attempt = gang.attempts.get()
+    both = [WorkerStatus(attempt.pk, 0, RUNNING), WorkerStatus(attempt.pk, 1, RUNNING)]
+    agents.heartbeat(attempt.cluster, both)
+    much_later = timezone.now() + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S * 10)
+
+    assert janitor.stop_unstarted(much_later) == 0
+    gang.refresh_from_db()
+    assert gang.state == State.RUNNING
