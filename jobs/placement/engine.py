@@ -13,7 +13,7 @@ import gc
 
 from jobs.placement import explain, preemption
 from jobs.placement.capacity import Capacity, Group
-from jobs.placement.decision import PLACED, PREEMPTS, Decision, Outcome
+from jobs.placement.decision import PENDING, PLACED, PREEMPTS, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
     BATCH_INFERENCE,
@@ -38,8 +38,13 @@ def place(snapshot: Snapshot) -> Decision:
     """Decide, for every queued job, where it runs now or why it waits. Pure and deterministic."""
     with _collector_paused():
         cycle = Cycle(snapshot)
-        outcomes = [cycle.decide(job) for job in cycle.order]
-        return Decision(tuple(outcomes), tuple(cycle.preempted))
+        # A job ordered above its tier comes again at its own place if it still waits there.
+        outcomes: dict[str, Outcome] = {}
+        for job in cycle.order:
+            earlier = outcomes.get(job.id)
+            if earlier is None or earlier.status == PENDING:
+                outcomes[job.id] = cycle.decide(job)
+        return Decision(tuple(outcomes.values()), tuple(cycle.preempted))
 
 
 @contextlib.contextmanager
@@ -305,10 +310,11 @@ class Cycle:
         outcome = self._preempt(job, need)
         if outcome is not None:
             return outcome
-        # A job ordered up for waiting long goes first for what is free, but holds nothing back.
+        # A job ordered above its tier for waiting long goes first for what is free, but holds
+        # nothing back; it may reserve when it comes again at its own place.
         if (
             self.reservation is None
-            and job.id not in self.order.starved
+            and not self.order.ahead_of_tier
             and self.policy.backfill
             and self.reservation_tries < self.policy.max_reservation_attempts
         ):

@@ -183,8 +183,9 @@ class Policy:
     size_priority_per_doubling: float = 8.0
     # Fair-share points forgiven per hour the tenant's head job has waited.
     aging_share_per_hour: float = 0.05
-    # A job queued this long is ordered with the highest tier (None keeps tiers strict): it
-    # bounds the wait behind busier tiers. It may not preempt by it, nor reserve nodes.
+    # A job queued this long also comes ahead, with the highest tier, for free capacity only
+    # (no preemption or reservation by it): it bounds the wait behind busier tiers. None keeps
+    # tiers strict.
     tier_wait_limit_hours: float | None = 24.0
     preemption: bool = True
     # Preemption searches are costly; bound how many jobs may try per cycle.

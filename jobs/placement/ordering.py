@@ -6,9 +6,10 @@ minus points for its size in GPU-hours (shortest and smallest first). Inside a t
 a tenant's effective share by how long its head job has waited, and raises a job's priority
 inside its tenant, so nothing waits forever behind a busier neighbour or behind a stream of
 smaller jobs. Tiers are strict until a job has waited ``Policy.tier_wait_limit_hours``: then it
-is ordered with the highest tier, so nothing waits forever behind a busier tier either. Such a
-job goes first for capacity that is free, but keeps its own tier for preemption and gets no
-reservation (``starved``): waiting long never evicts other work or drains nodes for it.
+comes once more, ahead of its tier, with the highest tier, so nothing waits forever behind a
+busier tier either. There it takes capacity that is free, but neither evicts by that tier nor
+reserves nodes (``ahead_of_tier``); if it still waits, it comes again at its own place with the
+rights of its own tier. Waiting long never drains nodes for a job ahead of its turn.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ class QueueOrder:
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
         self.tiers: dict[int, dict[str, list[QueuedJob]]] = {}
         queued = list(queued)
-        # Jobs ordered with the highest tier although theirs is lower.
-        self.starved = _starved(queued, policy.tier_wait_limit_hours, now)
+        starved = _starved(queued, policy.tier_wait_limit_hours, now)
         top = max((job.tier for job in queued), default=0)
         for job in queued:
-            tier = top if job.id in self.starved else job.tier
-            self.tiers.setdefault(tier, {}).setdefault(job.tenant, []).append(job)
+            self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
+            if job.id in starved:
+                self.tiers.setdefault(top, {}).setdefault(job.tenant, []).append(job)
+        # Whether the job last yielded comes ahead of its own tier (it comes again there).
+        self.ahead_of_tier = False
         for tenants_queues in self.tiers.values():
             for queue in tenants_queues.values():
                 queue.sort(key=self._job_key)
@@ -92,6 +95,7 @@ class QueueOrder:
             while heap:
                 _, tenant, pos = heapq.heappop(heap)
                 queue = queues[tenant]
+                self.ahead_of_tier = queue[pos].tier != tier
                 yield queue[pos]
                 if pos + 1 < len(queue):
                     key = self._tenant_key(tenant, queue[pos + 1])

@@ -1,5 +1,6 @@
-"""A job queued past ``Policy.tier_wait_limit_hours`` is ordered with the highest tier: it goes
-first for free capacity, but neither evicts by that tier nor holds nodes back."""
+"""A job queued past ``Policy.tier_wait_limit_hours`` also comes ahead with the highest tier: it
+goes first for free capacity, but there neither evicts nor holds nodes back; at its own place it
+keeps its own tier's rights."""
 
 from jobs.placement import Policy, place
 from tests.placement.builders import NOW, j_training, n8_a100_nodes, running_on, snapshot
@@ -20,13 +21,14 @@ def test_a_starved_job_goes_first_but_does_not_evict():
     assert decision.preempted == ()
 
 
-def _with_lower_tier_job_queued(hours: float):
-    """A tier-0 job queued ``hours`` ago and a new tier-5 one, both 8 GPUs, on two busy nodes."""
+def _with_lower_tier_job_queued(hours: float, top_gpus: int = 8):
+    """A tier-0 8-GPU job queued ``hours`` ago and a new tier-5 one, on two busy nodes (4 GPUs
+    free on one)."""
     a, b = n8_a100_nodes(2)
     a, first = running_on(a, "first", 8, expected_end=NOW + HOUR)
     b, second = running_on(b, "second", 4, expected_end=NOW + 2 * HOUR)
     low = j_training("low", gpus=8, tier=0, submit_time=NOW - hours * HOUR)
-    top = j_training("top", gpus=8, tier=5, submit_time=NOW - 60)
+    top = j_training("top", gpus=top_gpus, tier=5, submit_time=NOW - 60)
     return place(snapshot((a, b), (low, top), running=(first, second)))
 
 
@@ -36,6 +38,14 @@ def test_a_starved_job_gets_no_reservation_the_next_job_does():
     assert [o.job_id for o in decision.outcomes][0] == "low"
     assert decision.by_job()["low"].status == "pending"
     assert decision.by_job()["top"].status == "reserved"
+
+
+def test_a_starved_job_still_waiting_reserves_at_its_own_place():
+    decision = _with_lower_tier_job_queued(30, top_gpus=4)
+
+    assert decision.by_job()["top"].status == "placed"
+    assert decision.by_job()["low"].status == "reserved"
+    assert [o.job_id for o in decision.outcomes] == ["low", "top"]
 
 
 def test_below_the_limit_the_lower_tier_job_keeps_its_place():
