@@ -29,6 +29,7 @@ SHIM = "clusters.backends.local_shim"
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
 KILLED_REASON = "killed by SIGKILL (out of memory, or its node went away)"
+OOM_REASON = "OOMKilled: its processes together passed its memory request"
 
 
 def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
@@ -103,8 +104,11 @@ class LocalBackend:
         nodes: list[NodeInventory],
         checkpoint_root: Path,
         default_grace_s: float = 10.0,
+        cgroups: bool = True,
     ):
         self.state_dir = Path(state_dir)
+        # Hold each worker to its CPU and memory request with a cgroup where the host allows.
+        self.cgroups = cgroups
         self.nodes = nodes
         self.checkpoint_root = Path(checkpoint_root)
         self.default_grace_s = default_grace_s
@@ -138,7 +142,8 @@ class LocalBackend:
         tmp = directory / "spec.json.tmp"
         tmp.write_text(json.dumps({
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
-            "memory_mb": worker.memory_mb, "max_runtime_s": spec.max_runtime_s,
+            "memory_mb": worker.memory_mb, "cpu_milli": worker.cpu_milli,
+            "cgroups": self.cgroups, "max_runtime_s": spec.max_runtime_s,
             # CPU time the worker's share allows over its whole runtime limit.
             "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),
             "grace_s": self.default_grace_s,
@@ -243,6 +248,8 @@ def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
         return base.STOPPED, code, "stopped"
     if record.get("timed_out"):
         return base.TIMED_OUT, code, "exceeded its runtime limit"
+    if record.get("oom_killed"):
+        return base.FAILED, code, OOM_REASON
     if record.get("signal") == "SIGKILL":
         return base.FAILED, code, KILLED_REASON
     return base.EXITED, code, f"exit code {code}"

@@ -1,13 +1,16 @@
 """Supervise one worker of the local backend: `python -m clusters.backends.local_shim DIR`.
 
 DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own process group, starts
-the command in it, writes every output line to `log` as "<stream>\\t<text>", enforces the
-runtime limit (SIGTERM, then SIGKILL after the grace period) and writes `exit.json` when the
-command ends. The files outlive the agent: an agent that restarts reads them to adopt the worker
-or learn how it ended.
+the command in it, inside a cgroup holding its processes to the worker's CPU and memory request
+where the host allows (`cgroups.py`; else an address-space rlimit stands in for the memory
+limit), writes every output line to `log` as "<stream>\\t<text>", enforces the runtime limit
+(SIGTERM, then SIGKILL after the grace period) and writes `exit.json` when the command ends.
+The files outlive the agent: an agent that restarts reads them to adopt the worker or learn how
+it ended.
 """
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -16,14 +19,19 @@ import threading
 import time
 from pathlib import Path
 
+from clusters.backends import cgroups
 
-def prepare(spec: dict):
+
+def prepare(spec: dict, group: cgroups.Group | None):
     """In the child, before the command runs: default SIGTERM handling and resource limits."""
 
     def apply():
         # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if spec.get("memory_mb"):
+        if group is not None:
+            group.join(os.getpid())  # its children are born in the group too
+        elif spec.get("memory_mb"):
+            # Per process and of address space, not memory: the closest stand-in without cgroups.
             cap = spec["memory_mb"] * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         if spec.get("cpu_seconds"):
@@ -52,9 +60,13 @@ def main(directory: Path) -> int:
     # The agent stops a worker by signalling the whole group; the shim stays to record the end.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
+    group = None
+    if spec.get("cgroups") and spec.get("cpu_milli") and spec.get("memory_mb"):
+        group = cgroups.create(str(directory), spec["cpu_milli"], spec["memory_mb"])
+    print(f"limits: cgroup {group.cpu} {group.memory}" if group else "limits: rlimits", flush=True)
     child = subprocess.Popen(
         spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=prepare(spec),
+        stderr=subprocess.PIPE, preexec_fn=prepare(spec, group),
     )  # fmt: skip
     (directory / "child.pid").write_text(str(child.pid))
     lock = threading.Lock()
@@ -69,12 +81,16 @@ def main(directory: Path) -> int:
         for t in pumps:
             t.join()
     code = child.returncode
+    oom_killed = group is not None and code == -signal.SIGKILL and group.oom_kills() > 0
     write_exit(directory, {
         "code": code,
         "signal": signal.Signals(-code).name if code < 0 else None,
         "timed_out": timed_out,
+        "oom_killed": oom_killed,
         "ended": time.time(),
     })  # fmt: skip
+    if group is not None:
+        group.remove()
     return 0
 
 

@@ -5,12 +5,13 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from clusters.backends import base
+from clusters.backends import base, cgroups
 from clusters.backends.base import AttemptSpec, WorkerSpec
-from clusters.backends.local import LocalBackend, alive, parse_inventory
+from clusters.backends.local import OOM_REASON, LocalBackend, alive, parse_inventory
 from tests.processes import gone, wait_until
 
 PRINT_ENV = (
@@ -162,13 +163,91 @@ def test_start_is_idempotent(backend):
     assert [line.text for line in backend.logs()] == ["once"]
 
 
-def test_a_worker_cannot_allocate_beyond_its_memory_request(backend):
-    hog = "b = bytearray(600 * 1024 * 1024); print('allocated')"
-    small = spec([sys.executable, "-c", hog])
-    small = dataclasses.replace(
-        small, workers=(dataclasses.replace(small.workers[0], memory_mb=300),)
-    )
-    backend.start(small)
+def with_limits(command, cpu_milli=1000, memory_mb=2048):
+    one = spec(command)
+    worker = dataclasses.replace(one.workers[0], cpu_milli=cpu_milli, memory_mb=memory_mb)
+    return dataclasses.replace(one, workers=(worker,))
+
+
+HOG = "b = bytearray(600 * 1024 * 1024); print('allocated')"
+
+# The worker and a child it forks allocate 200 MiB each: under the rlimit of one process either
+# fits, together they pass a 300 MiB request. The parent offers itself to the OOM killer.
+TREE_HOG = """
+import os, time
+if os.fork() == 0:
+    b = bytearray(200 << 20); time.sleep(2); os._exit(0)
+open('/proc/self/oom_score_adj', 'w').write('1000')
+time.sleep(0.5)
+b = bytearray(200 << 20)
+print('allocated')
+time.sleep(2)
+"""
+
+# Spins for two seconds of wall time, then prints the CPU seconds it got.
+SPIN = """
+import os, time
+end = time.time() + 2
+while time.time() < end:
+    pass
+t = os.times()
+print(round(t.user + t.system, 2))
+"""
+
+
+def _cgroups_writable() -> bool:
+    group = cgroups.create("probe", 1000, 64)
+    if group is not None:
+        group.remove()
+    return group is not None
+
+
+needs_cgroups = pytest.mark.skipif(
+    not _cgroups_writable(), reason="this host gives no writable cgroups"
+)
+
+
+@needs_cgroups
+def test_a_worker_past_its_memory_request_is_oom_killed_and_says_so(backend):
+    backend.start(with_limits([sys.executable, "-c", HOG], memory_mb=300))
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    assert (status.phase, status.exit_code, status.reason) == (base.FAILED, -9, OOM_REASON)
+    assert "allocated" not in [line.text for line in backend.logs()]
+
+
+@needs_cgroups
+def test_the_memory_request_caps_the_workers_processes_together(backend):
+    backend.start(with_limits([sys.executable, "-c", TREE_HOG], memory_mb=300))
+
+    assert ended(backend)
+    assert phases(backend)[0].reason == OOM_REASON
+
+
+@needs_cgroups
+def test_a_busy_worker_gets_no_more_cpu_than_it_asked_for(backend):
+    backend.start(with_limits([sys.executable, "-c", SPIN], cpu_milli=250))
+
+    assert ended(backend)
+    (line,) = [line.text for line in backend.logs()]
+    assert float(line) < 0.8  # a quarter of a CPU for 2 s is 0.5 s; unlimited it spins ~2 s
+
+
+@needs_cgroups
+def test_a_worker_leaves_no_cgroup_behind(backend):
+    backend.start(with_limits([sys.executable, "-c", "print('hi')"]))
+
+    assert ended(backend)
+    shim_out = (backend.worker_dir(1, 0) / "shim.out").read_text()
+    groups = shim_out.split("limits: cgroup ", 1)[1].split()
+    assert len(groups) == 2 and not any(Path(g).exists() for g in groups)
+
+
+def test_without_cgroups_an_address_space_limit_stands_in(tmp_path):
+    nodes = parse_inventory("1x8xA100", "local")
+    backend = LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", 2, cgroups=False)
+    backend.start(with_limits([sys.executable, "-c", HOG], memory_mb=300))
 
     assert ended(backend)
     status = phases(backend)[0]
