@@ -7,11 +7,13 @@ makes its substrate match. Every call is scoped to one cluster: an agent can nei
 change another cluster's attempts.
 """
 
+import time
 from collections import defaultdict
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import caches
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -198,13 +200,13 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
 def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
     """Keep the lines of this cluster's attempts (a line sent twice is kept once) and push
     them to the viewers of each job's page."""
-    attempts = {
-        pk: (job_id, number)
-        for pk, job_id, number in Attempt.objects.filter(
-            cluster=cluster, pk__in={line.attempt_id for line in lines}
-        ).values_list("pk", "job_id", "number")
-    }
-    mine = capped([line for line in lines if line.attempt_id in attempts])
+    rows = Attempt.objects.filter(
+        cluster=cluster, pk__in={line.attempt_id for line in lines}
+    ).values_list("pk", "job_id", "number", "job__tenant_id")
+    attempts = {pk: (job_id, number) for pk, job_id, number, _ in rows}
+    tenants = {pk: tenant for pk, _, _, tenant in rows}
+    mine = within_tenant_rate(capped([line for line in lines if line.attempt_id in attempts]),
+                              tenants)  # fmt: skip
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text) for line in mine],
@@ -231,6 +233,31 @@ def capped(lines: list[base.LogLine]) -> list[base.LogLine]:
         elif line.seq == cap:
             note = f"[mlsched] log truncated: this worker's output passed {cap} lines"
             out.append(replace(line, stream="stderr", text=note))
+    return out
+
+
+def within_tenant_rate(lines: list[base.LogLine], tenant_of: dict[int, int]) -> list[base.LogLine]:
+    """Lines under each tenant's ``MLSCHED_TENANT_LOG_RATE`` (lines per minute, all its workers
+    together), so one tenant's output cannot flood the log store its neighbours share. In place
+    of a worker's first line dropped in a minute, a note says why. Counters live in the shared
+    "throttle" cache (Redis when configured), so every web process counts against one limit."""
+    rate = settings.MLSCHED_TENANT_LOG_RATE
+    cache = caches["throttle"]
+    window = int(time.time() // 60)
+    by_tenant: dict[int, list[base.LogLine]] = defaultdict(list)
+    for line in lines:
+        by_tenant[tenant_of[line.attempt_id]].append(line)
+    out = []
+    for tenant, mine in by_tenant.items():
+        key = f"log-lines:{tenant}:{window}"
+        cache.add(key, 0, timeout=120)
+        room = max(0, rate - (cache.incr(key, len(mine)) - len(mine)))
+        out.extend(mine[:room])
+        for line in mine[room:]:
+            note = f"log-note:{line.attempt_id}:{line.rank}:{window}"
+            if cache.add(note, 1, timeout=120):
+                text = f"[mlsched] log lines dropped: this tenant passed {rate} lines a minute"
+                out.append(replace(line, stream="stderr", text=text))
     return out
 
 

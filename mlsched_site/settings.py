@@ -164,6 +164,8 @@ MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")
 MLSCHED_SUBMIT_RATE = os.environ.get("MLSCHED_SUBMIT_RATE", "300/minute")
 # Output lines kept per worker of an attempt; later lines are dropped, with a note.
 MLSCHED_LOG_MAX_LINES = int(os.environ.get("MLSCHED_LOG_MAX_LINES", "1000000"))
+# Log lines a minute one tenant's workers may add together; the rest are dropped with a note.
+MLSCHED_TENANT_LOG_RATE = int(os.environ.get("MLSCHED_TENANT_LOG_RATE", "600000"))
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 

@@ -265,6 +265,30 @@ def test_a_worker_log_past_the_cap_is_dropped_with_one_note(agent, gang, setting
     ]
 
 
+def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(agent, east, settings):
+    settings.MLSCHED_TENANT_LOG_RATE = 4
+    for i in range(2):
+        NodeFactory(cluster=east, name=f"east-{i}", gpu_count=8)
+    noisy, quiet = JobFactory(gpus=1), JobFactory(gpus=1)  # two tenants
+    cycle.run_cycle()
+    noisy_attempt, quiet_attempt = noisy.attempts.get(), quiet.attempts.get()
+
+    def lines(attempt, start, count):
+        return [{"attempt_id": attempt.pk, "rank": 0, "seq": i, "stream": "stdout",
+                 "text": f"l{i}"} for i in range(start, start + count)]  # fmt: skip
+
+    post(agent, "east", "logs", {"lines": lines(noisy_attempt, 0, 3) + lines(quiet_attempt, 0, 3)})
+    post(agent, "east", "logs", {"lines": lines(noisy_attempt, 3, 3) + lines(quiet_attempt, 3, 1)})
+
+    def kept(attempt):
+        return list(LogChunk.objects.filter(attempt=attempt).order_by("seq")
+                    .values_list("seq", "text"))  # fmt: skip
+
+    note = "[mlsched] log lines dropped: this tenant passed 4 lines a minute"
+    assert kept(noisy_attempt) == [(0, "l0"), (1, "l1"), (2, "l2"), (3, "l3"), (4, note)]
+    assert kept(quiet_attempt) == [(0, "l0"), (1, "l1"), (2, "l2"), (3, "l3")]
+
+
 def test_logs_of_another_clusters_attempt_are_dropped(gang):
     west = ClusterFactory(name="west")
     client = APIClient()
