@@ -5,7 +5,7 @@ at once), queued jobs; plus tenants with their quotas. Units become the core's: 
 milli-GPU, float seconds.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -22,6 +22,8 @@ ALLOCATION_FIELDS = [
     "attempt__job_id", "attempt__job__tenant_id", "attempt__job__preemptible",
     "attempt__job__priority_class__value", "attempt__job__max_runtime_s",
     "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
+    "attempt_id", "worker", "attempt__job__cpu_milli", "attempt__job__gpus",
+    "attempt__job__gpu_milli", "attempt__job__gpu_types",
 ]  # fmt: skip
 
 QUEUED_FIELDS = [
@@ -57,6 +59,7 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         now=now,
         seed=seed,
         policy=policy or p.Policy(),
+        recent_shapes=running_shapes(rows),
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
@@ -133,6 +136,19 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
         expected_end=started.timestamp() + first["attempt__job__max_runtime_s"],
         last_checkpoint=seconds(first["attempt__last_checkpoint_at"]),
         started_at=started.timestamp(),
+    )
+
+
+def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
+    """The shapes of the workers running now. With the queue they make the workload mix the
+    fragmentation scorer learns: a short queue alone says little about what comes next."""
+    workers = {(row["attempt_id"], row["worker"]): row for row in rows}
+    counts: Counter[tuple] = Counter()
+    for row in workers.values():
+        gpu = row["attempt__job__gpus"] * GPU_MILLI or row["attempt__job__gpu_milli"]
+        counts[row["attempt__job__cpu_milli"], gpu, tuple(row["attempt__job__gpu_types"])] += 1
+    return tuple(
+        p.ShapeCount(cpu, gpu, count, types) for (cpu, gpu, types), count in sorted(counts.items())
     )
 
 

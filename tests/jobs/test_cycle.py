@@ -57,6 +57,22 @@ def test_it_places_a_gang_whole_with_one_attempt_and_one_event():
     assert list(job.events.values_list("from_state", "to_state")) == [("queued", "scheduled")]
 
 
+def test_the_snapshot_counts_the_running_workers_shapes_for_the_workload_mix():
+    n8_a100_nodes(2)
+    gang = training(workers=2, gpus=4, gpu_types=["A100"])
+    n1_t4_shareable_nodes(1)
+    share = JobFactory(family=Family.EVALUATION, gpus=0, gpu_milli=250, cpu_milli=500)
+    cycle.run_cycle()
+
+    loaded = snapshot.load(time.time()).snapshot
+
+    assert {(s.cpu_milli, s.gpu_milli, s.count, s.gpu_types) for s in loaded.recent_shapes} == {
+        (gang.cpu_milli, 4000, 2, ("A100",)),
+        (500, 250, 1, ()),
+    }
+    assert share.attempts.exists()
+
+
 def test_it_puts_cpu_and_memory_on_each_workers_first_row():
     n8_a100_nodes(1)
     job = training(workers=1, gpus=4, cpu_milli=8000, memory_mb=32_000)
