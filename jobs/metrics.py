@@ -1,7 +1,8 @@
 """Metrics in the Prometheus text format, computed from the database at scrape time.
 
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
-shared GPUs, the largest block of whole GPUs on one node), jobs by state, queue wait (submit to
+shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
+mix could not use), jobs by state, queue wait (submit to
 first start) per family and per tenant, attempt outcomes, preemption rate and wasted GPU-seconds
 (all over the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 """
@@ -14,7 +15,10 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
+from jobs import snapshot
 from jobs.models import Attempt, Job, SchedulerShard
+from jobs.placement.fragmentation import FragmentationTable
+from jobs.placement.scoring import learn_workload
 
 WINDOW = timedelta(days=1)
 
@@ -23,7 +27,9 @@ def render() -> str:
     """All metrics, as one Prometheus text exposition."""
     now = timezone.now()
     lines: list[str] = []
-    for family in (gpus, idle_gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
+    families = (gpus, idle_gpus, fragmented_gpus, jobs_by_state, queue_wait, attempts, scheduler,
+                agents)  # fmt: skip
+    for family in families:
         lines.extend(family(now))
     return "\n".join(lines) + "\n"
 
@@ -85,10 +91,6 @@ def idle_gpus(now) -> list[str]:
         whole[key] += idle
         slivers[key] += sum(f for f in free if 0 < f < 1000) / 1000
         block[key] = max(block[key], idle)
-
-    def labelled(values, **extra):
-        return [({"cluster": c, "gpu_type": t, **extra}, v) for (c, t), v in sorted(values.items())]
-
     return [
         *metric("mlsched_gpus_idle", "gauge",
                 "Idle GPU capacity: whole GPUs, and the free part of shared GPUs (slivers).",
@@ -97,6 +99,32 @@ def idle_gpus(now) -> list[str]:
                 "The most whole idle GPUs on one node: the largest worker that fits now.",
                 labelled(block)),
     ]  # fmt: skip
+
+
+def labelled(values: dict[tuple[str, str], float], **extra) -> list:
+    """Samples keyed by (cluster, GPU type), as labels."""
+    return [({"cluster": c, "gpu_type": t, **extra}, v) for (c, t), v in sorted(values.items())]
+
+
+def fragmented_gpus(now) -> list[str]:
+    """Idle GPUs the current job mix could not use: the FGD measure the fragmentation scorer
+    keeps low, over healthy, schedulable nodes. The mix is learnt as the scheduler learns it,
+    from the queue and the workers running now."""
+    loaded = snapshot.load(now.timestamp()).snapshot
+    policy = loaded.policy
+    workload = learn_workload(
+        loaded.queued, loaded.recent_shapes, policy.workload_coverage, policy.workload_max_classes
+    )
+    names = {str(pk): name for pk, name in Cluster.objects.values_list("id", "name")}
+    fragmented: dict[tuple[str, str], float] = defaultdict(float)
+    table = FragmentationTable(workload)
+    for node in loaded.nodes:
+        if node.gpu_free_milli and node.healthy and node.schedulable:
+            milli = table.node(node.cpu_free_milli, node.gpu_free_milli, node.gpu_type)
+            fragmented[names[node.cluster], node.gpu_type] += milli / 1000
+    return metric("mlsched_gpus_fragmented", "gauge",
+                  "Idle GPUs the current job mix (queued and running workers) could not use.",
+                  labelled(fragmented))  # fmt: skip
 
 
 def jobs_by_state(now) -> list[str]:

@@ -67,6 +67,22 @@ def test_it_breaks_idle_gpus_into_whole_gpus_slivers_and_the_largest_block(scrap
     assert 'mlsched_gpus_largest_free_block{cluster="east",gpu_type="A100"} 4' in lines
 
 
+@pytest.mark.parametrize(
+    "waiting_gpus, fragmented",
+    [(2, "1"), (1, "0.5")],
+    ids=["a 2-GPU job cannot use the last free GPU", "half the mix can"],
+)
+def test_it_reports_the_idle_gpus_the_job_mix_could_not_use(scrape, waiting_gpus, fragmented):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    JobFactory(gpus=7)
+    cycle.run_cycle()
+    JobFactory(gpus=waiting_gpus)  # queued after the cycle: with the 7-GPU worker, the mix
+
+    lines = scrape()
+
+    assert f'mlsched_gpus_fragmented{{cluster="east",gpu_type="A100"}} {fragmented}' in lines
+
+
 def test_it_reports_queue_wait_and_preemption_rate(scrape):
     NodeFactory(gpu_count=8)
     job = JobFactory(gpus=1, created=timezone.now() - timedelta(seconds=30))
