@@ -221,6 +221,8 @@ class LocalBackend:
         return lines
 
     def forget(self, attempt_id: int) -> None:
+        for directory in self.worker_dirs(attempt_id):
+            remove_cgroups(directory)
         shutil.rmtree(self.state_dir / str(attempt_id), ignore_errors=True)
         for key in [k for k in self._log_offsets if k[0] == attempt_id]:
             del self._log_offsets[key]
@@ -230,6 +232,15 @@ class LocalBackend:
 
     def worker_dirs(self, attempt_id: int) -> list[Path]:
         return sorted((self.state_dir / str(attempt_id)).glob("*"))
+
+
+def remove_cgroups(worker_dir: Path) -> None:
+    """Delete the worker's cgroups: its shim does so when the command ends, but not if it was
+    killed first (a stop past its grace kills the whole process group, shim included)."""
+    with contextlib.suppress(FileNotFoundError):
+        for line in (worker_dir / "cgroup").read_text().split():
+            with contextlib.suppress(OSError):
+                Path(line).rmdir()
 
 
 def checkpoint_at(worker_dir: Path) -> float | None:

@@ -64,6 +64,8 @@ def main(directory: Path) -> int:
     if spec.get("cgroups") and spec.get("cpu_milli") and spec.get("memory_mb"):
         group = cgroups.create(str(directory), spec["cpu_milli"], spec["memory_mb"])
     print(f"limits: cgroup {group.cpu} {group.memory}" if group else "limits: rlimits", flush=True)
+    if group is not None:  # for whoever cleans up after a shim killed before it could
+        (directory / "cgroup").write_text(f"{group.cpu}\n{group.memory}\n")
     child = subprocess.Popen(
         spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, preexec_fn=prepare(spec, group),

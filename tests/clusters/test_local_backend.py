@@ -234,14 +234,32 @@ def test_a_busy_worker_gets_no_more_cpu_than_it_asked_for(backend):
     assert float(line) < 0.8  # a quarter of a CPU for 2 s is 0.5 s; unlimited it spins ~2 s
 
 
+def cgroup_dirs(backend) -> list[Path]:
+    return [Path(g) for g in (backend.worker_dir(1, 0) / "cgroup").read_text().split()]
+
+
 @needs_cgroups
 def test_a_worker_leaves_no_cgroup_behind(backend):
     backend.start(with_limits([sys.executable, "-c", "print('hi')"]))
 
     assert ended(backend)
-    shim_out = (backend.worker_dir(1, 0) / "shim.out").read_text()
-    groups = shim_out.split("limits: cgroup ", 1)[1].split()
-    assert len(groups) == 2 and not any(Path(g).exists() for g in groups)
+    groups = cgroup_dirs(backend)
+    assert len(groups) == 2 and not any(g.exists() for g in groups)
+
+
+@needs_cgroups
+def test_forgetting_a_worker_killed_with_its_shim_removes_its_cgroups(backend):
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    backend.start(with_limits([sys.executable, "-c", stubborn]))
+    assert wait_until(lambda: (backend.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
+    backend.stop(1, grace_s=0.5)
+    assert ended(backend)
+    groups = cgroup_dirs(backend)
+    assert all(g.exists() for g in groups)  # the shim died with its group: nobody removed them
+
+    backend.forget(1)
+
+    assert not any(g.exists() for g in groups)
 
 
 def test_without_cgroups_an_address_space_limit_stands_in(tmp_path):
