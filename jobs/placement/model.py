@@ -177,10 +177,10 @@ class Policy:
     # Priority points lost per doubling of a job's size (workers x GPUs x runtime limit, in
     # GPU-hours): short, small jobs go first, which is what cuts the mean wait. Aging bounds
     # the cost to large jobs: a job is passed only by smaller jobs submitted less than
-    # 8 h x log2(size ratio) after it (at 1 point per hour of aging). A runtime limit is a
+    # 16 h x log2(size ratio) after it (at 1 point per hour of aging). A runtime limit is a
     # promise the agent enforces, so claiming a short one gains nothing. A job without a
     # limit counts as the largest size.
-    size_priority_per_doubling: float = 8.0
+    size_priority_per_doubling: float = 16.0
     # Fair-share points forgiven per hour the tenant's head job has waited.
     aging_share_per_hour: float = 0.05
     # A job queued this long also comes ahead, with the highest tier, for free capacity only

@@ -165,7 +165,7 @@ CASES = [
         "a longer job that has waited long enough goes before a newer, shorter one",
         n8_a100_nodes(1),
         (
-            j_training("long", max_runtime=24 * HOUR, submit_time=NOW - 40 * HOUR),
+            j_training("long", max_runtime=24 * HOUR, submit_time=NOW - 80 * HOUR),
             j_training("short", max_runtime=HOUR),
         ),
         {"long": "placed", "short": "reserved"},
