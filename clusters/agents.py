@@ -253,7 +253,9 @@ def within_tenant_rate(lines: list[base.LogLine], tenant_of: dict[int, int]) -> 
         cache.add(key, 0, timeout=120)
         room = max(0, rate - (cache.incr(key, len(mine)) - len(mine)))
         out.extend(mine[:room])
-        for line in mine[room:]:
+        # A worker's first dropped line of the batch may carry its note (one cache call each).
+        first = {(line.attempt_id, line.rank): line for line in reversed(mine[room:])}
+        for line in sorted(first.values(), key=lambda line: (line.attempt_id, line.rank)):
             note = f"log-note:{line.attempt_id}:{line.rank}:{window}"
             if cache.add(note, 1, timeout=120):
                 text = f"[mlsched] log lines dropped: this tenant passed {rate} lines a minute"

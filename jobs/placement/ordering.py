@@ -46,8 +46,8 @@ class QueueOrder:
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
         self.tiers: dict[int, dict[str, list[QueuedJob]]] = {}
         queued = list(queued)
-        starved = _starved(queued, policy.tier_wait_limit_hours, now)
         top = max((job.tier for job in queued), default=0)
+        starved = _starved(queued, top, policy.tier_wait_limit_hours, now)
         for job in queued:
             self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
             if job.id in starved:
@@ -117,11 +117,10 @@ def size_doublings(job: QueuedJob) -> float:
     return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
 
 
-def _starved(queued: list[QueuedJob], limit_hours: float | None, now: float) -> set[str]:
-    """Jobs below the highest queued tier that have waited ``limit_hours`` or more."""
-    if limit_hours is None or not queued:
+def _starved(queued: list[QueuedJob], top: int, limit_hours: float | None, now: float) -> set[str]:
+    """Jobs below the ``top`` tier that have waited ``limit_hours`` or more."""
+    if limit_hours is None:
         return set()
-    top = max(job.tier for job in queued)
     since = now - limit_hours * HOUR
     return {job.id for job in queued if job.tier < top and job.submit_time <= since}
 
