@@ -9,7 +9,9 @@
   QoS), labels mlsched.io/{attempt,job,rank,tenant,cluster}. Objects that already exist (409)
   are left alone, so starting twice is harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
-  mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes).
+  mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes). Where the
+  agent mounts the checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim), a running
+  worker also reports when its job last touched the checkpoint marker.
 - logs: each started pod's log, followed (see k8s_logs).
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet) and the
   Service. forget: deletes what is left of an ended attempt and drops its state.
@@ -20,11 +22,13 @@ resource quotas, and create and delete pods and services in the tenants' namespa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -32,7 +36,14 @@ from kubernetes.utils import parse_quantity
 from urllib3.exceptions import HTTPError
 
 from clusters.backends import k8s_specs as specs
-from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
+from clusters.backends.base import (
+    CHECKPOINT_MARKER,
+    RUNNING,
+    AttemptSpec,
+    LogLine,
+    NodeInventory,
+    WorkerStatus,
+)
 from clusters.backends.k8s_logs import LogFollowers
 from clusters.backends.k8s_status import (
     NODE_MISSING,
@@ -60,6 +71,7 @@ MIB = 2**20
 class _Attempt:
     namespace: str
     nodes: dict[int, str]  # rank -> node
+    checkpoint_dir: str = ""
 
 
 class KubernetesBackend:
@@ -73,6 +85,7 @@ class KubernetesBackend:
         checkpoint_root: str = "/checkpoints",
         *,
         checkpoint_claim: str | None = None,
+        checkpoint_mount: str | None = None,
         namespace_quota: dict[str, str] | None = None,
         cluster_domain: str = "cluster.local",
         topology_labels: dict[str, str] | None = None,
@@ -84,6 +97,8 @@ class KubernetesBackend:
         self.core = client.CoreV1Api(api_client)
         self.cluster, self.namespace_prefix = cluster, namespace_prefix
         self.checkpoint_root, self.checkpoint_claim = checkpoint_root, checkpoint_claim
+        # Where this agent sees the checkpoint volume the pods mount at checkpoint_root.
+        self.checkpoint_mount = checkpoint_mount
         self.namespace_quota, self.cluster_domain = namespace_quota, cluster_domain
         self.topology_labels = topology_labels or DEFAULT_TOPOLOGY_LABELS
         self.node_refresh_s, self.sync_timeout_s = node_refresh_s, sync_timeout_s
@@ -122,7 +137,7 @@ class KubernetesBackend:
             for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
                 self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
-                namespace, {w.rank: w.node for w in spec.workers}
+                namespace, {w.rank: w.node for w in spec.workers}, spec.checkpoint_dir
             )
         try:
             self._ensure_namespace(namespace, spec.tenant)
@@ -156,7 +171,19 @@ class KubernetesBackend:
             known = set(pods) | set(expected) | set(self._create_errors)
             keys = {key for key in known if key[0] not in self._forgotten}
             seen = {key: self._seen(key, pods, deleted, expected, nodes) for key in keys}
-        return [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
+            folders = {a: att.checkpoint_dir for a, att in self._attempts.items()}
+        statuses = [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
+        return [self._with_checkpoint(status, folders) for status in statuses]
+
+    def _with_checkpoint(self, status: WorkerStatus, folders: dict[int, str]) -> WorkerStatus:
+        folder = folders.get(status.attempt_id)
+        if self.checkpoint_mount is None or status.phase != RUNNING or folder is None:
+            return status
+        marker = Path(self.checkpoint_mount, folder.lstrip("/"), CHECKPOINT_MARKER)
+        try:
+            return dataclasses.replace(status, checkpoint_at=marker.stat().st_mtime)
+        except OSError:  # no checkpoint yet
+            return status
 
     def logs(self) -> list[LogLine]:
         """Log lines read since the last call, seq per (attempt, rank) from 0."""

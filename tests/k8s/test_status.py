@@ -255,3 +255,18 @@ def test_it_refuses_to_report_before_it_has_listed_the_pods():
     finally:
         backend.close()
         api.close()
+
+
+def test_a_running_worker_reports_its_last_checkpoint_where_the_agent_mounts_the_volume(
+    kube, make_backend, tmp_path
+):
+    backend = make_backend(checkpoint_claim="checkpoints", checkpoint_mount=str(tmp_path))
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    assert status_becomes(backend, 7, 0, base.RUNNING).checkpoint_at is None
+
+    marker = tmp_path / "alpha" / "42" / base.CHECKPOINT_MARKER  # the job touches it
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+
+    assert backend.status()[0].checkpoint_at == marker.stat().st_mtime

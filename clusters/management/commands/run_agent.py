@@ -31,16 +31,25 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=1.0)
         parser.add_argument("--backend", choices=["local", "kubernetes"], default="local")
         parser.add_argument("--kubeconfig", help="For --backend kubernetes; default in-cluster.")
+        parser.add_argument(
+            "--checkpoint-claim",
+            help="For --backend kubernetes: the PersistentVolumeClaim mounted in "
+            "every pod for checkpoints (default: none).",
+        )
+        parser.add_argument("--checkpoint-mount",
+                            help="For --backend kubernetes: where this agent mounts the same "
+                                 "volume, to read when jobs last checkpointed.")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
-               kubeconfig, **options):  # fmt: skip
+               kubeconfig, checkpoint_claim, checkpoint_mount, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
         if backend == "kubernetes":
             control = ControlPlane(url, cluster, token)
-            agent = Agent(control, kubernetes_backend(cluster, kubeconfig), interval)
+            kube = kubernetes_backend(cluster, kubeconfig, checkpoint_claim, checkpoint_mount)
+            agent = Agent(control, kube, interval)
         else:
             agent = build_agent(cluster, url, token, inventory, state_dir, interval)
         stop = threading.Event()
@@ -58,7 +67,9 @@ def build_agent(cluster, url, token, inventory="", state_dir=None, interval=1.0)
     return Agent(ControlPlane(url, cluster, token), backend, interval)
 
 
-def kubernetes_backend(cluster: str, kubeconfig: str | None):
+def kubernetes_backend(
+    cluster: str, kubeconfig: str | None, checkpoint_claim=None, checkpoint_mount=None
+):
     from kubernetes import client, config
 
     from clusters.backends.kubernetes import KubernetesBackend
@@ -68,4 +79,6 @@ def kubernetes_backend(cluster: str, kubeconfig: str | None):
     else:
         config.load_incluster_config()
         api = client.ApiClient()
-    return KubernetesBackend(api, cluster)
+    return KubernetesBackend(
+        api, cluster, checkpoint_claim=checkpoint_claim, checkpoint_mount=checkpoint_mount
+    )
