@@ -122,7 +122,8 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
     """(outcome, exit code, reason) once the attempt is over, else None.
 
     A gang ends as a whole: one worker lost or failed ends the attempt as an infrastructure
-    failure; one worker's non-zero exit ends it as a user error.
+    failure; one worker's non-zero exit (out-of-memory kills included: the job passed its own
+    request) ends it as a user error.
     """
     for phase, outcome in ((base.LOST, Outcome.LOST), (base.FAILED, Outcome.INFRA_ERROR)):
         for w in workers:
@@ -132,10 +133,11 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
         if w.phase == base.TIMED_OUT:
             return Outcome.TIMEOUT, w.exit_code, f"worker {w.rank} {w.reason}"
         if w.phase == base.EXITED and w.exit_code != 0:
+            detail = f" ({w.reason})" if w.reason else ""
             return (
                 Outcome.USER_ERROR,
                 w.exit_code,
-                f"worker {w.rank} exited with code {w.exit_code}",
+                f"worker {w.rank} exited with code {w.exit_code}{detail}",
             )
     if any(w.phase == base.STOPPED for w in workers):
         return stop_reason or Outcome.LOST, None, "stopped"

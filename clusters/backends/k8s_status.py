@@ -21,8 +21,9 @@ STUCK_WAITING = frozenset(
         "RunContainerError",
     }
 )
-# Container termination reasons caused by the node or runtime, not by the user's code.
-INFRA_TERMINATION = frozenset({"OOMKilled", "ContainerCannotRun", "StartError"})
+# Container termination reasons caused by the node or runtime, not by the user's code. An
+# OOMKilled container passed its own memory limit (requests equal limits): the user's to fix.
+INFRA_TERMINATION = frozenset({"ContainerCannotRun", "StartError"})
 NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
 
 
@@ -83,7 +84,7 @@ def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
         return base.FAILED, exit_code, term.reason
     if exit_code is None:
         return base.FAILED, None, "PodFailed"
-    return base.EXITED, exit_code, ""
+    return base.EXITED, exit_code, term.reason if term and term.reason == "OOMKilled" else ""
 
 
 def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:

@@ -28,7 +28,7 @@ from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerSt
 SHIM = "clusters.backends.local_shim"
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
-KILLED_REASON = "killed by SIGKILL (out of memory, or its node went away)"
+KILLED_REASON = "killed by SIGKILL from outside (its node ran short, or went away)"
 OOM_REASON = "OOMKilled: its processes together passed its memory request"
 
 
@@ -259,8 +259,8 @@ def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
         return base.STOPPED, code, "stopped"
     if record.get("timed_out"):
         return base.TIMED_OUT, code, "exceeded its runtime limit"
-    if record.get("oom_killed"):
-        return base.FAILED, code, OOM_REASON
+    if record.get("oom_killed"):  # past its own memory request: the job's to fix, not a retry
+        return base.EXITED, code, OOM_REASON
     if record.get("signal") == "SIGKILL":
         return base.FAILED, code, KILLED_REASON
-    return base.EXITED, code, f"exit code {code}"
+    return base.EXITED, code, ""

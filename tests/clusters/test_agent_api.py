@@ -325,6 +325,15 @@ def test_attempt_outcome(workers, stop_reason, want):
     assert (got[0] if got else None) == want
 
 
+def test_an_out_of_memory_kill_fails_the_attempt_as_the_users_and_says_so():
+    statuses = [base.WorkerStatus(1, 0, base.EXITED, 137, "OOMKilled"),
+                base.WorkerStatus(1, 1, base.RUNNING)]  # fmt: skip
+
+    got = agents.attempt_outcome(statuses, 2, "")
+
+    assert got == (Outcome.USER_ERROR, 137, "worker 0 exited with code 137 (OOMKilled)")
+
+
 def test_a_silent_cluster_turns_unhealthy_then_its_attempts_are_lost(gang, east, settings):
     now = timezone.now()
     Cluster.objects.filter(pk=east.pk).update(

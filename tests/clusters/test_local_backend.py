@@ -213,7 +213,7 @@ def test_a_worker_past_its_memory_request_is_oom_killed_and_says_so(backend):
 
     assert ended(backend)
     status = phases(backend)[0]
-    assert (status.phase, status.exit_code, status.reason) == (base.FAILED, -9, OOM_REASON)
+    assert (status.phase, status.exit_code, status.reason) == (base.EXITED, -9, OOM_REASON)
     assert "allocated" not in [line.text for line in backend.logs()]
 
 

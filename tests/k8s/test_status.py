@@ -52,13 +52,13 @@ def test_it_reports_a_user_exit_code_as_exited(kube, backend):
     assert (status.exit_code, status.reason) == (3, "")
 
 
-def test_it_reports_oom_killed_as_an_infrastructure_failure(kube, backend):
+def test_it_reports_oom_killed_as_the_jobs_own_exit(kube, backend):
     backend.start(one_gpu_worker())
     kube.run_pod(NAMESPACE, POD)
 
     kube.oom_kill(NAMESPACE, POD)
 
-    status = status_becomes(backend, 7, 0, base.FAILED)
+    status = status_becomes(backend, 7, 0, base.EXITED)
     assert (status.exit_code, status.reason) == (137, "OOMKilled")
 
 
