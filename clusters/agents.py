@@ -199,7 +199,7 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
     )  # fmt: skip
 
 
-def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
+def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = None) -> int:
     """Keep the lines of this cluster's attempts (a line sent twice is kept once) and push
     them to the viewers of each job's page."""
     rows = Attempt.objects.filter(
@@ -208,7 +208,7 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine]) -> int:
     attempts = {pk: (job_id, number) for pk, job_id, number, _ in rows}
     tenants = {pk: tenant for pk, _, _, tenant in rows}
     mine = within_tenant_rate(capped([line for line in lines if line.attempt_id in attempts]),
-                              tenants)  # fmt: skip
+                              tenants, now)  # fmt: skip
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text) for line in mine],
@@ -238,14 +238,16 @@ def capped(lines: list[base.LogLine]) -> list[base.LogLine]:
     return out
 
 
-def within_tenant_rate(lines: list[base.LogLine], tenant_of: dict[int, int]) -> list[base.LogLine]:
+def within_tenant_rate(
+    lines: list[base.LogLine], tenant_of: dict[int, int], now: float | None = None
+) -> list[base.LogLine]:
     """Lines under each tenant's ``MLSCHED_TENANT_LOG_RATE`` (lines per minute, all its workers
     together), so one tenant's output cannot flood the log store its neighbours share. In place
     of a worker's first line dropped in a minute, a note says why. Counters live in the shared
     "throttle" cache (Redis when configured), so every web process counts against one limit."""
     rate = settings.MLSCHED_TENANT_LOG_RATE
     cache = caches["throttle"]
-    window = int(time.time() // 60)
+    window = int((now or time.time()) // 60)
     by_tenant: dict[int, list[base.LogLine]] = defaultdict(list)
     for line in lines:
         by_tenant[tenant_of[line.attempt_id]].append(line)

@@ -265,7 +265,7 @@ def test_a_worker_log_past_the_cap_is_dropped_with_one_note(agent, gang, setting
     ]
 
 
-def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(agent, east, settings):
+def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(east, settings):
     settings.MLSCHED_TENANT_LOG_RATE = 4
     for i in range(2):
         NodeFactory(cluster=east, name=f"east-{i}", gpu_count=8)
@@ -274,11 +274,13 @@ def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(agent
     noisy_attempt, quiet_attempt = noisy.attempts.get(), quiet.attempts.get()
 
     def lines(attempt, start, count):
-        return [{"attempt_id": attempt.pk, "rank": 0, "seq": i, "stream": "stdout",
-                 "text": f"l{i}"} for i in range(start, start + count)]  # fmt: skip
+        return [base.LogLine(attempt.pk, 0, i, "stdout", f"l{i}")
+                for i in range(start, start + count)]  # fmt: skip
 
-    post(agent, "east", "logs", {"lines": lines(noisy_attempt, 0, 3) + lines(quiet_attempt, 0, 3)})
-    post(agent, "east", "logs", {"lines": lines(noisy_attempt, 3, 3) + lines(quiet_attempt, 3, 1)})
+    minute = 60.0 * 29_000_000  # both batches inside one rate window
+    agents.store_logs(east, lines(noisy_attempt, 0, 3) + lines(quiet_attempt, 0, 3), minute)
+    agents.store_logs(east, lines(noisy_attempt, 3, 3) + lines(quiet_attempt, 3, 1), minute + 5)
+    agents.store_logs(east, lines(quiet_attempt, 4, 2), minute + 60)  # the next minute
 
     def kept(attempt):
         return list(LogChunk.objects.filter(attempt=attempt).order_by("seq")
@@ -286,7 +288,7 @@ def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(agent
 
     note = "[mlsched] log lines dropped: this tenant passed 4 lines a minute"
     assert kept(noisy_attempt) == [(0, "l0"), (1, "l1"), (2, "l2"), (3, "l3"), (4, note)]
-    assert kept(quiet_attempt) == [(0, "l0"), (1, "l1"), (2, "l2"), (3, "l3")]
+    assert kept(quiet_attempt) == [(i, f"l{i}") for i in range(6)]
 
 
 def test_logs_of_another_clusters_attempt_are_dropped(gang):
