@@ -1,6 +1,6 @@
 """Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
 
-Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3]
+Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -103,8 +103,9 @@ def _running(job_id: str, node_id: str, gpus: int, rng: random.Random) -> Runnin
     )
 
 
-def build_queue(count: int, rng: random.Random) -> list[QueuedJob]:
-    """A mixed queue: 30% training gangs, 30% batch shards, 40% evaluation tasks."""
+def build_queue(count: int, rng: random.Random, waited_s: float = 0.0) -> list[QueuedJob]:
+    """A mixed queue: 30% training gangs, 30% batch shards, 40% evaluation tasks, submitted up to
+    two hours (plus ``waited_s``) ago."""
     jobs = []
     for i in range(count):
         roll = rng.random()
@@ -113,7 +114,7 @@ def build_queue(count: int, rng: random.Random) -> list[QueuedJob]:
             tenant=f"tenant-{rng.randrange(TENANTS):02d}",
             tier=rng.choice((0, 1, 1, 2, 3)),
             priority=rng.randrange(10),
-            submit_time=NOW - rng.uniform(0, 7200),
+            submit_time=NOW - waited_s - rng.uniform(0, 7200),
             max_runtime=rng.choice((600, 3600, 14_400, None)),
         )
         family = _training if roll < 0.3 else _batch if roll < 0.6 else _evaluation
@@ -174,23 +175,23 @@ def build_tenants(nodes: list[Node]) -> list[Tenant]:
     return tenants
 
 
-def build_snapshot(scale: int, seed: int) -> Snapshot:
+def build_snapshot(scale: int, seed: int, waited_s: float = 0.0) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng)
-    queue = build_queue(20_000 * scale, rng)
+    queue = build_queue(20_000 * scale, rng, waited_s)
     return Snapshot(
         tuple(nodes), tuple(running), tuple(queue), tuple(build_tenants(nodes)), now=NOW, seed=seed
     )
 
 
-def run(scale: int, seed: int, repeat: int) -> dict:
+def run(scale: int, seed: int, repeat: int, waited_s: float = 0.0) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed)
+    snapshot = build_snapshot(scale, seed, waited_s)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -215,11 +216,18 @@ def main() -> None:
     parser.add_argument("--scales", default="1,2,4")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=3, help="cycles per size (median)")
+    parser.add_argument(
+        "--waited-hours",
+        type=float,
+        default=0.0,
+        help="age the whole queue: past the tier wait limit, jobs below the top tier are "
+        "decided twice (ahead, then at their own place)",
+    )
     args = parser.parse_args()
     print(f"{'nodes':>7} {'jobs':>7} {'seconds':>8} {'cpu s':>6} {'decisions/s':>12}  outcomes")
     rates = []
     for scale in (int(s) for s in args.scales.split(",")):
-        r = run(scale, args.seed, args.repeat)
+        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600)
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
         print(
