@@ -9,6 +9,7 @@ The files outlive the agent: an agent that restarts reads them to adopt the work
 it ended.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -28,9 +29,12 @@ def prepare(spec: dict, group: cgroups.Group | None):
     def apply():
         # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        joined = False
         if group is not None:
-            group.join(os.getpid())  # its children are born in the group too
-        elif spec.get("memory_mb"):
+            with contextlib.suppress(OSError):  # a host that refuses it: rlimits after all
+                group.join(os.getpid())  # its children are born in the group too
+                joined = True
+        if not joined and spec.get("memory_mb"):
             # Per process and of address space, not memory: the closest stand-in without cgroups.
             cap = spec["memory_mb"] * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
