@@ -12,7 +12,10 @@ FGD paper's simulator; ``mlsched`` is the production scorer.
 
 from __future__ import annotations
 
+import functools
 import math
+import random
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -226,20 +229,31 @@ def type_pressure(
     }
 
 
-def leftover_waste(workload: Sequence[WorkloadClass], min_share: float = 0.01) -> list[int]:
+def popular_shares(workload: Sequence[WorkloadClass], min_share: float = 0.01) -> dict[int, int]:
+    """The share sizes making up at least ``min_share`` of the GPU tasks, each with the least CPU
+    any of its classes asks (a node with less free CPU cannot host that size)."""
+    gpu_weight = sum(c.weight for c in workload if c.shape.gpu_count)
+    weight: dict[int, float] = {}
+    cpu: dict[int, int] = {}
+    for c in workload:
+        size = c.shape.gpu_milli
+        if 0 < size < MILLI:
+            weight[size] = weight.get(size, 0.0) + c.weight
+            cpu[size] = min(cpu.get(size, c.shape.cpu_milli), c.shape.cpu_milli)
+    return {s: cpu[s] for s in sorted(weight) if gpu_weight and weight[s] / gpu_weight >= min_share}
+
+
+def leftover_waste(
+    workload: Sequence[WorkloadClass], min_share: float = 0.01, sizes: Sequence[int] | None = None
+) -> list[int]:
     """Per free milli r of one GPU (0..1000): the part no combination of popular shares fills.
 
-    Popular shares are the share sizes making up at least ``min_share`` of the GPU tasks; rare
-    ones are left out as too few arrive to count on them. Any number of each may be combined,
-    e.g. with popular 470 and 320 shares 530 free leaves 60 (one 470) and 350 leaves 30. A
-    whole free GPU counts 0: whole-GPU tasks use it.
+    Popular shares are the share sizes making up at least ``min_share`` of the GPU tasks (or the
+    ``sizes`` given); rare ones are left out as too few arrive to count on them. Any number of
+    each may be combined, e.g. with popular 470 and 320 shares 530 free leaves 60 (one 470) and
+    350 leaves 30. A whole free GPU counts 0: whole-GPU tasks use it.
     """
-    gpu_weight = sum(c.weight for c in workload if c.shape.gpu_count)
-    sizes: dict[int, float] = {}
-    for c in workload:
-        if 0 < c.shape.gpu_milli < MILLI:
-            sizes[c.shape.gpu_milli] = sizes.get(c.shape.gpu_milli, 0.0) + c.weight
-    popular = sorted(s for s, w in sizes.items() if gpu_weight and w / gpu_weight >= min_share)
+    popular = sorted(popular_shares(workload, min_share) if sizes is None else sizes)
     waste = list(range(MILLI + 1))
     for r in range(MILLI + 1):
         for size in popular:
@@ -248,6 +262,86 @@ def leftover_waste(workload: Sequence[WorkloadClass], min_share: float = 0.01) -
             waste[r] = min(waste[r], waste[r - size])
     waste[MILLI] = 0
     return waste
+
+
+# GPUs of the synthetic cluster ``filled_waste`` fills: enough for stable means, few enough to
+# learn in milliseconds. The estimate depends on the workload's proportions, not on the size.
+FILL_GPUS = 2048
+
+
+@functools.lru_cache(maxsize=16)
+def filled_waste(
+    workload: tuple[WorkloadClass, ...], rounds: int = 3, prior: float = 30.0
+) -> tuple[float, ...]:
+    """Per free milli r of one GPU: the free milli it is expected to end with, learnt by filling.
+
+    ``leftover_waste`` says what popular shares *could* fill; this says what they *do*, given
+    how many of each arrive and who else wants the same holes (a 190 beside an 810 mostly stays
+    open: the few shares that fit it are wanted elsewhere too). Starting from
+    ``leftover_waste``, each round fills ``FILL_GPUS`` bare GPUs (no nodes, no CPU) with tasks
+    drawn, with a fixed seed, from the workload mix until the arrived GPU equals their capacity:
+    whole-GPU tasks take free GPUs, a share takes the GPU, partly used or free, where the current
+    estimate grows least (the tightest on ties). The new estimate for r is the mean final free
+    milli of the GPUs that passed through r, pulled toward the start by ``prior`` samples.
+    Deterministic for a workload, and cached.
+    """
+    base = leftover_waste(workload)
+    value = [float(x) for x in base]
+    value[MILLI] = 0.0
+    classes = [(c.shape.gpu_milli, c.weight) for c in workload if c.shape.gpu_count]
+    if not classes:
+        return tuple(value)
+    sizes = [size for size, _ in classes]
+    weights = [weight for _, weight in classes]
+    for _ in range(rounds):
+        rng = random.Random(0)
+        holes: dict[int, list[int]] = {}  # free milli -> partly used GPUs
+        paths: list[list[int]] = []  # per opened GPU, its free milli after each share
+        free, arrived = FILL_GPUS, 0
+        while True:
+            size = rng.choices(sizes, weights)[0]
+            arrived += size
+            if arrived > FILL_GPUS * MILLI:
+                break
+            if size >= MILLI:
+                if free >= size // MILLI:
+                    free -= size // MILLI
+                continue
+            best = None
+            for r, gpus in holes.items():
+                if r >= size and gpus:
+                    key = (value[r - size] - value[r], r)
+                    best = key if best is None or key < best else best
+            if free:
+                key = (value[MILLI - size], MILLI)
+                best = key if best is None or key < best else best
+            if best is None:
+                continue
+            r = best[1]
+            if r == MILLI:
+                free -= 1
+                gpu = len(paths)
+                paths.append([])
+            else:
+                gpu = holes[r].pop()
+            paths[gpu].append(r - size)
+            if r - size > 0:
+                holes.setdefault(r - size, []).append(gpu)
+        total, count = [0.0] * MILLI, [0] * MILLI
+        for path in paths:
+            for r in set(path):
+                if r < MILLI:
+                    total[r] += path[-1]
+                    count[r] += 1
+        value = [
+            (total[r] + prior * base[r]) / (count[r] + prior) if count[r] else value[r]
+            for r in range(MILLI)
+        ] + [0.0]
+    return tuple(value)
+
+
+# A milli of a share's pairing loss outweighs every FGD level: shares pair first.
+PAIRING_FIRST = 1000.0
 
 
 class MlschedCost:
@@ -266,7 +360,10 @@ class MlschedCost:
       typical share fits exactly, e.g. a 320 beside a 650 rather than beside a 470.
 
     ``before`` reads a node state once; ``after`` prices each way of landing on it and
-    ``score`` puts that on FGD's 100 levels. Both the simulator's ``mlsched`` and the live
+    ``score`` puts that on FGD's 100 levels. A share is first placed by its pairing loss
+    (``pairing_loss``, ranked before any level): how much the node's partly used GPUs are
+    expected to end up emptier (``filled_waste``), counting as unfillable the holes its
+    remaining CPU can no longer serve. Both the simulator's ``mlsched`` and the live
     scheduler's fragmentation scorer use it; the weights' defaults are ``Policy``'s.
     """
 
@@ -289,6 +386,15 @@ class MlschedCost:
             else {}
         )
         self.waste = leftover_waste(workload)
+        self.filled = filled_waste(tuple(workload))
+        # Popular share sizes by the least CPU they need; per CPU floor, what those that still
+        # fit cannot fill.
+        floors = popular_shares(workload)
+        self._cuts = sorted(set(floors.values()))
+        self._reach = [
+            leftover_waste(workload, sizes=[s for s, c in floors.items() if c <= cut])
+            for cut in self._cuts
+        ]
         self._ratio: dict[str, float | None] = {}
 
     def _per_milli(self, gpu_type: str) -> float | None:
@@ -309,7 +415,20 @@ class MlschedCost:
             self.table.lookahead(cpu, gpus, gpu_type),
             _stranded(cpu, gpus, per_milli),
             per_milli,
+            self.pairing_waste(cpu, gpus),
         )
+
+    def pairing_waste(self, cpu: int, gpus: Sequence[int]) -> float:
+        """Milli the node's partly used GPUs are expected to end with unused: ``filled_waste``
+        per GPU, plus what shares that no longer fit the node's free CPU would have filled."""
+        index = bisect_right(self._cuts, cpu) - 1
+        reach = self._reach[index] if index >= 0 else None
+        waste, filled = self.waste, self.filled
+        total = 0.0
+        for g in gpus:
+            if 0 < g < MILLI:
+                total += filled[g] + ((reach[g] if reach else g) - waste[g])
+        return total
 
     def after(self, node: NodeBefore, cpu: int, gpus: Sequence[int], share: int | None) -> float:
         """The cost of leaving the node at (cpu, gpus); ``share`` is the GPU a share lands on."""
@@ -327,10 +446,17 @@ class MlschedCost:
         return cost
 
     def score(self, node: NodeBefore, cpu: int, gpus: Sequence[int], share: int | None) -> float:
-        """``after``'s cost as an FGD score (0-100, higher is better); below one level, a share
-        scores higher the tighter it fills its GPU."""
+        """``after``'s cost as an FGD score (0-100, higher is better). A share ranks first by
+        its pairing loss (``PAIRING_FIRST`` points per milli; none with ``pairing_weight`` 0),
+        then by level, then, below one level, by how tightly it fills its GPU."""
         level = fgd_score(self.after(node, cpu, gpus, share))
-        return level if share is None else level + 0.5 * (1 - gpus[share] / MILLI)
+        if share is None:
+            return level
+        tightness = 0.5 * (1 - gpus[share] / MILLI)
+        if not self.pairing_weight:  # pairing turned off
+            return level + tightness
+        loss = self.pairing_waste(cpu, gpus) - node.pairing
+        return level + tightness - PAIRING_FIRST * loss
 
 
 class NodeBefore(NamedTuple):
@@ -342,6 +468,7 @@ class NodeBefore(NamedTuple):
     lookahead: tuple[float | None, ...]
     stranded: float
     cpu_per_milli: float | None
+    pairing: float
 
 
 def _stranded(cpu: int, gpus: Sequence[int], per_milli: float | None) -> float:

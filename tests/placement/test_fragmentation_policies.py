@@ -4,12 +4,14 @@ import pytest
 
 from jobs.placement.fit_policies import (
     POLICIES,
+    MlschedCost,
     NodeView,
     bestfit,
     choose,
     cpu_per_gpu_milli,
     dotprod,
     fgd_score,
+    filled_waste,
     gpuclustering,
     gpupacking,
     leftover_waste,
@@ -217,3 +219,25 @@ def test_choose_breaks_ties_by_node_order():
     nodes = [node(1000), node(1000), node(1000)]
     index, _ = choose(nodes, HALF, make_scorer("fgd", WORKLOAD))
     assert index == 0
+
+
+EIGHT_TEN = TaskShape(cpu_milli=4000, gpu_milli=810)
+SIXTEENTH = TaskShape(cpu_milli=4000, gpu_milli=160)
+HOLES_MIX = (WorkloadClass(ONE, 0.6), WorkloadClass(EIGHT_TEN, 0.3), WorkloadClass(SIXTEENTH, 0.1))
+
+
+def test_the_expected_leftover_knows_a_hole_that_too_few_shares_fill_stays_open():
+    # Every 810 leaves 190 that only a 160 fits, and a third as many 160s arrive: most stay open.
+    reachable = leftover_waste(HOLES_MIX)
+    expected = filled_waste(HOLES_MIX)
+    assert reachable[190] == 30
+    assert expected[190] > 100
+    assert expected == filled_waste(HOLES_MIX)  # deterministic
+
+
+def test_pairing_waste_counts_holes_the_free_cpu_cannot_serve_as_unfillable():
+    costs = MlschedCost(FragmentationTable(HOLES_MIX))
+    # 190 free: a 160 fits it if the node has the 4000 milli-CPU a 160 asks for.
+    assert costs.pairing_waste(64000, (190, 1000)) == costs.filled[190]
+    assert costs.pairing_waste(3000, (190, 1000)) == costs.filled[190] + (190 - 30)
+    assert costs.pairing_waste(0, (1000, 1000)) == 0  # whole free GPUs are not holes
