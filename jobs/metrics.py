@@ -2,9 +2,9 @@
 
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
-mix could not use), jobs by state, queue wait (submit to
-first start) per family and per tenant, attempt outcomes, preemption rate and wasted GPU-seconds
-(all over the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+mix could not use), jobs by state, queue wait (submit to first start) per family and per
+tenant, attempt outcomes, preemption rate and wasted GPU-seconds (all over the last day), the
+scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 """
 
 import statistics
@@ -27,9 +27,7 @@ def render() -> str:
     """All metrics, as one Prometheus text exposition."""
     now = timezone.now()
     lines: list[str] = []
-    families = (gpus, idle_gpus, fragmented_gpus, jobs_by_state, queue_wait, attempts, scheduler,
-                agents)  # fmt: skip
-    for family in families:
+    for family in (gpus, idle_gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
         lines.extend(family(now))
     return "\n".join(lines) + "\n"
 
@@ -67,30 +65,31 @@ def gpus(now) -> list[str]:
 
 def idle_gpus(now) -> list[str]:
     """Fragmentation as an operator sees it: eight idle GPUs spread over eight nodes cannot run
-    one 8-GPU job, and slivers of shared GPUs run only small shares. Healthy, schedulable nodes
-    only."""
-    nodes = Node.objects.filter(gpu_count__gt=0, healthy=True, schedulable=True)
-    used: dict[tuple[int, int], int] = defaultdict(int)
-    rows = (
-        Allocation.objects.active()
-        .filter(node__in=nodes)
-        .exclude(gpu_index=None)
-        .values_list("node_id", "gpu_index", "gpu_milli")
+    one 8-GPU job, slivers of shared GPUs run only small shares, and some idle GPU the current
+    job mix could not use at all (the FGD measure the fragmentation scorer keeps low; the mix
+    learnt as the scheduler learns it, from the queue and the workers running now). Healthy,
+    schedulable nodes of healthy clusters, read as the scheduler's snapshot reads them."""
+    loaded = snapshot.load(now.timestamp()).snapshot
+    policy = loaded.policy
+    workload = learn_workload(
+        loaded.queued, loaded.recent_shapes, policy.workload_coverage, policy.workload_max_classes
     )
-    for node_id, index, milli in rows:
-        used[node_id, index] += milli
-    whole: dict[tuple[str, str], int] = defaultdict(int)
+    table = FragmentationTable(workload)
+    names = {str(pk): name for pk, name in Cluster.objects.values_list("id", "name")}
+    whole: dict[tuple[str, str], float] = defaultdict(float)
     slivers: dict[tuple[str, str], float] = defaultdict(float)
-    block: dict[tuple[str, str], int] = defaultdict(int)
-    for node_id, cluster, gpu_type, count in nodes.values_list(
-        "id", "cluster__name", "gpu_type", "gpu_count"
-    ):
-        key = (cluster, gpu_type)
-        free = [1000 - used.get((node_id, i), 0) for i in range(count)]
+    block: dict[tuple[str, str], float] = defaultdict(float)
+    fragmented: dict[tuple[str, str], float] = defaultdict(float)
+    for node in loaded.nodes:
+        free = node.gpu_free_milli
+        if not (free and node.healthy and node.schedulable):
+            continue
+        key = (names[node.cluster], node.gpu_type)
         idle = sum(1 for f in free if f == 1000)
         whole[key] += idle
         slivers[key] += sum(f for f in free if 0 < f < 1000) / 1000
         block[key] = max(block[key], idle)
+        fragmented[key] += table.node(node.cpu_free_milli, free, node.gpu_type) / 1000
     return [
         *metric("mlsched_gpus_idle", "gauge",
                 "Idle GPU capacity: whole GPUs, and the free part of shared GPUs (slivers).",
@@ -98,33 +97,15 @@ def idle_gpus(now) -> list[str]:
         *metric("mlsched_gpus_largest_free_block", "gauge",
                 "The most whole idle GPUs on one node: the largest worker that fits now.",
                 labelled(block)),
+        *metric("mlsched_gpus_fragmented", "gauge",
+                "Idle GPUs the current job mix (queued and running workers) could not use.",
+                labelled(fragmented)),
     ]  # fmt: skip
 
 
 def labelled(values: dict[tuple[str, str], float], **extra) -> list:
     """Samples keyed by (cluster, GPU type), as labels."""
     return [({"cluster": c, "gpu_type": t, **extra}, v) for (c, t), v in sorted(values.items())]
-
-
-def fragmented_gpus(now) -> list[str]:
-    """Idle GPUs the current job mix could not use: the FGD measure the fragmentation scorer
-    keeps low, over healthy, schedulable nodes. The mix is learnt as the scheduler learns it,
-    from the queue and the workers running now."""
-    loaded = snapshot.load(now.timestamp()).snapshot
-    policy = loaded.policy
-    workload = learn_workload(
-        loaded.queued, loaded.recent_shapes, policy.workload_coverage, policy.workload_max_classes
-    )
-    names = {str(pk): name for pk, name in Cluster.objects.values_list("id", "name")}
-    fragmented: dict[tuple[str, str], float] = defaultdict(float)
-    table = FragmentationTable(workload)
-    for node in loaded.nodes:
-        if node.gpu_free_milli and node.healthy and node.schedulable:
-            milli = table.node(node.cpu_free_milli, node.gpu_free_milli, node.gpu_type)
-            fragmented[names[node.cluster], node.gpu_type] += milli / 1000
-    return metric("mlsched_gpus_fragmented", "gauge",
-                  "Idle GPUs the current job mix (queued and running workers) could not use.",
-                  labelled(fragmented))  # fmt: skip
 
 
 def jobs_by_state(now) -> list[str]:

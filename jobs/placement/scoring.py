@@ -67,8 +67,9 @@ def fgd_level(delta: float) -> float:
 
 def fragmentation_aware(ctx: ScoringContext) -> ScoreFn:
     """The production placement cost (``fit_policies.MlschedCost``: FGD's fragmentation growth
-    plus lookahead, CPU stranding, GPU-model pressure and share pairing) on FGD's 100 levels;
-    inside a level a GPU share prefers the GPU it fills most tightly."""
+    plus lookahead, CPU stranding, GPU-model pressure and share pairing) on FGD's 100 levels.
+    A GPU share ranks first by its pairing loss, then by level, then by how tightly it fills
+    its GPU; only a share's score can fall below 0."""
     costs = MlschedCost(
         fragmentation.FragmentationTable(ctx.workload),
         lookahead_weight=ctx.lookahead_weight,
