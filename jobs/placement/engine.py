@@ -13,7 +13,7 @@ import gc
 
 from jobs.placement import explain, preemption
 from jobs.placement.capacity import Capacity, Group
-from jobs.placement.decision import PENDING, PLACED, PREEMPTS, Decision, Outcome
+from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
     BATCH_INFERENCE,
@@ -40,10 +40,20 @@ def place(snapshot: Snapshot) -> Decision:
         cycle = Cycle(snapshot)
         # A job ordered above its tier comes again at its own place if it still waits there.
         outcomes: dict[str, Outcome] = {}
+        # Placing is what a cycle is for; only jobs left waiting count toward the depth.
+        depth = snapshot.policy.queue_depth
+        waiting = 0
         for job in cycle.order:
+            if depth is not None and waiting >= depth:
+                break
             earlier = outcomes.get(job.id)
             if earlier is None or earlier.status == PENDING:
-                outcomes[job.id] = cycle.decide(job)
+                outcome = outcomes[job.id] = cycle.decide(job)
+                waiting += outcome.status in (PENDING, RESERVED)
+        if len(outcomes) < len(snapshot.queued):
+            for job in snapshot.queued:
+                if job.id not in outcomes:
+                    outcomes[job.id] = explain.beyond_depth(job)
         return Decision(tuple(outcomes.values()), tuple(cycle.preempted))
 
 

@@ -83,6 +83,15 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
     return Outcome(job.id, PENDING, code, _sentence(job, code), estimated_start=estimate)
 
 
+def beyond_depth(job: QueuedJob) -> Outcome:
+    """A job the cycle did not reach (``Policy.queue_depth``): said briefly, since a long queue
+    has many."""
+    return Outcome(job.id, PENDING, "beyond_queue_depth", _BEYOND)
+
+
+_BEYOND = REASONS["beyond_queue_depth"]
+
+
 def _sentence(job: QueuedJob, code: str) -> str:
     return f"{_request(job)}: {REASONS[code]}"
 

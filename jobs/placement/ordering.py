@@ -14,6 +14,7 @@ rights of its own tier. Waiting long never drains nodes for a job ahead of its t
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -110,10 +111,16 @@ class QueueOrder:
 
 def size_doublings(job: QueuedJob) -> float:
     """How many times the job's size (GPU-hours by its runtime limit) doubles 1 GPU-minute."""
-    if job.max_runtime is None:
+    return _doublings(job.workers, job.worker_gpu_milli, job.max_runtime)
+
+
+# Keyed by the request, so a job that waits through many cycles is sized once.
+@functools.lru_cache(maxsize=1 << 16)
+def _doublings(workers: int, gpu_milli: int, max_runtime: float | None) -> float:
+    if max_runtime is None:
         return MAX_SIZE_DOUBLINGS
-    gpus = job.worker_gpu_milli / 1000 or CPU_WORKER_GPUS
-    hours = job.workers * gpus * job.max_runtime / HOUR
+    gpus = gpu_milli / 1000 or CPU_WORKER_GPUS
+    hours = workers * gpus * max_runtime / HOUR
     return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
 
 
