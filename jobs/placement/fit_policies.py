@@ -289,8 +289,8 @@ def filled_waste(
     value = [float(x) for x in base]
     value[MILLI] = 0.0
     classes = [(c.shape.gpu_milli, c.weight) for c in workload if c.shape.gpu_count]
-    if not classes:
-        return tuple(value)
+    if not any(size < MILLI for size, _ in classes):
+        return tuple(value)  # without shares no GPU is ever partly used: nothing to learn
     sizes = [size for size, _ in classes]
     weights = [weight for _, weight in classes]
     for _ in range(rounds):

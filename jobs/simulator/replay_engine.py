@@ -17,6 +17,7 @@ from jobs.placement import (
     Tenant,
     place,
 )
+from jobs.placement.model import TRAINING
 from jobs.simulator.replay import FAMILY_TIER
 from jobs.simulator.traces import (
     JOB_CPU_PER_GPU,
@@ -36,8 +37,14 @@ class EnginePolicy:
     def __init__(self, policy: Policy | None = None):
         self.recent: Counter[int] = Counter()
         self.policy = policy or Policy()
+        # A job's request never changes and a run's allocation only when it restarts: both are
+        # built once, not on every cycle.
+        self._queued: dict[str, QueuedJob] = {}
+        self._running: dict[str, tuple[int, RunningJob]] = {}
 
     def cycle(self, replay, now: float) -> None:
+        if not _may_change(replay):
+            return  # place() could only say why each job waits, which changes nothing here
         decision = place(self.snapshot(replay, now))
         for victim in decision.preempted:
             if victim in replay.running:
@@ -55,8 +62,8 @@ class EnginePolicy:
     def snapshot(self, replay, now: float) -> Snapshot:
         return Snapshot(
             nodes=tuple(_node(n, i) for i, n in enumerate(replay.nodes.values())),
-            running=tuple(_running(j) for j in replay.running.values()),
-            queued=tuple(_queued(j) for j in replay.queue),
+            running=tuple(self.running_job(j) for j in replay.running.values()),
+            queued=tuple(self.queued_job(j) for j in replay.queue),
             tenants=tuple(Tenant(f"t{i}") for i in range(TENANTS)),
             now=now,
             policy=self.policy,
@@ -65,6 +72,28 @@ class EnginePolicy:
                 for per, count in sorted(self.recent.items())
             ),
         )
+
+    def queued_job(self, j) -> QueuedJob:
+        job = self._queued.get(j.trace.id)
+        if job is None:
+            job = self._queued[j.trace.id] = _queued(j)
+        return job
+
+    def running_job(self, j) -> RunningJob:
+        cached = self._running.get(j.trace.id)
+        if cached is None or cached[0] != j.version:
+            cached = self._running[j.trace.id] = (j.version, _running(j))
+        return cached[1]
+
+
+def _may_change(replay) -> bool:
+    """Whether a cycle could start or evict anything: a GPU is free (every replay job asks
+    whole GPUs), or a queued job's tier is above a running preemptible job's (the only
+    preemption a replay has: it has no quotas to reclaim)."""
+    if any(g == 1000 for n in replay.nodes.values() for g in n.free):
+        return True
+    lowest = min((_tier(j) for j in replay.running.values() if j.family != TRAINING), default=None)
+    return lowest is not None and any(_tier(j) > lowest for j in replay.queue)
 
 
 def _free(replay, slots) -> bool:
@@ -101,7 +130,7 @@ def _running(j) -> RunningJob:
         id=j.trace.id,
         tenant=j.tenant,
         tier=_tier(j),
-        preemptible=j.family != "training",
+        preemptible=j.family != TRAINING,
         allocations=allocations,
         expected_end=j.start + j.limit,
         last_checkpoint=j.start,
@@ -120,7 +149,7 @@ def _queued(j) -> QueuedJob:
         cpu_milli=JOB_CPU_PER_GPU * j.per,
         memory_mb=JOB_MEMORY_PER_GPU * j.per,
         gpus=j.per,
-        preemptible=j.family != "training",
+        preemptible=j.family != TRAINING,
         max_runtime=j.limit,
     )
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from jobs.simulator import replay_engine
 from jobs.simulator.cli import main
 from jobs.simulator.replay import Replay, make_policy
 from jobs.simulator.replay_cli import _time_mean, percentile, summarise
@@ -108,6 +109,32 @@ def test_every_job_finishes_and_gpus_are_never_overcommitted(policy):
     assert result.timeline[-1][1] == 0
     for j in by_id.values():
         assert j.end - j.first_start >= j.trace.duration - 1e-6
+
+
+def test_mlsched_skips_only_cycles_that_could_change_nothing(monkeypatch):
+    # Overloaded, with all three families: evaluations arrive while inference runs (so a
+    # full cluster may still preempt) and while only training runs (so it may not).
+    durations = [300, 2 * 3600, 5 * 3600, 600, 3600]
+    jobs = [job(f"j{i}", i * 40, durations[i % 5], [1, 1, 2, 1, 4][i % 5]) for i in range(60)]
+    clusters = [ClusterSpec("a", 2, 4, "A100")]
+    calls = []
+    real_place = replay_engine.place
+
+    def counted(snapshot):
+        calls.append(snapshot.now)
+        return real_place(snapshot)
+
+    monkeypatch.setattr(replay_engine, "place", counted)
+    skipping, _ = replay(jobs, "mlsched", clusters)
+    skipped_calls = len(calls)
+    calls.clear()
+    monkeypatch.setattr(replay_engine, "_may_change", lambda replay: True)
+    every, _ = replay(jobs, "mlsched", clusters)
+
+    assert skipped_calls < len(calls)
+    outcome = {k: (j.first_start, j.end, j.preempted) for k, j in skipping.items()}
+    assert outcome == {k: (j.first_start, j.end, j.preempted) for k, j in every.items()}
+    assert any(j.preempted for j in every.values())
 
 
 def test_a_job_no_cluster_can_hold_is_reported_not_run():
