@@ -1,17 +1,20 @@
 """Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
+                                 [--queue-depth none|N]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
 inference shards and evaluation tasks (many of them GPU shares) from 40 tenants with quotas.
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
-table and, as the last line, ``decisions/s: N``: the base size's median rate.
+table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
+job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -26,6 +29,7 @@ from jobs.placement import (  # noqa: E402
     TRAINING,
     Allocation,
     Node,
+    Policy,
     QueuedJob,
     Quota,
     RunningJob,
@@ -175,23 +179,33 @@ def build_tenants(nodes: list[Node]) -> list[Tenant]:
     return tenants
 
 
-def build_snapshot(scale: int, seed: int, waited_s: float = 0.0) -> Snapshot:
+def build_snapshot(
+    scale: int, seed: int, waited_s: float = 0.0, policy: Policy | None = None
+) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng)
     queue = build_queue(20_000 * scale, rng, waited_s)
     return Snapshot(
-        tuple(nodes), tuple(running), tuple(queue), tuple(build_tenants(nodes)), now=NOW, seed=seed
+        tuple(nodes),
+        tuple(running),
+        tuple(queue),
+        tuple(build_tenants(nodes)),
+        now=NOW,
+        seed=seed,
+        policy=policy or Policy(),
     )
 
 
-def run(scale: int, seed: int, repeat: int, waited_s: float = 0.0) -> dict:
+def run(
+    scale: int, seed: int, repeat: int, waited_s: float = 0.0, policy: Policy | None = None
+) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s)
+    snapshot = build_snapshot(scale, seed, waited_s, policy)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -200,7 +214,8 @@ def run(scale: int, seed: int, repeat: int, waited_s: float = 0.0) -> dict:
         cpus.append(time.process_time() - cpu)
     counts: dict[str, int] = {}
     for outcome in decision.outcomes:
-        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        key = "beyond_depth" if outcome.reason == "beyond_queue_depth" else outcome.status
+        counts[key] = counts.get(key, 0) + 1
     return {
         "nodes": len(snapshot.nodes),
         "jobs": len(snapshot.queued),
@@ -223,11 +238,20 @@ def main() -> None:
         help="age the whole queue: past the tier wait limit, jobs below the top tier are "
         "decided twice (ahead, then at their own place)",
     )
+    parser.add_argument(
+        "--queue-depth",
+        default="",
+        help="Policy.queue_depth: a number, or none to decide every job (default: Policy's)",
+    )
     args = parser.parse_args()
+    policy = Policy()
+    if args.queue_depth:
+        depth = None if args.queue_depth == "none" else int(args.queue_depth)
+        policy = dataclasses.replace(policy, queue_depth=depth)
     print(f"{'nodes':>7} {'jobs':>7} {'seconds':>8} {'cpu s':>6} {'decisions/s':>12}  outcomes")
     rates = []
     for scale in (int(s) for s in args.scales.split(",")):
-        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600)
+        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600, policy)
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
         print(

@@ -127,6 +127,8 @@ class Cycle:
         self._types: dict[int, tuple[str, ...]] = {}
         self._allowed: dict[tuple, list[Group]] = {}
         self._quota_answers: dict[tuple, list[Group]] = {}
+        self._repeats: dict[tuple, Outcome] = {}
+        self.searched_victims = False
 
     def _totals(self) -> dict[str, float]:
         nodes = self.capacity.nodes
@@ -139,7 +141,48 @@ class Cycle:
     # -- step 3: one job ---------------------------------------------------------------------
 
     def decide(self, job: QueuedJob) -> Outcome:
-        """The outcome for one job, updating capacity, quota and fair share if it is placed."""
+        """The outcome for one job, updating capacity, quota and fair share if it is placed.
+
+        A long queue is mostly jobs that wait for the same reason as an equal request before
+        them. While nothing has changed since (capacity, quota, reservation), and that request
+        neither searched for victims nor could have reserved, the answer is reused.
+        """
+        key = None
+        if not self._may_reserve():
+            key = (_request_of(job), self._avoids_held(job), self.epoch, self.ledger.version)
+            known = self._repeats.get(key)
+            if known is not None:
+                return Outcome(
+                    job.id,
+                    PENDING,
+                    known.reason,
+                    known.message,
+                    estimated_start=known.estimated_start,
+                )
+        self.searched_victims = False
+        outcome = self._decide(job)
+        if key is not None and outcome.status == PENDING and not self.searched_victims:
+            self._repeats[key] = outcome
+        return outcome
+
+    def _may_reserve(self) -> bool:
+        return (
+            self.reservation is None
+            and not self.order.ahead_of_tier
+            and self.policy.backfill
+            and self.reservation_tries < self.policy.max_reservation_attempts
+        )
+
+    def _avoids_held(self, job: QueuedJob) -> bool:
+        """Whether the job must stay off nodes held for the reservation (it would still run
+        when the reservation starts)."""
+        res = self.reservation
+        if res is None or job.id == res.job_id:
+            return False
+        end = self.now + job.max_runtime if job.max_runtime is not None else float("inf")
+        return end > res.start
+
+    def _decide(self, job: QueuedJob) -> Outcome:
         problem = explain.invalid(job)
         if problem:
             return explain.pending(job, problem)
@@ -208,10 +251,7 @@ class Cycle:
         need = Need(
             job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
         )
-        res = self.reservation
-        if res is not None and job.id != res.job_id:
-            end = self.now + job.max_runtime if job.max_runtime is not None else float("inf")
-            need.avoid_held = end > res.start
+        need.avoid_held = self._avoids_held(job)
         return need
 
     # -- fitting, with a memo of failures ----------------------------------------------------
@@ -322,12 +362,7 @@ class Cycle:
             return outcome
         # A job ordered above its tier for waiting long goes first for what is free, but holds
         # nothing back; it may reserve when it comes again at its own place.
-        if (
-            self.reservation is None
-            and not self.order.ahead_of_tier
-            and self.policy.backfill
-            and self.reservation_tries < self.policy.max_reservation_attempts
-        ):
+        if self._may_reserve():
             self.reservation_tries += 1
             outcome = self._reserve(job, need)
             if outcome is not None:
@@ -346,6 +381,7 @@ class Cycle:
         candidates = self._victim_candidates(job, need)
         if not candidates:
             return None
+        self.searched_victims = True
         self.preemption_tries += 1
         chosen = preemption.choose_victims(
             self.capacity,
@@ -458,6 +494,23 @@ class Cycle:
         if best is not None and self.reservation is not None and need.avoid_held:
             best = max(best, self.reservation.start)
         return best
+
+
+def _request_of(job: QueuedJob) -> tuple:
+    """Everything of a job that ``Cycle._decide`` reads when the job waits."""
+    return (
+        job.tenant,
+        job.tier,
+        job.family,
+        job.may_preempt,
+        job.workers,
+        job.gpus,
+        job.gpu_milli,
+        job.cpu_milli,
+        job.memory_mb,
+        job.gpu_types,
+        job.clusters,
+    )
 
 
 def _at_most(a: tuple, b: tuple) -> bool:

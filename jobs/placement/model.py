@@ -198,7 +198,7 @@ class Policy:
     # ``beyond_queue_depth`` with no estimate (as Slurm's bf_max_job_test bounds its backfill
     # pass). It bounds a cycle on a very long queue; placements do not count, so draining a
     # backlog onto free nodes is not slowed. None decides every job.
-    queue_depth: int | None = 500
+    queue_depth: int | None = 5000
     # A blocked job whose nodes never free up gets no reservation; the next blocked job may
     # try, a bounded number of times, since each try walks every expected end.
     max_reservation_attempts: int = 4

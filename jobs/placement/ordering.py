@@ -45,6 +45,7 @@ class QueueOrder:
         self.weights = {t.id: t.weight for t in tenants}
         self.used: dict[str, dict[str, float]] = {t.id: _usage(t) for t in tenants}
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
+        self._shares: dict[str, float] = {}  # until the tenant is charged again
         self.tiers: dict[int, dict[str, list[QueuedJob]]] = {}
         queued = list(queued)
         top = max((job.tier for job in queued), default=0)
@@ -74,6 +75,12 @@ class QueueOrder:
 
     def share(self, tenant: str) -> float:
         """The tenant's weighted dominant share (GPU weighted heaviest by default)."""
+        share = self._shares.get(tenant)
+        if share is None:
+            share = self._shares[tenant] = self._share(tenant)
+        return share
+
+    def _share(self, tenant: str) -> float:
         used = self.used.get(tenant)
         dominant = 0.0
         if used:
@@ -104,6 +111,7 @@ class QueueOrder:
 
     def charge(self, tenant: str, amounts: Mapping[str, float], sign: int = 1) -> None:
         """Count resources the cycle gave to (or took from) a tenant."""
+        self._shares.pop(tenant, None)
         used = self.used.setdefault(tenant, {})
         for resource, amount in amounts.items():
             used[resource] = used.get(resource, 0.0) + sign * amount

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from jobs.placement import (
     ShapeCount,
     Snapshot,
     Tenant,
+    engine,
     gpu_flavor,
     place,
 )
@@ -303,3 +305,32 @@ def test_reserved_nodes_will_hold_the_job_when_the_reservation_starts(snap: Snap
                         free[w.node_id][index] -= w.gpu_milli
         whole = sum(1 for n in held.reserved_nodes for m in free[n] if m >= 1000)
         assert whole >= job.workers * job.gpus or not job.gpus
+
+
+@st.composite
+def snapshots_with_repeats(draw) -> Snapshot:
+    """Snapshots whose queue holds several jobs of each request, as long queues do."""
+    snap = draw(snapshots())
+    queue = []
+    for job in snap.queued:
+        for copy in range(draw(st.integers(1, 4))):
+            queue.append(
+                dataclasses.replace(
+                    job,
+                    id=f"{job.id}-{copy}",
+                    submit_time=NOW - draw(st.integers(0, 20_000)),
+                    max_runtime=draw(st.sampled_from((None, 300.0, 3000.0, 30_000.0))),
+                )
+            )
+    return dataclasses.replace(snap, queued=tuple(queue))
+
+
+@EXAMPLES
+@given(snapshots_with_repeats())
+def test_reusing_the_answer_for_an_equal_waiting_request_changes_no_decision(snap: Snapshot):
+    reused = place(snap)
+    with pytest.MonkeyPatch.context() as patch:
+        # Every request unlike any other: no answer is ever reused.
+        patch.setattr(engine, "_request_of", lambda job: object())
+        decided = place(snap)
+    assert reused == decided

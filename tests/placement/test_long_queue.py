@@ -1,5 +1,6 @@
-"""``Policy.queue_depth``: a cycle stops once that many jobs, in queue order, have had to wait;
-the rest wait as ``beyond_queue_depth`` without an estimate. Placements do not count."""
+"""Long queues. ``Policy.queue_depth``: a cycle stops once that many jobs, in queue order, have
+had to wait; the rest wait as ``beyond_queue_depth`` without an estimate (placements do not
+count). A waiting job's answer is reused for an equal request only until something changes."""
 
 from jobs.placement import Policy, place
 from tests.placement.builders import NOW, j_training, n8_a100_nodes, running_on, snapshot
@@ -57,3 +58,24 @@ def test_without_a_depth_every_job_is_decided():
     decision = place(snapshot((a,), _queue(600), running=(busy,), policy=Policy(queue_depth=None)))
 
     assert "beyond_queue_depth" not in {o.reason for o in decision.outcomes}
+
+
+def test_an_equal_request_after_a_placement_is_decided_afresh():
+    # j1 holds node a from when "ra" ends; s backfills there meanwhile; j2 and j3 ask what j1
+    # asks, but s took two of the GPUs that j2 counted on.
+    a, b = n8_a100_nodes(2)
+    a, ra = running_on(a, "ra", 4, expected_end=NOW + HOUR)
+    b, rb = running_on(b, "rb", 8, expected_end=NOW + 3 * HOUR)
+    old = [
+        j_training(f"j{i}", gpus=8, submit_time=NOW - h * HOUR) for i, h in enumerate((1000, 500))
+    ]
+    s = j_training("s", gpus=2, max_runtime=600)
+    j3 = j_training("j3", gpus=8, submit_time=NOW - 300 * HOUR)
+
+    decision = place(snapshot((a, b), (*old, s, j3), running=(ra, rb)))
+
+    assert [o.job_id for o in decision.outcomes] == ["j0", "j1", "s", "j3"]
+    by_job = decision.by_job()
+    assert by_job["j0"].status == "reserved" and by_job["s"].status == "placed"
+    assert by_job["j1"].estimated_start == NOW + HOUR
+    assert by_job["j3"].estimated_start == NOW + 3 * HOUR
