@@ -2,10 +2,11 @@
 
 Usage:
     python bench/sim_replay.py --traces DIR/cluster01.csv DIR/cluster02.csv ... \
-        --policies fifo,mlsched [--load 0.7] [--limit N] --out FILE.md
+        --policies fifo,mlsched [--load 0.7 | --clusters a:16x8xA100] [--limit N] --out FILE.md
 
 Each trace gets one cluster of 8-GPU nodes sized so that its average GPU demand is ``--load``
-of the capacity (and at least its largest job): nodes = max(ceil(demand / load / 8), largest / 8).
+of the capacity (and at least its largest job): nodes = max(ceil(demand / load / 8), largest / 8);
+or, with ``--clusters``, the same given clusters for every trace.
 Writes a markdown table with the command on top.
 """
 
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.simulator.replay import Replay, make_policy  # noqa: E402
 from jobs.simulator.replay_cli import summarise  # noqa: E402
-from jobs.simulator.traces import ClusterSpec, read_jobs  # noqa: E402
+from jobs.simulator.traces import ClusterSpec, parse_clusters, read_jobs  # noqa: E402
 
 GPUS_PER_NODE = 8
 
@@ -36,12 +37,12 @@ def cluster_for(jobs, load: float) -> ClusterSpec:
     return ClusterSpec("a", nodes, GPUS_PER_NODE, "A100")
 
 
-def one(trace: str, policy: str, load: float, limit: int | None) -> tuple:
+def one(trace: str, policy: str, load: float, limit: int | None, spec: str | None) -> tuple:
     jobs = read_jobs(trace)[:limit]
-    cluster = cluster_for(jobs, load)
+    clusters = parse_clusters(spec) if spec else [cluster_for(jobs, load)]
     started = time.perf_counter()
-    stats = summarise(Replay([cluster], jobs, make_policy(policy)).run())
-    return Path(trace).stem, cluster, policy, stats, time.perf_counter() - started
+    stats = summarise(Replay(clusters, jobs, make_policy(policy)).run())
+    return Path(trace).stem, clusters, policy, stats, time.perf_counter() - started
 
 
 def ratios(results) -> list[str]:
@@ -76,12 +77,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--traces", nargs="+", required=True)
     parser.add_argument("--policies", default="fifo,priority,fairshare,mlsched")
     parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--clusters", help="one cluster SPEC for every trace (instead of --load)")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     policies = args.policies.split(",")
-    tasks = [(t, p, args.load, args.limit) for t in args.traces for p in policies]
+    tasks = [(t, p, args.load, args.limit, args.clusters) for t in args.traces for p in policies]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(one, *zip(*tasks, strict=True)))
     command = "python bench/sim_replay.py " + shlex.join(argv)
@@ -98,9 +100,10 @@ def main(argv: list[str]) -> int:
         "| GPU util % | util while arriving % | frag % of free | preemptions | replay s |",
         "|" + "---|" * 15,
     ]
-    for trace, c, policy, s, secs in results:
+    for trace, clusters, policy, s, secs in results:
+        shape = "+".join(f"{c.nodes}x{c.gpus_per_node}" for c in clusters)
         lines.append(
-            f"| {trace} | {c.nodes}x{c.gpus_per_node} | {policy} | {s['done']} "
+            f"| {trace} | {shape} | {policy} | {s['done']} "
             f"| {s['mean_wait'] / 3600:.2f} | {s['p50_wait'] / 3600:.2f} "
             f"| {s['p95_wait'] / 3600:.2f} | {s['p99_wait'] / 3600:.2f} "
             f"| {s['max_wait'] / 3600:.1f} | {s['mean_jct'] / 3600:.2f} | {s['util']:.2f} "
