@@ -23,8 +23,9 @@ from pathlib import Path
 from clusters.backends import cgroups
 
 
-def prepare(spec: dict, group: cgroups.Group | None):
-    """In the child, before the command runs: default SIGTERM handling and resource limits."""
+def prepare(spec: dict, group: cgroups.Group | None, report: int):
+    """In the child, before the command runs: default SIGTERM handling and resource limits.
+    One byte to the ``report`` pipe says whether the child joined the cgroup."""
 
     def apply():
         # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
@@ -34,6 +35,8 @@ def prepare(spec: dict, group: cgroups.Group | None):
             with contextlib.suppress(OSError):  # a host that refuses it: rlimits after all
                 group.join(os.getpid())  # its children are born in the group too
                 joined = True
+        os.write(report, b"1" if joined else b"0")
+        os.close(report)
         if not joined and spec.get("memory_mb"):
             # Per process and of address space, not memory: the closest stand-in without cgroups.
             cap = spec["memory_mb"] * 1024 * 1024
@@ -67,14 +70,27 @@ def main(directory: Path) -> int:
     group = None
     if spec.get("cgroups") and spec.get("cpu_milli") and spec.get("memory_mb"):
         group = cgroups.create(str(directory), spec["cpu_milli"], spec["memory_mb"])
-    print(f"limits: cgroup {group.cpu} {group.memory}" if group else "limits: rlimits", flush=True)
     if group is not None:  # for whoever cleans up after a shim killed before it could
         (directory / "cgroup").write_text(f"{group.cpu}\n{group.memory}\n")
+    report, told = os.pipe()
     child = subprocess.Popen(
         spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=prepare(spec, group),
+        stderr=subprocess.PIPE, preexec_fn=prepare(spec, group, told), pass_fds=(told,),
     )  # fmt: skip
+    os.close(told)
+    joined = os.read(report, 1) == b"1"
+    os.close(report)
     (directory / "child.pid").write_text(str(child.pid))
+    if group is not None and not joined:
+        # The host made the group but would not take the worker: it runs under the rlimits.
+        group.remove()
+        (directory / "cgroup").unlink(missing_ok=True)
+        print("limits: rlimits (the cgroup refused the worker)", flush=True)
+        group = None
+    elif group is not None:
+        print(f"limits: cgroup {group.cpu} {group.memory}", flush=True)
+    else:
+        print("limits: rlimits", flush=True)
     lock = threading.Lock()
     with open(directory / "log", "a", buffering=1) as out:
         pumps = [

@@ -1,6 +1,7 @@
 """The local backend runs real processes: no database involved."""
 
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends import base, cgroups
+from clusters.backends import base, cgroups, local_shim
 from clusters.backends.base import AttemptSpec, WorkerSpec
 from clusters.backends.local import OOM_REASON, LocalBackend, alive, parse_inventory
 from tests.processes import gone, wait_until
@@ -284,3 +285,36 @@ def test_a_running_worker_reports_when_its_job_last_checkpointed(backend):
     assert reported is not None and abs(reported - time.time()) < 15
     backend.stop(1, grace_s=1)
     assert ended(backend)
+
+
+@needs_cgroups
+def test_a_worker_the_cgroup_refuses_runs_under_rlimits_and_the_shim_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    def refuse(group, pid):
+        raise PermissionError("cgroup.procs refused the worker")
+
+    # The child forks from this process, so it joins through the patched method.
+    monkeypatch.setattr(cgroups.Group, "join", refuse)
+    made = []
+    create = cgroups.create
+    monkeypatch.setattr(cgroups, "create", lambda *a: made.append(create(*a)) or made[-1])
+    directory = tmp_path / "worker"
+    directory.mkdir()
+    limit_probe = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
+    (directory / "spec.json").write_text(json.dumps({
+        "command": [sys.executable, "-c", limit_probe], "env": dict(os.environ),
+        "cwd": str(directory / "work"), "memory_mb": 512, "cpu_milli": 1000, "cgroups": True,
+        "max_runtime_s": 30, "cpu_seconds": 30, "grace_s": 1,
+    }))  # fmt: skip
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        local_shim.main(directory)
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+
+    assert "limits: rlimits (the cgroup refused the worker)" in capsys.readouterr().out
+    assert not (directory / "cgroup").exists()
+    assert (directory / "log").read_text().strip() == f"stdout\t{512 * 1024 * 1024}"
+    (group,) = made
+    assert not group.cpu.exists() and not group.memory.exists()
