@@ -207,8 +207,8 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
     ).values_list("pk", "job_id", "number", "job__tenant_id")
     attempts = {pk: (job_id, number) for pk, job_id, number, _ in rows}
     tenants = {pk: tenant for pk, _, _, tenant in rows}
-    mine = within_tenant_rate(capped([line for line in lines if line.attempt_id in attempts]),
-                              tenants, now)  # fmt: skip
+    fresh = unstored([line for line in lines if line.attempt_id in attempts])
+    mine = within_tenant_rate(capped(fresh), tenants, now)
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text) for line in mine],
@@ -221,6 +221,23 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
                                              stream=line.stream, text=line.text))  # fmt: skip
     events.publish_logs(by_job)
     return len(mine)
+
+
+def unstored(lines: list[base.LogLine]) -> list[base.LogLine]:
+    """The lines not stored yet. An agent that restarts sends its workers' logs again: those
+    lines must neither count toward the tenant's rate nor reach the viewers twice. One query,
+    over each worker's seq range in the batch."""
+    ranges: dict[tuple[int, int], list[int]] = {}
+    for line in lines:
+        low_high = ranges.setdefault((line.attempt_id, line.rank), [line.seq, line.seq])
+        low_high[0], low_high[1] = min(low_high[0], line.seq), max(low_high[1], line.seq)
+    if not ranges:
+        return []
+    where = Q()
+    for (attempt_id, rank), (low, high) in ranges.items():
+        where |= Q(attempt_id=attempt_id, worker=rank, seq__gte=low, seq__lte=high)
+    stored = set(LogChunk.objects.filter(where).values_list("attempt_id", "worker", "seq"))
+    return [line for line in lines if (line.attempt_id, line.rank, line.seq) not in stored]
 
 
 def capped(lines: list[base.LogLine]) -> list[base.LogLine]:

@@ -291,6 +291,22 @@ def test_a_tenant_past_its_log_rate_loses_lines_and_its_neighbour_does_not(east,
     assert kept(quiet_attempt) == [(i, f"l{i}") for i in range(6)]
 
 
+def test_lines_sent_again_do_not_count_toward_the_tenants_log_rate(agent, gang, settings):
+    settings.MLSCHED_TENANT_LOG_RATE = 4
+    attempt = gang.attempts.get()
+    east = attempt.cluster
+    lines = [base.LogLine(attempt.pk, 0, i, "stdout", f"l{i}") for i in range(5)]
+    minute = 60.0 * 29_000_001  # every batch inside one rate window
+
+    agents.store_logs(east, lines[:3], minute)
+    assert agents.store_logs(east, lines[:3], minute + 1) == 0  # an agent restart resends them
+    agents.store_logs(east, lines[3:], minute + 2)
+
+    note = "[mlsched] log lines dropped: this tenant passed 4 lines a minute"
+    kept = list(LogChunk.objects.filter(attempt=attempt).order_by("seq").values_list("text"))
+    assert kept == [("l0",), ("l1",), ("l2",), ("l3",), (note,)]
+
+
 def test_logs_of_another_clusters_attempt_are_dropped(gang):
     west = ClusterFactory(name="west")
     client = APIClient()
