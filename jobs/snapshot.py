@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
@@ -58,7 +59,7 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         tenants=tenants(rows),
         now=now,
         seed=seed,
-        policy=policy or p.Policy(),
+        policy=policy or p.Policy(queue_depth=settings.MLSCHED_QUEUE_DEPTH),
         recent_shapes=running_shapes(rows),
     )
     pending = {

@@ -166,6 +166,11 @@ MLSCHED_SUBMIT_RATE = os.environ.get("MLSCHED_SUBMIT_RATE", "300/minute")
 MLSCHED_LOG_MAX_LINES = int(os.environ.get("MLSCHED_LOG_MAX_LINES", "1000000"))
 # Log lines a minute one tenant's workers may add together; the rest are dropped with a note.
 MLSCHED_TENANT_LOG_RATE = int(os.environ.get("MLSCHED_TENANT_LOG_RATE", "600000"))
+# Unset: every queued job is decided each cycle. A number: a cycle stops once that many jobs
+# have had to wait (the rest wait as beyond_queue_depth; see Policy.queue_depth).
+MLSCHED_QUEUE_DEPTH = (
+    int(os.environ["MLSCHED_QUEUE_DEPTH"]) if os.environ.get("MLSCHED_QUEUE_DEPTH") else None
+)
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 

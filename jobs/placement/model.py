@@ -196,9 +196,10 @@ class Policy:
     backfill: bool = True
     # A cycle stops once this many jobs, in queue order, have had to wait; the rest wait as
     # ``beyond_queue_depth`` with no estimate (as Slurm's bf_max_job_test bounds its backfill
-    # pass). It bounds a cycle on a very long queue; placements do not count, so draining a
-    # backlog onto free nodes is not slowed. None decides every job.
-    queue_depth: int | None = 5000
+    # pass). It bounds a cycle on a very long queue, at a price: a job past it is not placed
+    # even where it would fit, for as long as that many jobs ahead of it wait. Placements do
+    # not count. None (the default) decides every job.
+    queue_depth: int | None = None
     # A blocked job whose nodes never free up gets no reservation; the next blocked job may
     # try, a bounded number of times, since each try walks every expected end.
     max_reservation_attempts: int = 4

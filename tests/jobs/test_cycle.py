@@ -98,6 +98,18 @@ def test_it_leaves_a_job_that_cannot_fit_queued_with_a_reason():
     assert not job.attempts.exists()
 
 
+def test_mlsched_queue_depth_stops_the_cycle_after_that_many_waiting_jobs(settings):
+    settings.MLSCHED_QUEUE_DEPTH = 1
+    n8_a100_nodes(1)
+    first, second = training(workers=2), training(workers=2)  # neither fits on one node
+
+    cycle.run_cycle()
+
+    reasons = [Job.objects.get(pk=job.pk).pending_reason for job in (first, second)]
+    assert reasons.count("beyond_queue_depth") == 1
+    assert all(reasons)
+
+
 def test_it_shares_a_gpu_between_small_evaluation_jobs_in_disjoint_ranges():
     n1_t4_shareable_nodes(1)
     jobs = [
