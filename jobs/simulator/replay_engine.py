@@ -92,7 +92,7 @@ def _may_change(replay) -> bool:
     preemption a replay has: it has no quotas to reclaim)."""
     if any(g == 1000 for n in replay.nodes.values() for g in n.free):
         return True
-    lowest = min((_tier(j) for j in replay.running.values() if j.family != TRAINING), default=None)
+    lowest = min((_tier(j) for j in replay.running.values() if _preemptible(j)), default=None)
     return lowest is not None and any(_tier(j) > lowest for j in replay.queue)
 
 
@@ -130,7 +130,7 @@ def _running(j) -> RunningJob:
         id=j.trace.id,
         tenant=j.tenant,
         tier=_tier(j),
-        preemptible=j.family != TRAINING,
+        preemptible=_preemptible(j),
         allocations=allocations,
         expected_end=j.start + j.limit,
         last_checkpoint=j.start,
@@ -149,9 +149,14 @@ def _queued(j) -> QueuedJob:
         cpu_milli=JOB_CPU_PER_GPU * j.per,
         memory_mb=JOB_MEMORY_PER_GPU * j.per,
         gpus=j.per,
-        preemptible=j.family != TRAINING,
+        preemptible=_preemptible(j),
         max_runtime=j.limit,
     )
+
+
+def _preemptible(j) -> bool:
+    # The replay's rule: inference and evaluation may be preempted, training may not.
+    return j.family != TRAINING
 
 
 def _tier(j) -> int:
