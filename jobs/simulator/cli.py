@@ -58,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     return replay_cli.run(args, command)
 
 
+def bad_input(error: Exception) -> int:
+    """One line on stderr for an input the simulator cannot use; the exit status is 2."""
+    print(f"simulate: {error}", file=sys.stderr)
+    return 2
+
+
 def run_fgd(args: argparse.Namespace, command: str) -> int:
     """Run every policy x seed, print a line per run, write CSV/PNG, end with the summary line."""
     policies = args.policy.split(",")
@@ -66,7 +72,10 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
         print(f"unknown policy: {', '.join(unknown)}", file=sys.stderr)
         return 2
     seeds = args.seeds or [args.seed]
-    nodes, pods = read_nodes(args.nodes), read_pods(args.pods)
+    try:
+        nodes, pods = read_nodes(args.nodes), read_pods(args.pods)
+    except (OSError, ValueError) as error:
+        return bad_input(error)
     workload = args.pods.stem
     gpus = sum(n.gpus for n in nodes)
     published_path = args.published or report.find_published(args.pods)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.placement.fragmentation import MILLI, TaskShape
+from jobs.simulator.csvin import read_rows
 
 
 @dataclass(frozen=True)
@@ -51,25 +51,27 @@ class Pod:
 
 def read_nodes(path: str | Path, gpu_only: bool = True) -> list[Node]:
     """Nodes of a node list (``sn,cpu_milli,memory_mib,gpu,model``); GPU nodes only by default."""
-    with open(path, newline="") as f:
-        nodes = [
-            Node(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"])
-            for r in csv.DictReader(f)
-        ]
+    nodes = read_rows(
+        path,
+        ("sn", "cpu_milli", "memory_mib", "gpu", "model"),
+        lambda r: Node(
+            r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"]
+        ),
+    )
     return [n for n in nodes if n.gpus > 0] if gpu_only else nodes
 
 
 def read_pods(path: str | Path) -> list[Pod]:
     """Pods of a pod list; ``gpu_spec`` is optional (the multigpu lists do not have it)."""
-    with open(path, newline="") as f:
-        return [
-            Pod(
-                r["name"],
-                int(r["cpu_milli"]),
-                int(r["memory_mib"]),
-                int(r["num_gpu"]),
-                int(r["gpu_milli"]),
-                (r.get("gpu_spec") or "").strip(),
-            )
-            for r in csv.DictReader(f)
-        ]
+    return read_rows(
+        path,
+        ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"),
+        lambda r: Pod(
+            r["name"],
+            int(r["cpu_milli"]),
+            int(r["memory_mib"]),
+            int(r["num_gpu"]),
+            int(r["gpu_milli"]),
+            (r.get("gpu_spec") or "").strip(),
+        ),
+    )

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from jobs.simulator.cli import bad_input
 from jobs.simulator.replay import REPLAY_POLICIES, Replay, Result, make_policy
 from jobs.simulator.traces import parse_clusters, read_jobs
 
@@ -28,8 +29,11 @@ def run(args: argparse.Namespace, command: str) -> int:
     if unknown:
         print(f"unknown policy: {', '.join(unknown)}", file=sys.stderr)
         return 2
-    jobs = read_jobs(args.trace)[: args.limit]
-    clusters = parse_clusters(args.clusters)
+    try:
+        jobs = read_jobs(args.trace)[: args.limit]
+        clusters = parse_clusters(args.clusters)
+    except (OSError, ValueError) as error:
+        return bad_input(error)
     log, results, last = [f"# {command}"], {}, ""
     for policy in policies:
         started = time.perf_counter()

@@ -6,12 +6,12 @@ tenants by a stable hash of the job id (``tenant_of``), so a replay is reproduci
 
 from __future__ import annotations
 
-import csv
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.placement.model import BATCH_INFERENCE, EVALUATION, TRAINING
+from jobs.simulator.csvin import read_rows
 
 # Per GPU of a node, and per GPU a job asks for: CPU and memory are generous so that GPUs are
 # the contended resource, as in the traces (which record GPUs only).
@@ -44,16 +44,13 @@ class ClusterSpec:
 
 def read_jobs(path: str | Path) -> list[TraceJob]:
     """Jobs of an ITP (``submission_time``) or Philly (``submit_time``) CSV, by submit time."""
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        fields = reader.fieldnames or []
-        submit = "submission_time" if "submission_time" in fields else "submit_time"
-        if submit not in fields or "duration" not in fields or "num_gpu" not in fields:
-            raise ValueError(f"{path}: needs job_id, {submit}, duration and num_gpu columns")
-        jobs = [
-            TraceJob(r["job_id"], float(r[submit]), float(r["duration"]), int(r["num_gpu"]))
-            for r in reader
-        ]
+
+    def job(r: dict) -> TraceJob:
+        submit = r["submission_time"] if "submission_time" in r else r["submit_time"]
+        return TraceJob(r["job_id"], float(submit), float(r["duration"]), int(r["num_gpu"]))
+
+    columns = ("job_id", ("submission_time", "submit_time"), "duration", "num_gpu")
+    jobs = read_rows(path, columns, job)
     return sorted(jobs, key=lambda j: (j.submit, j.id))
 
 

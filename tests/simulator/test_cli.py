@@ -82,3 +82,39 @@ def test_it_runs_as_a_module_without_django(n4_gpu_nodes, p12_mixed_pods):
 def test_it_requires_its_inputs(argv):
     with pytest.raises(SystemExit):
         main(argv)
+
+
+ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
+
+
+@pytest.mark.parametrize(
+    "trace, clusters, says",
+    [
+        (ITP_HEADER + "a,0,60,1\n", "a:16x8", "bad cluster spec 'a:16x8'"),
+        ("job_id,submission_time,duration\na,0,60\n", "a:1x8xA100", "missing column(s) num_gpu"),
+        (ITP_HEADER + "a,0,60,1\nb,5,soon,1\n", "a:1x8xA100", "line 3: could not convert"),
+        (None, "a:1x8xA100", "No such file"),
+    ],
+)
+def test_a_replay_input_it_cannot_use_is_one_line_and_status_2(
+    capsys, tmp_path, trace, clusters, says
+):
+    path = tmp_path / "jobs.csv"
+    if trace is not None:
+        path.write_text(trace)
+
+    code = main(["replay", "--trace", str(path), "--clusters", clusters, "--policy", "fifo"])
+
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("simulate: ") and says in err[0]
+
+
+def test_an_fgd_pod_list_without_its_columns_is_named(capsys, tmp_path, n4_gpu_nodes):
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli\np0,1000\n")
+
+    code = main(["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(pods), "--policy", "fgd"])
+
+    assert code == 2
+    assert "missing column(s) memory_mib, num_gpu, gpu_milli" in capsys.readouterr().err
