@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from clusters import agents
 from clusters.backends import base
 from clusters.models import Cluster
+from jobs.serializers import LABEL_KEY, StringMap
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -40,14 +41,37 @@ class IsClusterAgent(BasePermission):
         return isinstance(request.auth, Cluster)
 
 
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+# The last second a datetime can hold (9999-12-31).
+MAX_TIMESTAMP = 253_402_300_799
+
+
+class AgentText(serializers.CharField):
+    """Text a cluster reports (log lines, reasons): NUL and unpaired surrogates become U+FFFD
+    and it is cut at ``cut_at`` characters, never refused: one worker's odd output must not
+    get its whole batch, and with it the cluster's reports, turned away."""
+
+    def __init__(self, *, cut_at: int, **kwargs):
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.cut_at = cut_at
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)[: self.cut_at]
+        text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates
+        return text.replace("\x00", "\ufffd")
+
+
 class NodeSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=253)
-    cpu_milli = serializers.IntegerField(min_value=0)
-    memory_mb = serializers.IntegerField(min_value=0)
+    cpu_milli = serializers.IntegerField(min_value=0, max_value=INT32)
+    memory_mb = serializers.IntegerField(min_value=0, max_value=INT32)
     gpu_type = serializers.CharField(max_length=64, allow_blank=True, default="")
     gpu_count = serializers.IntegerField(min_value=0, max_value=64, default=0)
     gpu_shareable = serializers.BooleanField(default=False)
-    topology = serializers.DictField(child=serializers.CharField(), default=dict)
+    topology = StringMap(LABEL_KEY, "a label key", child=serializers.CharField(), default=dict)
     ready = serializers.BooleanField(default=True)
 
     def validate(self, data):
@@ -61,20 +85,24 @@ PHASES = [base.PENDING, base.RUNNING, base.EXITED, base.FAILED, base.STOPPED, ba
 
 
 class WorkerStatusSerializer(serializers.Serializer):
-    attempt_id = serializers.IntegerField(min_value=1)
-    rank = serializers.IntegerField(min_value=0)
+    attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
+    rank = serializers.IntegerField(min_value=0, max_value=INT32)
     phase = serializers.ChoiceField(choices=PHASES)
-    exit_code = serializers.IntegerField(allow_null=True, default=None)
-    reason = serializers.CharField(allow_blank=True, default="", max_length=300)
-    checkpoint_at = serializers.FloatField(allow_null=True, default=None, min_value=0)
+    exit_code = serializers.IntegerField(
+        allow_null=True, default=None, min_value=-INT32 - 1, max_value=INT32
+    )
+    reason = AgentText(default="", cut_at=300)
+    checkpoint_at = serializers.FloatField(
+        allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP
+    )
 
 
 class LogLineSerializer(serializers.Serializer):
-    attempt_id = serializers.IntegerField(min_value=1)
-    rank = serializers.IntegerField(min_value=0)
-    seq = serializers.IntegerField(min_value=0)
+    attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
+    rank = serializers.IntegerField(min_value=0, max_value=INT32)
+    seq = serializers.IntegerField(min_value=0, max_value=INT32)
     stream = serializers.ChoiceField(choices=["stdout", "stderr"])
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=65_536)
+    text = AgentText(cut_at=65_536)
 
 
 class InventorySerializer(serializers.Serializer):

@@ -1,5 +1,7 @@
 """The REST API's shapes: what a submission may say, and what a job looks like."""
 
+import re
+
 from rest_framework import serializers
 
 from jobs.models import Family, Job, JobEvent, LogChunk
@@ -14,6 +16,27 @@ PREEMPTIBLE_BY_DEFAULT = {
 }
 
 
+class StringMap(serializers.DictField):
+    """A mapping of strings to strings whose keys match ``key_pattern`` (values are ``child``)."""
+
+    def __init__(self, key_pattern: str, key_rule: str, **kwargs):
+        super().__init__(**kwargs)
+        self.key_pattern, self.key_rule = re.compile(key_pattern), key_rule
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        bad = sorted(k for k in value if not self.key_pattern.fullmatch(k))
+        if bad:
+            raise serializers.ValidationError(f"{bad[0][:80]!r} is not {self.key_rule}.")
+        return value
+
+
+# Kubernetes' rule for environment variable names, so a job runs on any backend.
+ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}"
+# Cluster label keys: printable, no spaces, at most 253 characters.
+LABEL_KEY = r"[!-~]{1,253}"
+
+
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
@@ -24,7 +47,12 @@ class SubmitSerializer(serializers.Serializer):
         min_length=1,
         max_length=1000,
     )
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True), default=dict)
+    env = StringMap(
+        ENV_NAME,
+        "an environment variable name (letters, digits, '-', '.', '_'; not a leading digit)",
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        default=dict,
+    )
     cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
     memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
     gpus = serializers.IntegerField(min_value=0, max_value=64, default=0)
@@ -32,7 +60,12 @@ class SubmitSerializer(serializers.Serializer):
     gpu_types = serializers.ListField(
         child=serializers.CharField(max_length=64), default=list, max_length=16
     )
-    cluster_selector = serializers.DictField(child=serializers.CharField(), default=dict)
+    cluster_selector = StringMap(
+        LABEL_KEY,
+        "a label key (1-253 printable characters, no spaces)",
+        child=serializers.CharField(),
+        default=dict,
+    )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     shards = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
     priority_class = serializers.SlugField(default="normal")

@@ -1,5 +1,6 @@
 """The agents' API: token scoping, validation, the desired state, reports moving jobs."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -305,6 +306,60 @@ def test_lines_sent_again_do_not_count_toward_the_tenants_log_rate(agent, gang, 
     note = "[mlsched] log lines dropped: this tenant passed 4 lines a minute"
     kept = list(LogChunk.objects.filter(attempt=attempt).order_by("seq").values_list("text"))
     assert kept == [("l0",), ("l1",), ("l2",), ("l3",), (note,)]
+
+
+def test_odd_worker_output_is_stored_cleaned_and_cut_not_refused(agent, gang):
+    attempt = gang.attempts.get()
+    texts = ["nul\x00byte", "lone \ud800 surrogate", "x" * 70_000]
+    lines = [{"attempt_id": attempt.pk, "rank": 0, "seq": i, "stream": "stdout", "text": t}
+             for i, t in enumerate(texts)]  # fmt: skip
+
+    # As an agent sends it: json.dumps escapes the surrogate.
+    response = agent.post("/api/v1/agent/east/logs/", json.dumps({"lines": lines}),
+                          content_type="application/json")  # fmt: skip
+
+    assert response.status_code == 200
+    stored = list(LogChunk.objects.order_by("seq").values_list("text", flat=True))
+    assert stored == ["nul\ufffdbyte", "lone ? surrogate", "x" * 65_536]
+
+
+def test_a_worker_reason_with_nul_or_too_long_is_kept_cleaned_and_cut(agent, gang):
+    attempt = gang.attempts.get()
+    worker = {"attempt_id": attempt.pk, "rank": 0, "phase": "failed",
+              "reason": "Evicted\x00" + "y" * 400}  # fmt: skip
+
+    response = post(agent, "east", "heartbeat", {"workers": [worker]})
+
+    assert response.status_code == 200
+    attempt.refresh_from_db()
+    assert "Evicted\ufffdyyy" in attempt.reason and len(attempt.reason) <= 300
+
+
+@pytest.mark.parametrize(
+    ("what", "item", "field"),
+    [
+        ("logs", {"rank": 2**40}, "rank"),
+        ("logs", {"seq": 2**31}, "seq"),
+        ("logs", {"attempt_id": 2**70}, "attempt_id"),
+        ("heartbeat", {"exit_code": 2**40}, "exit_code"),
+        ("heartbeat", {"checkpoint_at": 1e300}, "checkpoint_at"),
+        ("inventory", {"cpu_milli": 2**40}, "cpu_milli"),
+        ("inventory", {"topology": {"rack\x00": "r1"}}, "topology"),
+    ],
+)
+def test_a_value_the_database_cannot_hold_is_a_400_naming_it(agent, gang, what, item, field):
+    attempt = gang.attempts.get()
+    base_item = {
+        "logs": {"attempt_id": attempt.pk, "rank": 0, "seq": 0, "stream": "stdout", "text": "x"},
+        "heartbeat": {"attempt_id": attempt.pk, "rank": 0, "phase": "running"},
+        "inventory": {"name": "east-9", "cpu_milli": 1000, "memory_mb": 1000},
+    }[what]
+    key = {"logs": "lines", "heartbeat": "workers", "inventory": "nodes"}[what]
+
+    response = post(agent, "east", what, {key: [{**base_item, **item}]})
+
+    assert response.status_code == 400
+    assert field in str(response.json())
 
 
 def test_logs_of_another_clusters_attempt_are_dropped(gang):

@@ -68,6 +68,12 @@ def test_it_refuses_anonymous_callers(db):
         ({"priority_class": "urgent"}, "priority_class"),
         ({"tenant": "gamma"}, "tenant"),
         ({"max_runtime_s": None}, "max_runtime_s"),
+        ({"env": {"A\x00B": "x"}}, "env"),  # PostgreSQL cannot store NUL
+        ({"env": {"1LR": "x"}}, "env"),
+        ({"env": {"LR=2": "x"}}, "env"),
+        ({"env": {"LR": "0.1\x00"}}, "env"),
+        ({"cluster_selector": {"zone\x00": "a"}}, "cluster_selector"),
+        ({"cluster_selector": {"my zone": "a"}}, "cluster_selector"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(alice, gamma, changes, field):
@@ -77,6 +83,13 @@ def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(alice, gamma, ch
     assert field in response.json()
     assert not Job.objects.exists()
     assert not JobEvent.objects.exists()
+
+
+def test_environment_values_are_kept_as_given(alice):
+    response = submit(alice, env={"PROMPT": "  two leading spaces", "EMPTY": ""})
+
+    job = Job.objects.get(pk=response.json()["id"])
+    assert job.env == {"PROMPT": "  two leading spaces", "EMPTY": ""}
 
 
 def test_a_missing_field_is_named(alice):
