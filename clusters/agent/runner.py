@@ -66,7 +66,15 @@ class Agent:
         self.unsent.extend(self.backend.logs())
         del self.unsent[:-MAX_BUFFERED_LINES]  # a long outage drops the oldest lines
         for start in range(0, len(self.unsent), 5000):
-            self.control.logs(self.unsent[start : start + 5000])
+            batch = self.unsent[start : start + 5000]
+            try:
+                self.control.logs(batch)
+            except requests.HTTPError as error:
+                # A batch the control plane refuses (400) would be refused again: sending it
+                # forever would hold back every heartbeat behind it.
+                if error.response is None or error.response.status_code != 400:
+                    raise
+                log.error("control plane refused %d log lines, dropped: %s", len(batch), error)
         self.unsent.clear()
 
     def reconcile(self, state: dict, statuses: list[base.WorkerStatus]) -> None:

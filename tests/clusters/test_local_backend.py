@@ -34,12 +34,6 @@ def spec(command, workers=1, attempt=1, number=1, runtime=60, gpus=((0,),)):
     )  # fmt: skip
 
 
-@pytest.fixture
-def backend(tmp_path):
-    nodes = parse_inventory("1x8xA100", "local")
-    return LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", default_grace_s=2)
-
-
 def phases(backend, attempt=1):
     return {s.rank: s for s in backend.status() if s.attempt_id == attempt}
 
