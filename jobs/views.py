@@ -61,13 +61,21 @@ def submit(request):
     errors = {}
     if request.method == "POST":
         values = {f: request.POST.get(f, "").strip() for f in FORM_FIELDS}
-        data = {**values, "command": shlex.split(values["command"])}
-        checked = SubmitSerializer(data=data, tenants=access.submit_tenants(request.user))
-        if checked.is_valid():
+        try:
+            command = shlex.split(values["command"])
+        except ValueError as error:  # an unclosed quote
+            command, errors["command"] = [], f"Cannot split the command: {error}."
+        checked = SubmitSerializer(
+            data={**values, "command": command}, tenants=access.submit_tenants(request.user)
+        )
+        if checked.is_valid() and not errors:
             spec = dict(checked.validated_data)
             job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
             return redirect("job", pk=job.pk)
-        errors = {field: " ".join(map(str, messages)) for field, messages in checked.errors.items()}
+        errors = {
+            **{field: " ".join(map(str, messages)) for field, messages in checked.errors.items()},
+            **errors,
+        }
     context = {
         "values": values,
         "errors": errors,

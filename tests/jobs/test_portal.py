@@ -1,3 +1,5 @@
+import pytest
+
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Membership
@@ -74,14 +76,18 @@ def test_the_submit_form_queues_a_job_and_shows_it(client, alice):
                                                      State.QUEUED)  # fmt: skip
 
 
-def test_the_submit_form_marks_the_bad_field_and_writes_nothing(client, alice):
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"cpu_milli": "0"}, "cpu_milli"), ({"command": 'python -c "print(1)'}, "command")],
+)
+def test_the_submit_form_marks_the_bad_field_and_writes_nothing(client, alice, changes, field):
     PriorityClassFactory(name="normal", value=0)
     client.force_login(alice)
 
-    response = client.post("/jobs/new/", {**FORM, "cpu_milli": "0"})
+    response = client.post("/jobs/new/", {**FORM, **changes})
 
     assert response.status_code == 400
-    assert 'data-field="cpu_milli"' in response.text
+    assert f'data-field="{field}"' in response.text
     assert not Job.objects.exists()
 
 
