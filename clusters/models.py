@@ -3,10 +3,21 @@
 import hashlib
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
 GPU_MILLI = 1000  # one whole GPU, in milli-GPU
+
+
+def validate_labels(value) -> None:
+    """Labels are a mapping of strings to strings; NUL, which PostgreSQL cannot store, is out."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValidationError('Give a mapping of strings to strings, e.g. {"zone": "a"}.')
+    if any("\x00" in k or "\x00" in v for k, v in value.items()):
+        raise ValidationError("Labels may not contain NUL characters.")
 
 
 def hash_token(token: str) -> str:
@@ -26,7 +37,7 @@ class Cluster(models.Model):
     name = models.SlugField(max_length=63, unique=True)
     backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
     region = models.CharField(max_length=64, blank=True)
-    labels = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])
     health = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     # Only the hash is kept: a leaked database does not let anyone act as an agent.
@@ -62,7 +73,10 @@ class Node(models.Model):
         default=False, help_text="Small jobs may share one of this node's GPUs."
     )
     topology = models.JSONField(
-        default=dict, blank=True, help_text='Topology labels, e.g. {"rack": "r1"}.'
+        default=dict,
+        blank=True,
+        validators=[validate_labels],
+        help_text='Topology labels, e.g. {"rack": "r1"}.',
     )
     schedulable = models.BooleanField(default=True)
     healthy = models.BooleanField(default=True)

@@ -1,5 +1,6 @@
 import pytest
 
+from clusters.models import Cluster
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
 
@@ -68,3 +69,15 @@ def test_lifecycle_records_are_listed_but_not_addable(admin_client, model):
 
     assert listing.status_code == 200
     assert adding.status_code == 403
+
+
+@pytest.mark.parametrize("labels", ['{"zone\\u0000": "a"}', '{"zone": 5}', '["zone"]'])
+def test_cluster_labels_the_database_cannot_hold_are_a_form_error(admin_client, labels):
+    inline = {"nodes-TOTAL_FORMS": "0", "nodes-INITIAL_FORMS": "0", "nodes-MAX_NUM_FORMS": "1000"}
+    form = {"name": "east", "backend": "local", "region": "", "labels": labels, **inline}
+
+    page = admin_client.post("/admin/clusters/cluster/add/", form)
+
+    assert page.status_code == 200  # the form again, with the error; no 500
+    assert "errorlist" in page.text
+    assert not Cluster.objects.exists()
