@@ -7,13 +7,14 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions
 from jobs.models import LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
+from jobs.states import State
 from jobs.throttles import SubmitRate
 
 PAGE = 100
@@ -35,9 +36,11 @@ class JobsView(APIView):
     def get(self, request):
         jobs = visible(request).order_by("-id")
         if state := request.query_params.get("state"):
+            if state not in State.values:
+                raise ValidationError({"state": f"One of {', '.join(State.values)}."})
             jobs = jobs.filter(state=state)
-        if before := request.query_params.get("before"):
-            jobs = jobs.filter(id__lt=int(before)) if before.isdigit() else jobs.none()
+        if (before := id_param(request, "before")) is not None:
+            jobs = jobs.filter(id__lt=before)
         page = list(jobs[:PAGE])
         return Response({"jobs": JobSerializer(page, many=True).data,
                          "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
@@ -83,10 +86,20 @@ class LogsView(APIView):
 
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
-        after = request.query_params.get("after", "0")
-        lines = job_lines(job, int(after) if after.isdigit() else 0)
+        after = id_param(request, "after") or 0
+        lines = job_lines(job, after)
         return Response({"lines": LogLineSerializer(lines, many=True).data,
-                         "next": lines[-1].pk if lines else int(after or 0)})  # fmt: skip
+                         "next": lines[-1].pk if lines else after})  # fmt: skip
+
+
+def id_param(request, name: str) -> int | None:
+    """A query parameter holding an id; a 400 naming it if it is not a whole number."""
+    raw = request.query_params.get(name, "")
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValidationError({name: "An id: a whole number."})
+    return int(raw)
 
 
 def job_lines(job, after: int, limit: int = 1000):

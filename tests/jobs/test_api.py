@@ -92,6 +92,26 @@ def test_environment_values_are_kept_as_given(alice):
     assert job.env == {"PROMPT": "  two leading spaces", "EMPTY": ""}
 
 
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("", "state=done"),
+        ("", "state=queued%00"),  # PostgreSQL cannot compare with NUL: it was a 500
+        ("", "before=abc"),
+        ("", "before=%C2%B2"),  # a digit to str.isdigit, not to int()
+        ("logs/", "after=abc"),  # it was a 500 on a job without logs
+    ],
+)
+def test_a_malformed_query_parameter_is_a_400_naming_it(alice, path, param):
+    job = submit(alice).json()["id"]
+    url = f"/api/v1/jobs/{job}/{path}" if path else "/api/v1/jobs/"
+
+    response = client_for(alice).get(f"{url}?{param}")
+
+    assert response.status_code == 400
+    assert param.split("=")[0] in response.json()
+
+
 def test_a_missing_field_is_named(alice):
     spec = {k: v for k, v in SPEC.items() if k != "image"}
 
