@@ -32,6 +32,9 @@ class JobConsumer(JsonWebsocketConsumer):
         self.accept()
         self.send_json({"type": "state", "state": job["state"], "reason": ""})
 
+    def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """The page only listens: whatever a client sends (not always JSON) is ignored."""
+
     def disconnect(self, code):
         for group in getattr(self, "groups_joined", []):
             async_to_sync(self.channel_layer.group_discard)(group, self.channel_name)

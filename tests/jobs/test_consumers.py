@@ -79,3 +79,17 @@ async def test_it_pushes_log_lines_as_the_agent_stores_them(alpha, alice):
     want = {"attempt": 1, "worker": 0, "seq": 0, "stream": "stdout", "text": "epoch 1 loss 0.3"}
     assert message == {"type": "logs", "lines": [want]}
     await socket.disconnect()
+
+
+async def test_what_a_client_sends_is_ignored_and_the_stream_goes_on(alpha, alice):
+    job = await sync_to_async(JobFactory)(tenant=alpha, owner=alice)
+    socket, _, _ = await connect(alice, job.pk)
+    await socket.receive_json_from()
+
+    await socket.send_to(text_data="{not json")
+    await socket.send_to(bytes_data=b"\x00\xff")
+    await sync_to_async(actions.transition)(job, State.CANCELED, "asked")
+
+    assert await socket.receive_json_from(timeout=5) == {
+        "type": "state", "state": "canceled", "reason": "asked"}  # fmt: skip
+    await socket.disconnect()
