@@ -34,6 +34,11 @@ def spec_from_dict(data: dict) -> base.AttemptSpec:
     return base.AttemptSpec(**{**data, "command": tuple(data["command"]), "workers": workers})
 
 
+def refused(error: requests.HTTPError) -> bool:
+    """Whether the control plane turned the request down for its content (400)."""
+    return error.response is not None and error.response.status_code == 400
+
+
 class Agent:
     def __init__(self, control: ControlPlane, backend: base.Backend, interval: float = 1.0):
         self.control = control
@@ -55,7 +60,13 @@ class Agent:
 
     def step(self) -> None:
         if self.steps % INVENTORY_EVERY == 0:
-            self.control.inventory(self.backend.inventory())
+            try:
+                self.control.inventory(self.backend.inventory())
+            except requests.HTTPError as error:
+                # Refused now, refused again: the heartbeat must not wait on it.
+                if not refused(error):
+                    raise
+                log.error("control plane refused the inventory: %s", error)
         self.steps += 1
         statuses = self.backend.status()  # 1
         self.ship_logs()  # 2
@@ -70,9 +81,9 @@ class Agent:
             try:
                 self.control.logs(batch)
             except requests.HTTPError as error:
-                # A batch the control plane refuses (400) would be refused again: sending it
-                # forever would hold back every heartbeat behind it.
-                if error.response is None or error.response.status_code != 400:
+                # A batch the control plane refuses would be refused again: sending it forever
+                # would hold back every heartbeat behind it.
+                if not refused(error):
                     raise
                 log.error("control plane refused %d log lines, dropped: %s", len(batch), error)
         self.unsent.clear()

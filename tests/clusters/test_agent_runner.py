@@ -1,5 +1,5 @@
 """The agent loop with the local backend's real processes, and a stand-in for the control
-plane that refuses log batches."""
+plane that refuses log batches or the inventory."""
 
 import sys
 
@@ -7,6 +7,12 @@ import requests
 
 from clusters.agent.runner import Agent
 from tests.clusters.test_local_backend import ended, spec
+
+
+def bad_request():
+    response = requests.Response()
+    response.status_code = 400
+    return requests.HTTPError("400 Client Error: Bad Request", response=response)
 
 
 class RefusesLogs:
@@ -21,9 +27,7 @@ class RefusesLogs:
 
     def logs(self, lines):
         self.log_calls.append(len(lines))
-        response = requests.Response()
-        response.status_code = 400
-        raise requests.HTTPError("400 Client Error: Bad Request", response=response)
+        raise bad_request()
 
     def heartbeat(self, workers):
         self.heartbeats += 1
@@ -42,3 +46,27 @@ def test_a_refused_log_batch_is_dropped_and_the_heartbeat_still_goes(backend):
     assert control.log_calls == [1]  # sent once, not again
     assert control.heartbeats == 2
     assert agent.unsent == []
+
+
+class RefusesInventory(RefusesLogs):
+    def __init__(self):
+        super().__init__()
+        self.inventories = 0
+
+    def inventory(self, nodes):
+        self.inventories += 1
+        raise bad_request()
+
+    def logs(self, lines):
+        return {}
+
+
+def test_a_refused_inventory_does_not_stop_the_heartbeats(backend):
+    control = RefusesInventory()
+    agent = Agent(control, backend)
+
+    agent.step()
+    agent.step()
+
+    assert control.inventories == 1  # tried again only at the next inventory step
+    assert control.heartbeats == 2
