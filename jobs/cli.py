@@ -29,15 +29,22 @@ class Api:
         self.session.headers["Authorization"] = f"Token {token}"
 
     def call(self, method: str, path: str, **kwargs) -> dict:
-        response = self.session.request(method, self.url + path, timeout=30, **kwargs)
+        try:
+            response = self.session.request(method, self.url + path, timeout=30, **kwargs)
+        except requests.RequestException as error:
+            raise SystemExit(f"cannot reach {self.url} (MLSCHED_URL): {error}") from None
         if response.status_code >= 400:
             raise SystemExit(f"error {response.status_code}: {response.text}")
         return response.json()
 
 
 def submit(api: Api, args) -> None:
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    job = api.call("POST", "jobs/", json=json.loads(text))
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        spec = json.loads(text)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{args.file}: not a readable JSON job description: {error}") from None
+    job = api.call("POST", "jobs/", json=spec)
     print(f"{job['id']} {job['state']}")
 
 

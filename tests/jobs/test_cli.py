@@ -66,3 +66,24 @@ def test_the_cli_reports_a_refused_submission(cli):
 
     assert out.returncode != 0
     assert "cpu_milli" in out.stderr
+
+
+def test_the_cli_says_what_is_wrong_with_a_job_file_in_one_line(cli, tmp_path):
+    broken = tmp_path / "job.json"
+    broken.write_text('{"name": "unfinished"')
+
+    for path in (str(broken), str(tmp_path / "missing.json")):
+        out = cli("submit", path)
+        assert out.returncode != 0
+        assert out.stderr.strip().startswith(f"{path}: not a readable JSON job description")
+        assert "Traceback" not in out.stderr
+
+
+def test_the_cli_says_when_it_cannot_reach_the_server(alice):
+    env = {"MLSCHED_URL": "http://127.0.0.1:9", "MLSCHED_TOKEN": "t", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert out.returncode != 0
+    assert out.stderr.startswith("cannot reach http://127.0.0.1:9/api/v1/ (MLSCHED_URL)")
+    assert "Traceback" not in out.stderr
