@@ -79,7 +79,7 @@ def test_the_cli_says_what_is_wrong_with_a_job_file_in_one_line(cli, tmp_path):
         assert "Traceback" not in out.stderr
 
 
-def test_the_cli_says_when_it_cannot_reach_the_server(alice):
+def test_the_cli_says_when_it_cannot_reach_the_server():
     env = {"MLSCHED_URL": "http://127.0.0.1:9", "MLSCHED_TOKEN": "t", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
