@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 
 from clusters import agents
 from clusters.backends import base
-from clusters.models import Cluster
-from jobs.serializers import LABEL_KEY, StringMap
+from clusters.models import LABEL_KEY, Cluster
+from jobs.serializers import StringMap
 
 
 class AgentTokenAuthentication(BaseAuthentication):

@@ -1,6 +1,7 @@
 """Clusters, their nodes, and the allocations that reserve node resources for attempts."""
 
 import hashlib
+import re
 import secrets
 
 from django.core.exceptions import ValidationError
@@ -10,14 +11,22 @@ from django.utils import timezone
 GPU_MILLI = 1000  # one whole GPU, in milli-GPU
 
 
+# A label key: printable, no spaces, at most 253 characters (a job's cluster selector and an
+# agent's topology labels follow the same rule).
+LABEL_KEY = r"[!-~]{1,253}"
+
+
 def validate_labels(value) -> None:
-    """Labels are a mapping of strings to strings; NUL, which PostgreSQL cannot store, is out."""
+    """Labels are a mapping of label keys to strings without NUL (PostgreSQL cannot store it)."""
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ValidationError('Give a mapping of strings to strings, e.g. {"zone": "a"}.')
-    if any("\x00" in k or "\x00" in v for k, v in value.items()):
-        raise ValidationError("Labels may not contain NUL characters.")
+    bad = [k for k in value if not re.fullmatch(LABEL_KEY, k)]
+    if bad:
+        raise ValidationError(f"{bad[0][:80]!r} is not a label key (printable, no spaces).")
+    if any("\x00" in v for v in value.values()):
+        raise ValidationError("Label values may not contain NUL characters.")
 
 
 def hash_token(token: str) -> str:

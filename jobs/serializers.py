@@ -4,6 +4,7 @@ import re
 
 from rest_framework import serializers
 
+from clusters.models import LABEL_KEY
 from jobs.models import Family, Job, JobEvent, LogChunk
 from quotas.models import PriorityClass
 
@@ -33,8 +34,6 @@ class StringMap(serializers.DictField):
 
 # Kubernetes' rule for environment variable names, so a job runs on any backend.
 ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}"
-# Cluster label keys: printable, no spaces, at most 253 characters.
-LABEL_KEY = r"[!-~]{1,253}"
 
 
 class SubmitSerializer(serializers.Serializer):

@@ -71,8 +71,11 @@ def test_lifecycle_records_are_listed_but_not_addable(admin_client, model):
     assert adding.status_code == 403
 
 
-@pytest.mark.parametrize("labels", ['{"zone\\u0000": "a"}', '{"zone": 5}', '["zone"]'])
-def test_cluster_labels_the_database_cannot_hold_are_a_form_error(admin_client, labels):
+@pytest.mark.parametrize(
+    "labels",
+    ['{"zone\\u0000": "a"}', '{"zone": "a\\u0000"}', '{"my zone": "a"}', '{"zone": 5}', '["zone"]'],
+)
+def test_cluster_labels_not_mapping_label_keys_to_text_are_a_form_error(admin_client, labels):
     inline = {"nodes-TOTAL_FORMS": "0", "nodes-INITIAL_FORMS": "0", "nodes-MAX_NUM_FORMS": "1000"}
     form = {"name": "east", "backend": "local", "region": "", "labels": labels, **inline}
 
