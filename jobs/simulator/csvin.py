@@ -16,7 +16,7 @@ def read_rows(
 ) -> list[T]:
     """``build(row)`` for every row. ``columns`` must be in the header; a tuple among them
     means any one of its names."""
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # a leading BOM is not a column
         reader = csv.DictReader(f)
         header = set(reader.fieldnames or ())
         missing = [

@@ -39,6 +39,13 @@ def test_it_reads_itp_and_philly_traces(tmp_path):
     assert read_jobs(philly) == [job("0", 0, 300, 4)]
 
 
+def test_it_reads_a_trace_saved_with_a_bom_and_crlf_line_ends(tmp_path):
+    itp = tmp_path / "itp.csv"
+    itp.write_bytes(b"\xef\xbb\xbfjob_id,submission_time,duration,num_gpu\r\na,10,100,1\r\n")
+
+    assert read_jobs(itp) == [job("a", 10, 100, 1)]
+
+
 def test_it_parses_cluster_specs():
     assert parse_clusters("a:16x8xA100,b:32x4xV100") == [
         ClusterSpec("a", 16, 8, "A100"),
