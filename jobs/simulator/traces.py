@@ -47,7 +47,10 @@ def read_jobs(path: str | Path) -> list[TraceJob]:
 
     def job(r: dict) -> TraceJob:
         submit = r["submission_time"] if "submission_time" in r else r["submit_time"]
-        return TraceJob(r["job_id"], float(submit), float(r["duration"]), int(r["num_gpu"]))
+        made = TraceJob(r["job_id"], float(submit), float(r["duration"]), int(r["num_gpu"]))
+        if made.num_gpu < 1 or not made.duration >= 0:
+            raise ValueError("a job needs num_gpu of 1 or more and a duration of 0 or more")
+        return made
 
     columns = ("job_id", ("submission_time", "submit_time"), "duration", "num_gpu")
     jobs = read_rows(path, columns, job)

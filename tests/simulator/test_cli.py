@@ -94,6 +94,8 @@ ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
         ("job_id,submission_time,duration\na,0,60\n", "a:1x8xA100", "missing column(s) num_gpu"),
         (ITP_HEADER + "a,0,60,1\nb,5,soon,1\n", "a:1x8xA100", "line 3: could not convert"),
         (None, "a:1x8xA100", "No such file"),
+        (ITP_HEADER + "a,0,60,0\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
+        (ITP_HEADER + "a,0,-60,1\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
     ],
 )
 def test_a_replay_input_it_cannot_use_is_one_line_and_status_2(
