@@ -54,6 +54,11 @@ def read_jobs(path: str | Path) -> list[TraceJob]:
 
     columns = ("job_id", ("submission_time", "submit_time"), "duration", "num_gpu")
     jobs = read_rows(path, columns, job)
+    seen: set[str] = set()
+    for j in jobs:
+        if j.id in seen:
+            raise ValueError(f"{path}: job_id {j.id!r} appears more than once")
+        seen.add(j.id)
     return sorted(jobs, key=lambda j: (j.submit, j.id))
 
 

@@ -96,6 +96,7 @@ ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
         (None, "a:1x8xA100", "No such file"),
         (ITP_HEADER + "a,0,60,0\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
         (ITP_HEADER + "a,0,-60,1\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
+        (ITP_HEADER + "a,0,60,1\na,5,60,1\n", "a:1x8xA100", "job_id 'a' appears more than once"),
     ],
 )
 def test_a_replay_input_it_cannot_use_is_one_line_and_status_2(
