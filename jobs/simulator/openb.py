@@ -63,15 +63,20 @@ def read_nodes(path: str | Path, gpu_only: bool = True) -> list[Node]:
 
 def read_pods(path: str | Path) -> list[Pod]:
     """Pods of a pod list; ``gpu_spec`` is optional (the multigpu lists do not have it)."""
-    return read_rows(
-        path,
-        ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"),
-        lambda r: Pod(
+
+    def pod(r: dict) -> Pod:
+        made = Pod(
             r["name"],
             int(r["cpu_milli"]),
             int(r["memory_mib"]),
             int(r["num_gpu"]),
             int(r["gpu_milli"]),
             (r.get("gpu_spec") or "").strip(),
-        ),
-    )
+        )
+        if min(made.cpu_milli, made.memory_mib, made.num_gpu, made.gpu_milli) < 0:
+            raise ValueError("cpu_milli, memory_mib, num_gpu and gpu_milli must be 0 or more")
+        if made.gpu_milli > MILLI:
+            raise ValueError(f"gpu_milli is per GPU: at most {MILLI}")
+        return made
+
+    return read_rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"), pod)

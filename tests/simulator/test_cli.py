@@ -113,6 +113,23 @@ def test_a_replay_input_it_cannot_use_is_one_line_and_status_2(
     assert len(err) == 1 and err[0].startswith("simulate: ") and says in err[0]
 
 
+@pytest.mark.parametrize(
+    "row, says",
+    [("p0,-1,100,1,1000", "must be 0 or more"), ("p0,1000,100,1,1500", "at most 1000")],
+)
+def test_an_fgd_pod_with_impossible_values_is_named_by_line(
+    capsys, tmp_path, n4_gpu_nodes, row, says
+):
+    pods = tmp_path / "pods.csv"
+    pods.write_text(f"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\n{row}\n")
+
+    code = main(["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(pods), "--policy", "fgd"])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "line 3" in err and says in err
+
+
 def test_an_fgd_pod_list_without_its_columns_is_named(capsys, tmp_path, n4_gpu_nodes):
     pods = tmp_path / "pods.csv"
     pods.write_text("name,cpu_milli\np0,1000\n")
