@@ -19,7 +19,8 @@ Jobs never reveal their real duration to a policy: each carries a runtime limit 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from jobs.placement.fragmentation import FragmentationTable, TaskShape, typical_workload
@@ -35,6 +36,7 @@ from jobs.simulator.traces import (
 )
 
 RUNTIME_LIMIT_FACTOR = 2.0
+PROGRESS_EVERY_S = 10.0
 FAMILY_TIER = {EVALUATION: 2, "batch_inference": 1, TRAINING: 0}
 
 
@@ -116,10 +118,17 @@ class Replay:
         workers, per = worker_shape(t, widest)
         return SimJob(t, family_of(t), tenant_of(t), workers, per, t.duration)
 
-    def run(self) -> Result:
-        """Replay every job to completion."""
+    def run(self, progress: Callable[[int, int], None] | None = None) -> Result:
+        """Replay every job to completion; ``progress(started, total)`` is called as jobs
+        start, at most once every few seconds of wall time."""
         arrivals = list(reversed(self.pending))
+        said = time.monotonic()
         while arrivals or self.ends:
+            if progress is not None and time.monotonic() - said >= PROGRESS_EVERY_S:
+                said = time.monotonic()
+                progress(
+                    sum(1 for j in self.pending if j.first_start is not None), len(self.pending)
+                )
             now = min(
                 arrivals[-1].trace.submit if arrivals else float("inf"),
                 self.ends[0][0] if self.ends else float("inf"),

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     log, results, last = [f"# {command}"], {}, ""
     for policy in policies:
         started = time.perf_counter()
-        result = Replay(clusters, jobs, make_policy(policy)).run()
+        result = Replay(clusters, jobs, make_policy(policy)).run(_progress(policy, started))
         stats = summarise(result)
         results[policy] = result
         lines = report_lines(policy, stats, time.perf_counter() - started)
@@ -52,6 +52,16 @@ def run(args: argparse.Namespace, command: str) -> int:
         write_outputs(args.out, args.trace.stem, results, log + [last])
     print(last)
     return 0
+
+
+def _progress(policy: str, started: float):
+    def say(done: int, total: int) -> None:
+        elapsed = time.perf_counter() - started
+        print(
+            f"{policy}: {done}/{total} jobs started, {elapsed:.0f} s", file=sys.stderr, flush=True
+        )
+
+    return say
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -181,3 +181,15 @@ def test_the_cli_prints_the_summary_last(capsys, tmp_path):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == "mean_wait_s: 45.0 p95_wait_s: 90.0 max_wait_s: 90.0 gpu_util_pct: 100.00"
     assert (out / "replay_jobs_fifo.png").exists()
+
+
+def test_a_long_replay_reports_its_progress(monkeypatch):
+    monkeypatch.setattr("jobs.simulator.replay.PROGRESS_EVERY_S", 0.0)
+    jobs = [job(f"j{i}", i * 10, 100, 1) for i in range(20)]
+    seen = []
+
+    Replay(ONE_NODE, jobs, make_policy("fifo")).run(lambda done, total: seen.append((done, total)))
+
+    assert seen and all(total == 20 for _, total in seen)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+    assert seen[-1][0] == 20
