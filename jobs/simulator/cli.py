@@ -18,8 +18,24 @@ def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
     for part in text.split(","):
         lo, _, hi = part.partition("-")
+        if int(hi or lo) < int(lo):
+            raise ValueError(f"empty range {part!r}")
         seeds.extend(range(int(lo), int(hi or lo) + 1))
     return seeds
+
+
+def between(low: float, high: float, kind=float):
+    """An argparse type: a number in (low, high]."""
+
+    def parse(text: str):
+        value = kind(text)
+        if not low < value <= high:
+            most = f" and at most {high}" if high < float("inf") else ""
+            raise argparse.ArgumentTypeError(f"want more than {low}{most}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its message
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     group = f.add_mutually_exclusive_group()
     group.add_argument("--seed", type=int, default=42)
     group.add_argument("--seeds", type=parse_seeds, help="e.g. 42-51")
-    f.add_argument("--tune", type=float, default=1.3, help="inflate pods to this x GPU capacity")
+    f.add_argument(
+        "--tune",
+        type=between(0, 10),
+        default=1.3,
+        help="inflate pods to this x GPU capacity (at most 10)",
+    )
     f.add_argument("--out", type=Path, help="directory for the CSV and PNG")
     f.add_argument(
         "--published",

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.simulator.cli import bad_input
+from jobs.simulator.cli import bad_input, between
 from jobs.simulator.replay import REPLAY_POLICIES, Replay, Result, make_policy
 from jobs.simulator.traces import parse_clusters, read_jobs
 
@@ -18,7 +18,11 @@ def add_parser(sub) -> None:
     r.add_argument("--trace", required=True, type=Path, help="ITP 2021 or Philly job CSV")
     r.add_argument("--clusters", required=True, help="e.g. a:16x8xA100,b:32x4xV100")
     r.add_argument("--policy", required=True, help="comma-separated: " + ", ".join(REPLAY_POLICIES))
-    r.add_argument("--limit", type=int, help="replay only the first N jobs by submit time")
+    r.add_argument(
+        "--limit",
+        type=between(0, float("inf"), int),
+        help="replay only the first N jobs by submit time",
+    )
     r.add_argument("--out", type=Path, help="directory for the report and the GPU use PNG")
 
 

@@ -68,8 +68,14 @@ def parse_clusters(spec: str) -> list[ClusterSpec]:
     for item in spec.split(","):
         name, _, shape = item.strip().partition(":")
         parts = shape.split("x", 2)
-        if not name or len(parts) != 3:
-            raise ValueError(f"bad cluster spec {item!r}; want name:NODESxGPUSxTYPE")
+        counted = len(parts) == 3 and all(
+            c.isascii() and c.isdigit() and int(c) > 0 for c in parts[:2]
+        )
+        if not name or not counted:
+            raise ValueError(
+                f"bad cluster spec {item!r}; want name:NODESxGPUSxTYPE with NODES and GPUS of 1"
+                " or more"
+            )
         clusters.append(ClusterSpec(name, int(parts[0]), int(parts[1]), parts[2]))
     return clusters
 

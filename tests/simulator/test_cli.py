@@ -17,6 +17,22 @@ def run(capsys, *argv):
 def test_parse_seeds_takes_ranges_and_lists():
     assert parse_seeds("42-45") == [42, 43, 44, 45]
     assert parse_seeds("1,3,5-6") == [1, 3, 5, 6]
+    with pytest.raises(ValueError):
+        parse_seeds("51-42")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--tune", "0"], ["--tune", "1e9"], ["--seeds", "51-42"]],
+)
+def test_fgd_options_out_of_range_are_refused(capsys, n4_gpu_nodes, p12_mixed_pods, options):
+    argv = ["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(p12_mixed_pods), "--policy", "fgd"]
+
+    with pytest.raises(SystemExit) as exit:
+        main([*argv, *options])
+
+    assert exit.value.code == 2
+    assert options[0] in capsys.readouterr().err
 
 
 def test_it_writes_the_published_csv_layout_and_a_plot(
@@ -94,6 +110,8 @@ ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
         ("job_id,submission_time,duration\na,0,60\n", "a:1x8xA100", "missing column(s) num_gpu"),
         (ITP_HEADER + "a,0,60,1\nb,5,soon,1\n", "a:1x8xA100", "line 3: could not convert"),
         (None, "a:1x8xA100", "No such file"),
+        (ITP_HEADER + "a,0,60,1\n", "a:0x8xA100", "NODES and GPUS of 1 or more"),
+        (ITP_HEADER + "a,0,60,1\n", "a:1x-8xA100", "NODES and GPUS of 1 or more"),
         (ITP_HEADER + "a,0,60,0\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
         (ITP_HEADER + "a,0,-60,1\n", "a:1x8xA100", "line 2: a job needs num_gpu of 1 or more"),
         (ITP_HEADER + "a,0,60,1\na,5,60,1\n", "a:1x8xA100", "job_id 'a' appears more than once"),
