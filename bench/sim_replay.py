@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from jobs.simulator.cli import between  # noqa: E402
 from jobs.simulator.replay import Replay, make_policy  # noqa: E402
 from jobs.simulator.replay_cli import summarise  # noqa: E402
 from jobs.simulator.traces import ClusterSpec, parse_clusters, read_jobs  # noqa: E402
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", nargs="+", required=True)
     parser.add_argument("--policies", default="fifo,priority,fairshare,mlsched")
-    parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--load", type=between(0, float("inf")), default=0.7)
     parser.add_argument("--clusters", help="one cluster SPEC for every trace (instead of --load)")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--jobs", type=int, default=2)
