@@ -15,8 +15,7 @@ from rest_framework.views import APIView
 
 from clusters import agents
 from clusters.backends import base
-from clusters.models import LABEL_KEY, Cluster
-from jobs.serializers import StringMap
+from clusters.models import Cluster, validate_labels
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -71,7 +70,9 @@ class NodeSerializer(serializers.Serializer):
     gpu_type = serializers.CharField(max_length=64, allow_blank=True, default="")
     gpu_count = serializers.IntegerField(min_value=0, max_value=64, default=0)
     gpu_shareable = serializers.BooleanField(default=False)
-    topology = StringMap(LABEL_KEY, "a label key", child=serializers.CharField(), default=dict)
+    topology = serializers.DictField(
+        child=serializers.CharField(), default=dict, validators=[validate_labels]
+    )
     ready = serializers.BooleanField(default=True)
 
     def validate(self, data):

@@ -11,8 +11,8 @@ from django.utils import timezone
 GPU_MILLI = 1000  # one whole GPU, in milli-GPU
 
 
-# A label key: printable, no spaces, at most 253 characters (a job's cluster selector and an
-# agent's topology labels follow the same rule).
+# A label key: printable, no spaces, at most 253 characters. validate_labels checks cluster
+# labels, node topology from agents and a job's cluster selector alike.
 LABEL_KEY = r"[!-~]{1,253}"
 
 

@@ -4,7 +4,7 @@ import re
 
 from rest_framework import serializers
 
-from clusters.models import LABEL_KEY
+from clusters.models import validate_labels
 from jobs.models import Family, Job, JobEvent, LogChunk
 from quotas.models import PriorityClass
 
@@ -17,23 +17,17 @@ PREEMPTIBLE_BY_DEFAULT = {
 }
 
 
-class StringMap(serializers.DictField):
-    """A mapping of strings to strings whose keys match ``key_pattern`` (values are ``child``)."""
-
-    def __init__(self, key_pattern: str, key_rule: str, **kwargs):
-        super().__init__(**kwargs)
-        self.key_pattern, self.key_rule = re.compile(key_pattern), key_rule
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        bad = sorted(k for k in value if not self.key_pattern.fullmatch(k))
-        if bad:
-            raise serializers.ValidationError(f"{bad[0][:80]!r} is not {self.key_rule}.")
-        return value
-
-
 # Kubernetes' rule for environment variable names, so a job runs on any backend.
-ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}"
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}")
+
+
+def validate_env_names(env: dict) -> None:
+    bad = sorted(name for name in env if not ENV_NAME.fullmatch(name))
+    if bad:
+        raise serializers.ValidationError(
+            f"{bad[0][:80]!r} is not an environment variable name"
+            " (letters, digits, '-', '.', '_'; not a leading digit)."
+        )
 
 
 class SubmitSerializer(serializers.Serializer):
@@ -46,11 +40,10 @@ class SubmitSerializer(serializers.Serializer):
         min_length=1,
         max_length=1000,
     )
-    env = StringMap(
-        ENV_NAME,
-        "an environment variable name (letters, digits, '-', '.', '_'; not a leading digit)",
+    env = serializers.DictField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         default=dict,
+        validators=[validate_env_names],
     )
     cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
     memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
@@ -59,11 +52,8 @@ class SubmitSerializer(serializers.Serializer):
     gpu_types = serializers.ListField(
         child=serializers.CharField(max_length=64), default=list, max_length=16
     )
-    cluster_selector = StringMap(
-        LABEL_KEY,
-        "a label key (1-253 printable characters, no spaces)",
-        child=serializers.CharField(),
-        default=dict,
+    cluster_selector = serializers.DictField(
+        child=serializers.CharField(), default=dict, validators=[validate_labels]
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     shards = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
