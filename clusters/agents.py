@@ -61,7 +61,7 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     # The report is the backend's whole view: a started attempt it leaves out is gone too.
     mine = (
         live_attempts(cluster)
-        .filter(Q(pk__in=by_attempt) | Q(started_at__isnull=False))
+        .filter(Q(pk__in=by_attempt) | Q(worker_ran_at__isnull=False))
         .select_related("job")
     )
     for attempt in mine:
@@ -76,14 +76,18 @@ def live_attempts(cluster: Cluster):
 def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     """Move the attempt's job on from what its workers do now.
 
-    Once the attempt has run, a worker the backend no longer reports has vanished (its pod was
-    deleted, its process and state went with the machine): it is lost, or stopped if a stop was
-    asked for, and never started again inside the same attempt.
+    Once one of its workers has run, a worker the backend no longer reports has vanished (its
+    pod was deleted, its process and state went with the machine): it is lost, or stopped if a
+    stop was asked for, and never started again inside the same attempt (a rank started twice
+    would run twice and number its log lines from 0 again).
     """
     record_checkpoint(attempt, workers)
     world_size = attempt.job.workers
-    if attempt.started_at is not None:
+    if attempt.worker_ran_at is not None:
         workers = workers + missing_workers(attempt, workers, world_size)
+    elif any(w.phase != base.PENDING for w in workers):
+        attempt.worker_ran_at = timezone.now()  # once
+        Attempt.objects.filter(pk=attempt.pk).update(worker_ran_at=attempt.worker_ran_at)
     ended = attempt_outcome(workers, world_size, attempt.stop_reason)
     if ended is not None:
         outcome, exit_code, reason = ended

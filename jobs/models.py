@@ -137,6 +137,12 @@ class Attempt(models.Model):
     reason = models.CharField(max_length=300, blank=True)
     scheduled_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    worker_ran_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the agent first reported one of its workers past pending. From then on a "
+        "worker the agent no longer finds is lost: never started again inside this attempt.",
+    )
     ended_at = models.DateTimeField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)

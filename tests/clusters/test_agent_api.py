@@ -203,6 +203,24 @@ def test_a_started_attempt_missing_from_the_report_is_lost_not_started_again(age
     assert response.json()["run"] == []
 
 
+def test_a_partly_started_gang_missing_from_the_report_is_lost_not_started_again(agent, gang):
+    attempt = gang.attempts.get()
+    # Rank 0 ran and logged while rank 1 was still pending: the gang never fully started.
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.PENDING)})
+    line = {"attempt_id": attempt.pk, "rank": 0, "seq": 0, "stream": "stdout", "text": "step 1"}
+    post(agent, "east", "logs", {"lines": [line]})
+
+    # Both pods were deleted while the agent was away.
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    attempt.refresh_from_db()
+    gang.refresh_from_db()
+    assert (attempt.outcome, attempt.started_at) == (Outcome.LOST, None)
+    assert gang.state == State.QUEUED  # retried as attempt 2, whose lines count from 0 again
+    assert response.json()["run"] == []
+    assert list(LogChunk.objects.values_list("attempt_id", "text")) == [(attempt.pk, "step 1")]
+
+
 def test_a_vanished_attempt_that_was_being_stopped_ends_as_its_stop_asked(agent, gang):
     attempt = gang.attempts.get()
     post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from clusters import agents
-from clusters.backends.base import RUNNING, STOPPED, WorkerStatus
+from clusters.backends.base import PENDING, RUNNING, STOPPED, WorkerStatus
 from clusters.models import Allocation
 from jobs import actions, cycle, janitor
 from jobs.models import Attempt, Family
@@ -195,12 +195,13 @@ def gang():
 def test_a_gang_with_a_rank_that_never_comes_up_is_stopped_as_lost_and_retried(gang, settings):
     attempt = gang.attempts.get()
     cluster = attempt.cluster
-    only_rank_0 = [WorkerStatus(attempt.pk, 0, RUNNING)]
-    agents.heartbeat(cluster, only_rank_0)
+    # Rank 1's pod cannot be scheduled or its image pulled: it stays pending.
+    rank_1_pending = [WorkerStatus(attempt.pk, 0, RUNNING), WorkerStatus(attempt.pk, 1, PENDING)]
+    agents.heartbeat(cluster, rank_1_pending)
     later = timezone.now() + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S + 1)
 
     assert janitor.stop_unstarted(later) == 1
-    answer = agents.heartbeat(cluster, only_rank_0)
+    answer = agents.heartbeat(cluster, rank_1_pending)
     assert [s["attempt_id"] for s in answer["stop"]] == [attempt.pk]
     agents.heartbeat(cluster, [WorkerStatus(attempt.pk, 0, STOPPED)])
     attempt.refresh_from_db()
@@ -212,12 +213,13 @@ def test_a_gang_with_a_rank_that_never_comes_up_is_stopped_as_lost_and_retried(g
 
 def test_a_gang_still_starting_within_the_timeout_is_left_alone(gang, settings):
     attempt = gang.attempts.get()
-    agents.heartbeat(attempt.cluster, [WorkerStatus(attempt.pk, 0, RUNNING)])
+    starting = [WorkerStatus(attempt.pk, 0, RUNNING), WorkerStatus(attempt.pk, 1, PENDING)]
+    agents.heartbeat(attempt.cluster, starting)
     soon = timezone.now() + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S - 5)
 
     assert janitor.stop_unstarted(soon) == 0
     attempt.refresh_from_db()
-    assert attempt.stop_requested_at is None
+    assert (attempt.outcome, attempt.stop_requested_at) == ("", None)
 
 
 def test_a_started_gang_is_never_stopped_for_its_start_time(gang, settings):
