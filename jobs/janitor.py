@@ -51,12 +51,17 @@ def stop_unstarted(now) -> int:
     return actions.request_stop(job_ids, Attempt.Outcome.LOST, message, now=now)
 
 
+def stop_confirm_window() -> timedelta:
+    """How long an agent has to confirm a stop before the janitor ends the attempt anyway."""
+    return timedelta(seconds=settings.MLSCHED_STOP_GRACE_S * 2)
+
+
 def force_overdue_stops(now) -> int:
     """An agent that never confirmed a stop: end the attempt so its GPUs come back.
 
     The agent kills what it still runs when it next reconciles with the control plane.
     """
-    deadline = now - timedelta(seconds=settings.MLSCHED_STOP_GRACE_S * 2)
+    deadline = now - stop_confirm_window()
     overdue = Attempt.objects.filter(outcome="", stop_requested_at__lt=deadline)
     forced = 0
     for attempt_id, stop_reason in overdue.values_list("id", "stop_reason"):

@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import placement as p
+from jobs.janitor import stop_confirm_window
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Tenant
@@ -23,8 +24,8 @@ ALLOCATION_FIELDS = [
     "attempt__job_id", "attempt__job__tenant_id", "attempt__job__preemptible",
     "attempt__job__priority_class__value", "attempt__job__max_runtime_s",
     "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
-    "attempt_id", "worker", "attempt__job__cpu_milli", "attempt__job__gpus",
-    "attempt__job__gpu_milli", "attempt__job__gpu_types",
+    "attempt__stop_requested_at", "attempt_id", "worker", "attempt__job__cpu_milli",
+    "attempt__job__gpus", "attempt__job__gpu_milli", "attempt__job__gpu_types",
 ]  # fmt: skip
 
 QUEUED_FIELDS = [
@@ -115,6 +116,11 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
     for row in rows:
         per_node[row["node_id"]].append(row)
     started = first["attempt__started_at"] or first["attempt__scheduled_at"]
+    expected_end = started.timestamp() + first["attempt__job__max_runtime_s"]
+    stop_asked = first["attempt__stop_requested_at"]
+    if stop_asked is not None:
+        # Its resources are back by the time the janitor ends an unconfirmed stop.
+        expected_end = min(expected_end, (stop_asked + stop_confirm_window()).timestamp())
     return p.RunningJob(
         id=str(job_id),
         tenant=str(first["attempt__job__tenant_id"]),
@@ -134,9 +140,10 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
             )
             for node_id, node_rows in sorted(per_node.items())
         ),
-        expected_end=started.timestamp() + first["attempt__job__max_runtime_s"],
+        expected_end=expected_end,
         last_checkpoint=seconds(first["attempt__last_checkpoint_at"]),
         started_at=started.timestamp(),
+        stopping=stop_asked is not None,
     )
 
 

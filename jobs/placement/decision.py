@@ -23,6 +23,7 @@ REASONS = {
     "insufficient_memory": "Not enough free memory on the nodes that could take the job.",
     "fragmented": "Enough free GPUs in total, but no node set can hold the workers.",
     "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
+    "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job that cannot fit: nodes are held for it until they free up.",
     "beyond_queue_depth": "Too far back in the queue to be considered in this cycle.",

@@ -114,9 +114,11 @@ class Cycle:
         self.reservation: Reservation | None = None
         self.preemption_tries = 0
         self.preemptors: dict[str, int] = {}
-        preemptible = [j for j in snapshot.running if j.preemptible]
-        self.lowest_victim_tier = min((j.tier for j in preemptible), default=1 << 62)
-        self.borrowed_victims = any(j.borrowed for j in preemptible)
+        staying = [j for j in snapshot.running if not j.stopping]
+        self.lowest_victim_tier = min((j.tier for j in staying if j.preemptible), default=1 << 62)
+        self.borrowed_victims = any(j.borrowed for j in staying)
+        # Work in its grace period: what it holds comes back without evicting anybody else.
+        self.leaving = [j for j in snapshot.running if j.stopping]
         self.reservation_tries = 0
         self._lost: dict[str, float] | None = None
         self.failed: dict[tuple, list[tuple]] = {}
@@ -379,7 +381,7 @@ class Cycle:
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
         candidates = self._victim_candidates(job, need)
-        if not candidates:
+        if not candidates or self._leaving_makes_room(job, need):
             return None
         self.searched_victims = True
         self.preemption_tries += 1
@@ -423,6 +425,22 @@ class Cycle:
         # A job that may not preempt by tier still reclaims its guarantee from borrowers.
         tier = job.tier if job.may_preempt else self.lowest_victim_tier
         return preemption.eligible(running, tier, job.tenant, reclaiming, self._lost)
+
+    def _leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:
+        """Whether work already asked to stop will make room for the job once it has gone.
+
+        Then nobody else is evicted for it: a preemptor whose victims are still in their grace
+        period would otherwise pick more victims every cycle until the first ones are gone.
+        """
+        if not self.leaving:
+            return False
+        for j in self.leaving:
+            preemption.release(self.capacity, j)
+        try:
+            return self._fits(job, need) is not None
+        finally:
+            for j in self.leaving:
+                preemption.restore(self.capacity, j)
 
     def _fits(self, job: QueuedJob, need: Need):
         slots = self.fit(job, need, memo=False)
@@ -469,6 +487,8 @@ class Cycle:
         return explain.reserved(job, node_ids, start)
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
+        if self._leaving_makes_room(job, need):
+            return "waiting_for_preemption"
         if need.avoid_held:
             need.avoid_held = False
             free_elsewhere = self.fit(job, need) not in (None, QUOTA)

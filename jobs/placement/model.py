@@ -57,7 +57,11 @@ class Allocation:
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A job holding resources. ``expected_end`` is start + runtime limit (None: unknown)."""
+    """A job holding resources. ``expected_end`` is start + runtime limit (None: unknown).
+
+    A ``stopping`` job has been asked to stop (preempted or canceled) and is in its grace
+    period: its resources come back by ``expected_end``, and it is nobody's victim again.
+    """
 
     id: str
     tenant: str
@@ -68,6 +72,7 @@ class RunningJob:
     expected_end: float | None = None
     last_checkpoint: float | None = None
     started_at: float = 0.0
+    stopping: bool = False
 
     @property
     def gpu_milli(self) -> int:

@@ -1,8 +1,10 @@
 """Choosing victims: the fewest whole gangs, least work lost, that let a job fit.
 
 Victims are preemptible running jobs of a lower tier, or borrowed work of another tenant when
-the preemptor is reclaiming its own guarantee. Borrowed work goes first, then the work with the
-fewest GPU-seconds since its last checkpoint. Victims are released one by one until the job
+the preemptor is reclaiming its own guarantee: borrowed work is reclaimed whether or not it is
+preemptible (running on another tenant's idle guarantee is running on loan). Work already asked
+to stop is nobody's victim again. Borrowed work goes first, then the work with the fewest
+GPU-seconds since its last checkpoint. Victims are released one by one until the job
 fits; then each one that turns out not to be needed is put back. If the job never fits, nothing
 is preempted.
 """
@@ -32,7 +34,10 @@ def eligible(
     out = [
         j
         for j in running
-        if j.preemptible and (j.tier < tier or (reclaiming and j.borrowed and j.tenant != tenant))
+        if not j.stopping
+        and (
+            (j.preemptible and j.tier < tier) or (reclaiming and j.borrowed and j.tenant != tenant)
+        )
     ]
     out.sort(key=lambda j: (not j.borrowed, lost[j.id], j.tier, j.id))
     return out
@@ -55,13 +60,13 @@ def choose_victims(
     ][:limit]
     victims: list[RunningJob] = []
     for job in useful:
-        _release(capacity, job)
+        release(capacity, job)
         victims.append(job)
         if fit() is not None:
             break
     else:
         for job in victims:
-            _restore(capacity, job)
+            restore(capacity, job)
         return None
     return _prune(capacity, victims, fit)
 
@@ -70,9 +75,9 @@ def _prune(capacity: Capacity, victims: list[RunningJob], fit) -> tuple[list, li
     # The greedy pass may have taken victims that a later, bigger one made unnecessary.
     kept: list[RunningJob] = []
     for job in reversed(victims[:-1]):
-        _restore(capacity, job)
+        restore(capacity, job)
         if fit() is None:
-            _release(capacity, job)
+            release(capacity, job)
             kept.append(job)
     kept.append(victims[-1])
     slots = fit()
@@ -80,11 +85,13 @@ def _prune(capacity: Capacity, victims: list[RunningJob], fit) -> tuple[list, li
     return sorted(kept, key=lambda j: j.id), slots
 
 
-def _release(capacity: Capacity, job: RunningJob) -> None:
-    for release in releases_of(job, capacity):
-        capacity.release(*release)
+def release(capacity: Capacity, job: RunningJob) -> None:
+    """Give the job's resources back to ``capacity`` (as if it had ended)."""
+    for freed in releases_of(job, capacity):
+        capacity.release(*freed)
 
 
-def _restore(capacity: Capacity, job: RunningJob) -> None:
+def restore(capacity: Capacity, job: RunningJob) -> None:
+    """Take back what ``release`` gave."""
     for node, takes, cpu, mem in releases_of(job, capacity):
         capacity.allocate(node, takes, cpu, mem)

@@ -256,6 +256,21 @@ def test_it_asks_preempted_victims_to_stop():
     assert (high.state, high.pending_reason) == (State.QUEUED, "waiting_for_preemption")
 
 
+def test_while_its_victim_is_in_its_grace_period_the_preemptor_evicts_nobody_else():
+    n8_a100_nodes(2)
+    low = PriorityClassFactory(name="low", value=-100)
+    victims = [training(gpus=8, preemptible=True, priority_class=low) for _ in range(2)]
+    cycle.run_cycle()
+    training(gpus=8, priority_class=PriorityClassFactory(name="high", value=100, may_preempt=True))
+    assert len(cycle.run_cycle().preempted) == 1
+
+    later = [cycle.run_cycle() for _ in range(3)]  # the victim has not stopped yet
+
+    assert [r.preempted for r in later] == [[], [], []]
+    stopping = Attempt.objects.filter(job__in=victims, stop_requested_at__isnull=False)
+    assert stopping.count() == 1
+
+
 def test_it_writes_the_explanation_only_when_it_changes():
     n8_a100_nodes(1)
     job = training(workers=2, gpus=8)

@@ -74,6 +74,7 @@ def running_jobs(draw, job_id: str, allocation: Allocation):
         end,
         NOW - draw(st.integers(0, 5000)),
         NOW - 6000,
+        stopping=draw(st.booleans()) and draw(st.booleans()),
     )
 
 
@@ -251,15 +252,17 @@ def test_backfill_on_reserved_nodes_ends_before_the_reservation(snap: Snapshot):
 
 @EXAMPLES
 @given(snapshots())
-def test_victims_are_preemptible_and_lower_tier_or_borrowed(snap: Snapshot):
+def test_victims_are_lower_tier_preemptible_or_borrowed_and_not_already_stopping(snap: Snapshot):
     decision = place(snap)
     running = {j.id: j for j in snap.running}
     jobs = {j.id: j for j in snap.queued}
     for outcome in decision.outcomes:
         for victim_id in outcome.victims:
             victim, job = running[victim_id], jobs[outcome.job_id]
-            assert victim.preemptible
-            assert victim.tier < job.tier or (victim.borrowed and victim.tenant != job.tenant)
+            assert not victim.stopping
+            assert (victim.preemptible and victim.tier < job.tier) or (
+                victim.borrowed and victim.tenant != job.tenant
+            )
             assert outcome.workers  # it fits once the victims are gone
     assert sorted(decision.preempted) == sorted(v for o in decision.outcomes for v in o.victims)
 

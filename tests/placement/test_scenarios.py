@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from jobs.placement import Policy, Tenant, gpu_flavor, place
 from tests.placement.builders import (
     NOW,
@@ -96,10 +98,11 @@ def test_it_preempts_whole_gangs_and_only_as_many_as_needed():
     assert decision.by_job()["hi"].victims == ("gang",)
 
 
-def test_an_owner_reclaims_its_guarantee_from_a_borrower():
+@pytest.mark.parametrize("preemptible", [True, False])
+def test_an_owner_reclaims_its_guarantee_from_a_borrower_preemptible_or_not(preemptible):
     a, b = n8_a100_nodes(2)
     a, own = running_on(a, "own", 8, tenant="alpha")
-    b, lent = running_on(b, "lent", 8, tenant="alpha", preemptible=True, borrowed=True)
+    b, lent = running_on(b, "lent", 8, tenant="alpha", preemptible=preemptible, borrowed=True)
     tenants = (
         gpu_tenant("alpha", "a100", 8, borrow=8, used_gpus=16),
         gpu_tenant("beta", "a100", 8, borrow=8),
@@ -107,6 +110,54 @@ def test_an_owner_reclaims_its_guarantee_from_a_borrower():
     job = j_training("mine", gpus=8, tenant="beta")
     decision = place(snapshot((a, b), (job,), running=(own, lent), tenants=tenants))
     assert decision.by_job()["mine"].victims == ("lent",)
+
+
+def test_a_preemptor_whose_victim_is_in_its_grace_period_evicts_nobody_else():
+    a, b = n8_a100_nodes(2)
+    a, leaving = running_on(a, "leaving", 8, preemptible=True, stopping=True,
+                            expected_end=NOW + 40)  # fmt: skip
+    b, other = running_on(b, "other", 8, preemptible=True, last_checkpoint=NOW)
+    decision = place(
+        snapshot((a, b), (j_training("hi", gpus=8, tier=5),), running=(leaving, other))
+    )
+    hi = decision.by_job()["hi"]
+    assert decision.preempted == ()
+    assert (hi.status, hi.reserved_nodes, hi.estimated_start) == ("reserved", (a.id,), NOW + 40)
+
+
+def test_without_a_reservation_it_waits_for_stopping_work_with_its_reason():
+    a, b = n8_a100_nodes(2)
+    a, leaving = running_on(a, "leaving", 8, preemptible=True, stopping=True,
+                            expected_end=NOW + 40)  # fmt: skip
+    b, other = running_on(b, "other", 8, preemptible=True)
+    no_backfill = Policy(backfill=False)
+    job = j_training("hi", gpus=8, tier=5)
+    decision = place(snapshot((a, b), (job,), running=(leaving, other), policy=no_backfill))
+    hi = decision.by_job()["hi"]
+    assert (hi.status, hi.reason, hi.estimated_start) == ("pending", "waiting_for_preemption",
+                                                          NOW + 40)  # fmt: skip
+    assert decision.preempted == ()
+
+
+def test_a_second_preemptor_does_not_count_on_what_the_first_waits_for():
+    a, b = n8_a100_nodes(2)
+    a, leaving = running_on(a, "leaving", 8, preemptible=True, stopping=True,
+                            expected_end=NOW + 40)  # fmt: skip
+    b, other = running_on(b, "other", 8, preemptible=True)
+    queue = (j_training("first", gpus=8, tier=5), j_training("second", gpus=8, tier=5))
+    got = place(snapshot((a, b), queue, running=(leaving, other))).by_job()
+    assert (got["first"].status, got["first"].reserved_nodes) == ("reserved", (a.id,))
+    assert got["second"].victims == ("other",)
+
+
+def test_a_stopping_job_is_not_chosen_as_a_victim_again():
+    (a,) = n8_a100_nodes(1)
+    a, leaving = running_on(a, "leaving", 4, preemptible=True, stopping=True,
+                            expected_end=NOW + 40)  # fmt: skip
+    a, other = running_on(a, "other", 4, preemptible=True, last_checkpoint=NOW - 5000)
+    # Only "other" could be evicted now; 8 GPUs need both, so nothing is evicted for it.
+    decision = place(snapshot((a,), (j_training("hi", gpus=8, tier=5),), running=(leaving, other)))
+    assert decision.preempted == ()
 
 
 def test_it_flags_placements_on_borrowed_quota():
