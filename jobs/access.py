@@ -29,7 +29,26 @@ def visible_jobs(user):
     return Job.objects.filter(Q(tenant__in=tenants_of(user)) | Q(pk__in=shared.values("pk")))
 
 
+def cancelable_jobs(user):
+    """Jobs the user may cancel: their submit tenants' jobs, plus single jobs granted to them
+    with guardian's cancel_job (which does not need the job to be visible to them)."""
+    if not user.is_authenticated:
+        return Job.objects.none()
+    granted = get_objects_for_user(user, "jobs.cancel_job", klass=Job, accept_global_perms=False)
+    return Job.objects.filter(Q(tenant__in=submit_tenants(user)) | Q(pk__in=granted.values("pk")))
+
+
+def cancel_targets(user):
+    """Jobs a cancel request may name without a 404: the visible ones and the cancelable ones.
+
+    A visible job the user may not cancel is a 403 (they know it exists); any other is a 404.
+    """
+    return visible_jobs(user) | cancelable_jobs(user)
+
+
 def can_cancel(user, job: Job) -> bool:
-    return submit_tenants(user).filter(pk=job.tenant_id).exists() or user.has_perm(
-        "jobs.cancel_job", job
-    )
+    return cancelable_jobs(user).filter(pk=job.pk).exists()
+
+
+def can_see(user, job: Job) -> bool:
+    return visible_jobs(user).filter(pk=job.pk).exists()

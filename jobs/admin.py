@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions
 from jobs.models import Attempt, Job, JobEvent, LogChunk
@@ -32,8 +33,13 @@ class JobEventInline(ReadOnlyInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
-    """Jobs are read-mostly here: they change through the lifecycle, not through edits."""
+class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
+    """Jobs are read-mostly here: they change through the lifecycle, not through edits.
+
+    Each job's "Object permissions" page grants guardian's view_job and cancel_job to a user or
+    group outside its tenant. The reinforced mixin asks for guardian's own permissions too, not
+    only change_job: a grant opens a job to another tenant.
+    """
 
     list_display = ["id", "name", "tenant", "family", "state", "priority_class", "created"]
     list_filter = ["state", "family", "tenant", "priority_class"]

@@ -64,13 +64,17 @@ class JobView(APIView):
 
 class CancelView(APIView):
     def post(self, request, pk):
-        job = get_object_or_404(visible(request), pk=pk)
+        # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
+        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
         if not access.can_cancel(request.user, job):
             raise PermissionDenied("You may see this job but not cancel it.")
         if actions.cancel(job, f"canceled by {request.user}") is None:
             return Response({"detail": f"The job has already {job.state}."},
                             status=status.HTTP_409_CONFLICT)  # fmt: skip
         job.refresh_from_db()
+        if not access.can_see(request.user, job):
+            # The grant is to cancel, not to read: no command, env or attempts.
+            return Response({"id": job.pk, "state": job.state}, status=status.HTTP_202_ACCEPTED)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -88,8 +88,11 @@ def submit(request):
 @login_required
 @require_POST
 def cancel(request, pk):
-    job = get_object_or_404(visible_jobs(request.user), pk=pk)
+    # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
+    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
     if not access.can_cancel(request.user, job):
         raise PermissionDenied("You may see this job but not cancel it.")
     actions.cancel(job, f"canceled by {request.user}")
+    if not access.can_see(request.user, job):
+        return redirect("index")  # its page would be a 404 for a holder of the grant alone
     return redirect("job", pk=job.pk)

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jobs import views as portal
+from mlsched_site.health import healthz
 
 urlpatterns = [
     path("", portal.index, name="index"),
@@ -9,6 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
     path("metrics", portal.metrics, name="metrics"),
+    path("healthz", healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
