@@ -82,6 +82,10 @@ class SubmitSerializer(serializers.Serializer):
 
     def validate(self, data):
         family = data["family"]
+        tenant, priority_class = data["tenant"], data["priority_class"]
+        if not priority_class.open_to(tenant):
+            message = f"Tenant {tenant.slug!r} may not submit at {priority_class.name!r}."
+            raise serializers.ValidationError({"priority_class": message})
         if data["gpus"] and data["gpu_milli"]:
             raise serializers.ValidationError(
                 {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}

@@ -42,6 +42,7 @@ class TenantAdmin(admin.ModelAdmin):
 @admin.register(PriorityClass)
 class PriorityClassAdmin(admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "description"]
+    filter_horizontal = ["tenants"]
 
 
 @admin.register(Quota)

@@ -92,6 +92,14 @@ class PriorityClass(models.Model):
         default=False, help_text="Jobs of this class may preempt jobs of lower classes."
     )
     description = models.CharField(max_length=200, blank=True)
+    tenants = models.ManyToManyField(
+        Tenant,
+        blank=True,
+        related_name="priority_classes",
+        help_text="Tenants whose members may submit at this class. A class that may not preempt "
+        "and lists nobody is open to every tenant; a class that may preempt is open only to "
+        "the tenants listed, so no team can evict its neighbours by choosing a class.",
+    )
 
     class Meta:
         ordering = ["-value"]
@@ -99,3 +107,9 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
+
+    def open_to(self, tenant: Tenant) -> bool:
+        """Whether members of ``tenant`` may submit jobs at this class."""
+        if self.tenants.filter(pk=tenant.pk).exists():
+            return True
+        return not self.may_preempt and not self.tenants.exists()

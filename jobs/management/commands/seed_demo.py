@@ -56,6 +56,7 @@ def seed() -> str:
             name=name, value=value, may_preempt=may_preempt, description=description
         )
     tenant = Tenant.objects.create(name="Demo team", slug="demo")
+    tenant.priority_classes.set(PriorityClass.objects.filter(may_preempt=True))
     for flavor, guaranteed, borrow in DEMO_QUOTAS:
         Quota.objects.create(
             tenant=tenant, flavor=flavor, guaranteed=guaranteed, borrow_limit=borrow
