@@ -2,7 +2,9 @@
 
 A tenant may use its guaranteed amount of a flavor freely. Above it, it borrows: only up to its
 borrow limit, and only out of guarantee the rest of its cohort leaves idle (the cohort's total
-use stays within the sum of the guarantees), as in Kueue. Flavors without a quota are not
+use stays within the sum of the guarantees), as in Kueue. A tenant without a quota on a flavor
+its cohort guarantees to others has a guarantee of 0 and no borrow limit: all it uses of that
+flavor is borrowed, reclaimable by the owners. Flavors nobody in the cohort guarantees are not
 limited.
 """
 
@@ -24,15 +26,21 @@ class Ledger:
         self.cohort_used: dict[tuple[str, str], int] = {}
         # Bumped on every charge: answers cached under an older version are stale.
         self.version = 0
+        tenants = list(tenants)
+        guarded: dict[str, set[str]] = {}  # cohort -> flavors someone in it has a quota on
+        for tenant in tenants:
+            guarded.setdefault(tenant.cohort, set()).update(q.flavor for q in tenant.quotas)
         for tenant in tenants:
             self.cohort[tenant.id] = tenant.cohort
             for flavor, amount in tenant.usage.items():
                 self.usage[(tenant.id, flavor)] = amount
-            for q in tenant.quotas:
-                self.quota[(tenant.id, q.flavor)] = q
-                pool = (tenant.cohort, q.flavor)
+            own = {q.flavor: q for q in tenant.quotas}
+            for flavor in guarded[tenant.cohort]:
+                q = own.get(flavor) or Quota(flavor, 0, None)
+                self.quota[(tenant.id, flavor)] = q
+                pool = (tenant.cohort, flavor)
                 self.cohort_total[pool] = self.cohort_total.get(pool, 0) + q.guaranteed
-                used = self.cohort_used.get(pool, 0) + tenant.usage.get(q.flavor, 0)
+                used = self.cohort_used.get(pool, 0) + tenant.usage.get(flavor, 0)
                 self.cohort_used[pool] = used
 
     def allows(self, tenant: str, demand: Mapping[str, int]) -> bool:

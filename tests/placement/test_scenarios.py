@@ -167,6 +167,30 @@ def test_it_flags_placements_on_borrowed_quota():
     assert (got["inside"].borrowed, got["beyond"].borrowed) == (False, True)
 
 
+def test_a_tenant_without_quota_on_a_guaranteed_flavor_only_borrows_idle_guarantee():
+    tenants = (gpu_tenant("alpha", "a100", 8), Tenant("beta"))
+    queue = tuple(j_training(f"b{i}", gpus=8, tenant="beta", submit_time=NOW + i) for i in (1, 2))
+    got = place(snapshot(n8_a100_nodes(2), queue, tenants=tenants)).by_job()
+    assert (got["b1"].status, got["b1"].borrowed) == ("placed", True)
+    assert (got["b2"].status, got["b2"].reason) == ("pending", "quota_exceeded")
+
+
+def test_an_owner_reclaims_its_guarantee_from_a_tenant_without_quota():
+    (a,) = n8_a100_nodes(1)
+    a, squatter = running_on(a, "squatter", 8, tenant="beta", borrowed=True)
+    tenants = (gpu_tenant("alpha", "a100", 8), Tenant("beta", usage={gpu_flavor("a100"): 8000}))
+    job = j_training("mine", gpus=8, tenant="alpha")
+    decision = place(snapshot((a,), (job,), running=(squatter,), tenants=tenants))
+    assert decision.by_job()["mine"].victims == ("squatter",)
+
+
+def test_a_flavor_nobody_in_the_cohort_guarantees_is_not_limited():
+    tenants = (gpu_tenant("alpha", "h100", 8), Tenant("beta"))
+    queue = tuple(j_training(f"b{i}", gpus=8, tenant="beta", submit_time=NOW + i) for i in (1, 2))
+    got = place(snapshot(n8_a100_nodes(2), queue, tenants=tenants)).by_job()
+    assert [(got[k].status, got[k].borrowed) for k in ("b1", "b2")] == [("placed", False)] * 2
+
+
 def test_it_serves_the_tenant_with_the_smaller_weighted_share_first():
     queue = (
         j_training("alpha-job", gpus=8, tenant="alpha", submit_time=NOW - 100),
