@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -257,6 +257,11 @@ def wasted_gpu_seconds(attempt: Attempt, now) -> float:
     return max(waste, 0.0) * gpus
 
 
+def keyed_job(tenant, key: str | None) -> Job | None:
+    """The tenant's job submitted with this idempotency key, if there is one."""
+    return Job.objects.filter(tenant=tenant, idempotency_key=key).first() if key else None
+
+
 @transaction.atomic
 def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     """Queue a job for `tenant`; return (job, created).
@@ -267,12 +272,19 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     is written: a client that retries a submission gets one job.
     """
     key = spec.get("idempotency_key")
-    if key:
-        existing = Job.objects.filter(tenant=tenant, idempotency_key=key).first()
-        if existing is not None:
+    if existing := keyed_job(tenant, key):
+        return existing, False
+    try:
+        # In a savepoint: a concurrent submission with the same key may have inserted since the
+        # check above. The unique constraint then refuses this row, and that job is the answer,
+        # as it would be for a retry that came second.
+        with transaction.atomic():
+            first = Job.objects.create(tenant=tenant, owner=owner, **{**spec, "shard_index": 0})
+    except IntegrityError:
+        if existing := keyed_job(tenant, key):
             return existing, False
+        raise
     shards = spec.get("shards", 1)
-    first = Job.objects.create(tenant=tenant, owner=owner, **{**spec, "shard_index": 0})
     jobs = [first]
     if shards > 1:
         rest = {**spec, "idempotency_key": None, "shards": shards, "parent": first}

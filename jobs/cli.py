@@ -1,7 +1,8 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE      submit the job described in a JSON file ("-" for standard input)
-    list [--state S] your jobs, newest first
+    list [--state S] [--limit N]
+                     your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
     cancel ID        cancel a job
     logs ID [-f]     a job's output; -f follows it until the job ends
@@ -11,6 +12,7 @@ MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (an API token from
 """
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -50,9 +52,19 @@ def submit(api: Api, args) -> None:
 
 def list_jobs(api: Api, args) -> None:
     params = {"state": args.state} if args.state else {}
-    for job in api.call("GET", "jobs/", params=params)["jobs"]:
+    for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
         print(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
+
+
+def all_jobs(api: Api, params: dict):
+    """The listing page after page: a full page's `next` is its last id, to ask for those before."""
+    while True:
+        page = api.call("GET", "jobs/", params=params)
+        yield from page["jobs"]
+        if page["next"] is None:
+            return
+        params = {**params, "before": page["next"]}
 
 
 def status(api: Api, args) -> None:
@@ -78,11 +90,19 @@ def logs(api: Api, args) -> None:
         time.sleep(1)
 
 
+def positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")
+    return int(text)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="mlsched", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("submit").add_argument("file")
-    commands.add_parser("list").add_argument("--state")
+    listing = commands.add_parser("list")
+    listing.add_argument("--state")
+    listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     for name in ("status", "cancel"):
         commands.add_parser(name).add_argument("id", type=int)
     follow = commands.add_parser("logs")

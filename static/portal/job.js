@@ -11,6 +11,7 @@
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
   let pollTimer = null;
+  let held = null;  // lines from the socket while the page catches up: shown after, in order
 
   function showState(state, reason) {
     stateEl.textContent = state;
@@ -59,11 +60,27 @@
   }
 
   async function fetchLogs() {
-    const response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
-    if (!response.ok) return;
-    const page = await response.json();
-    addLines(page.lines);
-    after = page.next;
+    // The endpoint gives a page at a time (at most 1000 lines): read on until one is empty.
+    for (;;) {
+      const response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
+      if (!response.ok) return;
+      const page = await response.json();
+      if (!page.lines.length) return;
+      addLines(page.lines);
+      after = page.next;
+    }
+  }
+
+  async function catchUp() {
+    if (held) return;  // already catching up: that loop reads on to the end
+    held = [];
+    try {
+      await fetchLogs();
+    } finally {
+      const lines = held;
+      held = null;
+      addLines(lines);  // those also fetched are skipped as seen
+    }
   }
 
   async function poll() {
@@ -82,7 +99,7 @@
     socket.onopen = function () {
       liveEl.textContent = "live";
       if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
-      fetchLogs();  // what was written before the socket opened
+      catchUp();  // what was written before the socket opened
     };
     socket.onmessage = function (event) {
       const message = JSON.parse(event.data);
@@ -90,7 +107,10 @@
         showState(message.state, message.reason);
         fetchJob();
       }
-      if (message.type === "logs") addLines(message.lines);
+      if (message.type === "logs") {
+        if (held) held.push(...message.lines);
+        else addLines(message.lines);
+      }
     };
     socket.onclose = function () {
       startPolling();

@@ -15,6 +15,7 @@ from playwright.sync_api import expect, sync_playwright
 from clusters import agents
 from clusters.backends.base import LogLine
 from jobs import actions
+from jobs.models import LogChunk
 from jobs.states import State
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
 from tests.processes import ROOT, free_port, process_env, wait_until
@@ -120,6 +121,32 @@ def test_the_job_page_shows_state_changes_attempts_and_log_lines_as_they_happen(
     expect(attempts.first.locator("td")).to_have_text(["1", "east", "live", "", "", "", ""])
     expect(page.locator("#live")).to_have_text("live")  # it came over the websocket
     page.screenshot(path=str(tmp_path / "job-page.png"), full_page=True)
+
+
+def test_the_job_page_shows_every_stored_log_line_past_one_page_once_then_live_ones(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    attempt = AttemptFactory(job=job, cluster=cluster)
+    LogChunk.objects.bulk_create(
+        LogChunk(attempt=attempt, seq=n, text=f"line {n:04d}") for n in range(1, 1501)
+    )  # the logs endpoint gives at most 1,000 lines at a time
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    rows = page.locator("#log span")
+    expect(rows).to_have_count(1500, timeout=10_000)
+    live = [LogLine(attempt.pk, 0, 1501, "stdout", "line 1501")]
+    in_thread(lambda: agents.store_logs(cluster, live))
+
+    expect(rows).to_have_count(1501, timeout=10_000)
+    for n in (1, 1500, 1501):
+        expect(rows.filter(has_text=f"line {n:04d}")).to_have_count(1)
+    expect(rows.first).to_have_text("[1.0] line 0001\n")
+    expect(rows.last).to_have_text("[1.0] line 1501\n")
 
 
 def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):

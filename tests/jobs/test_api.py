@@ -1,6 +1,11 @@
 """The users' REST API: submit, status, cancel, events and logs, tenant-first."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from unittest import mock
+
 import pytest
+from django.db import connection
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
@@ -137,6 +142,37 @@ def test_the_same_idempotency_key_gives_the_same_job(alice):
 
     assert (first.status_code, second.status_code) == (201, 200)
     assert first.json()["id"] == second.json()["id"]
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_submissions_with_one_idempotency_key_give_one_job(alice):
+    # Hold each request after its check for an existing job until both have checked: both
+    # insert, as two clients retrying at once can, and the unique constraint decides.
+    both_checked = threading.Barrier(2, timeout=10)
+    create = Job.objects.create
+
+    def create_once_both_checked(**fields):
+        both_checked.wait()
+        return create(**fields)
+
+    def post(_):
+        client = client_for(alice)
+        client.raise_request_exception = False  # a 500 is a response here, not an exception
+        try:
+            return client.post("/api/v1/jobs/", {**SPEC, "idempotency_key": "nightly-42"},
+                               format="json")  # fmt: skip
+        finally:
+            connection.close()
+
+    with (
+        mock.patch.object(Job.objects, "create", create_once_both_checked),
+        ThreadPoolExecutor(2) as pool,
+    ):
+        responses = list(pool.map(post, range(2)))
+
+    assert sorted(r.status_code for r in responses) == [200, 201]
+    assert responses[0].json()["id"] == responses[1].json()["id"]
     assert Job.objects.count() == 1
 
 

@@ -9,7 +9,7 @@ from rest_framework.authtoken.models import Token
 
 from jobs.models import Job, LogChunk
 from jobs.states import State
-from tests.factories import AttemptFactory, PriorityClassFactory
+from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,6 +47,17 @@ def test_the_cli_submits_lists_shows_and_cancels_a_job(cli):
     assert (shown["id"], shown["gpu_milli"]) == (job_id, 500)
     assert canceled.stdout.strip() == State.CANCELED
     assert Job.objects.get(pk=job_id).state == State.CANCELED
+
+
+def test_the_cli_lists_every_page_of_jobs_newest_first_or_stops_at_the_limit(cli, alpha, alice):
+    ids = [job.pk for job in JobFactory.create_batch(250, tenant=alpha, owner=alice)]  # 3 pages
+
+    listed = cli("list")
+    limited = cli("list", "--limit", "3")
+
+    assert listed.returncode == 0, listed.stderr
+    assert [int(row.split()[0]) for row in listed.stdout.splitlines()] == ids[::-1]
+    assert [int(row.split()[0]) for row in limited.stdout.splitlines()] == ids[:-4:-1]
 
 
 def test_the_cli_prints_a_jobs_logs(cli, alpha, alice):
