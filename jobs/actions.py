@@ -60,11 +60,18 @@ def transition(
 
 @transaction.atomic
 def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
-    """Cancel a job. A live attempt is asked to stop; its agent ends it within the grace period.
+    """Cancel a job; canceling a batch (its first shard, the job its submission returned)
+    cancels every shard of it that has not ended. Live attempts are asked to stop; their agents
+    end them within the grace period.
 
-    Canceling a job that has already ended does nothing and returns None.
+    Returns the first cancel's event; None when everything had already ended.
     """
-    job = Job.objects.select_for_update().get(pk=job.pk)
+    ended = [_cancel_one(shard_id, reason) for shard_id in job.batch().values_list("pk", flat=True)]
+    return next((event for event in ended if event is not None), None)
+
+
+def _cancel_one(job_id: int, reason: str) -> JobEvent | None:
+    job = Job.objects.select_for_update().get(pk=job_id)
     if job.is_terminal:
         return None
     now = timezone.now()

@@ -4,6 +4,7 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 404, never a 403 that would confirm it exists.
 """
 
+from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework import status
@@ -41,6 +42,8 @@ class JobsView(APIView):
             jobs = jobs.filter(state=state)
         if (before := id_param(request, "before")) is not None:
             jobs = jobs.filter(id__lt=before)
+        if (batch := id_param(request, "batch")) is not None:
+            jobs = jobs.filter(Q(pk=batch) | Q(parent_id=batch))
         page = list(jobs[:PAGE])
         return Response({"jobs": JobSerializer(page, many=True).data,
                          "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
@@ -59,7 +62,11 @@ class JobsView(APIView):
 
 class JobView(APIView):
     def get(self, request, pk):
-        return Response(JobSerializer(get_object_or_404(visible(request), pk=pk)).data)
+        job = get_object_or_404(visible(request), pk=pk)
+        data = JobSerializer(job).data
+        if job.is_batch:
+            data["shard_states"] = job.shard_states()
+        return Response(data)
 
 
 class CancelView(APIView):

@@ -102,6 +102,20 @@ class Job(models.Model):
         return f"{self.name} (#{self.pk})"
 
     @property
+    def is_batch(self) -> bool:
+        """The first shard of a batch inference submission, which stands for all its shards."""
+        return self.parent_id is None and self.shards > 1
+
+    def batch(self):
+        """This batch's shards, itself first (in id order); just itself for any other job."""
+        return Job.objects.filter(models.Q(pk=self.pk) | models.Q(parent_id=self.pk)).order_by("pk")
+
+    def shard_states(self) -> dict[str, int]:
+        """How many of the batch's shards are in each state (one query)."""
+        counts = self.batch().order_by().values("state").annotate(n=models.Count("pk"))
+        return {row["state"]: row["n"] for row in counts}
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL
 

@@ -35,7 +35,12 @@ def job_detail(request, pk):
         visible_jobs(request.user).select_related("tenant", "priority_class", "owner"), pk=pk
     )
     attempts = job.attempts.select_related("cluster").order_by("number")
-    context = {"job": job, "attempts": attempts, "can_cancel": access.can_cancel(request.user, job)}
+    context = {
+        "job": job,
+        "attempts": attempts,
+        "can_cancel": access.can_cancel(request.user, job),
+        "shard_states": job.shard_states() if job.is_batch else None,
+    }
     return render(request, "portal/job.html", context)
 
 
