@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -58,10 +60,15 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
     for worker in workers:
         by_attempt[worker.attempt_id].append(worker)
-    # The report is the backend's whole view: a started attempt it leaves out is gone too.
+    # The report is the backend's whole view: an attempt that ran, or that was asked to stop,
+    # and that it leaves out is gone too.
     mine = (
         live_attempts(cluster)
-        .filter(Q(pk__in=by_attempt) | Q(worker_ran_at__isnull=False))
+        .filter(
+            Q(pk__in=by_attempt)
+            | Q(worker_ran_at__isnull=False)
+            | Q(stop_requested_at__isnull=False)
+        )
         .select_related("job")
     )
     for attempt in mine:
@@ -79,11 +86,13 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     Once one of its workers has run, a worker the backend no longer reports has vanished (its
     pod was deleted, its process and state went with the machine): it is lost, or stopped if a
     stop was asked for, and never started again inside the same attempt (a rank started twice
-    would run twice and number its log lines from 0 again).
+    would run twice and number its log lines from 0 again). An attempt asked to stop that the
+    backend does not report at all was never started (the agent is not told to start it once
+    a stop is asked): it ends now, so its GPUs come back at once.
     """
     record_checkpoint(attempt, workers)
     world_size = attempt.job.workers
-    if attempt.worker_ran_at is not None:
+    if attempt.worker_ran_at is not None or attempt.stop_requested_at is not None:
         workers = workers + missing_workers(attempt, workers, world_size)
     elif any(w.phase != base.PENDING for w in workers):
         attempt.worker_ran_at = timezone.now()  # once
@@ -259,15 +268,27 @@ def capped(lines: list[base.LogLine]) -> list[base.LogLine]:
     return out
 
 
+# The tenant log rate's counters while the shared cache is down: this process's alone.
+_process_counts = LocMemCache("mlsched-tenant-log-rate", {})
+
+
 def within_tenant_rate(
     lines: list[base.LogLine], tenant_of: dict[int, int], now: float | None = None
 ) -> list[base.LogLine]:
     """Lines under each tenant's ``MLSCHED_TENANT_LOG_RATE`` (lines per minute, all its workers
     together), so one tenant's output cannot flood the log store its neighbours share. In place
     of a worker's first line dropped in a minute, a note says why. Counters live in the shared
-    "throttle" cache (Redis when configured), so every web process counts against one limit."""
+    "throttle" cache (Redis when configured), so every web process counts against one limit;
+    while it is out of reach each process counts on its own, and the logs are still stored."""
+    with events.best_effort("the tenant log rate"):
+        return rate_limited(lines, tenant_of, now, caches["throttle"])
+    return rate_limited(lines, tenant_of, now, _process_counts)
+
+
+def rate_limited(
+    lines: list[base.LogLine], tenant_of: dict[int, int], now: float | None, cache: BaseCache
+) -> list[base.LogLine]:
     rate = settings.MLSCHED_TENANT_LOG_RATE
-    cache = caches["throttle"]
     window = int((now or time.time()) // 60)
     by_tenant: dict[int, list[base.LogLine]] = defaultdict(list)
     for line in lines:

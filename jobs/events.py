@@ -4,17 +4,41 @@ pushed to the job's log group as the agents store them.
 One message per tenant per commit, carrying every change of that tenant: a cycle that places
 thousands of jobs sends a handful of messages, not thousands. A consumer of one job's page
 subscribes to the job's tenant group and keeps the changes of its job.
+
+`best_effort` wraps every call to Redis in the request path (live pushes, rate counters, the
+scheduler's kick): Redis holds no state of record, so its outage must degrade, never fail.
 """
 
 import logging
+import time
 from collections import defaultdict
+from contextlib import contextmanager
 from typing import TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+
+WARN_EVERY_S = 60.0
+_warned_at: dict[str, float] = {}  # per `what`: when its failure was last logged
+
+
+@contextmanager
+def best_effort(what: str):
+    """Run a call to Redis whose failure must not fail the caller: the block ends there, the
+    code after it is the fallback. While Redis is down every request fails the same way, so
+    the warning is logged once a minute per `what`, not once per request."""
+    try:
+        yield
+    except (RedisError, OSError):
+        now = time.monotonic()
+        last = _warned_at.get(what)
+        if last is None or now - last >= WARN_EVERY_S:
+            _warned_at[what] = now
+            log.warning("%s failed; going on without it (is Redis down?)", what, exc_info=True)
 
 
 class JobChange(TypedDict):
@@ -94,8 +118,7 @@ def send_all(messages: dict[str, dict]) -> None:
     if layer is None:
         return
     send = async_to_sync(layer.group_send)
-    for group, message in messages.items():
-        try:
+    # Best effort: Redis down must not fail a commit; the job page polls the API meanwhile.
+    with best_effort("live updates"):
+        for group, message in messages.items():
             send(group, message)
-        except Exception:  # live updates are best effort: Redis down must not fail a commit
-            log.warning("could not publish to %s", group, exc_info=True)

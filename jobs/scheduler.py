@@ -16,7 +16,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from jobs import cycle, janitor
+from jobs import cycle, events, janitor
 
 log = logging.getLogger(__name__)
 
@@ -70,20 +70,25 @@ def tick() -> cycle.CycleResult | None:
 
 
 def kick() -> None:
-    """Ask for a cycle now rather than at the next tick; kicks within 200 ms coalesce."""
+    """Ask for a cycle now rather than at the next tick; kicks within 200 ms coalesce.
+
+    Best effort: with Redis down the kick is lost and beat's next tick runs the cycle instead;
+    it never fails the commit whose hook sends it."""
     if not settings.REDIS_URL:
         _wake.set()
         return
-    if redis_client().set("mlsched:kick", 1, nx=True, px=200):
-        from jobs.tasks import schedule
+    with events.best_effort("the scheduler kick"):
+        if redis_client(settings.REDIS_URL).set("mlsched:kick", 1, nx=True, px=200):
+            from jobs.tasks import schedule
 
-        schedule.delay()
+            schedule.delay()
 
 
 @functools.cache
-def redis_client() -> redis.Redis:
-    """One connection pool per process, not one connection per kick."""
-    return redis.Redis.from_url(settings.REDIS_URL)
+def redis_client(url: str) -> redis.Redis:
+    """One connection pool per process and URL, not one connection per kick. Short timeouts:
+    an unreachable Redis costs the request that kicks about a second, not a TCP timeout."""
+    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
 
 
 def run_forever(stop: threading.Event, interval: float = 1.0) -> None:

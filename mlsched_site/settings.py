@@ -109,7 +109,10 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py reads with a 5 s socket timeout by default, the same as the layer's
             # blocking receive: a quiet socket would die of it. Give the read room.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            # A Redis that does not answer at all gives up in a second, not a TCP timeout.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 1}]
+            },
         }
     }
 else:
@@ -124,6 +127,8 @@ CACHES = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": urlunsplit(urlsplit(REDIS_URL)._replace(path="/1")),
             "KEY_PREFIX": "mlsched-rate",
+            # A request waits at most about a second for its counter, then goes through.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate"}

@@ -1,12 +1,13 @@
-"""Shared fixtures: the users trio every access test reuses.
+"""Shared fixtures: the users trio every access test reuses, and cluster "east" with its agent.
 
 Alice owns team "alpha"; Bob is a member of Alice's team; Charlie is in team "gamma" only.
 """
 
 import pytest
+from rest_framework.test import APIClient
 
 from quotas.models import Membership
-from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.factories import ClusterFactory, MembershipFactory, TenantFactory, UserFactory
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +54,16 @@ def charlie(gamma):
     user = UserFactory(username="charlie")
     MembershipFactory(tenant=gamma, user=user, role=Membership.Role.OWNER)
     return user
+
+
+@pytest.fixture
+def east(db):
+    return ClusterFactory(name="east")
+
+
+@pytest.fixture
+def agent(east):
+    """An API client holding east's agent token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {east.rotate_token()}")
+    return client

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from clusters import agents
 from clusters.backends import base
-from clusters.models import Cluster, Node
+from clusters.models import Allocation, Cluster, Node
 from jobs import cycle
 from jobs.models import Attempt, Family, LogChunk
 from jobs.states import State
@@ -17,18 +17,6 @@ from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
 Outcome = Attempt.Outcome
-
-
-@pytest.fixture
-def east():
-    return ClusterFactory(name="east")
-
-
-@pytest.fixture
-def agent(east):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {east.rotate_token()}")
-    return client
 
 
 def post(client, cluster, what, payload):
@@ -248,10 +236,26 @@ def test_a_stop_request_is_passed_to_the_agent(agent, gang):
     Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=timezone.now(),
                                                  stop_reason=Outcome.PREEMPTED)  # fmt: skip
 
-    response = post(agent, "east", "heartbeat", {"workers": []})
+    running = report(attempt, base.RUNNING, base.PENDING)
+    response = post(agent, "east", "heartbeat", {"workers": running})
 
     (stop,) = response.json()["stop"]
     assert (stop["attempt_id"], stop["reason"]) == (attempt.pk, "preempted")
+
+
+def test_an_attempt_asked_to_stop_before_the_agent_started_it_ends_at_once(agent, gang):
+    attempt = gang.attempts.get()
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=timezone.now(),
+                                                 stop_reason=Outcome.PREEMPTED)  # fmt: skip
+
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    attempt.refresh_from_db()
+    gang.refresh_from_db()
+    assert attempt.outcome == Outcome.PREEMPTED
+    assert response.json() == {"run": [], "stop": []}
+    assert not Allocation.objects.active().filter(attempt=attempt).exists()  # GPUs back now
+    assert gang.state == State.QUEUED
 
 
 def test_logs_sent_twice_are_kept_once(agent, gang):
