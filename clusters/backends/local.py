@@ -234,13 +234,28 @@ class LocalBackend:
         return sorted((self.state_dir / str(attempt_id)).glob("*"))
 
 
-def remove_cgroups(worker_dir: Path) -> None:
+def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:
     """Delete the worker's cgroups: its shim does so when the command ends, but not if it was
-    killed first (a stop past its grace kills the whole process group, shim included)."""
-    with contextlib.suppress(FileNotFoundError):
-        for line in (worker_dir / "cgroup").read_text().split():
+    killed first (a stop past its grace kills the whole process group, shim included).
+
+    The attempt is over: a process still in a group (one still dying, or one that outlived its
+    shim) is killed, and the group removed once the kernel has let it go.
+    """
+    try:
+        paths = [Path(line) for line in (worker_dir / "cgroup").read_text().split()]
+    except FileNotFoundError:
+        return
+    deadline = time.monotonic() + wait_s
+    for path in paths:
+        while path.exists():
             with contextlib.suppress(OSError):
-                Path(line).rmdir()
+                for pid in (path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+                path.rmdir()
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
 
 
 def checkpoint_at(worker_dir: Path) -> float | None:

@@ -243,18 +243,24 @@ def test_a_worker_leaves_no_cgroup_behind(backend):
 
 
 @needs_cgroups
-def test_forgetting_a_worker_killed_with_its_shim_removes_its_cgroups(backend):
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    backend.start(with_limits([sys.executable, "-c", stubborn]))
-    assert wait_until(lambda: (backend.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
-    backend.stop(1, grace_s=0.5)
+def test_forgetting_a_worker_whose_shim_was_killed_kills_what_is_left_and_removes_its_cgroups(
+    backend,
+):
+    backend.start(with_limits([sys.executable, "-c", "import time; time.sleep(60)"]))
+    directory = backend.worker_dir(1, 0)
+    assert wait_until(lambda: (directory / "child.pid").exists(), timeout=10)
+    worker = int((directory / "child.pid").read_text())
+    # The shim dies alone (as under a machine's OOM killer): nobody is left to remove the
+    # groups, and its worker still runs in them.
+    os.kill(int((directory / "pid").read_text()), signal.SIGKILL)
     assert ended(backend)
     groups = cgroup_dirs(backend)
-    assert all(g.exists() for g in groups)  # the shim died with its group: nobody removed them
+    assert len(groups) == 2 and all(g.exists() for g in groups)
 
     backend.forget(1)
 
     assert not any(g.exists() for g in groups)
+    assert gone(worker)
 
 
 def test_without_cgroups_an_address_space_limit_stands_in(tmp_path):
