@@ -226,6 +226,12 @@ def follow_outcome(job: Job, attempt: Attempt, now) -> None:
         if job.state == State.SCHEDULED:
             transition(job, State.RUNNING, "started", attempt=attempt, now=now)
         transition(job, State.SUCCEEDED, reason or "exit code 0", attempt=attempt, now=now)
+    elif (
+        outcome == Outcome.USER_ERROR
+        and job.retry_user_errors
+        and job.retries_used < job.max_retries
+    ):
+        retry(job, attempt, now)
     elif outcome in (Outcome.USER_ERROR, Outcome.TIMEOUT):
         transition(job, State.FAILED, reason or f"exit code {attempt.exit_code}",
                    attempt=attempt, now=now)  # fmt: skip
@@ -241,7 +247,8 @@ def follow_outcome(job: Job, attempt: Attempt, now) -> None:
 
 
 def retry(job: Job, attempt: Attempt, now) -> None:
-    """Requeue after an infrastructure failure, not before the exponential backoff has passed."""
+    """Requeue after an infrastructure failure (or a user error the job asked to retry), not
+    before the exponential backoff has passed."""
     delay = min(settings.MLSCHED_RETRY_BACKOFF_S * 2**job.retries_used, 600)
     Job.objects.filter(pk=job.pk).update(
         retries_used=F("retries_used") + 1, not_before=now + timedelta(seconds=delay)

@@ -59,6 +59,11 @@ class Job(models.Model):
     preemptible = models.BooleanField(default=True)
     max_runtime_s = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_retries = models.PositiveSmallIntegerField(default=3)
+    retry_user_errors = models.BooleanField(
+        default=False,
+        help_text="Retry a non-zero exit of the job's own code too, within max_retries (code "
+        "known to fail now and then). Off, such an exit fails the job at once.",
+    )
     retries_used = models.PositiveSmallIntegerField(default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001

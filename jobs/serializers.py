@@ -62,6 +62,7 @@ class SubmitSerializer(serializers.Serializer):
     preemptible = serializers.BooleanField(required=False)
     max_runtime_s = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600)
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
+    retry_user_errors = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
 
     def __init__(self, *args, tenants=None, **kwargs):
@@ -115,8 +116,9 @@ class JobSerializer(serializers.ModelSerializer):
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
             "shard_index", "parent",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
-            "retries_used", "idempotency_key", "state", "pending_reason", "pending_message",
-            "estimated_start", "created", "scheduled_at", "started_at", "finished_at", "attempts",
+            "retry_user_errors", "retries_used", "idempotency_key", "state", "pending_reason",
+            "pending_message", "estimated_start", "created", "scheduled_at", "started_at",
+            "finished_at", "attempts",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -56,6 +56,28 @@ def test_a_user_error_fails_the_job_with_its_exit_code_and_no_retry(placed):
     assert placed.events.last().reason == "exit code 3"
 
 
+def test_a_job_that_asks_for_it_retries_user_errors_until_its_retries_are_used(placed):
+    type(placed).objects.filter(pk=placed.pk).update(retry_user_errors=True)
+
+    end(placed, Outcome.USER_ERROR, exit_code=3, reason="exit code 3")
+    assert (placed.state, placed.retries_used) == (State.QUEUED, 1)
+    type(placed).objects.filter(pk=placed.pk).update(not_before=None, retries_used=2)
+    cycle.run_cycle()
+    placed.refresh_from_db()
+
+    end(placed, Outcome.USER_ERROR, exit_code=3, reason="exit code 3")
+
+    assert (placed.state, placed.events.last().reason) == (State.FAILED, "exit code 3")
+
+
+def test_a_timeout_is_not_retried_even_when_user_errors_are(placed):
+    type(placed).objects.filter(pk=placed.pk).update(retry_user_errors=True)
+
+    end(placed, Outcome.TIMEOUT, reason="past its runtime limit")
+
+    assert (placed.state, placed.retries_used) == (State.FAILED, 0)
+
+
 def test_an_infra_error_requeues_with_backoff_and_uses_a_retry(placed, settings):
     before = timezone.now()
     end(placed, Outcome.INFRA_ERROR, reason="node lost")
