@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres:postgres@127.0.0.1:5432/mlsched
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+TEST_ENV = DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=mlsched-test-key
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: run test check services install clean
@@ -30,10 +31,8 @@ services:
 # The browser tests run in a pytest process of their own: Playwright's event loop would break
 # the asyncio tests that follow it in the same process.
 test: install services
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
-	  $(BIN)/pytest -q tests --ignore=tests/e2e
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
-	  $(BIN)/pytest -q tests/e2e
+	$(TEST_ENV) $(BIN)/pytest -q tests --ignore=tests/e2e
+	$(TEST_ENV) $(BIN)/pytest -q tests/e2e
 
 check: install
 	$(BIN)/ruff check .

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
 os.environ["DATABASE_URL"] = f"{SERVER}/mlsched_bench"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlsched_site.settings")
+os.environ.setdefault("SECRET_KEY", "mlsched-bench")  # a throwaway database: any key will do
 os.environ.pop("REDIS_URL", None)
 
 import django  # noqa: E402

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MLSCHED_VAR_DIR", BASE_DIR / "var"))
@@ -27,9 +28,6 @@ def env_bool(name: str, default: bool) -> bool:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    # Only the embedded mode and the tests may run without a configured key.
-    SECRET_KEY = "mlsched-insecure-development-key"
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h]
 
 INSTALLED_APPS = [
@@ -101,6 +99,11 @@ def database_settings() -> dict:
 
 DATABASES = {"default": database_settings()}
 EMBEDDED = DATABASES["default"]["ENGINE"].endswith("sqlite3")
+if not SECRET_KEY:
+    if not (EMBEDDED or DEBUG):
+        # A known key signs sessions anyone could forge: never in a real deployment.
+        raise ImproperlyConfigured("SECRET_KEY must be set when DATABASE_URL is (or set DEBUG=1)")
+    SECRET_KEY = "mlsched-insecure-development-key"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

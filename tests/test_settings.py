@@ -1,0 +1,38 @@
+"""Settings a deployment cannot get wrong silently."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOAD = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+
+
+def load_settings(**env) -> subprocess.CompletedProcess:
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG", "DATABASE_URL")
+    }
+    env = {**clean, "DJANGO_SETTINGS_MODULE": "mlsched_site.settings", **env}
+    return subprocess.run([sys.executable, "-c", LOAD], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_a_deployment_on_postgresql_without_a_secret_key_refuses_to_start():
+    run = load_settings(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/mlsched")
+
+    assert run.returncode != 0
+    assert "SECRET_KEY must be set" in run.stderr
+
+
+def test_the_embedded_mode_and_debug_fall_back_to_a_development_key():
+    embedded = load_settings()
+    debug = load_settings(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/mlsched", DEBUG="1")
+
+    assert embedded.stdout.strip() == debug.stdout.strip() == "mlsched-insecure-development-key"
+
+
+def test_a_configured_key_is_used():
+    run = load_settings(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/mlsched", SECRET_KEY="k")
+
+    assert run.stdout.strip() == "k"
