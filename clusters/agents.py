@@ -206,6 +206,7 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
     job: Job = attempt.job
     return base.AttemptSpec(
         attempt_id=attempt.pk, job_id=job.pk, number=attempt.number, tenant=job.tenant.slug,
+        tenant_id=job.tenant_id,
         name=job.name, image=job.image, command=tuple(job.command),
         env={str(k): str(v) for k, v in job.env.items()}, workers=tuple(workers),
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,

@@ -62,6 +62,9 @@ class AttemptSpec:
     checkpoint_dir: str
     max_runtime_s: int
     master_port: int = 29500
+    # The tenant's id (0: not given): the local backend runs each tenant's workers as a user of
+    # their own from it.
+    tenant_id: int = 0
 
     @property
     def world_size(self) -> int:

@@ -6,7 +6,15 @@ without GPUs: CUDA_VISIBLE_DEVICES then names virtual GPUs.
 
 State lives in files under `state_dir/<attempt>/<rank>/` (spec, pid, log, exit status, stop
 request), not in this object: an agent that restarts builds a new LocalBackend on the same
-directory and finds every worker again.
+directory and finds every worker again. Those files are the agent's alone (mode 0600): the
+spec holds the job's environment.
+
+Tenants: with ``worker_uids`` (a range of user ids, `run_agent --worker-uids 20000-29999`; the
+agent must run as root) each tenant's workers run as a user of their own, the range's start
+plus the tenant's id, owning their job's checkpoint directory and working directory (mode
+0700). A worker then cannot read another tenant's checkpoints, working files or processes'
+environments, nor the agent's (and its token). Without it, every worker runs as the agent's
+own user: fine for one team's machine, not for tenants who must not see each other.
 """
 
 import contextlib
@@ -105,8 +113,10 @@ class LocalBackend:
         checkpoint_root: Path,
         default_grace_s: float = 10.0,
         cgroups: bool = True,
+        worker_uids: range | None = None,
     ):
         self.state_dir = Path(state_dir)
+        self.worker_uids = worker_uids
         # Hold each worker to its CPU and memory request with a cgroup where the host allows.
         self.cgroups = cgroups
         self.nodes = nodes
@@ -120,15 +130,24 @@ class LocalBackend:
         return list(self.nodes)
 
     def start(self, spec: AttemptSpec) -> None:
+        try:
+            uid = self.uid_of(spec.tenant_id)
+        except ValueError as error:
+            return self._refuse(spec, str(error))
         checkpoint = self.checkpoint_root / spec.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
+        if uid is not None:
+            os.chown(checkpoint, uid, uid)
+            checkpoint.chmod(0o700)
         # Every worker shares this host: each gang needs its own rendezvous port.
         spec = dataclasses.replace(spec, master_port=free_port())
         for worker in spec.workers:
             directory = self.worker_dir(spec.attempt_id, worker.rank)
             if (directory / "spec.json").exists():
                 continue  # already started: start is idempotent
+            # Others may pass through to their own working directory, not look inside.
             directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o711)
             env = {
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                 "HOME": str(directory / "work"),
@@ -138,9 +157,29 @@ class LocalBackend:
             }
             self._launch(directory, spec, worker, env)
 
+    def _refuse(self, spec: AttemptSpec, reason: str) -> None:
+        """Record the attempt's workers as failed before they ran, with the reason."""
+        for worker in spec.workers:
+            directory = self.worker_dir(spec.attempt_id, worker.rank)
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "exit.json").write_text(json.dumps({"code": None, "refused": reason}))
+            (directory / "spec.json").write_text(json.dumps({"refused": reason, "env": {}}))
+
+    def uid_of(self, tenant_id: int) -> int | None:
+        """The user the tenant's workers run as; None: the agent's own."""
+        if self.worker_uids is None:
+            return None
+        uid = self.worker_uids.start + tenant_id
+        if tenant_id < 1 or uid not in self.worker_uids:
+            # Sharing another tenant's user would be no isolation at all: refuse to start.
+            raise ValueError(f"tenant {tenant_id} has no user in --worker-uids {self.worker_uids}")
+        return uid
+
     def _launch(self, directory: Path, spec: AttemptSpec, worker, env: dict) -> None:
         tmp = directory / "spec.json.tmp"
+        tmp.touch(mode=0o600)
         tmp.write_text(json.dumps({
+            "uid": self.uid_of(spec.tenant_id),
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
             "memory_mb": worker.memory_mb, "cpu_milli": worker.cpu_milli,
             "cgroups": self.cgroups, "max_runtime_s": spec.max_runtime_s,
@@ -270,6 +309,8 @@ def checkpoint_at(worker_dir: Path) -> float | None:
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
     """(phase, exit code, reason) of a worker that ended, from its exit record."""
     code = record["code"]
+    if record.get("refused"):
+        return base.FAILED, None, record["refused"]
     if stopping:
         return base.STOPPED, code, "stopped"
     if record.get("timed_out"):
@@ -278,4 +319,4 @@ def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
         return base.EXITED, code, OOM_REASON
     if record.get("signal") == "SIGKILL":
         return base.FAILED, code, KILLED_REASON
-    return base.EXITED, code, ""
+    return base.EXITED, code, record.get("reason", "")

@@ -24,8 +24,9 @@ from clusters.backends import cgroups
 
 
 def prepare(spec: dict, group: cgroups.Group | None, report: int):
-    """In the child, before the command runs: default SIGTERM handling and resource limits.
-    One byte to the ``report`` pipe says whether the child joined the cgroup."""
+    """In the child, before the command runs: default SIGTERM handling, resource limits and,
+    last, the tenant's own user if the spec names one. One byte to the ``report`` pipe says
+    whether the child joined the cgroup."""
 
     def apply():
         # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
@@ -44,6 +45,11 @@ def prepare(spec: dict, group: cgroups.Group | None, report: int):
         if spec.get("cpu_seconds"):
             cap = int(spec["cpu_seconds"])
             resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 5))
+        os.umask(0o022)  # the shim's own 0077 is for the agent's files, not the job's
+        if spec.get("uid") is not None:
+            os.setgroups([])
+            os.setgid(spec["uid"])
+            os.setuid(spec["uid"])
 
     return apply
 
@@ -66,18 +72,26 @@ def main(directory: Path) -> int:
     spec = json.loads((directory / "spec.json").read_text())
     # The agent stops a worker by signalling the whole group; the shim stays to record the end.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)  # its log and records are the agent's alone
+    cwd = Path(spec["cwd"])
+    cwd.mkdir(parents=True, exist_ok=True)
+    if spec.get("uid") is not None:
+        os.chown(cwd, spec["uid"], spec["uid"])
     group = None
     if spec.get("cgroups") and spec.get("cpu_milli") and spec.get("memory_mb"):
         group = cgroups.create(str(directory), spec["cpu_milli"], spec["memory_mb"])
     if group is not None:  # for whoever cleans up after a shim killed before it could
         (directory / "cgroup").write_text(f"{group.cpu}\n{group.memory}\n")
     report, told = os.pipe()
-    child = subprocess.Popen(
-        spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=prepare(spec, group, told), pass_fds=(told,),
-    )  # fmt: skip
-    os.close(told)
+    try:
+        child = subprocess.Popen(
+            spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, preexec_fn=prepare(spec, group, told), pass_fds=(told,),
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as error:
+        return not_started(directory, error, group)
+    finally:
+        os.close(told)
     joined = os.read(report, 1) == b"1"
     os.close(report)
     (directory / "child.pid").write_text(str(child.pid))
@@ -111,6 +125,24 @@ def main(directory: Path) -> int:
         "oom_killed": oom_killed,
         "ended": time.time(),
     })  # fmt: skip
+    if group is not None:
+        group.remove()
+    return 0
+
+
+def not_started(directory: Path, error: Exception, group: cgroups.Group | None) -> int:
+    """The command could not start. Missing or not executable is the job's own error, with the
+    shell's codes (127, 126) and a line in its log; anything else (the worker could not be
+    prepared: its user, its limits) is the host's, and the attempt fails as such."""
+    if isinstance(error, OSError):
+        code = 127 if isinstance(error, FileNotFoundError) else 126
+        reason = f"cannot run {error.filename or 'the command'}: {error.strerror}"
+        with open(directory / "log", "a") as out:
+            out.write(f"stderr\t{reason}\n")
+        record = {"code": code, "reason": reason}
+    else:
+        record = {"code": None, "refused": f"the worker could not be prepared: {error}"}
+    write_exit(directory, {**record, "ended": time.time()})
     if group is not None:
         group.remove()
     return 0

@@ -149,6 +149,26 @@ def test_log_sequence_numbers_continue_across_calls(backend):
     assert backend.logs() == []
 
 
+def test_a_command_that_does_not_exist_is_the_jobs_own_error_127_and_says_why(backend):
+    backend.start(spec(["/no/such/train.py"]))
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    reason = "cannot run /no/such/train.py: No such file or directory"
+    assert (status.phase, status.exit_code, status.reason) == (base.EXITED, 127, reason)
+    assert [line.text for line in backend.logs()] == [reason]
+
+
+def test_a_command_that_is_not_executable_is_the_jobs_own_error_126(backend, tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")  # no execute bit
+
+    backend.start(spec([str(script)]))
+
+    assert ended(backend)
+    assert (phases(backend)[0].phase, phases(backend)[0].exit_code) == (base.EXITED, 126)
+
+
 def test_start_is_idempotent(backend):
     command = [sys.executable, "-c", "print('once')"]
     backend.start(spec(command))
@@ -307,11 +327,12 @@ def test_a_worker_the_cgroup_refuses_runs_under_rlimits_and_the_shim_says_so(
         "cwd": str(directory / "work"), "memory_mb": 512, "cpu_milli": 1000, "cgroups": True,
         "max_runtime_s": 30, "cpu_seconds": 30, "grace_s": 1,
     }))  # fmt: skip
-    sigterm = signal.getsignal(signal.SIGTERM)
+    sigterm, umask = signal.getsignal(signal.SIGTERM), os.umask(0o022)
     try:
         local_shim.main(directory)
-    finally:
+    finally:  # the shim sets both for its own process, here the test's
         signal.signal(signal.SIGTERM, sigterm)
+        os.umask(umask)
 
     assert "limits: rlimits (the cgroup refused the worker)" in capsys.readouterr().out
     assert not (directory / "cgroup").exists()

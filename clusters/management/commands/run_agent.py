@@ -6,6 +6,7 @@ service account). It talks to the control plane over HTTP with the cluster's tok
 (MLSCHED_AGENT_TOKEN, or --token-file) and never opens the database.
 """
 
+import argparse
 import os
 import signal
 import threading
@@ -29,6 +30,14 @@ class Command(BaseCommand):
         parser.add_argument("--inventory", default="", help="Virtual inventory, e.g. 2x8xA100.")
         parser.add_argument("--state-dir", help="Where worker state is kept (survives restarts).")
         parser.add_argument("--interval", type=float, default=1.0)
+        parser.add_argument(
+            "--worker-uids",
+            type=uid_range,
+            metavar="FIRST-LAST",
+            help="For --backend local, run as root: each tenant's workers run as the user "
+            "FIRST + the tenant's id, so tenants cannot read each other's files or the agent's "
+            "token (default: every worker runs as this agent's user).",
+        )
         parser.add_argument("--backend", choices=["local", "kubernetes"], default="local")
         parser.add_argument("--kubeconfig", help="For --backend kubernetes; default in-cluster.")
         parser.add_argument(
@@ -41,7 +50,7 @@ class Command(BaseCommand):
                                  "volume, to read when jobs last checkpointed.")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
-               kubeconfig, checkpoint_claim, checkpoint_mount, **options):  # fmt: skip
+               kubeconfig, checkpoint_claim, checkpoint_mount, worker_uids, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
@@ -51,7 +60,9 @@ class Command(BaseCommand):
             kube = kubernetes_backend(cluster, kubeconfig, checkpoint_claim, checkpoint_mount)
             agent = Agent(control, kube, interval)
         else:
-            agent = build_agent(cluster, url, token, inventory, state_dir, interval)
+            if worker_uids is not None and os.geteuid() != 0:
+                raise CommandError("--worker-uids needs the agent to run as root")
+            agent = build_agent(cluster, url, token, inventory, state_dir, interval, worker_uids)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         self.stdout.write(f"agent for {cluster} reporting to {url}")
@@ -59,11 +70,23 @@ class Command(BaseCommand):
         agent.run_forever(stop)
 
 
-def build_agent(cluster, url, token, inventory="", state_dir=None, interval=1.0) -> Agent:
+def uid_range(text: str) -> range:
+    """`FIRST-LAST`, both user ids, FIRST above 0."""
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
+        raise argparse.ArgumentTypeError(f"user ids FIRST-LAST, e.g. 20000-29999: {text!r}")
+    return range(int(first), int(last) + 1)
+
+
+def build_agent(
+    cluster, url, token, inventory="", state_dir=None, interval=1.0, worker_uids=None
+) -> Agent:
     """An agent with the local backend; shared by run_agent and the embedded server."""
     root = Path(state_dir) if state_dir else settings.VAR_DIR / "agents" / cluster
     nodes = parse_inventory(inventory, cluster) if inventory else detect_inventory(cluster)
-    backend = LocalBackend(root / "workers", nodes, settings.VAR_DIR / "checkpoints")
+    backend = LocalBackend(
+        root / "workers", nodes, settings.VAR_DIR / "checkpoints", worker_uids=worker_uids
+    )
     return Agent(ControlPlane(url, cluster, token), backend, interval)
 
 

@@ -1,0 +1,110 @@
+"""The local backend with --worker-uids: each tenant's workers run as a user of their own, so
+a worker cannot read another tenant's files, the agent's state or the agent's environment.
+Real processes switching to real user ids: the agent (this test) must be root."""
+
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from clusters.backends import base
+from clusters.backends.local import LocalBackend, parse_inventory
+from clusters.management.commands.run_agent import uid_range
+from tests.clusters.test_local_backend import ended, phases, spec
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+UIDS = range(40_000, 40_100)
+# The system's interpreter: the workers' users cannot reach one under root's home.
+PYTHON = "/usr/bin/python3"
+
+PROBE = """
+import os, pathlib, sys
+def read(path):
+    try:
+        pathlib.Path(path).read_bytes()
+        return "read"
+    except PermissionError:
+        return "denied"
+ckpt = pathlib.Path(os.environ["MLSCHED_CHECKPOINT_DIR"])
+(ckpt / "weights").write_text("mine")
+print(os.getuid(), os.getgid())
+print("neighbour checkpoint", read(os.environ["NEIGHBOUR"]))
+print("agent environment", read(f"/proc/{os.environ['AGENT_PID']}/environ"))
+print("own spec", read(pathlib.Path(os.environ["HOME"]).parent / "spec.json"))
+"""
+
+
+@pytest.fixture
+def root():
+    # Not under pytest's own temporary folder: that one is root's alone (mode 0700), and the
+    # workers' users must be able to pass through to their directories.
+    path = Path(tempfile.mkdtemp(prefix="mlsched-uids-"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def isolated(root):
+    nodes = parse_inventory("1x8xA100", "local")
+    return LocalBackend(root / "state", nodes, root / "ckpt", worker_uids=UIDS)
+
+
+def tenant_spec(tenant_id: int, attempt: int, command, env=None):
+    one = spec(command, attempt=attempt)
+    return dataclasses.replace(one, tenant_id=tenant_id, env={**one.env, **(env or {})},
+                               checkpoint_dir=f"t{tenant_id}/{attempt}")  # fmt: skip
+
+
+def output(backend, attempt) -> list[str]:
+    return [line.text for line in backend.logs() if line.attempt_id == attempt]
+
+
+def test_each_tenants_workers_run_as_its_own_user_and_cannot_read_its_neighbours(isolated, root):
+    save = "import os, pathlib; pathlib.Path(os.environ['MLSCHED_CHECKPOINT_DIR'], 'weights')"
+    neighbour = tenant_spec(3, 1, [PYTHON, "-c", save + ".write_text('x')"])
+    isolated.start(neighbour)
+    assert ended(isolated, 1)
+    secret = root / "ckpt" / "t3" / "1" / "weights"
+    assert secret.read_text() == "x"
+
+    env = {"NEIGHBOUR": str(secret), "AGENT_PID": str(os.getpid())}
+    isolated.start(tenant_spec(4, 2, [PYTHON, "-c", PROBE], env))
+    assert ended(isolated, 2)
+
+    assert phases(isolated, 2)[0].exit_code == 0
+    assert output(isolated, 2) == [
+        "40004 40004",
+        "neighbour checkpoint denied",
+        "agent environment denied",
+        "own spec denied",
+    ]
+    assert (root / "ckpt" / "t4" / "2" / "weights").stat().st_uid == 40_004
+
+
+def test_a_tenant_without_a_user_in_the_range_is_refused_with_the_reason(isolated):
+    isolated.start(tenant_spec(500, 1, [sys.executable, "-c", "print('ran')"]))
+
+    status = phases(isolated, 1)[0]
+    assert (status.phase, status.exit_code) == (base.FAILED, None)
+    assert "--worker-uids" in status.reason
+    assert output(isolated, 1) == []
+
+
+def test_without_a_range_workers_run_as_the_agents_user(root):
+    backend = LocalBackend(root / "state", parse_inventory("1x8xA100", "local"), root / "ckpt")
+    backend.start(tenant_spec(4, 1, [sys.executable, "-c", "import os; print(os.getuid())"]))
+    assert ended(backend, 1)
+
+    assert output(backend, 1) == [str(os.getuid())]
+
+
+@pytest.mark.parametrize("text", ["0-10", "10-5", "20000", "a-b"])
+def test_a_uid_range_must_be_first_to_last_above_0(text):
+    with pytest.raises(Exception, match="FIRST-LAST"):
+        uid_range(text)
