@@ -1,7 +1,6 @@
 """The web portal's pages."""
 
 import secrets
-import shlex
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -11,13 +10,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs import access, actions
+from jobs import forms as submit_form
 from jobs import metrics as metrics_text
 from jobs.access import visible_jobs
 from jobs.serializers import SubmitSerializer
-from quotas.models import PriorityClass
-
-FORM_FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-               "gpu_milli", "workers", "shards", "priority_class", "max_runtime_s"]  # fmt: skip
 
 
 def index(request):
@@ -60,32 +56,25 @@ def metrics(request):
 @login_required
 def submit(request):
     """The portal's submit form, checked by the same rules as the REST API."""
-    values = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
-              "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "normal",
-              "max_runtime_s": 3600}  # fmt: skip
-    errors = {}
+    tenants = access.submit_tenants(request.user)
+    values, errors = submit_form.INITIAL, {}
     if request.method == "POST":
-        values = {f: request.POST.get(f, "").strip() for f in FORM_FIELDS}
-        try:
-            command = shlex.split(values["command"])
-        except ValueError as error:  # an unclosed quote
-            command, errors["command"] = [], f"Cannot split the command: {error}."
-        checked = SubmitSerializer(
-            data={**values, "command": command}, tenants=access.submit_tenants(request.user)
-        )
+        values = submit_form.read(request.POST)
+        data, errors = submit_form.serializer_input(values)
+        checked = SubmitSerializer(data=data, tenants=tenants)
         if checked.is_valid() and not errors:
             spec = dict(checked.validated_data)
             job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
             return redirect("job", pk=job.pk)
         errors = {
-            **{field: " ".join(map(str, messages)) for field, messages in checked.errors.items()},
+            **{field: submit_form.error_text(detail) for field, detail in checked.errors.items()},
             **errors,
         }
     context = {
         "values": values,
         "errors": errors,
-        "tenants": access.submit_tenants(request.user),
-        "priority_classes": PriorityClass.objects.all(),
+        "tenants": tenants,
+        "priority_classes": submit_form.open_classes(tenants),
     }
     return render(request, "portal/submit.html", context, status=400 if errors else 200)
 

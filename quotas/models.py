@@ -109,7 +109,7 @@ class PriorityClass(models.Model):
         return f"{self.name} ({self.value})"
 
     def open_to(self, tenant: Tenant) -> bool:
-        """Whether members of ``tenant`` may submit jobs at this class."""
-        if self.tenants.filter(pk=tenant.pk).exists():
-            return True
-        return not self.may_preempt and not self.tenants.exists()
+        """Whether members of ``tenant`` may submit jobs at this class (one query, none when
+        the tenants were prefetched)."""
+        listed = {t.pk for t in self.tenants.all()}
+        return tenant.pk in listed or (not self.may_preempt and not listed)

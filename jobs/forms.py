@@ -1,0 +1,87 @@
+"""The portal's submit form: its fields as typed, and the SubmitSerializer input they make.
+
+Every rule stays in the serializer, as for the API. This module only turns the form's strings
+(a command line, KEY=VALUE lines, a comma-separated list) into the shapes the serializer reads,
+and its nested errors back into one line per field.
+"""
+
+import shlex
+
+from quotas.models import PriorityClass
+
+# Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
+FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
+          "gpu_milli", "gpu_types", "workers", "shards", "priority_class", "priority",
+          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors"]  # fmt: skip
+TEXTAREAS = ["env", "cluster_selector"]
+
+INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
+           "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "normal", "priority": 0,
+           "preemptible": "", "max_runtime_s": 3600, "max_retries": 3}  # fmt: skip
+
+
+def read(post) -> dict[str, str]:
+    """The form's fields as the user gave them: to check, and to show again after an error."""
+    values = {field: post.get(field, "").strip() for field in FIELDS}
+    return values | {field: post.get(field, "") for field in TEXTAREAS}
+
+
+def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
+    """SubmitSerializer's input, and the errors of fields too malformed to hand it.
+
+    A blank field is left out, as an API client leaves it out, so the serializer's default
+    applies: "family default" for preemptible, no for an unchecked retry_user_errors.
+    """
+    data = {field: value for field, value in values.items() if value != ""}
+    errors = {}
+    try:
+        data["command"] = shlex.split(values["command"])
+    except ValueError as error:  # an unclosed quote
+        data["command"], errors["command"] = [], f"Cannot split the command: {error}."
+    for field in TEXTAREAS:
+        try:
+            data[field] = parse_pairs(values[field])
+        except ValueError as error:
+            data[field], errors[field] = {}, str(error)
+    data["gpu_types"] = [name.strip() for name in values["gpu_types"].split(",") if name.strip()]
+    return data, errors
+
+
+def parse_pairs(text: str) -> dict[str, str]:
+    """KEY=VALUE lines to a dict; blank lines are skipped.
+
+    The value is everything after the first '=', kept verbatim (spaces and further '=' too).
+    Only line breaks split: browsers send a textarea's as CRLF.
+    """
+    pairs = {}
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        if not line.strip():
+            continue
+        key, equals, value = line.partition("=")
+        if not equals:
+            raise ValueError(f"Line {number} has no '=': write one KEY=VALUE a line.")
+        if key in pairs:
+            raise ValueError(f"Line {number} gives {key!r} a second time.")
+        pairs[key] = value
+    return pairs
+
+
+def error_text(detail) -> str:
+    """A field's serializer errors as one line. A dict or list field's errors come keyed by the
+    entry at fault (a name, or an index from 0); they are named so the user can find it."""
+    if isinstance(detail, dict):
+        return " ".join(f"{label(key)}: {error_text(inner)}" for key, inner in detail.items())
+    if isinstance(detail, list):
+        return " ".join(error_text(inner) for inner in detail)
+    return str(detail)
+
+
+def label(key) -> str:
+    return f"item {key + 1}" if isinstance(key, int) else repr(key)
+
+
+def open_classes(tenants) -> list[PriorityClass]:
+    """The priority classes open to at least one of `tenants`: the ones worth offering."""
+    tenants = list(tenants)
+    classes = PriorityClass.objects.prefetch_related("tenants")
+    return [c for c in classes if any(c.open_to(t) for t in tenants)]
