@@ -54,7 +54,11 @@ class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    @admin.action(description="Cancel selected jobs")
+    def has_cancel_permission(self, request) -> bool:
+        """The cancel action is for staff holding the global cancel_job permission."""
+        return request.user.has_perm("jobs.cancel_job")
+
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
     def cancel_jobs(self, request, queryset):
         canceled = sum(
             actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset

@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth.models import Permission
 
 from clusters.models import Cluster
 from jobs.states import State
@@ -25,6 +26,19 @@ def test_the_cancel_action_cancels_live_jobs_only(admin_client):
     queued.refresh_from_db()
     done.refresh_from_db()
     assert (queued.state, done.state) == (State.CANCELED, State.SUCCEEDED)
+
+
+def test_staff_without_the_cancel_permission_cannot_cancel_through_the_admin(client, db):
+    staff = UserFactory(username="support", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(staff)
+    queued = JobFactory()
+
+    client.post("/admin/jobs/job/", {"action": "cancel_jobs", "_selected_action": [queued.pk]})
+
+    queued.refresh_from_db()
+    assert queued.state == State.QUEUED
+    assert "cancel_jobs" not in client.get("/admin/jobs/job/").text
 
 
 def test_a_job_cannot_be_edited_in_the_admin(admin_client):
