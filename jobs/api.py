@@ -16,7 +16,7 @@ from jobs import access, actions
 from jobs.models import LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
 from jobs.states import State
-from jobs.throttles import SubmitRate
+from jobs.throttles import SubmitRate, TenantSubmitRate
 
 PAGE = 100
 
@@ -31,7 +31,7 @@ def visible(request):
 
 class JobsView(APIView):
     def get_throttles(self):
-        extra = [SubmitRate()] if self.request.method == "POST" else []
+        extra = [SubmitRate(), TenantSubmitRate()] if self.request.method == "POST" else []
         return [*super().get_throttles(), *extra]
 
     def get(self, request):

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.cache import caches
 from rest_framework.throttling import UserRateThrottle
 
+from jobs import access
 from jobs.events import best_effort
 
 
@@ -38,3 +39,20 @@ class SubmitRate(UserRate):
 
     scope = "submit"
     setting = "MLSCHED_SUBMIT_RATE"
+
+
+class TenantSubmitRate(UserRate):
+    """Job submissions to one tenant, all its members and their tokens together:
+    ``MLSCHED_TENANT_SUBMIT_RATE``. Only submissions by someone who may submit there count: an
+    outsider naming the tenant gets a 400 and uses up none of its budget."""
+
+    scope = "tenant-submit"
+    setting = "MLSCHED_TENANT_SUBMIT_RATE"
+
+    def get_cache_key(self, request, view) -> str | None:
+        slug = request.data.get("tenant") if isinstance(request.data, dict) else None
+        if not isinstance(slug, str) or not request.user.is_authenticated:
+            return None
+        if not access.submit_tenants(request.user).filter(slug=slug).exists():
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": slug}

@@ -170,6 +170,7 @@ MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # per user on top of that. Django REST framework's "N/second|minute|hour|day" form.
 MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")
 MLSCHED_SUBMIT_RATE = os.environ.get("MLSCHED_SUBMIT_RATE", "300/minute")
+MLSCHED_TENANT_SUBMIT_RATE = os.environ.get("MLSCHED_TENANT_SUBMIT_RATE", "1200/minute")
 # Output lines kept per worker of an attempt; later lines are dropped, with a note.
 MLSCHED_LOG_MAX_LINES = int(os.environ.get("MLSCHED_LOG_MAX_LINES", "1000000"))
 # Log lines a minute one tenant's workers may add together; the rest are dropped with a note.

@@ -316,6 +316,20 @@ def test_past_the_api_rate_a_user_gets_429_with_retry_after_and_others_do_not(
     assert client_for(charlie).get("/api/v1/jobs/").status_code == 200
 
 
+def test_a_tenants_members_share_its_submit_rate_and_other_tenants_do_not(
+    alice, bob, charlie, settings
+):
+    settings.MLSCHED_TENANT_SUBMIT_RATE = "3/minute"
+    outsider = [submit(charlie, name="not-yours").status_code for _ in range(3)]  # alpha's slug
+
+    codes = [submit(user, name=f"run-{i}").status_code
+             for i, user in enumerate([alice, bob, alice, bob])]  # fmt: skip
+
+    assert outsider == [400] * 3  # refused, and none of alpha's budget used
+    assert codes == [201, 201, 201, 429]
+    assert submit(charlie, tenant="gamma").status_code == 201
+
+
 def test_past_the_submit_rate_a_submission_is_refused_and_writes_nothing(alice, settings):
     settings.MLSCHED_SUBMIT_RATE = "2/minute"
 
