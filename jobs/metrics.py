@@ -9,6 +9,7 @@ scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db.models import Count, F, Sum
@@ -23,24 +24,54 @@ from jobs.placement.scoring import learn_workload
 WINDOW = timedelta(days=1)
 
 
+@dataclass
+class Metric:
+    """One metric family: what /metrics writes and the portal's overview page draws."""
+
+    name: str
+    kind: str
+    help: str
+    samples: list[tuple[dict, float]] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        """The label names its samples use, in order of first use (the table's columns)."""
+        return list(dict.fromkeys(k for labels, _ in self.samples for k in labels))
+
+    def rows(self) -> list[list[str]]:
+        """Each sample as table cells: its label values, then the value."""
+        return [[str(labels.get(k, "")) for k in self.labels] + [f"{value:g}"]
+                for labels, value in self.samples]  # fmt: skip
+
+    def lines(self) -> list[str]:
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        for labels, value in self.samples:
+            text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            out.append(f"{self.name}{{{text}}} {value:g}" if labels else f"{self.name} {value:g}")
+        return out
+
+
+def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
+    """Every metric. ``jobs`` and ``attempts_of`` narrow the job and attempt figures (a
+    portal user's tenants); the cluster and scheduler figures are the whole platform's."""
+    jobs = Job.objects.all() if jobs is None else jobs
+    attempts_of = Attempt.objects.all() if attempts_of is None else attempts_of
+    return [
+        *gpus(now), *idle_gpus(now), *jobs_by_state(now, jobs), *queue_wait(now, jobs),
+        *attempts(now, attempts_of), *scheduler(now), *agents(now),
+    ]  # fmt: skip
+
+
 def render() -> str:
     """All metrics, as one Prometheus text exposition."""
-    now = timezone.now()
-    lines: list[str] = []
-    for family in (gpus, idle_gpus, jobs_by_state, queue_wait, attempts, scheduler, agents):
-        lines.extend(family(now))
-    return "\n".join(lines) + "\n"
+    return "\n".join(line for m in collect(timezone.now()) for line in m.lines()) + "\n"
 
 
-def metric(name: str, kind: str, help_text: str, samples) -> list[str]:
-    out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        label_text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-        out.append(f"{name}{{{label_text}}} {value:g}" if labels else f"{name} {value:g}")
-    return out
+def metric(name: str, kind: str, help_text: str, samples) -> list[Metric]:
+    return [Metric(name, kind, help_text, list(samples))]
 
 
-def gpus(now) -> list[str]:
+def gpus(now) -> list[Metric]:
     total = (
         Node.objects.filter(gpu_count__gt=0)
         .values("cluster__name", "gpu_type")
@@ -63,7 +94,7 @@ def gpus(now) -> list[str]:
                   samples)  # fmt: skip
 
 
-def idle_gpus(now) -> list[str]:
+def idle_gpus(now) -> list[Metric]:
     """Fragmentation as an operator sees it: eight idle GPUs spread over eight nodes cannot run
     one 8-GPU job, slivers of shared GPUs run only small shares, and some idle GPU the current
     job mix could not use at all (the FGD measure the fragmentation scorer keeps low; the mix
@@ -108,14 +139,14 @@ def labelled(values: dict[tuple[str, str], float], **extra) -> list:
     return [({"cluster": c, "gpu_type": t, **extra}, v) for (c, t), v in sorted(values.items())]
 
 
-def jobs_by_state(now) -> list[str]:
-    counts = Job.objects.values("state").annotate(n=Count("id"))
+def jobs_by_state(now, jobs) -> list[Metric]:
+    counts = jobs.order_by().values("state").annotate(n=Count("id"))
     return metric("mlsched_jobs", "gauge", "Jobs by state.",
                   [({"state": c["state"]}, c["n"]) for c in counts])  # fmt: skip
 
 
-def queue_wait(now) -> list[str]:
-    started = Job.objects.filter(started_at__gte=now - WINDOW).values_list(
+def queue_wait(now, jobs) -> list[Metric]:
+    started = jobs.filter(started_at__gte=now - WINDOW).values_list(
         "family", "tenant__slug", F("started_at") - F("created")
     )
     by_family: dict[str, list[float]] = defaultdict(list)
@@ -144,10 +175,10 @@ def quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def attempts(now) -> list[str]:
-    recent = Attempt.objects.filter(ended_at__gte=now - WINDOW)
-    by_outcome = dict(recent.values_list("outcome").annotate(n=Count("id")))
-    started = Attempt.objects.filter(started_at__gte=now - WINDOW).count()
+def attempts(now, attempts_of) -> list[Metric]:
+    recent = attempts_of.filter(ended_at__gte=now - WINDOW)
+    by_outcome = dict(recent.order_by().values_list("outcome").annotate(n=Count("id")))
+    started = attempts_of.filter(started_at__gte=now - WINDOW).count()
     preempted = by_outcome.get(Attempt.Outcome.PREEMPTED, 0)
     wasted = recent.aggregate(s=Sum("wasted_gpu_seconds"))["s"] or 0
     return [
@@ -162,7 +193,7 @@ def attempts(now) -> list[str]:
     ]  # fmt: skip
 
 
-def scheduler(now) -> list[str]:
+def scheduler(now) -> list[Metric]:
     shards = list(SchedulerShard.objects.all())
     return [
         *metric("mlsched_scheduler_last_cycle_age_seconds", "gauge",
@@ -180,7 +211,7 @@ def scheduler(now) -> list[str]:
     ]  # fmt: skip
 
 
-def agents(now) -> list[str]:
+def agents(now) -> list[Metric]:
     clusters = Cluster.objects.exclude(last_heartbeat=None).values_list("name", "last_heartbeat")
     return metric("mlsched_agent_heartbeat_age_seconds", "gauge",
                   "Seconds since each cluster's agent last reported.",

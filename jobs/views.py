@@ -7,12 +7,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from jobs import access, actions
 from jobs import forms as submit_form
-from jobs import metrics as metrics_text
+from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
+from jobs.models import Attempt, Job
 from jobs.serializers import SubmitSerializer
 
 
@@ -40,6 +42,19 @@ def job_detail(request, pk):
     return render(request, "portal/job.html", context)
 
 
+@login_required
+def overview(request):
+    """The metrics, drawn: the clusters and the scheduler as everyone sees them, the job and
+    attempt figures of the user's own tenants only."""
+    tenants = access.tenants_of(request.user)
+    figures = platform_metrics.collect(
+        timezone.now(),
+        jobs=Job.objects.filter(tenant__in=tenants),
+        attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
+    )
+    return render(request, "portal/overview.html", {"metrics": figures})
+
+
 def metrics(request):
     """Prometheus scrape: `Authorization: Bearer $MLSCHED_METRICS_TOKEN`, or a staff session.
 
@@ -50,7 +65,7 @@ def metrics(request):
     allowed = request.user.is_staff or (token and secrets.compare_digest(bearer, token))
     if not allowed:
         return HttpResponse("metrics need a staff session or the metrics token\n", status=403)
-    return HttpResponse(metrics_text.render(), content_type="text/plain; version=0.0.4")
+    return HttpResponse(platform_metrics.render(), content_type="text/plain; version=0.0.4")
 
 
 @login_required

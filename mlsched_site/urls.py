@@ -10,6 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
     path("metrics", portal.metrics, name="metrics"),
+    path("overview/", portal.overview, name="overview"),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
