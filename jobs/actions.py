@@ -170,9 +170,11 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
 def mark_running(attempt_id: int, now=None) -> None:
     """Every worker of the attempt runs: record the start and move its job to running."""
     now = now or timezone.now()
+    job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
+    # Job first, then attempt: the lock order of cancel() and end_attempt(), so no deadlock.
+    job = Job.objects.select_for_update().get(pk=job_id)
     Attempt.objects.filter(pk=attempt_id, started_at__isnull=True).update(started_at=now)
-    attempt = Attempt.objects.select_related("job").get(pk=attempt_id)
-    job = Job.objects.select_for_update().get(pk=attempt.job_id)
+    attempt = Attempt.objects.get(pk=attempt_id)
     if job.state == State.SCHEDULED and attempt.is_live:
         transition(job, State.RUNNING, f"attempt {attempt.number} running", attempt=attempt,
                    now=now)  # fmt: skip

@@ -46,9 +46,15 @@ class Metric:
     def lines(self) -> list[str]:
         out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         for labels, value in self.samples:
-            text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            text = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
             out.append(f"{self.name}{{{text}}} {value:g}" if labels else f"{self.name} {value:g}")
         return out
+
+
+def escape(value) -> str:
+    """A label value as the text format wants it: backslash, quote and newline escaped (a GPU
+    type comes from an agent or the admin and could otherwise end the line)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def collect(now, jobs=None, attempts_of=None) -> list[Metric]:

@@ -6,12 +6,16 @@ not limited: their heartbeat is the control loop. With the cache (Redis) down, t
 fail open: a request is never refused for want of its counter.
 """
 
+import re
+
 from django.conf import settings
 from django.core.cache import caches
 from rest_framework.throttling import UserRateThrottle
 
 from jobs import access
 from jobs.events import best_effort
+
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,50}")
 
 
 class UserRate(UserRateThrottle):
@@ -51,8 +55,8 @@ class TenantSubmitRate(UserRate):
 
     def get_cache_key(self, request, view) -> str | None:
         slug = request.data.get("tenant") if isinstance(request.data, dict) else None
-        if not isinstance(slug, str) or not request.user.is_authenticated:
-            return None
+        if not (isinstance(slug, str) and SLUG.fullmatch(slug) and request.user.is_authenticated):
+            return None  # the serializer answers a malformed tenant with a 400
         if not access.submit_tenants(request.user).filter(slug=slug).exists():
             return None
         return self.cache_format % {"scope": self.scope, "ident": slug}

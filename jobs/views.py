@@ -62,7 +62,9 @@ def metrics(request):
     """
     token = settings.MLSCHED_METRICS_TOKEN
     bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    allowed = request.user.is_staff or (token and secrets.compare_digest(bearer, token))
+    allowed = request.user.is_staff or (
+        token and secrets.compare_digest(bearer.encode(), token.encode())
+    )
     if not allowed:
         return HttpResponse("metrics need a staff session or the metrics token\n", status=403)
     return HttpResponse(platform_metrics.render(), content_type="text/plain; version=0.0.4")

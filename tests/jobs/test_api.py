@@ -330,6 +330,12 @@ def test_a_tenants_members_share_its_submit_rate_and_other_tenants_do_not(
     assert submit(charlie, tenant="gamma").status_code == 201
 
 
+def test_a_malformed_tenant_is_a_400_not_an_error_of_the_tenant_rate(alice):
+    response = submit(alice, tenant="al\x00pha")
+
+    assert response.status_code == 400 and "tenant" in response.json()
+
+
 def test_past_the_submit_rate_a_submission_is_refused_and_writes_nothing(alice, settings):
     settings.MLSCHED_SUBMIT_RATE = "2/minute"
 

@@ -33,6 +33,23 @@ def test_it_refuses_anonymous_readers(client, settings):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
 
 
+def test_a_token_with_odd_characters_is_refused_not_an_error(client, settings):
+    settings.MLSCHED_METRICS_TOKEN = "scrape-me"
+
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer café").status_code == 403
+
+
+def test_label_values_are_escaped_so_no_value_can_end_its_line(scrape):
+    odd = 'A100"} 1\nfake_metric{x="'
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8, gpu_type=odd)
+
+    lines = scrape()
+
+    assert not any(line.startswith("fake_metric") for line in lines)
+    escaped = 'A100\\"} 1\\nfake_metric{x=\\"'
+    assert f'mlsched_gpus{{cluster="east",gpu_type="{escaped}",state="total"}} 8' in lines
+
+
 def test_a_staff_session_may_read_it(client):
     client.force_login(UserFactory(username="ops", is_staff=True))
 
