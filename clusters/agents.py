@@ -76,6 +76,9 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     return desired_state(cluster)
 
 
+STILL_RUNNING = (base.PENDING, base.RUNNING)
+
+
 def live_attempts(cluster: Cluster):
     return Attempt.objects.filter(cluster=cluster, outcome="")
 
@@ -100,7 +103,13 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     ended = attempt_outcome(workers, world_size, attempt.stop_reason)
     if ended is not None:
         outcome, exit_code, reason = ended
-        actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
+        if not any(w.phase in STILL_RUNNING for w in workers):
+            reason = reason or attempt.reason or "stopped"
+            actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
+        elif attempt.stop_requested_at is None:
+            # The gang is over, but ranks still run: stop them, and keep its GPUs until they
+            # have gone (they would otherwise go to another job while these still use them).
+            actions.request_stop([attempt.job_id], outcome, reason)
     elif (
         (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
         and len(workers) == world_size
@@ -153,7 +162,7 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
                 f"worker {w.rank} exited with code {w.exit_code}{detail}",
             )
     if any(w.phase == base.STOPPED for w in workers):
-        return stop_reason or Outcome.LOST, None, "stopped"
+        return stop_reason or Outcome.LOST, None, ""  # the stop request's own reason stands
     exited = [w for w in workers if w.phase == base.EXITED]
     if len(exited) == world_size:
         return Outcome.SUCCEEDED, 0, "exit code 0"

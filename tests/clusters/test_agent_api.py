@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from clusters import agents
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
-from jobs import cycle
+from jobs import actions, cycle
 from jobs.models import Attempt, Family, LogChunk
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
@@ -150,17 +150,24 @@ def test_one_worker_running_keeps_the_gang_scheduled(agent, gang):
     assert gang.state == State.SCHEDULED
 
 
-def test_one_lost_worker_ends_the_whole_gang_attempt_and_it_stops_running(agent, gang):
+def test_one_lost_worker_stops_the_gang_which_keeps_its_gpus_until_every_rank_is_gone(agent, gang):
     attempt = gang.attempts.get()
 
     response = post(agent, "east", "heartbeat",
                     {"workers": report(attempt, base.RUNNING, base.LOST)})  # fmt: skip
 
     attempt.refresh_from_db()
+    assert (attempt.outcome, attempt.stop_reason) == ("", Outcome.LOST)
+    assert [s["attempt_id"] for s in response.json()["stop"]] == [attempt.pk]
+    assert Allocation.objects.active().filter(attempt=attempt).count() == 16  # rank 0 still runs
+
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.STOPPED, base.LOST)})
+
+    attempt.refresh_from_db()
     gang.refresh_from_db()
-    assert attempt.outcome == Outcome.LOST
+    assert (attempt.outcome, attempt.reason) == (Outcome.LOST, "worker 1: ")
     assert gang.state == State.QUEUED
-    assert response.json()["run"] == []
+    assert not Allocation.objects.active().filter(attempt=attempt).exists()
 
 
 def test_a_started_worker_the_agent_no_longer_reports_is_lost(agent, gang):
@@ -169,6 +176,8 @@ def test_a_started_worker_the_agent_no_longer_reports_is_lost(agent, gang):
 
     # Rank 1's pod was deleted while the agent was away: its report now lacks it.
     response = post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING)})
+    assert response.json()["run"] == []  # never started again inside this attempt
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.STOPPED)})
 
     attempt.refresh_from_db()
     gang.refresh_from_db()
@@ -176,8 +185,7 @@ def test_a_started_worker_the_agent_no_longer_reports_is_lost(agent, gang):
         Outcome.LOST,
         "worker 1: the agent no longer finds it",
     )
-    assert gang.state == State.QUEUED  # retried as a new attempt, not restarted inside this one
-    assert response.json()["run"] == []
+    assert gang.state == State.QUEUED  # retried as a new attempt
 
 
 def test_a_started_attempt_missing_from_the_report_is_lost_not_started_again(agent, gang):
@@ -207,6 +215,29 @@ def test_a_partly_started_gang_missing_from_the_report_is_lost_not_started_again
     assert gang.state == State.QUEUED  # retried as attempt 2, whose lines count from 0 again
     assert response.json()["run"] == []
     assert list(LogChunk.objects.values_list("attempt_id", "text")) == [(attempt.pk, "step 1")]
+
+
+def test_a_preempted_gang_keeps_its_gpus_while_one_rank_is_still_in_its_grace(agent, gang):
+    attempt = gang.attempts.get()
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+    actions.request_stop([gang.pk], Outcome.PREEMPTED, "preempted for a higher-priority job")
+
+    response = post(agent, "east", "heartbeat",
+                    {"workers": report(attempt, base.STOPPED, base.RUNNING)})  # fmt: skip
+
+    attempt.refresh_from_db()
+    assert attempt.outcome == ""
+    assert Allocation.objects.active().filter(attempt=attempt).count() == 16
+    assert response.json()["run"] == []  # the job is not placed again while rank 1 runs
+
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.STOPPED, base.STOPPED)})
+
+    attempt.refresh_from_db()
+    assert (attempt.outcome, attempt.reason) == (
+        Outcome.PREEMPTED,
+        "preempted for a higher-priority job",
+    )
+    assert not Allocation.objects.active().filter(attempt=attempt).exists()
 
 
 def test_a_vanished_attempt_that_was_being_stopped_ends_as_its_stop_asked(agent, gang):
