@@ -1,7 +1,10 @@
 """Who may see and act on which jobs: tenant membership first, guardian grants for exceptions."""
 
+from itertools import chain
+
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q
-from guardian.shortcuts import get_objects_for_user
+from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from jobs.models import Job
 from quotas.models import Membership, Tenant
@@ -25,8 +28,8 @@ def visible_jobs(user):
     """Jobs of the user's tenants, plus single jobs shared with the user (guardian view_job)."""
     if not user.is_authenticated:
         return Job.objects.none()
-    shared = get_objects_for_user(user, "jobs.view_job", klass=Job, accept_global_perms=False)
-    return Job.objects.filter(Q(tenant__in=tenants_of(user)) | Q(pk__in=shared.values("pk")))
+    mine = list(tenants_of(user).values_list("pk", flat=True))
+    return Job.objects.filter(Q(tenant__in=mine) | Q(pk__in=granted(user, "view_job")))
 
 
 def cancelable_jobs(user):
@@ -34,8 +37,22 @@ def cancelable_jobs(user):
     with guardian's cancel_job (which does not need the job to be visible to them)."""
     if not user.is_authenticated:
         return Job.objects.none()
-    granted = get_objects_for_user(user, "jobs.cancel_job", klass=Job, accept_global_perms=False)
-    return Job.objects.filter(Q(tenant__in=submit_tenants(user)) | Q(pk__in=granted.values("pk")))
+    mine = list(submit_tenants(user).values_list("pk", flat=True))
+    return Job.objects.filter(Q(tenant__in=mine) | Q(pk__in=granted(user, "cancel_job")))
+
+
+def granted(user, codename: str) -> list[int]:
+    """The ids of the jobs granted to the user with a guardian permission, directly or through
+    a group (global permissions do not count). Like the tenants, a short list read first, so
+    that a job query is an index lookup on ids the planner can see, not a subquery over every
+    job on the platform."""
+    kind = ContentType.objects.get_for_model(Job)
+    rows = {"permission__codename": codename, "content_type": kind}
+    direct = UserObjectPermission.objects.filter(user=user, **rows)
+    via_groups = GroupObjectPermission.objects.filter(group__user=user, **rows)
+    ids = chain(direct.values_list("object_pk", flat=True),
+                via_groups.values_list("object_pk", flat=True))  # fmt: skip
+    return sorted({int(pk) for pk in ids})
 
 
 def cancel_targets(user):

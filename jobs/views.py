@@ -22,7 +22,7 @@ def index(request):
     jobs = (
         visible_jobs(request.user)
         .select_related("tenant", "priority_class")
-        .order_by("-created", "-id")[:50]
+        .order_by("-id")[:50]  # newest first, by the primary key's index
     )
     return render(request, "portal/index.html", {"jobs": jobs})
 

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, Permission
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
+from jobs import access
 from jobs.states import State
 from tests.factories import JobFactory, UserFactory
 
@@ -148,3 +149,16 @@ def test_a_team_mate_is_still_sent_back_to_the_job_page(client, job, bob):
 
     assert response.url == f"/jobs/{job.pk}/"
     assert state_of(job) == State.CANCELED
+
+
+def test_a_view_grant_is_read_as_ids_so_the_job_query_scans_no_other_jobs(job, charlie):
+    assign_perm("jobs.view_job", charlie, job)
+    group = Group.objects.create(name="auditors")
+    group.user_set.add(charlie)
+    other = JobFactory()
+    assign_perm("jobs.view_job", group, other)
+
+    visible = access.visible_jobs(charlie)
+
+    assert sorted(visible.values_list("pk", flat=True)) == sorted([job.pk, other.pk])
+    assert str(visible.query).count('FROM "jobs_job"') == 1  # no subquery over every job
