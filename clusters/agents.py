@@ -35,8 +35,12 @@ INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shar
 
 @transaction.atomic
 def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
-    """Create or update the reported nodes; nodes no longer reported become unhealthy."""
+    """Create or update the reported nodes; nodes no longer reported become unhealthy.
+
+    The cluster's node rows are locked first, in id order, as a placement commit locks them:
+    written in the order the agent reported them, the two could deadlock."""
     now = timezone.now()
+    list(cluster.nodes.order_by("id").select_for_update().values_list("id", flat=True))
     reported = {inv.name: inv for inv in nodes}  # a name reported twice: the last one counts
     Node.objects.bulk_create(
         [Node(cluster=cluster, name=inv.name, cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
@@ -50,8 +54,9 @@ def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
 
 
 def mark_alive(cluster: Cluster, now) -> None:
+    """The agent answered. Only the cluster's row is written: nodes get `last_seen` from the
+    inventory, so a heartbeat never waits on (or deadlocks with) a commit's node locks."""
     Cluster.objects.filter(pk=cluster.pk).update(last_heartbeat=now, health=Cluster.Health.HEALTHY)
-    cluster.nodes.filter(healthy=True).update(last_seen=now)
 
 
 def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:

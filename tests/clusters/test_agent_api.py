@@ -4,6 +4,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -260,6 +262,29 @@ def test_an_attempt_not_started_yet_may_be_missing_from_the_report(agent, gang):
     attempt.refresh_from_db()
     assert attempt.outcome == ""
     assert [a["attempt_id"] for a in response.json()["run"]] == [attempt.pk]
+
+
+def test_a_heartbeat_writes_no_node_row_so_it_cannot_deadlock_with_a_commit(agent, gang):
+    attempt = gang.attempts.get()
+
+    with CaptureQueriesContext(connection) as queries:
+        post(agent, "east", "heartbeat", {"workers": report(attempt, base.RUNNING, base.RUNNING)})
+
+    assert not [q for q in queries if '"clusters_node"' in q["sql"].split(" WHERE ")[0]
+                and q["sql"].startswith("UPDATE")]  # fmt: skip
+
+
+def test_an_inventory_locks_the_clusters_nodes_in_id_order_before_writing(agent, east):
+    for name in ("b", "a"):
+        NodeFactory(cluster=east, name=name)
+    nodes = [{"name": n, "cpu_milli": 1000, "memory_mb": 1000, "gpu_type": "A100",
+              "gpu_count": 8} for n in ("b", "a")]  # fmt: skip
+
+    with CaptureQueriesContext(connection) as queries:
+        post(agent, "east", "inventory", {"nodes": nodes})
+
+    node_sql = [q["sql"] for q in queries if '"clusters_node"' in q["sql"]]
+    assert node_sql[0].endswith("ORDER BY 1 ASC FOR UPDATE")  # the first statement: ids, in order
 
 
 def test_a_stop_request_is_passed_to_the_agent(agent, gang):
