@@ -1,13 +1,15 @@
-"""Benchmark: the users' job listings on a platform with many jobs.
+"""Benchmark: the users' job listings and log polls on a platform with many jobs and lines.
 
-    python bench/list_jobs.py [--other-jobs 400000] [--repeat 5]
+    python bench/list_jobs.py [--other-jobs 400000] [--other-lines 3000000] [--repeat 5]
 
 In a fresh database (`mlsched_bench_list` on DATABASE_URL's server, default local PostgreSQL):
-a small tenant with 20 jobs and another tenant with `--other-jobs` finished jobs. Times, for a
-member of the small tenant, `GET /api/v1/jobs/` and the portal's job list, and for a member
-of the big one its API list, through Django's test client (the whole request, one warm-up
-first); prints the median of `--repeat` requests in milliseconds, one line each. A listing
-should cost what the caller's own jobs cost, not what the platform holds.
+a small tenant with 20 jobs, the first of them with 50 log lines, and another tenant with
+`--other-jobs` finished jobs, one of which printed `--other-lines` lines after them. Times, for
+a member of the small tenant, `GET /api/v1/jobs/`, the portal's job list and a poll of its
+job's logs with nothing new (`?after=` its last line), and for a member of the big one its API
+list, through Django's test client (the whole request, one warm-up first); prints the median
+of `--repeat` requests in milliseconds, one line each. A listing or a poll should cost what
+the caller's own jobs cost, not what the platform holds.
 """
 
 import argparse
@@ -40,11 +42,11 @@ def fresh_database() -> None:
     call_command("migrate", verbosity=0)
 
 
-def build(other_jobs: int):
+def build(other_jobs: int, other_lines: int):
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from jobs.models import Job
+    from jobs.models import Attempt, Job
     from quotas.models import Membership, PriorityClass, Tenant
 
     normal = PriorityClass.objects.create(name="normal", value=0)
@@ -62,6 +64,15 @@ def build(other_jobs: int):
             )  # fmt: skip
         users.append(user)
     with connection.cursor() as cursor:
+        for tenant, lines in (("small", 50), ("big", other_lines)):
+            job = Job.objects.filter(tenant__slug=tenant).order_by("id").first()
+            attempt = Attempt.objects.create(job=job, number=1, outcome="succeeded")
+            cursor.execute(
+                "INSERT INTO jobs_logchunk (attempt_id, worker, seq, stream, text, created) "
+                "SELECT %s, 0, g, 'stdout', 'a line of output', now() "
+                "FROM generate_series(1, %s) g",
+                [attempt.pk, lines],
+            )
         cursor.execute("ANALYZE")
     return users
 
@@ -83,15 +94,21 @@ def median_ms(user, url: str, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--other-jobs", type=int, default=400_000)
+    parser.add_argument("--other-lines", type=int, default=3_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     fresh_database()
-    small, big = build(args.other_jobs)
+    small, big = build(args.other_jobs, args.other_lines)
     from django.conf import settings
 
+    from jobs.models import LogChunk
+
     settings.ALLOWED_HOSTS = ["*"]
+    mine = LogChunk.objects.filter(attempt__job__tenant__slug="small").order_by("id").last()
+    poll = f"/api/v1/jobs/{mine.attempt.job_id}/logs/?after={mine.pk}"
     for name, user, url in (("small tenant, API list", small, "/api/v1/jobs/"),
                             ("small tenant, portal list", small, "/"),
+                            ("small tenant, log poll with nothing new", small, poll),
                             ("big tenant, API list", big, "/api/v1/jobs/")):  # fmt: skip
         print(f"{name}: {median_ms(user, url, args.repeat):.1f} ms")
 

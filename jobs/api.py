@@ -114,8 +114,10 @@ def id_param(request, name: str) -> int | None:
 
 
 def job_lines(job, after: int, limit: int = 1000):
+    # The job's attempt ids first: a join would have PostgreSQL walk every later line stored.
+    attempts = list(job.attempts.values_list("pk", flat=True))
     return list(
-        LogChunk.objects.filter(attempt__job=job, pk__gt=after)
+        LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after)
         .select_related("attempt")
         .order_by("pk")[:limit]
     )

@@ -228,6 +228,8 @@ class LogChunk(models.Model):
                 fields=["attempt", "worker", "seq"], name="logchunk_unique_seq"
             ),
         ]
+        # A job's lines after the last one a reader saw: a poll reads its own attempts' lines.
+        indexes = [models.Index(fields=["attempt", "id"], name="logchunk_attempt_id")]
 
     def __str__(self) -> str:
         return f"attempt {self.attempt_id} worker {self.worker} #{self.seq}"
