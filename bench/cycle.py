@@ -15,7 +15,6 @@ anything, divided by those cycles' whole time (load + decide + commit + explain)
 """
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -25,26 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
-os.environ["DATABASE_URL"] = f"{SERVER}/mlsched_bench"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlsched_site.settings")
-os.environ.setdefault("SECRET_KEY", "mlsched-bench")  # a throwaway database: any key will do
-os.environ.pop("REDIS_URL", None)
+import fresh_db  # noqa: E402
 
-import django  # noqa: E402
+DATABASE = "mlsched_bench"
+fresh_db.use(DATABASE)
+
 import psycopg  # noqa: E402
 
 NODE_SHAPES = [("A100", 8), ("V100", 4), ("T4", 2), ("L4", 1)]
-
-
-def fresh_database() -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS mlsched_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE mlsched_bench")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def build(nodes: int, jobs: int, rng: random.Random) -> None:
@@ -110,7 +97,7 @@ def churn(fraction: float, rng: random.Random) -> int:
 
 def insert_rate(rows: int = 3000) -> float:
     """Single-row INSERTs, one transaction each: PostgreSQL's commit rate on this machine."""
-    with psycopg.connect(f"{SERVER}/mlsched_bench", autocommit=True) as conn:
+    with psycopg.connect(f"{fresh_db.SERVER}/{DATABASE}", autocommit=True) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS bench_insert (id serial primary key, v int)")
         start = time.perf_counter()
         for i in range(rows):
@@ -134,7 +121,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    fresh_database()
+    fresh_db.create(DATABASE)
     build(args.nodes, args.jobs, rng)
     from django.conf import settings
 

@@ -13,7 +13,6 @@ the caller's own jobs cost, not what the platform holds.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -22,24 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
-os.environ["DATABASE_URL"] = f"{SERVER}/mlsched_bench_list"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlsched_site.settings")
-os.environ.setdefault("SECRET_KEY", "mlsched-bench")  # a throwaway database: any key will do
-os.environ.pop("REDIS_URL", None)
+import fresh_db  # noqa: E402
 
-import django  # noqa: E402
-import psycopg  # noqa: E402
-
-
-def fresh_database() -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS mlsched_bench_list WITH (FORCE)")
-        conn.execute("CREATE DATABASE mlsched_bench_list")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+DATABASE = "mlsched_bench_list"
+fresh_db.use(DATABASE)
 
 
 def build(other_jobs: int, other_lines: int):
@@ -97,7 +82,7 @@ def main() -> None:
     parser.add_argument("--other-lines", type=int, default=3_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    fresh_database()
+    fresh_db.create(DATABASE)
     small, big = build(args.other_jobs, args.other_lines)
     from django.conf import settings
 

@@ -1,0 +1,27 @@
+"""A throwaway PostgreSQL database for a benchmark, on BENCH_SERVER_URL's server (default: the
+local PostgreSQL): `use(name)` before Django is imported, `create(name)` to drop, create and
+migrate it."""
+
+import os
+
+SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
+
+
+def use(name: str) -> None:
+    os.environ["DATABASE_URL"] = f"{SERVER}/{name}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlsched_site.settings")
+    os.environ.setdefault("SECRET_KEY", "mlsched-bench")  # a throwaway database: any key will do
+    os.environ.pop("REDIS_URL", None)
+
+
+def create(name: str) -> None:
+    import django
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
