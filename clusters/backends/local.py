@@ -216,18 +216,29 @@ class LocalBackend:
 
     def _worker_status(self, attempt_id: int, rank: int, d: Path) -> WorkerStatus:
         stopping = (d / "stop").exists()
-        exit_file = d / "exit.json"
-        if exit_file.exists():
-            record = json.loads(exit_file.read_text())
-            return WorkerStatus(attempt_id, rank, *classify(record, stopping))
+        ended = self._ended(attempt_id, rank, d, stopping)
+        if ended is not None:
+            return ended
         pid = int((d / "pid").read_text()) if (d / "pid").exists() else 0
         if pid and alive(pid):
             if stopping and time.time() > float((d / "stop").read_text()):
                 self._signal(d, signal.SIGKILL)  # the grace period is over
             return WorkerStatus(attempt_id, rank, base.RUNNING, checkpoint_at=checkpoint_at(d))
+        # The shim may have written its exit record and gone since the first look: a worker
+        # that ended on its own is not a vanished one.
+        ended = self._ended(attempt_id, rank, d, stopping)
+        if ended is not None:
+            return ended
         if stopping:
             return WorkerStatus(attempt_id, rank, base.STOPPED, reason="stopped")
         return WorkerStatus(attempt_id, rank, base.LOST, reason="worker process vanished")
+
+    def _ended(self, attempt_id: int, rank: int, d: Path, stopping: bool) -> WorkerStatus | None:
+        exit_file = d / "exit.json"
+        if not exit_file.exists():
+            return None
+        record = json.loads(exit_file.read_text())
+        return WorkerStatus(attempt_id, rank, *classify(record, stopping))
 
     def _signal(self, directory: Path, sig: signal.Signals) -> None:
         pid_file = directory / "pid"

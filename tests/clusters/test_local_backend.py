@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends import base, cgroups, local_shim
+from clusters.backends import base, cgroups, local, local_shim
 from clusters.backends.base import AttemptSpec, WorkerSpec
 from clusters.backends.local import OOM_REASON, LocalBackend, alive, parse_inventory
 from tests.processes import gone, wait_until
@@ -167,6 +167,24 @@ def test_a_command_that_is_not_executable_is_the_jobs_own_error_126(backend, tmp
 
     assert ended(backend)
     assert (phases(backend)[0].phase, phases(backend)[0].exit_code) == (base.EXITED, 126)
+
+
+def test_a_worker_that_ends_between_two_looks_is_reported_ended_not_vanished(backend, monkeypatch):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(30)"]))
+    directory = backend.worker_dir(1, 0)
+    assert wait_until(lambda: (directory / "child.pid").exists(), timeout=10)
+    shim = int((directory / "pid").read_text())
+
+    def ends_meanwhile(pid):  # the shim writes its record and exits after the first look
+        local_shim.write_exit(directory, {"code": 0, "signal": None, "ended": time.time()})
+        return False
+
+    monkeypatch.setattr(local, "alive", ends_meanwhile)
+    try:
+        status = phases(backend)[0]
+    finally:
+        os.killpg(shim, signal.SIGKILL)
+    assert (status.phase, status.exit_code) == (base.EXITED, 0)
 
 
 def test_start_is_idempotent(backend):
