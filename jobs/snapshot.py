@@ -79,7 +79,8 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
         memory[row["node_id"]] += row["memory_mb"]
         if row["gpu_index"] is not None:
             gpu_used[row["node_id"], row["gpu_index"]] += row["gpu_milli"]
-    unhealthy = {c["id"] for c in clusters if c["health"] == Cluster.Health.UNHEALTHY}
+    # Unhealthy, or never reported by an agent (unknown): nothing there would run the work.
+    unhealthy = {c["id"] for c in clusters if c["health"] != Cluster.Health.HEALTHY}
     out = []
     for node in Node.objects.order_by("id").values():
         nid = node["id"]

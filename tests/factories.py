@@ -59,6 +59,7 @@ class ClusterFactory(factory.django.DjangoModelFactory):
         model = Cluster
 
     name = factory.Sequence(lambda n: f"cluster-{n}")
+    health = Cluster.Health.HEALTHY  # as once its agent has reported
 
 
 class NodeFactory(factory.django.DjangoModelFactory):

@@ -7,7 +7,7 @@ import pytest
 from django.db.models import Count
 from django.utils import timezone
 
-from clusters.models import Allocation
+from clusters.models import Allocation, Cluster
 from jobs import actions, cycle, snapshot
 from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.placement import place
@@ -224,6 +224,16 @@ def test_it_respects_a_cluster_selector():
     cycle.run_cycle()
 
     assert job.attempts.get().cluster == west
+
+
+def test_a_cluster_no_agent_has_reported_for_takes_no_work():
+    n8_a100_nodes(1, ClusterFactory(health=Cluster.Health.UNKNOWN))  # made in the admin
+    job = training(gpus=1)
+
+    cycle.run_cycle()
+
+    job.refresh_from_db()
+    assert (job.state, job.pending_reason) == (State.QUEUED, "no_healthy_nodes")
 
 
 def test_a_selector_that_matches_no_cluster_places_nothing():
