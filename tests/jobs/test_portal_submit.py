@@ -1,5 +1,7 @@
 """The portal's submit form offers every field the API takes, checked by the API's serializer."""
 
+import pytest
+
 from jobs.models import Job
 from tests.factories import PriorityClassFactory
 
@@ -11,11 +13,15 @@ FORM = {"tenant": "alpha", "name": "llama-eval", "family": "evaluation", "image"
         "max_retries": "3", "env": "", "cluster_selector": ""}  # fmt: skip
 
 
-def test_the_submit_form_queues_a_job_with_its_env_gpu_types_selector_priority_and_retries(
-    client, alice
-):
+@pytest.fixture
+def browser(client, alice):
+    """Alice's browser, with the "normal" priority class the form picks by default."""
     PriorityClassFactory(name="normal", value=0)
     client.force_login(alice)
+    return client
+
+
+def test_the_submit_form_queues_a_job_with_its_env_gpu_types_selector_priority_and_retries(browser):
     extras = {
         # As a browser sends a textarea: CRLF line breaks; a blank line; a value that starts
         # with a space, holds '=' and ends with a space.
@@ -28,7 +34,7 @@ def test_the_submit_form_queues_a_job_with_its_env_gpu_types_selector_priority_a
         "retry_user_errors": "true",
     }
 
-    response = client.post("/jobs/new/", {**FORM, **extras})
+    response = browser.post("/jobs/new/", {**FORM, **extras})
 
     job = Job.objects.get()
     assert response.status_code == 302 and response.url == f"/jobs/{job.pk}/"
@@ -39,38 +45,30 @@ def test_the_submit_form_queues_a_job_with_its_env_gpu_types_selector_priority_a
     assert (job.max_retries, job.retry_user_errors) == (5, True)
 
 
-def test_an_env_line_without_an_equals_sign_is_an_error_on_env_and_writes_nothing(client, alice):
-    PriorityClassFactory(name="normal", value=0)
-    client.force_login(alice)
+def test_an_env_line_without_an_equals_sign_is_an_error_on_env_and_writes_nothing(browser):
 
-    response = client.post("/jobs/new/", {**FORM, "env": "HF_HOME=/cache\r\nWANDB_MODE"})
+    response = browser.post("/jobs/new/", {**FORM, "env": "HF_HOME=/cache\r\nWANDB_MODE"})
 
     assert response.status_code == 400
     assert '<span class="error" data-field="env">Line 2 has no' in response.text
     assert not Job.objects.exists()
 
 
-def test_a_selector_label_without_a_value_is_an_error_naming_the_label(client, alice):
-    PriorityClassFactory(name="normal", value=0)
-    client.force_login(alice)
+def test_a_selector_label_without_a_value_is_an_error_naming_the_label(browser):
 
-    response = client.post("/jobs/new/", {**FORM, "cluster_selector": "region=eu\r\nrack="})
+    response = browser.post("/jobs/new/", {**FORM, "cluster_selector": "region=eu\r\nrack="})
 
     assert response.status_code == 400
     assert '<span class="error" data-field="cluster_selector">&#x27;rack&#x27;: ' in response.text
     assert not Job.objects.exists()
 
 
-def test_after_an_error_the_form_shows_the_users_env_gpu_types_selector_and_retry_choices(
-    client, alice
-):
-    PriorityClassFactory(name="normal", value=0)
-    client.force_login(alice)
+def test_after_an_error_the_form_shows_the_users_env_gpu_types_selector_and_retry_choices(browser):
     extras = {"cpu_milli": "0", "env": "A= spaced ", "gpu_types": "h100, a100",
               "cluster_selector": "region=eu", "priority": "7", "preemptible": "false",
               "max_retries": "5", "retry_user_errors": "true"}  # fmt: skip
 
-    page = client.post("/jobs/new/", {**FORM, **extras}).text
+    page = browser.post("/jobs/new/", {**FORM, **extras}).text
 
     assert 'data-field="cpu_milli"' in page
     assert ">\nA= spaced </textarea>" in page
@@ -83,15 +81,13 @@ def test_after_an_error_the_form_shows_the_users_env_gpu_types_selector_and_retr
 
 
 def test_the_priority_class_select_offers_a_preempting_class_only_once_open_to_the_users_tenant(
-    client, alpha, alice
+    browser, alpha
 ):
-    PriorityClassFactory(name="normal", value=0)
     urgent = PriorityClassFactory(name="urgent", value=100, may_preempt=True)
-    client.force_login(alice)
 
-    closed = client.get("/jobs/new/").text
+    closed = browser.get("/jobs/new/").text
     urgent.tenants.add(alpha)
-    opened = client.get("/jobs/new/").text
+    opened = browser.get("/jobs/new/").text
 
     assert '<option value="normal"' in closed
     assert '<option value="urgent"' not in closed
