@@ -57,18 +57,19 @@ def stop_confirm_window() -> timedelta:
 
 
 def force_overdue_stops(now) -> int:
-    """An agent that never confirmed a stop: end the attempt so its GPUs come back.
+    """An agent that never confirmed a stop: end the attempt so its GPUs come back. The stop's
+    own reason (preempted by whom, canceled by whom) stays the attempt's reason.
 
     The agent kills what it still runs when it next reconciles with the control plane.
     """
     deadline = now - stop_confirm_window()
     overdue = Attempt.objects.filter(outcome="", stop_requested_at__lt=deadline)
     forced = 0
-    for attempt_id, stop_reason in overdue.values_list("id", "stop_reason"):
+    for attempt_id, stop_reason, why in overdue.values_list("id", "stop_reason", "reason"):
         actions.end_attempt(
             attempt_id,
             stop_reason or Attempt.Outcome.CANCELED,
-            reason="stop not confirmed within the grace period",
+            reason=f"{why or 'stopped'} (the stop was not confirmed within the grace period)",
             now=now,
         )
         forced += 1

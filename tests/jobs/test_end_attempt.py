@@ -185,14 +185,17 @@ def test_the_janitor_releases_allocations_of_ended_attempts(placed):
 
 def test_the_janitor_ends_a_stop_the_agent_never_confirmed(placed, settings):
     long_ago = timezone.now() - timedelta(seconds=settings.MLSCHED_STOP_GRACE_S * 3)
-    actions.request_stop([placed.pk], Outcome.PREEMPTED, "preempted", now=long_ago)
+    actions.request_stop([placed.pk], Outcome.PREEMPTED, "preempted by job 7", now=long_ago)
 
     swept = janitor.sweep()
 
     placed.refresh_from_db()
+    attempt = placed.attempts.get()
     assert swept["forced"] == 1
     assert placed.state == State.QUEUED
-    assert placed.attempts.get().outcome == Outcome.PREEMPTED
+    assert attempt.outcome == Outcome.PREEMPTED
+    assert attempt.reason.startswith("preempted by job 7")
+    assert "not confirmed" in attempt.reason
 
 
 def test_the_janitor_leaves_a_stop_within_its_grace_period(placed):
