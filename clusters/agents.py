@@ -67,7 +67,7 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
         by_attempt[worker.attempt_id].append(worker)
     # The report is the backend's whole view: an attempt that ran, or that was asked to stop,
     # and that it leaves out is gone too.
-    mine = (
+    mine = list(
         live_attempts(cluster)
         .filter(
             Q(pk__in=by_attempt)
@@ -76,9 +76,10 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
         )
         .select_related("job")
     )
+    record_checkpoints(mine, by_attempt)
     for attempt in mine:
         apply_report(attempt, by_attempt.get(attempt.pk, []))
-    return desired_state(cluster)
+    return desired_state(cluster, known=by_attempt.keys())
 
 
 STILL_RUNNING = (base.PENDING, base.RUNNING)
@@ -98,7 +99,6 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     backend does not report at all was never started (the agent is not told to start it once
     a stop is asked): it ends now, so its GPUs come back at once.
     """
-    record_checkpoint(attempt, workers)
     world_size = attempt.job.workers
     if attempt.worker_ran_at is not None or attempt.stop_requested_at is not None:
         workers = workers + missing_workers(attempt, workers, world_size)
@@ -134,15 +134,22 @@ def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.Wor
     ]
 
 
-def record_checkpoint(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
-    """Keep the latest checkpoint time any worker reports (never one in the future)."""
-    seen = [w.checkpoint_at for w in workers if w.checkpoint_at is not None]
-    if not seen:
-        return
-    at = min(datetime.fromtimestamp(max(seen), tz=UTC), timezone.now())
-    if attempt.last_checkpoint_at is None or at > attempt.last_checkpoint_at:
-        Attempt.objects.filter(pk=attempt.pk).update(last_checkpoint_at=at)
-        attempt.last_checkpoint_at = at
+def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
+    """Keep, per attempt, the latest checkpoint time any of its workers reports (never one in
+    the future). One write for all that moved, before any attempt ends: the wasted GPU time of
+    an attempt that ends in this beat counts from its newest checkpoint."""
+    now = timezone.now()
+    moved = []
+    for attempt in attempts:
+        seen = [w.checkpoint_at for w in by_attempt.get(attempt.pk, [])
+                if w.checkpoint_at is not None]  # fmt: skip
+        if not seen:
+            continue
+        at = min(datetime.fromtimestamp(max(seen), tz=UTC), now)
+        if attempt.last_checkpoint_at is None or at > attempt.last_checkpoint_at:
+            attempt.last_checkpoint_at = at
+            moved.append(attempt)
+    Attempt.objects.bulk_update(moved, ["last_checkpoint_at"])
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):
@@ -174,19 +181,25 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
     return None
 
 
-def desired_state(cluster: Cluster) -> dict:
-    """The attempts that should run on the cluster, and those to stop."""
-    live = live_attempts(cluster).select_related("job__tenant")
-    run = [a for a in live if a.stop_requested_at is None]
+def desired_state(cluster: Cluster, known=()) -> dict:
+    """The attempts that should run on the cluster, and those to stop.
+
+    An attempt the agent reported (``known``) is already started: it is named by its id alone.
+    The others come with everything needed to start them, so a beat costs what is new, not
+    what runs."""
+    live = live_attempts(cluster).only("id", "stop_requested_at", "stop_reason")
+    known = set(known)
+    run = [a.pk for a in live if a.stop_requested_at is None]
     stop = [
         {"attempt_id": a.pk, "grace_s": settings.MLSCHED_STOP_GRACE_S, "reason": a.stop_reason}
         for a in live
         if a.stop_requested_at is not None
     ]
-    workers = worker_specs([a.pk for a in run])
+    workers = worker_specs([pk for pk in run if pk not in known])
     # A live attempt always holds its allocations; one without any is not startable.
-    specs = [asdict(attempt_spec(a, workers[a.pk])) for a in run if a.pk in workers]
-    return {"run": specs, "stop": stop}
+    new = Attempt.objects.filter(pk__in=workers).select_related("job__tenant")
+    specs = [asdict(attempt_spec(a, workers[a.pk])) for a in new]
+    return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
 
 
 def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:

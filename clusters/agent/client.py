@@ -23,7 +23,8 @@ class ControlPlane:
         return self._post("inventory", {"nodes": [asdict(n) for n in nodes]})
 
     def heartbeat(self, workers: list[WorkerStatus]) -> dict:
-        """Report the workers; the answer is {"run": [attempt specs], "stop": [...]}."""
+        """Report the workers; the answer is {"run": [...], "stop": [...]}: in "run", an
+        attempt the report named is {"attempt_id": id} alone, a new one its whole spec."""
         return self._post("heartbeat", {"workers": [asdict(w) for w in workers]})
 
     def logs(self, lines: list[LogLine]) -> dict:

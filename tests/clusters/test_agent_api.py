@@ -264,6 +264,47 @@ def test_an_attempt_not_started_yet_may_be_missing_from_the_report(agent, gang):
     assert [a["attempt_id"] for a in response.json()["run"]] == [attempt.pk]
 
 
+def test_an_attempt_the_agent_reports_is_named_by_its_id_alone(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    response = post(agent, "east", "heartbeat", {"workers": running})
+
+    assert response.json()["run"] == [{"attempt_id": attempt.pk}]
+
+
+def test_an_attempt_the_agent_lost_track_of_before_it_ran_comes_with_its_spec_again(agent, gang):
+    attempt = gang.attempts.get()
+    post(agent, "east", "heartbeat", {"workers": report(attempt, base.PENDING, base.PENDING)})
+
+    response = post(agent, "east", "heartbeat", {"workers": []})
+
+    (spec,) = response.json()["run"]
+    assert spec["attempt_id"] == attempt.pk
+    assert len(spec["workers"]) == 2
+
+
+def test_newer_checkpoints_of_many_attempts_are_written_in_one_query(agent, east):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    JobFactory.create_batch(6, gpus=1)
+    cycle.run_cycle()
+    attempts = list(Attempt.objects.filter(cluster=east))
+    assert len(attempts) == 6
+    running = [w for a in attempts for w in report(a, base.RUNNING)]
+    post(agent, "east", "heartbeat", {"workers": running})  # the jobs start: writes of their own
+    recent = timezone.now().timestamp() - 10
+
+    with CaptureQueriesContext(connection) as queries:
+        post(agent, "east", "heartbeat", {"workers": [{**w, "checkpoint_at": recent}
+                                                      for w in running]})  # fmt: skip
+
+    writes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "jobs_attempt"')]
+    assert len(writes) == 1
+    for attempt in attempts:
+        attempt.refresh_from_db()
+        assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
+
+
 def test_a_heartbeat_writes_no_node_row_so_it_cannot_deadlock_with_a_commit(agent, gang):
     attempt = gang.attempts.get()
 
