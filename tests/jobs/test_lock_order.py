@@ -1,0 +1,69 @@
+"""The verbs that lock a job and its attempt take the locks in one order, job first, so two of
+them running at once wait for each other instead of deadlocking."""
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection
+
+from jobs import actions, cycle
+from jobs.models import Job
+from jobs.states import State
+from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.processes import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def other_connection() -> psycopg.Connection:
+    db = connection.settings_dict
+    return psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
+        dbname=db["NAME"], autocommit=False,
+    )  # fmt: skip
+
+
+def waiting_on_a_lock(table: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query ILIKE %s",
+            [f"%{table}%"],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def in_a_thread(fn, *args) -> threading.Thread:
+    def run():
+        try:
+            fn(*args)
+        finally:
+            connection.close()  # the thread's own connection
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_mark_running_waits_for_the_job_lock_before_it_touches_the_attempt():
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    job = JobFactory(gpus=1)
+    cycle.run_cycle()
+    attempt = job.attempts.get()
+    holder = other_connection()
+    # A cancel (or an end of the attempt) in flight: it holds the job and will lock the attempt.
+    holder.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [job.pk])
+    marking = in_a_thread(actions.mark_running, attempt.pk)
+    try:
+        assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
+        # Had mark_running locked the attempt first, this would deadlock (or time out).
+        holder.execute("SET lock_timeout = '5s'")
+        holder.execute("SELECT 1 FROM jobs_attempt WHERE id = %s FOR UPDATE", [attempt.pk])
+        holder.commit()
+    finally:
+        holder.close()
+        marking.join(10)
+
+    assert not marking.is_alive()
+    assert Job.objects.get(pk=job.pk).state == State.RUNNING
