@@ -5,13 +5,21 @@ shared GPUs, the largest block of whole GPUs on one node, and how much of them t
 mix could not use), jobs by state, queue wait (submit to first start) per family and per
 tenant, attempt outcomes, preemption rate and wasted GPU-seconds (all over the last day), the
 scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+
+The cluster, scheduler and agent figures are the same for every reader and the costly part
+(the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
+per MLSCHED_METRICS_CACHE_S in each web process; the job and attempt
+figures, narrowed per portal user, are computed for each request.
 """
 
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
+from django.conf import settings
+from django.core.cache import caches
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
@@ -22,6 +30,7 @@ from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
 
 WINDOW = timedelta(days=1)
+PLATFORM_KEY = "mlsched-metrics-platform"
 
 
 @dataclass
@@ -62,10 +71,41 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     portal user's tenants); the cluster and scheduler figures are the whole platform's."""
     jobs = Job.objects.all() if jobs is None else jobs
     attempts_of = Attempt.objects.all() if attempts_of is None else attempts_of
+    shared = platform(now)
     return [
-        *gpus(now), *idle_gpus(now), *jobs_by_state(now, jobs), *queue_wait(now, jobs),
-        *attempts(now, attempts_of), *scheduler(now), *agents(now),
+        *shared.clusters, *jobs_by_state(now, jobs), *queue_wait(now, jobs),
+        *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
+
+
+class Platform(NamedTuple):
+    """The figures every reader shares, as of ``at`` (ages are counted to ``at``)."""
+
+    at: datetime
+    clusters: list[Metric]  # GPUs and idle GPUs: first in the output
+    control: list[Metric]  # scheduler and agents: last
+
+
+def platform(now) -> Platform:
+    """The shared figures, at most MLSCHED_METRICS_CACHE_S old (0: computed every time).
+
+    Every /overview/ view and every scrape wants them; one snapshot load per period serves
+    all of them in a web process (the default cache is the process's memory)."""
+    period = settings.MLSCHED_METRICS_CACHE_S
+    if period <= 0:
+        return compute_platform(now)
+    cached = caches["default"].get(PLATFORM_KEY)
+    # `now` is checked too, not only the cache's expiry: figures are never older than the
+    # period as of the time asked for, whatever clock the cache keeps.
+    if cached is not None and (now - cached.at).total_seconds() < period:
+        return cached
+    fresh = compute_platform(now)
+    caches["default"].set(PLATFORM_KEY, fresh, timeout=period)
+    return fresh
+
+
+def compute_platform(now) -> Platform:
+    return Platform(now, [*gpus(now), *idle_gpus(now)], [*scheduler(now), *agents(now)])
 
 
 def render() -> str:

@@ -122,7 +122,8 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # The API's rate counters must be shared by every web process: Redis when there is one, in a
-# database of their own so that clearing them touches nothing else.
+# database of their own so that clearing them touches nothing else. The default cache is each
+# process's own memory; it holds the platform-wide metrics (MLSCHED_METRICS_CACHE_S).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
@@ -166,6 +167,11 @@ MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
+# The platform-wide figures of /metrics and the portal's overview (GPUs, idle GPUs, scheduler,
+# agents) are computed at most once per this many seconds and shared by every reader through
+# the "default" cache; 0 computes them at each request. Job and attempt figures are always
+# current.
+MLSCHED_METRICS_CACHE_S = int(os.environ.get("MLSCHED_METRICS_CACHE_S", "10"))
 # Requests per user to the users' API (429 past it; agents are not limited), and submissions
 # per user on top of that. Django REST framework's "N/second|minute|hour|day" form.
 MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")

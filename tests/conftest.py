@@ -17,12 +17,14 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
-def fresh_rate_counters():
-    # API rate counters live in a shared cache (Redis database 1 under make test): each test
-    # starts with none, whatever ran before it.
+def fresh_caches():
+    # API rate counters live in a shared cache (Redis database 1 under make test), the
+    # platform-wide metrics in the default one: each test starts with none, whatever ran
+    # before it.
     from django.core.cache import caches
 
     caches["throttle"].clear()
+    caches["default"].clear()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""/metrics: what it counts, and who may read it."""
+"""/metrics: what it counts, who may read it, and how often the platform-wide part is computed."""
 
 from datetime import timedelta
 
@@ -6,10 +6,19 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import Cluster
-from jobs import actions, cycle
+from jobs import actions, cycle, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
+
+ORDER = [
+    "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
+    "mlsched_gpus_fragmented", "mlsched_jobs", "mlsched_queue_wait_seconds",
+    "mlsched_queue_wait_seconds_by_tenant", "mlsched_attempts_ended", "mlsched_preemption_rate",
+    "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
+    "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
+    "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
+]  # fmt: skip
 
 pytestmark = pytest.mark.django_db
 
@@ -137,3 +146,100 @@ def test_it_reports_heartbeat_ages(scrape):
                for line in lines)  # fmt: skip
     assert any(line.startswith('mlsched_scheduler_cycle_seconds{shard="default"}')
                for line in lines)  # fmt: skip
+
+
+@pytest.fixture
+def snapshot_loads(monkeypatch, settings):
+    """The calls to the scheduler's snapshot load, each still made; caching on, 10 s."""
+    settings.MLSCHED_METRICS_CACHE_S = 10
+    calls = []
+    load = snapshot.load
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "load", counted)
+    return calls
+
+
+def total_gpus(figures) -> list:
+    gpus = next(m for m in figures if m.name == "mlsched_gpus")
+    return [value for labels, value in gpus.samples if labels["state"] == "total"]
+
+
+def test_two_collects_within_the_period_load_the_snapshot_once(snapshot_loads):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    now = timezone.now()
+
+    first = metrics.collect(now)
+    NodeFactory(cluster=ClusterFactory(name="west"), gpu_count=4)
+    second = metrics.collect(now + timedelta(seconds=9))
+
+    assert len(snapshot_loads) == 1
+    assert total_gpus(first) == total_gpus(second) == [8]
+
+
+def test_the_platform_figures_are_computed_again_after_the_period(snapshot_loads):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    now = timezone.now()
+
+    metrics.collect(now)
+    NodeFactory(cluster=ClusterFactory(name="west"), gpu_count=4)
+    later = metrics.collect(now + timedelta(seconds=10))
+
+    assert len(snapshot_loads) == 2
+    assert sorted(total_gpus(later)) == [4, 8]
+
+
+def test_a_period_of_zero_computes_them_at_every_collect(snapshot_loads, settings):
+    settings.MLSCHED_METRICS_CACHE_S = 0
+    now = timezone.now()
+
+    metrics.collect(now)
+    NodeFactory(gpu_count=8)
+    second = metrics.collect(now)
+
+    assert len(snapshot_loads) == 2
+    assert total_gpus(second) == [8]
+
+
+def test_the_job_figures_are_current_at_every_collect(snapshot_loads):
+    now = timezone.now()
+
+    metrics.collect(now)
+    JobFactory()
+    jobs = next(m for m in metrics.collect(now) if m.name == "mlsched_jobs")
+
+    assert jobs.samples == [({"state": "queued"}, 1)]
+
+
+def test_the_metrics_keep_their_order_whether_computed_or_cached(snapshot_loads):
+    now = timezone.now()
+
+    computed = [m.name for m in metrics.collect(now)]
+    cached = [m.name for m in metrics.collect(now)]
+
+    assert len(snapshot_loads) == 1
+    assert computed == cached == ORDER
+
+
+def jobs_section(html: str) -> str:
+    start = html.index('id="mlsched_jobs"')
+    return html[start : html.index("</section>", start)]
+
+
+def test_overview_viewers_share_the_platform_figures_but_not_their_tenants_job_figures(
+    client, snapshot_loads, alice, charlie, alpha, gamma
+):
+    JobFactory(tenant=alpha)
+    for _ in range(3):
+        JobFactory(tenant=gamma)
+    pages = {}
+    for user in (alice, charlie):
+        client.force_login(user)
+        pages[user.username] = client.get("/overview/").content.decode()
+
+    assert len(snapshot_loads) == 1
+    assert "<td>queued</td><td>1</td>" in jobs_section(pages["alice"])
+    assert "<td>queued</td><td>3</td>" in jobs_section(pages["charlie"])
