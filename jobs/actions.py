@@ -163,7 +163,7 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
     now = now or timezone.now()
     return Attempt.objects.filter(
         job_id__in=job_ids, outcome="", stop_requested_at__isnull=True
-    ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message)
+    ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message[:300])
 
 
 @transaction.atomic

@@ -7,14 +7,13 @@ milli-GPU, float seconds.
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import placement as p
-from jobs.janitor import stop_confirm_window
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Tenant
@@ -120,8 +119,9 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
     expected_end = started.timestamp() + first["attempt__job__max_runtime_s"]
     stop_asked = first["attempt__stop_requested_at"]
     if stop_asked is not None:
-        # Its resources are back by the time the janitor ends an unconfirmed stop.
-        expected_end = min(expected_end, (stop_asked + stop_confirm_window()).timestamp())
+        # Expected back after the grace period, and as long again for the agent to see it go.
+        back = stop_asked + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S)
+        expected_end = min(expected_end, back.timestamp())
     return p.RunningJob(
         id=str(job_id),
         tenant=str(first["attempt__job__tenant_id"]),

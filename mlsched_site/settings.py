@@ -121,6 +121,10 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Request bodies up to 8 MiB (Django's default is 2.5 MiB): an agent's heartbeat lists every
+# worker of its cluster, about 150 bytes each; its log batches are kept near 1 MiB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
 # The API's rate counters must be shared by every web process: Redis when there is one, in a
 # database of their own so that clearing them touches nothing else. The default cache is each
 # process's own memory; it holds the platform-wide metrics (MLSCHED_METRICS_CACHE_S).

@@ -4,15 +4,21 @@
     2. logs       ship new output lines (kept and resent while the control plane is away);
                   before the heartbeat, so a job is never seen ended with its last lines missing
     3. heartbeat  report the status; the answer is what should run and what should stop
-    4. reconcile  start what should run and does not; stop what should not run and does;
-                  forget what has ended and been reported
+    4. reconcile  start what should run and does not; stop what should not run and does (and
+                  again if it still runs well past its grace); forget what has ended and been
+                  reported
 
-The agent keeps no state the control plane needs: killed and restarted, it finds its workers
-through the backend and carries on.
+Nothing but the heartbeat itself may keep the heartbeat from going: a failing inventory is
+retried at the next step, and log shipping that keeps failing holds the heartbeat back only a
+few steps (past them the cluster would be taken for dead and its work for lost). The agent
+keeps no state the control plane needs: killed and restarted, it finds its workers through the
+backend and carries on.
 """
 
+import json
 import logging
 import threading
+import time
 from collections import defaultdict
 
 import requests
@@ -25,6 +31,12 @@ log = logging.getLogger(__name__)
 ACTIVE = {base.PENDING, base.RUNNING}
 INVENTORY_EVERY = 30  # steps between inventory reports
 MAX_BUFFERED_LINES = 100_000
+BATCH_LINES = 5000
+# A log batch's JSON stays well under the control plane's request size limit
+# (DATA_UPLOAD_MAX_MEMORY_SIZE), however long or odd its lines.
+BATCH_BYTES = 1 << 20
+HOLD_HEARTBEAT_STEPS = 10  # failed log shipments in a row that hold the heartbeat back
+RESTOP_AFTER_S = 30.0  # past a stop's grace, a worker still running is asked to stop again
 
 
 def spec_from_dict(data: dict) -> base.AttemptSpec:
@@ -34,19 +46,45 @@ def spec_from_dict(data: dict) -> base.AttemptSpec:
     return base.AttemptSpec(**{**data, "command": tuple(data["command"]), "workers": workers})
 
 
-def refused(error: requests.HTTPError) -> bool:
+def refused(error: Exception) -> bool:
     """Whether the control plane turned the request down for its content (400)."""
-    return error.response is not None and error.response.status_code == 400
+    response = getattr(error, "response", None) if isinstance(error, requests.HTTPError) else None
+    return response is not None and response.status_code == 400
+
+
+def batches(lines: list[base.LogLine]):
+    """The lines in order, in batches of at most BATCH_LINES lines and about BATCH_BYTES."""
+    batch: list[base.LogLine] = []
+    size = 0
+    for line in lines:
+        cost = len(json.dumps(line.text)) + 100  # the text as sent, and the other fields
+        if batch and (len(batch) == BATCH_LINES or size + cost > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(line)
+        size += cost
+    if batch:
+        yield batch
 
 
 class Agent:
-    def __init__(self, control: ControlPlane, backend: base.Backend, interval: float = 1.0):
+    def __init__(
+        self,
+        control: ControlPlane,
+        backend: base.Backend,
+        interval: float = 1.0,
+        restop_after_s: float = RESTOP_AFTER_S,
+    ):
         self.control = control
         self.backend = backend
         self.interval = interval
+        self.restop_after_s = restop_after_s
         self.steps = 0
+        self.inventory_due = True
         self.unsent: list[base.LogLine] = []
-        self.stopping: set[int] = set()
+        self.log_failures = 0
+        # Attempts asked to stop, and when to ask again if they still run (monotonic clock).
+        self.stopping: dict[int, float] = {}
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -59,34 +97,49 @@ class Agent:
             stop.wait(self.interval)
 
     def step(self) -> None:
-        if self.steps % INVENTORY_EVERY == 0:
-            try:
-                self.control.inventory(self.backend.inventory())
-            except requests.HTTPError as error:
-                # Refused now, refused again: the heartbeat must not wait on it.
-                if not refused(error):
-                    raise
-                log.error("control plane refused the inventory: %s", error)
+        if self.inventory_due or self.steps % INVENTORY_EVERY == 0:
+            self.inventory_due = not self.report_inventory()
         self.steps += 1
         statuses = self.backend.status()  # 1
-        self.ship_logs()  # 2
+        if not self.ship_logs() and self.log_failures < HOLD_HEARTBEAT_STEPS:  # 2
+            return  # ended workers are reported once their last lines are in
         state = self.control.heartbeat(statuses)  # 3
         self.reconcile(state, statuses)  # 4
 
-    def ship_logs(self) -> None:
-        self.unsent.extend(self.backend.logs())
-        del self.unsent[:-MAX_BUFFERED_LINES]  # a long outage drops the oldest lines
-        for start in range(0, len(self.unsent), 5000):
-            batch = self.unsent[start : start + 5000]
-            try:
-                self.control.logs(batch)
-            except requests.HTTPError as error:
-                # A batch the control plane refuses would be refused again: sending it forever
-                # would hold back every heartbeat behind it.
-                if not refused(error):
-                    raise
-                log.error("control plane refused %d log lines, dropped: %s", len(batch), error)
-        self.unsent.clear()
+    def report_inventory(self) -> bool:
+        """Send the nodes; False if that should be tried again at the next step."""
+        try:
+            self.control.inventory(self.backend.inventory())
+        except Exception as error:
+            if refused(error):  # refused now, refused again: wait for the next inventory step
+                log.error("control plane refused the inventory: %s", error)
+                return True
+            log.warning("inventory not reported (%s); trying again next step", error)
+            return False
+        return True
+
+    def ship_logs(self) -> bool:
+        """Send the new lines; False if the control plane could not take them (they are kept
+        and sent again at the next step)."""
+        try:
+            self.unsent.extend(self.backend.logs())
+            del self.unsent[:-MAX_BUFFERED_LINES]  # a long outage drops the oldest lines
+            for batch in batches(list(self.unsent)):
+                try:
+                    self.control.logs(batch)
+                except requests.HTTPError as error:
+                    # A batch the control plane refuses would be refused again: sending it
+                    # forever would hold back every heartbeat behind it.
+                    if not refused(error):
+                        raise
+                    log.error("control plane refused %d log lines, dropped: %s", len(batch), error)
+                del self.unsent[: len(batch)]
+        except Exception as error:
+            self.log_failures += 1
+            log.warning("log lines not shipped (%s); %d kept", error, len(self.unsent))
+            return False
+        self.log_failures = 0
+        return True
 
     def reconcile(self, state: dict, statuses: list[base.WorkerStatus]) -> None:
         wanted = {spec["attempt_id"]: spec for spec in state["run"]}
@@ -96,16 +149,26 @@ class Agent:
             phases[status.attempt_id].add(status.phase)
         for attempt_id, spec in wanted.items():
             if attempt_id not in phases:
-                self.backend.start(spec_from_dict(spec))
+                self.act("start", self.backend.start, spec_from_dict(spec))
         for attempt_id, seen in phases.items():
             running = bool(seen & ACTIVE)
             if attempt_id in to_stop or (attempt_id not in wanted and running):
                 # Stopped on request, or no longer wanted (it ended elsewhere in its gang, or was
-                # given up while this agent was away): stop it, once.
-                if running and attempt_id not in self.stopping:
+                # given up while this agent was away): stop it, and again if it still runs well
+                # past its grace (a pod delete that failed). Its GPUs stay its own until then.
+                if running and time.monotonic() >= self.stopping.get(attempt_id, 0):
                     grace = to_stop.get(attempt_id, 10)
-                    self.backend.stop(attempt_id, grace)
-                    self.stopping.add(attempt_id)
+                    self.act("stop", self.backend.stop, attempt_id, grace)
+                    self.stopping[attempt_id] = time.monotonic() + grace + self.restop_after_s
             elif attempt_id not in wanted and not running:
-                self.backend.forget(attempt_id)  # ended, reported, and its logs are shipped
-                self.stopping.discard(attempt_id)
+                # Ended, reported, and its logs are shipped.
+                self.act("forget", self.backend.forget, attempt_id)
+                self.stopping.pop(attempt_id, None)
+
+    def act(self, what: str, fn, *args) -> None:
+        """One backend action; its failure is logged and leaves the others to be done (the
+        next step sees the same state and tries again)."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("%s %s failed; the next step tries again", what, args[0])

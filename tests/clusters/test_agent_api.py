@@ -264,6 +264,19 @@ def test_an_attempt_not_started_yet_may_be_missing_from_the_report(agent, gang):
     assert [a["attempt_id"] for a in response.json()["run"]] == [attempt.pk]
 
 
+def test_a_rank_that_failed_with_a_long_reason_while_another_runs_is_stopped(agent, gang):
+    attempt = gang.attempts.get()
+    workers = report(attempt, base.RUNNING, base.EXITED, codes=[None, 1])
+    workers[1]["reason"] = "x" * 300
+
+    response = post(agent, "east", "heartbeat", {"workers": workers})
+
+    assert response.status_code == 200
+    attempt.refresh_from_db()
+    assert attempt.stop_reason == Outcome.USER_ERROR
+    assert attempt.reason.startswith("worker 1 exited with code 1")
+
+
 def test_an_attempt_the_agent_reports_is_named_by_its_id_alone(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)

@@ -1,12 +1,17 @@
-"""The agent loop with the local backend's real processes, and a stand-in for the control
-plane that refuses log batches or the inventory."""
+"""The agent loop with the local backend's real processes, and stand-ins for the control plane
+that refuse or fail log batches or the inventory."""
 
+import json
 import sys
 
 import requests
 
-from clusters.agent.runner import Agent
-from tests.clusters.test_local_backend import ended, spec
+from clusters.agent.runner import BATCH_BYTES, HOLD_HEARTBEAT_STEPS, Agent, batches
+from clusters.backends import base
+from clusters.backends.base import LogLine
+from clusters.backends.local import LocalBackend, parse_inventory
+from tests.clusters.test_local_backend import ended, phases, spec
+from tests.processes import wait_until
 
 
 def bad_request():
@@ -70,3 +75,112 @@ def test_a_refused_inventory_does_not_stop_the_heartbeats(backend):
 
     assert control.inventories == 1  # tried again only at the next inventory step
     assert control.heartbeats == 2
+
+
+def server_error():
+    response = requests.Response()
+    response.status_code = 500
+    return requests.HTTPError("500 Server Error", response=response)
+
+
+class Recorder:
+    """Takes everything; answers heartbeats with `answer`. `failing` names the calls that raise."""
+
+    def __init__(self, failing=(), answer=None):
+        self.failing = set(failing)
+        self.answer = answer or {"run": [], "stop": []}
+        self.calls: list[str] = []
+        self.batches: list[list] = []
+
+    def inventory(self, nodes):
+        self.calls.append("inventory")
+        if "inventory" in self.failing:
+            raise requests.ConnectionError("the API server restarts")
+        return {}
+
+    def logs(self, lines):
+        self.calls.append("logs")
+        if "logs" in self.failing:
+            raise server_error()
+        self.batches.append(lines)
+        return {}
+
+    def heartbeat(self, workers):
+        self.calls.append("heartbeat")
+        return self.answer
+
+
+def test_a_failing_inventory_is_tried_again_next_step_and_the_heartbeats_go_on(backend):
+    control = Recorder(failing={"inventory"})
+    agent = Agent(control, backend)
+
+    for _ in range(3):
+        agent.step()
+
+    assert control.calls.count("heartbeat") == 3
+    assert control.calls.count("inventory") == 3
+    control.failing.clear()
+    agent.step()
+    agent.step()
+    assert control.calls.count("inventory") == 4  # reported: back to every INVENTORY_EVERY steps
+
+
+def test_failing_log_shipping_holds_the_heartbeat_back_a_few_steps_only(backend):
+    backend.start(spec([sys.executable, "-c", "print('last words')"]))
+    assert ended(backend)
+    control = Recorder(failing={"logs"})
+    agent = Agent(control, backend)
+
+    for _ in range(HOLD_HEARTBEAT_STEPS - 1):
+        agent.step()
+    held = control.calls.count("heartbeat")
+    for _ in range(3):
+        agent.step()
+
+    assert held == 0  # the job is not reported ended before its last line is in
+    assert control.calls.count("heartbeat") == 3
+    assert [line.text for line in agent.unsent] == ["last words"]  # kept for a later step
+    control.failing.clear()
+    agent.step()
+    assert [line.text for batch in control.batches for line in batch] == ["last words"]
+    assert agent.unsent == []
+
+
+def test_log_batches_stay_near_a_megabyte_however_long_the_lines(backend):
+    lines = [LogLine(1, 0, seq, "stdout", "x" * 60_000) for seq in range(50)]
+
+    sizes = [sum(len(json.dumps(line.text)) for line in batch) for batch in batches(lines)]
+
+    assert sum(len(batch) for batch in batches(lines)) == 50
+    assert len(sizes) > 1
+    assert max(sizes) <= BATCH_BYTES
+
+
+class StopFailsOnce(LocalBackend):
+    """The local backend, whose first stop of an attempt fails (as a pod delete can)."""
+
+    failed: set[int] = set()
+
+    def stop(self, attempt_id, grace_s):
+        if attempt_id not in self.failed:
+            self.failed.add(attempt_id)
+            raise RuntimeError("delete failed: 503")
+        super().stop(attempt_id, grace_s)
+
+
+def test_a_worker_still_running_past_its_stop_is_asked_to_stop_again(tmp_path):
+    backend = StopFailsOnce(tmp_path / "state", parse_inventory("1x8xA100", "local"),
+                            tmp_path / "ckpt", default_grace_s=2)  # fmt: skip
+    StopFailsOnce.failed = set()
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(120)"]))
+    assert wait_until(lambda: phases(backend).get(0) and phases(backend)[0].phase == base.RUNNING,
+                      30)  # fmt: skip
+    answer = {"run": [], "stop": [{"attempt_id": 1, "grace_s": 0, "reason": "preempted"}]}
+    agent = Agent(Recorder(answer=answer), backend, restop_after_s=0)
+
+    agent.step()  # the stop fails; the worker runs on, its GPUs still its own
+    assert phases(backend)[0].phase == base.RUNNING
+    agent.step()  # asked again
+
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.STOPPED
