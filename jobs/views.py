@@ -16,6 +16,7 @@ from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
 from jobs.models import Attempt, Job
 from jobs.serializers import SubmitSerializer
+from jobs.states import TERMINAL
 
 
 def index(request):
@@ -33,11 +34,14 @@ def job_detail(request, pk):
         visible_jobs(request.user).select_related("tenant", "priority_class", "owner"), pk=pk
     )
     attempts = job.attempts.select_related("cluster").order_by("number")
+    shard_states = job.shard_states() if job.is_batch else {job.state: 1}
+    # A batch can be canceled while any of its shards lives, whatever became of the first.
+    live = any(state not in TERMINAL for state in shard_states)
     context = {
         "job": job,
         "attempts": attempts,
-        "can_cancel": access.can_cancel(request.user, job),
-        "shard_states": job.shard_states() if job.is_batch else None,
+        "can_cancel": live and access.can_cancel(request.user, job),
+        "shard_states": shard_states if job.is_batch else None,
     }
     return render(request, "portal/job.html", context)
 

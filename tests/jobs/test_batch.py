@@ -90,3 +90,16 @@ def test_the_batch_page_counts_its_shards(alice, batch):
     page = client.get(f"/jobs/{batch.pk}/").content.decode()
 
     assert "4: 4 queued" in page
+
+
+def test_the_batch_page_offers_cancel_while_a_shard_lives(alice, batch):
+    client = Client()
+    client.force_login(alice)
+    Job.objects.filter(pk=batch.pk).update(state=State.SUCCEEDED)
+
+    live = client.get(f"/jobs/{batch.pk}/").content.decode()
+    Job.objects.filter(parent=batch).update(state=State.CANCELED)
+    done = client.get(f"/jobs/{batch.pk}/").content.decode()
+
+    assert 'id="cancel"' in live
+    assert 'id="cancel"' not in done
