@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 
 from clusters.models import Allocation, Cluster, Node
+from jobs.admin import ReadOnlyAdmin
 
 
 class NodeInline(admin.TabularInline):
@@ -39,15 +40,10 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Allocation)
-class AllocationAdmin(admin.ModelAdmin):
-    """Allocations are written by the scheduler only."""
+class AllocationAdmin(ReadOnlyAdmin):
+    """Allocations are written by the scheduler only: a deleted live one would leave its GPUs
+    in use by a worker and free to the scheduler."""
 
     list_display = ["attempt", "worker", "node", "gpu_index", "gpu_milli", "active", "borrowed"]
     list_filter = ["active", "borrowed"]
     list_select_related = ["attempt__job", "node__cluster"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

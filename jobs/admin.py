@@ -54,6 +54,11 @@ class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # A deleted job takes its attempts and allocations with it: a running worker's GPUs
+        # would look free to the scheduler. Jobs end by cancel; their records are the history.
+        return False
+
     def has_cancel_permission(self, request) -> bool:
         """The cancel action is for staff holding the global cancel_job permission."""
         return request.user.has_perm("jobs.cancel_job")
@@ -67,12 +72,15 @@ class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records written by the lifecycle: browsable, never edited by hand."""
+    """Records written by the lifecycle: browsable, never edited or deleted by hand."""
 
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

@@ -30,6 +30,10 @@ class MembershipInline(admin.TabularInline):
     extra = 1
     autocomplete_fields = ["user"]
 
+    def get_queryset(self, request):
+        # Each row's label names its user and tenant: one query for all, not two per row.
+        return super().get_queryset(request).select_related("user", "tenant")
+
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):

@@ -1,8 +1,13 @@
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from clusters.models import Cluster
+from clusters.models import Allocation, Cluster
+from jobs import cycle
+from jobs.models import Job
 from jobs.states import State
+from quotas.models import Membership
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
 
 
@@ -98,3 +103,63 @@ def test_cluster_labels_not_mapping_label_keys_to_text_are_a_form_error(admin_cl
     assert page.status_code == 200  # the form again, with the error; no 500
     assert "errorlist" in page.text
     assert not Cluster.objects.exists()
+
+
+@pytest.fixture
+def running(db):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    job = JobFactory(gpus=1)
+    cycle.run_cycle()
+    return job
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        lambda job: f"/admin/jobs/job/{job.pk}/delete/",
+        lambda job: f"/admin/jobs/attempt/{job.attempts.get().pk}/delete/",
+        lambda job: (
+            f"/admin/clusters/allocation/{Allocation.objects.get(attempt__job=job).pk}/delete/"
+        ),
+    ],
+    ids=["job", "attempt", "allocation"],
+)
+def test_the_records_of_running_work_cannot_be_deleted_in_the_admin(admin_client, running, url):
+    response = admin_client.post(url(running), {"post": "yes"})
+
+    assert response.status_code == 403
+    assert Allocation.objects.active().filter(attempt__job=running).count() == 1
+
+
+def test_the_bulk_delete_action_is_not_offered_for_jobs(admin_client, running):
+    admin_client.post(
+        "/admin/jobs/job/",
+        {"action": "delete_selected", "_selected_action": [running.pk], "post": "yes"},
+    )
+
+    assert Job.objects.filter(pk=running.pk).exists()
+
+
+def test_a_nul_in_an_admin_filter_is_a_400_naming_it(admin_client):
+    response = admin_client.get("/admin/jobs/job/", {"state__exact": "\x00"})
+
+    assert response.status_code == 400
+    assert "state__exact" in response.text
+
+
+def tenant_page_queries(client, tenant) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(f"/admin/quotas/tenant/{tenant.pk}/change/").status_code == 200
+    return len(queries)
+
+
+def test_the_tenant_page_costs_at_most_one_query_per_member(admin_client, alpha):
+    # The one is Django's autocomplete widget labelling its user; each row's label used to
+    # read its user and its tenant again on top of it.
+    for i in range(2):
+        Membership.objects.create(tenant=alpha, user=UserFactory(username=f"member-{i}"))
+    few = tenant_page_queries(admin_client, alpha)
+    for i in range(2, 20):
+        Membership.objects.create(tenant=alpha, user=UserFactory(username=f"member-{i}"))
+
+    assert tenant_page_queries(admin_client, alpha) - few <= 18
