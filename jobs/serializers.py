@@ -30,6 +30,21 @@ def validate_env_names(env: dict) -> None:
         )
 
 
+# A worker's command line and environment together must fit the kernel's limit for a new
+# program (128 KiB per string, a few MiB in all); every shard stores its own copy.
+MAX_COMMAND_CHARS = 128 * 1024
+MAX_ENV_CHARS = 128 * 1024
+
+
+def within(limit: int, what: str):
+    def validate(value) -> None:
+        strings = [*value, *value.values()] if isinstance(value, dict) else value
+        if sum(len(text) for text in strings) > limit:
+            raise serializers.ValidationError(f"The {what} is over {limit // 1024} KiB in all.")
+
+    return validate
+
+
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
@@ -39,11 +54,12 @@ class SubmitSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=10_000, trim_whitespace=False),
         min_length=1,
         max_length=1000,
+        validators=[within(MAX_COMMAND_CHARS, "command")],
     )
     env = serializers.DictField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         default=dict,
-        validators=[validate_env_names],
+        validators=[validate_env_names, within(MAX_ENV_CHARS, "environment")],
     )
     cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
     memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)

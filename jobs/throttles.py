@@ -7,6 +7,7 @@ fail open: a request is never refused for want of its counter.
 """
 
 import re
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.cache import caches
@@ -60,3 +61,14 @@ class TenantSubmitRate(UserRate):
         if not access.submit_tenants(request.user).filter(slug=slug).exists():
             return None
         return self.cache_format % {"scope": self.scope, "ident": slug}
+
+
+def portal_submit_wait(request, tenant_slug: str) -> float | None:
+    """The portal's submit form counts against the same submission limits as the API: None if
+    this submission may go, else the seconds to wait."""
+    # The throttles read the user, the submitted tenant and the client's address.
+    api_like = SimpleNamespace(user=request.user, data={"tenant": tenant_slug}, META=request.META)
+    for throttle in (SubmitRate(), TenantSubmitRate()):
+        if not throttle.allow_request(api_like, None):
+            return throttle.wait() or 1
+    return None

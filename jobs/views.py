@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from jobs import access, actions
+from jobs import access, actions, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
@@ -76,28 +76,34 @@ def metrics(request):
 
 @login_required
 def submit(request):
-    """The portal's submit form, checked by the same rules as the REST API."""
+    """The portal's submit form, checked by the same rules and limits as the REST API."""
     tenants = access.submit_tenants(request.user)
-    values, errors = submit_form.INITIAL, {}
+    values, errors, status = submit_form.INITIAL, {}, 200
     if request.method == "POST":
         values = submit_form.read(request.POST)
         data, errors = submit_form.serializer_input(values)
         checked = SubmitSerializer(data=data, tenants=tenants)
         if checked.is_valid() and not errors:
             spec = dict(checked.validated_data)
-            job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
-            return redirect("job", pk=job.pk)
-        errors = {
-            **{field: submit_form.error_text(detail) for field, detail in checked.errors.items()},
-            **errors,
-        }
+            wait = throttles.portal_submit_wait(request, spec["tenant"].slug)
+            if wait is None:
+                job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
+                return redirect("job", pk=job.pk)
+            errors = {"rate": f"Too many submissions: try again in {wait:.0f} s."}
+            status = 429
+        else:
+            errors = {
+                **{f: submit_form.error_text(detail) for f, detail in checked.errors.items()},
+                **errors,
+            }
+            status = 400
     context = {
         "values": values,
         "errors": errors,
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
     }
-    return render(request, "portal/submit.html", context, status=400 if errors else 200)
+    return render(request, "portal/submit.html", context, status=status)
 
 
 @login_required

@@ -98,6 +98,21 @@ def test_environment_values_are_kept_as_given(alice):
 
 
 @pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("env", {f"V{i}": "x" * 9000 for i in range(15)}),  # 135,000 characters
+        ("command", ["python", *["y" * 9000] * 15]),
+    ],
+)
+def test_a_command_or_environment_over_128_kib_in_all_is_a_400_naming_it(alice, field, value):
+    response = submit(alice, **{field: value})
+
+    assert response.status_code == 400
+    assert "128 KiB" in str(response.json()[field])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
     ("path", "param"),
     [
         ("", "state=done"),

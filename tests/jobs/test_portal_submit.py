@@ -92,3 +92,24 @@ def test_the_priority_class_select_offers_a_preempting_class_only_once_open_to_t
     assert '<option value="normal"' in closed
     assert '<option value="urgent"' not in closed
     assert '<option value="urgent"' in opened
+
+
+def test_the_form_counts_against_the_users_submission_rate(browser, settings):
+    settings.MLSCHED_SUBMIT_RATE = "2/minute"
+
+    answers = [browser.post("/jobs/new/", FORM) for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [302, 302, 429]
+    assert "Too many submissions" in answers[2].content.decode()
+    assert Job.objects.count() == 2
+
+
+def test_the_form_counts_against_the_tenants_submission_rate(browser, settings, bob):
+    settings.MLSCHED_TENANT_SUBMIT_RATE = "1/minute"
+    browser.post("/jobs/new/", FORM)
+    browser.force_login(bob)  # another member of the same tenant
+
+    answer = browser.post("/jobs/new/", FORM)
+
+    assert answer.status_code == 429
+    assert Job.objects.count() == 1
