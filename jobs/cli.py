@@ -32,12 +32,24 @@ class Api:
 
     def call(self, method: str, path: str, **kwargs) -> dict:
         try:
-            response = self.session.request(method, self.url + path, timeout=30, **kwargs)
+            # Not followed: a redirect would turn a submission into a GET and submit nothing.
+            response = self.session.request(
+                method, self.url + path, timeout=30, allow_redirects=False, **kwargs
+            )
         except requests.RequestException as error:
             raise SystemExit(f"cannot reach {self.url} (MLSCHED_URL): {error}") from None
+        if response.is_redirect:
+            where = response.headers.get("Location", "elsewhere")
+            raise SystemExit(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
         if response.status_code >= 400:
             raise SystemExit(f"error {response.status_code}: {response.text}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:
+            raise SystemExit(
+                f"{self.url} (MLSCHED_URL) did not answer as the mlsched API does"
+                f" (status {response.status_code}, {response.headers.get('Content-Type', '?')})"
+            ) from None
 
 
 def submit(api: Api, args) -> None:
@@ -109,13 +121,18 @@ def main(argv=None) -> int:
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
     args = parser.parse_args(argv)
-    token = os.environ.get("MLSCHED_TOKEN")
+    token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
         parser.error("set MLSCHED_TOKEN to your API token")
+    if not token.isascii():
+        parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
     api = Api(os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000"), token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "logs": logs}  # fmt: skip
-    run[args.command](api, args)
+    try:
+        run[args.command](api, args)
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C, e.g. to leave `logs -f`: no traceback
     return 0
 
 

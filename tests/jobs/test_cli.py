@@ -1,8 +1,11 @@
 """The command line against a live server, as a user would run it."""
 
+import http.server
 import json
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from rest_framework.authtoken.models import Token
@@ -98,3 +101,80 @@ def test_the_cli_says_when_it_cannot_reach_the_server():
     assert out.returncode != 0
     assert out.stderr.startswith("cannot reach http://127.0.0.1:9/api/v1/ (MLSCHED_URL)")
     assert "Traceback" not in out.stderr
+
+
+class Answers(http.server.BaseHTTPRequestHandler):
+    """What a wrong MLSCHED_URL answers: a redirect (to https) or a login page."""
+
+    redirect = True
+
+    def do_GET(self):
+        if self.redirect:
+            self.send_response(301)
+            self.send_header("Location", "https://mlsched.example/api/v1/jobs/")
+            self.end_headers()
+        else:
+            body = b"<html><body>Please log in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(params=[True, False], ids=["redirect", "login page"])
+def wrong_server(request):
+    handler = type("Handler", (Answers,), {"redirect": request.param})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", request.param
+    server.shutdown()
+
+
+def run_cli(url: str, token: str, *args):
+    env = {"MLSCHED_URL": url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_the_cli_says_in_one_line_when_mlsched_url_is_not_the_api(wrong_server, tmp_path):
+    url, redirect = wrong_server
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(SPEC))
+
+    out = run_cli(url, "t", "submit", str(spec))
+
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    expected = "redirects to https://mlsched.example" if redirect else "did not answer as"
+    assert expected in out.stderr
+
+
+def test_the_cli_refuses_a_token_with_characters_no_token_has():
+    out = run_cli("http://127.0.0.1:9", "t\u00f6ken", "list")
+
+    assert out.returncode != 0
+    assert "MLSCHED_TOKEN" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_ctrl_c_leaves_logs_follow_without_a_traceback(cli, live_server, alice):
+    job = Job.objects.get(pk=int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0]))
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
+    LogChunk.objects.create(attempt=AttemptFactory(job=job), seq=0, text="epoch 1")
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": Token.objects.get(user=alice).key,
+           "PATH": "/usr/bin:/bin"}  # fmt: skip
+    follow = subprocess.Popen([sys.executable, "-m", "jobs.cli", "logs", "-f", str(job.pk)],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert follow.stdout.readline().strip() == "[1.0] epoch 1"  # following the running job
+
+    follow.send_signal(signal.SIGINT)
+
+    assert follow.wait(30) == 130
+    assert "Traceback" not in follow.stderr.read()
