@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from clusters.models import Node
 from quotas.models import Membership, PriorityClass, Quota, Tenant
 from quotas.usage import usage_by_tenant
 
@@ -14,6 +15,8 @@ class QuotaInline(admin.TabularInline):
     def in_use(self, quota: Quota) -> str:
         if quota.pk is None:
             return "-"
+        if quota.gpu_type and quota.gpu_type not in self._gpu_types:
+            return f"no node has GPU type {quota.gpu_type!r} yet"
         # One usage query per tenant page, not one per quota row.
         usage = self._usage.get(quota.tenant_id, {})
         amount = usage.get(quota.flavor, 0)
@@ -22,6 +25,7 @@ class QuotaInline(admin.TabularInline):
 
     def get_formset(self, request, obj=None, **kwargs):
         self._usage = usage_by_tenant([obj.pk]) if obj is not None else {}
+        self._gpu_types = set(Node.objects.values_list("gpu_type", flat=True).distinct())
         return super().get_formset(request, obj, **kwargs)
 
 

@@ -82,6 +82,31 @@ class Quota(models.Model):
     def unit(self) -> str:
         return {"cpu": "millicores", "memory": "MiB"}.get(self.flavor, "GPUs")
 
+    @property
+    def gpu_type(self) -> str:
+        """The GPU type a `gpu:<type>` quota limits; empty for cpu and memory."""
+        return self.flavor.removeprefix("gpu:") if self.flavor.startswith("gpu:") else ""
+
+    def clean(self) -> None:
+        """A GPU type spelled unlike the nodes' (gpu:a100 for their A100) would limit nothing
+        while the real type stayed unlimited: refused, naming the type the nodes report. A
+        type no node reports yet is kept (hardware on its way)."""
+        from clusters.models import Node
+
+        if not self.gpu_type:
+            return
+        known = Node.objects.filter(gpu_type__iexact=self.gpu_type).values_list(
+            "gpu_type", flat=True
+        )
+        spelled = sorted(set(known))
+        if spelled and self.gpu_type not in spelled:
+            raise ValidationError(
+                {
+                    "flavor": f"The nodes report this GPU type as {spelled[0]!r}: "
+                    f"use gpu:{spelled[0]}."
+                }  # fmt: skip
+            )
+
 
 class PriorityClass(models.Model):
     """A strict priority tier. Jobs of a higher value are always considered first."""

@@ -73,3 +73,23 @@ def test_it_saves_a_quota_from_the_tenant_page(admin_client, alpha):
     assert page.status_code == 302
     quota = alpha.quotas.get()
     assert (quota.flavor, quota.guaranteed, quota.borrow_limit) == ("gpu:H100", 16, 4)
+
+
+def test_it_refuses_a_gpu_type_spelled_unlike_the_nodes(admin_client, alpha):
+    NodeFactory(gpu_type="A100")
+    form = tenant_form(alpha, "gpu:a100", 8, 0)
+
+    page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+
+    assert page.status_code == 200
+    assert "use gpu:A100" in page.text
+    assert not alpha.quotas.exists()
+
+
+def test_a_quota_on_a_gpu_type_no_node_has_says_so(admin_client, alpha):
+    NodeFactory(gpu_type="A100")
+    QuotaFactory(tenant=alpha, flavor="gpu:B200", guaranteed=8)
+
+    page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/")
+
+    assert "no node has GPU type &#x27;B200&#x27; yet" in page.text
