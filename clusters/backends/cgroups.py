@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +46,39 @@ class Group:
                     return int(value)
         return 0
 
+    def kill(self, wait_s: float = 0.0) -> None:
+        """SIGKILL every process in the groups; wait up to ``wait_s`` until they are gone."""
+        kill(dict.fromkeys((self.cpu, self.memory)), wait_s)
+
     def remove(self) -> None:
         """Delete the leaf groups; one still holding a process stays (the kernel refuses)."""
         for directory in dict.fromkeys((self.cpu, self.memory)):
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def kill(directories, wait_s: float = 0.0) -> None:
+    """SIGKILL every process in these groups, also those that left the worker's process group
+    (``setsid``): v2's ``cgroup.kill`` where the kernel has it (5.14+; it catches a process that
+    forks meanwhile), else each pid in ``cgroup.procs``, again until none is left or ``wait_s``
+    has passed (0: one round, no waiting)."""
+    deadline = time.monotonic() + wait_s
+    for directory in directories:
+        directory = Path(directory)
+        if (directory / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                (directory / "cgroup.kill").write_text("1")
+        while True:
+            try:
+                pids = [int(pid) for pid in (directory / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                break  # no such group (any more)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if not pids or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
 
 
 def leaf_name(key: str) -> str:

@@ -15,11 +15,17 @@ plus the tenant's id, owning their job's checkpoint directory and working direct
 0700). A worker then cannot read another tenant's checkpoints, working files or processes'
 environments, nor the agent's (and its token). Without it, every worker runs as the agent's
 own user: fine for one team's machine, not for tenants who must not see each other.
+
+The agent writes its state files (spec, pid, stop) whole or not at all (a temporary file
+renamed over), and reads every one as possibly torn by an older agent killed mid-write or a full
+disk: a file it cannot read counts as absent for that worker (a lost pid file is found again
+from the shim's command line), so one bad file never stops the reports of the whole cluster.
 """
 
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -30,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from clusters.backends import base
+from clusters.backends import base, cgroups, local_shim
 from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
 
 SHIM = "clusters.backends.local_shim"
@@ -99,10 +105,68 @@ def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
     return state != "Z" and SHIM.encode() in cmdline
+
+
+def find_shim(directory: Path) -> int | None:
+    """The live shim of this worker, found by its command line: for a pid file lost or torn."""
+    tail = [b"-m", SHIM.encode(), os.fsencode(str(directory)), b""]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args[-4:] == tail and alive(int(entry.name)):
+            return int(entry.name)
+    return None
+
+
+def worker_group(directory: Path, shim: int) -> int | None:
+    """The process group of the worker's command: its main process's pid, while that is the
+    live shim's own child (unreaped, so the id names nobody else) and leads a group of its own
+    (an older shim kept the command in the shim's group)."""
+    pid = read_number(directory / "child.pid", int)
+    if not pid:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    ppid, pgrp = stat.rsplit(")", 1)[1].split()[1:3]
+    return pid if int(ppid) == shim and int(pgrp) == pid else None
+
+
+def write_state(path: Path, text: str) -> None:
+    """Replace a state file whole (mode 0600, the agent's): a temporary file renamed over it,
+    so an agent killed mid-write, or a full disk, leaves the old file or the new, never part."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # one left behind may have another mode
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_number(path: Path, kind: type = int) -> int | float | None:
+    """The number in a state file; None when it is missing or unreadable (empty, torn)."""
+    try:
+        value = kind(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def cgroup_dirs(worker_dir: Path) -> list[Path]:
+    """The worker's cgroups, as its shim recorded them (only paths shaped like a worker's leaf)."""
+    try:
+        paths = [Path(line) for line in (worker_dir / "cgroup").read_text().split()]
+    except OSError:
+        return []
+    return [p for p in paths if p.parent.name == cgroups.PARENT and p.name.startswith("w")]
 
 
 class LocalBackend:
@@ -162,8 +226,8 @@ class LocalBackend:
         for worker in spec.workers:
             directory = self.worker_dir(spec.attempt_id, worker.rank)
             directory.mkdir(parents=True, exist_ok=True)
-            (directory / "exit.json").write_text(json.dumps({"code": None, "refused": reason}))
-            (directory / "spec.json").write_text(json.dumps({"refused": reason, "env": {}}))
+            write_state(directory / "exit.json", json.dumps({"code": None, "refused": reason}))
+            write_state(directory / "spec.json", json.dumps({"refused": reason, "env": {}}))
 
     def uid_of(self, tenant_id: int) -> int | None:
         """The user the tenant's workers run as; None: the agent's own."""
@@ -176,9 +240,7 @@ class LocalBackend:
         return uid
 
     def _launch(self, directory: Path, spec: AttemptSpec, worker, env: dict) -> None:
-        tmp = directory / "spec.json.tmp"
-        tmp.touch(mode=0o600)
-        tmp.write_text(json.dumps({
+        write_state(directory / "spec.json", json.dumps({
             "uid": self.uid_of(spec.tenant_id),
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
             "memory_mb": worker.memory_mb, "cpu_milli": worker.cpu_milli,
@@ -187,21 +249,21 @@ class LocalBackend:
             "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),
             "grace_s": self.default_grace_s,
         }))  # fmt: skip
-        tmp.replace(directory / "spec.json")
         with open(directory / "shim.out", "ab") as shim_out:
             shim = subprocess.Popen(
                 [sys.executable, "-m", SHIM, str(directory)], cwd=ROOT, start_new_session=True,
                 stdin=subprocess.DEVNULL, stdout=shim_out, stderr=subprocess.STDOUT,
             )  # fmt: skip
-        (directory / "pid").write_text(str(shim.pid))
         self._children[shim.pid] = shim
+        write_state(directory / "pid", str(shim.pid))
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
         deadline = time.time() + grace_s
         for directory in self.worker_dirs(attempt_id):
             stop_file = directory / "stop"
-            if not stop_file.exists():
-                stop_file.write_text(str(deadline))
+            if read_number(stop_file, float) is None:  # not asked yet, or its file is torn
+                write_state(stop_file, str(deadline))
+            # The shim passes it on to the worker's own process group.
             self._signal(directory, signal.SIGTERM)
 
     def status(self) -> list[WorkerStatus]:
@@ -210,18 +272,24 @@ class LocalBackend:
                 self._children.pop(child.pid, None)
         return [
             self._worker_status(int(d.parent.name), int(d.name), d)
-            for d in sorted(self.state_dir.glob("*/*"))
+            for d in self._all_worker_dirs()
             if (d / "spec.json").exists()
         ]
+
+    def _all_worker_dirs(self) -> list[Path]:
+        return [
+            d for d in sorted(self.state_dir.glob("*/*"))
+            if d.parent.name.isdigit() and d.name.isdigit()
+        ]  # fmt: skip
 
     def _worker_status(self, attempt_id: int, rank: int, d: Path) -> WorkerStatus:
         stopping = (d / "stop").exists()
         ended = self._ended(attempt_id, rank, d, stopping)
         if ended is not None:
             return ended
-        pid = int((d / "pid").read_text()) if (d / "pid").exists() else 0
+        pid = self._shim_pid(d)
         if pid and alive(pid):
-            if stopping and time.time() > float((d / "stop").read_text()):
+            if stopping and time.time() > self._stop_deadline(d):
                 self._signal(d, signal.SIGKILL)  # the grace period is over
             return WorkerStatus(attempt_id, rank, base.RUNNING, checkpoint_at=checkpoint_at(d))
         # The shim may have written its exit record and gone since the first look: a worker
@@ -234,24 +302,53 @@ class LocalBackend:
         return WorkerStatus(attempt_id, rank, base.LOST, reason="worker process vanished")
 
     def _ended(self, attempt_id: int, rank: int, d: Path, stopping: bool) -> WorkerStatus | None:
-        exit_file = d / "exit.json"
-        if not exit_file.exists():
+        try:
+            record = json.loads((d / "exit.json").read_text())
+        except (OSError, ValueError):
+            return None  # none yet (or unreadable: as good as none)
+        if not isinstance(record, dict):
             return None
-        record = json.loads(exit_file.read_text())
         return WorkerStatus(attempt_id, rank, *classify(record, stopping))
 
+    def _shim_pid(self, directory: Path) -> int | None:
+        pid = read_number(directory / "pid", int)
+        if pid is not None and pid > 0:
+            return pid
+        pid = find_shim(directory)  # the pid file is lost or torn: find the shim, and say so
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                write_state(directory / "pid", str(pid))
+        return pid
+
+    def _stop_deadline(self, directory: Path) -> float:
+        """When the stop's grace ends: as the stop file says or, where it cannot be read, the
+        default grace after the file was written."""
+        deadline = read_number(directory / "stop", float)
+        if deadline is not None:
+            return deadline
+        try:
+            return (directory / "stop").stat().st_mtime + self.default_grace_s
+        except OSError:
+            return math.inf
+
     def _signal(self, directory: Path, sig: signal.Signals) -> None:
-        pid_file = directory / "pid"
-        if not pid_file.exists():
+        pid = self._shim_pid(directory)
+        if not pid or not alive(pid):
             return
-        pid = int(pid_file.read_text())
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, sig)  # the shim leads the worker's process group
+        if sig == signal.SIGKILL:
+            # The shim passes a SIGTERM on; a SIGKILL ends it, so the agent kills the command's
+            # own process group and everything in its cgroup itself, before the shim.
+            group = worker_group(directory, pid)
+            if group is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, sig)
+            cgroups.kill(cgroup_dirs(directory))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)  # the shim leads a process group of its own
 
     def logs(self) -> list[LogLine]:
         lines = []
-        for d in sorted(self.state_dir.glob("*/*")):
+        for d in self._all_worker_dirs():
             if (d / "log").exists():
                 lines.extend(self._read_log(int(d.parent.name), int(d.name), d / "log"))
         return lines
@@ -263,8 +360,9 @@ class LocalBackend:
             data = f.read()
         complete = data[: data.rfind(b"\n") + 1]  # a partial last line waits for its end
         lines = []
-        for raw in complete.splitlines():
-            stream, _, text = raw.decode(errors="replace").partition("\t")
+        # Records end at \n alone: a \r (a progress bar's) is part of the text.
+        for raw in complete.split(b"\n")[:-1]:
+            stream, text = local_shim.parse_record(raw)
             lines.append(LogLine(attempt_id, rank, seq, stream, text))
             seq += 1
         self._log_offsets[attempt_id, rank] = (offset + len(complete), seq)
@@ -291,10 +389,7 @@ def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:
     The attempt is over: a process still in a group (one still dying, or one that outlived its
     shim) is killed, and the group removed once the kernel has let it go.
     """
-    try:
-        paths = [Path(line) for line in (worker_dir / "cgroup").read_text().split()]
-    except FileNotFoundError:
-        return
+    paths = cgroup_dirs(worker_dir)
     deadline = time.monotonic() + wait_s
     for path in paths:
         while path.exists():
@@ -310,16 +405,16 @@ def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:
 
 def checkpoint_at(worker_dir: Path) -> float | None:
     """When the worker's job last touched its checkpoint marker, if it ever did."""
-    env = json.loads((worker_dir / "spec.json").read_text())["env"]
     try:
-        return os.stat(env["MLSCHED_CHECKPOINT_MARKER"]).st_mtime
-    except (KeyError, FileNotFoundError):
+        marker = json.loads((worker_dir / "spec.json").read_text())["env"]
+        return os.stat(marker["MLSCHED_CHECKPOINT_MARKER"]).st_mtime
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
     """(phase, exit code, reason) of a worker that ended, from its exit record."""
-    code = record["code"]
+    code = record.get("code")
     if record.get("refused"):
         return base.FAILED, None, record["refused"]
     if stopping:

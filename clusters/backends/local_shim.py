@@ -1,18 +1,29 @@
 """Supervise one worker of the local backend: `python -m clusters.backends.local_shim DIR`.
 
-DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own process group, starts
-the command in it, inside a cgroup holding its processes to the worker's CPU and memory request
-where the host allows (`cgroups.py`; else an address-space rlimit stands in for the memory
-limit), writes every output line to `log` as "<stream>\\t<text>", enforces the runtime limit
-(SIGTERM, then SIGKILL after the grace period) and writes `exit.json` when the command ends.
-The files outlive the agent: an agent that restarts reads them to adopt the worker or learn how
-it ended.
+DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own process group and
+starts the command in a session (and process group) of the command's own, inside a cgroup
+holding its processes to the worker's CPU and memory request where the host allows
+(`cgroups.py`; else an address-space rlimit stands in for the memory limit). It writes every
+output line to `log` (`record`), enforces the runtime limit (SIGTERM to the command's process
+group, SIGKILL to it and its cgroup after the grace period), passes the agent's stop (SIGTERM
+to the shim's group) on to the command's group, and writes `exit.json` when the command ends.
+
+Like a container, a worker is its main process: when that ends (on its own, at the runtime
+limit or on a stop), whatever it left behind (background processes, a daemon that left the
+process group but not the cgroup) is killed with SIGKILL at once, so nothing keeps holding the
+worker's GPUs, and the exit code is the main process's. The output readers get READERS_JOIN_S
+more to drain the pipes: a process that escaped both groups (setsid on a host without cgroups)
+may hold them open for ever, and the exit record is written anyway. A shim that dies takes its
+main process with it (parent-death signal). The files outlive the agent: an agent that restarts
+reads them to adopt the worker or learn how it ended.
 """
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -22,14 +33,44 @@ from pathlib import Path
 
 from clusters.backends import cgroups
 
+# After the main process ended, how long the output readers may take to drain the pipes.
+READERS_JOIN_S = 5.0
+STREAMS = ("stdout", "stderr")
+PR_SET_PDEATHSIG = 1
 
-def prepare(spec: dict, group: cgroups.Group | None, report: int):
-    """In the child, before the command runs: default SIGTERM handling, resource limits and,
-    last, the tenant's own user if the spec names one. One byte to the ``report`` pipe says
+
+def record(stream: str, text: bytes) -> bytes:
+    """One line of output as a record of the log file: ``<stream>\\t<text>\\n``.
+
+    The text is the line's bytes as the job wrote them, without its end (``\\n``, or ``\\r\\n``),
+    so it holds no ``\\n``: ``\\n`` alone ends a record, the first tab ends the stream's name,
+    and everything else (a progress bar's ``\\r``, tabs, NUL, invalid UTF-8) is the text's own.
+    ``parse_record`` reads it back."""
+    if text.endswith(b"\n"):
+        text = text[:-2] if text.endswith(b"\r\n") else text[:-1]
+    text = text.replace(b"\n", b" ")  # a line's end is its last byte: only for odd callers
+    return stream.encode() + b"\t" + text + b"\n"
+
+
+def parse_record(raw: bytes) -> tuple[str, str]:
+    """(stream, text) of a record without its ``\\n``; bytes that are not UTF-8 become U+FFFD.
+    A record without a known stream (a torn write) is kept whole as stdout."""
+    stream, tab, text = raw.partition(b"\t")
+    name = stream.decode(errors="replace")
+    if not tab or name not in STREAMS:
+        return "stdout", raw.decode(errors="replace")
+    return name, text.decode(errors="replace")
+
+
+def prepare(spec: dict, group: cgroups.Group | None, report: int, die_with):
+    """In the child, before the command runs (in a session of its own already): default
+    SIGTERM handling, resource limits, the tenant's own user if the spec names one and, last
+    (a change of user clears it), death with the shim. One byte to the ``report`` pipe says
     whether the child joined the cgroup."""
+    shim = os.getpid()
 
     def apply():
-        # An ignored signal stays ignored across exec: undo the shim's own "ignore SIGTERM".
+        # The shim's own SIGTERM handling is not the command's.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         joined = False
         if group is not None:
@@ -50,28 +91,85 @@ def prepare(spec: dict, group: cgroups.Group | None, report: int):
             os.setgroups([])
             os.setgid(spec["uid"])
             os.setuid(spec["uid"])
+        if die_with is not None:
+            # A shim killed (the agent's stop past its grace, a host's OOM killer) takes the
+            # main process along: reported lost, the worker must not run on unseen.
+            die_with(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL))
+            if os.getppid() != shim:  # it died before that took hold
+                os.kill(os.getpid(), signal.SIGKILL)
 
     return apply
 
 
+def parent_death_signal():
+    """libc's prctl, loaded before the fork; None where there is none."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def pump(stream, name: str, out, lock: threading.Lock) -> None:
     for raw in iter(stream.readline, b""):
-        text = raw.decode(errors="replace").rstrip("\n")
         with lock:
-            out.write(f"{name}\t{text}\n")
-            out.flush()
+            if out.closed:  # the exit record is written: a straggler's lines are dropped
+                return
+            out.write(record(name, raw))
 
 
-def write_exit(directory: Path, record: dict) -> None:
-    tmp = directory / "exit.json.tmp"
-    tmp.write_text(json.dumps(record))
-    tmp.replace(directory / "exit.json")  # atomic: a reader sees all of it or nothing
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)  # atomic: a reader sees all of it or nothing
+
+
+def write_exit(directory: Path, result: dict) -> None:
+    write_atomic(directory / "exit.json", json.dumps(result))
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def kill_all(pgid: int, group: cgroups.Group | None, wait_s: float = 0.0) -> None:
+    """SIGKILL the worker's process group and, where it has one, everything in its cgroup (a
+    process that left the group with setsid included), waiting up to ``wait_s`` for that to
+    empty."""
+    signal_group(pgid, signal.SIGKILL)
+    if group is not None:
+        group.kill(wait_s)
+
+
+class Forward:
+    """The SIGTERM handler: the agent stops a worker with SIGTERM to the shim's process group;
+    the shim (which stays to record the end) passes it on to the command's own group, while
+    that group's leader is unreaped (its pid, the group's id, cannot be reused meanwhile)."""
+
+    def __init__(self):
+        self.pid: int | None = None
+        self.pending = False
+
+    def __call__(self, signum, frame) -> None:
+        if self.pid is None:
+            self.pending = True  # the command is not started yet
+        else:
+            signal_group(self.pid, signal.SIGTERM)
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        if self.pending:
+            signal_group(pid, signal.SIGTERM)
+
+    def ended(self) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the leader is about to be reaped
+        self.pid = None
 
 
 def main(directory: Path) -> int:
     spec = json.loads((directory / "spec.json").read_text())
-    # The agent stops a worker by signalling the whole group; the shim stays to record the end.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    forward = Forward()
+    signal.signal(signal.SIGTERM, forward)
     os.umask(0o077)  # its log and records are the agent's alone
     cwd = Path(spec["cwd"])
     cwd.mkdir(parents=True, exist_ok=True)
@@ -81,20 +179,22 @@ def main(directory: Path) -> int:
     if spec.get("cgroups") and spec.get("cpu_milli") and spec.get("memory_mb"):
         group = cgroups.create(str(directory), spec["cpu_milli"], spec["memory_mb"])
     if group is not None:  # for whoever cleans up after a shim killed before it could
-        (directory / "cgroup").write_text(f"{group.cpu}\n{group.memory}\n")
+        write_atomic(directory / "cgroup", f"{group.cpu}\n{group.memory}\n")
     report, told = os.pipe()
     try:
         child = subprocess.Popen(
             spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, preexec_fn=prepare(spec, group, told), pass_fds=(told,),
+            stderr=subprocess.PIPE, start_new_session=True, pass_fds=(told,),
+            preexec_fn=prepare(spec, group, told, parent_death_signal()),
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as error:
         return not_started(directory, error, group)
     finally:
         os.close(told)
+    forward.started(child.pid)
     joined = os.read(report, 1) == b"1"
     os.close(report)
-    (directory / "child.pid").write_text(str(child.pid))
+    write_atomic(directory / "child.pid", str(child.pid))
     if group is not None and not joined:
         # The host made the group but would not take the worker: it runs under the rlimits.
         group.remove()
@@ -106,16 +206,26 @@ def main(directory: Path) -> int:
     else:
         print("limits: rlimits", flush=True)
     lock = threading.Lock()
-    with open(directory / "log", "a", buffering=1) as out:
-        pumps = [
-            threading.Thread(target=pump, args=(child.stdout, "stdout", out, lock)),
-            threading.Thread(target=pump, args=(child.stderr, "stderr", out, lock)),
-        ]
-        for t in pumps:
-            t.start()
-        timed_out = wait(child, spec["max_runtime_s"], spec.get("grace_s", 10))
-        for t in pumps:
-            t.join()
+    out = open(directory / "log", "ab", buffering=0)  # noqa: SIM115 (closed under the lock)
+    pumps = [
+        threading.Thread(target=pump, args=(stream, name, out, lock), daemon=True)
+        for stream, name in ((child.stdout, "stdout"), (child.stderr, "stderr"))
+    ]
+    for t in pumps:
+        t.start()
+    timed_out = supervise(child.pid, spec["max_runtime_s"], spec.get("grace_s", 10), group)
+    # The main process has ended: what it left behind goes at once, the group while its
+    # leader is unreaped (so that its id names no one else's), the cgroup once it is reaped.
+    forward.ended()
+    signal_group(child.pid, signal.SIGKILL)
+    child.wait()
+    if group is not None:
+        group.kill(wait_s=2.0)
+    deadline = time.monotonic() + READERS_JOIN_S
+    for t in pumps:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    with lock:
+        out.close()
     code = child.returncode
     oom_killed = group is not None and code == -signal.SIGKILL and group.oom_kills() > 0
     write_exit(directory, {
@@ -137,30 +247,65 @@ def not_started(directory: Path, error: Exception, group: cgroups.Group | None) 
     if isinstance(error, OSError):
         code = 127 if isinstance(error, FileNotFoundError) else 126
         reason = f"cannot run {error.filename or 'the command'}: {error.strerror}"
-        with open(directory / "log", "a") as out:
-            out.write(f"stderr\t{reason}\n")
-        record = {"code": code, "reason": reason}
+        with open(directory / "log", "ab") as out:
+            out.write(record("stderr", reason.encode(errors="backslashreplace")))
+        result = {"code": code, "reason": reason}
     else:
-        record = {"code": None, "refused": f"the worker could not be prepared: {error}"}
-    write_exit(directory, {**record, "ended": time.time()})
+        result = {"code": None, "refused": f"the worker could not be prepared: {error}"}
+    write_exit(directory, {**result, "ended": time.time()})
     if group is not None:
         group.remove()
     return 0
 
 
-def wait(child: subprocess.Popen, max_runtime_s: float, grace_s: float) -> bool:
-    """Wait for the child; past the runtime limit, stop it. Return whether it timed out."""
-    try:
-        child.wait(timeout=max_runtime_s)
-        return False
-    except subprocess.TimeoutExpired:
-        child.terminate()
-    try:
-        child.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+def supervise(pid: int, max_runtime_s: float, grace_s: float, group: cgroups.Group | None) -> bool:
+    """Wait for the command's main process to end, leaving it unreaped; past the runtime
+    limit, SIGTERM its process group, and after the grace SIGKILL that and its cgroup. Return
+    whether it timed out."""
+    with Watch(pid) as ended:
+        if ended(max_runtime_s):
+            return False
+        signal_group(pid, signal.SIGTERM)
+        if not ended(grace_s):
+            kill_all(pid, group)
+            while not ended(10):  # dying: no process outlives a SIGKILL for long
+                kill_all(pid, group)
     return True
+
+
+class Watch:
+    """``ended(timeout)``: has the child ``pid`` ended within ``timeout`` seconds? It is left
+    a zombie for the caller to reap. A pidfd wakes the wait at the exit; without one (Linux
+    before 5.3) it polls."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.fd: int | None = None
+
+    def __enter__(self):
+        with contextlib.suppress(OSError, AttributeError):
+            self.fd = os.pidfd_open(self.pid)
+        return self.ended
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def ended(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.fd is not None:
+                # Returns at the exit; a signal (the agent's stop) only makes it go on waiting.
+                poll = select.poll()
+                poll.register(self.fd, select.POLLIN)
+                poll.poll(min(left, 3600) * 1000)
+            else:
+                time.sleep(min(left, 0.1))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The local backend runs real processes: no database involved."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -48,6 +49,26 @@ def ended(backend, attempt=1, workers=1):
         ),
         timeout=30,
     )
+
+
+def printed_pid(backend, attempt=1) -> int:
+    """The pid the worker printed as its first line of output."""
+    lines = wait_until(lambda: [line for line in backend.logs() if line.attempt_id == attempt],
+                       timeout=15)  # fmt: skip
+    assert lines, "the worker printed nothing"
+    return int(lines[0].text)
+
+
+def kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+# Starts `sleep 60` (in its process group unless told otherwise), prints its pid and sleeps.
+LEAVES_A_CHILD = (
+    "import subprocess, sys, time; p = subprocess.Popen(['sleep', '60']); "
+    "print(p.pid, flush=True); time.sleep(60)"
+)
 
 
 def test_it_parses_a_virtual_inventory():
@@ -284,21 +305,22 @@ def test_a_worker_leaves_no_cgroup_behind(backend):
 def test_forgetting_a_worker_whose_shim_was_killed_kills_what_is_left_and_removes_its_cgroups(
     backend,
 ):
-    backend.start(with_limits([sys.executable, "-c", "import time; time.sleep(60)"]))
+    backend.start(with_limits([sys.executable, "-c", LEAVES_A_CHILD]))
     directory = backend.worker_dir(1, 0)
-    assert wait_until(lambda: (directory / "child.pid").exists(), timeout=10)
+    left = printed_pid(backend)
     worker = int((directory / "child.pid").read_text())
     # The shim dies alone (as under a machine's OOM killer): nobody is left to remove the
-    # groups, and its worker still runs in them.
+    # groups. Its main process dies with it, but what that started still runs in them.
     os.kill(int((directory / "pid").read_text()), signal.SIGKILL)
     assert ended(backend)
     groups = cgroup_dirs(backend)
     assert len(groups) == 2 and all(g.exists() for g in groups)
+    assert not gone(left)
 
     backend.forget(1)
 
     assert not any(g.exists() for g in groups)
-    assert gone(worker)
+    assert gone(worker) and gone(left)
 
 
 def test_without_cgroups_an_address_space_limit_stands_in(tmp_path):
@@ -357,3 +379,268 @@ def test_a_worker_the_cgroup_refuses_runs_under_rlimits_and_the_shim_says_so(
     assert (directory / "log").read_text().strip() == f"stdout\t{512 * 1024 * 1024}"
     (group,) = made
     assert not group.cpu.exists() and not group.memory.exists()
+
+
+# A worker is its main process: when that ends, so does the worker, and what it left behind.
+
+# Starts a child that ignores SIGTERM (as does the main process), prints its pid, waits.
+STUBBORN_TREE = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the child across exec
+child = subprocess.Popen(["sleep", "60"])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_worker_ends_when_its_main_process_does_and_what_it_left_behind_is_killed(backend):
+    # The background sleep holds the worker's stdout and stderr open.
+    backend.start(spec(["sh", "-c", "sleep 60 & echo $!; exit 0"]))
+    left = printed_pid(backend)
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    assert (status.phase, status.exit_code) == (base.EXITED, 0)
+    assert wait_until(lambda: gone(left), timeout=10)
+
+
+def test_the_runtime_limit_ends_the_commands_whole_process_group(backend):
+    # Neither the main process nor its child ends on SIGTERM: SIGKILL after the grace (2 s).
+    backend.start(spec([sys.executable, "-c", STUBBORN_TREE], runtime=1))
+    left = printed_pid(backend)
+
+    assert ended(backend)
+    status = phases(backend)[0]
+    assert (status.phase, status.exit_code) == (base.TIMED_OUT, -signal.SIGKILL)
+    assert wait_until(lambda: gone(left), timeout=10)
+
+
+def test_the_runtime_limit_reaches_a_child_of_the_main_process(backend):
+    # The shell waits for its foreground sleep; SIGTERM to the group ends both.
+    backend.start(spec(["sh", "-c", "sleep 60; echo never"], runtime=1))
+
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.TIMED_OUT
+    assert "never" not in [line.text for line in backend.logs()]
+
+
+def test_stop_ends_the_commands_whole_process_group_within_the_grace_period(backend):
+    backend.start(spec([sys.executable, "-c", STUBBORN_TREE]))
+    left = printed_pid(backend)
+    started = time.monotonic()
+
+    backend.stop(1, grace_s=1)
+
+    assert ended(backend)
+    assert time.monotonic() - started < 1 + 5
+    assert phases(backend)[0].phase == base.STOPPED
+    assert wait_until(lambda: gone(left), timeout=10)
+
+
+def test_a_main_process_that_ends_on_the_stop_takes_what_it_left_behind_along(backend):
+    # The main process ends on SIGTERM at once; its child ignores it and would run on.
+    command = ("import signal, subprocess; p = subprocess.Popen(['sleep', '60'], "
+               "preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)); "
+               "print(p.pid, flush=True); p.wait()")  # fmt: skip
+    backend.start(spec([sys.executable, "-c", command]))
+    left = printed_pid(backend)
+
+    backend.stop(1, grace_s=30)
+
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.STOPPED
+    assert wait_until(lambda: gone(left), timeout=10)
+
+
+ESCAPES = """
+import subprocess, sys
+p = subprocess.Popen(["sleep", "60"], start_new_session=True)  # out of the process group
+print(p.pid, flush=True)
+"""
+
+
+def test_a_process_that_left_the_group_does_not_keep_the_worker_from_ending(tmp_path):
+    nodes = parse_inventory("1x8xA100", "local")
+    backend = LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", 2, cgroups=False)
+    backend.start(spec([sys.executable, "-c", ESCAPES]))
+    left = printed_pid(backend)
+    try:
+        # Without a cgroup nothing finds it, and it holds the output pipes: the shim stops
+        # waiting for them and writes the exit record all the same.
+        assert ended(backend)
+        status = phases(backend)[0]
+        assert (status.phase, status.exit_code) == (base.EXITED, 0)
+    finally:
+        kill(left)
+
+
+@needs_cgroups
+def test_a_process_that_left_the_group_but_not_the_cgroup_is_killed_with_the_worker(backend):
+    backend.start(with_limits([sys.executable, "-c", ESCAPES]))
+    left = printed_pid(backend)
+    try:
+        assert ended(backend)
+        assert (phases(backend)[0].phase, phases(backend)[0].exit_code) == (base.EXITED, 0)
+        assert wait_until(lambda: gone(left), timeout=10)
+        assert not any(g.exists() for g in cgroup_dirs(backend))
+    finally:
+        kill(left)
+
+
+@needs_cgroups
+def test_a_stop_past_its_grace_kills_what_left_the_group_but_not_the_cgroup(backend):
+    stubborn = (
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    )
+    backend.start(with_limits([sys.executable, "-c", ESCAPES + stubborn]))
+    left = printed_pid(backend)
+    try:
+        backend.stop(1, grace_s=1)
+
+        assert ended(backend)
+        assert phases(backend)[0].phase == base.STOPPED
+        assert wait_until(lambda: gone(left), timeout=10)
+    finally:
+        kill(left)
+
+
+def test_a_worker_dies_with_its_shim(tmp_path):
+    nodes = parse_inventory("1x8xA100", "local")
+    backend = LocalBackend(tmp_path / "state", nodes, tmp_path / "ckpt", 2, cgroups=False)
+    backend.start(spec([sys.executable, "-c", "import time; print('up', flush=True); "
+                                               "time.sleep(60)"]))  # fmt: skip
+    directory = backend.worker_dir(1, 0)
+    assert wait_until(lambda: backend.logs(), timeout=15)
+    worker = int((directory / "child.pid").read_text())
+
+    os.kill(int((directory / "pid").read_text()), signal.SIGKILL)
+
+    assert wait_until(lambda: gone(worker), timeout=10)
+    assert ended(backend)
+    assert phases(backend)[0].phase == base.LOST
+
+
+# Output lines: a record per line, whatever bytes the line holds.
+
+
+def test_a_line_with_carriage_returns_is_one_line_of_its_stream(backend):
+    progress = "import sys; sys.stderr.write('10%\\r50%\\r100%\\n'); print('done')"
+    backend.start(spec([sys.executable, "-c", progress]))
+
+    assert ended(backend)
+    lines = sorted((line.stream, line.text) for line in backend.logs())
+    assert lines == [("stderr", "10%\r50%\r100%"), ("stdout", "done")]
+
+
+def test_odd_bytes_in_a_line_keep_its_stream_and_text(backend):
+    odd = (b"a\tb\x00c\xff\xfed\r\n"  # a tab, NUL, invalid UTF-8, a CRLF line end
+           b"\xe2\x82\xac\x0b\x0c\x1c\xc2\x85\n"  # UTF-8, and what str.splitlines splits on
+           b"no end")  # fmt: skip
+    write = f"import sys; sys.stdout.buffer.write({odd!r})"
+    backend.start(spec([sys.executable, "-c", write]))
+
+    assert ended(backend)
+    lines = [(line.seq, line.stream, line.text) for line in backend.logs()]
+    assert lines == [
+        (0, "stdout", "a\tb\x00c\ufffd\ufffdd"),
+        (1, "stdout", "\u20ac\x0b\x0c\x1c\x85"),
+        (2, "stdout", "no end"),
+    ]
+
+
+@pytest.mark.parametrize("text", [b"", b"\rx", b"x\ty", b"\x00\xff", b"50%\r100%"])
+def test_a_record_reads_back_as_written(text):
+    raw = local_shim.record("stderr", text + b"\n")
+
+    assert raw.count(b"\n") == 1 and raw.endswith(b"\n")
+    assert local_shim.parse_record(raw[:-1]) == ("stderr", text.decode(errors="replace"))
+
+
+def test_a_torn_record_is_kept_as_stdout_not_given_a_made_up_stream(backend, tmp_path):
+    directory = backend.worker_dir(1, 0)
+    directory.mkdir(parents=True)
+    (directory / "log").write_bytes(b"std\nstdout\tok\n50%\r100%\n")
+
+    lines = [(line.stream, line.text) for line in backend.logs()]
+
+    assert lines == [("stdout", "std"), ("stdout", "ok"), ("stdout", "50%\r100%")]
+
+
+# State files: written whole, read as possibly torn.
+
+
+def test_the_agents_state_files_are_its_alone_and_leave_no_temporary_behind(backend):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
+    backend.stop(1, grace_s=1)
+    directory = backend.worker_dir(1, 0)
+
+    for name in ("spec.json", "pid", "stop"):
+        assert (directory / name).stat().st_mode & 0o777 == 0o600, name
+    assert not list(directory.glob("*.tmp"))
+    assert ended(backend)
+
+
+@pytest.mark.parametrize("torn", ["", "12a", "\x00\x00"])
+def test_a_torn_pid_file_neither_stops_the_report_nor_loses_the_worker(backend, torn):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"], attempt=2))
+    assert wait_until(lambda: all(p.get(0) and p[0].phase == base.RUNNING
+                                  for p in (phases(backend, 1), phases(backend, 2))),
+                      timeout=15)  # fmt: skip
+    pid_file = backend.worker_dir(1, 0) / "pid"
+    shim = int(pid_file.read_text())
+
+    pid_file.write_text(torn)  # as an agent killed mid-write, or a full disk, left it
+
+    assert phases(backend, 1)[0].phase == base.RUNNING  # its shim is found again
+    assert phases(backend, 2)[0].phase == base.RUNNING
+    assert pid_file.read_text() == str(shim)
+    backend.stop(1, grace_s=1)
+    backend.stop(2, grace_s=1)
+    assert ended(backend, 1) and ended(backend, 2)
+    assert not alive(shim)
+
+
+@pytest.mark.parametrize("torn", ["", "soon", "nan"])
+def test_a_torn_stop_file_neither_stops_the_report_nor_the_stop(backend, torn):
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    backend.start(spec([sys.executable, "-c", stubborn]))
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"], attempt=2))
+    assert wait_until(lambda: (backend.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
+    backend.stop(1, grace_s=1)
+    stop_file = backend.worker_dir(1, 0) / "stop"
+    started = time.monotonic()
+
+    stop_file.write_text(torn)
+
+    assert phases(backend, 2)[0].phase in (base.PENDING, base.RUNNING)
+    # The grace is then the default one (2 s) from when the file was written.
+    assert ended(backend, 1)
+    assert time.monotonic() - started < 2 + 5
+    assert phases(backend, 1)[0].phase == base.STOPPED
+    backend.stop(2, grace_s=1)
+    assert ended(backend, 2)
+
+
+def test_stop_asked_again_rewrites_a_torn_stop_file(backend):
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
+    assert wait_until(lambda: (backend.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
+    stop_file = backend.worker_dir(1, 0) / "stop"
+    stop_file.write_text("")
+
+    backend.stop(1, grace_s=1)
+
+    assert float(stop_file.read_text()) <= time.time() + 1
+    assert ended(backend)
+
+
+def test_a_torn_exit_record_is_as_good_as_none(backend):
+    backend.start(spec([sys.executable, "-c", "print('hi')"]))
+    backend.start(spec([sys.executable, "-c", "print('hi')"], attempt=2))
+    assert ended(backend, 1) and ended(backend, 2)
+    shim = int((backend.worker_dir(1, 0) / "pid").read_text())
+    assert wait_until(lambda: not alive(shim), timeout=10)
+    (backend.worker_dir(1, 0) / "exit.json").write_text('{"code": ')
+
+    assert phases(backend, 1)[0].phase == base.LOST
+    assert (phases(backend, 2)[0].phase, phases(backend, 2)[0].exit_code) == (base.EXITED, 0)

@@ -5,6 +5,7 @@ Real processes switching to real user ids: the agent (this test) must be root.""
 import dataclasses
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +16,7 @@ from clusters.backends import base
 from clusters.backends.local import LocalBackend, parse_inventory
 from clusters.management.commands.run_agent import uid_range
 from tests.clusters.test_local_backend import ended, phases, spec
+from tests.processes import gone, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -102,6 +104,28 @@ def test_without_a_range_workers_run_as_the_agents_user(root):
     assert ended(backend, 1)
 
     assert output(backend, 1) == [str(os.getuid())]
+
+
+def test_what_a_tenants_worker_left_behind_is_killed_when_it_ends(isolated):
+    isolated.start(tenant_spec(4, 1, ["/bin/sh", "-c", "sleep 60 & echo $!; exit 0"]))
+
+    assert ended(isolated, 1)
+    (left,) = output(isolated, 1)
+    assert phases(isolated, 1)[0].exit_code == 0
+    assert wait_until(lambda: gone(int(left)), timeout=10)
+
+
+def test_a_tenants_worker_dies_with_its_shim(isolated):
+    # Switching users clears a parent-death signal: the shim sets it after the switch.
+    isolated.start(tenant_spec(4, 1, [PYTHON, "-c", "import time; time.sleep(60)"]))
+    directory = isolated.worker_dir(1, 0)
+    assert wait_until(lambda: (directory / "child.pid").exists(), timeout=10)
+    worker = int((directory / "child.pid").read_text())
+
+    os.kill(int((directory / "pid").read_text()), signal.SIGKILL)
+
+    assert wait_until(lambda: gone(worker), timeout=10)
+    assert ended(isolated, 1)
 
 
 @pytest.mark.parametrize("text", ["0-10", "10-5", "20000", "a-b"])
