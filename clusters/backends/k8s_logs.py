@@ -4,6 +4,10 @@ One thread per pod reads the log with follow=true. Line n of a pod's log always 
 a dropped connection the thread reads the log again from the start and skips the lines it already
 has, and a restarted backend numbers the same lines the same way, so the control plane can
 deduplicate. Kubernetes interleaves stdout and stderr into one log, reported as "stdout".
+
+`caught_up(key)` tells whether a pod's whole log has been read (or can no longer be): the backend
+reports a pod's end only then, so a job is never seen ended with its last lines missing. When a
+pod ends, `wake(key)` makes a reader waiting to read again after a dropped stream read at once.
 """
 
 from __future__ import annotations
@@ -37,19 +41,35 @@ class LogFollowers:
         self._responses: dict[Key, object] = {}
         self._dropped: set[int] = set()
         self._complete: set[Key] = set()  # pods whose whole log has been read
+        self._gone: set[Key] = set()  # pods whose log can no longer be read (404)
+        self._wake: dict[Key, threading.Event] = {}  # set: read again now, without retry_s
         self._closed = threading.Event()
 
     def follow(self, key: Key, namespace: str, name: str) -> None:
         """Start reading the pod's log unless a thread already does."""
         with self._lock:
             alive = key in self._threads and self._threads[key].is_alive()
-            if alive or key in self._complete or not self._active(key):
+            done = key in self._complete or key in self._gone
+            if alive or done or not self._active(key):
                 return
             thread = threading.Thread(
                 target=self._run, args=(key, namespace, name), name=f"k8s-log-{name}", daemon=True
             )
             self._threads[key] = thread
         thread.start()
+
+    def caught_up(self, key: Key) -> bool:
+        """Whether the pod's log has been read to its end (it had ended) or is gone: no line of
+        it is left to read. The lines read are in the next `drain()`."""
+        with self._lock:
+            return key in self._complete or key in self._gone
+
+    def wake(self, key: Key) -> None:
+        """Read the pod's log again now if its reader waits to retry (the pod has ended)."""
+        with self._lock:
+            event = self._wake.get(key)
+        if event is not None:
+            event.set()
 
     def drain(self) -> list[LogLine]:
         with self._lock:
@@ -58,30 +78,42 @@ class LogFollowers:
 
     def drop(self, attempt_id: int) -> None:
         """Stop following the attempt's pods. Lines already read are still handed over: the
-        attempt may be forgotten between a drain and its last lines."""
+        attempt may be forgotten between a drain and its last lines. The backend reports a
+        pod's end (and so lets it be forgotten) only once `caught_up`, so nothing is left to
+        read unless the log could not be read at all."""
         with self._lock:
             self._dropped.add(attempt_id)
             for key in [k for k in self._threads if k[0] == attempt_id]:
                 self._threads.pop(key)
                 self._seen.pop(key, None)
                 self._complete.discard(key)
+                self._gone.discard(key)
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
+            events = [self._wake.pop(k) for k in list(self._wake) if k[0] == attempt_id]
         for response in responses:
             _shutdown(response)
+        for event in events:
+            event.set()  # a reader waiting to retry ends now
 
     def close(self) -> None:
         self._closed.set()
         with self._lock:
             responses = list(self._responses.values())
+            events = list(self._wake.values())
         for response in responses:
             _shutdown(response)
+        for event in events:
+            event.set()
 
     def _active(self, key: Key) -> bool:
         return not self._closed.is_set() and key[0] not in self._dropped
 
     def _run(self, key: Key, namespace: str, name: str) -> None:
+        with self._lock:
+            wake = self._wake.setdefault(key, threading.Event())
         while self._active(key):
             # Once the pod has ended, one complete read has every line: then stop.
+            wake.clear()
             ended_before = self.is_done(key)
             try:
                 self._read(key, namespace, name, ended_before)
@@ -93,11 +125,13 @@ class LogFollowers:
                     continue  # it ended while followed: read once more for the last lines
             except ApiException as error:
                 if error.status == 404:
+                    with self._lock:
+                        self._gone.add(key)
                     return  # the pod is gone, and its log with it
                 log.info("log of %s: %s %s", name, error.status, error.reason)
             except Exception as error:  # a dropped stream is read again from the start
                 log.info("log of %s: %r", name, error)
-            self._closed.wait(self.retry_s)
+            wake.wait(self.retry_s)  # or until the pod ends: its end waits for the last lines
 
     def _read(self, key: Key, namespace: str, name: str, complete: bool) -> None:
         response = self.core.read_namespaced_pod_log(

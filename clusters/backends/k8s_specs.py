@@ -1,5 +1,5 @@
-"""Kubernetes objects for an attempt: the tenant's namespace, one Pod per worker, and a headless
-Service for a gang's rendezvous. Pure functions: no API calls.
+"""Kubernetes objects for an attempt: the tenant's namespace and its NetworkPolicy, one Pod per
+worker, and a headless Service for a gang's rendezvous. Pure functions: no API calls.
 
 Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
 `mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`. A gang's pods set hostname `w<rank>`
@@ -27,6 +27,7 @@ LABEL_SHAREABLE = f"{GROUP}/gpu-shareable"  # on nodes: "true" allows fractional
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER = "worker"
 CHECKPOINT_VOLUME = "checkpoints"
+NETWORK_POLICY = "mlsched-same-namespace-only"
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -117,9 +118,18 @@ def gpu_env(worker: WorkerSpec) -> dict[str, str]:
     return env
 
 
+def checkpoint_folder(spec: AttemptSpec) -> str:
+    """The job's checkpoint folder within the checkpoint volume (`<tenant>/<job id>`, the same for
+    every attempt), as a relative path that cannot leave the volume: a pod mounts only it."""
+    parts = [part for part in spec.checkpoint_dir.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ValueError(f"unsafe checkpoint folder {spec.checkpoint_dir!r}")
+    return "/".join(parts)
+
+
 def checkpoint_dir(root: str, spec: AttemptSpec) -> str:
-    """The job's checkpoint directory (the same for every attempt) under the mounted root."""
-    return posixpath.join(root, spec.checkpoint_dir.lstrip("/"))
+    """Where the job's checkpoint folder is inside the container: `<root>/<folder>`."""
+    return posixpath.join(root, checkpoint_folder(spec))
 
 
 def build_pod(
@@ -132,13 +142,14 @@ def build_pod(
     checkpoint_root: str,
     checkpoint_claim: str | None,
 ) -> client.V1Pod:
-    """The worker's Pod, bound to its node (no kube-scheduler: mlsched already placed it)."""
-    env = worker_env(
-        spec,
-        worker,
-        master_addr(spec, namespace, cluster_domain),
-        checkpoint_dir(checkpoint_root, spec),
-    )
+    """The worker's Pod, bound to its node (no kube-scheduler: mlsched already placed it).
+
+    With a checkpoint claim the pod mounts the job's own folder of the claim (subPath), not the
+    claim's root: on a store shared by every tenant it can neither read nor overwrite another
+    job's checkpoints. The folder is mounted at MLSCHED_CHECKPOINT_DIR, the path the job is told.
+    """
+    folder = checkpoint_dir(checkpoint_root, spec)
+    env = worker_env(spec, worker, master_addr(spec, namespace, cluster_domain), folder)
     env.update(gpu_env(worker))
     container = client.V1Container(
         name=CONTAINER,
@@ -146,7 +157,7 @@ def build_pod(
         command=list(spec.command) or None,
         env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(env.items())],
         resources=resources(worker),
-        volume_mounts=_mounts(checkpoint_root, checkpoint_claim),
+        volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim),
     )
     gang = spec.world_size > 1
     pod_spec = client.V1PodSpec(
@@ -170,10 +181,11 @@ def build_pod(
     return client.V1Pod(api_version="v1", kind="Pod", metadata=metadata, spec=pod_spec)
 
 
-def _mounts(root: str, claim: str | None) -> list[client.V1VolumeMount] | None:
+def _mounts(path: str, folder: str, claim: str | None) -> list[client.V1VolumeMount] | None:
     if not claim:
         return None
-    return [client.V1VolumeMount(name=CHECKPOINT_VOLUME, mount_path=root)]
+    # The kubelet creates the folder on the volume if it is not there yet.
+    return [client.V1VolumeMount(name=CHECKPOINT_VOLUME, mount_path=path, sub_path=folder)]
 
 
 def _volumes(claim: str | None) -> list[client.V1Volume] | None:
@@ -210,6 +222,27 @@ def build_namespace(name: str, tenant: str) -> client.V1Namespace:
     labels = {LABEL_TENANT: label_value(tenant)}
     return client.V1Namespace(
         api_version="v1", kind="Namespace", metadata=client.V1ObjectMeta(name=name, labels=labels)
+    )
+
+
+def build_network_policy(namespace: str) -> client.V1NetworkPolicy:
+    """Ingress to every pod of the namespace from pods of the same namespace only.
+
+    A gang's rank 0 serves torch's TCPStore, which has no authentication, at a DNS name any pod
+    can resolve: pods of other namespaces (other tenants) must not reach it. Egress is left
+    open (images, datasets, DNS). Enforced only by a network plugin that implements
+    NetworkPolicy (Calico, Cilium, ...).
+    """
+    same_namespace = client.V1NetworkPolicyPeer(pod_selector=client.V1LabelSelector())
+    return client.V1NetworkPolicy(
+        api_version="networking.k8s.io/v1",
+        kind="NetworkPolicy",
+        metadata=client.V1ObjectMeta(name=NETWORK_POLICY, namespace=namespace),
+        spec=client.V1NetworkPolicySpec(
+            pod_selector=client.V1LabelSelector(),  # every pod of the namespace
+            policy_types=["Ingress"],
+            ingress=[client.V1NetworkPolicyIngressRule(_from=[same_namespace])],
+        ),
     )
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from kubernetes import client
 
@@ -25,6 +26,9 @@ STUCK_WAITING = frozenset(
 # OOMKilled container passed its own memory limit (requests equal limits): the user's to fix.
 INFRA_TERMINATION = frozenset({"ContainerCannotRun", "StartError"})
 NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
+# NotReady for less than the grace period: the kubelet may only be cut off from the API server
+# while the node's pods still run, so they are reported as they were last seen.
+NODE_UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,8 @@ def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
     if node == NODE_NOT_READY:
         return base.LOST, None, "NodeNotReady"
     phase = _phase(pod)
+    if node == NODE_UNREACHABLE and phase == "Unknown":
+        return base.RUNNING, None, ""  # the node stopped reporting: the pod may well still run
     waiting = _waiting_reason(pod)
     if waiting in STUCK_WAITING:
         return base.FAILED, None, waiting
@@ -143,8 +149,40 @@ def is_finished(pod: client.V1Pod | None) -> bool:
 
 
 def node_state(node: client.V1Node | None) -> str:
+    """Ready, not ready or missing, for scheduling: a node not ready takes no new work."""
     if node is None:
         return NODE_MISSING
+    ready = _ready_condition(node)
+    return NODE_READY if ready is not None and ready.status == "True" else NODE_NOT_READY
+
+
+def not_ready_since(node: client.V1Node) -> datetime | None:
+    """When a node that is not ready stopped being ready: its Ready condition's
+    lastTransitionTime; None when the node is ready or the time is not given."""
+    ready = _ready_condition(node)
+    if ready is not None and ready.status == "True":
+        return None
+    return ready.last_transition_time if ready is not None else None
+
+
+def pods_node_state(
+    node: client.V1Node | None, now: datetime, grace_s: float, noticed: datetime | None = None
+) -> str:
+    """The node's state as its pods are reported: a node that has been NotReady for less than
+    `grace_s` (since `not_ready_since`, else since the backend `noticed` it) is unreachable,
+    and its pods count as still there; after that they are lost, and at once if the node
+    object is gone. Kubernetes itself waits 300 s before evicting them (tolerationSeconds)."""
+    state = node_state(node)
+    if state != NODE_NOT_READY:
+        return state
+    since = not_ready_since(node) or noticed
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    if since is not None and (now - since).total_seconds() < grace_s:
+        return NODE_UNREACHABLE
+    return NODE_NOT_READY
+
+
+def _ready_condition(node: client.V1Node) -> client.V1NodeCondition | None:
     conditions = (node.status.conditions if node.status else None) or []
-    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-    return NODE_READY if ready else NODE_NOT_READY
+    return next((c for c in conditions if c.type == "Ready"), None)

@@ -74,6 +74,11 @@ class PodWatcher:
         with self._lock:
             return dict(self._pods), set(self._deleted)
 
+    def get(self, key: Key) -> tuple[client.V1Pod | None, bool]:
+        """The last version seen of one pod (None if never seen) and whether it is gone."""
+        with self._lock:
+            return self._pods.get(key), key in self._deleted
+
     def remember(self, key: Key, pod: client.V1Pod) -> None:
         """Seed the cache with a pod just created, unless the watch already knows newer."""
         with self._lock:

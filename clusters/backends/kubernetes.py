@@ -4,20 +4,32 @@
   `nvidia.com/gpu.product` label; `mlsched.io/gpu-shareable=true` marks nodes where fractional
   GPU shares may run; topology from node labels (`topology_labels`). A cordoned node or one
   whose Ready condition is not True is reported not ready.
-- start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota), a headless
-  Service for a gang, then the pods: restartPolicy Never, requests equal to limits (Guaranteed
-  QoS), labels mlsched.io/{attempt,job,rank,tenant,cluster}. Objects that already exist (409)
-  are left alone, so starting twice is harmless.
+- start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
+  NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, then
+  the pods: restartPolicy Never, requests equal to limits (Guaranteed QoS), labels
+  mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only the job's own
+  folder of it mounted (subPath). The claim is the platform team's to provide in every tenant
+  namespace: a start in a namespace without it fails at once (CreateFailed) instead of leaving
+  pods that never mount. Objects that already exist (409) are left alone, so starting twice is
+  harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
-  mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes). Where the
-  agent mounts the checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim), a running
-  worker also reports when its job last touched the checkpoint marker.
+  mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes; a node
+  NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod's end is
+  reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
+  the logs() call the agent makes before its heartbeat. Where the agent mounts the checkpoint
+  volume too (`checkpoint_mount`, a ReadWriteMany claim), a running worker also reports when its
+  job last touched the checkpoint marker.
 - logs: each started pod's log, followed (see k8s_logs).
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet) and the
-  Service. forget: deletes what is left of an ended attempt and drops its state.
+  Service. Idempotent: calling it again deletes what is still there and not yet terminating,
+  and a delete the API server failed is tried again at the next status() (every retry_s).
+- forget: deletes what is left of an ended attempt and drops its state, once every delete has
+  succeeded (or found the object gone); until then the attempt is still reported, so the next
+  forget tries again.
 
-Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces and
-resource quotas, and create and delete pods and services in the tenants' namespaces.
+Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
+quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, and
+create and delete pods and services in the tenants' namespaces.
 """
 
 from __future__ import annotations
@@ -27,7 +39,8 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes import client
@@ -38,6 +51,7 @@ from urllib3.exceptions import HTTPError
 from clusters.backends import k8s_specs as specs
 from clusters.backends.base import (
     CHECKPOINT_MARKER,
+    PENDING,
     RUNNING,
     AttemptSpec,
     LogLine,
@@ -47,11 +61,13 @@ from clusters.backends.base import (
 from clusters.backends.k8s_logs import LogFollowers
 from clusters.backends.k8s_status import (
     NODE_MISSING,
+    NODE_NOT_READY,
     NODE_READY,
     Seen,
     is_finished,
     is_started,
     node_state,
+    pods_node_state,
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_watch import Key, PodWatcher
@@ -71,7 +87,20 @@ MIB = 2**20
 class _Attempt:
     namespace: str
     nodes: dict[int, str]  # rank -> node
-    checkpoint_dir: str = ""
+    checkpoint_dir: str = ""  # the job's folder within the checkpoint volume
+
+
+@dataclass
+class _Stop:
+    """A stop asked for an attempt: what has been deleted, whether a delete failed."""
+
+    grace: int
+    deleted: set[str] = field(default_factory=set)  # pods and Service deleted or found gone
+    failed: bool = False  # a delete failed: status() tries again
+
+
+class _Refused(Exception):
+    """The attempt cannot start here as configured (a missing claim or NetworkPolicy)."""
 
 
 class KubernetesBackend:
@@ -93,8 +122,12 @@ class KubernetesBackend:
         node_refresh_s: float = 5.0,
         sync_timeout_s: float = 10.0,
         retry_s: float = 1.0,
+        not_ready_grace_s: float = 300.0,
+        log_catchup_s: float = 10.0,
+        isolate_namespaces: bool = True,
     ):
         self.core = client.CoreV1Api(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
         self.cluster, self.namespace_prefix = cluster, namespace_prefix
         self.checkpoint_root, self.checkpoint_claim = checkpoint_root, checkpoint_claim
         # Where this agent sees the checkpoint volume the pods mount at checkpoint_root.
@@ -102,13 +135,24 @@ class KubernetesBackend:
         self.namespace_quota, self.cluster_domain = namespace_quota, cluster_domain
         self.topology_labels = topology_labels or DEFAULT_TOPOLOGY_LABELS
         self.node_refresh_s, self.sync_timeout_s = node_refresh_s, sync_timeout_s
+        # A node NotReady for less than this keeps its pods running in the report: the kubelet
+        # may be cut off from the API server while they run (Kubernetes evicts after 300 s).
+        self.not_ready_grace_s = not_ready_grace_s
+        # How long a pod's end waits at most for its log to be read to the end.
+        self.log_catchup_s = log_catchup_s
+        # Create a NetworkPolicy in each tenant namespace (see k8s_specs.build_network_policy).
+        self.isolate_namespaces = isolate_namespaces
+        self.retry_s = retry_s
         self._lock = threading.Lock()
         self._attempts: dict[int, _Attempt] = {}
-        self._stopping: set[int] = set()
+        self._stopping: dict[int, _Stop] = {}
+        self._stops_retried_at = -math.inf
         self._forgotten: set[int] = set()
         self._create_errors: dict[Key, str] = {}
+        self._ended_at: dict[Key, float] = {}  # ended pods whose log is still being read
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
         self._nodes_at = -math.inf
+        self._not_ready_noticed: dict[str, datetime] = {}  # nodes without a transition time
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
         self._watcher = PodWatcher(
@@ -132,29 +176,43 @@ class KubernetesBackend:
     def start(self, spec: AttemptSpec) -> None:
         """Create the namespace, the gang's Service and one pod per worker; 409s are fine."""
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
+        try:
+            folder = specs.checkpoint_folder(spec)
+        except ValueError as error:
+            folder, refused = "", error
+        else:
+            refused = None
         with self._lock:
             self._forgotten.discard(spec.attempt_id)
             for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
                 self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
-                namespace, {w.rank: w.node for w in spec.workers}, spec.checkpoint_dir
+                namespace, {w.rank: w.node for w in spec.workers}, folder
             )
+        if refused is not None:
+            return self._fail_create(spec.attempt_id, spec.workers, refused)
         try:
             self._ensure_namespace(namespace, spec.tenant)
+            self._check_claim(namespace)
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 _create(self.core.create_namespaced_service, namespace, service)
-        except (ApiException, HTTPError) as error:
+        except (ApiException, HTTPError, _Refused) as error:
             return self._fail_create(spec.attempt_id, spec.workers, error)
         for worker in spec.workers:
             self._start_worker(spec, worker, namespace)
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
-        """Delete the attempt's pods with the grace period, and its Service."""
-        with self._lock:
-            self._stopping.add(attempt_id)
+        """Delete the attempt's pods with the grace period, and its Service.
+
+        Calling it again for the same attempt deletes what is still there and not yet
+        terminating (a delete that failed); pods already terminating are left to the kubelet.
+        """
         # Whole seconds, at least 1: a grace of 0 would force-delete without the kubelet.
-        self._delete_attempt(attempt_id, max(1, math.ceil(grace_s)))
+        grace = max(1, math.ceil(grace_s))
+        with self._lock:
+            self._stopping.setdefault(attempt_id, _Stop(grace)).grace = grace
+        self._stop_attempt(attempt_id)
 
     def status(self) -> list[WorkerStatus]:
         """Every worker this backend started or finds on the cluster, from the pod watch."""
@@ -162,6 +220,7 @@ class KubernetesBackend:
         # lost), so never answer from a pod list that has not been read in full yet.
         if not self._watcher.synced.wait(self.sync_timeout_s):
             raise RuntimeError("the pod watch has not listed the cluster's pods yet")
+        self._retry_stops()
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
         with self._lock:
@@ -173,13 +232,39 @@ class KubernetesBackend:
             seen = {key: self._seen(key, pods, deleted, expected, nodes) for key in keys}
             folders = {a: att.checkpoint_dir for a, att in self._attempts.items()}
         statuses = [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
+        statuses = [self._after_last_lines(status, pods, deleted) for status in statuses]
         return [self._with_checkpoint(status, folders) for status in statuses]
+
+    def _after_last_lines(self, status: WorkerStatus, pods, deleted) -> WorkerStatus:
+        """A pod that has ended is reported ended once its log has been read to the end, so
+        the agent ships its last lines before the control plane sees the end; until then (at
+        most log_catchup_s) it is reported running."""
+        key = (status.attempt_id, status.rank)
+        pod = pods.get(key)
+        ended = pod is not None and (key in deleted or is_finished(pod))
+        if status.phase in (PENDING, RUNNING) or not ended or not is_started(pod):
+            return status
+        if self._logs.caught_up(key):
+            with self._lock:
+                self._ended_at.pop(key, None)
+            return status
+        now = time.monotonic()
+        with self._lock:
+            since = self._ended_at.setdefault(key, now)
+            if now - since < self.log_catchup_s:
+                return WorkerStatus(status.attempt_id, status.rank, RUNNING)
+            if since == -math.inf:
+                return status
+            self._ended_at[key] = -math.inf  # said once
+        log.warning("attempt %s rank %s ended; its log could not be read to the end", *key)
+        return status
 
     def _with_checkpoint(self, status: WorkerStatus, folders: dict[int, str]) -> WorkerStatus:
         folder = folders.get(status.attempt_id)
-        if self.checkpoint_mount is None or status.phase != RUNNING or folder is None:
+        if self.checkpoint_mount is None or status.phase != RUNNING or not folder:
             return status
-        marker = Path(self.checkpoint_mount, folder.lstrip("/"), CHECKPOINT_MARKER)
+        # The same folder the worker's pod mounts (subPath) at MLSCHED_CHECKPOINT_DIR.
+        marker = Path(self.checkpoint_mount, folder, CHECKPOINT_MARKER)
         try:
             return dataclasses.replace(status, checkpoint_at=marker.stat().st_mtime)
         except OSError:  # no checkpoint yet
@@ -190,14 +275,20 @@ class KubernetesBackend:
         return self._logs.drain()
 
     def forget(self, attempt_id: int) -> None:
-        """Delete what is left of the attempt (ended pods, the Service) and drop its state."""
-        self._delete_attempt(attempt_id, 1)
+        """Delete what is left of the attempt (ended pods, the Service) and drop its state.
+
+        Only once every delete succeeded or found the object gone: until then the attempt is
+        still reported (ended), so the agent forgets it again and the deletes are tried again.
+        """
+        if not self._delete_attempt(attempt_id, 1):
+            return
         with self._lock:
             self._forgotten.add(attempt_id)
             self._attempts.pop(attempt_id, None)
-            self._stopping.discard(attempt_id)
-            for key in [k for k in self._create_errors if k[0] == attempt_id]:
-                self._create_errors.pop(key)
+            self._stopping.pop(attempt_id, None)
+            for keys in (self._create_errors, self._ended_at):
+                for key in [k for k in keys if k[0] == attempt_id]:
+                    keys.pop(key)
         self._watcher.ignore(attempt_id)
         self._logs.drop(attempt_id)
 
@@ -214,6 +305,42 @@ class KubernetesBackend:
         if self.namespace_quota:
             quota = specs.build_quota(namespace, self.namespace_quota)
             _create(self.core.create_namespaced_resource_quota, namespace, quota)
+        if self.isolate_namespaces:
+            self._ensure_network_policy(namespace)
+
+    def _ensure_network_policy(self, namespace: str) -> None:
+        """The namespace's NetworkPolicy: no ingress from other namespaces (tenants)."""
+        policy = specs.build_network_policy(namespace)
+        try:
+            _create(self.networking.create_namespaced_network_policy, namespace, policy)
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            # Without the right to create it, one an admin made in advance will do; without
+            # one, no pod starts unprotected.
+            try:
+                self.networking.read_namespaced_network_policy(specs.NETWORK_POLICY, namespace)
+            except ApiException as missing:
+                if missing.status != 404:
+                    raise
+                raise _Refused(
+                    f'NetworkPolicy "{specs.NETWORK_POLICY}" missing in {namespace}, '
+                    "no right to create it"
+                ) from None
+
+    def _check_claim(self, namespace: str) -> None:
+        """Refuse to start pods that would wait forever for a claim the namespace lacks."""
+        if not self.checkpoint_claim:
+            return
+        try:
+            self.core.read_namespaced_persistent_volume_claim(self.checkpoint_claim, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                raise _Refused(
+                    f'checkpoint claim "{self.checkpoint_claim}" missing in {namespace}'
+                ) from None
+            if error.status != 403:  # no right to look: the pods will tell
+                raise
 
     def _start_worker(self, spec: AttemptSpec, worker, namespace: str) -> None:
         pod = specs.build_pod(
@@ -234,7 +361,11 @@ class KubernetesBackend:
 
     def _fail_create(self, attempt_id: int, workers, error: Exception) -> None:
         # The attempt cannot run as asked: report its workers failed so it is retried.
-        reason = f"CreateFailed: {getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
+        if isinstance(error, ApiException | HTTPError):
+            detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
+        else:
+            detail = str(error)
+        reason = f"CreateFailed: {detail}"
         log.warning("attempt %s: %s", attempt_id, reason)
         with self._lock:
             for worker in workers:
@@ -242,27 +373,83 @@ class KubernetesBackend:
 
     # Stopping.
 
-    def _delete_attempt(self, attempt_id: int, grace: int) -> None:
-        pods = self._pod_names(attempt_id)
-        for namespace, name in pods:
+    def _stop_attempt(self, attempt_id: int) -> None:
+        """Delete the stopping attempt's pods that are there, not ended and not yet terminating,
+        and its Service; remember whether a delete failed."""
+        with self._lock:
+            stop = self._stopping.get(attempt_id)
+            if stop is None:
+                return
+            grace, done = stop.grace, set(stop.deleted)
+        pods, deleted = self._watcher.snapshot()
+        names = self._pod_names(attempt_id, pods)
+        failed = False
+        for key, (namespace, name) in sorted(names.items()):
+            pod = pods.get(key)
+            terminating = pod is not None and pod.metadata.deletion_timestamp is not None
+            # An ended pod is left for forget: deleting it now would take its last lines.
+            if name in done or key in deleted or terminating or is_finished(pod):
+                continue
             options = client.V1DeleteOptions(grace_period_seconds=grace)
-            _delete(self.core.delete_namespaced_pod, name, namespace, options)
-        for namespace in {ns for ns, _ in pods}:
-            service = specs.service_name(attempt_id)
-            _delete(self.core.delete_namespaced_service, service, namespace, None)
+            if _delete(self.core.delete_namespaced_pod, name, namespace, options):
+                done.add(name)
+            else:
+                failed = True
+        service = specs.service_name(attempt_id)
+        if service not in done:
+            namespaces = sorted({ns for ns, _ in names.values()})
+            deletes = [
+                _delete(self.core.delete_namespaced_service, service, ns, None) for ns in namespaces
+            ]
+            if all(deletes):
+                done.add(service)
+            else:
+                failed = True
+        with self._lock:
+            stop.deleted |= done
+            stop.failed = failed
 
-    def _pod_names(self, attempt_id: int) -> set[tuple[str, str]]:
-        """The attempt's pods: those it was started with and those the watch has seen."""
+    def _retry_stops(self) -> None:
+        """Try again, every retry_s, the deletes of stops that failed (an API server error):
+        a pod left running would hold GPUs the control plane has given to another job."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._stops_retried_at < self.retry_s:
+                return
+            failed = [a for a, stop in self._stopping.items() if stop.failed]
+            if failed:
+                self._stops_retried_at = now
+        for attempt_id in failed:
+            self._stop_attempt(attempt_id)
+
+    def _delete_attempt(self, attempt_id: int, grace: int) -> bool:
+        """Delete the attempt's pods, ended or not, and its Service: whether every delete
+        succeeded or found the object gone."""
         pods, _ = self._watcher.snapshot()
-        names = {
-            (pod.metadata.namespace, pod.metadata.name)
-            for key, pod in pods.items()
-            if key[0] == attempt_id
-        }
+        names = set(self._pod_names(attempt_id, pods).values())
+        ok = True
+        for namespace, name in sorted(names):
+            options = client.V1DeleteOptions(grace_period_seconds=grace)
+            ok &= _delete(self.core.delete_namespaced_pod, name, namespace, options)
+        for namespace in sorted({ns for ns, _ in names}):
+            service = specs.service_name(attempt_id)
+            ok &= _delete(self.core.delete_namespaced_service, service, namespace, None)
+        return ok
+
+    def _pod_names(self, attempt_id: int, pods) -> dict[Key, tuple[str, str]]:
+        """The attempt's pods, (namespace, name) by key: those it was started with and those
+        the watch has seen."""
         with self._lock:
             attempt = self._attempts.get(attempt_id)
+        names = {}
         if attempt:
-            names |= {(attempt.namespace, specs.pod_name(attempt_id, r)) for r in attempt.nodes}
+            names = {
+                (attempt_id, r): (attempt.namespace, specs.pod_name(attempt_id, r))
+                for r in attempt.nodes
+            }
+        for key, pod in pods.items():
+            if key[0] == attempt_id:
+                names[key] = (pod.metadata.namespace, pod.metadata.name)
         return names
 
     # Status.
@@ -280,7 +467,8 @@ class KubernetesBackend:
         )
 
     def _node_states(self) -> dict[str, str] | None:
-        """Node name -> state, listed at most every node_refresh_s; None if never listed."""
+        """Node name -> state for its pods, listed at most every node_refresh_s; None if never
+        listed. A node NotReady for less than not_ready_grace_s is unreachable, not lost."""
         if time.monotonic() - self._nodes_at >= self.node_refresh_s:
             try:
                 self._remember_nodes(self.core.list_node().items)
@@ -289,7 +477,15 @@ class KubernetesBackend:
                 log.warning("node list failed: %s", error)
         if self._nodes is None:
             return None
-        return {name: node_state(node) for name, node in self._nodes.items()}
+        now = datetime.now(UTC)
+        states = {}
+        for name, node in self._nodes.items():
+            if node_state(node) == NODE_NOT_READY:
+                noticed = self._not_ready_noticed.setdefault(name, now)
+            else:
+                noticed = self._not_ready_noticed.pop(name, None)
+            states[name] = pods_node_state(node, now, self.not_ready_grace_s, noticed)
+        return states
 
     def _remember_nodes(self, nodes: list[client.V1Node]) -> None:
         self._nodes = {node.metadata.name: node for node in nodes}
@@ -315,10 +511,12 @@ class KubernetesBackend:
     def _pod_changed(self, key: Key, pod: client.V1Pod) -> None:
         if is_started(pod):
             self._logs.follow(key, pod.metadata.namespace, pod.metadata.name)
+            if self._pod_done(key):
+                self._logs.wake(key)  # a reader waiting after a dropped stream reads now
 
     def _pod_done(self, key: Key) -> bool:
-        pods, deleted = self._watcher.snapshot()
-        return key in deleted or key not in pods or is_finished(pods[key])
+        pod, deleted = self._watcher.get(key)
+        return deleted or pod is None or is_finished(pod)
 
 
 def _create(method, namespace: str | None, body):
@@ -333,11 +531,16 @@ def _create(method, namespace: str | None, body):
         raise
 
 
-def _delete(method, name: str, namespace: str, options) -> None:
+def _delete(method, name: str, namespace: str, options) -> bool:
+    """Delete an object: whether it was deleted or is gone already (404)."""
     try:
         method(name, namespace, body=options) if options else method(name, namespace)
     except ApiException as error:
-        if error.status != 404:
-            log.warning("delete %s/%s: %s %s", namespace, name, error.status, error.reason)
+        if error.status == 404:
+            return True
+        log.warning("delete %s/%s: %s %s", namespace, name, error.status, error.reason)
+        return False
     except HTTPError as error:
         log.warning("delete %s/%s: %r", namespace, name, error)
+        return False
+    return True

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 TERMINAL = ("Succeeded", "Failed")
 
 
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(offset_s: float = 0.0) -> str:
+    """The time, moved by `offset_s` seconds, as the API server writes it."""
+    return (datetime.now(UTC) + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def status(code: int, reason: str, message: str) -> dict:
@@ -28,18 +29,20 @@ def bookmark(rv: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": rv}}
 
 
-def list_of(kind: str, items: list[dict], rv: str) -> dict:
+def list_of(kind: str, api_version: str, items: list[dict], rv: str) -> dict:
     return {
-        "apiVersion": "v1",
+        "apiVersion": api_version,
         "kind": f"{kind}List",
         "metadata": {"resourceVersion": rv},
         "items": items,
     }
 
 
-def created(body: dict, kind: str, ns: str | None, rv: str, uid: str) -> dict:
+def created(
+    body: dict, kind: str, ns: str | None, rv: str, uid: str, api_version: str = "v1"
+) -> dict:
     obj = copy.deepcopy(body)
-    obj.update(apiVersion="v1", kind=kind)
+    obj.update(apiVersion=api_version, kind=kind)
     meta = obj.setdefault("metadata", {})
     meta.update(resourceVersion=rv, uid=uid, creationTimestamp=now())
     if ns is not None:
@@ -70,8 +73,27 @@ def node(
         "status": {
             "allocatable": allocatable,
             "capacity": dict(allocatable),
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "lastTransitionTime": now(),
+                }
+            ],
         },
+    }
+
+
+def claim(name: str) -> dict:
+    """A ReadWriteMany claim, bound, as a platform team provisions one for the shared store."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "10Ti"}},
+            "volumeName": f"checkpoints-{name}",
+        },
+        "status": {"phase": "Bound", "accessModes": ["ReadWriteMany"]},
     }
 
 

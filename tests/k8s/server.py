@@ -1,13 +1,16 @@
 """A small Kubernetes API server for tests: real HTTP on 127.0.0.1, objects kept in memory.
 
-It speaks enough of /api/v1 for the Kubernetes backend: nodes (list), namespaces (create, get),
-pods (create, get, list, delete, watch, log with follow), services and resource quotas (create,
-list, delete). Watches stream newline-delimited JSON events in chunked encoding, the way the API
-server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from before
-`compact()` gets the 410 Gone error event.
+It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes backend: nodes
+(list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow),
+services, resource quotas, persistent volume claims and network policies (create, get, list,
+delete). Pods' volume mounts are validated as the API server does (a known volume, a relative
+subPath without ".."). Watches stream newline-delimited JSON events in chunked encoding, the way
+the API server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from
+before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
-`oom_kill`, `evict`, `image_pull_backoff`, `append_log` and `remove_node`.
+`oom_kill`, `evict`, `image_pull_backoff`, `append_log`, `set_node_ready` and `remove_node`, a
+platform team through `add_claim`, and a failing API server through `fail`.
 """
 
 from __future__ import annotations
@@ -25,14 +28,22 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.k8s import objects
 
-KINDS = {"pods": "Pod", "services": "Service", "resourcequotas": "ResourceQuota"}
+# resource -> (kind, apiVersion)
+KINDS = {
+    "pods": ("Pod", "v1"),
+    "services": ("Service", "v1"),
+    "resourcequotas": ("ResourceQuota", "v1"),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", "v1"),
+    "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1"),
+}
+GROUP = r"(?P<group>api/v1|apis/networking\.k8s\.io/v1)"
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes"),
     (re.compile(r"^/api/v1/namespaces$"), "namespaces"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)$"), "namespace"),
     (re.compile(r"^/api/v1/pods$"), "all_pods"),
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)$"), "collection"),
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)/(?P<name>[^/]+)$"), "item"),
+    (re.compile(rf"^/{GROUP}/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)$"), "collection"),
+    (re.compile(rf"^/{GROUP}/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)/(?P<name>[^/]+)$"), "item"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
 ]
 
@@ -62,7 +73,9 @@ class KubeTestServer:
         self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
         self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
+        self.failures: list[list] = []  # [method, path pattern, error, times left or None]
         self.watch_generation = 0
+        self.log_streams = 0
         self.closed = False
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
@@ -90,10 +103,38 @@ class KubeTestServer:
         with self.cond:
             self.nodes.pop(name, None)
 
-    def set_node_ready(self, name: str, ready: bool) -> None:
+    def set_node_ready(self, name: str, ready: bool, since_s: float | None = 0.0) -> None:
+        """The node controller sets the Ready condition, changed `since_s` seconds ago (None:
+        without a lastTransitionTime)."""
         with self.cond:
             cond = self.nodes[name]["status"]["conditions"][0]
             cond["status"] = "True" if ready else "False"
+            cond.pop("lastTransitionTime", None)
+            if since_s is not None:
+                cond["lastTransitionTime"] = objects.now(-since_s)
+            self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
+
+    def add_claim(self, ns: str, name: str) -> None:
+        """A platform team provisions a claim in a tenant namespace (made if need be)."""
+        with self.cond:
+            if ns not in self.namespaces:
+                self.create_namespace({"metadata": {"name": ns}})
+            self.create("persistentvolumeclaims", ns, objects.claim(name))
+
+    def fail(self, method: str, path: str, error: ApiError, times: int | None = 1) -> None:
+        """Answer the next `times` requests (None: all) whose path matches the regular
+        expression `path` with `error`, as an API server in trouble does."""
+        with self.cond:
+            self.failures.append([method, re.compile(path), error, times])
+
+    def _failure(self, method: str, path: str) -> ApiError | None:
+        with self.cond:
+            for failure in self.failures:
+                if failure[0] == method and failure[1].search(path) and failure[3] != 0:
+                    if failure[3] is not None:
+                        failure[3] -= 1
+                    return failure[2]
+        return None
 
     def cordon(self, name: str) -> None:
         with self.cond:
@@ -213,7 +254,10 @@ class KubeTestServer:
                 raise self.reject[kind]
             if (ns, name) in self.store[kind]:
                 raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
-            obj = objects.created(body, KINDS[kind], ns, self._next_rv(), str(uuid.uuid4()))
+            if kind == "pods":
+                _validate_pod(body)
+            kind_name, version = KINDS[kind]
+            obj = objects.created(body, kind_name, ns, self._next_rv(), str(uuid.uuid4()), version)
             if kind == "pods":
                 obj["status"] = {"phase": "Pending", "qosClass": objects.qos_class(obj)}
             self.store[kind][(ns, name)] = obj
@@ -266,12 +310,12 @@ class KubeTestServer:
                 for (o_ns, _), o in sorted(self.store[kind].items())
                 if (ns is None or o_ns == ns) and objects.matches(o, selector)
             ]
-            return objects.list_of(KINDS[kind], items, str(self.rv))
+            return objects.list_of(*KINDS[kind], items, str(self.rv))
 
     def list_nodes(self) -> dict:
         with self.cond:
             items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
-            return objects.list_of("Node", items, str(self.rv))
+            return objects.list_of("Node", "v1", items, str(self.rv))
 
     def watch(self, handler, ns, selector: str, since: int, timeout_s: float, bookmarks=False):
         """Stream pod events after resourceVersion `since` until the timeout or a drop; a watch
@@ -317,7 +361,21 @@ class KubeTestServer:
             raise ApiError(400, "BadRequest", f'container "worker" in pod "{name}" is waiting')
         handler.start_stream("text/plain")
         with self.cond:
+            self.log_streams += 1
             generation = self.watch_generation
+        try:
+            self._stream_log(handler, ns, name, follow, tail, generation)
+        finally:
+            with self.cond:
+                self.log_streams -= 1
+
+    def open_log_streams(self) -> int:
+        """Log streams being served now."""
+        with self.cond:
+            return self.log_streams
+
+    def _stream_log(self, handler, ns, name, follow: bool, tail: int | None, generation: int):
+        with self.cond:
             sent = len(self.logs.get((ns, name), []))
             first = max(0, sent - tail) if tail is not None else 0
             lines = self.logs.get((ns, name), [])[first:sent]
@@ -370,6 +428,9 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.requests.append((method, url.path, query))
         try:
+            failure = kube._failure(method, url.path)
+            if failure is not None:
+                raise failure
             for pattern, route in ROUTES:
                 match = pattern.match(url.path)
                 if match:
@@ -413,7 +474,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> None:
     ns, kind, name = args.get("ns"), args.get("kind"), args.get("name")
-    if kind is not None and kind not in KINDS:
+    group = (args.get("group") or "api/v1").removeprefix("apis/").removeprefix("api/")
+    if kind is not None and (kind not in KINDS or KINDS[kind][1] != group):
         raise ApiError(404, "NotFound", f"the server could not find the resource {kind}")
     if route in ("all_pods", "collection") and method == "GET" and query.get("watch") in TRUE:
         since = int(query.get("resourceVersion") or 0)
@@ -427,6 +489,24 @@ def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> N
 
 
 TRUE = ("true", "1", "True")
+
+
+def _validate_pod(pod: dict) -> None:
+    """The API server's checks of volume mounts: each names a volume of the pod, at an absolute
+    path, and a subPath is relative and never goes up ("..")."""
+    spec = pod.get("spec") or {}
+    volumes = {v["name"] for v in spec.get("volumes") or []}
+    for container in spec.get("containers") or []:
+        for mount in container.get("volumeMounts") or []:
+            sub_path = mount.get("subPath", "")
+            problems = [
+                mount.get("name") not in volumes and "not a volume of the pod",
+                not mount.get("mountPath", "").startswith("/") and "mountPath must be absolute",
+                sub_path.startswith("/") and "subPath must be a relative path",
+                ".." in sub_path.split("/") and "subPath must not contain '..'",
+            ]
+            for problem in filter(None, problems):
+                raise ApiError(422, "Invalid", f"volumeMounts {mount.get('name')}: {problem}")
 
 
 def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> tuple[int, dict]:

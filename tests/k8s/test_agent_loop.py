@@ -5,7 +5,8 @@ from dataclasses import asdict
 
 from clusters.agent.runner import Agent
 from clusters.backends import base
-from tests.k8s.conftest import NAMESPACE, eventually, two_worker_gang
+from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, two_worker_gang
+from tests.k8s.server import ApiError
 
 
 class ControlPlaneStandIn:
@@ -77,3 +78,62 @@ def test_it_stops_a_gang_the_control_plane_cancels(kube, backend):
     want = [(0, base.STOPPED, None), (1, base.STOPPED, None)]
     eventually(lambda: reported(control, agent) == want)
     assert sorted(d[3] for d in kube.deletions if d[0] == "pods") == [20, 20]
+
+
+ENDED = {base.EXITED, base.FAILED, base.STOPPED, base.LOST, base.TIMED_OUT}
+
+
+class EndingControlPlane(ControlPlaneStandIn):
+    """Like clusters.agents.heartbeat: an attempt all of whose workers ended is ended in the
+    same request, so the answer no longer lists it; notes the lines it had at that moment."""
+
+    def __init__(self, specs):
+        super().__init__()
+        self.run = list(specs)
+        self.lines_at_end: dict[int, list[str]] = {}
+
+    def heartbeat(self, workers):
+        for spec in list(self.run):
+            mine = [w for w in workers if w.attempt_id == spec.attempt_id]
+            if len(mine) == spec.world_size and all(w.phase in ENDED for w in mine):
+                self.run.remove(spec)
+                had = [line.text for line in self.lines if line.attempt_id == spec.attempt_id]
+                self.lines_at_end[spec.attempt_id] = had
+        return super().heartbeat(workers)
+
+
+def test_the_control_plane_never_sees_an_end_before_its_last_lines(kube, make_backend):
+    backend = make_backend(retry_s=30)  # a reader that lost its stream waits long to retry
+    control = EndingControlPlane([one_gpu_worker()])
+    agent = Agent(control, backend)
+    agent.step()
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+    kube.append_log(NAMESPACE, "mlsched-7-0", "epoch 1")
+    eventually(lambda: shipped(control, agent) == 1)
+    kube.drop_watches()  # an API server restart: the followed log stream ends
+    eventually(lambda: kube.open_log_streams() == 0)
+
+    kube.append_log(NAMESPACE, "mlsched-7-0", "final loss 0.12", "saved model")
+    kube.exit_pod(NAMESPACE, "mlsched-7-0", 0)
+    eventually(lambda: agent.step() or 7 in control.lines_at_end)
+    agent.step()  # ended and no longer wanted: forgotten
+
+    assert control.lines_at_end[7] == ["epoch 1", "final loss 0.12", "saved model"]
+    assert kube.pods() == []
+
+
+def test_a_stop_whose_delete_failed_still_takes_the_pod_away(kube, backend):
+    control = EndingControlPlane([one_gpu_worker()])
+    agent = Agent(control, backend)
+    agent.step()
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+    eventually(lambda: reported(control, agent) == [(0, base.RUNNING, None)])
+    unavailable = ApiError(503, "ServiceUnavailable", "etcdserver: leader changed")
+    kube.fail("DELETE", "/pods/mlsched-7-0$", unavailable)
+
+    control.run = []
+    control.stop = [{"attempt_id": 7, "grace_s": 5, "reason": "canceled"}]
+    agent.step()  # asks the backend to stop it, once; the delete fails
+
+    eventually(lambda: agent.step() or kube.pods() == [])
+    eventually(lambda: reported(control, agent) == [(0, base.STOPPED, None)])

@@ -1,7 +1,14 @@
 """Log streaming: each started pod's log, followed, numbered per (attempt, rank) from 0."""
 
 from clusters.backends import base
-from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, two_worker_gang
+from tests.k8s.conftest import (
+    NAMESPACE,
+    eventually,
+    one_gpu_worker,
+    status_becomes,
+    two_worker_gang,
+)
+from tests.k8s.server import ApiError
 
 POD = "mlsched-7-0"
 
@@ -115,3 +122,65 @@ def test_it_numbers_lines_the_same_after_a_restart(kube, backend, make_backend):
     restarted = make_backend()
 
     assert collect(restarted, 3) == before
+
+
+LOG_PATH = f"/pods/{POD}/log$"
+
+
+def ended_with_lines(backend):
+    """Like the agent: status, then logs; the lines the logs() after the first status() that
+    reports the end hands over, with those before it."""
+    lines = []
+
+    def ended():
+        statuses = backend.status()
+        lines.extend(backend.logs())
+        return statuses and statuses[0].phase == base.EXITED
+
+    eventually(ended, timeout=10)
+    return texts(lines)
+
+
+def test_a_pods_end_waits_for_the_last_lines_of_a_stream_that_dropped(kube, make_backend):
+    backend = make_backend(retry_s=30)  # a reader that lost its stream waits long to retry
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.append_log(NAMESPACE, POD, "epoch 1")
+    eventually(lambda: kube.open_log_streams() == 1)
+
+    kube.drop_watches()  # an API server restart ends the followed stream
+    eventually(lambda: kube.open_log_streams() == 0)
+    kube.append_log(NAMESPACE, POD, "final loss 0.12", "saved model")
+    kube.exit_pod(NAMESPACE, POD, 0)
+
+    assert ended_with_lines(backend) == [
+        (0, 0, "epoch 1"),
+        (0, 1, "final loss 0.12"),
+        (0, 2, "saved model"),
+    ]
+
+
+def test_a_pods_end_waits_while_the_api_server_fails_to_serve_its_log(kube, make_backend):
+    backend = make_backend(retry_s=0.2)
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.append_log(NAMESPACE, POD, "epoch 1")
+    collect(backend, 1)
+    kube.fail("GET", LOG_PATH, ApiError(500, "InternalError", "kubelet unreachable"), times=4)
+    kube.drop_watches()
+    eventually(lambda: kube.open_log_streams() == 0)
+
+    kube.append_log(NAMESPACE, POD, "saved model")
+    kube.exit_pod(NAMESPACE, POD, 0)
+
+    assert ended_with_lines(backend) == [(0, 1, "saved model")]
+
+
+def test_a_pods_end_is_reported_anyway_when_its_log_cannot_be_read(kube, make_backend):
+    backend = make_backend(retry_s=0.2, log_catchup_s=0.5)
+    backend.start(one_gpu_worker())
+    kube.fail("GET", LOG_PATH, ApiError(500, "InternalError", "kubelet unreachable"), times=None)
+
+    kube.exit_pod(NAMESPACE, POD, 0)
+
+    assert status_becomes(backend, 7, 0, base.EXITED, timeout=10)

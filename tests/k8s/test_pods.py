@@ -1,7 +1,15 @@
 """The objects start() creates, read back from the test server."""
 
+from clusters.backends import base
 from clusters.backends.base import WorkerSpec
-from tests.k8s.conftest import NAMESPACE, attempt, env_of, one_gpu_worker, two_worker_gang
+from tests.k8s.conftest import (
+    NAMESPACE,
+    attempt,
+    env_of,
+    one_gpu_worker,
+    status_becomes,
+    two_worker_gang,
+)
 from tests.k8s.server import ApiError
 
 
@@ -123,17 +131,138 @@ def test_it_resumes_from_the_same_checkpoint_on_attempt_2(kube, backend):
     assert (first["MLSCHED_ATTEMPT"], second["MLSCHED_ATTEMPT"]) == ("1", "2")
 
 
-def test_it_mounts_the_checkpoint_claim(kube, make_backend):
-    backend = make_backend(checkpoint_claim="alpha-checkpoints")
+def claim_paths(pod: dict) -> dict[str, str]:
+    """What the container sees of the checkpoint claim: mount path -> the folder of the claim
+    mounted there ("" for the claim's root), as the kubelet resolves subPath."""
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"].get("volumes") or []
+        if "persistentVolumeClaim" in v
+    }
+    mounts = pod["spec"]["containers"][0].get("volumeMounts") or []
+    return {m["mountPath"]: m.get("subPath", "") for m in mounts if m["name"] in claims}
+
+
+def test_it_mounts_only_the_jobs_own_checkpoint_folder_where_the_job_is_told(kube, make_backend):
+    kube.add_claim(NAMESPACE, "checkpoints")
+    backend = make_backend(checkpoint_claim="checkpoints")
 
     backend.start(one_gpu_worker())
 
-    spec = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]
-    assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "alpha-checkpoints"}
-    assert spec["containers"][0]["volumeMounts"][0]["mountPath"] == "/checkpoints"
-    assert env_of(kube.pod(NAMESPACE, "mlsched-7-0"))["MLSCHED_CHECKPOINT_DIR"] == (
-        "/checkpoints/alpha/42"
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+    assert pod["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "checkpoints"}
+    assert claim_paths(pod) == {"/checkpoints/alpha/42": "alpha/42"}
+    assert env_of(pod)["MLSCHED_CHECKPOINT_DIR"] == "/checkpoints/alpha/42"
+
+
+def test_pods_of_tenants_sharing_one_checkpoint_store_see_only_their_own_folders(
+    kube, make_backend
+):
+    for namespace in (NAMESPACE, "mlsched-beta"):
+        kube.add_claim(namespace, "checkpoints")  # every claim shows the same store
+    backend = make_backend(checkpoint_claim="checkpoints")
+
+    backend.start(one_gpu_worker(attempt_id=7, job_id=42, checkpoint_dir="alpha/42"))
+    backend.start(one_gpu_worker(attempt_id=8, job_id=43, tenant="beta", checkpoint_dir="beta/43"))
+
+    alpha, beta = kube.pod(NAMESPACE, "mlsched-7-0"), kube.pod("mlsched-beta", "mlsched-8-0")
+    assert list(claim_paths(alpha).values()) == ["alpha/42"]  # never the store's root
+    assert list(claim_paths(beta).values()) == ["beta/43"]
+
+
+def test_the_agent_reads_the_marker_where_the_pod_writes_it(kube, make_backend, tmp_path):
+    kube.add_claim(NAMESPACE, "checkpoints")
+    backend = make_backend(checkpoint_claim="checkpoints", checkpoint_mount=str(tmp_path))
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+
+    # The job touches $MLSCHED_CHECKPOINT_MARKER: resolve it on the claim, as the kubelet does.
+    marker = env_of(pod)["MLSCHED_CHECKPOINT_MARKER"]
+    (mount_path, folder), *_ = claim_paths(pod).items()
+    on_claim = tmp_path / folder / marker.removeprefix(mount_path + "/")
+    on_claim.parent.mkdir(parents=True)
+    on_claim.touch()
+
+    status = status_becomes(backend, 7, 0, base.RUNNING)
+    assert status.checkpoint_at == on_claim.stat().st_mtime
+
+
+def test_it_refuses_a_checkpoint_folder_that_leaves_the_job(kube, make_backend):
+    kube.add_claim(NAMESPACE, "checkpoints")
+    backend = make_backend(checkpoint_claim="checkpoints")
+
+    backend.start(one_gpu_worker(checkpoint_dir="alpha/../beta/43"))
+
+    (status,) = backend.status()
+    assert status.phase == base.FAILED
+    assert "unsafe checkpoint folder" in status.reason
+    assert kube.pods() == []
+
+
+def test_it_fails_a_start_in_a_namespace_without_the_checkpoint_claim(kube, make_backend):
+    # The claim is the platform team's to provide in every tenant namespace: without it the
+    # pods would wait for their volume forever, holding the GPUs mlsched gave them.
+    backend = make_backend(checkpoint_claim="checkpoints")
+
+    backend.start(one_gpu_worker())
+
+    (status,) = backend.status()
+    assert (status.phase, status.reason) == (
+        base.FAILED,
+        'CreateFailed: checkpoint claim "checkpoints" missing in mlsched-alpha',
     )
+    assert kube.pods() == []
+    kube.add_claim(NAMESPACE, "checkpoints")
+    backend.start(one_gpu_worker())  # the retry, once the claim is there
+    assert backend.status() == [base.WorkerStatus(7, 0, base.PENDING)]
+
+
+SAME_NAMESPACE_ONLY = {
+    "podSelector": {},
+    "policyTypes": ["Ingress"],
+    "ingress": [{"from": [{"podSelector": {}}]}],
+}
+
+
+def test_it_lets_only_pods_of_the_tenants_namespace_reach_its_pods(kube, backend):
+    backend.start(two_worker_gang())
+    backend.start(two_worker_gang(attempt_id=12))  # again: 409, one policy
+
+    (policy,) = kube.objects_of("networkpolicies")
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"] == SAME_NAMESPACE_ONLY
+
+
+def test_it_uses_a_network_policy_made_in_advance_without_rights_to_create_one(kube, backend):
+    kube.add_claim(NAMESPACE, "unused")  # makes the namespace
+    policy = {"metadata": {"name": "mlsched-same-namespace-only"}, "spec": SAME_NAMESPACE_ONLY}
+    kube.create("networkpolicies", NAMESPACE, policy)
+    kube.reject["networkpolicies"] = ApiError(403, "Forbidden", "cannot create networkpolicies")
+
+    backend.start(one_gpu_worker())
+
+    assert kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["nodeName"] == "gpu-a"
+
+
+def test_it_starts_no_pod_unprotected_without_rights_to_create_the_policy(kube, backend):
+    kube.reject["networkpolicies"] = ApiError(403, "Forbidden", "cannot create networkpolicies")
+
+    backend.start(one_gpu_worker())
+
+    (status,) = backend.status()
+    assert status.phase == base.FAILED
+    assert "NetworkPolicy" in status.reason
+    assert kube.pods() == []
+
+
+def test_it_can_leave_isolation_to_the_platform_team(kube, make_backend):
+    backend = make_backend(isolate_namespaces=False)
+
+    backend.start(one_gpu_worker())
+
+    assert kube.objects_of("networkpolicies") == []
+    assert kube.pod(NAMESPACE, "mlsched-7-0")
 
 
 def test_it_requests_no_gpu_resource_for_a_fractional_share(kube, backend):

@@ -104,13 +104,66 @@ def test_it_reports_pods_on_a_removed_node_lost(kube, backend):
     assert status_becomes(backend, 11, 0, base.PENDING)
 
 
-def test_it_reports_pods_on_a_not_ready_node_lost(kube, backend):
+def test_it_reports_pods_on_a_node_not_ready_past_the_grace_period_lost(kube, backend):
     backend.start(one_gpu_worker())
     kube.run_pod(NAMESPACE, POD)
 
-    kube.set_node_ready("gpu-a", False)
+    kube.set_node_ready("gpu-a", False, since_s=301)  # the default grace is 300 s
 
     assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeNotReady"
+
+
+def test_it_keeps_pods_on_a_node_just_gone_not_ready_running(kube, backend):
+    # The kubelet may only be cut off from the API server: its pods may still run, and a job
+    # requeued now would run twice. Kubernetes itself waits 300 s before evicting them.
+    backend.start(two_worker_gang())
+    kube.run_pod(NAMESPACE, "mlsched-11-0")
+    status_becomes(backend, 11, 0, base.RUNNING)
+
+    kube.set_node_ready("gpu-a", False, since_s=60)
+
+    assert {n.name: n.ready for n in backend.inventory()}["gpu-a"] is False  # no new work
+    assert [(s.rank, s.phase) for s in backend.status()] == [
+        (0, base.RUNNING),
+        (1, base.PENDING),
+    ]
+
+
+def test_it_reports_them_lost_once_the_node_has_been_not_ready_longer_than_the_grace(
+    kube, make_backend
+):
+    backend = make_backend(not_ready_grace_s=120)
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.set_node_ready("gpu-a", False, since_s=100)
+    assert status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.set_node_ready("gpu-a", False, since_s=121)
+
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeNotReady"
+
+
+def test_it_times_the_grace_itself_when_the_node_gives_no_transition_time(kube, make_backend):
+    backend = make_backend(not_ready_grace_s=0.5)
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.set_node_ready("gpu-a", False, since_s=None)
+
+    assert backend.status()[0].phase == base.RUNNING  # from when the backend noticed
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeNotReady"
+
+
+def test_it_reports_pods_lost_at_once_when_a_not_ready_node_is_removed(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.set_node_ready("gpu-a", False, since_s=10)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.remove_node("gpu-a")
+
+    assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeLost"
 
 
 def test_it_keeps_the_exit_of_a_pod_whose_node_went_away_later(kube, backend):
@@ -260,6 +313,7 @@ def test_it_refuses_to_report_before_it_has_listed_the_pods():
 def test_a_running_worker_reports_its_last_checkpoint_where_the_agent_mounts_the_volume(
     kube, make_backend, tmp_path
 ):
+    kube.add_claim(NAMESPACE, "checkpoints")
     backend = make_backend(checkpoint_claim="checkpoints", checkpoint_mount=str(tmp_path))
     backend.start(one_gpu_worker())
     kube.run_pod(NAMESPACE, POD)

@@ -1,11 +1,21 @@
 """The pure mapping from a pod (and what happened around it) to a worker's status: cases the
 test server does not play, stated as a table."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from kubernetes import client
 
 from clusters.backends import base
-from clusters.backends.k8s_status import NODE_MISSING, Seen, worker_status
+from clusters.backends.k8s_status import (
+    NODE_MISSING,
+    NODE_NOT_READY,
+    NODE_READY,
+    NODE_UNREACHABLE,
+    Seen,
+    pods_node_state,
+    worker_status,
+)
 
 
 def pod(phase="Pending", reason=None, waiting=None, terminated=None, conditions=()):
@@ -56,6 +66,31 @@ CASES = [
     ),
     ("unknown-phase", Seen(pod("Unknown")), (base.LOST, None, "PodUnknown")),
     (
+        "running-on-an-unreachable-node",
+        Seen(pod("Running"), node=NODE_UNREACHABLE),
+        (base.RUNNING, None, ""),
+    ),
+    (
+        "unknown-on-an-unreachable-node",
+        Seen(pod("Unknown"), node=NODE_UNREACHABLE),
+        (base.RUNNING, None, ""),
+    ),
+    (
+        "pending-on-an-unreachable-node",
+        Seen(pod(waiting="ContainerCreating"), node=NODE_UNREACHABLE),
+        (base.PENDING, None, "ContainerCreating"),
+    ),
+    (
+        "ended-on-an-unreachable-node",
+        Seen(pod("Succeeded", terminated=(0, "Completed")), node=NODE_UNREACHABLE),
+        (base.EXITED, 0, ""),
+    ),
+    (
+        "running-on-a-node-not-ready-too-long",
+        Seen(pod("Running"), node=NODE_NOT_READY),
+        (base.LOST, None, "NodeNotReady"),
+    ),
+    (
         "drained",
         Seen(
             pod("Running", conditions=[("DisruptionTarget", "EvictionByEvictionAPI")]), deleted=True
@@ -86,3 +121,32 @@ def test_it_maps_the_pod_state(seen, want):
     status = worker_status(5, 0, seen)
 
     assert (status.phase, status.exit_code, status.reason) == want
+
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def node(status, since_s=None):
+    ago = NOW - timedelta(seconds=since_s) if since_s is not None else None
+    condition = client.V1NodeCondition(type="Ready", status=status, last_transition_time=ago)
+    return client.V1Node(status=client.V1NodeStatus(conditions=[condition]))
+
+
+@pytest.mark.parametrize(
+    ("the_node", "noticed_s", "want"),
+    [
+        (node("True", 10), None, NODE_READY),
+        (node("False", 299), None, NODE_UNREACHABLE),
+        (node("Unknown", 299), None, NODE_UNREACHABLE),  # the kubelet stopped posting
+        (node("False", 300), None, NODE_NOT_READY),
+        (node("False"), 10, NODE_UNREACHABLE),  # no transition time: since noticed
+        (node("False"), 300, NODE_NOT_READY),
+        (node("False"), None, NODE_NOT_READY),  # no time at all: no grace
+        (None, None, NODE_MISSING),
+    ],
+    ids=["ready", "recent", "unknown", "too-long", "noticed", "noticed-long", "no-time", "gone"],
+)
+def test_a_not_ready_node_keeps_its_pods_for_the_grace_period(the_node, noticed_s, want):
+    noticed = NOW - timedelta(seconds=noticed_s) if noticed_s is not None else None
+
+    assert pods_node_state(the_node, NOW, 300, noticed) == want

@@ -48,16 +48,26 @@ class Command(BaseCommand):
         parser.add_argument("--checkpoint-mount",
                             help="For --backend kubernetes: where this agent mounts the same "
                                  "volume, to read when jobs last checkpointed.")  # fmt: skip
+        parser.add_argument("--not-ready-grace", type=float, default=300.0, metavar="SECONDS",
+                            help="For --backend kubernetes: how long pods on a NotReady node "
+                                 "count as still running before they are lost.")  # fmt: skip
+        parser.add_argument("--no-network-isolation", action="store_true",
+                            help="For --backend kubernetes: make no NetworkPolicy in tenant "
+                                 "namespaces (the platform isolates them itself).")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
-               kubeconfig, checkpoint_claim, checkpoint_mount, worker_uids, **options):  # fmt: skip
+               kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace,
+               no_network_isolation, worker_uids, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
         if backend == "kubernetes":
             control = ControlPlane(url, cluster, token)
-            kube = kubernetes_backend(cluster, kubeconfig, checkpoint_claim, checkpoint_mount)
+            kube = kubernetes_backend(
+                cluster, kubeconfig, checkpoint_claim, checkpoint_mount,
+                not_ready_grace_s=not_ready_grace, isolate_namespaces=not no_network_isolation,
+            )  # fmt: skip
             agent = Agent(control, kube, interval)
         else:
             if worker_uids is not None and os.geteuid() != 0:
@@ -91,7 +101,7 @@ def build_agent(
 
 
 def kubernetes_backend(
-    cluster: str, kubeconfig: str | None, checkpoint_claim=None, checkpoint_mount=None
+    cluster: str, kubeconfig: str | None, checkpoint_claim=None, checkpoint_mount=None, **options
 ):
     from kubernetes import client, config
 
@@ -103,5 +113,6 @@ def kubernetes_backend(
         config.load_incluster_config()
         api = client.ApiClient()
     return KubernetesBackend(
-        api, cluster, checkpoint_claim=checkpoint_claim, checkpoint_mount=checkpoint_mount
-    )
+        api, cluster, checkpoint_claim=checkpoint_claim, checkpoint_mount=checkpoint_mount,
+        **options,
+    )  # fmt: skip
