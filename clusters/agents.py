@@ -77,8 +77,9 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
         .select_related("job")
     )
     record_checkpoints(mine, by_attempt)
-    for attempt in mine:
-        apply_report(attempt, by_attempt.get(attempt.pk, []))
+    with events.coalesced():  # a beat may end many attempts: one live message per tenant
+        for attempt in mine:
+            apply_report(attempt, by_attempt.get(attempt.pk, []))
     return desired_state(cluster, known=by_attempt.keys())
 
 
@@ -348,8 +349,10 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
     lost = Attempt.objects.filter(
         outcome="", cluster__health=Cluster.Health.UNHEALTHY, cluster__last_heartbeat__lt=lost_since
     )
+    reason = "its cluster agent stopped reporting"
     count = 0
-    for attempt_id in lost.values_list("pk", flat=True):
-        actions.end_attempt(attempt_id, Outcome.LOST, reason="its cluster agent stopped reporting")
-        count += 1
+    with events.coalesced():  # a whole cluster's work at once: one live message per tenant
+        for attempt_id in lost.values_list("pk", flat=True):
+            actions.end_attempt(attempt_id, Outcome.LOST, reason=reason)
+            count += 1
     return {"unhealthy": unhealthy, "lost": count}

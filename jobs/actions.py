@@ -64,24 +64,36 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
     cancels every shard of it that has not ended. Live attempts are asked to stop; their agents
     end them within the grace period.
 
-    Returns the first cancel's event; None when everything had already ended.
+    One operation however many shards: a lock, a stop request, an update and a COPY of events,
+    then one live message per tenant and one scheduler kick after commit.
+    Returns the first canceled shard's event; None when everything had already ended.
     """
-    ended = [_cancel_one(shard_id, reason) for shard_id in job.batch().values_list("pk", flat=True)]
-    return next((event for event in ended if event is not None), None)
-
-
-def _cancel_one(job_id: int, reason: str) -> JobEvent | None:
-    job = Job.objects.select_for_update().get(pk=job_id)
-    if job.is_terminal:
-        return None
     now = timezone.now()
-    live = job.attempts.filter(outcome="").first()
+    reason = reason[:300]
+    # Job rows first, in id order, then their attempts: the lock order of end_attempt() and
+    # mark_running(), so a cancel racing an attempt's end waits instead of deadlocking. A shard
+    # that ends while this waits for its lock drops out (PostgreSQL re-checks the filter).
+    shards = {
+        job_id: (tenant_id, state)
+        for job_id, tenant_id, state in job.batch()
+        .live()
+        .select_for_update()
+        .values_list("id", "tenant_id", "state")
+    }
+    if not shards:
+        return None
+    attempts = dict(
+        Attempt.objects.select_for_update()
+        .filter(job_id__in=shards, outcome="")
+        .order_by("id")
+        .values_list("job_id", "id")
+    )
+    request_stop(list(attempts), Attempt.Outcome.CANCELED, reason, now)
+    move_claimed(shards, State.CANCELED, dict.fromkeys(shards, reason), attempts, now)
     transaction.on_commit(kick)
-    if live is not None:
-        Attempt.objects.filter(pk=live.pk, stop_requested_at__isnull=True).update(
-            stop_requested_at=now, stop_reason=Attempt.Outcome.CANCELED
-        )
-    return transition(job, State.CANCELED, reason, attempt=live, now=now)
+    if job.pk in shards:
+        job.refresh_from_db()  # as transition() leaves it: the caller sees the job canceled
+    return JobEvent.objects.filter(job_id=min(shards), to_state=State.CANCELED).latest("id")
 
 
 def transition_claimed(
@@ -99,18 +111,34 @@ def transition_claimed(
     update, same events.
     """
     states.check(0, source, target)
+    still = Job.objects.filter(id__in=job_ids, state=source).values_list("id", "tenant_id")
+    moved = {job_id: (tenant_id, source) for job_id, tenant_id in still}
+    move_claimed(moved, target, reasons, attempts, now)
+    return list(moved)
+
+
+def move_claimed(
+    jobs: dict[int, tuple[int, str]],
+    target: str,
+    reasons: dict[int, str],
+    attempts: dict[int, int],
+    now,
+) -> None:
+    """Move jobs the caller has locked, {id: (tenant id, state now)}, to `target`: one UPDATE,
+    one JobEvent each (COPY), one live message per tenant after commit. `attempts` names the
+    attempt each job's event is about, {job id: attempt id}."""
+    for source in {source for _, source in jobs.values()}:
+        states.check(0, source, target)
     fields = {"state": target, **_timestamps(target, now)}
     fields.update(pending_reason="", pending_message="", estimated_start=None)
-    moved = dict(Job.objects.filter(id__in=job_ids, state=source).values_list("id", "tenant_id"))
-    Job.objects.filter(id__in=moved).update(**fields)
+    Job.objects.filter(id__in=jobs).update(**fields)
     written = [
         {"job_id": job_id, "attempt_id": attempts.get(job_id), "from_state": source,
          "to_state": target, "reason": reasons.get(job_id, ""), "time": now}
-        for job_id in moved
+        for job_id, (_, source) in jobs.items()
     ]  # fmt: skip
     bulk.insert(JobEvent, written)
-    events.publish_on_commit((event, moved[event["job_id"]]) for event in written)
-    return list(moved)
+    events.publish_on_commit((event, jobs[event["job_id"]][0]) for event in written)
 
 
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
@@ -193,6 +221,7 @@ def release(attempt_ids, now=None) -> int:
     )
 
 
+@events.coalesced()  # its job may move twice (scheduled -> running -> succeeded): one message
 @transaction.atomic
 def end_attempt(
     attempt_id: int, outcome: str, *, exit_code: int | None = None, reason: str = "", now=None

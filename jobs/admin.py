@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 from guardian.admin import ReinforcedGuardedModelAdminMixin
 
-from jobs import actions
+from jobs import actions, events
 from jobs.models import Attempt, Job, JobEvent, LogChunk
 
 
@@ -65,9 +65,10 @@ class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
     def cancel_jobs(self, request, queryset):
-        canceled = sum(
-            actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
-        )
+        with events.coalesced():  # one live message per tenant, however many jobs
+            canceled = sum(
+                actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
+            )
         self.message_user(request, f"Canceled {canceled} job(s).", level=messages.SUCCESS)
 
 

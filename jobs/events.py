@@ -1,8 +1,12 @@
 """Live events: job transitions, pushed after commit to the tenant's group, and log lines,
 pushed to the job's log group as the agents store them.
 
-One message per tenant per commit, carrying every change of that tenant: a cycle that places
-thousands of jobs sends a handful of messages, not thousands. A consumer of one job's page
+One message per tenant per publication, carrying every change of that tenant: a cycle that
+places thousands of jobs, or a batch cancel of thousands of shards, sends a handful of messages,
+not thousands. That is not only cheaper: channels_redis holds at most 100 messages per channel
+(its `capacity`) and drops the rest, so a burst of one message per job would leave an open page
+with nothing. A verb that commits many transitions, in one transaction or in many, publishes
+inside `coalesced()` to keep it to one message per tenant. A consumer of one job's page
 subscribes to the job's tenant group and keeps the changes of its job.
 
 `best_effort` wraps every call to Redis in the request path (live pushes, rate counters, the
@@ -12,7 +16,9 @@ scheduler's kick): Redis holds no state of record, so its outage must degrade, n
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypedDict
 
 from asgiref.sync import async_to_sync
@@ -86,11 +92,13 @@ def publish_logs(by_job: dict[int, list[LogLine]]) -> None:
     send_all(messages)
 
 
-def publish_on_commit(events) -> None:
+def publish_on_commit(events: Iterable[tuple[dict, int]]) -> None:
     """Publish JobEvents once the transaction that wrote them commits.
 
     `events` holds (fields, tenant id) pairs; fields are a JobEvent's attributes by attname
     (`job_id`, `from_state`, `to_state`, `reason`, `time`), as a dict or `vars(event)`.
+    Each call registers its own on-commit hook, so a savepoint rolled back takes its events
+    with it; inside `coalesced()` the hooks merge into the block's messages.
     """
     by_tenant: dict[int, list[JobChange]] = defaultdict(list)
     for event, tenant_id in events:
@@ -100,7 +108,41 @@ def publish_on_commit(events) -> None:
                       time=event["time"].isoformat())
         )  # fmt: skip
     if by_tenant:
-        transaction.on_commit(lambda: publish(by_tenant))
+        transaction.on_commit(lambda: deliver(by_tenant))
+
+
+# The changes committed inside the open `coalesced()` block (the outermost), awaiting its end.
+_held: ContextVar[dict[int, list[JobChange]] | None] = ContextVar("held_changes", default=None)
+
+
+@contextmanager
+def coalesced():
+    """Hold the changes committed inside the block; send them when it ends, one message per
+    tenant. Blocks nest: the outermost one sends.
+
+    Wrap the transactions, not only the work inside them: a change is held when its
+    transaction commits, so one committing after the block has ended is sent on its own.
+    """
+    if _held.get() is not None:
+        yield
+        return
+    held: dict[int, list[JobChange]] = defaultdict(list)
+    token = _held.set(held)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        publish(held)
+
+
+def deliver(by_tenant: dict[int, list[JobChange]]) -> None:
+    """Send committed changes now, or hold them for the enclosing `coalesced()` block."""
+    held = _held.get()
+    if held is None:
+        publish(by_tenant)
+        return
+    for tenant_id, changes in by_tenant.items():
+        held[tenant_id].extend(changes)
 
 
 def publish(by_tenant: dict[int, list[JobChange]]) -> None:

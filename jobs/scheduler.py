@@ -58,8 +58,9 @@ def tick() -> cycle.CycleResult | None:
     with single_flight() as acquired:
         if not acquired:
             return None
-        result = cycle.run_cycle()
-        janitor.sweep()
+        with events.coalesced():  # the cycle's commit batches and the sweep: one message a tenant
+            result = cycle.run_cycle()
+            janitor.sweep()
     if result.placed or result.preempted:
         log.info(
             "cycle: %d considered, %d placed, %d skipped, %d preempted in %.3fs",

@@ -1,22 +1,47 @@
 // The job page: state and logs over a websocket; polling the REST API when it is not there.
-// Each state change also re-reads the job, to redraw its attempts.
+// Each state change also re-reads the job, to redraw its attempts. Every 30 s the page re-reads
+// the job and any log lines it lacks even while the socket is live: the scheduler's reason for
+// the wait and its estimated start change without a message, and a push can be lost (Redis
+// drops a group's members after a day, and messages a busy channel has no room for).
 (function () {
+  const REFRESH_MS = 30000;
+  const RENEW_SOCKET_MS = 12 * 3600 * 1000;  // before Redis forgets the socket's groups (24 h)
   const root = document.getElementById("job");
   const jobId = root.dataset.job;
   const stateEl = document.getElementById("state");
   const reasonEl = document.getElementById("reason");
+  const estimateEl = document.getElementById("estimate");
+  const startEl = document.getElementById("estimated-start");
+  const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
   let pollTimer = null;
+  let reading = null;  // the log read in flight: one at a time, each from the last line shown
   let held = null;  // lines from the socket while the page catches up: shown after, in order
 
   function showState(state, reason) {
     stateEl.textContent = state;
     stateEl.className = "badge state-" + state;
     if (reason !== undefined) reasonEl.textContent = reason;
+  }
+
+  function showEstimate(iso) {
+    // As the server draws it: minutes, in UTC.
+    const minute = iso ? new Date(iso).toISOString().substring(0, 16).replace("T", " ") : "";
+    estimateEl.hidden = !iso;
+    startEl.dateTime = iso || "";
+    startEl.textContent = iso ? minute + " UTC" : "";
+  }
+
+  function showShards(job) {
+    if (!shardsEl || !job.shard_states) return;
+    const counts = Object.entries(job.shard_states).map(function (entry) {
+      return entry[1] + " " + entry[0];
+    });
+    shardsEl.textContent = job.shards + ": " + counts.join(", ") + " (cancel stops them all)";
   }
 
   function addLines(lines) {
@@ -52,23 +77,61 @@
   }
 
   async function fetchJob() {
-    const response = await fetch("/api/v1/jobs/" + jobId + "/");
+    let response;
+    try {
+      response = await fetch("/api/v1/jobs/" + jobId + "/");
+    } catch (error) {
+      return;  // offline: the next refresh or state change reads it again
+    }
     if (!response.ok) return;
     const job = await response.json();
     showState(job.state, job.pending_message);
+    showEstimate(job.estimated_start);
+    showShards(job);
     showAttempts(job.attempts);
   }
 
-  async function fetchLogs() {
+  function sleep(ms) {
+    return new Promise(function (resolve) { setTimeout(resolve, ms); });
+  }
+
+  // How long to wait before asking again: the server's Retry-After (a 429 from the API's rate
+  // limit says it), else a few seconds, longer after each failure in a row, at most a minute.
+  function backoff(response, failures) {
+    const seconds = response ? Number(response.headers.get("Retry-After")) : NaN;
+    if (seconds > 0) return seconds * 1000;
+    return Math.min(3000 * 2 ** (failures - 1), 60000);
+  }
+
+  async function readLogs() {
     // The endpoint gives a page at a time (at most 1000 lines): read on until one is empty.
+    // A page refused or lost is asked for again after a wait, from the last line shown, so the
+    // backlog never keeps a hole.
+    let failures = 0;
     for (;;) {
-      const response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
-      if (!response.ok) return;
-      const page = await response.json();
+      let response = null;
+      let page = null;
+      try {
+        response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
+        if (response.ok) page = await response.json();
+      } catch (error) {
+        page = null;  // offline, or a broken answer: wait and ask again
+      }
+      if (!page) {
+        failures += 1;
+        await sleep(backoff(response, failures));
+        continue;
+      }
+      failures = 0;
       if (!page.lines.length) return;
       addLines(page.lines);
       after = page.next;
     }
+  }
+
+  function fetchLogs() {
+    if (!reading) reading = readLogs().finally(function () { reading = null; });
+    return reading;
   }
 
   async function catchUp() {
@@ -84,8 +147,15 @@
   }
 
   async function poll() {
+    if (reading) return;  // a read waits out a refusal: asking more would only prolong it
     await fetchLogs();
     await fetchJob();
+  }
+
+  function refresh() {
+    if (pollTimer) return;  // polling reads both every 2 s already
+    catchUp();
+    fetchJob();
   }
 
   function startPolling() {
@@ -96,6 +166,8 @@
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + "/ws/jobs/" + jobId + "/");
+    let renewing = false;
+    const renewal = setTimeout(function () { renewing = true; socket.close(); }, RENEW_SOCKET_MS);
     socket.onopen = function () {
       liveEl.textContent = "live";
       if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
@@ -113,10 +185,13 @@
       }
     };
     socket.onclose = function () {
+      clearTimeout(renewal);
+      if (renewing) { connect(); return; }  // a fresh socket joins its groups afresh
       startPolling();
       setTimeout(connect, 5000);
     };
   }
 
   connect();
+  setInterval(refresh, REFRESH_MS);
 })();

@@ -1,5 +1,57 @@
+"""The browser tests' daphne server and Chromium page."""
+
 import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import global_settings
+from playwright.sync_api import sync_playwright
+
+from tests.processes import ROOT, free_port, process_env, wait_until
 
 # Playwright's sync API keeps an event loop running in this thread; the ORM calls the tests make
 # between browser steps are still plain synchronous code (Django documents this switch for it).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+@pytest.fixture
+def server(settings):
+    # The browser logs in through the real form: store a password the server can verify.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    port = free_port()
+    daphne = subprocess.Popen(
+        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+         "mlsched_site.asgi:application"],
+        cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    assert wait_until(lambda: port_open(port), timeout=60), "daphne did not start"
+    yield url
+    daphne.terminate()
+    try:
+        daphne.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # an open websocket can keep it waiting
+        daphne.kill()
+        daphne.communicate()
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def browser_page():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=CHROMIUM_FLAGS)  # fmt: skip
+        yield browser.new_page()
+        browser.close()

@@ -46,24 +46,31 @@ def in_a_thread(fn, *args) -> threading.Thread:
     return thread
 
 
+def run_beside_an_end_in_flight(job_id: int, attempt_id: int, verb, *args) -> None:
+    """Run `verb(*args)` while another transaction, as an attempt's end or a cancel does, holds
+    the job's row and then locks the attempt's. The verb must wait for the job before it
+    touches the attempt: had it locked the attempt first, the other transaction's attempt lock
+    would deadlock (or time out), and this raises."""
+    holder = other_connection()
+    holder.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [job_id])
+    verbing = in_a_thread(verb, *args)
+    try:
+        assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
+        holder.execute("SET lock_timeout = '5s'")
+        holder.execute("SELECT 1 FROM jobs_attempt WHERE id = %s FOR UPDATE", [attempt_id])
+        holder.commit()
+    finally:
+        holder.close()
+        verbing.join(10)
+    assert not verbing.is_alive()
+
+
 def test_mark_running_waits_for_the_job_lock_before_it_touches_the_attempt():
     NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
     job = JobFactory(gpus=1)
     cycle.run_cycle()
     attempt = job.attempts.get()
-    holder = other_connection()
-    # A cancel (or an end of the attempt) in flight: it holds the job and will lock the attempt.
-    holder.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [job.pk])
-    marking = in_a_thread(actions.mark_running, attempt.pk)
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
-        # Had mark_running locked the attempt first, this would deadlock (or time out).
-        holder.execute("SET lock_timeout = '5s'")
-        holder.execute("SELECT 1 FROM jobs_attempt WHERE id = %s FOR UPDATE", [attempt.pk])
-        holder.commit()
-    finally:
-        holder.close()
-        marking.join(10)
 
-    assert not marking.is_alive()
+    run_beside_an_end_in_flight(job.pk, attempt.pk, actions.mark_running, attempt.pk)
+
     assert Job.objects.get(pk=job.pk).state == State.RUNNING
