@@ -58,3 +58,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def waiting_on_a_lock(table: str) -> bool:
+    """Whether some session of the test database waits on a row lock, in a statement that
+    names `table`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query ILIKE %s",
+            [f"%{table}%"],
+        )
+        return cursor.fetchone()[0] > 0

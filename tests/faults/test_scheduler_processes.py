@@ -14,7 +14,7 @@ from jobs import cycle
 from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
-from tests.processes import manage, process_env, wait_until
+from tests.processes import manage, process_env, wait_until, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,16 +83,6 @@ def test_concurrent_schedulers_without_single_flight_never_double_book():
     assert len(jobs) > placed
 
 
-def backend_waiting_on_lock(pid_hint: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query ILIKE %s",
-            [f"%{pid_hint}%"],
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def test_a_scheduler_killed_mid_commit_leaves_nothing_and_the_next_cycle_completes():
     cluster_with_nodes(2)
     jobs = [JobFactory(family=Family.TRAINING, gpus=4) for _ in range(4)]
@@ -107,7 +97,7 @@ def test_a_scheduler_killed_mid_commit_leaves_nothing_and_the_next_cycle_complet
     blocker.execute("SELECT * FROM jobs_schedulershard WHERE name = 'default' FOR UPDATE")
     scheduler = manage("run_scheduler", "--ticks", "1")
     try:
-        waiting = wait_until(lambda: backend_waiting_on_lock("jobs_schedulershard"), 60)
+        waiting = wait_until(lambda: waiting_on_a_lock("jobs_schedulershard"), 60)
         assert waiting, "the scheduler never reached the end of its commit"
         assert Allocation.objects.count() == 0  # its rows are not visible before COMMIT
         scheduler.send_signal(signal.SIGKILL)

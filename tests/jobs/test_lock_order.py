@@ -11,7 +11,7 @@ from jobs import actions, cycle
 from jobs.models import Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
-from tests.processes import wait_until
+from tests.processes import wait_until, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,16 +22,6 @@ def other_connection() -> psycopg.Connection:
         host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
         dbname=db["NAME"], autocommit=False,
     )  # fmt: skip
-
-
-def waiting_on_a_lock(table: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query ILIKE %s",
-            [f"%{table}%"],
-        )
-        return cursor.fetchone()[0] > 0
 
 
 def in_a_thread(fn, *args) -> threading.Thread:
