@@ -6,7 +6,7 @@ admin may have cordoned a node.
 """
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,15 +31,30 @@ class NodeState:
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int) -> int | None:
-        """The lowest start of a free range of `milli` on `gpu`, or None."""
+        """The start of the tightest free range of `milli` on `gpu` (lowest first among equals),
+        or None. Tightest, so that a share keeps the GPU's larger holes whole for larger ones."""
         if not 0 <= gpu < self.gpu_count:
             return None
-        start = 0
-        for taken_start, taken_milli in sorted(self.gpu_taken[gpu]):
-            if taken_start - start >= milli:
-                return start
-            start = max(start, taken_start + taken_milli)
-        return start if GPU_MILLI - start >= milli else None
+        fits = [(size, start) for start, size in free_ranges(self.gpu_taken[gpu]) if size >= milli]
+        return min(fits)[1] if fits else None
+
+
+def free_ranges(taken: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """The free (start, size) milli ranges of one GPU, lowest first, around the (start, milli)
+    ranges `taken`."""
+    start = 0
+    for taken_start, taken_milli in sorted(taken):
+        if taken_start > start:
+            yield start, taken_start - start
+        start = max(start, taken_start + taken_milli)
+    if start < GPU_MILLI:
+        yield start, GPU_MILLI - start
+
+
+def largest_gap(taken: Iterable[tuple[int, int]]) -> int:
+    """The most milli one share can get on a GPU: its largest free range, not its free total
+    (a share is one contiguous range, so two 250 holes do not take a 500)."""
+    return max((size for _, size in free_ranges(taken)), default=0)
 
 
 def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "default") -> set[int]:

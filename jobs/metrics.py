@@ -169,7 +169,8 @@ def idle_gpus(now) -> list[Metric]:
         fragmented[key] += table.node(node.cpu_free_milli, free, node.gpu_type) / 1000
     return [
         *metric("mlsched_gpus_idle", "gauge",
-                "Idle GPU capacity: whole GPUs, and the free part of shared GPUs (slivers).",
+                "Idle GPU capacity: whole GPUs, and of each partly used GPU its largest free "
+                "range, the most one share can get there (slivers).",
                 labelled(whole, kind="whole") + labelled(slivers, kind="sliver")),
         *metric("mlsched_gpus_largest_free_block", "gauge",
                 "The most whole idle GPUs on one node: the largest worker that fits now.",

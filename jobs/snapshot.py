@@ -14,13 +14,14 @@ from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import placement as p
+from jobs.commit import largest_gap
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Tenant
 
 ALLOCATION_FIELDS = [
-    "node_id", "gpu_index", "gpu_milli", "cpu_milli", "memory_mb", "borrowed", "node__gpu_type",
-    "attempt__job_id", "attempt__job__tenant_id", "attempt__job__preemptible",
+    "node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli", "memory_mb", "borrowed",
+    "node__gpu_type", "attempt__job_id", "attempt__job__tenant_id", "attempt__job__preemptible",
     "attempt__job__priority_class__value", "attempt__job__max_runtime_s",
     "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
     "attempt__stop_requested_at", "attempt_id", "worker", "attempt__job__cpu_milli",
@@ -70,14 +71,20 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
-    """Every node of every cluster with its free capacity; the core filters on health."""
+    """Every node of every cluster with its free capacity; the core filters on health.
+
+    A GPU's free milli is its largest free range, not its free total: the commit gives a share
+    one contiguous range, so a 500 share sent to a GPU with two 250 holes would be skipped
+    there, cycle after cycle, while another GPU sat idle.
+    """
     cpu, memory = defaultdict(int), defaultdict(int)
-    gpu_used = defaultdict(int)
+    gpu_taken: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     for row in rows:
         cpu[row["node_id"]] += row["cpu_milli"]
         memory[row["node_id"]] += row["memory_mb"]
         if row["gpu_index"] is not None:
-            gpu_used[row["node_id"], row["gpu_index"]] += row["gpu_milli"]
+            taken = (row["gpu_milli_start"], row["gpu_milli"])
+            gpu_taken[row["node_id"], row["gpu_index"]].append(taken)
     # Unhealthy, or never reported by an agent (unknown): nothing there would run the work.
     unhealthy = {c["id"] for c in clusters if c["health"] != Cluster.Health.HEALTHY}
     out = []
@@ -90,7 +97,7 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
                 name=node["name"],
                 gpu_type=node["gpu_type"],
                 gpu_free_milli=tuple(
-                    GPU_MILLI - gpu_used[nid, i] for i in range(node["gpu_count"])
+                    largest_gap(gpu_taken.get((nid, i), ())) for i in range(node["gpu_count"])
                 ),
                 cpu_free_milli=node["cpu_milli"] - cpu[nid],
                 memory_free_mb=node["memory_mb"] - memory[nid],

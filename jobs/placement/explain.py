@@ -46,11 +46,44 @@ def missing(job: QueuedJob, capacity: Capacity) -> str:
 
 
 def too_large(job: QueuedJob, groups: list[Group]) -> bool:
-    """Whether one worker exceeds every candidate node's capacity (it can never fit)."""
-    return not any(
+    """Whether the job can never fit, even on idle nodes: one worker exceeds every candidate
+    node's capacity, or a gang every group's (``fit.find_gang`` keeps a gang in one group: one
+    GPU type, cluster and sharing kind)."""
+    if not any(
         job.gpus <= g.max_gpus and job.cpu_milli <= g.cap_cpu and job.memory_mb <= g.cap_mem
         for g in groups
-    )
+    ):
+        return True
+    return _is_gang(job) and not any(_holds_gang(job, g) for g in groups)
+
+
+def _is_gang(job: QueuedJob) -> bool:
+    return job.family == TRAINING and job.workers > 1
+
+
+def _holds_gang(job: QueuedJob, group: Group) -> bool:
+    """Whether the group's nodes, all idle, could hold every worker of the gang."""
+    gpus, cpu, memory, left = job.gpus, job.cpu_milli, job.memory_mb, job.workers
+    nodes = sum(len(bucket) for bucket in group.by_full)
+    # A cheap bound first: as many nodes, each as large as the group's largest.
+    if nodes * _per_node(group.max_gpus, group.cap_cpu, group.cap_mem, gpus, cpu, memory) < left:
+        return False
+    for bucket in group.by_full:
+        for node in bucket:
+            left -= _per_node(len(node.gpus), node.cap_cpu, node.cap_mem, gpus, cpu, memory)
+            if left <= 0:
+                return True
+    return False
+
+
+def _per_node(have_gpus: int, have_cpu: int, have_memory: int, gpus: int, cpu: int, memory: int):
+    """How many workers of (gpus, cpu, memory) a node of this capacity holds."""
+    fits = have_gpus // gpus if gpus else 1 << 30
+    if cpu:
+        fits = min(fits, have_cpu // cpu)
+    if memory:
+        fits = min(fits, have_memory // memory)
+    return fits
 
 
 def shortage(job: QueuedJob, need: Need, initial: Mapping[tuple, tuple]) -> str:
@@ -93,7 +126,15 @@ _BEYOND = REASONS["beyond_queue_depth"]
 
 
 def _sentence(job: QueuedJob, code: str) -> str:
-    return f"{_request(job)}: {REASONS[code]}"
+    text = _GANG_TOO_LARGE if code == "worker_too_large" and _is_gang(job) else REASONS[code]
+    return f"{_request(job)}: {text}"
+
+
+# True of every gang ``too_large`` refuses: a worker larger than any node fits no group either.
+_GANG_TOO_LARGE = (
+    "No cluster's healthy nodes of one GPU type can hold the whole gang, even idle; "
+    "the job can never fit."
+)
 
 
 def _request(job: QueuedJob) -> str:

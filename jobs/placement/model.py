@@ -27,7 +27,8 @@ def gpu_flavor(gpu_type: str) -> str:
 class Node:
     """A node's free capacity right now (capacity minus live allocations).
 
-    ``gpu_free_milli`` has one entry per GPU, by GPU index: 1000 means the GPU is entirely free.
+    ``gpu_free_milli`` has one entry per GPU, by GPU index: the largest free milli range on it,
+    the most one share can get there (shares hold ranges; 1000 means entirely free).
     ``topology`` lists labels (for example ``"nvlink=d3"``, ``"rack=r12"``), most specific
     first; a gang prefers nodes that share one. CPU-only nodes have ``gpu_type == ""``.
     """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from jobs.placement import Policy, QueuedJob, place
+from jobs.placement import BATCH_INFERENCE, Policy, QueuedJob, place
 from tests.placement.builders import (
     NOW,
     cpu_nodes,
@@ -40,6 +40,10 @@ def half_free_n8_a100_nodes(count: int) -> tuple:
     return tuple(with_free(n, (0, 0, 0, 0, 1000, 1000, 1000, 1000)) for n in n8_a100_nodes(count))
 
 
+def busy_n8_a100_nodes(count: int, **kw) -> tuple:
+    return tuple(with_free(n, (0,) * 8) for n in n8_a100_nodes(count, **kw))
+
+
 HOUR = 3600.0
 
 CASES = [
@@ -57,7 +61,7 @@ CASES = [
     ),
     Case(
         "a gang larger than the free GPUs waits for GPUs",
-        n8_a100_nodes(2),
+        n8_a100_nodes(2) + busy_n8_a100_nodes(1),
         (j_training("g", workers=3, gpus=8),),
         {"g": "pending:insufficient_gpus"},
     ),
@@ -70,6 +74,14 @@ CASES = [
     Case(
         "a gang never spans clusters",
         n8_a100_nodes(1, cluster="c1") + n8_a100_nodes(1, cluster="c2"),
+        (j_training("g", workers=2, gpus=8),),
+        {"g": "pending:worker_too_large"},
+    ),
+    Case(
+        "a gang one cluster could hold when idle waits as fragmented, never spanning two",
+        n8_a100_nodes(1, cluster="c1")
+        + busy_n8_a100_nodes(1, cluster="c1")
+        + n8_a100_nodes(1, cluster="c2"),
         (j_training("g", workers=2, gpus=8),),
         {"g": "pending:fragmented"},
     ),
@@ -212,7 +224,7 @@ CASES = [
     Case(
         "CPU-only work waits for CPU",
         cpu_nodes(1),
-        (QueuedJob("c", "alpha", workers=2, cpu_milli=6000, memory_mb=100),),
+        (QueuedJob("c", "alpha", BATCH_INFERENCE, workers=2, cpu_milli=6000, memory_mb=100),),
         {"c": "pending:insufficient_cpu"},
     ),
 ]

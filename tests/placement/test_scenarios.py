@@ -273,7 +273,9 @@ def test_workers_of_a_gang_get_distinct_gpus():
 
 
 def test_every_pending_job_has_a_sentence():
-    outcome = place(snapshot(n8_a100_nodes(1), (j_training("g", workers=2),))).outcomes[0]
+    free, busy = n8_a100_nodes(2)
+    busy = with_free(busy, (0,) * 8)
+    outcome = place(snapshot((free, busy), (j_training("g", workers=2),))).outcomes[0]
     assert outcome.reason == "insufficient_gpus"
     assert "2 worker(s) x 8 GPU(s)" in outcome.message
 
