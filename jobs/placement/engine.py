@@ -26,7 +26,7 @@ from jobs.placement.model import (
     gpu_flavor,
 )
 from jobs.placement.ordering import QueueOrder
-from jobs.placement.quota import Ledger
+from jobs.placement.quota import Ledger, amount_of
 from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
 
@@ -103,7 +103,12 @@ class Cycle:
             policy.pairing_weight,
         )
         self.scorer = WeightedScorer(policy, context)
-        self.order = QueueOrder(snapshot.queued, snapshot.tenants, self._totals(), policy, self.now)
+        # Inside a tier, a tenant whose next job fits its guarantee goes before tenants whose
+        # next job would borrow (only when some cohort has quotas).
+        borrows = self._borrows if self.ledger.quota else None
+        self.order = QueueOrder(
+            snapshot.queued, snapshot.tenants, self._totals(), policy, self.now, borrows
+        )
         self.running = {j.id: j for j in snapshot.running}
         self.ends = ending_jobs(snapshot.running, self.now)
         self.timeline = Timeline(self.ends, self.capacity)
@@ -116,7 +121,6 @@ class Cycle:
         self.preemptors: dict[str, int] = {}
         staying = [j for j in snapshot.running if not j.stopping]
         self.lowest_victim_tier = min((j.tier for j in staying if j.preemptible), default=1 << 62)
-        self.borrowed_victims = any(j.borrowed for j in staying)
         # Work in its grace period: what it holds comes back without evicting anybody else.
         self.leaving = [j for j in snapshot.running if j.stopping]
         self.reservation_tries = 0
@@ -151,7 +155,13 @@ class Cycle:
         """
         key = None
         if not self._may_reserve():
-            key = (_request_of(job), self._avoids_held(job), self.epoch, self.ledger.version)
+            key = (
+                _request_of(job),
+                self._avoids_held(job),
+                self._quota_end(job),
+                self.epoch,
+                self.ledger.version,
+            )
             known = self._repeats.get(key)
             if known is not None:
                 return Outcome(
@@ -181,8 +191,14 @@ class Cycle:
         res = self.reservation
         if res is None or job.id == res.job_id:
             return False
-        end = self.now + job.max_runtime if job.max_runtime is not None else float("inf")
-        return end > res.start
+        return self._end_of(job) > res.start
+
+    def _end_of(self, job: QueuedJob) -> float:
+        return self.now + job.max_runtime if job.max_runtime is not None else float("inf")
+
+    def _quota_end(self, job: QueuedJob) -> float | None:
+        """The job's end where quota answers depend on it (some tenant's quota is held)."""
+        return self._end_of(job) if self.ledger.held else None
 
     def _decide(self, job: QueuedJob) -> Outcome:
         problem = explain.invalid(job)
@@ -195,13 +211,13 @@ class Cycle:
             return explain.pending(job, "worker_too_large")
         allowed = self._within_quota(job, groups)
         if not allowed:
-            return explain.pending(job, "quota_exceeded")
+            return self._over_quota(job, groups)
         need = self._need(job, allowed)
         slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
             return self.commit(job, slots, PLACED, allocated=True)
         if slots == QUOTA:
-            return explain.pending(job, "quota_exceeded")
+            return self._over_quota(job, groups)
         return self.blocked(job, need)
 
     def groups_for(self, job: QueuedJob) -> list[Group]:
@@ -229,17 +245,16 @@ class Cycle:
             else:
                 workers = 1
         shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
-        key = (job.tenant, shape, id(groups), self.ledger.version)
+        key = (job.tenant, shape, id(groups), self.ledger.version, self._quota_end(job))
         allowed = self._quota_answers.get(key)
         if allowed is None:
             allowed = self._quota_answers[key] = self._allowed_groups(job, groups, workers)
         return allowed
 
     def _allowed_groups(self, job: QueuedJob, groups: list[Group], workers: int) -> list[Group]:
-        types = self._types.get(id(groups))
-        if types is None:
-            types = self._types[id(groups)] = tuple(sorted({g.gpu_type for g in groups}))
-        ok = tuple(t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers)))
+        types = self._types_of(groups)
+        end = self._end_of(job)
+        ok = tuple(t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers), end))
         if ok == types:
             return groups
         # Equal inputs give the same list object, so the failure memo can key on its id.
@@ -248,6 +263,50 @@ class Cycle:
         if allowed is None:
             allowed = self._allowed[key] = [g for g in groups if g.gpu_type in ok]
         return allowed
+
+    def _types_of(self, groups: list[Group]) -> tuple[str, ...]:
+        types = self._types.get(id(groups))
+        if types is None:
+            types = self._types[id(groups)] = tuple(sorted({g.gpu_type for g in groups}))
+        return types
+
+    def _borrows(self, job: QueuedJob) -> bool:
+        """Whether the whole job would borrow on every GPU type it may use, at what its tenant
+        holds now (the cycle's start plus what the cycle gave it)."""
+        types = self._types_of(self.groups_for(job)) or ("",)
+        return not any(
+            self.ledger.within_guarantee(job.tenant, demand(job, t, job.workers)) for t in types
+        )
+
+    def _over_quota(self, job: QueuedJob, groups: list[Group]) -> Outcome:
+        """The job waits for quota. Unless it is ahead of its tier (which holds nothing back),
+        its tenant's room on each flavor it lacks is held for it: later jobs of the tenant take
+        none, unless they end before the job could start (as far as the tenant's own limit
+        says), so a stream of small jobs cannot keep a large one waiting for ever."""
+        if not self.order.ahead_of_tier:
+            ledger, tenant = self.ledger, job.tenant
+            for gpu_type in self._types_of(groups):
+                wanted = demand(job, gpu_type, job.workers)
+                for flavor in ledger.refused(tenant, wanted):
+                    if (tenant, flavor) not in ledger.held and ledger.attainable(
+                        tenant, flavor, wanted[flavor]
+                    ):
+                        ends = self._known_ends(tenant, flavor)
+                        until = ledger.free_at(tenant, flavor, wanted[flavor], ends, self.now)
+                        ledger.hold(tenant, flavor, until)
+        return explain.pending(job, "quota_exceeded")
+
+    def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
+        """(end, amount of ``flavor``) of the tenant's work whose end is known: running (not
+        evicted) and placed in this cycle with a runtime limit."""
+        work = [
+            (max(j.expected_end, self.now), self.capacity.releases(j))
+            for j in self.running.values()
+            if j.tenant == tenant and j.expected_end is not None and j.id not in self.evicted
+        ]
+        work += [(end, slots) for end, job, slots in self.placed_ends if job.tenant == tenant]
+        ends = [(end, amount_of(slots, flavor)) for end, slots in work]
+        return [e for e in ends if e[1]]
 
     def _need(self, job: QueuedJob, groups: list[Group]) -> Need:
         need = Need(
@@ -327,7 +386,7 @@ class Cycle:
         for node, _, _, _ in slots:
             for flavor, amount in demand(job, node.gpu_type, 1).items():
                 wanted[flavor] = wanted.get(flavor, 0) + amount
-        return self.ledger.allows(job.tenant, wanted)
+        return self.ledger.allows(job.tenant, wanted, self._end_of(job))
 
     # -- commit ------------------------------------------------------------------------------
 
@@ -380,15 +439,25 @@ class Cycle:
         return explain.pending(job, *known)
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
-        candidates = self._victim_candidates(job, need)
-        if not candidates or self._leaving_makes_room(job, need):
+        excess = self._reclaimable(job, need)
+        if excess is None or self._leaving_makes_room(job, need):
             return None
+        # Looking for victims is what max_preemption_attempts bounds, found or not.
         self.searched_victims = True
         self.preemption_tries += 1
+        if self._lost is None:
+            self._lost = preemption.costs(list(self.running.values()), self.now)
+        # A job that may not preempt by tier still reclaims its guarantee from borrowers.
+        tier = job.tier if job.may_preempt else self.lowest_victim_tier
+        candidates = preemption.eligible(
+            self.running, self._lost, self.evicted, tier, excess, self.capacity
+        )
         chosen = preemption.choose_victims(
             self.capacity,
             candidates,
-            need.groups,
+            excess,
+            need,
+            job.workers,
             lambda: self._fits(job, need),
             self.policy.max_victims_per_job,
         )
@@ -401,30 +470,21 @@ class Cycle:
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         return self.commit(job, slots, PREEMPTS, victims)
 
-    def _victim_candidates(self, job: QueuedJob, need: Need) -> list[RunningJob]:
+    def _reclaimable(self, job: QueuedJob, need: Need) -> dict | None:
+        """What the job may reclaim from borrowers in its cohort (perhaps nothing), or None if
+        it may evict nobody: then the running work is not scanned."""
         policy = self.policy
         if (
             not policy.preemption
             or self.preemption_tries >= policy.max_preemption_attempts
             or self.preemptors.get(job.tenant, 0) >= policy.max_preemptions_per_tenant
         ):
-            return []
-        reclaiming = self.borrowed_victims and any(
-            self.ledger.within_guarantee(job.tenant, demand(job, g.gpu_type, job.workers))
-            for g in need.groups
-        )
-        # Most blocked jobs have nobody below them: skip the scan of running work.
+            return None
+        types = sorted({g.gpu_type for g in need.groups})
+        wants = [demand(job, gpu_type, job.workers) for gpu_type in types]
+        excess = preemption.reclaimable(self.ledger, job.tenant, wants)
         by_tier = job.may_preempt and job.tier > self.lowest_victim_tier
-        if not by_tier and not reclaiming:
-            return []
-        if self._lost is None:
-            self._lost = {
-                j.id: preemption.lost_gpu_seconds(j, self.now) for j in self.running.values()
-            }
-        running = [j for j in self.running.values() if j.id not in self.evicted]
-        # A job that may not preempt by tier still reclaims its guarantee from borrowers.
-        tier = job.tier if job.may_preempt else self.lowest_victim_tier
-        return preemption.eligible(running, tier, job.tenant, reclaiming, self._lost)
+        return excess if by_tier or excess else None
 
     def _leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:
         """Whether work already asked to stop will make room for the job once it has gone.

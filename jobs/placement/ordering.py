@@ -1,5 +1,11 @@
-"""Queue order: strict tiers; weighted dominant-resource fair share between tenants inside a
-tier; inside a tenant, effective priority, then submit time, then id (a total order).
+"""Queue order: strict tiers; inside a tier, tenants whose next job fits their guarantee before
+tenants whose next job would borrow, then weighted dominant-resource fair share; inside a tenant,
+effective priority, then submit time, then id (a total order).
+
+Owners before borrowers is Kueue's rule, and what ends a reclaim loop: a borrower evicted for an
+owner's job is requeued with its old submit time, and with both tenants back at no use, fair
+share and aging alone would put the borrower first again, to start on the same borrowed
+guarantee and be evicted again next cycle. The order inside a tenant is untouched.
 
 A job's effective priority is its priority, plus points for the hours it has waited (aging),
 minus points for its size in GPU-hours (shortest and smallest first). Inside a tier aging lowers
@@ -17,7 +23,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from jobs.placement.model import Policy, QueuedJob, Tenant
 
@@ -39,9 +45,12 @@ class QueueOrder:
         totals: Mapping[str, float],
         policy: Policy,
         now: float,
+        borrows: Callable[[QueuedJob], bool] | None = None,
     ):
         self.policy = policy
         self.now = now
+        # Whether a job would borrow, asked when its tenant's turn is keyed (None: nobody does).
+        self.borrows = borrows
         self.weights = {t.id: t.weight for t in tenants}
         self.used: dict[str, dict[str, float]] = {t.id: _usage(t) for t in tenants}
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
@@ -93,7 +102,8 @@ class QueueOrder:
 
     def _tenant_key(self, tenant: str, head: QueuedJob) -> tuple:
         wait = max(self.now - head.submit_time, 0.0) / HOUR
-        return (self.share(tenant) - self.policy.aging_share_per_hour * wait, tenant)
+        borrows = self.borrows is not None and self.borrows(head)
+        return (borrows, self.share(tenant) - self.policy.aging_share_per_hour * wait, tenant)
 
     def __iter__(self) -> Iterator[QueuedJob]:
         for tier in sorted(self.tiers, reverse=True):

@@ -1,21 +1,63 @@
-"""Choosing victims: the fewest whole gangs, least work lost, that let a job fit.
+"""Choosing victims: whole jobs, few and cheap to lose, whose end lets a job fit.
 
-Victims are preemptible running jobs of a lower tier, or borrowed work of another tenant when
-the preemptor is reclaiming its own guarantee: borrowed work is reclaimed whether or not it is
-preemptible (running on another tenant's idle guarantee is running on loan). Work already asked
-to stop is nobody's victim again. Borrowed work goes first, then the work with the fewest
-GPU-seconds since its last checkpoint. Victims are released one by one until the job
-fits; then each one that turns out not to be needed is put back. If the job never fits, nothing
-is preempted.
+Who may be evicted (``eligible``):
+
+- by tier: preemptible work of a lower tier, if the job's priority class may preempt;
+- by reclaim, preemptible or not (running on another tenant's idle guarantee is running on
+  loan): work of another tenant of the job's cohort that is over its guarantee of a flavor the
+  job needs (its GPU type; CPU and memory for CPU-only work), if the job's tenant has a real
+  guarantee of that flavor (more than 0) and stays inside its guarantees with the job
+  (``reclaimable``). Who borrows is read from the cycle's quota ledger, not from the flag set
+  when the work was placed: a tenant whose other work has ended since borrows no more. A tenant
+  gives back work only while it is still over its guarantee, the one most over first.
+
+Work already asked to stop is nobody's victim again.
+
+Which (``choose_victims``), as Kubernetes picks the node to preempt on: on each node, victims
+are taken in order (reclaimed work first, the tenant most over its guarantee first, then the
+fewest GPU-seconds lost since the last checkpoint) until the node has room for one more worker
+of the job, and those the last one made unnecessary are put back: that is a *step*. Steps are
+taken cheapest first (reclaiming only, then least work lost per worker made room for) over all
+nodes until the job fits; then every victim not needed after all is put back.
+``max_victims_per_job`` bounds the victims chosen, not the candidates looked at. If the job
+never fits, nothing is preempted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import heapq
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from typing import NamedTuple
 
-from jobs.placement.capacity import Capacity, Group
-from jobs.placement.model import RunningJob
+from jobs.placement.capacity import Capacity, NodeState, Takes
+from jobs.placement.fit import Need
+from jobs.placement.model import WHOLE_GPU, RunningJob, gpu_flavor
+from jobs.placement.quota import Ledger
 from jobs.placement.reservation import releases_of
+
+# (tenant, flavor) -> how much more than its guarantee the tenant uses.
+Excess = dict[tuple[str, str], int]
+# ((tenant, flavor), amount) for each flavor a victim holds that its tenant is over on.
+Claims = tuple[tuple[tuple[str, str], int], ...]
+MANY = 1 << 30
+
+
+class Candidate(NamedTuple):
+    """A running job that may be evicted for the job, and why."""
+
+    job: RunningJob
+    lost: float
+    by_tier: bool
+    # Non-empty for borrowed work the job may reclaim.
+    claims: Claims = ()
+    # Its tenant's largest excess over a guarantee (reclaimed work only).
+    excess: int = 0
+
+
+# A candidate's part on one node: what it frees there.
+Part = tuple[Candidate, Takes, int, int]
+# (key, victims): the victims to stop on a node for room for more workers.
+Step = tuple[tuple, list[Candidate]]
 
 
 def lost_gpu_seconds(job: RunningJob, now: float) -> float:
@@ -24,65 +66,342 @@ def lost_gpu_seconds(job: RunningJob, now: float) -> float:
     return job.gpu_milli / 1000.0 * max(now - since, 0.0)
 
 
-def eligible(
-    running: Iterable[RunningJob], tier: int, tenant: str, reclaiming: bool, lost: dict
-) -> list[RunningJob]:
-    """Jobs a job of ``tier`` from ``tenant`` may evict, cheapest to lose first.
+def costs(running: Collection[RunningJob], now: float) -> dict[str, float]:
+    """Each running job's ``lost_gpu_seconds``, cheapest first (the dict keeps the order); on a
+    tie, work placed on borrowed quota first.
 
-    ``lost`` maps a job id to its ``lost_gpu_seconds``.
+    Built once per cycle: finding one job's victims then filters, rather than sorts, the
+    running work.
     """
-    out = [
-        j
-        for j in running
-        if not j.stopping
-        and (
-            (j.preemptible and j.tier < tier) or (reclaiming and j.borrowed and j.tenant != tenant)
-        )
-    ]
-    out.sort(key=lambda j: (not j.borrowed, lost[j.id], j.tier, j.id))
+    lost = {j.id: lost_gpu_seconds(j, now) for j in running}
+    ranked = sorted(running, key=lambda j: (lost[j.id], not j.borrowed, j.tier, j.id))
+    return {j.id: lost[j.id] for j in ranked}
+
+
+# -- who may be evicted ----------------------------------------------------------------------
+
+
+def reclaimable(ledger: Ledger, tenant: str, demands: Iterable[Mapping[str, int]]) -> Excess:
+    """What the tenant may reclaim for a job asking one of ``demands`` (one per GPU type the job
+    may use): the excess of the cohort's other tenants over their guarantee of each flavor the
+    tenant has a real guarantee of, needs, and stays inside its guarantees with."""
+    out: Excess = {}
+    cohort = ledger.cohort.get(tenant)
+    for want in demands:
+        if not ledger.within_guarantee(tenant, want):
+            continue
+        for flavor in _needed(want):
+            quota = ledger.quota.get((tenant, flavor))
+            if quota is not None and quota.guaranteed > 0:
+                out.update(_over_guarantee(ledger, cohort, flavor, tenant))
     return out
+
+
+def _needed(want: Mapping[str, int]) -> list[str]:
+    """The flavors a demand is about: its GPU type, or CPU and memory for CPU-only work."""
+    gpu = [flavor for flavor, amount in want.items() if amount and flavor.startswith("gpu:")]
+    return gpu or [flavor for flavor in ("cpu", "memory") if want.get(flavor)]
+
+
+def _over_guarantee(ledger: Ledger, cohort: str | None, flavor: str, but: str) -> Excess:
+    out: Excess = {}
+    for tenant, theirs in ledger.cohort.items():
+        quota = ledger.quota.get((tenant, flavor))
+        if theirs == cohort and tenant != but and quota is not None:
+            excess = ledger.usage.get((tenant, flavor), 0) - quota.guaranteed
+            if excess > 0:
+                out[(tenant, flavor)] = excess
+    return out
+
+
+def eligible(
+    running: Mapping[str, RunningJob],
+    lost: Mapping[str, float],
+    gone: Container[str],
+    below: int,
+    excess: Excess,
+    capacity: Capacity,
+) -> list[Candidate]:
+    """Jobs that may be evicted for a job, in the order to take them.
+
+    ``lost`` is ``costs`` (cheapest first); ``gone`` the jobs already evicted. Preemptible work
+    of a tier under ``below`` goes by tier; work holding a flavor its tenant has ``excess`` of
+    (``reclaimable``) is reclaimed, before the rest, the tenant most over first.
+    """
+    over = {tenant for tenant, _ in excess}
+    reclaimed: list[Candidate] = []
+    by_tier: list[Candidate] = []
+    for job_id, cost in lost.items():
+        job = running[job_id]
+        tier_ok = job.preemptible and job.tier < below
+        if not (tier_ok or job.tenant in over) or job.stopping or job_id in gone:
+            continue
+        claims = _claims(job, excess, capacity) if job.tenant in over else ()
+        if claims:
+            most = max(excess[key] for key, _ in claims)
+            reclaimed.append(Candidate(job, cost, tier_ok, claims, most))
+        elif tier_ok:
+            by_tier.append(Candidate(job, cost, True))
+    reclaimed.sort(key=lambda c: -c.excess)  # stable: least work lost first for equal excess
+    return reclaimed + by_tier
+
+
+def _claims(job: RunningJob, excess: Excess, capacity: Capacity) -> Claims:
+    held: dict[str, int] = {"cpu": 0, "memory": 0}
+    for node, takes, cpu, mem in releases_of(job, capacity):
+        if takes:
+            flavor = gpu_flavor(node.gpu_type)
+            held[flavor] = held.get(flavor, 0) + sum(m for _, m in takes)
+        held["cpu"] += cpu
+        held["memory"] += mem
+    keys = ((job.tenant, flavor) for flavor, amount in held.items() if amount)
+    return tuple((key, held[key[1]]) for key in keys if key in excess)
+
+
+def _open(candidate: Candidate, excess: Excess, spent: dict) -> bool:
+    """Whether the candidate may still go: by tier, or its tenant is still over on a flavor."""
+    return candidate.by_tier or any(excess[k] > spent.get(k, 0) for k, _ in candidate.claims)
+
+
+def _spend(candidate: Candidate, spent: dict, sign: int) -> None:
+    for key, amount in candidate.claims:
+        spent[key] = spent.get(key, 0) + sign * amount
+
+
+# -- which ones ------------------------------------------------------------------------------
 
 
 def choose_victims(
     capacity: Capacity,
-    candidates: list[RunningJob],
-    groups: list[Group],
+    candidates: list[Candidate],
+    excess: Excess,
+    need: Need,
+    workers: int,
     fit: Callable[[], list | None],
     limit: int,
 ) -> tuple[list[RunningJob], list] | None:
     """Victims and the job's slots, with the victims' resources left released; or None.
 
-    Only candidates holding something in ``groups`` can help, so only those are tried.
+    ``need`` is one worker's shape and where it may go, ``workers`` how many there are,
+    ``excess`` what ``eligible`` was given, ``fit`` the job's slots in the capacity as it is.
     """
-    wanted = {id(g) for g in groups}
-    useful = [
-        j for j in candidates if any(id(r[0].group) in wanted for r in releases_of(j, capacity))
-    ][:limit]
-    victims: list[RunningJob] = []
-    for job in useful:
-        release(capacity, job)
-        victims.append(job)
-        if fit() is not None:
-            break
-    else:
-        for job in victims:
-            restore(capacity, job)
+    nodes = _by_node(capacity, candidates, need)
+    # A node's steps are worked out only once its first one could be the cheapest left: the
+    # heap holds a lower bound of its key until then (and sorts it first on a tie).
+    heap = []
+    for order, (node, parts) in nodes.items():
+        floor = _floor(node, parts, need, workers)
+        if floor is not None:
+            heap.append((floor, 0, order, 0))
+    heapq.heapify(heap)
+    plans: dict[int, list[Step]] = {}
+    taken: dict[str, Candidate] = {}  # in the order taken
+    spent: dict = {}
+    per_group: dict[int, int] = {}
+    while heap:
+        _, worked_out, order, k = heapq.heappop(heap)
+        node, parts = nodes[order]
+        if not worked_out:
+            parts = [part for part in parts if part[0].job.id not in taken]
+            plans[order] = _node_steps(node, parts, need, workers, excess, limit)
+        else:
+            step = plans[order][k][1]
+            group = id(node.group)
+            if per_group.get(group, 0) + len(step) > limit:
+                continue  # more victims in the group than allowed; the node's next steps too
+            per_group[group] = per_group.get(group, 0) + _take(capacity, step, excess, spent, taken)
+            if fit() is not None:
+                return _keep(capacity, list(taken.values()), fit, limit)
+            k += 1
+        if k < len(plans[order]):
+            heapq.heappush(heap, (plans[order][k][0], 1, order, k))
+    for victim in reversed(taken.values()):
+        restore(capacity, victim.job)
+    return None
+
+
+def _by_node(
+    capacity: Capacity, candidates: list[Candidate], need: Need
+) -> dict[int, tuple[NodeState, list[Part]]]:
+    """Candidates' parts on the nodes the job may use, in candidate order, by node order."""
+    wanted = {id(g) for g in need.groups}
+    found: dict[NodeState, list[Part]] = {}
+    useless: set[NodeState] = set()
+    for candidate in candidates:
+        for node, takes, cpu, mem in capacity.releases(candidate.job):
+            parts = found.get(node)
+            if parts is None:
+                if node in useless:
+                    continue
+                if id(node.group) not in wanted or (need.avoid_held and node.held):
+                    useless.add(node)
+                    continue
+                parts = found[node] = []
+            parts.append((candidate, takes, cpu, mem))
+    return {node.order: (node, parts) for node, parts in found.items()}
+
+
+def _floor(node: NodeState, parts: list[Part], need: Need, workers: int) -> tuple | None:
+    """At most the key of the node's first step (see ``_step_key``), found cheaply; None if
+    the node has room for every worker already or its candidates are too few to make more."""
+    slots = node.full if need.gpus else _slots_of(node.gpus, need)
+    have = _room(slots, node.cpu, node.mem, need)
+    if have >= workers:
         return None
-    return _prune(capacity, victims, fit)
+    fewest = 1
+    if need.gpus and slots // need.gpus <= have:
+        # Short of whole GPUs: it takes at least that many over the most one victim frees here.
+        most = max(len(part[1]) for part in parts)
+        short = need.gpus * (have + 1) - slots
+        fewest = -(-short // most) if most else len(parts) + 1
+    if fewest > len(parts):
+        return None
+    losts = [part[0].lost for part in parts]
+    lost = min(losts) if fewest == 1 else sum(sorted(losts)[:fewest])
+    most_over = max((part[0].excess for part in parts if part[0].claims), default=None)
+    if most_over is None:
+        return (True, 0, lost / (workers - have), 0)
+    return (False, -most_over, lost / (workers - have), 0)
 
 
-def _prune(capacity: Capacity, victims: list[RunningJob], fit) -> tuple[list, list]:
-    # The greedy pass may have taken victims that a later, bigger one made unnecessary.
-    kept: list[RunningJob] = []
-    for job in reversed(victims[:-1]):
-        restore(capacity, job)
+def _take(
+    capacity: Capacity, step: list[Candidate], excess: Excess, spent: dict, taken: dict
+) -> int:
+    """Release the step's victims not yet taken whose tenant may still lose work; how many."""
+    count = 0
+    for victim in step:
+        if victim.job.id not in taken and _open(victim, excess, spent):
+            release(capacity, victim.job)
+            _spend(victim, spent, 1)
+            taken[victim.job.id] = victim
+            count += 1
+    return count
+
+
+def _node_steps(
+    node: NodeState, parts: list[Part], need: Need, workers: int, excess: Excess, limit: int
+) -> list[Step]:
+    """The victims to stop on one node, step by step: each step makes room for more workers."""
+    room = _Room(node, need)
+    have = room.workers()
+    spent: dict = {}
+    pending = list(parts)
+    plan: list[Step] = []
+    count = 0
+    while pending and have < workers:
+        tried: list[Part] = []
+        while pending and room.workers() <= have:
+            part = pending.pop(0)
+            if _open(part[0], excess, spent):
+                room.change(part, 1)
+                _spend(part[0], spent, 1)
+                tried.append(part)
+        if room.workers() <= have:
+            break  # the rest of the node's candidates cannot make room
+        kept = _reprieve(room, tried, have, spent, pending)
+        count += len(kept)
+        if count > limit:
+            break
+        victims = [part[0] for part in kept]
+        gain = room.workers() - have
+        plan.append((_step_key(victims, min(gain, workers - have)), victims))
+        have += gain
+    return plan
+
+
+def _reprieve(
+    room: _Room, tried: list[Part], have: int, spent: dict, pending: list[Part]
+) -> list[Part]:
+    """The tried victims still needed for room for more than ``have`` workers; the others go
+    back to the front of ``pending``, in order."""
+    kept = [tried[-1]]
+    back = []
+    for part in reversed(tried[:-1]):
+        room.change(part, -1)
+        if room.workers() > have:
+            _spend(part[0], spent, -1)
+            back.append(part)
+        else:
+            room.change(part, 1)
+            kept.append(part)
+    pending[:0] = back[::-1]
+    return kept[::-1]
+
+
+def _step_key(victims: list[Candidate], gained: int) -> tuple:
+    reclaimed = [v for v in victims if v.claims]
+    return (
+        len(reclaimed) < len(victims),  # evicts by tier
+        -min((v.excess for v in reclaimed), default=0),
+        sum(v.lost for v in victims) / gained,
+        sum(not v.job.borrowed for v in victims),  # a tie: work placed on borrowed quota first
+    )
+
+
+def _slots_of(gpus: Iterable[int], need: Need) -> int:
+    """Whole GPUs free, or shares of the job's size the GPUs have room for."""
+    if need.gpus:
+        return sum(m >= WHOLE_GPU for m in gpus)
+    return sum(m // need.milli for m in gpus) if need.milli else 0
+
+
+def _room(slots: int, cpu: int, mem: int, need: Need) -> int:
+    """How many workers of the job fit in ``slots`` (``_slots_of``), ``cpu`` and ``mem``."""
+    n = cpu // need.cpu if need.cpu else MANY
+    if need.mem:
+        n = min(n, mem // need.mem)
+    if need.gpus:
+        n = min(n, slots // need.gpus)
+    elif need.milli:
+        n = min(n, slots)
+    return n
+
+
+class _Room:
+    """A node's free room, in workers of the job, while victims are tried on it."""
+
+    __slots__ = ("gpus", "cpu", "mem", "need", "slots")
+
+    def __init__(self, node: NodeState, need: Need):
+        self.gpus = list(node.gpus)
+        self.cpu = node.cpu
+        self.mem = node.mem
+        self.need = need
+        self.slots = _slots_of(self.gpus, need)
+
+    def workers(self) -> int:
+        """How many workers of the job fit."""
+        return _room(self.slots, self.cpu, self.mem, self.need)
+
+    def change(self, part: Part, sign: int) -> None:
+        """Free (``sign`` 1) or take back (-1) what the part holds."""
+        _, takes, cpu, mem = part
+        for index, milli in takes:
+            before = self.gpus[index]
+            self.gpus[index] = after = before + sign * milli
+            self.slots += _slots_of((after,), self.need) - _slots_of((before,), self.need)
+        self.cpu += sign * cpu
+        self.mem += sign * mem
+
+
+def _keep(
+    capacity: Capacity, taken: list[Candidate], fit: Callable[[], list | None], limit: int
+) -> tuple[list[RunningJob], list] | None:
+    # Steps taken early may have been made unnecessary by later ones: put back, most costly
+    # first, every victim the job fits without.
+    kept: list[Candidate] = []
+    for victim in reversed(taken):
+        restore(capacity, victim.job)
         if fit() is None:
-            release(capacity, job)
-            kept.append(job)
-    kept.append(victims[-1])
+            release(capacity, victim.job)
+            kept.append(victim)
+    if len(kept) > limit:
+        for victim in kept:
+            restore(capacity, victim.job)
+        return None
     slots = fit()
     assert slots is not None  # the set still makes room: each restore was checked
-    return sorted(kept, key=lambda j: j.id), slots
+    return sorted((v.job for v in kept), key=lambda j: j.id), slots
 
 
 def release(capacity: Capacity, job: RunningJob) -> None:

@@ -6,13 +6,19 @@ use stays within the sum of the guarantees), as in Kueue. A tenant without a quo
 its cohort guarantees to others has a guarantee of 0 and no borrow limit: all it uses of that
 flavor is borrowed, reclaimable by the owners. Flavors nobody in the cohort guarantees are not
 limited.
+
+A job its tenant's quota cannot cover yet *holds* the tenant's room on the flavors it lacks for
+the rest of the cycle: the tenant's later jobs take none of it, or a stream of small jobs would
+take every bit of quota freed before the large job ahead of them could use it. As in backfill, a
+later job may still go if its runtime limit ends before the held job could start (``free_at``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
-from jobs.placement.model import Quota, Tenant
+from jobs.placement.model import Quota, Tenant, gpu_flavor
 
 
 class Ledger:
@@ -24,7 +30,9 @@ class Ledger:
         self.cohort: dict[str, str] = {}
         self.cohort_total: dict[tuple[str, str], int] = {}
         self.cohort_used: dict[tuple[str, str], int] = {}
-        # Bumped on every charge: answers cached under an older version are stale.
+        # (tenant, flavor) -> time before which the tenant's later jobs must end to use it.
+        self.held: dict[tuple[str, str], float] = {}
+        # Bumped on every charge and hold: answers cached under an older version are stale.
         self.version = 0
         tenants = list(tenants)
         guarded: dict[str, set[str]] = {}  # cohort -> flavors someone in it has a quota on
@@ -43,12 +51,15 @@ class Ledger:
                 used = self.cohort_used.get(pool, 0) + tenant.usage.get(flavor, 0)
                 self.cohort_used[pool] = used
 
-    def allows(self, tenant: str, demand: Mapping[str, int]) -> bool:
-        """Whether the tenant may take ``demand`` more, borrowing if it has to."""
+    def allows(self, tenant: str, demand: Mapping[str, int], ends: float = math.inf) -> bool:
+        """Whether the tenant may take ``demand`` more, borrowing if it has to, for a job that
+        ends by ``ends``: a flavor held for an earlier job of the tenant only until then."""
         for flavor, amount in demand.items():
             q = self.quota.get((tenant, flavor))
             if q is None or not amount:
                 continue
+            if self.held and ends > self.held.get((tenant, flavor), math.inf):
+                return False
             after = self.usage.get((tenant, flavor), 0) + amount
             if after <= q.guaranteed:
                 continue
@@ -58,6 +69,46 @@ class Ledger:
             if self.cohort_used.get(pool, 0) + amount > self.cohort_total.get(pool, 0):
                 return False
         return True
+
+    def refused(self, tenant: str, demand: Mapping[str, int]) -> list[str]:
+        """The flavors of ``demand`` the tenant's quota cannot cover now (holds aside)."""
+        # A job ending at once passes every hold.
+        return [f for f, n in demand.items() if not self.allows(tenant, {f: n}, -math.inf)]
+
+    def attainable(self, tenant: str, flavor: str, amount: int) -> bool:
+        """Whether the tenant could ever hold ``amount`` of ``flavor`` (with nothing else)."""
+        q = self.quota[(tenant, flavor)]
+        if q.borrow_limit is not None and amount > q.guaranteed + q.borrow_limit:
+            return False
+        return amount <= self.cohort_total[(self.cohort[tenant], flavor)]
+
+    def hold(self, tenant: str, flavor: str, until: float) -> None:
+        """Keep the tenant's room on ``flavor`` for a job it cannot fit yet: its later jobs in
+        the cycle take none unless they end by ``until``. The first hold of a flavor stays."""
+        if (tenant, flavor) not in self.held:
+            self.held[(tenant, flavor)] = until
+            self.version += 1
+
+    def free_at(
+        self, tenant: str, flavor: str, amount: int, ends: Iterable[tuple[float, int]], now: float
+    ) -> float:
+        """A lower bound on when the tenant's own limit (guarantee plus borrow limit) lets it
+        take ``amount`` more of ``flavor``, from the (end, amount) of its use whose end is known.
+        Use of unknown end may end at once; if the ends do not account for the use, now."""
+        q = self.quota[(tenant, flavor)]
+        if q.borrow_limit is None:
+            return now  # only the cohort limits it: no bound from the tenant's own use
+        used = self.usage.get((tenant, flavor), 0)
+        ends = sorted(ends)
+        freed = used - sum(a for _, a in ends)  # of unknown end
+        excess = used + amount - q.guaranteed - q.borrow_limit
+        if freed < 0 or freed >= excess:
+            return now
+        for end, part in ends:
+            freed += part
+            if freed >= excess:
+                return max(end, now)
+        return now
 
     def within_guarantee(self, tenant: str, demand: Mapping[str, int]) -> bool:
         """Whether ``demand`` more keeps the tenant inside its guarantee on every quota."""
@@ -85,3 +136,15 @@ class Ledger:
             if key in self.quota:
                 pool = (cohort, flavor)
                 self.cohort_used[pool] = self.cohort_used.get(pool, 0) + sign * amount
+
+
+def amount_of(slots: Iterable[tuple], flavor: str) -> int:
+    """How much of ``flavor`` (node, GPU takes, CPU, memory) slots hold: a job's placement or
+    what a running job gives back."""
+    if flavor == "cpu":
+        return sum(cpu for _, _, cpu, _ in slots)
+    if flavor == "memory":
+        return sum(mem for _, _, _, mem in slots)
+    return sum(
+        m for node, takes, _, _ in slots if gpu_flavor(node.gpu_type) == flavor for _, m in takes
+    )

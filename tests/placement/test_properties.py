@@ -256,12 +256,16 @@ def test_victims_are_lower_tier_preemptible_or_borrowed_and_not_already_stopping
     decision = place(snap)
     running = {j.id: j for j in snap.running}
     jobs = {j.id: j for j in snap.queued}
+    nodes = {n.id: n for n in snap.nodes}
+    # Borrowing is read from the quota ledger, not the stored flag: reclaimed work holds a
+    # flavor the preemptor's tenant has a real guarantee of (every tenant here is in one cohort).
+    guaranteed = {t.id: {q.flavor for q in t.quotas if q.guaranteed > 0} for t in snap.tenants}
     for outcome in decision.outcomes:
         for victim_id in outcome.victims:
             victim, job = running[victim_id], jobs[outcome.job_id]
             assert not victim.stopping
             assert (victim.preemptible and victim.tier < job.tier) or (
-                victim.borrowed and victim.tenant != job.tenant
+                victim.tenant != job.tenant and guaranteed[job.tenant] & set(_held(victim, nodes))
             )
             assert outcome.workers  # it fits once the victims are gone
     assert sorted(decision.preempted) == sorted(v for o in decision.outcomes for v in o.victims)
