@@ -7,6 +7,7 @@ makes its substrate match. Every call is scoped to one cluster: an agent can nei
 change another cluster's attempts.
 """
 
+import logging
 import time
 from collections import defaultdict
 from dataclasses import asdict, replace
@@ -27,6 +28,7 @@ from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
 
 Outcome = Attempt.Outcome
+log = logging.getLogger(__name__)
 
 
 INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shareable",
@@ -339,7 +341,12 @@ def rate_limited(
 
 
 def sweep_silent_clusters(now=None) -> dict[str, int]:
-    """Clusters whose agent went quiet: unhealthy at once, their attempts lost after a grace."""
+    """Clusters whose agent went quiet: unhealthy at once, their attempts lost after a grace.
+
+    Only while some other cluster's agent still reaches us: when every agent has gone quiet,
+    the likelier cause is on this side (the web tier, its proxy or the database down), the
+    workers are probably running, and declaring them lost would requeue every job on the
+    platform and run them twice once the agents are back."""
     now = now or timezone.now()
     silent_since = now - timedelta(seconds=settings.MLSCHED_AGENT_TIMEOUT_S)
     unhealthy = Cluster.objects.filter(
@@ -349,6 +356,12 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
     lost = Attempt.objects.filter(
         outcome="", cluster__health=Cluster.Health.UNHEALTHY, cluster__last_heartbeat__lt=lost_since
     )
+    if not Cluster.objects.filter(last_heartbeat__gte=silent_since).exists():
+        if lost.exists():
+            quiet = settings.MLSCHED_AGENT_TIMEOUT_S
+            log.warning("no cluster agent has reported for %s s: nothing is declared lost "
+                        "while none reaches the control plane", quiet)  # fmt: skip
+        return {"unhealthy": unhealthy, "lost": 0}
     reason = "its cluster agent stopped reporting"
     count = 0
     with events.coalesced():  # a whole cluster's work at once: one live message per tenant

@@ -162,9 +162,11 @@ CELERY_BEAT_SCHEDULE = {
 MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
 MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
 # An agent silent this long makes its cluster unhealthy (no new placements); silent for the
-# grace period too, its attempts are declared lost and retried elsewhere.
+# grace period too, its attempts are declared lost and retried elsewhere (while some other
+# cluster's agent still reports). Long enough for an agent to be rescheduled and restarted:
+# its workers may still run meanwhile, and a job retried too early would run twice.
 MLSCHED_AGENT_TIMEOUT_S = int(os.environ.get("MLSCHED_AGENT_TIMEOUT_S", "15"))
-MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "60"))
+MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "300"))
 # An attempt not all of whose workers run this long after placement is stopped and retried
 # (a gang rank that never came up, a pod that cannot start).
 MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))

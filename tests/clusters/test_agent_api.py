@@ -541,6 +541,7 @@ def test_an_out_of_memory_kill_fails_the_attempt_as_the_users_and_says_so():
 
 def test_a_silent_cluster_turns_unhealthy_then_its_attempts_are_lost(gang, east, settings):
     now = timezone.now()
+    ClusterFactory(name="west", last_heartbeat=now + timedelta(hours=1))  # still reporting
     Cluster.objects.filter(pk=east.pk).update(
         health=Cluster.Health.HEALTHY,
         last_heartbeat=now - timedelta(seconds=settings.MLSCHED_AGENT_TIMEOUT_S + 1),
@@ -555,6 +556,21 @@ def test_a_silent_cluster_turns_unhealthy_then_its_attempts_are_lost(gang, east,
     gang.refresh_from_db()
     assert gang.state == State.QUEUED
     assert gang.attempts.get().outcome == Outcome.LOST
+
+
+def test_nothing_is_declared_lost_while_no_cluster_reaches_the_control_plane(gang, east, settings):
+    now = timezone.now()
+    ClusterFactory(name="west", last_heartbeat=now - timedelta(hours=1))
+    Cluster.objects.filter(pk=east.pk).update(
+        health=Cluster.Health.HEALTHY, last_heartbeat=now - timedelta(hours=1)
+    )
+
+    swept = agents.sweep_silent_clusters(now)
+
+    assert swept == {"unhealthy": 2, "lost": 0}
+    assert gang.attempts.get().outcome == ""
+    east.refresh_from_db()
+    assert east.health == Cluster.Health.UNHEALTHY  # no new work goes there meanwhile
 
 
 def test_a_reported_checkpoint_is_kept_and_never_moves_back(agent, gang):

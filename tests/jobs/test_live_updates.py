@@ -13,7 +13,7 @@ from clusters.models import Cluster
 from jobs import actions, events
 from jobs.models import Attempt, Family, Job
 from jobs.states import State
-from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
 from tests.jobs.test_batch_cancel import api
 from tests.jobs.test_consumers import connect
 from tests.jobs.test_events import heard
@@ -123,6 +123,7 @@ def test_a_lost_cluster_ending_many_attempts_is_one_message_per_tenant(east, set
     for job in jobs:
         AttemptFactory(job=job, cluster=east)
     long_ago = timezone.now() - timedelta(seconds=settings.MLSCHED_AGENT_LOST_GRACE_S + 60)
+    ClusterFactory(name="west", last_heartbeat=timezone.now())  # another agent still reports
     Cluster.objects.filter(pk=east.pk).update(health=Cluster.Health.UNHEALTHY,
                                               last_heartbeat=long_ago)  # fmt: skip
 
