@@ -21,7 +21,7 @@ REDIS_TIMEOUT_S = 0.5
 
 
 async def healthz(request):
-    # Async so that waiting on Redis does not hold the one thread that runs the sync views.
+    # Async so that waiting on Redis holds no thread.
     checks = {"database": await sync_to_async(database_status)(), "redis": await redis_status()}
     healthy = checks["database"] == "ok"
     body = {"status": "ok" if healthy else "failing", **checks}

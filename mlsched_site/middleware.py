@@ -1,6 +1,10 @@
 """Request checks every view would otherwise repeat."""
 
+from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.http import JsonResponse
+from django.utils.decorators import sync_and_async_middleware
+
+from mlsched_site.health import healthz
 
 
 def refuse_nul_in_query(get_response):
@@ -14,5 +18,31 @@ def refuse_nul_in_query(get_response):
                 shown = name.replace("\x00", "\\0")
                 return JsonResponse({shown: ["Cannot contain a NUL character."]}, status=400)
         return get_response(request)
+
+    return middleware
+
+
+@sync_and_async_middleware
+def health_before_host_check(get_response):
+    """/healthz answers whatever the Host header: load balancers and Kubernetes probes send
+    the replica's IP address, which ALLOWED_HOSTS rightly does not list, and a 400 there would
+    take every replica out of rotation. Nothing else is served without the host check."""
+
+    def is_probe(request) -> bool:
+        return request.path == "/healthz" and request.method in ("GET", "HEAD")
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            if is_probe(request):
+                return await healthz(request)
+            return await get_response(request)
+
+    else:
+
+        def middleware(request):
+            if is_probe(request):
+                return async_to_sync(healthz)(request)
+            return get_response(request)
 
     return middleware

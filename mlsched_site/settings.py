@@ -16,7 +16,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MLSCHED_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -29,6 +28,15 @@ def env_bool(name: str, default: bool) -> bool:
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h]
+# Origins the browser may post from, as it names them (https://mlsched.example.com): needed
+# behind a proxy that terminates TLS, where the browser's https origin is not this server's.
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto: requests count as https, the
+# session and CSRF cookies are sent over https only, and browsers are told to keep to https.
+if env_bool("MLSCHED_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("MLSCHED_HSTS_SECONDS", "31536000"))
 
 INSTALLED_APPS = [
     "daphne",
@@ -49,6 +57,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "mlsched_site.middleware.health_before_host_check",
     "django.middleware.security.SecurityMiddleware",
     "mlsched_site.middleware.refuse_nul_in_query",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -84,10 +93,13 @@ ASGI_APPLICATION = "mlsched_site.asgi.application"
 def database_settings() -> dict:
     url = os.environ.get("DATABASE_URL")
     if url:
-        db = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        # No persistent connections: under ASGI each request runs on a thread of its own, and
+        # connections kept behind them would pile up to PostgreSQL's limit (Django's advice).
+        db = dj_database_url.parse(url, conn_max_age=0)
         # pytest-django and Channels' live server need an explicit test database name.
         db["TEST"] = {"NAME": f"test_{db['NAME']}"}
         return db
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded mode keeps its files there
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "mlsched.sqlite3",
@@ -223,8 +235,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATIC_ROOT = VAR_DIR / "staticfiles"  # unused: whitenoise serves from the finders
 # Serve the portal's assets from the app itself (whitenoise) without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -20,17 +20,27 @@ as_postgres() {
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 
 ensure_postgres() {
-  command -v pg_ctlcluster >/dev/null || apt_install postgresql postgresql-contrib
+  installed=""
+  if ! command -v pg_ctlcluster >/dev/null; then
+    apt_install postgresql postgresql-contrib
+    installed=1
+  fi
   if ! pg_up; then
     version=$(ls /etc/postgresql | sort -V | tail -n 1)
     $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start
     for _ in $(seq 30); do pg_up && break; sleep 1; done
   fi
-  # A fresh install asks for a password over TCP: give the postgres role the one we use.
-  if ! psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1; then
+  # The install this script just made asks for a password over TCP: give its postgres role the
+  # one the tests use. An existing installation's password is never changed.
+  if [ -n "$installed" ] && ! psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1; then
     as_postgres psql -qc "ALTER USER postgres PASSWORD 'postgres'" >/dev/null
   fi
-  psql "$PG_URL" -qtAc 'select 1' >/dev/null
+  if ! psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1; then
+    echo "PostgreSQL runs but refuses $PG_URL, and an existing installation's passwords are" \
+         "not changed here: run make test PG_ADMIN_URL=postgresql://USER:PASS@127.0.0.1:5432/postgres" \
+         "TEST_DATABASE_URL=postgresql://USER:PASS@127.0.0.1:5432/mlsched with a role that works" >&2
+    exit 1
+  fi
 }
 
 ensure_redis() {

@@ -17,6 +17,18 @@ def test_it_answers_200_without_logging_in_while_the_database_answers(client):
     assert response.json()["database"] == "ok"
 
 
+def test_it_answers_a_probe_that_names_the_replica_by_its_ip_address(client):
+    # Kubernetes probes and load balancers send the replica's address as the Host header.
+    assert client.get("/healthz", HTTP_HOST="10.0.0.5:8000").status_code == 200
+    assert client.get("/jobs/", HTTP_HOST="10.0.0.5:8000").status_code == 400  # nothing else
+
+
+async def test_it_answers_a_probe_by_ip_address_over_asgi(async_client):
+    response = await async_client.get("/healthz", headers={"host": "10.0.0.5:8000"})
+
+    assert response.status_code == 200
+
+
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a Redis (REDIS_URL)")
 def test_it_reports_redis_up_when_it_answers(client):
     assert client.get("/healthz").json()["redis"] == "ok"

@@ -4,7 +4,7 @@ import logging
 import time
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from jobs import scheduler
 
@@ -25,8 +25,9 @@ class Command(BaseCommand):
         while ticks == 0 or done < ticks:
             try:
                 result = scheduler.tick()
-            except DatabaseError:
-                # A lost connection or a failover must not end the loop: the next tick retries.
+            except Exception:
+                # Nothing a tick meets may end the loop (a lost connection, a failover, a bug
+                # one job's data triggers): logged, and the next tick retries afresh.
                 log.exception("scheduler tick failed")
                 result, errors = None, errors + 1
                 connection.close()
