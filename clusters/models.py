@@ -109,6 +109,17 @@ class Node(models.Model):
         return self.schedulable and self.healthy
 
 
+def protect_live(collector, field, sub_objs, using):
+    """on_delete of Allocation.node: a node holding a live allocation cannot be deleted (as
+    PROTECT: its GPUs are in use); its released allocations, which are only history, go with it
+    (as CASCADE). So a drained node can be deleted at once, and jobs.retention removes released
+    rows of nodes that stay."""
+    live = sub_objs.filter(active=True)
+    if live.exists():
+        models.PROTECT(collector, field, live, using)
+    models.CASCADE(collector, field, sub_objs, using)
+
+
 class AllocationQuerySet(models.QuerySet):
     def active(self):
         return self.filter(active=True)
@@ -132,7 +143,7 @@ class Allocation(models.Model):
     )
     worker = models.PositiveIntegerField(default=0)
     slot = models.PositiveSmallIntegerField(default=0)
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    node = models.ForeignKey(Node, on_delete=protect_live, related_name="allocations")
     gpu_index = models.PositiveSmallIntegerField(null=True, blank=True)
     gpu_milli_start = models.PositiveSmallIntegerField(default=0)
     gpu_milli = models.PositiveSmallIntegerField(default=0)

@@ -101,6 +101,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["state", "created"], name="job_state_created"),
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+            # /metrics and the overview: jobs started in the last day (queue wait).
+            models.Index(fields=["started_at"], name="job_started_at"),
         ]
 
     def __str__(self) -> str:
@@ -180,6 +182,12 @@ class Attempt(models.Model):
             models.UniqueConstraint(
                 fields=["job"], condition=models.Q(outcome=""), name="attempt_one_live_per_job"
             ),
+        ]
+        indexes = [
+            # /metrics and the overview (attempts ended or started in the last day), and
+            # jobs.retention (attempts ended before the log retention cutoff).
+            models.Index(fields=["ended_at"], name="attempt_ended_at"),
+            models.Index(fields=["started_at"], name="attempt_started_at"),
         ]
 
     def __str__(self) -> str:

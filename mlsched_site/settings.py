@@ -165,9 +165,12 @@ CELERY_BEAT_SCHEDULE = {
     "placement-cycle": {
         "task": "jobs.tasks.schedule",
         "schedule": float(os.environ.get("MLSCHED_TICK_S", "1.0")),
-        # A tick nobody ran within 5 s is stale: the next one does the same work.
-        "options": {"expires": 5},
+        # Its expiry is the task's own (jobs/tasks.py): beat's database scheduler drops this
+        # entry's options, and kicks need it too.
     },
+    # Retention (jobs.retention): old log lines, released allocations and finished jobs, daily.
+    # MLSCHED_LOG_RETENTION_DAYS (30) and MLSCHED_JOB_RETENTION_DAYS (90); 0 keeps forever.
+    "prune": {"task": "jobs.tasks.prune", "schedule": 24 * 3600.0},
 }
 
 # Scheduler
@@ -184,6 +187,10 @@ MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "3
 MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
+# Retention (jobs/retention.py), in days; 0 keeps forever: log lines of ended attempts and
+# released allocations, then finished jobs with their attempts and events.
+MLSCHED_LOG_RETENTION_DAYS = int(os.environ.get("MLSCHED_LOG_RETENTION_DAYS", "30"))
+MLSCHED_JOB_RETENTION_DAYS = int(os.environ.get("MLSCHED_JOB_RETENTION_DAYS", "90"))
 # Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # The platform-wide figures of /metrics and the portal's overview (GPUs, idle GPUs, scheduler,

@@ -1,0 +1,36 @@
+"""Delete old log lines, released allocations and finished jobs (what the daily task does)."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs import retention
+
+
+def days(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete log lines and released allocations older than --log-days, and finished jobs "
+        "(with their attempts and events) older than --job-days; 0 keeps them. Defaults: "
+        "MLSCHED_LOG_RETENTION_DAYS (30) and MLSCHED_JOB_RETENTION_DAYS (90)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--log-days", type=days, default=None, metavar="N")
+        parser.add_argument("--job-days", type=days, default=None, metavar="N")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+        )
+
+    def handle(self, *args, log_days, job_days, dry_run, **options):
+        try:
+            counts = retention.prune(keep_days=log_days, job_days=job_days, dry_run=dry_run)
+        except ValueError as error:  # a bad MLSCHED_*_RETENTION_DAYS
+            raise CommandError(str(error)) from error
+        verb = "would delete" if dry_run else "deleted"
+        for kind, n in counts.items():
+            self.stdout.write(f"{verb} {n} {kind.replace('_', ' ')}")
