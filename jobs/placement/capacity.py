@@ -51,7 +51,7 @@ class NodeState:
         self.shareable = node.gpu_shareable
         self.topology = node.topology
         self.group: Group | None = None
-        # True while the node belongs to the head-of-line reservation.
+        # True while the node belongs to a reservation the job being decided must avoid.
         self.held = False
         self.cap_cpu = node.cpu_free_milli
         self.cap_mem = node.memory_free_mb

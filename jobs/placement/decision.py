@@ -25,7 +25,8 @@ REASONS = {
     "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
-    "head_of_line": "The first job that cannot fit: nodes are held for it until they free up.",
+    "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "
+    "until they free up.",
     "beyond_queue_depth": "Too far back in the queue to be considered in this cycle.",
     "invalid_request": "The request is malformed (no workers, bad GPU share, unknown family).",
 }

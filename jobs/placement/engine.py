@@ -3,7 +3,8 @@
 1. Index the snapshot: free capacity, quota ledger, scorers, queue order.
 2. Take jobs in queue order (strict tiers, fair share, aging, submit time, id).
 3. For each: check the request, its candidate node groups and its quota; then place it, or
-   preempt for it, or reserve nodes for it (the first blocked job), or explain why it waits.
+   preempt for it, or reserve nodes for it (the first blocked job of a node pool no earlier
+   reservation holds), or explain why it waits.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import gc
 
 from jobs.placement import explain, preemption
-from jobs.placement.capacity import Capacity, Group
+from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
@@ -113,10 +114,19 @@ class Cycle:
         self.ends = ending_jobs(snapshot.running, self.now)
         self.timeline = Timeline(self.ends, self.capacity)
         self.placed_ends: list[tuple[float, QueuedJob, list[Slot]]] = []
+        self._placed_running: list[tuple[float, RunningJob]] = []
         self.initial = {k: _totals_of(g) for k, g in self.capacity.groups.items()}
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
-        self.reservation: Reservation | None = None
+        # One reservation per disjoint pool of node groups (EASY backfill per pool).
+        self.reservations: list[Reservation] = []
+        self._reserved_nodes: list[list[NodeState]] = []
+        # Group key -> index of the reservation holding nodes of that group.
+        self._pool_owner: dict[tuple, int] = {}
+        # Reservations whose nodes are flagged ``held`` now: those the current job must avoid.
+        self._flagged: tuple[int, ...] | None = ()
+        self._unreserved_lists: dict[tuple, list[Group]] = {}
+        self._avoided_by: dict[tuple, tuple[int, ...]] = {}
         self.preemption_tries = 0
         self.preemptors: dict[str, int] = {}
         staying = [j for j in snapshot.running if not j.stopping]
@@ -150,14 +160,16 @@ class Cycle:
         """The outcome for one job, updating capacity, quota and fair share if it is placed.
 
         A long queue is mostly jobs that wait for the same reason as an equal request before
-        them. While nothing has changed since (capacity, quota, reservation), and that request
-        neither searched for victims nor could have reserved, the answer is reused.
+        them. While nothing has changed since (capacity, quota, the reservations it must
+        avoid), and that request neither searched for victims nor could have reserved, the
+        answer is reused.
         """
+        avoided = self._avoided(job)
         key = None
-        if not self._may_reserve():
+        if not self._may_reserve(job):
             key = (
                 _request_of(job),
-                self._avoids_held(job),
+                avoided,
                 self._quota_end(job),
                 self.epoch,
                 self.ledger.version,
@@ -172,26 +184,64 @@ class Cycle:
                     estimated_start=known.estimated_start,
                 )
         self.searched_victims = False
-        outcome = self._decide(job)
+        outcome = self._decide(job, avoided)
         if key is not None and outcome.status == PENDING and not self.searched_victims:
             self._repeats[key] = outcome
         return outcome
 
-    def _may_reserve(self) -> bool:
-        return (
-            self.reservation is None
-            and not self.order.ahead_of_tier
-            and self.policy.backfill
-            and self.reservation_tries < self.policy.max_reservation_attempts
-        )
-
-    def _avoids_held(self, job: QueuedJob) -> bool:
-        """Whether the job must stay off nodes held for the reservation (it would still run
-        when the reservation starts)."""
-        res = self.reservation
-        if res is None or job.id == res.job_id:
+    def _may_reserve(self, job: QueuedJob, groups: list[Group] | None = None) -> bool:
+        """Whether the job could reserve nodes if blocked: tries are left and some of its
+        groups (by default every group it matches) is in a pool no reservation holds yet."""
+        if (
+            self.order.ahead_of_tier
+            or not self.policy.backfill
+            or self.reservation_tries >= self.policy.max_reservation_attempts
+        ):
             return False
-        return self._end_of(job) > res.start
+        return bool(self._unreserved(self.groups_for(job) if groups is None else groups))
+
+    def _unreserved(self, groups: list[Group]) -> list[Group]:
+        """The groups no reservation holds nodes of (``groups`` itself if none is held)."""
+        if not self._pool_owner:
+            return groups
+        # Kept alive and keyed by the reservation count: caches key on list identity.
+        key = (id(groups), len(self.reservations))
+        free = self._unreserved_lists.get(key)
+        if free is None:
+            free = [g for g in groups if g.key not in self._pool_owner]
+            if len(free) == len(groups):
+                free = groups
+            self._unreserved_lists[key] = free
+        return free
+
+    def _avoided(self, job: QueuedJob) -> tuple[int, ...]:
+        """The reservations, in pools the job could use, whose nodes it must stay off: it
+        would still run when they start. Each pool's reservation is respected on its own.
+
+        (A job that reserved is not decided again in the cycle, so it never avoids its own.)
+        """
+        if not self.reservations:
+            return ()
+        groups = self.groups_for(job)
+        end = self._end_of(job)
+        key = (id(groups), end)
+        avoided = self._avoided_by.get(key)
+        if avoided is None:
+            owners = sorted({self._pool_owner.get(g.key, -1) for g in groups} - {-1})
+            avoided = tuple(i for i in owners if end > self.reservations[i].start)
+            self._avoided_by[key] = avoided
+        return avoided
+
+    def _flag(self, avoided: tuple[int, ...]) -> None:
+        """Mark as ``held`` exactly the nodes of the reservations in ``avoided`` (the fit and
+        victim searches skip held nodes of a need with ``avoid_held``)."""
+        if avoided == self._flagged:
+            return
+        for i, nodes in enumerate(self._reserved_nodes):
+            held = i in avoided
+            for node in nodes:
+                node.held = held
+        self._flagged = avoided
 
     def _end_of(self, job: QueuedJob) -> float:
         return self.now + job.max_runtime if job.max_runtime is not None else float("inf")
@@ -200,7 +250,7 @@ class Cycle:
         """The job's end where quota answers depend on it (some tenant's quota is held)."""
         return self._end_of(job) if self.ledger.held else None
 
-    def _decide(self, job: QueuedJob) -> Outcome:
+    def _decide(self, job: QueuedJob, avoided: tuple[int, ...]) -> Outcome:
         problem = explain.invalid(job)
         if problem:
             return explain.pending(job, problem)
@@ -212,7 +262,7 @@ class Cycle:
         allowed = self._within_quota(job, groups)
         if not allowed:
             return self._over_quota(job, groups)
-        need = self._need(job, allowed)
+        need = self._need(job, allowed, avoided)
         slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
             return self.commit(job, slots, PLACED, allocated=True)
@@ -308,11 +358,12 @@ class Cycle:
         ends = [(end, amount_of(slots, flavor)) for end, slots in work]
         return [e for e in ends if e[1]]
 
-    def _need(self, job: QueuedJob, groups: list[Group]) -> Need:
+    def _need(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Need:
         need = Need(
             job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
         )
-        need.avoid_held = self._avoids_held(job)
+        self._flag(avoided)
+        need.avoid_held = bool(avoided)
         return need
 
     # -- fitting, with a memo of failures ----------------------------------------------------
@@ -322,7 +373,7 @@ class Cycle:
 
         With ``keep`` the slots found are already allocated; otherwise capacity is unchanged.
         """
-        kind, shape = _class_of(job, need)
+        kind, shape = _class_of(job, need, self._flagged)
         # A class that failed fails for any request at least as large, until something is
         # released: this is what keeps a saturated cycle fast.
         failures = self.failed.setdefault(kind, [])
@@ -423,13 +474,13 @@ class Cycle:
             return outcome
         # A job ordered above its tier for waiting long goes first for what is free, but holds
         # nothing back; it may reserve when it comes again at its own place.
-        if self._may_reserve():
+        if self._may_reserve(job, need.groups):
             self.reservation_tries += 1
             outcome = self._reserve(job, need)
             if outcome is not None:
                 return outcome
         # Jobs of one class wait for the same reason until capacity changes.
-        key = (*_class_of(job, need), self.epoch)
+        key = (*_class_of(job, need, self._flagged), self.epoch)
         known = self._pending.get(key)
         if known is None:
             known = self._pending[key] = (
@@ -523,27 +574,41 @@ class Cycle:
         self.preempted.append(victim.id)
 
     def _reserve(self, job: QueuedJob, need: Need) -> Outcome | None:
-        placed = [(when, _as_running(job, slots)) for when, job, slots in self.placed_ends]
+        """Hold for the job the earliest nodes that free up in the pools no earlier
+        reservation holds (``_may_reserve`` made sure there is one)."""
+        # Work placed in this cycle, as running work; only what was placed since the last
+        # try is converted.
+        placed = self._placed_running
+        placed += [(when, _as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
         ends = sorted(
             [e for e in self.ends if e[1].id not in self.evicted] + placed,
             key=lambda e: (e[0], e[1].id),
         )
         workers = job.workers if job.family == TRAINING else 1
+        groups, need.groups = need.groups, self._unreserved(need.groups)
 
         def attempt():
             if not any(group_can_hold(g, need, workers) for g in need.groups):
                 return None
             return self._fits(job, need)
 
-        found = earliest_fit(self.capacity, ends, need.groups, attempt)
+        try:
+            found = earliest_fit(self.capacity, ends, need.groups, attempt)
+        finally:
+            need.groups = groups
         if found is None:
             return None
         start, slots = found
-        node_ids = tuple(sorted({node.id for node, _, _, _ in slots}))
-        for node, _, _, _ in slots:
-            node.held = True
-        self.reservation = Reservation(job.id, start, node_ids)
-        self.epoch += 1
+        nodes = list({node.id: node for node, _, _, _ in slots}.values())
+        node_ids = tuple(sorted(node.id for node in nodes))
+        for node in nodes:
+            self._pool_owner[node.group.key] = len(self.reservations)
+        self.reservations.append(Reservation(job.id, start, node_ids))
+        self._reserved_nodes.append(nodes)
+        self._flagged = None  # the next job flags what it must avoid
+        self._avoided_by.clear()
+        # No new epoch: a job's answer depends on the reservations it avoids, which are part
+        # of the keys of the answers kept (the reservation takes no capacity).
         return explain.reserved(job, node_ids, start)
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
@@ -558,22 +623,37 @@ class Cycle:
         return explain.shortage(job, need, self.initial)
 
     def _estimate(self, job: QueuedJob, need: Need) -> float | None:
+        """When enough GPUs should have freed up: a gang needs them in one group (one
+        cluster and type), independent workers in one GPU type; not before the start of the
+        reservations it must respect in every such group."""
         per = job.worker_gpu_milli
         if not per:
             return None
+        if job.family == TRAINING:
+            options = [(g.key, [g]) for g in need.groups]
+        else:
+            types = sorted({g.gpu_type for g in need.groups})
+            options = [(t, [g for g in need.groups if g.gpu_type == t]) for t in types]
         best = None
-        for gpu_type in sorted({g.gpu_type for g in need.groups}):
-            free = sum(
-                g.full_total * WHOLE_GPU if job.gpus else g.milli_total
-                for g in need.groups
-                if g.gpu_type == gpu_type
-            )
-            when = self.timeline.earliest(gpu_type, per * job.workers - free)
+        for key, groups in options:
+            free = sum(g.full_total * WHOLE_GPU if job.gpus else g.milli_total for g in groups)
+            when = self.timeline.earliest(key, per * job.workers - free)
+            if when is not None and need.avoid_held:
+                when = max(when, self._held_until(groups))
             if when is not None and (best is None or when < best):
                 best = when
-        if best is not None and self.reservation is not None and need.avoid_held:
-            best = max(best, self.reservation.start)
         return best
+
+    def _held_until(self, groups: list[Group]) -> float:
+        """When the job may first use one of the groups held for reservations it avoids
+        (now, if one of them is held by none)."""
+        starts = []
+        for g in groups:
+            owner = self._pool_owner.get(g.key)
+            if owner is None or owner not in (self._flagged or ()):
+                return self.now
+            starts.append(self.reservations[owner].start)
+        return min(starts)
 
 
 def _request_of(job: QueuedJob) -> tuple:
@@ -598,12 +678,13 @@ def _at_most(a: tuple, b: tuple) -> bool:
     return a[0] <= b[0] and a[1] <= b[1] and a[2] <= b[2] and a[3] <= b[3] and a[4] <= b[4]
 
 
-def _class_of(job: QueuedJob, need: Need) -> tuple[tuple, tuple]:
+def _class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tuple[tuple, tuple]:
     """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
 
-    Group lists are cached and shared, so their identity stands for their contents.
+    Group lists are cached and shared, so their identity stands for their contents; the
+    reservations whose held nodes the job avoids are part of the kind.
     """
-    kind = (job.family, id(need.groups), need.avoid_held, bool(job.gpus))
+    kind = (job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus))
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 
 

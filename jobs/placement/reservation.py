@@ -1,8 +1,10 @@
-"""Head-of-line reservation (EASY backfill) and start-time estimates from expected ends.
+"""Head-of-line reservations (EASY backfill) and start-time estimates from expected ends.
 
 The first job that cannot fit gets the earliest node set that frees up as running jobs reach
 their expected end. Those nodes are then *held*: a later job may use them only if it is sure to
-end (now + max runtime) before the reservation starts; otherwise it must go elsewhere.
+end (now + max runtime) before the reservation starts; otherwise it must go elsewhere. There is
+one such reservation per pool of node groups (GPU type x cluster x shareable): a later blocked
+job may reserve only in groups no earlier reservation holds nodes of.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def earliest_fit(
 ) -> tuple[float, list] | None:
     """The first expected end after which ``fit`` succeeds, and its slots; capacity is restored.
 
-    Jobs are released in order of their expected end; ``fit`` is only retried after a release
-    touches one of ``groups``.
+    Jobs are released in order of their expected end, on the nodes of ``groups`` only (``fit``
+    looks nowhere else); ``fit`` is only retried after a release touches one of them.
     """
     wanted = {id(g) for g in groups}
     done: list[Release] = []
@@ -59,9 +61,10 @@ def earliest_fit(
             touched = False
             while i < len(ends) and ends[i][0] == when:
                 for release in releases_of(ends[i][1], capacity):
-                    capacity.release(*release)
-                    done.append(release)
-                    touched = touched or id(release[0].group) in wanted
+                    if id(release[0].group) in wanted:
+                        capacity.release(*release)
+                        done.append(release)
+                        touched = True
                 i += 1
             if touched:
                 slots = fit()
@@ -74,26 +77,33 @@ def earliest_fit(
 
 
 class Timeline:
-    """Cumulative GPU milli freed per GPU type over time, for cheap start estimates."""
+    """Cumulative GPU milli freed over time, for cheap start estimates: per GPU type (key: the
+    type) and per node group (key: the group's (GPU type, cluster, shareable))."""
 
     def __init__(self, ends: list[tuple[float, RunningJob]], capacity: Capacity):
-        self.times: dict[str, list[float]] = {}
-        self.freed: dict[str, list[int]] = {}
+        self.times: dict[str | tuple, list[float]] = {}
+        self.freed: dict[str | tuple, list[int]] = {}
         for when, job in ends:
             for node, takes, _, _ in releases_of(job, capacity):
                 milli = sum(m for _, m in takes)
                 if milli:
-                    times = self.times.setdefault(node.gpu_type, [])
-                    freed = self.freed.setdefault(node.gpu_type, [])
-                    times.append(when)
-                    freed.append((freed[-1] if freed else 0) + milli)
+                    self._add(node.gpu_type, when, milli)
+                    if node.group is not None:
+                        self._add(node.group.key, when, milli)
 
-    def earliest(self, gpu_type: str, shortfall: int) -> float | None:
-        """When at least ``shortfall`` milli of the type will have been freed (None: never)."""
-        freed = self.freed.get(gpu_type)
+    def _add(self, key: str | tuple, when: float, milli: int) -> None:
+        times = self.times.setdefault(key, [])
+        freed = self.freed.setdefault(key, [])
+        times.append(when)
+        freed.append((freed[-1] if freed else 0) + milli)
+
+    def earliest(self, key: str | tuple, shortfall: int) -> float | None:
+        """When at least ``shortfall`` milli of the GPU type or group ``key`` will have been
+        freed (None: never)."""
+        freed = self.freed.get(key)
         if not freed:
             return None
         if shortfall <= 0:
-            return self.times[gpu_type][0]
+            return self.times[key][0]
         i = bisect.bisect_left(freed, shortfall)
-        return self.times[gpu_type][i] if i < len(freed) else None
+        return self.times[key][i] if i < len(freed) else None

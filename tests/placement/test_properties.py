@@ -241,13 +241,21 @@ def test_backfill_on_reserved_nodes_ends_before_the_reservation(snap: Snapshot):
     jobs = {j.id: j for j in snap.queued}
     order = [o.job_id for o in decision.outcomes]
     reserved = [o for o in decision.outcomes if o.status == "reserved"]
-    assert len(reserved) <= 1
     for held in reserved:
         # Jobs considered after the reserved one are the backfill.
         for outcome in decision.outcomes[order.index(held.job_id) + 1 :]:
             if set(held.reserved_nodes) & {w.node_id for w in outcome.workers}:
                 runtime = jobs[outcome.job_id].max_runtime
                 assert runtime is not None and NOW + runtime <= held.estimated_start
+
+
+@EXAMPLES
+@given(snapshots())
+def test_reservations_hold_disjoint_node_pools(snap: Snapshot):
+    pool = {n.id: (n.gpu_type, n.cluster, n.gpu_shareable) for n in snap.nodes}
+    reserved = [o for o in place(snap).outcomes if o.status == "reserved"]
+    pools = [{pool[n] for n in o.reserved_nodes} for o in reserved]
+    assert sum(len(p) for p in pools) == len(set().union(*pools))
 
 
 @EXAMPLES
