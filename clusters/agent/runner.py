@@ -48,8 +48,9 @@ def spec_from_dict(data: dict) -> base.AttemptSpec:
 
 def refused(error: Exception) -> bool:
     """Whether the control plane turned the request down for its content (400)."""
-    response = getattr(error, "response", None) if isinstance(error, requests.HTTPError) else None
-    return response is not None and response.status_code == 400
+    if not isinstance(error, requests.HTTPError) or error.response is None:
+        return False
+    return error.response.status_code == 400
 
 
 def batches(lines: list[base.LogLine]):
