@@ -16,7 +16,7 @@ from jobs.states import State
 
 def _timestamps(target: str, now) -> dict:
     if target == State.SCHEDULED:
-        return {"scheduled_at": now}
+        return {"scheduled_at": now, "preempting_until": None}
     if target == State.RUNNING:
         # Keep the first start: queue wait is measured from submit to first start.
         return {"started_at": Coalesce(F("started_at"), now)}
@@ -192,6 +192,22 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
     return Attempt.objects.filter(
         job_id__in=job_ids, outcome="", stop_requested_at__isnull=True
     ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message[:300])
+
+
+@transaction.atomic
+def preempt(victim_ids: list[int], preemptor_ids: list[int], now=None) -> int:
+    """Ask the victims to stop and give the room they leave to the jobs they stop for.
+
+    The claim lasts until the preemptor starts, or for as long as the victims are expected to
+    take to go (their grace period, twice) and a minute more.
+    """
+    now = now or timezone.now()
+    stopped = request_stop(
+        victim_ids, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now
+    )
+    until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
+    Job.objects.filter(id__in=preemptor_ids, state=State.QUEUED).update(preempting_until=until)
+    return stopped
 
 
 @transaction.atomic

@@ -49,7 +49,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     clock.lap(result, "decide")
     commit(decision, now, result)  # 3
     clock.lap(result, "commit")
-    result.preempted = preempt(decision)  # 4
+    result.preempted = preempt(decision, now)  # 4
     explain(decision, loaded, result)  # 5
     clock.lap(result, "explain")
     beat(seconds=sum(result.seconds.values()), jobs=result.considered)
@@ -67,11 +67,13 @@ def commit(decision: Decision, now: float, result: CycleResult) -> None:
         result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
 
 
-def preempt(decision: Decision) -> list[int]:
-    """Ask every victim of this cycle to stop; the preemptor is placed once they are gone."""
+def preempt(decision: Decision, now: float) -> list[int]:
+    """Ask every victim of this cycle to stop; the preemptor is placed once they are gone (the
+    room is its own until then)."""
     victims = [int(job_id) for job_id in decision.preempted]
     if victims:
-        actions.request_stop(victims, "preempted", "preempted for a higher-priority job")
+        preemptors = [int(o.job_id) for o in decision.outcomes if o.status == PREEMPTS]
+        actions.preempt(victims, preemptors, datetime.fromtimestamp(now, tz=UTC))
     return victims
 
 

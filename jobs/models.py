@@ -76,6 +76,12 @@ class Job(models.Model):
     not_before = models.DateTimeField(
         null=True, blank=True, help_text="Retry backoff: not placed before this time."
     )
+    preempting_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The job asked work to stop to make room for itself: until it starts (or "
+        "this time passes) that room is its own, ahead of the queue.",
+    )
     created = models.DateTimeField(default=timezone.now)
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -32,7 +32,7 @@ QUEUED_FIELDS = [
     "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
-    "priority_class__may_preempt",
+    "priority_class__may_preempt", "preempting_until",
 ]  # fmt: skip
 
 
@@ -56,7 +56,7 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
         running=running_jobs(rows),
-        queued=tuple(to_queued(job, clusters) for job in queued),
+        queued=tuple(to_queued(job, clusters, now) for job in queued),
         tenants=tenants(rows),
         now=now,
         seed=seed,
@@ -213,7 +213,8 @@ def queued_jobs(now: float):
     )
 
 
-def to_queued(job: dict, clusters) -> p.QueuedJob:
+def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
+    claim = job["preempting_until"]
     return p.QueuedJob(
         id=str(job["id"]),
         tenant=str(job["tenant_id"]),
@@ -231,6 +232,7 @@ def to_queued(job: dict, clusters) -> p.QueuedJob:
         max_runtime=float(job["max_runtime_s"]),
         clusters=cluster_ids(job["cluster_selector"], clusters),
         may_preempt=job["priority_class__may_preempt"],
+        preempting=claim is not None and claim.timestamp() > now,
     )
 
 

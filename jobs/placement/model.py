@@ -109,6 +109,9 @@ class QueuedJob:
     # Whether the job's priority class may evict lower tiers. Reclaiming the tenant's own
     # guarantee from borrowers is allowed either way.
     may_preempt: bool = True
+    # The job has evicted work for itself and not started since: the room its victims leave
+    # is its claim (it is decided before the queue; see QueueOrder).
+    preempting: bool = False
 
     @property
     def worker_gpu_milli(self) -> int:

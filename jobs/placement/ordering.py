@@ -16,6 +16,12 @@ comes once more, ahead of its tier, with the highest tier, so nothing waits fore
 busier tier either. There it takes capacity that is free, but neither evicts by that tier nor
 reserves nodes (``ahead_of_tier``); if it still waits, it comes again at its own place with the
 rights of its own tier. Waiting long never drains nodes for a job ahead of its turn.
+
+A job that has evicted work for itself (``preempting``) comes first of all, until it starts, as
+Kubernetes keeps a preemptor's nominated node for it: the room its victims leave, and the nodes
+they leave, are its own. Otherwise a class above it would take (or reserve) that room and the
+preemptor would evict a second job for the room it already paid for. It too comes again at its
+own place.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class QueueOrder:
         queued = list(queued)
         top = max((job.tier for job in queued), default=0)
         starved = _starved(queued, top, policy.tier_wait_limit_hours, now)
+        self.preempting = [job for job in queued if job.preempting]
         for job in queued:
             self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
             if job.id in starved:
@@ -106,6 +113,8 @@ class QueueOrder:
         return (borrows, self.share(tenant) - self.policy.aging_share_per_hour * wait, tenant)
 
     def __iter__(self) -> Iterator[QueuedJob]:
+        self.ahead_of_tier = False
+        yield from sorted(self.preempting, key=lambda job: (-job.tier, self._job_key(job)))
         for tier in sorted(self.tiers, reverse=True):
             queues = self.tiers[tier]
             heap = [(self._tenant_key(t, q[0]), t, 0) for t, q in queues.items()]

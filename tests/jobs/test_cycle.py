@@ -281,6 +281,33 @@ def test_while_its_victim_is_in_its_grace_period_the_preemptor_evicts_nobody_els
     assert stopping.count() == 1
 
 
+def test_the_room_a_preemptor_made_is_its_own_even_against_a_higher_class():
+    n8_a100_nodes(2)
+    low = PriorityClassFactory(name="low", value=-100)
+    victims = [training(gpus=8, preemptible=True, priority_class=low) for _ in range(2)]
+    cycle.run_cycle()
+    high = training(
+        gpus=8, priority_class=PriorityClassFactory(name="high", value=100, may_preempt=True)
+    )
+    (victim,) = cycle.run_cycle().preempted
+    high.refresh_from_db()
+    assert high.preempting_until > timezone.now()
+    top = training(gpus=8, priority_class=PriorityClassFactory(name="top", value=200,
+                                                               may_preempt=False))  # fmt: skip
+    assert cycle.run_cycle().preempted == []  # the victim is in its grace period
+    actions.end_attempt(Attempt.objects.get(job_id=victim).pk, Attempt.Outcome.PREEMPTED)
+
+    result = cycle.run_cycle()
+
+    assert (result.placed, result.preempted) == ([high.pk], [])
+    high.refresh_from_db()
+    top.refresh_from_db()
+    assert (high.state, high.preempting_until) == (State.SCHEDULED, None)
+    assert top.state == State.QUEUED
+    still = [v for v in victims if v.pk != victim]
+    assert Attempt.objects.get(job__in=still).stop_requested_at is None
+
+
 def test_it_writes_the_explanation_only_when_it_changes():
     n8_a100_nodes(1)
     job = training(workers=2, gpus=8)
