@@ -158,7 +158,8 @@ def test_a_tenant_whose_next_job_fits_its_guarantee_goes_before_one_that_would_b
 @dataclasses.dataclass
 class World:
     """Cycles as the live scheduler runs them: placed work runs to its runtime limit, a victim
-    stops within a minute and is then requeued as it was (same submit time)."""
+    stops within a minute and is then requeued as it was (same submit time), and the job it
+    stopped for holds that room until it starts (``preempting``)."""
 
     nodes: tuple[Node, ...]
     tenants: tuple[Tenant, ...]
@@ -180,8 +181,10 @@ class World:
                 self.running[victim], stopping=True, expected_end=now + 60
             )
         for o in decision.outcomes:
+            if o.status == "preempts":
+                self.queue[o.job_id] = dataclasses.replace(self.queue[o.job_id], preempting=True)
             if o.status == "placed":
-                job = self.queue.pop(o.job_id)
+                job = dataclasses.replace(self.queue.pop(o.job_id), preempting=False)
                 self.jobs[job.id] = job
                 self.started.append((now, job.id))
                 allocations = tuple(
@@ -235,6 +238,21 @@ def test_an_owner_reclaiming_its_guarantee_runs_and_the_borrower_is_evicted_once
     assert [job for _, job in world.started] == ["v", "p"]
     assert world.evicted == ["v"]
     assert "p" in world.running and "v" in world.queue
+
+
+def test_an_owner_whose_head_job_would_borrow_still_reclaims_its_guarantee_only_once():
+    # A's head job (16 GPUs) would borrow and cannot run, so A orders as a borrower; B's
+    # evicted job, requeued with its old submit time, would come first again by aging.
+    nodes, (v, p), tenants = _owner_and_borrower(0)
+    head = j_training("head", workers=2, gpus=8, tenant="A", priority=50, max_runtime=HOUR)
+    world = World(nodes, tenants, {"v": dataclasses.replace(v, preemptible=True)})
+    for step in range(12):
+        if step == 1:
+            world.queue.update(head=head, p=p)
+        world.cycle(NOW + 120 * step)
+
+    assert [job for _, job in world.started] == ["v", "p"]
+    assert world.evicted == ["v"]
 
 
 def test_a_gang_blocked_by_its_tenants_quota_starts_once_its_tenants_running_work_ends():
