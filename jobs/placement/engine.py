@@ -28,6 +28,7 @@ from jobs.placement.model import (
 )
 from jobs.placement.ordering import QueueOrder
 from jobs.placement.quota import Ledger, amount_of
+from jobs.placement.quota_gate import QuotaGate, demand, end_of
 from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
 
@@ -72,14 +73,6 @@ def _collector_paused():
             gc.enable()
 
 
-def demand(job: QueuedJob, gpu_type: str, workers: int) -> dict[str, int]:
-    """Quota flavors ``workers`` workers of the job use on a node of ``gpu_type``."""
-    out = {"cpu": job.cpu_milli * workers, "memory": job.memory_mb * workers}
-    if job.worker_gpu_milli and gpu_type:
-        out[gpu_flavor(gpu_type)] = job.worker_gpu_milli * workers
-    return out
-
-
 class Cycle:
     """The mutable state of one cycle; ``decide`` is called once per job in queue order."""
 
@@ -89,6 +82,7 @@ class Cycle:
         self.now = snapshot.now
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
+        self.quota = QuotaGate(self.ledger, self.now)
         workload = learn_workload(
             snapshot.queued,
             snapshot.recent_shapes,
@@ -140,9 +134,6 @@ class Cycle:
         self.epoch = 0
         self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
-        self._types: dict[int, tuple[str, ...]] = {}
-        self._allowed: dict[tuple, list[Group]] = {}
-        self._quota_answers: dict[tuple, list[Group]] = {}
         self._repeats: dict[tuple, Outcome] = {}
         self.searched_victims = False
 
@@ -170,7 +161,7 @@ class Cycle:
             key = (
                 _request_of(job),
                 avoided,
-                self._quota_end(job),
+                self.quota.end_key(job),
                 self.epoch,
                 self.ledger.version,
             )
@@ -223,7 +214,7 @@ class Cycle:
         if not self.reservations:
             return ()
         groups = self.groups_for(job)
-        end = self._end_of(job)
+        end = end_of(job, self.now)
         key = (id(groups), end)
         avoided = self._avoided_by.get(key)
         if avoided is None:
@@ -243,13 +234,6 @@ class Cycle:
                 node.held = held
         self._flagged = avoided
 
-    def _end_of(self, job: QueuedJob) -> float:
-        return self.now + job.max_runtime if job.max_runtime is not None else float("inf")
-
-    def _quota_end(self, job: QueuedJob) -> float | None:
-        """The job's end where quota answers depend on it (some tenant's quota is held)."""
-        return self._end_of(job) if self.ledger.held else None
-
     def _decide(self, job: QueuedJob, avoided: tuple[int, ...]) -> Outcome:
         problem = explain.invalid(job)
         if problem:
@@ -259,7 +243,7 @@ class Cycle:
             return explain.pending(job, explain.missing(job, self.capacity))
         if explain.too_large(job, groups):
             return explain.pending(job, "worker_too_large")
-        allowed = self._within_quota(job, groups)
+        allowed = self.quota.allowed(job, groups)
         if not allowed:
             return self._over_quota(job, groups)
         need = self._need(job, allowed, avoided)
@@ -282,68 +266,15 @@ class Cycle:
             self._groups[key] = groups
         return groups
 
-    def _within_quota(
-        self, job: QueuedJob, groups: list[Group], workers: int | None = None
-    ) -> list[Group]:
-        # A gang needs all its workers' quota in one GPU type; a shard needs one worker's
-        # (the rest is checked shard by shard).
-        if workers is None:
-            if job.family == TRAINING or job.workers == 1:
-                workers = job.workers
-            elif self._within_quota(job, groups, job.workers) is groups:
-                return groups  # every shard fits any type's quota (cached for _fit_tasks)
-            else:
-                workers = 1
-        shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
-        key = (job.tenant, shape, id(groups), self.ledger.version, self._quota_end(job))
-        allowed = self._quota_answers.get(key)
-        if allowed is None:
-            allowed = self._quota_answers[key] = self._allowed_groups(job, groups, workers)
-        return allowed
-
-    def _allowed_groups(self, job: QueuedJob, groups: list[Group], workers: int) -> list[Group]:
-        types = self._types_of(groups)
-        end = self._end_of(job)
-        ok = tuple(t for t in types if self.ledger.allows(job.tenant, demand(job, t, workers), end))
-        if ok == types:
-            return groups
-        # Equal inputs give the same list object, so the failure memo can key on its id.
-        key = (id(groups), ok)
-        allowed = self._allowed.get(key)
-        if allowed is None:
-            allowed = self._allowed[key] = [g for g in groups if g.gpu_type in ok]
-        return allowed
-
-    def _types_of(self, groups: list[Group]) -> tuple[str, ...]:
-        types = self._types.get(id(groups))
-        if types is None:
-            types = self._types[id(groups)] = tuple(sorted({g.gpu_type for g in groups}))
-        return types
-
     def _borrows(self, job: QueuedJob) -> bool:
-        """Whether the whole job would borrow on every GPU type it may use, at what its tenant
-        holds now (the cycle's start plus what the cycle gave it)."""
-        types = self._types_of(self.groups_for(job)) or ("",)
-        return not any(
-            self.ledger.within_guarantee(job.tenant, demand(job, t, job.workers)) for t in types
-        )
+        """Whether the whole job would borrow on every GPU type it may use."""
+        return self.quota.borrows(job, self.groups_for(job))
 
     def _over_quota(self, job: QueuedJob, groups: list[Group]) -> Outcome:
-        """The job waits for quota. Unless it is ahead of its tier (which holds nothing back),
-        its tenant's room on each flavor it lacks is held for it: later jobs of the tenant take
-        none, unless they end before the job could start (as far as the tenant's own limit
-        says), so a stream of small jobs cannot keep a large one waiting for ever."""
+        """The job waits for quota; its tenant's room is held for it, unless it is ahead of its
+        tier (which holds nothing back)."""
         if not self.order.ahead_of_tier:
-            ledger, tenant = self.ledger, job.tenant
-            for gpu_type in self._types_of(groups):
-                wanted = demand(job, gpu_type, job.workers)
-                for flavor in ledger.refused(tenant, wanted):
-                    if (tenant, flavor) not in ledger.held and ledger.attainable(
-                        tenant, flavor, wanted[flavor]
-                    ):
-                        ends = self._known_ends(tenant, flavor)
-                        until = ledger.free_at(tenant, flavor, wanted[flavor], ends, self.now)
-                        ledger.hold(tenant, flavor, until)
+            self.quota.hold_for(job, groups, self._known_ends)
         return explain.pending(job, "quota_exceeded")
 
     def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
@@ -402,7 +333,7 @@ class Cycle:
         """Independent workers (shards), all or none; quota checked per worker's GPU type."""
         groups = need.groups
         # If every worker could go to any of the types within quota, skip per-shard checks.
-        if self._within_quota(job, groups, job.workers) is groups:
+        if self.quota.allowed(job, groups, job.workers) is groups:
             return find_tasks(
                 need, job.workers, self.scorer, self.policy, self.capacity, spread, keep
             )
@@ -411,7 +342,7 @@ class Cycle:
         outcome = None
         try:
             for _ in range(job.workers):
-                need.groups = [g for g in groups if self._one_more(job, g, slots)]
+                need.groups = [g for g in groups if self.quota.one_more(job, g, slots)]
                 if not need.groups:
                     return QUOTA
                 found = find_task(need, self.scorer, self.policy, counts)
@@ -429,15 +360,6 @@ class Cycle:
                 for node, takes, cpu, mem in reversed(slots):
                     self.capacity.release(node, takes, cpu, mem)
         return slots
-
-    def _one_more(self, job: QueuedJob, group: Group, slots: list[Slot]) -> bool:
-        if len(slots) == 0:
-            return True  # checked by the caller
-        wanted = demand(job, group.gpu_type, 1)
-        for node, _, _, _ in slots:
-            for flavor, amount in demand(job, node.gpu_type, 1).items():
-                wanted[flavor] = wanted.get(flavor, 0) + amount
-        return self.ledger.allows(job.tenant, wanted, self._end_of(job))
 
     # -- commit ------------------------------------------------------------------------------
 
