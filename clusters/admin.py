@@ -38,6 +38,14 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     list_select_related = ["cluster"]
 
+    def get_deleted_objects(self, objs, request):
+        # A deleted node takes its released allocations (history only; a live one protects
+        # it). Allocations cannot be deleted on their own here, which would otherwise refuse
+        # the whole deletion for want of that permission.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed.discard(Allocation._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
 
 @admin.register(Allocation)
 class AllocationAdmin(ReadOnlyAdmin):

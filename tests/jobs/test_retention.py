@@ -301,16 +301,19 @@ def test_the_daily_task_prunes_with_the_settings(node, settings):
     assert django_settings.CELERY_BEAT_SCHEDULE["prune"]["task"] == "jobs.tasks.prune"
 
 
-def test_the_admin_deletes_a_node_once_prune_removed_its_released_rows(admin_client, node):
+def test_the_admin_deletes_a_drained_node_with_its_released_rows_but_not_a_busy_one(
+    admin_client, node
+):
     busy = NodeFactory(cluster=node.cluster)
-    finished_job(node, days=40)
-    live_job(busy, days=40)
-    page = f"/admin/clusters/node/{node.pk}/delete/"
-    # Allocations are read-only in the admin, so it will not delete released rows itself.
-    assert admin_client.get(page).context["perms_lacking"]
-
-    retention.prune(NOW, keep_days=30, job_days=0)
+    finished_job(node, days=1)
+    live_job(busy, days=1)
 
     assert admin_client.get(f"/admin/clusters/node/{busy.pk}/delete/").context["protected"]
-    assert admin_client.post(page, {"post": "yes"}).status_code == 302
+    page = admin_client.get(f"/admin/clusters/node/{node.pk}/delete/")
+    assert (page.context["perms_lacking"], page.context["protected"]) == (set(), [])
+    assert (
+        admin_client.post(f"/admin/clusters/node/{node.pk}/delete/", {"post": "yes"}).status_code
+        == 302
+    )
     assert list(Node.objects.all()) == [busy]
+    assert Allocation.objects.filter(node=busy).count() == 1
