@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 
 from clusters.models import Allocation, Cluster, Node
 from jobs.admin import ReadOnlyAdmin
+from quotas.admin import TenantScoped
 
 
 class NodeInline(admin.TabularInline):
@@ -48,10 +49,11 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Allocation)
-class AllocationAdmin(ReadOnlyAdmin):
+class AllocationAdmin(TenantScoped, ReadOnlyAdmin):
     """Allocations are written by the scheduler only: a deleted live one would leave its GPUs
     in use by a worker and free to the scheduler."""
 
     list_display = ["attempt", "worker", "node", "gpu_index", "gpu_milli", "active", "borrowed"]
     list_filter = ["active", "borrowed"]
     list_select_related = ["attempt__job", "node__cluster"]
+    tenant_path = "attempt__job__tenant"

@@ -3,6 +3,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
 from jobs.models import Attempt, Job, JobEvent, LogChunk
+from quotas.admin import TenantScoped
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -33,7 +34,7 @@ class JobEventInline(ReadOnlyInline):
 
 
 @admin.register(Job)
-class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
+class JobAdmin(TenantScoped, ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
     """Jobs are read-mostly here: they change through the lifecycle, not through edits.
 
     Each job's "Object permissions" page grants guardian's view_job and cancel_job to a user or
@@ -42,8 +43,11 @@ class JobAdmin(ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
     """
 
     list_display = ["id", "name", "tenant", "family", "state", "priority_class", "created"]
-    list_filter = ["state", "family", "tenant", "priority_class"]
+    # Only tenants with jobs in the list: a tenant admin is not shown the others' names.
+    list_filter = ["state", "family", ("tenant", admin.RelatedOnlyFieldListFilter),
+                   "priority_class"]  # fmt: skip
     search_fields = ["name", "id"]
+    tenant_path = "tenant"
     list_select_related = ["tenant", "priority_class"]
     inlines = [AttemptInline, JobEventInline]
     actions = ["cancel_jobs"]
@@ -86,20 +90,21 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(ReadOnlyAdmin):
+class AttemptAdmin(TenantScoped, ReadOnlyAdmin):
     list_display = ["job", "number", "cluster", "outcome", "exit_code", "started_at", "ended_at"]
     list_filter = ["outcome", "cluster"]
     list_select_related = ["job", "cluster"]
 
 
 @admin.register(JobEvent)
-class JobEventAdmin(ReadOnlyAdmin):
+class JobEventAdmin(TenantScoped, ReadOnlyAdmin):
     list_display = ["time", "job", "from_state", "to_state", "reason"]
     list_filter = ["to_state"]
     list_select_related = ["job"]
 
 
 @admin.register(LogChunk)
-class LogChunkAdmin(ReadOnlyAdmin):
+class LogChunkAdmin(TenantScoped, ReadOnlyAdmin):
+    tenant_path = "attempt__job__tenant"
     list_display = ["attempt", "worker", "seq", "stream", "created"]
     list_select_related = ["attempt__job"]

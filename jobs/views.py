@@ -60,17 +60,18 @@ def overview(request):
 
 
 def metrics(request):
-    """Prometheus scrape: `Authorization: Bearer $MLSCHED_METRICS_TOKEN`, or a staff session.
+    """Prometheus scrape: `Authorization: Bearer $MLSCHED_METRICS_TOKEN`, or a platform
+    admin's (superuser's) session.
 
-    The numbers name clusters and GPU types, so they are not public.
+    The numbers name clusters, GPU types and every tenant, so they are not for tenant admins.
     """
     token = settings.MLSCHED_METRICS_TOKEN
     bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    allowed = request.user.is_staff or (
+    allowed = request.user.is_superuser or (
         token and secrets.compare_digest(bearer.encode(), token.encode())
     )
     if not allowed:
-        return HttpResponse("metrics need a staff session or the metrics token\n", status=403)
+        return HttpResponse("metrics need a platform admin or the metrics token\n", status=403)
     return HttpResponse(platform_metrics.render(), content_type="text/plain; version=0.0.4")
 
 

@@ -1,11 +1,38 @@
 from django.contrib import admin
 
 from clusters.models import Node
-from quotas.models import Membership, PriorityClass, Quota, Tenant
+from quotas.models import Membership, PriorityClass, Quota, Tenant, administered_tenants
 from quotas.usage import usage_by_tenant
 
 
-class QuotaInline(admin.TabularInline):
+class TenantScoped:
+    """Rows of the tenants the staff user administers only (every tenant for a superuser): a
+    tenant admin's model permissions reach their own tenants and their records, no others."""
+
+    tenant_path = "job__tenant"
+
+    def get_queryset(self, request):
+        rows = super().get_queryset(request)
+        if request.user.is_superuser:
+            return rows
+        return rows.filter(**{f"{self.tenant_path}__in": administered_tenants(request.user)})
+
+
+class PlatformOnly:
+    """What a tenant could use to give itself more (quotas, fair share, who may preempt) is
+    changed by platform admins (superusers) only; tenant admins may look."""
+
+    def has_add_permission(self, request, *args):
+        return request.user.is_superuser and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+
+class QuotaInline(PlatformOnly, admin.TabularInline):
     model = Quota
     extra = 1
     fields = ["flavor", "guaranteed", "borrow_limit", "in_use"]
@@ -40,21 +67,37 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(TenantScoped, admin.ModelAdmin):
+    """A tenant admin sees the tenants they own and manages their members; the rest of a
+    tenant (its quotas, fair share, cohort) and new tenants are the platform admins'."""
+
     list_display = ["name", "slug", "fair_share_weight", "created"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaInline, MembershipInline]
+    tenant_path = "pk"
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser and super().has_add_permission(request)
+
+    def get_readonly_fields(self, request, obj=None):
+        if request.user.is_superuser:
+            return ()
+        return ("name", "slug", "fair_share_weight", "cohort")
+
+    def get_prepopulated_fields(self, request, obj=None):
+        return self.prepopulated_fields if request.user.is_superuser else {}
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(admin.ModelAdmin):
+class PriorityClassAdmin(PlatformOnly, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "description"]
     filter_horizontal = ["tenants"]
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(TenantScoped, PlatformOnly, admin.ModelAdmin):
     list_display = ["tenant", "flavor", "guaranteed", "borrow_limit"]
     list_filter = ["flavor"]
     list_select_related = ["tenant"]
+    tenant_path = "tenant"

@@ -51,6 +51,15 @@ class Membership(models.Model):
         return self.role in (self.Role.OWNER, self.Role.MEMBER)
 
 
+def administered_tenants(user):
+    """The tenants a staff user manages in the admin. Superusers are the platform admins: every
+    tenant. Other staff are tenant admins: the tenants they own, and only those, whatever model
+    permissions they hold (Django's are per model, not per tenant)."""
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.OWNER)
+
+
 def validate_flavor(value: str) -> None:
     """A resource flavor is `cpu` (millicores), `memory` (MiB) or `gpu:<type>` (GPUs)."""
     if value in ("cpu", "memory"):

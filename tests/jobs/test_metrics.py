@@ -59,9 +59,12 @@ def test_label_values_are_escaped_so_no_value_can_end_its_line(scrape):
     assert f'mlsched_gpus{{cluster="east",gpu_type="{escaped}",state="total"}} 8' in lines
 
 
-def test_a_staff_session_may_read_it(client):
-    client.force_login(UserFactory(username="ops", is_staff=True))
+def test_a_platform_admin_may_read_it_and_a_tenant_admin_may_not(client):
+    # A tenant admin is staff too, but the figures name every tenant.
+    client.force_login(UserFactory(username="tenant-admin", is_staff=True))
+    assert client.get("/metrics").status_code == 403
 
+    client.force_login(UserFactory(username="ops", is_staff=True, is_superuser=True))
     assert client.get("/metrics").status_code == 200
 
 
