@@ -4,16 +4,26 @@ One consumer per open job page. Permission is checked in connect(): a job the us
 is refused before anything is sent. State changes arrive through the job's tenant group (one
 message listing the tenant's changes, however many jobs moved) and are filtered down to this
 job here: the page hears at most one state per message, its job's latest.
+
+A page stays open for hours, so before passing a message on the consumer checks again, at most
+every RECHECK_S seconds, that the session's user may still see the job: a user removed from the
+tenant, deactivated or logged out has the socket closed (4404) instead of hearing more.
 """
 
+import time
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import JsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import get_user
 
 from jobs import access, events
 
 NOT_FOUND = 4404
+RECHECK_S = 5.0
 
 
 class StateMessage(TypedDict):
@@ -44,6 +54,7 @@ class JobConsumer(JsonWebsocketConsumer):
             self.close(code=NOT_FOUND)
             return
         self.job_id = job_id
+        self.checked_at = time.monotonic()
         self.groups_joined = [events.tenant_group(job["tenant_id"]), events.logs_group(job_id)]
         for group in self.groups_joined:
             async_to_sync(self.channel_layer.group_add)(group, self.channel_name)
@@ -57,14 +68,34 @@ class JobConsumer(JsonWebsocketConsumer):
         for group in getattr(self, "groups_joined", []):
             async_to_sync(self.channel_layer.group_discard)(group, self.channel_name)
 
+    def still_allowed(self) -> bool:
+        """Whether the session's user may still see the job; closes the socket if not."""
+        if self.job_id is None:
+            return False  # closed already: messages still in flight are dropped
+        if time.monotonic() - self.checked_at < RECHECK_S:
+            return True
+        # The session as stored now, not the copy read at connect: a logout deletes it, and
+        # get_user() refuses a deactivated user or one whose password has changed.
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+        session = store(self.scope["session"].session_key)
+        user = get_user(SimpleNamespace(session=session))
+        if not access.visible_jobs(user).filter(pk=self.job_id).exists():
+            self.job_id = None
+            self.close(code=NOT_FOUND)
+            return False
+        self.checked_at = time.monotonic()
+        return True
+
     def job_changes(self, message: events.JobChanges):
         # Changes are listed in commit order: the last one of this job is where it is now.
         mine = [change for change in message["changes"] if change["job"] == self.job_id]
-        if mine:
+        if mine and self.still_allowed():
             latest = mine[-1]
             self.send_json(
                 StateMessage(type="state", state=latest["to_state"], reason=latest["reason"])
             )
 
     def job_logs(self, message: events.JobLogs):
+        if not self.still_allowed():
+            return
         self.send_json(LogsMessage(type="logs", lines=message["lines"]))
