@@ -124,7 +124,9 @@ def main(argv=None) -> int:
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
         parser.error("set MLSCHED_TOKEN to your API token")
-    if not token.isascii():
+    # Printable ASCII without spaces, as tokens are: any other character would come back in
+    # an error message that quotes the Authorization header, the token with it.
+    if not (token.isascii() and token.isprintable() and " " not in token):
         parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
     api = Api(os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000"), token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
