@@ -3,7 +3,9 @@
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
 mix could not use), jobs by state, queue wait (submit to first start) per family and per
-tenant, attempt outcomes, preemption rate and wasted GPU-seconds (all over the last day), the
+tenant, jobs finished and the job success rate (failures split into the user's code and the
+infrastructure), attempt outcomes, preemption rate and wasted GPU-seconds (all over the last
+day), the
 scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
@@ -20,7 +22,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.core.cache import caches
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
@@ -28,6 +30,7 @@ from jobs import snapshot
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
+from jobs.states import State
 
 WINDOW = timedelta(days=1)
 PLATFORM_KEY = "mlsched-metrics-platform"
@@ -74,7 +77,7 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     shared = platform(now)
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queue_wait(now, jobs),
-        *attempts(now, attempts_of), *shared.control,
+        *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
 
 
@@ -220,6 +223,40 @@ def summary(label: str, groups: dict[str, list[float]]):
 
 def quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
+
+
+# How a failed job's last attempt ended says whose failure it was: its own code (an error exit,
+# or the runtime limit it asked for) or the platform (retries of infrastructure failures used up).
+USER_FAILURES = (Attempt.Outcome.USER_ERROR, Attempt.Outcome.TIMEOUT)
+
+
+def finished(now, jobs) -> list[Metric]:
+    """Jobs finished in the last day by how, and the success rate: succeeded / (succeeded +
+    failed). Canceled jobs are neither."""
+    last = Attempt.objects.filter(job=OuterRef("pk")).order_by("-number").values("outcome")[:1]
+    rows = (
+        jobs.filter(finished_at__gte=now - WINDOW)
+        .annotate(last_outcome=Subquery(last))
+        .order_by()
+        .values_list("state", "last_outcome")
+    )
+    counts = dict.fromkeys(("succeeded", "user_error", "infra_error", "canceled"), 0)
+    for state, outcome in rows:
+        if state == State.FAILED:
+            counts["user_error" if outcome in USER_FAILURES else "infra_error"] += 1
+        elif state in counts:
+            counts[state] += 1
+    ended = counts["succeeded"] + counts["user_error"] + counts["infra_error"]
+    return [
+        *metric("mlsched_jobs_finished", "gauge",
+                "Jobs finished in the last day: succeeded, failed by their own code (error "
+                "exit or runtime limit), failed by the infrastructure (retries used up), "
+                "canceled.",
+                [({"outcome": k}, n) for k, n in counts.items()]),
+        *metric("mlsched_job_success_rate", "gauge",
+                "Succeeded / (succeeded + failed), jobs finished in the last day.",
+                [({}, counts["succeeded"] / ended if ended else 0)]),
+    ]  # fmt: skip
 
 
 def attempts(now, attempts_of) -> list[Metric]:

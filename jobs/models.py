@@ -109,6 +109,8 @@ class Job(models.Model):
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
             # /metrics and the overview: jobs started in the last day (queue wait).
             models.Index(fields=["started_at"], name="job_started_at"),
+            # /metrics and the overview: jobs finished in the last day (success rate).
+            models.Index(fields=["finished_at"], name="job_finished_at"),
         ]
 
     def __str__(self) -> str:

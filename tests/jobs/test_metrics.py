@@ -14,7 +14,8 @@ from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
     "mlsched_gpus_fragmented", "mlsched_jobs", "mlsched_queue_wait_seconds",
-    "mlsched_queue_wait_seconds_by_tenant", "mlsched_attempts_ended", "mlsched_preemption_rate",
+    "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
+    "mlsched_attempts_ended", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
@@ -135,6 +136,31 @@ def test_it_reports_queue_wait_and_preemption_rate(scrape):
     assert "mlsched_preemption_rate 1" in lines
     assert 'mlsched_attempts_ended{outcome="preempted"} 1' in lines
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
+
+
+def finish(outcome, retries_left=0):
+    """A job whose only attempt ends with ``outcome``; with no retries left, it fails on an
+    infrastructure failure too."""
+    NodeFactory(gpu_count=8)
+    job = JobFactory(gpus=1, max_retries=retries_left)
+    cycle.run_cycle()
+    actions.end_attempt(job.attempts.get().pk, outcome)
+    return Job.objects.get(pk=job.pk)
+
+
+def test_it_splits_failed_jobs_into_code_and_infrastructure_failures_for_the_success_rate(scrape):
+    ended = Attempt.Outcome
+    outcomes = [ended.SUCCEEDED] * 3 + [ended.USER_ERROR, ended.TIMEOUT, ended.LOST, ended.CANCELED]
+    jobs = [finish(outcome) for outcome in outcomes]
+    requeued = finish(Attempt.Outcome.INFRA_ERROR, retries_left=1)
+
+    lines = scrape()
+
+    assert [j.state for j in jobs[3:]] == ["failed", "failed", "failed", "canceled"]
+    assert requeued.state == State.QUEUED  # not finished: not counted
+    for outcome, n in [("succeeded", 3), ("user_error", 2), ("infra_error", 1), ("canceled", 1)]:
+        assert f'mlsched_jobs_finished{{outcome="{outcome}"}} {n}' in lines
+    assert "mlsched_job_success_rate 0.5" in lines
 
 
 def test_it_reports_heartbeat_ages(scrape):
