@@ -17,8 +17,9 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from clusters.backends import base
@@ -41,29 +42,44 @@ def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
 
     The cluster's node rows are locked first, in id order, as a placement commit locks them:
     written in the order the agent reported them, the two could deadlock."""
-    now = timezone.now()
     list(cluster.nodes.order_by("id").select_for_update().values_list("id", flat=True))
     reported = {inv.name: inv for inv in nodes}  # a name reported twice: the last one counts
     Node.objects.bulk_create(
         [Node(cluster=cluster, name=inv.name, cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
               gpu_type=inv.gpu_type, gpu_count=inv.gpu_count, gpu_shareable=inv.gpu_shareable,
-              topology=inv.topology, healthy=inv.ready, last_seen=now)
+              topology=inv.topology, healthy=inv.ready, last_seen=Now())
          for inv in reported.values()],
         update_conflicts=True, unique_fields=["cluster", "name"], update_fields=INVENTORY_FIELDS,
     )  # fmt: skip
     cluster.nodes.exclude(name__in=reported).update(healthy=False)
-    mark_alive(cluster, now)
+    mark_alive(cluster)
 
 
-def mark_alive(cluster: Cluster, now) -> None:
+def mark_alive(cluster: Cluster) -> None:
     """The agent answered. Only the cluster's row is written: nodes get `last_seen` from the
-    inventory, so a heartbeat never waits on (or deadlocks with) a commit's node locks."""
-    Cluster.objects.filter(pk=cluster.pk).update(last_heartbeat=now, health=Cluster.Health.HEALTHY)
+    inventory, so a heartbeat never waits on (or deadlocks with) a commit's node locks.
+
+    The time is the database's: the sweep that judges it runs elsewhere (the scheduler's host),
+    and two hosts' clocks may differ by more than the agent timeout."""
+    Cluster.objects.filter(pk=cluster.pk).update(
+        last_heartbeat=Now(), health=Cluster.Health.HEALTHY
+    )
+
+
+def database_now() -> datetime:
+    """The database's clock: the one every liveness time is written with and judged by.
+
+    SQLite is the embedded mode: one process, one clock."""
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")  # what Now() writes
+        return cursor.fetchone()[0]
 
 
 def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     """Apply the agent's report, then answer with the cluster's desired state."""
-    mark_alive(cluster, timezone.now())
+    mark_alive(cluster)
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
     for worker in workers:
         by_attempt[worker.attempt_id].append(worker)
@@ -346,8 +362,10 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
     Only while some other cluster's agent still reaches us: when every agent has gone quiet,
     the likelier cause is on this side (the web tier, its proxy or the database down), the
     workers are probably running, and declaring them lost would requeue every job on the
-    platform and run them twice once the agents are back."""
-    now = now or timezone.now()
+    platform and run them twice once the agents are back.
+
+    `now` is the database's clock (heartbeats are written with it), not this host's."""
+    now = now or database_now()
     silent_since = now - timedelta(seconds=settings.MLSCHED_AGENT_TIMEOUT_S)
     unhealthy = Cluster.objects.filter(
         health=Cluster.Health.HEALTHY, last_heartbeat__lt=silent_since

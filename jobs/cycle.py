@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db.models import F
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from jobs import actions, snapshot
 from jobs.commit import commit_batch
@@ -107,9 +107,10 @@ def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | N
 
 
 def beat(shard: str = "default", seconds: float = 0.0, jobs: int = 0) -> None:
-    """Record that the shard ran a cycle (health checks look for missing ticks)."""
+    """Record that the shard ran a cycle (health checks look for missing ticks), on the
+    database's clock, as heartbeats are."""
     SchedulerShard.bump(
-        shard, last_cycle_at=timezone.now(), cycles=F("cycles") + 1,
+        shard, last_cycle_at=Now(), cycles=F("cycles") + 1,
         last_cycle_seconds=seconds, last_cycle_jobs=jobs,
     )  # fmt: skip
 

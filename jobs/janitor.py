@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.utils import timezone
 
 from clusters import agents
 from clusters.models import Allocation
@@ -18,8 +17,11 @@ def sweep(now=None) -> dict[str, int]:
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
-    go to another job."""
-    now = now or timezone.now()
+    go to another job.
+
+    Times are the database's clock (`now` by default), as heartbeats and placements write them:
+    the hosts that write them and this one may disagree by more than any timeout here."""
+    now = now or agents.database_now()
     clusters = agents.sweep_silent_clusters(now)
     return {
         "released": release_orphans(now),

@@ -25,6 +25,7 @@ from django.core.cache import caches
 from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.utils import timezone
 
+from clusters.agents import database_now
 from clusters.models import Allocation, Cluster, Node
 from jobs import snapshot
 from jobs.models import Attempt, Job, SchedulerShard
@@ -108,7 +109,9 @@ def platform(now) -> Platform:
 
 
 def compute_platform(now) -> Platform:
-    return Platform(now, [*gpus(now), *idle_gpus(now)], [*scheduler(now), *agents(now)])
+    # Heartbeats and cycles are stamped with the database's clock: ages are counted on it.
+    clock = database_now()
+    return Platform(now, [*gpus(now), *idle_gpus(now)], [*scheduler(clock), *agents(clock)])
 
 
 def render() -> str:

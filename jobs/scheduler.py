@@ -16,6 +16,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from clusters import agents
 from jobs import cycle, events, janitor
 
 log = logging.getLogger(__name__)
@@ -23,13 +24,22 @@ log = logging.getLogger(__name__)
 _local_flight = threading.Lock()
 _wake = threading.Event()
 
+# A frozen scheduler (stopped, swapping, its host cut off) keeps its database session, so its
+# lock and the node rows its commit holds, until its host comes back or TCP gives up on it
+# (hours); meanwhile every other scheduler skips its turn. A cycle talks to the database all
+# along (its longest pause, deciding, takes seconds for tens of thousands of jobs), so a holder
+# idle for MLSCHED_CYCLE_STALL_S is frozen: PostgreSQL ends its session and another scheduler
+# takes over. idle_session_timeout came with PostgreSQL 14.
+IDLE_TIMEOUTS_SINCE = 140000
+
 
 @contextmanager
 def single_flight(shard: str = "default"):
     """Yield True if this process holds the shard's cycle lock, False if another one does.
 
     A PostgreSQL advisory lock: it dies with the session, so a killed scheduler never leaves it
-    held. It only saves wasted work; correctness rests on the commit's row locks.
+    held, and a frozen one's session is ended after MLSCHED_CYCLE_STALL_S idle. It only saves
+    wasted work; correctness rests on the commit's row locks.
     """
     if not settings.MLSCHED_SINGLE_FLIGHT:
         yield True
@@ -46,11 +56,22 @@ def single_flight(shard: str = "default"):
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
         acquired = cursor.fetchone()[0]
+        stall = acquired and connection.pg_version >= IDLE_TIMEOUTS_SINCE
+        if stall:
+            ms = str(settings.MLSCHED_CYCLE_STALL_S * 1000)
+            cursor.execute(
+                "SELECT set_config('idle_session_timeout', %s, false), "
+                "set_config('idle_in_transaction_session_timeout', %s, false)",
+                [ms, ms],
+            )
         try:
             yield acquired
         finally:
             if acquired:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+            if stall:
+                cursor.execute("RESET idle_session_timeout")
+                cursor.execute("RESET idle_in_transaction_session_timeout")
 
 
 def tick() -> cycle.CycleResult | None:
@@ -59,7 +80,10 @@ def tick() -> cycle.CycleResult | None:
         if not acquired:
             return None
         with events.coalesced():  # the cycle's commit batches and the sweep: one message a tenant
-            result = cycle.run_cycle()
+            # The database's clock, as the janitor's (which reads it again): the times the
+            # commit writes (placed, asked to stop) are judged against heartbeats, which the
+            # web hosts write with it.
+            result = cycle.run_cycle(now=agents.database_now().timestamp())
             janitor.sweep()
     if result.placed or result.preempted:
         log.info(

@@ -2,14 +2,15 @@
 
 DATABASE_URL  PostgreSQL in production and in the tests. Unset: a SQLite file with IMMEDIATE
               transactions (the embedded single-process mode).
-REDIS_URL     Celery broker, Channels layer and (in database 1) the API rate counters. Unset:
-              in-memory channel layer, in-process scheduling and per-process rate counters.
+REDIS_URL     Celery broker, Channels layer and (in database MLSCHED_THROTTLE_REDIS_DB of the same
+              server, 1 by default) the API rate counters. Unset: in-memory channel layer,
+              in-process scheduling and per-process rate counters.
 SECRET_KEY, DEBUG, ALLOWED_HOSTS as usual.
 """
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -138,15 +139,28 @@ else:
 # worker of its cluster, about 150 bytes each; its log batches are kept near 1 MiB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 
-# The API's rate counters must be shared by every web process: Redis when there is one, in a
-# database of their own so that clearing them touches nothing else. The default cache is each
-# process's own memory; it holds the platform-wide metrics (MLSCHED_METRICS_CACHE_S).
+
+def redis_database_url(url: str, db: int) -> str:
+    """`url` (redis://, rediss:// or unix://), credentials and options kept, naming database
+    `db` of the same server. A `db` in the query string would win over the path: it goes."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "db"]
+    if parts.scheme == "unix":  # the path is the socket's: the database is a query option
+        return f"unix://{parts.netloc}{parts.path}?{urlencode([*query, ('db', db)])}"
+    return urlunsplit(parts._replace(path=f"/{db}", query=urlencode(query)))
+
+
+# The API's rate counters must be shared by every web process: Redis when there is one, on
+# REDIS_URL's server but in a database of their own (MLSCHED_THROTTLE_REDIS_DB), so that
+# clearing them touches neither the broker's queues nor the channel layer. The default cache is
+# each process's own memory; it holds the platform-wide metrics (MLSCHED_METRICS_CACHE_S).
+MLSCHED_THROTTLE_REDIS_DB = int(os.environ.get("MLSCHED_THROTTLE_REDIS_DB", "1"))
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": urlunsplit(urlsplit(REDIS_URL)._replace(path="/1")),
+            "LOCATION": redis_database_url(REDIS_URL, MLSCHED_THROTTLE_REDIS_DB),
             "KEY_PREFIX": "mlsched-rate",
             # A request waits at most about a second for its counter, then goes through.
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
@@ -175,6 +189,9 @@ CELERY_BEAT_SCHEDULE = {
 
 # Scheduler
 MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
+# How long the scheduler's database session may sit idle while it holds the cycle lock before
+# PostgreSQL (14 or later) ends it: a frozen scheduler then lets another one take over.
+MLSCHED_CYCLE_STALL_S = int(os.environ.get("MLSCHED_CYCLE_STALL_S", "120"))
 MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
 # An agent silent this long makes its cluster unhealthy (no new placements); silent for the
 # grace period too, its attempts are declared lost and retried elsewhere (while some other
