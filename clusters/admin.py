@@ -1,4 +1,6 @@
-from django.contrib import admin, messages
+from django.contrib import admin
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 
 from clusters.models import Allocation, Cluster, Node
 from jobs.admin import ReadOnlyAdmin
@@ -25,11 +27,19 @@ class ClusterAdmin(admin.ModelAdmin):
 
     @admin.action(description="Issue a new agent token (shown once)")
     def rotate_agent_token(self, request, queryset):
-        for cluster in queryset:
-            token = cluster.rotate_token()
-            self.message_user(
-                request, f"Agent token for {cluster.name}: {token}", level=messages.WARNING
-            )
+        # The tokens go on this answer alone, never in a message: messages wait for the next
+        # page in a cookie that is signed, not encrypted.
+        issued = [(cluster, cluster.rotate_token()) for cluster in queryset]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "New agent tokens",
+            "issued": issued,
+            "server_url": f"{request.scheme}://{request.get_host()}",
+        }
+        response = TemplateResponse(request, "admin/clusters/cluster/agent_tokens.html", context)
+        add_never_cache_headers(response)
+        return response
 
 
 @admin.register(Node)

@@ -7,8 +7,8 @@
     cancel ID        cancel a job
     logs ID [-f]     a job's output; -f follows it until the job ends
 
-MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (an API token from the admin, or
-`manage.py drf_create_token USER`) say where and who. Plain HTTP: no Django needed.
+MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
+portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
 """
 
 import argparse

@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from jobs import access, actions, throttles
@@ -17,6 +18,7 @@ from jobs.access import visible_jobs
 from jobs.models import Attempt, Job
 from jobs.serializers import SubmitSerializer
 from jobs.states import TERMINAL
+from quotas import tokens
 
 
 def index(request):
@@ -118,3 +120,37 @@ def cancel(request, pk):
     if not access.can_see(request.user, job):
         return redirect("index")  # its page would be a 404 for a holder of the grant alone
     return redirect("job", pk=job.pk)
+
+
+@never_cache  # the answer to a create holds the new key: no browser or proxy keeps it
+@login_required
+def api_tokens(request):
+    """The user's own API tokens, and a new one: its key is on this response only."""
+    values, errors, status, issued = {"name": "", "expires": ""}, {}, 200, None
+    if request.method == "POST":
+        values = {"name": request.POST.get("name", ""), "expires": request.POST.get("expires", "")}
+        try:
+            days = tokens.parse_expiry(values["expires"])
+            token, key = tokens.create_token(request.user, values["name"], days)
+            issued, values = {"token": token, "key": key}, {"name": "", "expires": ""}
+        except tokens.TokenError as error:
+            errors, status = {error.field: error.message}, 400
+    context = {
+        "tokens": request.user.api_tokens.all(),
+        "issued": issued,
+        "values": values,
+        "errors": errors,
+        "expiry_days": tokens.EXPIRY_DAYS,
+        "name_max": tokens.NAME_MAX,
+        "now": timezone.now(),
+    }
+    return render(request, "portal/tokens.html", context, status=status)
+
+
+@login_required
+@require_POST
+def revoke_api_token(request, pk):
+    # Only the user's own tokens: anyone else's is a 404, as if it did not exist.
+    token = get_object_or_404(request.user.api_tokens, pk=pk)
+    tokens.revoke_token(token, by=request.user)
+    return redirect("api_tokens")

@@ -11,6 +11,8 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
+    path("tokens/", portal.api_tokens, name="api_tokens"),
+    path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

@@ -1,7 +1,15 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from clusters.models import Node
-from quotas.models import Membership, PriorityClass, Quota, Tenant, administered_tenants
+from quotas import tokens
+from quotas.models import (
+    ApiToken,
+    Membership,
+    PriorityClass,
+    Quota,
+    Tenant,
+    administered_tenants,
+)
 from quotas.usage import usage_by_tenant
 
 
@@ -101,3 +109,43 @@ class QuotaAdmin(TenantScoped, PlatformOnly, admin.ModelAdmin):
     list_filter = ["flavor"]
     list_select_related = ["tenant"]
     tenant_path = "tenant"
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Users' API tokens, for platform admins only: listed and revoked, never edited, and never
+    shown (only a hash is stored, and that is not displayed either). A token is its user's,
+    not a tenant's: tenant admins see none."""
+
+    list_display = ["name", "user", "prefix", "created", "last_used", "expires"]
+    fields = list_display
+    readonly_fields = list_display
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    actions = ["revoke"]
+
+    def has_module_permission(self, request):
+        return request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return False  # users create their own, in the portal: the key is shown to them alone
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoked through the action, so the verb logs who did it
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.is_superuser
+
+    @admin.action(description="Revoke selected API tokens", permissions=["revoke"])
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset.select_related("user"):
+            tokens.revoke_token(token, by=request.user)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} API token(s).", level=messages.SUCCESS)

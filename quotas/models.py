@@ -1,9 +1,11 @@
-"""Tenants, their members and quotas, and the priority classes jobs run under."""
+"""Tenants, their members and quotas, the priority classes jobs run under, and the users'
+API tokens."""
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 
 class Tenant(models.Model):
@@ -147,3 +149,32 @@ class PriorityClass(models.Model):
         the tenants were prefetched)."""
         listed = {t.pk for t in self.tenants.all()}
         return tenant.pk in listed or (not self.may_preempt and not listed)
+
+
+class ApiToken(models.Model):
+    """A user's personal token for the REST API and the CLI (`Authorization: Token <key>`).
+
+    Only the key's SHA-256 is kept: the key is shown once, when created (quotas.tokens), and a
+    leaked database lets nobody call the API as its users."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    # The key's first characters, to tell tokens apart; too few to guess the rest from.
+    prefix = models.CharField(max_length=12, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # Not auto_now_add: keys carried over from the old tokens keep their creation time.
+    created = models.DateTimeField(default=timezone.now)
+    last_used = models.DateTimeField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True, help_text="Empty: never.")
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}...)"
+
+    def has_expired(self, now) -> bool:
+        return self.expires is not None and self.expires <= now

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
@@ -65,20 +67,40 @@ def test_the_cluster_page_lists_its_nodes(admin_client):
     assert "gpu-node-7" in page.text
 
 
+def issued_agent_token(page, cluster: str) -> str:
+    return re.search(rf'data-cluster="{cluster}"[^>]*value="([^"]+)"', page.text)[1]
+
+
 def test_rotating_the_agent_token_stores_only_its_hash(admin_client):
     cluster = ClusterFactory(name="east")
 
     page = admin_client.post(
         "/admin/clusters/cluster/",
         {"action": "rotate_agent_token", "_selected_action": [cluster.pk]},
-        follow=True,
     )
 
-    token = page.text.split("Agent token for east: ")[1].split("<")[0].strip()
+    assert page.status_code == 200  # the token is on this answer, not behind a redirect
+    token = issued_agent_token(page, "east")
     cluster.refresh_from_db()
     assert token not in cluster.agent_token_hash
     assert cluster.token_matches(token)
     assert not cluster.token_matches(token + "x")
+
+
+def test_a_new_agent_token_is_shown_once_and_never_put_in_a_message(admin_client):
+    cluster = ClusterFactory(name="east")
+
+    page = admin_client.post(
+        "/admin/clusters/cluster/",
+        {"action": "rotate_agent_token", "_selected_action": [cluster.pk]},
+    )
+    token = issued_agent_token(page, "east")
+    next_page = admin_client.get("/admin/clusters/cluster/")
+
+    assert f"MLSCHED_AGENT_TOKEN={token} python manage.py run_agent --cluster east" in page.text
+    assert "no-store" in page["Cache-Control"]
+    assert "messages" not in page.cookies  # Django's message cookie: signed, not encrypted
+    assert token not in next_page.text
 
 
 @pytest.mark.parametrize("model", ["attempt", "jobevent", "logchunk"])

@@ -8,10 +8,10 @@ import sys
 import threading
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from jobs.models import Job, LogChunk
 from jobs.states import State
+from quotas.tokens import create_token
 from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
 from tests.processes import ROOT
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def cli(live_server, alice):
     PriorityClassFactory(name="normal", value=0)
-    token = Token.objects.create(user=alice).key
+    _, token = create_token(alice, "cli tests")
 
     def run(*args, stdin=None):
         env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
@@ -29,6 +29,7 @@ def cli(live_server, alice):
                               input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
         return done
 
+    run.token = token
     return run
 
 
@@ -167,8 +168,7 @@ def test_ctrl_c_leaves_logs_follow_without_a_traceback(cli, live_server, alice):
     job = Job.objects.get(pk=int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0]))
     Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
     LogChunk.objects.create(attempt=AttemptFactory(job=job), seq=0, text="epoch 1")
-    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": Token.objects.get(user=alice).key,
-           "PATH": "/usr/bin:/bin"}  # fmt: skip
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": cli.token, "PATH": "/usr/bin:/bin"}
     follow = subprocess.Popen([sys.executable, "-m", "jobs.cli", "logs", "-f", str(job.pk)],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)  # fmt: skip
