@@ -7,8 +7,8 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from django.urls import path
-from rest_framework import parsers, status
-from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -29,20 +29,7 @@ def visible(request):
     )
 
 
-class JSONParser(parsers.JSONParser):
-    """DRF's, with JSON nested too deep for Python's parser a 400 like any other malformed body:
-    the json module raises RecursionError there, which DRF does not catch (a 500)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - nested too deep.") from None
-
-
 class JobsView(APIView):
-    parser_classes = [JSONParser, parsers.FormParser, parsers.MultiPartParser]
-
     def get_throttles(self):
         extra = [SubmitRate(), TenantSubmitRate()] if self.request.method == "POST" else []
         return [*super().get_throttles(), *extra]
