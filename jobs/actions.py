@@ -21,7 +21,8 @@ def _timestamps(target: str, now) -> dict:
         # Keep the first start: queue wait is measured from submit to first start.
         return {"started_at": Coalesce(F("started_at"), now)}
     if target in states.TERMINAL:
-        return {"finished_at": now}
+        # A job that ended waiting (canceled) holds no room its victims leave.
+        return {"finished_at": now, "preempting_until": None}
     return {}
 
 
@@ -195,19 +196,28 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
 
 
 @transaction.atomic
-def preempt(victim_ids: list[int], preemptor_ids: list[int], now=None) -> int:
-    """Ask the victims to stop and give the room they leave to the jobs they stop for.
+def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
+    """Ask the victims to stop and give the room they leave to the jobs they stop for,
+    {preemptor id: victim ids}; return the victims asked.
 
+    Only for preemptors still queued: one canceled (or placed) since the cycle decided needs no
+    room, and its victims keep running. The preemptors are locked first, in id order (job rows
+    before attempts, as cancel() locks), so a cancel in flight is waited for, not overtaken.
     The claim lasts until the preemptor starts, or for as long as the victims are expected to
     take to go (their grace period, twice) and a minute more.
     """
     now = now or timezone.now()
-    stopped = request_stop(
-        victim_ids, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now
+    waiting = list(
+        Job.objects.select_for_update()
+        .filter(id__in=victims_of, state=State.QUEUED)
+        .order_by("id")
+        .values_list("id", flat=True)
     )
+    victims = sorted({victim for job_id in waiting for victim in victims_of[job_id]})
+    request_stop(victims, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
-    Job.objects.filter(id__in=preemptor_ids, state=State.QUEUED).update(preempting_until=until)
-    return stopped
+    Job.objects.filter(id__in=waiting).update(preempting_until=until)
+    return victims
 
 
 @transaction.atomic
@@ -217,7 +227,10 @@ def mark_running(attempt_id: int, now=None) -> None:
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
     # Job first, then attempt: the lock order of cancel() and end_attempt(), so no deadlock.
     job = Job.objects.select_for_update().get(pk=job_id)
-    Attempt.objects.filter(pk=attempt_id, started_at__isnull=True).update(started_at=now)
+    # Only a live attempt starts: a report read before the attempt's end may land after it.
+    Attempt.objects.filter(pk=attempt_id, started_at__isnull=True, outcome="").update(
+        started_at=now
+    )
     attempt = Attempt.objects.get(pk=attempt_id)
     if job.state == State.SCHEDULED and attempt.is_live:
         transition(job, State.RUNNING, f"attempt {attempt.number} running", attempt=attempt,

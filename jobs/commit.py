@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 
 from clusters.models import GPU_MILLI, Allocation, Node
 from jobs import actions, bulk
@@ -62,7 +62,7 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
         nodes = lock_nodes(node_ids)
-        claimed = claim([int(o.job_id) for o in outcomes])
+        claimed = claim([int(o.job_id) for o in outcomes], moment)
         rows: dict[int, list[dict]] = {}
         for outcome in outcomes:
             job_id = int(outcome.job_id)
@@ -99,11 +99,14 @@ def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
     return nodes
 
 
-def claim(job_ids: list[int]) -> set[int]:
-    """Lock the jobs that are still queued; skip those another transaction holds."""
+def claim(job_ids: list[int], moment: datetime) -> set[int]:
+    """Lock the jobs that are still queued and past their retry backoff; skip those another
+    transaction holds. A job another scheduler placed since the snapshot may have failed and
+    been requeued for a retry meanwhile: its backoff holds."""
     still_queued = (
         Job.objects.select_for_update(skip_locked=True)
         .filter(id__in=job_ids, state=State.QUEUED)
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
         .order_by("id")
     )
     return set(still_queued.values_list("id", flat=True))

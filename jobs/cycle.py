@@ -68,13 +68,17 @@ def commit(decision: Decision, now: float, result: CycleResult) -> None:
 
 
 def preempt(decision: Decision, now: float) -> list[int]:
-    """Ask every victim of this cycle to stop; the preemptor is placed once they are gone (the
-    room is its own until then)."""
-    victims = [int(job_id) for job_id in decision.preempted]
-    if victims:
-        preemptors = [int(o.job_id) for o in decision.outcomes if o.status == PREEMPTS]
-        actions.preempt(victims, preemptors, datetime.fromtimestamp(now, tz=UTC))
-    return victims
+    """Ask this cycle's victims to stop; the preemptor is placed once they are gone (the room is
+    its own until then). Victims of a preemptor canceled since the decision keep running."""
+    victims_of = {
+        int(o.job_id): [int(victim) for victim in o.victims]
+        for o in decision.outcomes
+        if o.status == PREEMPTS
+    }
+    if not victims_of:
+        return []
+    asked = set(actions.preempt(victims_of, datetime.fromtimestamp(now, tz=UTC)))
+    return [int(job_id) for job_id in decision.preempted if int(job_id) in asked]
 
 
 def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) -> None:
