@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
@@ -49,7 +50,18 @@ def seconds(dt) -> float | None:
 
 
 def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
-    """Read everything one placement cycle looks at."""
+    """Read everything one placement cycle looks at, as of one moment."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return read(now, seed, policy)
+    # One REPEATABLE READ transaction: read in separate statements, a job whose attempt ends
+    # in between would show both as running and as queued, its tenant's use counted twice.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return read(now, seed, policy)
+
+
+def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))

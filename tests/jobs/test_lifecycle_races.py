@@ -213,3 +213,31 @@ def test_an_attempt_ended_twice_moves_its_job_once():
     assert (job.state, job.retries_used) == (State.QUEUED, 1)
     assert job.events.filter(from_state=State.SCHEDULED, to_state=State.QUEUED).count() == 1
     assert not job.attempts.filter(outcome="").exists()
+
+
+def test_the_snapshot_reads_one_moment_even_when_an_attempt_ends_between_its_queries(
+    monkeypatch,
+):
+    n8_a100_node()
+    job = JobFactory(family=Family.TRAINING, gpus=8, max_retries=3)
+    cycle.run_cycle()
+    attempt = job.attempts.get()
+    real = snapshot.queued_jobs
+
+    def queued_after_an_end(now):
+        # Between the allocations' query and the queued jobs': the attempt is lost, its job
+        # requeued (no backoff), committed by another session.
+        def end():
+            actions.end_attempt(attempt.pk, Outcome.LOST)
+            Job.objects.filter(pk=job.pk).update(not_before=None)
+
+        in_a_thread(end).join()
+        return real(now)
+
+    monkeypatch.setattr(snapshot, "queued_jobs", queued_after_an_end)
+
+    loaded = snapshot.load(time.time()).snapshot
+
+    running = [j.id for j in loaded.running]
+    queued = [j.id for j in loaded.queued]
+    assert (running, queued) == ([str(job.pk)], [])
