@@ -133,7 +133,7 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
         elif attempt.stop_requested_at is None:
             # The gang is over, but ranks still run: stop them, and keep its GPUs until they
             # have gone (they would otherwise go to another job while these still use them).
-            actions.request_stop([attempt.job_id], outcome, reason)
+            actions.stop_attempts(Attempt.objects.filter(pk=attempt.pk), outcome, reason)
     elif (
         (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
         and len(workers) == world_size

@@ -189,10 +189,17 @@ def _update_pending_from_values(rows: list[tuple]) -> None:
 
 def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -> int:
     """Ask the live attempts of these jobs to stop (their agents give them a grace period)."""
+    return stop_attempts(Attempt.objects.filter(job_id__in=job_ids), stop_reason, message, now)
+
+
+def stop_attempts(attempts, stop_reason: str, message: str, now=None) -> int:
+    """Ask these attempts to stop, those still live and not asked yet: one conditional UPDATE,
+    so an attempt that ended, or was replaced by a newer one, since the caller read it is left
+    alone."""
     now = now or timezone.now()
-    return Attempt.objects.filter(
-        job_id__in=job_ids, outcome="", stop_requested_at__isnull=True
-    ).update(stop_requested_at=now, stop_reason=stop_reason, reason=message[:300])
+    return attempts.filter(outcome="", stop_requested_at__isnull=True).update(
+        stop_requested_at=now, stop_reason=stop_reason, reason=message[:300]
+    )
 
 
 @transaction.atomic

@@ -13,7 +13,7 @@ from clusters import agents
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions, cycle
-from jobs.models import Attempt, Family, LogChunk
+from jobs.models import Attempt, Family, Job, LogChunk
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
@@ -610,3 +610,22 @@ def test_agents_are_never_rate_limited(agent, gang, settings):
     ]
 
     assert codes == [200] * 5
+
+
+def test_a_stale_report_of_an_ended_attempt_stops_nothing_of_the_jobs_next_attempt(gang):
+    first = gang.attempts.get()
+    stale = Attempt.objects.select_related("job").get(pk=first.pk)  # read by the heartbeat
+    actions.end_attempt(first.pk, Attempt.Outcome.LOST)  # meanwhile: lost, requeued, placed
+    Job.objects.filter(pk=gang.pk).update(not_before=None)
+    cycle.run_cycle()
+    second = gang.attempts.get(outcome="")
+    # Rank 0 failed, rank 1 still runs: the gang is over, its ranks are asked to stop.
+    statuses = [
+        base.WorkerStatus(first.pk, 0, base.EXITED, 1),
+        base.WorkerStatus(first.pk, 1, base.RUNNING),
+    ]
+
+    agents.apply_report(stale, statuses)
+
+    second.refresh_from_db()
+    assert second.stop_requested_at is None
