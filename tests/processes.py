@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,17 +22,24 @@ def process_env(**extra) -> dict[str, str]:
     return env
 
 
-def manage(*args, env=None, **popen) -> subprocess.Popen:
+class Child(subprocess.Popen):
+    """A child process whose output goes to a file, read back by ``communicate()``: a pipe
+    nobody reads until the end would stop a chatty child (a traceback a tick through an
+    outage) once 64 KiB wait in it."""
+
+    def __init__(self, args, **popen):
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed with the child)
+        super().__init__(args, stdout=self.log, stderr=subprocess.STDOUT, text=True, **popen)
+
+    def communicate(self, input=None, timeout=None):
+        self.wait(timeout)
+        self.log.seek(0)
+        return self.log.read(), None
+
+
+def manage(*args, env=None, **popen) -> Child:
     """Start `manage.py <args>` as a child process."""
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env or process_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **popen,
-    )
+    return Child([sys.executable, "manage.py", *args], cwd=ROOT, env=env or process_env(), **popen)
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1):

@@ -1,7 +1,6 @@
 """A real Celery worker and beat, over Redis, placing jobs end to end."""
 
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -13,16 +12,15 @@ from jobs.models import Job
 from jobs.states import State
 from mlsched_site.celery import app
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
-from tests.processes import ROOT, process_env, wait_until
+from tests.processes import ROOT, Child, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def celery(*args):
-    return subprocess.Popen(
+    return Child(
         [sys.executable, "-m", "celery", "-A", "mlsched_site", *args, "--loglevel", "INFO"],
-        cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        cwd=ROOT, env=process_env(), start_new_session=True,
     )  # fmt: skip
 
 

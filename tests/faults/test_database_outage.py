@@ -8,11 +8,8 @@ for the outage, which is what its clients see of a restart. This process's own s
 the test reads with, is spared.
 """
 
-import subprocess
-import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -23,34 +20,20 @@ from clusters.models import Cluster
 from jobs.models import Job
 from jobs.states import State
 from tests.factories import JobFactory
-from tests.faults import test_agent_processes as agent_processes
 from tests.faults.test_agent_processes import Platform, logs, script, wait_for_state
 from tests.faults.whole import assert_whole
-from tests.processes import ROOT, wait_until
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 OUTAGE_S = 4
 
 
 @pytest.fixture
-def platform(live_server, tmp_path, settings, monkeypatch):
+def platform(live_server, tmp_path, settings):
     settings.MLSCHED_RETRY_BACKOFF_S = 0.5
-    monkeypatch.setattr(agent_processes, "manage", output_to(tmp_path))
     running = Platform(live_server.url, tmp_path)
     yield running
     running.stop()
-
-
-def output_to(folder: Path):
-    """`manage` with the process's output in a file: through an outage it logs a traceback a
-    tick, and a pipe nobody reads would fill and stop it in the middle of a line."""
-
-    def manage(*args, env):
-        out = (folder / f"{args[0]}.log").open("a")
-        return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-
-    return manage
 
 
 def admin_session() -> psycopg.Connection:

@@ -9,7 +9,6 @@ then places the jobs, and the frozen one, woken, finds its batch gone.
 
 import signal
 import subprocess
-import sys
 
 import psycopg
 import pytest
@@ -22,20 +21,15 @@ from jobs.states import State
 from tests.factories import JobFactory
 from tests.faults.test_scheduler_processes import assert_nothing_over_committed, cluster_with_nodes
 from tests.faults.whole import assert_whole
-from tests.processes import ROOT, process_env, wait_until, waiting_on_a_lock
+from tests.processes import Child, manage, process_env, wait_until, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 STALL_S = 2
 
 
-def scheduler_process(*args) -> subprocess.Popen:
+def scheduler_process(*args) -> Child:
     """run_scheduler, with the stall limit cut to STALL_S so the test need not wait minutes."""
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_scheduler", *args], cwd=ROOT,
-        env=process_env(DJANGO_SETTINGS_MODULE="mlsched_site.settings",
-                        MLSCHED_CYCLE_STALL_S=str(STALL_S)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    return manage("run_scheduler", *args, env=process_env(MLSCHED_CYCLE_STALL_S=STALL_S))
 
 
 def blocker_session() -> psycopg.Connection:
