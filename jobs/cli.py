@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
 
@@ -108,6 +109,12 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def sends_token_safely(url: str) -> bool:
+    """Over HTTPS, or plain HTTP to this machine only."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="mlsched", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -128,7 +135,10 @@ def main(argv=None) -> int:
     # an error message that quotes the Authorization header, the token with it.
     if not (token.isascii() and token.isprintable() and " " not in token):
         parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
-    api = Api(os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000"), token)
+    url = os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000")
+    if not sends_token_safely(url):
+        print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
+    api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "logs": logs}  # fmt: skip
     try:

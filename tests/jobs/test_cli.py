@@ -178,3 +178,14 @@ def test_ctrl_c_leaves_logs_follow_without_a_traceback(cli, live_server, alice):
 
     assert follow.wait(30) == 130
     assert "Traceback" not in follow.stderr.read()
+
+
+@pytest.mark.parametrize(
+    "url, warned",
+    [("http://mlsched.invalid:9", True), ("https://mlsched.invalid:9", False),
+     ("http://127.0.0.1:9", False), ("http://localhost:9", False)],
+)  # fmt: skip
+def test_the_cli_warns_before_it_sends_the_token_over_plain_http_to_another_host(url, warned):
+    out = run_cli(url, "t", "list")
+
+    assert ("travels unencrypted" in out.stderr) == warned, out.stderr
