@@ -27,6 +27,18 @@ def fresh_caches():
     caches["default"].clear()
 
 
+@pytest.fixture(autouse=True)
+def fresh_async_connection():
+    # Sync code called from async tests runs in asgiref's one shared thread, whose database
+    # session outlives the test; a test that ended sessions (a database outage) would leave it
+    # dead for the next async test. With no persistent connections it is always obsolete:
+    # closing it here makes the next use reconnect.
+    from asgiref.sync import SyncToAsync
+    from django.db import close_old_connections
+
+    SyncToAsync.single_thread_executor.submit(close_old_connections).result()
+
+
 @pytest.fixture
 def alpha(db):
     return TenantFactory(name="Alpha", slug="alpha")
