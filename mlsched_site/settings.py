@@ -207,7 +207,7 @@ MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # released allocations, then finished jobs with their attempts and events.
 MLSCHED_LOG_RETENTION_DAYS = int(os.environ.get("MLSCHED_LOG_RETENTION_DAYS", "30"))
 MLSCHED_JOB_RETENTION_DAYS = int(os.environ.get("MLSCHED_JOB_RETENTION_DAYS", "90"))
-# Bearer token for Prometheus scrapes of /metrics (staff sessions may read it too).
+# Bearer token for Prometheus scrapes of /metrics (superusers' sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # The platform-wide figures of /metrics and the portal's overview (GPUs, idle GPUs, scheduler,
 # agents) are computed at most once per this many seconds and shared by every reader through
