@@ -10,6 +10,22 @@ from quotas.models import Membership
 from tests.factories import ClusterFactory, MembershipFactory, TenantFactory, UserFactory
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, ending at teardown the sessions servers and threads of the run left on
+    the test database, which PostgreSQL would not drop while they are open."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     # The default hasher spends ~0.3 s per password on purpose; factories make hundreds.
