@@ -78,8 +78,12 @@ def database_now() -> datetime:
 
 
 def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
-    """Apply the agent's report, then answer with the cluster's desired state."""
+    """Apply the agent's report, then answer with the cluster's desired state.
+
+    What it writes (starts, ends, retry backoffs, checkpoints) is timed on the database's clock,
+    as the scheduler and the janitor that read it are."""
     mark_alive(cluster)
+    now = database_now()
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
     for worker in workers:
         by_attempt[worker.attempt_id].append(worker)
@@ -94,10 +98,10 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
         )
         .select_related("job")
     )
-    record_checkpoints(mine, by_attempt)
+    record_checkpoints(mine, by_attempt, now)
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
-            apply_report(attempt, by_attempt.get(attempt.pk, []))
+            apply_report(attempt, by_attempt.get(attempt.pk, []), now)
     return desired_state(cluster, known=by_attempt.keys())
 
 
@@ -108,7 +112,7 @@ def live_attempts(cluster: Cluster):
     return Attempt.objects.filter(cluster=cluster, outcome="")
 
 
-def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
+def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -> None:
     """Move the attempt's job on from what its workers do now.
 
     Once one of its workers has run, a worker the backend no longer reports has vanished (its
@@ -118,29 +122,30 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus]) -> None:
     backend does not report at all was never started (the agent is not told to start it once
     a stop is asked): it ends now, so its GPUs come back at once.
     """
+    now = now or timezone.now()
     world_size = attempt.job.workers
     if attempt.worker_ran_at is not None or attempt.stop_requested_at is not None:
         workers = workers + missing_workers(attempt, workers, world_size)
     elif any(w.phase != base.PENDING for w in workers):
-        attempt.worker_ran_at = timezone.now()  # once
+        attempt.worker_ran_at = now  # once
         Attempt.objects.filter(pk=attempt.pk).update(worker_ran_at=attempt.worker_ran_at)
     ended = attempt_outcome(workers, world_size, attempt.stop_reason)
     if ended is not None:
         outcome, exit_code, reason = ended
         if not any(w.phase in STILL_RUNNING for w in workers):
             reason = reason or attempt.reason or "stopped"
-            actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason)
+            actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason, now=now)
         elif attempt.stop_requested_at is None:
             # The gang is over, but ranks still run: stop them, and keep its GPUs until they
             # have gone (they would otherwise go to another job while these still use them).
-            actions.stop_attempts(Attempt.objects.filter(pk=attempt.pk), outcome, reason)
+            actions.stop_attempts(Attempt.objects.filter(pk=attempt.pk), outcome, reason, now)
     elif (
         (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
         and len(workers) == world_size
         and all(w.phase == base.RUNNING for w in workers)
     ):
         # Once: a running attempt is reported every second, and this writes.
-        actions.mark_running(attempt.pk)
+        actions.mark_running(attempt.pk, now)
 
 
 def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.WorkerStatus]:
@@ -153,11 +158,10 @@ def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.Wor
     ]
 
 
-def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
+def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now) -> None:
     """Keep, per attempt, the latest checkpoint time any of its workers reports (never one in
     the future). One write for all that moved, before any attempt ends: the wasted GPU time of
     an attempt that ends in this beat counts from its newest checkpoint."""
-    now = timezone.now()
     moved = []
     for attempt in attempts:
         seen = [w.checkpoint_at for w in by_attempt.get(attempt.pk, [])
@@ -384,6 +388,6 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
     count = 0
     with events.coalesced():  # a whole cluster's work at once: one live message per tenant
         for attempt_id in lost.values_list("pk", flat=True):
-            actions.end_attempt(attempt_id, Outcome.LOST, reason=reason)
+            actions.end_attempt(attempt_id, Outcome.LOST, reason=reason, now=now)
             count += 1
     return {"unhealthy": unhealthy, "lost": count}

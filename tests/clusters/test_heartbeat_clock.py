@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
+from clusters import agents
 from clusters.models import Cluster
 from jobs import cycle, janitor
 from jobs.models import Attempt
@@ -31,10 +32,12 @@ def attempt(east):
     return job.attempts.get()
 
 
-def report_with_skewed_clock(agent, attempt, endpoint: str, skew: timedelta) -> None:
+def report_with_skewed_clock(
+    agent, attempt, endpoint: str, skew: timedelta, phase: str = "running"
+) -> None:
     """The agent reports through a web host whose clock is `skew` off."""
     payload = {
-        "heartbeat": {"workers": [{"attempt_id": attempt.pk, "rank": 0, "phase": "running"}]},
+        "heartbeat": {"workers": [{"attempt_id": attempt.pk, "rank": 0, "phase": phase}]},
         "inventory": {"nodes": [NODE]},
     }[endpoint]
     real_now = timezone.now
@@ -73,3 +76,18 @@ def test_it_declares_a_silent_cluster_lost_when_its_web_host_clock_was_ahead(
     assert (swept["unhealthy"], swept["lost"]) == (1, 1)
     assert Cluster.objects.get(name="east").health == Cluster.Health.UNHEALTHY
     assert Attempt.objects.get(pk=attempt.pk).outcome == Attempt.Outcome.LOST
+
+
+@pytest.mark.parametrize("skew", [SKEW, -SKEW], ids=["ahead", "behind"])
+def test_an_end_reported_through_a_skewed_web_host_is_timed_on_the_database_clock(
+    agent, attempt, settings, skew
+):
+    settings.MLSCHED_RETRY_BACKOFF_S = 30
+    report_with_skewed_clock(agent, attempt, "heartbeat", skew, phase="lost")
+
+    ended = Attempt.objects.select_related("job").get(pk=attempt.pk)
+    now = agents.database_now()
+    assert ended.outcome == Attempt.Outcome.LOST
+    assert abs((now - ended.ended_at).total_seconds()) < 60
+    # The retry waits its backoff, neither ten minutes more nor none at all.
+    assert 0 < (ended.job.not_before - now).total_seconds() <= 30
