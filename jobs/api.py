@@ -4,7 +4,7 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 404, never a 403 that would confirm it exists.
 """
 
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework import status
@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions
-from jobs.models import LogChunk
+from jobs.models import Job, LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
@@ -43,7 +43,7 @@ class JobsView(APIView):
         if (before := id_param(request, "before")) is not None:
             jobs = jobs.filter(id__lt=before)
         if (batch := id_param(request, "batch")) is not None:
-            jobs = jobs.filter(Q(pk=batch) | Q(parent_id=batch))
+            jobs = jobs.filter(Q(pk=batch) | Q(parent_id=batch), pk__lte=last_shard(batch))
         page = list(jobs[:PAGE])
         return Response({"jobs": JobSerializer(page, many=True).data,
                          "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
@@ -111,6 +111,13 @@ def id_param(request, name: str) -> int | None:
     if not (raw.isascii() and raw.isdigit()):
         raise ValidationError({name: "An id: a whole number."})
     return int(raw)
+
+
+def last_shard(batch: int) -> int:
+    """The highest id among the batch's shards. Its rows lie at or below it, so a newest-first
+    page of them starts there instead of walking back through every job submitted since (the
+    planner takes the primary key's order and filters: 140,000 rows for an old batch)."""
+    return Job.objects.filter(parent_id=batch).aggregate(last=Max("pk"))["last"] or batch
 
 
 def job_lines(job, after: int, limit: int = 1000):

@@ -111,6 +111,12 @@ class Job(models.Model):
             models.Index(fields=["started_at"], name="job_started_at"),
             # /metrics and the overview: jobs finished in the last day (success rate).
             models.Index(fields=["finished_at"], name="job_finished_at"),
+            # `?batch=`: a batch's last shard, one probe (jobs.api.last_shard).
+            models.Index(
+                fields=["parent", "id"],
+                condition=models.Q(parent__isnull=False),
+                name="job_shard_parent_id",
+            ),
         ]
 
     def __str__(self) -> str:

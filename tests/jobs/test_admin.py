@@ -5,7 +5,7 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from clusters.models import Allocation, Cluster
+from clusters.models import Allocation, Cluster, Node
 from jobs import cycle
 from jobs.models import Job
 from jobs.states import State
@@ -185,3 +185,13 @@ def test_the_tenant_page_costs_at_most_one_query_per_member(admin_client, alpha)
         Membership.objects.create(tenant=alpha, user=UserFactory(username=f"member-{i}"))
 
     assert tenant_page_queries(admin_client, alpha) - few <= 18
+
+
+def test_nodes_are_cordoned_and_uncordoned_from_the_node_list(admin_client):
+    nodes = [NodeFactory(), NodeFactory()]
+    chosen = {"_selected_action": [n.pk for n in nodes]}
+
+    admin_client.post("/admin/clusters/node/", {"action": "cordon", **chosen})
+    assert {n.schedulable for n in Node.objects.all()} == {False}
+    admin_client.post("/admin/clusters/node/", {"action": "uncordon", **chosen})
+    assert {n.schedulable for n in Node.objects.all()} == {True}
