@@ -17,17 +17,52 @@ from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
 from jobs.models import Attempt, Job
 from jobs.serializers import SubmitSerializer
-from jobs.states import TERMINAL
+from jobs.states import TERMINAL, State
 from quotas import tokens
+
+PAGE = 50
 
 
 def index(request):
-    jobs = (
-        visible_jobs(request.user)
-        .select_related("tenant", "priority_class")
-        .order_by("-id")[:50]  # newest first, by the primary key's index
-    )
-    return render(request, "portal/index.html", {"jobs": jobs})
+    """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
+    ``?state=``, ``?tenant=<slug>`` and ``?q=`` (a part of the name). A filter value that is
+    not one of the choices is a 400 naming it."""
+    filters, errors = job_filters(request)
+    jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
+    jobs = jobs.none() if errors else jobs.filter(**filters)
+    page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
+    context = {
+        "jobs": page,
+        "next": page[-1].pk if len(page) == PAGE else None,
+        "values": {k: request.GET.get(k, "") for k in ("state", "tenant", "q")},
+        "errors": errors,
+        "states": State.values,
+        "tenants": access.tenants_of(request.user).order_by("name"),
+    }
+    return render(request, "portal/index.html", context, status=400 if errors else 200)
+
+
+def job_filters(request) -> tuple[dict, dict]:
+    """The job list's query parameters as queryset filters, and what is wrong with them."""
+    filters, errors = {}, {}
+    if state := request.GET.get("state"):
+        if state in State.values:
+            filters["state"] = state
+        else:
+            errors["state"] = f"One of {', '.join(State.values)}."
+    if tenant := request.GET.get("tenant"):
+        filters["tenant__slug"] = tenant  # another tenant's slug just finds nothing
+    if q := request.GET.get("q", "").strip():
+        if len(q) > 200:
+            errors["q"] = "At most 200 characters."
+        else:
+            filters["name__icontains"] = q
+    if before := request.GET.get("before"):
+        if before.isascii() and before.isdigit():
+            filters["id__lt"] = int(before)
+        else:
+            errors["before"] = "An id: a whole number."
+    return filters, errors
 
 
 @login_required

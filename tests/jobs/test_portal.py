@@ -120,3 +120,47 @@ def test_an_outsider_cannot_cancel_another_tenants_job(client, alpha, alice, cha
     client.force_login(charlie)
 
     assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 404
+
+
+def test_the_job_list_narrows_by_state_team_and_name(client, alpha, gamma, alice, charlie):
+    MembershipFactory(tenant=gamma, user=alice)
+    JobFactory(tenant=alpha, owner=alice, name="resnet-train", state=State.RUNNING)
+    JobFactory(tenant=alpha, owner=alice, name="resnet-eval", state=State.QUEUED)
+    JobFactory(tenant=gamma, owner=charlie, name="bert-train", state=State.RUNNING)
+    client.force_login(alice)
+
+    def names(query):
+        page = client.get("/" + query)
+        assert page.status_code == 200
+        return sorted(job.name for job in page.context["jobs"])
+
+    assert names("?state=running") == ["bert-train", "resnet-train"]
+    assert names("?tenant=alpha") == ["resnet-eval", "resnet-train"]
+    assert names("?q=TRAIN&tenant=gamma") == ["bert-train"]
+    assert names("?q=gpt") == []
+
+
+def test_the_job_list_pages_back_through_older_jobs(client, alpha, alice):
+    jobs = [JobFactory(tenant=alpha, owner=alice, name=f"job-{i:03}") for i in range(60)]
+    client.force_login(alice)
+
+    first = client.get("/?q=job-")
+    older = client.get(first.context["next"] and f"/?q=job-&before={first.context['next']}")
+
+    assert len(first.context["jobs"]) == 50 and first.context["jobs"][0] == jobs[-1]
+    assert f"q=job-&amp;before={jobs[10].pk}" in first.text
+    assert [j.pk for j in older.context["jobs"]] == [j.pk for j in reversed(jobs[:10])]
+    assert older.context["next"] is None
+
+
+@pytest.mark.parametrize("query, field", [("?state=sleeping", "state"), ("?before=x", "before"),
+                                          ("?q=" + "a" * 201, "q")])  # fmt: skip
+def test_a_bad_job_list_filter_is_a_400_naming_it(client, alpha, alice, query, field):
+    JobFactory(tenant=alpha, owner=alice)
+    client.force_login(alice)
+
+    page = client.get("/" + query)
+
+    assert page.status_code == 400
+    assert f'data-field="{field}"' in page.text
+    assert list(page.context["jobs"]) == []
