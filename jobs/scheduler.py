@@ -116,6 +116,21 @@ def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
 
 
+def prune_forever(stop: threading.Event, every: float = 24 * 3600.0) -> None:
+    """The embedded mode's retention (beat sends jobs.tasks.prune elsewhere): at start, then
+    every `every` seconds."""
+    from jobs import tasks  # the tasks import this module
+
+    while not stop.is_set():
+        try:
+            tasks.prune()
+        except Exception:
+            log.exception("prune failed; it runs again in %s s", every)
+        finally:
+            connection.close()
+        stop.wait(every)
+
+
 def run_forever(stop: threading.Event, interval: float = 1.0) -> None:
     """The embedded scheduler: a tick every `interval` seconds or as soon as kicked."""
     while not stop.is_set():

@@ -1,22 +1,25 @@
 """Retention (jobs.retention.prune, manage.py prune, the daily task): old log lines, released
 allocations and finished jobs go; recent ones and everything of live work stay."""
 
+import threading
+import zlib
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db.models import ProtectedError
 from django.utils import timezone
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm
 
 from clusters.models import Allocation, Node
-from jobs import retention, tasks
+from jobs import retention, scheduler, tasks
 from jobs.models import Attempt, Job, JobEvent, LogChunk
 from jobs.states import State
 from tests.factories import AttemptFactory, JobFactory, NodeFactory, UserFactory
+from tests.jobs.test_lock_order import other_connection
 
 pytestmark = pytest.mark.django_db
 Outcome = Attempt.Outcome
@@ -317,3 +320,36 @@ def test_the_admin_deletes_a_drained_node_with_its_released_rows_but_not_a_busy_
     )
     assert list(Node.objects.all()) == [busy]
     assert Allocation.objects.filter(node=busy).count() == 1
+
+
+class Once(threading.Event):
+    """A stop event that is set as soon as the loop first waits: one turn of the loop."""
+
+    def wait(self, timeout=None):
+        self.set()
+        return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_mode_prunes_at_start_and_then_daily(node, settings):
+    settings.MLSCHED_JOB_RETENTION_DAYS = 90
+    old = finished_job(node, days=100)
+
+    scheduler.prune_forever(Once())
+
+    assert kept(old) == GONE
+
+
+def test_a_prune_by_hand_refuses_to_overlap_a_running_one(node):
+    old = finished_job(node, days=100)
+    other = other_connection()
+    key = zlib.crc32(b"mlsched-cycle:prune")
+    other.execute("SELECT pg_advisory_lock(%s)", [key])
+    try:
+        with pytest.raises(CommandError, match="running already"):
+            call_command("prune", "--job-days", "90", stdout=StringIO())
+        call_command("prune", "--dry-run", "--job-days", "90", stdout=StringIO())
+    finally:
+        other.close()
+
+    assert kept(old) == WHOLE

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import retention
+from jobs import retention, scheduler
 
 
 def days(value: str) -> int:
@@ -27,10 +27,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, log_days, job_days, dry_run, **options):
-        try:
-            counts = retention.prune(keep_days=log_days, job_days=job_days, dry_run=dry_run)
-        except ValueError as error:  # a bad MLSCHED_*_RETENTION_DAYS
-            raise CommandError(str(error)) from error
+        # The daily task's lock: a run by hand never overlaps it (a dry run deletes nothing).
+        with scheduler.single_flight("prune") as acquired:
+            if not (acquired or dry_run):
+                raise CommandError("a prune is running already: try again once it is done")
+            try:
+                counts = retention.prune(keep_days=log_days, job_days=job_days, dry_run=dry_run)
+            except ValueError as error:  # a bad MLSCHED_*_RETENTION_DAYS
+                raise CommandError(str(error)) from error
         verb = "would delete" if dry_run else "deleted"
         for kind, n in counts.items():
             self.stdout.write(f"{verb} {n} {kind.replace('_', ' ')}")

@@ -1,4 +1,5 @@
-"""The embedded all-in-one server: the web portal, API, admin and scheduler in one process."""
+"""The embedded all-in-one server: the web portal, API, admin, scheduler, daily retention and
+the demo clusters' agents in one process."""
 
 import logging
 import threading
@@ -29,6 +30,9 @@ class Command(BaseCommand):
         stop = threading.Event()
         threading.Thread(
             target=scheduler.run_forever, args=(stop,), name="scheduler", daemon=True
+        ).start()
+        threading.Thread(
+            target=scheduler.prune_forever, args=(stop,), name="prune", daemon=True
         ).start()
         for name, _, inventory in DEMO_CLUSTERS:
             start_agent(name, inventory, f"http://{host}:{port}", stop)
