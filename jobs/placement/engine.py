@@ -551,6 +551,7 @@ class Cycle:
         per = job.worker_gpu_milli
         if not per:
             return None
+        options: list[tuple[str | tuple, list[Group]]]
         if job.family == TRAINING:
             options = [(g.key, [g]) for g in need.groups]
         else:

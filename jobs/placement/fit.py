@@ -342,7 +342,8 @@ def _multi_node_plan(group, need, workers, ctx, index, topology):
     plain = _greedy(cands, workers)
     if plain is None:
         return None
-    best = ((len(plain), 1, *_tie_break(plain, need, scorer), index), plain)
+    # (nodes, not under a shared label, [label depth,] idle GPUs, score, group index)
+    best: tuple[tuple, list] = ((len(plain), 1, *_tie_break(plain, need, scorer), index), plain)
     if not topology:
         return best
     fewest = len(plain)

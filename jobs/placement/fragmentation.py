@@ -187,7 +187,7 @@ class FragmentationTable:
         ranked = sorted(self.workload, key=lambda c: -c.weight)[:lookahead_classes]
         share = sum(c.weight for c in ranked) or 1.0
         self._ahead_classes = [(c.shape, c.weight / share) for c in ranked]
-        self._ahead: dict[tuple, float] = {}
+        self._ahead: dict[tuple, tuple[float | None, ...]] = {}
         # Fragmentation depends on free CPU only through "cpu >= class CPU" tests, so states are
         # cached by the largest threshold not above the free CPU: far fewer distinct keys.
         cpus = {c.shape.cpu_milli for c in self.workload}
