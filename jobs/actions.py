@@ -9,8 +9,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import bulk, events, states
+from jobs import access, bulk, events, states
 from jobs.models import Attempt, Job, JobEvent
+from jobs.serializers import SubmitSerializer, submission_of
 from jobs.states import State
 
 
@@ -378,3 +379,31 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     events.publish_on_commit((vars(event), tenant.pk) for event in written)
     transaction.on_commit(kick)
     return first, True
+
+
+class NotResubmittable(Exception):
+    """A job that cannot run again as it stands: it has not ended, or it is one shard of a
+    batch. The message says which, for people."""
+
+
+def resubmit(user, job: Job) -> Job:
+    """Run an ended job again: a new job of the same spec, owned by `user`, recording `job` as
+    the one it was resubmitted from. A batch (its first shard) comes back as a whole batch of
+    as many shards; its other shards are resubmitted only with it.
+
+    The spec goes through a submission's own checks (SubmitSerializer) and submit(), so every
+    rule applies as it does today: the user may still submit to the tenant, the priority class
+    is still open to it. A spec they refuse raises the serializer's ValidationError.
+    """
+    if job.parent_id is not None:
+        raise NotResubmittable(
+            f"Job #{job.pk} is a shard of batch #{job.parent_id}: resubmit the batch."
+        )
+    if job.batch().live().exists():
+        what = "still has live shards" if job.is_batch else f"is still {job.state}"
+        raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
+    checked = SubmitSerializer(data=submission_of(job), tenants=access.submit_tenants(user))
+    checked.is_valid(raise_exception=True)
+    spec = dict(checked.validated_data)
+    again, _ = submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
+    return again

@@ -4,21 +4,26 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 404, never a 403 that would confirm it exists.
 """
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Max, Q
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
+from django.utils.http import content_disposition_header
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, actions
+from jobs import access, actions, throttles
 from jobs.models import Job, LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
 
 PAGE = 100
+LOG_BATCH = 5000  # log rows a download reads at a time
 
 
 def visible(request):
@@ -85,6 +90,25 @@ class CancelView(APIView):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+class ResubmitView(APIView):
+    def post(self, request, pk):
+        job = get_object_or_404(access.visible_jobs(request.user).select_related("tenant"), pk=pk)
+        if not access.submit_tenants(request.user).filter(pk=job.tenant_id).exists():
+            # Seen as a viewer of its tenant or through a view_job grant: running it is a
+            # submission to the tenant, for its owners and members.
+            raise PermissionDenied("You may see this job but not resubmit it.")
+        # A submission, counted against the user's and the tenant's submission rates as POST
+        # /jobs/ is; the tenant is the job's, not named in a body for the throttles to read.
+        if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
+            raise Throttled(wait)
+        try:
+            again = actions.resubmit(request.user, job)
+        except actions.NotResubmittable as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        data = JobSerializer(visible(request).get(pk=again.pk)).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
 class EventsView(APIView):
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
@@ -101,6 +125,59 @@ class LogsView(APIView):
         lines = job_lines(job, after)
         return Response({"lines": LogLineSerializer(lines, many=True).data,
                          "next": lines[-1].pk if lines else after})  # fmt: skip
+
+
+class LogDownloadView(APIView):
+    """The job's whole output as one text file, streamed as it is read, LOG_BATCH rows at a
+    time: a job's log may be millions of lines."""
+
+    def perform_content_negotiation(self, request, force=False):
+        # Whatever the client accepts (text/plain is no renderer of the API's): errors in JSON.
+        return super().perform_content_negotiation(request, force=True)
+
+    def get(self, request, pk):
+        job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
+        text = log_text(job)
+        if isinstance(request._request, ASGIRequest):
+            # Under ASGI (daphne) Django reads a sync iterator to its end, into a list, before
+            # it sends a byte: hand it an async one, each batch read in Django's sync thread.
+            text = stepped(text)
+        response = StreamingHttpResponse(text, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = content_disposition_header(True, f"job-{job.pk}.log")
+        return response
+
+
+def log_text(job: Job):
+    """The job's output, a piece per LOG_BATCH rows read in id order (the order of the logs
+    endpoint); with more than one worker, each line starts with its worker's rank."""
+    attempts = list(job.attempts.values_list("pk", flat=True))
+    ranked = job.workers > 1
+    after = 0
+    while True:
+        rows = list(
+            LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after)
+            .order_by("pk")
+            .values_list("pk", "worker", "text")[:LOG_BATCH]
+        )
+        if rows:
+            yield "".join(as_lines(worker, text, ranked) for _, worker, text in rows)
+        if len(rows) < LOG_BATCH:
+            return
+        after = rows[-1][0]
+
+
+def as_lines(worker: int, text: str, ranked: bool) -> str:
+    # A stored chunk may hold several lines: each gets the rank, and the chunk ends its line.
+    prefix = f"[rank {worker}] " if ranked else ""
+    return "".join(f"{prefix}{line}\n" for line in text.removesuffix("\n").split("\n"))
+
+
+async def stepped(pieces):
+    """A sync iterator as an async one, stepped in Django's sync thread (its database
+    connection), one piece at a time."""
+    step = sync_to_async(next)
+    while (piece := await step(pieces, None)) is not None:
+        yield piece
 
 
 def id_param(request, name: str) -> int | None:
@@ -134,6 +211,8 @@ urlpatterns = [
     path("jobs/", JobsView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", JobView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", CancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
+    path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
 ]

@@ -5,6 +5,7 @@
                      your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
     cancel ID        cancel a job
+    resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
     logs ID [-f]     a job's output; -f follows it until the job ends
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
@@ -88,6 +89,11 @@ def cancel(api: Api, args) -> None:
     print(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
 
 
+def resubmit(api: Api, args) -> None:
+    job = api.call("POST", f"jobs/{args.id}/resubmit/")
+    print(f"{job['id']} {job['state']}")
+
+
 def logs(api: Api, args) -> None:
     after = 0
     while True:
@@ -122,7 +128,7 @@ def main(argv=None) -> int:
     listing = commands.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
-    for name in ("status", "cancel"):
+    for name in ("status", "cancel", "resubmit"):
         commands.add_parser(name).add_argument("id", type=int)
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
@@ -140,7 +146,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
-           "logs": logs}  # fmt: skip
+           "resubmit": resubmit, "logs": logs}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

@@ -53,6 +53,14 @@ class Job(models.Model):
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="shard_jobs"
     )
     shard_index = models.PositiveIntegerField(null=True, blank=True)
+    resubmitted_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="resubmissions",
+        help_text="The ended job this one runs again (a batch's shards: the batch it reruns).",
+    )
 
     priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT)
     priority = models.IntegerField(default=0, help_text="Order inside the tenant and tier.")

@@ -119,6 +119,17 @@ class SubmitSerializer(serializers.Serializer):
         return data
 
 
+def submission_of(job: Job) -> dict:
+    """What a client would post to submit `job` again: its spec, as SubmitSerializer takes it.
+
+    Read from the serializer's own fields, so a field a submission gains is copied too. The
+    idempotency key stays behind: under it, the submission would be answered with `job` itself.
+    """
+    copied = SubmitSerializer().fields.keys() - {"tenant", "priority_class", "idempotency_key"}
+    spec = {name: getattr(job, name) for name in copied}
+    return {**spec, "tenant": job.tenant.slug, "priority_class": job.priority_class.name}
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -130,7 +141,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
-            "shard_index", "parent",
+            "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "pending_reason",
             "pending_message", "estimated_start", "created", "scheduled_at", "started_at",

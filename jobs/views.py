@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from rest_framework.exceptions import ValidationError
 
 from jobs import access, actions, throttles
 from jobs import forms as submit_form
@@ -67,9 +68,15 @@ def job_filters(request) -> tuple[dict, dict]:
 
 @login_required
 def job_detail(request, pk):
-    job = get_object_or_404(
-        visible_jobs(request.user).select_related("tenant", "priority_class", "owner"), pk=pk
-    )
+    return job_page(request, get_object_or_404(page_jobs(request.user), pk=pk))
+
+
+def page_jobs(user):
+    return visible_jobs(user).select_related("tenant", "priority_class", "owner")
+
+
+def job_page(request, job, error: str = "", status: int = 200):
+    """The job's page; after a refused resubmission, with why."""
     attempts = job.attempts.select_related("cluster").order_by("number")
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
@@ -78,9 +85,18 @@ def job_detail(request, pk):
         "job": job,
         "attempts": attempts,
         "can_cancel": live and access.can_cancel(request.user, job),
+        # Drawn hidden while the job lives: job.js shows it once the job has ended.
+        "can_resubmit": job.parent_id is None and may_submit_to(request.user, job),
+        "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        "error": error,
     }
-    return render(request, "portal/job.html", context)
+    return render(request, "portal/job.html", context, status=status)
+
+
+def may_submit_to(user, job) -> bool:
+    """Running the job again is a submission to its tenant: for its owners and members."""
+    return access.submit_tenants(user).filter(pk=job.tenant_id).exists()
 
 
 @login_required
@@ -155,6 +171,24 @@ def cancel(request, pk):
     if not access.can_see(request.user, job):
         return redirect("index")  # its page would be a 404 for a holder of the grant alone
     return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def resubmit(request, pk):
+    """Run an ended job again as a new job, counted like a submission from the form."""
+    job = get_object_or_404(page_jobs(request.user), pk=pk)
+    if not may_submit_to(request.user, job):
+        raise PermissionDenied("You may see this job but not resubmit it.")
+    if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
+        return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
+    try:
+        again = actions.resubmit(request.user, job)
+    except actions.NotResubmittable as refusal:
+        return job_page(request, job, str(refusal), 409)
+    except ValidationError as refused:  # a rule of submission no longer met, as the API says
+        return job_page(request, job, submit_form.error_text(refused.detail), 400)
+    return redirect("job", pk=again.pk)
 
 
 @never_cache  # the answer to a create holds the new key: no browser or proxy keeps it

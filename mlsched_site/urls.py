@@ -9,6 +9,7 @@ urlpatterns = [
     path("jobs/new/", portal.submit, name="submit"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
+    path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
     path("tokens/", portal.api_tokens, name="api_tokens"),

@@ -16,6 +16,8 @@
   const logEl = document.getElementById("log");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
+  const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
+  const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
   let pollTimer = null;
@@ -89,6 +91,11 @@
     showEstimate(job.estimated_start);
     showShards(job);
     showAttempts(job.attempts);
+    // A batch has ended once every shard has, whatever became of the first.
+    const states = job.shard_states ? Object.keys(job.shard_states) : [job.state];
+    if (resubmitEl && states.every(function (s) { return ENDED.includes(s); })) {
+      resubmitEl.hidden = false;
+    }
   }
 
   function sleep(ms) {

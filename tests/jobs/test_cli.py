@@ -76,6 +76,20 @@ def test_the_cli_prints_a_jobs_logs(cli, alpha, alice):
     assert out.stderr.strip() == "[1.0] warning: slow"
 
 
+def test_the_cli_resubmits_an_ended_job_as_a_new_one_and_refuses_a_live_one(cli):
+    job_id = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+    live = cli("resubmit", str(job_id))
+    cli("cancel", str(job_id))
+
+    resubmitted = cli("resubmit", str(job_id))
+
+    assert live.returncode != 0 and "error 409" in live.stderr and "still queued" in live.stderr
+    assert resubmitted.returncode == 0, resubmitted.stderr
+    again_id, state = resubmitted.stdout.split()
+    assert state == State.QUEUED
+    assert Job.objects.get(pk=int(again_id)).resubmitted_from_id == job_id
+
+
 def test_the_cli_reports_a_refused_submission(cli):
     out = cli("submit", "-", stdin=json.dumps({**SPEC, "cpu_milli": 0}))
 
