@@ -101,7 +101,10 @@ def run_fgd(args: argparse.Namespace, command: str) -> int:
     gpus = sum(n.gpus for n in nodes)
     published_path = args.published or report.find_published(args.pods)
     published = report.published_curves(published_path, workload) if published_path else {}
-    rows, curves, results, log = [], {}, {}, [f"# {command}"]
+    rows: list[list] = []
+    curves: dict[str, list] = {}
+    results: dict[str, list[float | None]] = {}
+    log = [f"# {command}"]
     frag_rows: dict[str, list] = {"frag": [], "frag_ratio": []}
     for policy in policies:
         for seed in seeds:

@@ -197,7 +197,9 @@ def _pick(
         return None
     if rng is not None:
         i = int(idx[rng.randrange(len(idx))])
-        return i, scorer(cluster.views[cluster.state[i]], shape).take
+        fit = scorer(cluster.views[cluster.state[i]], shape)
+        assert fit is not None  # a feasible node has a fit
+        return i, fit.take
     # Distinct states in node order: the first node of a state is its best tie-breaker, and
     # a later state wins only with a strictly higher score.
     ids = cluster.state[idx].tolist()

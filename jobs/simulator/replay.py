@@ -57,7 +57,7 @@ class SimJob:
     per: int  # whole GPUs per worker
     remaining: float
     first_start: float | None = None
-    start: float | None = None
+    start: float = 0.0  # of the current run (read only while it runs)
     end: float | None = None
     slots: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     version: int = 0
@@ -209,7 +209,7 @@ def first_fit(replay: Replay, job: SimJob) -> list[tuple[str, tuple[int, ...]]] 
                 node = min(fitting, key=lambda n: len(free[n.id]))
                 return [(node.id, tuple(free[node.id][: job.per]))]
             continue
-        slots = []
+        slots: list[tuple[str, tuple[int, ...]]] = []
         for node in sorted(nodes, key=lambda n: -len(free[n.id])):
             idle = free[node.id]
             while len(idle) >= job.per and len(slots) < job.workers:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.simulator.cli import bad_input, between
@@ -79,11 +80,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def summarise(result: Result) -> dict[str, float]:
     """Wait, completion time, GPU use, fragmentation and preemption figures of one replay."""
-    done = [j for j in result.jobs if j.end is not None]
-    waits = [j.first_start - j.trace.submit for j in done]
-    jcts = [j.end - j.trace.submit for j in done]
+    # (submit, first start, end) of every job that finished
+    done = [(j.trace.submit, j.first_start, j.end) for j in result.jobs
+            if j.first_start is not None and j.end is not None]  # fmt: skip
+    waits = [first - submit for submit, first, _ in done]
+    jcts = [end - submit for submit, _, end in done]
     begin = min((j.trace.submit for j in result.jobs), default=0.0)
-    finish = max((j.end for j in done), default=begin)
+    finish = max((end for _, _, end in done), default=begin)
     last_submit = max((j.trace.submit for j in result.jobs), default=begin)
     stats = {
         "jobs": len(result.jobs),
@@ -106,7 +109,7 @@ def summarise(result: Result) -> dict[str, float]:
     return stats
 
 
-def _time_mean(samples: list[tuple[float, float]], begin: float, finish: float) -> float:
+def _time_mean(samples: Sequence[tuple[float, float]], begin: float, finish: float) -> float:
     """Time-weighted mean of a step function given as (time, value from then on)."""
     if finish <= begin or not samples:
         return 0.0

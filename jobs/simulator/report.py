@@ -90,11 +90,11 @@ def plot(
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colours = dict(zip([*PUBLISHED_NAMES, "mlsched"], palette, strict=False))
     ours_by_label = {label: policy for policy, label in PUBLISHED_NAMES.items()}
-    for label, curves in sorted(published.items()):
+    for label, by_seed in sorted(published.items()):
         colour = colours.get(ours_by_label.get(label, ""))
         ax.plot(
             ks,
-            _median_unalloc(list(curves.values()), ks),
+            _median_unalloc(list(by_seed.values()), ks),
             ls="--",
             lw=1,
             color=colour,
@@ -120,7 +120,7 @@ def plot(
 def _median_unalloc(curves: Sequence[Sequence[float | None]], ks: Sequence[int]) -> list[float]:
     out = []
     for k in ks:
-        values = sorted(100 - c[k] for c in curves if c[k] is not None)
+        values = sorted(100 - v for c in curves if (v := c[k]) is not None)
         n = len(values)
         if not n:
             out.append(float("nan"))
