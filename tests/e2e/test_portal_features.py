@@ -1,0 +1,61 @@
+"""Resubmitting, downloading a log and issuing an API token from the portal, in Chromium against
+daphne (fixtures in conftest.py)."""
+
+import pytest
+import requests
+from playwright.sync_api import expect
+
+from jobs import actions
+from jobs.models import Job
+from jobs.states import State
+from tests.e2e.test_job_page import in_thread, log_in
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_resubmit_button_appears_as_the_job_ends_and_opens_the_new_job(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice, name="vit-sweep",
+                     priority_class=PriorityClassFactory(name="normal"))  # fmt: skip
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#resubmit")).to_be_hidden()
+
+    def runs_and_fails():
+        actions.transition(job, State.SCHEDULED, "placed")
+        attempt = AttemptFactory(job=job, cluster=ClusterFactory(name="east"))
+        actions.transition(job, State.RUNNING, "running", attempt=attempt)
+        actions.end_attempt(attempt.pk, actions.Outcome.USER_ERROR, exit_code=1)
+
+    in_thread(runs_and_fails)
+    expect(page.locator("#state")).to_have_text("failed", timeout=10_000)
+    page.click("#resubmit")
+
+    again = Job.objects.exclude(pk=job.pk).get(name="vit-sweep")
+    page.wait_for_url(f"{server}/jobs/{again.pk}/")
+    expect(page.locator("#resubmitted-from")).to_have_text(f"#{job.pk}")
+    expect(page.locator("#state")).to_have_text("queued")
+
+
+def test_a_user_issues_an_api_token_sees_it_once_and_the_api_takes_it(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    JobFactory(tenant=alpha, owner=alice, name="from-the-cli")
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/tokens/")
+    page.fill("input[name=name]", "laptop")
+    page.click("text=Create token")
+    key = page.locator("#new-token").input_value()
+    page.goto(f"{server}/tokens/")
+
+    assert key.startswith("mls_") and key not in page.content()
+    answer = requests.get(f"{server}/api/v1/jobs/", headers={"Authorization": f"Token {key}"},
+                          timeout=10)  # fmt: skip
+    assert answer.status_code == 200
+    assert [j["name"] for j in answer.json()["jobs"]] == ["from-the-cli"]
