@@ -43,7 +43,8 @@ class ClusterAdmin(admin.ModelAdmin):
             rows, listed, more,
         )  # fmt: skip
 
-    @admin.action(description="Issue a new agent token (shown once)")
+    # For those who may change clusters: a view permission alone must not issue (and read) one.
+    @admin.action(description="Issue a new agent token (shown once)", permissions=["change"])
     def rotate_agent_token(self, request, queryset):
         # The tokens go on this answer alone, never in a message: messages wait for the next
         # page in a cookie that is signed, not encrypted.
@@ -68,11 +69,14 @@ class NodeAdmin(admin.ModelAdmin):
     list_select_related = ["cluster"]
     actions = ["cordon", "uncordon"]
 
-    @admin.action(description="Cordon: place nothing new on them (running work goes on)")
+    @admin.action(
+        description="Cordon: place nothing new on them (running work goes on)",
+        permissions=["change"],
+    )
     def cordon(self, request, queryset):
         self._set_schedulable(request, queryset, False)
 
-    @admin.action(description="Uncordon: place work on them again")
+    @admin.action(description="Uncordon: place work on them again", permissions=["change"])
     def uncordon(self, request, queryset):
         self._set_schedulable(request, queryset, True)
 

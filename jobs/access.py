@@ -67,5 +67,11 @@ def can_cancel(user, job: Job) -> bool:
     return cancelable_jobs(user).filter(pk=job.pk).exists()
 
 
+def can_resubmit(user, job: Job) -> bool:
+    """Running a job again is a submission to its tenant: for its owners and members, not its
+    viewers nor the holders of a grant on the job alone."""
+    return submit_tenants(user).filter(pk=job.tenant_id).exists()
+
+
 def can_see(user, job: Job) -> bool:
     return visible_jobs(user).filter(pk=job.pk).exists()

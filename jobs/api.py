@@ -93,9 +93,7 @@ class CancelView(APIView):
 class ResubmitView(APIView):
     def post(self, request, pk):
         job = get_object_or_404(access.visible_jobs(request.user).select_related("tenant"), pk=pk)
-        if not access.submit_tenants(request.user).filter(pk=job.tenant_id).exists():
-            # Seen as a viewer of its tenant or through a view_job grant: running it is a
-            # submission to the tenant, for its owners and members.
+        if not access.can_resubmit(request.user, job):
             raise PermissionDenied("You may see this job but not resubmit it.")
         # A submission, counted against the user's and the tenant's submission rates as POST
         # /jobs/ is; the tenant is the job's, not named in a body for the throttles to read.

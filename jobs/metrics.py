@@ -258,7 +258,8 @@ def finished(now, jobs) -> list[Metric]:
                 [({"outcome": k}, n) for k, n in counts.items()]),
         *metric("mlsched_job_success_rate", "gauge",
                 "Succeeded / (succeeded + failed), jobs finished in the last day.",
-                [({}, counts["succeeded"] / ended if ended else 0)]),
+                # None ended: no sample, not a 0 % that an alert on the rate would fire on.
+                [({}, counts["succeeded"] / ended)] if ended else []),
     ]  # fmt: skip
 
 

@@ -26,8 +26,9 @@ PAGE = 50
 
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
-    ``?state=``, ``?tenant=<slug>`` and ``?q=`` (a part of the name). A filter value that is
-    not one of the choices is a 400 naming it."""
+    ``?state=``, ``?tenant=<slug>`` and ``?q=`` (a part of the name). A state that is none, a
+    name over 200 characters or a ``before`` that is no id is a 400 naming it; a team the user
+    is not in just lists nothing."""
     filters, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
     jobs = jobs.none() if errors else jobs.filter(**filters)
@@ -86,17 +87,12 @@ def job_page(request, job, error: str = "", status: int = 200):
         "attempts": attempts,
         "can_cancel": live and access.can_cancel(request.user, job),
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
-        "can_resubmit": job.parent_id is None and may_submit_to(request.user, job),
+        "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
-
-
-def may_submit_to(user, job) -> bool:
-    """Running the job again is a submission to its tenant: for its owners and members."""
-    return access.submit_tenants(user).filter(pk=job.tenant_id).exists()
 
 
 @login_required
@@ -178,7 +174,7 @@ def cancel(request, pk):
 def resubmit(request, pk):
     """Run an ended job again as a new job, counted like a submission from the form."""
     job = get_object_or_404(page_jobs(request.user), pk=pk)
-    if not may_submit_to(request.user, job):
+    if not access.can_resubmit(request.user, job):
         raise PermissionDenied("You may see this job but not resubmit it.")
     if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
         return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)

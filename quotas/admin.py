@@ -88,6 +88,9 @@ class TenantAdmin(TenantScoped, admin.ModelAdmin):
     def has_add_permission(self, request):
         return request.user.is_superuser and super().has_add_permission(request)
 
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser:
             return ()
@@ -101,6 +104,13 @@ class TenantAdmin(TenantScoped, admin.ModelAdmin):
 class PriorityClassAdmin(PlatformOnly, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "description"]
     filter_horizontal = ["tenants"]
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if request.user.is_superuser:
+            return fields
+        # The tenants a class lists name other teams: a tenant admin sees only their own.
+        return [name for name in fields if name != "tenants"]
 
 
 @admin.register(Quota)

@@ -187,6 +187,40 @@ def test_the_tenant_page_costs_at_most_one_query_per_member(admin_client, alpha)
     assert tenant_page_queries(admin_client, alpha) - few <= 18
 
 
+@pytest.fixture
+def viewing_staff(client, db):
+    """Staff who may look at clusters and nodes, and change nothing."""
+    user = UserFactory(username="looker", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_cluster", "view_node"])
+    )
+    client.force_login(user)
+    return client
+
+
+def test_staff_who_may_only_view_nodes_cannot_cordon_them(viewing_staff):
+    node = NodeFactory(schedulable=True)
+
+    viewing_staff.post("/admin/clusters/node/", {"action": "cordon", "_selected_action": [node.pk]})
+
+    node.refresh_from_db()
+    assert node.schedulable
+
+
+def test_staff_who_may_only_view_clusters_cannot_issue_an_agent_token(viewing_staff):
+    cluster = ClusterFactory(name="east")
+    before = cluster.agent_token_hash
+
+    page = viewing_staff.post(
+        "/admin/clusters/cluster/",
+        {"action": "rotate_agent_token", "_selected_action": [cluster.pk]},
+    )
+
+    cluster.refresh_from_db()
+    assert cluster.agent_token_hash == before
+    assert "agent-token" not in page.text
+
+
 def test_nodes_are_cordoned_and_uncordoned_from_the_node_list(admin_client):
     nodes = [NodeFactory(), NodeFactory()]
     chosen = {"_selected_action": [n.pk for n in nodes]}

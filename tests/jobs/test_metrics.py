@@ -163,6 +163,14 @@ def test_it_splits_failed_jobs_into_code_and_infrastructure_failures_for_the_suc
     assert "mlsched_job_success_rate 0.5" in lines
 
 
+def test_a_day_with_no_job_finished_has_no_success_rate_rather_than_zero(scrape):
+    finish(Attempt.Outcome.CANCELED)  # canceled: neither a success nor a failure
+
+    lines = scrape()
+
+    assert not [line for line in lines if line.startswith("mlsched_job_success_rate ")]
+
+
 def test_it_reports_heartbeat_ages(scrape):
     Cluster.objects.create(name="west", last_heartbeat=timezone.now() - timedelta(seconds=12))
     cycle.run_cycle()

@@ -124,6 +124,15 @@ def test_a_tenant_admin_cannot_create_a_tenant(tenant_admin):
     assert not Tenant.objects.filter(slug="mine").exists()
 
 
+def test_a_tenant_admin_cannot_delete_their_tenant(tenant_admin, alpha):
+    alice = alpha.memberships.get(role=Membership.Role.OWNER).user
+    alice.user_permissions.add(Permission.objects.get(codename="delete_tenant"))
+
+    tenant_admin.post(f"/admin/quotas/tenant/{alpha.pk}/delete/", {"post": "yes"})
+
+    assert Tenant.objects.filter(pk=alpha.pk).exists()
+
+
 def test_a_tenant_admin_cannot_open_a_preempting_class_to_their_tenant(tenant_admin, alpha):
     urgent = PriorityClass.objects.create(name="urgent", value=100, may_preempt=True)
     form = {"name": "urgent", "value": "100", "may_preempt": "on", "tenants": [alpha.pk]}
@@ -131,6 +140,16 @@ def test_a_tenant_admin_cannot_open_a_preempting_class_to_their_tenant(tenant_ad
     tenant_admin.post(f"/admin/quotas/priorityclass/{urgent.pk}/change/", form)
 
     assert not urgent.open_to(alpha)
+
+
+def test_a_tenant_admin_is_not_shown_which_other_tenants_a_class_is_open_to(tenant_admin, gamma):
+    urgent = PriorityClass.objects.create(name="urgent", value=100, may_preempt=True)
+    urgent.tenants.add(gamma)
+
+    page = tenant_admin.get(f"/admin/quotas/priorityclass/{urgent.pk}/change/")
+
+    assert page.status_code == 200
+    assert "Gamma" not in page.text
 
 
 @pytest.mark.parametrize(
