@@ -21,7 +21,9 @@ from jobs import cycle, events, janitor
 
 log = logging.getLogger(__name__)
 
-_local_flight = threading.Lock()
+# The embedded mode's single flight (no advisory locks): one lock per name, as the advisory
+# locks are per name; a daily prune must neither hold up the cycle nor be skipped for it.
+_local_flights: dict[str, threading.Lock] = {}
 _wake = threading.Event()
 
 # A frozen scheduler (stopped, swapping, its host cut off) keeps its database session, so its
@@ -45,12 +47,13 @@ def single_flight(shard: str = "default"):
         yield True
         return
     if connection.vendor != "postgresql":
-        acquired = _local_flight.acquire(blocking=False)
+        lock = _local_flights.setdefault(shard, threading.Lock())  # atomic: one lock a name
+        acquired = lock.acquire(blocking=False)
         try:
             yield acquired
         finally:
             if acquired:
-                _local_flight.release()
+                lock.release()
         return
     key = zlib.crc32(f"mlsched-cycle:{shard}".encode())
     with connection.cursor() as cursor:
