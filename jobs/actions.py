@@ -386,6 +386,18 @@ class NotResubmittable(Exception):
     batch. The message says which, for people."""
 
 
+def check_resubmittable(job: Job) -> None:
+    """Raise NotResubmittable unless the job may run again as it stands (a cheap check the
+    views make before counting a submission against the rates)."""
+    if job.parent_id is not None:
+        raise NotResubmittable(
+            f"Job #{job.pk} is a shard of batch #{job.parent_id}: resubmit the batch."
+        )
+    if job.batch().live().exists():
+        what = "still has live shards" if job.is_batch else f"is still {job.state}"
+        raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
+
+
 def resubmit(user, job: Job) -> Job:
     """Run an ended job again: a new job of the same spec, owned by `user`, recording `job` as
     the one it was resubmitted from. A batch (its first shard) comes back as a whole batch of
@@ -395,13 +407,7 @@ def resubmit(user, job: Job) -> Job:
     rule applies as it does today: the user may still submit to the tenant, the priority class
     is still open to it. A spec they refuse raises the serializer's ValidationError.
     """
-    if job.parent_id is not None:
-        raise NotResubmittable(
-            f"Job #{job.pk} is a shard of batch #{job.parent_id}: resubmit the batch."
-        )
-    if job.batch().live().exists():
-        what = "still has live shards" if job.is_batch else f"is still {job.state}"
-        raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
+    check_resubmittable(job)
     checked = SubmitSerializer(data=submission_of(job), tenants=access.submit_tenants(user))
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)

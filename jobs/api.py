@@ -95,13 +95,17 @@ class ResubmitView(APIView):
         job = get_object_or_404(access.visible_jobs(request.user).select_related("tenant"), pk=pk)
         if not access.can_resubmit(request.user, job):
             raise PermissionDenied("You may see this job but not resubmit it.")
+        try:
+            actions.check_resubmittable(job)  # a refusal costs no submission
+        except actions.NotResubmittable as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         # A submission, counted against the user's and the tenant's submission rates as POST
         # /jobs/ is; the tenant is the job's, not named in a body for the throttles to read.
         if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
             raise Throttled(wait)
         try:
             again = actions.resubmit(request.user, job)
-        except actions.NotResubmittable as refusal:
+        except actions.NotResubmittable as refusal:  # it went live meanwhile
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         data = JobSerializer(visible(request).get(pk=again.pk)).data
         return Response(data, status=status.HTTP_201_CREATED)

@@ -176,6 +176,10 @@ def resubmit(request, pk):
     job = get_object_or_404(page_jobs(request.user), pk=pk)
     if not access.can_resubmit(request.user, job):
         raise PermissionDenied("You may see this job but not resubmit it.")
+    try:
+        actions.check_resubmittable(job)  # a refusal costs no submission
+    except actions.NotResubmittable as refusal:
+        return job_page(request, job, str(refusal), 409)
     if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
         return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
     try:

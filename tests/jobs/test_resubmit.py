@@ -210,6 +210,17 @@ def test_resubmissions_count_against_the_tenants_submission_rate(failed, alice, 
     assert codes == [201, 201, 429]
 
 
+def test_a_refused_resubmission_does_not_count_against_the_submission_rate(failed, alice, settings):
+    settings.MLSCHED_SUBMIT_RATE = "1/minute"
+    live = JobFactory(tenant=failed.tenant, owner=alice, state=State.RUNNING)
+
+    codes = [resubmit(alice, live).status_code for _ in range(3)] + [
+        resubmit(alice, failed).status_code
+    ]
+
+    assert codes == [409, 409, 409, 201]
+
+
 # The portal's button.
 
 
