@@ -398,18 +398,22 @@ def check_resubmittable(job: Job) -> None:
         raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
 
 
-def resubmit(user, job: Job) -> Job:
+def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, bool]:
     """Run an ended job again: a new job of the same spec, owned by `user`, recording `job` as
-    the one it was resubmitted from. A batch (its first shard) comes back as a whole batch of
-    as many shards; its other shards are resubmitted only with it.
+    the one it was resubmitted from; (the job, whether it is new). A batch (its first shard)
+    comes back as a whole batch of as many shards; its other shards are resubmitted only with
+    it. Under an `idempotency_key` already used in the tenant, that job comes back instead (a
+    repeated request, a double click).
 
     The spec goes through a submission's own checks (SubmitSerializer) and submit(), so every
     rule applies as it does today: the user may still submit to the tenant, the priority class
     is still open to it. A spec they refuse raises the serializer's ValidationError.
     """
     check_resubmittable(job)
-    checked = SubmitSerializer(data=submission_of(job), tenants=access.submit_tenants(user))
+    data = submission_of(job)
+    if idempotency_key:
+        data["idempotency_key"] = idempotency_key
+    checked = SubmitSerializer(data=data, tenants=access.submit_tenants(user))
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)
-    again, _ = submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
-    return again
+    return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})

@@ -103,12 +103,13 @@ class ResubmitView(APIView):
         # /jobs/ is; the tenant is the job's, not named in a body for the throttles to read.
         if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
             raise Throttled(wait)
+        key = request.data.get("idempotency_key") if isinstance(request.data, dict) else None
         try:
-            again = actions.resubmit(request.user, job)
+            again, created = actions.resubmit(request.user, job, key)
         except actions.NotResubmittable as refusal:  # it went live meanwhile
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         data = JobSerializer(visible(request).get(pk=again.pk)).data
-        return Response(data, status=status.HTTP_201_CREATED)
+        return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class EventsView(APIView):

@@ -88,6 +88,8 @@ def job_page(request, job, error: str = "", status: int = 200):
         "can_cancel": live and access.can_cancel(request.user, job),
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
+        # One key per page drawn: a double click resubmits once.
+        "resubmit_key": f"resubmit-{job.pk}-{secrets.token_hex(8)}",
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
         "error": error,
@@ -183,7 +185,7 @@ def resubmit(request, pk):
     if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
         return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
     try:
-        again = actions.resubmit(request.user, job)
+        again, _ = actions.resubmit(request.user, job, request.POST.get("idempotency_key"))
     except actions.NotResubmittable as refusal:
         return job_page(request, job, str(refusal), 409)
     except ValidationError as refused:  # a rule of submission no longer met, as the API says

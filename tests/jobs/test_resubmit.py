@@ -231,10 +231,30 @@ def browser(alice):
     return browser
 
 
-def press_resubmit(browser, job):
-    browser.get(f"/jobs/{job.pk}/")  # sets the CSRF cookie, as a browser would have it
-    token = browser.cookies["csrftoken"].value
-    return browser.post(f"/jobs/{job.pk}/resubmit/", {"csrfmiddlewaretoken": token})
+def press_resubmit(browser, job, times: int = 1):
+    """Post the job page's Resubmit form as drawn (its CSRF token and key), `times` times."""
+    page = browser.get(f"/jobs/{job.pk}/")  # sets the CSRF cookie, as a browser would have it
+    form = {"csrfmiddlewaretoken": browser.cookies["csrftoken"].value,
+            "idempotency_key": page.context["resubmit_key"]}  # fmt: skip
+    answers = [browser.post(f"/jobs/{job.pk}/resubmit/", form) for _ in range(times)]
+    return answers[-1]
+
+
+def test_a_double_click_on_resubmit_makes_one_job(browser, failed):
+    answer = press_resubmit(browser, failed, times=2)
+
+    (again,) = Job.objects.filter(resubmitted_from=failed)
+    assert answer["Location"] == f"/jobs/{again.pk}/"
+
+
+def test_a_resubmission_repeated_under_its_key_answers_the_same_job(failed, alice):
+    key = {"idempotency_key": "retry-once"}
+    first = client_for(alice).post(f"/api/v1/jobs/{failed.pk}/resubmit/", key, format="json")
+    second = client_for(alice).post(f"/api/v1/jobs/{failed.pk}/resubmit/", key, format="json")
+
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert Job.objects.filter(resubmitted_from=failed).count() == 1
 
 
 def test_the_resubmit_button_runs_the_job_again_and_opens_the_new_jobs_page(browser, failed):
