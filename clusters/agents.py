@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -25,6 +25,7 @@ from django.utils import timezone
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions, events
+from jobs.clock import database_now
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
 
@@ -64,17 +65,6 @@ def mark_alive(cluster: Cluster) -> None:
     Cluster.objects.filter(pk=cluster.pk).update(
         last_heartbeat=Now(), health=Cluster.Health.HEALTHY
     )
-
-
-def database_now() -> datetime:
-    """The database's clock: the one every liveness time is written with and judged by.
-
-    SQLite is the embedded mode: one process, one clock."""
-    if connection.vendor != "postgresql":
-        return timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")  # what Now() writes
-        return cursor.fetchone()[0]
 
 
 def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from clusters.models import Allocation
 from jobs import access, bulk, events, states
+from jobs.clock import database_now
 from jobs.models import Attempt, Job, JobEvent
 from jobs.serializers import SubmitSerializer, submission_of
 from jobs.states import State
@@ -70,7 +71,7 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
     then one live message per tenant and one scheduler kick after commit.
     Returns the first canceled shard's event; None when everything had already ended.
     """
-    now = timezone.now()
+    now = database_now()  # the scheduler reads the stop request's time on this clock
     reason = reason[:300]
     # Job rows first, in id order, then their attempts: the lock order of end_attempt() and
     # mark_running(), so a cancel racing an attempt's end waits instead of deadlocking. A shard

@@ -7,6 +7,7 @@ from django.conf import settings
 from clusters import agents
 from clusters.models import Allocation
 from jobs import actions
+from jobs.clock import database_now
 from jobs.models import Attempt
 
 
@@ -21,7 +22,7 @@ def sweep(now=None) -> dict[str, int]:
 
     Times are the database's clock (`now` by default), as heartbeats and placements write them:
     the hosts that write them and this one may disagree by more than any timeout here."""
-    now = now or agents.database_now()
+    now = now or database_now()
     clusters = agents.sweep_silent_clusters(now)
     return {
         "released": release_orphans(now),

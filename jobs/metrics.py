@@ -25,9 +25,9 @@ from django.core.cache import caches
 from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.utils import timezone
 
-from clusters.agents import database_now
 from clusters.models import Allocation, Cluster, Node
 from jobs import snapshot
+from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload

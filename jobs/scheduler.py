@@ -16,8 +16,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from clusters import agents
 from jobs import cycle, events, janitor
+from jobs.clock import database_now
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def tick() -> cycle.CycleResult | None:
             # The database's clock, as the janitor's (which reads it again): the times the
             # commit writes (placed, asked to stop) are judged against heartbeats, which the
             # web hosts write with it.
-            result = cycle.run_cycle(now=agents.database_now().timestamp())
+            result = cycle.run_cycle(now=database_now().timestamp())
             janitor.sweep()
     if result.placed or result.preempted:
         log.info(

@@ -13,9 +13,9 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from clusters import agents
 from clusters.models import Cluster
-from jobs import cycle, janitor
+from jobs import actions, cycle, janitor
+from jobs.clock import database_now
 from jobs.models import Attempt
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
@@ -86,8 +86,20 @@ def test_an_end_reported_through_a_skewed_web_host_is_timed_on_the_database_cloc
     report_with_skewed_clock(agent, attempt, "heartbeat", skew, phase="lost")
 
     ended = Attempt.objects.select_related("job").get(pk=attempt.pk)
-    now = agents.database_now()
+    now = database_now()
     assert ended.outcome == Attempt.Outcome.LOST
     assert abs((now - ended.ended_at).total_seconds()) < 60
     # The retry waits its backoff, neither ten minutes more nor none at all.
     assert 0 < (ended.job.not_before - now).total_seconds() <= 30
+
+
+@pytest.mark.parametrize("skew", [SKEW, -SKEW], ids=["ahead", "behind"])
+def test_a_cancel_through_a_skewed_web_host_is_timed_on_the_database_clock(attempt, skew):
+    real_now = timezone.now
+    with mock.patch("django.utils.timezone.now", lambda: real_now() + skew):
+        actions.cancel(attempt.job)
+
+    asked = Attempt.objects.select_related("job").get(pk=attempt.pk)
+    # The scheduler expects the workers back by this time plus the grace, on its own clock.
+    assert abs((database_now() - asked.stop_requested_at).total_seconds()) < 60
+    assert abs((database_now() - asked.job.finished_at).total_seconds()) < 60
