@@ -1,6 +1,8 @@
 """Helpers for tests that run real mlsched processes against the test database."""
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -78,3 +80,15 @@ def waiting_on_a_lock(table: str) -> bool:
             [f"%{table}%"],
         )
         return cursor.fetchone()[0] > 0
+
+
+def stop_platform(processes, var: Path) -> None:
+    """Kill the platform's processes still running and any worker their agents left behind
+    (local backend, state under `var`): a test leaves nothing running."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+    for pid_file in var.glob("agents/*/workers/*/*/pid"):
+        with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)

@@ -1,7 +1,6 @@
 """Real jobs through the whole system: the control plane (a live server), a scheduler process,
 an agent process with the local backend, and the workers' own processes."""
 
-import contextlib
 import os
 import signal
 import sys
@@ -16,7 +15,7 @@ from jobs import actions
 from jobs.models import Attempt, Family, Job, LogChunk
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, PriorityClassFactory
-from tests.processes import gone, manage, process_env, wait_until
+from tests.processes import gone, manage, process_env, stop_platform, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRACE_S = 2
@@ -45,13 +44,7 @@ class Platform:
         return [int(f.read_text()) for f in files]
 
     def stop(self):
-        for process in (self.agent, self.scheduler):
-            if process.poll() is None:
-                process.kill()
-            process.communicate(timeout=30)
-        for pid_file in self.workers_dir().glob("*/*/pid"):  # leave no worker behind
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        stop_platform((self.agent, self.scheduler), self.var)
 
 
 @pytest.fixture

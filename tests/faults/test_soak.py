@@ -2,9 +2,6 @@
 classes on two clusters, run to their end by a real scheduler process and one real local-backend
 agent per cluster, with the platform's invariants checked on every poll."""
 
-import contextlib
-import os
-import signal
 import sys
 import time
 from collections import defaultdict
@@ -31,7 +28,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.faults.whole import assert_whole
-from tests.processes import manage, process_env, wait_until
+from tests.processes import manage, process_env, stop_platform, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRACE_S = 2
@@ -114,13 +111,7 @@ class TwoClusters:
         return [self.scheduler, *self.agents]
 
     def stop(self):
-        for process in self.processes():
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=30)
-        for pid_file in self.var.glob("agents/*/workers/*/*/pid"):  # leave no worker behind
-            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        stop_platform(self.processes(), self.var)
 
 
 @pytest.fixture
