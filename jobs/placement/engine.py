@@ -127,6 +127,14 @@ class Cycle:
         self.lowest_victim_tier = min((j.tier for j in staying if j.preemptible), default=1 << 62)
         # Work in its grace period: what it holds comes back without evicting anybody else.
         self.leaving = [j for j in snapshot.running if j.stopping]
+        # Per tenant: the lowest tier of its own work it may evict for quota, and its leaving.
+        self.lowest_own_tier: dict[str, int] = {}
+        for j in staying:
+            if j.preemptible and j.tier < self.lowest_own_tier.get(j.tenant, 1 << 62):
+                self.lowest_own_tier[j.tenant] = j.tier
+        self.leaving_of: dict[str, list[RunningJob]] = {}
+        for j in self.leaving:
+            self.leaving_of.setdefault(j.tenant, []).append(j)
         self.reservation_tries = 0
         self._lost: dict[str, float] | None = None
         self.failed: dict[tuple, list[tuple]] = {}
@@ -245,13 +253,13 @@ class Cycle:
             return explain.pending(job, "worker_too_large")
         allowed = self.quota.allowed(job, groups)
         if not allowed:
-            return self._over_quota(job, groups)
+            return self._over_quota(job, groups, avoided)
         need = self._need(job, allowed, avoided)
         slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
             return self.commit(job, slots, PLACED, allocated=True)
         if slots == QUOTA:
-            return self._over_quota(job, groups)
+            return self._over_quota(job, groups, avoided)
         return self.blocked(job, need)
 
     def groups_for(self, job: QueuedJob) -> list[Group]:
@@ -270,12 +278,112 @@ class Cycle:
         """Whether the whole job would borrow on every GPU type it may use."""
         return self.quota.borrows(job, self.groups_for(job))
 
-    def _over_quota(self, job: QueuedJob, groups: list[Group]) -> Outcome:
-        """The job waits for quota; its tenant's room is held for it, unless it is ahead of its
-        tier (which holds nothing back)."""
-        if not self.order.ahead_of_tier:
-            self.quota.hold_for(job, groups, self._known_ends)
-        return explain.pending(job, "quota_exceeded")
+    def _over_quota(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Outcome:
+        """The job's quota does not cover it: it evicts its tenant's own lower classes for it,
+        or waits; then its tenant's room is held for it. A job ahead of its tier does neither."""
+        if self.order.ahead_of_tier:
+            return explain.pending(job, "quota_exceeded")
+        outcome = self._preempt_own(job, groups, avoided)
+        if outcome is not None and outcome.status == PREEMPTS:
+            return outcome
+        self.quota.hold_for(job, groups, self._known_ends)
+        return outcome or explain.pending(job, "quota_exceeded")
+
+    def _preempt_own(
+        self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
+    ) -> Outcome | None:
+        """Evict the tenant's own preemptible work of lower tiers for a job its quota blocks,
+        if its class may preempt and that makes it fit, quota and capacity together (Kueue's
+        ``withinClusterQueue: LowerPriority``); no more while the tenant's work in its grace
+        period gives back enough quota (then it waits for that)."""
+        tenant = job.tenant
+        if not job.may_preempt:
+            return None
+
+        def allows() -> bool:
+            return bool(self.quota.allowed(job, groups))
+
+        leaving = self.leaving_of.get(tenant)
+        if leaving and self._allows_without(leaving, allows):
+            return explain.pending(job, "waiting_for_preemption")
+        lowest = self.lowest_own_tier.get(tenant, 1 << 62)
+        if job.tier <= lowest or not self._may_search_victims(job):
+            return None
+        if self._lost is None:
+            self._lost = preemption.costs(list(self.running.values()), self.now)
+        own = [
+            c
+            for c in preemption.eligible(
+                self.running, self._lost, self.evicted, job.tier, {}, self.capacity
+            )
+            if c.job.tenant == tenant
+        ]
+        if not own:
+            return None
+        self.searched_victims = True
+        self.preemption_tries += 1
+        own.sort(key=lambda c: c.job.tier)  # stable: least work lost first inside a tier
+        victims = preemption.freeing_quota(self.ledger, tenant, own, self._usage_of, allows)
+        if victims is None:
+            return None
+        for victim in victims:
+            preemption.release(self.capacity, victim)
+
+        def fit():
+            allowed = self.quota.allowed(job, groups)
+            return self._fits(job, self._need(job, allowed, avoided)) if allowed else None
+
+        limit = self.policy.max_victims_per_job
+        if fit() is None:
+            # The quota is there but not the room: evict more of the same work for that.
+            taken = {j.id for j in victims}
+            rest = [c for c in own if c.job.id not in taken]
+            need = self._need(job, self.quota.allowed(job, groups), avoided)
+            found = preemption.choose_victims(
+                self.capacity, rest, {}, need, job.workers, fit, limit
+            )
+            for victim in found[0] if found is not None else ():
+                self.ledger.charge(tenant, self._usage_of(victim), -1)
+                victims.append(victim)
+        slots = self._spare(victims, fit)
+        for victim in victims:  # _evict gives it back again
+            self.ledger.charge(tenant, self._usage_of(victim))
+        if slots is None or len(victims) > limit:
+            for victim in victims:
+                preemption.restore(self.capacity, victim)
+            return None
+        outcome = self._preempted_for(job, slots, sorted(victims, key=lambda j: j.id))
+        # Until the victims have gone the tenant holds what they hold, and the job nothing:
+        # its later jobs in the cycle must not take quota that frees only then.
+        for victim in victims:
+            self.ledger.charge(tenant, self._usage_of(victim))
+        self.ledger.charge(tenant, self._usage_of(_as_running(job, slots)), -1)
+        return outcome
+
+    def _spare(self, victims: list[RunningJob], fit) -> list | None:
+        """Put back, last chosen first, each victim (released, quota given back) the job fits
+        without; the job's slots then, or None if it does not fit even with all of them."""
+        if fit() is None:
+            return None
+        for victim in reversed(list(victims)):
+            preemption.restore(self.capacity, victim)
+            self.ledger.charge(victim.tenant, self._usage_of(victim))
+            if fit() is not None:
+                victims.remove(victim)
+            else:
+                preemption.release(self.capacity, victim)
+                self.ledger.charge(victim.tenant, self._usage_of(victim), -1)
+        return fit()
+
+    def _allows_without(self, work: list[RunningJob], allows) -> bool:
+        """Whether ``allows()`` holds once ``work`` (of one tenant) has given its quota back."""
+        for j in work:
+            self.ledger.charge(j.tenant, self._usage_of(j), -1)
+        try:
+            return allows()
+        finally:
+            for j in work:
+                self.ledger.charge(j.tenant, self._usage_of(j))
 
     def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
         """(end, amount of ``flavor``) of the tenant's work whose end is known: running (not
@@ -437,21 +545,30 @@ class Cycle:
         if chosen is None:
             return None
         victims, slots = chosen
+        return self._preempted_for(job, slots, victims)
+
+    def _preempted_for(self, job: QueuedJob, slots, victims: list[RunningJob]) -> Outcome:
+        """Evict the victims (their resources already released) and give their room to the job."""
         for victim in victims:
             self._evict(victim)
         self.failed.clear()  # capacity came back: earlier failures may fit now
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         return self.commit(job, slots, PREEMPTS, victims)
 
+    def _may_search_victims(self, job: QueuedJob) -> bool:
+        """Whether preemption is on and the cycle's and the tenant's preemption budgets are not
+        spent."""
+        policy = self.policy
+        return (
+            policy.preemption
+            and self.preemption_tries < policy.max_preemption_attempts
+            and self.preemptors.get(job.tenant, 0) < policy.max_preemptions_per_tenant
+        )
+
     def _reclaimable(self, job: QueuedJob, need: Need) -> dict | None:
         """What the job may reclaim from borrowers in its cohort (perhaps nothing), or None if
         it may evict nobody: then the running work is not scanned."""
-        policy = self.policy
-        if (
-            not policy.preemption
-            or self.preemption_tries >= policy.max_preemption_attempts
-            or self.preemptors.get(job.tenant, 0) >= policy.max_preemptions_per_tenant
-        ):
+        if not self._may_search_victims(job):
             return None
         types = sorted({g.gpu_type for g in need.groups})
         wants = [demand(job, gpu_type, job.workers) for gpu_type in types]
@@ -479,10 +596,10 @@ class Cycle:
         slots = self.fit(job, need, memo=False)
         return None if slots == QUOTA else slots
 
-    def _evict(self, victim: RunningJob) -> None:
-        # The victim's resources were released by the search; give back its quota and share.
+    def _usage_of(self, job: RunningJob) -> dict[str, int]:
+        """The quota flavors a running job holds."""
         used: dict[str, int] = {}
-        for a in victim.allocations:
+        for a in job.allocations:
             node = self.capacity.by_id.get(a.node_id)
             gpu_type = node.gpu_type if node is not None else ""
             parts = {"cpu": a.cpu_milli, "memory": a.memory_mb}
@@ -490,6 +607,11 @@ class Cycle:
                 parts[gpu_flavor(gpu_type)] = sum(m for _, m in a.gpus)
             for flavor, amount in parts.items():
                 used[flavor] = used.get(flavor, 0) + amount
+        return used
+
+    def _evict(self, victim: RunningJob) -> None:
+        # The victim's resources were released by the search; give back its quota and share.
+        used = self._usage_of(victim)
         self.ledger.charge(victim.tenant, used, -1)
         self.order.charge(victim.tenant, _resources(used), -1)
         self.evicted.add(victim.id)

@@ -20,8 +20,9 @@ rights of its own tier. Waiting long never drains nodes for a job ahead of its t
 A job that has evicted work for itself (``preempting``) comes first of all, until it starts, as
 Kubernetes keeps a preemptor's nominated node for it: the room its victims leave, and the nodes
 they leave, are its own. Otherwise a class above it would take (or reserve) that room and the
-preemptor would evict a second job for the room it already paid for. It too comes again at its
-own place.
+preemptor would evict a second job for the room it already paid for. It is decided there
+only, with its own tier's rights (deciding it again further down could not do better, and the
+quota it holds for itself there would stand in its own way).
 """
 
 from __future__ import annotations
@@ -122,8 +123,10 @@ class QueueOrder:
             while heap:
                 _, tenant, pos = heapq.heappop(heap)
                 queue = queues[tenant]
-                self.ahead_of_tier = queue[pos].tier != tier
-                yield queue[pos]
+                job = queue[pos]
+                if not job.preempting:  # decided first of all
+                    self.ahead_of_tier = job.tier != tier
+                    yield job
                 if pos + 1 < len(queue):
                     key = self._tenant_key(tenant, queue[pos + 1])
                     heapq.heappush(heap, (key, tenant, pos + 1))

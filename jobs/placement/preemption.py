@@ -171,6 +171,27 @@ def _spend(candidate: Candidate, spent: dict, sign: int) -> None:
 # -- which ones ------------------------------------------------------------------------------
 
 
+def freeing_quota(
+    ledger: Ledger,
+    tenant: str,
+    candidates: list[Candidate],
+    usage_of: Callable[[RunningJob], Mapping[str, int]],
+    allows: Callable[[], bool],
+) -> list[RunningJob] | None:
+    """The tenant's own work to evict so that its quota covers a job (``allows()``): the
+    candidates in order until it does, their usage left given back in ``ledger``; None, with
+    the ledger as it was, if all of them are not enough."""
+    taken: list[RunningJob] = []
+    for candidate in candidates:
+        ledger.charge(tenant, usage_of(candidate.job), -1)
+        taken.append(candidate.job)
+        if allows():
+            return taken
+    for job in taken:
+        ledger.charge(tenant, usage_of(job))
+    return None
+
+
 def choose_victims(
     capacity: Capacity,
     candidates: list[Candidate],

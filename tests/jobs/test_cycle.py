@@ -18,6 +18,7 @@ from tests.factories import (
     JobFactory,
     NodeFactory,
     PriorityClassFactory,
+    QuotaFactory,
 )
 
 pytestmark = pytest.mark.django_db
@@ -305,6 +306,33 @@ def test_the_room_a_preemptor_made_is_its_own_even_against_a_higher_class():
     assert (high.state, high.preempting_until) == (State.SCHEDULED, None)
     assert top.state == State.QUEUED
     still = [v for v in victims if v.pk != victim]
+    assert Attempt.objects.get(job__in=still).stop_requested_at is None
+
+
+def test_a_job_its_own_quota_blocks_evicts_one_of_its_tenants_lower_jobs_and_starts_there():
+    n8_a100_nodes(3)  # a whole node stays idle: the quota, not capacity, blocks the job
+    quota = QuotaFactory(guaranteed=16, borrow_limit=0)
+    low = PriorityClassFactory(name="low", value=-100)
+    lows = [
+        training(gpus=8, preemptible=True, priority_class=low, tenant=quota.tenant)
+        for _ in range(2)
+    ]
+    assert len(cycle.run_cycle().placed) == 2
+    high = training(
+        gpus=8,
+        tenant=quota.tenant,
+        priority_class=PriorityClassFactory(name="high", value=100, may_preempt=True),
+    )
+    (victim,) = cycle.run_cycle().preempted
+    assert victim in {j.pk for j in lows}
+    later = [cycle.run_cycle() for _ in range(3)]  # the victim is in its grace period
+    assert [(r.placed, r.preempted) for r in later] == [([], [])] * 3
+    high.refresh_from_db()
+    assert (high.state, high.pending_reason) == (State.QUEUED, "waiting_for_preemption")
+    actions.end_attempt(Attempt.objects.get(job_id=victim).pk, Attempt.Outcome.PREEMPTED)
+
+    assert cycle.run_cycle().placed == [high.pk]
+    still = [j for j in lows if j.pk != victim]
     assert Attempt.objects.get(job__in=still).stop_requested_at is None
 
 

@@ -35,17 +35,3 @@ def test_a_job_that_may_not_preempt_still_reclaims_its_guarantee_from_a_borrower
     decision = place(snapshot((a, b), (job,), running=(own, lent), tenants=tenants))
 
     assert decision.by_job()["mine"].victims == ("lent",)
-
-
-def test_a_job_its_own_tenants_quota_blocks_waits_and_evicts_none_of_its_tenants_work():
-    # Quota is not capacity: a tenant's own lower class holds its quota until it ends, as
-    # Kueue's default (withinClusterQueue: Never).
-    a, b = n8_a100_nodes(2)
-    a, low = running_on(a, "low", 8, tenant="alpha", preemptible=True, last_checkpoint=NOW)
-    tenants = (gpu_tenant("alpha", "a100", 8, borrow=0, used_gpus=8),)
-    urgent = j_training("urgent", gpus=8, tier=5, tenant="alpha")
-
-    decision = place(snapshot((a, b), (urgent,), running=(low,), tenants=tenants))
-
-    assert decision.by_job()["urgent"].reason == "quota_exceeded"
-    assert decision.preempted == ()
