@@ -22,7 +22,10 @@ Kubernetes keeps a preemptor's nominated node for it: the room its victims leave
 they leave, are its own. Otherwise a class above it would take (or reserve) that room and the
 preemptor would evict a second job for the room it already paid for. It is decided there
 only, with its own tier's rights (deciding it again further down could not do better, and the
-quota it holds for itself there would stand in its own way).
+quota it holds for itself there would stand in its own way). A preemptible preemptor keeps no
+claim against a queued class above it that may preempt: that class would evict it as soon as
+it started, so, as Kubernetes lets a higher priority take a nominated node, it comes at its own
+place, after that class.
 """
 
 from __future__ import annotations
@@ -66,7 +69,11 @@ class QueueOrder:
         queued = list(queued)
         top = max((job.tier for job in queued), default=0)
         starved = _starved(queued, top, policy.tier_wait_limit_hours, now)
-        self.preempting = [job for job in queued if job.preempting]
+        evicts = max((job.tier for job in queued if job.may_preempt), default=-math.inf)
+        self.preempting = [
+            job for job in queued if job.preempting and not (job.preemptible and evicts > job.tier)
+        ]
+        self._claims = {job.id for job in self.preempting}
         for job in queued:
             self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
             if job.id in starved:
@@ -124,7 +131,7 @@ class QueueOrder:
                 _, tenant, pos = heapq.heappop(heap)
                 queue = queues[tenant]
                 job = queue[pos]
-                if not job.preempting:  # decided first of all
+                if job.id not in self._claims:  # decided first of all
                     self.ahead_of_tier = job.tier != tier
                     yield job
                 if pos + 1 < len(queue):

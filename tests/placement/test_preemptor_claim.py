@@ -52,3 +52,35 @@ def test_once_its_victim_is_gone_the_preemptor_starts_there_before_a_higher_clas
     assert outcomes["preemptor"].workers[0].node_id == nodes[0].id
     assert outcomes["higher"].status != "placed"
     assert decision.preempted == ()
+
+
+def _against_a_class_that_may_preempt(preemptible: bool):
+    higher = j_training("higher", gpus=8, tier=5, max_runtime=86_400.0)
+    preemptor = j_training("preemptor", gpus=8, tier=3, max_runtime=86_400.0,
+                           preempting=True, preemptible=preemptible)  # fmt: skip
+    return (higher, preemptor)
+
+
+def test_a_preemptible_preemptor_leaves_the_room_to_a_higher_class_that_would_evict_it():
+    # Started on its claim, it would be evicted at once by the class above it: that class
+    # takes the room, as Kubernetes lets a higher priority take a nominated node.
+    nodes, running = _two_busy_nodes(victim_gone=True)
+    queue = _against_a_class_that_may_preempt(preemptible=True)
+
+    decision = place(snapshot(nodes, queue, running=running))
+
+    outcomes = decision.by_job()
+    assert outcomes["higher"].status == "placed"
+    assert outcomes["higher"].workers[0].node_id == nodes[0].id
+    assert outcomes["preemptor"].status != "placed"
+
+
+def test_a_preemptor_that_is_not_preemptible_keeps_its_room_against_any_class():
+    nodes, running = _two_busy_nodes(victim_gone=True)
+    queue = _against_a_class_that_may_preempt(preemptible=False)
+
+    decision = place(snapshot(nodes, queue, running=running))
+
+    outcomes = decision.by_job()
+    assert outcomes["preemptor"].status == "placed"
+    assert outcomes["preemptor"].workers[0].node_id == nodes[0].id
