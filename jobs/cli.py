@@ -16,6 +16,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,24 @@ from urllib.parse import urlsplit
 import requests
 
 TERMINAL = {"succeeded", "failed", "canceled"}
+
+# C0 and C1 control characters and DEL, but tab, newline and carriage return (a progress bar
+# redraws its line with it): in a job's output or name they would reach the reader's terminal
+# as commands (move the cursor, clear the screen, set the window title, write to the
+# clipboard). 0x9b alone starts a sequence on some terminals.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from the server made safe to show: each control character written out as \\xNN,
+    as `less` does; tab, newline, carriage return and the rest of Unicode kept. Every line the
+    CLI prints from the server, and every error that may quote it, goes through here."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def show(line: str, out=None) -> None:
+    """Print a line that holds text from the server."""
+    print(printable(line), file=out or sys.stdout, flush=True)
 
 
 class Api:
@@ -39,18 +58,23 @@ class Api:
                 method, self.url + path, timeout=30, allow_redirects=False, **kwargs
             )
         except requests.RequestException as error:
-            raise SystemExit(f"cannot reach {self.url} (MLSCHED_URL): {error}") from None
+            raise SystemExit(printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")) from None
         if response.is_redirect:
             where = response.headers.get("Location", "elsewhere")
-            raise SystemExit(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
+            raise SystemExit(
+                printable(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
+            )
         if response.status_code >= 400:
-            raise SystemExit(f"error {response.status_code}: {response.text}")
+            raise SystemExit(printable(f"error {response.status_code}: {response.text}"))
         try:
             return response.json()
         except ValueError:
+            kind = response.headers.get("Content-Type", "?")
             raise SystemExit(
-                f"{self.url} (MLSCHED_URL) did not answer as the mlsched API does"
-                f" (status {response.status_code}, {response.headers.get('Content-Type', '?')})"
+                printable(
+                    f"{self.url} (MLSCHED_URL) did not answer as the mlsched API does"
+                    f" (status {response.status_code}, {kind})"
+                )
             ) from None
 
 
@@ -61,14 +85,14 @@ def submit(api: Api, args) -> None:
     except (OSError, ValueError) as error:
         raise SystemExit(f"{args.file}: not a readable JSON job description: {error}") from None
     job = api.call("POST", "jobs/", json=spec)
-    print(f"{job['id']} {job['state']}")
+    show(f"{job['id']} {job['state']}")
 
 
 def list_jobs(api: Api, args) -> None:
     params = {"state": args.state} if args.state else {}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
-        print(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
+        show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
 
 
 def all_jobs(api: Api, params: dict):
@@ -82,16 +106,16 @@ def all_jobs(api: Api, params: dict):
 
 
 def status(api: Api, args) -> None:
-    print(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
+    show(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
 
 
 def cancel(api: Api, args) -> None:
-    print(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
+    show(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
 
 
 def resubmit(api: Api, args) -> None:
     job = api.call("POST", f"jobs/{args.id}/resubmit/")
-    print(f"{job['id']} {job['state']}")
+    show(f"{job['id']} {job['state']}")
 
 
 def logs(api: Api, args) -> None:
@@ -100,7 +124,7 @@ def logs(api: Api, args) -> None:
         page = api.call("GET", f"jobs/{args.id}/logs/", params={"after": after})
         for line in page["lines"]:
             out = sys.stderr if line["stream"] == "stderr" else sys.stdout
-            print(f"[{line['attempt']}.{line['worker']}] {line['text']}", file=out, flush=True)
+            show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)
         after = page["next"]
         if page["lines"]:
             continue

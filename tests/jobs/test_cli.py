@@ -153,8 +153,11 @@ def wrong_server(request):
 
 def run_cli(url: str, token: str, *args):
     env = {"MLSCHED_URL": url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
+                         capture_output=True, timeout=60)  # fmt: skip
+    # Decoded here: text mode would turn a carriage return the CLI wrote into a newline.
+    out.stdout, out.stderr = out.stdout.decode(), out.stderr.decode()
+    return out
 
 
 def test_the_cli_says_in_one_line_when_mlsched_url_is_not_the_api(wrong_server, tmp_path):
