@@ -1,4 +1,6 @@
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AutocompleteSelect
 
 from clusters.models import Node
 from quotas import tokens
@@ -64,14 +66,45 @@ class QuotaInline(PlatformOnly, admin.TabularInline):
         return super().get_formset(request, obj, **kwargs)
 
 
+class RowUserSelect(AutocompleteSelect):
+    """Django's autocomplete for a membership's user, the user the row already names shown
+    from the row itself: Django's own widget looks each row's user up again, one query per
+    member."""
+
+    row_user = None  # set per row by MembershipForm
+
+    def optgroups(self, name, value, attr=None):
+        user = self.row_user
+        if user is None or value != [str(user.pk)]:
+            return super().optgroups(name, value, attr)  # a new row, or a user changed in it
+        options = [] if self.is_required else [self.create_option(name, "", "", False, 0)]
+        label = self.choices.field.label_from_instance(user)
+        options.append(self.create_option(name, user.pk, label, True, len(options)))
+        return [(None, options, 0)]
+
+
+class MembershipForm(forms.ModelForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "user" in self.fields and self.instance.user_id is not None:
+            # The related-widget wrapper (its add and change links) around RowUserSelect.
+            self.fields["user"].widget.widget.row_user = self.instance.user
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
+    form = MembershipForm
     extra = 1
     autocomplete_fields = ["user"]
 
     def get_queryset(self, request):
         # Each row's label names its user and tenant: one query for all, not two per row.
         return super().get_queryset(request).select_related("user", "tenant")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user":
+            kwargs["widget"] = RowUserSelect(db_field, self.admin_site, using=kwargs.get("using"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 @admin.register(Tenant)
