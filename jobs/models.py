@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.states import ACTIVE, TERMINAL, State
@@ -90,7 +91,9 @@ class Job(models.Model):
         help_text="The job asked work to stop to make room for itself: until it starts (or "
         "this time passes) that room is its own, ahead of the queue.",
     )
-    created = models.DateTimeField(default=timezone.now)
+    # Written by the database, on its clock: queue aging and the tier wait compare it with the
+    # scheduler's now (jobs.clock), and a web host's clock may be minutes off.
+    created = models.DateTimeField(db_default=Now())
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
