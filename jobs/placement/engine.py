@@ -135,6 +135,7 @@ class Cycle:
         self.leaving_of: dict[str, list[RunningJob]] = {}
         for j in self.leaving:
             self.leaving_of.setdefault(j.tenant, []).append(j)
+            self.ledger.leave(j.tenant, self._usage_of(j))
         self.reservation_tries = 0
         self._lost: dict[str, float] | None = None
         self.failed: dict[tuple, list[tuple]] = {}
@@ -346,7 +347,7 @@ class Cycle:
                 self.ledger.charge(tenant, self._usage_of(victim), -1)
                 victims.append(victim)
         slots = self._spare(victims, fit)
-        for victim in victims:  # _evict gives it back again
+        for victim in victims:  # charged until they have gone (_evict)
             self.ledger.charge(tenant, self._usage_of(victim))
         if slots is None or len(victims) > limit:
             for victim in victims:
@@ -354,9 +355,7 @@ class Cycle:
             return None
         outcome = self._preempted_for(job, slots, sorted(victims, key=lambda j: j.id))
         # Until the victims have gone the tenant holds what they hold, and the job nothing:
-        # its later jobs in the cycle must not take quota that frees only then.
-        for victim in victims:
-            self.ledger.charge(tenant, self._usage_of(victim))
+        # its quota is what the victims give back.
         self.ledger.charge(tenant, self._usage_of(_as_running(job, slots)), -1)
         return outcome
 
@@ -610,9 +609,10 @@ class Cycle:
         return used
 
     def _evict(self, victim: RunningJob) -> None:
-        # The victim's resources were released by the search; give back its quota and share.
+        # The victim's resources were released by the search. Its quota stays charged until it
+        # has gone (its tenant starts nothing more on it now), but is not reclaimed twice.
         used = self._usage_of(victim)
-        self.ledger.charge(victim.tenant, used, -1)
+        self.ledger.leave(victim.tenant, used)
         self.order.charge(victim.tenant, _resources(used), -1)
         self.evicted.add(victim.id)
         self.preempted.append(victim.id)

@@ -8,7 +8,8 @@ Who may be evicted (``eligible``):
   job needs (its GPU type; CPU and memory for CPU-only work), if the job's tenant has a real
   guarantee of that flavor (more than 0) and stays inside its guarantees with the job
   (``reclaimable``). Who borrows is read from the cycle's quota ledger, not from the flag set
-  when the work was placed: a tenant whose other work has ended since borrows no more. A tenant
+  when the work was placed: a tenant whose other work has ended since borrows no more, and work
+  asked to stop (in its grace period, or evicted earlier in the cycle) counts as gone. A tenant
   gives back work only while it is still over its guarantee, the one most over first.
 
 Work already asked to stop is nobody's victim again.
@@ -108,7 +109,7 @@ def _over_guarantee(ledger: Ledger, cohort: str | None, flavor: str, but: str) -
     for tenant, theirs in ledger.cohort.items():
         quota = ledger.quota.get((tenant, flavor))
         if theirs == cohort and tenant != but and quota is not None:
-            excess = ledger.usage.get((tenant, flavor), 0) - quota.guaranteed
+            excess = ledger.staying(tenant, flavor) - quota.guaranteed
             if excess > 0:
                 out[(tenant, flavor)] = excess
     return out

@@ -32,6 +32,9 @@ class Ledger:
         self.cohort_used: dict[tuple[str, str], int] = {}
         # (tenant, flavor) -> time before which the tenant's later jobs must end to use it.
         self.held: dict[tuple[str, str], float] = {}
+        # (tenant, flavor) -> what of its usage is work asked to stop: charged until it has gone
+        # (its tenant may not start more on it), but no longer over a guarantee to reclaim.
+        self.going: dict[tuple[str, str], int] = {}
         # Bumped on every charge and hold: answers cached under an older version are stale.
         self.version = 0
         tenants = list(tenants)
@@ -136,6 +139,17 @@ class Ledger:
             if key in self.quota:
                 pool = (cohort, flavor)
                 self.cohort_used[pool] = self.cohort_used.get(pool, 0) + sign * amount
+
+    def leave(self, tenant: str, demand: Mapping[str, int]) -> None:
+        """Mark usage as work asked to stop (it stays charged until it has gone)."""
+        for flavor, amount in demand.items():
+            key = (tenant, flavor)
+            self.going[key] = self.going.get(key, 0) + amount
+
+    def staying(self, tenant: str, flavor: str) -> int:
+        """The tenant's usage of ``flavor`` less work asked to stop."""
+        key = (tenant, flavor)
+        return self.usage.get(key, 0) - self.going.get(key, 0)
 
 
 def amount_of(slots: Iterable[tuple], flavor: str) -> int:
