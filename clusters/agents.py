@@ -92,7 +92,32 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now)
+        for attempt_id in succeeded_while_lost(cluster, by_attempt):
+            actions.late_success(attempt_id, now)
     return desired_state(cluster, known=by_attempt.keys())
+
+
+def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[int]:
+    """This cluster's attempts declared lost whose every worker the report shows exited 0 (on
+    its own: a worker the agent stopped is reported stopped), their success not yet recorded.
+
+    Only a beat that reports such exits costs a query: a running attempt is reported every
+    second. A late failure is not looked at: the job is being retried already."""
+    done = [
+        pk
+        for pk, workers in by_attempt.items()
+        if all(w.phase == base.EXITED and w.exit_code == 0 for w in workers)
+    ]
+    if not done:
+        return []
+    lost = Attempt.objects.filter(
+        cluster=cluster, pk__in=done, outcome=Outcome.LOST, exit_code__isnull=True
+    ).values_list("pk", "job__workers")
+    return [
+        pk
+        for pk, world_size in lost
+        if sorted(w.rank for w in by_attempt[pk]) == list(range(world_size))
+    ]
 
 
 STILL_RUNNING = (base.PENDING, base.RUNNING)

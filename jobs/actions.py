@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import F, Sum, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from clusters.models import Allocation
@@ -324,6 +324,68 @@ def retry(job: Job, attempt: Attempt, now) -> None:
     )
     transition(job, State.QUEUED, f"{attempt.outcome}: {attempt.reason}; retry in {delay}s",
                attempt=attempt, now=now)  # fmt: skip
+
+
+@transaction.atomic
+def late_success(attempt_id: int, now=None) -> None:
+    """Every worker of an attempt declared lost has exited 0 after all: its agent was away,
+    not its workers (the janitor gives up the attempts of a silent cluster).
+
+    A job still waiting for the retry its loss asked for, with no newer attempt, takes the
+    success: it ends succeeded and the retry is dropped. A job that has moved on (a newer
+    attempt placed, or the job ended) keeps going; the report is recorded as an event on the
+    lost attempt, and nothing is stopped. Once per attempt: the exit code written marks the
+    report as seen, so a report sent again changes nothing.
+    """
+    now = now or timezone.now()
+    job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
+    # Job first, then attempt: the lock order of end_attempt() and cancel(). The commit claims
+    # the job's row too, so placing the retry and this wait for each other: one of them wins.
+    job = Job.objects.select_for_update().get(pk=job_id)
+    attempt = Attempt.objects.select_for_update().get(pk=attempt_id)
+    if attempt.outcome != Outcome.LOST or attempt.exit_code is not None:
+        return
+    newer = job.attempts.filter(number__gt=attempt.number).order_by("number").first()
+    lost_reason = attempt.reason
+    attempt.exit_code = 0
+    attempt.reason = f"exit code 0, reported after it was declared lost: {lost_reason}"[:300]
+    if job.state == State.QUEUED and newer is None:
+        take_late_success(job, attempt, now)
+    else:
+        note_late_success(job, attempt, newer, now)
+
+
+def take_late_success(job: Job, attempt: Attempt, now) -> None:
+    """The job, queued for the retry of a lost attempt, ends succeeded by that attempt."""
+    attempt.outcome = Outcome.SUCCEEDED
+    # Its run was not wasted; its allocations were released when it was declared lost.
+    attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, attempt.ended_at)
+    attempt.save(update_fields=["outcome", "exit_code", "reason", "wasted_gpu_seconds"])
+    # The retry its loss used is given back (the job is queued after a lost attempt only
+    # through retry(), which used one); a start nobody saw counts from the attempt's end, as
+    # for any success reported before its start.
+    Job.objects.filter(pk=job.pk).update(
+        retries_used=Greatest(F("retries_used") - 1, 0),
+        not_before=None,
+        started_at=Coalesce(F("started_at"), Value(attempt.started_at or attempt.ended_at)),
+    )
+    transition(job, State.SUCCEEDED,
+               f"attempt {attempt.number} succeeded: exit code 0 reported after it was declared "
+               "lost; its retry is dropped", attempt=attempt, now=now)  # fmt: skip
+    transaction.on_commit(kick)  # the queue changed
+
+
+def note_late_success(job: Job, attempt: Attempt, newer: Attempt | None, now) -> None:
+    """The job has moved on: it keeps going, and one event on the lost attempt says that its
+    work was done (no transition: from and to are the job's state)."""
+    attempt.save(update_fields=["exit_code", "reason"])
+    why = f"attempt {newer.number} was placed first" if newer else f"the job was {job.state}"
+    reason = f"attempt {attempt.number} exited 0 after it was declared lost; not taken: {why}"
+    event = JobEvent.objects.create(
+        job=job, attempt=attempt, from_state=job.state, to_state=job.state, reason=reason[:300],
+        time=now,
+    )  # fmt: skip
+    events.publish_on_commit([(vars(event), job.tenant_id)])
 
 
 def wasted_gpu_seconds(attempt: Attempt, now) -> float:

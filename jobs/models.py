@@ -224,7 +224,8 @@ class Attempt(models.Model):
 
 
 class JobEvent(models.Model):
-    """One transition of one job: the audit trail, the source of metrics, the live feed."""
+    """One transition of one job (or, from = to, a lost attempt's late success not taken): the
+    audit trail, the source of metrics, the live feed."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL)

@@ -3,7 +3,9 @@
     queued -> scheduled -> running -> succeeded | failed | canceled
 
 Preemption and retried infrastructure failures send a scheduled or running job back to queued,
-with a new attempt to follow. Terminal states have no way out.
+with a new attempt to follow. A job queued for the retry of a lost attempt ends succeeded,
+before any newer attempt is placed, when that attempt is reported late to have exited 0 (its
+agent was away, not its workers: `jobs.actions.late_success`). Terminal states have no way out.
 """
 
 from django.db import models
@@ -19,7 +21,7 @@ class State(models.TextChoices):
 
 
 EDGES: dict[str, frozenset[str]] = {
-    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED}),
+    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED, State.SUCCEEDED}),
     State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
     State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELED, State.QUEUED}),
     State.SUCCEEDED: frozenset(),

@@ -6,9 +6,11 @@ import signal
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from clusters.models import Cluster
 from jobs import actions
@@ -22,12 +24,12 @@ GRACE_S = 2
 
 
 class Platform:
-    def __init__(self, url: str, var: Path):
+    def __init__(self, url: str, var: Path, **env):
         self.url, self.var = url, var
         self.cluster = ClusterFactory(name="local", health="healthy")
         self.token = self.cluster.rotate_token()
         self.env = process_env(MLSCHED_VAR_DIR=var, MLSCHED_STOP_GRACE_S=GRACE_S,
-                               MLSCHED_AGENT_TOKEN=self.token)  # fmt: skip
+                               MLSCHED_AGENT_TOKEN=self.token, **env)  # fmt: skip
         self.scheduler = manage("run_scheduler", "--interval", "0.3", env=self.env)
         self.agent = None
         self.start_agent()
@@ -189,6 +191,34 @@ def test_a_killed_and_restarted_agent_loses_no_job_and_runs_none_twice(platform,
     assert started == ended == sorted(str(j.pk) for j in jobs)  # each ran once, to its end
     assert all(j.attempts.count() == 1 for j in jobs)
     assert Cluster.objects.get(name="local").health == Cluster.Health.HEALTHY
+
+
+def test_a_job_that_ended_while_its_silent_agent_was_declared_lost_succeeds_and_runs_once(
+    live_server, tmp_path, settings
+):
+    settings.MLSCHED_STOP_GRACE_S = GRACE_S
+    ClusterFactory(name="elsewhere", last_heartbeat=timezone.now() + timedelta(hours=1))
+    # The janitor (in the scheduler) declares a silent agent's work lost after 3 s, well
+    # before the job's 8 s are over; the retry would wait 600 s.
+    platform = Platform(live_server.url, tmp_path, MLSCHED_AGENT_TIMEOUT_S=2,
+                        MLSCHED_AGENT_LOST_GRACE_S=3, MLSCHED_RETRY_BACKOFF_S=600)  # fmt: skip
+    try:
+        marks = tmp_path / "marks"
+        job = JobFactory(gpus=2, command=[*script(tmp_path, SLOW_MARKED), str(marks)])
+        assert wait_for_state(job, State.RUNNING)
+        platform.agent.send_signal(signal.SIGKILL)
+        platform.agent.communicate(timeout=10)
+        assert wait_for_state(job, State.QUEUED)  # declared lost, while its worker runs on
+        assert wait_until(lambda: "end" in marks.read_text(), 30)  # and ends, exit 0
+
+        platform.start_agent()
+
+        assert wait_for_state(job, State.SUCCEEDED, State.FAILED) == State.SUCCEEDED
+        time.sleep(2)  # a few scheduler cycles: the retry is never placed
+        assert [line.split()[0] for line in marks.read_text().splitlines()] == ["start", "end"]
+        assert list(job.attempts.values_list("outcome", flat=True)) == [Attempt.Outcome.SUCCEEDED]
+    finally:
+        platform.stop()
 
 
 STUBBORN = """

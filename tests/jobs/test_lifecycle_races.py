@@ -16,6 +16,7 @@ from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.placement import PLACED, place
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, PriorityClassFactory
+from tests.faults.whole import assert_whole
 from tests.jobs.test_lock_order import in_a_thread, other_connection
 from tests.processes import wait_until, waiting_on_a_lock
 
@@ -63,6 +64,22 @@ def a_session_waits(watcher, table: str) -> bool:
     return waiting > 0
 
 
+def commit_after(monkeypatch, verb, *args) -> list:
+    """Make the cycle's commit start ``verb(*args)`` in a thread and write only once that waits
+    for a job's row lock; the threads started."""
+    real_write, started = commit.write, []
+
+    def write_while_it_waits(outcomes, rows, moment):
+        started.append(in_a_thread(verb, *args))
+        # Asked from outside: inside a transaction pg_stat_activity is read once and kept.
+        with other_connection() as watcher:
+            assert wait_until(lambda: a_session_waits(watcher, "jobs_job"), 10)
+        real_write(outcomes, rows, moment)
+
+    monkeypatch.setattr(commit, "write", write_while_it_waits)
+    return started
+
+
 def test_a_job_canceled_between_snapshot_and_commit_is_not_placed(monkeypatch):
     n8_a100_node()
     job = JobFactory(gpus=1)
@@ -85,16 +102,7 @@ def test_a_batch_cancel_waiting_on_the_commit_stops_every_shard_it_placed(
             "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 60,
             "shards": 4, "priority_class": PriorityClassFactory()}  # fmt: skip
     batch, _ = actions.submit(alice, alpha, spec)
-    real_write, canceling = commit.write, []
-
-    def write_while_a_cancel_waits(outcomes, rows, moment):
-        canceling.append(in_a_thread(actions.cancel, Job.objects.get(pk=batch.pk)))
-        # Asked from outside: inside a transaction pg_stat_activity is read once and kept.
-        with other_connection() as watcher:
-            assert wait_until(lambda: a_session_waits(watcher, "jobs_job"), 10)
-        real_write(outcomes, rows, moment)
-
-    monkeypatch.setattr(commit, "write", write_while_a_cancel_waits)
+    canceling = commit_after(monkeypatch, actions.cancel, Job.objects.get(pk=batch.pk))
 
     placed = cycle.run_cycle().placed
     canceling[0].join(10)
@@ -241,3 +249,59 @@ def test_the_snapshot_reads_one_moment_even_when_an_attempt_ends_between_its_que
     running = [j.id for j in loaded.running]
     queued = [j.id for j in loaded.queued]
     assert (running, queued) == ([str(job.pk)], [])
+
+
+def lost_and_queued() -> tuple[Job, Attempt]:
+    """A one-GPU job placed, then its attempt lost (its agent went silent): queued for a retry
+    whose backoff has passed."""
+    n8_a100_node()
+    job = JobFactory(gpus=1)
+    cycle.run_cycle()
+    first = job.attempts.get()
+    actions.end_attempt(first.pk, Outcome.LOST, reason="its cluster agent stopped reporting")
+    Job.objects.filter(pk=job.pk).update(not_before=None)
+    return job, first
+
+
+def test_a_late_success_waiting_on_the_retrys_commit_is_recorded_and_the_retry_goes_on(
+    monkeypatch,
+):
+    job, first = lost_and_queued()
+    reporting = commit_after(monkeypatch, actions.late_success, first.pk)
+
+    placed = cycle.run_cycle().placed
+    reporting[0].join(10)
+
+    job.refresh_from_db()
+    first.refresh_from_db()
+    retry = job.attempts.get(outcome="")
+    assert (placed, job.state) == ([job.pk], State.SCHEDULED)
+    assert (retry.number, retry.stop_requested_at) == (2, None)
+    assert (first.outcome, first.exit_code) == (Outcome.LOST, 0)
+    noted = job.events.latest("id")
+    assert (noted.from_state, noted.to_state, noted.attempt_id) == (
+        State.SCHEDULED, State.SCHEDULED, first.pk
+    )  # fmt: skip
+    assert_whole()
+
+
+def test_a_retry_is_not_placed_while_a_late_success_holds_its_job(monkeypatch):
+    job, first = lost_and_queued()
+    real_take, cycles = actions.take_late_success, []
+
+    def take_after_a_cycle_ran(*args):
+        thread = in_a_thread(lambda: cycles.append(cycle.run_cycle()))
+        thread.join(30)
+        assert not thread.is_alive()
+        real_take(*args)
+
+    monkeypatch.setattr(actions, "take_late_success", take_after_a_cycle_ran)
+
+    actions.late_success(first.pk)
+
+    job.refresh_from_db()
+    assert (cycles[0].placed, job.state) == ([], State.SUCCEEDED)
+    assert cycle.run_cycle().placed == []
+    assert job.attempts.count() == 1
+    assert not Allocation.objects.active().exists()
+    assert_whole()

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from jobs import actions, cycle
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
 from tests.processes import wait_until, waiting_on_a_lock
@@ -64,3 +64,15 @@ def test_mark_running_waits_for_the_job_lock_before_it_touches_the_attempt():
     run_beside_an_end_in_flight(job.pk, attempt.pk, actions.mark_running, attempt.pk)
 
     assert Job.objects.get(pk=job.pk).state == State.RUNNING
+
+
+def test_a_late_success_waits_for_the_job_lock_before_it_touches_the_attempt():
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    job = JobFactory(gpus=1)
+    cycle.run_cycle()
+    attempt = job.attempts.get()
+    actions.end_attempt(attempt.pk, Attempt.Outcome.LOST, reason="its agent went silent")
+
+    run_beside_an_end_in_flight(job.pk, attempt.pk, actions.late_success, attempt.pk)
+
+    assert Job.objects.get(pk=job.pk).state == State.SUCCEEDED

@@ -28,7 +28,7 @@ def job_in(state):
 
 
 def test_it_has_the_documented_edges():
-    assert EDGES[State.QUEUED] == {State.SCHEDULED, State.CANCELED}
+    assert EDGES[State.QUEUED] == {State.SCHEDULED, State.CANCELED, State.SUCCEEDED}
     assert EDGES[State.RUNNING] == {State.SUCCEEDED, State.FAILED, State.CANCELED, State.QUEUED}
     assert TERMINAL == {State.SUCCEEDED, State.FAILED, State.CANCELED}
 
