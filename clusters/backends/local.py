@@ -276,6 +276,15 @@ class LocalBackend:
             if (d / "spec.json").exists()
         ]
 
+    def _live_shim(self, pid: int) -> bool:
+        """Whether ``pid`` is a live shim: one this agent started and has not reaped (its pid
+        cannot be recycled, and between fork and exec its command line is still the agent's),
+        or, for one an earlier agent started, by its command line."""
+        child = self._children.get(pid)
+        if child is not None and child.poll() is None:
+            return True
+        return alive(pid)
+
     def _all_worker_dirs(self) -> list[Path]:
         return [
             d for d in sorted(self.state_dir.glob("*/*"))
@@ -288,7 +297,7 @@ class LocalBackend:
         if ended is not None:
             return ended
         pid = self._shim_pid(d)
-        if pid and alive(pid):
+        if pid and self._live_shim(pid):
             if stopping and time.time() > self._stop_deadline(d):
                 self._signal(d, signal.SIGKILL)  # the grace period is over
             return WorkerStatus(attempt_id, rank, base.RUNNING, checkpoint_at=checkpoint_at(d))
@@ -333,7 +342,7 @@ class LocalBackend:
 
     def _signal(self, directory: Path, sig: signal.Signals) -> None:
         pid = self._shim_pid(directory)
-        if not pid or not alive(pid):
+        if not pid or not self._live_shim(pid):
             return
         if sig == signal.SIGKILL:
             # The shim passes a SIGTERM on; a SIGKILL ends it, so the agent kills the command's

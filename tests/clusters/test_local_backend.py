@@ -190,6 +190,12 @@ def test_a_command_that_is_not_executable_is_the_jobs_own_error_126(backend, tmp
     assert (phases(backend)[0].phase, phases(backend)[0].exit_code) == (base.EXITED, 126)
 
 
+def restarted(backend) -> LocalBackend:
+    """The backend as an agent that restarts finds it: the same state, no children of its own."""
+    return LocalBackend(backend.state_dir, backend.nodes, backend.checkpoint_root,
+                        default_grace_s=backend.default_grace_s)  # fmt: skip
+
+
 def test_a_worker_that_ends_between_two_looks_is_reported_ended_not_vanished(backend, monkeypatch):
     backend.start(spec([sys.executable, "-c", "import time; time.sleep(30)"]))
     directory = backend.worker_dir(1, 0)
@@ -202,10 +208,22 @@ def test_a_worker_that_ends_between_two_looks_is_reported_ended_not_vanished(bac
 
     monkeypatch.setattr(local, "alive", ends_meanwhile)
     try:
-        status = phases(backend)[0]
+        status = phases(restarted(backend))[0]  # it judges the shim by /proc, not as its child
     finally:
         os.killpg(shim, signal.SIGKILL)
     assert (status.phase, status.exit_code) == (base.EXITED, 0)
+
+
+def test_a_shim_not_yet_past_exec_is_running_not_vanished(backend, monkeypatch):
+    # Between fork and exec a new shim's /proc command line is still the agent's: by that alone
+    # it would not look like a shim, and its worker would be reported lost.
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(30)"]))
+    monkeypatch.setattr(local, "alive", lambda pid: False)
+    try:
+        status = phases(backend)[0]
+    finally:
+        backend.stop(1, grace_s=0)
+    assert status.phase == base.RUNNING
 
 
 def test_start_is_idempotent(backend):
