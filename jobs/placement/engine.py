@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 
-from jobs.placement import explain, preemption
+from jobs.placement import explain, own_quota, preemption
 from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
@@ -20,13 +20,14 @@ from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
     WHOLE_GPU,
-    Allocation,
     QueuedJob,
     RunningJob,
     Snapshot,
+    as_running,
     gpu_flavor,
 )
 from jobs.placement.ordering import QueueOrder
+from jobs.placement.own_quota import OwnWork
 from jobs.placement.quota import Ledger, amount_of
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
 from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
@@ -127,15 +128,10 @@ class Cycle:
         self.lowest_victim_tier = min((j.tier for j in staying if j.preemptible), default=1 << 62)
         # Work in its grace period: what it holds comes back without evicting anybody else.
         self.leaving = [j for j in snapshot.running if j.stopping]
-        # Per tenant: the lowest tier of its own work it may evict for quota, and its leaving.
-        self.lowest_own_tier: dict[str, int] = {}
-        for j in staying:
-            if j.preemptible and j.tier < self.lowest_own_tier.get(j.tenant, 1 << 62):
-                self.lowest_own_tier[j.tenant] = j.tier
-        self.leaving_of: dict[str, list[RunningJob]] = {}
         for j in self.leaving:
-            self.leaving_of.setdefault(j.tenant, []).append(j)
-            self.ledger.leave(j.tenant, self._usage_of(j))
+            self.ledger.leave(j.tenant, self.usage_of(j))
+        # Work each tenant may evict for its own quota (own_quota.py).
+        self.own_work = OwnWork(snapshot.running)
         self.reservation_tries = 0
         self._lost: dict[str, float] | None = None
         self.failed: dict[tuple, list[tuple]] = {}
@@ -173,6 +169,7 @@ class Cycle:
                 self.quota.end_key(job),
                 self.epoch,
                 self.ledger.version,
+                self.order.ahead_of_tier,  # ahead of its tier it has fewer rights
             )
             known = self._repeats.get(key)
             if known is not None:
@@ -255,7 +252,7 @@ class Cycle:
         allowed = self.quota.allowed(job, groups)
         if not allowed:
             return self._over_quota(job, groups, avoided)
-        need = self._need(job, allowed, avoided)
+        need = self.need(job, allowed, avoided)
         slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
             return self.commit(job, slots, PLACED, allocated=True)
@@ -284,105 +281,11 @@ class Cycle:
         or waits; then its tenant's room is held for it. A job ahead of its tier does neither."""
         if self.order.ahead_of_tier:
             return explain.pending(job, "quota_exceeded")
-        outcome = self._preempt_own(job, groups, avoided)
+        outcome = own_quota.preempt_own(self, job, groups, avoided)
         if outcome is not None and outcome.status == PREEMPTS:
             return outcome
         self.quota.hold_for(job, groups, self._known_ends)
         return outcome or explain.pending(job, "quota_exceeded")
-
-    def _preempt_own(
-        self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
-    ) -> Outcome | None:
-        """Evict the tenant's own preemptible work of lower tiers for a job its quota blocks,
-        if its class may preempt and that makes it fit, quota and capacity together (Kueue's
-        ``withinClusterQueue: LowerPriority``); no more while the tenant's work in its grace
-        period gives back enough quota (then it waits for that)."""
-        tenant = job.tenant
-        if not job.may_preempt:
-            return None
-
-        def allows() -> bool:
-            return bool(self.quota.allowed(job, groups))
-
-        leaving = self.leaving_of.get(tenant)
-        if leaving and self._allows_without(leaving, allows):
-            return explain.pending(job, "waiting_for_preemption")
-        lowest = self.lowest_own_tier.get(tenant, 1 << 62)
-        if job.tier <= lowest or not self._may_search_victims(job):
-            return None
-        if self._lost is None:
-            self._lost = preemption.costs(list(self.running.values()), self.now)
-        own = [
-            c
-            for c in preemption.eligible(
-                self.running, self._lost, self.evicted, job.tier, {}, self.capacity
-            )
-            if c.job.tenant == tenant
-        ]
-        if not own:
-            return None
-        self.searched_victims = True
-        self.preemption_tries += 1
-        own.sort(key=lambda c: c.job.tier)  # stable: least work lost first inside a tier
-        victims = preemption.freeing_quota(self.ledger, tenant, own, self._usage_of, allows)
-        if victims is None:
-            return None
-        for victim in victims:
-            preemption.release(self.capacity, victim)
-
-        def fit():
-            allowed = self.quota.allowed(job, groups)
-            return self._fits(job, self._need(job, allowed, avoided)) if allowed else None
-
-        limit = self.policy.max_victims_per_job
-        if fit() is None:
-            # The quota is there but not the room: evict more of the same work for that.
-            taken = {j.id for j in victims}
-            rest = [c for c in own if c.job.id not in taken]
-            need = self._need(job, self.quota.allowed(job, groups), avoided)
-            found = preemption.choose_victims(
-                self.capacity, rest, {}, need, job.workers, fit, limit
-            )
-            for victim in found[0] if found is not None else ():
-                self.ledger.charge(tenant, self._usage_of(victim), -1)
-                victims.append(victim)
-        slots = self._spare(victims, fit)
-        for victim in victims:  # charged until they have gone (_evict)
-            self.ledger.charge(tenant, self._usage_of(victim))
-        if slots is None or len(victims) > limit:
-            for victim in victims:
-                preemption.restore(self.capacity, victim)
-            return None
-        outcome = self._preempted_for(job, slots, sorted(victims, key=lambda j: j.id))
-        # Until the victims have gone the tenant holds what they hold, and the job nothing:
-        # its quota is what the victims give back.
-        self.ledger.charge(tenant, self._usage_of(_as_running(job, slots)), -1)
-        return outcome
-
-    def _spare(self, victims: list[RunningJob], fit) -> list | None:
-        """Put back, last chosen first, each victim (released, quota given back) the job fits
-        without; the job's slots then, or None if it does not fit even with all of them."""
-        if fit() is None:
-            return None
-        for victim in reversed(list(victims)):
-            preemption.restore(self.capacity, victim)
-            self.ledger.charge(victim.tenant, self._usage_of(victim))
-            if fit() is not None:
-                victims.remove(victim)
-            else:
-                preemption.release(self.capacity, victim)
-                self.ledger.charge(victim.tenant, self._usage_of(victim), -1)
-        return fit()
-
-    def _allows_without(self, work: list[RunningJob], allows) -> bool:
-        """Whether ``allows()`` holds once ``work`` (of one tenant) has given its quota back."""
-        for j in work:
-            self.ledger.charge(j.tenant, self._usage_of(j), -1)
-        try:
-            return allows()
-        finally:
-            for j in work:
-                self.ledger.charge(j.tenant, self._usage_of(j))
 
     def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
         """(end, amount of ``flavor``) of the tenant's work whose end is known: running (not
@@ -396,7 +299,7 @@ class Cycle:
         ends = [(end, amount_of(slots, flavor)) for end, slots in work]
         return [e for e in ends if e[1]]
 
-    def _need(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Need:
+    def need(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Need:
         need = Need(
             job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
         )
@@ -487,7 +390,13 @@ class Cycle:
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
         self.order.charge(job.tenant, _resources(used))
-        borrowed = self.ledger.borrowed_in(job.tenant, used)
+        # A job that evicts its own tenant's work starts once that has gone.
+        evicting: dict[str, int] = {}
+        for victim in victims:
+            if victim.tenant == job.tenant:
+                for flavor, amount in self.usage_of(victim).items():
+                    evicting[flavor] = evicting.get(flavor, 0) + amount
+        borrowed = self.ledger.borrowed_in(job.tenant, used, evicting)
         if job.max_runtime is not None:
             # Work placed now frees its nodes by its runtime limit: a later reservation
             # counts on that. Sorted in only when a reservation is searched for.
@@ -525,12 +434,10 @@ class Cycle:
         # Looking for victims is what max_preemption_attempts bounds, found or not.
         self.searched_victims = True
         self.preemption_tries += 1
-        if self._lost is None:
-            self._lost = preemption.costs(list(self.running.values()), self.now)
         # A job that may not preempt by tier still reclaims its guarantee from borrowers.
         tier = job.tier if job.may_preempt else self.lowest_victim_tier
         candidates = preemption.eligible(
-            self.running, self._lost, self.evicted, tier, excess, self.capacity
+            self.running, self.lost(), self.evicted, tier, excess, self.capacity
         )
         chosen = preemption.choose_victims(
             self.capacity,
@@ -538,15 +445,15 @@ class Cycle:
             excess,
             need,
             job.workers,
-            lambda: self._fits(job, need),
+            lambda: self.fits(job, need),
             self.policy.max_victims_per_job,
         )
         if chosen is None:
             return None
         victims, slots = chosen
-        return self._preempted_for(job, slots, victims)
+        return self.preempted_for(job, slots, victims)
 
-    def _preempted_for(self, job: QueuedJob, slots, victims: list[RunningJob]) -> Outcome:
+    def preempted_for(self, job: QueuedJob, slots, victims: list[RunningJob]) -> Outcome:
         """Evict the victims (their resources already released) and give their room to the job."""
         for victim in victims:
             self._evict(victim)
@@ -554,7 +461,7 @@ class Cycle:
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         return self.commit(job, slots, PREEMPTS, victims)
 
-    def _may_search_victims(self, job: QueuedJob) -> bool:
+    def may_search_victims(self, job: QueuedJob) -> bool:
         """Whether preemption is on and the cycle's and the tenant's preemption budgets are not
         spent."""
         policy = self.policy
@@ -564,10 +471,16 @@ class Cycle:
             and self.preemptors.get(job.tenant, 0) < policy.max_preemptions_per_tenant
         )
 
+    def lost(self) -> dict[str, float]:
+        """Each running job's GPU-seconds lost if evicted now, cheapest first (built once)."""
+        if self._lost is None:
+            self._lost = preemption.costs(list(self.running.values()), self.now)
+        return self._lost
+
     def _reclaimable(self, job: QueuedJob, need: Need) -> dict | None:
         """What the job may reclaim from borrowers in its cohort (perhaps nothing), or None if
         it may evict nobody: then the running work is not scanned."""
-        if not self._may_search_victims(job):
+        if not self.may_search_victims(job):
             return None
         types = sorted({g.gpu_type for g in need.groups})
         wants = [demand(job, gpu_type, job.workers) for gpu_type in types]
@@ -586,16 +499,16 @@ class Cycle:
         for j in self.leaving:
             preemption.release(self.capacity, j)
         try:
-            return self._fits(job, need) is not None
+            return self.fits(job, need) is not None
         finally:
             for j in self.leaving:
                 preemption.restore(self.capacity, j)
 
-    def _fits(self, job: QueuedJob, need: Need):
+    def fits(self, job: QueuedJob, need: Need):
         slots = self.fit(job, need, memo=False)
         return None if slots == QUOTA else slots
 
-    def _usage_of(self, job: RunningJob) -> dict[str, int]:
+    def usage_of(self, job: RunningJob) -> dict[str, int]:
         """The quota flavors a running job holds."""
         used: dict[str, int] = {}
         for a in job.allocations:
@@ -611,7 +524,7 @@ class Cycle:
     def _evict(self, victim: RunningJob) -> None:
         # The victim's resources were released by the search. Its quota stays charged until it
         # has gone (its tenant starts nothing more on it now), but is not reclaimed twice.
-        used = self._usage_of(victim)
+        used = self.usage_of(victim)
         self.ledger.leave(victim.tenant, used)
         self.order.charge(victim.tenant, _resources(used), -1)
         self.evicted.add(victim.id)
@@ -623,7 +536,7 @@ class Cycle:
         # Work placed in this cycle, as running work; only what was placed since the last
         # try is converted.
         placed = self._placed_running
-        placed += [(when, _as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
+        placed += [(when, as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
         ends = sorted(
             [e for e in self.ends if e[1].id not in self.evicted] + placed,
             key=lambda e: (e[0], e[1].id),
@@ -634,7 +547,7 @@ class Cycle:
         def attempt():
             if not any(group_can_hold(g, need, workers) for g in need.groups):
                 return None
-            return self._fits(job, need)
+            return self.fits(job, need)
 
         try:
             found = earliest_fit(self.capacity, ends, need.groups, attempt)
@@ -756,8 +669,3 @@ def _resources(used: dict[str, int]) -> dict[str, float]:
     for flavor, amount in used.items():
         out["gpu" if flavor.startswith("gpu:") else flavor] += amount
     return out
-
-
-def _as_running(job: QueuedJob, slots: list[Slot]) -> RunningJob:
-    allocations = tuple(Allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
-    return RunningJob(job.id, job.tenant, job.tier, job.preemptible, False, allocations)

@@ -7,7 +7,7 @@ GPU quota is counted in milli-GPU as well.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 TRAINING = "training"
@@ -240,3 +240,9 @@ class Snapshot:
     seed: int = 0
     policy: Policy = field(default_factory=Policy)
     recent_shapes: tuple[ShapeCount, ...] = ()
+
+
+def as_running(job: QueuedJob, slots: Iterable[tuple]) -> RunningJob:
+    """A job placed on ``slots`` ((node, GPU takes, CPU, memory), ...) as running work."""
+    allocations = tuple(Allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
+    return RunningJob(job.id, job.tenant, job.tier, job.preemptible, False, allocations)

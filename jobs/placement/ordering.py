@@ -24,12 +24,13 @@ preemptor would evict a second job for the room it already paid for. It is decid
 only, with its own tier's rights (deciding it again further down could not do better, and the
 quota it holds for itself there would stand in its own way). A preemptible preemptor keeps no
 claim against a queued class above it that may preempt: that class would evict it as soon as
-it started, so, as Kubernetes lets a higher priority take a nominated node, it comes at its own
-place, after that class.
+it started, so, as Kubernetes lets a higher priority take a nominated node, it comes right
+after the lowest such tier (still before the classes between, which may not evict it).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import math
@@ -69,11 +70,19 @@ class QueueOrder:
         queued = list(queued)
         top = max((job.tier for job in queued), default=0)
         starved = _starved(queued, top, policy.tier_wait_limit_hours, now)
-        evicts = max((job.tier for job in queued if job.may_preempt), default=-math.inf)
-        self.preempting = [
-            job for job in queued if job.preempting and not (job.preemptible and evicts > job.tier)
-        ]
-        self._claims = {job.id for job in self.preempting}
+        # A preempting job is decided first of all; a preemptible one right after the lowest
+        # tier above it with a job that may preempt (which could evict it), if any.
+        evicting = sorted({job.tier for job in queued if job.may_preempt})
+        self.preempting: list[QueuedJob] = []
+        self._after_tier: dict[int, list[QueuedJob]] = {}
+        for job in queued:
+            if job.preempting:
+                above = bisect.bisect_right(evicting, job.tier)
+                if job.preemptible and above < len(evicting):
+                    self._after_tier.setdefault(evicting[above], []).append(job)
+                else:
+                    self.preempting.append(job)
+        self._claims = {job.id for job in queued if job.preempting}
         for job in queued:
             self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
             if job.id in starved:
@@ -120,9 +129,12 @@ class QueueOrder:
         borrows = self.borrows is not None and self.borrows(head)
         return (borrows, self.share(tenant) - self.policy.aging_share_per_hour * wait, tenant)
 
-    def __iter__(self) -> Iterator[QueuedJob]:
+    def _claimants(self, jobs: list[QueuedJob]) -> Iterator[QueuedJob]:
         self.ahead_of_tier = False
-        yield from sorted(self.preempting, key=lambda job: (-job.tier, self._job_key(job)))
+        yield from sorted(jobs, key=lambda job: (-job.tier, self._job_key(job)))
+
+    def __iter__(self) -> Iterator[QueuedJob]:
+        yield from self._claimants(self.preempting)
         for tier in sorted(self.tiers, reverse=True):
             queues = self.tiers[tier]
             heap = [(self._tenant_key(t, q[0]), t, 0) for t, q in queues.items()]
@@ -137,6 +149,7 @@ class QueueOrder:
                 if pos + 1 < len(queue):
                     key = self._tenant_key(tenant, queue[pos + 1])
                     heapq.heappush(heap, (key, tenant, pos + 1))
+            yield from self._claimants(self._after_tier.get(tier, []))
 
     def charge(self, tenant: str, amounts: Mapping[str, float], sign: int = 1) -> None:
         """Count resources the cycle gave to (or took from) a tenant."""

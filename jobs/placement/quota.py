@@ -35,6 +35,7 @@ class Ledger:
         # (tenant, flavor) -> what of its usage is work asked to stop: charged until it has gone
         # (its tenant may not start more on it), but no longer over a guarantee to reclaim.
         self.going: dict[tuple[str, str], int] = {}
+        self.cohort_going: dict[tuple[str, str], int] = {}
         # Bumped on every charge and hold: answers cached under an older version are stale.
         self.version = 0
         tenants = list(tenants)
@@ -54,22 +55,41 @@ class Ledger:
                 used = self.cohort_used.get(pool, 0) + tenant.usage.get(flavor, 0)
                 self.cohort_used[pool] = used
 
-    def allows(self, tenant: str, demand: Mapping[str, int], ends: float = math.inf) -> bool:
+    def allows(
+        self,
+        tenant: str,
+        demand: Mapping[str, int],
+        ends: float = math.inf,
+        gone: bool = False,
+        less: Mapping[str, int] | None = None,
+    ) -> bool:
         """Whether the tenant may take ``demand`` more, borrowing if it has to, for a job that
-        ends by ``ends``: a flavor held for an earlier job of the tenant only until then."""
+        ends by ``ends``: a flavor held for an earlier job of the tenant only until then.
+
+        With ``gone``, as it will be once the work asked to stop (its own and its cohort's)
+        has gone; ``less``: usage of the tenant's to count as given back (a question, not a
+        charge: caches keyed on ``version`` stay valid)."""
         for flavor, amount in demand.items():
             q = self.quota.get((tenant, flavor))
             if q is None or not amount:
                 continue
             if self.held and ends > self.held.get((tenant, flavor), math.inf):
                 return False
-            after = self.usage.get((tenant, flavor), 0) + amount
+            key = (tenant, flavor)
+            pool = (self.cohort.get(tenant, ""), flavor)
+            used, pool_used = self.usage.get(key, 0), self.cohort_used.get(pool, 0)
+            if gone:
+                used -= self.going.get(key, 0)
+                pool_used -= self.cohort_going.get(pool, 0)
+            if less:
+                used -= less.get(flavor, 0)
+                pool_used -= less.get(flavor, 0)
+            after = used + amount
             if after <= q.guaranteed:
                 continue
             if q.borrow_limit is not None and after > q.guaranteed + q.borrow_limit:
                 return False
-            pool = (self.cohort.get(tenant, ""), flavor)
-            if self.cohort_used.get(pool, 0) + amount > self.cohort_total.get(pool, 0):
+            if pool_used + amount > self.cohort_total.get(pool, 0):
                 return False
         return True
 
@@ -121,11 +141,15 @@ class Ledger:
                 return False
         return True
 
-    def borrowed_in(self, tenant: str, flavors: Iterable[str]) -> bool:
-        """Whether the tenant now uses more than its guarantee of any of ``flavors``."""
+    def borrowed_in(
+        self, tenant: str, flavors: Iterable[str], less: Mapping[str, int] | None = None
+    ) -> bool:
+        """Whether the tenant uses more than its guarantee of any of ``flavors``, without its
+        usage ``less`` (its own work a job evicts to start)."""
         for flavor in flavors:
             q = self.quota.get((tenant, flavor))
-            if q is not None and self.usage.get((tenant, flavor), 0) > q.guaranteed:
+            used = self.usage.get((tenant, flavor), 0) - (less or {}).get(flavor, 0)
+            if q is not None and used > q.guaranteed:
                 return True
         return False
 
@@ -140,11 +164,16 @@ class Ledger:
                 pool = (cohort, flavor)
                 self.cohort_used[pool] = self.cohort_used.get(pool, 0) + sign * amount
 
-    def leave(self, tenant: str, demand: Mapping[str, int]) -> None:
-        """Mark usage as work asked to stop (it stays charged until it has gone)."""
+    def leave(self, tenant: str, demand: Mapping[str, int], sign: int = 1) -> None:
+        """Mark usage as work asked to stop (it stays charged until it has gone); with
+        ``sign=-1``, usage that comes once it has gone (the job that evicted it, uncharged)."""
+        cohort = self.cohort.get(tenant, "")
         for flavor, amount in demand.items():
             key = (tenant, flavor)
-            self.going[key] = self.going.get(key, 0) + amount
+            self.going[key] = self.going.get(key, 0) + sign * amount
+            if key in self.quota:
+                pool = (cohort, flavor)
+                self.cohort_going[pool] = self.cohort_going.get(pool, 0) + sign * amount
 
     def staying(self, tenant: str, flavor: str) -> int:
         """The tenant's usage of ``flavor`` less work asked to stop."""

@@ -7,7 +7,7 @@ A long queue asks the same question many times; answers are kept while the ledge
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from jobs.placement.capacity import Group
 from jobs.placement.fit import Slot
@@ -78,6 +78,23 @@ class QuotaGate:
         if allowed is None:
             allowed = self._allowed[key] = [g for g in groups if g.gpu_type in ok]
         return allowed
+
+    def allowed_if(
+        self,
+        job: QueuedJob,
+        groups: list[Group],
+        gone: bool = False,
+        less: Mapping[str, int] | None = None,
+    ) -> bool:
+        """Whether the quota would allow the job (a gang whole, a shard alone) on some GPU type
+        of ``groups``: once the work asked to stop has gone (``gone``), or without the
+        tenant's usage ``less``. A question: nothing is charged, nothing cached."""
+        workers = job.workers if job.family == TRAINING else 1
+        end = end_of(job, self.now)
+        return any(
+            self.ledger.allows(job.tenant, demand(job, t, workers), end, gone, less)
+            for t in self.types_of(groups)
+        )
 
     def types_of(self, groups: list[Group]) -> tuple[str, ...]:
         types = self._types.get(id(groups))

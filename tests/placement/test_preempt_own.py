@@ -3,12 +3,25 @@ preempt and that makes it fit, quota and capacity together (Kueue's LowerPriorit
 
 import dataclasses
 
-from jobs.placement import place
+from jobs.placement import (
+    Allocation,
+    Policy,
+    Quota,
+    RunningJob,
+    Tenant,
+    gpu_flavor,
+    own_quota,
+    place,
+)
+from jobs.placement.quota import Ledger
 from tests.placement.builders import (
     NOW,
+    cpu_nodes,
     gpu_tenant,
+    j_batch,
     j_training,
     n8_a100_nodes,
+    n8_h100_nodes,
     running_on,
     snapshot,
 )
@@ -148,3 +161,168 @@ def test_its_tenants_later_jobs_do_not_take_the_quota_its_victims_hold_until_the
 
     assert decision.by_job()["urgent"].victims == ("low",)
     assert decision.by_job()["later"].reason == "quota_exceeded"
+
+
+def test_a_batch_evicts_enough_of_its_tenants_work_for_every_shard():
+    # One shard's quota comes back with the first victim; the other shards need the second.
+    a, b = n8_a100_nodes(2)
+    a, low1 = running_on(a, "low1", 2, preemptible=True, last_checkpoint=NOW - 10)
+    a, low2 = running_on(a, "low2", 2, preemptible=True, last_checkpoint=NOW - 20)
+    shards = j_batch("shards", shards=4, gpus=1, tier=5)
+
+    decision = place(snapshot((a, b), (shards,), running=(low1, low2), tenants=(alpha(4, 4),)))
+
+    assert decision.by_job()["shards"].victims == ("low1", "low2")
+
+
+def test_quota_freed_on_a_gpu_type_without_room_does_not_end_the_search():
+    # Evicting the cheap A100 job frees A100 quota, but beta fills that node; the costly H100
+    # job frees both the quota and a whole node of the job's other type.
+    (a,) = n8_a100_nodes(1)
+    (h,) = n8_h100_nodes(1)
+    a, low_a = running_on(a, "low-a", 2, preemptible=True, last_checkpoint=NOW - 10)
+    a, fixed = running_on(a, "fixed", 6, tenant="beta")
+    h, low_h = running_on(h, "low-h", 8, preemptible=True, last_checkpoint=NOW - 3000)
+    tenant = Tenant(
+        "alpha",
+        quotas=(Quota(gpu_flavor("a100"), 8000, 0), Quota(gpu_flavor("h100"), 8000, 0)),
+        usage={gpu_flavor("a100"): 2000, gpu_flavor("h100"): 8000},
+    )
+    urgent = j_training("urgent", gpus=8, tier=5, gpu_types=("a100", "h100"))
+
+    decision = place(snapshot((a, h), (urgent,), running=(low_a, fixed, low_h), tenants=(tenant,)))
+
+    assert decision.by_job()["urgent"].victims == ("low-h",)
+
+
+def test_jobs_whose_quota_no_eviction_can_free_spend_none_of_the_cycles_preemption_tries():
+    # alpha holds its 16 GPUs, half of it not preemptible: none of its 2x8 gangs can ever get
+    # their quota by evicting. Then beta's job may still evict gamma's low work.
+    a, b, c = n8_a100_nodes(3)
+    a, fixed = running_on(a, "fixed", 8)
+    b, low = running_on(b, "low", 8, preemptible=True)
+    c, theirs = running_on(c, "theirs", 8, tenant="gamma", preemptible=True)
+    gangs = [
+        j_training(f"gang{i}", workers=2, gpus=8, tier=5, submit_time=NOW - 100 + i)
+        for i in range(4)
+    ]
+    beta = j_training("beta", gpus=8, tier=3, tenant="beta")
+    policy = Policy(max_preemption_attempts=2)
+
+    decision = place(
+        snapshot(
+            (a, b, c),
+            (*gangs, beta),
+            running=(fixed, low, theirs),
+            tenants=(alpha(16, 16),),
+            policy=policy,
+        )  # fmt: skip
+    )
+
+    assert decision.by_job()["beta"].victims == ("theirs",)
+
+
+def test_once_its_tenants_lower_work_is_evicted_later_jobs_search_no_more(monkeypatch):
+    (a,) = n8_a100_nodes(1)
+    a, low = running_on(a, "low", 8, preemptible=True)
+    first = j_training("first", gpus=8, tier=5, submit_time=NOW - 1000)
+    later = [j_training(f"later{i}", gpus=1, cpu_milli=1000 + i, tier=5) for i in range(50)]
+    searches = []
+    real = own_quota._choose
+    monkeypatch.setattr(own_quota, "_choose", lambda *a: searches.append(1) or real(*a))
+
+    decision = place(snapshot((a,), (first, *later), running=(low,), tenants=(alpha(8, 8),)))
+
+    assert decision.by_job()["first"].victims == ("low",)
+    assert len(searches) == 1
+
+
+def test_asking_whether_stopping_work_frees_the_quota_charges_nothing(monkeypatch):
+    # A tenant with work in its grace period and a long blocked queue: each job's question is
+    # answered without charging the ledger (a charge would void every cached answer).
+    (a,) = n8_a100_nodes(1)
+    a, fixed = running_on(a, "fixed", 8)
+    nodes, running = [a], [fixed]
+    for i in range(20):
+        (node,) = cpu_nodes(1)
+        nodes.append(node)
+        held = (Allocation(node.id, (), 100, 100),)
+        running.append(RunningJob(f"s{i}", "alpha", allocations=held, stopping=True))
+    queue = [j_training(f"q{i}", gpus=1, tier=5, submit_time=NOW - i) for i in range(200)]
+    charges = []
+    real = Ledger.charge
+    monkeypatch.setattr(Ledger, "charge", lambda *a, **k: charges.append(1) or real(*a, **k))
+
+    decision = place(snapshot(nodes, queue, running=running, tenants=(alpha(8, 8),)))
+
+    assert {o.reason for o in decision.outcomes} == {"quota_exceeded"}
+    assert charges == []
+
+
+def test_a_job_ahead_of_its_tier_for_waiting_evicts_its_tenants_work_at_its_own_place():
+    a, b = n8_a100_nodes(2)
+    a, low = running_on(a, "low", 8, preemptible=True)
+    top = j_training("top", gpus=8, tier=5, tenant="beta", gpu_types=("h100",))
+    urgent = j_training("urgent", gpus=8, tier=3, submit_time=NOW - 30 * 3600)
+
+    decision = place(
+        snapshot(
+            (a, b),
+            (top, urgent),
+            running=(low,),
+            tenants=(alpha(8, 8),),
+            policy=Policy(backfill=False),
+        )  # fmt: skip
+    )
+
+    assert decision.by_job()["urgent"].victims == ("low",)
+
+
+def test_it_waits_for_its_cohorts_stopping_work_rather_than_evict_its_own():
+    # alpha may borrow beta's guarantee once beta's canceled work has gone: no need to evict.
+    a, b, c = n8_a100_nodes(3)
+    a, low = running_on(a, "low", 8, preemptible=True)
+    b, going = running_on(b, "going", 8, tenant="beta", stopping=True, expected_end=NOW + 30)
+    tenants = (
+        gpu_tenant("alpha", "a100", 8, borrow=8, used_gpus=8, cohort="x"),
+        gpu_tenant("beta", "a100", 8, borrow=0, used_gpus=8, cohort="x"),
+    )
+    urgent = j_training("urgent", gpus=8, tier=5)
+
+    decision = place(snapshot((a, b, c), (urgent,), running=(low, going), tenants=tenants))
+
+    assert decision.preempted == ()
+    assert decision.by_job()["urgent"].reason == "waiting_for_preemption"
+
+
+def test_an_owner_reclaims_what_the_tenant_will_borrow_once_its_victims_have_gone():
+    # alpha (8 guaranteed, may borrow 8) holds low and mid (borrowed); its urgent job evicts
+    # low. Once low has gone alpha holds mid + urgent, 8 over its guarantee: beta reclaims mid.
+    a, b, c = n8_a100_nodes(3)
+    a, low = running_on(a, "low", 8, preemptible=True, last_checkpoint=NOW - 10)
+    b, mid = running_on(b, "mid", 8, tier=1, borrowed=True)
+    c, fixed = running_on(c, "fixed", 8, tenant="delta")
+    tenants = (
+        gpu_tenant("alpha", "a100", 8, borrow=8, used_gpus=16, cohort="x"),
+        gpu_tenant("beta", "a100", 8, borrow=0, used_gpus=0, cohort="x"),
+        gpu_tenant("gamma", "a100", 8, borrow=0, used_gpus=0, cohort="x"),
+    )
+    urgent = j_training("urgent", gpus=8, tier=5)
+    theirs = j_training("theirs", gpus=8, tier=0, tenant="beta", may_preempt=False)
+
+    decision = place(snapshot((a, b, c), (urgent, theirs), running=(low, mid, fixed),
+                              tenants=tenants))  # fmt: skip
+
+    assert decision.by_job()["urgent"].victims == ("low",)
+    assert decision.preempted == ("low", "mid")
+
+
+def test_a_job_that_evicts_its_tenants_work_runs_on_borrowed_quota_only_beyond_what_that_frees():
+    a, b = n8_a100_nodes(2)
+    a, low = running_on(a, "low", 8, preemptible=True)
+    urgent = j_training("urgent", gpus=8, tier=5)
+
+    decision = place(snapshot((a, b), (urgent,), running=(low,), tenants=(alpha(8, 8),)))
+
+    outcome = decision.by_job()["urgent"]
+    assert (outcome.status, outcome.borrowed) == ("preempts", False)

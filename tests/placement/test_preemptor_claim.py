@@ -84,3 +84,19 @@ def test_a_preemptor_that_is_not_preemptible_keeps_its_room_against_any_class():
     outcomes = decision.by_job()
     assert outcomes["preemptor"].status == "placed"
     assert outcomes["preemptor"].workers[0].node_id == nodes[0].id
+
+
+def test_a_preemptible_preemptor_keeps_its_room_from_classes_between_it_and_one_that_may_evict_it():
+    # The class that may evict it cannot use the room (no H100 here): the preemptor is decided
+    # right after that class, before the class between that may not preempt.
+    nodes, running = _two_busy_nodes(victim_gone=True)
+    h100_only = j_training("h100-only", gpus=8, tier=5, gpu_types=("h100",))
+    middle = j_training("middle", gpus=8, tier=4, may_preempt=False, max_runtime=86_400.0)
+    preemptor = j_training("preemptor", gpus=8, tier=3, max_runtime=86_400.0,
+                           preempting=True, preemptible=True)  # fmt: skip
+
+    decision = place(snapshot(nodes, (h100_only, middle, preemptor), running=running))
+
+    assert decision.by_job()["preemptor"].status == "placed"
+    assert decision.by_job()["middle"].status != "placed"
+    assert decision.preempted == ()
