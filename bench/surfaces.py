@@ -2,13 +2,13 @@
 
     python bench/surfaces.py [--before DIR] [--jobs 200000] [--repeat 5] [--out FILE]
 
-In a fresh database (`mlsched_bench_surfaces` on DATABASE_URL's server, default local
-PostgreSQL): 50 tenants, 500 users, `--jobs` jobs (3,000 queued and 300 running at the end of
-the id range, the rest finished over ~46 days, 20% of them in tenant t00), among them a
-10,000-shard batch of t00 submitted early; two attempts for half the jobs that ran (about
-300,000), one allocation per attempt, an event per transition (about 1.1 million), 20 log lines
-for every third attempt (about 2 million), 20 clusters of 100 nodes, 3 quotas per tenant, 3
-API tokens per user, a few hundred guardian grants. Then VACUUM ANALYZE.
+In a fresh database (`mlsched_bench_surfaces`, or `BENCH_DATABASE`, on `BENCH_SERVER_URL`'s
+server, default local PostgreSQL): 50 tenants, 500 users, `--jobs` jobs (3,000 queued and 300
+running at the end of the id range, the rest finished over ~46 days, 20% of them in tenant
+t00), among them a 10,000-shard batch of t00 submitted early; two attempts for half the jobs
+that ran (about 300,000), one allocation per attempt, an event per transition (about 1.1
+million), 20 log lines for every third attempt (about 2 million), 20 clusters of 100 nodes, 3
+quotas per tenant, 3 API tokens per user, a few hundred guardian grants. Then VACUUM ANALYZE.
 
 Who asks: `member` (a member of t00, the big tenant, which owns the batch), `root` (a
 superuser) and `tadmin` (staff owning t01, a tenant of typical size, with the view permissions
@@ -29,10 +29,11 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATABASE = "mlsched_bench_surfaces"
+DATABASE = os.environ.get("BENCH_DATABASE", "mlsched_bench_surfaces")
 SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
 BATCH_SHARDS = 10_000
 TENANTS, USERS, CLUSTERS, NODES_PER_CLUSTER = 50, 500, 20, 100
@@ -233,6 +234,8 @@ def build(jobs: int) -> None:
 
 def surfaces() -> list[tuple[str, str, str]]:
     """(name, user, url) for every surface measured."""
+    from django.utils import timezone
+
     from clusters.models import Allocation, Cluster, Node
     from jobs.models import Attempt, Job, LogChunk
     from quotas.models import ApiToken, PriorityClass, Quota, Tenant
@@ -257,6 +260,11 @@ def surfaces() -> list[tuple[str, str, str]]:
         "priorityclass": PriorityClass.objects.get(name="high").pk,
         "apitoken": ApiToken.objects.order_by("id").last().pk,
     }  # fmt: skip
+    # Usage windows: 30 days holding ~150,000 of the jobs (those after the batch were all
+    # submitted ~32 days ago), and the longest window, holding all of them.
+    today = timezone.now().date()
+    month = f"since={today - timedelta(days=35)}&until={today - timedelta(days=5)}"
+    year = f"since={today - timedelta(days=365)}&until={today + timedelta(days=1)}"
     found = [
         ("portal index (job list)", "member", "/"),
         ("portal job page", "member", f"/jobs/{job.pk}/"),
@@ -275,6 +283,14 @@ def surfaces() -> list[tuple[str, str, str]]:
         ("API job logs ?after= (nothing new)", "member",
          f"/api/v1/jobs/{job.pk}/logs/?after={line.pk}"),
         ("API job logs (first page)", "member", f"/api/v1/jobs/{job.pk}/logs/"),
+        ("usage page (30 days)", "member", f"/usage/?{month}"),
+        ("usage CSV (30 days)", "member", f"/usage.csv?{month}"),
+        ("API usage (30 days)", "member", f"/api/v1/usage/?{month}"),
+        ("API usage (366 days)", "member", f"/api/v1/usage/?{year}"),
+        ("usage page, every tenant (30 days)", "root", f"/usage/?{month}"),
+        ("API usage, every tenant (30 days)", "root", f"/api/v1/usage/?{month}"),
+        ("API usage, every tenant (366 days)", "root", f"/api/v1/usage/?{year}"),
+        ("API usage (30 days)", "tadmin", f"/api/v1/usage/?{month}"),
     ]  # fmt: skip
     for who in ("root", "tadmin"):
         ids = {**rows[who], **platform}

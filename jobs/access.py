@@ -19,6 +19,17 @@ def tenants_of(user):
     return Tenant.objects.filter(memberships__user=user)
 
 
+def report_tenants(user):
+    """The tenants whose usage the user may read: a platform admin (superuser) every tenant;
+    anyone else the tenants they belong to in any role, viewers included. A tenant admin's
+    tenants (quotas.models.administered_tenants) are those they own: among these."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return tenants_of(user)
+
+
 def submit_tenants(user):
     """The tenants the user may submit to and cancel in (owners and members, not viewers)."""
     return tenants_of(user).filter(memberships__user=user, memberships__role__in=SUBMITTERS)

@@ -21,6 +21,7 @@ from jobs.models import Job, LogChunk
 from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
+from jobs.usage_api import UsageView
 
 PAGE = 100
 LOG_BATCH = 5000  # log rows a download reads at a time
@@ -218,4 +219,5 @@ urlpatterns = [
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
+    path("usage/", UsageView.as_view(), name="api-usage"),
 ]

@@ -7,6 +7,9 @@
     cancel ID        cancel a job
     resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
     logs ID [-f]     a job's output; -f follows it until the job ends
+    usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
+                     GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
+                     tenants, by GPU type (default: the last 30 days)
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
@@ -133,6 +136,43 @@ def logs(api: Api, args) -> None:
         time.sleep(1)
 
 
+USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
+                "succeeded", "failed", "canceled", "started", "mean wait s",
+                "p95 wait s"]  # fmt: skip
+FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours"]
+
+
+def usage(api: Api, args) -> None:
+    params = {name: getattr(args, name) for name in ("since", "until", "tenant")}
+    report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
+    show(f"from {report['since']} to {report['until']}, running attempts counted to "
+         f"{report['counted_to']}")  # fmt: skip
+    if report["incomplete"]:
+        show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
+    rows = [USAGE_HEADER, *usage_rows(report["tenants"])]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(USAGE_HEADER))]
+    for row in rows:
+        # Names to the left, figures to the right.
+        cells = [cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i])
+                 for i, cell in enumerate(row)]  # fmt: skip
+        show("  ".join(cells).rstrip())
+
+
+def usage_rows(tenants: list[dict]):
+    """Per tenant, its totals and jobs' figures (GPU type "all"), then a row per GPU type."""
+    for t in tenants:
+        waits = t["queue_wait"]
+        jobs = [
+            *(str(t["jobs_finished"][s]) for s in ("succeeded", "failed", "canceled")),
+            str(waits["jobs_started"]),
+            *("-" if waits[k] is None else f"{waits[k]:.0f}" for k in ("mean_s", "p95_s")),
+        ]
+        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), *jobs]
+        for u in t["by_gpu_type"]:
+            kind = {None: "unknown", "": "none"}.get(u["gpu_type"], u["gpu_type"])
+            yield [t["tenant"], kind, *(f"{u[k]:.2f}" for k in FIGURES), *[""] * len(jobs)]
+
+
 def positive(text: str) -> int:
     if not (text.isascii() and text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")
@@ -157,6 +197,10 @@ def main(argv=None) -> int:
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
+    report = commands.add_parser("usage")
+    report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
+    report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")
+    report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
@@ -170,7 +214,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
-           "resubmit": resubmit, "logs": logs}  # fmt: skip
+           "resubmit": resubmit, "logs": logs, "usage": usage}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

@@ -1,6 +1,8 @@
 """The web portal's pages."""
 
+import csv
 import secrets
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -8,11 +10,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
-from jobs import access, actions, throttles
+from jobs import access, actions, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
@@ -108,6 +111,50 @@ def overview(request):
         attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
     )
     return render(request, "portal/overview.html", {"metrics": figures})
+
+
+@login_required
+def usage(request):
+    """The usage report of the user's tenants (every tenant for a platform admin) over a
+    window, as a table; a bad date or team is a 400 with the form's error."""
+    values = {name: request.GET.get(name, "") for name in ("since", "until", "tenant")}
+    tenants = access.report_tenants(request.user)
+    report, errors = None, {}
+    try:
+        report = reports.requested(request.GET, tenants)
+    except reports.BadParameter as bad:
+        errors = {bad.field: bad.message}
+    context = {
+        "report": report,
+        "values": values,
+        "errors": errors,
+        "tenants": tenants.order_by("name"),
+        "headings": reports.HEADINGS,
+        "csv_query": urlencode({name: value for name, value in values.items() if value}),
+    }
+    return render(request, "portal/usage.html", context, status=400 if errors else 200)
+
+
+@login_required
+def usage_csv(request):
+    """The usage page's table as a CSV file, for the same parameters."""
+    try:
+        report = reports.requested(request.GET, access.report_tenants(request.user))
+    except reports.BadParameter as bad:
+        return HttpResponse(f"{bad.field}: {bad.message}\n", status=400, content_type="text/plain")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"usage-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    writer = csv.writer(response)
+    writer.writerow(reports.COLUMNS)
+    writer.writerows([spreadsheet_safe(cell) for cell in row] for row in report.rows())
+    return response
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A cell a spreadsheet will not run as a formula: a GPU type is whatever an agent
+    reported, and "=HYPERLINK(...)" would be one. Figures never start with these."""
+    return f"'{cell}" if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
 
 
 def metrics(request):

@@ -1,0 +1,364 @@
+"""Usage reports (showback, chargeback): what each tenant used over a window [since, until).
+
+Per tenant and GPU type, from the attempts:
+
+- GPU-hours used: each attempt's run (``started_at`` to ``ended_at``, or to now while it runs)
+  clipped to the window, times its GPUs: workers x whole GPUs, or workers x gpu_milli / 1000
+  for a share. Before its start (placed, workers not all running) the attempt held its GPUs
+  without using them: that time is in its waste, not here, so a placed attempt that never
+  started used nothing.
+- CPU core-hours: the same run times workers x cpu_milli / 1000.
+- GPU-hours wasted (``Attempt.wasted_gpu_seconds``) of attempts ended in the window, and the
+  part of it of preempted attempts. An attempt's waste is known once it ends: it counts whole
+  in the window of its end.
+
+Per tenant, from the jobs: jobs finished in the window by state, and the queue wait (submit to
+first start) of jobs started in the window: how many, mean, 95th percentile.
+
+The GPU type of an attempt is its first allocation row's node's (worker 0, slot 0): one
+attempt's GPUs are all of one type (the core places a gang in one node group, independent
+workers in one GPU type). Released allocations are deleted after MLSCHED_LOG_RETENTION_DAYS:
+an attempt whose rows are gone counts under an unknown type (None). Finished jobs, with their
+attempts, are deleted after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted
+(``Report.pruned_before``).
+
+Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
+the finished jobs and the started jobs. The 95th percentile is PostgreSQL's percentile_cont;
+on SQLite (the embedded mode) the started jobs' waits are read and interpolated the same way.
+"""
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    Avg,
+    Case,
+    Count,
+    F,
+    FilteredRelation,
+    FloatField,
+    Func,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Greatest, Least
+
+from jobs.clock import database_now
+from jobs.models import Attempt, Job
+from jobs.states import State
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+OUTCOMES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
+# ISO 8601 allows more (2025W091, 20250301): the API takes this one form. Years from 1000.
+DATE = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}")
+
+# The table's columns: the CSV's header, and the portal's headings.
+COLUMNS = ["tenant", "gpu_type", "gpu_hours", "cpu_core_hours", "wasted_gpu_hours",
+           "preempted_gpu_hours", "jobs_succeeded", "jobs_failed", "jobs_canceled",
+           "jobs_started", "mean_wait_s", "p95_wait_s"]  # fmt: skip
+HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours",
+            "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
+            "Mean wait (s)", "p95 wait (s)"]  # fmt: skip
+
+
+class BadParameter(ValueError):
+    """A report parameter the caller got wrong: which one, and why."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"{name}: {message}")
+        self.field, self.message = name, message
+
+
+# 1. What is asked: the window and the tenants.
+
+
+def requested(params, tenants) -> "Report":
+    """The report a request's parameters ask for: ``since`` and ``until`` (YYYY-MM-DD, midnight
+    UTC; until defaults to now, since to 30 days before until) and ``tenant`` (a slug; every
+    one of ``tenants`` without it). BadParameter names the first one wrong."""
+    now = database_now()
+    since, until = window(params.get("since"), params.get("until"), now)
+    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now)
+
+
+def window(since: str | None, until: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """[since, until) from the caller's dates, at most MAX_DAYS long."""
+    start = day("since", since) if since else None
+    end = day("until", until) if until else now
+    start = start or end - timedelta(days=DEFAULT_DAYS)
+    if end <= start:
+        raise BadParameter("until", f"Must be after since ({start:%Y-%m-%d %H:%M} UTC).")
+    if end - start > timedelta(days=MAX_DAYS):
+        raise BadParameter("until", f"At most {MAX_DAYS} days after since.")
+    return start, end
+
+
+def day(name: str, text: str) -> datetime:
+    """A YYYY-MM-DD date as its midnight, UTC."""
+    try:
+        parsed = date.fromisoformat(text) if DATE.fullmatch(text) else None
+    except ValueError:  # 2025-02-30
+        parsed = None
+    if parsed is None:
+        raise BadParameter(name, "A date: YYYY-MM-DD.")
+    return datetime.combine(parsed, time(), tzinfo=UTC)
+
+
+def pick_tenants(tenants, slug: str | None) -> list:
+    """The tenants to report on, by name: all of ``tenants``, or the one ``slug`` names. A
+    slug outside them is refused as an unknown one is: the answer does not tell another
+    tenant's slug from a made-up one."""
+    if slug:
+        tenants = tenants.filter(slug=slug)
+    found = list(tenants.order_by("name"))
+    if slug and not found:
+        raise BadParameter("tenant", "None of your tenants has this slug.")
+    return found
+
+
+# 2. The figures.
+
+
+@dataclass
+class TypeUsage:
+    """One tenant's attempts on one GPU type: "" runs no GPU, None lost its allocation rows."""
+
+    gpu_type: str | None
+    gpu_hours: float = 0.0
+    cpu_core_hours: float = 0.0
+    wasted_gpu_hours: float = 0.0
+    preempted_gpu_hours: float = 0.0
+
+    def figures(self) -> list[float]:
+        return [self.gpu_hours, self.cpu_core_hours, self.wasted_gpu_hours,
+                self.preempted_gpu_hours]  # fmt: skip
+
+
+@dataclass
+class TenantUsage:
+    slug: str
+    name: str
+    by_type: list[TypeUsage] = field(default_factory=list)
+    finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    started: int = 0
+    mean_wait_s: float | None = None
+    p95_wait_s: float | None = None
+
+    def total(self) -> TypeUsage:
+        """Its GPU types summed, as GPU type "all"."""
+        return TypeUsage("all", *map(sum, zip(*(u.figures() for u in self.by_type), strict=True)))
+
+
+@dataclass
+class Report:
+    since: datetime
+    until: datetime
+    now: datetime  # the database's time: running attempts count up to min(now, until)
+    pruned_before: datetime | None  # finished jobs ended before it may have been deleted
+    tenants: list[TenantUsage]
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether the window reaches back before what retention keeps."""
+        return self.pruned_before is not None and self.since < self.pruned_before
+
+    def rows(self) -> list[list[str]]:
+        """The report as table cells (the portal's table and the CSV, in COLUMNS' order): per
+        tenant a row of GPU type "all" with its totals and its jobs' figures, then a row for
+        each GPU type."""
+        out = []
+        for t in self.tenants:
+            waits = [t.mean_wait_s, t.p95_wait_s]
+            jobs = [*(str(t.finished[s]) for s in OUTCOMES), str(t.started),
+                    *("" if w is None else f"{w:.0f}" for w in waits)]  # fmt: skip
+            out.append([t.slug, "all", *hours(t.total()), *jobs])
+            out += [[t.slug, type_label(u.gpu_type), *hours(u), *[""] * len(jobs)]
+                    for u in t.by_type]  # fmt: skip
+        return out
+
+    def as_json(self) -> dict:
+        return {
+            "since": self.since,
+            "until": self.until,
+            "counted_to": min(self.now, self.until),
+            "pruned_before": self.pruned_before,
+            "incomplete": self.incomplete,
+            "tenants": [tenant_json(t) for t in self.tenants],
+        }
+
+
+def hours(usage: TypeUsage) -> list[str]:
+    return [f"{value:.2f}" for value in usage.figures()]
+
+
+def type_label(gpu_type: str | None) -> str:
+    return {None: "unknown", "": "none"}.get(gpu_type, gpu_type)
+
+
+def tenant_json(t: TenantUsage) -> dict:
+    return {
+        "tenant": t.slug,
+        "name": t.name,
+        **figures_json(t.total()),
+        "jobs_finished": t.finished,
+        "queue_wait": {
+            "jobs_started": t.started,
+            "mean_s": rounded(t.mean_wait_s),
+            "p95_s": rounded(t.p95_wait_s),
+        },
+        "by_gpu_type": [{"gpu_type": u.gpu_type, **figures_json(u)} for u in t.by_type],
+    }
+
+
+def figures_json(usage: TypeUsage) -> dict[str, float | None]:
+    return dict(zip(COLUMNS[2:6], map(rounded, usage.figures()), strict=True))
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def usage(tenants: list, since: datetime, until: datetime, now: datetime) -> Report:
+    """The tenants' usage over [since, until), attempts still running counted up to ``now``."""
+    ids = [t.pk for t in tenants]
+    by_type = attempt_usage(ids, since, until, now)
+    finished = finished_jobs(ids, since, until)
+    waits = queue_waits(ids, since, until)
+    found = []
+    for t in tenants:
+        started, mean, p95 = waits.get(t.pk, (0, None, None))
+        jobs = finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
+        found.append(TenantUsage(t.slug, t.name, by_type.get(t.pk, []), jobs, started, mean, p95))
+    return Report(since, until, now, pruned_before(now), found)
+
+
+def pruned_before(now: datetime) -> datetime | None:
+    days = int(settings.MLSCHED_JOB_RETENTION_DAYS)
+    return now - timedelta(days=days) if days else None
+
+
+class Seconds(Func):
+    """A duration as seconds (a float)."""
+
+    output_field = FloatField()
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+
+    def as_sqlite(self, compiler, connection, **extra):
+        # SQLite keeps durations as whole microseconds.
+        return self.as_sql(compiler, connection, template="(%(expressions)s / 1e6)", **extra)
+
+
+class Percentile(Aggregate):
+    """PostgreSQL's percentile_cont: the value at ``fraction`` of the ordered values,
+    interpolated between the two nearest."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)r) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra):
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
+    """GPU-hours, CPU core-hours and waste of the tenants' attempts, by tenant and GPU type:
+    one grouped query over the attempts that ran in the window or ended in it."""
+    start = Greatest("started_at", Value(since))
+    end = Least(Coalesce("ended_at", Value(now)), Value(until))
+    # Clipped to the window; never negative (an attempt started after it or ended before).
+    ran = Greatest(Seconds(end - start), Value(0.0))
+    milli_gpus = F("job__workers") * (F("job__gpus") * 1000 + F("job__gpu_milli"))
+    milli_cpus = F("job__workers") * F("job__cpu_milli")
+    started = Q(started_at__isnull=False)
+    ended_in = Q(ended_at__gte=since, ended_at__lt=until)
+    preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
+    rows = (
+        Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
+        .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
+        .annotate(
+            first_row=FilteredRelation(
+                "allocations", condition=Q(allocations__worker=0, allocations__slot=0)
+            ),
+            gpu_type=Case(
+                When(
+                    Q(job__gpus__gt=0) | Q(job__gpu_milli__gt=0),
+                    then=F("first_row__node__gpu_type"),
+                ),
+                default=Value(""),
+            ),
+        )
+        .values("job__tenant_id", "gpu_type")
+        .annotate(
+            gpu_s=Sum(ran * milli_gpus / 1000, filter=started),
+            cpu_s=Sum(ran * milli_cpus / 1000, filter=started),
+            wasted_s=Sum("wasted_gpu_seconds", filter=ended_in),
+            preempted_s=Sum("wasted_gpu_seconds", filter=preempted),
+        )
+        .order_by()
+    )
+    found: dict[int, list[TypeUsage]] = {}
+    for row in rows:
+        seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s")]
+        usage = TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
+        found.setdefault(row["job__tenant_id"], []).append(usage)
+    for usages in found.values():
+        # Named types first, then no GPU, then unknown.
+        usages.sort(key=lambda u: (u.gpu_type is None, u.gpu_type == "", u.gpu_type or ""))
+    return found
+
+
+def finished_jobs(ids, since, until) -> dict[int, dict[str, int]]:
+    """Jobs finished in the window, by tenant and state."""
+    rows = (
+        Job.objects.filter(tenant_id__in=ids, finished_at__gte=since, finished_at__lt=until)
+        .values_list("tenant_id", "state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    found: dict[int, dict[str, int]] = {}
+    for tenant, state, n in rows:
+        found.setdefault(tenant, dict.fromkeys(OUTCOMES, 0))[state] = n
+    return found
+
+
+def queue_waits(ids, since, until) -> dict[int, tuple[int, float, float]]:
+    """Jobs started in the window, by tenant: how many, and their mean and 95th percentile
+    wait from submit to first start, in seconds."""
+    started = Job.objects.filter(tenant_id__in=ids, started_at__gte=since, started_at__lt=until)
+    wait = Seconds(F("started_at") - F("created"))
+    if connection.vendor != "postgresql":
+        return waits_in_python(started, wait)
+    rows = (
+        started.values("tenant_id")
+        .annotate(n=Count("pk"), mean=Avg(wait), p95=Percentile(wait, 0.95))
+        .order_by()
+    )
+    return {row["tenant_id"]: (row["n"], row["mean"], row["p95"]) for row in rows}
+
+
+def waits_in_python(started, wait) -> dict[int, tuple[int, float, float]]:
+    """queue_waits where the database has no percentile_cont (SQLite): the waits read, the
+    same figures computed here."""
+    by_tenant: dict[int, list[float]] = {}
+    for tenant, seconds in started.annotate(wait=wait).values_list("tenant_id", "wait"):
+        by_tenant.setdefault(tenant, []).append(seconds)
+    return {tenant: (len(w), sum(w) / len(w), percentile_cont(w, 0.95))
+            for tenant, w in by_tenant.items()}  # fmt: skip
+
+
+def percentile_cont(values: list[float], fraction: float) -> float:
+    """As PostgreSQL's percentile_cont: the value at position fraction x (n - 1) of the sorted
+    values, interpolated linearly between its two neighbours."""
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -1,0 +1,59 @@
+"""The usage page in Chromium against daphne (fixtures in conftest.py): the form, the table
+of the user's own teams, and the CSV download of the same rows."""
+
+import csv
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_job_page import log_in
+from tests.jobs.test_usage_report import SINCE, H, run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROWS = "rows => rows.map(row => [...row.cells].map(cell => cell.textContent))"
+
+
+def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
+    server, browser_page, alpha, alice, gamma
+):
+    page = browser_page
+    run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="A100", workers=2)  # 2 h x 2 GPUs
+    run(alpha, SINCE - H, SINCE + 2 * H, gpu_type="T4", gpus=0, gpu_milli=500)  # 2 h x 0.5
+    run(gamma, SINCE + H, SINCE + 9 * H, gpu_type="H100")
+    log_in(page, server, "alice")
+
+    page.click("header >> text=Usage")
+    page.fill("input[name=since]", "2025-03-01")
+    page.fill("input[name=until]", "2025-03-02")
+    page.click("button:has-text('Show')")
+    expect(page.locator("#window")).to_contain_text("From 2025-03-01 00:00 to 2025-03-02 00:00")
+    table = page.locator("#usage tbody tr").evaluate_all(ROWS)
+    with page.expect_download() as download:
+        page.click("#csv")
+    with open(download.value.path(), newline="") as file:
+        rows = list(csv.reader(file))
+
+    assert table == [
+        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", "0", "0", "0", "0", "", ""],
+        ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", "", "", "", "", "", ""],
+        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", "", "", "", "", "", ""],
+    ]
+    assert rows[1:] == table
+    assert "gamma" not in page.content() and "H100" not in page.content()
+
+
+def test_a_window_that_ends_before_it_starts_is_shown_as_the_until_fields_error(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    log_in(page, server, "alice")
+    page.goto(f"{server}/usage/")
+
+    page.fill("input[name=since]", "2025-03-05")
+    page.fill("input[name=until]", "2025-03-02")
+    page.click("button:has-text('Show')")
+
+    expect(page.locator("p.error[data-field=until]")).to_contain_text("until: Must be after since")
+    expect(page.locator("input[name=until]")).to_have_class("invalid")
+    expect(page.locator("#usage")).to_have_count(0)
