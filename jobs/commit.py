@@ -168,6 +168,12 @@ def allocation_rows(worker: WorkerPlacement, taken, borrowed: bool) -> list[dict
     ]  # fmt: skip
 
 
+def gpu_type_of(outcome: Outcome) -> str:
+    """The GPU type an attempt runs on (its first worker's: a gang is on one), "" without GPUs."""
+    first = outcome.workers[0]
+    return first.gpu_type if first.gpu_indices else ""
+
+
 def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime) -> None:
     """Insert the attempts and allocations and move the jobs to scheduled, in bulk."""
     job_ids = [int(o.job_id) for o in outcomes]
@@ -175,7 +181,7 @@ def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime
         Attempt,
         [
             {"job_id": job_id, "number": n, "cluster_id": int(o.workers[0].cluster),
-             "scheduled_at": moment}
+             "scheduled_at": moment, "gpu_type": gpu_type_of(o)}
             for o, job_id, n in zip(outcomes, job_ids, next_numbers(job_ids), strict=True)
         ],
     )  # fmt: skip

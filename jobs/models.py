@@ -198,6 +198,14 @@ class Attempt(models.Model):
         help_text="GPU-seconds reserved but not doing useful work: the wait between scheduled "
         "and running, a lost attempt's whole run, work since the last checkpoint when preempted.",
     )
+    # Null and "" differ: not recorded, and no GPU.
+    gpu_type = models.CharField(  # noqa: DJ001
+        max_length=64,
+        null=True,
+        blank=True,
+        help_text="The GPU type its workers run on, empty for CPU-only work (usage reports read "
+        "it: allocation rows are deleted after the log retention). Null: not recorded.",
+    )
 
     class Meta:
         ordering = ["job", "number"]

@@ -15,12 +15,11 @@ Per tenant and GPU type, from the attempts:
 Per tenant, from the jobs: jobs finished in the window by state, and the queue wait (submit to
 first start) of jobs started in the window: how many, mean, 95th percentile.
 
-The GPU type of an attempt is its first allocation row's node's (worker 0, slot 0): one
-attempt's GPUs are all of one type (the core places a gang in one node group, independent
-workers in one GPU type). Released allocations are deleted after MLSCHED_LOG_RETENTION_DAYS:
-an attempt whose rows are gone counts under an unknown type (None). Finished jobs, with their
-attempts, are deleted after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted
-(``Report.pruned_before``).
+The GPU type of an attempt is the one the commit recorded on it (``Attempt.gpu_type``, its
+first worker's; "" for CPU-only work): it outlives the allocation rows, which are deleted after
+MLSCHED_LOG_RETENTION_DAYS. An attempt placed before it was recorded, whose rows had gone by
+then, counts under an unknown type (None). Finished jobs, with their attempts, are deleted
+after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.pruned_before``).
 
 Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
 the finished jobs and the started jobs. The 95th percentile is PostgreSQL's percentile_cont;
@@ -37,16 +36,13 @@ from django.db import connection
 from django.db.models import (
     Aggregate,
     Avg,
-    Case,
     Count,
     F,
-    FilteredRelation,
     FloatField,
     Func,
     Q,
     Sum,
     Value,
-    When,
 )
 from django.db.models.functions import Coalesce, Greatest, Least
 
@@ -283,18 +279,6 @@ def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
     rows = (
         Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
         .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
-        .annotate(
-            first_row=FilteredRelation(
-                "allocations", condition=Q(allocations__worker=0, allocations__slot=0)
-            ),
-            gpu_type=Case(
-                When(
-                    Q(job__gpus__gt=0) | Q(job__gpu_milli__gt=0),
-                    then=F("first_row__node__gpu_type"),
-                ),
-                default=Value(""),
-            ),
-        )
         .values("job__tenant_id", "gpu_type")
         .annotate(
             gpu_s=Sum(ran * milli_gpus / 1000, filter=started),

@@ -49,6 +49,7 @@ def run(tenant, start, end=None, *, gpu_type="A100", outcome=OK, wasted=0.0, **s
     attempt = AttemptFactory(
         job=job, scheduled_at=start, started_at=start, ended_at=end,
         outcome="" if live else outcome, wasted_gpu_seconds=wasted,
+        gpu_type=gpu_type if job.gpus or job.gpu_milli else "",
     )  # fmt: skip
     node = NodeFactory(gpu_type=gpu_type, gpu_count=8)
     for worker in range(job.workers):
@@ -164,9 +165,16 @@ def test_two_gpu_types_are_reported_apart_and_summed_in_the_total(alpha):
     assert usage.total().gpu_hours == pytest.approx(7.0)
 
 
-def test_an_attempt_whose_allocations_were_pruned_counts_under_an_unknown_type(alpha):
+def test_an_attempts_gpu_type_outlives_its_allocation_rows(alpha):
     attempt = run(alpha, SINCE + H, SINCE + 2 * H)
     Allocation.objects.filter(attempt=attempt).delete()  # as retention does, 30 days on
+
+    assert by_type(report_of(alpha)) == {"A100": (1.0, 4.0)}
+
+
+def test_an_attempt_whose_gpu_type_was_never_recorded_counts_under_an_unknown_type(alpha):
+    attempt = run(alpha, SINCE + H, SINCE + 2 * H)
+    Attempt.objects.filter(pk=attempt.pk).update(gpu_type=None)  # placed before it was kept
 
     usage = report_of(alpha)
 
