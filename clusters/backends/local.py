@@ -260,6 +260,8 @@ class LocalBackend:
     def stop(self, attempt_id: int, grace_s: float) -> None:
         deadline = time.time() + grace_s
         for directory in self.worker_dirs(attempt_id):
+            if (directory / "exit.json").exists():
+                continue  # it ended on its own before the stop: reported as it ended
             stop_file = directory / "stop"
             if read_number(stop_file, float) is None:  # not asked yet, or its file is torn
                 write_state(stop_file, str(deadline))

@@ -442,6 +442,22 @@ def test_the_runtime_limit_reaches_a_child_of_the_main_process(backend):
     assert "never" not in [line.text for line in backend.logs()]
 
 
+def test_a_rank_that_exited_before_the_stop_is_reported_as_it_exited_not_stopped(backend):
+    # Rank 0 exits 0 at once, rank 1 runs on; then the attempt is stopped (canceled, or its
+    # agent came back to find it declared lost): rank 0's own ending stands.
+    command = "import os, time; os.environ['RANK'] == '0' or time.sleep(60)"
+    backend.start(spec([sys.executable, "-c", command], workers=2))
+    assert wait_until(lambda: phases(backend).get(0) and phases(backend)[0].phase == base.EXITED,
+                      timeout=15)  # fmt: skip
+
+    backend.stop(1, grace_s=1)
+
+    assert ended(backend, workers=2)
+    done = phases(backend)
+    assert (done[0].phase, done[0].exit_code) == (base.EXITED, 0)
+    assert done[1].phase == base.STOPPED
+
+
 def test_stop_ends_the_commands_whole_process_group_within_the_grace_period(backend):
     backend.start(spec([sys.executable, "-c", STUBBORN_TREE]))
     left = printed_pid(backend)
