@@ -149,8 +149,9 @@ def test_it_enforces_the_runtime_limit(backend):
 
 def test_a_new_backend_on_the_same_directory_adopts_running_workers(backend, tmp_path):
     backend.start(spec([sys.executable, "-c", "import time; print('hi'); time.sleep(2)"]))
-    assert wait_until(lambda: phases(backend).get(0, None) and
-                      phases(backend)[0].phase == base.RUNNING, timeout=10)  # fmt: skip
+    # The shim has started the command (so it is past exec: its command line is the shim's).
+    assert wait_until(lambda: (backend.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
+    assert phases(backend)[0].phase == base.RUNNING
 
     restarted = LocalBackend(backend.state_dir, backend.nodes, tmp_path / "ckpt")
 
