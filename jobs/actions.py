@@ -9,9 +9,9 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import access, bulk, events, states
+from jobs import access, bulk, dependencies, events, states
 from jobs.clock import database_now
-from jobs.models import Attempt, Job, JobEvent
+from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.serializers import SubmitSerializer, submission_of
 from jobs.states import State
 
@@ -58,6 +58,8 @@ def transition(
         job=job, attempt=attempt, from_state=source, to_state=target, reason=reason[:300], time=now
     )
     events.publish_on_commit([(vars(event), job.tenant_id)])
+    if target in dependencies.CUT_OFF:
+        cancel_dependents([job.pk], target, now)
     return event
 
 
@@ -126,10 +128,13 @@ def move_claimed(
     reasons: dict[int, str],
     attempts: dict[int, int],
     now,
+    *,
+    cascade: bool = True,
 ) -> None:
     """Move jobs the caller has locked, {id: (tenant id, state now)}, to `target`: one UPDATE,
     one JobEvent each (COPY), one live message per tenant after commit. `attempts` names the
-    attempt each job's event is about, {job id: attempt id}."""
+    attempt each job's event is about, {job id: attempt id}. Jobs failed or canceled take
+    their dependents with them, unless `cascade` is off (the cascade's own move)."""
     for source in {source for _, source in jobs.values()}:
         states.check(0, source, target)
     fields = {"state": target, **_timestamps(target, now)}
@@ -142,6 +147,40 @@ def move_claimed(
     ]  # fmt: skip
     bulk.insert(JobEvent, written)
     events.publish_on_commit((event, jobs[event["job_id"]][0]) for event in written)
+    if target in dependencies.CUT_OFF and cascade:
+        cancel_dependents(list(jobs), target, now)
+
+
+def cancel_dependents(ended: list[int], how: str, now) -> None:
+    """Cancel the live jobs that depended on `ended` (jobs that have just `how`: failed or been
+    canceled), directly or through each other, in the caller's transaction: each with the
+    reason "dependency <id> failed" or "... was canceled", naming the job it waited for.
+
+    A batch of them is canceled whole, as cancel() cancels it. Locks, after the caller's (the
+    ended jobs' rows, then their attempts): the dependents' job rows in id order, all above
+    the ended jobs' (a dependent is newer than its dependencies), then their live attempts, as
+    cancel() locks. Their rows come after the ended jobs' attempts, which cannot deadlock: a
+    job that waits for a dependency has never been placed, so no verb holding its row waits
+    for an attempt (it has none, is no preemptor, and the commit claims with SKIP LOCKED).
+    See dependencies.lock_dependents for the order among the dependents."""
+    cut, live = dependencies.lock_dependents(ended)
+    if not live:
+        return
+    attempts = dict(
+        Attempt.objects.select_for_update()
+        .filter(job_id__in=live, outcome="")
+        .order_by("id")
+        .values_list("job_id", "id")
+    )
+    reasons = {}
+    for job_id, (_, _, root) in live.items():
+        cause = cut[root]
+        # A cause among the cut was canceled by this cascade; any other is one of `ended`.
+        verb = "failed" if how == State.FAILED and cause not in cut else "was canceled"
+        reasons[job_id] = f"dependency {cause} {verb}"
+    request_stop(list(attempts), Attempt.Outcome.CANCELED, "a dependency did not succeed", now)
+    moving = {job_id: (tenant_id, state) for job_id, (tenant_id, state, _) in live.items()}
+    move_claimed(moving, State.CANCELED, reasons, attempts, now, cascade=False)
 
 
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
@@ -415,10 +454,16 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     and preempted on its own; shard 0 is returned and the others point to it as their parent.
     With an idempotency key already used in the tenant, the existing job comes back and nothing
     is written: a client that retries a submission gets one job.
+
+    `depends_on` (ids the caller has checked: jobs of the tenant, no shard but a batch's first)
+    is held by the first job; dependencies.hold says what is refused, and when.
     """
+    spec = dict(spec)
+    depends_on = spec.pop("depends_on", [])
     key = spec.get("idempotency_key")
     if existing := keyed_job(tenant, key):
         return existing, False
+    dependencies.hold(depends_on)
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
         # check above. The unique constraint then refuses this row, and that job is the answer,
@@ -436,6 +481,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         jobs += Job.objects.bulk_create(
             Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
         )
+    Dependency.objects.bulk_create(Dependency(job=first, on_id=on) for on in depends_on)
     written = JobEvent.objects.bulk_create(
         JobEvent(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}") for job in jobs
     )
@@ -476,7 +522,9 @@ def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, b
     data = submission_of(job)
     if idempotency_key:
         data["idempotency_key"] = idempotency_key
-    checked = SubmitSerializer(data=data, tenants=access.submit_tenants(user))
+    checked = SubmitSerializer(
+        data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user)
+    )
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)
     return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})

@@ -89,7 +89,8 @@ class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.M
     actions = ["cancel_jobs"]
 
     def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in Job._meta.fields]
+        # depends_on too: a form leaves out a relation with a model of its own; shown here.
+        return [f.name for f in Job._meta.fields] + ["depends_on"]
 
     def has_add_permission(self, request):
         return False

@@ -31,7 +31,7 @@ def visible(request):
     return (
         access.visible_jobs(request.user)
         .select_related("tenant", "owner", "priority_class")
-        .prefetch_related("attempts__cluster")
+        .prefetch_related("attempts__cluster", "depends_on")
     )
 
 
@@ -56,7 +56,9 @@ class JobsView(APIView):
 
     def post(self, request):
         submission = SubmitSerializer(
-            data=request.data, tenants=access.submit_tenants(request.user)
+            data=request.data,
+            tenants=access.submit_tenants(request.user),
+            jobs=access.visible_jobs(request.user),
         )
         submission.is_valid(raise_exception=True)
         spec = dict(submission.validated_data)

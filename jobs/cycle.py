@@ -7,7 +7,8 @@
                  attempts and allocations (the database's exclusion constraint is the last
                  guard) and move the jobs queued -> scheduled
     4. preempt   ask the victims' attempts to stop, with a grace period
-    5. explain   store each waiting job's reason code, sentence and estimated start
+    5. explain   store each waiting job's reason code, sentence and estimated start (a job
+                 waiting for a dependency, which the core never saw: waiting_for_dependency)
     6. notify    after commit: agents and live views hear of the changes
 
 Correctness never rests on this being the only scheduler: the node locks serialise commits that
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs import actions, snapshot
+from jobs import actions, dependencies, snapshot
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
 from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome, place
@@ -32,6 +33,7 @@ from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcom
 @dataclass
 class CycleResult:
     considered: int = 0
+    waiting: int = 0  # queued jobs waiting for a dependency: not offered to the core
     placed: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
@@ -43,7 +45,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     now = time.time() if now is None else now
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
-    result.considered = len(loaded.snapshot.queued)
+    result.considered, result.waiting = len(loaded.snapshot.queued), len(loaded.waiting)
     clock.lap(result, "load")
     decision = place(loaded.snapshot)  # 2
     clock.lap(result, "decide")
@@ -92,6 +94,10 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         reason, message, estimate = explanation(outcome, job_id in skipped)
         if loaded.pending.get(job_id) != (reason, message, estimate):
             changes[job_id] = (reason, message, estimate)
+    for job_id, waits_for in loaded.waiting.items():
+        why = ("waiting_for_dependency", dependencies.sentence(waits_for), None)
+        if loaded.pending.get(job_id) != why:
+            changes[job_id] = why
     actions.record_pending(changes)
 
 

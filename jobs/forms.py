@@ -1,10 +1,11 @@
 """The portal's submit form: its fields as typed, and the SubmitSerializer input they make.
 
 Every rule stays in the serializer, as for the API. This module only turns the form's strings
-(a command line, KEY=VALUE lines, a comma-separated list) into the shapes the serializer reads,
+(a command line, KEY=VALUE lines, comma-separated lists) into the shapes the serializer reads,
 and its nested errors back into one line per field.
 """
 
+import re
 import shlex
 
 from quotas.models import PriorityClass
@@ -12,7 +13,8 @@ from quotas.models import PriorityClass
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
           "gpu_milli", "gpu_types", "workers", "shards", "priority_class", "priority",
-          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors"]  # fmt: skip
+          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
+          "depends_on"]  # fmt: skip
 TEXTAREAS = ["env", "cluster_selector"]
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
@@ -44,6 +46,10 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         except ValueError as error:
             data[field], errors[field] = {}, str(error)
     data["gpu_types"] = [name.strip() for name in values["gpu_types"].split(",") if name.strip()]
+    # Job ids as the portal shows them ("#12") or bare, split by commas or spaces; what is no
+    # id goes on as typed, for the serializer to name.
+    ids = re.split(r"[\s,]+", values["depends_on"])
+    data["depends_on"] = [item.removeprefix("#") for item in ids if item]
     return data, errors
 
 

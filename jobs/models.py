@@ -62,6 +62,17 @@ class Job(models.Model):
         related_name="resubmissions",
         help_text="The ended job this one runs again (a batch's shards: the batch it reruns).",
     )
+    # Slurm's --dependency=afterok. Held by a batch's first shard for the whole batch, and
+    # pointing at single jobs or a batch's first shard (which stands for every shard of it).
+    depends_on = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        through="Dependency",
+        through_fields=("job", "on"),
+        related_name="dependents",
+        blank=True,
+        help_text="Jobs that must all succeed (a batch: every shard) before this one is placed.",
+    )
 
     priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT)
     priority = models.IntegerField(default=0, help_text="Order inside the tenant and tier.")
@@ -128,6 +139,13 @@ class Job(models.Model):
                 condition=models.Q(parent__isnull=False),
                 name="job_shard_parent_id",
             ),
+            # Whether a batch its dependents wait for has a shard not (yet) succeeded: one
+            # probe, however many shards have succeeded (jobs.dependencies.unmet).
+            models.Index(
+                fields=["parent"],
+                condition=models.Q(parent__isnull=False) & ~models.Q(state=State.SUCCEEDED),
+                name="job_shard_unsucceeded",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -163,6 +181,34 @@ class Job(models.Model):
     def checkpoint_dir(self) -> str:
         """The same directory for every attempt of the job, so a retry can resume."""
         return f"{self.tenant.slug}/{self.pk}"
+
+
+class Dependency(models.Model):
+    """`job` is placed only once `on` has succeeded; when `on` fails or is canceled, `job` is
+    canceled with it (jobs.actions.cancel_dependents).
+
+    `job` is a single job or a batch's first shard (its shards wait with it); `on` likewise,
+    a batch meaning every shard of it. Both are deleted with either job: retention prunes only
+    ended jobs, and a dependency that ended was met (or its dependents were canceled with it).
+    """
+
+    # The unique (job, on) index serves the lookups by job; `on` has its own (the cascade).
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="dependency_links", db_index=False
+    )
+    on = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependent_links")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "on"], name="dependency_unique"),
+            # Only on an earlier job: no chain of dependencies can come back to where it began.
+            models.CheckConstraint(
+                condition=models.Q(on__lt=models.F("job")), name="dependency_on_earlier_job"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.on_id}"
 
 
 class Attempt(models.Model):

@@ -5,6 +5,7 @@ import re
 from rest_framework import serializers
 
 from clusters.models import validate_labels
+from jobs.dependencies import MAX_DEPENDENCIES
 from jobs.models import Family, Job, JobEvent, LogChunk
 from quotas.models import PriorityClass
 
@@ -80,10 +81,17 @@ class SubmitSerializer(serializers.Serializer):
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
+    depends_on = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        default=list,
+        max_length=MAX_DEPENDENCIES,
+    )
 
-    def __init__(self, *args, tenants=None, **kwargs):
+    def __init__(self, *args, tenants=None, jobs=None, **kwargs):
+        """`tenants`: those the caller may submit to; `jobs`: those the caller can see (only
+        those may be named in depends_on)."""
         super().__init__(*args, **kwargs)
-        self.tenants = tenants
+        self.tenants, self.jobs = tenants, jobs
 
     def validate_tenant(self, slug):
         tenant = self.tenants.filter(slug=slug).first()
@@ -116,7 +124,35 @@ class SubmitSerializer(serializers.Serializer):
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
+        if problem := dependency_problem(data["depends_on"], tenant, self.jobs):
+            raise serializers.ValidationError({"depends_on": problem})
         return data
+
+
+def dependency_problem(ids: list[int], tenant, visible) -> str:
+    """What is wrong with a submission's depends_on, "" if nothing: each a job the caller can
+    see (`visible`), of the submission's tenant, and no shard but a batch's first (which
+    stands for the whole batch), named once. A job the caller cannot see, another tenant's
+    included, is answered as one that does not exist. Whether a dependency has ended without
+    success is asked under lock, at submit (jobs.dependencies.hold)."""
+    if twice := sorted(pk for pk in set(ids) if ids.count(pk) > 1):
+        return f"Job #{twice[0]} is named twice."
+    found = {job.pk: job for job in visible.filter(pk__in=ids)} if ids else {}
+    for pk in ids:
+        job = found.get(pk)
+        if job is None:
+            return f"No job #{pk} you can see."
+        if job.tenant_id != tenant.pk:
+            return (
+                f"Job #{pk} is not in tenant {tenant.slug!r}: a job waits only for jobs of its "
+                "own tenant."
+            )
+        if job.parent_id is not None:
+            return (
+                f"Job #{pk} is shard {job.shard_index} of batch #{job.parent_id}: depend on the "
+                f"batch, #{job.parent_id}, which waits for every shard."
+            )
+    return ""
 
 
 def submission_of(job: Job) -> dict:
@@ -125,9 +161,14 @@ def submission_of(job: Job) -> dict:
     Read from the serializer's own fields, so a field a submission gains is copied too. The
     idempotency key stays behind: under it, the submission would be answered with `job` itself.
     """
-    copied = SubmitSerializer().fields.keys() - {"tenant", "priority_class", "idempotency_key"}
-    spec = {name: getattr(job, name) for name in copied}
-    return {**spec, "tenant": job.tenant.slug, "priority_class": job.priority_class.name}
+    related = {"tenant", "priority_class", "idempotency_key", "depends_on"}
+    spec = {name: getattr(job, name) for name in SubmitSerializer().fields.keys() - related}
+    return {
+        **spec,
+        "tenant": job.tenant.slug,
+        "priority_class": job.priority_class.name,
+        "depends_on": sorted(job.depends_on.values_list("pk", flat=True)),
+    }
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -135,6 +176,7 @@ class JobSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     attempts = serializers.SerializerMethodField()
+    depends_on = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -145,9 +187,13 @@ class JobSerializer(serializers.ModelSerializer):
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "pending_reason",
             "pending_message", "estimated_start", "created", "scheduled_at", "started_at",
-            "finished_at", "attempts",
+            "finished_at", "depends_on", "attempts",
         ]  # fmt: skip
         read_only_fields = fields
+
+    def get_depends_on(self, job) -> list[int]:
+        # Held by a batch's first shard for all its shards (and read through a prefetch).
+        return sorted(dependency.pk for dependency in job.depends_on.all())
 
     def get_attempts(self, job):
         return [

@@ -1,7 +1,8 @@
 """Load: read the database into the pure placement core's Snapshot.
 
 Three queries: nodes, live allocations (which give free capacity, running jobs and tenant usage
-at once), queued jobs; plus tenants with their quotas. Units become the core's: milli-CPU, MiB,
+at once), queued jobs that may run; plus tenants with their quotas, and the jobs that wait for
+a dependency, which the core never sees. Units become the core's: milli-CPU, MiB,
 milli-GPU, float seconds.
 """
 
@@ -14,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
+from jobs import dependencies
 from jobs import placement as p
 from jobs.commit import largest_gap
 from jobs.models import Job
@@ -42,7 +44,10 @@ class Loaded:
     """The snapshot plus what the commit step needs to compare against."""
 
     snapshot: p.Snapshot
+    # Every queued job's explanation as stored: (reason code, sentence, estimated start).
     pending: dict[int, tuple[str, str, object]] = field(default_factory=dict)
+    # Jobs that wait for a dependency: {id: the dependencies not succeeded yet}.
+    waiting: dict[int, list[int]] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -58,12 +63,17 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            # The dependency filter's index probes, one per queued job, lift the planner's cost
+            # estimate past jit_above_cost: compiling the plan would cost more (0.25 s a query
+            # on 100,000 queued jobs) than it saves.
+            cursor.execute("SET LOCAL jit = off")
         return read(now, seed, policy)
 
 
 def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
+    waiting_pending, waiting = dependencies.waiting()
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
@@ -79,7 +89,7 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
         for job in queued
     }
-    return Loaded(snapshot, pending)
+    return Loaded(snapshot, pending | waiting_pending, waiting)
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
@@ -216,10 +226,13 @@ def gpu_scale(flavor: str) -> int:
 
 
 def queued_jobs(now: float):
+    """The queued jobs that may be placed now: past their retry backoff, and not waiting for a
+    dependency (filtered here, in the query: the queue may hold 100,000 jobs)."""
     moment = datetime.fromtimestamp(now, tz=UTC)
     return (
         Job.objects.filter(state=State.QUEUED)
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
+        .exclude(dependencies.blocked())
         .order_by("id")
         .values(*QUEUED_FIELDS)
     )

@@ -19,7 +19,7 @@ from jobs import access, actions, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
-from jobs.models import Attempt, Job
+from jobs.models import Attempt, Dependency, Job
 from jobs.serializers import SubmitSerializer
 from jobs.states import TERMINAL, State
 from quotas import tokens
@@ -95,9 +95,22 @@ def job_page(request, job, error: str = "", status: int = 200):
         "resubmit_key": f"resubmit-{job.pk}-{secrets.token_hex(8)}",
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        "dependencies": dependency_list(request.user, job),
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def dependency_list(user, job: Job) -> list[Job]:
+    """The jobs `job` waits for (a shard: its batch's) that the user can see, by id; a batch
+    with its shards counted by state (`counts`)."""
+    ids = Dependency.objects.filter(job_id=job.parent_id or job.pk).values("on_id")
+    found = list(visible_jobs(user).filter(pk__in=ids).order_by("pk"))
+    for dependency in found:
+        dependency.counts = (
+            sorted(dependency.shard_states().items()) if dependency.is_batch else None
+        )
+    return found
 
 
 @login_required
@@ -181,21 +194,13 @@ def submit(request):
     if request.method == "POST":
         values = submit_form.read(request.POST)
         data, errors = submit_form.serializer_input(values)
-        checked = SubmitSerializer(data=data, tenants=tenants)
+        checked = SubmitSerializer(data=data, tenants=tenants, jobs=visible_jobs(request.user))
         if checked.is_valid() and not errors:
-            spec = dict(checked.validated_data)
-            wait = throttles.portal_submit_wait(request, spec["tenant"].slug)
-            if wait is None:
-                job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
+            job, errors, status = submitted(request, dict(checked.validated_data))
+            if job is not None:
                 return redirect("job", pk=job.pk)
-            errors = {"rate": f"Too many submissions: try again in {wait:.0f} s."}
-            status = 429
         else:
-            errors = {
-                **{f: submit_form.error_text(detail) for f, detail in checked.errors.items()},
-                **errors,
-            }
-            status = 400
+            errors, status = {**field_errors(checked.errors), **errors}, 400
     context = {
         "values": values,
         "errors": errors,
@@ -203,6 +208,24 @@ def submit(request):
         "priority_classes": submit_form.open_classes(tenants),
     }
     return render(request, "portal/submit.html", context, status=status)
+
+
+def submitted(request, spec: dict) -> tuple[Job | None, dict[str, str], int]:
+    """Submit a checked spec within the submission rates: the job, or None with the errors and
+    the status to answer with."""
+    wait = throttles.portal_submit_wait(request, spec["tenant"].slug)
+    if wait is not None:
+        return None, {"rate": f"Too many submissions: try again in {wait:.0f} s."}, 429
+    try:
+        job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
+    except ValidationError as refused:  # a dependency that failed, as seen under its lock
+        return None, field_errors(refused.detail), 400
+    return job, {}, 200
+
+
+def field_errors(detail) -> dict[str, str]:
+    """The serializer's errors, one line per field."""
+    return {field: submit_form.error_text(inner) for field, inner in detail.items()}
 
 
 @login_required

@@ -90,6 +90,19 @@ def test_the_cli_resubmits_an_ended_job_as_a_new_one_and_refuses_a_live_one(cli)
     assert Job.objects.get(pk=int(again_id)).resubmitted_from_id == job_id
 
 
+def test_the_cli_submits_a_job_that_waits_for_another(cli):
+    first = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+
+    submitted = cli("submit", "-", stdin=json.dumps({**SPEC, "depends_on": [first]}))
+    refused = cli("submit", "-", stdin=json.dumps({**SPEC, "depends_on": [first, first]}))
+
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = int(submitted.stdout.split()[0])
+    assert json.loads(cli("status", str(job_id)).stdout)["depends_on"] == [first]
+    assert list(Job.objects.get(pk=job_id).depends_on.values_list("pk", flat=True)) == [first]
+    assert refused.returncode != 0 and "depends_on" in refused.stderr
+
+
 def test_the_cli_reports_a_refused_submission(cli):
     out = cli("submit", "-", stdin=json.dumps({**SPEC, "cpu_milli": 0}))
 
