@@ -32,9 +32,24 @@ class OwnWork:
 
     def __init__(self, running: Iterable[RunningJob]):
         self.by_tenant: dict[str, list[RunningJob]] = {}
+        self._held: dict[tuple[str, int, int], dict[str, int]] = {}
         for job in sorted(running, key=lambda j: (j.tier, j.id)):
             if job.preemptible and not job.stopping:
                 self.by_tenant.setdefault(job.tenant, []).append(job)
+
+    def held_below(
+        self, tenant: str, tier: int, gone: set[str], usage_of: Callable[[RunningJob], dict]
+    ) -> dict[str, int]:
+        """What ``below`` holds, by flavor. Kept per tenant and tier until more work is
+        evicted (``gone`` only grows): a long queue of blocked jobs asks it again and again."""
+        key = (tenant, tier, len(gone))
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = {}
+            for job in self.below(tenant, tier, gone):
+                for flavor, amount in usage_of(job).items():
+                    held[flavor] = held.get(flavor, 0) + amount
+        return held
 
     def below(self, tenant: str, tier: int, gone: set[str]) -> list[RunningJob]:
         """The tenant's work of a tier under ``tier`` not evicted yet."""
@@ -57,17 +72,14 @@ def preempt_own(
     quota, ledger = cycle.quota, cycle.ledger
     if ledger.going and quota.allowed_if(job, groups, gone=True):
         return explain.pending(job, "waiting_for_preemption")
+    held = cycle.own_work.held_below(job.tenant, job.tier, cycle.evicted, cycle.usage_of)
+    # No such work, or even all of it would not do (too little, or the room is held for an
+    # earlier job of the tenant): no search, and no try spent.
+    if not held or not quota.allowed_if(job, groups, less=held):
+        return None
+    if not cycle.may_search_victims(job):
+        return None
     own = cycle.own_work.below(job.tenant, job.tier, cycle.evicted)
-    if not own:
-        return None
-    held: dict[str, int] = {}
-    for victim in own:
-        for flavor, amount in cycle.usage_of(victim).items():
-            held[flavor] = held.get(flavor, 0) + amount
-    # Even all of it would not do (too little, or the room is held for an earlier job of the
-    # tenant): no search, and no try spent.
-    if not quota.allowed_if(job, groups, less=held) or not cycle.may_search_victims(job):
-        return None
     cycle.searched_victims = True
     cycle.preemption_tries += 1
     lost = cycle.lost()

@@ -156,24 +156,23 @@ class Ledger:
     def charge(self, tenant: str, demand: Mapping[str, int], sign: int = 1) -> None:
         """Add (or with ``sign=-1`` give back) usage."""
         self.version += 1
-        cohort = self.cohort.get(tenant, "")
-        for flavor, amount in demand.items():
-            key = (tenant, flavor)
-            self.usage[key] = self.usage.get(key, 0) + sign * amount
-            if key in self.quota:
-                pool = (cohort, flavor)
-                self.cohort_used[pool] = self.cohort_used.get(pool, 0) + sign * amount
+        self._add(self.usage, self.cohort_used, tenant, demand, sign)
 
     def leave(self, tenant: str, demand: Mapping[str, int], sign: int = 1) -> None:
         """Mark usage as work asked to stop (it stays charged until it has gone); with
         ``sign=-1``, usage that comes once it has gone (the job that evicted it, uncharged)."""
+        self._add(self.going, self.cohort_going, tenant, demand, sign)
+
+    def _add(self, by_tenant: dict, by_pool: dict, tenant: str, demand, sign: int) -> None:
+        """Add ``demand`` to a per-(tenant, flavor) table and, for flavors under quota, to
+        its per-(cohort, flavor) total."""
         cohort = self.cohort.get(tenant, "")
         for flavor, amount in demand.items():
             key = (tenant, flavor)
-            self.going[key] = self.going.get(key, 0) + sign * amount
+            by_tenant[key] = by_tenant.get(key, 0) + sign * amount
             if key in self.quota:
                 pool = (cohort, flavor)
-                self.cohort_going[pool] = self.cohort_going.get(pool, 0) + sign * amount
+                by_pool[pool] = by_pool.get(pool, 0) + sign * amount
 
     def staying(self, tenant: str, flavor: str) -> int:
         """The tenant's usage of ``flavor`` less work asked to stop."""
