@@ -7,6 +7,8 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -106,10 +108,19 @@ def dependency_list(user, job: Job) -> list[Job]:
     with its shards counted by state (`counts`)."""
     ids = Dependency.objects.filter(job_id=job.parent_id or job.pk).values("on_id")
     found = list(visible_jobs(user).filter(pk__in=ids).order_by("pk"))
-    for dependency in found:
-        dependency.counts = (
-            sorted(dependency.shard_states().items()) if dependency.is_batch else None
+    batches = [d.pk for d in found if d.is_batch]
+    counts: dict[int, dict[str, int]] = {}
+    if batches:  # every batch's shards counted by state in one query
+        rows = (
+            Job.objects.filter(Q(pk__in=batches) | Q(parent_id__in=batches))
+            .values("state", batch=Coalesce("parent_id", "pk"))
+            .annotate(n=Count("pk"))
+            .order_by()
         )
+        for row in rows:
+            counts.setdefault(row["batch"], {})[row["state"]] = row["n"]
+    for dependency in found:
+        dependency.counts = sorted(counts[dependency.pk].items()) if dependency.is_batch else None
     return found
 
 

@@ -590,6 +590,20 @@ def test_the_job_page_links_each_dependency_with_its_state(client, alice, alpha,
     assert "batch of 2: 1 scheduled, 1 succeeded" in page
 
 
+def test_the_job_page_costs_the_same_queries_for_one_batch_dependency_as_for_three(
+    client, alice, alpha
+):
+    client.force_login(alice)
+
+    def page_queries(batches: int) -> int:
+        waits = submit(alice, alpha, *(batch(alice, alpha, 2) for _ in range(batches)))
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get(f"/jobs/{waits.pk}/").status_code == 200
+        return len(seen)
+
+    assert page_queries(3) == page_queries(1)
+
+
 def test_the_admins_job_page_shows_the_dependencies(client, alice, alpha):
     train = submit(alice, alpha, name="train-llama")
     evaluate = submit(alice, alpha, train)
