@@ -82,7 +82,11 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         tenants=tenants(rows),
         now=now,
         seed=seed,
-        policy=policy or p.Policy(queue_depth=settings.MLSCHED_QUEUE_DEPTH),
+        policy=policy
+        or p.Policy(
+            queue_depth=settings.MLSCHED_QUEUE_DEPTH,
+            eviction_grace_s=2 * settings.MLSCHED_STOP_GRACE_S,
+        ),
         recent_shapes=running_shapes(rows),
     )
     pending = {

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 
 from jobs.placement import explain, own_quota, preemption
@@ -20,6 +21,7 @@ from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
     WHOLE_GPU,
+    Allocation,
     QueuedJob,
     RunningJob,
     Snapshot,
@@ -110,6 +112,8 @@ class Cycle:
         self.timeline = Timeline(self.ends, self.capacity)
         self.placed_ends: list[tuple[float, QueuedJob, list[Slot]]] = []
         self._placed_running: list[tuple[float, RunningJob]] = []
+        # What victims of this cycle hold beyond their preemptor's slots, by their end.
+        self._leaving_ends: list[tuple[float, RunningJob]] = []
         self.initial = {k: _totals_of(g) for k, g in self.capacity.groups.items()}
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
@@ -454,12 +458,23 @@ class Cycle:
         return self.preempted_for(job, slots, victims)
 
     def preempted_for(self, job: QueuedJob, slots, victims: list[RunningJob]) -> Outcome:
-        """Evict the victims (their resources already released) and give their room to the job."""
+        """Evict the victims (their resources already released) and give their room to the job.
+
+        What they free beyond the job's slots is nobody's in this cycle: they run on it through
+        their grace period (a job placed there now would be refused when the cycle commits),
+        so it is taken back and counted as work leaving. Free capacity never grows by an
+        eviction, so the failures the cycle remembers stay true.
+        """
         for victim in victims:
             self._evict(victim)
-        self.failed.clear()  # capacity came back: earlier failures may fit now
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
-        return self.commit(job, slots, PREEMPTS, victims)
+        outcome = self.commit(job, slots, PREEMPTS, victims)
+        back = self.now + self.policy.eviction_grace_s
+        for rest in _left_over(victims, slots, self.capacity, back):
+            preemption.restore(self.capacity, rest)
+            self.leaving.append(rest)
+            self._leaving_ends.append((max(rest.expected_end, self.now), rest))
+        return outcome
 
     def may_search_victims(self, job: QueuedJob) -> bool:
         """Whether preemption is on and the cycle's and the tenant's preemption budgets are not
@@ -538,7 +553,7 @@ class Cycle:
         placed = self._placed_running
         placed += [(when, as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
         ends = sorted(
-            [e for e in self.ends if e[1].id not in self.evicted] + placed,
+            [e for e in self.ends if e[1].id not in self.evicted] + placed + self._leaving_ends,
             key=lambda e: (e[0], e[1].id),
         )
         workers = job.workers if job.family == TRAINING else 1
@@ -612,6 +627,48 @@ class Cycle:
                 return self.now
             starts.append(self.reservations[owner].start)
         return min(starts)
+
+
+def _left_over(
+    victims: list[RunningJob], slots: list[Slot], capacity: Capacity, back: float
+) -> list[RunningJob]:
+    """What the victims hold that the preemptor's slots do not take, one stopping job per
+    victim, gone by ``back`` at the latest (the slots take from the victims' room first, then
+    from room that was free)."""
+    taken: dict[str, tuple[dict[int, int], list[int]]] = {}
+    for node, takes, cpu, mem in slots:
+        gpus, rest = taken.setdefault(node.id, ({}, [0, 0]))
+        for index, milli in takes:
+            gpus[index] = gpus.get(index, 0) + milli
+        rest[0] += cpu
+        rest[1] += mem
+    left = []
+    for victim in victims:
+        allocations = []
+        for node, takes, cpu, mem in capacity.releases(victim):
+            gpus, rest = taken.get(node.id, ({}, [0, 0]))
+            kept = []
+            for index, milli in takes:
+                used = min(milli, gpus.get(index, 0))
+                gpus[index] = gpus.get(index, 0) - used
+                if milli > used:
+                    kept.append((index, milli - used))
+            cpu_used, mem_used = min(cpu, rest[0]), min(mem, rest[1])
+            rest[0] -= cpu_used
+            rest[1] -= mem_used
+            if kept or cpu > cpu_used or mem > mem_used:
+                allocations.append(Allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used))
+        if allocations:
+            left.append(
+                dataclasses.replace(
+                    victim,
+                    id=f"{victim.id}:leaving",
+                    allocations=tuple(allocations),
+                    expected_end=min(victim.expected_end or back, back),
+                    stopping=True,
+                )
+            )
+    return left
 
 
 def _request_of(job: QueuedJob) -> tuple:

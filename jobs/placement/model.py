@@ -209,6 +209,11 @@ class Policy:
     # even where it would fit, for as long as that many jobs ahead of it wait. Placements do
     # not count. None (the default) decides every job.
     queue_depth: int | None = None
+    # Evicted work is expected gone this long after it is asked to stop (its grace period,
+    # and as long again for its agent to report it; the live loader sets it from
+    # MLSCHED_STOP_GRACE_S). What a cycle's victims hold beyond their preemptor's slots is
+    # nobody's until then, and a reservation counts it as freed then.
+    eviction_grace_s: float = 60.0
     # A blocked job whose nodes never free up gets no reservation; the next blocked job may
     # try, a bounded number of times, since each try walks every expected end.
     max_reservation_attempts: int = 4

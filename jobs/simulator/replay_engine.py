@@ -43,8 +43,16 @@ class EnginePolicy:
         self._running: dict[str, tuple[int, RunningJob]] = {}
 
     def cycle(self, replay, now: float) -> None:
-        if not _may_change(replay):
-            return  # place() could only say why each job waits, which changes nothing here
+        # Victims leave the replay at once, but a cycle keeps what they free beyond their
+        # preemptor's slots for their grace period: the next tick (one now) hands it out.
+        for _ in range(2):
+            if not _may_change(replay):
+                return  # place() could only say why each job waits, which changes nothing here
+            if not self._decide(replay, now):
+                return
+
+    def _decide(self, replay, now: float) -> bool:
+        """One cycle, applied; whether it evicted anybody."""
         decision = place(self.snapshot(replay, now))
         for victim in decision.preempted:
             if victim in replay.running:
@@ -58,6 +66,7 @@ class EnginePolicy:
             if _free(replay, slots):
                 self.recent[job.per] += job.workers
                 replay.start(job, slots, now)
+        return bool(decision.preempted)
 
     def snapshot(self, replay, now: float) -> Snapshot:
         return Snapshot(
