@@ -470,10 +470,10 @@ class Cycle:
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         outcome = self.commit(job, slots, PREEMPTS, victims)
         back = self.now + self.policy.eviction_grace_s
-        for rest in _left_over(victims, slots, self.capacity, back):
+        for end, rest in _left_over(victims, slots, self.capacity, back):
             preemption.restore(self.capacity, rest)
             self.leaving.append(rest)
-            self._leaving_ends.append((max(rest.expected_end, self.now), rest))
+            self._leaving_ends.append((max(end, self.now), rest))
         return outcome
 
     def may_search_victims(self, job: QueuedJob) -> bool:
@@ -631,10 +631,10 @@ class Cycle:
 
 def _left_over(
     victims: list[RunningJob], slots: list[Slot], capacity: Capacity, back: float
-) -> list[RunningJob]:
+) -> list[tuple[float, RunningJob]]:
     """What the victims hold that the preemptor's slots do not take, one stopping job per
-    victim, gone by ``back`` at the latest (the slots take from the victims' room first, then
-    from room that was free)."""
+    victim with when it is gone: by ``back`` at the latest (the slots take from the victims'
+    room first, then from room that was free)."""
     taken: dict[str, tuple[dict[int, int], list[int]]] = {}
     for node, takes, cpu, mem in slots:
         gpus, rest = taken.setdefault(node.id, ({}, [0, 0]))
@@ -642,7 +642,7 @@ def _left_over(
             gpus[index] = gpus.get(index, 0) + milli
         rest[0] += cpu
         rest[1] += mem
-    left = []
+    left: list[tuple[float, RunningJob]] = []
     for victim in victims:
         allocations = []
         for node, takes, cpu, mem in capacity.releases(victim):
@@ -659,15 +659,15 @@ def _left_over(
             if kept or cpu > cpu_used or mem > mem_used:
                 allocations.append(Allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used))
         if allocations:
-            left.append(
-                dataclasses.replace(
-                    victim,
-                    id=f"{victim.id}:leaving",
-                    allocations=tuple(allocations),
-                    expected_end=min(victim.expected_end or back, back),
-                    stopping=True,
-                )
+            end = min(victim.expected_end or back, back)
+            leaving = dataclasses.replace(
+                victim,
+                id=f"{victim.id}:leaving",
+                allocations=tuple(allocations),
+                expected_end=end,
+                stopping=True,
             )
+            left.append((end, leaving))
     return left
 
 
