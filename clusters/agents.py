@@ -121,6 +121,10 @@ def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[
 
 
 STILL_RUNNING = (base.PENDING, base.RUNNING)
+# A rank running, or exited, has run: the attempt has started once every rank has, even if a
+# quick one finished before a slow one came up. Only exits with code 0 get that far: any other
+# end has ended the attempt (attempt_outcome) before its start is looked at.
+RAN = (base.RUNNING, base.EXITED)
 
 
 def live_attempts(cluster: Cluster):
@@ -157,7 +161,7 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
     elif (
         (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
         and len(workers) == world_size
-        and all(w.phase == base.RUNNING for w in workers)
+        and all(w.phase in RAN for w in workers)
     ):
         # Once: a running attempt is reported every second, and this writes.
         actions.mark_running(attempt.pk, now)
@@ -176,7 +180,11 @@ def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.Wor
 def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now) -> None:
     """Keep, per attempt, the latest checkpoint time any of its workers reports (never one in
     the future). One write for all that moved, before any attempt ends: the wasted GPU time of
-    an attempt that ends in this beat counts from its newest checkpoint."""
+    an attempt that ends in this beat counts from its newest checkpoint.
+
+    A time before the attempt's start (or its placement, before it starts) is not its
+    checkpoint: every attempt of a job shares the checkpoint folder, so a retry reports the
+    marker its predecessor touched until it saves one of its own."""
     moved = []
     for attempt in attempts:
         seen = [w.checkpoint_at for w in by_attempt.get(attempt.pk, [])
@@ -184,6 +192,8 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
         if not seen:
             continue
         at = min(datetime.fromtimestamp(max(seen), tz=UTC), now)
+        if at < (attempt.started_at or attempt.scheduled_at):
+            continue
         if attempt.last_checkpoint_at is None or at > attempt.last_checkpoint_at:
             attempt.last_checkpoint_at = at
             moved.append(attempt)
@@ -376,7 +386,8 @@ def rate_limited(
 
 
 def sweep_silent_clusters(now=None) -> dict[str, int]:
-    """Clusters whose agent went quiet: unhealthy at once, their attempts lost after a grace.
+    """Clusters whose agent went quiet: unhealthy at once, their attempts ended after a grace,
+    as lost (retried), or as their stop asked where one was (a preemption, a cancel).
 
     Only while some other cluster's agent still reaches us: when every agent has gone quiet,
     the likelier cause is on this side (the web tier, its proxy or the database down), the
@@ -399,10 +410,12 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
             log.warning("no cluster agent has reported for %s s: nothing is declared lost "
                         "while none reaches the control plane", quiet)  # fmt: skip
         return {"unhealthy": unhealthy, "lost": 0}
-    reason = "its cluster agent stopped reporting"
     count = 0
     with events.coalesced():  # a whole cluster's work at once: one live message per tenant
-        for attempt_id in lost.values_list("pk", flat=True):
-            actions.end_attempt(attempt_id, Outcome.LOST, reason=reason, now=now)
+        for attempt_id, stop_reason in lost.values_list("pk", "stop_reason"):
+            # An attempt asked to stop ends as the stop asked, with the stop's message (a
+            # preempted one is requeued at once, without using a retry); any other is lost.
+            reason = "" if stop_reason else "its cluster agent stopped reporting"
+            actions.end_attempt(attempt_id, stop_reason or Outcome.LOST, reason=reason, now=now)
             count += 1
     return {"unhealthy": unhealthy, "lost": count}

@@ -243,6 +243,17 @@ def stop_attempts(attempts, stop_reason: str, message: str, now=None) -> int:
     )
 
 
+def lock_live(attempts) -> list[int]:
+    """Lock the jobs of these attempts, then those of the attempts still live, each in id order:
+    the lock order of cancel() and end_attempt(); the live attempts' ids. For a caller about to
+    stop the attempts of many jobs, which it has not locked: an UPDATE alone would lock them in
+    whatever order its scan meets them, and deadlock with a cancel locking them in id order."""
+    jobs = Job.objects.select_for_update().filter(id__in=attempts.values("job_id"))
+    list(jobs.order_by("id").values_list("id", flat=True))
+    live = attempts.select_for_update().filter(outcome="").order_by("id")
+    return list(live.values_list("id", flat=True))
+
+
 @transaction.atomic
 def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
@@ -250,7 +261,9 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
 
     Only for preemptors still queued: one canceled (or placed) since the cycle decided needs no
     room, and its victims keep running. The preemptors are locked first, in id order (job rows
-    before attempts, as cancel() locks), so a cancel in flight is waited for, not overtaken.
+    before attempts, as cancel() locks), so a cancel in flight is waited for, not overtaken;
+    then the victims as cancel() locks them (lock_live), so a cancel of their batch racing this
+    waits too instead of deadlocking.
     The claim lasts until the preemptor starts, or for as long as the victims are expected to
     take to go (their grace period, twice) and a minute more.
     """
@@ -262,6 +275,7 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
         .values_list("id", flat=True)
     )
     victims = sorted({victim for job_id in waiting for victim in victims_of[job_id]})
+    lock_live(Attempt.objects.filter(job_id__in=victims))
     request_stop(victims, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
@@ -428,7 +442,10 @@ def note_late_success(job: Job, attempt: Attempt, newer: Attempt | None, now) ->
 
 
 def wasted_gpu_seconds(attempt: Attempt, now) -> float:
-    """GPU-seconds the attempt held without useful work to show for it."""
+    """GPU-seconds the attempt held without useful work to show for it.
+
+    A preempted attempt loses its work since its last checkpoint, or since its start: a
+    checkpoint from before its start is a former attempt's, never a saving of this one."""
     gpus = (
         Allocation.objects.filter(attempt=attempt).aggregate(m=Sum("gpu_milli"))["m"] or 0
     ) / 1000
@@ -437,7 +454,8 @@ def wasted_gpu_seconds(attempt: Attempt, now) -> float:
     if attempt.outcome == Outcome.LOST:
         waste += (now - started).total_seconds()
     elif attempt.outcome == Outcome.PREEMPTED:
-        waste += (now - (attempt.last_checkpoint_at or started)).total_seconds()
+        saved = max(attempt.last_checkpoint_at or started, started)
+        waste += (now - saved).total_seconds()
     return max(waste, 0.0) * gpus
 
 

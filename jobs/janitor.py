@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 
 from clusters import agents
 from clusters.models import Allocation
@@ -12,9 +13,9 @@ from jobs.models import Attempt
 
 
 def sweep(now=None) -> dict[str, int]:
-    """Release allocations of ended attempts; stop attempts that never got all their workers
-    running; mark clusters whose agent went quiet unhealthy, and their attempts lost after a
-    grace period.
+    """Release allocations of ended attempts; stop attempts some worker of which never ran;
+    mark clusters whose agent went quiet unhealthy, and end their attempts after a grace period
+    (lost, or as the stop asked of them).
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
@@ -36,9 +37,10 @@ def release_orphans(now) -> int:
     return actions.release(ended.values("attempt_id"), now)
 
 
+@transaction.atomic
 def stop_unstarted(now) -> int:
-    """Attempts not all of whose workers run ``MLSCHED_START_TIMEOUT_S`` after placement: stop
-    them as lost, so the job is retried from scratch.
+    """Attempts not started ``MLSCHED_START_TIMEOUT_S`` after placement (a worker that has never
+    run: neither running nor exited): stop them as lost, so the job is retried from scratch.
 
     A gang whose rank never came up (its process died before reporting, its pod cannot be
     scheduled or pulled) would otherwise hold its GPUs while the other ranks wait at the
@@ -52,6 +54,9 @@ def stop_unstarted(now) -> int:
         stop_requested_at__isnull=True,
         scheduled_at__lt=deadline,
     )
-    message = f"not every worker was running {timeout}s after placement"
-    # The conditions hold at the write: an attempt that started meanwhile goes on.
-    return actions.stop_attempts(unstarted, Attempt.Outcome.LOST, message, now=now)
+    message = f"not every worker had run {timeout}s after placement"
+    # Job rows, then attempts, in id order, as a cancel locks them (a batch whose shards never
+    # started may be canceled meanwhile). The conditions hold at the write: an attempt that
+    # started meanwhile goes on.
+    locked = unstarted.filter(pk__in=actions.lock_live(unstarted))
+    return actions.stop_attempts(locked, Attempt.Outcome.LOST, message, now=now)

@@ -31,6 +31,7 @@ from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
+from jobs.reports import percentile_cont
 from jobs.states import State
 
 WINDOW = timedelta(days=1)
@@ -207,7 +208,10 @@ def queue_wait(now, jobs) -> list[Metric]:
     for family, tenant, wait in started:
         by_family[family].append(wait.total_seconds())
         by_tenant[tenant].append(wait.total_seconds())
-    help_text = "Submit to first start, jobs started in the last day"
+    help_text = (
+        "Submit to first start, jobs started in the last day (quantiles interpolated "
+        "between the nearest waits)"
+    )
     return [
         *metric("mlsched_queue_wait_seconds", "gauge", f"{help_text}, by family.",
                 summary("family", by_family)),
@@ -217,15 +221,13 @@ def queue_wait(now, jobs) -> list[Metric]:
 
 
 def summary(label: str, groups: dict[str, list[float]]):
+    """Each group's median, p95, p99 and mean. The quantiles are interpolated between the two
+    nearest values (PostgreSQL's percentile_cont), as the usage reports compute their p95: the
+    two agree on the same waits."""
     for key, values in sorted(groups.items()):
-        values.sort()
         for q in (0.5, 0.95, 0.99):
-            yield {label: key, "quantile": q}, quantile(values, q)
+            yield {label: key, "quantile": q}, percentile_cont(values, q)
         yield {label: key, "quantile": "mean"}, statistics.fmean(values)
-
-
-def quantile(values: list[float], q: float) -> float:
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 # How a failed job's last attempt ended says whose failure it was: its own code (an error exit,

@@ -70,16 +70,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def waiting_on_a_lock(table: str) -> bool:
-    """Whether some session of the test database waits on a row lock, in a statement that
-    names `table`."""
+def waiting_on_a_lock(table: str, sessions: int = 1) -> bool:
+    """Whether some session of the test database (at least `sessions` of them) waits on a row
+    lock, in a statement that names `table`."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query ILIKE %s",
+            "AND datname = current_database() AND query ILIKE %s",
             [f"%{table}%"],
         )
-        return cursor.fetchone()[0] > 0
+        return cursor.fetchone()[0] >= sessions
 
 
 def stop_platform(processes, var: Path) -> None:

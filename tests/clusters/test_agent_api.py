@@ -13,7 +13,7 @@ from clusters import agents
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions, cycle
-from jobs.models import Attempt, Family, Job, LogChunk
+from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
@@ -23,16 +23,6 @@ Outcome = Attempt.Outcome
 
 def post(client, cluster, what, payload):
     return client.post(f"/api/v1/agent/{cluster}/{what}/", payload, format="json")
-
-
-@pytest.fixture
-def gang(east):
-    """A 2-worker gang placed on two 8-GPU nodes of `east`."""
-    for i in range(2):
-        NodeFactory(cluster=east, name=f"east-{i}", gpu_count=8)
-    job = JobFactory(family=Family.TRAINING, workers=2, gpus=8, env={"LR": 0.1})
-    cycle.run_cycle()
-    return job
 
 
 def report(attempt, *phases, codes=None):
@@ -297,27 +287,6 @@ def test_an_attempt_the_agent_lost_track_of_before_it_ran_comes_with_its_spec_ag
     assert len(spec["workers"]) == 2
 
 
-def test_newer_checkpoints_of_many_attempts_are_written_in_one_query(agent, east):
-    NodeFactory(cluster=east, name="east-0", gpu_count=8)
-    JobFactory.create_batch(6, gpus=1)
-    cycle.run_cycle()
-    attempts = list(Attempt.objects.filter(cluster=east))
-    assert len(attempts) == 6
-    running = [w for a in attempts for w in report(a, base.RUNNING)]
-    post(agent, "east", "heartbeat", {"workers": running})  # the jobs start: writes of their own
-    recent = timezone.now().timestamp() - 10
-
-    with CaptureQueriesContext(connection) as queries:
-        post(agent, "east", "heartbeat", {"workers": [{**w, "checkpoint_at": recent}
-                                                      for w in running]})  # fmt: skip
-
-    writes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "jobs_attempt"')]
-    assert len(writes) == 1
-    for attempt in attempts:
-        attempt.refresh_from_db()
-        assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
-
-
 def test_a_heartbeat_writes_no_node_row_so_it_cannot_deadlock_with_a_commit(agent, gang):
     attempt = gang.attempts.get()
 
@@ -571,18 +540,6 @@ def test_nothing_is_declared_lost_while_no_cluster_reaches_the_control_plane(gan
     assert gang.attempts.get().outcome == ""
     east.refresh_from_db()
     assert east.health == Cluster.Health.UNHEALTHY  # no new work goes there meanwhile
-
-
-def test_a_reported_checkpoint_is_kept_and_never_moves_back(agent, gang):
-    attempt = gang.attempts.get()
-    recent = timezone.now().timestamp() - 10
-    running = report(attempt, base.RUNNING, base.RUNNING)
-
-    post(agent, "east", "heartbeat", {"workers": [{**running[0], "checkpoint_at": recent}]})
-    post(agent, "east", "heartbeat", {"workers": [{**running[0], "checkpoint_at": recent - 60}]})
-
-    attempt.refresh_from_db()
-    assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
 
 
 def test_a_second_inventory_updates_the_nodes_in_place(agent, east):

@@ -173,6 +173,19 @@ def test_a_preempted_attempt_wastes_only_the_work_since_its_checkpoint(placed):
     assert attempt.wasted_gpu_seconds == pytest.approx(30 * 4)
 
 
+def test_a_preempted_attempt_is_not_charged_for_a_checkpoint_from_before_its_start(placed):
+    # A former attempt's checkpoint, a day old: this one has saved nothing since it started.
+    attempt = placed.attempts.get()
+    start = attempt.scheduled_at
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=start + timedelta(seconds=10), last_checkpoint_at=start - timedelta(days=1)
+    )
+
+    attempt = end(placed, Outcome.PREEMPTED, now=start + timedelta(seconds=130))
+
+    assert attempt.wasted_gpu_seconds == pytest.approx(130 * 4)
+
+
 def test_the_janitor_releases_allocations_of_ended_attempts(placed):
     attempt = placed.attempts.get()
     Attempt.objects.filter(pk=attempt.pk).update(outcome=Outcome.SUCCEEDED)

@@ -15,7 +15,13 @@ from jobs import actions, commit, cycle, snapshot
 from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.placement import PLACED, place
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory, PriorityClassFactory
+from tests.factories import (
+    AttemptFactory,
+    ClusterFactory,
+    JobFactory,
+    NodeFactory,
+    PriorityClassFactory,
+)
 from tests.faults.whole import assert_whole
 from tests.jobs.test_lock_order import in_a_thread, other_connection
 from tests.processes import wait_until, waiting_on_a_lock
@@ -154,6 +160,38 @@ def test_the_preempt_step_waits_for_a_cancel_in_flight_on_the_preemptor():
 
     assert results[0].preempted == []
     assert low.attempts.get().stop_requested_at is None
+
+
+def test_a_batch_cancel_racing_the_preemption_of_its_shards_waits_for_it():
+    east = ClusterFactory(name="east")
+    root = JobFactory(family=Family.BATCH_INFERENCE, shards=3, state=State.RUNNING)
+    shards = [root] + [
+        JobFactory(tenant=root.tenant, family=Family.BATCH_INFERENCE, shards=3, shard_index=i,
+                   parent=root, state=State.RUNNING)
+        for i in (1, 2)
+    ]  # fmt: skip
+    # The commit inserts attempts in the core's order, not by job id: here shard 2, 0, then 1;
+    # a heartbeat has written shard 2's since, so a scan meets it last.
+    attempts = {i: AttemptFactory(job=shards[i], cluster=east) for i in (2, 0, 1)}
+    Attempt.objects.filter(pk=attempts[2].pk).update(worker_ran_at=timezone.now())
+    preemptor = JobFactory(state=State.QUEUED)
+    holder = other_connection()  # an agent's beat ending shard 1's attempt holds it a moment
+    holder.execute("SELECT 1 FROM jobs_attempt WHERE id = %s FOR UPDATE", [attempts[1].pk])
+    try:
+        preempting = in_a_thread(actions.preempt, {preemptor.pk: [job.pk for job in shards]})
+        assert wait_until(lambda: waiting_on_a_lock("jobs_attempt"), 10)
+        canceling = in_a_thread(actions.cancel, Job.objects.get(pk=root.pk))
+        assert wait_until(lambda: waiting_on_a_lock("jobs_", sessions=2), 10)
+        holder.commit()
+    finally:
+        holder.close()
+    preempting.join(20)
+    canceling.join(20)
+
+    # Both went through, one after the other: neither was aborted as a deadlock's victim.
+    assert set(root.batch().values_list("state", flat=True)) == {State.CANCELED}
+    stops = Attempt.objects.filter(job__in=shards).values_list("stop_reason", flat=True)
+    assert set(stops) == {Outcome.PREEMPTED}
 
 
 def test_a_canceled_preemptor_keeps_no_claim_on_the_room_it_asked_for():

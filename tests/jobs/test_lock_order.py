@@ -2,12 +2,13 @@
 them running at once wait for each other instead of deadlocking."""
 
 import threading
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import connection
 
-from jobs import actions, cycle
+from jobs import actions, cycle, janitor
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
@@ -76,3 +77,27 @@ def test_a_late_success_waits_for_the_job_lock_before_it_touches_the_attempt():
     run_beside_an_end_in_flight(job.pk, attempt.pk, actions.late_success, attempt.pk)
 
     assert Job.objects.get(pk=job.pk).state == State.SUCCEEDED
+
+
+def test_preempt_waits_for_its_victims_job_lock_before_it_touches_their_attempts():
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    victim = JobFactory(gpus=1)
+    cycle.run_cycle()
+    preemptor = JobFactory(gpus=8)
+    attempt = victim.attempts.get()
+
+    run_beside_an_end_in_flight(victim.pk, attempt.pk, actions.preempt, {preemptor.pk: [victim.pk]})
+
+    assert Attempt.objects.get(pk=attempt.pk).stop_reason == Attempt.Outcome.PREEMPTED
+
+
+def test_the_start_timeout_waits_for_the_job_lock_before_it_touches_the_attempt(settings):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    job = JobFactory(gpus=1)
+    cycle.run_cycle()
+    attempt = job.attempts.get()
+    later = attempt.scheduled_at + timedelta(seconds=settings.MLSCHED_START_TIMEOUT_S + 1)
+
+    run_beside_an_end_in_flight(job.pk, attempt.pk, janitor.stop_unstarted, later)
+
+    assert Attempt.objects.get(pk=attempt.pk).stop_reason == Attempt.Outcome.LOST

@@ -138,6 +138,31 @@ def test_it_reports_queue_wait_and_preemption_rate(scrape):
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
 
 
+def queue_wait_quantiles(*waits: float) -> dict:
+    """/metrics' queue-wait figures for jobs that started `waits` seconds after submission."""
+    now = timezone.now()
+    for wait in waits:
+        job = JobFactory()
+        Job.objects.filter(pk=job.pk).update(
+            created=now - timedelta(seconds=100), started_at=now - timedelta(seconds=100 - wait)
+        )
+    by_family, _ = metrics.queue_wait(now, Job.objects.all())
+    return {labels["quantile"]: value for labels, value in by_family.samples}
+
+
+@pytest.mark.parametrize(
+    ("waits", "want"),
+    [
+        ((10, 20), {0.5: 15, 0.95: 19.5, 0.99: 19.9, "mean": 15}),
+        (range(1, 21), {0.5: 10.5, 0.95: 19.05, 0.99: 19.81, "mean": 10.5}),
+        ((7,), {0.5: 7, 0.95: 7, 0.99: 7, "mean": 7}),
+    ],
+    ids=["the median of two is their midpoint", "the p95 of twenty is below the maximum", "one"],
+)
+def test_queue_wait_quantiles_are_interpolated_between_the_nearest_waits(waits, want):
+    assert queue_wait_quantiles(*waits) == pytest.approx(want)
+
+
 def finish(outcome, retries_left=0):
     """A job whose only attempt ends with ``outcome``; with no retries left, it fails on an
     infrastructure failure too."""

@@ -1,0 +1,101 @@
+"""Checkpoint times the agents report: the latest kept per attempt, in one write per beat; never
+one from before the attempt (every attempt of a job shares the checkpoint folder, so a retry
+reports its predecessor's marker until it saves one of its own)."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from clusters.backends.base import RUNNING, STOPPED
+from jobs import actions, cycle
+from jobs.models import Attempt, Family
+from tests.clusters.test_agent_api import post, report
+from tests.factories import JobFactory, NodeFactory
+
+pytestmark = pytest.mark.django_db
+Outcome = Attempt.Outcome
+AN_HOUR = timedelta(hours=1)
+
+
+def beat(agent, workers, checkpoint_at=None) -> None:
+    saved = {"checkpoint_at": checkpoint_at} if checkpoint_at is not None else {}
+    post(agent, "east", "heartbeat", {"workers": [{**w, **saved} for w in workers]})
+
+
+def an_hour_ago(attempts) -> None:
+    """The attempts were placed, and started if they have, an hour earlier."""
+    attempts.update(scheduled_at=F("scheduled_at") - AN_HOUR, started_at=F("started_at") - AN_HOUR)
+
+
+def test_newer_checkpoints_of_many_attempts_are_written_in_one_query(agent, east):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    JobFactory.create_batch(6, gpus=1)
+    cycle.run_cycle()
+    attempts = Attempt.objects.filter(cluster=east)
+    assert attempts.count() == 6
+    running = [w for a in attempts for w in report(a, RUNNING)]
+    beat(agent, running)  # the jobs start: writes of their own
+    an_hour_ago(attempts)
+    recent = timezone.now().timestamp() - 10
+
+    with CaptureQueriesContext(connection) as queries:
+        beat(agent, running, checkpoint_at=recent)
+
+    writes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "jobs_attempt"')]
+    assert len(writes) == 1
+    for attempt in attempts:
+        assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
+
+
+def test_a_reported_checkpoint_is_kept_and_never_moves_back(agent, gang):
+    an_hour_ago(gang.attempts.all())
+    attempt = gang.attempts.get()
+    recent = timezone.now().timestamp() - 10
+    running = report(attempt, RUNNING, RUNNING)
+
+    beat(agent, running[:1], checkpoint_at=recent)
+    beat(agent, running[:1], checkpoint_at=recent - 60)
+
+    attempt.refresh_from_db()
+    assert abs(attempt.last_checkpoint_at.timestamp() - recent) < 0.01
+
+
+@pytest.fixture
+def retried(east, agent):
+    """A training job whose first attempt checkpointed and was preempted, and whose second
+    attempt has just been placed and reported running, with no checkpoint of its own yet: the
+    folder still holds the first attempt's marker."""
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    job = JobFactory(family=Family.TRAINING, gpus=4, preemptible=True)
+    cycle.run_cycle()
+    first = job.attempts.get()
+    an_hour_ago(job.attempts.all())
+    marker = timezone.now().timestamp() - 60
+    beat(agent, report(first, RUNNING), checkpoint_at=marker)
+    actions.request_stop([job.pk], Outcome.PREEMPTED, "preempted")
+    beat(agent, report(first, STOPPED), checkpoint_at=marker)
+    cycle.run_cycle()
+    second = job.attempts.get(number=2)
+    beat(agent, report(second, RUNNING), checkpoint_at=marker)
+    return second
+
+
+def test_a_retry_does_not_take_its_predecessors_checkpoint_as_its_own(retried):
+    retried.refresh_from_db()
+
+    assert retried.started_at is not None
+    assert retried.last_checkpoint_at is None
+
+
+def test_a_retry_preempted_before_its_first_checkpoint_wastes_only_its_own_time(agent, retried):
+    actions.request_stop([retried.job_id], Outcome.PREEMPTED, "preempted")
+    beat(agent, report(retried, STOPPED))
+
+    retried.refresh_from_db()
+    held = (retried.ended_at - retried.scheduled_at).total_seconds()
+    assert retried.outcome == Outcome.PREEMPTED
+    assert retried.wasted_gpu_seconds <= 4 * held  # not the minute before it was placed
