@@ -58,7 +58,7 @@ def transition(
         job=job, attempt=attempt, from_state=source, to_state=target, reason=reason[:300], time=now
     )
     events.publish_on_commit([(vars(event), job.tenant_id)])
-    if target in dependencies.CUT_OFF:
+    if target in states.TERMINAL:
         cancel_dependents([job.pk], target, now)
     return event
 
@@ -133,8 +133,9 @@ def move_claimed(
 ) -> None:
     """Move jobs the caller has locked, {id: (tenant id, state now)}, to `target`: one UPDATE,
     one JobEvent each (COPY), one live message per tenant after commit. `attempts` names the
-    attempt each job's event is about, {job id: attempt id}. Jobs failed or canceled take
-    their dependents with them, unless `cascade` is off (the cascade's own move)."""
+    attempt each job's event is about, {job id: attempt id}. Jobs that end take the jobs that
+    can then never run with them (cancel_dependents), unless `cascade` is off (the cascade's
+    own move)."""
     for source in {source for _, source in jobs.values()}:
         states.check(0, source, target)
     fields = {"state": target, **_timestamps(target, now)}
@@ -147,14 +148,20 @@ def move_claimed(
     ]  # fmt: skip
     bulk.insert(JobEvent, written)
     events.publish_on_commit((event, jobs[event["job_id"]][0]) for event in written)
-    if target in dependencies.CUT_OFF and cascade:
+    if target in states.TERMINAL and cascade:
         cancel_dependents(list(jobs), target, now)
 
 
+ENDED_VERBS = {State.FAILED: "failed", State.CANCELED: "was canceled",
+               State.SUCCEEDED: "succeeded"}  # fmt: skip
+
+
 def cancel_dependents(ended: list[int], how: str, now) -> None:
-    """Cancel the live jobs that depended on `ended` (jobs that have just `how`: failed or been
-    canceled), directly or through each other, in the caller's transaction: each with the
-    reason "dependency <id> failed" or "... was canceled", naming the job it waited for.
+    """Cancel the live jobs that can never run now that `ended` have ended `how` (failed, been
+    canceled, succeeded): those that waited for them to succeed (a failure, a cancel) or to
+    fail (a success, once their batch has succeeded whole), and those that waited for these to
+    succeed, in turn; in the caller's transaction, each with the reason "dependency <id>
+    failed", "... was canceled" or "... succeeded", naming the job it waited for.
 
     A batch of them is canceled whole, as cancel() cancels it. Locks, after the caller's (the
     ended jobs' rows, then their attempts): the dependents' job rows in id order, all above
@@ -162,7 +169,10 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
     cancel() locks. Their rows come after the ended jobs' attempts, which cannot deadlock: a
     job that waits for a dependency has never been placed, so no verb holding its row waits
     for an attempt (it has none, is no preemptor, and the commit claims with SKIP LOCKED).
-    See dependencies.lock_dependents for the order among the dependents."""
+    See dependencies.lock_dependents for the order among the dependents; a success first locks
+    the links of the jobs waiting for its batch to fail, if any (dependencies.lock_success)."""
+    if how == State.SUCCEEDED and not dependencies.lock_success(ended):
+        return  # the common case: one query, and nothing waits for a failure
     cut, live = dependencies.lock_dependents(ended)
     if not live:
         return
@@ -176,9 +186,9 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
     for job_id, (_, _, root) in live.items():
         cause = cut[root]
         # A cause among the cut was canceled by this cascade; any other is one of `ended`.
-        verb = "failed" if how == State.FAILED and cause not in cut else "was canceled"
-        reasons[job_id] = f"dependency {cause} {verb}"
-    request_stop(list(attempts), Attempt.Outcome.CANCELED, "a dependency did not succeed", now)
+        how_it_ended = State.CANCELED if cause in cut else how
+        reasons[job_id] = f"dependency {cause} {ENDED_VERBS[how_it_ended]}"
+    request_stop(list(attempts), Attempt.Outcome.CANCELED, "a dependency can never be met", now)
     moving = {job_id: (tenant_id, state) for job_id, (tenant_id, state, _) in live.items()}
     move_claimed(moving, State.CANCELED, reasons, attempts, now, cascade=False)
 
@@ -186,8 +196,9 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
     """Store why queued jobs wait: {job id: (reason code, sentence, estimated start)}.
 
-    Only still-queued jobs are written: a job placed or canceled meanwhile keeps its own record.
-    Rows another transaction holds are skipped: that scheduler is explaining or placing them.
+    Only still-queued jobs not held are written: a job placed, canceled or held meanwhile keeps
+    its own record. Rows another transaction holds are skipped: that scheduler is explaining or
+    placing them.
     """
     rows = [(job_id, *change) for job_id, change in sorted(changes.items())]
     for start in range(0, len(rows), 1000):
@@ -197,7 +208,7 @@ def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
             # the planner picks could deadlock.
             mine = set(
                 Job.objects.select_for_update(skip_locked=True)
-                .filter(id__in=[r[0] for r in chunk], state=State.QUEUED)
+                .filter(id__in=[r[0] for r in chunk], state=State.QUEUED, held="")
                 .order_by("id")
                 .values_list("id", flat=True)
             )
@@ -259,18 +270,18 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
     {preemptor id: victim ids}; return the victims asked.
 
-    Only for preemptors still queued: one canceled (or placed) since the cycle decided needs no
-    room, and its victims keep running. The preemptors are locked first, in id order (job rows
-    before attempts, as cancel() locks), so a cancel in flight is waited for, not overtaken;
-    then the victims as cancel() locks them (lock_live), so a cancel of their batch racing this
-    waits too instead of deadlocking.
+    Only for preemptors still queued and not held: one canceled, placed or held since the cycle
+    decided needs no room, and its victims keep running. The preemptors are locked first, in id
+    order (job rows before attempts, as cancel() locks), so a cancel in flight is waited for,
+    not overtaken; then the victims as cancel() locks them (lock_live), so a cancel of their
+    batch racing this waits too instead of deadlocking.
     The claim lasts until the preemptor starts, or for as long as the victims are expected to
     take to go (their grace period, twice) and a minute more.
     """
     now = now or timezone.now()
     waiting = list(
         Job.objects.select_for_update()
-        .filter(id__in=victims_of, state=State.QUEUED)
+        .filter(id__in=victims_of, state=State.QUEUED, held="")
         .order_by("id")
         .values_list("id", flat=True)
     )
@@ -473,8 +484,9 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     With an idempotency key already used in the tenant, the existing job comes back and nothing
     is written: a client that retries a submission gets one job.
 
-    `depends_on` (ids the caller has checked: jobs of the tenant, no shard but a batch's first)
-    is held by the first job; dependencies.hold says what is refused, and when.
+    `depends_on` (dependencies.Wait: job ids the caller has checked, jobs of the tenant, no
+    shard but a batch's first, each with its kind) is held by the first job;
+    dependencies.hold says what is refused, and when.
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])
@@ -499,7 +511,9 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         jobs += Job.objects.bulk_create(
             Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
         )
-    Dependency.objects.bulk_create(Dependency(job=first, on_id=on) for on in depends_on)
+    Dependency.objects.bulk_create(
+        Dependency(job=first, on_id=on, kind=kind) for on, kind in depends_on
+    )
     written = JobEvent.objects.bulk_create(
         JobEvent(job=job, to_state=State.QUEUED, reason=f"submitted by {owner}") for job in jobs
     )
@@ -546,3 +560,75 @@ def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, b
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)
     return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
+
+
+class HoldRefused(Exception):
+    """A hold or a release the job's state does not allow (a conflict)."""
+
+
+class AdminHold(HoldRefused):
+    """A platform admin's hold, which someone else asked to release."""
+
+
+@transaction.atomic
+def hold(job: Job, by: str, *, admin: bool = False) -> int:
+    """Keep a queued job from being placed until it is released (Slurm's hold); for a batch
+    (its first shard), every shard still queued. A platform admin's hold (`admin`) only a
+    platform admin releases, and a team's hold never replaces it. A held job that had evicted
+    work for itself gives up its claim on the room. Returns how many jobs it held.
+
+    Raises HoldRefused when nothing of the job is queued."""
+    shards = _queued_shards(job)
+    if not shards:
+        raise HoldRefused(f"Only a queued job can be held: job #{job.pk} is not queued.")
+    kind = Job.Hold.ADMIN if admin else Job.Hold.USER
+    ids = [pk for pk, (_, held) in shards.items() if held != Job.Hold.ADMIN or admin]
+    who = f"a platform admin ({by}): only a platform admin releases it" if admin else by
+    Job.objects.filter(pk__in=ids).update(
+        held=kind,
+        pending_reason="held",
+        pending_message=f"Held by {who}."[:300],
+        estimated_start=None,
+        preempting_until=None,
+    )
+    _note(shards, ids, f"held by {by}")
+    return len(ids)
+
+
+@transaction.atomic
+def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
+    """Let a held job (a batch: its held shards) be placed again, from the next cycle.
+    Returns how many jobs it released.
+
+    Raises HoldRefused when none is held, AdminHold when a platform admin's hold is asked to
+    be released by anyone else."""
+    shards = {pk: row for pk, row in _queued_shards(job).items() if row[1]}
+    if not shards:
+        raise HoldRefused(f"Job #{job.pk} is not held.")
+    if not admin and any(held == Job.Hold.ADMIN for _, held in shards.values()):
+        raise AdminHold(
+            f"Job #{job.pk} is held by a platform admin: only a platform admin releases it."
+        )
+    Job.objects.filter(pk__in=shards).update(held="", pending_reason="", pending_message="")
+    _note(shards, list(shards), f"released by {by}")
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
+    """The job's queued jobs (a batch: its queued shards), {id: (tenant id, hold)}, locked in
+    id order, as cancel() locks them: the scheduler's commit skips a job being held."""
+    rows = job.batch().filter(state=State.QUEUED).select_for_update()
+    return {pk: (tenant, held) for pk, tenant, held in rows.values_list("id", "tenant_id", "held")}
+
+
+def _note(shards: dict[int, tuple[int, str]], ids: list[int], reason: str) -> None:
+    """One event per job, from and to queued: the hold is in its history and on its page."""
+    now = timezone.now()
+    written = [
+        {"job_id": pk, "attempt_id": None, "from_state": State.QUEUED,
+         "to_state": State.QUEUED, "reason": reason[:300], "time": now}
+        for pk in ids
+    ]  # fmt: skip
+    bulk.insert(JobEvent, written)
+    events.publish_on_commit((event, shards[event["job_id"]][0]) for event in written)

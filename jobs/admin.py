@@ -78,15 +78,17 @@ class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.M
     only change_job: a grant opens a job to another tenant.
     """
 
-    list_display = ["id", "name", "tenant", "family", "state", "priority_class", "created"]
+    list_display = [
+        "id", "name", "tenant", "family", "state", "held", "priority_class", "created"
+    ]  # fmt: skip
     # Only the tenants the user administers: a tenant admin is not shown the others' names.
-    list_filter = ["state", "family", ("tenant", AdministeredTenantFilter),
+    list_filter = ["state", "held", "family", ("tenant", AdministeredTenantFilter),
                    "priority_class"]  # fmt: skip
     search_fields = ["name", "id"]
     tenant_path = "tenant"
     list_select_related = ["tenant", "priority_class"]
     inlines = [AttemptInline, JobEventInline]
-    actions = ["cancel_jobs"]
+    actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
 
     def get_readonly_fields(self, request, obj=None):
         # depends_on too: a form leaves out a relation with a model of its own; shown here.
@@ -111,6 +113,28 @@ class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.M
                 actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
             )
         self.message_user(request, f"Canceled {canceled} job(s).", level=messages.SUCCESS)
+
+    @admin.action(description="Hold selected queued jobs", permissions=["cancel"])
+    def hold_jobs(self, request, queryset):
+        """A platform admin's hold, which only a platform admin releases; a tenant admin's is
+        their team's own."""
+        self._each(request, queryset, actions.hold, "Held")
+
+    @admin.action(description="Release selected held jobs", permissions=["cancel"])
+    def release_jobs(self, request, queryset):
+        self._each(request, queryset, actions.release_hold, "Released")
+
+    def _each(self, request, queryset, verb, done: str) -> None:
+        count, refused = 0, []
+        with events.coalesced():
+            for job in queryset.order_by("id"):
+                try:
+                    count += verb(job, str(request.user), admin=request.user.is_superuser)
+                except actions.HoldRefused as refusal:
+                    refused.append(str(refusal))
+        self.message_user(request, f"{done} {count} job(s).", level=messages.SUCCESS)
+        for message in refused[:10]:
+            self.message_user(request, message, level=messages.WARNING)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

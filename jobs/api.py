@@ -31,7 +31,7 @@ def visible(request):
     return (
         access.visible_jobs(request.user)
         .select_related("tenant", "owner", "priority_class")
-        .prefetch_related("attempts__cluster", "depends_on")
+        .prefetch_related("attempts__cluster", "dependency_links")
     )
 
 
@@ -91,6 +91,28 @@ class CancelView(APIView):
             # The grant is to cancel, not to read: no command, env or attempts.
             return Response({"id": job.pk, "state": job.state}, status=status.HTTP_202_ACCEPTED)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class HoldView(APIView):
+    """Hold a queued job, or release it (`verb`): whoever may cancel a job may hold it. A
+    platform admin's hold only a platform admin releases (403 for anyone else)."""
+
+    verb = staticmethod(actions.hold)
+
+    def post(self, request, pk):
+        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
+        if not access.can_cancel(request.user, job):
+            raise PermissionDenied("You may see this job but not hold or release it.")
+        try:
+            self.verb(job, str(request.user), admin=request.user.is_superuser)
+        except actions.AdminHold as refusal:
+            raise PermissionDenied(str(refusal)) from None
+        except actions.HoldRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        job.refresh_from_db()
+        if not access.can_see(request.user, job):
+            return Response({"id": job.pk, "state": job.state, "held": job.held})
+        return Response(JobSerializer(job).data)
 
 
 class ResubmitView(APIView):
@@ -217,6 +239,12 @@ urlpatterns = [
     path("jobs/", JobsView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", JobView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", CancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/hold/", HoldView.as_view(), name="api-job-hold"),
+    path(
+        "jobs/<int:pk>/release/",
+        HoldView.as_view(verb=actions.release_hold),
+        name="api-job-release",
+    ),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),

@@ -1,10 +1,16 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
-    submit FILE      submit the job described in a JSON file ("-" for standard input)
+    submit FILE [--depends-on DEPS]
+                     submit the job described in a JSON file ("-" for standard input); DEPS
+                     adds to its depends_on, as Slurm's --dependency writes them: job ids
+                     to wait for them to succeed ("12,13"), or a kind and its ids
+                     ("afterany:12:13", "afternotok:14"; ids after it take its kind too)
     list [--state S] [--limit N]
                      your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
     cancel ID        cancel a job
+    hold ID          keep a queued job (a batch: its queued shards) from starting
+    release ID       let a held job start again
     resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
     logs ID [-f]     a job's output; -f follows it until the job ends
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
@@ -87,8 +93,32 @@ def submit(api: Api, args) -> None:
         spec = json.loads(text)
     except (OSError, ValueError) as error:
         raise SystemExit(f"{args.file}: not a readable JSON job description: {error}") from None
+    if args.depends_on:
+        if not isinstance(spec, dict) or not isinstance(spec.get("depends_on", []), list):
+            raise SystemExit(f"{args.file}: not a job description with a list in depends_on")
+        added = [item for text in args.depends_on for item in dependency_items(text)]
+        spec["depends_on"] = [*spec.get("depends_on", []), *added]
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
+
+
+def dependency_items(text: str) -> list:
+    """Dependencies written as Slurm's --dependency writes them, as the API's depends_on items.
+
+    Split by commas or spaces: a job id ("12", or "#12" as the portal shows it) waits for its
+    job to succeed (afterok); "KIND:ID[:ID...]" gives its ids a kind (afterok, afterany,
+    afternotok), and the bare ids after it too ("afterany:12,13"). What is no id, or no kind,
+    goes on as written, for the server to name.
+    """
+    items, kind = [], None
+    for word in filter(None, re.split(r"[\s,]+", text)):
+        if ":" in word:
+            kind, _, word = word.partition(":")
+        for written in word.split(":"):
+            pk = written.removeprefix("#")
+            value = int(pk) if pk.isascii() and pk.isdigit() else pk
+            items.append(value if kind is None else {"id": value, "kind": kind})
+    return items
 
 
 def list_jobs(api: Api, args) -> None:
@@ -114,6 +144,12 @@ def status(api: Api, args) -> None:
 
 def cancel(api: Api, args) -> None:
     show(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
+
+
+def hold(api: Api, args) -> None:
+    """`hold` or `release` (the command's name is the API's verb)."""
+    job = api.call("POST", f"jobs/{args.id}/{args.command}/")
+    show(f"{job['state']}, held" if job["held"] else job["state"])
 
 
 def resubmit(api: Api, args) -> None:
@@ -188,11 +224,16 @@ def sends_token_safely(url: str) -> bool:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="mlsched", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("submit").add_argument("file")
+    submitting = commands.add_parser("submit")
+    submitting.add_argument("file")
+    submitting.add_argument(
+        "--depends-on", action="append", metavar="DEPS",
+        help="jobs to wait for: 12,13 (to succeed), afterany:12:13, afternotok:14",
+    )  # fmt: skip
     listing = commands.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
-    for name in ("status", "cancel", "resubmit"):
+    for name in ("status", "cancel", "hold", "release", "resubmit"):
         commands.add_parser(name).add_argument("id", type=int)
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
@@ -214,7 +255,8 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
-           "resubmit": resubmit, "logs": logs, "usage": usage}  # fmt: skip
+           "hold": hold, "release": hold, "resubmit": resubmit, "logs": logs,
+           "usage": usage}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

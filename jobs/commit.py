@@ -100,12 +100,13 @@ def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
 
 
 def claim(job_ids: list[int], moment: datetime) -> set[int]:
-    """Lock the jobs that are still queued and past their retry backoff; skip those another
-    transaction holds. A job another scheduler placed since the snapshot may have failed and
-    been requeued for a retry meanwhile: its backoff holds."""
+    """Lock the jobs that are still queued, not held and past their retry backoff; skip those
+    another transaction holds. A job another scheduler placed since the snapshot may have
+    failed and been requeued for a retry meanwhile: its backoff holds. A job held since the
+    snapshot stays where it is."""
     still_queued = (
         Job.objects.select_for_update(skip_locked=True)
-        .filter(id__in=job_ids, state=State.QUEUED)
+        .filter(id__in=job_ids, state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
         .order_by("id")
     )

@@ -1,16 +1,23 @@
-"""Job dependencies (Slurm's `--dependency=afterok`): which queued jobs wait and for what, and
-which jobs can never run once a dependency has failed or been canceled.
+"""Job dependencies (Slurm's `--dependency`): which queued jobs wait and for what, and which
+jobs can never run once a dependency has ended the wrong way.
+
+Each dependency has a kind: afterok waits for its job to succeed, afterany for it to end in any
+way, afternotok for it to fail or be canceled. A dependency that ends otherwise (afterok:
+failed or canceled; afternotok: succeeded) cuts its dependent off: it is canceled, and so, in
+turn, are the jobs that wait for that one to succeed.
 
 A submission's dependencies are held by its first job: a single job, or a batch's first shard,
-whose other shards wait with it (their `parent`). A dependency on a batch's first shard is met
-once every shard of the batch has succeeded. Dependencies point to earlier jobs only (a check
-constraint), so they never form a cycle, and a dependent's id is above its dependencies'.
+whose other shards wait with it (their `parent`). A dependency on a batch's first shard stands
+for the batch: ended once every shard has ended, succeeded once every shard has succeeded.
+Dependencies point to earlier jobs only (a check constraint), so they never form a cycle, and
+a dependent's id is above its dependencies'.
 
 These are the queries and the locks; the verbs that use them (submit, cancel_dependents) are
 in jobs.actions, the wait's explanation in jobs.cycle.
 """
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -20,68 +27,141 @@ from rest_framework.exceptions import ValidationError
 from jobs.models import Dependency, Job
 from jobs.states import TERMINAL, State
 
+Kind = Dependency.Kind
 MAX_DEPENDENCIES = 64
 SHOWN = 10  # dependencies a waiting job's sentence names; the rest are counted
-# A job ended in one of these can never succeed: the jobs that depend on it never run.
+# A job ended in one of these can never succeed: the jobs waiting for that never run.
 CUT_OFF = (State.FAILED, State.CANCELED)
+ENDED = sorted(TERMINAL)  # in one order everywhere: the partial index job_shard_live's
+# What each kind waits for, as the waiting sentence says it.
+VERBS = {Kind.AFTEROK: "succeed", Kind.AFTERANY: "end", Kind.AFTERNOTOK: "fail"}
+
+
+class Wait(NamedTuple):
+    """One dependency of a submission: the job (a batch's first shard) and the kind."""
+
+    on: int
+    kind: str
+
+
+def any_job(on, condition: Q) -> Q:
+    """Some job of `on` (itself, or a shard of the batch it stands for) meets `condition`: two
+    index probes, the job's own row and a partial index of shards (job_shard_unsucceeded for
+    "not succeeded", job_shard_live for "not ended")."""
+    jobs = Job.objects.filter(condition)
+    return Exists(jobs.filter(pk=on)) | Exists(jobs.filter(parent_id=on))
+
+
+def unsucceeded(on) -> Q:
+    return any_job(on, ~Q(state=State.SUCCEEDED))
+
+
+def unended(on) -> Q:
+    return any_job(on, ~Q(state__in=ENDED))
 
 
 def unmet(on) -> Q:
-    """Job `on` (a batch's first shard: any shard of it) has not succeeded. Two probes: the
-    job's own row, and the partial index of the shards not succeeded (job_shard_unsucceeded)."""
-    not_done = Job.objects.exclude(state=State.SUCCEEDED)
-    return Exists(not_done.filter(pk=on)) | Exists(not_done.filter(parent_id=on))
+    """For a Dependency queryset: the link's job `on` has not ended as its kind asks. afterok:
+    it has not succeeded; the others: it has not ended, or (afternotok) it ended without a
+    failure: with nothing left to run, a batch's unsucceeded shards are its failed and
+    canceled ones. (Such a dependent is canceled in the transaction that saw the success:
+    see lock_success.)"""
+    return Q(kind=Kind.AFTEROK) & unsucceeded(on) | ~Q(kind=Kind.AFTEROK) & (
+        unended(on) | Q(kind=Kind.AFTERNOTOK) & ~unsucceeded(on)
+    )
 
 
 def blocked() -> Exists:
     """For a Job queryset: the job's submission (its batch's first shard, or itself) has a
-    dependency that has not succeeded. An index probe per job (dependency_unique), and the
-    `unmet` probes only for jobs that have dependencies."""
+    dependency that is not met. An index probe per job (dependency_unique), and the `unmet`
+    probes only for jobs that have dependencies."""
     root = Coalesce(OuterRef("parent_id"), OuterRef("pk"))
     return Exists(Dependency.objects.filter(job_id=root).filter(unmet(OuterRef("on_id"))))
 
 
-def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[int]]]:
+def _any_job_sql(on: str, condition: str) -> str:
+    """`any_job` in SQL, for the raw queries below; `condition` on a job's row, `x`."""
+    jobs = Job._meta.db_table
+    return (
+        f"(EXISTS (SELECT 1 FROM {jobs} x WHERE x.id = {on} AND {condition})"
+        f" OR EXISTS (SELECT 1 FROM {jobs} x WHERE x.parent_id = {on} AND {condition}))"
+    )
+
+
+def _unmet_sql(link: str) -> tuple[str, list]:
+    """`unmet` in SQL, for the dependency row `link`, and its parameters."""
+    unsucceeded_sql = _any_job_sql(f"{link}.on_id", "x.state <> %s")
+    unended_sql = _any_job_sql(f"{link}.on_id", "x.state NOT IN (%s, %s, %s)")
+    # `unmet` rearranged: every job succeeded, only afternotok is unmet (never to be met); one
+    # has not, afterok is unmet, and the others until every job has ended. A CASE, not an OR of
+    # "kind = ... AND ...", which the planner takes for rare (without statistics, 0.5% of the
+    # links a kind) and plans for a handful of rows. Each probe is a hashed subplan, a scan of
+    # the jobs built if it is ever reached: each appears once, and afterok needs only one.
+    sql = f"""CASE
+        WHEN NOT {unsucceeded_sql} THEN {link}.kind = %s
+        ELSE {link}.kind = %s OR {unended_sql}
+    END"""
+    succeeded, ended = [State.SUCCEEDED.value] * 2, [state.value for state in ENDED] * 2
+    params = [*succeeded, Kind.AFTERNOTOK.value, Kind.AFTEROK.value, *ended]
+    return sql, params
+
+
+def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[tuple[int, str]]]]:
     """The queued jobs that wait for a dependency: ({id: its explanation as stored}, {id: the
-    dependencies not succeeded yet, by id}). One query, however many jobs wait: each queued
-    job's links (by their index) with the `unmet` probes, spelled in SQL as `blocked` spells
-    them in the ORM."""
+    dependencies not met yet, (job, kind) by job}). One query, however many jobs wait: each
+    queued job's links with the `unmet` probes, spelled in SQL as `blocked` spells them in the
+    ORM."""
     jobs, links = Job._meta.db_table, Dependency._meta.db_table
+    unmet_sql, params = _unmet_sql("d")
     sql = f"""
-        SELECT j.id, j.pending_reason, j.pending_message, j.estimated_start, d.on_id
+        SELECT j.id, j.pending_reason, j.pending_message, j.estimated_start, d.on_id, d.kind
         FROM {jobs} j JOIN {links} d ON d.job_id = COALESCE(j.parent_id, j.id)
-        WHERE j.state = %s AND (
-            EXISTS (SELECT 1 FROM {jobs} o WHERE o.id = d.on_id AND o.state <> %s)
-            OR EXISTS (SELECT 1 FROM {jobs} s WHERE s.parent_id = d.on_id AND s.state <> %s)
-        )
+        WHERE j.state = %s AND {unmet_sql}
         ORDER BY j.id, d.on_id
     """
     pending, waits_for = {}, defaultdict(list)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [State.QUEUED.value, State.SUCCEEDED.value, State.SUCCEEDED.value])
-        for job_id, reason, message, estimate, on in cursor.fetchall():
+        cursor.execute(sql, [State.QUEUED.value, *params])
+        for job_id, reason, message, estimate, on, kind in cursor.fetchall():
             pending[job_id] = (reason, message, estimate)
-            waits_for[job_id].append(on)
+            waits_for[job_id].append((on, kind))  # a plain tuple: a third faster than a Wait
     return pending, dict(waits_for)
 
 
-def sentence(waits_for: list[int]) -> str:
-    """What a waiting job shows: the jobs it waits for, the first SHOWN of them by id."""
-    named = ", ".join(f"#{pk}" for pk in waits_for[:SHOWN])
-    more = f" and {len(waits_for) - SHOWN} more" if len(waits_for) > SHOWN else ""
-    return f"Waiting for job{'s' if len(waits_for) > 1 else ''} {named}{more} to succeed."
+def sentence(waits_for: list[tuple[int, str]]) -> str:
+    """What a waiting job shows: the jobs it waits for and what for, by kind ("Waiting for job
+    #12 to succeed and jobs #14, #15 to end."), naming the first SHOWN of them by id."""
+    named = {on for on, _ in sorted(waits_for)[:SHOWN]}
+    parts = []
+    for kind, verb in VERBS.items():
+        ids = sorted(on for on, of_kind in waits_for if of_kind == kind)
+        if ids:
+            parts.append(f"{jobs_named(ids, named)} to {verb}")
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"Waiting for {listed}."
 
 
-def hold(ids: list[int]) -> None:
+def jobs_named(ids: list[int], named: set[int]) -> str:
+    """ "job #12", "jobs #12, #13 and 2 more", or "2 more jobs" when none of them is named."""
+    shown = [f"#{pk}" for pk in ids if pk in named]
+    rest = len(ids) - len(shown)
+    if not shown:
+        return f"{rest} more job{'s' if rest > 1 else ''}"
+    more = f" and {rest} more" if rest else ""
+    return f"job{'s' if len(ids) > 1 else ''} {', '.join(shown)}{more}"
+
+
+def hold(waits: list[Wait]) -> None:
     """Lock the jobs a submission depends on (a batch: with its live shards) in id order, as
-    cancel() locks them, so that none ends while the job waiting for it is written: a failure
-    or cancel waits for the submission and then finds the new job to cancel with it
+    cancel() locks them, so that none ends while the job waiting for it is written: an end
+    that cuts the new job off waits for the submission and then finds it to cancel
     (actions.cancel_dependents), or it came first and is seen here.
 
-    Raises the serializer's ValidationError on `depends_on` for a dependency that failed or was
-    canceled (a job that waits for it would never run), or that is gone (pruned) since the
-    serializer saw it.
+    Raises the serializer's ValidationError on `depends_on` for a dependency that has already
+    ended the wrong way (afterok: failed or canceled; afternotok: succeeded), so that a job
+    waiting for it would never run, or that is gone (pruned) since the serializer saw it.
     """
+    ids = [wait.on for wait in waits]
     if not ids:
         return
     live_shards = Q(parent_id__in=ids) & ~Q(state__in=TERMINAL)
@@ -93,40 +173,81 @@ def hold(ids: list[int]) -> None:
     )
     if gone := sorted(set(ids) - locked):
         raise ValidationError({"depends_on": [f"No job #{gone[0]} you can see."]})
-    ended = (
-        Job.objects.filter(Q(pk__in=ids) | Q(parent_id__in=ids), state__in=CUT_OFF)
-        .order_by("id")
-        .first()
-    )
-    if ended is not None:
-        verb = "failed" if ended.state == State.FAILED else "was canceled"
-        what = f"Job #{ended.pk}"
-        if ended.parent_id:
-            what = f"Shard {ended.shard_index} of batch #{ended.parent_id}"
-        message = f"{what} {verb}: a job that depends on it would never run."
-        raise ValidationError({"depends_on": [message]})
+    awaited = {kind: [on for on, of_kind in waits if of_kind == kind] for kind in Kind}
+    if problem := _failed(awaited[Kind.AFTEROK]) or _succeeded(awaited[Kind.AFTERNOTOK]):
+        raise ValidationError({"depends_on": [problem]})
+
+
+def _failed(ids: list[int]) -> str:
+    """Why waiting for these jobs to succeed is refused: the first of them (or of their shards)
+    that failed or was canceled; "" if none has."""
+    if not ids:
+        return ""
+    cut_off = Q(pk__in=ids) | Q(parent_id__in=ids)
+    ended = Job.objects.filter(cut_off, state__in=CUT_OFF).order_by("id").first()
+    if ended is None:
+        return ""
+    verb = "failed" if ended.state == State.FAILED else "was canceled"
+    what = f"Job #{ended.pk}"
+    if ended.parent_id:
+        what = f"Shard {ended.shard_index} of batch #{ended.parent_id}"
+    return f"{what} {verb}: a job that depends on it would never run."
+
+
+def _succeeded(ids: list[int]) -> str:
+    """Why waiting for these jobs to fail is refused: the first of them that has succeeded (a
+    batch: every shard); "" if none has."""
+    if not ids:
+        return ""
+    succeeded = Job.objects.filter(pk__in=ids).exclude(unsucceeded(OuterRef("pk")))
+    done = succeeded.order_by("id").first()
+    if done is None:
+        return ""
+    what = f"Batch #{done.pk} (every shard)" if done.is_batch else f"Job #{done.pk}"
+    return f"{what} succeeded: a job that waits for it to fail would never run."
 
 
 def dependents(ended: list[int]) -> dict[int, int]:
-    """The submissions that wait, directly or through others, for these jobs (or for their
-    batches): {first job: the dependency it waits for that is among them or in the way (the
-    lowest, where several are)}. One recursive query, no lock; some may have ended already."""
+    """The submissions that can never run now that these jobs have ended as they did: those
+    waiting for their batches (or these single jobs) in a way that can no longer be met, and,
+    in turn, the ones waiting for those to succeed. {first job: the dependency it waits for
+    that is among them or in the way (the lowest, where several are)}. One recursive query, no
+    lock; some may have ended already."""
     if not ended:
         return {}
     links, jobs = Dependency._meta.db_table, Job._meta.db_table
     marks = ", ".join(["%s"] * len(ended))
+    failed = _any_job_sql("d.on_id", "x.state IN (%s, %s)")
+    unsucceeded_sql = _any_job_sql("d.on_id", "x.state <> %s")
     sql = f"""
         WITH RECURSIVE cut(job_id, cause) AS (
             SELECT d.job_id, d.on_id FROM {links} d
             WHERE d.on_id IN (SELECT COALESCE(parent_id, id) FROM {jobs} WHERE id IN ({marks}))
+            AND (d.kind = %s AND {failed} OR d.kind = %s AND NOT {unsucceeded_sql})
             UNION
             SELECT d.job_id, d.on_id FROM {links} d JOIN cut ON d.on_id = cut.job_id
+            WHERE d.kind = %s
         )
         SELECT job_id, MIN(cause) FROM cut GROUP BY job_id
     """
+    cut_off = [state.value for state in CUT_OFF] * 2
+    params = [*ended, Kind.AFTEROK.value, *cut_off, Kind.AFTERNOTOK.value,
+              *[State.SUCCEEDED.value] * 2, Kind.AFTEROK.value]  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(sql, ended)
+        cursor.execute(sql, params)
         return dict(cursor.fetchall())
+
+
+def lock_success(succeeded: list[int]) -> bool:
+    """Whether any job waits for these jobs' batches to fail: their afternotok links, locked.
+
+    Two shards that succeed at once each see the other still running, and neither would find
+    the batch succeeded whole: taking these locks, the second waits for the first to commit,
+    then sees it. A submission adding such a link locks the batch's live shards first (`hold`),
+    so it comes before a shard's success or sees it."""
+    roots = Job.objects.filter(pk__in=succeeded).values(root=Coalesce("parent_id", "pk"))
+    links = Dependency.objects.filter(on_id__in=roots, kind=Kind.AFTERNOTOK)
+    return bool(list(links.select_for_update().order_by("id").values_list("id", flat=True)))
 
 
 class _Grown(Exception):

@@ -5,9 +5,9 @@ Every rule stays in the serializer, as for the API. This module only turns the f
 and its nested errors back into one line per field.
 """
 
-import re
 import shlex
 
+from jobs.cli import dependency_items
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -46,10 +46,9 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         except ValueError as error:
             data[field], errors[field] = {}, str(error)
     data["gpu_types"] = [name.strip() for name in values["gpu_types"].split(",") if name.strip()]
-    # Job ids as the portal shows them ("#12") or bare, split by commas or spaces; what is no
-    # id goes on as typed, for the serializer to name.
-    ids = re.split(r"[\s,]+", values["depends_on"])
-    data["depends_on"] = [item.removeprefix("#") for item in ids if item]
+    # As the command line takes them: "#12, 13, afterany:14"; what is no id goes on as typed,
+    # for the serializer to name.
+    data["depends_on"] = dependency_items(values["depends_on"])
     return data, errors
 
 

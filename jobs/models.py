@@ -62,8 +62,9 @@ class Job(models.Model):
         related_name="resubmissions",
         help_text="The ended job this one runs again (a batch's shards: the batch it reruns).",
     )
-    # Slurm's --dependency=afterok. Held by a batch's first shard for the whole batch, and
-    # pointing at single jobs or a batch's first shard (which stands for every shard of it).
+    # Slurm's --dependency (afterok, afterany, afternotok: Dependency.kind). Held by a batch's
+    # first shard for the whole batch, and pointing at single jobs or a batch's first shard
+    # (which stands for every shard of it).
     depends_on = models.ManyToManyField(
         "self",
         symmetrical=False,
@@ -71,7 +72,8 @@ class Job(models.Model):
         through_fields=("job", "on"),
         related_name="dependents",
         blank=True,
-        help_text="Jobs that must all succeed (a batch: every shard) before this one is placed.",
+        help_text="Jobs that must all have succeeded (a batch: every shard), or ended, or ended "
+        "without success, as each dependency's kind says, before this one is placed.",
     )
 
     priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT)
@@ -101,6 +103,18 @@ class Job(models.Model):
         blank=True,
         help_text="The job asked work to stop to make room for itself: until it starts (or "
         "this time passes) that room is its own, ahead of the queue.",
+    )
+
+    class Hold(models.TextChoices):
+        USER = "user"  # by the team: its members release it
+        ADMIN = "admin"  # by a platform admin: only a platform admin releases it
+
+    held = models.CharField(
+        max_length=5,
+        choices=Hold.choices,
+        blank=True,
+        default="",
+        help_text="A held queued job is not placed until it is released.",
     )
     # Written by the database, on its clock: queue aging and the tier wait compare it with the
     # scheduler's now (jobs.clock), and a web host's clock may be minutes off.
@@ -146,6 +160,13 @@ class Job(models.Model):
                 condition=models.Q(parent__isnull=False) & ~models.Q(state=State.SUCCEEDED),
                 name="job_shard_unsucceeded",
             ),
+            # Whether such a batch has a shard that has not ended (afterany, afternotok): one
+            # probe, however many shards have ended.
+            models.Index(
+                fields=["parent"],
+                condition=models.Q(parent__isnull=False) & ~models.Q(state__in=sorted(TERMINAL)),
+                name="job_shard_live",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -184,23 +205,36 @@ class Job(models.Model):
 
 
 class Dependency(models.Model):
-    """`job` is placed only once `on` has succeeded; when `on` fails or is canceled, `job` is
-    canceled with it (jobs.actions.cancel_dependents).
+    """`job` is placed only once `on` has ended as its `kind` asks (Slurm's --dependency): it
+    succeeded (afterok), it ended in any way (afterany), it failed or was canceled
+    (afternotok). Once `on` has ended otherwise, `job` can never run and is canceled with it
+    (jobs.actions.cancel_dependents).
 
     `job` is a single job or a batch's first shard (its shards wait with it); `on` likewise,
-    a batch meaning every shard of it. Both are deleted with either job: retention prunes only
-    ended jobs, and a dependency that ended was met (or its dependents were canceled with it).
+    a batch meaning every shard of it: ended once every shard has, succeeded once every shard
+    has. Both are deleted with either job: retention prunes only ended jobs, and a dependency
+    that ended was met (or its dependents were canceled with it).
     """
 
-    # The unique (job, on) index serves the lookups by job; `on` has its own (the cascade).
+    class Kind(models.TextChoices):
+        AFTEROK = "afterok"
+        AFTERANY = "afterany"
+        AFTERNOTOK = "afternotok"
+
+    # The unique (job, on) index serves the lookups by job, with the kind beside them (the
+    # snapshot's filter reads a job's links from the index alone); `on` has its own (the
+    # cascade).
     job = models.ForeignKey(
         Job, on_delete=models.CASCADE, related_name="dependency_links", db_index=False
     )
     on = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependent_links")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.AFTEROK)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["job", "on"], name="dependency_unique"),
+            models.UniqueConstraint(
+                fields=["job", "on"], include=["kind"], name="dependency_unique"
+            ),
             # Only on an earlier job: no chain of dependencies can come back to where it began.
             models.CheckConstraint(
                 condition=models.Q(on__lt=models.F("job")), name="dependency_on_earlier_job"
@@ -208,7 +242,7 @@ class Dependency(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.job_id} after {self.on_id}"
+        return f"{self.job_id} {self.kind} {self.on_id}"
 
 
 class Attempt(models.Model):

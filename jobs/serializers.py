@@ -2,11 +2,12 @@
 
 import re
 
+from django.db.models import prefetch_related_objects
 from rest_framework import serializers
 
 from clusters.models import validate_labels
-from jobs.dependencies import MAX_DEPENDENCIES
-from jobs.models import Family, Job, JobEvent, LogChunk
+from jobs.dependencies import MAX_DEPENDENCIES, Wait
+from jobs.models import Dependency, Family, Job, JobEvent, LogChunk
 from quotas.models import PriorityClass
 
 # Preemptible unless the submission says otherwise: training is not (it may lose hours of work),
@@ -46,6 +47,32 @@ def within(limit: int, what: str):
     return validate
 
 
+class DependencyItem(serializers.Field):
+    """One item of depends_on: a job id, to wait for it to succeed (afterok), or an object
+    `{"id": 12, "kind": "afterany"}` (kind: afterok, the default, afterany or afternotok)."""
+
+    SHAPE = 'A job id, or {"id": <job id>, "kind": "afterok" | "afterany" | "afternotok"}.'
+    ids = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    kinds = serializers.ChoiceField(
+        choices=Dependency.Kind.choices,
+        error_messages={"invalid_choice": "{input!r} is no dependency kind: afterok, afterany or "
+                        "afternotok."},
+    )  # fmt: skip
+
+    def to_internal_value(self, data) -> Wait:
+        if isinstance(data, dict):
+            if set(data) - {"id", "kind"} or "id" not in data:
+                raise serializers.ValidationError(self.SHAPE)
+            kind = data.get("kind", Dependency.Kind.AFTEROK)
+            return Wait(self.ids.run_validation(data["id"]), self.kinds.run_validation(kind))
+        if isinstance(data, (list, bool)):
+            raise serializers.ValidationError(self.SHAPE)
+        return Wait(self.ids.run_validation(data), Dependency.Kind.AFTEROK)
+
+    def to_representation(self, value: Wait) -> dict:
+        return {"id": value.on, "kind": value.kind}
+
+
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
@@ -82,7 +109,7 @@ class SubmitSerializer(serializers.Serializer):
     retry_user_errors = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
     depends_on = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        child=DependencyItem(),
         default=list,
         max_length=MAX_DEPENDENCIES,
     )
@@ -129,12 +156,13 @@ class SubmitSerializer(serializers.Serializer):
         return data
 
 
-def dependency_problem(ids: list[int], tenant, visible) -> str:
+def dependency_problem(waits: list[Wait], tenant, visible) -> str:
     """What is wrong with a submission's depends_on, "" if nothing: each a job the caller can
     see (`visible`), of the submission's tenant, and no shard but a batch's first (which
-    stands for the whole batch), named once. A job the caller cannot see, another tenant's
-    included, is answered as one that does not exist. Whether a dependency has ended without
-    success is asked under lock, at submit (jobs.dependencies.hold)."""
+    stands for the whole batch), named once, whatever the kinds. A job the caller cannot see,
+    another tenant's included, is answered as one that does not exist. Whether a dependency
+    has already ended the wrong way is asked under lock, at submit (jobs.dependencies.hold)."""
+    ids = [wait.on for wait in waits]
     if twice := sorted(pk for pk in set(ids) if ids.count(pk) > 1):
         return f"Job #{twice[0]} is named twice."
     found = {job.pk: job for job in visible.filter(pk__in=ids)} if ids else {}
@@ -167,7 +195,10 @@ def submission_of(job: Job) -> dict:
         **spec,
         "tenant": job.tenant.slug,
         "priority_class": job.priority_class.name,
-        "depends_on": sorted(job.depends_on.values_list("pk", flat=True)),
+        "depends_on": [
+            {"id": on, "kind": kind}
+            for on, kind in job.dependency_links.order_by("on_id").values_list("on_id", "kind")
+        ],
     }
 
 
@@ -177,6 +208,7 @@ class JobSerializer(serializers.ModelSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     attempts = serializers.SerializerMethodField()
     depends_on = serializers.SerializerMethodField()
+    dependencies = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -185,15 +217,22 @@ class JobSerializer(serializers.ModelSerializer):
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
             "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
-            "retry_user_errors", "retries_used", "idempotency_key", "state", "pending_reason",
-            "pending_message", "estimated_start", "created", "scheduled_at", "started_at",
-            "finished_at", "depends_on", "attempts",
+            "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
+            "pending_reason", "pending_message", "estimated_start", "created", "scheduled_at",
+            "started_at", "finished_at", "depends_on", "dependencies", "attempts",
         ]  # fmt: skip
         read_only_fields = fields
 
     def get_depends_on(self, job) -> list[int]:
-        # Held by a batch's first shard for all its shards (and read through a prefetch).
-        return sorted(dependency.pk for dependency in job.depends_on.all())
+        """The ids alone, whatever their kinds (as before there were kinds)."""
+        return [link["id"] for link in self.get_dependencies(job)]
+
+    def get_dependencies(self, job) -> list[dict]:
+        # Held by a batch's first shard for all its shards. Read once for both fields: through
+        # the listing's prefetch, or one made here for a job read alone.
+        prefetch_related_objects([job], "dependency_links")
+        links = sorted(job.dependency_links.all(), key=lambda link: link.on_id)
+        return [{"id": link.on_id, "kind": link.kind} for link in links]
 
     def get_attempts(self, job):
         return [

@@ -46,8 +46,8 @@ class Loaded:
     snapshot: p.Snapshot
     # Every queued job's explanation as stored: (reason code, sentence, estimated start).
     pending: dict[int, tuple[str, str, object]] = field(default_factory=dict)
-    # Jobs that wait for a dependency: {id: the dependencies not succeeded yet}.
-    waiting: dict[int, list[int]] = field(default_factory=dict)
+    # Jobs that wait for a dependency: {id: [(dependency, kind) not met yet, by dependency]}.
+    waiting: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -230,11 +230,11 @@ def gpu_scale(flavor: str) -> int:
 
 
 def queued_jobs(now: float):
-    """The queued jobs that may be placed now: past their retry backoff, and not waiting for a
-    dependency (filtered here, in the query: the queue may hold 100,000 jobs)."""
+    """The queued jobs that may be placed now: not held, past their retry backoff, and not
+    waiting for a dependency (filtered here, in the query: the queue may hold 100,000 jobs)."""
     moment = datetime.fromtimestamp(now, tz=UTC)
     return (
-        Job.objects.filter(state=State.QUEUED)
+        Job.objects.filter(state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
         .exclude(dependencies.blocked())
         .order_by("id")

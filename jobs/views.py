@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,11 +17,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
-from jobs import access, actions, reports, throttles
+from jobs import access, actions, dependencies, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
-from jobs.models import Attempt, Dependency, Job
+from jobs.models import Attempt, Job
 from jobs.serializers import SubmitSerializer
 from jobs.states import TERMINAL, State
 from quotas import tokens
@@ -87,10 +87,14 @@ def job_page(request, job, error: str = "", status: int = 200):
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
     live = any(state not in TERMINAL for state in shard_states)
+    can_cancel = live and access.can_cancel(request.user, job)
+    # Who may cancel may hold a queued job (a batch: its queued shards) and release it.
+    queued = can_cancel and State.QUEUED in shard_states
     context = {
         "job": job,
         "attempts": attempts,
-        "can_cancel": live and access.can_cancel(request.user, job),
+        "can_cancel": can_cancel,
+        "hold": hold_button(request.user, job) if queued else "",
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
         # One key per page drawn: a double click resubmits once.
@@ -98,16 +102,26 @@ def job_page(request, job, error: str = "", status: int = 200):
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
         "dependencies": dependency_list(request.user, job),
+        "dependents": waiting_for(request.user, job),
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
 
 
+def hold_button(user, job: Job) -> str:
+    """For a user who may cancel the job, the button they get: `release` if they may release
+    a hold of it (a batch: of a queued shard), `hold` if they may hold it, "" if neither."""
+    holds = set(job.batch().filter(state=State.QUEUED).values_list("held", flat=True))
+    if Job.Hold.ADMIN in holds and not user.is_superuser:
+        return ""
+    return "release" if holds - {""} else "hold"
+
+
 def dependency_list(user, job: Job) -> list[Job]:
-    """The jobs `job` waits for (a shard: its batch's) that the user can see, by id; a batch
-    with its shards counted by state (`counts`)."""
-    ids = Dependency.objects.filter(job_id=job.parent_id or job.pk).values("on_id")
-    found = list(visible_jobs(user).filter(pk__in=ids).order_by("pk"))
+    """The jobs `job` waits for (a shard: its batch's) that the user can see, by id, each with
+    the dependency's `kind`; a batch with its shards counted by state (`counts`)."""
+    links = visible_jobs(user).filter(dependent_links__job_id=job.parent_id or job.pk)
+    found = list(links.annotate(kind=F("dependent_links__kind")).order_by("pk"))
     batches = [d.pk for d in found if d.is_batch]
     counts: dict[int, dict[str, int]] = {}
     if batches:  # every batch's shards counted by state in one query
@@ -122,6 +136,25 @@ def dependency_list(user, job: Job) -> list[Job]:
     for dependency in found:
         dependency.counts = sorted(counts[dependency.pk].items()) if dependency.is_batch else None
     return found
+
+
+def waiting_for(user, job: Job) -> dict | None:
+    """The jobs that wait for `job` (a shard: for its batch) that the user can see: the first
+    SHOWN by id (`shown`, each with its dependency's `kind`) and how many more (`more`); None
+    if there are none. Only while the job (a batch: any shard) has not ended: then each of its
+    queued dependents waits for it. One query, however many there are."""
+    root = job.parent_id or job.pk
+    jobs = (
+        visible_jobs(user)
+        .filter(dependency_links__on_id=root, state=State.QUEUED)
+        .filter(dependencies.unended(root))
+        .annotate(kind=F("dependency_links__kind"), total=Window(Count("pk")))
+        .order_by("pk")
+    )
+    shown = list(jobs[: dependencies.SHOWN])
+    if not shown:
+        return None
+    return {"shown": shown, "more": shown[0].total - len(shown)}
 
 
 @login_required
@@ -249,6 +282,26 @@ def cancel(request, pk):
     actions.cancel(job, f"canceled by {request.user}")
     if not access.can_see(request.user, job):
         return redirect("index")  # its page would be a 404 for a holder of the grant alone
+    return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def hold(request, pk, verb=actions.hold):
+    """Hold a queued job, or release it (`verb`), as the API does; a refusal is the job page
+    with why (409), a platform admin's hold is a 403 for anyone else."""
+    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
+    if not access.can_cancel(request.user, job):
+        raise PermissionDenied("You may see this job but not hold or release it.")
+    try:
+        verb(job, str(request.user), admin=request.user.is_superuser)
+    except actions.AdminHold as refusal:
+        raise PermissionDenied(str(refusal)) from None
+    except actions.HoldRefused as refusal:
+        seen = get_object_or_404(page_jobs(request.user), pk=pk)
+        return job_page(request, seen, str(refusal), 409)
+    if not access.can_see(request.user, job):
+        return redirect("index")
     return redirect("job", pk=job.pk)
 
 

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jobs import views as portal
+from jobs.actions import release_hold
 from mlsched_site.health import healthz
 
 urlpatterns = [
@@ -9,6 +10,8 @@ urlpatterns = [
     path("jobs/new/", portal.submit, name="submit"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
+    path("jobs/<int:pk>/hold/", portal.hold, name="hold"),
+    path("jobs/<int:pk>/release/", portal.hold, {"verb": release_hold}, name="release"),
     path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),

@@ -17,6 +17,7 @@
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
+  const holdEl = document.getElementById("hold-form");  // only for a queued job
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
@@ -96,6 +97,7 @@
     if (resubmitEl && states.every(function (s) { return ENDED.includes(s); })) {
       resubmitEl.hidden = false;
     }
+    if (holdEl && !states.includes("queued")) holdEl.hidden = true;
   }
 
   function sleep(ms) {

@@ -53,6 +53,20 @@ def test_the_cli_submits_lists_shows_and_cancels_a_job(cli):
     assert Job.objects.get(pk=job_id).state == State.CANCELED
 
 
+def test_the_cli_holds_and_releases_a_queued_job(cli, alpha, alice):
+    job = JobFactory(tenant=alpha, owner=alice)
+
+    held = cli("hold", str(job.pk))
+    job.refresh_from_db()
+    assert (held.returncode, held.stdout.strip(), job.held) == (0, "queued, held", "user")
+
+    released = cli("release", str(job.pk))
+    again = cli("release", str(job.pk))
+    job.refresh_from_db()
+    assert (released.stdout.strip(), job.held) == ("queued", "")
+    assert again.returncode != 0 and "is not held" in again.stderr
+
+
 def test_the_cli_lists_every_page_of_jobs_newest_first_or_stops_at_the_limit(cli, alpha, alice):
     ids = [job.pk for job in JobFactory.create_batch(250, tenant=alpha, owner=alice)]  # 3 pages
 

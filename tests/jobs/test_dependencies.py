@@ -40,7 +40,8 @@ def room(db):
 
 def submit(owner, tenant, *depends_on, **spec) -> Job:
     fields = {**SPEC, "priority_class": PriorityClassFactory(name="normal"), **spec}
-    job, _ = actions.submit(owner, tenant, {**fields, "depends_on": [j.pk for j in depends_on]})
+    waits = [dependencies.Wait(j.pk, "afterok") for j in depends_on]
+    job, _ = actions.submit(owner, tenant, {**fields, "depends_on": waits})
     return job
 
 
@@ -154,7 +155,7 @@ def test_the_snapshot_offers_the_core_no_waiting_job_and_explains_each(alice, al
     loaded = snapshot.load(timezone.now().timestamp())
 
     assert [q.id for q in loaded.snapshot.queued] == [str(train.pk)]
-    assert loaded.waiting == {evaluate.pk: [train.pk]}
+    assert loaded.waiting == {evaluate.pk: [(train.pk, "afterok")]}
 
 
 def test_the_snapshot_costs_the_same_queries_for_one_waiting_job_as_for_thirty(alice, alpha):
@@ -174,7 +175,7 @@ def test_the_snapshot_costs_the_same_queries_for_one_waiting_job_as_for_thirty(a
 
 
 def test_the_sentence_names_the_first_ten_jobs_and_counts_the_rest():
-    assert dependencies.sentence(list(range(1, 13))) == (
+    assert dependencies.sentence([(pk, "afterok") for pk in range(1, 13)]) == (
         "Waiting for jobs #1, #2, #3, #4, #5, #6, #7, #8, #9, #10 and 2 more to succeed."
     )
 
