@@ -23,8 +23,8 @@ def _timestamps(target: str, now) -> dict:
         # Keep the first start: queue wait is measured from submit to first start.
         return {"started_at": Coalesce(F("started_at"), now)}
     if target in states.TERMINAL:
-        # A job that ended waiting (canceled) holds no room its victims leave.
-        return {"finished_at": now, "preempting_until": None}
+        # A job that ended waiting (canceled) holds no room its victims leave, nor a hold.
+        return {"finished_at": now, "preempting_until": None, "held": ""}
     return {}
 
 
@@ -597,15 +597,16 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
 
 @transaction.atomic
 def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
-    """Let a held job (a batch: its held shards) be placed again, from the next cycle.
-    Returns how many jobs it released.
+    """Let a held job (a batch: its held shards) be placed again, from the next cycle; a
+    platform admin's holds only by a platform admin (`admin`): anyone else releases the
+    team's. Returns how many jobs it released.
 
-    Raises HoldRefused when none is held, AdminHold when a platform admin's hold is asked to
-    be released by anyone else."""
-    shards = {pk: row for pk, row in _queued_shards(job).items() if row[1]}
-    if not shards:
+    Raises HoldRefused when none is held, AdminHold when only a platform admin's hold is."""
+    held = {pk: row for pk, row in _queued_shards(job).items() if row[1]}
+    if not held:
         raise HoldRefused(f"Job #{job.pk} is not held.")
-    if not admin and any(held == Job.Hold.ADMIN for _, held in shards.values()):
+    shards = {pk: row for pk, row in held.items() if admin or row[1] != Job.Hold.ADMIN}
+    if not shards:
         raise AdminHold(
             f"Job #{job.pk} is held by a platform admin: only a platform admin releases it."
         )

@@ -104,15 +104,18 @@ class HoldView(APIView):
         if not access.can_cancel(request.user, job):
             raise PermissionDenied("You may see this job but not hold or release it.")
         try:
-            self.verb(job, str(request.user), admin=request.user.is_superuser)
+            changed = self.verb(job, str(request.user), admin=request.user.is_superuser)
         except actions.AdminHold as refusal:
             raise PermissionDenied(str(refusal)) from None
         except actions.HoldRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         job.refresh_from_db()
+        # `changed`: the jobs held or released, a batch's queued shards (its first may run).
         if not access.can_see(request.user, job):
-            return Response({"id": job.pk, "state": job.state, "held": job.held})
-        return Response(JobSerializer(job).data)
+            return Response(
+                {"id": job.pk, "state": job.state, "held": job.held, "changed": changed}
+            )
+        return Response({**JobSerializer(job).data, "changed": changed})
 
 
 class ResubmitView(APIView):

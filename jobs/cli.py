@@ -147,9 +147,11 @@ def cancel(api: Api, args) -> None:
 
 
 def hold(api: Api, args) -> None:
-    """`hold` or `release` (the command's name is the API's verb)."""
-    job = api.call("POST", f"jobs/{args.id}/{args.command}/")
-    show(f"{job['state']}, held" if job["held"] else job["state"])
+    """`hold` or `release` (the command's name is the API's verb): how many jobs it changed
+    (a batch: its queued shards)."""
+    changed = api.call("POST", f"jobs/{args.id}/{args.command}/")["changed"]
+    done = "held" if args.command == "hold" else "released"
+    show(f"{done} {changed} job{'s' if changed != 1 else ''}")
 
 
 def resubmit(api: Api, args) -> None:

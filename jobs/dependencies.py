@@ -107,7 +107,8 @@ def _unmet_sql(link: str) -> tuple[str, list]:
 
 
 def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[tuple[int, str]]]]:
-    """The queued jobs that wait for a dependency: ({id: its explanation as stored}, {id: the
+    """The queued jobs, not held, that wait for a dependency (a held job keeps saying it is
+    held): ({id: its explanation as stored}, {id: the
     dependencies not met yet, (job, kind) by job}). One query, however many jobs wait: each
     queued job's links with the `unmet` probes, spelled in SQL as `blocked` spells them in the
     ORM."""
@@ -116,7 +117,7 @@ def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[tuple[
     sql = f"""
         SELECT j.id, j.pending_reason, j.pending_message, j.estimated_start, d.on_id, d.kind
         FROM {jobs} j JOIN {links} d ON d.job_id = COALESCE(j.parent_id, j.id)
-        WHERE j.state = %s AND {unmet_sql}
+        WHERE j.state = %s AND j.held = '' AND {unmet_sql}
         ORDER BY j.id, d.on_id
     """
     pending, waits_for = {}, defaultdict(list)

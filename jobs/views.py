@@ -110,11 +110,12 @@ def job_page(request, job, error: str = "", status: int = 200):
 
 def hold_button(user, job: Job) -> str:
     """For a user who may cancel the job, the button they get: `release` if they may release
-    a hold of it (a batch: of a queued shard), `hold` if they may hold it, "" if neither."""
+    a hold of it (a batch: of a queued shard; a platform admin's only for a platform admin),
+    else `hold` if some of it is not held, else "" (a platform admin holds it all)."""
     holds = set(job.batch().filter(state=State.QUEUED).values_list("held", flat=True))
-    if Job.Hold.ADMIN in holds and not user.is_superuser:
-        return ""
-    return "release" if holds - {""} else "hold"
+    if Job.Hold.USER in holds or (user.is_superuser and Job.Hold.ADMIN in holds):
+        return "release"
+    return "hold" if "" in holds else ""
 
 
 def dependency_list(user, job: Job) -> list[Job]:

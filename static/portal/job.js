@@ -97,7 +97,7 @@
     if (resubmitEl && states.every(function (s) { return ENDED.includes(s); })) {
       resubmitEl.hidden = false;
     }
-    if (holdEl && !states.includes("queued")) holdEl.hidden = true;
+    if (holdEl) holdEl.hidden = !states.includes("queued");
   }
 
   function sleep(ms) {

@@ -58,12 +58,12 @@ def test_the_cli_holds_and_releases_a_queued_job(cli, alpha, alice):
 
     held = cli("hold", str(job.pk))
     job.refresh_from_db()
-    assert (held.returncode, held.stdout.strip(), job.held) == (0, "queued, held", "user")
+    assert (held.returncode, held.stdout.strip(), job.held) == (0, "held 1 job", "user")
 
     released = cli("release", str(job.pk))
     again = cli("release", str(job.pk))
     job.refresh_from_db()
-    assert (released.stdout.strip(), job.held) == ("queued", "")
+    assert (released.stdout.strip(), job.held) == ("released 1 job", "")
     assert again.returncode != 0 and "is not held" in again.stderr
 
 

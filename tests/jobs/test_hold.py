@@ -7,12 +7,18 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from jobs import actions, cycle, snapshot
+from jobs import actions, cycle, dependencies, snapshot
 from jobs.models import Family, Job, JobEvent
 from jobs.placement import place
 from jobs.states import State
 from quotas.models import Membership
-from tests.factories import JobFactory, MembershipFactory, NodeFactory, UserFactory
+from tests.factories import (
+    JobFactory,
+    MembershipFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +228,76 @@ def test_the_portal_holds_and_releases_from_the_job_page(alice, alpha):
     client.post(f"/jobs/{job.pk}/release/")
     job.refresh_from_db()
     assert job.held == ""
+
+
+SPEC = {
+    "name": "embed", "family": Family.BATCH_INFERENCE, "image": "i", "command": ["x"],
+    "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 60,
+}  # fmt: skip
+
+
+def a_batch(alice, alpha, shards=3) -> list[Job]:
+    spec = {**SPEC, "shards": shards, "priority_class": PriorityClassFactory()}
+    first, _ = actions.submit(alice, alpha, spec)
+    return list(first.batch())
+
+
+def test_the_answer_counts_the_shards_held_when_the_first_has_left_the_queue(alice, alpha):
+    first, *rest = a_batch(alice, alpha)
+    Job.objects.filter(pk=first.pk).update(state=State.RUNNING)
+
+    response = api(alice).post(f"/api/v1/jobs/{first.pk}/hold/")
+
+    assert (response.status_code, response.json()["changed"]) == (200, 2)
+    assert {job.held for job in Job.objects.filter(pk__in=[j.pk for j in rest])} == {"user"}
+
+
+def test_a_team_releases_its_own_holds_of_a_batch_and_leaves_a_platform_admins(alice, alpha,
+                                                                              admin):  # fmt: skip
+    first, second, third = a_batch(alice, alpha)
+    actions.hold(third, "root", admin=True)
+    actions.hold(first, "alice")
+    page = Client()
+    page.force_login(alice)
+    assert f"/jobs/{first.pk}/release/" in page.get(f"/jobs/{first.pk}/").content.decode()
+
+    response = api(alice).post(f"/api/v1/jobs/{first.pk}/release/")
+
+    held = dict(first.batch().values_list("pk", "held"))
+    assert (response.status_code, response.json()["changed"]) == (200, 2)
+    assert held == {first.pk: "", second.pk: "", third.pk: "admin"}
+    assert api(alice).post(f"/api/v1/jobs/{first.pk}/release/").status_code == 403
+
+
+def waiting_for_a_running_job(alice, alpha):
+    dependency = JobFactory(owner=alice, tenant=alpha)
+    spec = {**SPEC, "family": Family.TRAINING, "priority_class": dependency.priority_class,
+            "depends_on": [dependencies.Wait(dependency.pk, "afterok")]}  # fmt: skip
+    job, _ = actions.submit(alice, alpha, spec)
+    return dependency, job
+
+
+def test_a_held_job_that_ends_is_no_longer_held(alice, alpha):
+    dependency, job = waiting_for_a_running_job(alice, alpha)
+    actions.hold(job, "alice")
+
+    actions.cancel(dependency)  # the cascade cancels the held dependent
+
+    job.refresh_from_db()
+    assert (job.state, job.held) == (State.CANCELED, "")
+
+
+def test_a_held_job_waiting_for_a_dependency_keeps_saying_it_is_held(alice, alpha, room,
+                                                                    monkeypatch):  # fmt: skip
+    dependency, job = waiting_for_a_running_job(alice, alpha)
+    Job.objects.filter(pk=dependency.pk).update(state=State.RUNNING)
+    actions.hold(job, "alice")
+    sent = []
+    real = actions.record_pending
+    monkeypatch.setattr(actions, "record_pending", lambda c: (sent.append(c), real(c))[1])
+
+    result = cycle.run_cycle()
+
+    job.refresh_from_db()
+    assert job.pending_reason == "held"
+    assert result.waiting == 0 and all(job.pk not in changes for changes in sent)
