@@ -425,22 +425,45 @@ def locked_elsewhere(job) -> bool:
         return cursor.fetchone() is None
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_submission_waits_for_its_dependencys_cancel_in_flight_then_is_refused(alice, alpha):
-    train = submit(alice, alpha)
-    canceling = other_connection()  # a cancel that has moved the job and not yet committed
-    canceling.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [train.pk])
-    canceling.execute("UPDATE jobs_job SET state = 'canceled' WHERE id = %s", [train.pk])
-
-    submitting, outcome = in_a_thread(submit, alice, alpha, train)
+def beside_a_cancel_in_flight(canceled, verb, *args):
+    """Run verb(*args) in a thread while another session's cancel of `canceled` has moved the
+    job and not yet committed; commit it once the verb waits for a lock. Returns what the verb
+    returned (or raised)."""
+    canceling = other_connection()
+    canceling.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [canceled.pk])
+    canceling.execute("UPDATE jobs_job SET state = 'canceled' WHERE id = %s", [canceled.pk])
+    running, outcome = in_a_thread(verb, *args)
     try:
         assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
         canceling.commit()
     finally:
         canceling.close()
-        submitting.join(10)
+        running.join(10)
+    return outcome[0]
 
-    assert isinstance(outcome[0], ValidationError)
+
+def submitted_while_failing(monkeypatch, owner, tenant, on, failing_job) -> Job:
+    """Submit a job depending on `on`; once the submission holds its dependency's lock, fail
+    `failing_job` (its code's error) and let the submission go once the failure waits for a
+    lock. Returns the job submitted."""
+    go = paused_after_hold(monkeypatch)
+    submitting, submitted = in_a_thread(submit, owner, tenant, on)
+    assert wait_until(lambda: locked_elsewhere(on), 10)
+    failing, _ = in_a_thread(end, failing_job, Outcome.USER_ERROR)
+    assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
+    go.set()
+    for thread in (submitting, failing):
+        thread.join(10)
+    return submitted[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_waits_for_its_dependencys_cancel_in_flight_then_is_refused(alice, alpha):
+    train = submit(alice, alpha)
+
+    outcome = beside_a_cancel_in_flight(train, submit, alice, alpha, train)
+
+    assert isinstance(outcome, ValidationError)
     assert list(Job.objects.values_list("pk", flat=True)) == [train.pk]
 
 
@@ -451,17 +474,7 @@ def test_a_failure_waits_for_a_submission_in_flight_that_depends_on_it_and_cance
     NodeFactory(gpu_count=8)
     train = submit(alice, alpha)
     cycle.run_cycle()
-    go = paused_after_hold(monkeypatch)
-    submitting, submitted = in_a_thread(submit, alice, alpha, train)
-    assert wait_until(lambda: locked_elsewhere(train), 10)
-
-    failing, _ = in_a_thread(end, train, Outcome.USER_ERROR)
-    assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
-    go.set()
-    for thread in (submitting, failing):
-        thread.join(10)
-
-    evaluate = submitted[0]
+    evaluate = submitted_while_failing(monkeypatch, alice, alpha, train, train)
     assert (state(train), state(evaluate)) == (State.FAILED, State.CANCELED)
 
 
@@ -473,18 +486,9 @@ def test_a_cascade_finds_a_dependent_submitted_while_it_waited_for_a_lock_furthe
     train = submit(alice, alpha)
     evaluate = submit(alice, alpha, train)
     cycle.run_cycle()
-    go = paused_after_hold(monkeypatch)
-    submitting, submitted = in_a_thread(submit, alice, alpha, evaluate)  # holds evaluate
-    assert wait_until(lambda: locked_elsewhere(evaluate), 10)
-
-    # The cascade reads evaluate as the only dependent, then waits for its lock.
-    failing, _ = in_a_thread(end, train, Outcome.USER_ERROR)
-    assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
-    go.set()
-    for thread in (submitting, failing):
-        thread.join(10)
-
-    report = submitted[0]
+    # The submission holds evaluate; the cascade reads evaluate as the only dependent, then
+    # waits for its lock.
+    report = submitted_while_failing(monkeypatch, alice, alpha, evaluate, train)
     assert [state(j) for j in (train, evaluate, report)] == [State.FAILED, State.CANCELED,
                                                              State.CANCELED]  # fmt: skip
     assert JobEvent.objects.get(job=report, to_state=State.CANCELED).reason == (
@@ -499,19 +503,10 @@ def test_a_cascade_waits_for_a_dependents_cancel_in_flight_and_does_not_cancel_i
     train = submit(alice, alpha)
     evaluate = submit(alice, alpha, train)
     report = submit(alice, alpha, evaluate)
-    canceling = other_connection()  # cancel(evaluate), moved and not yet committed
-    canceling.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [evaluate.pk])
-    canceling.execute("UPDATE jobs_job SET state = 'canceled' WHERE id = %s", [evaluate.pk])
 
-    cascading, outcome = in_a_thread(actions.cancel, train, "canceled by alice")
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
-        canceling.commit()
-    finally:
-        canceling.close()
-        cascading.join(10)
+    outcome = beside_a_cancel_in_flight(evaluate, actions.cancel, train, "canceled by alice")
 
-    assert isinstance(outcome[0], JobEvent)
+    assert isinstance(outcome, JobEvent)
     assert not JobEvent.objects.filter(job=evaluate, to_state=State.CANCELED).exists()
     assert JobEvent.objects.get(job=report, to_state=State.CANCELED).reason == (
         f"dependency {evaluate.pk} was canceled"
