@@ -605,7 +605,7 @@ def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     held = {pk: row for pk, row in _queued_shards(job).items() if row[1]}
     if not held:
         raise HoldRefused(f"Job #{job.pk} is not held.")
-    shards = {pk: row for pk, row in held.items() if admin or row[1] != Job.Hold.ADMIN}
+    shards = {pk: row for pk, row in held.items() if may_release(row[1], admin=admin)}
     if not shards:
         raise AdminHold(
             f"Job #{job.pk} is held by a platform admin: only a platform admin releases it."
@@ -614,6 +614,22 @@ def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     _note(shards, list(shards), f"released by {by}")
     transaction.on_commit(kick)
     return len(shards)
+
+
+def may_release(held: str, *, admin: bool) -> bool:
+    """Whether a hold of this kind (`Job.held`) is one the asker may release: a team's hold by
+    whoever may cancel the job, a platform admin's only by a platform admin (`admin`)."""
+    return bool(held) and (admin or held != Job.Hold.ADMIN)
+
+
+def hold_verb(job: Job, *, admin: bool) -> str:
+    """The hold verb open to someone who may cancel the job: `release` if they may release a
+    hold of it (a batch: of a queued shard), else `hold` if some of it is queued and not held,
+    else "" (nothing of it is queued, or a platform admin holds it all)."""
+    holds = set(job.batch().filter(state=State.QUEUED).values_list("held", flat=True))
+    if any(may_release(held, admin=admin) for held in holds):
+        return "release"
+    return "hold" if "" in holds else ""
 
 
 def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:

@@ -72,8 +72,12 @@ class JobView(APIView):
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
         data = JobSerializer(job).data
+        states = job.shard_states() if job.is_batch else {job.state: 1}
         if job.is_batch:
-            data["shard_states"] = job.shard_states()
+            data["shard_states"] = states
+        # The hold verb open to the reader (hold, release or ""): the job page's button.
+        may = State.QUEUED in states and access.can_cancel(request.user, job)
+        data["hold_verb"] = actions.hold_verb(job, admin=request.user.is_superuser) if may else ""
         return Response(data)
 
 

@@ -94,7 +94,7 @@ def job_page(request, job, error: str = "", status: int = 200):
         "job": job,
         "attempts": attempts,
         "can_cancel": can_cancel,
-        "hold": hold_button(request.user, job) if queued else "",
+        "hold": actions.hold_verb(job, admin=request.user.is_superuser) if queued else "",
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
         # One key per page drawn: a double click resubmits once.
@@ -106,16 +106,6 @@ def job_page(request, job, error: str = "", status: int = 200):
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
-
-
-def hold_button(user, job: Job) -> str:
-    """For a user who may cancel the job, the button they get: `release` if they may release
-    a hold of it (a batch: of a queued shard; a platform admin's only for a platform admin),
-    else `hold` if some of it is not held, else "" (a platform admin holds it all)."""
-    holds = set(job.batch().filter(state=State.QUEUED).values_list("held", flat=True))
-    if Job.Hold.USER in holds or (user.is_superuser and Job.Hold.ADMIN in holds):
-        return "release"
-    return "hold" if "" in holds else ""
 
 
 def dependency_list(user, job: Job) -> list[Job]:

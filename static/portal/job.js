@@ -17,7 +17,8 @@
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
-  const holdEl = document.getElementById("hold-form");  // only for a queued job
+  const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
+  const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
   let after = 0;
@@ -79,6 +80,17 @@
     if (rows.length) attemptsEl.replaceChildren(...rows);
   }
 
+  function showHold(verb) {
+    // The verb the server offers this reader: hold, release, or none (not queued, or held by
+    // a platform admin and read by someone else).
+    holdEl.hidden = !verb;
+    if (!verb) return;
+    const button = holdEl.querySelector("button");
+    holdEl.action = "/jobs/" + jobId + "/" + verb + "/";
+    button.id = verb;
+    button.textContent = HOLD_LABELS[verb];
+  }
+
   async function fetchJob() {
     let response;
     try {
@@ -97,7 +109,7 @@
     if (resubmitEl && states.every(function (s) { return ENDED.includes(s); })) {
       resubmitEl.hidden = false;
     }
-    if (holdEl) holdEl.hidden = !states.includes("queued");
+    if (holdEl) showHold(job.hold_verb);
   }
 
   function sleep(ms) {

@@ -104,6 +104,30 @@ def test_the_job_page_shows_every_stored_log_line_past_one_page_once_then_live_o
     expect(rows.last).to_have_text("[1.0] line 1501\n")
 
 
+def test_the_hold_button_follows_holds_and_state_changes_made_elsewhere(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice)
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#hold")).to_have_text("Hold: do not start it yet")
+
+    in_thread(lambda: actions.hold(job, "alice from the CLI"))  # not through this page
+
+    expect(page.locator("#release")).to_have_text("Release the hold", timeout=10_000)
+    expect(page.locator("#hold-form")).to_have_attribute("action", f"/jobs/{job.pk}/release/")
+    in_thread(lambda: actions.release_hold(job, "alice from the CLI"))
+    expect(page.locator("#hold")).to_be_visible(timeout=10_000)
+    in_thread(lambda: actions.transition(job, State.SCHEDULED, "placed"))
+    expect(page.locator("#hold-form")).to_be_hidden(timeout=10_000)
+
+    page.reload()  # drawn by the server for a job no longer queued: hidden too
+    expect(page.locator("#state")).to_have_text("scheduled")
+    expect(page.locator("#hold-form")).to_be_hidden()
+
+
 def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):
     JobFactory(tenant=alpha, owner=alice, name="resnet-sweep")
     log_in(browser_page, server, "alice")

@@ -301,3 +301,29 @@ def test_a_held_job_waiting_for_a_dependency_keeps_saying_it_is_held(alice, alph
     job.refresh_from_db()
     assert job.pending_reason == "held"
     assert result.waiting == 0 and all(job.pk not in changes for changes in sent)
+
+
+def test_the_job_answers_the_hold_verb_open_to_its_reader(alice, alpha, viewer, admin):
+    MembershipFactory(tenant=alpha, user=admin, role=Membership.Role.MEMBER)
+    job = job_of(alice, alpha)
+    verb = lambda user: api(user).get(f"/api/v1/jobs/{job.pk}/").json()["hold_verb"]  # noqa: E731
+    assert (verb(alice), verb(viewer)) == ("hold", "")
+
+    actions.hold(job, "alice")
+    assert (verb(alice), verb(admin)) == ("release", "release")
+
+    actions.hold(job, "root", admin=True)
+    assert (verb(alice), verb(admin)) == ("", "release")
+
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, held="")
+    assert (verb(alice), verb(admin)) == ("", "")
+
+
+def test_the_job_page_draws_the_hold_button_hidden_while_the_job_is_not_queued(alice, alpha):
+    job = job_of(alice, alpha, state=State.RUNNING)
+    client = Client()
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert f'<form id="hold-form" method="post" action="/jobs/{job.pk}/hold/" hidden>' in page
