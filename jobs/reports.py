@@ -46,11 +46,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Greatest, Least
 
+from jobs import rollup
 from jobs.clock import database_now
 from jobs.models import Attempt, Job
 from jobs.states import State
 
 DEFAULT_DAYS = 30
+ONE_DAY = timedelta(days=1)
 MAX_DAYS = 366
 OUTCOMES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
 # ISO 8601 allows more (2025W091, 20250301): the API takes this one form. Years from 1000.
@@ -160,11 +162,14 @@ class Report:
     now: datetime  # the database's time: running attempts count up to min(now, until)
     pruned_before: datetime | None  # finished jobs ended before it may have been deleted
     tenants: list[TenantUsage]
+    rolled_up: tuple[date, date] | None = None  # the days [first, end) read from the roll-up
 
     @property
     def incomplete(self) -> bool:
-        """Whether the window reaches back before what retention keeps."""
-        return self.pruned_before is not None and self.since < self.pruned_before
+        """Whether a part of the window read from the jobs reaches back before what retention
+        keeps (the rolled-up days outlive it)."""
+        live = live_pieces(self.since, self.until, self.rolled_up)
+        return self.pruned_before is not None and any(s < self.pruned_before for s, _ in live)
 
     def rows(self) -> list[list[str]]:
         """The report as table cells (the portal's table and the CSV, in COLUMNS' order): per
@@ -187,6 +192,11 @@ class Report:
             "counted_to": min(self.now, self.until),
             "pruned_before": self.pruned_before,
             "incomplete": self.incomplete,
+            # Whole days read from the daily roll-up, [first, end): their 95th percentile
+            # wait is read from counts in buckets (within 19 %).
+            "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
+            if self.rolled_up
+            else None,
             "tenants": [tenant_json(t) for t in self.tenants],
         }
 
@@ -223,17 +233,123 @@ def rounded(value: float | None) -> float | None:
 
 
 def usage(tenants: list, since: datetime, until: datetime, now: datetime) -> Report:
-    """The tenants' usage over [since, until), attempts still running counted up to ``now``."""
+    """The tenants' usage over [since, until), attempts still running counted up to ``now``:
+    the whole days the daily roll-up has written read from it, the rest from the jobs."""
     ids = [t.pk for t in tenants]
-    by_type = attempt_usage(ids, since, until, now)
-    finished = finished_jobs(ids, since, until)
-    waits = queue_waits(ids, since, until)
+    span = rolled_span(since, until)
+    live = live_pieces(since, until, span)
+    parts = [rollup.read(ids, *span)] if span else []
+    # The window read from the jobs alone keeps its exact percentile.
+    parts += [live_part(ids, start, end, now, exact=not span) for start, end in live]
+    whole = Part.merge(parts)
     found = []
     for t in tenants:
-        started, mean, p95 = waits.get(t.pk, (0, None, None))
-        jobs = finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
-        found.append(TenantUsage(t.slug, t.name, by_type.get(t.pk, []), jobs, started, mean, p95))
-    return Report(since, until, now, pruned_before(now), found)
+        waits = whole.waits.get(t.pk, Waits())
+        jobs = whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
+        by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
+        found.append(TenantUsage(t.slug, t.name, by_type, jobs, waits.started, waits.mean(),
+                                 waits.p95()))  # fmt: skip
+    return Report(since, until, now, pruned_before(now), found, span)
+
+
+def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:
+    """The whole days [first, end) of the window that the roll-up has written, if any."""
+    last = rollup.rolled_through()
+    if last is None:
+        return None
+    first = since.date() if since == rollup.midnight(since.date()) else since.date() + ONE_DAY
+    end = min(last + ONE_DAY, until.date())
+    return (first, end) if first < end else None
+
+
+def live_pieces(since, until, span) -> list[tuple[datetime, datetime]]:
+    """The window less the rolled-up days: what is read from the jobs."""
+    if span is None:
+        return [(since, until)]
+    first, end = rollup.midnight(span[0]), rollup.midnight(span[1])
+    return [(start, stop) for start, stop in ((since, first), (end, until)) if start < stop]
+
+
+def live_part(ids, since, until, now, *, exact: bool) -> "Part":
+    """The tenants' usage over [since, until) from their attempts and jobs; the queue waits'
+    95th percentile computed (``exact``) or the waits counted in the roll-up's buckets."""
+    part = Part(finished=finished_jobs(ids, since, until))
+    for tenant, usages in attempt_usage(ids, since, until, now).items():
+        part.usage[tenant] = {u.gpu_type: u for u in usages}
+    if exact:
+        for tenant, (started, mean, p95) in queue_waits(ids, since, until).items():
+            part.waits[tenant] = Waits(started, started * mean, exact_p95=p95)
+        return part
+    waits: dict[int, list[float]] = {}
+    for tenant, seconds in started_waits(ids, since, until):
+        waits.setdefault(tenant, []).append(seconds)
+    for tenant, w in waits.items():
+        part.add_waits(tenant, len(w), sum(w), rollup.count_buckets(w))
+    return part
+
+
+@dataclass
+class Waits:
+    """Queue waits of the jobs started: how many, their sum, and their 95th percentile, exact
+    (from one query) or read from the roll-up's buckets."""
+
+    started: int = 0
+    seconds: float = 0.0
+    buckets: dict[str, int] = field(default_factory=dict)
+    exact_p95: float | None = None
+
+    def mean(self) -> float | None:
+        return self.seconds / self.started if self.started else None
+
+    def p95(self) -> float | None:
+        if self.exact_p95 is not None:
+            return self.exact_p95
+        return rollup.bucket_percentile(self.buckets, 0.95)
+
+
+@dataclass
+class Part:
+    """A report's figures over part of its window, by tenant: from the jobs, or rolled up."""
+
+    usage: dict[int, dict[str | None, TypeUsage]] = field(default_factory=dict)
+    finished: dict[int, dict[str, int]] = field(default_factory=dict)
+    waits: dict[int, Waits] = field(default_factory=dict)
+
+    def add_usage(self, tenant: int, more: TypeUsage) -> None:
+        types = self.usage.setdefault(tenant, {})
+        had = types.get(more.gpu_type)
+        if had is None:
+            types[more.gpu_type] = more
+            return
+        summed = (a + b for a, b in zip(had.figures(), more.figures(), strict=True))
+        types[more.gpu_type] = TypeUsage(more.gpu_type, *summed)
+
+    def add_jobs(self, tenant: int, counts: dict[str, int]) -> None:
+        into = self.finished.setdefault(tenant, dict.fromkeys(OUTCOMES, 0))
+        for state, n in counts.items():
+            into[state] += n
+
+    def add_waits(self, tenant: int, started: int, seconds: float, buckets: dict) -> None:
+        into = self.waits.setdefault(tenant, Waits())
+        into.started += started
+        into.seconds += seconds
+        rollup.add_buckets(into.buckets, buckets)
+
+    @classmethod
+    def merge(cls, parts: list["Part"]) -> "Part":
+        """One part: itself; several: summed (their waits must be in buckets)."""
+        if len(parts) == 1:
+            return parts[0]
+        whole = cls()
+        for part in parts:
+            for tenant, types in part.usage.items():
+                for usage in types.values():
+                    whole.add_usage(tenant, usage)
+            for tenant, counts in part.finished.items():
+                whole.add_jobs(tenant, counts)
+            for tenant, w in part.waits.items():
+                whole.add_waits(tenant, w.started, w.seconds, w.buckets)
+        return whole
 
 
 def pruned_before(now: datetime) -> datetime | None:
@@ -294,9 +410,13 @@ def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
         usage = TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
         found.setdefault(row["job__tenant_id"], []).append(usage)
     for usages in found.values():
-        # Named types first, then no GPU, then unknown.
-        usages.sort(key=lambda u: (u.gpu_type is None, u.gpu_type == "", u.gpu_type or ""))
+        usages.sort(key=type_order)
     return found
+
+
+def type_order(usage: TypeUsage) -> tuple:
+    """Named GPU types first, then no GPU, then unknown."""
+    return (usage.gpu_type is None, usage.gpu_type == "", usage.gpu_type or "")
 
 
 def finished_jobs(ids, since, until) -> dict[int, dict[str, int]]:
@@ -313,13 +433,24 @@ def finished_jobs(ids, since, until) -> dict[int, dict[str, int]]:
     return found
 
 
+def started_jobs(ids, since, until):
+    """Jobs started in the window, and their queue wait (submit to first start), in seconds."""
+    started = Job.objects.filter(tenant_id__in=ids, started_at__gte=since, started_at__lt=until)
+    return started, Seconds(F("started_at") - F("created"))
+
+
+def started_waits(ids, since, until):
+    """(tenant id, wait in seconds) of each job started in the window."""
+    started, wait = started_jobs(ids, since, until)
+    return started.annotate(wait=wait).values_list("tenant_id", "wait")
+
+
 def queue_waits(ids, since, until) -> dict[int, tuple[int, float, float]]:
     """Jobs started in the window, by tenant: how many, and their mean and 95th percentile
     wait from submit to first start, in seconds."""
-    started = Job.objects.filter(tenant_id__in=ids, started_at__gte=since, started_at__lt=until)
-    wait = Seconds(F("started_at") - F("created"))
+    started, wait = started_jobs(ids, since, until)
     if connection.vendor != "postgresql":
-        return waits_in_python(started, wait)
+        return waits_in_python(started_waits(ids, since, until))
     rows = (
         started.values("tenant_id")
         .annotate(n=Count("pk"), mean=Avg(wait), p95=Percentile(wait, 0.95))
@@ -328,11 +459,11 @@ def queue_waits(ids, since, until) -> dict[int, tuple[int, float, float]]:
     return {row["tenant_id"]: (row["n"], row["mean"], row["p95"]) for row in rows}
 
 
-def waits_in_python(started, wait) -> dict[int, tuple[int, float, float]]:
+def waits_in_python(rows) -> dict[int, tuple[int, float, float]]:
     """queue_waits where the database has no percentile_cont (SQLite): the waits read, the
     same figures computed here."""
     by_tenant: dict[int, list[float]] = {}
-    for tenant, seconds in started.annotate(wait=wait).values_list("tenant_id", "wait"):
+    for tenant, seconds in rows:
         by_tenant.setdefault(tenant, []).append(seconds)
     return {tenant: (len(w), sum(w) / len(w), percentile_cont(w, 0.95))
             for tenant, w in by_tenant.items()}  # fmt: skip

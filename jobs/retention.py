@@ -29,6 +29,7 @@ from django.utils import timezone
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from clusters.models import Allocation
+from jobs import rollup
 from jobs.models import Attempt, Job, JobEvent, LogChunk
 from jobs.states import TERMINAL
 
@@ -77,8 +78,12 @@ def prune(
         released = Allocation.objects.filter(active=False, released__lt=log_cutoff)
         counts["log_lines"] += _delete(lines, dry_run, batch)
         counts["allocations"] += _delete(released, dry_run, batch)
+    if not dry_run:
+        rollup.roll_up(now)  # what the jobs used outlives them
     if job_days:
-        _prune_jobs(now - timedelta(days=job_days), log_cutoff, counts, dry_run, batch)
+        # Not a job the roll-up has not reached (it reaches the settled days: this one did).
+        cutoff = min(now - timedelta(days=job_days), rollup.settled_end(now))
+        _prune_jobs(cutoff, log_cutoff, counts, dry_run, batch)
     return counts
 
 

@@ -1,0 +1,164 @@
+"""The daily usage roll-up: each tenant's usage per UTC day, written once the day has settled.
+
+Retention deletes finished jobs after MLSCHED_JOB_RETENTION_DAYS; the roll-up keeps what they
+used (``UsageDay``, ``GpuTypeUsageDay``), so a report reaches back a year whatever retention
+keeps, and reads one row per tenant, day and GPU type instead of every attempt.
+
+A day is rolled up once it ended ``SETTLE`` ago: by then the reports that change it (a late
+start, a lost attempt's late success, an agent back from a silence) have come in. What changes
+a rolled day after that is not counted again: the day's rows are written once. The figures are
+those of ``jobs.reports`` over the day, computed by the same queries, plus the started jobs'
+queue waits counted in buckets a quarter of a doubling wide, from which a 95th percentile over
+several days is read (within a bucket's width, 19 %).
+
+Retention runs it first (``jobs.retention.prune``) and deletes no job that finished after the
+last day rolled up.
+"""
+
+import math
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db import transaction
+from django.db.models import Max, Min, Sum
+
+from jobs import reports
+from jobs.models import GpuTypeUsageDay, Job, UsageDay
+from quotas.models import Tenant
+
+SETTLE = timedelta(days=1)
+PER_DOUBLING = 4  # wait buckets per doubling
+
+
+def midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def settled_end(now: datetime) -> datetime:
+    """The end of the last day settled at ``now``: every day before it can be rolled up."""
+    return midnight((now - SETTLE).astimezone(UTC).date())
+
+
+def rolled_through() -> date | None:
+    """The last day rolled up, if any."""
+    return UsageDay.objects.aggregate(last=Max("day"))["last"]
+
+
+def roll_up(now: datetime) -> int:
+    """Roll up every settled day not rolled up yet, from the day after the last one (the first
+    time: the day of the oldest job). One transaction per day. Returns the days rolled up.
+    The caller keeps two from running at once (retention runs under its own advisory lock);
+    two that did would collide on a (tenant, day) row, and the second would roll back."""
+    last_settled = settled_end(now).date() - timedelta(days=1)
+    last = rolled_through()
+    if last:
+        first = last + timedelta(days=1)
+    else:
+        oldest = Job.objects.aggregate(created=Min("created"))["created"]
+        if oldest is None:
+            return 0
+        first = oldest.astimezone(UTC).date()
+    tenants = list(Tenant.objects.values_list("pk", flat=True))
+    day, rolled = first, 0
+    while day <= last_settled:
+        with transaction.atomic():
+            roll_day(tenants, day, now)
+        day, rolled = day + timedelta(days=1), rolled + 1
+    return rolled
+
+
+def roll_day(tenants: list[int], day: date, now: datetime) -> None:
+    """Write one day's rows: one per tenant (zeros included), one per tenant and GPU type."""
+    since, until = midnight(day), midnight(day + timedelta(days=1))
+    finished = reports.finished_jobs(tenants, since, until)
+    waits: dict[int, list[float]] = {}
+    for tenant, seconds in reports.started_waits(tenants, since, until):
+        waits.setdefault(tenant, []).append(seconds)
+    days = []
+    for tenant in tenants:
+        jobs = finished.get(tenant, dict.fromkeys(reports.OUTCOMES, 0))
+        succeeded, failed, canceled = (jobs[outcome] for outcome in reports.OUTCOMES)
+        started = waits.get(tenant, [])
+        days.append(UsageDay(
+            tenant_id=tenant, day=day, jobs_succeeded=succeeded, jobs_failed=failed,
+            jobs_canceled=canceled, jobs_started=len(started), wait_seconds=sum(started),
+            wait_buckets=count_buckets(started),
+        ))  # fmt: skip
+    UsageDay.objects.bulk_create(days)
+    GpuTypeUsageDay.objects.bulk_create(
+        GpuTypeUsageDay(
+            tenant_id=tenant, day=day, gpu_type=u.gpu_type, gpu_seconds=u.gpu_hours * 3600,
+            cpu_core_seconds=u.cpu_core_hours * 3600,
+            wasted_gpu_seconds=u.wasted_gpu_hours * 3600,
+            preempted_gpu_seconds=u.preempted_gpu_hours * 3600,
+        )
+        for tenant, usages in reports.attempt_usage(tenants, since, until, now).items()
+        for u in usages
+    )  # fmt: skip
+
+
+# Queue waits in buckets.
+
+
+def bucket(seconds: float) -> int:
+    """A wait's bucket: 0 under a second, then b >= 1 holds [2^((b-1)/4), 2^(b/4)) seconds."""
+    return 0 if seconds < 1 else 1 + math.floor(PER_DOUBLING * math.log2(seconds))
+
+
+def count_buckets(waits: list[float]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for seconds in waits:
+        key = str(bucket(seconds))  # JSON keys are strings
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def add_buckets(into: dict[str, int], more: dict[str, int]) -> None:
+    for key, n in more.items():
+        into[key] = into.get(key, 0) + n
+
+
+def bucket_percentile(counts: dict[str, int], fraction: float) -> float | None:
+    """The value at ``fraction`` of the counted waits, placed as percentile_cont places it
+    (position fraction x (n - 1)), read inside its bucket as if the bucket's waits were spread
+    evenly over it (on a log scale: the buckets are)."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    position = fraction * (total - 1)
+    seen = 0
+    for b, n in sorted((int(key), n) for key, n in counts.items()):
+        if position < seen + n:
+            share = (position - seen + 0.5) / n
+            if b == 0:
+                return share
+            low = 2 ** ((b - 1) / PER_DOUBLING)
+            return low * 2 ** (share / PER_DOUBLING)
+        seen += n
+    raise AssertionError("unreachable: position < total")
+
+
+# Reading rolled-up days back.
+
+
+def read(tenants: list[int], first: date, end: date) -> "reports.Part":
+    """The tenants' rolled-up usage over the days [first, end), as a report part."""
+    part = reports.Part()
+    days = UsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
+    for row in days.order_by():
+        finished = (row.jobs_succeeded, row.jobs_failed, row.jobs_canceled)
+        part.add_jobs(row.tenant_id, dict(zip(reports.OUTCOMES, finished, strict=True)))
+        part.add_waits(row.tenant_id, row.jobs_started, row.wait_seconds, row.wait_buckets)
+    types = (
+        GpuTypeUsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
+        .values("tenant_id", "gpu_type")
+        .annotate(
+            gpu=Sum("gpu_seconds"), cpu=Sum("cpu_core_seconds"),
+            wasted=Sum("wasted_gpu_seconds"), preempted=Sum("preempted_gpu_seconds"),
+        )
+        .order_by()
+    )  # fmt: skip
+    for row in types:
+        seconds = (row["gpu"], row["cpu"], row["wasted"], row["preempted"])
+        usage = reports.TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
+        part.add_usage(row["tenant_id"], usage)
+    return part
