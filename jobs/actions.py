@@ -87,13 +87,7 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
     }
     if not shards:
         return None
-    attempts = dict(
-        Attempt.objects.select_for_update()
-        .filter(job_id__in=shards, outcome="")
-        .order_by("id")
-        .values_list("job_id", "id")
-    )
-    request_stop(list(attempts), Attempt.Outcome.CANCELED, reason, now)
+    attempts = stop_live(list(shards), Attempt.Outcome.CANCELED, reason, now)
     move_claimed(shards, State.CANCELED, dict.fromkeys(shards, reason), attempts, now)
     transaction.on_commit(kick)
     if job.pk in shards:
@@ -254,6 +248,20 @@ def stop_attempts(attempts, stop_reason: str, message: str, now=None) -> int:
     )
 
 
+def stop_live(job_ids: list[int], stop_reason: str, message: str, now) -> dict[int, int]:
+    """Lock the live attempts of these jobs, whose rows the caller holds, in id order, and ask
+    them to stop as a cancel does (their agents end them within the grace period; their
+    allocations are released then); {job id: its live attempt's id}."""
+    attempts = dict(
+        Attempt.objects.select_for_update()
+        .filter(job_id__in=job_ids, outcome="")
+        .order_by("id")
+        .values_list("job_id", "id")
+    )
+    request_stop(list(attempts), stop_reason, message, now)
+    return attempts
+
+
 def lock_live(attempts) -> list[int]:
     """Lock the jobs of these attempts, then those of the attempts still live, each in id order:
     the lock order of cancel() and end_attempt(); the live attempts' ids. For a caller about to
@@ -344,7 +352,10 @@ def end_attempt(
         return attempt
     attempt.outcome, attempt.exit_code, attempt.ended_at = outcome, exit_code, now
     attempt.reason = (reason or attempt.reason)[:300]
-    attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now)
+    # A job that succeeded before this attempt ended did so by another attempt (a lost one's
+    # late success): this one ran for nothing.
+    superseded = job.state == State.SUCCEEDED
+    attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now, superseded=superseded)
     attempt.save(update_fields=["outcome", "exit_code", "ended_at", "reason", "wasted_gpu_seconds"])
     release([attempt.pk], now)
     transaction.on_commit(kick)
@@ -395,56 +406,66 @@ def late_success(attempt_id: int, now=None) -> None:
     """Every worker of an attempt declared lost has exited 0 after all: its agent was away,
     not its workers (the janitor gives up the attempts of a silent cluster).
 
-    A job still waiting for the retry its loss asked for, with no newer attempt, takes the
-    success: it ends succeeded and the retry is dropped. A job that has moved on (a newer
-    attempt placed, or the job ended) keeps going; the report is recorded as an event on the
-    lost attempt, and nothing is stopped. Once per attempt: the exit code written marks the
-    report as seen, so a report sent again changes nothing.
+    A job that has not ended takes the success: it ends succeeded by that attempt, and the
+    retry its loss asked for is dropped if it is still queued, or asked to stop, as a cancel
+    stops it, if it was placed (take_late_success). A job that has ended keeps its end (its
+    dependents were released or canceled by it): one event on the lost attempt records the
+    report. Once per attempt: the exit code written marks the report as seen, so a report
+    sent again changes nothing.
     """
     now = now or timezone.now()
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
     # Job first, then attempt: the lock order of end_attempt() and cancel(). The commit claims
-    # the job's row too, so placing the retry and this wait for each other: one of them wins.
+    # the job's row too, so placing the retry and this wait for each other: a retry placed
+    # first is stopped, and one not placed yet never will be.
     job = Job.objects.select_for_update().get(pk=job_id)
     attempt = Attempt.objects.select_for_update().get(pk=attempt_id)
     if attempt.outcome != Outcome.LOST or attempt.exit_code is not None:
         return
-    newer = job.attempts.filter(number__gt=attempt.number).order_by("number").first()
     lost_reason = attempt.reason
     attempt.exit_code = 0
     attempt.reason = f"exit code 0, reported after it was declared lost: {lost_reason}"[:300]
-    if job.state == State.QUEUED and newer is None:
-        take_late_success(job, attempt, now)
+    if job.is_terminal:
+        note_late_success(job, attempt, now)
     else:
-        note_late_success(job, attempt, newer, now)
+        take_late_success(job, attempt, now)
 
 
 def take_late_success(job: Job, attempt: Attempt, now) -> None:
-    """The job, queued for the retry of a lost attempt, ends succeeded by that attempt."""
+    """The job, not ended, ends succeeded by its lost attempt; a live retry is asked to stop.
+
+    The live attempt is newer than the lost one, so it is locked after it, in id order, as a
+    cancel locks attempts after the job's row; and before the transition locks the rows of the
+    jobs that wait for this one."""
+    why = f"superseded by attempt {attempt.number}, which succeeded after it was declared lost"
+    stopped = stop_live([job.pk], Outcome.CANCELED, why, now)
     attempt.outcome = Outcome.SUCCEEDED
     # Its run was not wasted; its allocations were released when it was declared lost.
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, attempt.ended_at)
     attempt.save(update_fields=["outcome", "exit_code", "reason", "wasted_gpu_seconds"])
-    # The retry its loss used is given back (the job is queued after a lost attempt only
-    # through retry(), which used one); a start nobody saw counts from the attempt's end, as
-    # for any success reported before its start.
+    # The retry its loss used is given back (a live job after a lost attempt was requeued
+    # through retry(), which used one); a later attempt's loss keeps its own. A start nobody
+    # saw counts from the attempt's end, as for any success reported before its start.
     Job.objects.filter(pk=job.pk).update(
         retries_used=Greatest(F("retries_used") - 1, 0),
         not_before=None,
         started_at=Coalesce(F("started_at"), Value(attempt.started_at or attempt.ended_at)),
     )
+    retry = "its retry is stopped" if stopped else "its retry is dropped"
     transition(job, State.SUCCEEDED,
                f"attempt {attempt.number} succeeded: exit code 0 reported after it was declared "
-               "lost; its retry is dropped", attempt=attempt, now=now)  # fmt: skip
+               f"lost; {retry}", attempt=attempt, now=now)  # fmt: skip
     transaction.on_commit(kick)  # the queue changed
 
 
-def note_late_success(job: Job, attempt: Attempt, newer: Attempt | None, now) -> None:
-    """The job has moved on: it keeps going, and one event on the lost attempt says that its
+def note_late_success(job: Job, attempt: Attempt, now) -> None:
+    """The job has ended: it keeps its end, and one event on the lost attempt says that its
     work was done (no transition: from and to are the job's state)."""
     attempt.save(update_fields=["exit_code", "reason"])
-    why = f"attempt {newer.number} was placed first" if newer else f"the job was {job.state}"
-    reason = f"attempt {attempt.number} exited 0 after it was declared lost; not taken: {why}"
+    reason = (
+        f"attempt {attempt.number} exited 0 after it was declared lost; not taken: the job "
+        f"{ENDED_VERBS[job.state]}"
+    )
     event = JobEvent.objects.create(
         job=job, attempt=attempt, from_state=job.state, to_state=job.state, reason=reason[:300],
         time=now,
@@ -452,17 +473,19 @@ def note_late_success(job: Job, attempt: Attempt, newer: Attempt | None, now) ->
     events.publish_on_commit([(vars(event), job.tenant_id)])
 
 
-def wasted_gpu_seconds(attempt: Attempt, now) -> float:
+def wasted_gpu_seconds(attempt: Attempt, now, *, superseded: bool = False) -> float:
     """GPU-seconds the attempt held without useful work to show for it.
 
-    A preempted attempt loses its work since its last checkpoint, or since its start: a
-    checkpoint from before its start is a former attempt's, never a saving of this one."""
+    A lost attempt, and one `superseded` (its job succeeded by another attempt), lose their
+    whole run. A preempted attempt loses its work since its last checkpoint, or since its
+    start: a checkpoint from before its start is a former attempt's, never a saving of this
+    one."""
     gpus = (
         Allocation.objects.filter(attempt=attempt).aggregate(m=Sum("gpu_milli"))["m"] or 0
     ) / 1000
     started = attempt.started_at or now
     waste = (started - attempt.scheduled_at).total_seconds()
-    if attempt.outcome == Outcome.LOST:
+    if attempt.outcome == Outcome.LOST or superseded:
         waste += (now - started).total_seconds()
     elif attempt.outcome == Outcome.PREEMPTED:
         saved = max(attempt.last_checkpoint_at or started, started)

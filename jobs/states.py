@@ -3,9 +3,9 @@
     queued -> scheduled -> running -> succeeded | failed | canceled
 
 Preemption and retried infrastructure failures send a scheduled or running job back to queued,
-with a new attempt to follow. A job queued for the retry of a lost attempt ends succeeded,
-before any newer attempt is placed, when that attempt is reported late to have exited 0 (its
-agent was away, not its workers: `jobs.actions.late_success`). Terminal states have no way out.
+with a new attempt to follow. A job retrying a lost attempt (queued, or its retry scheduled or
+running) ends succeeded when that attempt is reported late to have exited 0 (its agent was
+away, not its workers: `jobs.actions.late_success`). Terminal states have no way out.
 """
 
 from django.db import models
@@ -22,7 +22,9 @@ class State(models.TextChoices):
 
 EDGES: dict[str, frozenset[str]] = {
     State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED, State.SUCCEEDED}),
-    State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
+    State.SCHEDULED: frozenset(
+        {State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED, State.SUCCEEDED}
+    ),
     State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELED, State.QUEUED}),
     State.SUCCEEDED: frozenset(),
     State.FAILED: frozenset(),

@@ -1,6 +1,6 @@
 """Reports of attempts the janitor declared lost, arriving once their agent is back: a success
-ends a job still waiting for its retry, and is recorded where the job has moved on; anything
-else changes nothing."""
+ends a job that has not ended (a retry placed since is stopped), and is recorded where the job
+has ended; anything else changes nothing."""
 
 import time
 from datetime import timedelta
@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from clusters.backends.base import EXITED, FAILED, RUNNING, STOPPED
 from clusters.models import Allocation, Cluster
 from jobs import actions, cycle, janitor
-from jobs.models import Attempt, Family, Job
+from jobs.models import Attempt, Dependency, Family, Job
 from jobs.states import State
 from tests.clusters.test_agent_api import post, report
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
@@ -46,8 +46,34 @@ def lost(east, agent, west, settings):
     return job
 
 
+@pytest.fixture
+def west_agent(west):
+    """An API client holding west's agent token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
+    return client
+
+
+@pytest.fixture
+def retried(lost, west):
+    """`lost`, its retry (attempt 2) since placed on west: the job is scheduled."""
+    NodeFactory(cluster=west, name="west-0", gpu_count=8)
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == [lost.pk]
+    return lost
+
+
 def exited_0(attempt):
     return {"workers": report(attempt, EXITED, EXITED, codes=[0, 0])}
+
+
+def beat(client, cluster: str, attempt, *phases, codes=None):
+    """The cluster's agent reports the attempt's ranks in these phases."""
+    return post(client, cluster, "heartbeat", {"workers": report(attempt, *phases, codes=codes)})
+
+
+def attempts(job):
+    """The job's attempts, first to last, as stored now."""
+    return list(Attempt.objects.filter(job=job).order_by("number"))
 
 
 def test_a_success_reported_after_the_loss_ends_the_queued_job_succeeded(agent, lost):
@@ -104,43 +130,183 @@ def test_a_late_success_reported_again_is_taken_once(agent, lost):
     assert_whole()
 
 
-def test_a_late_success_after_the_retry_was_placed_is_recorded_and_the_retry_goes_on(
-    agent, lost, west
+@pytest.mark.parametrize("retry_started", [False, True])
+def test_a_late_success_after_the_retry_was_placed_ends_the_job_succeeded_and_stops_the_retry(
+    agent, west_agent, retried, retry_started
 ):
-    NodeFactory(cluster=west, name="west-0", gpu_count=8)
-    cycle.run_cycle(time.time() + AN_HOUR_ON)
-    first, retry = lost.attempts.order_by("number")
+    if retry_started:
+        beat(west_agent, "west", attempts(retried)[1], RUNNING, RUNNING)
+    placed = State.RUNNING if retry_started else State.SCHEDULED
+    assert Job.objects.get(pk=retried.pk).state == placed
 
-    for _ in range(2):  # recorded once
-        post(agent, "east", "heartbeat", exited_0(first))
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
 
-    lost.refresh_from_db()
-    first.refresh_from_db()
-    retry.refresh_from_db()
-    assert lost.state == State.SCHEDULED
-    assert (retry.outcome, retry.stop_requested_at) == ("", None)
-    assert Allocation.objects.active().filter(attempt=retry).exists()
-    assert (first.outcome, first.exit_code) == (Outcome.LOST, 0)
-    noted = lost.events.latest("id")
-    assert (noted.from_state, noted.to_state, noted.attempt_id) == (
-        State.SCHEDULED, State.SCHEDULED, first.pk
+    retried.refresh_from_db()
+    first, retry = attempts(retried)
+    assert (retried.state, retried.retries_used, retried.not_before) == (State.SUCCEEDED, 0, None)
+    assert (first.outcome, first.exit_code) == (Outcome.SUCCEEDED, 0)
+    ended = retried.events.latest("id")
+    assert (ended.from_state, ended.to_state, ended.attempt_id) == (
+        placed, State.SUCCEEDED, first.pk
     )  # fmt: skip
-    assert noted.reason == (
-        "attempt 1 exited 0 after it was declared lost; not taken: attempt 2 was placed first"
+    assert ended.reason == (
+        "attempt 1 succeeded: exit code 0 reported after it was declared lost; its retry is stopped"
     )
-    assert lost.events.filter(from_state=State.SCHEDULED, to_state=State.SCHEDULED).count() == 1
+    assert (retry.outcome, retry.stop_reason) == ("", Outcome.CANCELED)
+    assert retry.reason == "superseded by attempt 1, which succeeded after it was declared lost"
+    answer = beat(west_agent, "west", retry, RUNNING, RUNNING).json()
+    assert [stop["attempt_id"] for stop in answer["stop"]] == [retry.pk]
+
+
+def test_a_retry_stopped_for_a_late_success_keeps_its_gpus_until_its_agent_sees_it_stop(
+    agent, west_agent, retried
+):
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+    retry = attempts(retried)[1]
+    assert Allocation.objects.active().filter(attempt=retry).exists()  # still in use
+
+    beat(west_agent, "west", retry, STOPPED, STOPPED)
+
+    retry.refresh_from_db()
+    assert (retry.outcome, retry.reason) == (
+        Outcome.CANCELED, "superseded by attempt 1, which succeeded after it was declared lost"
+    )  # fmt: skip
+    assert not Allocation.objects.active().exists()
     assert_whole()
 
 
-def test_two_beats_that_read_the_same_late_success_record_it_once(lost, west):
-    NodeFactory(cluster=west, name="west-0", gpu_count=8)
-    cycle.run_cycle(time.time() + AN_HOUR_ON)
-    first = lost.attempts.get(number=1)
+@pytest.mark.parametrize(
+    "phases, codes, outcome",
+    [
+        ((STOPPED, STOPPED), None, Outcome.CANCELED),  # the stop seen through
+        ((EXITED, EXITED), [0, 0], Outcome.SUCCEEDED),  # done before the stop reached it
+        ((EXITED, EXITED), [1, 0], Outcome.USER_ERROR),
+        ((FAILED, RUNNING), None, Outcome.INFRA_ERROR),  # rank 1 is stopped, then gone
+    ],
+)
+def test_however_the_stopped_retry_ends_the_job_stays_succeeded_and_is_not_retried(
+    agent, west_agent, retried, phases, codes, outcome
+):
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+    before = list(retried.events.values_list("id", flat=True))
+    retry = attempts(retried)[1]
+
+    beat(west_agent, "west", retry, *phases, codes=codes)
+    beat(west_agent, "west", retry, *[STOPPED if p == RUNNING else p for p in phases], codes=codes)
+
+    retried.refresh_from_db()
+    retry.refresh_from_db()
+    assert (retried.state, retried.retries_used) == (State.SUCCEEDED, 0)
+    assert retry.outcome == outcome
+    assert list(retried.events.values_list("id", flat=True)) == before
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == []
+    assert_whole()
+
+
+@pytest.mark.parametrize(
+    "phases, codes, outcome",
+    [
+        ((STOPPED, STOPPED), None, Outcome.CANCELED),
+        ((EXITED, EXITED), [0, 0], Outcome.SUCCEEDED),  # done twice: once is waste
+    ],
+)
+def test_a_retry_stopped_for_a_late_success_counts_its_whole_run_as_waste_however_it_ends(
+    agent, west_agent, retried, phases, codes, outcome
+):
+    retry = attempts(retried)[1]
+    beat(west_agent, "west", retry, RUNNING, RUNNING)
+    now = timezone.now()
+    Attempt.objects.filter(pk=retry.pk).update(  # it waited a minute and ran nine
+        scheduled_at=now - timedelta(minutes=10), started_at=now - timedelta(minutes=9)
+    )
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+
+    beat(west_agent, "west", retry, *phases, codes=codes)
+
+    retry.refresh_from_db()
+    held = (retry.ended_at - retry.scheduled_at).total_seconds() * 8
+    assert (retry.outcome, retry.wasted_gpu_seconds) == (outcome, pytest.approx(held))
+
+
+def test_a_late_success_ends_a_job_whose_retry_is_being_preempted_and_it_is_not_requeued(
+    agent, west_agent, retried
+):
+    retry = attempts(retried)[1]
+    preempted = "preempted for a higher-priority job"
+    actions.stop_attempts(Attempt.objects.filter(pk=retry.pk), Outcome.PREEMPTED, preempted)
+
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+    beat(west_agent, "west", retry, STOPPED, STOPPED)
+
+    retried.refresh_from_db()
+    retry.refresh_from_db()
+    assert retried.state == State.SUCCEEDED
+    assert (retry.outcome, retry.reason) == (Outcome.PREEMPTED, preempted)
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == []
+    assert_whole()
+
+
+def test_a_late_success_after_the_retry_was_lost_too_ends_the_queued_job_and_gives_back_one_retry(
+    agent, retried
+):
+    retry = attempts(retried)[1]
+    actions.end_attempt(retry.pk, Outcome.LOST, reason="its cluster agent stopped reporting")
+    assert Job.objects.get(pk=retried.pk).retries_used == 2
+
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+
+    retried.refresh_from_db()
+    # Attempt 1's loss is undone; attempt 2's stands, as far as anyone knows.
+    assert (retried.state, retried.retries_used, retried.not_before) == (State.SUCCEEDED, 1, None)
+    assert [a.outcome for a in attempts(retried)] == [Outcome.SUCCEEDED, Outcome.LOST]
+    ended = retried.events.latest("id")
+    assert (ended.from_state, ended.to_state) == (State.QUEUED, State.SUCCEEDED)
+    assert ended.reason.endswith("its retry is dropped")
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == []
+    assert_whole()
+
+
+def test_a_late_success_that_stops_the_retry_releases_an_afterok_dependent(agent, west, retried):
+    NodeFactory(cluster=west, name="west-1", gpu_count=8)
+    report_job = JobFactory(tenant=retried.tenant)
+    Dependency.objects.create(job=report_job, on=retried, kind=Dependency.Kind.AFTEROK)
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == []  # it waits
+
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+
+    assert cycle.run_cycle(time.time() + AN_HOUR_ON).placed == [report_job.pk]
+
+
+def test_a_late_success_after_the_retry_succeeded_is_only_recorded(agent, west_agent, retried):
+    retry = attempts(retried)[1]
+    beat(west_agent, "west", retry, EXITED, EXITED, codes=[0, 0])
+    assert Job.objects.get(pk=retried.pk).state == State.SUCCEEDED
+
+    post(agent, "east", "heartbeat", exited_0(attempts(retried)[0]))
+
+    retried.refresh_from_db()
+    first, retry = attempts(retried)
+    assert (retried.state, retried.retries_used) == (State.SUCCEEDED, 1)
+    assert (first.outcome, first.exit_code, retry.outcome) == (Outcome.LOST, 0, Outcome.SUCCEEDED)
+    noted = retried.events.latest("id")
+    assert (noted.from_state, noted.to_state, noted.attempt_id) == (
+        State.SUCCEEDED, State.SUCCEEDED, first.pk
+    )  # fmt: skip
+    assert noted.reason == (
+        "attempt 1 exited 0 after it was declared lost; not taken: the job succeeded"
+    )
+    assert_whole()
+
+
+def test_two_beats_that_read_the_same_late_success_take_it_once(retried):
+    first = attempts(retried)[0]
 
     actions.late_success(first.pk)  # both read it as lost before either wrote
     actions.late_success(first.pk)
 
-    assert lost.events.filter(from_state=State.SCHEDULED, to_state=State.SCHEDULED).count() == 1
+    moves = list(retried.events.order_by("id").values_list("from_state", "to_state"))
+    assert moves[-2:] == [(State.QUEUED, State.SCHEDULED), (State.SCHEDULED, State.SUCCEEDED)]
+    assert Job.objects.get(pk=retried.pk).retries_used == 0
 
 
 def test_a_late_success_for_a_job_canceled_meanwhile_is_recorded_and_changes_nothing(agent, lost):

@@ -301,7 +301,7 @@ def lost_and_queued() -> tuple[Job, Attempt]:
     return job, first
 
 
-def test_a_late_success_waiting_on_the_retrys_commit_is_recorded_and_the_retry_goes_on(
+def test_a_late_success_waiting_on_the_retrys_commit_ends_the_job_and_stops_the_retry(
     monkeypatch,
 ):
     job, first = lost_and_queued()
@@ -312,14 +312,16 @@ def test_a_late_success_waiting_on_the_retrys_commit_is_recorded_and_the_retry_g
 
     job.refresh_from_db()
     first.refresh_from_db()
-    retry = job.attempts.get(outcome="")
-    assert (placed, job.state) == ([job.pk], State.SCHEDULED)
-    assert (retry.number, retry.stop_requested_at) == (2, None)
-    assert (first.outcome, first.exit_code) == (Outcome.LOST, 0)
-    noted = job.events.latest("id")
-    assert (noted.from_state, noted.to_state, noted.attempt_id) == (
-        State.SCHEDULED, State.SCHEDULED, first.pk
+    retry = job.attempts.get(number=2)
+    assert (placed, job.state) == ([job.pk], State.SUCCEEDED)
+    assert (first.outcome, retry.outcome, retry.stop_reason) == (
+        Outcome.SUCCEEDED, "", Outcome.CANCELED
     )  # fmt: skip
+    ended = job.events.latest("id")
+    assert (ended.from_state, ended.to_state, ended.attempt_id) == (
+        State.SCHEDULED, State.SUCCEEDED, first.pk
+    )  # fmt: skip
+    actions.end_attempt(retry.pk, Outcome.CANCELED)  # its agent sees the stop through
     assert_whole()
 
 
