@@ -289,8 +289,10 @@ def hold(request, pk, verb=actions.hold):
     except actions.AdminHold as refusal:
         raise PermissionDenied(str(refusal)) from None
     except actions.HoldRefused as refusal:
-        seen = get_object_or_404(page_jobs(request.user), pk=pk)
-        return job_page(request, seen, str(refusal), 409)
+        if seen := page_jobs(request.user).filter(pk=pk).first():
+            return job_page(request, seen, str(refusal), 409)
+        # A holder of a cancel_job grant alone has no job page: the refusal, as the API's.
+        return HttpResponse(str(refusal), status=409, content_type="text/plain; charset=utf-8")
     if not access.can_see(request.user, job):
         return redirect("index")
     return redirect("job", pk=job.pk)

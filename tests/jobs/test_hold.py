@@ -5,6 +5,7 @@ import time
 
 import pytest
 from django.test import Client
+from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
 from jobs import actions, cycle, dependencies, snapshot
@@ -327,3 +328,18 @@ def test_the_job_page_draws_the_hold_button_hidden_while_the_job_is_not_queued(a
     page = client.get(f"/jobs/{job.pk}/").content.decode()
 
     assert f'<form id="hold-form" method="post" action="/jobs/{job.pk}/hold/" hidden>' in page
+
+
+def test_a_refused_hold_is_a_409_in_the_portal_for_a_cancel_grant_holder_alone(
+    alpha, alice, charlie
+):
+    job = job_of(alice, alpha, state=State.RUNNING)
+    assign_perm("jobs.cancel_job", charlie, job)
+    client = Client()
+    client.force_login(charlie)
+
+    via_api = api(charlie).post(f"/api/v1/jobs/{job.pk}/hold/")
+    via_portal = client.post(f"/jobs/{job.pk}/hold/")
+
+    assert via_api.status_code == via_portal.status_code == 409
+    assert "Only a queued job can be held" in via_portal.content.decode()
