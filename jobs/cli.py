@@ -160,7 +160,10 @@ def resubmit(api: Api, args) -> None:
 
 
 def logs(api: Api, args) -> None:
-    after = 0
+    """Print the job's log; with --follow, until the job has ended. Its state is read after a
+    page with nothing new, so the log is read once more once it has ended: the lines it wrote
+    just before it ended are shown."""
+    after, ended = 0, not args.follow
     while True:
         page = api.call("GET", f"jobs/{args.id}/logs/", params={"after": after})
         for line in page["lines"]:
@@ -169,9 +172,11 @@ def logs(api: Api, args) -> None:
         after = page["next"]
         if page["lines"]:
             continue
-        if not args.follow or api.call("GET", f"jobs/{args.id}/")["state"] in TERMINAL:
+        if ended:
             return
-        time.sleep(1)
+        ended = api.call("GET", f"jobs/{args.id}/")["state"] in TERMINAL
+        if not ended:
+            time.sleep(1)
 
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",

@@ -6,9 +6,11 @@ import signal
 import subprocess
 import sys
 import threading
+from types import SimpleNamespace
 
 import pytest
 
+from jobs import cli as cli_module
 from jobs.models import Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token
@@ -206,6 +208,29 @@ def test_the_cli_refuses_a_token_with_characters_no_token_has():
     assert out.returncode != 0
     assert "MLSCHED_TOKEN" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_logs_follow_prints_the_lines_a_job_wrote_just_before_it_ended(live_server, alice,
+                                                                       alpha, capsys):  # fmt: skip
+    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    attempt = AttemptFactory(job=job)
+    _, token = create_token(alice, "cli tests")
+
+    class EndsBetweenTwoReads(cli_module.Api):
+        """The server as it is when the job writes its last line and ends just after a read of
+        its log found nothing new, before the CLI asks for its state."""
+
+        def call(self, method, path, **kwargs):
+            answer = super().call(method, path, **kwargs)
+            if path.endswith("/logs/") and not answer["lines"] and not LogChunk.objects.exists():
+                LogChunk.objects.create(attempt=attempt, seq=1, text="Traceback: the last line")
+                Job.objects.filter(pk=job.pk).update(state=State.FAILED)
+            return answer
+
+    api = EndsBetweenTwoReads(live_server.url, token)
+    cli_module.logs(api, SimpleNamespace(id=job.pk, follow=True))
+
+    assert "[1.0] Traceback: the last line" in capsys.readouterr().out
 
 
 def test_ctrl_c_leaves_logs_follow_without_a_traceback(cli, live_server, alice):
