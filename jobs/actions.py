@@ -170,19 +170,14 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
     cut, live = dependencies.lock_dependents(ended)
     if not live:
         return
-    attempts = dict(
-        Attempt.objects.select_for_update()
-        .filter(job_id__in=live, outcome="")
-        .order_by("id")
-        .values_list("job_id", "id")
-    )
+    stopping = "a dependency can never be met"
+    attempts = stop_live(list(live), Attempt.Outcome.CANCELED, stopping, now)
     reasons = {}
     for job_id, (_, _, root) in live.items():
         cause = cut[root]
         # A cause among the cut was canceled by this cascade; any other is one of `ended`.
         how_it_ended = State.CANCELED if cause in cut else how
         reasons[job_id] = f"dependency {cause} {ENDED_VERBS[how_it_ended]}"
-    request_stop(list(attempts), Attempt.Outcome.CANCELED, "a dependency can never be met", now)
     moving = {job_id: (tenant_id, state) for job_id, (tenant_id, state, _) in live.items()}
     move_claimed(moving, State.CANCELED, reasons, attempts, now, cascade=False)
 

@@ -29,6 +29,9 @@ def job_in(state):
 
 def test_it_has_the_documented_edges():
     assert EDGES[State.QUEUED] == {State.SCHEDULED, State.CANCELED, State.SUCCEEDED}
+    assert EDGES[State.SCHEDULED] == {
+        State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED, State.SUCCEEDED
+    }  # fmt: skip
     assert EDGES[State.RUNNING] == {State.SUCCEEDED, State.FAILED, State.CANCELED, State.QUEUED}
     assert TERMINAL == {State.SUCCEEDED, State.FAILED, State.CANCELED}
 
