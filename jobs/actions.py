@@ -135,15 +135,22 @@ def move_claimed(
     fields = {"state": target, **_timestamps(target, now)}
     fields.update(pending_reason="", pending_message="", estimated_start=None)
     Job.objects.filter(id__in=jobs).update(**fields)
+    write_events(jobs, target, reasons, attempts, now)
+    if target in states.TERMINAL and cascade:
+        cancel_dependents(list(jobs), target, now)
+
+
+def write_events(jobs: dict[int, tuple[int, str]], target: str, reasons: dict[int, str],
+                 attempts: dict[int, int], now) -> None:  # fmt: skip
+    """One JobEvent per job, {id: (tenant id, state before)}, from that state to `target`, in
+    one COPY, and one live message per tenant after commit."""
     written = [
         {"job_id": job_id, "attempt_id": attempts.get(job_id), "from_state": source,
-         "to_state": target, "reason": reasons.get(job_id, ""), "time": now}
+         "to_state": target, "reason": reasons.get(job_id, "")[:300], "time": now}
         for job_id, (_, source) in jobs.items()
     ]  # fmt: skip
     bulk.insert(JobEvent, written)
     events.publish_on_commit((event, jobs[event["job_id"]][0]) for event in written)
-    if target in states.TERMINAL and cascade:
-        cancel_dependents(list(jobs), target, now)
 
 
 ENDED_VERBS = {State.FAILED: "failed", State.CANCELED: "was canceled",
@@ -659,11 +666,5 @@ def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
 
 def _note(shards: dict[int, tuple[int, str]], ids: list[int], reason: str) -> None:
     """One event per job, from and to queued: the hold is in its history and on its page."""
-    now = timezone.now()
-    written = [
-        {"job_id": pk, "attempt_id": None, "from_state": State.QUEUED,
-         "to_state": State.QUEUED, "reason": reason[:300], "time": now}
-        for pk in ids
-    ]  # fmt: skip
-    bulk.insert(JobEvent, written)
-    events.publish_on_commit((event, shards[event["job_id"]][0]) for event in written)
+    queued = {pk: (shards[pk][0], State.QUEUED) for pk in ids}
+    write_events(queued, State.QUEUED, dict.fromkeys(ids, reason), {}, timezone.now())
