@@ -165,11 +165,12 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
     failed", "... was canceled" or "... succeeded", naming the job it waited for.
 
     A batch of them is canceled whole, as cancel() cancels it. Locks, after the caller's (the
-    ended jobs' rows, then their attempts): the dependents' job rows in id order, all above
-    the ended jobs' (a dependent is newer than its dependencies), then their live attempts, as
-    cancel() locks. Their rows come after the ended jobs' attempts, which cannot deadlock: a
-    job that waits for a dependency has never been placed, so no verb holding its row waits
-    for an attempt (it has none, is no preemptor, and the commit claims with SKIP LOCKED).
+    ended jobs' rows, then their attempts): the dependents' job rows in id order (above the
+    ended jobs' unless a change of dependencies named a later job; that change gives way to an
+    end in flight, dependencies.lock_change), then their live attempts, as cancel() locks.
+    Their rows come after the ended jobs' attempts, which cannot deadlock: a job that waits
+    for a dependency is queued, so no verb holding its row waits for an attempt (it has none,
+    is no preemptor, and the commit claims with SKIP LOCKED).
     See dependencies.lock_dependents for the order among the dependents; a success first locks
     the links of the jobs waiting for its batch to fail, if any (dependencies.lock_success)."""
     if how == State.SUCCEEDED and not dependencies.lock_success(ended):
@@ -518,6 +519,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     key = spec.get("idempotency_key")
     if existing := keyed_job(tenant, key):
         return existing, False
+    dependencies.take_turn(tenant.pk, owner.pk, spec["name"])  # ids follow commits: singleton
     dependencies.hold(depends_on)
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
@@ -585,6 +587,42 @@ def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, b
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)
     return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
+
+
+class DependenciesRefused(Exception):
+    """A change of dependencies the job does not allow (a conflict): a shard, or a job that
+    has left the queue."""
+
+
+@transaction.atomic
+def set_dependencies(job: Job, waits: list[dependencies.Wait], singleton: bool, by: str) -> int:
+    """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`): `waits`
+    (dependencies.Wait, as submit takes them: jobs of its tenant the caller may see, no shard
+    but a batch's first, each named once) and whether it is a singleton. A batch (its first
+    shard) changes for all its shards, while every one of them is queued. Records an event
+    from and to queued on each; returns how many jobs changed.
+
+    Locks as dependencies.lock_change says: the tenant, the job's rows, then the jobs waited
+    for. Raises DependenciesRefused for a shard or a job that has left the queue; the
+    serializer's ValidationError for what submit refuses and for a dependency on itself or a
+    cycle (dependencies.check_change). Nothing is written then."""
+    if job.parent_id is not None:
+        raise DependenciesRefused(
+            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+            f"batch's dependencies, #{job.parent_id}."
+        )
+    shards, locked = dependencies.lock_change(job, waits)
+    if left := sorted(pk for pk, state in shards.items() if state != State.QUEUED):
+        what = f"shard #{left[0]} of batch #{job.pk}" if job.is_batch else f"job #{job.pk}"
+        raise DependenciesRefused(
+            f"Only a queued job's dependencies change: {what} is {shards[left[0]]}."
+        )
+    dependencies.check_change(job, waits, singleton, locked)
+    dependencies.replace(job, waits, singleton)
+    reason = f"dependencies {dependencies.written(waits, singleton)}, set by {by}"
+    _note(dict.fromkeys(shards, (job.tenant_id, "")), list(shards), reason)
+    transaction.on_commit(kick)
+    return len(shards)
 
 
 class HoldRefused(Exception):

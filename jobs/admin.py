@@ -1,6 +1,8 @@
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
+from django.urls import reverse
 from django.utils.functional import cached_property
+from django.utils.html import format_html_join
 from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
@@ -91,8 +93,19 @@ class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.M
     actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
 
     def get_readonly_fields(self, request, obj=None):
-        # depends_on too: a form leaves out a relation with a model of its own; shown here.
-        return [f.name for f in Job._meta.fields] + ["depends_on"]
+        # The dependencies too: a form leaves out a relation with a model of its own.
+        return [f.name for f in Job._meta.fields] + ["dependencies"]
+
+    @admin.display(description="Depends on")
+    def dependencies(self, job: Job):
+        """Each job it waits for (a batch: its first shard), with the dependency's kind."""
+        links = job.dependency_links.select_related("on").order_by("on_id")
+        return format_html_join(
+            ", ",
+            '{} <a href="{}">{}</a>',
+            ((link.kind, reverse("admin:jobs_job_change", args=[link.on_id]), link.on)
+             for link in links),
+        ) or "-"  # fmt: skip
 
     def has_add_permission(self, request):
         return False

@@ -18,7 +18,13 @@ from rest_framework.views import APIView
 
 from jobs import access, actions, throttles
 from jobs.models import Job, LogChunk
-from jobs.serializers import EventSerializer, JobSerializer, LogLineSerializer, SubmitSerializer
+from jobs.serializers import (
+    DependenciesSerializer,
+    EventSerializer,
+    JobSerializer,
+    LogLineSerializer,
+    SubmitSerializer,
+)
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
 from jobs.usage_api import UsageView
@@ -120,6 +126,36 @@ class HoldView(APIView):
                 {"id": job.pk, "state": job.state, "held": job.held, "changed": changed}
             )
         return Response({**JobSerializer(job).data, "changed": changed})
+
+
+class DependenciesView(APIView):
+    """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`), as a
+    submission gives them: whoever may cancel a job may change them, naming jobs of its
+    tenant they can see."""
+
+    def post(self, request, pk):
+        job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
+        if not access.can_cancel(request.user, job):
+            raise PermissionDenied("You may see this job but not change its dependencies.")
+        change = DependenciesSerializer(
+            data=request.data, job=job, jobs=access.visible_jobs(request.user)
+        )
+        change.is_valid(raise_exception=True)
+        waits, singleton = change.validated_data["depends_on"], change.validated_data["singleton"]
+        try:
+            changed = actions.set_dependencies(job, waits, singleton, str(request.user))
+        except actions.DependenciesRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        if not access.can_see(request.user, job):
+            # The grant is to cancel, not to read: what was asked, and no more.
+            data = {
+                "id": job.pk,
+                "state": State.QUEUED,
+                "singleton": singleton,
+                "dependencies": [{"id": on, "kind": kind} for on, kind in sorted(waits)],
+            }
+            return Response({**data, "changed": changed})
+        return Response({**JobSerializer(visible(request).get(pk=job.pk)).data, "changed": changed})
 
 
 class ResubmitView(APIView):
@@ -252,6 +288,7 @@ urlpatterns = [
         HoldView.as_view(verb=actions.release_hold),
         name="api-job-release",
     ),
+    path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),

@@ -1,10 +1,14 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
-    submit FILE [--depends-on DEPS]
+    submit FILE [--dependency DEPS]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
-                     ("afterany:12:13", "afternotok:14"; ids after it take its kind too)
+                     ("afterany:12:13", "afternotok:14"; ids after it take its kind too),
+                     and "singleton" to wait for your earlier jobs of its name to end
+                     ("afterok:12,singleton"); --depends-on is the same option
+    depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" for
+                     none): Slurm's scontrol update dependency=
     list [--state S] [--limit N]
                      your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
@@ -96,29 +100,64 @@ def submit(api: Api, args) -> None:
     if args.depends_on:
         if not isinstance(spec, dict) or not isinstance(spec.get("depends_on", []), list):
             raise SystemExit(f"{args.file}: not a job description with a list in depends_on")
-        added = [item for text in args.depends_on for item in dependency_items(text)]
+        added, singleton = [], False
+        for text in args.depends_on:  # each on its own: a kind holds until its option's end
+            items, says_singleton = dependencies_written(text)
+            added, singleton = [*added, *items], singleton or says_singleton
         spec["depends_on"] = [*spec.get("depends_on", []), *added]
+        if singleton:
+            spec["singleton"] = True
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
 
 
-def dependency_items(text: str) -> list:
-    """Dependencies written as Slurm's --dependency writes them, as the API's depends_on items.
+SINGLETON = "singleton"
+
+
+def dependencies_written(text: str) -> tuple[list, bool]:
+    """Dependencies written as Slurm's --dependency writes them: the API's depends_on items,
+    and whether the text says "singleton".
 
     Split by commas or spaces: a job id ("12", or "#12" as the portal shows it) waits for its
     job to succeed (afterok); "KIND:ID[:ID...]" gives its ids a kind (afterok, afterany,
     afternotok), and the bare ids after it too ("afterany:12,13"). What is no id, or no kind,
     goes on as written, for the server to name.
     """
-    items, kind = [], None
+    items, kind, singleton = [], None, False
     for word in filter(None, re.split(r"[\s,]+", text)):
+        if word == SINGLETON:
+            singleton = True
+            continue
         if ":" in word:
             kind, _, word = word.partition(":")
         for written in word.split(":"):
             pk = written.removeprefix("#")
             value = int(pk) if pk.isascii() and pk.isdigit() else pk
             items.append(value if kind is None else {"id": value, "kind": kind})
-    return items
+    return items, singleton
+
+
+def dependency_items(text: str) -> list:
+    """The depends_on items of dependencies as Slurm writes them (`dependencies_written`)."""
+    return dependencies_written(text)[0]
+
+
+def depend(api: Api, args) -> None:
+    """Replace a queued job's dependencies; print them as Slurm writes them."""
+    items, singleton = dependencies_written(args.deps)
+    body = {"depends_on": items, "singleton": singleton}
+    job = api.call("POST", f"jobs/{args.id}/dependencies/", json=body)
+    show(f"{job['id']} {slurm_form(job['dependencies'], job['singleton'])}")
+
+
+def slurm_form(links: list[dict], singleton: bool) -> str:
+    """A job's dependencies ([{"id", "kind"}]) as Slurm's --dependency writes them
+    ("afterok:12:13,afterany:14,singleton"), "none" for none."""
+    by_kind: dict[str, list[str]] = {}
+    for link in links:
+        by_kind.setdefault(link["kind"], []).append(str(link["id"]))
+    parts = [f"{kind}:{':'.join(ids)}" for kind, ids in by_kind.items()]
+    return ",".join(parts + ([SINGLETON] if singleton else [])) or "none"
 
 
 def list_jobs(api: Api, args) -> None:
@@ -234,9 +273,12 @@ def main(argv=None) -> int:
     submitting = commands.add_parser("submit")
     submitting.add_argument("file")
     submitting.add_argument(
-        "--depends-on", action="append", metavar="DEPS",
-        help="jobs to wait for: 12,13 (to succeed), afterany:12:13, afternotok:14",
+        "--dependency", "--depends-on", dest="depends_on", action="append", metavar="DEPS",
+        help="jobs to wait for: 12,13 (to succeed), afterany:12:13, afternotok:14, singleton",
     )  # fmt: skip
+    depending = commands.add_parser("depend")
+    depending.add_argument("id", type=int)
+    depending.add_argument("deps", metavar="DEPS", help='as for submit; "" for none')
     listing = commands.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
@@ -262,7 +304,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
-           "hold": hold, "release": hold, "resubmit": resubmit, "logs": logs,
+           "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "usage": usage}  # fmt: skip
     try:
         run[args.command](api, args)

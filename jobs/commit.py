@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 
 from clusters.models import GPU_MILLI, Allocation, Node
-from jobs import actions, bulk
+from jobs import actions, bulk, dependencies
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement import Outcome, WorkerPlacement
 from jobs.states import State
@@ -103,14 +103,22 @@ def claim(job_ids: list[int], moment: datetime) -> set[int]:
     """Lock the jobs that are still queued, not held and past their retry backoff; skip those
     another transaction holds. A job another scheduler placed since the snapshot may have
     failed and been requeued for a retry meanwhile: its backoff holds. A job held since the
-    snapshot stays where it is."""
+    snapshot stays where it is.
+
+    Of those, keep the ones that do not wait (dependencies.waits), asked once the locks are
+    held: a job's dependencies change under its row's lock, so a change that committed while
+    the locking statement ran is seen by the next statement (the locking one re-checks a row
+    changed meanwhile against the row's own columns, not against other tables as they are
+    now). A job given a dependency, or made a singleton, since the snapshot stays queued."""
     still_queued = (
         Job.objects.select_for_update(skip_locked=True)
         .filter(id__in=job_ids, state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
         .order_by("id")
     )
-    return set(still_queued.values_list("id", flat=True))
+    locked = list(still_queued.values_list("id", flat=True))
+    ready = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
+    return set(ready.values_list("id", flat=True))
 
 
 def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[dict] | None:

@@ -9,32 +9,51 @@ turn, are the jobs that wait for that one to succeed.
 A submission's dependencies are held by its first job: a single job, or a batch's first shard,
 whose other shards wait with it (their `parent`). A dependency on a batch's first shard stands
 for the batch: ended once every shard has ended, succeeded once every shard has succeeded.
-Dependencies point to earlier jobs only (a check constraint), so they never form a cycle, and
-a dependent's id is above its dependencies'.
+A submission names earlier jobs only; a change of a queued job's dependencies
+(jobs.actions.set_dependencies) may name later ones, and is refused where it would close a
+cycle (`check_change`).
 
-These are the queries and the locks; the verbs that use them (submit, cancel_dependents) are
-in jobs.actions, the wait's explanation in jobs.cycle.
+Singleton (Slurm's --dependency=singleton): the jobs of one tenant, submitter and name form a
+group, queued in id order. A singleton job is placed only once every earlier job of its group
+has ended, singleton or not (a batch counts as one job, from its first shard: its shards run
+side by side, and a later job waits for all of them); so of the group's singleton jobs one runs
+at a time. Submissions of one group take turns (`take_turn`), so their ids follow their
+commits: a snapshot that sees a job sees every earlier job of its group, and since an ended job
+never runs again (a held or retried one has not ended: it keeps the later ones waiting), the
+commit's claim needs no lock of its own for them.
+
+These are the queries and the locks; the verbs that use them (submit, set_dependencies,
+cancel_dependents) are in jobs.actions, the wait's explanation in jobs.cycle.
 """
 
 from collections import defaultdict
+from functools import reduce
+from operator import or_
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from rest_framework.exceptions import ValidationError
 
 from jobs.models import Dependency, Job
 from jobs.states import TERMINAL, State
+from quotas.models import Tenant
 
 Kind = Dependency.Kind
 MAX_DEPENDENCIES = 64
 SHOWN = 10  # dependencies a waiting job's sentence names; the rest are counted
 # A job ended in one of these can never succeed: the jobs waiting for that never run.
 CUT_OFF = (State.FAILED, State.CANCELED)
-ENDED = sorted(TERMINAL)  # in one order everywhere: the partial index job_shard_live's
+ENDED = sorted(TERMINAL)  # in one order everywhere: the partial indexes job_shard_live's and
+# job_live_by_name's
+SINGLETON = "singleton"  # the kind `waiting` gives a singleton job's wait for its group
 # What each kind waits for, as the waiting sentence says it.
-VERBS = {Kind.AFTEROK: "succeed", Kind.AFTERANY: "end", Kind.AFTERNOTOK: "fail"}
+VERBS = {Kind.AFTEROK: "succeed", Kind.AFTERANY: "end", Kind.AFTERNOTOK: "fail",
+         SINGLETON: "end (singleton)"}  # fmt: skip
+# Advisory lock keys: (this class, a hash of the group; two groups sharing a hash only take
+# turns together). The scheduler's and retention's single-key locks are another key space.
+GROUP_LOCK = 0x6D6C7367
 
 
 class Wait(NamedTuple):
@@ -79,6 +98,40 @@ def blocked() -> Exists:
     return Exists(Dependency.objects.filter(job_id=root).filter(unmet(OuterRef("on_id"))))
 
 
+def singleton_waits() -> Q:
+    """For a Job queryset: a singleton job with an earlier job of its group (tenant, submitter,
+    name) that has not ended; earlier than its submission, so a batch's own shards do not
+    count. One probe of job_live_by_name, only for singleton jobs."""
+    earlier = Job.objects.filter(
+        tenant_id=OuterRef("tenant_id"),
+        owner_id=OuterRef("owner_id"),
+        name=OuterRef("name"),
+        id__lt=Coalesce(OuterRef("parent_id"), OuterRef("pk")),
+    ).exclude(state__in=ENDED)
+    return Q(singleton=True) & Exists(earlier)
+
+
+def waits() -> Q:
+    """For a Job queryset: the job may not be placed yet, for a dependency not met or as a
+    singleton. The snapshot leaves these jobs out, and the commit's claim asks again: the
+    dependencies may have changed since the snapshot."""
+    return blocked() | singleton_waits()
+
+
+def take_turn(tenant_id: int, owner_id: int, name: str) -> None:
+    """Wait for the submissions of this group in flight, in the caller's transaction: so the
+    group's ids follow their commits, and a job committed with an earlier id than one already
+    seen is never found later (a singleton job would not have waited for it). SQLite has one
+    writer at a time."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+            [GROUP_LOCK, f"{tenant_id}:{owner_id}:{name}"],
+        )
+
+
 def _any_job_sql(on: str, condition: str) -> str:
     """`any_job` in SQL, for the raw queries below; `condition` on a job's row, `x`."""
     jobs = Job._meta.db_table
@@ -107,22 +160,35 @@ def _unmet_sql(link: str) -> tuple[str, list]:
 
 
 def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[tuple[int, str]]]]:
-    """The queued jobs, not held, that wait for a dependency (a held job keeps saying it is
-    held): ({id: its explanation as stored}, {id: the
-    dependencies not met yet, (job, kind) by job}). One query, however many jobs wait: each
-    queued job's links with the `unmet` probes, spelled in SQL as `blocked` spells them in the
-    ORM."""
+    """The queued jobs, not held, that wait for a dependency or as singletons (a held job
+    keeps saying it is held): ({id: its explanation as stored}, {id: the dependencies not met
+    yet, (job, kind) by job, and for a singleton job the earliest submission of its group
+    that has not ended, (job, SINGLETON)}). One query, however many jobs wait: each queued
+    job's links with the `unmet` probes, spelled in SQL as `blocked` spells them in the ORM,
+    and each queued singleton job's first probe of job_live_by_name."""
     jobs, links = Job._meta.db_table, Dependency._meta.db_table
     unmet_sql, params = _unmet_sql("d")
+    ended = ", ".join(["%s"] * len(ENDED))
+    earliest = f"""SELECT COALESCE(o.parent_id, o.id) FROM {jobs} o
+        WHERE o.tenant_id = j.tenant_id AND o.owner_id = j.owner_id AND o.name = j.name
+        AND o.id < COALESCE(j.parent_id, j.id) AND o.state NOT IN ({ended})
+        ORDER BY o.id LIMIT 1"""
     sql = f"""
         SELECT j.id, j.pending_reason, j.pending_message, j.estimated_start, d.on_id, d.kind
         FROM {jobs} j JOIN {links} d ON d.job_id = COALESCE(j.parent_id, j.id)
         WHERE j.state = %s AND j.held = '' AND {unmet_sql}
-        ORDER BY j.id, d.on_id
+        UNION ALL
+        SELECT * FROM (
+            SELECT j.id, j.pending_reason, j.pending_message, j.estimated_start,
+                ({earliest}) AS on_id, %s AS kind
+            FROM {jobs} j WHERE j.state = %s AND j.held = '' AND j.singleton
+        ) s WHERE s.on_id IS NOT NULL
+        ORDER BY 1, 5
     """
+    queued = State.QUEUED.value
     pending, waits_for = {}, defaultdict(list)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [State.QUEUED.value, *params])
+        cursor.execute(sql, [queued, *params, *[s.value for s in ENDED], SINGLETON, queued])
         for job_id, reason, message, estimate, on, kind in cursor.fetchall():
             pending[job_id] = (reason, message, estimate)
             waits_for[job_id].append((on, kind))  # a plain tuple: a third faster than a Wait
@@ -162,21 +228,142 @@ def hold(waits: list[Wait]) -> None:
     ended the wrong way (afterok: failed or canceled; afternotok: succeeded), so that a job
     waiting for it would never run, or that is gone (pruned) since the serializer saw it.
     """
-    ids = [wait.on for wait in waits]
+    _check_awaited(waits, _lock_awaited([wait.on for wait in waits]))
+
+
+def _lock_awaited(ids: list[int], *, nowait: bool = False) -> set[int]:
+    """Lock these jobs and their batches' live shards in id order; the ids found of `ids`.
+    `nowait`: raise OperationalError rather than wait for a lock another transaction holds."""
     if not ids:
-        return
+        return set()
     live_shards = Q(parent_id__in=ids) & ~Q(state__in=TERMINAL)
-    locked = set(
+    locked = (
         Job.objects.filter(Q(pk__in=ids) | live_shards)
-        .select_for_update(no_key=True)
+        .select_for_update(no_key=True, nowait=nowait)
         .order_by("id")
         .values_list("id", flat=True)
     )
-    if gone := sorted(set(ids) - locked):
+    return set(locked) & set(ids)
+
+
+def _check_awaited(waits: list[Wait], locked: set[int]) -> None:
+    """`hold`'s refusals, once the jobs waited for are locked (`locked`: those found)."""
+    if gone := sorted({wait.on for wait in waits} - locked):
         raise ValidationError({"depends_on": [f"No job #{gone[0]} you can see."]})
     awaited = {kind: [on for on, of_kind in waits if of_kind == kind] for kind in Kind}
     if problem := _failed(awaited[Kind.AFTEROK]) or _succeeded(awaited[Kind.AFTERNOTOK]):
         raise ValidationError({"depends_on": [problem]})
+
+
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's error for a NOWAIT lock another transaction holds
+
+
+def lock_change(job: Job, waits: list[Wait]) -> tuple[dict[int, str], set[int]]:
+    """Lock what a change of `job`'s dependencies to `waits` reads and writes: ({id: state} of
+    the job's rows (a batch: every shard), the ids of `waits` found).
+
+    1. The tenant's row (FOR NO KEY UPDATE: submissions' foreign key checks pass): changes of
+       one tenant's dependencies take turns, so that the later one's cycle check sees the
+       earlier one's links. Locks on the jobs changed and named would not do: two changes
+       closing a ring of four jobs at once share no job.
+    2. The job's rows, in id order, as cancel() locks them: the commit's claim skips a job
+       being changed (SKIP LOCKED), or the change waits for the placement and finds the job
+       scheduled; the two never both win.
+    3. The jobs it waits for now and is to wait for, as submit holds them, without waiting:
+       one may be ending, its transaction about to lock this job to cancel it (or holding the
+       link a success locks), and waiting for it while holding the job would deadlock. Then
+       the locks of 2 and 3 go (a savepoint rolled back), the busy jobs are waited for alone,
+       and all are taken again.
+    """
+    list(Tenant.objects.filter(pk=job.tenant_id).select_for_update(no_key=True).values("pk"))
+    awaited = [wait.on for wait in waits]
+    while True:
+        try:
+            with transaction.atomic():  # a savepoint: rolled back, its row locks go with it
+                rows = dict(job.batch().select_for_update().values_list("id", "state"))
+                old = Dependency.objects.filter(job=job).values_list("on_id", flat=True)
+                awaited = sorted({*awaited, *old})
+                return rows, _lock_awaited(awaited, nowait=True)
+        except OperationalError as busy:
+            if getattr(busy.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+        with transaction.atomic():
+            _lock_awaited(awaited)  # until the busy ones' holders have committed
+            transaction.set_rollback(True)
+
+
+def check_change(job: Job, waits: list[Wait], singleton: bool, locked: set[int]) -> None:
+    """Raise the serializer's ValidationError for a change of `job`'s dependencies, under
+    `lock_change`'s locks, that submit would refuse (`hold`), or that would have it wait for
+    itself: on `depends_on` for itself, or for a job that waits for it, directly or through
+    others; on `singleton` for an earlier job of its group that does."""
+    if any(wait.on == job.pk for wait in waits):
+        raise ValidationError({"depends_on": [f"Job #{job.pk} cannot wait for itself."]})
+    _check_awaited(waits, locked)
+    waiting = waiters(job.pk)
+    if looped := sorted(wait.on for wait in waits if wait.on in waiting):
+        raise ValidationError({"depends_on": [
+            f"Job #{looped[0]} waits for job #{job.pk}, directly or through other jobs: if "
+            "each waited for the other, neither would ever run."
+        ]})  # fmt: skip
+    if not (singleton and waiting):
+        return
+    group = Job.objects.filter(tenant_id=job.tenant_id, owner_id=job.owner_id, name=job.name)
+    if earlier := group.filter(pk__lt=job.pk, pk__in=waiting).order_by("pk").first():
+        raise ValidationError({"singleton": [
+            f"Job #{earlier.pk}, an earlier job of the same name, waits for job #{job.pk}, "
+            "directly or through other jobs: a singleton waits for it, so neither would ever run."
+        ]})  # fmt: skip
+
+
+def waiters(root: int) -> set[int]:
+    """The submissions (first jobs) not ended that wait for `root`, directly or through
+    others: those with a dependency on it and the later singleton jobs of its group, then
+    theirs in turn. Three queries a step along the longest way back."""
+    found: set[int] = set()
+    step = {root}
+    while step:
+        linked = set(Dependency.objects.filter(on_id__in=step).values_list("job_id", flat=True))
+        reached = (linked | _later_singletons(step)) - found - {root}
+        live = Job.objects.filter(pk__in=reached).filter(unended(OuterRef("pk")))
+        step = set(live.values_list("pk", flat=True))
+        found |= step
+    return found
+
+
+def _later_singletons(roots: set[int]) -> set[int]:
+    """The singleton submissions not ended that come after any of `roots` in its group, and so
+    wait for it (ids follow commits in a group: `take_turn`)."""
+    first: dict[tuple, int] = {}
+    rows = Job.objects.filter(pk__in=roots).order_by("pk")
+    for pk, *group in rows.values_list("pk", "tenant_id", "owner_id", "name"):
+        first.setdefault(tuple(group), pk)
+    if not first:
+        return set()
+    later = reduce(or_, [
+        Q(tenant_id=tenant, owner_id=owner, name=name, pk__gt=pk) & ~Q(parent_id=pk)
+        for (tenant, owner, name), pk in first.items()
+    ])  # fmt: skip
+    found = Job.objects.filter(later, singleton=True).exclude(state__in=ENDED)
+    return set(found.values_list(Coalesce("parent_id", "pk"), flat=True))
+
+
+def replace(job: Job, waits: list[Wait], singleton: bool) -> None:
+    """Write `job`'s dependencies in place of those it had, and whether it (a batch: every
+    shard) is a singleton."""
+    Dependency.objects.filter(job=job).delete()
+    Dependency.objects.bulk_create(Dependency(job=job, on_id=on, kind=kind) for on, kind in waits)
+    job.batch().update(singleton=singleton)
+
+
+def written(waits: list[Wait], singleton: bool) -> str:
+    """Dependencies as Slurm's --dependency writes them ("afterok:12:13,afterany:14,singleton"),
+    "none" for none."""
+    by_kind: dict[str, list[str]] = defaultdict(list)
+    for on, kind in sorted(waits):
+        by_kind[kind].append(str(on))
+    parts = [f"{kind}:{':'.join(by_kind[kind])}" for kind in Kind.values if kind in by_kind]
+    return ",".join(parts + ([SINGLETON] if singleton else [])) or "none"
 
 
 def _failed(ids: list[int]) -> str:
@@ -244,8 +431,8 @@ def lock_success(succeeded: list[int]) -> bool:
 
     Two shards that succeed at once each see the other still running, and neither would find
     the batch succeeded whole: taking these locks, the second waits for the first to commit,
-    then sees it. A submission adding such a link locks the batch's live shards first (`hold`),
-    so it comes before a shard's success or sees it."""
+    then sees it. A submission or a change adding such a link locks the batch's live shards
+    first (`hold`, `lock_change`), so it comes before a shard's success or sees it."""
     roots = Job.objects.filter(pk__in=succeeded).values(root=Coalesce("parent_id", "pk"))
     links = Dependency.objects.filter(on_id__in=roots, kind=Kind.AFTERNOTOK)
     return bool(list(links.select_for_update().order_by("id").values_list("id", flat=True)))
@@ -259,11 +446,11 @@ def lock_dependents(ended: list[int]) -> tuple[dict[int, int], dict[int, tuple[i
     """The submissions cut off by `ended` ({first job: cause}, as `dependents`) and their live
     jobs, {id: (tenant id, state, first job)}, locked in id order.
 
-    A submission naming one of them as a dependency locks it first (`hold`), so once they
-    are all locked, none gains a dependent, and reading them again finds them all. One that
-    committed while this waited for a lock is found by that second read: then the locks are
-    let go (the savepoint rolled back) and taken again with it, so that no row is ever locked
-    out of id order.
+    A submission or a change naming one of them as a dependency locks it first (`hold`,
+    `lock_change`), so once they are all locked, none gains a dependent, and reading them
+    again finds them all. One that committed while this waited for a lock is found by that
+    second read: then the locks are let go (the savepoint rolled back) and taken again with
+    it, so that no row is ever locked out of id order.
     """
     while True:
         cut = dependents(ended)

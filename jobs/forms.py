@@ -7,7 +7,7 @@ and its nested errors back into one line per field.
 
 import shlex
 
-from jobs.cli import dependency_items
+from jobs.cli import dependencies_written
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -46,9 +46,11 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         except ValueError as error:
             data[field], errors[field] = {}, str(error)
     data["gpu_types"] = [name.strip() for name in values["gpu_types"].split(",") if name.strip()]
-    # As the command line takes them: "#12, 13, afterany:14"; what is no id goes on as typed,
-    # for the serializer to name.
-    data["depends_on"] = dependency_items(values["depends_on"])
+    # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
+    # as typed, for the serializer to name.
+    data["depends_on"], singleton = dependencies_written(values["depends_on"])
+    if singleton:
+        data["singleton"] = True
     return data, errors
 
 

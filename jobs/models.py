@@ -75,6 +75,13 @@ class Job(models.Model):
         help_text="Jobs that must all have succeeded (a batch: every shard), or ended, or ended "
         "without success, as each dependency's kind says, before this one is placed.",
     )
+    # Slurm's --dependency=singleton, for the group of jobs of one tenant, submitter and name:
+    # see jobs.dependencies. Every shard of a batch carries it: the batch counts as one job.
+    singleton = models.BooleanField(
+        default=False,
+        help_text="Placed only once every earlier job of the same tenant, submitter and name "
+        "has ended (a batch: every shard), so that one of them runs at a time.",
+    )
 
     priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT)
     priority = models.IntegerField(default=0, help_text="Order inside the tenant and tier.")
@@ -167,6 +174,13 @@ class Job(models.Model):
                 condition=models.Q(parent__isnull=False) & ~models.Q(state__in=sorted(TERMINAL)),
                 name="job_shard_live",
             ),
+            # A singleton job's earlier jobs of its name that have not ended, in id order: one
+            # probe, however many have ended (jobs.dependencies.singleton_waits).
+            models.Index(
+                fields=["tenant", "owner", "name", "id"],
+                condition=~models.Q(state__in=sorted(TERMINAL)),
+                name="job_live_by_name",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -214,6 +228,9 @@ class Dependency(models.Model):
     a batch meaning every shard of it: ended once every shard has, succeeded once every shard
     has. Both are deleted with either job: retention prunes only ended jobs, and a dependency
     that ended was met (or its dependents were canceled with it).
+
+    `on` is earlier than `job` when the submission named it, and may be later once the links
+    are changed (jobs.actions.set_dependencies, which refuses a cycle).
     """
 
     class Kind(models.TextChoices):
@@ -234,10 +251,6 @@ class Dependency(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "on"], include=["kind"], name="dependency_unique"
-            ),
-            # Only on an earlier job: no chain of dependencies can come back to where it began.
-            models.CheckConstraint(
-                condition=models.Q(on__lt=models.F("job")), name="dependency_on_earlier_job"
             ),
         ]
 

@@ -113,6 +113,9 @@ class SubmitSerializer(serializers.Serializer):
         default=list,
         max_length=MAX_DEPENDENCIES,
     )
+    # Slurm's --dependency=singleton: after every earlier job of the same tenant, submitter and
+    # name (a batch waits, and is waited for, as one job).
+    singleton = serializers.BooleanField(default=False)
 
     def __init__(self, *args, tenants=None, jobs=None, **kwargs):
         """`tenants`: those the caller may submit to; `jobs`: those the caller can see (only
@@ -183,6 +186,27 @@ def dependency_problem(waits: list[Wait], tenant, visible) -> str:
     return ""
 
 
+class DependenciesSerializer(serializers.Serializer):
+    """A queued job's dependencies as they are to be from now on (Slurm's `scontrol update
+    dependency=`), in a submission's forms, replacing all it had: `depends_on` ([] for none)
+    and `singleton` (false unless given). The rules of a submission's depends_on hold; those
+    that ask the job's state and the jobs it would wait for are asked under lock
+    (jobs.actions.set_dependencies)."""
+
+    depends_on = serializers.ListField(child=DependencyItem(), max_length=MAX_DEPENDENCIES)
+    singleton = serializers.BooleanField(default=False)
+
+    def __init__(self, *args, job=None, jobs=None, **kwargs):
+        """`job`: the job changed; `jobs`: those the caller can see (only those may be named)."""
+        super().__init__(*args, **kwargs)
+        self.job, self.jobs = job, jobs
+
+    def validate(self, data):
+        if problem := dependency_problem(data["depends_on"], self.job.tenant, self.jobs):
+            raise serializers.ValidationError({"depends_on": problem})
+        return data
+
+
 def submission_of(job: Job) -> dict:
     """What a client would post to submit `job` again: its spec, as SubmitSerializer takes it.
 
@@ -219,7 +243,7 @@ class JobSerializer(serializers.ModelSerializer):
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
             "pending_reason", "pending_message", "estimated_start", "created", "scheduled_at",
-            "started_at", "finished_at", "depends_on", "dependencies", "attempts",
+            "started_at", "finished_at", "depends_on", "dependencies", "singleton", "attempts",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -2,7 +2,7 @@
 
 Three queries: nodes, live allocations (which give free capacity, running jobs and tenant usage
 at once), queued jobs that may run; plus tenants with their quotas, and the jobs that wait for
-a dependency, which the core never sees. Units become the core's: milli-CPU, MiB,
+a dependency or as singletons, which the core never sees. Units become the core's: milli-CPU, MiB,
 milli-GPU, float seconds.
 """
 
@@ -46,7 +46,8 @@ class Loaded:
     snapshot: p.Snapshot
     # Every queued job's explanation as stored: (reason code, sentence, estimated start).
     pending: dict[int, tuple[str, str, object]] = field(default_factory=dict)
-    # Jobs that wait for a dependency: {id: [(dependency, kind) not met yet, by dependency]}.
+    # Jobs that wait for a dependency: {id: [(dependency, kind) not met yet, by dependency]};
+    # a singleton job's earlier job of its group, as (job, "singleton").
     waiting: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
 
 
@@ -230,13 +231,14 @@ def gpu_scale(flavor: str) -> int:
 
 
 def queued_jobs(now: float):
-    """The queued jobs that may be placed now: not held, past their retry backoff, and not
-    waiting for a dependency (filtered here, in the query: the queue may hold 100,000 jobs)."""
+    """The queued jobs that may be placed now: not held, past their retry backoff, not
+    waiting for a dependency, and no singleton job with an earlier job of its group still
+    live (filtered here, in the query: the queue may hold 100,000 jobs)."""
     moment = datetime.fromtimestamp(now, tz=UTC)
     return (
         Job.objects.filter(state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
-        .exclude(dependencies.blocked())
+        .exclude(dependencies.waits())
         .order_by("id")
         .values(*QUEUED_FIELDS)
     )

@@ -9,6 +9,7 @@ from django.db import connection
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
+from jobs import dependencies
 from jobs.models import Attempt, Job, JobEvent, LogChunk
 from jobs.states import State
 from quotas.models import Membership
@@ -163,13 +164,14 @@ def test_the_same_idempotency_key_gives_the_same_job(alice):
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_submissions_with_one_idempotency_key_give_one_job(alice):
     # Hold each request after its check for an existing job until both have checked: both
-    # insert, as two clients retrying at once can, and the unique constraint decides.
+    # insert, as two clients retrying at once can (one after the other: submissions of one
+    # name take turns), and the unique constraint decides.
     both_checked = threading.Barrier(2, timeout=10)
-    create = Job.objects.create
+    take_turn = dependencies.take_turn
 
-    def create_once_both_checked(**fields):
+    def take_turn_once_both_checked(*group):
         both_checked.wait()
-        return create(**fields)
+        return take_turn(*group)
 
     def post(_):
         client = client_for(alice)
@@ -181,7 +183,7 @@ def test_two_concurrent_submissions_with_one_idempotency_key_give_one_job(alice)
             connection.close()
 
     with (
-        mock.patch.object(Job.objects, "create", create_once_both_checked),
+        mock.patch.object(dependencies, "take_turn", take_turn_once_both_checked),
         ThreadPoolExecutor(2) as pool,
     ):
         responses = list(pool.map(post, range(2)))

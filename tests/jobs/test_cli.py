@@ -119,6 +119,34 @@ def test_the_cli_submits_a_job_that_waits_for_another(cli):
     assert refused.returncode != 0 and "depends_on" in refused.stderr
 
 
+def test_the_cli_submits_with_slurms_dependency_option_singleton_included(cli):
+    first = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+
+    submitted = cli("submit", "-", "--dependency", f"afterany:{first},singleton",
+                    stdin=json.dumps(SPEC))  # fmt: skip
+
+    assert submitted.returncode == 0, submitted.stderr
+    shown = json.loads(cli("status", submitted.stdout.split()[0]).stdout)
+    assert (shown["dependencies"], shown["singleton"]) == (
+        [{"id": first, "kind": "afterany"}], True
+    )  # fmt: skip
+
+
+def test_the_cli_replaces_a_queued_jobs_dependencies_then_removes_them(cli):
+    first, job = (int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+                  for _ in range(2))  # fmt: skip
+
+    changed = cli("depend", str(job), f"afternotok:{first},singleton")
+    refused = cli("depend", str(job), str(job))
+    removed = cli("depend", str(job), "")
+
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.strip() == f"{job} afternotok:{first},singleton"
+    assert refused.returncode != 0 and "cannot wait for itself" in refused.stderr
+    assert removed.stdout.strip() == f"{job} none"
+    assert not Job.objects.get(pk=job).depends_on.exists()
+
+
 def test_the_cli_reports_a_refused_submission(cli):
     out = cli("submit", "-", stdin=json.dumps({**SPEC, "cpu_milli": 0}))
 
