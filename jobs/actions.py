@@ -281,21 +281,26 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
     {preemptor id: victim ids}; return the victims asked.
 
-    Only for preemptors still queued and not held: one canceled, placed or held since the cycle
-    decided needs no room, and its victims keep running. The preemptors are locked first, in id
-    order (job rows before attempts, as cancel() locks), so a cancel in flight is waited for,
-    not overtaken; then the victims as cancel() locks them (lock_live), so a cancel of their
-    batch racing this waits too instead of deadlocking.
+    Only for preemptors still queued, not held and not waiting (dependencies.waits): one
+    canceled, placed or held since the cycle decided, or given a dependency or made a
+    singleton it must wait for, cannot use the room, and its victims keep running. The
+    preemptors are locked first, in id order (job rows before attempts, as cancel() locks), so
+    a cancel in flight is waited for, not overtaken, and a change of dependencies in flight
+    too (asked once the locks are held, as the commit's claim asks); then the victims as
+    cancel() locks them (lock_live), so a cancel of their batch racing this waits too instead
+    of deadlocking.
     The claim lasts until the preemptor starts, or for as long as the victims are expected to
     take to go (their grace period, twice) and a minute more.
     """
     now = now or timezone.now()
-    waiting = list(
+    locked = list(
         Job.objects.select_for_update()
         .filter(id__in=victims_of, state=State.QUEUED, held="")
         .order_by("id")
         .values_list("id", flat=True)
     )
+    ready = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
+    waiting = list(ready.values_list("id", flat=True))
     victims = sorted({victim for job_id in waiting for victim in victims_of[job_id]})
     lock_live(Attempt.objects.filter(job_id__in=victims))
     request_stop(victims, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)

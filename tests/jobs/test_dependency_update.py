@@ -12,7 +12,7 @@ from jobs import actions, cycle, dependencies
 from jobs.dependencies import Wait
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.states import State
-from tests.factories import UserFactory
+from tests.factories import JobFactory, UserFactory
 from tests.jobs.test_dependencies import (  # noqa: F401 - fixtures among them
     REFUSED,
     api,
@@ -482,6 +482,22 @@ def test_a_job_given_a_wait_after_the_snapshot_is_not_placed_by_that_cycle(
     monkeypatch.undo()
     cycle.run_cycle()
     assert Job.objects.get(pk=evaluate.pk).pending_reason == "waiting_for_dependency"
+
+
+@pytest.mark.parametrize("what", ["dependency", "singleton"])
+def test_a_preemptor_given_a_wait_after_the_cycle_decided_evicts_nobody(alice, alpha, what):
+    train = submit(alice, alpha, name=NAME)
+    preemptor = submit(alice, alpha, name=NAME)
+    victim = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    if what == "dependency":
+        depend(preemptor, (train, OK))
+    else:
+        depend(preemptor, singleton=True)
+
+    asked = actions.preempt({preemptor.pk: [victim.pk]})
+
+    assert asked == []
+    assert Job.objects.get(pk=preemptor.pk).preempting_until is None
 
 
 @pytest.mark.django_db(transaction=True)
