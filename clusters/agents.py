@@ -113,11 +113,38 @@ def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[
     lost = Attempt.objects.filter(
         cluster=cluster, pk__in=done, outcome=Outcome.LOST, exit_code__isnull=True
     ).values_list("pk", "job__workers")
-    return [
-        pk
-        for pk, world_size in lost
-        if sorted(w.rank for w in by_attempt[pk]) == list(range(world_size))
-    ]
+    return [pk for pk, world_size in lost if every_rank(by_attempt[pk], world_size)]
+
+
+def every_rank(workers, world_size: int) -> bool:
+    """Whether the workers are the gang's ranks 0..world_size-1, each once: counting them
+    instead would let a rank reported twice, or one past the gang, stand for a missing one."""
+    return sorted(w.rank for w in workers) == list(range(world_size))
+
+
+def misreported_ranks(cluster: Cluster, ranks: list[tuple[int, int]]) -> dict[int, str]:
+    """The report's entries, by position, that name a rank their attempt cannot have, with
+    why: one named before in the report, or one outside 0..workers-1 of this cluster's attempt
+    (another cluster's attempt is ignored by the heartbeat anyway). Empty for a sound report.
+
+    Backends key their workers by (attempt, rank) and take ranks from the attempt's spec, so
+    such an entry means a broken report: the heartbeat is refused whole, before anything of it
+    is applied."""
+    world_sizes = dict(
+        Attempt.objects.filter(cluster=cluster, pk__in={a for a, _ in ranks}).values_list(
+            "pk", "job__workers"
+        )
+    )
+    bad: dict[int, str] = {}
+    seen = set()
+    for index, (attempt_id, rank) in enumerate(ranks):
+        world_size = world_sizes.get(attempt_id)
+        if (attempt_id, rank) in seen:
+            bad[index] = f"Rank {rank} of attempt {attempt_id} is reported twice."
+        elif world_size is not None and rank >= world_size:
+            bad[index] = f"Attempt {attempt_id} has ranks 0 to {world_size - 1}, not {rank}."
+        seen.add((attempt_id, rank))
+    return bad
 
 
 STILL_RUNNING = (base.PENDING, base.RUNNING)
@@ -160,7 +187,7 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
             actions.stop_attempts(Attempt.objects.filter(pk=attempt.pk), outcome, reason, now)
     elif (
         (attempt.started_at is None or attempt.job.state == State.SCHEDULED)
-        and len(workers) == world_size
+        and every_rank(workers, world_size)
         and all(w.phase in RAN for w in workers)
     ):
         # Once: a running attempt is reported every second, and this writes.
@@ -205,7 +232,7 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
 
     A gang ends as a whole: one worker lost or failed ends the attempt as an infrastructure
     failure; one worker's non-zero exit (out-of-memory kills included: the job passed its own
-    request) ends it as a user error.
+    request) ends it as a user error; it succeeds once each of its ranks has exited 0.
     """
     for phase, outcome in ((base.LOST, Outcome.LOST), (base.FAILED, Outcome.INFRA_ERROR)):
         for w in workers:
@@ -223,8 +250,7 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
             )
     if any(w.phase == base.STOPPED for w in workers):
         return stop_reason or Outcome.LOST, None, ""  # the stop request's own reason stands
-    exited = [w for w in workers if w.phase == base.EXITED]
-    if len(exited) == world_size:
+    if every_rank([w for w in workers if w.phase == base.EXITED], world_size):
         return Outcome.SUCCEEDED, 0, "exit code 0"
     return None
 
@@ -289,8 +315,9 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
 
 
 def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = None) -> int:
-    """Keep the lines of this cluster's attempts (a line sent twice is kept once) and push
-    them to the viewers of each job's page."""
+    """Keep the lines of this cluster's attempts (a line sent twice, in one batch or two, is
+    kept and counted once) and push them to the viewers of each job's page. The number of
+    lines stored, notes of dropped lines included."""
     rows = Attempt.objects.filter(
         cluster=cluster, pk__in={line.attempt_id for line in lines}
     ).values_list("pk", "job_id", "number", "job__tenant_id")
@@ -313,9 +340,10 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
 
 
 def unstored(lines: list[base.LogLine]) -> list[base.LogLine]:
-    """The lines not stored yet. An agent that restarts sends its workers' logs again: those
-    lines must neither count toward the tenant's rate nor reach the viewers twice. One query,
-    over each worker's seq range in the batch."""
+    """The lines not stored yet, each once. An agent that restarts sends its workers' logs
+    again, and a batch may name a line twice: a line stored once must neither count toward the
+    tenant's rate, nor in the answer, nor reach the viewers more than once. One query, over
+    each worker's seq range in the batch."""
     ranges: dict[tuple[int, int], list[int]] = {}
     for line in lines:
         low_high = ranges.setdefault((line.attempt_id, line.rank), [line.seq, line.seq])
@@ -325,8 +353,14 @@ def unstored(lines: list[base.LogLine]) -> list[base.LogLine]:
     where = Q()
     for (attempt_id, rank), (low, high) in ranges.items():
         where |= Q(attempt_id=attempt_id, worker=rank, seq__gte=low, seq__lte=high)
-    stored = set(LogChunk.objects.filter(where).values_list("attempt_id", "worker", "seq"))
-    return [line for line in lines if (line.attempt_id, line.rank, line.seq) not in stored]
+    seen = set(LogChunk.objects.filter(where).values_list("attempt_id", "worker", "seq"))
+    fresh = []
+    for line in lines:  # a line the batch names twice is one line: its first copy is kept
+        key = (line.attempt_id, line.rank, line.seq)
+        if key not in seen:
+            seen.add(key)
+            fresh.append(line)
+    return fresh
 
 
 def capped(lines: list[base.LogLine]) -> list[base.LogLine]:

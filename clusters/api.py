@@ -97,6 +97,13 @@ class WorkerStatusSerializer(serializers.Serializer):
         allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP
     )
 
+    def validate(self, data):
+        # Exited: the process ended on its own, and only its code says whether the job did
+        # its work or failed by its own fault.
+        if data["phase"] == base.EXITED and data["exit_code"] is None:
+            raise serializers.ValidationError({"exit_code": "An exited worker needs its code."})
+        return data
+
 
 class LogLineSerializer(serializers.Serializer):
     attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
@@ -111,16 +118,26 @@ class InventorySerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(serializers.Serializer):
+    """Every worker the agent runs; `cluster` in the context: each rank is checked against the
+    world size of that cluster's attempt."""
+
     workers = WorkerStatusSerializer(many=True, allow_empty=True)
+
+    def validate_workers(self, workers):
+        ranks = [(w["attempt_id"], w["rank"]) for w in workers]
+        bad = agents.misreported_ranks(self.context["cluster"], ranks)
+        if bad:
+            raise serializers.ValidationError({i: {"rank": [why]} for i, why in bad.items()})
+        return workers
 
 
 class LogsSerializer(serializers.Serializer):
     lines = LogLineSerializer(many=True, allow_empty=True, max_length=10_000)
 
 
-def parsed(serializer_class, data, key: str) -> list[dict]:
+def parsed(serializer_class, data, key: str, **context) -> list[dict]:
     """The validated list under `key`; a 400 naming the bad field otherwise."""
-    serializer = serializer_class(data=data)
+    serializer = serializer_class(data=data, context=context)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data[key]
 
@@ -142,7 +159,7 @@ class InventoryView(AgentView):
 
 class HeartbeatView(AgentView):
     def post(self, request, cluster):
-        workers = parsed(HeartbeatSerializer, request.data, "workers")
+        workers = parsed(HeartbeatSerializer, request.data, "workers", cluster=request.auth)
         state = agents.heartbeat(request.auth, [base.WorkerStatus(**w) for w in workers])
         return Response(state)
 
