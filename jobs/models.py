@@ -289,7 +289,8 @@ class Attempt(models.Model):
     wasted_gpu_seconds = models.FloatField(
         default=0.0,
         help_text="GPU-seconds reserved but not doing useful work: the wait between scheduled "
-        "and running, a lost attempt's whole run, work since the last checkpoint when preempted.",
+        "and running, a lost attempt's whole run, work since the last checkpoint when preempted, "
+        "the whole run of a retry stopped because a lost attempt's late success came first.",
     )
     # Null and "" differ: not recorded, and no GPU.
     gpu_type = models.CharField(  # noqa: DJ001

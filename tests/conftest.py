@@ -4,6 +4,8 @@ Alice owns team "alpha"; Bob is a member of Alice's team; Charlie is in team "ga
 """
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
 from quotas.models import Membership
@@ -97,3 +99,12 @@ def agent(east):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Agent {east.rotate_token()}")
     return client
+
+
+@pytest.fixture
+def latest_migrations_after():
+    """For a test that migrates the database back to try a migration: the tests after it run
+    on every migration."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -99,3 +100,45 @@ def test_a_retry_preempted_before_its_first_checkpoint_wastes_only_its_own_time(
     held = (retried.ended_at - retried.scheduled_at).total_seconds()
     assert retried.outcome == Outcome.PREEMPTED
     assert retried.wasted_gpu_seconds <= 4 * held  # not the minute before it was placed
+
+
+BEFORE_0021 = [("jobs", "0020_job_singleton")]
+AFTER_0021 = [("jobs", "0021_checkpoints_of_their_own")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("latest_migrations_after")
+def test_the_migration_forgets_checkpoints_attempts_took_from_their_predecessors():
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE_0021)
+    old = executor.loader.project_state(BEFORE_0021).apps
+    tenant = old.get_model("quotas", "Tenant").objects.create(name="t", slug="t")
+    owner = old.get_model("auth", "User").objects.create(username="u")
+    normal = old.get_model("quotas", "PriorityClass").objects.create(name="normal", value=0)
+    job = old.get_model("jobs", "Job").objects.create(
+        tenant=tenant, owner=owner, name="j", family="training", image="i", command=["x"],
+        cpu_milli=1, memory_mb=1, gpus=2, workers=2, priority_class=normal, max_runtime_s=60,
+    )  # fmt: skip
+    placed = timezone.now() - AN_HOUR
+    Attempt_ = old.get_model("jobs", "Attempt")
+
+    def attempt(number, checkpoint, **times):
+        return Attempt_.objects.create(
+            job=job, number=number, scheduled_at=placed, started_at=placed + timedelta(minutes=1),
+            last_checkpoint_at=checkpoint, **times,
+        ).pk  # fmt: skip
+
+    ended = {"outcome": "preempted", "ended_at": placed + timedelta(minutes=31),
+             "wasted_gpu_seconds": 4 * 86_400.0}  # charged from a day-old checkpoint  # fmt: skip
+    borrowed = attempt(1, placed - timedelta(days=1), **ended)
+    own = attempt(2, placed + timedelta(minutes=11), **{**ended, "wasted_gpu_seconds": 4 * 1260.0})
+    live = attempt(3, placed - timedelta(minutes=5))
+    executor = MigrationExecutor(connection)
+    executor.migrate(AFTER_0021)
+
+    rows = dict(Attempt.objects.values_list("pk", "last_checkpoint_at"))
+    assert rows[borrowed] is None and rows[live] is None
+    assert rows[own] == placed + timedelta(minutes=11)
+    waste = dict(Attempt.objects.values_list("pk", "wasted_gpu_seconds"))
+    assert waste[borrowed] == pytest.approx(4 * 31 * 60)  # 2 workers x 2 GPUs, placed to end
+    assert waste[own] == 4 * 1260.0

@@ -25,14 +25,6 @@ def test_the_commit_records_each_attempts_gpu_type_and_none_for_cpu_only_work():
     assert Attempt.objects.get(job=cpu_only).gpu_type == ""
 
 
-@pytest.fixture
-def latest_migrations_after():
-    """The tests after this one run on every migration, the ones after 0015 too."""
-    yield
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("latest_migrations_after")
 def test_the_migration_takes_earlier_attempts_gpu_types_from_their_allocation_rows():
