@@ -16,6 +16,12 @@ class ControlPlane:
 
     def _post(self, what: str, payload: dict) -> dict:
         response = self.session.post(self.base + what + "/", json=payload, timeout=self.timeout)
+        if 400 <= response.status_code < 500:
+            # The answer names what was refused: keep it in the error, for the agent's log.
+            raise requests.HTTPError(
+                f"{response.status_code} {response.reason} for {what}: {response.text[:2000]}",
+                response=response,
+            )
         response.raise_for_status()
         return response.json()
 

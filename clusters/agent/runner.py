@@ -92,7 +92,10 @@ class Agent:
             try:
                 self.step()
             except requests.RequestException as error:
-                log.warning("control plane unreachable (%s); workers keep running", error)
+                if refused(error):  # the agent's report is at fault, not the network
+                    log.error("control plane refused the report, workers keep running: %s", error)
+                else:
+                    log.warning("control plane unreachable (%s); workers keep running", error)
             except Exception:
                 log.exception("agent step failed; the next one retries")
             stop.wait(self.interval)

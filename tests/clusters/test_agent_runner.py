@@ -2,15 +2,20 @@
 that refuse or fail log batches or the inventory."""
 
 import json
+import logging
 import sys
+import threading
 
+import pytest
 import requests
 
+from clusters.agent.client import ControlPlane
 from clusters.agent.runner import BATCH_BYTES, HOLD_HEARTBEAT_STEPS, Agent, batches
 from clusters.backends import base
 from clusters.backends.base import LogLine
 from clusters.backends.local import LocalBackend, parse_inventory
 from tests.clusters.test_local_backend import ended, phases, spec
+from tests.factories import AttemptFactory, JobFactory
 from tests.processes import wait_until
 
 
@@ -184,3 +189,40 @@ def test_a_worker_still_running_past_its_stop_is_asked_to_stop_again(tmp_path):
 
     assert ended(backend)
     assert phases(backend)[0].phase == base.STOPPED
+
+
+class SameRankTwice:
+    """A backend whose report names one worker twice (no real backend does)."""
+
+    def __init__(self, attempt_id: int):
+        self.worker = base.WorkerStatus(attempt_id, 0, base.RUNNING)
+
+    def inventory(self):
+        return parse_inventory("1x8xA100", "local")
+
+    def status(self):
+        return [self.worker, self.worker]
+
+    def logs(self):
+        return []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_heartbeat_is_logged_with_what_the_control_plane_names(live_server, east, caplog):
+    attempt = AttemptFactory(job=JobFactory(), cluster=east)
+    control = ControlPlane(live_server.url, "east", east.rotate_token())
+    agent = Agent(control, SameRankTwice(attempt.pk), interval=0.1)
+    stop = threading.Event()
+    loop = threading.Thread(target=agent.run_forever, args=(stop,))
+
+    with caplog.at_level(logging.ERROR, logger="clusters.agent.runner"):
+        loop.start()
+        try:
+            wait_until(lambda: caplog.records, timeout=20)
+        finally:
+            stop.set()
+            loop.join(timeout=10)
+
+    message = caplog.records[0].getMessage()
+    assert message.startswith("control plane refused the report")
+    assert f"Rank 0 of attempt {attempt.pk} is reported twice." in message
