@@ -316,3 +316,14 @@ def test_two_singleton_jobs_submitted_at_once_never_run_side_by_side(alice, alph
     assert firsts[0].pk < seconds[0].pk
     assert placed_meanwhile + placed_after == [firsts[0].pk]
     assert state(seconds[0]) == State.QUEUED
+
+
+def test_the_job_page_says_a_job_is_a_singleton_and_of_which_group(client, alice, alpha):
+    plain, one = submit(alice, alpha, name=NAME), singleton(alice, alpha)
+    client.force_login(alice)
+
+    shown = client.get(f"/jobs/{one.pk}/").content.decode()
+    not_shown = client.get(f"/jobs/{plain.pk}/").content.decode()
+
+    assert f"starts once every earlier job named “{NAME}” that alice submitted to" in shown
+    assert 'id="singleton"' not in not_shown
