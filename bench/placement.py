@@ -1,11 +1,14 @@
 """Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
-                                 [--queue-depth none|N]
+                                 [--queue-depth none|N] [--shared-ranges]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
 inference shards and evaluation tasks (many of them GPU shares) from 40 tenants with quotas.
+With ``--shared-ranges`` the shareable nodes also give their GPUs' free ranges, as the live
+snapshot does, and the core keeps those ranges exactly: this measures that bookkeeping (no
+share runs at the start, so the decisions are those made without the ranges).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -53,9 +56,12 @@ NODE_SHAPES = (
 TENANTS = 40
 
 
-def build_nodes(count: int, rng: random.Random) -> tuple[list[Node], list[RunningJob]]:
+def build_nodes(
+    count: int, rng: random.Random, ranges: bool = False
+) -> tuple[list[Node], list[RunningJob]]:
     """Nodes in racks of 16 of one GPU type and cluster (4 InfiniBand domains of 4 each);
-    about a fifth of the GPUs are held by running jobs (one job per busy node)."""
+    about a fifth of the GPUs are held by running jobs (one job per busy node). With
+    ``ranges``, shareable nodes give their GPUs' free ranges."""
     nodes, running = [], []
     for i in range(count):
         gpus, cpu, mem = _node_shape(rng)
@@ -79,6 +85,11 @@ def build_nodes(count: int, rng: random.Random) -> tuple[list[Node], list[Runnin
                 mem,
                 gpu_type in SHAREABLE,
                 (f"ib={i // 4}", f"rack={rack}"),
+                gpu_free_ranges=(
+                    tuple(((0, m),) if m else () for m in free)
+                    if ranges and gpu_type in SHAREABLE
+                    else ()
+                ),
             )
         )
     return nodes, running
@@ -180,11 +191,15 @@ def build_tenants(nodes: list[Node]) -> list[Tenant]:
 
 
 def build_snapshot(
-    scale: int, seed: int, waited_s: float = 0.0, policy: Policy | None = None
+    scale: int,
+    seed: int,
+    waited_s: float = 0.0,
+    policy: Policy | None = None,
+    ranges: bool = False,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
-    nodes, running = build_nodes(5000 * scale, rng)
+    nodes, running = build_nodes(5000 * scale, rng, ranges)
     queue = build_queue(20_000 * scale, rng, waited_s)
     return Snapshot(
         tuple(nodes),
@@ -198,14 +213,19 @@ def build_snapshot(
 
 
 def run(
-    scale: int, seed: int, repeat: int, waited_s: float = 0.0, policy: Policy | None = None
+    scale: int,
+    seed: int,
+    repeat: int,
+    waited_s: float = 0.0,
+    policy: Policy | None = None,
+    ranges: bool = False,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s, policy)
+    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -243,6 +263,11 @@ def main() -> None:
         default="",
         help="Policy.queue_depth: a number, or none to decide every job (default: Policy's)",
     )
+    parser.add_argument(
+        "--shared-ranges",
+        action="store_true",
+        help="shareable nodes give their GPUs' free ranges, as the live snapshot does",
+    )
     args = parser.parse_args()
     policy = Policy()
     if args.queue_depth:
@@ -251,7 +276,7 @@ def main() -> None:
     print(f"{'nodes':>7} {'jobs':>7} {'seconds':>8} {'cpu s':>6} {'decisions/s':>12}  outcomes")
     rates = []
     for scale in (int(s) for s in args.scales.split(",")):
-        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600, policy)
+        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges)
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
         print(

@@ -30,12 +30,18 @@ class NodeState:
     available: bool
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
-    def gap(self, gpu: int, milli: int) -> int | None:
-        """The start of the tightest free range of `milli` on `gpu` (lowest first among equals),
-        or None. Tightest, so that a share keeps the GPU's larger holes whole for larger ones."""
+    def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
+        """Where `milli` goes on `gpu`, or None: at `chosen` (the core's choice) if that range
+        is free, else at the start of the tightest free range that holds it (lowest first among
+        equals). Tightest, so that a share keeps the GPU's larger holes whole for larger ones.
+        The core's choice comes first: it keeps free what a preemptor takes once its victims
+        have gone, which these rows cannot show."""
         if not 0 <= gpu < self.gpu_count:
             return None
-        fits = [(size, start) for start, size in free_ranges(self.gpu_taken[gpu]) if size >= milli]
+        free = list(free_ranges(self.gpu_taken[gpu]))
+        if chosen is not None and any(s <= chosen <= s + size - milli for s, size in free):
+            return chosen
+        fits = [(size, start) for start, size in free if size >= milli]
         return min(fits)[1] if fits else None
 
 
@@ -144,8 +150,9 @@ def take(node: NodeState, worker: WorkerPlacement) -> list[tuple[int, int, int]]
     if node.memory_free < worker.memory_mb:
         return None
     taken = []
-    for gpu in worker.gpu_indices:
-        start = node.gap(gpu, worker.gpu_milli)
+    chosen = worker.gpu_starts or (None,) * len(worker.gpu_indices)
+    for gpu, at in zip(worker.gpu_indices, chosen, strict=True):
+        start = node.gap(gpu, worker.gpu_milli, at)
         if start is None:
             for gpu_taken, start_taken, milli in taken:
                 node.gpu_taken[gpu_taken].remove((start_taken, milli))

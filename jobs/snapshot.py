@@ -17,7 +17,7 @@ from django.db.models import Q
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import dependencies
 from jobs import placement as p
-from jobs.commit import largest_gap
+from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Tenant
@@ -102,7 +102,8 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
 
     A GPU's free milli is its largest free range, not its free total: the commit gives a share
     one contiguous range, so a 500 share sent to a GPU with two 250 holes would be skipped
-    there, cycle after cycle, while another GPU sat idle.
+    there, cycle after cycle, while another GPU sat idle. A shareable node also gives each
+    GPU's free ranges, which the core keeps exactly (with the starts of the running shares).
     """
     cpu, memory = defaultdict(int), defaultdict(int)
     gpu_taken: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
@@ -117,15 +118,16 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
     out = []
     for node in Node.objects.order_by("id").values():
         nid = node["id"]
+        taken = [gpu_taken.get((nid, i), ()) for i in range(node["gpu_count"])]
+        shared = taken if node["gpu_shareable"] else []
         out.append(
             p.Node(
                 id=str(nid),
                 cluster=str(node["cluster_id"]),
                 name=node["name"],
                 gpu_type=node["gpu_type"],
-                gpu_free_milli=tuple(
-                    largest_gap(gpu_taken.get((nid, i), ())) for i in range(node["gpu_count"])
-                ),
+                gpu_free_milli=tuple(largest_gap(gpu) for gpu in taken),
+                gpu_free_ranges=tuple(tuple(free_ranges(gpu)) for gpu in shared),
                 cpu_free_milli=node["cpu_milli"] - cpu[nid],
                 memory_free_mb=node["memory_mb"] - memory[nid],
                 gpu_shareable=node["gpu_shareable"],
@@ -172,6 +174,9 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
                 ),
                 cpu_milli=sum(r["cpu_milli"] for r in node_rows),
                 memory_mb=sum(r["memory_mb"] for r in node_rows),
+                gpu_starts=tuple(
+                    r["gpu_milli_start"] for r in node_rows if r["gpu_index"] is not None
+                ),
             )
             for node_id, node_rows in sorted(per_node.items())
         ),

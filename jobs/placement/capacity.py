@@ -4,6 +4,12 @@ Schedulable nodes are grouped by (GPU type, cluster, shareable). Inside a group,
 buckets by their number of entirely free GPUs, and nodes with a partly used GPU are also kept
 in a ``partial`` set. A task needing g whole GPUs looks only at buckets >= g; a GPU share looks
 at ``partial`` first. Group totals answer "could it fit at all" in O(1).
+
+A node's ``gpus`` are each GPU's largest free range, what fits and scores read. On a shareable
+node that gave its free ranges the node also keeps them (``ranges``): there every GPU take
+names its range, (index, milli, start), what running work holds is given back exactly there,
+and a share placed in the cycle goes where the commit will put it (``allocate``). Elsewhere
+a take is (index, milli) and a GPU's free milli one number.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import bisect
 import random
 from collections.abc import Iterable
 
+from jobs.placement import ranges
 from jobs.placement.model import WHOLE_GPU, Node, RunningJob
 
-# ((gpu index, milli), ...): the GPU part of one worker's placement on one node.
-Takes = tuple[tuple[int, int], ...]
+# ((gpu index, milli), ...): the GPU part of one worker's placement on one node; on a node
+# that keeps its ranges, ((gpu index, milli, start), ...) once placed.
+Takes = tuple[tuple[int, ...], ...]
 
 
 class NodeState:
@@ -38,6 +46,8 @@ class NodeState:
         "milli",
         "cap_cpu",
         "cap_mem",
+        "ranges",
+        "spare",
     )
 
     def __init__(self, node: Node, order: int):
@@ -55,6 +65,14 @@ class NodeState:
         self.held = False
         self.cap_cpu = node.cpu_free_milli
         self.cap_mem = node.memory_free_mb
+        # Each GPU's free ranges, on a shareable node that gave them (else None), and the free
+        # milli in all of them.
+        self.ranges: list[ranges.Ranges] | None = None
+        self.spare = 0
+        if node.gpu_shareable and len(node.gpu_free_ranges) == len(self.gpus) and self.gpus:
+            self.ranges = [ranges.of(free) for free in node.gpu_free_ranges]
+            self.gpus = tuple(ranges.largest(free) for free in self.ranges)
+            self.spare = sum(map(ranges.total, self.ranges))
         self._count()
 
     def _count(self) -> None:
@@ -68,7 +86,44 @@ class NodeState:
         self.full = full
         # The most free milli on a partly used GPU (0: none): it indexes GPU-share fits.
         self.partial = partial
-        self.milli = total
+        # Free GPU milli in all: with ranges kept, the smaller ones count too.
+        self.milli = total if self.ranges is None else self.spare
+
+    def forget_ranges(self) -> None:
+        """Keep only each GPU's largest free range (some range on the node is unknown)."""
+        self.ranges = None
+        self.spare = 0
+        self._count()
+
+    def change_ranges(self, takes: Takes, sign: int) -> None:
+        """Give back (``sign`` 1) or take (-1) the takes' ranges; ``gpus`` follows."""
+        free = self.ranges
+        assert free is not None
+        change = ranges.give if sign > 0 else ranges.take
+        gpus = list(self.gpus)
+        for index, milli, start in takes:
+            if milli >= WHOLE_GPU:  # the whole GPU: all of it free, or none
+                free[index] = ranges.IDLE if sign > 0 else ()
+            else:
+                free[index] = change(free[index], start, milli)
+            gpus[index] = ranges.largest(free[index])
+            self.spare += sign * milli
+        self.gpus = tuple(gpus)
+
+    def pin(self, takes: Takes) -> Takes:
+        """The takes with their ranges: a share goes to the tightest free range that holds it
+        on its GPU, the lowest of equal ones (the commit's rule); a whole GPU starts at 0.
+        (A worker takes whole GPUs or one share, so no two takes share a GPU.)"""
+        if len(takes[0]) > 2:
+            return takes
+        free = self.ranges
+        assert free is not None
+        pinned = []
+        for index, milli in takes:
+            start = 0 if milli >= WHOLE_GPU else ranges.tightest(free[index], milli)
+            assert start is not None, "the caller has checked the share fits"
+            pinned.append((index, milli, start))
+        return tuple(pinned)
 
 
 class Group:
@@ -182,6 +237,10 @@ class Capacity:
                 if node is not None:
                     node.cap_cpu += a.cpu_milli
                     node.cap_mem += a.memory_mb
+                    # A share that does not say where it lies: the node's ranges cannot be
+                    # kept, only their largest.
+                    if node.ranges is not None and not _ranges_known(a.gpus, a.gpu_starts):
+                        node.forget_ranges()
 
     def _group_for(self, node: NodeState, ngpus: int) -> Group:
         key = (node.gpu_type, node.cluster, node.shareable)
@@ -199,14 +258,30 @@ class Capacity:
             known = self._releases[job.id] = []
             for a in job.allocations:
                 node = self.by_id.get(a.node_id)
-                if node is not None:
+                if node is None:
+                    continue
+                takes: Takes
+                if node.ranges is None:
                     takes = tuple((i, m) for i, m in a.gpus if 0 <= i < len(node.gpus))
-                    known.append((node, takes, a.cpu_milli, a.memory_mb))
+                else:
+                    starts = a.gpu_starts
+                    if len(starts) != len(a.gpus):  # whole GPUs: they start at 0
+                        starts = (0,) * len(a.gpus)
+                    takes = tuple(
+                        (i, m, s)
+                        for (i, m), s in zip(a.gpus, starts, strict=True)
+                        if 0 <= i < len(node.gpus)
+                    )
+                known.append((node, takes, a.cpu_milli, a.memory_mb))
         return known
 
-    def allocate(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> None:
-        """Take resources from a node (the caller has checked they are free)."""
+    def allocate(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> Takes:
+        """Take resources from a node (the caller has checked they are free); the takes as
+        taken, with their ranges where the node keeps them (``NodeState.pin``)."""
+        if node.ranges is not None and takes:
+            takes = node.pin(takes)
         self._change(node, takes, -cpu, -mem, -1)
+        return takes
 
     def release(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> None:
         """Give resources back to a node."""
@@ -216,7 +291,9 @@ class Capacity:
         group = node.group
         if group is not None:
             group.remove(node)
-        if takes:
+        if takes and node.ranges is not None:
+            node.change_ranges(takes, sign)
+        elif takes:
             gpus = list(node.gpus)
             for index, milli in takes:
                 gpus[index] += sign * milli
@@ -226,3 +303,8 @@ class Capacity:
         node._count()
         if group is not None:
             group.add(node)
+
+
+def _ranges_known(gpus: tuple[tuple[int, int], ...], starts: tuple[int, ...]) -> bool:
+    """Whether an allocation says where its GPU ranges lie (a whole GPU starts at 0)."""
+    return len(starts) == len(gpus) or all(m >= WHOLE_GPU for _, m in gpus)

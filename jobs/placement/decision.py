@@ -34,7 +34,9 @@ REASONS = {
 
 @dataclass(frozen=True)
 class WorkerPlacement:
-    """Where one worker (gang rank or shard) goes. ``gpu_milli`` is per GPU listed."""
+    """Where one worker (gang rank or shard) goes. ``gpu_milli`` is per GPU listed;
+    ``gpu_starts`` where each GPU's milli range starts, on a node whose ranges the snapshot
+    gave (else empty)."""
 
     rank: int
     cluster: str
@@ -44,6 +46,7 @@ class WorkerPlacement:
     gpu_milli: int
     cpu_milli: int
     memory_mb: int
+    gpu_starts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import gc
 
-from jobs.placement import explain, own_quota, preemption
+from jobs.placement import explain, own_quota, preemption, ranges
 from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
@@ -21,10 +21,10 @@ from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
     WHOLE_GPU,
-    Allocation,
     QueuedJob,
     RunningJob,
     Snapshot,
+    allocation,
     as_running,
     gpu_flavor,
 )
@@ -259,7 +259,7 @@ class Cycle:
         need = self.need(job, allowed, avoided)
         slots = self.fit(job, need, keep=True)
         if slots is not None and slots != QUOTA:
-            return self.commit(job, slots, PLACED, allocated=True)
+            return self.commit(job, slots, PLACED)
         if slots == QUOTA:
             return self._over_quota(job, groups, avoided)
         return self.blocked(job, need)
@@ -339,8 +339,7 @@ class Cycle:
         else:
             return self._fit_tasks(job, need, job.family == BATCH_INFERENCE, keep)
         if slots is not None and keep:
-            for node, takes, cpu, mem in slots:
-                self.capacity.allocate(node, takes, cpu, mem)
+            slots = self.take(slots)
         return slots
 
     def _fit_tasks(self, job: QueuedJob, need: Need, spread: bool, keep: bool):
@@ -363,7 +362,7 @@ class Cycle:
                 if found is None:
                     return None
                 node, takes = found
-                self.capacity.allocate(node, takes, need.cpu, need.mem)
+                takes = self.capacity.allocate(node, takes, need.cpu, need.mem)
                 slots.append((node, takes, need.cpu, need.mem))
                 if counts is not None:
                     counts[node] = counts.get(node, 0) + 1
@@ -377,19 +376,21 @@ class Cycle:
 
     # -- commit ------------------------------------------------------------------------------
 
-    def commit(
-        self, job: QueuedJob, slots: list[Slot], status: str, victims=(), allocated=False
-    ) -> Outcome:
-        """Take the slots' resources (unless ``allocated``), charge quota and fair share, and
-        describe the result."""
+    def take(self, slots: list[Slot]) -> list[Slot]:
+        """Take the slots' resources; the slots as taken (with their GPU ranges, where the
+        node keeps them)."""
+        allocate = self.capacity.allocate
+        return [(node, allocate(node, takes, cpu, m), cpu, m) for node, takes, cpu, m in slots]
+
+    def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
+        """Charge quota and fair share for the slots (already taken), and describe the
+        result."""
         self.epoch += 1
         gpu: dict[str, int] = {}
-        for node, takes, cpu, mem in slots:
-            if not allocated:
-                self.capacity.allocate(node, takes, cpu, mem)
+        for node, takes, _, _ in slots:
             if takes:
                 flavor = gpu_flavor(node.gpu_type)
-                gpu[flavor] = gpu.get(flavor, 0) + sum(m for _, m in takes)
+                gpu[flavor] = gpu.get(flavor, 0) + sum(t[1] for t in takes)
         count = len(slots)
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
@@ -468,6 +469,7 @@ class Cycle:
         for victim in victims:
             self._evict(victim)
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
+        slots = self.take(slots)
         outcome = self.commit(job, slots, PREEMPTS, victims)
         back = self.now + self.policy.eviction_grace_s
         for end, rest in _left_over(victims, slots, self.capacity, back):
@@ -634,21 +636,21 @@ def _left_over(
 ) -> list[tuple[float, RunningJob]]:
     """What the victims hold that the preemptor's slots do not take, one stopping job per
     victim with when it is gone: by ``back`` at the latest (the slots take from the victims'
-    room first, then from room that was free)."""
-    taken: dict[str, tuple[dict[int, int], list[int]]] = {}
-    for node, takes, cpu, mem in slots:
-        gpus, rest = taken.setdefault(node.id, ({}, [0, 0]))
-        for index, milli in takes:
-            gpus[index] = gpus.get(index, 0) + milli
-        rest[0] += cpu
-        rest[1] += mem
+    room first, then from room that was free; where the node keeps its GPU ranges, a victim
+    keeps exactly the parts of its ranges the slots do not cover)."""
+    taken = _taken_by(slots)
     left: list[tuple[float, RunningJob]] = []
     for victim in victims:
         allocations = []
         for node, takes, cpu, mem in capacity.releases(victim):
-            gpus, rest = taken.get(node.id, ({}, [0, 0]))
-            kept = []
-            for index, milli in takes:
+            gpus, spans, rest = taken.get(node.id, ({}, {}, [0, 0]))
+            kept: list[tuple[int, ...]] = []
+            for take in takes:
+                index, milli = take[0], take[1]
+                if len(take) > 2:
+                    parts = ranges.outside(take[2], milli, spans.get(index, ()))
+                    kept += [(index, part, start) for start, part in parts]
+                    continue
                 used = min(milli, gpus.get(index, 0))
                 gpus[index] = gpus.get(index, 0) - used
                 if milli > used:
@@ -657,7 +659,8 @@ def _left_over(
             rest[0] -= cpu_used
             rest[1] -= mem_used
             if kept or cpu > cpu_used or mem > mem_used:
-                allocations.append(Allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used))
+                left_over = allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used)
+                allocations.append(left_over)
         if allocations:
             end = min(victim.expected_end or back, back)
             leaving = dataclasses.replace(
@@ -669,6 +672,26 @@ def _left_over(
             )
             left.append((end, leaving))
     return left
+
+
+# Per node: GPU milli taken by GPU index, the (start, milli) ranges taken by GPU index where
+# the node keeps its ranges, and [CPU, memory] taken.
+Taken = dict[str, tuple[dict[int, int], dict[int, list[tuple[int, int]]], list[int]]]
+
+
+def _taken_by(slots: list[Slot]) -> Taken:
+    """What the slots take, per node."""
+    taken: Taken = {}
+    for node, takes, cpu, mem in slots:
+        gpus, spans, rest = taken.setdefault(node.id, ({}, {}, [0, 0]))
+        for take in takes:
+            if len(take) > 2:
+                spans.setdefault(take[0], []).append((take[2], take[1]))
+            else:
+                gpus[take[0]] = gpus.get(take[0], 0) + take[1]
+        rest[0] += cpu
+        rest[1] += mem
+    return taken
 
 
 def _request_of(job: QueuedJob) -> tuple:

@@ -158,10 +158,11 @@ def placed(
             cluster=node.cluster,
             node_id=node.id,
             gpu_type=node.gpu_type if takes else "",
-            gpu_indices=tuple(i for i, _ in takes),
+            gpu_indices=tuple(t[0] for t in takes),
             gpu_milli=takes[0][1] if takes else 0,
             cpu_milli=cpu,
             memory_mb=mem,
+            gpu_starts=tuple(t[2] for t in takes) if takes and len(takes[0]) > 2 else (),
         )
         for rank, (node, takes, cpu, mem) in enumerate(slots)
     )

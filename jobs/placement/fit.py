@@ -211,7 +211,7 @@ def find_tasks(
                 if pick is None:
                     return None
             node, takes = pick
-            capacity.allocate(node, takes, need.cpu, need.mem)
+            takes = capacity.allocate(node, takes, need.cpu, need.mem)
             slots.append((node, takes, need.cpu, need.mem))
             if counts is not None:
                 counts[node] = counts.get(node, 0) + 1

@@ -29,8 +29,12 @@ class Node:
 
     ``gpu_free_milli`` has one entry per GPU, by GPU index: the largest free milli range on it,
     the most one share can get there (shares hold ranges; 1000 means entirely free).
-    ``topology`` lists labels (for example ``"nvlink=d3"``, ``"rack=r12"``), most specific
-    first; a gang prefers nodes that share one. CPU-only nodes have ``gpu_type == ""``.
+    ``gpu_free_ranges``, for a shareable node, lists each GPU's free (start, milli) ranges, by
+    GPU index: then the core keeps every range exactly (``ranges.py``), so that what ending
+    work frees joins only the ranges it touches. Without them (or if some running share on the
+    node gives no start) it knows only the largest range per GPU and counts a share freed as
+    added to it. ``topology`` lists labels (for example ``"nvlink=d3"``, ``"rack=r12"``), most
+    specific first; a gang prefers nodes that share one. CPU-only nodes have ``gpu_type == ""``.
     """
 
     id: str
@@ -44,16 +48,20 @@ class Node:
     schedulable: bool = True
     healthy: bool = True
     name: str = ""
+    gpu_free_ranges: tuple[tuple[tuple[int, int], ...], ...] = ()
 
 
 @dataclass(frozen=True)
 class Allocation:
-    """What a running job holds on one node: ``gpus`` is ((gpu index, milli), ...)."""
+    """What a running job holds on one node: ``gpus`` is ((gpu index, milli), ...);
+    ``gpu_starts`` the start of each of those milli ranges, in the same order (needed for
+    shares on nodes that give ``gpu_free_ranges``; a whole GPU starts at 0)."""
 
     node_id: str
     gpus: tuple[tuple[int, int], ...] = ()
     cpu_milli: int = 0
     memory_mb: int = 0
+    gpu_starts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,7 +255,16 @@ class Snapshot:
     recent_shapes: tuple[ShapeCount, ...] = ()
 
 
+def allocation(node_id: str, takes: tuple[tuple[int, ...], ...], cpu: int, mem: int) -> Allocation:
+    """An Allocation from GPU takes: (gpu index, milli), or (gpu index, milli, start) where the
+    core keeps the node's ranges."""
+    if not takes or len(takes[0]) == 2:
+        return Allocation(node_id, takes, cpu, mem)  # type: ignore[arg-type]  # pairs here
+    gpus = tuple((t[0], t[1]) for t in takes)
+    return Allocation(node_id, gpus, cpu, mem, tuple(t[2] for t in takes))
+
+
 def as_running(job: QueuedJob, slots: Iterable[tuple]) -> RunningJob:
     """A job placed on ``slots`` ((node, GPU takes, CPU, memory), ...) as running work."""
-    allocations = tuple(Allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
+    allocations = tuple(allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
     return RunningJob(job.id, job.tenant, job.tier, job.preemptible, False, allocations)

@@ -30,6 +30,7 @@ import heapq
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import NamedTuple
 
+from jobs.placement import ranges
 from jobs.placement.capacity import Capacity, NodeState, Takes
 from jobs.placement.fit import Need
 from jobs.placement.model import WHOLE_GPU, RunningJob, gpu_flavor
@@ -152,7 +153,7 @@ def _claims(job: RunningJob, excess: Excess, capacity: Capacity) -> Claims:
     for node, takes, cpu, mem in releases_of(job, capacity):
         if takes:
             flavor = gpu_flavor(node.gpu_type)
-            held[flavor] = held.get(flavor, 0) + sum(m for _, m in takes)
+            held[flavor] = held.get(flavor, 0) + sum(t[1] for t in takes)
         held["cpu"] += cpu
         held["memory"] += mem
     keys = ((job.tenant, flavor) for flavor, amount in held.items() if amount)
@@ -266,7 +267,7 @@ def _by_node(
 def _floor(node: NodeState, parts: list[Part], need: Need, workers: int) -> tuple | None:
     """At most the key of the node's first step (see ``_step_key``), found cheaply; None if
     the node has room for every worker already or its candidates are too few to make more."""
-    slots = node.full if need.gpus else _slots_of(node.gpus, need)
+    slots = node.full if need.gpus else _free_slots(node, need)
     have = _room(slots, node.cpu, node.mem, need)
     if have >= workers:
         return None
@@ -367,6 +368,20 @@ def _slots_of(gpus: Iterable[int], need: Need) -> int:
     return sum(m // need.milli for m in gpus) if need.milli else 0
 
 
+def _ranges_slots(free: ranges.Ranges, need: Need) -> int:
+    """``_slots_of`` for one GPU whose free ranges are known."""
+    if need.gpus:
+        return int(free == ranges.IDLE)
+    return ranges.shares(free, need.milli) if need.milli else 0
+
+
+def _free_slots(node: NodeState, need: Need) -> int:
+    """``_slots_of`` the node's GPUs, range by range where the node keeps them."""
+    if node.ranges is None:
+        return _slots_of(node.gpus, need)
+    return sum(_ranges_slots(free, need) for free in node.ranges)
+
+
 def _room(slots: int, cpu: int, mem: int, need: Need) -> int:
     """How many workers of the job fit in ``slots`` (``_slots_of``), ``cpu`` and ``mem``."""
     n = cpu // need.cpu if need.cpu else MANY
@@ -382,14 +397,15 @@ def _room(slots: int, cpu: int, mem: int, need: Need) -> int:
 class _Room:
     """A node's free room, in workers of the job, while victims are tried on it."""
 
-    __slots__ = ("gpus", "cpu", "mem", "need", "slots")
+    __slots__ = ("gpus", "ranges", "cpu", "mem", "need", "slots")
 
     def __init__(self, node: NodeState, need: Need):
         self.gpus = list(node.gpus)
+        self.ranges = None if node.ranges is None else list(node.ranges)
         self.cpu = node.cpu
         self.mem = node.mem
         self.need = need
-        self.slots = _slots_of(self.gpus, need)
+        self.slots = _free_slots(node, need)
 
     def workers(self) -> int:
         """How many workers of the job fit."""
@@ -398,12 +414,25 @@ class _Room:
     def change(self, part: Part, sign: int) -> None:
         """Free (``sign`` 1) or take back (-1) what the part holds."""
         _, takes, cpu, mem = part
-        for index, milli in takes:
-            before = self.gpus[index]
-            self.gpus[index] = after = before + sign * milli
-            self.slots += _slots_of((after,), self.need) - _slots_of((before,), self.need)
+        if self.ranges is not None:
+            self._change_ranges(takes, sign)
+        else:
+            for index, milli in takes:
+                before = self.gpus[index]
+                self.gpus[index] = after = before + sign * milli
+                self.slots += _slots_of((after,), self.need) - _slots_of((before,), self.need)
         self.cpu += sign * cpu
         self.mem += sign * mem
+
+    def _change_ranges(self, takes: Takes, sign: int) -> None:
+        # A victim frees its own ranges: room for a share only where they join a large enough
+        # free range.
+        assert self.ranges is not None
+        change = ranges.give if sign > 0 else ranges.take
+        for index, milli, start in takes:
+            before = self.ranges[index]
+            self.ranges[index] = after = change(before, start, milli)
+            self.slots += _ranges_slots(after, self.need) - _ranges_slots(before, self.need)
 
 
 def _keep(

@@ -188,5 +188,5 @@ def amount_of(slots: Iterable[tuple], flavor: str) -> int:
     if flavor == "memory":
         return sum(mem for _, _, _, mem in slots)
     return sum(
-        m for node, takes, _, _ in slots if gpu_flavor(node.gpu_type) == flavor for _, m in takes
+        t[1] for node, takes, _, _ in slots if gpu_flavor(node.gpu_type) == flavor for t in takes
     )

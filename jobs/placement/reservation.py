@@ -13,10 +13,10 @@ import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jobs.placement.capacity import Capacity, Group, NodeState
+from jobs.placement.capacity import Capacity, Group, NodeState, Takes
 from jobs.placement.model import RunningJob
 
-Release = tuple[NodeState, tuple[tuple[int, int], ...], int, int]
+Release = tuple[NodeState, Takes, int, int]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Timeline:
         self.freed: dict[str | tuple, list[int]] = {}
         for when, job in ends:
             for node, takes, _, _ in releases_of(job, capacity):
-                milli = sum(m for _, m in takes)
+                milli = sum(t[1] for t in takes)
                 if milli:
                     self._add(node.gpu_type, when, milli)
                     if node.group is not None:

@@ -18,6 +18,7 @@ from jobs.placement import (
     Snapshot,
     Tenant,
     gpu_flavor,
+    ranges,
 )
 
 NOW = 1_000_000.0
@@ -139,6 +140,33 @@ def running_on(
         memory_free_mb=node.memory_free_mb - mem,
     )
     allocation = Allocation(node.id, tuple((i, 1000) for i in held), cpu, mem)
+    kw.setdefault("started_at", NOW - 3600)
+    return node, RunningJob(id=id, tenant=tenant, allocations=(allocation,), **kw)
+
+
+def with_ranges(node: Node) -> Node:
+    """The node giving its GPUs' free ranges, as the live snapshot does for shareable nodes
+    (a partly used GPU's free milli as one range at its end)."""
+    free = tuple(((1000 - m, m),) if m else () for m in node.gpu_free_milli)
+    return dataclasses.replace(node, gpu_free_ranges=free)
+
+
+def share_running_on(
+    node: Node, id: str, start: int, milli: int, gpu: int = 0, tenant: str = "alpha", **kw
+) -> tuple[Node, RunningJob]:
+    """A running share holding ``[start, start + milli)`` of the node's GPU ``gpu``, and the
+    node (which gives its ranges) without it."""
+    free = list(node.gpu_free_ranges)
+    gpu_free = ranges.take(ranges.of(free[gpu]), start, milli)
+    free[gpu] = tuple((s, e - s) for s, e in gpu_free)
+    node = dataclasses.replace(
+        node,
+        gpu_free_ranges=tuple(free),
+        gpu_free_milli=tuple(max((m for _, m in r), default=0) for r in free),
+        cpu_free_milli=node.cpu_free_milli - 500,
+        memory_free_mb=node.memory_free_mb - 500,
+    )
+    allocation = Allocation(node.id, ((gpu, milli),), 500, 500, gpu_starts=(start,))
     kw.setdefault("started_at", NOW - 3600)
     return node, RunningJob(id=id, tenant=tenant, allocations=(allocation,), **kw)
 
