@@ -261,14 +261,20 @@ def test_logs_follow_prints_the_lines_a_job_wrote_just_before_it_ended(live_serv
     assert "[1.0] Traceback: the last line" in capsys.readouterr().out
 
 
+def interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_logs_follow_without_a_traceback(cli, live_server, alice):
     job = Job.objects.get(pk=int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0]))
     Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
     LogChunk.objects.create(attempt=AttemptFactory(job=job), seq=0, text="epoch 1")
     env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": cli.token, "PATH": "/usr/bin:/bin"}
+    # As from a terminal: Ctrl-C not ignored, whatever the suite was started from (a shell
+    # starts background jobs with it ignored, and children inherit that).
     follow = subprocess.Popen([sys.executable, "-m", "jobs.cli", "logs", "-f", str(job.pk)],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)  # fmt: skip
+                              text=True, preexec_fn=interruptible)  # fmt: skip
     assert follow.stdout.readline().strip() == "[1.0] epoch 1"  # following the running job
 
     follow.send_signal(signal.SIGINT)
