@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import access, bulk, dependencies, events, states
+from jobs import access, bulk, dependencies, events, retrying, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.serializers import SubmitSerializer, submission_of
@@ -63,7 +63,7 @@ def transition(
     return event
 
 
-@transaction.atomic
+@retrying.atomic
 def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
     """Cancel a job; canceling a batch (its first shard, the job its submission returned)
     cancels every shard of it that has not ended. Live attempts are asked to stop; their agents
@@ -276,7 +276,7 @@ def lock_live(attempts) -> list[int]:
     return list(live.values_list("id", flat=True))
 
 
-@transaction.atomic
+@retrying.atomic
 def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
     {preemptor id: victim ids}; return the victims asked.
@@ -309,7 +309,7 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     return victims
 
 
-@transaction.atomic
+@retrying.atomic
 def mark_running(attempt_id: int, now=None) -> None:
     """Every worker of the attempt runs: record the start and move its job to running."""
     now = now or timezone.now()
@@ -340,7 +340,7 @@ def release(attempt_ids, now=None) -> int:
 
 
 @events.coalesced()  # its job may move twice (scheduled -> running -> succeeded): one message
-@transaction.atomic
+@retrying.atomic
 def end_attempt(
     attempt_id: int, outcome: str, *, exit_code: int | None = None, reason: str = "", now=None
 ) -> Attempt:
@@ -409,7 +409,7 @@ def retry(job: Job, attempt: Attempt, now) -> None:
                attempt=attempt, now=now)  # fmt: skip
 
 
-@transaction.atomic
+@retrying.atomic
 def late_success(attempt_id: int, now=None) -> None:
     """Every worker of an attempt declared lost has exited 0 after all: its agent was away,
     not its workers (the janitor gives up the attempts of a silent cluster).
@@ -506,7 +506,7 @@ def keyed_job(tenant, key: str | None) -> Job | None:
     return Job.objects.filter(tenant=tenant, idempotency_key=key).first() if key else None
 
 
-@transaction.atomic
+@retrying.atomic
 def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     """Queue a job for `tenant`; return (job, created).
 
@@ -599,7 +599,7 @@ class DependenciesRefused(Exception):
     has left the queue."""
 
 
-@transaction.atomic
+@retrying.atomic
 def set_dependencies(job: Job, waits: list[dependencies.Wait], singleton: bool, by: str) -> int:
     """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`): `waits`
     (dependencies.Wait, as submit takes them: jobs of its tenant the caller may see, no shard
@@ -638,7 +638,7 @@ class AdminHold(HoldRefused):
     """A platform admin's hold, which someone else asked to release."""
 
 
-@transaction.atomic
+@retrying.atomic
 def hold(job: Job, by: str, *, admin: bool = False) -> int:
     """Keep a queued job from being placed until it is released (Slurm's hold); for a batch
     (its first shard), every shard still queued. A platform admin's hold (`admin`) only a
@@ -663,7 +663,7 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
     return len(ids)
 
 
-@transaction.atomic
+@retrying.atomic
 def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     """Let a held job (a batch: its held shards) be placed again, from the next cycle; a
     platform admin's holds only by a platform admin (`admin`): anyone else releases the
