@@ -94,11 +94,22 @@ def east(db):
 
 
 @pytest.fixture
-def agent(east):
+def agent_of(db):
+    """Makes the API client of a cluster's agent: it holds a new token of that cluster (the
+    cluster's earlier token stops working)."""
+
+    def client_of(cluster):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Agent {cluster.rotate_token()}")
+        return client
+
+    return client_of
+
+
+@pytest.fixture
+def agent(east, agent_of):
     """An API client holding east's agent token."""
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {east.rotate_token()}")
-    return client
+    return agent_of(east)
 
 
 @pytest.fixture

@@ -3,16 +3,19 @@
     1. status     what the backend runs now (after a restart: what it finds again)
     2. logs       ship new output lines (kept and resent while the control plane is away);
                   before the heartbeat, so a job is never seen ended with its last lines missing
-    3. heartbeat  report the status; the answer is what should run and what should stop
+    3. heartbeat  report the status; the answer is what should run and what should stop.
+                  Refused for entries it names, it goes again at once without them: the
+                  control plane takes their workers for ones the backend no longer finds
     4. reconcile  start what should run and does not; stop what should not run and does (and
                   again if it still runs well past its grace); forget what has ended and been
-                  reported
+                  reported. It sees every worker the backend has, dropped entries included: a
+                  worker is never started twice, and one whose attempt was given up is stopped
 
 Nothing but the heartbeat itself may keep the heartbeat from going: a failing inventory is
-retried at the next step, and log shipping that keeps failing holds the heartbeat back only a
-few steps (past them the cluster would be taken for dead and its work for lost). The agent
-keeps no state the control plane needs: killed and restarted, it finds its workers through the
-backend and carries on.
+retried at the next step, log shipping that keeps failing holds the heartbeat back only a few
+steps (past them the cluster would be taken for dead and its work for lost), and a broken entry
+costs its own attempt, not the whole report. The agent keeps no state the control plane needs:
+killed and restarted, it finds its workers through the backend and carries on.
 """
 
 import json
@@ -51,6 +54,28 @@ def refused(error: Exception) -> bool:
     if not isinstance(error, requests.HTTPError) or error.response is None:
         return False
     return error.response.status_code == 400
+
+
+def refused_entries(error: Exception, count: int) -> dict[int, object]:
+    """The heartbeat's entries a 400 names by their position in `workers`, each with the
+    control plane's reason; empty if the refusal names anything else.
+
+    DRF names them in an object keyed by position; older releases, which the control plane
+    may run, name an entry's own fields in a list with an error object per entry ({} for a
+    sound one)."""
+    if not refused(error):
+        return {}
+    try:
+        body = error.response.json()
+    except ValueError:
+        return {}
+    errors = body.get("workers") if isinstance(body, dict) else None
+    if isinstance(errors, list) and all(isinstance(e, dict) for e in errors):
+        errors = dict(enumerate(errors))
+    if not isinstance(errors, dict) or not all(str(key).isdigit() for key in errors):
+        return {}
+    named = {int(key): why for key, why in errors.items() if why}
+    return named if named and max(named) < count else {}
 
 
 def batches(lines: list[base.LogLine]):
@@ -107,8 +132,26 @@ class Agent:
         statuses = self.backend.status()  # 1
         if not self.ship_logs() and self.log_failures < HOLD_HEARTBEAT_STEPS:  # 2
             return  # ended workers are reported once their last lines are in
-        state = self.control.heartbeat(statuses)  # 3
+        state = self.heartbeat(statuses)  # 3
         self.reconcile(state, statuses)  # 4
+
+    def heartbeat(self, statuses: list[base.WorkerStatus]) -> dict:
+        """Report the workers. A report refused for entries it names goes again at once
+        without them: a refused report renews nothing, and past the agent timeout the whole
+        cluster's work would be declared lost for one broken entry. A second refusal is
+        raised: the next step tries again, never a loop within this one."""
+        try:
+            return self.control.heartbeat(statuses)
+        except requests.HTTPError as error:
+            broken = refused_entries(error, len(statuses))
+            if not broken:
+                raise
+        for index, why in sorted(broken.items()):
+            worker = statuses[index]
+            log.error("heartbeat entry %d (attempt %d, rank %d, %s) dropped, refused by the "
+                      "control plane: %s", index, worker.attempt_id, worker.rank, worker.phase,
+                      json.dumps(why))  # fmt: skip
+        return self.control.heartbeat([s for i, s in enumerate(statuses) if i not in broken])
 
     def report_inventory(self) -> bool:
         """Send the nodes; False if that should be tried again at the next step."""

@@ -1,5 +1,6 @@
 """The agent loop with the local backend's real processes, and stand-ins for the control plane
-that refuse or fail log batches or the inventory."""
+that refuse or fail log batches, the inventory or heartbeats; and with the real control plane,
+heartbeats that it refuses for a broken entry."""
 
 import json
 import logging
@@ -14,14 +15,21 @@ from clusters.agent.runner import BATCH_BYTES, HOLD_HEARTBEAT_STEPS, Agent, batc
 from clusters.backends import base
 from clusters.backends.base import LogLine
 from clusters.backends.local import LocalBackend, parse_inventory
+from clusters.models import Cluster
+from jobs import cycle
+from jobs.models import Attempt, Job
+from jobs.states import State
 from tests.clusters.test_local_backend import ended, phases, spec
-from tests.factories import AttemptFactory, JobFactory
+from tests.factories import JobFactory, NodeFactory
 from tests.processes import wait_until
 
+Outcome = Attempt.Outcome
 
-def bad_request():
+
+def bad_request(body=None):
     response = requests.Response()
     response.status_code = 400
+    response._content = json.dumps(body or {"detail": "Bad request."}).encode()
     return requests.HTTPError("400 Client Error: Bad Request", response=response)
 
 
@@ -191,38 +199,169 @@ def test_a_worker_still_running_past_its_stop_is_asked_to_stop_again(tmp_path):
     assert phases(backend)[0].phase == base.STOPPED
 
 
-class SameRankTwice:
-    """A backend whose report names one worker twice (no real backend does)."""
+class Reports:
+    """A backend that reports these statuses, a list a step (the last one from then on), and
+    records what it is asked to do. Its reports may be broken, as no real backend's are."""
 
-    def __init__(self, attempt_id: int):
-        self.worker = base.WorkerStatus(attempt_id, 0, base.RUNNING)
+    def __init__(self, *steps: list[base.WorkerStatus]):
+        self.steps = list(steps)
+        self.asked: list[tuple[str, int]] = []
 
     def inventory(self):
-        return parse_inventory("1x8xA100", "local")
+        return parse_inventory("1x8xA100", "east")
 
     def status(self):
-        return [self.worker, self.worker]
+        return self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
 
     def logs(self):
         return []
 
+    def start(self, spec):
+        self.asked.append(("start", spec.attempt_id))
+
+    def stop(self, attempt_id, grace_s):
+        self.asked.append(("stop", attempt_id))
+
+    def forget(self, attempt_id):
+        self.asked.append(("forget", attempt_id))
+
+
+def running(attempt, rank=0):
+    return base.WorkerStatus(attempt.pk, rank, base.RUNNING)
+
+
+@pytest.fixture
+def healthy_and_broken(east):
+    """Two 1-GPU jobs placed on east's one node, their attempts in that order: the agent will
+    report the first one's worker soundly, the second one's not."""
+    NodeFactory(cluster=east, name="east-a100-0", gpu_count=8)
+    jobs = [JobFactory(max_retries=3) for _ in range(2)]
+    assert sorted(cycle.run_cycle().placed) == [job.pk for job in jobs]
+    return [job.attempts.get() for job in jobs]
+
+
+def east_agent(live_server, east, backend) -> Agent:
+    return Agent(ControlPlane(live_server.url, "east", east.rotate_token()), backend)
+
 
 @pytest.mark.django_db(transaction=True)
-def test_a_refused_heartbeat_is_logged_with_what_the_control_plane_names(live_server, east, caplog):
-    attempt = AttemptFactory(job=JobFactory(), cluster=east)
-    control = ControlPlane(live_server.url, "east", east.rotate_token())
-    agent = Agent(control, SameRankTwice(attempt.pk), interval=0.1)
+@pytest.mark.parametrize(
+    "broken, why",
+    [
+        ([(0, base.RUNNING), (0, base.RUNNING)], "Rank 0 of attempt {} is reported twice."),
+        ([(3, base.RUNNING)], "Attempt {} has ranks 0 to 0, not 3."),
+        ([(0, base.EXITED)], "An exited worker needs its code."),  # and no exit code
+    ],
+    ids=["rank reported twice", "rank out of range", "exited without code"],
+)
+def test_a_heartbeat_refused_for_an_entry_goes_again_without_it_and_the_cluster_stays_alive(
+    live_server, east, healthy_and_broken, caplog, broken, why
+):
+    healthy, other = healthy_and_broken
+    backend = Reports(
+        [running(healthy)] + [base.WorkerStatus(other.pk, rank, ph) for rank, ph in broken]
+    )
+    agent = east_agent(live_server, east, backend)
+    beats = []
+
+    with caplog.at_level(logging.ERROR, logger="clusters.agent.runner"):
+        for _ in range(3):
+            agent.step()
+            beats.append(Cluster.objects.get(pk=east.pk).last_heartbeat)
+
+    assert None not in beats and beats == sorted(set(beats))  # renewed at every step
+    assert Job.objects.get(pk=healthy.job_id).state == State.RUNNING
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 3  # the broken entry, once a step
+    assert f"(attempt {other.pk}, rank {broken[-1][0]}, {broken[-1][1]}) dropped" in messages[0]
+    assert why.format(other.pk) in messages[0]
+    assert backend.asked == []  # a worker reported or dropped is not started again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_attempt_of_a_dropped_entry_is_retried_as_lost_and_its_worker_stopped(
+    live_server, east, healthy_and_broken
+):
+    healthy, other = healthy_and_broken
+    backend = Reports(
+        [running(healthy), running(other)],
+        [running(healthy), running(other, rank=1)],  # its one worker, under a rank it cannot have
+    )
+    agent = east_agent(live_server, east, backend)
+
+    agent.step()
+    agent.step()
+
+    other.refresh_from_db()
+    assert (other.outcome, other.reason) == (Outcome.LOST, "worker 0: the agent no longer finds it")
+    retried = Job.objects.get(pk=other.job_id)
+    assert (retried.state, retried.retries_used) == (State.QUEUED, 1)
+    # Lost, its GPUs given back: the worker must not run on.
+    assert backend.asked == [("stop", other.pk)]
+    assert Job.objects.get(pk=healthy.job_id).state == State.RUNNING
+
+
+class RefusesHeartbeats(Recorder):
+    """Refuses every heartbeat with a 400 whose body is `body`; keeps each one's entry count."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.sent: list[int] = []
+
+    def heartbeat(self, workers):
+        self.sent.append(len(workers))
+        raise bad_request(self.body)
+
+
+@pytest.mark.parametrize(
+    "body, sent",
+    [
+        ({"detail": "JSON parse error."}, [3]),
+        ({"workers": ['Expected a list of items but got type "str".']}, [3]),
+        ({"workers": {"non_field_errors": ["Ensure this field has no more than 9 elements."]}},
+         [3]),
+        ({"workers": {"7": {"rank": ["Rank 0 of attempt 1 is reported twice."]}}}, [3]),
+        ({"workers": {"1": {"exit_code": ["An exited worker needs its code."]}}}, [3, 2]),
+        ({"workers": [{}, {"exit_code": ["An exited worker needs its code."]}, {}]}, [3, 2]),
+    ],
+    ids=["not about workers", "not by entry", "not by position", "no such position",
+         "by position, then again", "by position in a list, then again"],
+)  # fmt: skip
+def test_a_refused_heartbeat_is_sent_again_at_most_once_a_step(body, sent):
+    control = RefusesHeartbeats(body)
+    agent = Agent(control, Reports([base.WorkerStatus(1, rank, base.RUNNING) for rank in range(3)]))
+
+    for _ in range(2):
+        with pytest.raises(requests.HTTPError):
+            agent.step()
+
+    assert control.sent == sent * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_refused_again_without_its_broken_entry_is_logged_as_the_control_plane_names_it(
+    live_server, east, healthy_and_broken, caplog
+):
+    healthy, other = healthy_and_broken
+    # Without its exited entry, the report names the healthy worker twice: refused again.
+    exited = base.WorkerStatus(other.pk, 0, base.EXITED)
+    agent = east_agent(live_server, east, Reports([running(healthy), exited, running(healthy)]))
+    agent.interval = 0.1
     stop = threading.Event()
     loop = threading.Thread(target=agent.run_forever, args=(stop,))
+
+    def refused():
+        return [r.getMessage() for r in caplog.records if "refused the report" in r.getMessage()]
 
     with caplog.at_level(logging.ERROR, logger="clusters.agent.runner"):
         loop.start()
         try:
-            wait_until(lambda: caplog.records, timeout=20)
+            wait_until(refused, timeout=20)
         finally:
             stop.set()
             loop.join(timeout=10)
 
-    message = caplog.records[0].getMessage()
-    assert message.startswith("control plane refused the report")
-    assert f"Rank 0 of attempt {attempt.pk} is reported twice." in message
+    assert "An exited worker needs its code." in caplog.records[0].getMessage()
+    assert refused()[0].startswith("control plane refused the report")
+    assert f"Rank 0 of attempt {healthy.pk} is reported twice." in refused()[0]

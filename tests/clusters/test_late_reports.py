@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from clusters.backends.base import EXITED, FAILED, RUNNING, STOPPED
 from clusters.models import Allocation, Cluster
@@ -47,11 +46,9 @@ def lost(east, agent, west, settings):
 
 
 @pytest.fixture
-def west_agent(west):
+def west_agent(west, agent_of):
     """An API client holding west's agent token."""
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
-    return client
+    return agent_of(west)
 
 
 @pytest.fixture
@@ -345,10 +342,7 @@ def test_any_other_late_report_changes_nothing(agent, lost, phases, codes):
     assert len(cycle.run_cycle(time.time() + AN_HOUR_ON).placed) == 1  # the retry runs
 
 
-def test_another_clusters_agent_cannot_report_a_lost_attempt_done(lost, west):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
-
-    post(client, "west", "heartbeat", exited_0(lost.attempts.get()))
+def test_another_clusters_agent_cannot_report_a_lost_attempt_done(lost, west_agent):
+    post(west_agent, "west", "heartbeat", exited_0(lost.attempts.get()))
 
     assert Job.objects.get(pk=lost.pk).state == State.QUEUED
