@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import access, bulk, dependencies, events, retrying, states
+from jobs import access, bulk, dependencies, events, retrying, rollup, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.serializers import SubmitSerializer, submission_of
@@ -449,8 +449,14 @@ def take_late_success(job: Job, attempt: Attempt, now) -> None:
     stopped = stop_live([job.pk], Outcome.CANCELED, why, now)
     attempt.outcome = Outcome.SUCCEEDED
     # Its run was not wasted; its allocations were released when it was declared lost.
+    was_wasted = attempt.wasted_gpu_seconds
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, attempt.ended_at)
     attempt.save(update_fields=["outcome", "exit_code", "reason", "wasted_gpu_seconds"])
+    # Its end may be days back: a day the usage roll-up has written already is amended.
+    change = attempt.wasted_gpu_seconds - was_wasted
+    rollup.amend_waste(job.tenant_id, attempt.gpu_type, attempt.ended_at, change)
+    if job.started_at is None:
+        rollup.amend_start(job.tenant_id, attempt.started_at or attempt.ended_at, job.created)
     # The retry its loss used is given back (a live job after a lost attempt was requeued
     # through retry(), which used one); a later attempt's loss keeps its own. A start nobody
     # saw counts from the attempt's end, as for any success reported before its start.

@@ -4,9 +4,11 @@ Retention deletes finished jobs after MLSCHED_JOB_RETENTION_DAYS; the roll-up ke
 used (``UsageDay``, ``GpuTypeUsageDay``), so a report reaches back a year whatever retention
 keeps, and reads one row per tenant, day and GPU type instead of every attempt.
 
-A day is rolled up once it ended ``SETTLE`` ago: by then the reports that change it (a late
-start, a lost attempt's late success, an agent back from a silence) have come in. What changes
-a rolled day after that is not counted again: the day's rows are written once. The figures are
+A day is rolled up once it ended ``SETTLE`` ago: by then most reports that change it (a late
+start, a lost attempt's late success, an agent back from a silence) have come in. The one that
+rewrites the past later than that, a lost attempt's success reported after its day was rolled
+up, amends the day's rows (``amend_waste``, ``amend_start``); every other write is timed now,
+on a day not rolled up yet. The figures are
 those of ``jobs.reports`` over the day, computed by the same queries, plus the started jobs'
 queue waits counted in buckets a quarter of a doubling wide, from which a 95th percentile over
 several days is read (within a bucket's width, 19 %).
@@ -18,8 +20,8 @@ last day rolled up.
 import math
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db import transaction
-from django.db.models import Max, Min, Sum
+from django.db import connection, transaction
+from django.db.models import F, Max, Min, Sum
 
 from jobs import reports
 from jobs.models import GpuTypeUsageDay, Job, UsageDay
@@ -68,6 +70,7 @@ def roll_up(now: datetime) -> int:
 
 def roll_day(tenants: list[int], day: date, now: datetime) -> None:
     """Write one day's rows: one per tenant (zeros included), one per tenant and GPU type."""
+    take_day(day)
     since, until = midnight(day), midnight(day + timedelta(days=1))
     finished = reports.finished_jobs(tenants, since, until)
     waits: dict[int, list[float]] = {}
@@ -94,6 +97,46 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> None:
         for tenant, usages in reports.attempt_usage(tenants, since, until, now).items()
         for u in usages
     )  # fmt: skip
+
+
+DAY_LOCK = 0x6D6C_7275  # advisory lock space: one key per day, while it is written or amended
+
+
+def take_day(day: date) -> None:
+    """Take the day's lock until the transaction ends: a day is rolled up and amended one at a
+    time, so an amendment made while the day is written waits and then finds its rows. SQLite
+    has one writer at a time."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DAY_LOCK, day.toordinal()])
+
+
+def rolled(tenant_id: int, at: datetime) -> date | None:
+    """The day of ``at`` if its rows are written (locked until the caller's transaction ends),
+    else None: the report reads that day from the jobs, which hold the change already."""
+    day = at.astimezone(UTC).date()
+    take_day(day)
+    return day if UsageDay.objects.filter(tenant_id=tenant_id, day=day).exists() else None
+
+
+def amend_waste(tenant_id: int, gpu_type: str, ended_at: datetime, change: float) -> None:
+    """An attempt that ended on a rolled-up day was judged again (a lost attempt whose success
+    came in later: its run was not wasted): its waste changed by ``change`` GPU-seconds."""
+    if change and (day := rolled(tenant_id, ended_at)):
+        GpuTypeUsageDay.objects.filter(tenant_id=tenant_id, day=day, gpu_type=gpu_type).update(
+            wasted_gpu_seconds=F("wasted_gpu_seconds") + change
+        )
+
+
+def amend_start(tenant_id: int, started_at: datetime, created: datetime) -> None:
+    """A job's first start, on a rolled-up day, was recorded later: count it and its wait."""
+    if day := rolled(tenant_id, started_at):
+        row = UsageDay.objects.select_for_update().get(tenant_id=tenant_id, day=day)
+        wait = (started_at - created).total_seconds()
+        row.jobs_started += 1
+        row.wait_seconds += wait
+        add_buckets(row.wait_buckets, count_buckets([wait]))
+        row.save(update_fields=["jobs_started", "wait_seconds", "wait_buckets"])
 
 
 # Queue waits in buckets.

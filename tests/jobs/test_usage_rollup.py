@@ -8,9 +8,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import reports, retention, rollup
-from jobs.models import Attempt, Job, UsageDay
+from jobs import actions, reports, retention, rollup
+from jobs.models import Attempt, GpuTypeUsageDay, Job, UsageDay
 from jobs.states import State
+from quotas.models import Tenant
 from tests.factories import JobFactory
 from tests.jobs.test_usage_report import H, run
 
@@ -126,3 +127,70 @@ def test_a_year_rolled_up_costs_the_queries_of_a_day(alpha, gamma):
     # How far the roll-up has gone, its days and their GPU types, and the jobs of the two
     # partial days at the ends (attempts, finished jobs, started jobs for each).
     assert queries(NOW - 365 * DAY) == queries(NOW - 40 * DAY) == 1 + 2 + 2 * 3
+
+
+def rows_of(day) -> tuple[list, list]:
+    """The day's rolled-up rows, as values (float sums rounded)."""
+    usage = [
+        (tenant, started, round(waits, 6), buckets)
+        for tenant, started, waits, buckets in UsageDay.objects.filter(day=day)
+        .order_by("tenant_id")
+        .values_list("tenant_id", "jobs_started", "wait_seconds", "wait_buckets")
+    ]
+    types = [
+        (tenant, gpu_type, *(round(s, 6) for s in seconds))
+        for tenant, gpu_type, *seconds in GpuTypeUsageDay.objects.filter(day=day)
+        .order_by("tenant_id", "gpu_type")
+        .values_list(
+            "tenant_id", "gpu_type", "gpu_seconds", "wasted_gpu_seconds", "preempted_gpu_seconds"
+        )  # fmt: skip
+    ]
+    return usage, types
+
+
+def rolled_again(day) -> tuple[list, list]:
+    """The day's rows as the roll-up writes them from the jobs now."""
+    UsageDay.objects.filter(day=day).delete()
+    GpuTypeUsageDay.objects.filter(day=day).delete()
+    rollup.roll_day(list(Tenant.objects.values_list("pk", flat=True)), day, NOW)
+    return rows_of(day)
+
+
+def lost_three_days_ago(tenant, *, start_seen: bool) -> Attempt:
+    """A job whose only attempt ran two hours and was declared lost three days ago, then
+    queued for a retry; with ``start_seen`` False its start was never reported."""
+    lost_at = NOW - 3 * DAY
+    attempt = run(tenant, lost_at - 2 * H, lost_at, outcome=Attempt.Outcome.LOST,
+                  wasted=2 * 3600, created=lost_at - 3 * H)  # fmt: skip
+    started = lost_at - 2 * H if start_seen else None
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=started)
+    Job.objects.filter(pk=attempt.job_id).update(
+        state=State.QUEUED, retries_used=1, started_at=started
+    )
+    return attempt
+
+
+@pytest.mark.parametrize("start_seen", [True, False])
+def test_a_late_success_amends_the_rolled_up_day_it_reaches_back_to(alpha, start_seen):
+    attempt = lost_three_days_ago(alpha, start_seen=start_seen)
+    rollup.roll_up(NOW)
+    day = (NOW - 3 * DAY).date()
+    before = rows_of(day)
+
+    actions.late_success(attempt.pk, NOW)
+
+    amended = rows_of(day)
+    assert amended != before  # the waste went (the start was seen) or the start came in
+    assert amended == rolled_again(day)
+    assert Job.objects.get(pk=attempt.job_id).state == State.SUCCEEDED
+
+
+def test_a_late_success_of_a_day_not_rolled_up_leaves_the_roll_up_alone(alpha):
+    attempt = lost_three_days_ago(alpha, start_seen=True)
+
+    actions.late_success(attempt.pk, NOW)
+
+    assert not UsageDay.objects.exists()
+    rollup.roll_up(NOW)  # the day is written from the jobs, which hold the success
+    wasted = GpuTypeUsageDay.objects.get(day=(NOW - 3 * DAY).date()).wasted_gpu_seconds
+    assert wasted == pytest.approx(0.0)
