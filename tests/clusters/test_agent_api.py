@@ -91,10 +91,8 @@ def test_the_heartbeat_answers_with_the_attempts_to_run(agent, gang):
     assert response.json()["stop"] == []
 
 
-def test_another_clusters_agent_sees_none_of_its_attempts(gang):
-    west = ClusterFactory(name="west")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
+def test_another_clusters_agent_sees_none_of_its_attempts(gang, agent_of):
+    client = agent_of(ClusterFactory(name="west"))
     attempt = gang.attempts.get()
     done = report(attempt, base.EXITED, base.EXITED, codes=[0, 0])
 
@@ -463,10 +461,8 @@ def test_a_value_the_database_cannot_hold_is_a_400_naming_it(agent, gang, what, 
     assert field in str(response.json())
 
 
-def test_logs_of_another_clusters_attempt_are_dropped(gang):
-    west = ClusterFactory(name="west")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Agent {west.rotate_token()}")
+def test_logs_of_another_clusters_attempt_are_dropped(gang, agent_of):
+    client = agent_of(ClusterFactory(name="west"))
     line = {"attempt_id": gang.attempts.get().pk, "rank": 0, "seq": 0, "stream": "stdout",
             "text": "forged"}  # fmt: skip
 
