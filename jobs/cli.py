@@ -7,8 +7,8 @@
                      ("afterany:12:13", "afternotok:14"; ids after it take its kind too),
                      and "singleton" to wait for your earlier jobs of its name to end
                      ("afterok:12,singleton"); --depends-on is the same option
-    depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" for
-                     none): Slurm's scontrol update dependency=
+    depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
+                     "none" for none): Slurm's scontrol update dependency=
     list [--state S] [--limit N]
                      your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
@@ -112,6 +112,7 @@ def submit(api: Api, args) -> None:
 
 
 SINGLETON = "singleton"
+NONE = "none"  # no dependencies, as `depend` prints them
 
 
 def dependencies_written(text: str) -> tuple[list, bool]:
@@ -121,8 +122,11 @@ def dependencies_written(text: str) -> tuple[list, bool]:
     Split by commas or spaces: a job id ("12", or "#12" as the portal shows it) waits for its
     job to succeed (afterok); "KIND:ID[:ID...]" gives its ids a kind (afterok, afterany,
     afternotok), and the bare ids after it too ("afterany:12,13"). What is no id, or no kind,
-    goes on as written, for the server to name.
+    goes on as written, for the server to name. "none" alone is no dependencies. The command
+    line's and the portal's one reading of it (jobs.forms): this module runs without Django.
     """
+    if text.strip() == NONE:
+        return [], False
     items, kind, singleton = [], None, False
     for word in filter(None, re.split(r"[\s,]+", text)):
         if word == SINGLETON:
@@ -157,7 +161,7 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
     for link in links:
         by_kind.setdefault(link["kind"], []).append(str(link["id"]))
     parts = [f"{kind}:{':'.join(ids)}" for kind, ids in by_kind.items()]
-    return ",".join(parts + ([SINGLETON] if singleton else [])) or "none"
+    return ",".join(parts + ([SINGLETON] if singleton else [])) or NONE
 
 
 def list_jobs(api: Api, args) -> None:
@@ -278,7 +282,7 @@ def main(argv=None) -> int:
     )  # fmt: skip
     depending = commands.add_parser("depend")
     depending.add_argument("id", type=int)
-    depending.add_argument("deps", metavar="DEPS", help='as for submit; "" for none')
+    depending.add_argument("deps", metavar="DEPS", help='as for submit; "" or "none" for none')
     listing = commands.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")

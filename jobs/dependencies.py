@@ -197,7 +197,11 @@ def waiting() -> tuple[dict[int, tuple[str, str, object]], dict[int, list[tuple[
 
 def sentence(waits_for: list[tuple[int, str]]) -> str:
     """What a waiting job shows: the jobs it waits for and what for, by kind ("Waiting for job
-    #12 to succeed and jobs #14, #15 to end."), naming the first SHOWN of them by id."""
+    #12 to succeed and jobs #14, #15 to end."), naming the first SHOWN of them by id. A job
+    both depended on and in a singleton's way is named once, for its dependency: whatever the
+    kind, the job waits for it to end at least (afterany: "to end", as the singleton would)."""
+    depended = {on for on, kind in waits_for if kind != SINGLETON}
+    waits_for = [(on, kind) for on, kind in waits_for if kind != SINGLETON or on not in depended]
     named = {on for on, _ in sorted(waits_for)[:SHOWN]}
     parts = []
     for kind, verb in VERBS.items():

@@ -1,8 +1,9 @@
-"""The portal's submit form: its fields as typed, and the SubmitSerializer input they make.
+"""The portal's forms: the submit form's fields as typed, and the SubmitSerializer input they
+make; the job page's dependencies, and the DependenciesSerializer input they make.
 
-Every rule stays in the serializer, as for the API. This module only turns the form's strings
-(a command line, KEY=VALUE lines, comma-separated lists) into the shapes the serializer reads,
-and its nested errors back into one line per field.
+Every rule stays in the serializers, as for the API. This module only turns the forms' strings
+(a command line, KEY=VALUE lines, comma-separated lists, dependencies as Slurm writes them)
+into the shapes the serializers read, and their nested errors back into one line per field.
 """
 
 import shlex
@@ -52,6 +53,21 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     if singleton:
         data["singleton"] = True
     return data, errors
+
+
+def dependencies_input(text: str) -> dict:
+    """DependenciesSerializer's input from the job page's field, written as the command line's
+    `depend` takes it ("afterok:12:13,afterany:14,singleton"; "none", or nothing, for none)."""
+    depends_on, singleton = dependencies_written(text)
+    return {"depends_on": depends_on, "singleton": singleton}
+
+
+def refusal_text(detail) -> str:
+    """A serializer's refusal as one line, each field's errors in turn (the fields' names left
+    out: the messages name what they are about)."""
+    if isinstance(detail, dict):
+        return " ".join(error_text(inner) for inner in detail.values())
+    return error_text(detail)
 
 
 def parse_pairs(text: str) -> dict[str, str]:

@@ -21,8 +21,9 @@ from jobs import access, actions, dependencies, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
+from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Attempt, Job
-from jobs.serializers import SubmitSerializer
+from jobs.serializers import DependenciesSerializer, SubmitSerializer
 from jobs.states import TERMINAL, State
 from quotas import tokens
 
@@ -81,8 +82,9 @@ def page_jobs(user):
     return visible_jobs(user).select_related("tenant", "priority_class", "owner")
 
 
-def job_page(request, job, error: str = "", status: int = 200):
-    """The job's page; after a refused resubmission, with why."""
+def job_page(request, job, error: str = "", status: int = 200, typed: str | None = None):
+    """The job's page; after a refused action, with why (and a refused change of dependencies
+    with what was `typed`)."""
     attempts = job.attempts.select_related("cluster").order_by("number")
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
@@ -90,6 +92,7 @@ def job_page(request, job, error: str = "", status: int = 200):
     can_cancel = live and access.can_cancel(request.user, job)
     # Who may cancel may hold a queued job (a batch: its queued shards) and release it.
     queued = can_cancel and State.QUEUED in shard_states
+    depends_on = dependency_list(request.user, job)
     context = {
         "job": job,
         "attempts": attempts,
@@ -101,11 +104,25 @@ def job_page(request, job, error: str = "", status: int = 200):
         "resubmit_key": f"resubmit-{job.pk}-{secrets.token_hex(8)}",
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
-        "dependencies": dependency_list(request.user, job),
+        "dependencies": depends_on,
+        "change_dependencies": dependencies_form(job, depends_on, can_cancel, shard_states, typed),
         "dependents": waiting_for(request.user, job),
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def dependencies_form(job, depends_on, can_cancel, shard_states, typed) -> dict | None:
+    """The form changing the job's dependencies, for whoever may cancel it (the API's rule)
+    while it lives, on a batch's first shard's page: its `text`, as typed or as the job has
+    them (`depends_on`, those the user can see), drawn `hidden` unless every shard is queued
+    (job.js shows it while they are). None where it has no form."""
+    if not can_cancel or job.parent_id is not None:
+        return None
+    if typed is None:
+        waits = [dependencies.Wait(d.pk, d.kind) for d in depends_on]
+        typed = dependencies.written(waits, job.singleton)
+    return {"text": typed, "hidden": set(shard_states) != {State.QUEUED}}
 
 
 def dependency_list(user, job: Job) -> list[Job]:
@@ -289,13 +306,44 @@ def hold(request, pk, verb=actions.hold):
     except actions.AdminHold as refusal:
         raise PermissionDenied(str(refusal)) from None
     except actions.HoldRefused as refusal:
-        if seen := page_jobs(request.user).filter(pk=pk).first():
-            return job_page(request, seen, str(refusal), 409)
-        # A holder of a cancel_job grant alone has no job page: the refusal, as the API's.
-        return HttpResponse(str(refusal), status=409, content_type="text/plain; charset=utf-8")
+        return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")
     return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def change_dependencies(request, pk):
+    """Replace a queued job's dependencies with those typed as Slurm writes them, as the API
+    does, for whoever may cancel the job; a refusal is the job page with why and what was
+    typed: 400 for what the API refuses as a 400, 409 for a job that has left the queue."""
+    job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
+    if not access.can_cancel(request.user, job):
+        raise PermissionDenied("You may see this job but not change its dependencies.")
+    typed = request.POST.get("dependencies", "")
+    change = DependenciesSerializer(
+        data=dependencies_input(typed), job=job, jobs=visible_jobs(request.user)
+    )
+    try:
+        change.is_valid(raise_exception=True)
+        waits, singleton = change.validated_data["depends_on"], change.validated_data["singleton"]
+        actions.set_dependencies(job, waits, singleton, str(request.user))
+    except ValidationError as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400, typed)
+    except actions.DependenciesRefused as refusal:
+        return refused(request, pk, str(refusal), 409, typed)
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)
+
+
+def refused(request, pk, why: str, status: int, typed: str | None = None):
+    """A refused action: the job page with why, or, for a holder of a cancel_job grant alone,
+    who has no job page, the refusal as the API's."""
+    if seen := page_jobs(request.user).filter(pk=pk).first():
+        return job_page(request, seen, why, status, typed)
+    return HttpResponse(why, status=status, content_type="text/plain; charset=utf-8")
 
 
 @login_required

@@ -13,6 +13,7 @@ urlpatterns = [
     path("jobs/<int:pk>/hold/", portal.hold, name="hold"),
     path("jobs/<int:pk>/release/", portal.hold, {"verb": release_hold}, name="release"),
     path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
+    path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
     path("usage/", portal.usage, name="usage"),

@@ -18,6 +18,7 @@
   const attemptsEl = document.getElementById("attempts");
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
+  const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
@@ -110,6 +111,7 @@
       resubmitEl.hidden = false;
     }
     if (holdEl) showHold(job.hold_verb);
+    if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
   }
 
   function sleep(ms) {

@@ -1,5 +1,5 @@
-"""Resubmitting, downloading a log and issuing an API token from the portal, in Chromium against
-daphne (fixtures in conftest.py)."""
+"""Resubmitting, changing a queued job's dependencies, downloading a log and issuing an API token
+from the portal, in Chromium against daphne (fixtures in conftest.py)."""
 
 import pytest
 import requests
@@ -39,6 +39,28 @@ def test_the_resubmit_button_appears_as_the_job_ends_and_opens_the_new_job(
     (again,) = Job.objects.filter(resubmitted_from=job)
     assert page.url == f"{server}/jobs/{again.pk}/"
     expect(page.locator("#state")).to_have_text("queued")
+
+
+def test_the_owner_changes_a_queued_jobs_dependencies_and_the_form_goes_as_it_leaves_the_queue(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    normal = PriorityClassFactory(name="normal")
+    train = JobFactory(tenant=alpha, owner=alice, name="train-llama", priority_class=normal)
+    evaluate = JobFactory(tenant=alpha, owner=alice, name="eval-llama", priority_class=normal)
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{evaluate.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+
+    page.fill("#dependencies", f"afterany:{train.pk},singleton")
+    page.click("#change-dependencies")
+
+    expect(page.locator("#depends-on")).to_contain_text(f"#{train.pk} train-llama")
+    expect(page.locator("#depends-on .kind")).to_have_text("afterany")
+    expect(page.locator("#dependencies")).to_have_value(f"afterany:{train.pk},singleton")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    in_thread(lambda: actions.transition(evaluate, State.SCHEDULED, "placed"))
+    expect(page.locator("#dependencies-form")).to_be_hidden(timeout=10_000)
 
 
 def test_a_user_issues_an_api_token_sees_it_once_and_the_api_takes_it(

@@ -19,23 +19,12 @@ from tests.factories import NodeFactory, PriorityClassFactory, UserFactory
 from tests.jobs.test_lock_order import other_connection
 from tests.processes import wait_until, waiting_on_a_lock
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("normal_priority")]
 Outcome = Attempt.Outcome
 
 SPEC = {"name": "step", "family": Family.TRAINING, "image": "pytorch:2", "command": ["python"],
         "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 600}  # fmt: skip
 API_SPEC = {**SPEC, "tenant": "alpha"}
-
-
-@pytest.fixture(autouse=True)
-def normal_priority(db):
-    return PriorityClassFactory(name="normal", value=0)
-
-
-@pytest.fixture
-def room(db):
-    """Room for every job of a test at once: only a dependency keeps one from being placed."""
-    return NodeFactory.create_batch(2, gpu_count=8)
 
 
 def submit(owner, tenant, *depends_on, **spec) -> Job:
@@ -309,20 +298,6 @@ def test_the_api_takes_depends_on_and_lists_it(alice, alpha):
     assert shown["depends_on"] == [first.pk, second.pk]
     listed = api(alice).get("/api/v1/jobs/").json()["jobs"]
     assert [job["depends_on"] for job in listed] == [[first.pk, second.pk], [], []]
-
-
-@pytest.fixture
-def jobs(alice, alpha, charlie, gamma, room):
-    """Jobs a submission of Alice's to alpha might name: its own, a batch, one that failed, one
-    canceled, another tenant's, and an id no job has."""
-    mine, failed, canceled = submit(alice, alpha), submit(alice, alpha), submit(alice, alpha)
-    shards = list(batch(alice, alpha, 3).batch())
-    cycle.run_cycle()
-    end(failed, Outcome.USER_ERROR)
-    actions.cancel(canceled, "canceled by alice")
-    return {"mine": mine, "shard": shards[1], "batch": shards[0], "failed": failed,
-            "canceled": canceled, "charlies": submit(charlie, gamma),
-            "missing": Job(pk=10**9)}  # fmt: skip
 
 
 REFUSED = [

@@ -19,20 +19,11 @@ from jobs.states import State
 from tests.factories import PriorityClassFactory
 from tests.jobs.test_cli import SPEC as CLI_SPEC
 from tests.jobs.test_cli import cli  # noqa: F401 - the fixture, for the command line's test
-from tests.jobs.test_dependencies import (  # noqa: F401 - fixtures among them ()
-    API_SPEC,
-    FORM,
-    SPEC,
-    api,
-    end,
-    normal_priority,
-    room,
-    state,
-)
+from tests.jobs.test_dependencies import API_SPEC, FORM, SPEC, api, end, state
 from tests.processes import wait_until, waiting_on_a_lock
 
 # Room for every job of a test at once: only a dependency keeps one from being placed.
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("room")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("normal_priority", "room")]
 Outcome = Attempt.Outcome
 OK, ANY, NOTOK = "afterok", "afterany", "afternotok"
 

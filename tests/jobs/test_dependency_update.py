@@ -13,15 +13,12 @@ from jobs.dependencies import Wait
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.states import State
 from tests.factories import JobFactory, UserFactory
-from tests.jobs.test_dependencies import (  # noqa: F401 - fixtures among them
+from tests.jobs.test_dependencies import (
     REFUSED,
     api,
     beside_a_cancel_in_flight,
     end,
     in_a_thread,
-    jobs,
-    normal_priority,
-    room,
     state,
 )
 from tests.jobs.test_dependency_kinds import ANY, NOTOK, OK, batch, finish, submit
@@ -29,7 +26,7 @@ from tests.jobs.test_hold import viewer  # noqa: F401 - the fixture
 from tests.jobs.test_lifecycle_races import after_deciding, commit_after
 from tests.processes import wait_until, waiting_on_a_lock
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("room")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("normal_priority", "room")]
 Outcome = Attempt.Outcome
 NAME = "nightly-eval"
 
@@ -275,12 +272,7 @@ def test_a_singleton_that_an_earlier_job_of_its_name_waits_for_is_a_400_naming_s
 
 @pytest.mark.parametrize(("case", "names", "want"), REFUSED, ids=[c[0] for c in REFUSED])
 def test_what_a_submission_refuses_is_a_400_naming_depends_on_and_writes_nothing(
-    alice,
-    alpha,
-    jobs,  # noqa: F811 - the fixture
-    case,
-    names,
-    want,
+    alice, alpha, jobs, case, names, want
 ):
     target = submit(alice, alpha)
     ids = {name: job.pk for name, job in jobs.items()}

@@ -12,21 +12,14 @@ from django.utils import timezone
 
 from jobs import actions, cycle, events, snapshot
 from jobs.cli import dependencies_written
+from jobs.dependencies import sentence
 from jobs.models import Attempt, Family, Job
 from jobs.states import State
-from tests.jobs.test_dependencies import (  # noqa: F401 - fixtures among them
-    API_SPEC,
-    FORM,
-    api,
-    in_a_thread,
-    normal_priority,
-    room,
-    state,
-)
+from tests.jobs.test_dependencies import API_SPEC, FORM, api, in_a_thread, state
 from tests.jobs.test_dependency_kinds import finish, submit
 from tests.processes import wait_until, waiting_on_a_lock
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("room")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("normal_priority", "room")]
 Outcome = Attempt.Outcome
 NAME = "nightly-eval"
 
@@ -92,6 +85,28 @@ def test_a_singleton_job_waits_for_its_dependencies_too_and_says_both(alice, alp
     assert cycle.run_cycle().placed == []
     finish(train, State.SUCCEEDED)
     assert cycle.run_cycle().placed == [report.pk]
+
+
+@pytest.mark.parametrize(("kind", "what"), [("afterany", "end"), ("afterok", "succeed"),
+                                            ("afternotok", "fail")])  # fmt: skip
+def test_a_job_both_depended_on_and_in_the_singletons_way_is_named_once(alice, alpha, kind,
+                                                                         what):  # fmt: skip
+    earlier = submit(alice, alpha, name=NAME)
+    later = singleton(alice, alpha, (earlier, kind))
+    cycle.run_cycle()
+
+    assert explained(later)[1] == f"Waiting for job #{earlier.pk} to {what}."
+
+
+@pytest.mark.parametrize(("waits_for", "want"), [
+    ([(7, "afterany"), (7, "singleton")], "Waiting for job #7 to end."),
+    ([(7, "afterany"), (9, "afterok"), (7, "singleton")],
+     "Waiting for job #9 to succeed and job #7 to end."),
+    ([(9, "afterany"), (7, "singleton")],
+     "Waiting for job #9 to end and job #7 to end (singleton)."),
+])  # fmt: skip
+def test_the_sentence_names_each_job_once(waits_for, want):
+    assert sentence(waits_for) == want
 
 
 OTHERS = [
@@ -276,6 +291,9 @@ WRITTEN = [
     ("12,13", [12, 13], False),
     ("Singleton", ["Singleton"], False),
     ("", [], False),
+    ("none", [], False),
+    (" none ", [], False),
+    ("none,12", ["none", 12], False),
 ]  # fmt: skip
 
 
