@@ -20,6 +20,9 @@
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days)
+    quota [--tenant SLUG]
+                     per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
+                     how much more it may start now; jobs queued and waiting for quota
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
@@ -235,11 +238,14 @@ def usage(api: Api, args) -> None:
          f"{report['counted_to']}")  # fmt: skip
     if report["incomplete"]:
         show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
-    rows = [USAGE_HEADER, *usage_rows(report["tenants"])]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(USAGE_HEADER))]
+    table([USAGE_HEADER, *usage_rows(report["tenants"])])
+
+
+def table(rows: list[list[str]], names: int = 2) -> None:
+    """Rows in aligned columns: the first `names` to the left, figures to the right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        # Names to the left, figures to the right.
-        cells = [cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i])
+        cells = [cell.ljust(widths[i]) if i < names else cell.rjust(widths[i])
                  for i, cell in enumerate(row)]  # fmt: skip
         show("  ".join(cells).rstrip())
 
@@ -257,6 +263,36 @@ def usage_rows(tenants: list[dict]):
         for u in t["by_gpu_type"]:
             kind = {None: "unknown", "": "none"}.get(u["gpu_type"], u["gpu_type"])
             yield [t["tenant"], kind, *(f"{u[k]:.2f}" for k in FIGURES), *[""] * len(jobs)]
+
+
+QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "in use", "borrowed",
+                "may start"]  # fmt: skip
+
+
+def quota(api: Api, args) -> None:
+    answer = api.call("GET", "quotas/", params={"tenant": args.tenant} if args.tenant else None)
+    rows = [QUOTA_HEADER]
+    for team in answer["tenants"]:
+        for f in team["flavors"]:
+            limit = f["borrow_limit"]
+            if limit is None:  # none of its own: the cohort's idle guarantee, or no limit
+                limit = "-" if f["guaranteed"] is None else "cohort idle"
+            rows.append([team["slug"], f["flavor"], f["unit"], amount(f["guaranteed"]),
+                         amount(limit), amount(f["in_use"]), amount(f["borrowed"]),
+                         amount(f["may_start"], "no limit")])  # fmt: skip
+    table(rows, names=3)
+    for team in answer["tenants"]:
+        show(f"{team['slug']}: {team['queued_jobs']} queued, "
+             f"{team['waiting_for_quota']} waiting for quota")  # fmt: skip
+
+
+def amount(value, none: str = "-") -> str:
+    """A quota figure: a whole number as one, a share of GPUs with its decimals."""
+    if value is None:
+        return none
+    if isinstance(value, str):
+        return value
+    return f"{value:g}"
 
 
 def positive(text: str) -> int:
@@ -295,6 +331,8 @@ def main(argv=None) -> int:
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")
     report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    quotas = commands.add_parser("quota")
+    quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
@@ -309,7 +347,7 @@ def main(argv=None) -> int:
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "usage": usage}  # fmt: skip
+           "usage": usage, "quota": quota}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

@@ -4,6 +4,8 @@ from django.urls import include, path
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
+from quotas.api import QuotasView
+from quotas.views import quotas
 
 urlpatterns = [
     path("", portal.index, name="index"),
@@ -18,11 +20,13 @@ urlpatterns = [
     path("overview/", portal.overview, name="overview"),
     path("usage/", portal.usage, name="usage"),
     path("usage.csv", portal.usage_csv, name="usage_csv"),
+    path("quotas/", quotas, name="quotas"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
+    path("api/v1/quotas/", QuotasView.as_view(), name="api-quotas"),
     path("api/v1/", include("jobs.api")),
 ]

@@ -105,6 +105,20 @@ class Ledger:
             return False
         return amount <= self.cohort_total[(self.cohort[tenant], flavor)]
 
+    def headroom(self, tenant: str, flavor: str) -> int | None:
+        """How much more of ``flavor`` the tenant may take now (the most ``allows`` grants,
+        holds aside); None if nothing in its cohort limits the flavor. The rest of its
+        guarantee counts whole even where borrowers use it: a job of the tenant reclaims it."""
+        q = self.quota.get((tenant, flavor))
+        if q is None:
+            return None
+        used = self.usage.get((tenant, flavor), 0)
+        pool = (self.cohort[tenant], flavor)
+        borrowable = self.cohort_total.get(pool, 0) - self.cohort_used.get(pool, 0)
+        if q.borrow_limit is not None:
+            borrowable = min(borrowable, q.guaranteed + q.borrow_limit - used)
+        return max(q.guaranteed - used, borrowable, 0)
+
     def hold(self, tenant: str, flavor: str, until: float) -> None:
         """Keep the tenant's room on ``flavor`` for a job it cannot fit yet: its later jobs in
         the cycle take none unless they end by ``until``. The first hold of a flavor stays."""

@@ -1,0 +1,105 @@
+"""What a team's quotas allow now, for its members: per flavor the guarantee, the borrow limit,
+what the team uses, what it borrows, and how much more it may start, as the scheduler's own
+quota ledger (jobs.placement.quota.Ledger) judges it from the same snapshot of running work;
+with how many of its jobs are queued, and how many of them wait for quota.
+
+A flavor that nobody in the team's cohort has a quota on is not limited: it is listed while the
+team uses it, with no limit.
+"""
+
+from dataclasses import asdict, dataclass
+
+from django.db.models import Count, Q
+
+from clusters.models import Allocation
+from jobs import snapshot
+from jobs.models import Job
+from jobs.placement.quota import Ledger
+from jobs.states import State
+from quotas.models import Tenant
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One flavor of a team's quota, in its unit (GPUs, millicores, MiB). Without a quota of
+    its own on a flavor its cohort guarantees to others, the team's guarantee is 0 and its
+    `borrow_limit` None: it borrows up to the cohort's idle guarantee. Where nobody in the
+    cohort has a quota on the flavor, `guaranteed`, `borrow_limit` and `may_start` are None:
+    nothing limits it. `borrowed` is what the team uses above its guarantee."""
+
+    flavor: str
+    unit: str
+    guaranteed: float | None
+    borrow_limit: float | None
+    in_use: float
+    borrowed: float
+    may_start: float | None
+
+
+@dataclass(frozen=True)
+class TeamQuotas:
+    slug: str
+    name: str
+    cohort: str
+    fair_share_weight: float
+    flavors: list[Flavor]
+    queued_jobs: int
+    waiting_for_quota: int
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def unit(flavor: str) -> str:
+    return {"cpu": "millicores", "memory": "MiB"}.get(flavor, "GPUs")
+
+
+def in_units(flavor: str, amount: int | None) -> float | None:
+    """The ledger's amount in the flavor's unit: the core counts milli-GPUs."""
+    return None if amount is None else amount / snapshot.gpu_scale(flavor)
+
+
+def of(teams: list[Tenant]) -> list[TeamQuotas]:
+    """The quota status of `teams` (tenants the caller may read), in their order. The ledger
+    needs the running work of every tenant in their cohorts, whose idle guarantee they may
+    borrow: four queries whatever the number of teams."""
+    cohorts = {team.cohort for team in teams}
+    rows = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
+    ledger = Ledger(snapshot.tenants(rows.values(*snapshot.ALLOCATION_FIELDS)))
+    queued = dict(
+        (row["tenant_id"], row)
+        for row in Job.objects.filter(tenant__in=[t.pk for t in teams], state=State.QUEUED)
+        .values("tenant_id")
+        .annotate(n=Count("pk"), quota=Count("pk", filter=Q(pending_reason="quota_exceeded")))
+        .order_by()
+    )
+    return [
+        TeamQuotas(
+            slug=team.slug, name=team.name, cohort=team.cohort,
+            fair_share_weight=team.fair_share_weight, flavors=flavors(ledger, team),
+            queued_jobs=queued.get(team.pk, {}).get("n", 0),
+            waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
+        )
+        for team in teams
+    ]  # fmt: skip
+
+
+def flavors(ledger: Ledger, team: Tenant) -> list[Flavor]:
+    """The team's flavors: those its cohort has quotas on, then others it uses, by name."""
+    tenant = str(team.pk)
+    limited = {flavor for t, flavor in ledger.quota if t == tenant}
+    used = {flavor for (t, flavor), amount in ledger.usage.items() if t == tenant and amount}
+    out = []
+    for flavor in sorted(limited) + sorted(used - limited):
+        quota = ledger.quota.get((tenant, flavor))
+        in_use = ledger.usage.get((tenant, flavor), 0)
+        guaranteed = quota.guaranteed if quota else None
+        out.append(Flavor(
+            flavor=flavor, unit=unit(flavor),
+            guaranteed=in_units(flavor, guaranteed),
+            borrow_limit=in_units(flavor, quota.borrow_limit) if quota else None,
+            in_use=in_units(flavor, in_use),
+            borrowed=in_units(flavor, max(in_use - (guaranteed or 0), 0)) if quota else 0.0,
+            may_start=in_units(flavor, ledger.headroom(tenant, flavor)),
+        ))  # fmt: skip
+    return out
