@@ -277,13 +277,17 @@ def lock_live(attempts) -> list[int]:
 
 
 @retrying.atomic
-def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
+def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
     {preemptor id: victim ids}; return the victims asked.
 
     Only for preemptors still queued, not held and not waiting (dependencies.waits): one
     canceled, placed or held since the cycle decided, or given a dependency or made a
-    singleton it must wait for, cannot use the room, and its victims keep running. The
+    singleton it must wait for, cannot use the room, and its victims keep running. With
+    `claims_seen` ({preemptor id: its preempting_until as the deciding snapshot read it}),
+    only for preemptors whose claim is still that one: another scheduler that evicted for the
+    job since (MLSCHED_SINGLE_FLIGHT=0) has made the room already, perhaps from other victims,
+    and this decision's would stop for nothing. The
     preemptors are locked first, in id order (job rows before attempts, as cancel() locks), so
     a cancel in flight is waited for, not overtaken, and a change of dependencies in flight
     too (asked once the locks are held, as the commit's claim asks); then the victims as
@@ -293,13 +297,15 @@ def preempt(victims_of: dict[int, list[int]], now=None) -> list[int]:
     take to go (their grace period, twice) and a minute more.
     """
     now = now or timezone.now()
-    locked = list(
+    claims = dict(
         Job.objects.select_for_update()
         .filter(id__in=victims_of, state=State.QUEUED, held="")
         .order_by("id")
-        .values_list("id", flat=True)
+        .values_list("id", "preempting_until")
     )
-    ready = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
+    if claims_seen is not None:
+        claims = {pk: claim for pk, claim in claims.items() if claims_seen.get(pk) == claim}
+    ready = Job.objects.filter(id__in=claims).exclude(dependencies.waits())
     waiting = list(ready.values_list("id", flat=True))
     victims = sorted({victim for job_id in waiting for victim in victims_of[job_id]})
     lock_live(Attempt.objects.filter(job_id__in=victims))

@@ -51,7 +51,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     clock.lap(result, "decide")
     commit(decision, now, result)  # 3
     clock.lap(result, "commit")
-    result.preempted = preempt(decision, now)  # 4
+    result.preempted = preempt(decision, now, loaded.claims)  # 4
     explain(decision, loaded, result)  # 5
     clock.lap(result, "explain")
     beat(seconds=sum(result.seconds.values()), jobs=result.considered)
@@ -69,9 +69,10 @@ def commit(decision: Decision, now: float, result: CycleResult) -> None:
         result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
 
 
-def preempt(decision: Decision, now: float) -> list[int]:
+def preempt(decision: Decision, now: float, claims_seen: dict[int, object]) -> list[int]:
     """Ask this cycle's victims to stop; the preemptor is placed once they are gone (the room is
-    its own until then). Victims of a preemptor canceled since the decision keep running."""
+    its own until then). Victims of a preemptor canceled since the decision, or for which
+    another scheduler has evicted since the snapshot (its claim changed), keep running."""
     victims_of = {
         int(o.job_id): [int(victim) for victim in o.victims]
         for o in decision.outcomes
@@ -79,7 +80,8 @@ def preempt(decision: Decision, now: float) -> list[int]:
     }
     if not victims_of:
         return []
-    asked = set(actions.preempt(victims_of, datetime.fromtimestamp(now, tz=UTC)))
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    asked = set(actions.preempt(victims_of, moment, claims_seen))
     return [int(job_id) for job_id in decision.preempted if int(job_id) in asked]
 
 

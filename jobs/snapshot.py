@@ -49,6 +49,9 @@ class Loaded:
     # Jobs that wait for a dependency: {id: [(dependency, kind) not met yet, by dependency]};
     # a singleton job's earlier job of its group, as (job, "singleton").
     waiting: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    # Every queued job's room claim as read (preempting_until): an eviction is written only
+    # for a preemptor whose claim is still this one (actions.preempt).
+    claims: dict[int, object] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -94,7 +97,8 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
         for job in queued
     }
-    return Loaded(snapshot, pending | waiting_pending, waiting)
+    claims = {job["id"]: job["preempting_until"] for job in queued}
+    return Loaded(snapshot, pending | waiting_pending, waiting, claims)
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
