@@ -121,8 +121,19 @@ class Backend(Protocol):
         """Drop what is kept for an ended attempt once the control plane has it."""
 
 
-# A job reports a checkpoint by touching this file in MLSCHED_CHECKPOINT_DIR after saving one.
+# A job reports a checkpoint it has saved in either of two ways: by touching this file in
+# MLSCHED_CHECKPOINT_DIR (read where the agent sees that directory too) ...
 CHECKPOINT_MARKER = ".mlsched-checkpoint"
+# ... or by printing this line, alone on its line, to stdout or stderr (MLSCHED_CHECKPOINT_LINE),
+# which every backend reads in the worker's output and which needs no shared volume.
+CHECKPOINT_LINE = "mlsched: checkpoint saved"
+
+
+def is_checkpoint_line(text: str) -> bool:
+    """Whether a line of output (without its line ending) reports a saved checkpoint: it is
+    CHECKPOINT_LINE exactly. A line that holds it among other text (a logger's prefix, an echo
+    of the environment, a shell's trace of the print) does not count."""
+    return text == CHECKPOINT_LINE
 
 
 def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):
@@ -130,7 +141,8 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
 
     LOCAL_RANK counts the attempt's workers on the same node; CUDA_VISIBLE_DEVICES lists the
     worker's GPU indices; MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
-    directory, which is the same for every attempt of the job.
+    directory, which is the same for every attempt of the job. After saving a checkpoint the job
+    touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE.
     """
     same_node = [w.rank for w in spec.workers if w.node == worker.node]
     env = dict(spec.env)
@@ -139,6 +151,7 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MLSCHED_ATTEMPT=str(spec.number),
         MLSCHED_CHECKPOINT_DIR=checkpoint_dir,
         MLSCHED_CHECKPOINT_MARKER=f"{checkpoint_dir}/{CHECKPOINT_MARKER}",
+        MLSCHED_CHECKPOINT_LINE=CHECKPOINT_LINE,
         RANK=str(worker.rank),
         WORLD_SIZE=str(spec.world_size),
         LOCAL_RANK=str(same_node.index(worker.rank)),

@@ -5,6 +5,13 @@ a dropped connection the thread reads the log again from the start and skips the
 has, and a restarted backend numbers the same lines the same way, so the control plane can
 deduplicate. Kubernetes interleaves stdout and stderr into one log, reported as "stdout".
 
+The log is read with timestamps: Kubernetes stamps every line with the time the container
+runtime took it from the container, and the stamp is cut off the line's text. A line that is
+exactly the checkpoint line (base.CHECKPOINT_LINE) is the job reporting a saved checkpoint:
+`checkpoint_at(key)` is the latest stamp of such a line in the pod's log. It is the line's own
+time, not the agent's, so a log read again (a dropped stream, a restarted agent) gives the
+same; only a line without a stamp gets the time the agent read it.
+
 `caught_up(key)` tells whether a pod's whole log has been read (or can no longer be): the backend
 reports a pod's end only then, so a job is never seen ended with its last lines missing. When a
 pod ends, `wake(key)` makes a reader waiting to read again after a dropped stream read at once.
@@ -13,18 +20,25 @@ pod ends, `wake(key)` makes a reader waiting to read again after a dropped strea
 from __future__ import annotations
 
 import logging
+import re
 import threading
+import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clusters.backends.base import LogLine
+from clusters.backends.base import LogLine, is_checkpoint_line
 from clusters.backends.k8s_specs import CONTAINER
 
 log = logging.getLogger(__name__)
 
 Key = tuple[int, int]  # (attempt id, rank)
+
+# The stamp Kubernetes puts before each line with timestamps=true (RFC 3339, nanoseconds), and
+# the space that ends it.
+STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 
 class LogFollowers:
@@ -37,6 +51,7 @@ class LogFollowers:
         self._lock = threading.Lock()
         self._lines: list[LogLine] = []
         self._seen: dict[Key, int] = {}  # lines read per pod: the next line's seq
+        self._checkpoints: dict[Key, float] = {}  # the latest checkpoint line's time per pod
         self._threads: dict[Key, threading.Thread] = {}
         self._responses: dict[Key, object] = {}
         self._dropped: set[int] = set()
@@ -71,6 +86,12 @@ class LogFollowers:
         if event is not None:
             event.set()
 
+    def checkpoint_at(self, key: Key) -> float | None:
+        """When the pod's log last reported a saved checkpoint (seconds since the epoch), if
+        any line read so far did."""
+        with self._lock:
+            return self._checkpoints.get(key)
+
     def drain(self) -> list[LogLine]:
         with self._lock:
             lines, self._lines = self._lines, []
@@ -86,6 +107,7 @@ class LogFollowers:
             for key in [k for k in self._threads if k[0] == attempt_id]:
                 self._threads.pop(key)
                 self._seen.pop(key, None)
+                self._checkpoints.pop(key, None)
                 self._complete.discard(key)
                 self._gone.discard(key)
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
@@ -135,26 +157,43 @@ class LogFollowers:
 
     def _read(self, key: Key, namespace: str, name: str, complete: bool) -> None:
         response = self.core.read_namespaced_pod_log(
-            name, namespace, container=CONTAINER, follow=True, _preload_content=False
-        )
+            name, namespace, container=CONTAINER, follow=True, timestamps=True,
+            _preload_content=False,
+        )  # fmt: skip
         with self._lock:
             self._responses[key] = response
         try:
             if not 200 <= response.status <= 299:
                 raise ApiException(status=response.status, reason=response.reason)
-            for index, text in enumerate(_lines(response, keep_partial=complete)):
-                self._take(key, index, text)
+            for index, line in enumerate(_lines(response, keep_partial=complete)):
+                self._take(key, index, *stamped(line))
         finally:
             with self._lock:
                 self._responses.pop(key, None)
             response.release_conn()
 
-    def _take(self, key: Key, index: int, text: str) -> None:
+    def _take(self, key: Key, index: int, at: float | None, text: str) -> None:
         with self._lock:
             if index < self._seen.get(key, 0) or not self._active(key):
                 return
             self._seen[key] = index + 1
             self._lines.append(LogLine(key[0], key[1], index, "stdout", text))
+            if is_checkpoint_line(text):
+                at = time.time() if at is None else at
+                self._checkpoints[key] = max(at, self._checkpoints.get(key, at))
+
+
+def stamped(line: str) -> tuple[float | None, str]:
+    """(the time Kubernetes stamped on the line, the line's text); (None, the whole line) for a
+    line without a stamp."""
+    match = STAMP.match(line)
+    if match is None:
+        return None, line
+    try:
+        at = datetime.fromisoformat(match[1]).timestamp()
+    except ValueError:  # shaped like a stamp, not a real time
+        return None, line
+    return at, line[match.end() :]
 
 
 def _lines(response, keep_partial: bool) -> Iterator[str]:

@@ -16,10 +16,12 @@
   mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes; a node
   NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod's end is
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
-  the logs() call the agent makes before its heartbeat. Where the agent mounts the checkpoint
-  volume too (`checkpoint_mount`, a ReadWriteMany claim), a running worker also reports when its
-  job last touched the checkpoint marker.
-- logs: each started pod's log, followed (see k8s_logs).
+  the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
+  checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
+  that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), and, where the agent mounts the
+  checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim) and the worker runs, when
+  its job last touched the checkpoint marker; the later of the two.
+- logs: each started pod's log, followed (see k8s_logs); checkpoint lines too.
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet) and the
   Service. Idempotent: calling it again deletes what is still there and not yet terminating,
   and a delete the API server failed is tried again at the next status() (every retry_s).
@@ -260,15 +262,28 @@ class KubernetesBackend:
         return status
 
     def _with_checkpoint(self, status: WorkerStatus, folders: dict[int, str]) -> WorkerStatus:
-        folder = folders.get(status.attempt_id)
-        if self.checkpoint_mount is None or status.phase != RUNNING or not folder:
+        """The status with the job's last checkpoint: the later of the pod's last checkpoint
+        line, in any phase (a job saves one as it is stopped, in its grace period), and the
+        marker on the mounted volume while the worker runs."""
+        key = (status.attempt_id, status.rank)
+        times = [self._logs.checkpoint_at(key)]
+        if status.phase == RUNNING:
+            times.append(self._marker_time(folders.get(status.attempt_id)))
+        times = [at for at in times if at is not None]
+        if not times:
             return status
+        return dataclasses.replace(status, checkpoint_at=max(times))
+
+    def _marker_time(self, folder: str | None) -> float | None:
+        """When the job last touched its checkpoint marker, where the agent mounts the volume."""
+        if self.checkpoint_mount is None or not folder:
+            return None
         # The same folder the worker's pod mounts (subPath) at MLSCHED_CHECKPOINT_DIR.
         marker = Path(self.checkpoint_mount, folder, CHECKPOINT_MARKER)
         try:
-            return dataclasses.replace(status, checkpoint_at=marker.stat().st_mtime)
+            return marker.stat().st_mtime
         except OSError:  # no checkpoint yet
-            return status
+            return None
 
     def logs(self) -> list[LogLine]:
         """Log lines read since the last call, seq per (attempt, rank) from 0."""

@@ -5,9 +5,9 @@ inventory such as `2x8xA100,4x1xT4:shared`, so GPU placement can be exercised on
 without GPUs: CUDA_VISIBLE_DEVICES then names virtual GPUs.
 
 State lives in files under `state_dir/<attempt>/<rank>/` (spec, pid, log, exit status, stop
-request), not in this object: an agent that restarts builds a new LocalBackend on the same
-directory and finds every worker again. Those files are the agent's alone (mode 0600): the
-spec holds the job's environment.
+request, the time of the last checkpoint line), not in this object: an agent that restarts
+builds a new LocalBackend on the same directory and finds every worker again. Those files are
+the agent's alone (mode 0600): the spec holds the job's environment.
 
 Tenants: with ``worker_uids`` (a range of user ids, `run_agent --worker-uids 20000-29999`; the
 agent must run as root) each tenant's workers run as a user of their own, the range's start
@@ -273,7 +273,7 @@ class LocalBackend:
             if child.poll() is not None:  # reap, so a dead shim is not a zombie
                 self._children.pop(child.pid, None)
         return [
-            self._worker_status(int(d.parent.name), int(d.name), d)
+            with_printed_checkpoint(self._worker_status(int(d.parent.name), int(d.name), d), d)
             for d in self._all_worker_dirs()
             if (d / "spec.json").exists()
         ]
@@ -421,6 +421,17 @@ def checkpoint_at(worker_dir: Path) -> float | None:
         return os.stat(marker["MLSCHED_CHECKPOINT_MARKER"]).st_mtime
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def with_printed_checkpoint(status: WorkerStatus, worker_dir: Path) -> WorkerStatus:
+    """The status with the later of its checkpoint time and the last time the worker printed
+    the checkpoint line, in any phase: a job saves one as it is stopped, in its grace period,
+    and the shim notes the line before it records the end."""
+    printed = read_number(worker_dir / local_shim.CHECKPOINT, float)
+    if printed is None:
+        return status
+    latest = max(printed, status.checkpoint_at or printed)
+    return dataclasses.replace(status, checkpoint_at=latest)
 
 
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:

@@ -4,9 +4,12 @@ DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own proces
 starts the command in a session (and process group) of the command's own, inside a cgroup
 holding its processes to the worker's CPU and memory request where the host allows
 (`cgroups.py`; else an address-space rlimit stands in for the memory limit). It writes every
-output line to `log` (`record`), enforces the runtime limit (SIGTERM to the command's process
-group, SIGKILL to it and its cgroup after the grace period), passes the agent's stop (SIGTERM
-to the shim's group) on to the command's group, and writes `exit.json` when the command ends.
+output line to `log` (`record`) and, for a line that is exactly the checkpoint line
+(base.CHECKPOINT_LINE), the time it read it to `checkpoint` (the output is read as the job
+writes it, so that is when the job printed it, give or take its own buffering), enforces the
+runtime limit (SIGTERM to the command's process group, SIGKILL to it and its cgroup after the
+grace period), passes the agent's stop (SIGTERM to the shim's group) on to the command's group,
+and writes `exit.json` when the command ends.
 
 Like a container, a worker is its main process: when that ends (on its own, at the runtime
 limit or on a stop), whatever it left behind (background processes, a daemon that left the
@@ -31,11 +34,13 @@ import threading
 import time
 from pathlib import Path
 
-from clusters.backends import cgroups
+from clusters.backends import base, cgroups
 
 # After the main process ended, how long the output readers may take to drain the pipes.
 READERS_JOIN_S = 5.0
 STREAMS = ("stdout", "stderr")
+# When the job last printed the checkpoint line, as the shim read it (seconds since the epoch).
+CHECKPOINT = "checkpoint"
 PR_SET_PDEATHSIG = 1
 
 
@@ -46,10 +51,16 @@ def record(stream: str, text: bytes) -> bytes:
     so it holds no ``\\n``: ``\\n`` alone ends a record, the first tab ends the stream's name,
     and everything else (a progress bar's ``\\r``, tabs, NUL, invalid UTF-8) is the text's own.
     ``parse_record`` reads it back."""
-    if text.endswith(b"\n"):
-        text = text[:-2] if text.endswith(b"\r\n") else text[:-1]
-    text = text.replace(b"\n", b" ")  # a line's end is its last byte: only for odd callers
+    # A line's end is its last byte: a \n before it only comes from odd callers.
+    text = without_end(text).replace(b"\n", b" ")
     return stream.encode() + b"\t" + text + b"\n"
+
+
+def without_end(line: bytes) -> bytes:
+    """The line without its ending (``\\n`` or ``\\r\\n``)."""
+    if line.endswith(b"\n"):
+        return line[:-2] if line.endswith(b"\r\n") else line[:-1]
+    return line
 
 
 def parse_record(raw: bytes) -> tuple[str, str]:
@@ -109,12 +120,17 @@ def parent_death_signal():
         return None
 
 
-def pump(stream, name: str, out, lock: threading.Lock) -> None:
+def pump(stream, name: str, out, lock: threading.Lock, checkpoint: Path) -> None:
+    """Copy the stream's lines to the log; note the time of each checkpoint line."""
     for raw in iter(stream.readline, b""):
         with lock:
             if out.closed:  # the exit record is written: a straggler's lines are dropped
                 return
             out.write(record(name, raw))
+            if base.is_checkpoint_line(without_end(raw).decode(errors="replace")):
+                # A time that cannot be noted (a full disk) must not stop the log.
+                with contextlib.suppress(OSError):
+                    write_atomic(checkpoint, repr(time.time()))
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -208,7 +224,9 @@ def main(directory: Path) -> int:
     lock = threading.Lock()
     out = open(directory / "log", "ab", buffering=0)  # noqa: SIM115 (closed under the lock)
     pumps = [
-        threading.Thread(target=pump, args=(stream, name, out, lock), daemon=True)
+        threading.Thread(
+            target=pump, args=(stream, name, out, lock, directory / CHECKPOINT), daemon=True
+        )
         for stream, name in ((child.stdout, "stdout"), (child.stderr, "stderr"))
     ]
     for t in pumps:

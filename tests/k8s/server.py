@@ -1,7 +1,8 @@
 """A small Kubernetes API server for tests: real HTTP on 127.0.0.1, objects kept in memory.
 
 It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes backend: nodes
-(list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow),
+(list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
+timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
 delete). Pods' volume mounts are validated as the API server does (a known volume, a relative
 subPath without ".."). Watches stream newline-delimited JSON events in chunked encoding, the way
@@ -23,6 +24,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -68,7 +70,7 @@ class KubeTestServer:
         self.store: dict[str, dict[tuple[str, str], dict]] = {kind: {} for kind in KINDS}
         self.events: list[tuple[int, str, dict]] = []  # pod watch history: (rv, type, pod)
         self.oldest_rv = 0  # a watch from before this answers 410 Gone
-        self.logs: dict[tuple[str, str], list[str]] = {}
+        self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (stamp, text) lines
         self.deletions: list[tuple[str, str, str, int | None]] = []  # kind, ns, name, grace
         self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
@@ -175,9 +177,12 @@ class KubeTestServer:
     def image_pull_backoff(self, ns: str, name: str) -> None:
         self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, "ImagePullBackOff"))
 
-    def append_log(self, ns: str, name: str, *lines: str) -> None:
+    def append_log(self, ns: str, name: str, *lines: str, at: float | None = None) -> None:
+        """The container writes lines; the runtime stamps them with the time `at` (seconds
+        since the epoch; now if not given)."""
+        at = time.time() if at is None else at
         with self.cond:
-            self.logs.setdefault((ns, name), []).extend(lines)
+            self.logs.setdefault((ns, name), []).extend((at, line) for line in lines)
             self.cond.notify_all()
 
     def delete_pod(self, ns: str, name: str) -> None:
@@ -354,8 +359,9 @@ class KubeTestServer:
                     handler.write_chunk(json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n")
                 return handler.end_stream()
 
-    def log(self, handler, ns: str, name: str, follow: bool, tail: int | None) -> None:
-        """The container's output, then (with follow) new lines until the pod ends."""
+    def log(self, handler, ns: str, name: str, follow: bool, tail: int | None, stamps: bool):
+        """The container's output, then (with follow) new lines until the pod ends; with
+        `stamps` (timestamps=true) each line starts with its time and a space."""
         pod = self.get("pods", ns, name)
         if not objects.container_started(pod):
             raise ApiError(400, "BadRequest", f'container "worker" in pod "{name}" is waiting')
@@ -364,7 +370,7 @@ class KubeTestServer:
             self.log_streams += 1
             generation = self.watch_generation
         try:
-            self._stream_log(handler, ns, name, follow, tail, generation)
+            self._stream_log(handler, ns, name, follow, tail, stamps, generation)
         finally:
             with self.cond:
                 self.log_streams -= 1
@@ -374,12 +380,15 @@ class KubeTestServer:
         with self.cond:
             return self.log_streams
 
-    def _stream_log(self, handler, ns, name, follow: bool, tail: int | None, generation: int):
+    def _stream_log(self, handler, ns, name, follow, tail, stamps: bool, generation: int):
+        def send(lines) -> bool:
+            return all(handler.write_chunk(_log_line(line, stamps)) for line in lines)
+
         with self.cond:
             sent = len(self.logs.get((ns, name), []))
             first = max(0, sent - tail) if tail is not None else 0
             lines = self.logs.get((ns, name), [])[first:sent]
-        if not all(handler.write_chunk(line + "\n") for line in lines):
+        if not send(lines):
             return None
         while follow:
             with self.cond:
@@ -391,7 +400,7 @@ class KubeTestServer:
                     self.cond.wait(0.5)
                     continue
                 sent += len(lines)
-            if not all(handler.write_chunk(line + "\n") for line in lines):
+            if not send(lines):
                 return None
             if done and not lines:
                 break
@@ -484,11 +493,22 @@ def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> N
         return kube.watch(handler, ns, query.get("labelSelector", ""), since, timeout, bookmarks)
     if route == "log":
         tail = int(query["tailLines"]) if "tailLines" in query else None
-        return kube.log(handler, ns, name, query.get("follow") in TRUE, tail)
+        stamps = query.get("timestamps") in TRUE
+        return kube.log(handler, ns, name, query.get("follow") in TRUE, tail, stamps)
     handler.send_json(*_call(kube, method, route, ns, kind, name, query, body))
 
 
 TRUE = ("true", "1", "True")
+
+
+def _log_line(line: tuple[float, str], stamps: bool) -> str:
+    """A log line as the API server sends it: with timestamps, first the time the container
+    runtime took it, RFC 3339 with nanoseconds in UTC, and a space."""
+    at, text = line
+    if not stamps:
+        return text + "\n"
+    stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return f"{stamp}000Z {text}\n"
 
 
 def _validate_pod(pod: dict) -> None:
