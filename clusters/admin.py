@@ -6,11 +6,11 @@ from django.utils.html import format_html, format_html_join
 
 from clusters.models import Allocation, Cluster, Node
 from jobs.admin import BigTable, ReadOnlyAdmin
-from quotas.admin import TenantScoped
+from quotas.admin import SelectionChecked, TenantScoped
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(SelectionChecked, admin.ModelAdmin):
     list_display = ["name", "backend", "region", "health", "last_heartbeat"]
     list_filter = ["backend", "health"]
     readonly_fields = ["health", "last_heartbeat", "node_table"]
@@ -62,7 +62,7 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(SelectionChecked, admin.ModelAdmin):
     list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy"]
     list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]
     search_fields = ["name"]

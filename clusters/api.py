@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from clusters import agents
 from clusters.backends import base
 from clusters.models import Cluster, validate_labels
+from jobs.serializers import Choice, TextKeys
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -70,9 +71,7 @@ class NodeSerializer(serializers.Serializer):
     gpu_type = serializers.CharField(max_length=64, allow_blank=True, default="")
     gpu_count = serializers.IntegerField(min_value=0, max_value=64, default=0)
     gpu_shareable = serializers.BooleanField(default=False)
-    topology = serializers.DictField(
-        child=serializers.CharField(), default=dict, validators=[validate_labels]
-    )
+    topology = TextKeys(child=serializers.CharField(), default=dict, validators=[validate_labels])
     ready = serializers.BooleanField(default=True)
 
     def validate(self, data):
@@ -88,7 +87,7 @@ PHASES = [base.PENDING, base.RUNNING, base.EXITED, base.FAILED, base.STOPPED, ba
 class WorkerStatusSerializer(serializers.Serializer):
     attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
-    phase = serializers.ChoiceField(choices=PHASES)
+    phase = Choice(choices=PHASES)
     exit_code = serializers.IntegerField(
         allow_null=True, default=None, min_value=-INT32 - 1, max_value=INT32
     )
@@ -109,7 +108,7 @@ class LogLineSerializer(serializers.Serializer):
     attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
     seq = serializers.IntegerField(min_value=0, max_value=INT32)
-    stream = serializers.ChoiceField(choices=["stdout", "stderr"])
+    stream = Choice(choices=["stdout", "stderr"])
     text = AgentText(cut_at=65_536)
 
 

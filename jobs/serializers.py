@@ -32,6 +32,34 @@ def validate_env_names(env: dict) -> None:
         )
 
 
+# What no text field can hold: a NUL (PostgreSQL refuses it) or a lone surrogate (UTF-8 cannot
+# encode one, so neither the database nor a JSON answer can).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+class Choice(serializers.ChoiceField):
+    """DRF's ChoiceField, its refusal quoting the value escaped, as Python writes it, and listing
+    the choices: DRF's own quotes the value raw, and an answer quoting a lone surrogate cannot be
+    encoded (a 500)."""
+
+    def __init__(self, choices, **kwargs):
+        super().__init__(choices, **kwargs)
+        listed = ", ".join(str(value) for value in self.choices)
+        self.error_messages["invalid_choice"] = f"{{input!r}} is not one of: {listed}."
+
+
+class TextKeys(serializers.DictField):
+    """DRF's DictField, refusing first a key that holds a NUL or a lone surrogate: DRF files a
+    value's error under its key, and an answer quoting a lone surrogate cannot be encoded."""
+
+    default_error_messages = {"bad_key": "A key cannot hold a NUL or a lone surrogate."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and any(UNSTORABLE.search(str(key)) for key in data):
+            self.fail("bad_key")
+        return super().to_internal_value(data)
+
+
 # A worker's command line and environment together must fit the kernel's limit for a new
 # program (128 KiB per string, a few MiB in all); every shard stores its own copy.
 MAX_COMMAND_CHARS = 128 * 1024
@@ -76,7 +104,7 @@ class DependencyItem(serializers.Field):
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
-    family = serializers.ChoiceField(choices=Family.choices)
+    family = Choice(choices=Family.choices)
     image = serializers.CharField(max_length=500)
     command = serializers.ListField(
         child=serializers.CharField(max_length=10_000, trim_whitespace=False),
@@ -84,7 +112,7 @@ class SubmitSerializer(serializers.Serializer):
         max_length=1000,
         validators=[within(MAX_COMMAND_CHARS, "command")],
     )
-    env = serializers.DictField(
+    env = TextKeys(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         default=dict,
         validators=[validate_env_names, within(MAX_ENV_CHARS, "environment")],
@@ -96,7 +124,7 @@ class SubmitSerializer(serializers.Serializer):
     gpu_types = serializers.ListField(
         child=serializers.CharField(max_length=64), default=list, max_length=16
     )
-    cluster_selector = serializers.DictField(
+    cluster_selector = TextKeys(
         child=serializers.CharField(), default=dict, validators=[validate_labels]
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)

@@ -1,6 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import ValidationError
 
 from clusters.models import Node
 from quotas import tokens
@@ -40,6 +42,22 @@ class PlatformOnly:
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+
+class SelectionChecked:
+    """A bulk action's selection checked before Django filters the rows by it: Django takes the
+    posted values as ids as they come, and one that is no id (a tampered form) fails the query
+    (a 500). Such a selection runs nothing and is answered as an empty one is."""
+
+    def response_action(self, request, queryset):
+        pk = self.model._meta.pk
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                pk.to_python(value)
+        except ValidationError:
+            self.message_user(request, "The selection names no rows.", level=messages.ERROR)
+            return None  # Django redirects back to the list
+        return super().response_action(request, queryset)
 
 
 class QuotaInline(PlatformOnly, admin.TabularInline):
@@ -155,7 +173,7 @@ class QuotaAdmin(TenantScoped, PlatformOnly, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(SelectionChecked, admin.ModelAdmin):
     """Users' API tokens, for platform admins only: listed and revoked, never edited, and never
     shown (only a hash is stored, and that is not displayed either). A token is its user's,
     not a tenant's: tenant admins see none."""

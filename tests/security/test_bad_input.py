@@ -15,20 +15,6 @@ SPEC = {"tenant": "alpha", "name": "x", "family": "training", "image": "i", "com
         "cpu_milli": 1000, "memory_mb": 100, "max_runtime_s": 60}  # fmt: skip
 
 
-@pytest.fixture
-def api(alice):
-    client = APIClient(raise_request_exception=False)
-    client.force_authenticate(alice)
-    return client
-
-
-@pytest.fixture
-def portal(client, alice):
-    client.raise_request_exception = False
-    client.force_login(alice)
-    return client
-
-
 def test_a_body_nested_too_deep_to_parse_is_a_400_and_writes_nothing(api):
     response = api.post("/api/v1/jobs/", "[" * 100_000, content_type="application/json")
 
