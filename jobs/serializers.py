@@ -64,6 +64,9 @@ class TextKeys(serializers.DictField):
 # program (128 KiB per string, a few MiB in all); every shard stores its own copy.
 MAX_COMMAND_CHARS = 128 * 1024
 MAX_ENV_CHARS = 128 * 1024
+# A batch's shards store the command and environment once each: one request may not write more
+# than this in all (10,000 shards of 6.5 KiB; a single job is never near it).
+MAX_BATCH_SPEC_CHARS = 64 * 1024 * 1024
 
 
 def within(limit: int, what: str):
@@ -181,10 +184,26 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"workers": "An evaluation job has one worker."})
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
+        if problem := batch_too_large(data):
+            raise serializers.ValidationError({"shards": problem})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
         if problem := dependency_problem(data["depends_on"], tenant, self.jobs):
             raise serializers.ValidationError({"depends_on": problem})
         return data
+
+
+def batch_too_large(data: dict) -> str:
+    """Why the batch's shards would store too much, "" if they would not (each shard keeps its
+    own command and environment)."""
+    env = data["env"]
+    each = sum(map(len, data["command"])) + sum(len(k) + len(v) for k, v in env.items())
+    if data["shards"] * each <= MAX_BATCH_SPEC_CHARS:
+        return ""
+    return (
+        f"{data['shards']} shards of a {each // 1024} KiB command and environment store over "
+        f"{MAX_BATCH_SPEC_CHARS // 2**20} MiB: use fewer shards or a shorter command and "
+        "environment (a file the job reads)."
+    )
 
 
 def dependency_problem(waits: list[Wait], tenant, visible) -> str:

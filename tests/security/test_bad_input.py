@@ -97,3 +97,17 @@ def test_a_submission_with_a_nul_or_a_lone_surrogate_is_refused(api, alpha, chan
 
     assert response.status_code == 400, response.content[:300]
     assert not Job.objects.exists()
+
+
+def test_a_batch_that_would_store_too_much_is_a_400_naming_shards(api, alpha):
+    PriorityClassFactory()
+    env = {"BIG": "x" * 100_000}  # within the environment's own limit
+    batch = {**SPEC, "family": "batch_inference", "gpus": 0, "env": env}
+
+    refused = api.post("/api/v1/jobs/", {**batch, "shards": 1000}, format="json")
+    accepted = api.post("/api/v1/jobs/", {**batch, "shards": 2}, format="json")
+
+    assert refused.status_code == 400
+    assert "shards" in refused.json() and "MiB" in refused.json()["shards"][0]
+    assert accepted.status_code == 201
+    assert Job.objects.count() == 2  # the accepted batch's shards only
