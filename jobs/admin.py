@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html_join
@@ -7,7 +8,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
 from jobs.models import Attempt, Job, JobEvent, LogChunk
-from quotas.admin import TenantScoped
+from quotas.admin import SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
 
@@ -24,6 +25,14 @@ class CappedPaginator(Paginator):
         counted = self.object_list.order_by()[: self.CAP + 1].count()
         self.capped = counted > self.CAP
         return min(counted, self.CAP)
+
+
+def an_id(text: str) -> str:
+    """A path's id as given, or a 404: guardian's permission pages look a user or group up by
+    the path's text as it comes, and one that is no number fails the query."""
+    if not (text.isascii() and text.isdigit()):
+        raise Http404("No such id.")
+    return text
 
 
 class BigTable:
@@ -72,7 +81,9 @@ class JobEventInline(ReadOnlyInline):
 
 
 @admin.register(Job)
-class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.ModelAdmin):
+class JobAdmin(
+    TenantScoped, BigTable, SelectionChecked, ReinforcedGuardedModelAdminMixin, admin.ModelAdmin
+):
     """Jobs are read-mostly here: they change through the lifecycle, not through edits.
 
     Each job's "Object permissions" page grants guardian's view_job and cancel_job to a user or
@@ -86,11 +97,29 @@ class JobAdmin(TenantScoped, BigTable, ReinforcedGuardedModelAdminMixin, admin.M
     # Only the tenants the user administers: a tenant admin is not shown the others' names.
     list_filter = ["state", "held", "family", ("tenant", AdministeredTenantFilter),
                    "priority_class"]  # fmt: skip
-    search_fields = ["name", "id"]
+    search_fields = ["name"]
+    search_help_text = "A part of the job's name (any case), or its id."
     tenant_path = "tenant"
     list_select_related = ["tenant", "priority_class"]
     inlines = [AttemptInline, JobEventInline]
     actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
+
+    def get_search_results(self, request, queryset, search_term):
+        """Names holding the text, through the trigram index job_name_trgm; a whole number
+        also finds the job with that id. ("id" among the search fields would compare ids as
+        text, `UPPER(id::text) LIKE '%...%'`, which no index serves: OR'd with the name's
+        condition, it made every search read the whole jobs table.)"""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term.isascii() and term.isdigit() and len(term) <= 18:  # within a bigint
+            found |= queryset.filter(pk=int(term))
+        return found, duplicates
+
+    def obj_perms_manage_user_view(self, request, object_pk, user_id):
+        return super().obj_perms_manage_user_view(request, object_pk, an_id(user_id))
+
+    def obj_perms_manage_group_view(self, request, object_pk, group_id):
+        return super().obj_perms_manage_group_view(request, object_pk, an_id(group_id))
 
     def get_readonly_fields(self, request, obj=None):
         # The dependencies too: a form leaves out a relation with a model of its own.

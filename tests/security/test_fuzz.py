@@ -465,10 +465,7 @@ def test_an_admin_action_on_a_selection_that_is_no_id_runs_nothing(admin_client,
 @pytest.mark.parametrize(
     ("url", "action"),
     [
-        pytest.param(
-            "/admin/jobs/job/", "cancel_jobs",
-            marks=pytest.mark.xfail(strict=True, reason="JobAdmin needs SelectionChecked"),
-        ),
+        ("/admin/jobs/job/", "cancel_jobs"),
         ("/admin/clusters/cluster/", "rotate_agent_token"),
         ("/admin/clusters/node/", "cordon"),
     ],
@@ -481,11 +478,6 @@ def test_an_admin_action_elsewhere_on_a_selection_that_is_no_id_runs_nothing(
     assert response.status_code == 302
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobs/admin.py (JobAdmin): guardian's permission views look the user, group or job "
-    "up by the path's text as it comes; an id that is no number should be a 404",
-)
 @pytest.mark.parametrize(
     "path", ["{job}/permissions/user-manage/x/", "{job}/permissions/group-manage/x/"]
 )
