@@ -1,0 +1,56 @@
+"""What a user or a job controls, shown on the job page in Chromium: as text, never run. The
+page draws some of it on the server and job.js the rest, from the websocket (states, reasons,
+live log lines) and the REST API (the job, its attempts, the log lines written before the page
+opened). Each payload would set window.pwned if it ran."""
+
+import pytest
+from playwright.sync_api import expect
+
+from clusters import agents
+from clusters.backends.base import LogLine
+from jobs import actions
+from jobs.states import State
+from tests.e2e.test_job_page import in_thread, log_in
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+IMG = '<img src=x onerror="window.pwned=1">'
+SCRIPT = "<script>window.pwned=1</script>"
+
+
+def test_the_job_page_shows_markup_from_the_job_and_its_logs_as_text_and_never_runs_it(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, name=IMG, image=SCRIPT, command=["echo", IMG],
+                     pending_message=SCRIPT)  # fmt: skip
+    earlier = AttemptFactory(job=job, cluster=cluster, number=1, outcome="lost", reason=IMG)
+    earlier.log_chunks.create(seq=0, text=f"polled {IMG}")  # read through the REST API
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#log")).to_contain_text(f"polled {IMG}", timeout=10_000)
+
+    def runs_and_writes():
+        attempt = AttemptFactory(job=job, cluster=cluster, number=2)
+        actions.transition(job, State.SCHEDULED, IMG)
+        actions.transition(job, State.RUNNING, SCRIPT, attempt=attempt)
+        lines = [LogLine(attempt.pk, 0, 0, "stdout", f"live {IMG}"),
+                 LogLine(attempt.pk, 0, 1, "stderr", f"live {SCRIPT}")]  # fmt: skip
+        agents.store_logs(cluster, lines)
+
+    in_thread(runs_and_writes)
+
+    expect(page.locator("#log")).to_contain_text(f"live {SCRIPT}", timeout=10_000)
+    expect(page.locator("#log")).to_contain_text(f"live {IMG}")
+    expect(page.locator("#state")).to_have_text("running")
+    expect(page.locator("#reason")).to_have_text(SCRIPT)  # the state message's reason
+    expect(page.locator("#attempts tr").first.locator("td").nth(4)).to_have_text(IMG)
+    expect(page.locator("h1")).to_contain_text(IMG)
+    expect(page.locator("dd code").first).to_have_text(SCRIPT)
+    assert page.locator("#job img, #job script").count() == 0
+    page.wait_for_timeout(500)  # an image that failed to load would have fired onerror by now
+    assert page.evaluate("window.pwned") is None
