@@ -27,6 +27,8 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = env_bool("DEBUG", False)
+# Error pages and mails hide every setting that may hold a service's password.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "mlsched_site.reporting.SettingsFilter"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h]
 # Origins the browser may post from, as it names them (https://mlsched.example.com): needed

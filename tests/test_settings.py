@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.views.debug import ExceptionReporter
+
 ROOT = Path(__file__).resolve().parents[1]
 LOAD = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
 
@@ -36,3 +39,31 @@ def test_a_configured_key_is_used():
     run = load_settings(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/mlsched", SECRET_KEY="k")
 
     assert run.stdout.strip() == "k"
+
+
+PASSWORD = "s3cret-" + "pass"  # spelt apart: the page quotes the source around the error
+
+
+@pytest.fixture
+def service_passwords(settings):
+    address = f"redis://:{PASSWORD}@redis.internal:6379/0"
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = address
+    layer = {"BACKEND": "channels.layers.InMemoryChannelLayer",
+             "CONFIG": {"hosts": [{"address": address}]}}  # fmt: skip
+    settings.CHANNEL_LAYERS = {"default": layer}
+    settings.DEBUG = True
+
+
+def error_page(request) -> str:
+    """Django's DEBUG page for an error in a view."""
+    try:
+        raise RuntimeError("a view failed")
+    except RuntimeError:
+        return ExceptionReporter(request, *sys.exc_info()).get_traceback_html()
+
+
+def test_error_pages_hide_the_passwords_in_service_addresses(rf, service_passwords):
+    page = error_page(rf.get("/"))
+
+    assert "a view failed" in page  # the page is drawn, settings and all
+    assert "REDIS_URL" in page and PASSWORD not in page
