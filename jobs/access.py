@@ -6,7 +6,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from jobs.models import Job
+from jobs.models import Dependency, Job
 from quotas.models import Membership, Tenant
 
 SUBMITTERS = (Membership.Role.OWNER, Membership.Role.MEMBER)
@@ -86,3 +86,20 @@ def can_resubmit(user, job: Job) -> bool:
 
 def can_see(user, job: Job) -> bool:
     return visible_jobs(user).filter(pk=job.pk).exists()
+
+
+def dependencies_refusal(user, job: Job) -> str:
+    """Why the user may not change the job's dependencies, "" if they may: whoever may cancel
+    a job may, if they see every job it waits for now (a change replaces them all, and would
+    drop those they cannot see: an outsider's grant shows them one job, not its team's)."""
+    if not can_cancel(user, job):
+        return "You may see this job but not change its dependencies."
+    if not sees_dependencies(user, job):
+        return "It waits for jobs you cannot see: a change replaces them all, and would drop them."
+    return ""
+
+
+def sees_dependencies(user, job: Job) -> bool:
+    """Whether the user sees every job the job (a shard: its batch) waits for now."""
+    awaited = Dependency.objects.filter(job_id=job.parent_id or job.pk)
+    return not awaited.exclude(on__in=visible_jobs(user)).exists()

@@ -130,13 +130,13 @@ class HoldView(APIView):
 
 class DependenciesView(APIView):
     """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`), as a
-    submission gives them: whoever may cancel a job may change them, naming jobs of its
-    tenant they can see."""
+    submission gives them: whoever may cancel a job and sees every job it waits for may change
+    them, naming jobs of its tenant they can see."""
 
     def post(self, request, pk):
         job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
-        if not access.can_cancel(request.user, job):
-            raise PermissionDenied("You may see this job but not change its dependencies.")
+        if why := access.dependencies_refusal(request.user, job):
+            raise PermissionDenied(why)
         change = DependenciesSerializer(
             data=request.data, job=job, jobs=access.visible_jobs(request.user)
         )

@@ -105,20 +105,24 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
         "dependencies": depends_on,
-        "change_dependencies": dependencies_form(job, depends_on, can_cancel, shard_states, typed),
+        "change_dependencies": dependencies_form(
+            request.user, job, depends_on, can_cancel, shard_states, typed
+        ),
         "dependents": waiting_for(request.user, job),
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
 
 
-def dependencies_form(job, depends_on, can_cancel, shard_states, typed) -> dict | None:
+def dependencies_form(user, job, depends_on, can_cancel, shard_states, typed) -> dict | None:
     """The form changing the job's dependencies, for whoever may cancel it (the API's rule)
     while it lives, on a batch's first shard's page: its `text`, as typed or as the job has
     them (`depends_on`, those the user can see), drawn `hidden` unless every shard is queued
     (job.js shows it while they are). None where it has no form."""
     if not can_cancel or job.parent_id is not None:
         return None
+    if not access.sees_dependencies(user, job):
+        return None  # a change would drop the jobs it waits for that the user cannot see
     if typed is None:
         waits = [dependencies.Wait(d.pk, d.kind) for d in depends_on]
         typed = dependencies.written(waits, job.singleton)
@@ -319,8 +323,8 @@ def change_dependencies(request, pk):
     does, for whoever may cancel the job; a refusal is the job page with why and what was
     typed: 400 for what the API refuses as a 400, 409 for a job that has left the queue."""
     job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
-    if not access.can_cancel(request.user, job):
-        raise PermissionDenied("You may see this job but not change its dependencies.")
+    if why := access.dependencies_refusal(request.user, job):
+        raise PermissionDenied(why)
     typed = request.POST.get("dependencies", "")
     change = DependenciesSerializer(
         data=dependencies_input(typed), job=job, jobs=visible_jobs(request.user)

@@ -538,3 +538,22 @@ def test_a_change_racing_the_failure_of_a_job_it_waits_for_gives_way_and_the_job
     assert (state(train), state(evaluate)) == (State.FAILED, State.CANCELED)
     assert isinstance(changed[0], actions.DependenciesRefused)
     assert links(evaluate) == [(train.pk, OK)]
+
+
+def test_an_outsider_who_cannot_see_every_job_it_waits_for_may_not_change_them(
+    client, alice, alpha, charlie
+):
+    hidden = submit(alice, alpha)
+    evaluate = submit(alice, alpha, (hidden, OK))
+    assign_perm("jobs.cancel_job", charlie, evaluate)
+    assign_perm("jobs.view_job", charlie, evaluate)
+
+    refused = change(charlie, evaluate, [])
+    client.force_login(charlie)
+    page = client.get(f"/jobs/{evaluate.pk}/").content.decode()
+    posted = client.post(f"/jobs/{evaluate.pk}/dependencies/", {"dependencies": "none"})
+
+    assert refused.status_code == posted.status_code == 403
+    assert "cannot see" in refused.json()["detail"]
+    assert 'id="dependencies-form"' not in page
+    assert links(evaluate) == [(hidden.pk, OK)]  # not dropped
