@@ -2,12 +2,14 @@
 
 Usage:
     python bench/sim_replay.py --traces DIR/cluster01.csv DIR/cluster02.csv ... \
-        --policies fifo,mlsched [--load 0.7 | --clusters a:16x8xA100] [--limit N] --out FILE.md
+        --policies fifo,mlsched [--load 0.7 | --clusters a:16x8xA100] [--limit N] \
+        [--per-job DIR] --out FILE.md
 
 Each trace gets one cluster of 8-GPU nodes sized so that its average GPU demand is ``--load``
 of the capacity (and at least its largest job): nodes = max(ceil(demand / load / 8), largest / 8);
 or, with ``--clusters``, the same given clusters for every trace.
-Writes a markdown table with the command on top.
+Writes a markdown table with the command on top; with ``--per-job``, also one CSV per trace and
+policy of every job's first start, end and preemptions (``diff`` two of them to compare runs).
 """
 
 from __future__ import annotations
@@ -42,11 +44,22 @@ def one(trace: str, policy: str, load: float, limit: int | None, spec: str | Non
     jobs = read_jobs(trace)[:limit]
     clusters = parse_clusters(spec) if spec else [cluster_for(jobs, load)]
     started, cpu = time.perf_counter(), time.process_time()
-    stats = summarise(Replay(clusters, jobs, make_policy(policy)).run())
+    result = Replay(clusters, jobs, make_policy(policy)).run()
     # Wall time, and this process's CPU time: the one a machine shared with other work
     # inflates least.
     timing = (time.perf_counter() - started, time.process_time() - cpu)
-    return Path(trace).stem, clusters, policy, stats, timing
+    per_job = [(j.trace.id, j.first_start, j.end, j.preempted) for j in result.jobs]
+    return Path(trace).stem, clusters, policy, summarise(result), timing, per_job
+
+
+def write_per_job(directory: Path, results) -> None:
+    """One CSV per trace and policy: job id, first start, end, preemptions (repr of floats,
+    so equal files mean equal runs)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for trace, _, policy, _, _, per_job in results:
+        rows = ["job_id,first_start,end,preempted"]
+        rows += [f"{i},{start!r},{end!r},{n}" for i, start, end, n in per_job]
+        (directory / f"{trace}_{policy}.csv").write_text("\n".join(rows) + "\n")
 
 
 def ratios(results) -> list[str]:
@@ -84,6 +97,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--clusters", help="one cluster SPEC for every trace (instead of --load)")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--per-job", type=Path, help="directory for per-job CSVs")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     policies = args.policies.split(",")
@@ -105,7 +119,7 @@ def main(argv: list[str]) -> int:
         "| CPU s |",
         "|" + "---|" * 16,
     ]
-    for trace, clusters, policy, s, (secs, cpu) in results:
+    for trace, clusters, policy, s, (secs, cpu), _ in results:
         shape = "+".join(f"{c.nodes}x{c.gpus_per_node}" for c in clusters)
         lines.append(
             f"| {trace} | {shape} | {policy} | {s['done']} "
@@ -118,6 +132,8 @@ def main(argv: list[str]) -> int:
     lines += ["", *ratios(results)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
+    if args.per_job:
+        write_per_job(args.per_job, results)
     print("\n".join(lines))
     return 0
 

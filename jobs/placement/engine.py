@@ -125,7 +125,8 @@ class Cycle:
         # Reservations whose nodes are flagged ``held`` now: those the current job must avoid.
         self._flagged: tuple[int, ...] | None = ()
         self._unreserved_lists: dict[tuple, list[Group]] = {}
-        self._avoided_by: dict[tuple, tuple[int, ...]] = {}
+        # Group list (by identity) -> the reservations holding nodes of its groups (_owners_of).
+        self._owners: dict[int, tuple[tuple[int, ...], float, float]] = {}
         self.preemption_tries = 0
         self.preemptors: dict[str, int] = {}
         staying = [j for j in snapshot.running if not j.stopping]
@@ -143,6 +144,7 @@ class Cycle:
         self.epoch = 0
         self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
+        self._too_large_shapes: dict[tuple, bool] = {}
         self._repeats: dict[tuple, Outcome] = {}
         self.searched_victims = False
 
@@ -164,9 +166,10 @@ class Cycle:
         avoid), and that request neither searched for victims nor could have reserved, the
         answer is reused.
         """
-        avoided = self._avoided(job)
+        groups = self.groups_for(job)
+        avoided = self._avoided(job, groups)
         key = None
-        if not self._may_reserve(job):
+        if not self._may_reserve(job, groups):
             key = (
                 _request_of(job),
                 avoided,
@@ -177,15 +180,9 @@ class Cycle:
             )
             known = self._repeats.get(key)
             if known is not None:
-                return Outcome(
-                    job.id,
-                    PENDING,
-                    known.reason,
-                    known.message,
-                    estimated_start=known.estimated_start,
-                )
+                return known.for_job(job.id)
         self.searched_victims = False
-        outcome = self._decide(job, avoided)
+        outcome = self._decide(job, groups, avoided)
         if key is not None and outcome.status == PENDING and not self.searched_victims:
             self._repeats[key] = outcome
         return outcome
@@ -215,23 +212,31 @@ class Cycle:
             self._unreserved_lists[key] = free
         return free
 
-    def _avoided(self, job: QueuedJob) -> tuple[int, ...]:
-        """The reservations, in pools the job could use, whose nodes it must stay off: it
-        would still run when they start. Each pool's reservation is respected on its own.
+    def _avoided(self, job: QueuedJob, groups: list[Group]) -> tuple[int, ...]:
+        """The reservations, in pools of ``groups`` (the job's), whose nodes it must stay off:
+        it would still run when they start. Each pool's reservation is respected on its own.
 
         (A job that reserved is not decided again in the cycle, so it never avoids its own.)
         """
         if not self.reservations:
             return ()
-        groups = self.groups_for(job)
+        owners = self._owners.get(id(groups))
+        if owners is None:
+            owners = self._owners[id(groups)] = self._owners_of(groups)
+        held, first, last = owners
         end = end_of(job, self.now)
-        key = (id(groups), end)
-        avoided = self._avoided_by.get(key)
-        if avoided is None:
-            owners = sorted({self._pool_owner.get(g.key, -1) for g in groups} - {-1})
-            avoided = tuple(i for i in owners if end > self.reservations[i].start)
-            self._avoided_by[key] = avoided
-        return avoided
+        if end > last:
+            return held
+        if end <= first:
+            return ()
+        return tuple(i for i in held if end > self.reservations[i].start)
+
+    def _owners_of(self, groups: list[Group]) -> tuple[tuple[int, ...], float, float]:
+        """The reservations holding nodes of the groups, and the first and last of their
+        starts (a job ending after the last avoids them all)."""
+        held = tuple(sorted({self._pool_owner.get(g.key, -1) for g in groups} - {-1}))
+        starts = [self.reservations[i].start for i in held]
+        return held, min(starts, default=float("inf")), max(starts, default=float("inf"))
 
     def _flag(self, avoided: tuple[int, ...]) -> None:
         """Mark as ``held`` exactly the nodes of the reservations in ``avoided`` (the fit and
@@ -244,14 +249,13 @@ class Cycle:
                 node.held = held
         self._flagged = avoided
 
-    def _decide(self, job: QueuedJob, avoided: tuple[int, ...]) -> Outcome:
+    def _decide(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Outcome:
         problem = explain.invalid(job)
         if problem:
             return explain.pending(job, problem)
-        groups = self.groups_for(job)
         if not groups:
             return explain.pending(job, explain.missing(job, self.capacity))
-        if explain.too_large(job, groups):
+        if self._too_large(job, groups):
             return explain.pending(job, "worker_too_large")
         allowed = self.quota.allowed(job, groups)
         if not allowed:
@@ -263,6 +267,15 @@ class Cycle:
         if slots == QUOTA:
             return self._over_quota(job, groups, avoided)
         return self.blocked(job, need)
+
+    def _too_large(self, job: QueuedJob, groups: list[Group]) -> bool:
+        """``explain.too_large``, asked once per shape and group list: what it reads (node
+        sizes) does not change in a cycle."""
+        key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb)
+        known = self._too_large_shapes.get(key)
+        if known is None:
+            known = self._too_large_shapes[key] = explain.too_large(job, groups)
+        return known
 
     def groups_for(self, job: QueuedJob) -> list[Group]:
         """Healthy node groups that match the job's GPU types, sharing and cluster selector."""
@@ -580,7 +593,7 @@ class Cycle:
         self.reservations.append(Reservation(job.id, start, node_ids))
         self._reserved_nodes.append(nodes)
         self._flagged = None  # the next job flags what it must avoid
-        self._avoided_by.clear()
+        self._owners.clear()
         # No new epoch: a job's answer depends on the reservations it avoids, which are part
         # of the keys of the answers kept (the reservation takes no capacity).
         return explain.reserved(job, node_ids, start)

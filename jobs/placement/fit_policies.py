@@ -245,7 +245,7 @@ def popular_shares(workload: Sequence[WorkloadClass], min_share: float = 0.01) -
 
 def leftover_waste(
     workload: Sequence[WorkloadClass], min_share: float = 0.01, sizes: Sequence[int] | None = None
-) -> list[int]:
+) -> tuple[int, ...]:
     """Per free milli r of one GPU (0..1000): the part no combination of popular shares fills.
 
     Popular shares are the share sizes making up at least ``min_share`` of the GPU tasks (or the
@@ -253,7 +253,13 @@ def leftover_waste(
     each may be combined, e.g. with popular 470 and 320 shares 530 free leaves 60 (one 470) and
     350 leaves 30. A whole free GPU counts 0: whole-GPU tasks use it.
     """
-    popular = sorted(popular_shares(workload, min_share) if sizes is None else sizes)
+    popular = popular_shares(workload, min_share) if sizes is None else sizes
+    return _leftover_waste(tuple(sorted(popular)))
+
+
+# Every cycle asks again, mostly for the same few popular sizes.
+@functools.lru_cache(maxsize=64)
+def _leftover_waste(popular: tuple[int, ...]) -> tuple[int, ...]:
     waste = list(range(MILLI + 1))
     for r in range(MILLI + 1):
         for size in popular:
@@ -261,7 +267,7 @@ def leftover_waste(
                 break
             waste[r] = min(waste[r], waste[r - size])
     waste[MILLI] = 0
-    return waste
+    return tuple(waste)
 
 
 # GPUs of the synthetic cluster ``filled_waste`` fills: enough for stable means, few enough to

@@ -60,6 +60,10 @@ class QueueOrder:
     ):
         self.policy = policy
         self.now = now
+        # Read for every job of every cycle.
+        self._aging = policy.aging_priority_per_hour
+        self._per_doubling = policy.size_priority_per_doubling
+        self._share_aging = policy.aging_share_per_hour
         # Whether a job would borrow, asked when its tenant's turn is keyed (None: nobody does).
         self.borrows = borrows
         self.weights = {t.id: t.weight for t in tenants}
@@ -95,13 +99,8 @@ class QueueOrder:
 
     def _job_key(self, job: QueuedJob) -> tuple:
         wait = max(self.now - job.submit_time, 0.0) / HOUR
-        policy = self.policy
         return (
-            -(
-                job.priority
-                + policy.aging_priority_per_hour * wait
-                - policy.size_priority_per_doubling * size_doublings(job)
-            ),
+            -(job.priority + self._aging * wait - self._per_doubling * size_doublings(job)),
             job.submit_time,
             job.id,
         )
@@ -127,7 +126,10 @@ class QueueOrder:
     def _tenant_key(self, tenant: str, head: QueuedJob) -> tuple:
         wait = max(self.now - head.submit_time, 0.0) / HOUR
         borrows = self.borrows is not None and self.borrows(head)
-        return (borrows, self.share(tenant) - self.policy.aging_share_per_hour * wait, tenant)
+        share = self._shares.get(tenant)
+        if share is None:
+            share = self.share(tenant)
+        return (borrows, share - self._share_aging * wait, tenant)
 
     def _claimants(self, jobs: list[QueuedJob]) -> Iterator[QueuedJob]:
         self.ahead_of_tier = False
@@ -142,13 +144,15 @@ class QueueOrder:
             while heap:
                 _, tenant, pos = heapq.heappop(heap)
                 queue = queues[tenant]
-                job = queue[pos]
-                if job.id not in self._claims:  # decided first of all
-                    self.ahead_of_tier = job.tier != tier
-                    yield job
-                if pos + 1 < len(queue):
-                    key = self._tenant_key(tenant, queue[pos + 1])
-                    heapq.heappush(heap, (key, tenant, pos + 1))
+                # The tier's last tenant needs no more keys: the rest of its queue, in order.
+                last = pos + 1 if heap else len(queue)
+                for job in queue[pos:last]:
+                    if job.id not in self._claims:  # decided first of all
+                        self.ahead_of_tier = job.tier != tier
+                        yield job
+                if last < len(queue):
+                    key = self._tenant_key(tenant, queue[last])
+                    heapq.heappush(heap, (key, tenant, last))
             yield from self._claimants(self._after_tier.get(tier, []))
 
     def charge(self, tenant: str, amounts: Mapping[str, float], sign: int = 1) -> None:

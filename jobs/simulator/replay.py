@@ -175,7 +175,8 @@ class Replay:
         job.version += 1
         self.allocated += job.gpus
         self.running[job.trace.id] = job
-        self.queue.remove(job)
+        # By identity: ``remove`` would compare the job with every one queued before it.
+        del self.queue[next(i for i, queued in enumerate(self.queue) if queued is job)]
         heapq.heappush(self.ends, (now + job.remaining, job.version, job.trace.id))
 
     def preempt(self, job_id: str, now: float) -> None:

@@ -41,6 +41,8 @@ class EnginePolicy:
         # built once, not on every cycle.
         self._queued: dict[str, QueuedJob] = {}
         self._running: dict[str, tuple[int, RunningJob]] = {}
+        # A node changes only when work starts or ends on it.
+        self._nodes: dict[str, Node] = {}
 
     def cycle(self, replay, now: float) -> None:
         # Victims leave the replay at once, but a cycle keeps what they free beyond their
@@ -70,7 +72,7 @@ class EnginePolicy:
 
     def snapshot(self, replay, now: float) -> Snapshot:
         return Snapshot(
-            nodes=tuple(_node(n, i) for i, n in enumerate(replay.nodes.values())),
+            nodes=tuple(self.node(n, i) for i, n in enumerate(replay.nodes.values())),
             running=tuple(self.running_job(j) for j in replay.running.values()),
             queued=tuple(self.queued_job(j) for j in replay.queue),
             tenants=tuple(Tenant(f"t{i}") for i in range(TENANTS)),
@@ -81,6 +83,12 @@ class EnginePolicy:
                 for per, count in sorted(self.recent.items())
             ),
         )
+
+    def node(self, n, index: int) -> Node:
+        node = self._nodes.get(n.id)
+        if node is None or node.gpu_free_milli != tuple(n.free):
+            node = self._nodes[n.id] = _node(n, index)
+        return node
 
     def queued_job(self, j) -> QueuedJob:
         job = self._queued.get(j.trace.id)
