@@ -7,6 +7,7 @@ A flavor that nobody in the team's cohort has a quota on is not limited: it is l
 team uses it, with no limit.
 """
 
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 from django.db.models import Count, Q
@@ -66,6 +67,10 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
     cohorts = {team.cohort for team in teams}
     rows = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     ledger = Ledger(snapshot.tenants(rows.values(*snapshot.ALLOCATION_FIELDS)))
+    # Each tenant's flavors, read off the ledger's keys once (not once per team).
+    named: dict[str, set[str]] = defaultdict(set)
+    for tenant, flavor in [*ledger.quota, *(k for k, amount in ledger.usage.items() if amount)]:
+        named[tenant].add(flavor)
     queued = dict(
         (row["tenant_id"], row)
         for row in Job.objects.filter(tenant__in=[t.pk for t in teams], state=State.QUEUED)
@@ -76,7 +81,8 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
     return [
         TeamQuotas(
             slug=team.slug, name=team.name, cohort=team.cohort,
-            fair_share_weight=team.fair_share_weight, flavors=flavors(ledger, team),
+            fair_share_weight=team.fair_share_weight,
+            flavors=flavors(ledger, str(team.pk), named[str(team.pk)]),
             queued_jobs=queued.get(team.pk, {}).get("n", 0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
         )
@@ -84,13 +90,12 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
     ]  # fmt: skip
 
 
-def flavors(ledger: Ledger, team: Tenant) -> list[Flavor]:
-    """The team's flavors: those its cohort has quotas on, then others it uses, by name."""
-    tenant = str(team.pk)
-    limited = {flavor for t, flavor in ledger.quota if t == tenant}
-    used = {flavor for (t, flavor), amount in ledger.usage.items() if t == tenant and amount}
+def flavors(ledger: Ledger, tenant: str, named: set[str]) -> list[Flavor]:
+    """The tenant's flavors (`named`): those its cohort has quotas on, then others it uses, by
+    name."""
+    limited = {flavor for flavor in named if (tenant, flavor) in ledger.quota}
     out = []
-    for flavor in sorted(limited) + sorted(used - limited):
+    for flavor in sorted(limited) + sorted(named - limited):
         quota = ledger.quota.get((tenant, flavor))
         in_use = ledger.usage.get((tenant, flavor), 0)
         guaranteed = quota.guaranteed if quota else None
