@@ -1,10 +1,13 @@
 from django.contrib import admin
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
 from clusters.models import Allocation, Cluster, Node
+from jobs import actions
 from jobs.admin import BigTable, ReadOnlyAdmin
 from quotas.admin import SelectionChecked, TenantScoped
 
@@ -63,11 +66,23 @@ class ClusterAdmin(SelectionChecked, admin.ModelAdmin):
 
 @admin.register(Node)
 class NodeAdmin(SelectionChecked, admin.ModelAdmin):
-    list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy"]
+    list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy",
+                    "workers"]  # fmt: skip
     list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]
     search_fields = ["name"]
     list_select_related = ["cluster"]
-    actions = ["cordon", "uncordon"]
+    actions = ["cordon", "drain", "uncordon"]
+
+    def get_queryset(self, request):
+        # A worker's first row, counted through the index of live rows: one lookup per node.
+        live = Allocation.objects.active().filter(node=OuterRef("pk"), slot=0)
+        workers = live.values("node").annotate(n=Count("pk")).values("n")
+        return super().get_queryset(request).annotate(workers=Coalesce(Subquery(workers), 0))
+
+    @admin.display(description="workers running", ordering="workers")
+    def workers(self, node) -> int:
+        """A drained node is empty once this is 0: then it can be serviced or deleted."""
+        return node.workers
 
     @admin.action(
         description="Cordon: place nothing new on them (running work goes on)",
@@ -75,6 +90,15 @@ class NodeAdmin(SelectionChecked, admin.ModelAdmin):
     )
     def cordon(self, request, queryset):
         self._set_schedulable(request, queryset, False)
+
+    @admin.action(
+        description="Drain: cordon them and stop their work (with its grace period to "
+        "checkpoint), which is requeued without using a retry",
+        permissions=["change"],
+    )
+    def drain(self, request, queryset):
+        stopped = actions.drain(list(queryset.values_list("pk", flat=True)), request.user.username)
+        self.message_user(request, f"Node(s) drained: {stopped} attempt(s) asked to stop.")
 
     @admin.action(description="Uncordon: place work on them again", permissions=["change"])
     def uncordon(self, request, queryset):

@@ -8,7 +8,7 @@ from django.db.models import F, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from clusters.models import Allocation
+from clusters.models import Allocation, Node
 from jobs import access, bulk, dependencies, events, retrying, rollup, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
@@ -313,6 +313,27 @@ def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> lis
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
     return victims
+
+
+@retrying.atomic
+def drain(node_ids: list[int], by: str, now=None) -> int:
+    """Take nodes out of service (Slurm's drain, `kubectl drain`): cordon them, so nothing new
+    is placed there, and ask the work on them to stop as a preemption does, with the grace
+    period for a checkpoint, to be requeued without using a retry and placed elsewhere. A gang
+    with one worker there stops whole. How many attempts were asked to stop.
+
+    The nodes are locked first, in id order, as the commit locks them: a placement on them
+    committed meanwhile is waited for and stopped with the rest, and any later one sees them
+    cordoned. Then the jobs and their attempts, as cancel() locks them (lock_live)."""
+    now = now or timezone.now()
+    nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
+    list(nodes.values_list("id", flat=True))
+    Node.objects.filter(pk__in=node_ids, schedulable=True).update(schedulable=False)
+    on_nodes = Allocation.objects.active().filter(node_id__in=node_ids).values("attempt_id")
+    live = Attempt.objects.filter(pk__in=on_nodes)
+    lock_live(live)
+    message = f"node drained by {by}; requeued to run elsewhere"
+    return stop_attempts(live, Attempt.Outcome.PREEMPTED, message, now)
 
 
 @retrying.atomic

@@ -198,10 +198,11 @@ def viewing_staff(client, db):
     return client
 
 
-def test_staff_who_may_only_view_nodes_cannot_cordon_them(viewing_staff):
+@pytest.mark.parametrize("action", ["cordon", "drain"])
+def test_staff_who_may_only_view_nodes_cannot_cordon_or_drain_them(viewing_staff, action):
     node = NodeFactory(schedulable=True)
 
-    viewing_staff.post("/admin/clusters/node/", {"action": "cordon", "_selected_action": [node.pk]})
+    viewing_staff.post("/admin/clusters/node/", {"action": action, "_selected_action": [node.pk]})
 
     node.refresh_from_db()
     assert node.schedulable
