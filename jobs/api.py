@@ -30,6 +30,7 @@ from jobs.throttles import SubmitRate, TenantSubmitRate
 from jobs.usage_api import UsageView
 
 PAGE = 100
+LARGEST_ID = 2**63 - 1  # of a bigint primary key
 LOG_BATCH = 5000  # log rows a download reads at a time
 
 
@@ -252,13 +253,15 @@ async def stepped(pieces):
 
 
 def id_param(request, name: str) -> int | None:
-    """A query parameter holding an id; a 400 naming it if it is not a whole number."""
+    """A query parameter holding an id; a 400 naming it if it is not a whole number. A number
+    past the largest id a job can have stands for that largest, as no job lies between them (a
+    database may refuse to compare an id with a larger number: SQLite does)."""
     raw = request.query_params.get(name, "")
     if not raw:
         return None
     if not (raw.isascii() and raw.isdigit()):
         raise ValidationError({name: "An id: a whole number."})
-    return int(raw)
+    return min(int(raw), LARGEST_ID)
 
 
 def last_shard(batch: int) -> int:
