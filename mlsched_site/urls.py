@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth
 from django.urls import include, path
 
 from jobs import views as portal
@@ -24,7 +25,20 @@ urlpatterns = [
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
     path("healthz", healthz, name="healthz"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's auth pages but the password reset, which needs outgoing mail: a forgotten
+    # password is set again by a platform admin, in the admin.
+    path("accounts/login/", auth.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/password/",
+        auth.PasswordChangeView.as_view(template_name="portal/password_change.html"),
+        name="password_change",
+    ),
+    path(
+        "accounts/password/done/",
+        auth.PasswordChangeDoneView.as_view(template_name="portal/password_changed.html"),
+        name="password_change_done",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
     path("api/v1/quotas/", QuotasView.as_view(), name="api-quotas"),
