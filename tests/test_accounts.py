@@ -27,7 +27,7 @@ def form(old, new, again=None):
      "/accounts/reset/MQ/set-password/"],
 )  # fmt: skip
 def test_there_is_no_password_reset_by_mail(client, alice, path):
-    """No mail goes out from here: a reset would fail on the first user who asked."""
+    """No mail goes out from here: a reset would promise a mail that never comes."""
     assert client.post(path, {"email": alice.email}).status_code == 404
 
 
