@@ -39,6 +39,7 @@ BATCH_LINES = 5000
 # (DATA_UPLOAD_MAX_MEMORY_SIZE), however long or odd its lines.
 BATCH_BYTES = 1 << 20
 HOLD_HEARTBEAT_STEPS = 10  # failed log shipments in a row that hold the heartbeat back
+HEARTBEAT_RESENDS = 2  # a refused report goes again without the entries named, this often
 RESTOP_AFTER_S = 30.0  # past a stop's grace, a worker still running is asked to stop again
 
 
@@ -138,20 +139,25 @@ class Agent:
     def heartbeat(self, statuses: list[base.WorkerStatus]) -> dict:
         """Report the workers. A report refused for entries it names goes again at once
         without them: a refused report renews nothing, and past the agent timeout the whole
-        cluster's work would be declared lost for one broken entry. A second refusal is
-        raised: the next step tries again, never a loop within this one."""
-        try:
-            return self.control.heartbeat(statuses)
-        except requests.HTTPError as error:
-            broken = refused_entries(error, len(statuses))
-            if not broken:
-                raise
-        for index, why in sorted(broken.items()):
-            worker = statuses[index]
-            log.error("heartbeat entry %d (attempt %d, rank %d, %s) dropped, refused by the "
-                      "control plane: %s", index, worker.attempt_id, worker.rank, worker.phase,
-                      json.dumps(why))  # fmt: skip
-        return self.control.heartbeat([s for i, s in enumerate(statuses) if i not in broken])
+        cluster's work would be declared lost for one broken entry. At most HEARTBEAT_RESENDS
+        times: the control plane checks each entry, then the ranks of all, so a report broken
+        both ways is refused once for each. A refusal past that is raised: the next step tries
+        again, never a loop within this one."""
+        sending, resends = statuses, 0
+        while True:
+            try:
+                return self.control.heartbeat(sending)
+            except requests.HTTPError as error:
+                broken = refused_entries(error, len(sending))
+                if not broken or resends == HEARTBEAT_RESENDS:
+                    raise
+            for index, why in sorted(broken.items()):
+                worker = sending[index]
+                log.error("heartbeat entry %d (attempt %d, rank %d, %s) dropped, refused by the "
+                          "control plane: %s", index, worker.attempt_id, worker.rank,
+                          worker.phase, json.dumps(why))  # fmt: skip
+            sending = [s for i, s in enumerate(sending) if i not in broken]
+            resends += 1
 
     def report_inventory(self) -> bool:
         """Send the nodes; False if that should be tried again at the next step."""

@@ -5,7 +5,6 @@ heartbeats that it refuses for a broken entry."""
 import json
 import logging
 import sys
-import threading
 
 import pytest
 import requests
@@ -322,13 +321,16 @@ class RefusesHeartbeats(Recorder):
         ({"workers": {"non_field_errors": ["Ensure this field has no more than 9 elements."]}},
          [3]),
         ({"workers": {"7": {"rank": ["Rank 0 of attempt 1 is reported twice."]}}}, [3]),
-        ({"workers": {"1": {"exit_code": ["An exited worker needs its code."]}}}, [3, 2]),
-        ({"workers": [{}, {"exit_code": ["An exited worker needs its code."]}, {}]}, [3, 2]),
+        ({"workers": {"0": {"exit_code": ["An exited worker needs its code."]}}}, [3, 2, 1]),
+        ({"workers": [{"exit_code": ["An exited worker needs its code."]}, {}, {}]},
+         [3, 2, 1]),
+        ({"workers": {"2": {"exit_code": ["An exited worker needs its code."]}}}, [3, 2]),
     ],
     ids=["not about workers", "not by entry", "not by position", "no such position",
-         "by position, then again", "by position in a list, then again"],
+         "by position, then again", "by position in a list, then again",
+         "a position gone once the named entry is dropped"],
 )  # fmt: skip
-def test_a_refused_heartbeat_is_sent_again_at_most_once_a_step(body, sent):
+def test_a_refused_heartbeat_is_sent_again_at_most_twice_a_step(body, sent):
     control = RefusesHeartbeats(body)
     agent = Agent(control, Reports([base.WorkerStatus(1, rank, base.RUNNING) for rank in range(3)]))
 
@@ -340,28 +342,22 @@ def test_a_refused_heartbeat_is_sent_again_at_most_once_a_step(body, sent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_report_refused_again_without_its_broken_entry_is_logged_as_the_control_plane_names_it(
+def test_a_report_broken_both_in_an_entry_and_in_its_ranks_is_taken_at_the_third_send(
     live_server, east, healthy_and_broken, caplog
 ):
     healthy, other = healthy_and_broken
-    # Without its exited entry, the report names the healthy worker twice: refused again.
+    # Refused for the exited entry without its code; without it, for the healthy worker's
+    # rank named twice; without that, taken.
     exited = base.WorkerStatus(other.pk, 0, base.EXITED)
     agent = east_agent(live_server, east, Reports([running(healthy), exited, running(healthy)]))
-    agent.interval = 0.1
-    stop = threading.Event()
-    loop = threading.Thread(target=agent.run_forever, args=(stop,))
-
-    def refused():
-        return [r.getMessage() for r in caplog.records if "refused the report" in r.getMessage()]
 
     with caplog.at_level(logging.ERROR, logger="clusters.agent.runner"):
-        loop.start()
-        try:
-            wait_until(refused, timeout=20)
-        finally:
-            stop.set()
-            loop.join(timeout=10)
+        agent.step()
 
-    assert "An exited worker needs its code." in caplog.records[0].getMessage()
-    assert refused()[0].startswith("control plane refused the report")
-    assert f"Rank 0 of attempt {healthy.pk} is reported twice." in refused()[0]
+    assert Cluster.objects.get(pk=east.pk).last_heartbeat is not None
+    assert Job.objects.get(pk=healthy.job_id).state == State.RUNNING
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2
+    assert f"(attempt {other.pk}, rank 0, exited) dropped" in messages[0]
+    assert "An exited worker needs its code." in messages[0]
+    assert f"Rank 0 of attempt {healthy.pk} is reported twice." in messages[1]
