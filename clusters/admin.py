@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions
-from jobs.admin import BigTable, ReadOnlyAdmin
+from jobs.admin import BigTable, ReadOnlyAdmin, noted
 from quotas.admin import SelectionChecked, TenantScoped
 
 
@@ -52,6 +52,7 @@ class ClusterAdmin(SelectionChecked, admin.ModelAdmin):
         # The tokens go on this answer alone, never in a message: messages wait for the next
         # page in a cookie that is signed, not encrypted.
         issued = [(cluster, cluster.rotate_token()) for cluster in queryset]
+        noted(request, [cluster for cluster, _ in issued], "Issued a new agent token")
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -97,7 +98,9 @@ class NodeAdmin(SelectionChecked, admin.ModelAdmin):
         permissions=["change"],
     )
     def drain(self, request, queryset):
-        stopped = actions.drain(list(queryset.values_list("pk", flat=True)), request.user.username)
+        nodes = list(queryset.select_related("cluster"))
+        stopped = actions.drain([node.pk for node in nodes], request.user.username)
+        noted(request, nodes, "Drained: cordoned, the work on it asked to stop")
         self.message_user(request, f"Node(s) drained: {stopped} attempt(s) asked to stop.")
 
     @admin.action(description="Uncordon: place work on them again", permissions=["change"])
@@ -105,8 +108,11 @@ class NodeAdmin(SelectionChecked, admin.ModelAdmin):
         self._set_schedulable(request, queryset, True)
 
     def _set_schedulable(self, request, queryset, schedulable: bool) -> None:
-        changed = queryset.exclude(schedulable=schedulable).update(schedulable=schedulable)
-        self.message_user(request, f"{changed} node(s) {'un' if schedulable else ''}cordoned.")
+        changed = list(queryset.exclude(schedulable=schedulable).select_related("cluster"))
+        Node.objects.filter(pk__in=[node.pk for node in changed]).update(schedulable=schedulable)
+        verb = "Uncordoned" if schedulable else "Cordoned"
+        noted(request, changed, verb)
+        self.message_user(request, f"{verb} {len(changed)} node(s).")
 
     def get_deleted_objects(self, objs, request):
         # A deleted node takes its released allocations (history only; a live one protects

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.contrib.admin.models import LogEntry
 
 from clusters.backends import base
 from clusters.models import Allocation, Node
@@ -16,10 +17,10 @@ pytestmark = pytest.mark.django_db
 Outcome = Attempt.Outcome
 
 
-def drain_from_admin(client, *nodes):
+def act(client, action, *nodes):
     return client.post(
         "/admin/clusters/node/",
-        {"action": "drain", "_selected_action": [n.pk for n in nodes]},
+        {"action": action, "_selected_action": [n.pk for n in nodes]},
         follow=True,
     )
 
@@ -28,7 +29,7 @@ def test_draining_a_node_cordons_it_and_stops_the_gang_on_it_as_a_preemption(adm
     attempt = gang.attempts.get()
     east_0, east_1 = Node.objects.order_by("name")
 
-    page = drain_from_admin(admin_client, east_0)
+    page = act(admin_client, "drain", east_0)
 
     east_0.refresh_from_db(), east_1.refresh_from_db(), attempt.refresh_from_db()
     assert (east_0.schedulable, east_1.schedulable) == (False, True)
@@ -94,3 +95,21 @@ def test_the_node_list_counts_the_workers_running_on_each_node(admin_client, gan
                       r'<td class="field-workers">(\d+)</td>', page.text, re.S)  # fmt: skip
     assert {name: int(n) for name, n in rows} == per_node
     assert sum(per_node.values()) == 4
+
+
+def test_cordons_drains_and_uncordons_are_kept_in_each_nodes_admin_history(admin_client, east):
+    a, b, c = (NodeFactory(cluster=east, name=f"east-{i}") for i in range(3))
+    Node.objects.filter(pk=b.pk).update(schedulable=False)  # cordoned already: not changed
+
+    act(admin_client, "cordon", a, b)
+    act(admin_client, "drain", c)
+    act(admin_client, "uncordon", a)
+
+    entries = LogEntry.objects.order_by("pk")
+    assert [(e.object_id, e.get_change_message(), e.user.username) for e in entries] == [
+        (str(a.pk), "Cordoned", "admin"),
+        (str(c.pk), "Drained: cordoned, the work on it asked to stop", "admin"),
+        (str(a.pk), "Uncordoned", "admin"),
+    ]
+    history = admin_client.get(f"/admin/clusters/node/{a.pk}/history/")
+    assert "Cordoned" in history.text and "Uncordoned" in history.text

@@ -1,6 +1,7 @@
 import re
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -101,6 +102,11 @@ def test_a_new_agent_token_is_shown_once_and_never_put_in_a_message(admin_client
     assert "no-store" in page["Cache-Control"]
     assert "messages" not in page.cookies  # Django's message cookie: signed, not encrypted
     assert token not in next_page.text
+    noted = LogEntry.objects.get()
+    assert (noted.object_id, noted.get_change_message()) == (
+        str(cluster.pk),
+        "Issued a new agent token",
+    )
 
 
 @pytest.mark.parametrize("model", ["attempt", "jobevent", "logchunk"])
