@@ -69,30 +69,45 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
     cancels every shard of it that has not ended. Live attempts are asked to stop; their agents
     end them within the grace period.
 
-    One operation however many shards: a lock, a stop request, an update and a COPY of events,
-    then one live message per tenant and one scheduler kick after commit.
+    One operation however many shards (cancel_live).
     Returns the first canceled shard's event; None when everything had already ended.
     """
-    now = database_now()  # the scheduler reads the stop request's time on this clock
-    reason = reason[:300]
-    # Job rows first, in id order, then their attempts: the lock order of end_attempt() and
-    # mark_running(), so a cancel racing an attempt's end waits instead of deadlocking. A shard
-    # that ends while this waits for its lock drops out (PostgreSQL re-checks the filter).
-    shards = {
-        job_id: (tenant_id, state)
-        for job_id, tenant_id, state in job.batch()
-        .live()
-        .select_for_update()
-        .values_list("id", "tenant_id", "state")
-    }
+    shards = cancel_live(job.batch(), reason)
     if not shards:
         return None
-    attempts = stop_live(list(shards), Attempt.Outcome.CANCELED, reason, now)
-    move_claimed(shards, State.CANCELED, dict.fromkeys(shards, reason), attempts, now)
-    transaction.on_commit(kick)
     if job.pk in shards:
         job.refresh_from_db()  # as transition() leaves it: the caller sees the job canceled
     return JobEvent.objects.filter(job_id=min(shards), to_state=State.CANCELED).latest("id")
+
+
+@retrying.atomic
+def cancel_jobs(jobs, reason: str) -> list[int]:
+    """Cancel these jobs (a queryset), each as it is: the ids of those that had not ended. A
+    batch's first shard among them is that job alone: the caller names the shards it means."""
+    return sorted(cancel_live(jobs, reason))
+
+
+def cancel_live(jobs, reason: str) -> dict[int, tuple[int, str]]:
+    """Cancel the jobs of the queryset that have not ended, {id: (tenant id, state before)}:
+    a lock, a stop request, an update and a COPY of events, then one live message per tenant
+    and one scheduler kick after commit."""
+    now = database_now()  # the scheduler reads the stop request's time on this clock
+    reason = reason[:300]
+    # Job rows first, in id order, then their attempts: the lock order of end_attempt() and
+    # mark_running(), so a cancel racing an attempt's end waits instead of deadlocking. A job
+    # that ends while this waits for its lock drops out (PostgreSQL re-checks the filter).
+    shards = {
+        job_id: (tenant_id, state)
+        for job_id, tenant_id, state in jobs.live()
+        .select_for_update()
+        .order_by("pk")
+        .values_list("id", "tenant_id", "state")
+    }
+    if shards:
+        attempts = stop_live(list(shards), Attempt.Outcome.CANCELED, reason, now)
+        move_claimed(shards, State.CANCELED, dict.fromkeys(shards, reason), attempts, now)
+        transaction.on_commit(kick)
+    return shards
 
 
 def transition_claimed(

@@ -19,6 +19,9 @@ from rest_framework.views import APIView
 from jobs import access, actions, throttles
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
+    LARGEST_ID,
+    MAX_CANCELED,
+    CancelJobsSerializer,
     DependenciesSerializer,
     EventSerializer,
     JobSerializer,
@@ -30,7 +33,6 @@ from jobs.throttles import SubmitRate, TenantSubmitRate
 from jobs.usage_api import UsageView
 
 PAGE = 100
-LARGEST_ID = 2**63 - 1  # of a bigint primary key
 LOG_BATCH = 5000  # log rows a download reads at a time
 
 
@@ -102,6 +104,40 @@ class CancelView(APIView):
             # The grant is to cancel, not to read: no command, env or attempts.
             return Response({"id": job.pk, "state": job.state}, status=status.HTTP_202_ACCEPTED)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class CancelJobsView(APIView):
+    """Cancel the jobs a filter names (CancelJobsSerializer): those the caller may cancel that
+    have not ended, at most MAX_CANCELED a request, oldest first (`more`: ask again). A batch
+    matched through its first shard stands for all its shards, as a cancel of it does; `state`
+    then keeps those of its shards in that state."""
+
+    def post(self, request):
+        asked = CancelJobsSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        data = asked.validated_data
+        jobs = access.cancelable_jobs(request.user)
+        if "ids" in data:
+            jobs = jobs.filter(pk__in=data["ids"])
+        if "name" in data:
+            jobs = jobs.filter(name=data["name"])
+        if "tenant" in data:
+            tenant = access.tenants_of(request.user).filter(slug=data["tenant"]).first()
+            if tenant is None:
+                raise ValidationError({"tenant": f"No tenant {data['tenant']!r} of yours."})
+            jobs = jobs.filter(tenant=tenant)
+        if data["mine"]:
+            jobs = jobs.filter(owner=request.user)
+        batches = jobs.filter(parent_id=None, shards__gt=1).values("pk")
+        named = Job.objects.filter(Q(pk__in=jobs.values("pk")) | Q(parent_id__in=batches)).live()
+        if "state" in data:
+            named = named.filter(state=data["state"])
+        chosen = list(named.order_by("pk").values_list("pk", flat=True)[: MAX_CANCELED + 1])
+        canceled = actions.cancel_jobs(
+            Job.objects.filter(pk__in=chosen[:MAX_CANCELED]), f"canceled by {request.user}"
+        )
+        return Response({"canceled": canceled, "more": len(chosen) > MAX_CANCELED},
+                        status=status.HTTP_202_ACCEPTED)  # fmt: skip
 
 
 class HoldView(APIView):
@@ -284,6 +320,7 @@ def job_lines(job, after: int, limit: int = 1000):
 urlpatterns = [
     path("jobs/", JobsView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", JobView.as_view(), name="api-job"),
+    path("jobs/cancel/", CancelJobsView.as_view(), name="api-jobs-cancel"),
     path("jobs/<int:pk>/cancel/", CancelView.as_view(), name="api-job-cancel"),
     path("jobs/<int:pk>/hold/", HoldView.as_view(), name="api-job-hold"),
     path(

@@ -12,7 +12,9 @@
     list [--state S] [--limit N]
                      your jobs, newest first (all of them, or the newest N)
     status ID        one job, as JSON
-    cancel ID        cancel a job
+    cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
+                     cancel a job (a batch: every shard), or every live job you may cancel
+                     that the ids and filters name together, as Slurm's scancel does
     hold ID          keep a queued job (a batch: its queued shards) from starting
     release ID       let a held job start again
     resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
@@ -189,7 +191,22 @@ def status(api: Api, args) -> None:
 
 
 def cancel(api: Api, args) -> None:
-    show(api.call("POST", f"jobs/{args.id}/cancel/")["state"])
+    """One job by its id: its state after. Otherwise the jobs the ids and filters name, asked
+    again while the server says there are more: how many were canceled."""
+    filters = {"name": args.name, "state": args.state, "tenant": args.tenant}
+    filters = {key: value for key, value in filters.items() if value is not None}
+    if len(args.ids) == 1 and not filters and not args.mine:
+        show(api.call("POST", f"jobs/{args.ids[0]}/cancel/")["state"])
+        return
+    if args.ids:
+        filters["ids"] = args.ids
+    if args.mine:
+        filters["mine"] = True
+    canceled, more = 0, True
+    while more:
+        answer = api.call("POST", "jobs/cancel/", json=filters)
+        canceled, more = canceled + len(answer["canceled"]), answer["more"]
+    show(f"canceled {canceled} job{'s' if canceled != 1 else ''}")
 
 
 def hold(api: Api, args) -> None:
@@ -322,8 +339,14 @@ def main(argv=None) -> int:
     listing = commands.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
-    for name in ("status", "cancel", "hold", "release", "resubmit"):
+    for name in ("status", "hold", "release", "resubmit"):
         commands.add_parser(name).add_argument("id", type=int)
+    canceling = commands.add_parser("cancel")
+    canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
+    canceling.add_argument("--name", help="only jobs of this name")
+    canceling.add_argument("--state", choices=["queued", "scheduled", "running"])
+    canceling.add_argument("--tenant", metavar="SLUG", help="only this tenant's jobs")
+    canceling.add_argument("--mine", action="store_true", help="only the jobs you submitted")
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from clusters.models import validate_labels
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.models import Dependency, Family, Job, JobEvent, LogChunk
+from jobs.states import State
 from quotas.models import PriorityClass
 
 # Preemptible unless the submission says otherwise: training is not (it may lose hours of work),
@@ -251,6 +252,35 @@ class DependenciesSerializer(serializers.Serializer):
     def validate(self, data):
         if problem := dependency_problem(data["depends_on"], self.job.tenant, self.jobs):
             raise serializers.ValidationError({"depends_on": problem})
+        return data
+
+
+LARGEST_ID = 2**63 - 1  # of a bigint primary key
+MAX_CANCELED = 10_000  # jobs one cancel request ends; the caller asks again for more
+
+
+class CancelJobsSerializer(serializers.Serializer):
+    """The jobs a cancel names, as Slurm's scancel filters them: any of `ids`, a `name`, a
+    `state`, a `tenant` and `mine` (the caller's own), each given narrowing the rest. A state
+    alone would name every live job the caller may cancel: one of the others is needed."""
+
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=LARGEST_ID),
+        required=False,
+        allow_empty=False,
+        max_length=MAX_CANCELED,
+    )
+    name = serializers.CharField(max_length=200, required=False)
+    state = Choice(choices=[State.QUEUED, State.SCHEDULED, State.RUNNING], required=False)
+    tenant = serializers.SlugField(required=False)
+    mine = serializers.BooleanField(default=False)
+
+    def validate(self, data):
+        if not (data.keys() & {"ids", "name", "tenant"} or data["mine"]):
+            raise serializers.ValidationError(
+                "Name the jobs: ids, name, tenant or mine (a state alone would name every "
+                "live job you may cancel)."
+            )
         return data
 
 

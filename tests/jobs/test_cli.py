@@ -55,6 +55,23 @@ def test_the_cli_submits_lists_shows_and_cancels_a_job(cli):
     assert Job.objects.get(pk=job_id).state == State.CANCELED
 
 
+def test_the_cli_cancels_jobs_by_ids_and_by_filters_asking_until_none_are_left(
+    cli, alpha, alice, monkeypatch
+):
+    JobFactory.create_batch(3, tenant=alpha, owner=alice, name="sweep")
+    others = [JobFactory(tenant=alpha, owner=alice, name="other") for _ in range(2)]
+    monkeypatch.setattr("jobs.api.MAX_CANCELED", 2)  # the live server runs in this process
+
+    by_name = cli("cancel", "--name", "sweep", "--state", "queued")
+    by_ids = cli("cancel", str(others[0].pk), str(others[1].pk), "--mine")
+    again = cli("cancel", "--name", "sweep")
+
+    assert by_name.stdout.strip() == "canceled 3 jobs", by_name.stderr
+    assert by_ids.stdout.strip() == "canceled 2 jobs", by_ids.stderr
+    assert again.stdout.strip() == "canceled 0 jobs"
+    assert {j.state for j in Job.objects.all()} == {State.CANCELED}
+
+
 def test_the_cli_holds_and_releases_a_queued_job(cli, alpha, alice):
     job = JobFactory(tenant=alpha, owner=alice)
 
