@@ -3,6 +3,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
 from quotas import tokens
@@ -60,8 +61,40 @@ class SelectionChecked:
         return super().response_action(request, queryset)
 
 
+class QuotaFormSet(BaseInlineFormSet):
+    """A tenant's quota rows, checked against the rows stored now as well as against each
+    other: the database keeps one quota per tenant and flavor, and a row taking the flavor of
+    another stored row (one another admin added since the page was drawn, or one a row of
+    this form gives up in the same save: Django saves the rows in turn) would otherwise break
+    that rule on save, a 500."""
+
+    def clean(self):
+        super().clean()
+        if self.instance.pk is None:
+            return
+        # The admin saves in one transaction: two admins saving one tenant take turns here,
+        # and the later one sees the rows the earlier one added.
+        list(Tenant.objects.select_for_update(no_key=True).filter(pk=self.instance.pk))
+        stored = dict(self.instance.quotas.values_list("flavor", "pk"))
+        deleted = [form for form in self.forms if self._should_delete_form(form)]
+        gone = {form.instance.pk for form in deleted}
+        for form in self.forms:
+            flavor = form.cleaned_data.get("flavor")
+            holder = stored.get(flavor)
+            if form in deleted or holder in (None, form.instance.pk):
+                continue
+            if holder in gone and form.instance.pk is None:
+                continue  # new rows are saved after the deletions
+            form.add_error(
+                "flavor",
+                f"This tenant has a quota on {flavor} already: change that one, or delete it "
+                "and save first.",
+            )
+
+
 class QuotaInline(PlatformOnly, admin.TabularInline):
     model = Quota
+    formset = QuotaFormSet
     extra = 1
     fields = ["flavor", "guaranteed", "borrow_limit", "in_use"]
     readonly_fields = ["in_use"]

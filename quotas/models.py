@@ -101,7 +101,8 @@ class Quota(models.Model):
     def clean(self) -> None:
         """A GPU type spelled unlike the nodes' (gpu:a100 for their A100) would limit nothing
         while the real type stayed unlimited: refused, naming the type the nodes report. A
-        type no node reports yet is kept (hardware on its way)."""
+        type no node reports yet is kept (hardware on its way), spelled as the other quotas
+        on it spell it: once the nodes come, only one spelling limits anything."""
         from clusters.models import Node
 
         if not self.gpu_type:
@@ -109,13 +110,14 @@ class Quota(models.Model):
         known = Node.objects.filter(gpu_type__iexact=self.gpu_type).values_list(
             "gpu_type", flat=True
         )
-        spelled = sorted(set(known))
+        spelled, by = sorted(set(known)), "The nodes report"
+        if not spelled:
+            others = Quota.objects.filter(flavor__iexact=self.flavor).exclude(pk=self.pk)
+            spelled = sorted({flavor[4:] for flavor in others.values_list("flavor", flat=True)})
+            by = "Other quotas spell"
         if spelled and self.gpu_type not in spelled:
             raise ValidationError(
-                {
-                    "flavor": f"The nodes report this GPU type as {spelled[0]!r}: "
-                    f"use gpu:{spelled[0]}."
-                }  # fmt: skip
+                {"flavor": f"{by} this GPU type as {spelled[0]!r}: use gpu:{spelled[0]}."}
             )
 
 
