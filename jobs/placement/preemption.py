@@ -100,9 +100,11 @@ def reclaimable(ledger: Ledger, tenant: str, demands: Iterable[Mapping[str, int]
 
 
 def _needed(want: Mapping[str, int]) -> list[str]:
-    """The flavors a demand is about: its GPU type, or CPU and memory for CPU-only work."""
-    gpu = [flavor for flavor, amount in want.items() if amount and flavor.startswith("gpu:")]
-    return gpu or [flavor for flavor in ("cpu", "memory") if want.get(flavor)]
+    """The flavors a demand asks for: its GPU type, CPU and memory alike. A GPU job needs a
+    node's cores too, and work over its CPU guarantee (CPU-only work filling a GPU node) holds
+    them from an owner inside its own; what is reclaimed for a flavor stays within the
+    borrower's excess of it (eligible, _open)."""
+    return [flavor for flavor, amount in want.items() if amount]
 
 
 def _over_guarantee(ledger: Ledger, cohort: str | None, flavor: str, but: str) -> Excess:
