@@ -3,7 +3,12 @@
 One thread per pod reads the log with follow=true. Line n of a pod's log always gets seq n: after
 a dropped connection the thread reads the log again from the start and skips the lines it already
 has, and a restarted backend numbers the same lines the same way, so the control plane can
-deduplicate. Kubernetes interleaves stdout and stderr into one log, reported as "stdout".
+deduplicate. The kubelet serves only the latest log file, so once it has rotated the log (past
+containerLogMaxSize) a read again begins further on: the lines already taken are then known by
+their stamps, and the new ones go on from the last seq. A backend restarted after a rotation
+cannot tell, and numbers the latest file from 0. Kubernetes interleaves stdout and stderr into
+one log, reported as "stdout". A line is kept to its first MAX_LINE characters, as the control
+plane keeps it.
 
 The log is read with timestamps: Kubernetes stamps every line with the time the container
 runtime took it from the container, and the stamp is cut off the line's text. A line that is
@@ -39,6 +44,10 @@ Key = tuple[int, int]  # (attempt id, rank)
 # The stamp Kubernetes puts before each line with timestamps=true (RFC 3339, nanoseconds), and
 # the space that ends it.
 STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
+# The control plane keeps this many characters of a line. A reader holds at most the bytes
+# they take in UTF-8, and the stamp: a longer line is cut to them.
+MAX_LINE = 65_536
+MAX_LINE_BYTES = 4 * MAX_LINE + 64
 
 
 class LogFollowers:
@@ -52,6 +61,9 @@ class LogFollowers:
         self._lines: list[LogLine] = []
         self._seen: dict[Key, int] = {}  # lines read per pod: the next line's seq
         self._checkpoints: dict[Key, float] = {}  # the latest checkpoint line's time per pod
+        self._first: dict[Key, tuple[float | None, str]] = {}  # the log's first line
+        # The last line's stamp, and how many lines taken in a row had it.
+        self._last: dict[Key, tuple[float | None, int]] = {}
         self._threads: dict[Key, threading.Thread] = {}
         self._responses: dict[Key, object] = {}
         self._dropped: set[int] = set()
@@ -108,6 +120,8 @@ class LogFollowers:
                 self._threads.pop(key)
                 self._seen.pop(key, None)
                 self._checkpoints.pop(key, None)
+                self._first.pop(key, None)
+                self._last.pop(key, None)
                 self._complete.discard(key)
                 self._gone.discard(key)
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
@@ -165,19 +179,46 @@ class LogFollowers:
         try:
             if not 200 <= response.status <= 299:
                 raise ApiException(status=response.status, reason=response.reason)
-            for index, line in enumerate(_lines(response, keep_partial=complete)):
-                self._take(key, index, *stamped(line))
+            lines = _lines(response, keep_partial=complete)
+            for seq, at, text in self._numbered(key, lines):
+                self._take(key, seq, at, text)
         finally:
             with self._lock:
                 self._responses.pop(key, None)
             response.release_conn()
 
-    def _take(self, key: Key, index: int, at: float | None, text: str) -> None:
+    def _numbered(self, key: Key, lines: Iterator[str]) -> Iterator[tuple[int, float | None, str]]:
+        """(seq, stamp, text) of each line read: line n of the log has seq n, so the lines of a
+        log read again are known by it. Unless the kubelet has rotated the log file since the
+        log was first read: a read then gets the latest file only, which begins further on.
+        Its lines up to the last one taken are known by their stamps, and the next goes on
+        from the last seq."""
         with self._lock:
-            if index < self._seen.get(key, 0) or not self._active(key):
+            first, seen = self._first.get(key), self._seen.get(key, 0)
+            last_at, taken_at_last = self._last.get(key, (None, 0))
+        rotated, offset, same = False, 0, 0
+        for index, line in enumerate(lines):
+            at, text = stamped(line)
+            if index == 0:
+                rotated = first is not None and first != (at, text)
+            if rotated:
+                same += at == last_at
+                older = at is not None and last_at is not None and at < last_at
+                if older or (at == last_at and same <= taken_at_last):
+                    continue
+                rotated, offset = False, seen - index
+            yield index + offset, at, text
+
+    def _take(self, key: Key, seq: int, at: float | None, text: str) -> None:
+        with self._lock:
+            if seq < self._seen.get(key, 0) or not self._active(key):
                 return
-            self._seen[key] = index + 1
-            self._lines.append(LogLine(key[0], key[1], index, "stdout", text))
+            if seq == 0:
+                self._first[key] = (at, text)
+            last_at, count = self._last.get(key, (None, 0))
+            self._last[key] = (at, count + 1 if at == last_at else 1)
+            self._seen[key] = seq + 1
+            self._lines.append(LogLine(key[0], key[1], seq, "stdout", text[:MAX_LINE]))
             if is_checkpoint_line(text):
                 at = time.time() if at is None else at
                 self._checkpoints[key] = max(at, self._checkpoints.get(key, at))
@@ -198,15 +239,28 @@ def stamped(line: str) -> tuple[float | None, str]:
 
 def _lines(response, keep_partial: bool) -> Iterator[str]:
     """Complete lines of a streamed body. A last line without a newline only counts when the
-    log is complete; otherwise it is read again whole next time."""
-    buffer = b""
+    log is complete; otherwise it is read again whole next time. A line longer than
+    MAX_LINE_BYTES counts as its first MAX_LINE_BYTES, handed over at once; the rest of it is
+    skipped, so a line that never ends (a progress bar redrawn with "\r") costs neither memory
+    nor time."""
+    buffer, cut = b"", False  # cut: the line's head was handed over, skip to its end
     for chunk in response.stream(amt=None, decode_content=False):
         buffer += chunk
         *complete, buffer = buffer.split(b"\n")
         for line in complete:
-            yield line.decode("utf-8", errors="replace").rstrip("\r")
-    if buffer and keep_partial:
-        yield buffer.decode("utf-8", errors="replace").rstrip("\r")
+            if not cut:
+                yield _text(line)
+            cut = False
+        if len(buffer) > MAX_LINE_BYTES:
+            if not cut:
+                yield _text(buffer[:MAX_LINE_BYTES])
+            buffer, cut = b"", True
+    if buffer and keep_partial and not cut:
+        yield _text(buffer)
+
+
+def _text(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace").rstrip("\r")
 
 
 def _shutdown(response) -> None:

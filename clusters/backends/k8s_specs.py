@@ -104,10 +104,12 @@ def gpu_env(worker: WorkerSpec) -> dict[str, str]:
     The container runtime renumbers the devices it exposes from 0, so CUDA_VISIBLE_DEVICES is
     0..n-1 there; the node-level indices the scheduler allocated travel in MLSCHED_GPU_INDICES.
     Whole GPUs are picked by the device plugin. A fractional share names its device through
-    NVIDIA_VISIBLE_DEVICES for the NVIDIA runtime, on nodes labelled shareable.
+    NVIDIA_VISIBLE_DEVICES for the NVIDIA runtime, on nodes labelled shareable. A worker without
+    GPUs gets "void" there: CUDA images set it to "all", and the NVIDIA runtime would then show
+    the container every GPU of the node, those of other jobs included.
     """
     if not worker.gpu_indices:
-        return {"CUDA_VISIBLE_DEVICES": ""}
+        return {"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
     node_indices = ",".join(str(i) for i in worker.gpu_indices)
     env = {
         "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(worker.gpu_indices))),

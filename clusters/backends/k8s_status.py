@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from clusters.backends import base
+from clusters.backends.k8s_specs import CONTAINER
 
 # Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
 STUCK_WAITING = frozenset(
@@ -84,6 +85,11 @@ def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
         return base.TIMED_OUT, exit_code, "exceeded its runtime limit (DeadlineExceeded)"
     if pod_reason:  # Evicted, OutOfcpu, NodeAffinity, Shutdown...
         return base.FAILED, exit_code, pod_reason
+    # Drained, preempted or deleted for a taint: the kubelet stopped the container (143, 137)
+    # and marked the pod Failed before it went; Kubernetes' Job controller ignores these too.
+    disruption = _disruption(pod)
+    if disruption:
+        return base.FAILED, exit_code, disruption
     if term and term.reason in INFRA_TERMINATION:
         return base.FAILED, exit_code, term.reason
     if exit_code is None:
@@ -102,7 +108,7 @@ def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
     waiting = _waiting_reason(pod)
     if waiting in STUCK_WAITING:
         return base.FAILED, None, waiting
-    if phase == "Running":
+    if phase == "Running" and not waiting:  # an injected container may run while it waits
         return base.RUNNING, None, ""
     if phase == "Unknown":
         return base.LOST, None, "PodUnknown"
@@ -114,8 +120,10 @@ def _phase(pod: client.V1Pod | None) -> str:
 
 
 def _container(pod: client.V1Pod | None) -> client.V1ContainerStatus | None:
+    """The worker's container: a mesh or an admission webhook may add others to the pod, and
+    the kubelet lists containers by name."""
     statuses = (pod.status.container_statuses if pod and pod.status else None) or []
-    return statuses[0] if statuses else None
+    return next((status for status in statuses if status.name == CONTAINER), None)
 
 
 def _terminated(pod: client.V1Pod | None) -> client.V1ContainerStateTerminated | None:

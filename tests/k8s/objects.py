@@ -185,6 +185,14 @@ def failed_by_kubelet(pod: dict, reason: str, message: str) -> None:
     )
 
 
+def disrupted(pod: dict, reason: str, message: str) -> None:
+    """Kubernetes is about to take the pod away (drain, preemption, taint): the
+    DisruptionTarget condition, added before the pod is deleted."""
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": reason}
+    condition.update(message=message, lastTransitionTime=now())
+    pod["status"].setdefault("conditions", []).append(condition)
+
+
 def waiting(pod: dict, reason: str) -> None:
     state = {"waiting": {"reason": reason, "message": f"Back-off pulling image: {reason}"}}
     pod["status"]["containerStatuses"] = _container_status(pod, state, False)

@@ -10,8 +10,9 @@ the API server does, and honour resourceVersion, timeoutSeconds and labelSelecto
 before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
-`oom_kill`, `evict`, `image_pull_backoff`, `append_log`, `set_node_ready` and `remove_node`, a
-platform team through `add_claim`, and a failing API server through `fail`.
+`oom_kill`, `evict`, `drain`, `image_pull_backoff`, `append_log`, `rotate_log`, `set_node_ready`
+and `remove_node`, a platform team through `add_claim`, and a failing API server through `fail`.
+Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class KubeTestServer:
         self.events: list[tuple[int, str, dict]] = []  # pod watch history: (rv, type, pod)
         self.oldest_rv = 0  # a watch from before this answers 410 Gone
         self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (stamp, text) lines
+        self.log_files: dict[tuple[str, str], int] = {}  # the latest log file's first line
         self.deletions: list[tuple[str, str, str, int | None]] = []  # kind, ns, name, grace
         self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
@@ -169,6 +171,20 @@ class KubeTestServer:
         message = "The node was low on resource: memory."
         self._set_pod_state(ns, name, lambda p: objects.failed_by_kubelet(p, "Evicted", message))
 
+    def drain(self, ns: str, name: str) -> None:
+        """An administrator drains the pod's node (the Eviction API): the API server marks the
+        pod DisruptionTarget and deletes it; the kubelet stops the container (SIGTERM: 143)
+        and, as it does since Kubernetes 1.27, sets the pod's terminal phase before it goes."""
+        with self.cond:
+            pod = self.store["pods"][(ns, name)]
+            objects.disrupted(pod, "EvictionByEvictionAPI", "Eviction API: evicting")
+            objects.mark_deleting(pod, None)
+            pod["metadata"]["resourceVersion"] = self._next_rv()
+            self._record("pods", "MODIFIED", pod)
+        self.exit_pod(ns, name, 143)
+        with self.cond:
+            self._remove("pods", ns, name)
+
     def exceed_deadline(self, ns: str, name: str) -> None:
         message = "Pod was active on the node longer than the specified deadline"
         change = lambda p: objects.failed_by_kubelet(p, "DeadlineExceeded", message)  # noqa: E731
@@ -184,6 +200,13 @@ class KubeTestServer:
         with self.cond:
             self.logs.setdefault((ns, name), []).extend((at, line) for line in lines)
             self.cond.notify_all()
+
+    def rotate_log(self, ns: str, name: str) -> None:
+        """The kubelet rotates the container's log file (containerLogMaxSize, 10 MiB by
+        default): a log request serves the latest file only, so a new one begins with the
+        lines written after this; a stream already following goes on into the new file."""
+        with self.cond:
+            self.log_files[(ns, name)] = len(self.logs.get((ns, name), []))
 
     def delete_pod(self, ns: str, name: str) -> None:
         """Someone other than the backend deletes the pod, at once."""
@@ -382,11 +405,14 @@ class KubeTestServer:
 
     def _stream_log(self, handler, ns, name, follow, tail, stamps: bool, generation: int):
         def send(lines) -> bool:
-            return all(handler.write_chunk(_log_line(line, stamps)) for line in lines)
+            return all(
+                handler.write_chunk(part) for line in lines for part in _log_parts(line, stamps)
+            )
 
         with self.cond:
             sent = len(self.logs.get((ns, name), []))
-            first = max(0, sent - tail) if tail is not None else 0
+            start = self.log_files.get((ns, name), 0)
+            first = max(start, sent - tail) if tail is not None else start
             lines = self.logs.get((ns, name), [])[first:sent]
         if not send(lines):
             return None
@@ -462,9 +488,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-    def write_chunk(self, text: str) -> bool:
+    def write_chunk(self, text: str | bytes) -> bool:
         """Send one chunk; False once the client has gone."""
-        data = text.encode()
+        data = text.encode() if isinstance(text, str) else text
         try:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
@@ -509,6 +535,18 @@ def _log_line(line: tuple[float, str], stamps: bool) -> str:
         return text + "\n"
     stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
     return f"{stamp}000Z {text}\n"
+
+
+# The container runtime stores a longer line as partial entries of this many bytes (containerd's
+# max_container_log_line_size); the kubelet joins them again, writing each to the stream.
+PARTIAL_ENTRY = 16 * 1024
+
+
+def _log_parts(line: tuple[float, str], stamps: bool) -> list[bytes]:
+    """A log line as the chunks the kubelet streams it in: a multibyte character may be split
+    between two of them."""
+    data = _log_line(line, stamps).encode()
+    return [data[i : i + PARTIAL_ENTRY] for i in range(0, len(data), PARTIAL_ENTRY)]
 
 
 def _validate_pod(pod: dict) -> None:

@@ -1,0 +1,122 @@
+"""What a real cluster does to workers beyond the common path: disruptions Kubernetes starts,
+GPU visibility in images that ask for every GPU, long and rotated logs, injected containers."""
+
+import pytest
+from kubernetes import client
+
+from clusters.backends import base
+from clusters.backends.k8s_status import Seen, is_started, worker_status
+from tests.k8s.conftest import (
+    NAMESPACE,
+    attempt,
+    env_of,
+    eventually,
+    one_gpu_worker,
+    status_becomes,
+)
+from tests.k8s.test_logs import collect, texts
+
+POD = "mlsched-7-0"
+LOG = f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}/log"
+
+
+def test_a_drained_pod_is_an_infrastructure_failure_not_the_jobs_exit(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+
+    kube.drain(NAMESPACE, POD)
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+    assert (status.exit_code, status.reason) == (143, "EvictionByEvictionAPI")
+
+
+def test_a_cpu_only_pod_sees_no_gpu_even_when_its_image_asks_for_all(kube, backend):
+    cpu_only = base.WorkerSpec(rank=0, node="gpu-a", cpu_milli=2000, memory_mb=4096)
+    backend.start(attempt(7, 1, (cpu_only,)))
+
+    env = env_of(kube.pod(NAMESPACE, POD))
+
+    # CUDA images set NVIDIA_VISIBLE_DEVICES=all; the NVIDIA runtime then mounts every GPU.
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+def test_a_line_longer_than_the_control_plane_keeps_is_cut_and_the_next_line_follows(kube, backend):
+    backend.start(one_gpu_worker())
+    # A progress bar redrawn with "\r" for hours: megabytes before its line ends.
+    kube.append_log(NAMESPACE, POD, "é" * 3_000_000, "done")
+
+    kube.run_pod(NAMESPACE, POD)
+
+    lines = collect(backend, 2, timeout=10)
+    assert [(line.seq, len(line.text)) for line in lines] == [(0, 65_536), (1, 4)]
+    assert set(lines[0].text) == {"é"} and lines[1].text == "done"
+
+
+def container(name, waiting=None, running=False, exit_code=None):
+    state = client.V1ContainerState(
+        waiting=client.V1ContainerStateWaiting(reason=waiting) if waiting else None,
+        running=client.V1ContainerStateRunning() if running else None,
+        terminated=(
+            client.V1ContainerStateTerminated(exit_code=exit_code, reason="Error")
+            if exit_code is not None
+            else None
+        ),
+    )
+    return client.V1ContainerStatus(
+        name=name, image="i", image_id="", ready=running, restart_count=0, state=state
+    )
+
+
+def with_sidecar(phase, worker):
+    """A pod a mesh injected a proxy into: the kubelet lists container statuses by name."""
+    statuses = [container("istio-proxy", running=True), worker]
+    return client.V1Pod(status=client.V1PodStatus(phase=phase, container_statuses=statuses))
+
+
+@pytest.mark.parametrize(
+    ("pod", "want"),
+    [
+        (
+            with_sidecar("Pending", container("worker", waiting="ImagePullBackOff")),
+            (base.FAILED, None, "ImagePullBackOff"),
+        ),
+        (with_sidecar("Failed", container("worker", exit_code=3)), (base.EXITED, 3, "")),
+        (
+            with_sidecar("Running", container("worker", waiting="ContainerCreating")),
+            (base.PENDING, None, "ContainerCreating"),
+        ),
+    ],
+    ids=["image-pull", "exit", "not-started"],
+)
+def test_it_reads_the_workers_container_not_an_injected_one(pod, want):
+    status = worker_status(7, 0, Seen(pod))
+
+    assert (status.phase, status.exit_code, status.reason) == want
+    assert is_started(pod) == (want[0] == base.EXITED)
+
+
+def test_lines_written_after_the_log_was_rotated_are_not_lost_when_the_stream_drops(kube, backend):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.append_log(NAMESPACE, POD, "epoch 1", "epoch 2", "epoch 3")
+    first = collect(backend, 3)
+    kube.rotate_log(NAMESPACE, POD)
+    kube.append_log(NAMESPACE, POD, "epoch 4")
+    followed = collect(backend, 1)
+
+    reads = kube.count_requests("GET", LOG)
+    kube.drop_watches()
+    eventually(lambda: kube.count_requests("GET", LOG) > reads)  # the log is read again
+    kube.append_log(NAMESPACE, POD, "epoch 5", "Traceback: CUDA out of memory")
+    kube.exit_pod(NAMESPACE, POD, 1)
+
+    status_becomes(backend, 7, 0, base.EXITED)
+    assert texts(first + followed + backend.logs()) == [
+        (0, 0, "epoch 1"),
+        (0, 1, "epoch 2"),
+        (0, 2, "epoch 3"),
+        (0, 3, "epoch 4"),
+        (0, 4, "epoch 5"),
+        (0, 5, "Traceback: CUDA out of memory"),
+    ]
