@@ -33,6 +33,7 @@ from jobs.throttles import SubmitRate, TenantSubmitRate
 from jobs.usage_api import UsageView
 
 PAGE = 100
+MAX_TAIL = 5000  # log lines a tail read gives at most
 LOG_BATCH = 5000  # log rows a download reads at a time
 
 
@@ -225,14 +226,24 @@ class EventsView(APIView):
 
 class LogsView(APIView):
     """Log lines in order; `after` (the last id seen) pages through them and lets a client
-    follow a running job by polling."""
+    follow a running job by polling. `last=N` (at most MAX_TAIL) gives the last N lines after
+    `after` instead of the first, and `earlier`, whether lines between were left out: a page
+    opened on a log of millions of lines reads its end, not every page before it."""
 
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
         after = id_param(request, "after") or 0
-        lines = job_lines(job, after)
+        last = id_param(request, "last")
+        if last is None:
+            lines = job_lines(job, after)
+            return Response({"lines": LogLineSerializer(lines, many=True).data,
+                             "next": lines[-1].pk if lines else after})  # fmt: skip
+        if not 1 <= last <= MAX_TAIL:
+            raise ValidationError({"last": f"A number of lines from 1 to {MAX_TAIL}."})
+        lines = job_lines(job, after, last, newest=True)
+        earlier = bool(lines) and job_lines(job, after, 1)[0].pk < lines[0].pk
         return Response({"lines": LogLineSerializer(lines, many=True).data,
-                         "next": lines[-1].pk if lines else after})  # fmt: skip
+                         "next": lines[-1].pk if lines else after, "earlier": earlier})  # fmt: skip
 
 
 class LogDownloadView(APIView):
@@ -307,14 +318,14 @@ def last_shard(batch: int) -> int:
     return Job.objects.filter(parent_id=batch).aggregate(last=Max("pk"))["last"] or batch
 
 
-def job_lines(job, after: int, limit: int = 1000):
+def job_lines(job, after: int, limit: int = 1000, *, newest: bool = False):
+    """The job's first `limit` lines after the id `after`, in order; its last ones if `newest`."""
     # The job's attempt ids first: a join would have PostgreSQL walk every later line stored.
     attempts = list(job.attempts.values_list("pk", flat=True))
-    return list(
-        LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after)
-        .select_related("attempt")
-        .order_by("pk")[:limit]
-    )
+    lines = LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after).select_related("attempt")
+    if newest:
+        return list(lines.order_by("-pk")[:limit])[::-1]
+    return list(lines.order_by("pk")[:limit])
 
 
 urlpatterns = [

@@ -6,6 +6,9 @@
 (function () {
   const REFRESH_MS = 30000;
   const RENEW_SOCKET_MS = 12 * 3600 * 1000;  // before Redis forgets the socket's groups (24 h)
+  // Log lines the page keeps: it reads the end of a long log, not every line before it, and
+  // drops its oldest rows as new ones come (the download has them all).
+  const SHOWN_LINES = 5000;
   const root = document.getElementById("job");
   const jobId = root.dataset.job;
   const stateEl = document.getElementById("state");
@@ -14,6 +17,7 @@
   const startEl = document.getElementById("estimated-start");
   const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
+  const logNoteEl = document.getElementById("log-note");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
@@ -22,6 +26,7 @@
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
+  let shown = 0;  // line rows in the log, its gaps aside
   let after = 0;
   let pollTimer = null;
   let reading = null;  // the log read in flight: one at a time, each from the last line shown
@@ -56,9 +61,29 @@
       seen.add(key);
       const row = document.createElement("span");
       row.className = line.stream;
+      row.dataset.key = key;
       row.textContent = "[" + line.attempt + "." + line.worker + "] " + line.text + "\n";
       logEl.appendChild(row);
+      shown += 1;
     }
+    while (shown > SHOWN_LINES) {  // the oldest rows go, a gap's with them
+      const oldest = logEl.firstElementChild;
+      if (oldest.dataset.key) {
+        seen.delete(oldest.dataset.key);
+        shown -= 1;
+      }
+      oldest.remove();
+      logNoteEl.hidden = false;
+    }
+  }
+
+  function addGap() {
+    // Lines the page did not read (a long log's start, or a backlog after a long absence).
+    const row = document.createElement("span");
+    row.className = "gap";
+    row.textContent = "[lines not shown: Download log has them all]\n";
+    logEl.appendChild(row);
+    logNoteEl.hidden = false;
   }
 
   function clock(iso) {
@@ -127,15 +152,17 @@
   }
 
   async function readLogs() {
-    // The endpoint gives a page at a time (at most 1000 lines): read on until one is empty.
-    // A page refused or lost is asked for again after a wait, from the last line shown, so the
-    // backlog never keeps a hole.
+    // First the last SHOWN_LINES lines after the last one shown (a gap marked where lines
+    // were left out before them), then a page at a time (at most 1000 lines) until one is
+    // empty. A page refused or lost is asked for again after a wait, from the last line
+    // shown, so the backlog never keeps a hole it does not mark.
     let failures = 0;
+    let tail = "&last=" + SHOWN_LINES;
     for (;;) {
       let response = null;
       let page = null;
       try {
-        response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after);
+        response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after + tail);
         if (response.ok) page = await response.json();
       } catch (error) {
         page = null;  // offline, or a broken answer: wait and ask again
@@ -146,6 +173,8 @@
         continue;
       }
       failures = 0;
+      tail = "";
+      if (page.earlier) addGap();
       if (!page.lines.length) return;
       addLines(page.lines);
       after = page.next;

@@ -104,6 +104,34 @@ def test_the_job_page_shows_every_stored_log_line_past_one_page_once_then_live_o
     expect(rows.last).to_have_text("[1.0] line 1501\n")
 
 
+def test_a_long_log_shows_its_last_lines_and_keeps_only_as_many_as_new_ones_come(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    attempt = AttemptFactory(job=job, cluster=cluster)
+    LogChunk.objects.bulk_create(
+        LogChunk(attempt=attempt, seq=n, text=f"line {n:05d}") for n in range(1, 12_001)
+    )
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    lines = page.locator("#log span:not(.gap)")
+    expect(lines).to_have_count(5000, timeout=10_000)
+    expect(lines.first).to_have_text("[1.0] line 07001\n")
+    expect(page.locator("#log .gap")).to_have_count(1)
+    expect(page.locator("#log-note")).to_be_visible()
+    live = [LogLine(attempt.pk, 0, 12_001, "stdout", "line 12001")]
+    in_thread(lambda: agents.store_logs(cluster, live))
+
+    expect(lines.last).to_have_text("[1.0] line 12001\n", timeout=10_000)
+    expect(lines).to_have_count(5000)
+    expect(lines.first).to_have_text("[1.0] line 07002\n")  # the oldest went, its gap first
+    expect(page.locator("#log .gap")).to_have_count(0)
+
+
 def test_the_hold_button_follows_holds_and_state_changes_made_elsewhere(
     server, browser_page, alpha, alice
 ):

@@ -290,6 +290,37 @@ def test_logs_page_by_the_last_id_seen(alice, alpha):
     assert [line["text"] for line in rest["lines"]] == ["line 3"]
 
 
+def test_logs_give_the_last_lines_after_the_last_id_seen_and_say_if_some_were_left_out(
+    alice, alpha
+):
+    job = JobFactory(tenant=alpha, owner=alice)
+    attempt = AttemptFactory(job=job)
+    LogChunk.objects.bulk_create(
+        LogChunk(attempt=attempt, seq=seq, text=f"line {seq}") for seq in range(10)
+    )
+    ids = list(LogChunk.objects.order_by("pk").values_list("pk", flat=True))
+    client = client_for(alice)
+
+    tail = client.get(f"/api/v1/jobs/{job.pk}/logs/?last=3").json()
+    whole = client.get(f"/api/v1/jobs/{job.pk}/logs/?after={ids[5]}&last=4").json()
+    none = client.get(f"/api/v1/jobs/{job.pk}/logs/?after={ids[-1]}&last=4").json()
+
+    assert [line["text"] for line in tail["lines"]] == ["line 7", "line 8", "line 9"]
+    assert (tail["next"], tail["earlier"]) == (ids[-1], True)
+    assert [line["text"] for line in whole["lines"]] == [f"line {n}" for n in range(6, 10)]
+    assert whole["earlier"] is False
+    assert none == {"lines": [], "next": ids[-1], "earlier": False}
+
+
+@pytest.mark.parametrize("last", ["0", "5001", "x", "-1"])
+def test_a_tail_of_no_lines_or_too_many_is_a_400_naming_last(alice, alpha, last):
+    job = JobFactory(tenant=alpha, owner=alice)
+
+    response = client_for(alice).get(f"/api/v1/jobs/{job.pk}/logs/?last={last}")
+
+    assert response.status_code == 400 and "last" in response.json()
+
+
 def test_events_list_the_jobs_transitions(alice):
     job_id = submit(alice).json()["id"]
     client_for(alice).post(f"/api/v1/jobs/{job_id}/cancel/")
