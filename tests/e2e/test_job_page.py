@@ -78,20 +78,27 @@ def test_the_job_page_shows_state_changes_attempts_and_log_lines_as_they_happen(
     page.screenshot(path=str(tmp_path / "job-page.png"), full_page=True)
 
 
+def open_running_job_with_lines(page, server, tenant, owner, count: int, width: int):
+    """A running job on `east` whose log holds "line 1" to "line <count>" (zero-padded to
+    `width`), its page opened by its owner once live; (cluster, attempt)."""
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=tenant, owner=owner, state=State.RUNNING)
+    attempt = AttemptFactory(job=job, cluster=cluster)
+    LogChunk.objects.bulk_create(
+        LogChunk(attempt=attempt, seq=n, text=f"line {n:0{width}d}") for n in range(1, count + 1)
+    )
+    log_in(page, server, owner.username)
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    return cluster, attempt
+
+
 def test_the_job_page_shows_every_stored_log_line_past_one_page_once_then_live_ones(
     server, browser_page, alpha, alice
 ):
     page = browser_page
-    cluster = ClusterFactory(name="east")
-    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
-    attempt = AttemptFactory(job=job, cluster=cluster)
-    LogChunk.objects.bulk_create(
-        LogChunk(attempt=attempt, seq=n, text=f"line {n:04d}") for n in range(1, 1501)
-    )  # the logs endpoint gives at most 1,000 lines at a time
-    log_in(page, server, "alice")
-
-    page.goto(f"{server}/jobs/{job.pk}/")
-    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    # The logs endpoint gives at most 1,000 lines a page.
+    cluster, attempt = open_running_job_with_lines(page, server, alpha, alice, 1500, 4)
     rows = page.locator("#log span")
     expect(rows).to_have_count(1500, timeout=10_000)
     live = [LogLine(attempt.pk, 0, 1501, "stdout", "line 1501")]
@@ -108,16 +115,7 @@ def test_a_long_log_shows_its_last_lines_and_keeps_only_as_many_as_new_ones_come
     server, browser_page, alpha, alice
 ):
     page = browser_page
-    cluster = ClusterFactory(name="east")
-    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
-    attempt = AttemptFactory(job=job, cluster=cluster)
-    LogChunk.objects.bulk_create(
-        LogChunk(attempt=attempt, seq=n, text=f"line {n:05d}") for n in range(1, 12_001)
-    )
-    log_in(page, server, "alice")
-
-    page.goto(f"{server}/jobs/{job.pk}/")
-    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    cluster, attempt = open_running_job_with_lines(page, server, alpha, alice, 12_000, 5)
     lines = page.locator("#log span:not(.gap)")
     expect(lines).to_have_count(5000, timeout=10_000)
     expect(lines.first).to_have_text("[1.0] line 07001\n")
