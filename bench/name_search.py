@@ -72,21 +72,13 @@ UPDATE jobs_job SET name = 'whisper-distill-ablation-' || id WHERE id = ANY(ARRA
 """
 
 
-# Columns added after bench/surfaces.py's INSERTs were written: their values while it fills.
-LATER_COLUMNS = {("jobs_job", "held"): "''", ("jobs_job", "singleton"): "false"}
-
-
 def build(jobs: int) -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(MIGRATION.DROP)
-        for (table, column), value in LATER_COLUMNS.items():
-            cursor.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT {value}")
     surfaces.build(jobs)  # ends with VACUUM ANALYZE
     with connection.cursor() as cursor:
-        for table, column in LATER_COLUMNS:
-            cursor.execute(f"ALTER TABLE {table} ALTER COLUMN {column} DROP DEFAULT")
         cursor.execute(
             NAMES.format(
                 models=MODELS, n_models=len(MODELS), tasks=TASKS, n_tasks=len(TASKS), rare=RARE
@@ -180,25 +172,10 @@ def measure(clients: dict, repeat: int) -> dict[str, dict]:
 
 
 def measure_one(client, path: str, repeat: int) -> dict:
-    from django.db import connection
-
-    response = client.get(path)  # warm-up
-    assert response.status_code == 200, (path, response.status_code)
-    searched = []  # the statements that search names, with their parameters
-
-    def keep(run, sql, params, many, context):
-        if "LIKE" in sql:
-            searched.append((sql, params))
-        return run(sql, params, many, context)
-
-    with connection.execute_wrapper(keep):
-        client.get(path)
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        client.get(path)
-        times.append((time.perf_counter() - started) * 1000)
-    return {"times": times, "statements": [explain(sql, params) for sql, params in searched]}
+    """Its requests' times, and the plans of the statements that search names."""
+    times, statements = surfaces.timed_gets(client, path, repeat)
+    searched = [explain(sql, params) for sql, params in statements if "LIKE" in sql]
+    return {"times": times, "statements": searched}
 
 
 def clients() -> dict:
