@@ -7,6 +7,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
 
 from clusters.models import Allocation, Node
 from jobs import access, bulk, dependencies, events, retrying, rollup, states
@@ -573,6 +574,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     if existing := keyed_job(tenant, key):
         return existing, False
     dependencies.take_turn(tenant.pk, owner.pk, spec["name"])  # ids follow commits: singleton
+    check_queue_room(tenant, spec.get("shards", 1))
     dependencies.hold(depends_on)
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
@@ -600,6 +602,30 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     events.publish_on_commit((vars(event), tenant.pk) for event in written)
     transaction.on_commit(kick)
     return first, True
+
+
+QUEUE_LOCK = 0x6D6C_7171  # advisory lock space: one key per tenant with a queue limit
+
+
+def check_queue_room(tenant, shards: int) -> None:
+    """Refuse, on `tenant`, a submission of `shards` jobs that would take the tenant past its
+    `max_queued_jobs` (Slurm's MaxSubmitJobs): one team's flood of submissions cannot make
+    every cycle of the platform decide its hundreds of thousands of jobs. The submissions of
+    a tenant with a limit take turns (an advisory lock, to its commit), so two cannot both take
+    the last room. Held jobs are queued; a job requeued for a retry is never refused."""
+    limit = type(tenant).objects.values_list("max_queued_jobs", flat=True).get(pk=tenant.pk)
+    if limit is None:
+        return
+    if connection.vendor == "postgresql":  # SQLite has one writer at a time
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [QUEUE_LOCK, tenant.pk])
+    queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
+    if queued + shards > limit:
+        these = f"these {shards} jobs" if shards > 1 else "one more"
+        raise ValidationError({"tenant": [
+            f"{tenant.slug} has {queued} jobs queued and may have at most {limit} "
+            f"(max_queued_jobs), not {these}: wait for some to start, or cancel some."
+        ]})  # fmt: skip
 
 
 class NotResubmittable(Exception):

@@ -163,7 +163,7 @@ class TenantAdmin(TenantScoped, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members; the rest of a
     tenant (its quotas, fair share, cohort) and new tenants are the platform admins'."""
 
-    list_display = ["name", "slug", "fair_share_weight", "created"]
+    list_display = ["name", "slug", "fair_share_weight", "max_queued_jobs", "created"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaInline, MembershipInline]
@@ -178,7 +178,7 @@ class TenantAdmin(TenantScoped, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser:
             return ()
-        return ("name", "slug", "fair_share_weight", "cohort")
+        return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs")
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

@@ -19,6 +19,12 @@ class Tenant(models.Model):
         default="default",
         help_text="Tenants of one cohort lend each other their idle guaranteed quota.",
     )
+    max_queued_jobs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="At most this many of its jobs queued at once (a batch counts its shards): "
+        "a submission past it is refused. Empty: no limit.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
