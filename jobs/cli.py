@@ -299,7 +299,9 @@ def quota(api: Api, args) -> None:
                          amount(f["may_start"], "no limit")])  # fmt: skip
     table(rows, names=3)
     for team in answer["tenants"]:
-        show(f"{team['slug']}: {team['queued_jobs']} queued, "
+        most = team.get("max_queued_jobs")
+        at_most = f" of at most {most}" if most is not None else ""
+        show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{team['waiting_for_quota']} waiting for quota")  # fmt: skip
 
 

@@ -45,6 +45,7 @@ class TeamQuotas:
     fair_share_weight: float
     flavors: list[Flavor]
     queued_jobs: int
+    max_queued_jobs: int | None  # None: no limit
     waiting_for_quota: int
 
     def as_json(self) -> dict:
@@ -84,6 +85,7 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
             fair_share_weight=team.fair_share_weight,
             flavors=flavors(ledger, str(team.pk), named[str(team.pk)]),
             queued_jobs=queued.get(team.pk, {}).get("n", 0),
+            max_queued_jobs=team.max_queued_jobs,
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
         )
         for team in teams

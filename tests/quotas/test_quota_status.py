@@ -59,6 +59,7 @@ def test_it_shows_a_team_what_it_may_still_start(alice, placed):
 
     assert placed.pending_reason == "quota_exceeded"
     assert (team["slug"], team["queued_jobs"], team["waiting_for_quota"]) == ("alpha", 1, 1)
+    assert team["max_queued_jobs"] is None
     assert a100(team) == {
         "flavor": "gpu:A100", "unit": "GPUs", "guaranteed": 8, "borrow_limit": 4,
         "in_use": 10, "borrowed": 2, "may_start": 2,
@@ -151,3 +152,14 @@ def test_queries_do_not_grow_with_the_teams(django_assert_max_num_queries, place
     with django_assert_max_num_queries(4):
         teams = status.of(every)
     assert len(teams) == 7
+
+
+def test_it_shows_how_many_jobs_the_team_may_have_queued(client, alice, alpha, placed):
+    Tenant.objects.filter(pk=alpha.pk).update(max_queued_jobs=50)
+    client.force_login(alice)
+
+    (team,) = client_of(alice).get("/api/v1/quotas/").json()["tenants"]
+    page = client.get("/quotas/")
+
+    assert (team["queued_jobs"], team["max_queued_jobs"]) == (1, 50)
+    assert "1 job queued of at most 50" in page.text
