@@ -1,9 +1,10 @@
 """Who may see and act on which jobs: tenant membership first, guardian grants for exceptions."""
 
+import re
 from itertools import chain
 
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Q
+from django.db.models import Q, prefetch_related_objects
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from jobs.models import Dependency, Job
@@ -103,3 +104,40 @@ def sees_dependencies(user, job: Job) -> bool:
     """Whether the user sees every job the job (a shard: its batch) waits for now."""
     awaited = Dependency.objects.filter(job_id=job.parent_id or job.pk)
     return not awaited.exclude(on__in=visible_jobs(user)).exists()
+
+
+JOB_NAMED = re.compile(r"#(\d+)")
+
+
+def named_jobs(job: Job) -> set[int]:
+    """The other jobs a job's page and answer name: those it depends on, and those its wait
+    sentence names (a singleton's earlier job is no dependency)."""
+    prefetch_related_objects([job], "dependency_links")
+    named = {link.on_id for link in job.dependency_links.all()}
+    if job.pending_reason == "waiting_for_dependency":
+        named.update(int(pk) for pk in JOB_NAMED.findall(job.pending_message))
+    return named - {job.pk}
+
+
+def hidden_from(user, jobs) -> frozenset[int]:
+    """The jobs these jobs name that the user may not see: a guardian grant shows an outsider
+    one job, not the ids and outcomes of its team's others. A job of the user's own tenants
+    names only jobs of its tenant, which they see: only the jobs shared with them alone are
+    looked at."""
+    mine = set(tenants_of(user).values_list("pk", flat=True))
+    shared = [job for job in jobs if job.tenant_id not in mine]
+    if not shared:
+        return frozenset()
+    prefetch_related_objects(shared, "dependency_links")
+    named = set().union(*(named_jobs(job) for job in shared))
+    if not named:
+        return frozenset()
+    seen = visible_jobs(user).filter(pk__in=named).values_list("pk", flat=True)
+    return frozenset(named - set(seen))
+
+
+def wait_sentence(job: Job, hidden: frozenset[int]) -> str:
+    """The job's wait sentence as a reader who may not see the `hidden` jobs reads it."""
+    if hidden and named_jobs(job) & hidden:
+        return "Waiting for jobs of its team that you cannot see."
+    return job.pending_message

@@ -45,6 +45,10 @@ def visible(request):
     )
 
 
+def job_json(request, job) -> dict:
+    return JobSerializer(job, context={"hidden": access.hidden_from(request.user, [job])}).data
+
+
 class JobsView(APIView):
     def get_throttles(self):
         extra = [SubmitRate(), TenantSubmitRate()] if self.request.method == "POST" else []
@@ -61,7 +65,8 @@ class JobsView(APIView):
         if (batch := id_param(request, "batch")) is not None:
             jobs = jobs.filter(Q(pk=batch) | Q(parent_id=batch), pk__lte=last_shard(batch))
         page = list(jobs[:PAGE])
-        return Response({"jobs": JobSerializer(page, many=True).data,
+        context = {"hidden": access.hidden_from(request.user, page)}
+        return Response({"jobs": JobSerializer(page, many=True, context=context).data,
                          "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
 
     def post(self, request):
@@ -75,13 +80,13 @@ class JobsView(APIView):
         tenant = spec.pop("tenant")
         job, created = actions.submit(request.user, tenant, spec)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(JobSerializer(visible(request).get(pk=job.pk)).data, status=code)
+        return Response(job_json(request, visible(request).get(pk=job.pk)), status=code)
 
 
 class JobView(APIView):
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
-        data = JobSerializer(job).data
+        data = job_json(request, job)
         states = job.shard_states() if job.is_batch else {job.state: 1}
         if job.is_batch:
             data["shard_states"] = states
@@ -104,7 +109,7 @@ class CancelView(APIView):
         if not access.can_see(request.user, job):
             # The grant is to cancel, not to read: no command, env or attempts.
             return Response({"id": job.pk, "state": job.state}, status=status.HTTP_202_ACCEPTED)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        return Response(job_json(request, job), status=status.HTTP_202_ACCEPTED)
 
 
 class CancelJobsView(APIView):
@@ -163,7 +168,7 @@ class HoldView(APIView):
             return Response(
                 {"id": job.pk, "state": job.state, "held": job.held, "changed": changed}
             )
-        return Response({**JobSerializer(job).data, "changed": changed})
+        return Response({**job_json(request, job), "changed": changed})
 
 
 class DependenciesView(APIView):
@@ -193,7 +198,7 @@ class DependenciesView(APIView):
                 "dependencies": [{"id": on, "kind": kind} for on, kind in sorted(waits)],
             }
             return Response({**data, "changed": changed})
-        return Response({**JobSerializer(visible(request).get(pk=job.pk)).data, "changed": changed})
+        return Response({**job_json(request, visible(request).get(pk=job.pk)), "changed": changed})
 
 
 class ResubmitView(APIView):
@@ -214,7 +219,7 @@ class ResubmitView(APIView):
             again, created = actions.resubmit(request.user, job, key)
         except actions.NotResubmittable as refusal:  # it went live meanwhile
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        data = JobSerializer(visible(request).get(pk=again.pk)).data
+        data = job_json(request, visible(request).get(pk=again.pk))
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 

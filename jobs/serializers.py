@@ -6,6 +6,7 @@ from django.db.models import prefetch_related_objects
 from rest_framework import serializers
 
 from clusters.models import validate_labels
+from jobs import access
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.models import Dependency, Family, Job, JobEvent, LogChunk
 from jobs.states import State
@@ -304,12 +305,17 @@ def submission_of(job: Job) -> dict:
 
 
 class JobSerializer(serializers.ModelSerializer):
+    """A job as the API gives it. With `hidden` in its context (access.hidden_from), the jobs
+    the reader may not see are left out of its dependencies, and a wait sentence naming one
+    says less: a guardian grant shows an outsider one job, not its team's."""
+
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     attempts = serializers.SerializerMethodField()
     depends_on = serializers.SerializerMethodField()
     dependencies = serializers.SerializerMethodField()
+    pending_message = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -333,7 +339,11 @@ class JobSerializer(serializers.ModelSerializer):
         # the listing's prefetch, or one made here for a job read alone.
         prefetch_related_objects([job], "dependency_links")
         links = sorted(job.dependency_links.all(), key=lambda link: link.on_id)
-        return [{"id": link.on_id, "kind": link.kind} for link in links]
+        hidden = self.context.get("hidden", frozenset())
+        return [{"id": link.on_id, "kind": link.kind} for link in links if link.on_id not in hidden]
+
+    def get_pending_message(self, job) -> str:
+        return access.wait_sentence(job, self.context.get("hidden", frozenset()))
 
     def get_attempts(self, job):
         return [

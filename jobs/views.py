@@ -39,6 +39,9 @@ def index(request):
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
     jobs = jobs.none() if errors else jobs.filter(**filters)
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
+    hidden = access.hidden_from(request.user, page)
+    for job in page:
+        job.wait_sentence = access.wait_sentence(job, hidden)
     context = {
         "jobs": page,
         "next": page[-1].pk if len(page) == PAGE else None,
@@ -95,6 +98,7 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
     depends_on = dependency_list(request.user, job)
     context = {
         "job": job,
+        "wait_sentence": access.wait_sentence(job, access.hidden_from(request.user, [job])),
         "attempts": attempts,
         "can_cancel": can_cancel,
         "hold": actions.hold_verb(job, admin=request.user.is_superuser) if queued else "",

@@ -21,8 +21,9 @@ SPEC = {
 # The cancel's own: read the database's clock, lock the shards, lock their attempts, stop them,
 # move the shards, look for jobs that depend on the batch (one recursive query), re-read the job
 # and its event (the COPY of the events is not a query Django sees); the rest is the API's
-# access checks and its answer (its depends_on one of them).
-QUERY_BUDGET = 33
+# access checks and its answer (its depends_on one of them, the caller's tenants another: the
+# jobs a job shared with them alone names are narrowed to those they see).
+QUERY_BUDGET = 34
 
 
 def batch_of(owner, tenant, shards: int, running_every: int = 10) -> Job:

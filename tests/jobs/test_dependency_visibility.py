@@ -1,0 +1,69 @@
+"""What a job shared with an outsider (a guardian view_job grant) shows of the team's other
+jobs: only those the outsider may see."""
+
+import pytest
+from django.test import Client
+from guardian.shortcuts import assign_perm
+
+from jobs.models import Dependency
+from tests.factories import JobFactory
+from tests.jobs.test_batch_cancel import api
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def waiting(alpha, alice):
+    """alpha's job waiting for another of alpha's jobs, as the cycle writes its sentence."""
+    first = JobFactory(tenant=alpha, owner=alice, name="prepare")
+    job = JobFactory(
+        tenant=alpha, owner=alice, name="train", pending_reason="waiting_for_dependency",
+        pending_message=f"Waiting for job #{first.pk} to succeed.",
+    )  # fmt: skip
+    Dependency.objects.create(job=job, on=first)
+    return job
+
+
+def shown(user, job) -> dict:
+    return api(user).get(f"/api/v1/jobs/{job.pk}/").json()
+
+
+def portal(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_outsider_sees_no_id_of_the_team_jobs_a_shared_job_waits_for(charlie, waiting):
+    assign_perm("jobs.view_job", charlie, waiting)
+    first = waiting.dependency_links.get().on_id
+
+    job = shown(charlie, waiting)
+    listed = api(charlie).get("/api/v1/jobs/").json()["jobs"]
+    page = portal(charlie).get(f"/jobs/{waiting.pk}/").text
+    index = portal(charlie).get("/").text
+
+    assert (job["depends_on"], job["dependencies"]) == ([], [])
+    assert job["pending_message"] == "Waiting for jobs of its team that you cannot see."
+    assert listed[0]["pending_message"] == job["pending_message"]
+    for text in (page, index):
+        assert f"#{first}" not in text
+        assert "Waiting for jobs of its team that you cannot see." in text
+
+
+def test_an_outsider_shown_the_dependency_too_sees_it(charlie, waiting):
+    assign_perm("jobs.view_job", charlie, waiting)
+    assign_perm("jobs.view_job", charlie, waiting.dependency_links.get().on)
+
+    job = shown(charlie, waiting)
+
+    assert job["depends_on"] == [waiting.dependency_links.get().on_id]
+    assert job["pending_message"] == waiting.pending_message
+
+
+def test_the_team_sees_every_id(bob, waiting):
+    job = shown(bob, waiting)
+
+    assert job["depends_on"] == [waiting.dependency_links.get().on_id]
+    assert job["pending_message"] == waiting.pending_message
+    assert waiting.pending_message in portal(bob).get(f"/jobs/{waiting.pk}/").text
