@@ -109,7 +109,7 @@ class LogLineSerializer(serializers.Serializer):
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
     seq = serializers.IntegerField(min_value=0, max_value=INT32)
     stream = Choice(choices=["stdout", "stderr"])
-    text = AgentText(cut_at=65_536)
+    text = AgentText(cut_at=base.MAX_LINE)
 
 
 class InventorySerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ costs its own attempt, not the whole report. The agent keeps no state the contro
 killed and restarted, it finds its workers through the backend and carries on.
 """
 
+import dataclasses
 import json
 import logging
 import threading
@@ -44,10 +45,22 @@ RESTOP_AFTER_S = 30.0  # past a stop's grace, a worker still running is asked to
 
 
 def spec_from_dict(data: dict) -> base.AttemptSpec:
+    """The run spec the control plane sent. Fields this agent does not know are left out: a
+    control plane upgraded before its agents may send more (an agent that refused them would
+    start nothing until it is upgraded too)."""
     workers = tuple(
-        base.WorkerSpec(**{**w, "gpu_indices": tuple(w["gpu_indices"])}) for w in data["workers"]
+        base.WorkerSpec(**known(base.WorkerSpec, w), gpu_indices=tuple(w["gpu_indices"]))
+        for w in data["workers"]
     )
-    return base.AttemptSpec(**{**data, "command": tuple(data["command"]), "workers": workers})
+    spec = known(base.AttemptSpec, data)
+    return base.AttemptSpec(**spec, command=tuple(data["command"]), workers=workers)
+
+
+def known(kind, data: dict) -> dict:
+    """The items of `data` naming fields of the dataclass `kind`, but its tuples (set apart)."""
+    names = {field.name for field in dataclasses.fields(kind)}
+    tuples = {"gpu_indices", "command", "workers"}
+    return {key: value for key, value in data.items() if key in names - tuples}
 
 
 def refused(error: Exception) -> bool:
@@ -77,6 +90,14 @@ def refused_entries(error: Exception, count: int) -> dict[int, object]:
         return {}
     named = {int(key): why for key, why in errors.items() if why}
     return named if named and max(named) < count else {}
+
+
+def cut(line: base.LogLine) -> base.LogLine:
+    """The line as the control plane keeps it: a longer one alone could pass its request
+    limit, and be refused and lost whole."""
+    if len(line.text) <= base.MAX_LINE:  # at most 12 bytes a character in JSON: fits a batch
+        return line
+    return dataclasses.replace(line, text=line.text[: base.MAX_LINE])
 
 
 def batches(lines: list[base.LogLine]):
@@ -175,7 +196,7 @@ class Agent:
         """Send the new lines; False if the control plane could not take them (they are kept
         and sent again at the next step)."""
         try:
-            self.unsent.extend(self.backend.logs())
+            self.unsent.extend(map(cut, self.backend.logs()))
             del self.unsent[:-MAX_BUFFERED_LINES]  # a long outage drops the oldest lines
             for batch in batches(list(self.unsent)):
                 try:

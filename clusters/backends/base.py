@@ -65,6 +65,10 @@ class AttemptSpec:
     # The tenant's id (0: not given): the local backend runs each tenant's workers as a user of
     # their own from it.
     tenant_id: int = 0
+    # The grace the control plane gives a stop (MLSCHED_STOP_GRACE_S) to save a checkpoint: a
+    # backend gives the same where its substrate stops the job by itself (the runtime limit, a
+    # drain, a node shutdown).
+    stop_grace_s: int = 30
 
     @property
     def world_size(self) -> int:
@@ -120,6 +124,11 @@ class Backend(Protocol):
     def forget(self, attempt_id: int) -> None:
         """Drop what is kept for an ended attempt once the control plane has it."""
 
+
+# The characters of a log line the control plane keeps (its agents' API cuts a longer one):
+# backends cut a line to them as they read it, so one line never holds more in memory, and the
+# agent before it sends it, so one line never passes the request limit alone.
+MAX_LINE = 65_536
 
 # A job reports a checkpoint it has saved in either of two ways: by touching this file in
 # MLSCHED_CHECKPOINT_DIR (read where the agent sees that directory too) ...

@@ -7,7 +7,7 @@ deduplicate. The kubelet serves only the latest log file, so once it has rotated
 containerLogMaxSize) a read again begins further on: the lines already taken are then known by
 their stamps, and the new ones go on from the last seq. A backend restarted after a rotation
 cannot tell, and numbers the latest file from 0. Kubernetes interleaves stdout and stderr into
-one log, reported as "stdout". A line is kept to its first MAX_LINE characters, as the control
+one log, reported as "stdout". A line is kept to its first base.MAX_LINE characters, as the control
 plane keeps it.
 
 The log is read with timestamps: Kubernetes stamps every line with the time the container
@@ -34,6 +34,7 @@ from datetime import datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from clusters.backends import base
 from clusters.backends.base import LogLine, is_checkpoint_line
 from clusters.backends.k8s_specs import CONTAINER
 
@@ -44,10 +45,9 @@ Key = tuple[int, int]  # (attempt id, rank)
 # The stamp Kubernetes puts before each line with timestamps=true (RFC 3339, nanoseconds), and
 # the space that ends it.
 STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-# The control plane keeps this many characters of a line. A reader holds at most the bytes
-# they take in UTF-8, and the stamp: a longer line is cut to them.
-MAX_LINE = 65_536
-MAX_LINE_BYTES = 4 * MAX_LINE + 64
+# A reader holds at most the bytes the control plane's characters of a line take in UTF-8,
+# and the stamp: a longer line is cut to them.
+MAX_LINE_BYTES = 4 * base.MAX_LINE + 64
 
 
 class LogFollowers:
@@ -66,7 +66,6 @@ class LogFollowers:
         self._last: dict[Key, tuple[float | None, int]] = {}
         self._threads: dict[Key, threading.Thread] = {}
         self._responses: dict[Key, object] = {}
-        self._dropped: set[int] = set()
         self._complete: set[Key] = set()  # pods whose whole log has been read
         self._gone: set[Key] = set()  # pods whose log can no longer be read (404)
         self._wake: dict[Key, threading.Event] = {}  # set: read again now, without retry_s
@@ -77,7 +76,7 @@ class LogFollowers:
         with self._lock:
             alive = key in self._threads and self._threads[key].is_alive()
             done = key in self._complete or key in self._gone
-            if alive or done or not self._active(key):
+            if alive or done or self._closed.is_set():
                 return
             thread = threading.Thread(
                 target=self._run, args=(key, namespace, name), name=f"k8s-log-{name}", daemon=True
@@ -110,12 +109,12 @@ class LogFollowers:
         return lines
 
     def drop(self, attempt_id: int) -> None:
-        """Stop following the attempt's pods. Lines already read are still handed over: the
+        """Stop following the attempt's pods, whose readers end, and keep nothing of them; the
+        caller follows none of them again. Lines already read are still handed over: the
         attempt may be forgotten between a drain and its last lines. The backend reports a
         pod's end (and so lets it be forgotten) only once `caught_up`, so nothing is left to
         read unless the log could not be read at all."""
         with self._lock:
-            self._dropped.add(attempt_id)
             for key in [k for k in self._threads if k[0] == attempt_id]:
                 self._threads.pop(key)
                 self._seen.pop(key, None)
@@ -142,10 +141,13 @@ class LogFollowers:
             event.set()
 
     def _active(self, key: Key) -> bool:
-        return not self._closed.is_set() and key[0] not in self._dropped
+        """Whether the calling reader still follows its pod: not once its attempt is dropped."""
+        return not self._closed.is_set() and self._threads.get(key) is threading.current_thread()
 
     def _run(self, key: Key, namespace: str, name: str) -> None:
         with self._lock:
+            if not self._active(key):
+                return
             wake = self._wake.setdefault(key, threading.Event())
         while self._active(key):
             # Once the pod has ended, one complete read has every line: then stop.
@@ -218,7 +220,7 @@ class LogFollowers:
             last_at, count = self._last.get(key, (None, 0))
             self._last[key] = (at, count + 1 if at == last_at else 1)
             self._seen[key] = seq + 1
-            self._lines.append(LogLine(key[0], key[1], seq, "stdout", text[:MAX_LINE]))
+            self._lines.append(LogLine(key[0], key[1], seq, "stdout", text[: base.MAX_LINE]))
             if is_checkpoint_line(text):
                 at = time.time() if at is None else at
                 self._checkpoints[key] = max(at, self._checkpoints.get(key, at))

@@ -168,6 +168,10 @@ def build_pod(
         hostname=f"w{worker.rank}" if gang else None,
         subdomain=service_name(spec.attempt_id) if gang else None,
         active_deadline_seconds=spec.max_runtime_s or None,
+        # What a drain, a node shutdown, kube-scheduler's preemption and the active deadline
+        # give the job after SIGTERM; at least 1 s: with 0 a delete would remove the pod from
+        # the API before the kubelet has stopped it.
+        termination_grace_period_seconds=max(1, spec.stop_grace_s),
         # Workloads need neither API credentials nor every Service's address in their env.
         automount_service_account_token=False,
         enable_service_links=False,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -12,17 +13,30 @@ from clusters.backends import base
 from clusters.backends.k8s_specs import CONTAINER
 
 # Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
+# ErrImagePull is not one: it is the first failed pull, which the kubelet tries again (then
+# waiting as ImagePullBackOff).
 STUCK_WAITING = frozenset(
     {
-        "ErrImagePull",
         "ImagePullBackOff",
         "ErrImageNeverPull",
-        "InvalidImageName",
         "CreateContainerConfigError",
         "CreateContainerError",
         "RunContainerError",
     }
 )
+# The job's own image cannot be had: its name does not parse, or the registry says there is no
+# such image (containerd: "not found", CRI-O: "manifest unknown", Docker Hub: "pull access
+# denied, repository does not exist"). Pulling again will not help; since Kubernetes 1.32 the
+# ImagePullBackOff message ends with the failed pull's. Other pull errors (timeouts, a registry
+# down) are the infrastructure's.
+IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff"})
+NO_SUCH_IMAGE = re.compile(
+    r"not found|manifest unknown|name unknown|pull access denied|repository does not exist",
+    re.IGNORECASE,
+)
+# Reported as the exit code of a worker whose image cannot be had: like a command that does
+# not exist (127, as the local backend reports it), the job's own error, not retried.
+NO_IMAGE_EXIT = 127
 # Container termination reasons caused by the node or runtime, not by the user's code. An
 # OOMKilled container passed its own memory limit (requests equal limits): the user's to fix.
 INFRA_TERMINATION = frozenset({"ContainerCannotRun", "StartError"})
@@ -105,14 +119,17 @@ def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
     phase = _phase(pod)
     if node == NODE_UNREACHABLE and phase == "Unknown":
         return base.RUNNING, None, ""  # the node stopped reporting: the pod may well still run
-    waiting = _waiting_reason(pod)
+    waiting, message = _waiting(pod)
+    said = f"{waiting}: {message}" if message else waiting
+    if waiting == "InvalidImageName" or (waiting in IMAGE_PULL and NO_SUCH_IMAGE.search(message)):
+        return base.EXITED, NO_IMAGE_EXIT, said
     if waiting in STUCK_WAITING:
-        return base.FAILED, None, waiting
+        return base.FAILED, None, said
     if phase == "Running" and not waiting:  # an injected container may run while it waits
         return base.RUNNING, None, ""
     if phase == "Unknown":
         return base.LOST, None, "PodUnknown"
-    return base.PENDING, None, waiting
+    return base.PENDING, None, said
 
 
 def _phase(pod: client.V1Pod | None) -> str:
@@ -131,10 +148,11 @@ def _terminated(pod: client.V1Pod | None) -> client.V1ContainerStateTerminated |
     return container.state.terminated if container and container.state else None
 
 
-def _waiting_reason(pod: client.V1Pod | None) -> str:
+def _waiting(pod: client.V1Pod | None) -> tuple[str, str]:
+    """Why the worker's container waits, and the kubelet's message: ("", "") if it does not."""
     container = _container(pod)
     waiting = container.state.waiting if container and container.state else None
-    return (waiting.reason or "") if waiting else ""
+    return ((waiting.reason or ""), (waiting.message or "")) if waiting else ("", "")
 
 
 def _disruption(pod: client.V1Pod) -> str:

@@ -48,7 +48,12 @@ class PodWatcher:
         self._lock = threading.Lock()
         self._pods: dict[Key, client.V1Pod] = {}
         self._deleted: set[Key] = set()
-        self._ignored: set[int] = set()
+        # Forgotten attempts whose events are disregarded, each with its pods not yet seen
+        # deleted: once they have all gone, no event can name the attempt again.
+        self._ignored: dict[int, set[Key]] = {}
+        # Held while an event is stored and handed on: once ignore() returns, no callback about
+        # the attempt is under way either.
+        self._handing = threading.Lock()
         # When each pod was last updated, on a counter: a list only proves a pod gone if the
         # pod was known before the list began (it may have been created since).
         self._tick = 0
@@ -86,13 +91,18 @@ class PodWatcher:
                 self._store(key, pod)
 
     def ignore(self, attempt_id: int) -> None:
-        """Drop the attempt's pods and disregard any later event about them."""
-        with self._lock:
-            self._ignored.add(attempt_id)
+        """Drop the attempt's pods and disregard any later event about them, until they are
+        gone."""
+        with self._handing, self._lock:
+            left = set()
             for key in [k for k in self._pods if k[0] == attempt_id]:
                 self._pods.pop(key)
                 self._stamps.pop(key, None)
+                if key not in self._deleted:
+                    left.add(key)
                 self._deleted.discard(key)
+            if left:
+                self._ignored[attempt_id] = left
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -120,17 +130,24 @@ class PodWatcher:
             began = self._tick
         listed = self.core.list_pod_for_all_namespaces(label_selector=self.selector)
         fresh = {key: pod for pod in listed.items if (key := pod_key(pod)) is not None}
-        with self._lock:
-            for key in set(self._pods) - set(fresh):
-                if self._stamps.get(key, 0) <= began:
-                    self._deleted.add(key)
-            for key, pod in fresh.items():
-                if key[0] not in self._ignored:
+        with self._handing:
+            with self._lock:
+                for key in set(self._pods) - set(fresh):
+                    if self._stamps.get(key, 0) <= began:
+                        self._deleted.add(key)
+                for attempt_id in list(self._ignored):  # a list shows every pod left
+                    left = {key for key in fresh if key[0] == attempt_id}
+                    if left:
+                        self._ignored[attempt_id] = left
+                    else:
+                        del self._ignored[attempt_id]
+                changed = {k: pod for k, pod in fresh.items() if k[0] not in self._ignored}
+                for key, pod in changed.items():
                     self._store(key, pod)
                     self._deleted.discard(key)
-        self.synced.set()
-        for key, pod in fresh.items():
-            self.on_change(key, pod)
+            self.synced.set()
+            for key, pod in changed.items():
+                self.on_change(key, pod)
         return listed.metadata.resource_version
 
     def _watch_from(self, version: str) -> None:
@@ -155,12 +172,23 @@ class PodWatcher:
         key = pod_key(pod)
         if key is None:
             return
-        with self._lock:
-            if key[0] in self._ignored:
-                return
-            self._store(key, pod)
-            if kind == "DELETED":
-                self._deleted.add(key)
-            else:
-                self._deleted.discard(key)
-        self.on_change(key, pod)
+        with self._handing:
+            with self._lock:
+                if key[0] in self._ignored:
+                    return self._ignored_changed(key, kind)
+                self._store(key, pod)
+                if kind == "DELETED":
+                    self._deleted.add(key)
+                else:
+                    self._deleted.discard(key)
+            self.on_change(key, pod)
+
+    def _ignored_changed(self, key: Key, kind: str) -> None:
+        """Note which of an ignored attempt's pods are left; the caller holds the lock."""
+        left = self._ignored[key[0]]
+        if kind == "DELETED":
+            left.discard(key)
+        else:
+            left.add(key)
+        if not left:
+            del self._ignored[key[0]]

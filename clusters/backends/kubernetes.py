@@ -149,7 +149,6 @@ class KubernetesBackend:
         self._attempts: dict[int, _Attempt] = {}
         self._stopping: dict[int, _Stop] = {}
         self._stops_retried_at = -math.inf
-        self._forgotten: set[int] = set()
         self._create_errors: dict[Key, str] = {}
         self._ended_at: dict[Key, float] = {}  # ended pods whose log is still being read
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
@@ -185,7 +184,6 @@ class KubernetesBackend:
         else:
             refused = None
         with self._lock:
-            self._forgotten.discard(spec.attempt_id)
             for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
                 self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
@@ -229,8 +227,7 @@ class KubernetesBackend:
             expected = {
                 (a, r): att.nodes[r] for a, att in self._attempts.items() for r in att.nodes
             }
-            known = set(pods) | set(expected) | set(self._create_errors)
-            keys = {key for key in known if key[0] not in self._forgotten}
+            keys = set(pods) | set(expected) | set(self._create_errors)
             seen = {key: self._seen(key, pods, deleted, expected, nodes) for key in keys}
             folders = {a: att.checkpoint_dir for a, att in self._attempts.items()}
         statuses = [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
@@ -298,7 +295,6 @@ class KubernetesBackend:
         if not self._delete_attempt(attempt_id, 1):
             return
         with self._lock:
-            self._forgotten.add(attempt_id)
             self._attempts.pop(attempt_id, None)
             self._stopping.pop(attempt_id, None)
             for keys in (self._create_errors, self._ended_at):

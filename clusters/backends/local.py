@@ -374,13 +374,14 @@ class LocalBackend:
         # Records end at \n alone: a \r (a progress bar's) is part of the text.
         for raw in complete.split(b"\n")[:-1]:
             stream, text = local_shim.parse_record(raw)
-            lines.append(LogLine(attempt_id, rank, seq, stream, text))
+            lines.append(LogLine(attempt_id, rank, seq, stream, text[: base.MAX_LINE]))
             seq += 1
         self._log_offsets[attempt_id, rank] = (offset + len(complete), seq)
         return lines
 
     def forget(self, attempt_id: int) -> None:
         for directory in self.worker_dirs(attempt_id):
+            kill_left_behind(directory)
             remove_cgroups(directory)
         shutil.rmtree(self.state_dir / str(attempt_id), ignore_errors=True)
         for key in [k for k in self._log_offsets if k[0] == attempt_id]:
@@ -391,6 +392,29 @@ class LocalBackend:
 
     def worker_dirs(self, attempt_id: int) -> list[Path]:
         return sorted((self.state_dir / str(attempt_id)).glob("*"))
+
+
+def kill_left_behind(worker_dir: Path) -> None:
+    """SIGKILL what is left of the worker's process group when its shim could not (killed
+    before it wrote the exit record): the main process died with the shim, but what it started
+    runs on in the group, where no cgroup holds it. Only while no live process has the
+    group's id: a group with members (or its leader's zombie) keeps that pid from being given
+    to another process."""
+    group = read_number(worker_dir / "child.pid", int)
+    if (worker_dir / "exit.json").exists() or not group or group < 1:
+        return  # the shim ended the group itself, or never started the command
+    if exited(group):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def exited(pid: int) -> bool:
+    """Has ``pid`` exited (gone, or a zombie not yet reaped)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:

@@ -4,12 +4,12 @@ DIR holds `spec.json` (command, env, cwd, limits). The shim leads its own proces
 starts the command in a session (and process group) of the command's own, inside a cgroup
 holding its processes to the worker's CPU and memory request where the host allows
 (`cgroups.py`; else an address-space rlimit stands in for the memory limit). It writes every
-output line to `log` (`record`) and, for a line that is exactly the checkpoint line
-(base.CHECKPOINT_LINE), the time it read it to `checkpoint` (the output is read as the job
-writes it, so that is when the job printed it, give or take its own buffering), enforces the
-runtime limit (SIGTERM to the command's process group, SIGKILL to it and its cgroup after the
-grace period), passes the agent's stop (SIGTERM to the shim's group) on to the command's group,
-and writes `exit.json` when the command ends.
+output line to `log` (`record`; a line longer than MAX_LINE_BYTES as its head, at once) and,
+for a line that is exactly the checkpoint line (base.CHECKPOINT_LINE), the time it read it
+to `checkpoint` (the output is read as the job writes it, so that is when the job printed it,
+give or take its own buffering), enforces the runtime limit (SIGTERM to the command's process
+group, SIGKILL to it and its cgroup after the grace period), passes the agent's stop (SIGTERM
+to the shim's group) on to the command's group, and writes `exit.json` when the command ends.
 
 Like a container, a worker is its main process: when that ends (on its own, at the runtime
 limit or on a stop), whatever it left behind (background processes, a daemon that left the
@@ -42,6 +42,9 @@ STREAMS = ("stdout", "stderr")
 # When the job last printed the checkpoint line, as the shim read it (seconds since the epoch).
 CHECKPOINT = "checkpoint"
 PR_SET_PDEATHSIG = 1
+# The control plane's characters of a line take at most 4 bytes each in UTF-8: a record holds
+# at most MAX_LINE_BYTES of a line's text.
+MAX_LINE_BYTES = 4 * base.MAX_LINE
 
 
 def record(stream: str, text: bytes) -> bytes:
@@ -121,8 +124,17 @@ def parent_death_signal():
 
 
 def pump(stream, name: str, out, lock: threading.Lock, checkpoint: Path) -> None:
-    """Copy the stream's lines to the log; note the time of each checkpoint line."""
-    for raw in iter(stream.readline, b""):
+    """Copy the stream's lines to the log; note the time of each checkpoint line.
+
+    A line longer than MAX_LINE_BYTES (a progress bar redrawn with ``\\r`` for hours, binary
+    output) is written as its first MAX_LINE_BYTES as soon as they are read, and the rest of it
+    skipped: held until its end, it would grow the shim without limit and reach the control
+    plane, which keeps no more of it, only once it ended."""
+    cut = False  # the head of the line being read is written: skip to its end
+    for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
+        skip, cut = cut, not raw.endswith(b"\n")
+        if skip:
+            continue
         with lock:
             if out.closed:  # the exit record is written: a straggler's lines are dropped
                 return

@@ -2,6 +2,7 @@
 that refuse or fail log batches, the inventory or heartbeats; and with the real control plane,
 heartbeats that it refuses for a broken entry."""
 
+import dataclasses
 import json
 import logging
 import sys
@@ -361,3 +362,14 @@ def test_a_report_broken_both_in_an_entry_and_in_its_ranks_is_taken_at_the_third
     assert f"(attempt {other.pk}, rank 0, exited) dropped" in messages[0]
     assert "An exited worker needs its code." in messages[0]
     assert f"Rank 0 of attempt {healthy.pk} is reported twice." in messages[1]
+
+
+def test_a_run_spec_with_fields_this_agent_does_not_know_is_still_started():
+    """A control plane upgraded before its agents may send fields they do not know yet."""
+    sent = dataclasses.asdict(spec(["true"]))
+    sent["later"], sent["workers"][0]["later"] = 1, 2
+    backend = Reports([])
+
+    Agent(Recorder(answer={"run": [sent], "stop": []}), backend).step()
+
+    assert backend.asked == [("start", sent["attempt_id"])]

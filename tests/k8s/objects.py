@@ -193,11 +193,15 @@ def disrupted(pod: dict, reason: str, message: str) -> None:
     pod["status"].setdefault("conditions", []).append(condition)
 
 
-def waiting(pod: dict, reason: str) -> None:
-    state = {"waiting": {"reason": reason, "message": f"Back-off pulling image: {reason}"}}
+def waiting(pod: dict, reason: str, message: str) -> None:
+    state = {"waiting": {"reason": reason, "message": message}}
     pod["status"]["containerStatuses"] = _container_status(pod, state, False)
 
 
 def mark_deleting(pod: dict, grace: int | None) -> None:
+    """A graceful delete: without a grace period of its own, the pod's terminationGracePeriodSeconds
+    (30 s when it sets none)."""
+    if grace is None:
+        grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
     pod["metadata"]["deletionTimestamp"] = now()
-    pod["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace

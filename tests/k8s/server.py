@@ -10,8 +10,9 @@ the API server does, and honour resourceVersion, timeoutSeconds and labelSelecto
 before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
-`oom_kill`, `evict`, `drain`, `image_pull_backoff`, `append_log`, `rotate_log`, `set_node_ready`
-and `remove_node`, a platform team through `add_claim`, and a failing API server through `fail`.
+`oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `append_log`, `rotate_log`,
+`set_node_ready` and `remove_node`, a platform team through `add_claim`, and a failing API
+server through `fail`.
 Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
 """
 
@@ -175,23 +176,39 @@ class KubeTestServer:
         """An administrator drains the pod's node (the Eviction API): the API server marks the
         pod DisruptionTarget and deletes it; the kubelet stops the container (SIGTERM: 143)
         and, as it does since Kubernetes 1.27, sets the pod's terminal phase before it goes."""
+        self.start_drain(ns, name)
+        self.exit_pod(ns, name, 143)
+        with self.cond:
+            self._remove("pods", ns, name)
+
+    def start_drain(self, ns: str, name: str) -> None:
+        """The first half of `drain`: the pod is marked DisruptionTarget and deleted with its
+        own grace period (`kubectl drain` gives none), and runs on through it."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
             objects.disrupted(pod, "EvictionByEvictionAPI", "Eviction API: evicting")
             objects.mark_deleting(pod, None)
             pod["metadata"]["resourceVersion"] = self._next_rv()
             self._record("pods", "MODIFIED", pod)
-        self.exit_pod(ns, name, 143)
-        with self.cond:
-            self._remove("pods", ns, name)
 
     def exceed_deadline(self, ns: str, name: str) -> None:
         message = "Pod was active on the node longer than the specified deadline"
         change = lambda p: objects.failed_by_kubelet(p, "DeadlineExceeded", message)  # noqa: E731
         self._set_pod_state(ns, name, change)
 
-    def image_pull_backoff(self, ns: str, name: str) -> None:
-        self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, "ImagePullBackOff"))
+    def image_pull_backoff(self, ns: str, name: str, error: str = "") -> None:
+        """The kubelet waits to pull the image again; since Kubernetes 1.32 its message ends
+        with the last pull's error."""
+        image = self.store["pods"][(ns, name)]["spec"]["containers"][0]["image"]
+        message = f'Back-off pulling image "{image}"' + (
+            f": ErrImagePull: {error}" if error else ""
+        )
+        self.wait_pod(ns, name, "ImagePullBackOff", message)
+
+    def wait_pod(self, ns: str, name: str, reason: str, message: str) -> None:
+        """The kubelet cannot start the container yet: ErrImagePull (the first failed pull),
+        InvalidImageName, CreateContainerConfigError..., with its message."""
+        self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, reason, message))
 
     def append_log(self, ns: str, name: str, *lines: str, at: float | None = None) -> None:
         """The container writes lines; the runtime stamps them with the time `at` (seconds

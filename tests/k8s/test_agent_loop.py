@@ -137,3 +137,34 @@ def test_a_stop_whose_delete_failed_still_takes_the_pod_away(kube, backend):
 
     eventually(lambda: agent.step() or kube.pods() == [])
     eventually(lambda: reported(control, agent) == [(0, base.STOPPED, None)])
+
+
+def kept_of(attempt_id, *parts) -> list[str]:
+    """The sets and dicts of `parts` that still hold something of the attempt, by name."""
+    return [
+        f"{type(part).__name__}.{name}"
+        for part in parts
+        for name, value in vars(part).items()
+        if isinstance(value, set | dict)
+        and any((key[0] if isinstance(key, tuple) else key) == attempt_id for key in value)
+    ]
+
+
+def test_nothing_of_a_forgotten_attempt_is_kept_once_its_pods_are_gone(kube, backend):
+    control = EndingControlPlane([one_gpu_worker()])
+    agent = Agent(control, backend)
+    agent.step()
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+    kube.append_log(NAMESPACE, "mlsched-7-0", "done")
+    kube.exit_pod(NAMESPACE, "mlsched-7-0", 0)
+    eventually(lambda: agent.step() or 7 in control.lines_at_end)
+
+    agent.step()  # ended and no longer wanted: forgotten
+
+    assert kube.pods() == []
+    # An agent forgets an attempt for every one it ever ran: it must not keep one per attempt.
+    parts = (backend, backend._watcher, backend._logs)
+    try:
+        eventually(lambda: kept_of(7, *parts) == [])
+    except AssertionError:
+        raise AssertionError(f"still kept: {kept_of(7, *parts)}") from None

@@ -76,7 +76,8 @@ def test_it_reports_image_pull_backoff_as_an_infrastructure_failure(kube, backen
 
     kube.image_pull_backoff(NAMESPACE, POD)
 
-    assert status_becomes(backend, 7, 0, base.FAILED).reason == "ImagePullBackOff"
+    reason = status_becomes(backend, 7, 0, base.FAILED).reason
+    assert reason == 'ImagePullBackOff: Back-off pulling image "registry.local/train:1"'
 
 
 def test_it_reports_the_active_deadline_as_a_timeout(kube, backend):

@@ -48,7 +48,7 @@ CASES = [
         Seen(pod(waiting="ContainerCreating")),
         (base.PENDING, None, "ContainerCreating"),
     ),
-    ("err-image-pull", Seen(pod(waiting="ErrImagePull")), (base.FAILED, None, "ErrImagePull")),
+    ("err-image-pull", Seen(pod(waiting="ErrImagePull")), (base.PENDING, None, "ErrImagePull")),
     (
         "config-error",
         Seen(pod(waiting="CreateContainerConfigError")),

@@ -1,0 +1,86 @@
+"""A worker whose image cannot be pulled: the job's own error when the image is not there (or
+its name does not parse), an infrastructure failure when the registry fails; either way with
+the kubelet's message."""
+
+import pytest
+
+from clusters.backends import base
+from tests.k8s.conftest import NAMESPACE, one_gpu_worker, status_becomes
+
+POD = "mlsched-7-0"
+IMAGE = "registry.local/train:1"
+NOT_FOUND = (
+    f'rpc error: code = NotFound desc = failed to pull and unpack image "{IMAGE}": '
+    f'failed to resolve reference "{IMAGE}": {IMAGE}: not found'
+)
+DENIED = (
+    'rpc error: code = Unknown desc = failed to pull and unpack image "docker.io/library/trian:1": '
+    "pull access denied, repository does not exist or may require authorization: server "
+    "message: insufficient_scope: authorization failed"
+)
+MANIFEST_UNKNOWN = "reading manifest 1 in registry.local/train: manifest unknown"
+TIMEOUT = (
+    f'rpc error: code = Unknown desc = failed to pull and unpack image "{IMAGE}": failed to do '
+    'request: Head "https://registry.local/v2/train/manifests/1": dial tcp 10.0.0.5:443: '
+    "i/o timeout"
+)
+
+
+@pytest.mark.parametrize(
+    "error", [NOT_FOUND, DENIED, MANIFEST_UNKNOWN], ids=["not-found", "denied", "manifest-unknown"]
+)
+def test_a_missing_image_is_the_jobs_own_error_at_its_first_failed_pull(kube, backend, error):
+    backend.start(one_gpu_worker())
+
+    kube.wait_pod(NAMESPACE, POD, "ErrImagePull", error)
+
+    status = status_becomes(backend, 7, 0, base.EXITED)
+    assert (status.exit_code, status.reason) == (127, f"ErrImagePull: {error}")
+
+
+def test_an_image_name_that_does_not_parse_is_the_jobs_own_error(kube, backend):
+    backend.start(one_gpu_worker(image="Registry.local/Train:1"))
+    message = (
+        'Failed to apply default image tag "Registry.local/Train:1": couldn\'t parse image '
+        'reference "Registry.local/Train:1": invalid reference format: repository name must '
+        "be lowercase"
+    )
+
+    kube.wait_pod(NAMESPACE, POD, "InvalidImageName", message)
+
+    status = status_becomes(backend, 7, 0, base.EXITED)
+    assert (status.exit_code, status.reason) == (127, f"InvalidImageName: {message}")
+
+
+def test_a_first_pull_the_registry_fails_waits_for_the_kubelets_next_try(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.wait_pod(NAMESPACE, POD, "ErrImagePull", TIMEOUT)
+
+    assert status_becomes(backend, 7, 0, base.PENDING).reason == f"ErrImagePull: {TIMEOUT}"
+
+
+def test_a_registry_that_keeps_failing_is_an_infrastructure_failure_with_its_error(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.image_pull_backoff(NAMESPACE, POD, TIMEOUT)
+
+    reason = status_becomes(backend, 7, 0, base.FAILED).reason
+    assert reason == f'ImagePullBackOff: Back-off pulling image "{IMAGE}": ErrImagePull: {TIMEOUT}'
+
+
+def test_the_back_off_after_a_missing_image_is_the_jobs_own_error(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.image_pull_backoff(NAMESPACE, POD, NOT_FOUND)
+
+    assert status_becomes(backend, 7, 0, base.EXITED).exit_code == 127
+
+
+def test_a_container_config_error_carries_the_kubelets_message(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.wait_pod(NAMESPACE, POD, "CreateContainerConfigError", 'secret "x" not found')
+
+    reason = status_becomes(backend, 7, 0, base.FAILED).reason
+    assert reason == 'CreateContainerConfigError: secret "x" not found'
