@@ -7,6 +7,7 @@ sees. Backends never talk to the control plane and never touch the database.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -123,6 +124,13 @@ class Backend(Protocol):
 
     def forget(self, attempt_id: int) -> None:
         """Drop what is kept for an ended attempt once the control plane has it."""
+
+
+def with_checkpoint(status: WorkerStatus, *times: float | None) -> WorkerStatus:
+    """The status with the latest of its checkpoint time and `times` (None: none seen): a job
+    reports a checkpoint by its marker or by its line, and the later of them counts."""
+    seen = [at for at in (status.checkpoint_at, *times) if at is not None]
+    return dataclasses.replace(status, checkpoint_at=max(seen)) if seen else status
 
 
 # The characters of a log line the control plane keeps (its agents' API cuts a longer one):

@@ -36,7 +36,6 @@ create and delete pods and services in the tenants' namespaces.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import threading
@@ -59,6 +58,7 @@ from clusters.backends.base import (
     LogLine,
     NodeInventory,
     WorkerStatus,
+    with_checkpoint,
 )
 from clusters.backends.k8s_logs import LogFollowers
 from clusters.backends.k8s_status import (
@@ -262,14 +262,10 @@ class KubernetesBackend:
         """The status with the job's last checkpoint: the later of the pod's last checkpoint
         line, in any phase (a job saves one as it is stopped, in its grace period), and the
         marker on the mounted volume while the worker runs."""
-        key = (status.attempt_id, status.rank)
-        times = [self._logs.checkpoint_at(key)]
-        if status.phase == RUNNING:
-            times.append(self._marker_time(folders.get(status.attempt_id)))
-        times = [at for at in times if at is not None]
-        if not times:
-            return status
-        return dataclasses.replace(status, checkpoint_at=max(times))
+        printed = self._logs.checkpoint_at((status.attempt_id, status.rank))
+        if status.phase != RUNNING:
+            return with_checkpoint(status, printed)
+        return with_checkpoint(status, printed, self._marker_time(folders.get(status.attempt_id)))
 
     def _marker_time(self, folder: str | None) -> float | None:
         """When the job last touched its checkpoint marker, where the agent mounts the volume."""

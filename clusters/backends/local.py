@@ -451,11 +451,7 @@ def with_printed_checkpoint(status: WorkerStatus, worker_dir: Path) -> WorkerSta
     """The status with the later of its checkpoint time and the last time the worker printed
     the checkpoint line, in any phase: a job saves one as it is stopped, in its grace period,
     and the shim notes the line before it records the end."""
-    printed = read_number(worker_dir / local_shim.CHECKPOINT, float)
-    if printed is None:
-        return status
-    latest = max(printed, status.checkpoint_at or printed)
-    return dataclasses.replace(status, checkpoint_at=latest)
+    return base.with_checkpoint(status, read_number(worker_dir / local_shim.CHECKPOINT, float))
 
 
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
