@@ -361,7 +361,7 @@ def measure(repeat: int) -> dict[str, dict]:
         cold = url.endswith("?cold")
         settings.MLSCHED_METRICS_CACHE_S = 0 if cold else 10
         times, statements = timed_gets(clients[who], url, repeat)
-        caches["default"].clear()
+        caches["shared"].clear()
         results[name + (" [tenant admin]" if who == "tadmin" else "")] = {
             "ms": statistics.median(times), "queries": len(statements), "url": url, "who": who,
         }  # fmt: skip

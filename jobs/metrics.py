@@ -10,7 +10,7 @@ scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
 (the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
-per MLSCHED_METRICS_CACHE_S in each web process; the job and attempt
+per MLSCHED_METRICS_CACHE_S, shared by every web process through Redis; the job and attempt
 figures, narrowed per portal user, are computed for each request.
 """
 
@@ -26,7 +26,7 @@ from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
-from jobs import snapshot
+from jobs import events, snapshot
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
@@ -95,17 +95,21 @@ def platform(now) -> Platform:
     """The shared figures, at most MLSCHED_METRICS_CACHE_S old (0: computed every time).
 
     Every /overview/ view and every scrape wants them; one snapshot load per period serves
-    all of them in a web process (the default cache is the process's memory)."""
+    all of them, in every web process (the "shared" cache: Redis when there is one). Without
+    Redis at hand they are computed here, as if nothing were cached."""
     period = settings.MLSCHED_METRICS_CACHE_S
     if period <= 0:
         return compute_platform(now)
-    cached = caches["default"].get(PLATFORM_KEY)
+    cached = None
+    with events.best_effort("reading the shared metrics"):
+        cached = caches["shared"].get(PLATFORM_KEY)
     # `now` is checked too, not only the cache's expiry: figures are never older than the
     # period as of the time asked for, whatever clock the cache keeps.
     if cached is not None and (now - cached.at).total_seconds() < period:
         return cached
     fresh = compute_platform(now)
-    caches["default"].set(PLATFORM_KEY, fresh, timeout=period)
+    with events.best_effort("sharing the metrics"):
+        caches["shared"].set(PLATFORM_KEY, fresh, timeout=period)
     return fresh
 
 

@@ -153,22 +153,28 @@ def redis_database_url(url: str, db: int) -> str:
 
 # The API's rate counters must be shared by every web process: Redis when there is one, on
 # REDIS_URL's server but in a database of their own (MLSCHED_THROTTLE_REDIS_DB), so that
-# clearing them touches neither the broker's queues nor the channel layer. The default cache is
-# each process's own memory; it holds the platform-wide metrics (MLSCHED_METRICS_CACHE_S).
+# clearing them touches neither the broker's queues nor the channel layer. The platform-wide
+# metrics (MLSCHED_METRICS_CACHE_S) are shared the same way ("shared", in that database too):
+# one web process computes them for all. The default cache is each process's own memory.
 MLSCHED_THROTTLE_REDIS_DB = int(os.environ.get("MLSCHED_THROTTLE_REDIS_DB", "1"))
+
+
+def redis_cache(prefix: str) -> dict:
+    if not REDIS_URL:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": prefix}
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": redis_database_url(REDIS_URL, MLSCHED_THROTTLE_REDIS_DB),
+        "KEY_PREFIX": prefix,
+        # A request waits at most about a second for Redis, then goes on without it.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
+
+
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "throttle": (
-        {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": redis_database_url(REDIS_URL, MLSCHED_THROTTLE_REDIS_DB),
-            "KEY_PREFIX": "mlsched-rate",
-            # A request waits at most about a second for its counter, then goes through.
-            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
-        }
-        if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate"}
-    ),
+    "throttle": redis_cache("mlsched-rate"),
+    "shared": redis_cache("mlsched-shared"),
 }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"

@@ -36,12 +36,12 @@ def fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    # API rate counters live in a shared cache (Redis database 1 under make test), the
-    # platform-wide metrics in the default one: each test starts with none, whatever ran
-    # before it.
+    # API rate counters and the platform-wide metrics live in shared caches (Redis database 1
+    # under make test): each test starts with none, whatever ran before it.
     from django.core.cache import caches
 
     caches["throttle"].clear()
+    caches["shared"].clear()
     caches["default"].clear()
 
 

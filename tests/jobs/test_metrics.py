@@ -1,5 +1,7 @@
 """/metrics: what it counts, who may read it, and how often the platform-wide part is computed."""
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -10,6 +12,7 @@ from jobs import actions, cycle, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
+from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
@@ -305,3 +308,52 @@ def test_overview_viewers_share_the_platform_figures_but_not_their_tenants_job_f
     assert len(snapshot_loads) == 1
     assert "<td>queued</td><td>1</td>" in jobs_section(pages["alice"])
     assert "<td>queued</td><td>3</td>" in jobs_section(pages["charlie"])
+
+
+# Another web process: it reads the platform figures at `now`, its own snapshot load broken.
+OTHER_PROCESS = """
+import datetime, sys, django
+django.setup()
+from jobs import metrics, snapshot
+def broken(*args, **kwargs):
+    raise SystemExit("computed again")
+snapshot.load = broken
+now = datetime.datetime.fromisoformat(sys.argv[1])
+gpus = next(m for m in metrics.platform(now).clusters if m.name == "mlsched_gpus")
+print([value for labels, value in gpus.samples if labels["state"] == "total"])
+"""
+
+
+def test_every_web_process_reads_the_figures_one_of_them_computed(snapshot_loads):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    now = timezone.now()
+    metrics.collect(now)
+
+    other = subprocess.run(
+        [sys.executable, "-c", OTHER_PROCESS, (now + timedelta(seconds=5)).isoformat()],
+        cwd=ROOT, env=process_env(DJANGO_SETTINGS_MODULE="mlsched_site.settings"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert other.stdout.strip() == "[8]", other.stdout + other.stderr
+    assert len(snapshot_loads) == 1
+
+
+def test_without_redis_the_figures_are_computed_as_if_nothing_were_kept(
+    snapshot_loads, monkeypatch
+):
+    from django.core.cache import caches
+    from redis.exceptions import ConnectionError as RedisDown
+
+    def down(*args, **kwargs):
+        raise RedisDown("Connection refused")
+
+    monkeypatch.setattr(caches["shared"], "get", down)
+    monkeypatch.setattr(caches["shared"], "set", down)
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    now = timezone.now()
+
+    figures = [metrics.collect(now), metrics.collect(now)]
+
+    assert [total_gpus(f) for f in figures] == [[8], [8]]
+    assert len(snapshot_loads) == 2
