@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, ChangeList
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.urls import reverse
@@ -42,14 +43,32 @@ def noted(request, objects, message: str) -> None:
     LogEntry.objects.log_actions(request.user.pk, objects, CHANGE, change_message=message)
 
 
+class OlderRows(ChangeList):
+    """A changelist whose numbered pages stop at the count's cap, and which pages on by id."""
+
+    @property
+    def older_url(self) -> str | None:
+        """The rows older than this page's last, newest first (`?id__lt=`): past the cap, by
+        the primary key's index, however far back; None while the count is whole, or the
+        rows are sorted by another column."""
+        rows = list(self.result_list)  # the page's rows, read once for the table already
+        if not (self.paginator.capped and rows) or ORDER_VAR in self.params:
+            return None
+        return self.get_query_string({"id__lt": rows[-1].pk}, [PAGE_VAR])
+
+
 class BigTable:
     """A changelist over a table that grows with every job: newest first by the primary key's
     index (the models' own orderings follow foreign keys to the jobs' creation time and sort
-    the whole table), and counted only up to CappedPaginator.CAP, once."""
+    the whole table), counted only up to CappedPaginator.CAP, once, and paged on past it by id
+    (OlderRows)."""
 
     ordering = ["-id"]
     paginator = CappedPaginator
     show_full_result_count = False
+
+    def get_changelist(self, request, **kwargs):
+        return OlderRows
 
 
 class AdministeredTenantFilter(admin.RelatedFieldListFilter):

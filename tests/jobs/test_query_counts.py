@@ -148,3 +148,30 @@ def test_a_batch_listing_starts_at_its_last_shard_not_at_the_newest_job(client, 
     assert [job["id"] for job in listed] == [rest[1].pk, rest[0].pk, first.pk]
     page = [q["sql"] for q in queries if "LIMIT 100" in q["sql"]]
     assert page and f'"jobs_job"."id" <= {rest[1].pk}' in page[0], page
+
+
+def test_past_the_cap_a_changelist_pages_on_to_older_rows_by_id(admin_client, monkeypatch):
+    from django.contrib import admin
+
+    from jobs.admin import CappedPaginator
+    from jobs.models import JobEvent
+
+    monkeypatch.setattr(CappedPaginator, "CAP", 5)
+    monkeypatch.setattr(admin.site._registry[JobEvent], "list_per_page", 2)
+    for _ in range(9):
+        run_of_work()
+    ids = list(JobEvent.objects.order_by("-id").values_list("pk", flat=True))
+
+    def page(query: str) -> tuple[list[int], str | None]:
+        text = admin_client.get("/admin/jobs/jobevent/" + query).text
+        older = re.search(r'href="(\?[^"]*)" class="older"', text)
+        shown = [int(pk) for pk in re.findall(r"/admin/jobs/jobevent/(\d+)/change/", text)]
+        return shown, older.group(1).replace("&amp;", "&") if older else None
+
+    first, older = page("")
+    second, _ = page(older)
+    _, sorted_by_column = page("?o=1")
+
+    assert len(ids) > 5  # past the cap
+    assert (first, second) == (ids[:2], ids[2:4])
+    assert sorted_by_column is None
