@@ -40,6 +40,14 @@ NO_IMAGE_EXIT = 127
 # Container termination reasons caused by the node or runtime, not by the user's code. An
 # OOMKilled container passed its own memory limit (requests equal limits): the user's to fix.
 INFRA_TERMINATION = frozenset({"ContainerCannotRun", "StartError"})
+# ... but for the job's own command, which the runtime could not start (runc: "exec: "train":
+# executable file not found in $PATH", "no such file or directory", "permission denied"): the
+# job's own error, with the exit code the local backend gives a command that does not exist
+# (127) or cannot be run (126).
+NO_COMMAND = re.compile(
+    r'exec: "[^"]*": (executable file not found|(stat [^:]*: )?no such file or directory)'
+)
+COMMAND_NOT_RUNNABLE = re.compile(r'exec: "[^"]*": permission denied')
 NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
 # NotReady for less than the grace period: the kubelet may only be cut off from the API server
 # while the node's pods still run, so they are reported as they were last seen.
@@ -105,6 +113,11 @@ def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
     if disruption:
         return base.FAILED, exit_code, disruption
     if term and term.reason in INFRA_TERMINATION:
+        message = term.message or ""
+        if NO_COMMAND.search(message):
+            return base.EXITED, 127, f"{term.reason}: {message}"
+        if COMMAND_NOT_RUNNABLE.search(message):
+            return base.EXITED, 126, f"{term.reason}: {message}"
         return base.FAILED, exit_code, term.reason
     if exit_code is None:
         return base.FAILED, None, "PodFailed"

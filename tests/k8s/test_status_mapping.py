@@ -19,10 +19,13 @@ from clusters.backends.k8s_status import (
 
 
 def pod(phase="Pending", reason=None, waiting=None, terminated=None, conditions=()):
+    """`terminated`: (exit code, reason) or (exit code, reason, message)."""
     state = client.V1ContainerState(
         waiting=client.V1ContainerStateWaiting(reason=waiting) if waiting else None,
         terminated=(
-            client.V1ContainerStateTerminated(exit_code=terminated[0], reason=terminated[1])
+            client.V1ContainerStateTerminated(
+                exit_code=terminated[0], reason=terminated[1], message=(*terminated, None)[2]
+            )
             if terminated
             else None
         ),
@@ -42,6 +45,23 @@ def pod(phase="Pending", reason=None, waiting=None, terminated=None, conditions=
     )
 
 
+# What containerd and runc say of a job's command that is not in the image, or not executable.
+NOT_FOUND = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+    'runc create failed: unable to start container process: exec: "train": executable file not '
+    "found in $PATH: unknown"
+)
+DENIED = (
+    "failed to create containerd task: OCI runtime create failed: runc create failed: unable to "
+    'start container process: exec: "/app/run.sh": permission denied: unknown'
+)
+NO_SCRIPT = 'exec: "/app/run.sh": stat /app/run.sh: no such file or directory: unknown'
+# A fault of the node, which names a missing file too: not the job's.
+MOUNT_FAILED = (
+    "failed to create containerd task: OCI runtime create failed: error mounting "
+    '"/var/lib/kubelet/pods/x/volumes": no such file or directory: unknown'
+)
+
 CASES = [
     (
         "container-creating",
@@ -53,6 +73,26 @@ CASES = [
         "config-error",
         Seen(pod(waiting="CreateContainerConfigError")),
         (base.FAILED, None, "CreateContainerConfigError"),
+    ),
+    (
+        "command-not-found",
+        Seen(pod("Failed", terminated=(128, "StartError", NOT_FOUND))),
+        (base.EXITED, 127, "StartError: " + NOT_FOUND),
+    ),
+    (
+        "command-not-runnable",
+        Seen(pod("Failed", terminated=(128, "StartError", DENIED))),
+        (base.EXITED, 126, "StartError: " + DENIED),
+    ),
+    (
+        "script-not-found",
+        Seen(pod("Failed", terminated=(128, "StartError", NO_SCRIPT))),
+        (base.EXITED, 127, "StartError: " + NO_SCRIPT),
+    ),
+    (
+        "runtime-fault",
+        Seen(pod("Failed", terminated=(128, "StartError", MOUNT_FAILED))),
+        (base.FAILED, 128, "StartError"),
     ),
     (
         "cannot-run",
