@@ -157,7 +157,9 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     """The environment every backend gives a worker, on top of the job's own `env`.
 
     LOCAL_RANK counts the attempt's workers on the same node; CUDA_VISIBLE_DEVICES lists the
-    worker's GPU indices; MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
+    worker's GPU indices, in the order nvidia-smi numbers them (CUDA_DEVICE_ORDER=PCI_BUS_ID:
+    CUDA's own order puts the fastest GPU first, and on a host of mixed GPUs index 0 would be
+    another worker's GPU); MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
     directory, which is the same for every attempt of the job. After saving a checkpoint the job
     touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE.
     """
@@ -175,6 +177,7 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MASTER_ADDR=master_addr,
         MASTER_PORT=str(spec.master_port),
         CUDA_VISIBLE_DEVICES=",".join(str(i) for i in worker.gpu_indices),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
     )
     if spec.number > 1:
         env["MLSCHED_RESUME"] = "1"

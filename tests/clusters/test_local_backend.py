@@ -18,7 +18,8 @@ from tests.processes import gone, wait_until
 
 PRINT_ENV = (
     "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
-    "['RANK','WORLD_SIZE','LOCAL_RANK','CUDA_VISIBLE_DEVICES','MASTER_ADDR','MLSCHED_RESUME']))"
+    "['RANK','WORLD_SIZE','LOCAL_RANK','CUDA_VISIBLE_DEVICES','CUDA_DEVICE_ORDER','MASTER_ADDR',"
+    "'MLSCHED_RESUME']))"
 )
 
 
@@ -89,10 +90,9 @@ def test_it_gives_each_worker_its_rank_and_gpus(backend):
 
     assert ended(backend, workers=2)
     lines = {(line.rank, line.text) for line in backend.logs()}
-    assert (0, "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=0,1 "
-               "MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None") in lines  # fmt: skip
-    assert (1, "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CUDA_VISIBLE_DEVICES=2,3 "
-               "MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None") in lines  # fmt: skip
+    same = "CUDA_DEVICE_ORDER=PCI_BUS_ID MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None"
+    assert (0, f"RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=0,1 {same}") in lines
+    assert (1, f"RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CUDA_VISIBLE_DEVICES=2,3 {same}") in lines
     assert {s.phase for s in phases(backend).values()} == {base.EXITED}
 
 
