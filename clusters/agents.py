@@ -311,7 +311,8 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
         name=job.name, image=job.image, command=tuple(job.command),
         env={str(k): str(v) for k, v in job.env.items()}, workers=tuple(workers),
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
-        stop_grace_s=settings.MLSCHED_STOP_GRACE_S,
+        stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
+        shards=job.shards,
     )  # fmt: skip
 
 

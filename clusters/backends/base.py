@@ -70,6 +70,10 @@ class AttemptSpec:
     # backend gives the same where its substrate stops the job by itself (the runtime limit, a
     # drain, a node shutdown).
     stop_grace_s: int = 30
+    # Which shard of a batch inference job this is (0..shards-1), of how many: each shard's
+    # workers are told, to take their own part of the input. A job of one shard is shard 0 of 1.
+    shard_index: int = 0
+    shards: int = 1
 
     @property
     def world_size(self) -> int:
@@ -161,7 +165,9 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     CUDA's own order puts the fastest GPU first, and on a host of mixed GPUs index 0 would be
     another worker's GPU); MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
     directory, which is the same for every attempt of the job. After saving a checkpoint the job
-    touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE.
+    touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE. A batch inference
+    shard takes its part of the input by MLSCHED_SHARD_INDEX of MLSCHED_SHARDS (Slurm's
+    SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX).
     """
     same_node = [w.rank for w in spec.workers if w.node == worker.node]
     env = dict(spec.env)
@@ -178,6 +184,8 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MASTER_PORT=str(spec.master_port),
         CUDA_VISIBLE_DEVICES=",".join(str(i) for i in worker.gpu_indices),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        MLSCHED_SHARD_INDEX=str(spec.shard_index),
+        MLSCHED_SHARDS=str(spec.shards),
     )
     if spec.number > 1:
         env["MLSCHED_RESUME"] = "1"

@@ -15,7 +15,7 @@ from clusters.models import Allocation, Cluster, Node
 from jobs import actions, cycle
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, PriorityClassFactory
 
 pytestmark = pytest.mark.django_db
 Outcome = Attempt.Outcome
@@ -89,6 +89,22 @@ def test_the_heartbeat_answers_with_the_attempts_to_run(agent, gang):
     ranks = [(w["rank"], w["node"], sorted(w["gpu_indices"])) for w in spec["workers"]]
     assert ranks == [(0, "east-0", list(range(8))), (1, "east-1", list(range(8)))]
     assert response.json()["stop"] == []
+
+
+def test_each_shard_of_a_batch_is_told_which_it_is_and_of_how_many(agent, east, alpha, alice):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    spec = {"name": "embed", "family": "batch_inference", "image": "i", "command": ["x"],
+            "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 60, "shards": 3,
+            "priority_class": PriorityClassFactory()}  # fmt: skip
+    batch, _ = actions.submit(alice, alpha, spec)
+    cycle.run_cycle()
+
+    run = post(agent, "east", "heartbeat", {"workers": []}).json()["run"]
+
+    shards = dict(batch.batch().values_list("attempts__pk", "shard_index"))
+    told = {s["attempt_id"]: (s["shard_index"], s["shards"]) for s in run}
+    assert told == {attempt: (index, 3) for attempt, index in shards.items()}
+    assert sorted(index for index, _ in told.values()) == [0, 1, 2]
 
 
 def test_another_clusters_agent_sees_none_of_its_attempts(gang, agent_of):

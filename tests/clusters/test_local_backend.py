@@ -16,6 +16,7 @@ from clusters.backends.base import AttemptSpec, WorkerSpec
 from clusters.backends.local import OOM_REASON, LocalBackend, alive, parse_inventory
 from tests.processes import gone, wait_until
 
+SHARD_ENV = "import os; print(os.environ['MLSCHED_SHARD_INDEX'], os.environ['MLSCHED_SHARDS'])"
 PRINT_ENV = (
     "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
     "['RANK','WORLD_SIZE','LOCAL_RANK','CUDA_VISIBLE_DEVICES','CUDA_DEVICE_ORDER','MASTER_ADDR',"
@@ -94,6 +95,14 @@ def test_it_gives_each_worker_its_rank_and_gpus(backend):
     assert (0, f"RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=0,1 {same}") in lines
     assert (1, f"RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CUDA_VISIBLE_DEVICES=2,3 {same}") in lines
     assert {s.phase for s in phases(backend).values()} == {base.EXITED}
+
+
+def test_a_shard_is_told_which_it_is_and_of_how_many(backend):
+    shard = dataclasses.replace(spec([sys.executable, "-c", SHARD_ENV]), shard_index=4, shards=9)
+    backend.start(shard)
+
+    assert ended(backend)
+    assert backend.logs()[0].text == "4 9"
 
 
 def test_a_second_attempt_is_told_to_resume(backend):

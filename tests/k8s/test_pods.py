@@ -1,5 +1,7 @@
 """The objects start() creates, read back from the test server."""
 
+import dataclasses
+
 from clusters.backends import base
 from clusters.backends.base import WorkerSpec
 from tests.k8s.conftest import (
@@ -117,6 +119,13 @@ def test_it_numbers_gpus_from_zero_inside_the_container(kube, backend):
     env = env_of(kube.pod(NAMESPACE, "mlsched-11-0"))
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
     assert env["MLSCHED_GPU_INDICES"] == "4,5,6,7"
+
+
+def test_it_tells_a_shard_which_it_is_and_of_how_many(kube, backend):
+    backend.start(dataclasses.replace(one_gpu_worker(), shard_index=2, shards=5))
+
+    env = env_of(kube.pod(NAMESPACE, "mlsched-7-0"))
+    assert (env["MLSCHED_SHARD_INDEX"], env["MLSCHED_SHARDS"]) == ("2", "5")
 
 
 def test_it_resumes_from_the_same_checkpoint_on_attempt_2(kube, backend):
