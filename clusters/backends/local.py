@@ -247,7 +247,8 @@ class LocalBackend:
             "cgroups": self.cgroups, "max_runtime_s": spec.max_runtime_s,
             # CPU time the worker's share allows over its whole runtime limit.
             "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),
-            "grace_s": self.default_grace_s,
+            # The runtime limit's grace to checkpoint: as long as the control plane's stops give.
+            "grace_s": spec.stop_grace_s,
         }))  # fmt: skip
         with open(directory / "shim.out", "ab") as shim_out:
             shim = subprocess.Popen(

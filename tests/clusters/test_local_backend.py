@@ -33,7 +33,7 @@ def spec(command, workers=1, attempt=1, number=1, runtime=60, gpus=((0,),)):
                        cpu_milli=1000, memory_mb=2048)
             for r in range(workers)
         ),
-        checkpoint_dir="alpha/7", max_runtime_s=runtime,
+        checkpoint_dir="alpha/7", max_runtime_s=runtime, stop_grace_s=2,
     )  # fmt: skip
 
 
@@ -441,6 +441,19 @@ def test_the_runtime_limit_ends_the_commands_whole_process_group(backend):
     status = phases(backend)[0]
     assert (status.phase, status.exit_code) == (base.TIMED_OUT, -signal.SIGKILL)
     assert wait_until(lambda: gone(left), timeout=10)
+
+
+def test_the_runtime_limit_gives_the_grace_the_control_plane_gives_its_stops(backend):
+    # A job that saves its checkpoint on SIGTERM, slowly: the spec's grace is its time to.
+    stubborn = dataclasses.replace(
+        spec([sys.executable, "-c", STUBBORN_TREE], runtime=1), stop_grace_s=4
+    )
+    started = time.monotonic()
+    backend.start(stubborn)
+
+    assert ended(backend)
+    assert time.monotonic() - started >= 1 + 4
+    assert phases(backend)[0].exit_code == -signal.SIGKILL
 
 
 def test_the_runtime_limit_reaches_a_child_of_the_main_process(backend):
