@@ -254,11 +254,12 @@ def usage(tenants: list, since: datetime, until: datetime, now: datetime) -> Rep
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:
     """The whole days [first, end) of the window that the roll-up has written, if any."""
-    last = rollup.rolled_through()
-    if last is None:
+    days = rollup.rolled_days()
+    if days is None:
         return None
     first = since.date() if since == rollup.midnight(since.date()) else since.date() + ONE_DAY
-    end = min(last + ONE_DAY, until.date())
+    first = max(first, days[0])
+    end = min(days[1] + ONE_DAY, until.date())
     return (first, end) if first < end else None
 
 

@@ -45,6 +45,14 @@ def rolled_through() -> date | None:
     return UsageDay.objects.aggregate(last=Max("day"))["last"]
 
 
+def rolled_days() -> tuple[date, date] | None:
+    """The first and the last day rolled up, if any. A report reads the days before the first
+    from the jobs: the roll-up began at the oldest job left then, and retention may have
+    deleted older ones."""
+    days = UsageDay.objects.aggregate(first=Min("day"), last=Max("day"))
+    return (days["first"], days["last"]) if days["last"] else None
+
+
 def roll_up(now: datetime) -> int:
     """Roll up every settled day not rolled up yet, from the day after the last one (the first
     time: the day of the oldest job). One transaction per day. Returns the days rolled up.
@@ -161,23 +169,32 @@ def add_buckets(into: dict[str, int], more: dict[str, int]) -> None:
 
 
 def bucket_percentile(counts: dict[str, int], fraction: float) -> float | None:
-    """The value at ``fraction`` of the counted waits, placed as percentile_cont places it
-    (position fraction x (n - 1)), read inside its bucket as if the bucket's waits were spread
-    evenly over it (on a log scale: the buckets are)."""
+    """The value at ``fraction`` of the counted waits, as percentile_cont gives it: at position
+    fraction x (n - 1), interpolated between the waits ranked either side of it, each read
+    inside its bucket as if the bucket's waits were spread evenly over it (on a log scale: the
+    buckets are). Two neighbours may lie buckets apart (one long wait among short ones): each
+    is within its bucket's width, and so is the value between them."""
     total = sum(counts.values())
     if not total:
         return None
     position = fraction * (total - 1)
+    low = math.floor(position)
+    below, above = ranked_wait(counts, low), ranked_wait(counts, min(low + 1, total - 1))
+    return below + (above - below) * (position - low)
+
+
+def ranked_wait(counts: dict[str, int], rank: int) -> float:
+    """The wait of this rank (0: the shortest), read inside its bucket."""
     seen = 0
     for b, n in sorted((int(key), n) for key, n in counts.items()):
-        if position < seen + n:
-            share = (position - seen + 0.5) / n
+        if rank < seen + n:
+            share = (rank - seen + 0.5) / n
             if b == 0:
                 return share
             low = 2 ** ((b - 1) / PER_DOUBLING)
             return low * 2 ** (share / PER_DOUBLING)
         seen += n
-    raise AssertionError("unreachable: position < total")
+    raise AssertionError("unreachable: rank < total")
 
 
 # Reading rolled-up days back.
