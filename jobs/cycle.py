@@ -7,8 +7,9 @@
                  attempts and allocations (the database's exclusion constraint is the last
                  guard) and move the jobs queued -> scheduled
     4. preempt   ask the victims' attempts to stop, with a grace period
-    5. explain   store each waiting job's reason code, sentence and estimated start (a job
-                 waiting for a dependency, which the core never saw: waiting_for_dependency)
+    5. explain   store each waiting job's reason code, sentence and estimated start (jobs the
+                 core never saw: one waiting for a dependency, waiting_for_dependency; one
+                 waiting out its retry backoff, retry_backoff, until its backoff ends)
     6. notify    after commit: agents and live views hear of the changes
 
 Correctness never rests on this being the only scheduler: the node locks serialise commits that
@@ -96,6 +97,10 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         reason, message, estimate = explanation(outcome, job_id in skipped)
         if loaded.pending.get(job_id) != (reason, message, estimate):
             changes[job_id] = (reason, message, estimate)
+    for job_id, until in loaded.backoff.items():
+        why = ("retry_backoff", "Waiting out the backoff before its retry.", until)
+        if loaded.pending.get(job_id) != why:
+            changes[job_id] = why
     for job_id, waits_for in loaded.waiting.items():
         why = ("waiting_for_dependency", dependencies.sentence(waits_for), None)
         if loaded.pending.get(job_id) != why:

@@ -86,8 +86,13 @@ def tick() -> cycle.CycleResult | None:
             # The database's clock, as the janitor's (which reads it again): the times the
             # commit writes (placed, asked to stop) are judged against heartbeats, which the
             # web hosts write with it.
-            result = cycle.run_cycle(now=database_now().timestamp())
-            janitor.sweep()
+            try:
+                result = cycle.run_cycle(now=database_now().timestamp())
+            finally:
+                # The sweep does not depend on the cycle: a cycle that fails every turn (a job
+                # whose data the core trips on) must not also leave silent clusters healthy
+                # and gangs whose rank never came up holding their GPUs.
+                janitor.sweep()
     if result.placed or result.preempted:
         log.info(
             "cycle: %d considered, %d placed, %d skipped, %d preempted in %.3fs",

@@ -184,6 +184,12 @@ class SubmitSerializer(serializers.Serializer):
             )
         if family == Family.EVALUATION and data["workers"] != 1:
             raise serializers.ValidationError({"workers": "An evaluation job has one worker."})
+        # An attempt runs on one cluster; the core places a batch job's workers apart, each
+        # where it fits, on any cluster. A batch spreads by its shards.
+        if family == Family.BATCH_INFERENCE and data["workers"] != 1:
+            raise serializers.ValidationError(
+                {"workers": "A batch inference shard has one worker: spread a batch by shards."}
+            )
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):

@@ -2,8 +2,8 @@
 
 Three queries: nodes, live allocations (which give free capacity, running jobs and tenant usage
 at once), queued jobs that may run; plus tenants with their quotas, and the jobs that wait for
-a dependency or as singletons, which the core never sees. Units become the core's: milli-CPU, MiB,
-milli-GPU, float seconds.
+a dependency or as singletons, or out a retry's backoff, which the core never sees. Units
+become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 """
 
 from collections import Counter, defaultdict
@@ -52,6 +52,8 @@ class Loaded:
     # Every queued job's room claim as read (preempting_until): an eviction is written only
     # for a preemptor whose claim is still this one (actions.preempt).
     claims: dict[int, object] = field(default_factory=dict)
+    # Jobs waiting out their retry backoff, which the core never sees: {id: not_before}.
+    backoff: dict[int, object] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -78,6 +80,7 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
     waiting_pending, waiting = dependencies.waiting()
+    backing_off = list(backoff_jobs(now))
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
@@ -95,10 +98,11 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
-        for job in queued
+        for job in queued + backing_off
     }
     claims = {job["id"]: job["preempting_until"] for job in queued}
-    return Loaded(snapshot, pending | waiting_pending, waiting, claims)
+    backoff = {job["id"]: job["not_before"] for job in backing_off}
+    return Loaded(snapshot, pending | waiting_pending, waiting, claims, backoff)
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
@@ -250,6 +254,17 @@ def queued_jobs(now: float):
         .exclude(dependencies.waits())
         .order_by("id")
         .values(*QUEUED_FIELDS)
+    )
+
+
+def backoff_jobs(now: float):
+    """The queued jobs, not held, that wait out a retry's backoff: the core never sees them,
+    yet each says why it waits."""
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    return (
+        Job.objects.filter(state=State.QUEUED, held="", not_before__gt=moment)
+        .order_by("id")
+        .values("id", "not_before", "pending_reason", "pending_message", "estimated_start")
     )
 
 

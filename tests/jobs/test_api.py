@@ -331,6 +331,13 @@ def test_events_list_the_jobs_transitions(alice):
         ("", State.QUEUED), (State.QUEUED, State.CANCELED)]  # fmt: skip
 
 
+def test_a_batch_inference_shard_of_several_workers_is_a_400_naming_workers(alice):
+    response = submit(alice, family="batch_inference", workers=2, gpus=1, shards=4)
+
+    assert response.status_code == 400 and "workers" in response.json()
+    assert not Job.objects.exists()
+
+
 def test_a_batch_job_becomes_one_job_per_shard(alice):
     response = submit(alice, family="batch_inference", workers=1, gpus=1, shards=4)
 
