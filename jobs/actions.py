@@ -341,7 +341,7 @@ def drain(node_ids: list[int], by: str, now=None) -> int:
     The nodes are locked first, in id order, as the commit locks them: a placement on them
     committed meanwhile is waited for and stopped with the rest, and any later one sees them
     cordoned. Then the jobs and their attempts, as cancel() locks them (lock_live)."""
-    now = now or timezone.now()
+    now = now or database_now()  # the scheduler reads the stop request's time on this clock
     nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
     list(nodes.values_list("id", flat=True))
     Node.objects.filter(pk__in=node_ids, schedulable=True).update(schedulable=False)
