@@ -169,6 +169,10 @@ def cgroup_dirs(worker_dir: Path) -> list[Path]:
     return [p for p in paths if p.parent.name == cgroups.PARENT and p.name.startswith("w")]
 
 
+# The most of a worker's log read at one step (a few seconds of a very chatty worker).
+READ_BYTES = 8 << 20
+
+
 class LocalBackend:
     def __init__(
         self,
@@ -298,7 +302,7 @@ class LocalBackend:
         stopping = (d / "stop").exists()
         ended = self._ended(attempt_id, rank, d, stopping)
         if ended is not None:
-            return ended
+            return self._once_read(ended, d)
         pid = self._shim_pid(d)
         if pid and self._live_shim(pid):
             if stopping and time.time() > self._stop_deadline(d):
@@ -308,10 +312,24 @@ class LocalBackend:
         # that ended on its own is not a vanished one.
         ended = self._ended(attempt_id, rank, d, stopping)
         if ended is not None:
-            return ended
+            return self._once_read(ended, d)
         if stopping:
             return WorkerStatus(attempt_id, rank, base.STOPPED, reason="stopped")
         return WorkerStatus(attempt_id, rank, base.LOST, reason="worker process vanished")
+
+    def _once_read(self, ended: WorkerStatus, d: Path) -> WorkerStatus:
+        """An ended worker's status once the log read that follows the status in an agent's
+        step reaches its end (the shim has written all of it before its exit record), running
+        until then: the agent ships a worker's last lines, its traceback, before its end."""
+        read, _ = self._log_offsets.get((ended.attempt_id, ended.rank), (0, 0))
+        try:
+            behind = (d / "log").stat().st_size - read > READ_BYTES
+        except OSError:
+            behind = False
+        if behind:
+            key = ended.attempt_id, ended.rank
+            return WorkerStatus(*key, base.RUNNING, checkpoint_at=checkpoint_at(d))
+        return ended
 
     def _ended(self, attempt_id: int, rank: int, d: Path, stopping: bool) -> WorkerStatus | None:
         try:
@@ -366,10 +384,13 @@ class LocalBackend:
         return lines
 
     def _read_log(self, attempt_id: int, rank: int, path: Path) -> list[LogLine]:
+        """The worker's next lines, at most READ_BYTES of its log a step: a worker that wrote
+        gigabytes since the last step, or a restarted agent reading a long log again from its
+        start, holds no more in memory at once (the shim cuts each record well below it)."""
         offset, seq = self._log_offsets.get((attempt_id, rank), (0, 0))
         with open(path, "rb") as f:
             f.seek(offset)
-            data = f.read()
+            data = f.read(READ_BYTES)
         complete = data[: data.rfind(b"\n") + 1]  # a partial last line waits for its end
         lines = []
         # Records end at \n alone: a \r (a progress bar's) is part of the text.
