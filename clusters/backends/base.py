@@ -160,7 +160,9 @@ def is_checkpoint_line(text: str) -> bool:
 def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):
     """The environment every backend gives a worker, on top of the job's own `env`.
 
-    LOCAL_RANK counts the attempt's workers on the same node; CUDA_VISIBLE_DEVICES lists the
+    LOCAL_RANK counts the attempt's workers on the same node, LOCAL_WORLD_SIZE of how many, and
+    NODE_RANK (torchrun's GROUP_RANK) the node among the gang's, in the order of their first
+    ranks, as torchrun and Lightning name them; CUDA_VISIBLE_DEVICES lists the
     worker's GPU indices, in the order nvidia-smi numbers them (CUDA_DEVICE_ORDER=PCI_BUS_ID:
     CUDA's own order puts the fastest GPU first, and on a host of mixed GPUs index 0 would be
     another worker's GPU); MLSCHED_RESUME=1 tells a retried attempt to resume from its checkpoint
@@ -170,6 +172,7 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX).
     """
     same_node = [w.rank for w in spec.workers if w.node == worker.node]
+    nodes = list(dict.fromkeys(w.node for w in sorted(spec.workers, key=lambda w: w.rank)))
     env = dict(spec.env)
     env.update(
         MLSCHED_JOB_ID=str(spec.job_id),
@@ -180,6 +183,9 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         RANK=str(worker.rank),
         WORLD_SIZE=str(spec.world_size),
         LOCAL_RANK=str(same_node.index(worker.rank)),
+        LOCAL_WORLD_SIZE=str(len(same_node)),
+        NODE_RANK=str(nodes.index(worker.node)),
+        GROUP_RANK=str(nodes.index(worker.node)),
         MASTER_ADDR=master_addr,
         MASTER_PORT=str(spec.master_port),
         CUDA_VISIBLE_DEVICES=",".join(str(i) for i in worker.gpu_indices),

@@ -16,6 +16,10 @@ from clusters.backends.base import AttemptSpec, WorkerSpec
 from clusters.backends.local import OOM_REASON, LocalBackend, alive, parse_inventory
 from tests.processes import gone, wait_until
 
+NODE_ENV = (
+    "import os; print(*(os.environ[k] for k in "
+    "['LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'NODE_RANK', 'GROUP_RANK']))"
+)
 SHARD_ENV = "import os; print(os.environ['MLSCHED_SHARD_INDEX'], os.environ['MLSCHED_SHARDS'])"
 PRINT_ENV = (
     "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
@@ -701,3 +705,16 @@ def test_a_torn_exit_record_is_as_good_as_none(backend):
 
     assert phases(backend, 1)[0].phase == base.LOST
     assert (phases(backend, 2)[0].phase, phases(backend, 2)[0].exit_code) == (base.EXITED, 0)
+
+
+def test_a_gang_over_two_nodes_is_told_each_workers_place_as_torchrun_names_it(backend):
+    gang = spec([sys.executable, "-c", NODE_ENV], workers=3)
+    nodes = ("n1", "n0", "n1")  # ranks 0 and 2 share a node, which comes first by rank 0
+    workers = tuple(
+        dataclasses.replace(w, node=n) for w, n in zip(gang.workers, nodes, strict=True)
+    )
+    backend.start(dataclasses.replace(gang, workers=workers))
+
+    assert ended(backend, workers=3)
+    told = {line.rank: line.text for line in backend.logs()}
+    assert told == {0: "0 2 0 0", 1: "0 1 1 1", 2: "1 2 0 0"}
