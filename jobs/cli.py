@@ -9,8 +9,9 @@
                      ("afterok:12,singleton"); --depends-on is the same option
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S] [--limit N]
-                     your jobs, newest first (all of them, or the newest N)
+    list [--state S] [--batch ID] [--limit N]
+                     your jobs, newest first (all of them, or the newest N); --batch: the
+                     shards of one batch (its id: the job its submission returned)
     status ID        one job, as JSON
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
                      cancel a job (a batch: every shard), or every live job you may cancel
@@ -28,6 +29,10 @@
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
+
+An error exits 1 (2 for a wrong command line) with one line on standard error. A request the
+server's rate limit refuses is asked again once its Retry-After has passed, if that is at most
+a minute away; further away, it is an error that says when.
 """
 
 import argparse
@@ -43,6 +48,8 @@ from urllib.parse import urlsplit
 import requests
 
 TERMINAL = {"succeeded", "failed", "canceled"}
+STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]
+MAX_RETRY_AFTER_S = 60  # a 429 asking for a longer wait is reported, not waited out
 
 # C0 and C1 control characters and DEL, but tab, newline and carriage return (a progress bar
 # redraws its line with it): in a job's output or name they would reach the reader's terminal
@@ -70,20 +77,21 @@ class Api:
         self.session.headers["Authorization"] = f"Token {token}"
 
     def call(self, method: str, path: str, **kwargs) -> dict:
-        try:
-            # Not followed: a redirect would turn a submission into a GET and submit nothing.
-            response = self.session.request(
-                method, self.url + path, timeout=30, allow_redirects=False, **kwargs
-            )
-        except requests.RequestException as error:
-            raise SystemExit(printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")) from None
+        response = self.send(method, path, **kwargs)
+        # A request the rate limit refused was not carried out, a submission included: asking
+        # again is safe, and lets a long `list` or `logs -f` finish.
+        while response.status_code == 429 and (wait := retry_after(response)) is not None:
+            print(f"rate limited: asking again in {wait} s", file=sys.stderr, flush=True)
+            time.sleep(wait)
+            response = self.send(method, path, **kwargs)
         if response.is_redirect:
             where = response.headers.get("Location", "elsewhere")
             raise SystemExit(
                 printable(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
             )
         if response.status_code >= 400:
-            raise SystemExit(printable(f"error {response.status_code}: {response.text}"))
+            which = " (MLSCHED_TOKEN)" if response.status_code == 401 else ""
+            raise SystemExit(printable(f"error {response.status_code}{which}: {response.text}"))
         try:
             return response.json()
         except ValueError:
@@ -94,6 +102,24 @@ class Api:
                     f" (status {response.status_code}, {kind})"
                 )
             ) from None
+
+    def send(self, method: str, path: str, **kwargs) -> requests.Response:
+        try:
+            # Not followed: a redirect would turn a submission into a GET and submit nothing.
+            return self.session.request(
+                method, self.url + path, timeout=30, allow_redirects=False, **kwargs
+            )
+        except requests.RequestException as error:
+            raise SystemExit(printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")) from None
+
+
+def retry_after(response: requests.Response) -> int | None:
+    """The seconds a 429's Retry-After asks to wait, if a number of them up to
+    MAX_RETRY_AFTER_S; None otherwise."""
+    seconds = response.headers.get("Retry-After", "")
+    if seconds.isascii() and seconds.isdigit() and int(seconds) <= MAX_RETRY_AFTER_S:
+        return max(int(seconds), 1)
+    return None
 
 
 def submit(api: Api, args) -> None:
@@ -170,7 +196,8 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
 
 
 def list_jobs(api: Api, args) -> None:
-    params = {"state": args.state} if args.state else {}
+    params = {"state": args.state, "batch": args.batch}
+    params = {key: value for key, value in params.items() if value is not None}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
         show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
@@ -320,6 +347,16 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def http_address(url: str) -> bool:
+    """An http:// or https:// address of a host (and a port that is a number)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is no number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def sends_token_safely(url: str) -> bool:
     """Over HTTPS, or plain HTTP to this machine only."""
     parts = urlsplit(url)
@@ -327,8 +364,10 @@ def sends_token_safely(url: str) -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="mlsched", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="mlsched", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     submitting = commands.add_parser("submit")
     submitting.add_argument("file")
     submitting.add_argument(
@@ -339,14 +378,15 @@ def main(argv=None) -> int:
     depending.add_argument("id", type=int)
     depending.add_argument("deps", metavar="DEPS", help='as for submit; "" or "none" for none')
     listing = commands.add_parser("list")
-    listing.add_argument("--state")
+    listing.add_argument("--state", choices=STATES, help="only jobs in this state")
+    listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     for name in ("status", "hold", "release", "resubmit"):
         commands.add_parser(name).add_argument("id", type=int)
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
-    canceling.add_argument("--state", choices=["queued", "scheduled", "running"])
+    canceling.add_argument("--state", choices=STATES[:3], help="only jobs in this state")
     canceling.add_argument("--tenant", metavar="SLUG", help="only this tenant's jobs")
     canceling.add_argument("--mine", action="store_true", help="only the jobs you submitted")
     follow = commands.add_parser("logs")
@@ -367,6 +407,8 @@ def main(argv=None) -> int:
     if not (token.isascii() and token.isprintable() and " " not in token):
         parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
     url = os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000")
+    if not http_address(url):
+        parser.error(f"MLSCHED_URL {url!r} is not an http:// or https:// address")
     if not sends_token_safely(url):
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
@@ -377,6 +419,11 @@ def main(argv=None) -> int:
         run[args.command](api, args)
     except KeyboardInterrupt:
         return 130  # Ctrl-C, e.g. to leave `logs -f`: no traceback
+    except BrokenPipeError:
+        # The reader went away (`mlsched list | head`): end as a Unix tool killed by SIGPIPE
+        # does, quietly. Standard output goes to /dev/null, so the flush at exit cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     return 0
 
 

@@ -6,6 +6,9 @@ Every rule stays in the serializers, as for the API. This module only turns the 
 into the shapes the serializers read, and their nested errors back into one line per field.
 """
 
+import hashlib
+import json
+import re
 import shlex
 
 from jobs.cli import dependencies_written
@@ -15,8 +18,9 @@ from quotas.models import PriorityClass
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
           "gpu_milli", "gpu_types", "workers", "shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
-          "depends_on"]  # fmt: skip
+          "depends_on", "form_key"]  # fmt: skip
 TEXTAREAS = ["env", "cluster_selector"]
+FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
            "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "normal", "priority": 0,
@@ -36,6 +40,9 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     applies: "family default" for preemptible, no for an unchecked retry_user_errors.
     """
     data = {field: value for field, value in values.items() if value != ""}
+    data.pop("form_key", None)
+    if key := idempotency_key(values):
+        data["idempotency_key"] = key
     errors = {}
     try:
         data["command"] = shlex.split(values["command"])
@@ -53,6 +60,16 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     if singleton:
         data["singleton"] = True
     return data, errors
+
+
+def idempotency_key(values: dict[str, str]) -> str | None:
+    """The submission's idempotency key: the form drawn (its `form_key`, one per page) and all
+    it holds. The same form sent twice (a double click, a reload) queues one job; the page
+    changed and sent again (after Back) is another submission. None without a form key."""
+    if not FORM_KEY.fullmatch(values.get("form_key", "")):
+        return None
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+    return f"portal-{values['form_key']}-{digest[:32]}"
 
 
 def dependencies_input(text: str) -> dict:

@@ -21,9 +21,10 @@ from jobs import access, actions, dependencies, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
+from jobs.api import last_shard
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Attempt, Job
-from jobs.serializers import DependenciesSerializer, SubmitSerializer
+from jobs.serializers import LARGEST_ID, DependenciesSerializer, SubmitSerializer
 from jobs.states import TERMINAL, State
 from quotas import tokens
 
@@ -32,20 +33,23 @@ PAGE = 50
 
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
-    ``?state=``, ``?tenant=<slug>`` and ``?q=`` (a part of the name). A state that is none, a
-    name over 200 characters or a ``before`` that is no id is a 400 naming it; a team the user
-    is not in just lists nothing."""
+    ``?state=``, ``?tenant=<slug>``, ``?q=`` (a part of the name) and ``?batch=<id>`` (a
+    batch's shards). A state that is none, a name over 200 characters or a ``before`` or
+    ``batch`` that is no id is a 400 naming it; a team the user is not in just lists nothing."""
     filters, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
-    jobs = jobs.none() if errors else jobs.filter(**filters)
+    jobs = jobs.none() if errors else jobs.filter(filters)
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     hidden = access.hidden_from(request.user, page)
     for job in page:
         job.wait_sentence = access.wait_sentence(job, hidden)
+    values = {k: request.GET.get(k, "") for k in ("state", "tenant", "q", "batch")}
     context = {
         "jobs": page,
         "next": page[-1].pk if len(page) == PAGE else None,
-        "values": {k: request.GET.get(k, "") for k in ("state", "tenant", "q")},
+        "values": values,
+        "filters": urlencode({k: v for k, v in values.items() if v}),  # for the paging links
+        "paged": "before" in request.GET,
         "errors": errors,
         "states": State.values,
         "tenants": access.tenants_of(request.user).order_by("name"),
@@ -53,8 +57,8 @@ def index(request):
     return render(request, "portal/index.html", context, status=400 if errors else 200)
 
 
-def job_filters(request) -> tuple[dict, dict]:
-    """The job list's query parameters as queryset filters, and what is wrong with them."""
+def job_filters(request) -> tuple[Q, dict]:
+    """The job list's query parameters as a queryset filter, and what is wrong with them."""
     filters, errors = {}, {}
     if state := request.GET.get("state"):
         if state in State.values:
@@ -68,12 +72,18 @@ def job_filters(request) -> tuple[dict, dict]:
             errors["q"] = "At most 200 characters."
         else:
             filters["name__icontains"] = q
-    if before := request.GET.get("before"):
-        if before.isascii() and before.isdigit():
-            filters["id__lt"] = int(before)
-        else:
-            errors["before"] = "An id: a whole number."
-    return filters, errors
+    for name, lookup in (("before", "id__lt"), ("batch", "batch")):
+        if value := request.GET.get(name):
+            if value.isascii() and value.isdigit():
+                filters[lookup] = min(int(value), LARGEST_ID)
+            else:
+                errors[name] = "An id: a whole number."
+    if (batch := filters.pop("batch", None)) is None:
+        return Q(**filters), errors
+    # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
+    # through every job submitted since.
+    shards = (Q(pk=batch) | Q(parent_id=batch)) & Q(pk__lte=last_shard(batch))
+    return Q(**filters) & shards, errors
 
 
 @login_required
@@ -250,7 +260,9 @@ def metrics(request):
 def submit(request):
     """The portal's submit form, checked by the same rules and limits as the REST API."""
     tenants = access.submit_tenants(request.user)
-    values, errors, status = submit_form.INITIAL, {}, 200
+    # One key per form drawn, kept when it is drawn again with an error (forms.idempotency_key).
+    values = {**submit_form.INITIAL, "form_key": secrets.token_hex(16)}
+    errors, status = {}, 200
     if request.method == "POST":
         values = submit_form.read(request.POST)
         data, errors = submit_form.serializer_input(values)
@@ -295,7 +307,8 @@ def cancel(request, pk):
     job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
     if not access.can_cancel(request.user, job):
         raise PermissionDenied("You may see this job but not cancel it.")
-    actions.cancel(job, f"canceled by {request.user}")
+    if actions.cancel(job, f"canceled by {request.user}") is None:
+        return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
     if not access.can_see(request.user, job):
         return redirect("index")  # its page would be a 404 for a holder of the grant alone
     return redirect("job", pk=job.pk)

@@ -21,6 +21,7 @@
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
+  const cancelEl = document.getElementById("cancel-form");  // drawn while live: hidden once ended
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
@@ -87,7 +88,8 @@
   }
 
   function clock(iso) {
-    return iso ? new Date(iso).toISOString().substring(11, 19) : "";
+    // As the server draws it: the day and the second, in UTC.
+    return iso ? new Date(iso).toISOString().substring(0, 19).replace("T", " ") : "";
   }
 
   function showAttempts(attempts) {
@@ -132,8 +134,9 @@
     showAttempts(job.attempts);
     // A batch has ended once every shard has, whatever became of the first.
     const states = job.shard_states ? Object.keys(job.shard_states) : [job.state];
-    if (resubmitEl && states.every(function (s) { return ENDED.includes(s); })) {
-      resubmitEl.hidden = false;
+    if (states.every(function (s) { return ENDED.includes(s); })) {
+      if (resubmitEl) resubmitEl.hidden = false;
+      if (cancelEl) cancelEl.hidden = true;
     }
     if (holdEl) showHold(job.hold_verb);
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });

@@ -1,0 +1,39 @@
+"""The job page's buttons and times after the job changes while it is open, in a real browser.
+Run in its own pytest process."""
+
+from datetime import UTC, datetime
+
+import pytest
+from playwright.sync_api import expect
+
+from jobs import actions
+from jobs.models import Attempt
+from jobs.states import State
+from tests.e2e.test_job_page import in_thread, log_in
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page, alpha, alice):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    AttemptFactory(job=job, cluster=ClusterFactory(name="east"),
+                   started_at=datetime(2024, 3, 1, 23, 0, tzinfo=UTC))  # fmt: skip
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#cancel")).to_be_visible()
+
+    def fail():
+        Attempt.objects.filter(job=job).update(ended_at=datetime(2024, 3, 3, 1, 0, tzinfo=UTC))
+        actions.transition(job, State.FAILED, "exit 1")
+
+    in_thread(fail)
+
+    expect(page.locator("#state")).to_have_text("failed", timeout=10_000)
+    expect(page.locator("#cancel")).to_be_hidden()
+    expect(page.locator("#resubmit")).to_be_visible()
+    cells = page.locator("#attempts tr").first.locator("td")
+    expect(cells.nth(5)).to_have_text("2024-03-01 23:00:00")  # redrawn by job.js, with the day
+    expect(cells.nth(6)).to_have_text("2024-03-03 01:00:00")

@@ -1,0 +1,163 @@
+"""The command line as scripts use it: an error exits non-zero with one line on stderr, a
+success exits 0, whatever reads its output; `--help` says what each command does."""
+
+import http.server
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from jobs.models import Job
+from quotas.tokens import create_token, revoke_token
+from tests.factories import JobFactory
+from tests.jobs.test_cli import run_cli
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+COMMANDS = ["submit", "depend", "list", "status", "cancel", "hold", "release", "resubmit",
+            "logs", "usage", "quota"]  # fmt: skip
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "mlsched.example.com:8000", "ftp://mlsched"])
+def test_an_mlsched_url_that_is_no_http_address_is_named_in_one_line(url):
+    out = run_cli(url, "t", "list")
+
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "travels unencrypted" not in out.stderr
+    assert f"MLSCHED_URL {url!r} is not an http:// or https:// address" in out.stderr
+
+
+def test_a_revoked_token_exits_non_zero_naming_mlsched_token(live_server, alice):
+    token, key = create_token(alice, "laptop")
+    revoke_token(token, by=alice)
+
+    out = run_cli(live_server.url, key, "list")
+
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert "error 401" in out.stderr and "MLSCHED_TOKEN" in out.stderr
+
+
+def test_list_piped_into_a_reader_that_stops_early_ends_quietly(live_server, alice, alpha):
+    JobFactory.create_batch(120, tenant=alpha, owner=alice)  # more than a pipe's buffer holds
+    _, key = create_token(alice, "cli tests")
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": key, "PATH": "/usr/bin:/bin"}
+    # As `mlsched list | head -1`: the reader goes away after one line.
+    listing = subprocess.Popen([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    listing.stdout.readline()
+    listing.stdout.close()
+
+    assert listing.wait(60) == 141  # as a Unix tool ended by SIGPIPE: 128 + 13
+    assert listing.stderr.read() == b""
+
+
+class ThrottledOnce(http.server.BaseHTTPRequestHandler):
+    """An API that refuses the first request with 429 and Retry-After: 1, then answers."""
+
+    answered = 0
+
+    def do_GET(self):
+        type(self).answered += 1
+        if type(self).answered == 1:
+            body = b'{"detail": "Request was throttled. Expected available in 1 second."}'
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+        else:
+            body = b'{"jobs": [{"id": 7, "state": "queued", "family": "evaluation", ' \
+                   b'"name": "eval", "pending_reason": ""}], "next": null}'  # fmt: skip
+            self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def throttled_once():
+    handler = type("Handler", (ThrottledOnce,), {"answered": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+
+
+def test_a_429_is_waited_out_as_retry_after_says_and_the_command_goes_on(throttled_once):
+    url, handler = throttled_once
+
+    out = run_cli(url, "t", "list")
+
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:2] == ["7", "queued"]
+    assert "rate limited: asking again in 1 s" in out.stderr
+    assert handler.answered == 2
+
+
+def test_a_429_with_a_long_retry_after_exits_at_once_saying_when(live_server, alice, settings):
+    settings.MLSCHED_API_RATE = "1/hour"
+    _, key = create_token(alice, "cli tests")
+    run_cli(live_server.url, key, "list")
+
+    out = run_cli(live_server.url, key, "list")
+
+    assert out.returncode == 1
+    assert "error 429" in out.stderr and "3600 seconds" in out.stderr
+    assert "asking again" not in out.stderr
+
+
+def test_help_names_every_command_with_what_it_does():
+    out = subprocess.run([sys.executable, "-m", "jobs.cli", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert out.returncode == 0
+    for command in COMMANDS:
+        assert f"\n    {command}" in out.stdout, command
+    assert "MLSCHED_URL" in out.stdout and "MLSCHED_TOKEN" in out.stdout
+
+
+@pytest.mark.parametrize("command", ["list", "cancel"])
+def test_a_commands_help_says_what_state_takes(command):
+    out = subprocess.run([sys.executable, "-m", "jobs.cli", command, "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert out.returncode == 0
+    assert "queued" in out.stdout.split("--state", 1)[1]
+
+
+def test_an_unknown_state_in_list_exits_non_zero_naming_it(live_server, alice):
+    _, key = create_token(alice, "cli tests")
+
+    out = run_cli(live_server.url, key, "list", "--state", "sleeping")
+
+    assert out.returncode != 0 and out.stdout == ""
+    assert "state" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_status_of_a_job_that_is_not_there_exits_non_zero(live_server, alice):
+    _, key = create_token(alice, "cli tests")
+
+    out = run_cli(live_server.url, key, "status", "999999")
+
+    assert out.returncode == 1 and out.stdout == ""
+    assert "error 404" in out.stderr
+    assert not Job.objects.exists()
+
+
+def test_list_batch_lists_the_shards_of_one_batch(live_server, alice, alpha):
+    batch = JobFactory(tenant=alpha, owner=alice, family="batch_inference", shards=3)
+    shards = [JobFactory(tenant=alpha, owner=alice, parent=batch, shards=3, shard_index=i)
+              for i in (1, 2)]  # fmt: skip
+    JobFactory(tenant=alpha, owner=alice, name="other")
+    _, key = create_token(alice, "cli tests")
+
+    out = run_cli(live_server.url, key, "list", "--batch", str(batch.pk))
+
+    assert out.returncode == 0, out.stderr
+    listed = [int(row.split()[0]) for row in out.stdout.splitlines()]
+    assert listed == [shards[1].pk, shards[0].pk, batch.pk]
