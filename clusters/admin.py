@@ -9,11 +9,14 @@ from django.utils.html import format_html, format_html_join
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions
 from jobs.admin import BigTable, ReadOnlyAdmin, noted
-from quotas.admin import SelectionChecked, TenantScoped
+from quotas.admin import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
 
 
 @admin.register(Cluster)
-class ClusterAdmin(SelectionChecked, admin.ModelAdmin):
+class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+    """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
+    the cluster's agent, which reads every tenant's work placed there)."""
+
     list_display = ["name", "backend", "region", "health", "last_heartbeat"]
     list_filter = ["backend", "health"]
     readonly_fields = ["health", "last_heartbeat", "node_table"]
@@ -66,7 +69,10 @@ class ClusterAdmin(SelectionChecked, admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(SelectionChecked, admin.ModelAdmin):
+class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+    """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
+    stops every tenant's work there); a tenant admin may look."""
+
     list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy",
                     "workers"]  # fmt: skip
     list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]

@@ -120,16 +120,17 @@ def named_jobs(job: Job) -> set[int]:
 
 
 def hidden_from(user, jobs) -> frozenset[int]:
-    """The jobs these jobs name that the user may not see: a guardian grant shows an outsider
-    one job, not the ids and outcomes of its team's others. A job of the user's own tenants
-    names only jobs of its tenant, which they see: only the jobs shared with them alone are
-    looked at."""
+    """The jobs these jobs name that the user may not see (those they wait for, and the one
+    each was resubmitted from): a guardian grant shows an outsider one job, not the ids and
+    outcomes of its team's others. A job of the user's own tenants names only jobs of its
+    tenant, which they see: only the jobs shared with them alone are looked at."""
     mine = set(tenants_of(user).values_list("pk", flat=True))
     shared = [job for job in jobs if job.tenant_id not in mine]
     if not shared:
         return frozenset()
     prefetch_related_objects(shared, "dependency_links")
-    named = set().union(*(named_jobs(job) for job in shared))
+    named = set().union(*(named_jobs(job) | {job.resubmitted_from_id} for job in shared))
+    named.discard(None)
     if not named:
         return frozenset()
     seen = visible_jobs(user).filter(pk__in=named).values_list("pk", flat=True)

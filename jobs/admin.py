@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, ChangeList
+from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.urls import reverse
@@ -10,7 +10,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
 from jobs.models import Attempt, Job, JobEvent, LogChunk
-from quotas.admin import SelectionChecked, TenantScoped
+from quotas.admin import CheckedLookups, SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
 
@@ -43,7 +43,7 @@ def noted(request, objects, message: str) -> None:
     LogEntry.objects.log_actions(request.user.pk, objects, CHANGE, change_message=message)
 
 
-class OlderRows(ChangeList):
+class OlderRows(CheckedLookups):
     """A changelist whose numbered pages stop at the count's cap, and which pages on by id."""
 
     @property

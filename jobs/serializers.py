@@ -312,8 +312,9 @@ def submission_of(job: Job) -> dict:
 
 class JobSerializer(serializers.ModelSerializer):
     """A job as the API gives it. With `hidden` in its context (access.hidden_from), the jobs
-    the reader may not see are left out of its dependencies, and a wait sentence naming one
-    says less: a guardian grant shows an outsider one job, not its team's."""
+    the reader may not see are left out of its dependencies and `resubmitted_from`, and a wait
+    sentence naming one says less: a guardian grant shows an outsider one job, not its
+    team's."""
 
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -322,6 +323,7 @@ class JobSerializer(serializers.ModelSerializer):
     depends_on = serializers.SerializerMethodField()
     dependencies = serializers.SerializerMethodField()
     pending_message = serializers.SerializerMethodField()
+    resubmitted_from = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -350,6 +352,10 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_pending_message(self, job) -> str:
         return access.wait_sentence(job, self.context.get("hidden", frozenset()))
+
+    def get_resubmitted_from(self, job) -> int | None:
+        hidden = self.context.get("hidden", frozenset())
+        return None if job.resubmitted_from_id in hidden else job.resubmitted_from_id
 
     def get_attempts(self, job):
         return [

@@ -106,9 +106,12 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
     # Who may cancel may hold a queued job (a batch: its queued shards) and release it.
     queued = can_cancel and State.QUEUED in shard_states
     depends_on = dependency_list(request.user, job)
+    hidden = access.hidden_from(request.user, [job])
     context = {
         "job": job,
-        "wait_sentence": access.wait_sentence(job, access.hidden_from(request.user, [job])),
+        "wait_sentence": access.wait_sentence(job, hidden),
+        # The job it runs again, unless the reader may not see that one.
+        "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,
         "attempts": attempts,
         "can_cancel": can_cancel,
         "hold": actions.hold_verb(job, admin=request.user.is_superuser) if queued else "",

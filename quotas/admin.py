@@ -1,8 +1,11 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
+from django.db import DataError, transaction
 from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
@@ -32,8 +35,9 @@ class TenantScoped:
 
 
 class PlatformOnly:
-    """What a tenant could use to give itself more (quotas, fair share, who may preempt) is
-    changed by platform admins (superusers) only; tenant admins may look."""
+    """What a tenant could use to give itself more (quotas, fair share, who may preempt, the
+    clusters and nodes every tenant's work runs on) is changed by platform admins (superusers)
+    only; tenant admins may look."""
 
     def has_add_permission(self, request, *args):
         return request.user.is_superuser and super().has_add_permission(request, *args)
@@ -59,6 +63,28 @@ class SelectionChecked:
             self.message_user(request, "The selection names no rows.", level=messages.ERROR)
             return None  # Django redirects back to the list
         return super().response_action(request, queryset)
+
+
+class CheckedLookups(ChangeList):
+    """A changelist whose lookups typed into the URL (Django takes any on the model's own
+    fields: `?name__regex=`, `?created__year=`) are a bad parameter, as Django answers one it
+    cannot parse (back to the list, `?e=1`), where Django or the database cannot run them: an
+    unbalanced regular expression, a year past 9999. Not a 500. The rows are counted first,
+    under the page's own filter: what fails, fails there."""
+
+    def get_results(self, request):
+        try:
+            with transaction.atomic():  # a savepoint: the connection stays usable after it
+                super().get_results(request)
+        except (DataError, ValueError, OverflowError) as refused:
+            raise IncorrectLookupParameters(refused) from refused
+
+
+class LookupsChecked:
+    """The admin's list as CheckedLookups."""
+
+    def get_changelist(self, request, **kwargs):
+        return CheckedLookups
 
 
 class QuotaFormSet(BaseInlineFormSet):
@@ -159,7 +185,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScoped, admin.ModelAdmin):
+class TenantAdmin(TenantScoped, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members; the rest of a
     tenant (its quotas, fair share, cohort) and new tenants are the platform admins'."""
 
@@ -185,7 +211,7 @@ class TenantAdmin(TenantScoped, admin.ModelAdmin):
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(PlatformOnly, admin.ModelAdmin):
+class PriorityClassAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "description"]
     filter_horizontal = ["tenants"]
 
@@ -198,7 +224,7 @@ class PriorityClassAdmin(PlatformOnly, admin.ModelAdmin):
 
 
 @admin.register(Quota)
-class QuotaAdmin(TenantScoped, PlatformOnly, admin.ModelAdmin):
+class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
     list_display = ["tenant", "flavor", "guaranteed", "borrow_limit"]
     list_filter = ["flavor"]
     list_select_related = ["tenant"]
@@ -206,7 +232,7 @@ class QuotaAdmin(TenantScoped, PlatformOnly, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(SelectionChecked, admin.ModelAdmin):
+class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """Users' API tokens, for platform admins only: listed and revoked, never edited, and never
     shown (only a hash is stored, and that is not displayed either). A token is its user's,
     not a tenant's: tenant admins see none."""
