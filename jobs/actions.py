@@ -758,6 +758,34 @@ def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     return len(shards)
 
 
+class NotQueued(Exception):
+    """A change only a queued job takes, asked of a job with nothing queued (a conflict)."""
+
+
+@retrying.atomic
+def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = None) -> int:
+    """Set a queued job's priority class, its priority within the class, or both (Slurm's
+    `scontrol update priority=`, Armada's reprioritize); for a batch (its first shard), every
+    shard still queued. From the next cycle it is ordered, and may preempt, as the class it is
+    in then; what it started with stays. Returns how many jobs it changed.
+
+    Raises NotQueued when nothing of the job is queued."""
+    shards = _queued_shards(job)
+    if not shards:
+        raise NotQueued(f"Only a queued job changes priority: job #{job.pk} is not queued.")
+    fields: dict = {}
+    if priority_class is not None:
+        fields["priority_class"] = priority_class
+    if priority is not None:
+        fields["priority"] = priority
+    Job.objects.filter(pk__in=shards).update(**fields)
+    now = Job.objects.select_related("priority_class").get(pk=min(shards))
+    _note(shards, list(shards),
+          f"priority set to {now.priority_class.name} {now.priority:+d} by {by}")  # fmt: skip
+    transaction.on_commit(kick)
+    return len(shards)
+
+
 def may_release(held: str, *, admin: bool) -> bool:
     """Whether a hold of this kind (`Job.held`) is one the asker may release: a team's hold by
     whoever may cancel the job, a platform admin's only by a platform admin (`admin`)."""

@@ -26,6 +26,7 @@ from jobs.serializers import (
     EventSerializer,
     JobSerializer,
     LogLineSerializer,
+    PrioritySerializer,
     SubmitSerializer,
 )
 from jobs.states import State
@@ -168,6 +169,28 @@ class HoldView(APIView):
             return Response(
                 {"id": job.pk, "state": job.state, "held": job.held, "changed": changed}
             )
+        return Response({**job_json(request, job), "changed": changed})
+
+
+class PriorityView(APIView):
+    """Change a queued job's priority class or priority (actions.reprioritize): whoever may
+    cancel a job may, to a class open to its tenant."""
+
+    def post(self, request, pk):
+        job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
+        if not access.can_cancel(request.user, job):
+            raise PermissionDenied("You may see this job but not change its priority.")
+        change = PrioritySerializer(data=request.data, job=job)
+        change.is_valid(raise_exception=True)
+        try:
+            changed = actions.reprioritize(job, str(request.user), **change.validated_data)
+        except actions.NotQueued as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        job.refresh_from_db()
+        if not access.can_see(request.user, job):
+            return Response({"id": job.pk, "state": job.state, "priority_class":
+                             job.priority_class.name, "priority": job.priority,
+                             "changed": changed})  # fmt: skip
         return Response({**job_json(request, job), "changed": changed})
 
 
@@ -344,6 +367,7 @@ urlpatterns = [
         HoldView.as_view(verb=actions.release_hold),
         name="api-job-release",
     ),
+    path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),

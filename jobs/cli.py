@@ -18,6 +18,9 @@
                      that the ids and filters name together, as Slurm's scancel does
     hold ID          keep a queued job (a batch: its queued shards) from starting
     release ID       let a held job start again
+    priority ID [--class NAME] [--value N]
+                     move a queued job (a batch: its queued shards) to another priority class,
+                     or to another priority within its class (-1000 to 1000)
     resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
     logs ID [-f]     a job's output; -f follows it until the job ends
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
@@ -236,6 +239,16 @@ def cancel(api: Api, args) -> None:
     show(f"canceled {canceled} job{'s' if canceled != 1 else ''}")
 
 
+def priority(api: Api, args) -> None:
+    """How many jobs now have the priority asked (a batch: its queued shards)."""
+    asked = {"priority_class": args.priority_class, "priority": args.value}
+    answer = api.call("POST", f"jobs/{args.id}/priority/",
+                      json={k: v for k, v in asked.items() if v is not None})  # fmt: skip
+    changed = answer["changed"]
+    show(f"priority {answer['priority_class']} {answer['priority']:+d} for {changed} "
+         f"job{'s' if changed != 1 else ''}")  # fmt: skip
+
+
 def hold(api: Api, args) -> None:
     """`hold` or `release` (the command's name is the API's verb): how many jobs it changed
     (a batch: its queued shards)."""
@@ -383,6 +396,12 @@ def main(argv=None) -> int:
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     for name in ("status", "hold", "release", "resubmit"):
         commands.add_parser(name).add_argument("id", type=int)
+    reprioritizing = commands.add_parser("priority")
+    reprioritizing.add_argument("id", type=int)
+    reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",
+                                help="a priority class open to the job's tenant")  # fmt: skip
+    reprioritizing.add_argument("--value", type=int, metavar="N",
+                                help="its priority within the class, -1000 to 1000")  # fmt: skip
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -414,7 +433,7 @@ def main(argv=None) -> int:
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "usage": usage, "quota": quota}  # fmt: skip
+           "usage": usage, "quota": quota, "priority": priority}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

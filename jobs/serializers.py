@@ -106,6 +106,13 @@ class DependencyItem(serializers.Field):
         return {"id": value.on, "kind": value.kind}
 
 
+def priority_class_named(name: str) -> PriorityClass:
+    found = PriorityClass.objects.filter(name=name).first()
+    if found is None:
+        raise serializers.ValidationError(f"No priority class {name!r}.")
+    return found
+
+
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
@@ -163,10 +170,7 @@ class SubmitSerializer(serializers.Serializer):
         return tenant
 
     def validate_priority_class(self, name):
-        found = PriorityClass.objects.filter(name=name).first()
-        if found is None:
-            raise serializers.ValidationError(f"No priority class {name!r}.")
-        return found
+        return priority_class_named(name)
 
     def validate(self, data):
         family = data["family"]
@@ -259,6 +263,31 @@ class DependenciesSerializer(serializers.Serializer):
     def validate(self, data):
         if problem := dependency_problem(data["depends_on"], self.job.tenant, self.jobs):
             raise serializers.ValidationError({"depends_on": problem})
+        return data
+
+
+class PrioritySerializer(serializers.Serializer):
+    """A queued job's priority from now on (Slurm's `scontrol update priority=`, Armada's
+    reprioritize): its `priority_class`, its `priority` within the class, or both; a class
+    open to the job's tenant, as at submit."""
+
+    priority_class = serializers.SlugField(required=False)
+    priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
+
+    def __init__(self, *args, job=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.job = job
+
+    def validate_priority_class(self, name):
+        return priority_class_named(name)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError("Give priority_class, priority or both.")
+        chosen = data.get("priority_class")
+        if chosen is not None and not chosen.open_to(self.job.tenant):
+            message = f"Tenant {self.job.tenant.slug!r} may not run jobs at {chosen.name!r}."
+            raise serializers.ValidationError({"priority_class": message})
         return data
 
 

@@ -309,3 +309,16 @@ def test_the_cli_warns_before_it_sends_the_token_over_plain_http_to_another_host
     out = run_cli(url, "t", "list")
 
     assert ("travels unencrypted" in out.stderr) == warned, out.stderr
+
+
+def test_the_cli_changes_a_queued_jobs_priority(cli, alpha, alice):
+    job = JobFactory(tenant=alpha, owner=alice)
+    PriorityClassFactory(name="low", value=-10)
+
+    done = cli("priority", str(job.pk), "--class", "low", "--value", "4")
+    refused = cli("priority", str(job.pk), "--class", "nope")
+
+    assert done.stdout.strip() == "priority low +4 for 1 job", done.stderr
+    assert refused.returncode != 0 and "priority_class" in refused.stderr
+    job.refresh_from_db()
+    assert (job.priority_class.name, job.priority) == ("low", 4)
