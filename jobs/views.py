@@ -24,9 +24,15 @@ from jobs.access import visible_jobs
 from jobs.api import last_shard
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Attempt, Job
-from jobs.serializers import LARGEST_ID, DependenciesSerializer, SubmitSerializer
+from jobs.serializers import (
+    LARGEST_ID,
+    DependenciesSerializer,
+    PrioritySerializer,
+    SubmitSerializer,
+)
 from jobs.states import TERMINAL, State
 from quotas import tokens
+from quotas.models import PriorityClass
 
 PAGE = 50
 
@@ -115,6 +121,9 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
         "attempts": attempts,
         "can_cancel": can_cancel,
         "hold": actions.hold_verb(job, admin=request.user.is_superuser) if queued else "",
+        # Drawn for whoever may cancel the job while it lives: job.js shows it while queued.
+        "priority_classes": open_classes(job) if can_cancel else None,
+        "queued": queued,
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
         # One key per page drawn: a double click resubmits once.
@@ -129,6 +138,12 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
         "error": error,
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def open_classes(job: Job) -> list[PriorityClass]:
+    """The priority classes the job may move to: those open to its tenant, highest first."""
+    classes = PriorityClass.objects.prefetch_related("tenants").order_by("-value")
+    return [c for c in classes if c.open_to(job.tenant)]
 
 
 def dependencies_form(user, job, depends_on, can_cancel, shard_states, typed) -> dict | None:
@@ -357,6 +372,29 @@ def change_dependencies(request, pk):
         return refused(request, pk, refusal_text(refusal.detail), 400, typed)
     except actions.DependenciesRefused as refusal:
         return refused(request, pk, str(refusal), 409, typed)
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def change_priority(request, pk):
+    """Move a queued job to another priority class or priority within it, as the API does, for
+    whoever may cancel it; a refusal is the job page with why (400, or 409 once it has left the
+    queue)."""
+    job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
+    if not access.can_cancel(request.user, job):
+        raise PermissionDenied("You may see this job but not change its priority.")
+    asked = {k: request.POST[k] for k in ("priority_class", "priority") if request.POST.get(k)}
+    change = PrioritySerializer(data=asked, job=job)
+    try:
+        change.is_valid(raise_exception=True)
+        actions.reprioritize(job, str(request.user), **change.validated_data)
+    except ValidationError as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400)
+    except actions.NotQueued as refusal:
+        return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")
     return redirect("job", pk=job.pk)

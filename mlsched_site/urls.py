@@ -17,6 +17,7 @@ urlpatterns = [
     path("jobs/<int:pk>/release/", portal.hold, {"verb": release_hold}, name="release"),
     path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
     path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
+    path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
     path("usage/", portal.usage, name="usage"),

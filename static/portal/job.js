@@ -24,6 +24,7 @@
   const cancelEl = document.getElementById("cancel-form");  // drawn while live: hidden once ended
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
+  const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
@@ -140,6 +141,7 @@
     }
     if (holdEl) showHold(job.hold_verb);
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
+    if (priorityEl) priorityEl.hidden = !states.includes("queued");
   }
 
   function sleep(ms) {

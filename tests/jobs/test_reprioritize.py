@@ -1,13 +1,22 @@
 """Changing a queued job's priority (POST /api/v1/jobs/<id>/priority/, CLI `priority`)."""
 
+import re
+
 import pytest
+from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from jobs import cycle
 from jobs.models import Job, JobEvent
 from jobs.states import State
-from quotas.models import PriorityClass
-from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
+from quotas.models import Membership, PriorityClass
+from tests.factories import (
+    JobFactory,
+    MembershipFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    UserFactory,
+)
 from tests.jobs.test_batch_cancel import api, batch_of
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +114,46 @@ def test_who_may_not_cancel_may_not_change_it(alice, alpha, charlie, classes):
     }  # fmt: skip
     assert Job.objects.get(pk=job.pk).priority == 0
     assert PriorityClass.objects.count() == 3
+
+
+def portal_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_job_page_moves_a_queued_job_to_a_class_open_to_its_tenant(alice, alpha, classes):
+    job = JobFactory(tenant=alpha, owner=alice, priority_class=classes["normal"])
+    page = portal_of(alice).get(f"/jobs/{job.pk}/").text
+    options = re.findall(r'<option value="([^"]+)"', page)
+
+    moved = portal_of(alice).post(f"/jobs/{job.pk}/priority/", {"priority_class": "high",
+                                                                 "priority": "9"})  # fmt: skip
+
+    assert 'id="priority-form"' in page and options == ["high", "normal", "low"]
+    assert moved.status_code == 302
+    job.refresh_from_db()
+    assert (job.priority_class.name, job.priority) == ("high", 9)
+
+
+def test_the_job_page_refuses_a_class_not_open_to_its_tenant_and_says_why(charlie, gamma, classes):
+    job = JobFactory(tenant=gamma, owner=charlie, priority_class=classes["normal"])
+
+    page = portal_of(charlie).post(f"/jobs/{job.pk}/priority/", {"priority_class": "high"})
+
+    assert page.status_code == 400
+    assert "may not run jobs at &#x27;high&#x27;" in page.text
+    assert ">high (" not in portal_of(charlie).get(f"/jobs/{job.pk}/").text
+
+
+def test_a_viewer_gets_no_priority_form_and_cannot_post_one(alpha, alice, classes):
+    viewer = UserFactory(username="vera")
+    MembershipFactory(tenant=alpha, user=viewer, role=Membership.Role.VIEWER)
+    job = JobFactory(tenant=alpha, owner=alice, priority_class=classes["normal"])
+
+    page = portal_of(viewer).get(f"/jobs/{job.pk}/").text
+    posted = portal_of(viewer).post(f"/jobs/{job.pk}/priority/", {"priority": "5"})
+
+    assert 'id="priority-form"' not in page
+    assert posted.status_code == 403
+    assert Job.objects.get(pk=job.pk).priority == 0
