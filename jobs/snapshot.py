@@ -62,10 +62,14 @@ def seconds(dt) -> float | None:
 
 def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     """Read everything one placement cycle looks at, as of one moment."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if connection.in_atomic_block:
         return read(now, seed, policy)
     # One REPEATABLE READ transaction: read in separate statements, a job whose attempt ends
     # in between would show both as running and as queued, its tenant's use counted twice.
+    # SQLite's transactions (IMMEDIATE) hold every writer off until the reading is done.
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            return read(now, seed, policy)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

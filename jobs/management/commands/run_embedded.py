@@ -1,13 +1,17 @@
 """The embedded all-in-one server: the web portal, API, admin, scheduler, daily retention and
 the demo clusters' agents in one process."""
 
+import fcntl
 import logging
+import os
+import sys
 import threading
 
 from daphne.endpoints import build_endpoint_description_strings
 from daphne.server import Server
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from clusters.management.commands.run_agent import build_agent
 from clusters.models import Cluster
@@ -25,9 +29,30 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, **options):
         logging.getLogger("daphne").setLevel(logging.WARNING)
+        self.var_dir_lock = hold_var_dir()  # held until the process exits
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
         stop = threading.Event()
+        server = Server(
+            application=application,
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+            # Called once the port is bound: a server that cannot listen starts nothing.
+            ready_callable=lambda: self.start(host, port, stop),
+        )
+        server.run()
+        stop.set()
+        if not server.listening_addresses:
+            raise CommandError(
+                f"Port {port} is in use: stop what listens there, or pick another "
+                "(PORT=9000 make run)."
+            )
+        # A request in flight when the server stopped waits forever in its thread for the
+        # stopped event loop, and the interpreter would wait for that thread at exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def start(self, host: str, port: int, stop: threading.Event) -> None:
         threading.Thread(
             target=scheduler.run_forever, args=(stop,), name="scheduler", daemon=True
         ).start()
@@ -38,11 +63,20 @@ class Command(BaseCommand):
             start_agent(name, inventory, f"http://{host}:{port}", stop)
         self.stdout.write(f"mlsched is serving on http://{host}:{port}/ (admin: /admin/)")
         self.stdout.flush()
-        Server(
-            application=application,
-            endpoints=build_endpoint_description_strings(host=host, port=port),
-        ).run()
-        stop.set()
+
+
+def hold_var_dir():
+    """Lock the var dir for this process's life: a second server on it would give the demo
+    clusters new agent tokens, and the first one's agents would be refused from then on."""
+    lock = (settings.VAR_DIR / "run_embedded.lock").open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CommandError(
+            f"Another mlsched server is running on {settings.VAR_DIR}: stop it first, or "
+            "give this one a folder of its own (MLSCHED_VAR_DIR)."
+        ) from None
+    return lock
 
 
 def start_agent(cluster: str, inventory: str, url: str, stop: threading.Event) -> None:
