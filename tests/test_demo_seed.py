@@ -1,0 +1,35 @@
+"""The demo data `make run` seeds: what a new user tries first runs."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from clusters.models import Cluster
+from jobs import actions, cycle
+from jobs.management.commands.seed_demo import seed
+from jobs.models import Family, Job
+from jobs.states import State
+from quotas.models import PriorityClass, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def demo_job(**changes):
+    spec = {"name": "demo", "family": Family.TRAINING, "image": "local", "command": ["true"],
+            "cpu_milli": 4000, "memory_mb": 16_000, "gpus": 8, "workers": 2,
+            "max_runtime_s": 600, "priority_class": PriorityClass.objects.get(name="normal"),
+            **changes}  # fmt: skip
+    user = get_user_model().objects.get(username="demo")
+    return actions.submit(user, Tenant.objects.get(slug="demo"), spec)[0]
+
+
+def test_a_gang_over_both_demo_a100_nodes_and_the_shared_t4s_all_run():
+    seed()
+    Cluster.objects.update(health=Cluster.Health.HEALTHY)  # as its agent reports once up
+    gang = demo_job()
+    shares = [demo_job(family=Family.EVALUATION, workers=1, gpus=0, gpu_milli=500,
+                       gpu_types=["T4"]) for _ in range(8)]  # fmt: skip
+
+    cycle.run_cycle()
+
+    placed = Job.objects.filter(pk__in=[gang.pk, *(s.pk for s in shares)])
+    assert set(placed.values_list("state", "pending_reason")) == {(State.SCHEDULED, "")}
