@@ -15,6 +15,7 @@ from jobs.placement import (
     ShapeCount,
     Snapshot,
     Tenant,
+    gpu_flavor,
     place,
 )
 from jobs.placement.model import TRAINING
@@ -75,7 +76,7 @@ class EnginePolicy:
             nodes=tuple(self.node(n, i) for i, n in enumerate(replay.nodes.values())),
             running=tuple(self.running_job(j) for j in replay.running.values()),
             queued=tuple(self.queued_job(j) for j in replay.queue),
-            tenants=tuple(Tenant(f"t{i}") for i in range(TENANTS)),
+            tenants=self.tenants(replay),
             now=now,
             policy=self.policy,
             recent_shapes=tuple(
@@ -83,6 +84,19 @@ class EnginePolicy:
                 for per, count in sorted(self.recent.items())
             ),
         )
+
+    def tenants(self, replay) -> tuple[Tenant, ...]:
+        """The replay's tenants with what their running jobs use, as the live snapshot gives
+        them from the allocations: fair share orders the queue by it."""
+        usage = {f"t{i}": {"cpu": 0, "memory": 0} for i in range(TENANTS)}
+        for j in replay.running.values():
+            used = usage.setdefault(j.tenant, {"cpu": 0, "memory": 0})
+            gpu = gpu_flavor(replay.nodes[j.slots[0][0]].gpu_type)
+            gpus = j.workers * j.per
+            used[gpu] = used.get(gpu, 0) + 1000 * gpus
+            used["cpu"] += JOB_CPU_PER_GPU * gpus
+            used["memory"] += JOB_MEMORY_PER_GPU * gpus
+        return tuple(Tenant(name, usage=used) for name, used in usage.items())
 
     def node(self, n, index: int) -> Node:
         node = self._nodes.get(n.id)

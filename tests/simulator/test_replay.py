@@ -193,3 +193,29 @@ def test_a_long_replay_reports_its_progress(monkeypatch):
     assert seen and all(total == 20 for _, total in seen)
     assert [done for done, _ in seen] == sorted(done for done, _ in seen)
     assert seen[-1][0] == 20
+
+
+def test_a_team_that_floods_the_queue_does_not_keep_the_gpus_from_one_that_comes_later(
+    monkeypatch,
+):
+    """160 one-hour jobs of t0 on 8 GPUs, then 8 of t1 ten minutes later: as t0's first jobs
+    end, t1 gets its fair half of the GPUs (equal weights), not the GPUs of the 20 hours of
+    t0's queue (as first-come-first-served gives them), and t0 goes on meanwhile."""
+    monkeypatch.setattr("jobs.simulator.replay.tenant_of", lambda j: j.id.split("-")[0])
+    flood = [job(f"t0-{i}", i, 3600, 1) for i in range(160)]
+    later = [job(f"t1-{i}", 600 + i, 3600, 1) for i in range(8)]
+    node = [ClusterSpec("a", 1, 8, "A100")]
+
+    fair, _ = replay(flood + later, "mlsched", node)
+    first, _ = replay(flood + later, "fifo", node)
+
+    def started(got, tenant):
+        return sorted(j.first_start for j in got.values() if j.trace.id.startswith(tenant))
+
+    t1 = started(fair, "t1")
+    assert t1[:4] == [3600 + i for i in range(4)]  # half of the first 8 GPUs freed
+    assert max(t1) <= 2 * 3600 + 8  # the other half from the next round
+    assert min(started(first, "t1")) >= 20 * 3600  # behind all of t0's queue
+    t0_running_then = [s for s in started(fair, "t0") if 3600 <= s < 3600 + 8]
+    assert len(t0_running_then) == 4  # t0 goes on with the other half
+    assert all(j.end is not None for j in fair.values())
