@@ -429,7 +429,7 @@ NOTES = """What changed between the columns (tests in tests/jobs/test_query_coun
   every job's tenant (`SELECT DISTINCT tenant_id` over the job table).
 - The cluster page lists its nodes as one table linking to each node's page (an inline form per
   node: ~5 ms each to render, plus a query per node for its label).
-- `GET /api/v1/jobs/?batch=`: bounded by the batch's last shard (`jobs.api.last_shard`, index
+- `GET /api/v1/jobs/?batch=`: bounded by the batch's last shard (`Job.rows_of_batch`, index
   `job_shard_parent_id`); PostgreSQL walked the primary key back from the newest job, 140,001
   rows for this batch.
 

@@ -114,8 +114,8 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         self._set_schedulable(request, queryset, True)
 
     def _set_schedulable(self, request, queryset, schedulable: bool) -> None:
-        changed = list(queryset.exclude(schedulable=schedulable).select_related("cluster"))
-        Node.objects.filter(pk__in=[node.pk for node in changed]).update(schedulable=schedulable)
+        ids = actions.set_schedulable(list(queryset.values_list("pk", flat=True)), schedulable)
+        changed = list(Node.objects.filter(pk__in=ids).select_related("cluster"))
         verb = "Uncordoned" if schedulable else "Cordoned"
         noted(request, changed, verb)
         self.message_user(request, f"{verb} {len(changed)} node(s).")

@@ -75,6 +75,24 @@ def cancel_targets(user):
     return visible_jobs(user) | cancelable_jobs(user)
 
 
+def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=None):
+    """The live jobs a cancel of many names (Slurm's scancel filters, each narrowing the rest)
+    among those the user may cancel. A batch matched through its first shard stands for all its
+    shards, as a cancel of it does; `state` then keeps those of its shards in that state."""
+    jobs = cancelable_jobs(user)
+    if ids is not None:
+        jobs = jobs.filter(pk__in=ids)
+    if name is not None:
+        jobs = jobs.filter(name=name)
+    if tenant is not None:
+        jobs = jobs.filter(tenant=tenant)
+    if mine:
+        jobs = jobs.filter(owner=user)
+    batches = jobs.filter(parent_id=None, shards__gt=1).values("pk")
+    named = Job.objects.filter(Q(pk__in=jobs.values("pk")) | Q(parent_id__in=batches)).live()
+    return named.filter(state=state) if state is not None else named
+
+
 def can_cancel(user, job: Job) -> bool:
     return cancelable_jobs(user).filter(pk=job.pk).exists()
 
@@ -139,6 +157,8 @@ def hidden_from(user, jobs) -> frozenset[int]:
 
 def wait_sentence(job: Job, hidden: frozenset[int]) -> str:
     """The job's wait sentence as a reader who may not see the `hidden` jobs reads it."""
-    if hidden and named_jobs(job) & hidden:
+    if not hidden or job.pending_reason != "waiting_for_dependency":
+        return job.pending_message  # it names no job
+    if named_jobs(job) & hidden:
         return "Waiting for jobs of its team that you cannot see."
     return job.pending_message

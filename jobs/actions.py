@@ -88,6 +88,14 @@ def cancel_jobs(jobs, reason: str) -> list[int]:
     return sorted(cancel_live(jobs, reason))
 
 
+def cancel_first(jobs, limit: int, reason: str) -> tuple[list[int], bool]:
+    """Cancel the oldest `limit` of these jobs (a queryset); (the ids canceled, whether more
+    are left). The queryset's own filter is asked again under the locks: a job that left the
+    state it names meanwhile is left alone."""
+    chosen = list(jobs.order_by("pk").values_list("pk", flat=True)[: limit + 1])
+    return cancel_jobs(jobs.filter(pk__in=chosen[:limit]), reason), len(chosen) > limit
+
+
 def cancel_live(jobs, reason: str) -> dict[int, tuple[int, str]]:
     """Cancel the jobs of the queryset that have not ended, {id: (tenant id, state before)}:
     a lock, a stop request, an update and a COPY of events, then one live message per tenant
@@ -329,6 +337,17 @@ def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> lis
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
     return victims
+
+
+@retrying.atomic
+def set_schedulable(node_ids: list[int], schedulable: bool) -> list[int]:
+    """Cordon these nodes (nothing new is placed there; what runs goes on) or uncordon them;
+    the ids of those it changed. The nodes are locked in id order, as the commit locks them:
+    one changed by someone else meanwhile is not counted twice."""
+    changing = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
+    ids = list(changing.exclude(schedulable=schedulable).values_list("id", flat=True))
+    Node.objects.filter(pk__in=ids).update(schedulable=schedulable)
+    return ids
 
 
 @retrying.atomic
@@ -574,7 +593,12 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     if existing := keyed_job(tenant, key):
         return existing, False
     dependencies.take_turn(tenant.pk, owner.pk, spec["name"])  # ids follow commits: singleton
-    check_queue_room(tenant, spec.get("shards", 1))
+    try:
+        check_queue_room(tenant, spec.get("shards", 1))
+    except ValidationError:
+        if existing := keyed_job(tenant, key):  # a twin of this submission took the room first
+            return existing, False
+        raise
     dependencies.hold(depends_on)
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
@@ -779,9 +803,9 @@ def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = 
     if priority is not None:
         fields["priority"] = priority
     Job.objects.filter(pk__in=shards).update(**fields)
-    now = Job.objects.select_related("priority_class").get(pk=min(shards))
+    first = Job.objects.select_related("priority_class").get(pk=min(shards))
     _note(shards, list(shards),
-          f"priority set to {now.priority_class.name} {now.priority:+d} by {by}")  # fmt: skip
+          f"priority set to {first.priority_class.name} {first.priority:+d} by {by}")  # fmt: skip
     transaction.on_commit(kick)
     return len(shards)
 
@@ -810,6 +834,7 @@ def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
 
 
 def _note(shards: dict[int, tuple[int, str]], ids: list[int], reason: str) -> None:
-    """One event per job, from and to queued: the hold is in its history and on its page."""
+    """One event per job, from and to queued: a hold, a release or a change of priority is in
+    its history and on its page."""
     queued = {pk: (shards[pk][0], State.QUEUED) for pk in ids}
     write_events(queued, State.QUEUED, dict.fromkeys(ids, reason), {}, timezone.now())

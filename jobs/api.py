@@ -6,7 +6,6 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import Max, Q
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
@@ -64,7 +63,7 @@ class JobsView(APIView):
         if (before := id_param(request, "before")) is not None:
             jobs = jobs.filter(id__lt=before)
         if (batch := id_param(request, "batch")) is not None:
-            jobs = jobs.filter(Q(pk=batch) | Q(parent_id=batch), pk__lte=last_shard(batch))
+            jobs = jobs.filter(Job.rows_of_batch(batch))
         page = list(jobs[:PAGE])
         context = {"hidden": access.hidden_from(request.user, page)}
         return Response({"jobs": JobSerializer(page, many=True, context=context).data,
@@ -104,6 +103,7 @@ class CancelView(APIView):
         if not access.can_cancel(request.user, job):
             raise PermissionDenied("You may see this job but not cancel it.")
         if actions.cancel(job, f"canceled by {request.user}") is None:
+            job.refresh_from_db(fields=["state"])  # it may have ended since it was read
             return Response({"detail": f"The job has already {job.state}."},
                             status=status.HTTP_409_CONFLICT)  # fmt: skip
         job.refresh_from_db()
@@ -123,28 +123,17 @@ class CancelJobsView(APIView):
         asked = CancelJobsSerializer(data=request.data)
         asked.is_valid(raise_exception=True)
         data = asked.validated_data
-        jobs = access.cancelable_jobs(request.user)
-        if "ids" in data:
-            jobs = jobs.filter(pk__in=data["ids"])
-        if "name" in data:
-            jobs = jobs.filter(name=data["name"])
+        tenant = None
         if "tenant" in data:
             tenant = access.tenants_of(request.user).filter(slug=data["tenant"]).first()
             if tenant is None:
                 raise ValidationError({"tenant": f"No tenant {data['tenant']!r} of yours."})
-            jobs = jobs.filter(tenant=tenant)
-        if data["mine"]:
-            jobs = jobs.filter(owner=request.user)
-        batches = jobs.filter(parent_id=None, shards__gt=1).values("pk")
-        named = Job.objects.filter(Q(pk__in=jobs.values("pk")) | Q(parent_id__in=batches)).live()
-        if "state" in data:
-            named = named.filter(state=data["state"])
-        chosen = list(named.order_by("pk").values_list("pk", flat=True)[: MAX_CANCELED + 1])
-        canceled = actions.cancel_jobs(
-            Job.objects.filter(pk__in=chosen[:MAX_CANCELED]), f"canceled by {request.user}"
-        )
-        return Response({"canceled": canceled, "more": len(chosen) > MAX_CANCELED},
-                        status=status.HTTP_202_ACCEPTED)  # fmt: skip
+        named = access.cancel_matches(
+            request.user, ids=data.get("ids"), name=data.get("name"), tenant=tenant,
+            mine=data["mine"], state=data.get("state"),
+        )  # fmt: skip
+        canceled, more = actions.cancel_first(named, MAX_CANCELED, f"canceled by {request.user}")
+        return Response({"canceled": canceled, "more": more}, status=status.HTTP_202_ACCEPTED)
 
 
 class HoldView(APIView):
@@ -261,14 +250,14 @@ class LogsView(APIView):
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
         after = id_param(request, "after") or 0
-        last = id_param(request, "last")
+        last = request.query_params.get("last")
         if last is None:
             lines = job_lines(job, after)
             return Response({"lines": LogLineSerializer(lines, many=True).data,
                              "next": lines[-1].pk if lines else after})  # fmt: skip
-        if not 1 <= last <= MAX_TAIL:
+        if not (last.isascii() and last.isdigit() and 1 <= int(last) <= MAX_TAIL):
             raise ValidationError({"last": f"A number of lines from 1 to {MAX_TAIL}."})
-        lines = job_lines(job, after, last, newest=True)
+        lines = job_lines(job, after, int(last), newest=True)
         earlier = bool(lines) and job_lines(job, after, 1)[0].pk < lines[0].pk
         return Response({"lines": LogLineSerializer(lines, many=True).data,
                          "next": lines[-1].pk if lines else after, "earlier": earlier})  # fmt: skip
@@ -337,13 +326,6 @@ def id_param(request, name: str) -> int | None:
     if not (raw.isascii() and raw.isdigit()):
         raise ValidationError({name: "An id: a whole number."})
     return min(int(raw), LARGEST_ID)
-
-
-def last_shard(batch: int) -> int:
-    """The highest id among the batch's shards. Its rows lie at or below it, so a newest-first
-    page of them starts there instead of walking back through every job submitted since (the
-    planner takes the primary key's order and filters: 140,000 rows for an old batch)."""
-    return Job.objects.filter(parent_id=batch).aggregate(last=Max("pk"))["last"] or batch
 
 
 def job_lines(job, after: int, limit: int = 1000, *, newest: bool = False):

@@ -33,7 +33,8 @@
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
 
-An error exits 1 (2 for a wrong command line) with one line on standard error. A request the
+An error exits 1 with one line on standard error (2, after a usage line, for a wrong command
+line). A request the
 server's rate limit refuses is asked again once its Retry-After has passed, if that is at most
 a minute away; further away, it is an error that says when.
 """

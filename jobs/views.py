@@ -21,7 +21,6 @@ from jobs import access, actions, dependencies, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
-from jobs.api import last_shard
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Attempt, Job
 from jobs.serializers import (
@@ -44,7 +43,7 @@ def index(request):
     ``batch`` that is no id is a 400 naming it; a team the user is not in just lists nothing."""
     filters, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
-    jobs = jobs.none() if errors else jobs.filter(filters)
+    jobs = jobs.none() if errors else jobs.filter(filters).prefetch_related("dependency_links")
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     hidden = access.hidden_from(request.user, page)
     for job in page:
@@ -88,8 +87,7 @@ def job_filters(request) -> tuple[Q, dict]:
         return Q(**filters), errors
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
-    shards = (Q(pk=batch) | Q(parent_id=batch)) & Q(pk__lte=last_shard(batch))
-    return Q(**filters) & shards, errors
+    return Q(**filters) & Job.rows_of_batch(batch), errors
 
 
 @login_required
@@ -326,6 +324,7 @@ def cancel(request, pk):
     if not access.can_cancel(request.user, job):
         raise PermissionDenied("You may see this job but not cancel it.")
     if actions.cancel(job, f"canceled by {request.user}") is None:
+        job.refresh_from_db(fields=["state"])  # it may have ended since it was read
         return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
     if not access.can_see(request.user, job):
         return redirect("index")  # its page would be a 404 for a holder of the grant alone

@@ -154,8 +154,9 @@ def redis_database_url(url: str, db: int) -> str:
 # The API's rate counters must be shared by every web process: Redis when there is one, on
 # REDIS_URL's server but in a database of their own (MLSCHED_THROTTLE_REDIS_DB), so that
 # clearing them touches neither the broker's queues nor the channel layer. The platform-wide
-# metrics (MLSCHED_METRICS_CACHE_S) are shared the same way ("shared", in that database too):
-# one web process computes them for all. The default cache is each process's own memory.
+# metrics (MLSCHED_METRICS_CACHE_S) are shared the same way ("shared", in that database too,
+# under another key prefix: clearing either cache empties the database, both at once): one web
+# process computes them for all. The default cache is each process's own memory.
 MLSCHED_THROTTLE_REDIS_DB = int(os.environ.get("MLSCHED_THROTTLE_REDIS_DB", "1"))
 
 

@@ -40,6 +40,12 @@ def clusters_health(var_dir) -> dict[str, str]:
         return dict(db.execute("SELECT name, health FROM clusters_cluster"))
 
 
+def heartbeats(var_dir) -> dict[str, str]:
+    """When each demo cluster's agent was last heard, as the server's database has it."""
+    with contextlib.closing(sqlite3.connect(var_dir / "mlsched.sqlite3", timeout=20)) as db:
+        return dict(db.execute("SELECT name, last_heartbeat FROM clusters_cluster"))
+
+
 def stop(server: Child) -> str:
     if server.poll() is None:
         os.killpg(server.pid, signal.SIGKILL)
@@ -60,7 +66,7 @@ def running(tmp_path):
 
 def test_it_starts_its_agents_once_it_listens(running):
     var_dir, port, server = running
-    wait_until(lambda: "healthy" in clusters_health(var_dir).values(), timeout=30)
+    assert wait_until(lambda: "healthy" in clusters_health(var_dir).values(), timeout=30)
 
     output = stop(server)
 
@@ -75,12 +81,16 @@ def test_a_second_server_on_the_same_var_dir_refuses_to_start_and_leaves_the_fir
     second = serve(var_dir, free_port())
     try:
         ended = wait_until(lambda: second.poll() is not None, timeout=60)
-        time.sleep(20)  # past MLSCHED_AGENT_TIMEOUT_S: agents refused a token would show it
     finally:
         output = stop(second)
+    then = heartbeats(var_dir)
 
     assert ended and second.returncode != 0
     assert "another mlsched server" in output.lower()
+    # The first server's agents are still heard: their tokens were not replaced.
+    assert wait_until(
+        lambda: all(heartbeats(var_dir)[name] > then[name] for name in then), timeout=30
+    )
     assert set(clusters_health(var_dir).values()) == {"healthy"}
 
 
@@ -94,7 +104,7 @@ def test_a_port_in_use_is_an_error_and_no_server_is_announced(running, tmp_path_
 
     assert ended and second.returncode != 0
     assert "serving on" not in output
-    assert f"{port} is in use" in output
+    assert f"Cannot listen on port {port} (in use" in output
 
 
 def test_it_stops_on_sigterm_while_requests_are_in_flight(running):

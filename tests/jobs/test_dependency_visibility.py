@@ -2,7 +2,9 @@
 jobs: only those the outsider may see."""
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm
 
 from jobs.models import Dependency
@@ -67,3 +69,18 @@ def test_the_team_sees_every_id(bob, waiting):
     assert job["depends_on"] == [waiting.dependency_links.get().on_id]
     assert job["pending_message"] == waiting.pending_message
     assert waiting.pending_message in portal(bob).get(f"/jobs/{waiting.pk}/").text
+
+
+def test_the_job_list_reads_the_dependencies_of_a_page_in_one_query(alice, alpha, charlie, gamma):
+    def queries(own: int) -> int:
+        JobFactory.create_batch(own, tenant=gamma, owner=charlie)
+        with CaptureQueriesContext(connection) as caught:
+            assert portal(charlie).get("/").status_code == 200
+        return len(caught)
+
+    job = JobFactory(tenant=alpha, owner=alice, pending_reason="waiting_for_dependency",
+                     pending_message="Waiting for job #1 to succeed.")  # fmt: skip
+    Dependency.objects.create(job=job, on=JobFactory(tenant=alpha, owner=alice))
+    assign_perm("jobs.view_job", charlie, job)  # one shared job naming a hidden one
+
+    assert queries(5) == queries(25)

@@ -81,6 +81,18 @@ def test_a_repeated_submission_is_answered_with_its_job_not_refused(alice, alpha
     assert again.json()["id"] == first.json()["id"]
 
 
+def run_while_its_turn_is_held(holder, submit) -> None:
+    """Run `submit` in a thread while `holder` (another connection) holds the tenant's turn:
+    once it waits for the turn, `holder` commits."""
+    submitting = in_a_thread(submit)
+    try:
+        assert wait_until(lambda: waiting_on_a_lock("pg_advisory_xact_lock"), 10)
+        holder.commit()
+    finally:
+        holder.close()
+        submitting.join(10)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_submission_waits_its_turn_and_counts_what_the_one_before_it_queued(alice, alpha):
     limit(alpha, 1)
@@ -98,13 +110,27 @@ def test_a_submission_waits_its_turn_and_counts_what_the_one_before_it_queued(al
         except ValidationError as refusal:
             refusals.append(refusal.detail)
 
-    submitting = in_a_thread(submit)
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("pg_advisory_xact_lock"), 10)
-        other.commit()
-    finally:
-        other.close()
-        submitting.join(10)
+    run_while_its_turn_is_held(other, submit)
 
     assert len(refusals) == 1 and "tenant" in refusals[0]
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_twin_submission_waiting_for_its_turn_gets_the_job_its_twin_queued(alice, alpha):
+    limit(alpha, 1)
+    earlier = JobFactory(tenant=alpha, owner=alice, state=State.SUCCEEDED)
+    spec = {**SPEC, "family": "evaluation", "priority_class": PriorityClassFactory(),
+            "idempotency_key": "click"}  # fmt: skip
+    # The twin (the same form sent twice): it holds the tenant's turn and queues its job.
+    twin = other_connection()
+    twin.execute("SELECT pg_advisory_xact_lock(%s, %s)", [actions.QUEUE_LOCK, alpha.pk])
+    twin.execute(
+        "UPDATE jobs_job SET state = 'queued', idempotency_key = 'click' WHERE id = %s",
+        [earlier.pk],
+    )
+    answers = []
+    run_while_its_turn_is_held(twin, lambda: answers.append(actions.submit(alice, alpha, spec)))
+
+    assert [(job.pk, created) for job, created in answers] == [(earlier.pk, False)]
     assert Job.objects.count() == 1

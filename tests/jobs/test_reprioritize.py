@@ -9,7 +9,7 @@ from guardian.shortcuts import assign_perm
 from jobs import cycle
 from jobs.models import Job, JobEvent
 from jobs.states import State
-from quotas.models import Membership, PriorityClass
+from quotas.models import Membership
 from tests.factories import (
     JobFactory,
     MembershipFactory,
@@ -113,7 +113,6 @@ def test_who_may_not_cancel_may_not_change_it(alice, alpha, charlie, classes):
         "id", "state", "priority_class", "priority", "changed",
     }  # fmt: skip
     assert Job.objects.get(pk=job.pk).priority == 0
-    assert PriorityClass.objects.count() == 3
 
 
 def portal_of(user) -> Client:

@@ -153,6 +153,9 @@ async def test_a_message_naming_another_job_does_not_subscribe_to_it(alpha, alic
     await sync_to_async(actions.transition)(theirs, State.CANCELED, "the team's secret")
 
     assert await socket.receive_nothing(timeout=1)
+    await sync_to_async(actions.transition)(shared, State.CANCELED, "its own change")
+    heard = await socket.receive_json_from(timeout=5)  # its own job's changes still come
+    assert "its own change" in str(heard) and "secret" not in str(heard)
     await socket.disconnect()
 
 

@@ -17,6 +17,7 @@ from jobs.admin import CappedPaginator
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, PriorityClassFactory
+from tests.quotas.test_quota_rows import tenant_form
 from tests.security.test_admin_scope import GRANTED, job_with_records
 
 pytestmark = pytest.mark.django_db
@@ -286,16 +287,19 @@ def test_a_new_idempotency_key_is_no_way_past_the_limit(alice, alpha):
     assert (first.status_code, again.status_code, other.status_code) == (201, 200, 400)
 
 
-def test_a_member_cannot_set_the_limit_in_the_admin(client, alpha, bob):
-    bob.is_staff = True
-    bob.save(update_fields=["is_staff"])
-    bob.user_permissions.add(*Permission.objects.filter(codename__in=GRANTED))
-    client.force_login(bob)
+@pytest.mark.parametrize("superuser", [False, True])
+def test_only_a_platform_admin_sets_the_limit_in_the_admin(client, alpha, alice, superuser):
+    # alice owns alpha: as staff without superuser rights, its tenant admin.
+    alice.is_staff, alice.is_superuser = True, superuser
+    alice.save(update_fields=["is_staff", "is_superuser"])
+    alice.user_permissions.add(*Permission.objects.filter(codename__in=GRANTED))
+    client.force_login(alice)
+    form = {**tenant_form(alpha, []), "max_queued_jobs": "100000"}
 
-    client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", {"max_queued_jobs": "100000"})
+    client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
 
     alpha.refresh_from_db()
-    assert alpha.max_queued_jobs is None
+    assert alpha.max_queued_jobs == (100000 if superuser else None)
 
 
 # The platform-wide metrics shared through the cache.
@@ -309,9 +313,9 @@ def test_the_shared_metrics_hold_no_tenants_figures(client, alice, alpha, gamma,
     assert client.get("/overview/").status_code == 200
 
     shared = caches["shared"].get(metrics.PLATFORM_KEY)
+    assert shared is not None
     labels = {str(value) for m in shared.clusters + shared.control
               for sample, _ in m.samples for value in sample.values()}  # fmt: skip
-    assert shared is not None
     assert not labels & {"alpha", "gamma", "gamma-secret-run", "Alpha", "Gamma"}
     assert {m.name for m in shared.clusters + shared.control}.isdisjoint(
         {"mlsched_jobs", "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished"}

@@ -43,8 +43,8 @@ class Command(BaseCommand):
         stop.set()
         if not server.listening_addresses:
             raise CommandError(
-                f"Port {port} is in use: stop what listens there, or pick another "
-                "(PORT=9000 make run)."
+                f"Cannot listen on port {port} (in use, or not allowed): stop what listens "
+                "there, or pick another (PORT=9000 make run)."
             )
         # A request in flight when the server stopped waits forever in its thread for the
         # stopped event loop, and the interpreter would wait for that thread at exit.
@@ -68,6 +68,7 @@ class Command(BaseCommand):
 def hold_var_dir():
     """Lock the var dir for this process's life: a second server on it would give the demo
     clusters new agent tokens, and the first one's agents would be refused from then on."""
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)  # with DATABASE_URL, nothing made it
     lock = (settings.VAR_DIR / "run_embedded.lock").open("w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

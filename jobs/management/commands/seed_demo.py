@@ -27,11 +27,12 @@ DEMO_CLUSTERS = [
 ]
 
 # The demo team alone in its cohort has no one to borrow from: its guarantees are the demo
-# clusters' whole capacity, so that a gang over both A100 nodes can run (a larger one waits
+# clusters' whole capacity (two A100 nodes of 64 cores and 512 GiB, four T4 nodes of 8 cores
+# and 64 GiB), so that a gang over both A100 nodes can run (a larger one waits
 # as quota_exceeded, as quotas work).
 DEMO_QUOTAS = [
     ("cpu", 160_000, 0),
-    ("memory", 786_432, 0),
+    ("memory", 1_310_720, 0),
     ("gpu:A100", 16, 0),
     ("gpu:T4", 4, 0),
 ]
