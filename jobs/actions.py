@@ -301,7 +301,9 @@ def lock_live(attempts) -> list[int]:
 
 
 @retrying.atomic
-def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> list[int]:
+def preempt(
+    victims_of: dict[int, list[int]], now=None, claims_seen=None, attempts_seen=None
+) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
     {preemptor id: victim ids}; return the victims asked.
 
@@ -311,7 +313,9 @@ def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> lis
     `claims_seen` ({preemptor id: its preempting_until as the deciding snapshot read it}),
     only for preemptors whose claim is still that one: another scheduler that evicted for the
     job since (MLSCHED_SINGLE_FLIGHT=0) has made the room already, perhaps from other victims,
-    and this decision's would stop for nothing. The
+    and this decision's would stop for nothing. With `attempts_seen` ({victim id: its live
+    attempt as the snapshot read it}), only those attempts are stopped: a victim requeued and
+    placed again since (a drain, another scheduler) runs on in its new place. The
     preemptors are locked first, in id order (job rows before attempts, as cancel() locks), so
     a cancel in flight is waited for, not overtaken, and a change of dependencies in flight
     too (asked once the locks are held, as the commit's claim asks); then the victims as
@@ -332,8 +336,12 @@ def preempt(victims_of: dict[int, list[int]], now=None, claims_seen=None) -> lis
     ready = Job.objects.filter(id__in=claims).exclude(dependencies.waits())
     waiting = list(ready.values_list("id", flat=True))
     victims = sorted({victim for job_id in waiting for victim in victims_of[job_id]})
-    lock_live(Attempt.objects.filter(job_id__in=victims))
-    request_stop(victims, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)
+    live = Attempt.objects.filter(job_id__in=victims)
+    if attempts_seen is not None:
+        live = live.filter(pk__in=[attempts_seen[v] for v in victims if v in attempts_seen])
+        victims = sorted(set(live.filter(outcome="").values_list("job_id", flat=True)))
+    lock_live(live)
+    stop_attempts(live, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
     return victims

@@ -52,7 +52,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     clock.lap(result, "decide")
     commit(decision, now, result)  # 3
     clock.lap(result, "commit")
-    result.preempted = preempt(decision, now, loaded.claims)  # 4
+    result.preempted = preempt(decision, now, loaded)  # 4
     explain(decision, loaded, result)  # 5
     clock.lap(result, "explain")
     beat(seconds=sum(result.seconds.values()), jobs=result.considered)
@@ -70,10 +70,11 @@ def commit(decision: Decision, now: float, result: CycleResult) -> None:
         result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
 
 
-def preempt(decision: Decision, now: float, claims_seen: dict[int, object]) -> list[int]:
+def preempt(decision: Decision, now: float, loaded: snapshot.Loaded) -> list[int]:
     """Ask this cycle's victims to stop; the preemptor is placed once they are gone (the room is
     its own until then). Victims of a preemptor canceled since the decision, or for which
-    another scheduler has evicted since the snapshot (its claim changed), keep running."""
+    another scheduler has evicted since the snapshot (its claim changed), keep running; so does
+    a victim's attempt that replaced the one the snapshot saw."""
     victims_of = {
         int(o.job_id): [int(victim) for victim in o.victims]
         for o in decision.outcomes
@@ -82,7 +83,7 @@ def preempt(decision: Decision, now: float, claims_seen: dict[int, object]) -> l
     if not victims_of:
         return []
     moment = datetime.fromtimestamp(now, tz=UTC)
-    asked = set(actions.preempt(victims_of, moment, claims_seen))
+    asked = set(actions.preempt(victims_of, moment, loaded.claims, loaded.attempts))
     return [int(job_id) for job_id in decision.preempted if int(job_id) in asked]
 
 

@@ -54,6 +54,9 @@ class Loaded:
     claims: dict[int, object] = field(default_factory=dict)
     # Jobs waiting out their retry backoff, which the core never sees: {id: not_before}.
     backoff: dict[int, object] = field(default_factory=dict)
+    # Every running job's live attempt as read: a preemption stops that attempt only, not one
+    # that replaced it since (actions.preempt).
+    attempts: dict[int, int] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -106,7 +109,8 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     }
     claims = {job["id"]: job["preempting_until"] for job in queued}
     backoff = {job["id"]: job["not_before"] for job in backing_off}
-    return Loaded(snapshot, pending | waiting_pending, waiting, claims, backoff)
+    attempts = {row["attempt__job_id"]: row["attempt_id"] for row in rows}
+    return Loaded(snapshot, pending | waiting_pending, waiting, claims, backoff, attempts)
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:

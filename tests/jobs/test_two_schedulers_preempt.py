@@ -38,8 +38,8 @@ def test_the_second_scheduler_evicts_nothing_for_a_preemptor_the_first_evicted_f
     now = time.time()
     first, second = snapshot.load(now), snapshot.load(now)  # both before any eviction
 
-    asked = cycle.preempt(place(first.snapshot), now, first.claims)
-    again = cycle.preempt(place(second.snapshot), now, second.claims)
+    asked = cycle.preempt(place(first.snapshot), now, first)
+    again = cycle.preempt(place(second.snapshot), now, second)
 
     assert len(asked) == 1 and again == []
     assert stopping() == asked
@@ -62,3 +62,24 @@ def test_a_later_decision_that_saw_the_claim_may_evict_more(crowded):
     assert actions.preempt({high.pk: [low2.pk]}, claims_seen={high.pk: claim}) == [low2.pk]
     assert stopping() == [low1.pk, low2.pk]
     assert Job.objects.get(pk=high.pk).state == State.QUEUED
+
+
+def test_a_victim_placed_again_since_the_snapshot_runs_on_in_its_new_place(crowded):
+    high, (low1, low2) = crowded
+    seen = snapshot.load(time.time())
+    # Meanwhile low1's attempt ends (its node drained, say) and it is placed again (high is
+    # held for that moment, or it would take the room).
+    first = low1.attempts.get()
+    actions.end_attempt(first.pk, Attempt.Outcome.PREEMPTED, reason="node drained")
+    actions.hold(high, "someone")
+    cycle.run_cycle()
+    actions.release_hold(high, "someone")
+    again = Attempt.objects.get(job=low1, number=2)
+
+    asked = actions.preempt({high.pk: [low1.pk]}, claims_seen={high.pk: None},
+                            attempts_seen=seen.attempts)  # fmt: skip
+
+    assert seen.attempts[low1.pk] == first.pk
+    assert asked == []
+    again.refresh_from_db()
+    assert again.stop_requested_at is None
