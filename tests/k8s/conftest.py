@@ -96,12 +96,15 @@ def eventually(check, timeout=5.0):
         time.sleep(0.02)
 
 
-def status_becomes(backend, attempt_id, rank, phase, timeout=5.0):
-    """Wait until the worker's status has `phase`, and return that status."""
+def status_becomes(backend, attempt_id, rank, phase, timeout=5.0, reason=None):
+    """Wait until the worker's status has `phase` (and `reason`, if given), and return that
+    status: a pod just created is pending before the watch sees why it waits."""
 
     def check():
         found = [s for s in backend.status() if (s.attempt_id, s.rank) == (attempt_id, rank)]
-        return found[0] if found and found[0].phase == phase else None
+        if not found or found[0].phase != phase:
+            return None
+        return found[0] if reason is None or found[0].reason == reason else None
 
     try:
         return eventually(check, timeout)

@@ -57,7 +57,8 @@ def test_a_first_pull_the_registry_fails_waits_for_the_kubelets_next_try(kube, b
 
     kube.wait_pod(NAMESPACE, POD, "ErrImagePull", TIMEOUT)
 
-    assert status_becomes(backend, 7, 0, base.PENDING).reason == f"ErrImagePull: {TIMEOUT}"
+    waiting = status_becomes(backend, 7, 0, base.PENDING, reason=f"ErrImagePull: {TIMEOUT}")
+    assert waiting.exit_code is None  # not ended: the kubelet pulls again
 
 
 def test_a_registry_that_keeps_failing_is_an_infrastructure_failure_with_its_error(kube, backend):
