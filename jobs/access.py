@@ -162,3 +162,19 @@ def wait_sentence(job: Job, hidden: frozenset[int]) -> str:
     if named_jobs(job) & hidden:
         return "Waiting for jobs of its team that you cannot see."
     return job.pending_message
+
+
+DEPENDENCY_NAMED = re.compile(r"\bdependency \d+")
+KIND_NAMES = re.compile(r"\b(afterok|afterany|afternotok)((?::\d+)+)")
+
+
+def outsiders_reason(reason: str) -> str:
+    """An event's reason as a reader outside the job's tenant reads it (a guardian grant on
+    this one job): without the ids of the team's other jobs it names ("dependency 12 failed",
+    "dependencies afterok:12:13, set by ...")."""
+    return KIND_NAMES.sub(r"\1:...", DEPENDENCY_NAMED.sub("a dependency", reason))
+
+
+def is_outsider(user, job: Job) -> bool:
+    """Whether the user reads the job from outside its tenant (through a grant on it alone)."""
+    return not tenants_of(user).filter(pk=job.tenant_id).exists()

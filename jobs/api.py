@@ -238,7 +238,11 @@ class ResubmitView(APIView):
 class EventsView(APIView):
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
-        return Response({"events": EventSerializer(job.events.all(), many=True).data})
+        answer = EventSerializer(job.events.all(), many=True).data
+        if access.is_outsider(request.user, job):
+            for event in answer:
+                event["reason"] = access.outsiders_reason(event["reason"])
+        return Response({"events": answer})
 
 
 class LogsView(APIView):

@@ -54,6 +54,10 @@ class JobConsumer(JsonWebsocketConsumer):
             self.close(code=NOT_FOUND)
             return
         self.job_id = job_id
+        # Read from outside its tenant (a grant on this job alone): reasons lose the ids of
+        # the team's other jobs, as the API gives them.
+        user = self.scope["user"]
+        self.outsider = not access.tenants_of(user).filter(pk=job["tenant_id"]).exists()
         self.checked_at = time.monotonic()
         self.groups_joined = [events.tenant_group(job["tenant_id"]), events.logs_group(job_id)]
         for group in self.groups_joined:
@@ -91,9 +95,10 @@ class JobConsumer(JsonWebsocketConsumer):
         mine = [change for change in message["changes"] if change["job"] == self.job_id]
         if mine and self.still_allowed():
             latest = mine[-1]
-            self.send_json(
-                StateMessage(type="state", state=latest["to_state"], reason=latest["reason"])
-            )
+            reason = latest["reason"]
+            if self.outsider:
+                reason = access.outsiders_reason(reason)
+            self.send_json(StateMessage(type="state", state=latest["to_state"], reason=reason))
 
     def job_logs(self, message: events.JobLogs):
         if not self.still_allowed():

@@ -7,7 +7,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm
 
-from jobs.models import Dependency
+from jobs.models import Dependency, JobEvent
 from tests.factories import JobFactory
 from tests.jobs.test_batch_cancel import api
 
@@ -84,3 +84,20 @@ def test_the_job_list_reads_the_dependencies_of_a_page_in_one_query(alice, alpha
     assign_perm("jobs.view_job", charlie, job)  # one shared job naming a hidden one
 
     assert queries(5) == queries(25)
+
+
+def test_a_shared_jobs_events_do_not_name_the_teams_jobs(alice, alpha, bob, charlie, waiting):
+    assign_perm("jobs.view_job", charlie, waiting)
+    first = waiting.dependency_links.get().on_id
+    JobEvent.objects.create(job=waiting, from_state="queued", to_state="queued",
+                            reason=f"dependencies afterok:{first}:77, set by alice")  # fmt: skip
+    JobEvent.objects.create(job=waiting, from_state="queued", to_state="canceled",
+                            reason=f"dependency {first} failed")  # fmt: skip
+
+    def reasons(user):
+        events = api(user).get(f"/api/v1/jobs/{waiting.pk}/events/").json()["events"]
+        return [event["reason"] for event in events][-2:]
+
+    assert reasons(charlie) == ["dependencies afterok:..., set by alice", "a dependency failed"]
+    assert reasons(bob) == [f"dependencies afterok:{first}:77, set by alice",
+                            f"dependency {first} failed"]  # fmt: skip

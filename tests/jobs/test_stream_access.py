@@ -213,3 +213,21 @@ async def test_it_closes_once_the_users_password_changes(alpha, alice, bob):
     await sync_to_async(change_password)()
 
     assert await closed_on_next_change(socket, job)
+
+
+async def test_an_outsider_hears_a_shared_jobs_changes_without_the_ids_of_its_teams_jobs(
+    alpha, alice, charlie
+):
+    job = await sync_to_async(JobFactory)(tenant=alpha, owner=alice)
+    await sync_to_async(assign_perm)("jobs.view_job", charlie, job)
+    outsider, _, _ = await open_page(charlie, job.pk)
+    member, _, _ = await open_page(alice, job.pk)
+    for socket in (outsider, member):
+        await socket.receive_json_from()
+
+    await sync_to_async(actions.transition)(job, State.CANCELED, "dependency 4321 failed")
+
+    assert (await outsider.receive_json_from(timeout=5))["reason"] == "a dependency failed"
+    assert (await member.receive_json_from(timeout=5))["reason"] == "dependency 4321 failed"
+    for socket in (outsider, member):
+        await socket.disconnect()
