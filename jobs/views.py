@@ -34,6 +34,7 @@ from quotas import tokens
 from quotas.models import PriorityClass
 
 PAGE = 50
+HISTORY = 20  # events the job page lists, newest first
 
 
 def index(request):
@@ -111,12 +112,18 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
     queued = can_cancel and State.QUEUED in shard_states
     depends_on = dependency_list(request.user, job)
     hidden = access.hidden_from(request.user, [job])
+    history = list(job.events.order_by("-id")[: HISTORY + 1])
+    if access.is_outsider(request.user, job):
+        for event in history:
+            event.reason = access.outsiders_reason(event.reason)
     context = {
         "job": job,
         "wait_sentence": access.wait_sentence(job, hidden),
         # The job it runs again, unless the reader may not see that one.
         "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,
         "attempts": attempts,
+        "history": history[:HISTORY],
+        "more_history": len(history) > HISTORY,
         "can_cancel": can_cancel,
         "hold": actions.hold_verb(job, admin=request.user.is_superuser) if queued else "",
         # Drawn for whoever may cancel the job while it lives: job.js shows it while queued.

@@ -5,8 +5,10 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from guardian.shortcuts import assign_perm
 
-from jobs.models import Attempt, Family, Job
+from jobs import actions
+from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.states import State
 from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
 from tests.jobs.test_portal_submit import FORM
@@ -133,3 +135,22 @@ def test_an_older_page_of_the_job_list_links_back_to_the_newest(client, alpha, a
 
     assert '<a id="newest" href="?state=queued">Newest jobs</a>' in older
     assert 'id="newest"' not in newest
+
+
+def test_the_job_page_lists_its_history_newest_first_without_the_teams_ids_for_an_outsider(
+    client, alpha, alice, charlie
+):
+    job = JobFactory(tenant=alpha, owner=alice)
+    actions.hold(job, "alice")
+    JobEvent.objects.create(job=job, from_state="queued", to_state="queued",
+                            reason="dependencies afterok:9876, set by alice")  # fmt: skip
+    assign_perm("jobs.view_job", charlie, job)
+
+    client.force_login(alice)
+    own = client.get(f"/jobs/{job.pk}/").text
+    client.force_login(charlie)
+    outsider = client.get(f"/jobs/{job.pk}/").text
+
+    history = own[own.index('id="history"') :]
+    assert history.index("afterok:9876") < history.index("held by alice")
+    assert "afterok:..." in outsider and "9876" not in outsider
