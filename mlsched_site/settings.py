@@ -134,7 +134,7 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "mlsched_site.layers.ThreadSafeInMemoryChannelLayer"}}
 
 # Request bodies up to 8 MiB (Django's default is 2.5 MiB): an agent's heartbeat lists every
 # worker of its cluster, about 150 bytes each; its log batches are kept near 1 MiB.
