@@ -82,7 +82,8 @@ class Quota(models.Model):
     borrow from other tenants' guarantees on top (a cohort, as in Kueue)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
-    flavor = models.CharField(max_length=64, validators=[validate_flavor])
+    # "gpu:" and a GPU type as long as a node's (clusters.Node.gpu_type: 64).
+    flavor = models.CharField(max_length=4 + 64, validators=[validate_flavor])
     guaranteed = models.PositiveBigIntegerField(default=0)
     borrow_limit = models.PositiveBigIntegerField(default=0)
 

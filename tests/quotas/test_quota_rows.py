@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from quotas.models import Quota
-from tests.factories import QuotaFactory, UserFactory
+from tests.factories import NodeFactory, QuotaFactory, UserFactory
 from tests.jobs.test_lock_order import other_connection
 from tests.processes import wait_until, waiting_on_a_lock
 
@@ -158,3 +158,14 @@ def test_a_gpu_type_no_node_reports_yet_is_spelled_as_other_quotas_spell_it(
     assert page.status_code == 200
     assert "Other quotas spell this GPU type as &#x27;B200&#x27;: use gpu:B200." in page.text
     assert stored(alpha) == []
+
+
+def test_a_gpu_type_as_long_as_a_node_may_have_gets_a_quota(alpha):
+    longest = "X" * 64
+    NodeFactory(gpu_type=longest, gpu_count=8)
+    quota = Quota(tenant=alpha, flavor=f"gpu:{longest}", guaranteed=8, borrow_limit=0)
+
+    quota.full_clean()
+    quota.save()
+
+    assert Quota.objects.get(tenant=alpha).gpu_type == longest
