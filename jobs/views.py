@@ -111,9 +111,11 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
     # Who may cancel may hold a queued job (a batch: its queued shards) and release it.
     queued = can_cancel and State.QUEUED in shard_states
     depends_on = dependency_list(request.user, job)
-    hidden = access.hidden_from(request.user, [job])
+    # Only a reader from outside the job's tenant (a grant on this job alone) may be hidden from.
+    outsider = access.is_outsider(request.user, job)
+    hidden = access.hidden_from(request.user, [job]) if outsider else frozenset()
     history = list(job.events.order_by("-id")[: HISTORY + 1])
-    if access.is_outsider(request.user, job):
+    if outsider:
         for event in history:
             event.reason = access.outsiders_reason(event.reason)
     context = {

@@ -16,7 +16,7 @@ from jobs import actions, cycle, dependencies, retention, snapshot
 from jobs.models import Attempt, Dependency, Family, Job, JobEvent
 from jobs.states import State
 from tests.factories import NodeFactory, PriorityClassFactory, UserFactory
-from tests.jobs.test_lock_order import other_connection
+from tests.jobs.test_lock_order import commit_once_waited_on, other_connection
 from tests.processes import wait_until, waiting_on_a_lock
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("normal_priority")]
@@ -401,12 +401,7 @@ def beside_a_cancel_in_flight(canceled, verb, *args):
     canceling.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [canceled.pk])
     canceling.execute("UPDATE jobs_job SET state = 'canceled' WHERE id = %s", [canceled.pk])
     running, outcome = in_a_thread(verb, *args)
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("jobs_job"), 10)
-        canceling.commit()
-    finally:
-        canceling.close()
-        running.join(10)
+    commit_once_waited_on(canceling, running, "jobs_job")
     return outcome[0]
 
 

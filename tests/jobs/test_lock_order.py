@@ -37,6 +37,18 @@ def in_a_thread(fn, *args) -> threading.Thread:
     return thread
 
 
+def commit_once_waited_on(holder, thread, statement: str) -> None:
+    """Commit `holder` (another connection) once some session waits for a lock in a statement
+    naming `statement` (the thread's, which `holder`'s locks hold back), then close it and
+    join the thread."""
+    try:
+        assert wait_until(lambda: waiting_on_a_lock(statement), 10)
+        holder.commit()
+    finally:
+        holder.close()
+        thread.join(10)
+
+
 def run_beside_an_end_in_flight(job_id: int, attempt_id: int, verb, *args) -> None:
     """Run `verb(*args)` while another transaction, as an attempt's end or a cancel does, holds
     the job's row and then locks the attempt's. The verb must wait for the job before it

@@ -9,8 +9,7 @@ from jobs.states import State
 from quotas.models import Tenant
 from tests.factories import JobFactory, PriorityClassFactory
 from tests.jobs.test_batch_cancel import SPEC, api
-from tests.jobs.test_lock_order import in_a_thread, other_connection
-from tests.processes import wait_until, waiting_on_a_lock
+from tests.jobs.test_lock_order import commit_once_waited_on, in_a_thread, other_connection
 
 pytestmark = pytest.mark.django_db
 
@@ -84,13 +83,7 @@ def test_a_repeated_submission_is_answered_with_its_job_not_refused(alice, alpha
 def run_while_its_turn_is_held(holder, submit) -> None:
     """Run `submit` in a thread while `holder` (another connection) holds the tenant's turn:
     once it waits for the turn, `holder` commits."""
-    submitting = in_a_thread(submit)
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("pg_advisory_xact_lock"), 10)
-        holder.commit()
-    finally:
-        holder.close()
-        submitting.join(10)
+    commit_once_waited_on(holder, in_a_thread(submit), "pg_advisory_xact_lock")
 
 
 @pytest.mark.django_db(transaction=True)

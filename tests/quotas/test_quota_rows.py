@@ -9,8 +9,7 @@ from django.db import connection
 
 from quotas.models import Quota
 from tests.factories import NodeFactory, QuotaFactory, UserFactory
-from tests.jobs.test_lock_order import other_connection
-from tests.processes import wait_until, waiting_on_a_lock
+from tests.jobs.test_lock_order import commit_once_waited_on, other_connection
 
 TAKEN = "This tenant has a quota on gpu:A100 already"
 
@@ -134,12 +133,7 @@ def test_two_admins_adding_one_flavor_at_once_get_one_row_and_a_form_error(clien
 
     saving = threading.Thread(target=save)
     saving.start()
-    try:
-        assert wait_until(lambda: waiting_on_a_lock("quotas_"), 10)
-        other.commit()
-    finally:
-        other.close()
-        saving.join(10)
+    commit_once_waited_on(other, saving, "quotas_")
 
     assert "error" not in answer, answer.get("error")
     assert TAKEN in answer["page"].text

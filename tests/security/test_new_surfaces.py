@@ -16,7 +16,8 @@ from jobs import metrics
 from jobs.admin import CappedPaginator
 from jobs.models import Attempt, Job
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory, PriorityClassFactory
+from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
+from tests.jobs.test_admin import issues_no_agent_token
 from tests.quotas.test_quota_rows import tenant_form
 from tests.security.test_admin_scope import GRANTED, job_with_records
 
@@ -84,17 +85,7 @@ def test_a_tenant_admin_cannot_edit_a_node(tenant_admin):
 
 
 def test_a_tenant_admin_cannot_issue_a_clusters_agent_token(tenant_admin):
-    cluster = ClusterFactory(name="east")
-    before = cluster.agent_token_hash
-
-    page = tenant_admin.post(
-        "/admin/clusters/cluster/",
-        {"action": "rotate_agent_token", "_selected_action": [cluster.pk]},
-    )
-
-    cluster.refresh_from_db()
-    assert cluster.agent_token_hash == before
-    assert "agent-token" not in page.text
+    assert issues_no_agent_token(tenant_admin)
 
 
 def test_a_tenant_admin_still_looks_at_the_nodes_and_the_workers_running(tenant_admin, gamma_job):
