@@ -94,24 +94,34 @@ def _stopping(seen: Seen) -> tuple[str, int | None, str]:
 
 
 def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
-    """The final state of a pod that ran to an end, None while it has not ended."""
+    """The final state of a pod that ran to an end, None while it has not ended. The worker's
+    end is the pod's: a classic sidecar a mesh injected (a proxy) keeps the pod Running after
+    the worker's container has exited, and the pod never restarts it (restartPolicy Never)."""
     phase = _phase(pod)
     term = _terminated(pod)
     exit_code = term.exit_code if term else None
     if phase == "Succeeded":
         return base.EXITED, exit_code or 0, ""
-    if phase != "Failed":
-        return None
-    pod_reason = pod.status.reason or ""
-    if pod_reason == "DeadlineExceeded":  # activeDeadlineSeconds: the runtime limit
-        return base.TIMED_OUT, exit_code, "exceeded its runtime limit (DeadlineExceeded)"
-    if pod_reason:  # Evicted, OutOfcpu, NodeAffinity, Shutdown...
-        return base.FAILED, exit_code, pod_reason
-    # Drained, preempted or deleted for a taint: the kubelet stopped the container (143, 137)
-    # and marked the pod Failed before it went; Kubernetes' Job controller ignores these too.
-    disruption = _disruption(pod)
-    if disruption:
-        return base.FAILED, exit_code, disruption
+    if phase == "Failed":
+        pod_reason = pod.status.reason or ""
+        if pod_reason == "DeadlineExceeded":  # activeDeadlineSeconds: the runtime limit
+            return base.TIMED_OUT, exit_code, "exceeded its runtime limit (DeadlineExceeded)"
+        if pod_reason:  # Evicted, OutOfcpu, NodeAffinity, Shutdown...
+            return base.FAILED, exit_code, pod_reason
+        # Drained, preempted or deleted for a taint: the kubelet stopped the container (143,
+        # 137) and marked the pod Failed before it went; Kubernetes' Job controller ignores
+        # these too.
+        disruption = _disruption(pod)
+        if disruption:
+            return base.FAILED, exit_code, disruption
+    elif term is None or _disruption(pod):
+        return None  # running; or being taken away, which the pod's end or deletion tells
+    return _container_end(term)
+
+
+def _container_end(term: client.V1ContainerStateTerminated | None) -> tuple[str, int | None, str]:
+    """How the worker's container ended, when the pod around it says nothing more."""
+    exit_code = term.exit_code if term else None
     if term and term.reason in INFRA_TERMINATION:
         message = term.message or ""
         if NO_COMMAND.search(message):
@@ -184,7 +194,8 @@ def is_started(pod: client.V1Pod) -> bool:
 
 
 def is_finished(pod: client.V1Pod | None) -> bool:
-    return _phase(pod) in ("Succeeded", "Failed")
+    """The pod, or the worker's container in it, has ended: it will not run again."""
+    return _phase(pod) in ("Succeeded", "Failed") or _terminated(pod) is not None
 
 
 def node_state(node: client.V1Node | None) -> str:

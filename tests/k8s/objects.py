@@ -138,6 +138,13 @@ def is_terminal(pod: dict) -> bool:
     return pod.get("status", {}).get("phase") in TERMINAL
 
 
+def worker_ended(pod: dict) -> bool:
+    """The pod has ended, or the worker's container in it has: its log follow ends."""
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    states = [c.get("state", {}) for c in statuses if c["name"] == "worker"]
+    return is_terminal(pod) or any("terminated" in state for state in states)
+
+
 def container_started(pod: dict) -> bool:
     states = [c.get("state", {}) for c in pod.get("status", {}).get("containerStatuses", [])]
     return any("running" in s or "terminated" in s for s in states)
@@ -171,6 +178,15 @@ def terminated(pod: dict, exit_code: int, reason: str) -> None:
     pod["status"].update(
         phase="Succeeded" if exit_code == 0 else "Failed",
         containerStatuses=_container_status(pod, state, False),
+    )
+
+
+def beside_sidecar(pod: dict, exit_code: int) -> None:
+    state = {"terminated": {"exitCode": exit_code, "reason": "Completed", "finishedAt": now()}}
+    proxy = {"name": "istio-proxy", "image": "proxy", "imageID": "", "ready": True}
+    proxy.update(restartCount=0, started=True, state={"running": {"startedAt": now()}})
+    pod["status"].update(
+        phase="Running", containerStatuses=[proxy, *_container_status(pod, state, False)]
     )
 
 

@@ -165,6 +165,11 @@ class KubeTestServer:
         reason = reason or ("Completed" if exit_code == 0 else "Error")
         self._set_pod_state(ns, name, lambda pod: objects.terminated(pod, exit_code, reason))
 
+    def exit_beside_sidecar(self, ns: str, name: str, exit_code: int) -> None:
+        """The worker's container ends while a classic sidecar injected beside it (a mesh's
+        proxy) runs on: the pod stays Running."""
+        self._set_pod_state(ns, name, lambda pod: objects.beside_sidecar(pod, exit_code))
+
     def oom_kill(self, ns: str, name: str) -> None:
         self.exit_pod(ns, name, 137, "OOMKilled")
 
@@ -438,7 +443,7 @@ class KubeTestServer:
                 lines = self.logs.get((ns, name), [])[sent:]
                 pod = self.store["pods"].get((ns, name))
                 dropped = self.closed or generation != self.watch_generation
-                done = dropped or pod is None or objects.is_terminal(pod)
+                done = dropped or pod is None or objects.worker_ended(pod)
                 if not lines and not done:
                     self.cond.wait(0.5)
                     continue

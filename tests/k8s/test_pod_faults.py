@@ -82,18 +82,48 @@ def with_sidecar(phase, worker):
             (base.FAILED, None, "ImagePullBackOff"),
         ),
         (with_sidecar("Failed", container("worker", exit_code=3)), (base.EXITED, 3, "")),
+        # A classic sidecar (a proxy) keeps the pod Running once the worker has exited.
+        (with_sidecar("Running", container("worker", exit_code=3)), (base.EXITED, 3, "")),
+        (with_sidecar("Running", container("worker", exit_code=0)), (base.EXITED, 0, "")),
         (
             with_sidecar("Running", container("worker", waiting="ContainerCreating")),
             (base.PENDING, None, "ContainerCreating"),
         ),
     ],
-    ids=["image-pull", "exit", "not-started"],
+    ids=["image-pull", "exit", "exit-beside-sidecar", "success-beside-sidecar", "not-started"],
 )
 def test_it_reads_the_workers_container_not_an_injected_one(pod, want):
     status = worker_status(7, 0, Seen(pod))
 
     assert (status.phase, status.exit_code, status.reason) == want
     assert is_started(pod) == (want[0] == base.EXITED)
+
+
+def test_a_worker_that_exits_beside_a_running_sidecar_ends_with_its_last_lines_and_pod_goes(
+    kube, backend
+):
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    kube.append_log(NAMESPACE, POD, "epoch 1", "saved model")
+
+    kube.exit_beside_sidecar(NAMESPACE, POD, 0)
+
+    status = status_becomes(backend, 7, 0, base.EXITED)
+    assert (status.exit_code, kube.pod(NAMESPACE, POD)["status"]["phase"]) == (0, "Running")
+    assert texts(backend.logs()) == [(0, 0, "epoch 1"), (0, 1, "saved model")]
+    backend.forget(7)
+    assert kube.pods() == []  # the sidecar goes with it, and the node's GPU is free
+
+
+def test_a_sidecar_pod_being_drained_is_not_the_workers_own_exit():
+    pod = with_sidecar("Running", container("worker", exit_code=143))
+    condition = client.V1PodCondition(
+        type="DisruptionTarget", status="True", reason="EvictionByEvictionAPI"
+    )
+    pod.status.conditions = [condition]
+
+    assert worker_status(7, 0, Seen(pod)).phase == base.RUNNING  # until it fails or goes
+    assert worker_status(7, 0, Seen(pod, deleted=True)).phase == base.LOST
 
 
 def test_lines_written_after_the_log_was_rotated_are_not_lost_when_the_stream_drops(kube, backend):
