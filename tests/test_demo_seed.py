@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from clusters.models import Cluster
 from jobs import actions, cycle
-from jobs.management.commands.seed_demo import seed
+from jobs.management.commands.seed_demo import recalled, seed
 from jobs.models import Family, Job
 from jobs.states import State
 from quotas.models import PriorityClass, Tenant
@@ -33,3 +33,33 @@ def test_a_gang_over_both_demo_a100_nodes_and_the_shared_t4s_all_run():
 
     placed = Job.objects.filter(pk__in=[gang.pk, *(s.pk for s in shares)])
     assert set(placed.values_list("state", "pending_reason")) == {(State.SCHEDULED, "")}
+
+
+def test_it_recalls_the_first_passwords_while_they_still_sign_in(tmp_path):
+    credentials = tmp_path / "demo-credentials.txt"
+    credentials.write_text(seed())
+
+    assert recalled(credentials) == credentials.read_text()
+
+
+def test_a_password_changed_since_the_demo_was_created_is_not_shown(tmp_path):
+    credentials = tmp_path / "demo-credentials.txt"
+    credentials.write_text(seed())
+    first = credentials.read_text().split()[4]  # "Demo user:  demo / PASSWORD ..."
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("a new secret")
+    admin.save()
+
+    shown = recalled(credentials)
+
+    assert f"demo / {first}  (tenant 'demo')" in shown
+    assert "admin / (changed since the demo was created)" in shown
+    assert "a new secret" not in shown
+
+
+def test_a_deleted_credentials_file_says_how_to_set_a_password(tmp_path):
+    seed()
+
+    shown = recalled(tmp_path / "demo-credentials.txt")
+
+    assert "not kept any more" in shown and "changepassword" in shown

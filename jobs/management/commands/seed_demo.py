@@ -1,6 +1,8 @@
 """Fill an empty database with a demo tenant, users, priority classes and two clusters."""
 
+import re
 import secrets
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -44,14 +46,36 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         credentials = settings.VAR_DIR / "demo-credentials.txt"
         if Tenant.objects.exists():
-            if credentials.exists():
-                self.stdout.write(credentials.read_text())
+            self.stdout.write(recalled(credentials))
             return
         with transaction.atomic():
             text = seed()
         credentials.write_text(text)
         credentials.chmod(0o600)
         self.stdout.write(text)
+
+
+CREDENTIAL = re.compile(r"^(?P<head>.*?: *(?P<user>\S+) / )(?P<password>\S+)(?P<tail>.*)$")
+GONE = (
+    "The demo's first passwords are not kept any more ({path}): a platform admin sets one with "
+    "`.venv/bin/python manage.py changepassword USER`.\n"
+)
+
+
+def recalled(credentials: Path) -> str:
+    """The credentials written when the demo was seeded, as far as they still sign in: a
+    password changed since is not shown (it would be wrong)."""
+    if not credentials.exists():
+        return GONE.format(path=credentials)
+    users = get_user_model().objects
+    lines = []
+    for line in credentials.read_text().splitlines():
+        match = CREDENTIAL.match(line)
+        user = match and users.filter(username=match["user"]).first()
+        if match and not (user and user.check_password(match["password"])):
+            line = f"{match['head']}(changed since the demo was created){match['tail']}"
+        lines.append(line + "\n")
+    return "".join(lines)
 
 
 def seed() -> str:
