@@ -6,7 +6,9 @@ from itertools import chain
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q, prefetch_related_objects
 from guardian.models import GroupObjectPermission, UserObjectPermission
+from rest_framework.exceptions import ValidationError
 
+from jobs.dependencies import Refusal
 from jobs.models import Dependency, Job
 from quotas.models import Membership, Tenant
 
@@ -78,10 +80,17 @@ def cancel_targets(user):
 def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=None):
     """The live jobs a cancel of many names (Slurm's scancel filters, each narrowing the rest)
     among those the user may cancel. A batch matched through its first shard stands for all its
-    shards, as a cancel of it does; `state` then keeps those of its shards in that state."""
+    shards, as a cancel of it does; `state` then keeps those of its shards in that state.
+
+    A filter other than `ids` reads what a job is (its name, tenant, owner or state), so it
+    matches only jobs the user can see: a job they may cancel but not see (a cancel_job grant
+    alone) is named by its id alone, or not at all. Were a filter to match it, the answer would
+    tell a right guess of its name or state from a wrong one."""
     jobs = cancelable_jobs(user)
     if ids is not None:
         jobs = jobs.filter(pk__in=ids)
+    if name is not None or tenant is not None or mine or state is not None:
+        jobs = jobs & visible_jobs(user)
     if name is not None:
         jobs = jobs.filter(name=name)
     if tenant is not None:
@@ -166,6 +175,15 @@ def wait_sentence(job: Job, hidden: frozenset[int]) -> str:
 
 DEPENDENCY_NAMED = re.compile(r"\bdependency \d+")
 KIND_NAMES = re.compile(r"\b(afterok|afterany|afternotok)((?::\d+)+)")
+
+
+def refusal_as_read(user, refusal: ValidationError) -> ValidationError:
+    """A refused change as the user reads it: one naming a job they may not see (a Refusal: an
+    earlier job of a singleton's group, for the holder of a grant on the later job alone) says
+    the same without its id."""
+    if isinstance(refusal, Refusal) and not visible_jobs(user).filter(pk=refusal.named).exists():
+        return ValidationError({refusal.field: [refusal.unnamed]})
+    return refusal
 
 
 def outsiders_reason(reason: str) -> str:

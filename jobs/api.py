@@ -201,6 +201,8 @@ class DependenciesView(APIView):
             changed = actions.set_dependencies(job, waits, singleton, str(request.user))
         except actions.DependenciesRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        except ValidationError as refusal:  # it may name a job the caller may not see
+            raise access.refusal_as_read(request.user, refusal) from None
         if not access.can_see(request.user, job):
             # The grant is to cancel, not to read: what was asked, and no more.
             data = {

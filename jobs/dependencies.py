@@ -296,11 +296,22 @@ def lock_change(job: Job, waits: list[Wait]) -> tuple[dict[int, str], set[int]]:
             transaction.set_rollback(True)
 
 
+class Refusal(ValidationError):
+    """A refused change whose sentence (`said`, on `field`) names a job the caller did not name
+    (`named`): an earlier job of the group, which a holder of a grant on this job alone may not
+    see. `unnamed` says the same without its id (access.refusal_as_read picks)."""
+
+    def __init__(self, field: str, *, named: int, said: str, unnamed: str):
+        super().__init__({field: [said]})
+        self.field, self.named, self.unnamed = field, named, unnamed
+
+
 def check_change(job: Job, waits: list[Wait], singleton: bool, locked: set[int]) -> None:
     """Raise the serializer's ValidationError for a change of `job`'s dependencies, under
     `lock_change`'s locks, that submit would refuse (`hold`), or that would have it wait for
     itself: on `depends_on` for itself, or for a job that waits for it, directly or through
-    others; on `singleton` for an earlier job of its group that does."""
+    others; on `singleton` for an earlier job of its group that does (a Refusal: the caller
+    may not see that job). The other refusals name only jobs the caller named."""
     if any(wait.on == job.pk for wait in waits):
         raise ValidationError({"depends_on": [f"Job #{job.pk} cannot wait for itself."]})
     _check_awaited(waits, locked)
@@ -314,10 +325,16 @@ def check_change(job: Job, waits: list[Wait], singleton: bool, locked: set[int])
         return
     group = Job.objects.filter(tenant_id=job.tenant_id, owner_id=job.owner_id, name=job.name)
     if earlier := group.filter(pk__lt=job.pk, pk__in=waiting).order_by("pk").first():
-        raise ValidationError({"singleton": [
-            f"Job #{earlier.pk}, an earlier job of the same name, waits for job #{job.pk}, "
-            "directly or through other jobs: a singleton waits for it, so neither would ever run."
-        ]})  # fmt: skip
+        why = (
+            f"waits for job #{job.pk}, directly or through other jobs: a singleton waits for it, "
+            "so neither would ever run."
+        )
+        raise Refusal(
+            "singleton",
+            named=earlier.pk,
+            said=f"Job #{earlier.pk}, an earlier job of the same name, {why}",
+            unnamed=f"An earlier job of the same name {why}",
+        )
 
 
 def waiters(root: int) -> set[int]:

@@ -376,7 +376,8 @@ def change_dependencies(request, pk):
         change.is_valid(raise_exception=True)
         waits, singleton = change.validated_data["depends_on"], change.validated_data["singleton"]
         actions.set_dependencies(job, waits, singleton, str(request.user))
-    except ValidationError as refusal:
+    except ValidationError as refusal:  # it may name a job the caller may not see
+        refusal = access.refusal_as_read(request.user, refusal)
         return refused(request, pk, refusal_text(refusal.detail), 400, typed)
     except actions.DependenciesRefused as refusal:
         return refused(request, pk, str(refusal), 409, typed)
