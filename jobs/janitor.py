@@ -1,9 +1,11 @@
 """Sweeps that make the end paths whole, whatever crashed half-way through them."""
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import DurationField, ExpressionWrapper, F, IntegerField, Value
 
 from clusters import agents
 from clusters.models import Allocation
@@ -11,11 +13,13 @@ from jobs import actions
 from jobs.clock import database_now
 from jobs.models import Attempt
 
+log = logging.getLogger(__name__)
+
 
 def sweep(now=None) -> dict[str, int]:
-    """Release allocations of ended attempts; stop attempts some worker of which never ran;
-    mark clusters whose agent went quiet unhealthy, and end their attempts after a grace period
-    (lost, or as the stop asked of them).
+    """Release allocations of ended attempts; stop attempts some worker of which never ran, and
+    attempts that ran well past their runtime limit; mark clusters whose agent went quiet
+    unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them).
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
@@ -28,6 +32,7 @@ def sweep(now=None) -> dict[str, int]:
     return {
         "released": release_orphans(now),
         "unstarted": stop_unstarted(now),
+        "past_limit": stop_past_limit(now),
         **clusters,
     }
 
@@ -60,3 +65,40 @@ def stop_unstarted(now) -> int:
     # started meanwhile goes on.
     locked = unstarted.filter(pk__in=actions.lock_live(unstarted))
     return actions.stop_attempts(locked, Attempt.Outcome.LOST, message, now=now)
+
+
+@transaction.atomic
+def stop_past_limit(now) -> int:
+    """Attempts still running past their job's runtime limit (``max_runtime_s``, from their
+    start), the stop grace and ``MLSCHED_RUNTIME_LIMIT_SLACK_S`` more: stop them as timed out,
+    as the agent's own enforcement ends them (the job fails, and is not retried).
+
+    The agent enforces the limit itself, from its workers' launch (before the start recorded
+    here), SIGKILL coming a stop grace after the SIGTERM: it comes first, with the exact exit.
+    This is the backstop for an agent that does not (a backend bug, a pod without its
+    deadline), which would otherwise let a job hold its GPUs for ever. An attempt already asked
+    to stop (preempted, canceled) is left to that stop.
+    """
+    late = timedelta(seconds=settings.MLSCHED_STOP_GRACE_S + settings.MLSCHED_RUNTIME_LIMIT_SLACK_S)
+    past_limit = Attempt.objects.filter(
+        outcome="", started_at__isnull=False, stop_requested_at__isnull=True
+    ).filter(started_at__lt=Value(now - late) - runtime_limit())
+    # Locked as stop_unstarted() locks, and asked again at the write: an attempt that ended or
+    # was asked to stop meanwhile keeps its own end.
+    locked = past_limit.filter(pk__in=actions.lock_live(past_limit))
+    stopped = 0
+    for seconds in sorted(set(locked.values_list("job__max_runtime_s", flat=True))):
+        message = f"ran past its runtime limit of {seconds}s; the control plane stopped it"
+        these = locked.filter(job__max_runtime_s=seconds)
+        stopped += actions.stop_attempts(these, Attempt.Outcome.TIMEOUT, message, now=now)
+    if stopped:
+        log.warning("%d attempts ran past their runtime limit without their agent ending them: "
+                    "asked to stop", stopped)  # fmt: skip
+    return stopped
+
+
+def runtime_limit() -> ExpressionWrapper:
+    """The attempt's job's ``max_runtime_s`` as a duration, in SQL. Typed a plain integer:
+    SQLite (the embedded mode) multiplies a duration by nothing else."""
+    seconds = ExpressionWrapper(F("job__max_runtime_s"), output_field=IntegerField())
+    return ExpressionWrapper(seconds * Value(timedelta(seconds=1)), output_field=DurationField())

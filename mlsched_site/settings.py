@@ -210,6 +210,10 @@ MLSCHED_AGENT_LOST_GRACE_S = int(os.environ.get("MLSCHED_AGENT_LOST_GRACE_S", "3
 # An attempt not all of whose workers run this long after placement is stopped and retried
 # (a gang rank that never came up, a pod that cannot start).
 MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
+# An attempt still running this long after its runtime limit and the stop grace is stopped by
+# the control plane, as a timeout: the backstop for an agent that does not enforce the limit.
+# Agents enforce it first (SIGTERM at the limit, SIGKILL a stop grace later), with the exact exit.
+MLSCHED_RUNTIME_LIMIT_SLACK_S = int(os.environ.get("MLSCHED_RUNTIME_LIMIT_SLACK_S", "300"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
 # Retention (jobs/retention.py), in days; 0 keeps forever: log lines of ended attempts and
