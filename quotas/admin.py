@@ -223,8 +223,23 @@ class PriorityClassAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
         return [name for name in fields if name != "tenants"]
 
 
+class QuotaForm(forms.ModelForm):
+    """A quota on its own page. Two admins saving one tenant's flavor at once (here, or here and
+    on the tenant page) take turns on the tenant row, as QuotaFormSet does, so the later one's
+    check of the one-quota-per-flavor rule sees the row the earlier one added: a form error on
+    the flavor, not a 500 from the database."""
+
+    def clean(self):
+        cleaned = super().clean()
+        if tenant := cleaned.get("tenant"):
+            # Held until the admin's save (one transaction) commits.
+            list(Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk))
+        return cleaned
+
+
 @admin.register(Quota)
 class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
+    form = QuotaForm
     list_display = ["tenant", "flavor", "guaranteed", "borrow_limit"]
     list_filter = ["flavor"]
     list_select_related = ["tenant"]

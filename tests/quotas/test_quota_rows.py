@@ -163,3 +163,34 @@ def test_a_gpu_type_as_long_as_a_node_may_have_gets_a_quota(alpha):
     quota.save()
 
     assert Quota.objects.get(tenant=alpha).gpu_type == longest
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_adding_one_flavor_on_the_quota_page_get_one_row_and_a_form_error(client, alpha):
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    other = other_connection()  # the other admin's save, on the tenant page or this one
+    other.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [alpha.pk])
+    other.execute(
+        "INSERT INTO quotas_quota (tenant_id, flavor, guaranteed, borrow_limit) "
+        "VALUES (%s, 'gpu:A100', 8, 0)",
+        [alpha.pk],
+    )
+    answer: dict = {}
+
+    def save():
+        try:
+            form = {"tenant": str(alpha.pk), **quota("gpu:A100", 2)}
+            answer["page"] = client.post("/admin/quotas/quota/add/", form)
+        except Exception as error:  # noqa: BLE001 - the test reports it below
+            answer["error"] = error
+        finally:
+            connection.close()
+
+    saving = threading.Thread(target=save)
+    saving.start()
+    commit_once_waited_on(other, saving, "quotas_")
+
+    assert "error" not in answer, answer.get("error")
+    assert answer["page"].status_code == 200
+    assert "Tenant and Flavor already exists" in answer["page"].text
+    assert list(Quota.objects.values_list("flavor", "guaranteed")) == [("gpu:A100", 8)]
