@@ -27,6 +27,7 @@ from jobs.serializers import (
     LogLineSerializer,
     PrioritySerializer,
     SubmitSerializer,
+    held_filter,
 )
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
@@ -60,10 +61,17 @@ class JobsView(APIView):
             if state not in State.values:
                 raise ValidationError({"state": f"One of {', '.join(State.values)}."})
             jobs = jobs.filter(state=state)
+        if held := request.query_params.get("held"):
+            try:
+                jobs = jobs.filter(held_filter(held))
+            except ValueError as bad:
+                raise ValidationError({"held": str(bad)}) from None
         if (before := id_param(request, "before")) is not None:
             jobs = jobs.filter(id__lt=before)
         if (batch := id_param(request, "batch")) is not None:
             jobs = jobs.filter(Job.rows_of_batch(batch))
+        if (shard := id_param(request, "shard", "A shard's index")) is not None:
+            jobs = jobs.filter(shard_index=shard)
         page = list(jobs[:PAGE])
         context = {"hidden": access.hidden_from(request.user, page)}
         return Response({"jobs": JobSerializer(page, many=True, context=context).data,
@@ -322,15 +330,16 @@ async def stepped(pieces):
         yield piece
 
 
-def id_param(request, name: str) -> int | None:
-    """A query parameter holding an id; a 400 naming it if it is not a whole number. A number
-    past the largest id a job can have stands for that largest, as no job lies between them (a
-    database may refuse to compare an id with a larger number: SQLite does)."""
+def id_param(request, name: str, what: str = "An id") -> int | None:
+    """A query parameter holding an id, or another whole number (`what`, in the error); a 400
+    naming it if it is not a whole number. A number past the largest id a job can have stands
+    for that largest, as no job lies between them (a database may refuse to compare an id with
+    a larger number: SQLite does)."""
     raw = request.query_params.get(name, "")
     if not raw:
         return None
     if not (raw.isascii() and raw.isdigit()):
-        raise ValidationError({name: "An id: a whole number."})
+        raise ValidationError({name: f"{what}: a whole number."})
     return min(int(raw), LARGEST_ID)
 
 

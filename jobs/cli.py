@@ -9,9 +9,10 @@
                      ("afterok:12,singleton"); --depends-on is the same option
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S] [--batch ID] [--limit N]
-                     your jobs, newest first (all of them, or the newest N); --batch: the
-                     shards of one batch (its id: the job its submission returned)
+    list [--state S] [--held] [--batch ID] [--limit N]
+                     your jobs, newest first (all of them, or the newest N); --held: only
+                     the held ones; --batch: the shards of one batch (its id: the job its
+                     submission returned)
     status ID        one job, as JSON
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
                      cancel a job (a batch: every shard), or every live job you may cancel
@@ -22,7 +23,11 @@
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)
     resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
-    logs ID [-f]     a job's output; -f follows it until the job ends
+    logs ID [-f] [--shard N]
+                     a job's output; -f follows it until the job ends. A batch's shards
+                     each have their own: its id alone shows shard 0's (and says so on
+                     standard error), --shard N shard N's (0 to shards-1), as Slurm's
+                     ID_N names a task of a job array
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days)
@@ -200,7 +205,7 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
 
 
 def list_jobs(api: Api, args) -> None:
-    params = {"state": args.state, "batch": args.batch}
+    params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch}
     params = {key: value for key, value in params.items() if value is not None}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
@@ -264,12 +269,13 @@ def resubmit(api: Api, args) -> None:
 
 
 def logs(api: Api, args) -> None:
-    """Print the job's log; with --follow, until the job has ended. Its state is read after a
-    page with nothing new, so the log is read once more once it has ended: the lines it wrote
-    just before it ended are shown."""
+    """Print the job's log (a batch's: one shard's); with --follow, until the job has ended.
+    Its state is read after a page with nothing new, so the log is read once more once it has
+    ended: the lines it wrote just before it ended are shown."""
+    job_id = log_source(api, args.id, getattr(args, "shard", None))
     after, ended = 0, not args.follow
     while True:
-        page = api.call("GET", f"jobs/{args.id}/logs/", params={"after": after})
+        page = api.call("GET", f"jobs/{job_id}/logs/", params={"after": after})
         for line in page["lines"]:
             out = sys.stderr if line["stream"] == "stderr" else sys.stdout
             show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)
@@ -278,9 +284,36 @@ def logs(api: Api, args) -> None:
             continue
         if ended:
             return
-        ended = api.call("GET", f"jobs/{args.id}/")["state"] in TERMINAL
+        ended = api.call("GET", f"jobs/{job_id}/")["state"] in TERMINAL
         if not ended:
             time.sleep(1)
+
+
+def log_source(api: Api, job_id: int, shard: int | None) -> int:
+    """The job whose log `logs` shows: `job_id`, or its shard `shard`. Each shard of a batch
+    is a job with its own log; the batch's id is its shard 0's, which is shown, with a note
+    on standard error, when no shard is named."""
+    job = api.call("GET", f"jobs/{job_id}/")
+    if job["parent"] is not None:
+        if shard is None:
+            return job_id
+        raise SystemExit(f"job {job_id} is shard {job['shard_index']} of batch {job['parent']}:"
+                         f" ask for `logs {job['parent']} --shard {shard}`")  # fmt: skip
+    shards = job["shards"]
+    if shard is None:
+        if shards > 1:
+            print(f"job {job_id} is a batch of {shards} shards: showing shard 0's log;"
+                  f" --shard N shows shard N's (0 to {shards - 1})", file=sys.stderr)  # fmt: skip
+        return job_id
+    if shard >= shards:
+        which = f"its shards are 0 to {shards - 1}" if shards > 1 else "it is not a batch"
+        raise SystemExit(f"job {job_id} has no shard {shard}: {which}")
+    if shard == 0:
+        return job_id
+    found = api.call("GET", "jobs/", params={"batch": job_id, "shard": shard})["jobs"]
+    if not found:  # a job shared with the user alone (a grant) shares none of its shards
+        raise SystemExit(f"shard {shard} of job {job_id} is not one you may see")
+    return found[0]["id"]
 
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
@@ -361,6 +394,12 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def natural(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(text)
+
+
 def http_address(url: str) -> bool:
     """An http:// or https:// address of a host (and a port that is a number)."""
     try:
@@ -393,6 +432,7 @@ def main(argv=None) -> int:
     depending.add_argument("deps", metavar="DEPS", help='as for submit; "" or "none" for none')
     listing = commands.add_parser("list")
     listing.add_argument("--state", choices=STATES, help="only jobs in this state")
+    listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
     listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     for name in ("status", "hold", "release", "resubmit"):
@@ -412,6 +452,8 @@ def main(argv=None) -> int:
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
+    follow.add_argument("--shard", type=natural, metavar="N",
+                        help="a batch's shard N (0 to shards-1); default: shard 0")  # fmt: skip
     report = commands.add_parser("usage")
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")

@@ -1,5 +1,6 @@
 """The portal's forms: the submit form's fields as typed, and the SubmitSerializer input they
-make; the job page's dependencies, and the DependenciesSerializer input they make.
+make; the job page's dependencies, and the DependenciesSerializer input they make; and every
+form's errors tied to their fields for screen readers (`described`).
 
 Every rule stays in the serializers, as for the API. This module only turns the forms' strings
 (a command line, KEY=VALUE lines, comma-separated lists, dependencies as Slurm writes them)
@@ -10,6 +11,10 @@ import hashlib
 import json
 import re
 import shlex
+from dataclasses import dataclass
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from jobs.cli import dependencies_written
 from quotas.models import PriorityClass
@@ -79,6 +84,12 @@ def dependencies_input(text: str) -> dict:
     return {"depends_on": depends_on, "singleton": singleton}
 
 
+def form_field(name: str) -> str:
+    """The submit form's field a serializer's field is typed in: singleton is a word of the
+    dependencies, depends_on."""
+    return "depends_on" if name == "singleton" else name
+
+
 def refusal_text(detail) -> str:
     """A serializer's refusal as one line, each field's errors in turn (the fields' names left
     out: the messages name what they are about)."""
@@ -125,3 +136,45 @@ def open_classes(tenants) -> list[PriorityClass]:
     tenants = list(tenants)
     classes = PriorityClass.objects.prefetch_related("tenants")
     return [c for c in classes if any(c.open_to(t) for t in tenants)]
+
+
+@dataclass(frozen=True)
+class Field:
+    """A form field's error as assistive technology reads it: the element of id `message_id`
+    holds its `message`, and its control, given `attrs`, says it is invalid and is described by
+    that element (after its help text's, `help_id`)."""
+
+    name: str
+    message: str = ""
+    message_id: str = ""
+    help_id: str = ""
+
+    @property
+    def attrs(self) -> SafeString:
+        """The control's aria-invalid and aria-describedby attributes, each after a space."""
+        ids = " ".join(filter(None, [self.help_id, self.message_id if self.message else ""]))
+        if not ids:
+            return SafeString("")
+        invalid = ' aria-invalid="true"' if self.message else ""
+        return format_html('{} aria-describedby="{}"', SafeString(invalid), ids)
+
+
+def described(
+    errors: dict[str, str], *, message_id: str = "", helps: dict[str, str] | None = None
+) -> dict[str, Field]:
+    """A form's fields that have an error (one message each, `errors`) or a help text (the id
+    of its element, `helps`), by name; the templates draw the controls' `attrs` and the
+    messages (portal/field_error.html) from them. Each message is in an element of its own,
+    `id_<name>_error` as Django's forms name it (the password form's), or, given a
+    `message_id`, in that one element, which holds the form's only message (the job page's)."""
+    helps = helps or {}
+    names = [*errors, *(name for name in helps if name not in errors)]
+    return {
+        name: Field(
+            name,
+            errors.get(name, ""),
+            message_id or f"id_{name}_error",
+            helps.get(name, ""),
+        )
+        for name in names
+    }

@@ -21,13 +21,15 @@ from jobs import access, actions, dependencies, reports, throttles
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
-from jobs.forms import dependencies_input, refusal_text
+from jobs.forms import dependencies_input, described, refusal_text
 from jobs.models import Attempt, Job
 from jobs.serializers import (
+    FLAGS,
     LARGEST_ID,
     DependenciesSerializer,
     PrioritySerializer,
     SubmitSerializer,
+    held_filter,
 )
 from jobs.states import TERMINAL, State
 from quotas import tokens
@@ -35,13 +37,15 @@ from quotas.models import PriorityClass
 
 PAGE = 50
 HISTORY = 20  # events the job page lists, newest first
+PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
 
 
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
-    ``?state=``, ``?tenant=<slug>``, ``?q=`` (a part of the name) and ``?batch=<id>`` (a
-    batch's shards). A state that is none, a name over 200 characters or a ``before`` or
-    ``batch`` that is no id is a 400 naming it; a team the user is not in just lists nothing."""
+    ``?state=``, ``?held=`` (1 or 0), ``?tenant=<slug>``, ``?q=`` (a part of the name) and
+    ``?batch=<id>`` (a batch's shards). A state that is none, a held that is neither, a name
+    over 200 characters or a ``before`` or ``batch`` that is no id is a 400 naming it; a team
+    the user is not in just lists nothing."""
     filters, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
     jobs = jobs.none() if errors else jobs.filter(filters).prefetch_related("dependency_links")
@@ -49,7 +53,7 @@ def index(request):
     hidden = access.hidden_from(request.user, page)
     for job in page:
         job.wait_sentence = access.wait_sentence(job, hidden)
-    values = {k: request.GET.get(k, "") for k in ("state", "tenant", "q", "batch")}
+    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch")}
     context = {
         "jobs": page,
         "next": page[-1].pk if len(page) == PAGE else None,
@@ -57,6 +61,8 @@ def index(request):
         "filters": urlencode({k: v for k, v in values.items() if v}),  # for the paging links
         "paged": "before" in request.GET,
         "errors": errors,
+        "fields": described(errors),
+        "held": FLAGS.get(values["held"].lower()),  # the held select's choice: True, False, None
         "states": State.values,
         "tenants": access.tenants_of(request.user).order_by("name"),
     }
@@ -84,11 +90,17 @@ def job_filters(request) -> tuple[Q, dict]:
                 filters[lookup] = min(int(value), LARGEST_ID)
             else:
                 errors[name] = "An id: a whole number."
-    if (batch := filters.pop("batch", None)) is None:
-        return Q(**filters), errors
+    batch, rows = filters.pop("batch", None), Q(**filters)
+    if held := request.GET.get("held"):
+        try:
+            rows &= held_filter(held)
+        except ValueError as bad:
+            errors["held"] = str(bad)
+    if batch is None:
+        return rows, errors
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
-    return Q(**filters) & Job.rows_of_batch(batch), errors
+    return rows & Job.rows_of_batch(batch), errors
 
 
 @login_required
@@ -100,9 +112,11 @@ def page_jobs(user):
     return visible_jobs(user).select_related("tenant", "priority_class", "owner")
 
 
-def job_page(request, job, error: str = "", status: int = 200, typed: str | None = None):
+def job_page(
+    request, job, error: str = "", status: int = 200, typed: str | None = None, invalid=()
+):
     """The job's page; after a refused action, with why (and a refused change of dependencies
-    with what was `typed`)."""
+    with what was `typed`), the fields of its forms at fault marked `invalid`."""
     attempts = job.attempts.select_related("cluster").order_by("number")
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
@@ -143,6 +157,12 @@ def job_page(request, job, error: str = "", status: int = 200, typed: str | None
         ),
         "dependents": waiting_for(request.user, job),
         "error": error,
+        # The page's one message (#error) describes the fields it is about.
+        "fields": described(
+            dict.fromkeys(invalid, error),
+            message_id="error",
+            helps={"dependencies": "dependencies-help"},
+        ),
     }
     return render(request, "portal/job.html", context, status=status)
 
@@ -236,6 +256,7 @@ def usage(request):
         "report": report,
         "values": values,
         "errors": errors,
+        "fields": described(errors),
         "tenants": tenants.order_by("name"),
         "headings": reports.HEADINGS,
         "csv_query": urlencode({name: value for name, value in values.items() if value}),
@@ -301,6 +322,7 @@ def submit(request):
     context = {
         "values": values,
         "errors": errors,
+        "fields": described(errors),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
     }
@@ -321,8 +343,12 @@ def submitted(request, spec: dict) -> tuple[Job | None, dict[str, str], int]:
 
 
 def field_errors(detail) -> dict[str, str]:
-    """The serializer's errors, one line per field."""
-    return {field: submit_form.error_text(inner) for field, inner in detail.items()}
+    """The serializer's errors, one line per field of the form."""
+    errors: dict[str, str] = {}
+    for field, inner in detail.items():
+        name = submit_form.form_field(field)
+        errors[name] = " ".join(filter(None, [errors.get(name), submit_form.error_text(inner)]))
+    return errors
 
 
 @login_required
@@ -378,7 +404,7 @@ def change_dependencies(request, pk):
         actions.set_dependencies(job, waits, singleton, str(request.user))
     except ValidationError as refusal:  # it may name a job the caller may not see
         refusal = access.refusal_as_read(request.user, refusal)
-        return refused(request, pk, refusal_text(refusal.detail), 400, typed)
+        return refused(request, pk, refusal_text(refusal.detail), 400, typed, ["dependencies"])
     except actions.DependenciesRefused as refusal:
         return refused(request, pk, str(refusal), 409, typed)
     if not access.can_see(request.user, job):
@@ -395,13 +421,15 @@ def change_priority(request, pk):
     job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
     if not access.can_cancel(request.user, job):
         raise PermissionDenied("You may see this job but not change its priority.")
-    asked = {k: request.POST[k] for k in ("priority_class", "priority") if request.POST.get(k)}
+    asked = {k: request.POST[k] for k in PRIORITY_FIELDS if request.POST.get(k)}
     change = PrioritySerializer(data=asked, job=job)
     try:
         change.is_valid(raise_exception=True)
         actions.reprioritize(job, str(request.user), **change.validated_data)
     except ValidationError as refusal:
-        return refused(request, pk, refusal_text(refusal.detail), 400)
+        # A refusal of neither field in particular (that none is given) is about both.
+        at_fault = [name for name in PRIORITY_FIELDS if name in refusal.detail] or PRIORITY_FIELDS
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
     except actions.NotQueued as refusal:
         return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
@@ -409,11 +437,11 @@ def change_priority(request, pk):
     return redirect("job", pk=job.pk)
 
 
-def refused(request, pk, why: str, status: int, typed: str | None = None):
-    """A refused action: the job page with why, or, for a holder of a cancel_job grant alone,
-    who has no job page, the refusal as the API's."""
+def refused(request, pk, why: str, status: int, typed: str | None = None, invalid=()):
+    """A refused action: the job page with why (and the `invalid` fields), or, for a holder of
+    a cancel_job grant alone, who has no job page, the refusal as the API's."""
     if seen := page_jobs(request.user).filter(pk=pk).first():
-        return job_page(request, seen, why, status, typed)
+        return job_page(request, seen, why, status, typed, invalid)
     return HttpResponse(why, status=status, content_type="text/plain; charset=utf-8")
 
 
@@ -457,6 +485,7 @@ def api_tokens(request):
         "issued": issued,
         "values": values,
         "errors": errors,
+        "fields": described(errors),
         "expiry_days": tokens.EXPIRY_DAYS,
         "name_max": tokens.NAME_MAX,
         "now": timezone.now(),
