@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Sum, Value
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Case, Exists, F, OuterRef, Q, Sum, Value, When
+from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
@@ -21,7 +21,7 @@ def _timestamps(target: str, now) -> dict:
     if target == State.SCHEDULED:
         return {"scheduled_at": now, "preempting_until": None}
     if target == State.RUNNING:
-        # Keep the first start: queue wait is measured from submit to first start.
+        # Keep the first start: queue wait runs from eligibility (eligible_at) to first start.
         return {"started_at": Coalesce(F("started_at"), now)}
     if target in states.TERMINAL:
         # A job that ended waiting (canceled) holds no room its victims leave, nor a hold.
@@ -212,6 +212,40 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
         reasons[job_id] = f"dependency {cause} {ENDED_VERBS[how_it_ended]}"
     moving = {job_id: (tenant_id, state) for job_id, (tenant_id, state, _) in live.items()}
     move_claimed(moving, State.CANCELED, reasons, attempts, now, cascade=False)
+
+
+def stamp_eligible(job_ids: list[int]) -> int:
+    """Record that these queued jobs, which a cycle found free to run and not stamped, are
+    eligible; how many it stamped. One that waited for other jobs (a dependency, a singleton's
+    group) from now: the cycle after the last of them ended, as every end wakes the scheduler.
+    Any other from its submission or its retry's backoff's end: submit, release_hold and
+    retry stamp such a job themselves, so this one is from before `eligible_at` was recorded.
+
+    Asked again under the rows' locks, as the commit's claim asks: a job held, placed or
+    given a dependency since the snapshot is left alone. Locked in id order, as cancel()
+    locks them, so two schedulers stamping at once cannot deadlock; a thousand at a time (the
+    first cycle after jobs/migrations/0023 finds the whole queue unstamped)."""
+    job_ids = sorted(job_ids)
+    return sum(_stamp(job_ids[start : start + 1000]) for start in range(0, len(job_ids), 1000))
+
+
+@transaction.atomic
+def _stamp(job_ids: list[int]) -> int:
+    unstamped = (
+        Job.objects.select_for_update()
+        .filter(id__in=job_ids, state=State.QUEUED, held="", eligible_at=None, started_at=None)
+        .order_by("id")
+    )
+    locked = list(unstamped.values_list("id", flat=True))
+    if not locked:
+        return 0
+    root = Coalesce(OuterRef("parent_id"), OuterRef("pk"))
+    waited = Q(singleton=True) | Exists(Dependency.objects.filter(job_id=root))
+    since = Case(
+        When(waited, then=Now()), default=Greatest("created", Coalesce("not_before", "created"))
+    )
+    free = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
+    return free.update(eligible_at=since)
 
 
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
@@ -472,8 +506,11 @@ def retry(job: Job, attempt: Attempt, now) -> None:
     """Requeue after an infrastructure failure (or a user error the job asked to retry), not
     before the exponential backoff has passed."""
     delay = min(settings.MLSCHED_RETRY_BACKOFF_S * 2**job.retries_used, 600)
+    until = now + timedelta(seconds=delay)
+    # A job that never started is eligible again once its backoff ends: its wait is not the
+    # backoff's, nor that of the placement that failed.
     Job.objects.filter(pk=job.pk).update(
-        retries_used=F("retries_used") + 1, not_before=now + timedelta(seconds=delay)
+        retries_used=F("retries_used") + 1, not_before=until, eligible_at=before_start(until)
     )
     transition(job, State.QUEUED, f"{attempt.outcome}: {attempt.reason}; retry in {delay}s",
                attempt=attempt, now=now)  # fmt: skip
@@ -525,21 +562,27 @@ def take_late_success(job: Job, attempt: Attempt, now) -> None:
     # Its end may be days back: a day the usage roll-up has written already is amended.
     change = attempt.wasted_gpu_seconds - was_wasted
     rollup.amend_waste(job.tenant_id, attempt.gpu_type, attempt.ended_at, change)
-    if job.started_at is None:
-        rollup.amend_start(job.tenant_id, attempt.started_at or attempt.ended_at, job.created)
     # The retry its loss used is given back (a live job after a lost attempt was requeued
-    # through retry(), which used one); a later attempt's loss keeps its own. A start nobody
-    # saw counts from the attempt's end, as for any success reported before its start.
-    Job.objects.filter(pk=job.pk).update(
-        retries_used=Greatest(F("retries_used") - 1, 0),
-        not_before=None,
-        started_at=Coalesce(F("started_at"), Value(attempt.started_at or attempt.ended_at)),
-    )
+    # through retry(), which used one); a later attempt's loss keeps its own.
+    fields = {"retries_used": Greatest(F("retries_used") - 1, 0), "not_before": None}
+    if job.started_at is None:
+        fields.update(late_start(job, attempt))
+        rollup.amend_start(job.tenant_id, fields["started_at"], fields["eligible_at"])
+    Job.objects.filter(pk=job.pk).update(**fields)
     retry = "its retry is stopped" if stopped else "its retry is dropped"
     transition(job, State.SUCCEEDED,
                f"attempt {attempt.number} succeeded: exit code 0 reported after it was declared "
                f"lost; {retry}", attempt=attempt, now=now)  # fmt: skip
     transaction.on_commit(kick)  # the queue changed
+
+
+def late_start(job: Job, attempt: Attempt) -> dict:
+    """The first start of a job found late, by its lost attempt's success, and the eligibility
+    its wait runs from. A start nobody saw counts from the attempt's end, as for any success
+    reported before its start. The retry had moved the eligibility past the attempt (to its
+    backoff's end): the job was eligible when the attempt was placed, if not before."""
+    eligible = min(job.eligible_at or job.created, attempt.scheduled_at)
+    return {"started_at": attempt.started_at or attempt.ended_at, "eligible_at": eligible}
 
 
 def note_late_success(job: Job, attempt: Attempt, now) -> None:
@@ -594,6 +637,10 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     `depends_on` (dependencies.Wait: job ids the caller has checked, jobs of the tenant, no
     shard but a batch's first, each with its kind) is held by the first job;
     dependencies.hold says what is refused, and when.
+
+    A job with nothing to wait for is eligible from its submission (`eligible_at`, written
+    by the same INSERT as `created`, so the two are equal); one with dependencies or a
+    singleton from the first cycle that finds it free to run (stamp_eligible).
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])
@@ -608,6 +655,8 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
             return existing, False
         raise
     dependencies.hold(depends_on)
+    free = not (depends_on or spec.get("singleton"))
+    spec["eligible_at"] = Now() if free else None
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
         # check above. The unique constraint then refuses this row, and that job is the answer,
@@ -625,6 +674,8 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         jobs += Job.objects.bulk_create(
             Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
         )
+    for job in jobs:  # what the database wrote for Now(): the statement's time, as `created`
+        job.eligible_at = job.created if free else None
     Dependency.objects.bulk_create(
         Dependency(job=first, on_id=on, kind=kind) for on, kind in depends_on
     )
@@ -730,6 +781,7 @@ def set_dependencies(job: Job, waits: list[dependencies.Wait], singleton: bool, 
         )
     dependencies.check_change(job, waits, singleton, locked)
     dependencies.replace(job, waits, singleton)
+    recheck_eligible(list(shards))
     reason = f"dependencies {dependencies.written(waits, singleton)}, set by {by}"
     _note(dict.fromkeys(shards, (job.tenant_id, "")), list(shards), reason)
     transaction.on_commit(kick)
@@ -758,12 +810,15 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
     kind = Job.Hold.ADMIN if admin else Job.Hold.USER
     ids = [pk for pk, (_, held) in shards.items() if held != Job.Hold.ADMIN or admin]
     who = f"a platform admin ({by}): only a platform admin releases it" if admin else by
+    # Not eligible while held: the release, or the first cycle to find the job free to run
+    # after it, makes it eligible anew (Slurm's EligibleTime after a release).
     Job.objects.filter(pk__in=ids).update(
         held=kind,
         pending_reason="held",
         pending_message=f"Held by {who}."[:300],
         estimated_start=None,
         preempting_until=None,
+        eligible_at=before_start(None),
     )
     _note(shards, ids, f"held by {by}")
     return len(ids)
@@ -785,6 +840,7 @@ def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
             f"Job #{job.pk} is held by a platform admin: only a platform admin releases it."
         )
     Job.objects.filter(pk__in=shards).update(held="", pending_reason="", pending_message="")
+    recheck_eligible(list(shards))
     _note(shards, list(shards), f"released by {by}")
     transaction.on_commit(kick)
     return len(shards)
@@ -839,6 +895,28 @@ def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
     id order, as cancel() locks them: the scheduler's commit skips a job being held."""
     rows = job.batch().filter(state=State.QUEUED).select_for_update()
     return {pk: (tenant, held) for pk, tenant, held in rows.values_list("id", "tenant_id", "held")}
+
+
+def before_start(value):
+    """`eligible_at` set to `value` on a job that has not started yet; one that has keeps its
+    own (its queue wait is over)."""
+    return Case(When(started_at=None, then=Value(value)), default=F("eligible_at"))
+
+
+def recheck_eligible(job_ids: list[int]) -> None:
+    """Whether these queued jobs, whose rows the caller holds, are free to run, once a hold
+    was released or their dependencies changed. One that must wait (held, a dependency not
+    met, an earlier job of a singleton's group live) is not eligible; one free to run that was
+    not is eligible from now, or from the end of its retry's backoff if that is later; one
+    that was stays so. One UPDATE; a job that has started keeps its eligibility."""
+    waits = ~Q(held="") | dependencies.waits()
+    Job.objects.filter(pk__in=job_ids, started_at=None).update(
+        eligible_at=Case(
+            When(waits, then=Value(None)),
+            When(eligible_at=None, then=Greatest(Now(), Coalesce("not_before", Now()))),
+            default=F("eligible_at"),
+        )
+    )
 
 
 def _note(shards: dict[int, tuple[int, str]], ids: list[int], reason: str) -> None:

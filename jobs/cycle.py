@@ -1,6 +1,8 @@
 """The placement cycle: load a snapshot, let the pure core decide, commit what still holds.
 
-    1. load      read queued jobs, nodes' free capacity, running work and tenants (snapshot.py)
+    1. load      read queued jobs, nodes' free capacity, running work and tenants (snapshot.py);
+                 stamp the queued jobs found free to run whose eligibility (where their queue
+                 wait starts) is not recorded yet
     2. decide    jobs.placement.place(snapshot): pure, no database
     3. commit    per batch, one transaction: lock the batch's nodes in id order, re-check their
                  free capacity against the live rows, claim the jobs still queued, insert the
@@ -46,6 +48,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     now = time.time() if now is None else now
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
+    actions.stamp_eligible(loaded.unstamped)
     result.considered, result.waiting = len(loaded.snapshot.queued), len(loaded.waiting)
     clock.lap(result, "load")
     decision = place(loaded.snapshot)  # 2

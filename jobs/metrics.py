@@ -2,11 +2,11 @@
 
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
-mix could not use), jobs by state, queue wait (submit to first start) per family and per
-tenant, jobs finished and the job success rate (failures split into the user's code and the
-infrastructure), attempt outcomes, preemption rate and wasted GPU-seconds (all over the last
-day), the
-scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+mix could not use), jobs by state, queue wait (eligible to first start, as the usage reports
+count it) per family and per tenant, jobs finished and the job success rate (failures split
+into the user's code and the infrastructure), attempt outcomes, preemption rate and wasted
+GPU-seconds (all over the last day), the scheduler's cycle heartbeat, and each cluster agent's
+heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
 (the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
@@ -31,7 +31,7 @@ from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
-from jobs.reports import percentile_cont
+from jobs.reports import eligible_since, percentile_cont
 from jobs.states import State
 
 WINDOW = timedelta(days=1)
@@ -205,7 +205,7 @@ def jobs_by_state(now, jobs) -> list[Metric]:
 
 def queue_wait(now, jobs) -> list[Metric]:
     started = jobs.filter(started_at__gte=now - WINDOW).values_list(
-        "family", "tenant__slug", F("started_at") - F("created")
+        "family", "tenant__slug", F("started_at") - eligible_since()
     )
     by_family: dict[str, list[float]] = defaultdict(list)
     by_tenant: dict[str, list[float]] = defaultdict(list)
@@ -213,8 +213,8 @@ def queue_wait(now, jobs) -> list[Metric]:
         by_family[family].append(wait.total_seconds())
         by_tenant[tenant].append(wait.total_seconds())
     help_text = (
-        "Submit to first start, jobs started in the last day (quantiles interpolated "
-        "between the nearest waits)"
+        "Eligible to run (not held, dependencies met, past a retry's backoff) to first start, "
+        "jobs started in the last day (quantiles interpolated between the nearest waits)"
     )
     return [
         *metric("mlsched_queue_wait_seconds", "gauge", f"{help_text}, by family.",

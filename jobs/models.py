@@ -126,6 +126,14 @@ class Job(models.Model):
     # Written by the database, on its clock: queue aging and the tier wait compare it with the
     # scheduler's now (jobs.clock), and a web host's clock may be minutes off.
     created = models.DateTimeField(db_default=Now())
+    # On the database's clock too: the usage reports and /metrics subtract it from the start.
+    eligible_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the job last became free to run before its first start (not held, its "
+        "dependencies met, no earlier job of a singleton's group live, past its retry "
+        "backoff): its queue wait runs from here. Empty while it is not; kept once it starts.",
+    )
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -12,8 +12,12 @@ Per tenant and GPU type, from the attempts:
   part of it of preempted attempts. An attempt's waste is known once it ends: it counts whole
   in the window of its end.
 
-Per tenant, from the jobs: jobs finished in the window by state, and the queue wait (submit to
-first start) of jobs started in the window: how many, mean, 95th percentile.
+Per tenant, from the jobs: jobs finished in the window by state, and the queue wait of jobs
+started in the window: how many, mean, 95th percentile. A job's queue wait runs from when it
+became eligible to run (``Job.eligible_at``: not held, its dependencies met, past its retry
+backoff; Slurm's EligibleTime) to its first start, so the time its team held it or chained it
+behind other jobs is not the queue's; a job started with no eligibility recorded (from before
+it was) waits from its submission (``eligible_since``).
 
 The GPU type of an attempt is the one the commit recorded on it (``Attempt.gpu_type``, its
 first worker's; "" for CPU-only work): it outlives the allocation rows, which are deleted after
@@ -434,10 +438,21 @@ def finished_jobs(ids, since, until) -> dict[int, dict[str, int]]:
     return found
 
 
+def eligible_since() -> Coalesce:
+    """Where a started job's queue wait begins: when it became eligible to run, or its
+    submission for a job started before eligibility was recorded (jobs/migrations/0023)."""
+    return Coalesce("eligible_at", "created")
+
+
+def queue_wait() -> Func:
+    """A started job's queue wait, eligible to first start, in seconds."""
+    return Seconds(F("started_at") - eligible_since())
+
+
 def started_jobs(ids, since, until):
-    """Jobs started in the window, and their queue wait (submit to first start), in seconds."""
+    """Jobs started in the window, and their queue wait (eligible to first start), in seconds."""
     started = Job.objects.filter(tenant_id__in=ids, started_at__gte=since, started_at__lt=until)
-    return started, Seconds(F("started_at") - F("created"))
+    return started, queue_wait()
 
 
 def started_waits(ids, since, until):
@@ -448,7 +463,7 @@ def started_waits(ids, since, until):
 
 def queue_waits(ids, since, until) -> dict[int, tuple[int, float, float]]:
     """Jobs started in the window, by tenant: how many, and their mean and 95th percentile
-    wait from submit to first start, in seconds."""
+    wait from eligible to first start, in seconds."""
     started, wait = started_jobs(ids, since, until)
     if connection.vendor != "postgresql":
         return waits_in_python(started_waits(ids, since, until))

@@ -11,7 +11,9 @@ up, amends the day's rows (``amend_waste``, ``amend_start``); every other write 
 on a day not rolled up yet. The figures are
 those of ``jobs.reports`` over the day, computed by the same queries, plus the started jobs'
 queue waits counted in buckets a quarter of a doubling wide, from which a 95th percentile over
-several days is read (within a bucket's width, 19 %).
+several days is read (within a bucket's width, 19 %). A day rolled up before queue waits ran
+from eligibility (jobs/migrations/0023) keeps its waits from submission: it is not rolled
+again.
 
 Retention runs it first (``jobs.retention.prune``) and deletes no job that finished after the
 last day rolled up.
@@ -136,11 +138,12 @@ def amend_waste(tenant_id: int, gpu_type: str, ended_at: datetime, change: float
         )
 
 
-def amend_start(tenant_id: int, started_at: datetime, created: datetime) -> None:
-    """A job's first start, on a rolled-up day, was recorded later: count it and its wait."""
+def amend_start(tenant_id: int, started_at: datetime, eligible_at: datetime) -> None:
+    """A job's first start, on a rolled-up day, was recorded later: count it and its wait,
+    from ``eligible_at`` (reports.eligible_since, as the day's own waits)."""
     if day := rolled(tenant_id, started_at):
         row = UsageDay.objects.select_for_update().get(tenant_id=tenant_id, day=day)
-        wait = (started_at - created).total_seconds()
+        wait = (started_at - eligible_at).total_seconds()
         row.jobs_started += 1
         row.wait_seconds += wait
         add_buckets(row.wait_buckets, count_buckets([wait]))

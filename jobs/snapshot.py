@@ -35,7 +35,7 @@ QUEUED_FIELDS = [
     "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
-    "priority_class__may_preempt", "preempting_until",
+    "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at",
 ]  # fmt: skip
 
 
@@ -57,6 +57,9 @@ class Loaded:
     # Every running job's live attempt as read: a preemption stops that attempt only, not one
     # that replaced it since (actions.preempt).
     attempts: dict[int, int] = field(default_factory=dict)
+    # Queued jobs free to run, not started, whose eligibility is not recorded yet: the cycle
+    # stamps them (actions.stamp_eligible).
+    unstamped: list[int] = field(default_factory=list)
 
 
 def seconds(dt) -> float | None:
@@ -110,7 +113,10 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     claims = {job["id"]: job["preempting_until"] for job in queued}
     backoff = {job["id"]: job["not_before"] for job in backing_off}
     attempts = {row["attempt__job_id"]: row["attempt_id"] for row in rows}
-    return Loaded(snapshot, pending | waiting_pending, waiting, claims, backoff, attempts)
+    unstamped = [job["id"] for job in queued if not (job["eligible_at"] or job["started_at"])]
+    return Loaded(
+        snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped
+    )
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
