@@ -275,9 +275,16 @@ def usage_csv(request):
     name = f"usage-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
     response["Content-Disposition"] = content_disposition_header(True, name)
     writer = csv.writer(response)
-    writer.writerow(reports.COLUMNS)
-    writer.writerows([spreadsheet_safe(cell) for cell in row] for row in report.rows())
+    writer.writerow([*reports.COLUMNS, *WINDOW_COLUMNS])
+    # Each row says what it covers: a window without `until` ends at the download's now, not
+    # the page's, and a part retention has deleted is not counted.
+    window = [f"{report.since:%Y-%m-%dT%H:%M:%SZ}", f"{report.until:%Y-%m-%dT%H:%M:%SZ}",
+              "true" if report.incomplete else "false"]  # fmt: skip
+    writer.writerows([*(spreadsheet_safe(cell) for cell in row), *window] for row in report.rows())
     return response
+
+
+WINDOW_COLUMNS = ["since", "until", "incomplete"]
 
 
 def spreadsheet_safe(cell: str) -> str:

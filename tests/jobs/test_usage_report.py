@@ -419,7 +419,10 @@ def test_the_usage_page_shows_the_users_tenants_rows_only(client, two_teams_usag
     assert "gamma" not in page.text and "H100" not in page.text
 
 
-def test_the_csv_holds_the_pages_rows_for_the_same_parameters(client, two_teams_usage, alice):
+def test_the_csv_holds_the_pages_rows_for_the_same_parameters(
+    client, two_teams_usage, alice, settings
+):
+    settings.MLSCHED_JOB_RETENTION_DAYS = 0  # kept for ever: the window is whole
     run(alice.memberships.get().tenant, SINCE, end=SINCE + H, gpu_type="T4", gpu_milli=500,
         gpus=0)  # fmt: skip
     client.force_login(alice)
@@ -430,8 +433,20 @@ def test_the_csv_holds_the_pages_rows_for_the_same_parameters(client, two_teams_
     rows = list(csv.reader(io.StringIO(download.content.decode())))
     assert download["Content-Type"].startswith("text/csv")
     assert 'filename="usage-2025-03-01-2025-03-02.csv"' in download["Content-Disposition"]
-    assert rows[0] == reports.COLUMNS
-    assert rows[1:] == table_rows(page.text) and len(rows) == 4  # all, A100, T4
+    assert rows[0] == [*reports.COLUMNS, "since", "until", "incomplete"]
+    assert [row[:-3] for row in rows[1:]] == table_rows(page.text) and len(rows) == 4
+    window = ["2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z", "false"]
+    assert all(row[-3:] == window for row in rows[1:])  # all, A100, T4
+
+
+def test_each_csv_row_says_its_window_reaches_into_what_retention_deleted(client, alice, settings):
+    settings.MLSCHED_JOB_RETENTION_DAYS = 30
+    client.force_login(alice)
+
+    download = client.get("/usage.csv", WINDOW)  # a year and more ago
+
+    rows = list(csv.reader(io.StringIO(download.content.decode())))
+    assert rows[1:] and all(row[-1] == "true" for row in rows[1:])
 
 
 def test_the_page_links_the_csv_with_its_own_parameters(client, alice):
