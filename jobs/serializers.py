@@ -375,8 +375,9 @@ class JobSerializer(serializers.ModelSerializer):
             "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
-            "pending_reason", "pending_message", "estimated_start", "created", "scheduled_at",
-            "started_at", "finished_at", "depends_on", "dependencies", "singleton", "attempts",
+            "pending_reason", "pending_message", "estimated_start", "created", "eligible_at",
+            "scheduled_at", "started_at", "finished_at", "depends_on", "dependencies", "singleton",
+            "attempts",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -305,3 +305,32 @@ def test_the_roll_up_and_the_live_report_agree(alice, alpha, normal_priority):
     assert day.p95_wait_s == pytest.approx(live.p95_wait_s, rel=0.19)
     days = UsageDay.objects.filter(tenant=alpha, day__gte=since.date(), day__lt=until.date())
     assert sum(d.wait_seconds for d in days) == pytest.approx(1800, abs=0.03)
+
+
+def test_the_api_and_the_job_page_say_since_when_a_released_job_is_eligible(
+    client, alice, alpha, normal_priority
+):
+    job = submit(alice, alpha, normal_priority)
+    actions.hold(job, "alice")
+    submitted_ago(job, 2 * H)
+    actions.release_hold(job, "alice")
+    client.force_login(alice)
+
+    answer = client.get(f"/api/v1/jobs/{job.pk}/").json()
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    eligible = fresh(job).eligible_at
+    assert datetime.fromisoformat(answer["eligible_at"]) == eligible
+    assert f'<dd id="eligible">since {eligible:%Y-%m-%d %H:%M:%S} UTC' in page
+
+
+def test_the_job_page_says_nothing_of_eligibility_for_a_job_eligible_when_submitted(
+    client, alice, alpha, normal_priority
+):
+    job = submit(alice, alpha, normal_priority)
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert fresh(job).eligible_at == fresh(job).created
+    assert 'id="eligible"' not in page
