@@ -39,7 +39,10 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
         ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", "", "", "", "", "", ""],
         ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", "", "", "", "", "", ""],
     ]
-    assert rows[1:] == table
+    assert [row[:-3] for row in rows[1:]] == table  # then its window, and whether whole
+    assert {tuple(row[-3:-1]) for row in rows[1:]} == {
+        ("2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z")
+    }
     assert "gamma" not in page.content() and "H100" not in page.content()
 
 
