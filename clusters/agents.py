@@ -10,6 +10,7 @@ change another cluster's attempts.
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 
@@ -18,8 +19,8 @@ from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models import IntegerField, Q, Subquery
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from clusters.backends import base
@@ -67,8 +68,11 @@ def mark_alive(cluster: Cluster) -> None:
     )
 
 
-def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
-    """Apply the agent's report, then answer with the cluster's desired state.
+def heartbeat(
+    cluster: Cluster, workers: list[base.WorkerStatus], resume_logs: Sequence[tuple[int, int]] = ()
+) -> dict:
+    """Apply the agent's report, then answer with the cluster's desired state, and with where
+    the logs it asks about (`resume_logs`, (attempt, rank)) end (`log_resumes`).
 
     What it writes (starts, ends, retry backoffs, checkpoints) is timed on the database's clock,
     as the scheduler and the janitor that read it are."""
@@ -94,7 +98,51 @@ def heartbeat(cluster: Cluster, workers: list[base.WorkerStatus]) -> dict:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now)
         for attempt_id in succeeded_while_lost(cluster, by_attempt):
             actions.late_success(attempt_id, now)
-    return desired_state(cluster, known=by_attempt.keys())
+    state = desired_state(cluster, known=by_attempt.keys())
+    if resume_logs:
+        state["resume_logs"] = log_resumes(cluster, resume_logs)
+    return state
+
+
+# Workers whose log position one heartbeat answers: an agent restarted beside thousands of
+# running workers is answered over a few beats, each of them quick.
+RESUMES_PER_BEAT = 500
+
+
+def log_resumes(cluster: Cluster, keys: Sequence[tuple[int, int]]) -> list[dict]:
+    """Where the stored log of each (attempt, rank) ends, for an agent that follows a log it
+    did not start reading (restarted, it cannot tell whether the kubelet has rotated the log
+    since): the last line's seq, its stamp (seconds since the epoch) and how many lines in a
+    row up to it have that stamp; seq None where no line is stored, or the attempt is not this
+    cluster's. At most RESUMES_PER_BEAT workers: those left out are asked for again."""
+    keys = sorted(set(keys))[:RESUMES_PER_BEAT]
+    mine = set(
+        Attempt.objects.filter(cluster=cluster, pk__in={a for a, _ in keys}).values_list(
+            "pk", flat=True
+        )
+    )
+    nothing = {"seq": None, "at": None, "taken": 0}
+    return [
+        {"attempt_id": a, "rank": r} | (log_end(a, r) if a in mine else nothing) for a, r in keys
+    ]
+
+
+def log_end(attempt_id: int, rank: int) -> dict:
+    """The last stored line's seq and stamp, and how many lines in a row up to it have that
+    stamp: two queries down the (attempt, worker, seq) index from the log's end, however long
+    the log is."""
+    lines = LogChunk.objects.filter(attempt_id=attempt_id, worker=rank)
+    last = lines.order_by("-seq").values("seq", "logged_at").first()
+    if last is None:
+        return {"seq": None, "at": None, "taken": 0}
+    at = last["logged_at"]
+    if at is None:  # stored without stamps: numbered from line 0, as it was
+        return {"seq": last["seq"], "at": None, "taken": 0}
+    # A log's stamps only grow: the lines with the last one's stamp are the log's last ones.
+    earlier = lines.filter(logged_at__lt=at).order_by("-seq").values("seq")[:1]
+    after = Coalesce(Subquery(earlier), -1, output_field=IntegerField())
+    taken = lines.filter(logged_at=at, seq__gt=after).count()
+    return {"seq": last["seq"], "at": at.timestamp(), "taken": taken}
 
 
 def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[int]:
@@ -329,7 +377,8 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
     mine = within_tenant_rate(capped(fresh), tenants, now)
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
-                  stream=line.stream, text=line.text) for line in mine],
+                  stream=line.stream, text=line.text, logged_at=logged_at(line))
+         for line in mine],
         ignore_conflicts=True,
     )  # fmt: skip
     by_job: dict[int, list[events.LogLine]] = defaultdict(list)
@@ -339,6 +388,11 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
                                              stream=line.stream, text=line.text))  # fmt: skip
     events.publish_logs(by_job)
     return len(mine)
+
+
+def logged_at(line: base.LogLine) -> datetime | None:
+    """The line's stamp as the database keeps it (to the microsecond, as the agent reads it)."""
+    return None if line.at is None else datetime.fromtimestamp(line.at, tz=UTC)
 
 
 def unstored(lines: list[base.LogLine]) -> list[base.LogLine]:

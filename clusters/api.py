@@ -104,12 +104,24 @@ class WorkerStatusSerializer(serializers.Serializer):
         return data
 
 
+class LineStamp(serializers.FloatField):
+    """When a log line was written (seconds since the epoch). One that is no time the database
+    can hold is left out, never refused: the line is kept without it."""
+
+    def run_validation(self, data=serializers.empty):
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError:
+            return None
+
+
 class LogLineSerializer(serializers.Serializer):
     attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
     seq = serializers.IntegerField(min_value=0, max_value=INT32)
     stream = Choice(choices=["stdout", "stderr"])
     text = AgentText(cut_at=base.MAX_LINE)
+    at = LineStamp(allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP)
 
 
 class InventorySerializer(serializers.Serializer):
@@ -128,6 +140,24 @@ class HeartbeatSerializer(serializers.Serializer):
         if bad:
             raise serializers.ValidationError({i: {"rank": [why]} for i, why in bad.items()})
         return workers
+
+
+class LogResumeAskSerializer(serializers.Serializer):
+    attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
+    rank = serializers.IntegerField(min_value=0, max_value=INT32)
+
+
+def asked_log_resumes(data) -> list[tuple[int, int]]:
+    """The (attempt, rank) whose log position a heartbeat asks for ("resume_logs"), as many as
+    one beat answers. A malformed entry is left out, never refused: it must not cost the
+    heartbeat it rides on (the agent asks again for what is not answered)."""
+    asked = data.get("resume_logs") if isinstance(data, dict) else None
+    keys = []
+    for entry in asked[: agents.RESUMES_PER_BEAT] if isinstance(asked, list) else []:
+        ask = LogResumeAskSerializer(data=entry)
+        if ask.is_valid():
+            keys.append((ask.validated_data["attempt_id"], ask.validated_data["rank"]))
+    return keys
 
 
 class LogsSerializer(serializers.Serializer):
@@ -159,7 +189,11 @@ class InventoryView(AgentView):
 class HeartbeatView(AgentView):
     def post(self, request, cluster):
         workers = parsed(HeartbeatSerializer, request.data, "workers", cluster=request.auth)
-        state = agents.heartbeat(request.auth, [base.WorkerStatus(**w) for w in workers])
+        state = agents.heartbeat(
+            request.auth,
+            [base.WorkerStatus(**w) for w in workers],
+            resume_logs=asked_log_resumes(request.data),
+        )
         return Response(state)
 
 

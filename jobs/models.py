@@ -374,6 +374,10 @@ class LogChunk(models.Model):
     stream = models.CharField(max_length=6, choices=Stream.choices, default=Stream.STDOUT)
     text = models.TextField()
     created = models.DateTimeField(default=timezone.now)
+    # When the worker wrote the line, where the backend's substrate stamps lines (Kubernetes);
+    # empty otherwise (local). A restarted agent numbers a rotated log on from the last line's
+    # stamp (clusters.agents.log_resumes).
+    logged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["attempt", "worker", "seq"]

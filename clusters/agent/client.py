@@ -1,5 +1,6 @@
 """The agent's side of /api/v1/agent/<cluster>/: plain HTTP with the cluster's token."""
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 import requests
@@ -28,10 +29,17 @@ class ControlPlane:
     def inventory(self, nodes: list[NodeInventory]) -> dict:
         return self._post("inventory", {"nodes": [asdict(n) for n in nodes]})
 
-    def heartbeat(self, workers: list[WorkerStatus]) -> dict:
+    def heartbeat(
+        self, workers: list[WorkerStatus], resume_logs: Sequence[tuple[int, int]] = ()
+    ) -> dict:
         """Report the workers; the answer is {"run": [...], "stop": [...]}: in "run", an
-        attempt the report named is {"attempt_id": id} alone, a new one its whole spec."""
-        return self._post("heartbeat", {"workers": [asdict(w) for w in workers]})
+        attempt the report named is {"attempt_id": id} alone, a new one its whole spec. With
+        `resume_logs`, (attempt, rank) of workers whose log the backend waits to number, the
+        answer says where the control plane's copy of each ends, under "resume_logs"."""
+        payload: dict = {"workers": [asdict(w) for w in workers]}
+        if resume_logs:
+            payload["resume_logs"] = [{"attempt_id": a, "rank": r} for a, r in resume_logs]
+        return self._post("heartbeat", payload)
 
     def logs(self, lines: list[LogLine]) -> dict:
         return self._post("logs", {"lines": [asdict(line) for line in lines]})

@@ -5,7 +5,10 @@
                   before the heartbeat, so a job is never seen ended with its last lines missing
     3. heartbeat  report the status; the answer is what should run and what should stop.
                   Refused for entries it names, it goes again at once without them: the
-                  control plane takes their workers for ones the backend no longer finds
+                  control plane takes their workers for ones the backend no longer finds.
+                  It asks too where the control plane's copy of each log the backend waits
+                  to number ends (workers found again after a restart): the backend numbers
+                  their lines on from there
     4. reconcile  start what should run and does not; stop what should not run and does (and
                   again if it still runs well past its grace); forget what has ended and been
                   reported. It sees every worker the backend has, dropped entries included: a
@@ -24,6 +27,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 
 import requests
 
@@ -92,6 +96,32 @@ def refused_entries(error: Exception, count: int) -> dict[int, object]:
     return named if named and max(named) < count else {}
 
 
+def log_resumes(
+    waiting: Sequence[tuple[int, int]], state: dict
+) -> dict[tuple[int, int], base.LogResume | None]:
+    """Where the control plane's copy of each waiting log ends, from the heartbeat's answer
+    (None: it has no line of it). A control plane that does not say (an older release) keeps
+    no line's stamp: each log is numbered from line 0, as that release expects. A malformed
+    entry is left out, to be asked for again."""
+    if "resume_logs" not in state:
+        return dict.fromkeys(waiting)
+    points = {}
+    for entry in state["resume_logs"]:
+        try:
+            points[int(entry["attempt_id"]), int(entry["rank"])] = resume_point(entry)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            log.warning("malformed log resume point ignored: %r", entry)
+    return points
+
+
+def resume_point(entry: dict) -> base.LogResume | None:
+    if entry.get("seq") is None:
+        return None
+    at = entry.get("at")
+    taken = int(entry.get("taken") or 0)
+    return base.LogResume(int(entry["seq"]), None if at is None else float(at), taken)
+
+
 def cut(line: base.LogLine) -> base.LogLine:
     """The line as the control plane keeps it: a longer one alone could pass its request
     limit, and be refused and lost whole."""
@@ -154,10 +184,14 @@ class Agent:
         statuses = self.backend.status()  # 1
         if not self.ship_logs() and self.log_failures < HOLD_HEARTBEAT_STEPS:  # 2
             return  # ended workers are reported once their last lines are in
-        state = self.heartbeat(statuses)  # 3
+        waiting = self.backend.logs_to_resume()
+        state = self.heartbeat(statuses, waiting)  # 3
+        self.resume_logs(waiting, state)
         self.reconcile(state, statuses)  # 4
 
-    def heartbeat(self, statuses: list[base.WorkerStatus]) -> dict:
+    def heartbeat(
+        self, statuses: list[base.WorkerStatus], waiting: Sequence[tuple[int, int]] = ()
+    ) -> dict:
         """Report the workers. A report refused for entries it names goes again at once
         without them: a refused report renews nothing, and past the agent timeout the whole
         cluster's work would be declared lost for one broken entry. At most HEARTBEAT_RESENDS
@@ -167,7 +201,7 @@ class Agent:
         sending, resends = statuses, 0
         while True:
             try:
-                return self.control.heartbeat(sending)
+                return self.control.heartbeat(sending, waiting)
             except requests.HTTPError as error:
                 broken = refused_entries(error, len(sending))
                 if not broken or resends == HEARTBEAT_RESENDS:
@@ -179,6 +213,16 @@ class Agent:
                           worker.phase, json.dumps(why))  # fmt: skip
             sending = [s for i, s in enumerate(sending) if i not in broken]
             resends += 1
+
+    def resume_logs(self, waiting: Sequence[tuple[int, int]], state: dict) -> None:
+        """Tell the backend where the control plane's copy of each waiting log ends. A log the
+        answer leaves out is asked for again at the next step."""
+        if not waiting:
+            return
+        try:
+            self.backend.resume_logs(log_resumes(waiting, state))
+        except Exception:
+            log.exception("where logs resume not taken; asked again at the next step")
 
     def report_inventory(self) -> bool:
         """Send the nodes; False if that should be tried again at the next step."""

@@ -96,13 +96,29 @@ class WorkerStatus:
 @dataclass(frozen=True)
 class LogLine:
     """A line of a worker's output. `seq` increases per (attempt, worker) from 0 and is stable:
-    a backend that restarts resumes where it left off, so the control plane can deduplicate."""
+    a backend that restarts resumes where it left off, so the control plane can deduplicate.
+    `at` is when the worker wrote it (seconds since the epoch) where the substrate stamps each
+    line (Kubernetes); the control plane keeps it, to tell a restarted agent where its copy of
+    the log ends (`LogResume`)."""
 
     attempt_id: int
     rank: int
     seq: int
     stream: str  # "stdout" | "stderr"
     text: str
+    at: float | None = None
+
+
+@dataclass(frozen=True)
+class LogResume:
+    """Where the control plane's copy of a worker's log ends: the seq of its last line, that
+    line's stamp (`LogLine.at`; None for a line without one) and how many lines in a row, up to
+    it, carry the same stamp. A backend that follows a log it did not start reading itself
+    (found again after a restart) goes on numbering after it."""
+
+    seq: int
+    at: float | None = None
+    taken: int = 0
 
 
 class Backend(Protocol):
@@ -125,6 +141,16 @@ class Backend(Protocol):
 
     def logs(self) -> list[LogLine]:
         """New output lines since the last call."""
+
+    def logs_to_resume(self) -> list[tuple[int, int]]:
+        """The (attempt, rank) of workers whose log the backend follows without knowing where
+        to number it from: it found them again after a restart, and cannot tell which lines
+        the control plane has (a rotated Kubernetes log no longer starts at line 0). Their
+        lines wait for `resume_logs`."""
+
+    def resume_logs(self, points: dict[tuple[int, int], LogResume | None]) -> None:
+        """Number these workers' lines on from where the control plane's copy of each log
+        ends (None: it has no line of it). Workers not waiting for it are left as they are."""
 
     def forget(self, attempt_id: int) -> None:
         """Drop what is kept for an ended attempt once the control plane has it."""

@@ -1,14 +1,20 @@
 """Follow each started pod's log and number its lines.
 
-One thread per pod reads the log with follow=true. Line n of a pod's log always gets seq n: after
-a dropped connection the thread reads the log again from the start and skips the lines it already
-has, and a restarted backend numbers the same lines the same way, so the control plane can
-deduplicate. The kubelet serves only the latest log file, so once it has rotated the log (past
-containerLogMaxSize) a read again begins further on: the lines already taken are then known by
-their stamps, and the new ones go on from the last seq. A backend restarted after a rotation
-cannot tell, and numbers the latest file from 0. Kubernetes interleaves stdout and stderr into
-one log, reported as "stdout". A line is kept to its first base.MAX_LINE characters, as the control
-plane keeps it.
+One thread per pod reads the log with follow=true. Line n of a pod's log gets seq n: after a
+dropped connection the thread reads the log again from the start and skips the lines it already
+has, so the control plane can deduplicate. The kubelet serves only the latest log file, so once
+it has rotated the log (past containerLogMaxSize) a read again begins further on: the lines
+already taken are then known by their stamps, and the new ones go on from the last seq.
+
+A backend restarted while a pod runs cannot tell from the log whether it begins at line 0, so
+the reader of a pod it did not create waits (`unplaced`) until it is told where the control
+plane's copy of the log ends (`resume`: the last line's seq and stamp, from the agent's
+heartbeat): it skips the lines up to that one by their stamps, as after a rotation, and numbers
+the next one on from its seq. Without a rotation that is the numbering from 0, line for line.
+A pod created by this backend is read from its start at once (`from_start`).
+
+Kubernetes interleaves stdout and stderr into one log, reported as "stdout". A line is kept to its
+first base.MAX_LINE characters, as the control plane keeps it.
 
 The log is read with timestamps: Kubernetes stamps every line with the time the container
 runtime took it from the container, and the stamp is cut off the line's text. A line that is
@@ -35,7 +41,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clusters.backends import base
-from clusters.backends.base import LogLine, is_checkpoint_line
+from clusters.backends.base import LogLine, LogResume, is_checkpoint_line
 from clusters.backends.k8s_specs import CONTAINER
 
 log = logging.getLogger(__name__)
@@ -69,20 +75,58 @@ class LogFollowers:
         self._complete: set[Key] = set()  # pods whose whole log has been read
         self._gone: set[Key] = set()  # pods whose log can no longer be read (404)
         self._wake: dict[Key, threading.Event] = {}  # set: read again now, without retry_s
+        self._placed: set[Key] = set()  # pods whose log's numbering start is known
+        self._unplaced: dict[Key, threading.Event] = {}  # set: told where to number from
         self._closed = threading.Event()
 
     def follow(self, key: Key, namespace: str, name: str) -> None:
-        """Start reading the pod's log unless a thread already does."""
+        """Start reading the pod's log unless a thread already does. The log of a pod not
+        created by this backend is read once `resume` has told where to number it from."""
         with self._lock:
             alive = key in self._threads and self._threads[key].is_alive()
             done = key in self._complete or key in self._gone
             if alive or done or self._closed.is_set():
                 return
+            if key not in self._placed:
+                self._unplaced.setdefault(key, threading.Event())
             thread = threading.Thread(
                 target=self._run, args=(key, namespace, name), name=f"k8s-log-{name}", daemon=True
             )
             self._threads[key] = thread
         thread.start()
+
+    def from_start(self, key: Key) -> None:
+        """The pod is new, created by this backend: its log is numbered from line 0, without
+        waiting to be told where the control plane's copy ends (it has none)."""
+        with self._lock:
+            self._placed.add(key)
+            event = self._unplaced.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def unplaced(self) -> list[Key]:
+        """The pods whose log is followed but waits to be told where to number it from."""
+        with self._lock:
+            return sorted(self._unplaced)
+
+    def placed(self, key: Key) -> bool:
+        """Whether the pod's log is not waiting to be told where to number it from."""
+        with self._lock:
+            return key not in self._unplaced
+
+    def resume(self, key: Key, point: LogResume | None) -> None:
+        """Number the pod's log on after the control plane's last line of it (None: it has
+        none, so from line 0): the lines stamped before that line's stamp, and as many as it
+        counts with that stamp, are its already. Only for a log waiting for it."""
+        with self._lock:
+            event = self._unplaced.pop(key, None)
+            if event is None:
+                return
+            self._placed.add(key)
+            if point is not None:
+                self._seen[key] = point.seq + 1
+                self._last[key] = (point.at, point.taken)
+        event.set()
 
     def caught_up(self, key: Key) -> bool:
         """Whether the pod's log has been read to its end (it had ended) or is gone: no line of
@@ -123,8 +167,10 @@ class LogFollowers:
                 self._last.pop(key, None)
                 self._complete.discard(key)
                 self._gone.discard(key)
+            self._placed = {k for k in self._placed if k[0] != attempt_id}
             responses = [r for k, r in self._responses.items() if k[0] == attempt_id]
             events = [self._wake.pop(k) for k in list(self._wake) if k[0] == attempt_id]
+            events += [self._unplaced.pop(k) for k in list(self._unplaced) if k[0] == attempt_id]
         for response in responses:
             _shutdown(response)
         for event in events:
@@ -134,7 +180,7 @@ class LogFollowers:
         self._closed.set()
         with self._lock:
             responses = list(self._responses.values())
-            events = list(self._wake.values())
+            events = list(self._wake.values()) + list(self._unplaced.values())
         for response in responses:
             _shutdown(response)
         for event in events:
@@ -149,6 +195,9 @@ class LogFollowers:
             if not self._active(key):
                 return
             wake = self._wake.setdefault(key, threading.Event())
+            unplaced = self._unplaced.get(key)
+        if unplaced is not None:
+            unplaced.wait()  # until resume() or from_start(), or the attempt is dropped
         while self._active(key):
             # Once the pod has ended, one complete read has every line: then stop.
             wake.clear()
@@ -189,41 +238,56 @@ class LogFollowers:
                 self._responses.pop(key, None)
             response.release_conn()
 
-    def _numbered(self, key: Key, lines: Iterator[str]) -> Iterator[tuple[int, float | None, str]]:
-        """(seq, stamp, text) of each line read: line n of the log has seq n, so the lines of a
-        log read again are known by it. Unless the kubelet has rotated the log file since the
-        log was first read: a read then gets the latest file only, which begins further on.
-        Its lines up to the last one taken are known by their stamps, and the next goes on
-        from the last seq."""
+    def _numbered(
+        self, key: Key, lines: Iterator[str]
+    ) -> Iterator[tuple[int | None, float | None, str]]:
+        """(seq, stamp, text) of each line read, seq None for one taken already: line n of the
+        log has seq n, so the lines of a log read again are known by it. Unless the read does
+        not begin with the line 0 this reader took: the kubelet has rotated the log file since
+        (a read gets the latest file only, which begins further on), or the reader was told
+        where the control plane's copy ends (`resume`) instead of taking line 0. Its lines up
+        to the last one taken are then known by their stamps, and the next goes on from the
+        last seq."""
         with self._lock:
             first, seen = self._first.get(key), self._seen.get(key, 0)
             last_at, taken_at_last = self._last.get(key, (None, 0))
-        rotated, offset, same = False, 0, 0
+        placing, offset, same = False, 0, 0
         for index, line in enumerate(lines):
             at, text = stamped(line)
             if index == 0:
-                rotated = first is not None and first != (at, text)
-            if rotated:
+                placing = first != (at, text) and (first is not None or last_at is not None)
+            if placing:
                 same += at == last_at
                 older = at is not None and last_at is not None and at < last_at
                 if older or (at == last_at and same <= taken_at_last):
+                    yield None, at, text
                     continue
-                rotated, offset = False, seen - index
+                placing, offset = False, seen - index
             yield index + offset, at, text
 
-    def _take(self, key: Key, seq: int, at: float | None, text: str) -> None:
+    def _take(self, key: Key, seq: int | None, at: float | None, text: str) -> None:
+        """Hand the line over if it is new. A checkpoint line counts even if it was taken
+        already, by its stamp: a restarted backend skips the lines the control plane has, but
+        may not have reported a checkpoint among them yet."""
         with self._lock:
-            if seq < self._seen.get(key, 0) or not self._active(key):
+            if not self._active(key):
                 return
-            if seq == 0:
-                self._first[key] = (at, text)
-            last_at, count = self._last.get(key, (None, 0))
-            self._last[key] = (at, count + 1 if at == last_at else 1)
-            self._seen[key] = seq + 1
-            self._lines.append(LogLine(key[0], key[1], seq, "stdout", text[: base.MAX_LINE]))
+            if seq is not None and seq >= self._seen.get(key, 0):
+                self._append(key, seq, at, text)
+            elif at is None:
+                return  # taken before, when its checkpoint was noted with the time it was read
             if is_checkpoint_line(text):
                 at = time.time() if at is None else at
                 self._checkpoints[key] = max(at, self._checkpoints.get(key, at))
+
+    def _append(self, key: Key, seq: int, at: float | None, text: str) -> None:
+        """Keep a new line for the next drain(); the caller holds the lock."""
+        if seq == 0:
+            self._first[key] = (at, text)
+        last_at, count = self._last.get(key, (None, 0))
+        self._last[key] = (at, count + 1 if at == last_at else 1)
+        self._seen[key] = seq + 1
+        self._lines.append(LogLine(key[0], key[1], seq, "stdout", text[: base.MAX_LINE], at))
 
 
 def stamped(line: str) -> tuple[float | None, str]:

@@ -21,7 +21,11 @@
   that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), and, where the agent mounts the
   checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim) and the worker runs, when
   its job last touched the checkpoint marker; the later of the two.
-- logs: each started pod's log, followed (see k8s_logs); checkpoint lines too.
+- logs: each started pod's log, followed (see k8s_logs); checkpoint lines too. The log of a pod
+  this backend did not create (found again after a restart) waits until the agent says where
+  the control plane's copy of it ends (`logs_to_resume`, `resume_logs`), and so does the pod's
+  end: a rotated log no longer begins at line 0, so lines numbered from 0 would be taken for
+  ones the control plane has.
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet) and the
   Service. Idempotent: calling it again deletes what is still there and not yet terminating,
   and a delete the API server failed is tried again at the next status() (every retry_s).
@@ -56,6 +60,7 @@ from clusters.backends.base import (
     RUNNING,
     AttemptSpec,
     LogLine,
+    LogResume,
     NodeInventory,
     WorkerStatus,
     with_checkpoint,
@@ -243,6 +248,10 @@ class KubernetesBackend:
         ended = pod is not None and (key in deleted or is_finished(pod))
         if status.phase in (PENDING, RUNNING) or not ended or not is_started(pod):
             return status
+        if not self._logs.placed(key):
+            # Its log waits to be told where to number from (the next heartbeat's answer):
+            # only then can its last lines be read, in log_catchup_s from then.
+            return WorkerStatus(status.attempt_id, status.rank, RUNNING)
         if self._logs.caught_up(key):
             with self._lock:
                 self._ended_at.pop(key, None)
@@ -281,6 +290,15 @@ class KubernetesBackend:
     def logs(self) -> list[LogLine]:
         """Log lines read since the last call, seq per (attempt, rank) from 0."""
         return self._logs.drain()
+
+    def logs_to_resume(self) -> list[Key]:
+        """The pods not created by this backend whose log waits for `resume_logs`."""
+        return self._logs.unplaced()
+
+    def resume_logs(self, points: dict[Key, LogResume | None]) -> None:
+        """Number each waiting pod's log on from the control plane's last line of it."""
+        for key, point in points.items():
+            self._logs.resume(key, point)
 
     def forget(self, attempt_id: int) -> None:
         """Delete what is left of the attempt (ended pods, the Service) and drop its state.
@@ -364,6 +382,8 @@ class KubernetesBackend:
         except (ApiException, HTTPError) as error:
             return self._fail_create(spec.attempt_id, [worker], error)
         if created is not None:
+            # Created here, so no line of it was read before: numbered from line 0.
+            self._logs.from_start((spec.attempt_id, worker.rank))
             self._watcher.remember((spec.attempt_id, worker.rank), created)
 
     def _fail_create(self, attempt_id: int, workers, error: Exception) -> None:

@@ -401,6 +401,14 @@ class LocalBackend:
         self._log_offsets[attempt_id, rank] = (offset + len(complete), seq)
         return lines
 
+    def logs_to_resume(self) -> list[tuple[int, int]]:
+        """None: a worker's log file is kept whole, so a restarted agent numbers it again from
+        its start as before."""
+        return []
+
+    def resume_logs(self, points: dict[tuple[int, int], base.LogResume | None]) -> None:
+        pass
+
     def forget(self, attempt_id: int) -> None:
         for directory in self.worker_dirs(attempt_id):
             kill_left_behind(directory)

@@ -47,7 +47,7 @@ class RefusesLogs:
         self.log_calls.append(len(lines))
         raise bad_request()
 
-    def heartbeat(self, workers):
+    def heartbeat(self, workers, resume_logs=()):
         self.heartbeats += 1
         return {"run": [], "stop": []}
 
@@ -118,7 +118,7 @@ class Recorder:
         self.batches.append(lines)
         return {}
 
-    def heartbeat(self, workers):
+    def heartbeat(self, workers, resume_logs=()):
         self.calls.append("heartbeat")
         return self.answer
 
@@ -216,6 +216,12 @@ class Reports:
     def logs(self):
         return []
 
+    def logs_to_resume(self):
+        return []
+
+    def resume_logs(self, points):
+        pass
+
     def start(self, spec):
         self.asked.append(("start", spec.attempt_id))
 
@@ -309,7 +315,7 @@ class RefusesHeartbeats(Recorder):
         self.body = body
         self.sent: list[int] = []
 
-    def heartbeat(self, workers):
+    def heartbeat(self, workers, resume_logs=()):
         self.sent.append(len(workers))
         raise bad_request(self.body)
 

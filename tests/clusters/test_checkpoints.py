@@ -159,8 +159,8 @@ class InProcessControlPlane:
     def inventory(self, nodes):
         return {}
 
-    def heartbeat(self, workers):
-        return agents.heartbeat(self.cluster, workers)
+    def heartbeat(self, workers, resume_logs=()):
+        return agents.heartbeat(self.cluster, workers, resume_logs)
 
     def logs(self, lines):
         agents.store_logs(self.cluster, lines)

@@ -115,3 +115,10 @@ def status_becomes(backend, attempt_id, rank, phase, timeout=5.0, reason=None):
 
 def env_of(pod: dict) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
+
+
+def resumed(backend, point, key=(7, 0)):
+    """As the agent does for a backend restarted beside a running pod: once the pod's log waits
+    to be numbered, tell it where the control plane's copy ends (`point`, None: no line)."""
+    eventually(lambda: key in backend.logs_to_resume())
+    backend.resume_logs({key: point})

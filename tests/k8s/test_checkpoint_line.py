@@ -15,7 +15,14 @@ from jobs import actions, cycle
 from jobs.models import Attempt, LogChunk
 from tests.clusters.test_checkpoints import InProcessControlPlane, stepped_until
 from tests.factories import JobFactory, NodeFactory
-from tests.k8s.conftest import NAMESPACE, env_of, eventually, one_gpu_worker, status_becomes
+from tests.k8s.conftest import (
+    NAMESPACE,
+    env_of,
+    eventually,
+    one_gpu_worker,
+    resumed,
+    status_becomes,
+)
 
 POD = "mlsched-7-0"
 LINE = base.CHECKPOINT_LINE
@@ -107,11 +114,14 @@ def test_a_restarted_backend_reports_the_same_time_for_the_line(kube, backend, m
     saved = time.time() - 120
     kube.append_log(NAMESPACE, POD, LINE, at=saved)
     checkpoint_becomes(backend, saved)
+    (shipped,) = backend.logs()
     backend.close()
 
     restarted = make_backend()  # reads the whole log again, later
+    resumed(restarted, base.LogResume(seq=shipped.seq, at=shipped.at, taken=1))
 
-    checkpoint_becomes(restarted, saved)
+    checkpoint_becomes(restarted, saved)  # a line the control plane has still counts
+    assert restarted.logs() == []
 
 
 def test_the_later_of_the_line_and_the_mounted_marker_counts(kube, make_backend, tmp_path):

@@ -1,7 +1,13 @@
 """stop(): pods deleted with the grace period, the gang's Service removed, STOPPED reported."""
 
 from clusters.backends import base
-from tests.k8s.conftest import NAMESPACE, one_gpu_worker, status_becomes, two_worker_gang
+from tests.k8s.conftest import (
+    NAMESPACE,
+    one_gpu_worker,
+    resumed,
+    status_becomes,
+    two_worker_gang,
+)
 from tests.k8s.server import ApiError
 
 
@@ -65,6 +71,7 @@ def test_it_stops_pods_it_adopted_after_a_restart(kube, backend, make_backend):
     backend.close()
     restarted = make_backend()
     status_becomes(restarted, 7, 0, base.RUNNING)
+    resumed(restarted, None)  # the control plane has no line of its log
 
     restarted.stop(7, grace_s=10)
 
