@@ -581,7 +581,9 @@ def late_start(job: Job, attempt: Attempt) -> dict:
     its wait runs from. A start nobody saw counts from the attempt's end, as for any success
     reported before its start. The retry had moved the eligibility past the attempt (to its
     backoff's end): the job was eligible when the attempt was placed, if not before."""
-    eligible = min(job.eligible_at or job.created, attempt.scheduled_at)
+    # None only when a hold or a dependency change since the loss cleared it: the placement
+    # bounds it then too (its submission may lie before a hold).
+    eligible = min(job.eligible_at or attempt.scheduled_at, attempt.scheduled_at)
     return {"started_at": attempt.started_at or attempt.ended_at, "eligible_at": eligible}
 
 

@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 from jobs import access, actions, throttles
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
-    LARGEST_ID,
     MAX_CANCELED,
     CancelJobsSerializer,
     DependenciesSerializer,
@@ -28,6 +27,7 @@ from jobs.serializers import (
     PrioritySerializer,
     SubmitSerializer,
     held_filter,
+    whole_number,
 )
 from jobs.states import State
 from jobs.throttles import SubmitRate, TenantSubmitRate
@@ -71,6 +71,8 @@ class JobsView(APIView):
         if (batch := id_param(request, "batch")) is not None:
             jobs = jobs.filter(Job.rows_of_batch(batch))
         if (shard := id_param(request, "shard", "A shard's index")) is not None:
+            if batch is None:  # every job of the caller's tenants would be read for it
+                raise ValidationError({"shard": "A shard of a batch: give its batch too."})
             jobs = jobs.filter(shard_index=shard)
         page = list(jobs[:PAGE])
         context = {"hidden": access.hidden_from(request.user, page)}
@@ -269,9 +271,10 @@ class LogsView(APIView):
             lines = job_lines(job, after)
             return Response({"lines": LogLineSerializer(lines, many=True).data,
                              "next": lines[-1].pk if lines else after})  # fmt: skip
-        if not (last.isascii() and last.isdigit() and 1 <= int(last) <= MAX_TAIL):
+        tail = whole_number(last)
+        if tail is None or not 1 <= tail <= MAX_TAIL:
             raise ValidationError({"last": f"A number of lines from 1 to {MAX_TAIL}."})
-        lines = job_lines(job, after, int(last), newest=True)
+        lines = job_lines(job, after, tail, newest=True)
         earlier = bool(lines) and job_lines(job, after, 1)[0].pk < lines[0].pk
         return Response({"lines": LogLineSerializer(lines, many=True).data,
                          "next": lines[-1].pk if lines else after, "earlier": earlier})  # fmt: skip
@@ -338,9 +341,9 @@ def id_param(request, name: str, what: str = "An id") -> int | None:
     raw = request.query_params.get(name, "")
     if not raw:
         return None
-    if not (raw.isascii() and raw.isdigit()):
+    if (number := whole_number(raw)) is None:
         raise ValidationError({name: f"{what}: a whole number."})
-    return min(int(raw), LARGEST_ID)
+    return number
 
 
 def job_lines(job, after: int, limit: int = 1000, *, newest: bool = False):

@@ -126,7 +126,9 @@ def retry_after(response: requests.Response) -> int | None:
     """The seconds a 429's Retry-After asks to wait, if a number of them up to
     MAX_RETRY_AFTER_S; None otherwise."""
     seconds = response.headers.get("Retry-After", "")
-    if seconds.isascii() and seconds.isdigit() and int(seconds) <= MAX_RETRY_AFTER_S:
+    # Not converted past a few digits: Python refuses strings of over 4,300.
+    short = len(seconds) <= len(str(MAX_RETRY_AFTER_S))
+    if seconds.isascii() and seconds.isdigit() and short and int(seconds) <= MAX_RETRY_AFTER_S:
         return max(int(seconds), 1)
     return None
 

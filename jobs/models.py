@@ -194,6 +194,12 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
 
+    def eligible_since(self, now):
+        """Since when the job may run, if it may by `now`: None while it may not. During a
+        retry's backoff `eligible_at` already holds the backoff's end, which is still to come."""
+        at = self.eligible_at
+        return at if at is not None and at <= now else None
+
     @property
     def is_batch(self) -> bool:
         """The first shard of a batch inference submission, which stands for all its shards."""

@@ -3,6 +3,7 @@
 import re
 
 from django.db.models import Q, prefetch_related_objects
+from django.utils import timezone
 from rest_framework import serializers
 
 from clusters.models import validate_labels
@@ -292,6 +293,18 @@ class PrioritySerializer(serializers.Serializer):
 
 
 LARGEST_ID = 2**63 - 1  # of a bigint primary key
+
+
+def whole_number(text: str) -> int | None:
+    """A query parameter's whole number (ASCII digits only), at most LARGEST_ID: a larger one
+    stands for it, as no id lies between them, and is not converted (Python refuses strings of
+    over 4,300 digits, and a database may refuse to compare an id with a larger number: SQLite
+    does). None if it is no whole number."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return LARGEST_ID if len(text) > len(str(LARGEST_ID)) else min(int(text), LARGEST_ID)
+
+
 MAX_CANCELED = 10_000  # jobs one cancel request ends; the caller asks again for more
 FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
@@ -365,6 +378,7 @@ class JobSerializer(serializers.ModelSerializer):
     depends_on = serializers.SerializerMethodField()
     dependencies = serializers.SerializerMethodField()
     pending_message = serializers.SerializerMethodField()
+    eligible_at = serializers.SerializerMethodField()
     resubmitted_from = serializers.SerializerMethodField()
 
     class Meta:
@@ -392,6 +406,10 @@ class JobSerializer(serializers.ModelSerializer):
         links = sorted(job.dependency_links.all(), key=lambda link: link.on_id)
         hidden = self.context.get("hidden", frozenset())
         return [{"id": link.on_id, "kind": link.kind} for link in links if link.on_id not in hidden]
+
+    def get_eligible_at(self, job) -> str | None:
+        since = job.eligible_since(timezone.now())
+        return None if since is None else serializers.DateTimeField().to_representation(since)
 
     def get_pending_message(self, job) -> str:
         return access.wait_sentence(job, self.context.get("hidden", frozenset()))

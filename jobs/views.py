@@ -25,11 +25,11 @@ from jobs.forms import dependencies_input, described, refusal_text
 from jobs.models import Attempt, Job
 from jobs.serializers import (
     FLAGS,
-    LARGEST_ID,
     DependenciesSerializer,
     PrioritySerializer,
     SubmitSerializer,
     held_filter,
+    whole_number,
 )
 from jobs.states import TERMINAL, State
 from quotas import tokens
@@ -86,8 +86,8 @@ def job_filters(request) -> tuple[Q, dict]:
             filters["name__icontains"] = q
     for name, lookup in (("before", "id__lt"), ("batch", "batch")):
         if value := request.GET.get(name):
-            if value.isascii() and value.isdigit():
-                filters[lookup] = min(int(value), LARGEST_ID)
+            if (number := whole_number(value)) is not None:
+                filters[lookup] = number
             else:
                 errors[name] = "An id: a whole number."
     batch, rows = filters.pop("batch", None), Q(**filters)
@@ -132,8 +132,11 @@ def job_page(
     if outsider:
         for event in history:
             event.reason = access.outsiders_reason(event.reason)
+    eligible = job.eligible_since(timezone.now())
     context = {
         "job": job,
+        # Said only when it is not the submission, and never of a time to come (a backoff).
+        "eligible_since": eligible if eligible != job.created else None,
         "wait_sentence": access.wait_sentence(job, hidden),
         # The job it runs again, unless the reader may not see that one.
         "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,

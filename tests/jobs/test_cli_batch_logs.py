@@ -143,7 +143,9 @@ def test_the_list_gives_a_batchs_shard_by_its_index(alice, batch):
     listed = client.get(f"/api/v1/jobs/?batch={batch[0].pk}&shard=2")
     bad = client.get(f"/api/v1/jobs/?batch={batch[0].pk}&shard=two")
     past = client.get(f"/api/v1/jobs/?batch={batch[0].pk}&shard={2**40}")
+    alone = client.get("/api/v1/jobs/?shard=2")
 
     assert [job["id"] for job in listed.json()["jobs"]] == [batch[2].pk]
     assert bad.status_code == 400 and list(bad.json()) == ["shard"]
     assert past.json()["jobs"] == []
+    assert alone.status_code == 400 and list(alone.json()) == ["shard"]

@@ -7,7 +7,9 @@ import sys
 import threading
 
 import pytest
+import requests
 
+from jobs import cli
 from jobs.models import Job
 from quotas.tokens import create_token, revoke_token
 from tests.factories import JobFactory
@@ -161,3 +163,13 @@ def test_list_batch_lists_the_shards_of_one_batch(live_server, alice, alpha):
     assert out.returncode == 0, out.stderr
     listed = [int(row.split()[0]) for row in out.stdout.splitlines()]
     assert listed == [shards[1].pk, shards[0].pk, batch.pk]
+
+
+@pytest.mark.parametrize(
+    ("header", "want"), [("7", 7), ("0", 1), ("99999", None), ("9" * 5000, None), ("1e3", None)]
+)
+def test_retry_after_is_read_as_a_short_whole_number_of_seconds_only(header, want):
+    response = requests.Response()
+    response.headers["Retry-After"] = header
+
+    assert cli.retry_after(response) == want
