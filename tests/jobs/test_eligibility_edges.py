@@ -43,14 +43,22 @@ def test_a_late_success_of_a_job_held_since_its_loss_counts_its_wait_from_the_lo
     assert job.started_at - job.eligible_at < timedelta(minutes=1)
 
 
-def test_the_api_leaves_eligible_at_empty_while_a_job_waits_out_its_retry_backoff(
-    client, alice, alpha, normal_priority, settings
-):
+@pytest.fixture
+def backing_off(client, alice, alpha, normal_priority, settings):
+    """A job whose first attempt failed on the infrastructure: it waits out its retry's
+    backoff, seen by Alice."""
     settings.MLSCHED_RETRY_BACKOFF_S = 300
     job = submit(alice, alpha, normal_priority)
     cycle.run_cycle()
     actions.end_attempt(job.attempts.get().pk, Attempt.Outcome.INFRA_ERROR, reason="pull failed")
     client.force_login(alice)
+    return job
+
+
+def test_the_api_leaves_eligible_at_empty_while_a_job_waits_out_its_retry_backoff(
+    client, backing_off
+):
+    job = backing_off
 
     answer = client.get(f"/api/v1/jobs/{job.pk}/").json()
 
@@ -58,14 +66,8 @@ def test_the_api_leaves_eligible_at_empty_while_a_job_waits_out_its_retry_backof
     assert answer["eligible_at"] is None
 
 
-def test_the_job_page_never_says_a_job_is_eligible_since_a_time_to_come(
-    client, alice, alpha, normal_priority, settings
-):
-    settings.MLSCHED_RETRY_BACKOFF_S = 300
-    job = submit(alice, alpha, normal_priority)
-    cycle.run_cycle()
-    actions.end_attempt(job.attempts.get().pk, Attempt.Outcome.INFRA_ERROR, reason="pull failed")
-    client.force_login(alice)
+def test_the_job_page_never_says_a_job_is_eligible_since_a_time_to_come(client, backing_off):
+    job = backing_off
     now = database_now()
 
     page = client.get(f"/jobs/{job.pk}/").content.decode()
