@@ -29,13 +29,14 @@ ALLOCATION_FIELDS = [
     "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
     "attempt__stop_requested_at", "attempt_id", "worker", "attempt__job__cpu_milli",
     "attempt__job__gpus", "attempt__job__gpu_milli", "attempt__job__gpu_types",
+    "attempt__job__owner_id",
 ]  # fmt: skip
 
 QUEUED_FIELDS = [
     "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
-    "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at",
+    "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
 ]  # fmt: skip
 
 
@@ -206,6 +207,7 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
         last_checkpoint=seconds(first["attempt__last_checkpoint_at"]),
         started_at=started.timestamp(),
         stopping=stop_asked is not None,
+        owner=str(first["attempt__job__owner_id"]),
     )
 
 
@@ -230,6 +232,7 @@ def tenants(rows) -> tuple[p.Tenant, ...]:
         used["memory"] += row["memory_mb"]
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
+    users = users_gpus(rows)
     out = []
     for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
         quotas = tuple(
@@ -247,9 +250,26 @@ def tenants(rows) -> tuple[p.Tenant, ...]:
                 quotas=quotas,
                 usage=dict(usage[tenant.pk]),
                 cohort=tenant.cohort,
+                user_use=users.get(tenant.pk, {}),
             )
         )
     return tuple(out)
+
+
+def users_gpus(rows) -> dict[int, dict[str, float]]:
+    """Per tenant, the GPUs each user's running workers hold, as the core counts them (GPU
+    milli / 1000 per worker, a CPU-only worker as a fraction of a GPU)."""
+    workers: dict[tuple[int, int], list] = {}
+    for row in rows:
+        tenant, owner = row["attempt__job__tenant_id"], row["attempt__job__owner_id"]
+        worker = workers.setdefault((row["attempt_id"], row["worker"]), [tenant, owner, 0])
+        if row["gpu_index"] is not None:
+            worker[2] += row["gpu_milli"]
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    for tenant, owner, milli in workers.values():
+        users = out[tenant]
+        users[str(owner)] = users.get(str(owner), 0.0) + p.worker_gpus(milli)
+    return out
 
 
 def gpu_scale(flavor: str) -> int:
@@ -302,6 +322,7 @@ def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
         clusters=cluster_ids(job["cluster_selector"], clusters),
         may_preempt=job["priority_class__may_preempt"],
         preempting=claim is not None and claim.timestamp() > now,
+        owner=str(job["owner_id"]),
     )
 
 

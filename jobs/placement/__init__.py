@@ -32,6 +32,7 @@ from jobs.placement.model import (
     Tenant,
     gpu_flavor,
 )
+from jobs.placement.ordering import worker_gpus
 
 __all__ = [
     "BATCH_INFERENCE",
@@ -57,4 +58,5 @@ __all__ = [
     "WorkerPlacement",
     "gpu_flavor",
     "place",
+    "worker_gpus",
 ]

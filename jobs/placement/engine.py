@@ -28,7 +28,7 @@ from jobs.placement.model import (
     as_running,
     gpu_flavor,
 )
-from jobs.placement.ordering import QueueOrder
+from jobs.placement.ordering import QueueOrder, running_gpus, worker_gpus
 from jobs.placement.own_quota import OwnWork
 from jobs.placement.quota import Ledger, amount_of
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
@@ -407,7 +407,8 @@ class Cycle:
         count = len(slots)
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
-        self.order.charge(job.tenant, _resources(used))
+        gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
+        self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.
         evicting: dict[str, int] = {}
         for victim in victims:
@@ -556,7 +557,9 @@ class Cycle:
         # has gone (its tenant starts nothing more on it now), but is not reclaimed twice.
         used = self.usage_of(victim)
         self.ledger.leave(victim.tenant, used)
-        self.order.charge(victim.tenant, _resources(used), -1)
+        self.order.charge(
+            victim.tenant, _resources(used), -1, owner=victim.owner, gpus=running_gpus(victim)
+        )
         self.evicted.add(victim.id)
         self.preempted.append(victim.id)
 

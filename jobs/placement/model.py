@@ -82,6 +82,9 @@ class RunningJob:
     last_checkpoint: float | None = None
     started_at: float = 0.0
     stopping: bool = False
+    # The submitting user ("": unknown): evicting the job gives its GPUs back to that user's
+    # share inside the tenant.
+    owner: str = ""
 
     @property
     def gpu_milli(self) -> int:
@@ -120,6 +123,10 @@ class QueuedJob:
     # The job has evicted work for itself and not started since: the room its victims leave
     # is its claim (it is decided before the queue; see QueueOrder).
     preempting: bool = False
+    # The submitting user ("": unknown). Inside a tenant, a user's jobs lose priority for the
+    # GPUs the user holds (``Tenant.user_use``), so one user's long queue does not take all of
+    # the team's share.
+    owner: str = ""
 
     @property
     def worker_gpu_milli(self) -> int:
@@ -141,7 +148,9 @@ class Tenant:
     """A tenant: fair-share weight, quotas, and usage by flavor (running work only).
 
     Flavors without a Quota are not limited. Tenants of one ``cohort`` lend each other their
-    idle guarantee.
+    idle guarantee. ``user_use`` maps each user (a job's ``owner``) to the GPUs the user's
+    running workers in this tenant hold: GPU milli / 1000 per worker, or
+    ``ordering.CPU_WORKER_GPUS`` for a CPU-only worker (the measure a job's size counts in).
     """
 
     id: str
@@ -149,6 +158,7 @@ class Tenant:
     quotas: tuple[Quota, ...] = ()
     usage: Mapping[str, int] = field(default_factory=dict)
     cohort: str = ""
+    user_use: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,12 @@ class Policy:
     # promise the agent enforces, so claiming a short one gains nothing. A job without a
     # limit counts as the largest size.
     size_priority_per_doubling: float = 16.0
+    # Priority points a user's jobs lose, inside their tenant, per doubling of 1 + the GPUs the
+    # user holds there (running, plus what the cycle gives): fair share between a team's
+    # users, as Slurm's fair-share tree goes account -> user. The size term's weight: holding
+    # twice the GPUs costs a user's next job what asking for twice the GPU-hours costs it.
+    # Equal for all of one user's jobs, it leaves a one-user tenant's order as it is.
+    user_share_priority_per_doubling: float = 16.0
     # Fair-share points forgiven per hour the tenant's head job has waited.
     aging_share_per_hour: float = 0.05
     # A job queued this long also comes ahead, with the highest tier, for free capacity only
@@ -267,4 +283,6 @@ def allocation(node_id: str, takes: tuple[tuple[int, ...], ...], cpu: int, mem: 
 def as_running(job: QueuedJob, slots: Iterable[tuple]) -> RunningJob:
     """A job placed on ``slots`` ((node, GPU takes, CPU, memory), ...) as running work."""
     allocations = tuple(allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
-    return RunningJob(job.id, job.tenant, job.tier, job.preemptible, False, allocations)
+    return RunningJob(
+        job.id, job.tenant, job.tier, job.preemptible, False, allocations, owner=job.owner
+    )

@@ -8,7 +8,13 @@ share and aging alone would put the borrower first again, to start on the same b
 guarantee and be evicted again next cycle. The order inside a tenant is untouched.
 
 A job's effective priority is its priority, plus points for the hours it has waited (aging),
-minus points for its size in GPU-hours (shortest and smallest first). Inside a tier aging lowers
+minus points for its size in GPU-hours (shortest and smallest first), minus points for the GPUs
+its owner holds in the tenant (fair share between a team's users, as Slurm's fair-share tree
+goes account -> user): one user's 500 jobs queued ahead of a teammate's few take turns with
+them as the cycle places them, instead of taking the whole team's share until they drain. That
+last term is the same for all of one owner's jobs, so each owner's jobs keep their order, and a
+tenant whose queued jobs come from one owner keeps the order it had without it; a tenant's next
+job is the best of its owners' next jobs. Inside a tier aging lowers
 a tenant's effective share by how long its head job has waited, and raises a job's priority
 inside its tenant, so nothing waits forever behind a busier neighbour or behind a stream of
 smaller jobs. Tiers are strict until a job has waited ``Policy.tier_wait_limit_hours``: then it
@@ -36,7 +42,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from jobs.placement.model import Policy, QueuedJob, Tenant
+from jobs.placement.model import Policy, QueuedJob, RunningJob, Tenant
 
 HOUR = 3600.0
 # Sizes are counted from 1 GPU-minute up to about 2^20 GPU-hours (the size of a job without a
@@ -63,6 +69,7 @@ class QueueOrder:
         # Read for every job of every cycle.
         self._aging = policy.aging_priority_per_hour
         self._per_doubling = policy.size_priority_per_doubling
+        self._per_user_doubling = policy.user_share_priority_per_doubling
         self._share_aging = policy.aging_share_per_hour
         # Whether a job would borrow, asked when its tenant's turn is keyed (None: nobody does).
         self.borrows = borrows
@@ -70,7 +77,13 @@ class QueueOrder:
         self.used: dict[str, dict[str, float]] = {t.id: _usage(t) for t in tenants}
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
         self._shares: dict[str, float] = {}  # until the tenant is charged again
-        self.tiers: dict[int, dict[str, list[QueuedJob]]] = {}
+        # GPUs each user holds in each tenant; the penalties they cost, until charged again;
+        # and how many times a tenant's users were given GPUs back (an eviction: every owner
+        # key of its queues may have dropped).
+        self.user_use: dict[str, dict[str, float]] = {t.id: dict(t.user_use) for t in tenants}
+        self._penalties: dict[tuple[str, str], float] = {}
+        self.user_refunds: dict[str, int] = {}
+        lists: dict[int, dict[str, list[QueuedJob]]] = {}
         queued = list(queued)
         top = max((job.tier for job in queued), default=0)
         starved = _starved(queued, top, policy.tier_wait_limit_hours, now)
@@ -88,14 +101,17 @@ class QueueOrder:
                     self.preempting.append(job)
         self._claims = {job.id for job in queued if job.preempting}
         for job in queued:
-            self.tiers.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
+            lists.setdefault(job.tier, {}).setdefault(job.tenant, []).append(job)
             if job.id in starved:
-                self.tiers.setdefault(top, {}).setdefault(job.tenant, []).append(job)
+                lists.setdefault(top, {}).setdefault(job.tenant, []).append(job)
         # Whether the job last yielded comes ahead of its own tier (it comes again there).
         self.ahead_of_tier = False
-        for tenants_queues in self.tiers.values():
-            for queue in tenants_queues.values():
-                queue.sort(key=self._job_key)
+        self.tiers: dict[int, dict[str, TenantQueue]] = {}
+        for tier, tenants_lists in lists.items():
+            self.tiers[tier] = queues = {}
+            for tenant, jobs in tenants_lists.items():
+                jobs.sort(key=self._job_key)
+                queues[tenant] = TenantQueue(self, tenant, jobs)
 
     def _job_key(self, job: QueuedJob) -> tuple:
         wait = max(self.now - job.submit_time, 0.0) / HOUR
@@ -104,6 +120,15 @@ class QueueOrder:
             job.submit_time,
             job.id,
         )
+
+    def user_penalty(self, tenant: str, owner: str) -> float:
+        """Priority points the owner's jobs lose inside the tenant for the GPUs it holds."""
+        penalty = self._penalties.get((tenant, owner))
+        if penalty is None:
+            use = max(self.user_use.get(tenant, {}).get(owner, 0.0), 0.0)
+            penalty = self._per_user_doubling * math.log2(1.0 + use)
+            self._penalties[tenant, owner] = penalty
+        return penalty
 
     def share(self, tenant: str) -> float:
         """The tenant's weighted dominant share (GPU weighted heaviest by default)."""
@@ -139,28 +164,127 @@ class QueueOrder:
         yield from self._claimants(self.preempting)
         for tier in sorted(self.tiers, reverse=True):
             queues = self.tiers[tier]
-            heap = [(self._tenant_key(t, q[0]), t, 0) for t, q in queues.items()]
+            heap = [(self._tenant_key(t, q.head()), t) for t, q in queues.items()]
             heapq.heapify(heap)
             while heap:
-                _, tenant, pos = heapq.heappop(heap)
+                _, tenant = heapq.heappop(heap)
                 queue = queues[tenant]
-                # The tier's last tenant needs no more keys: the rest of its queue, in order.
-                last = pos + 1 if heap else len(queue)
-                for job in queue[pos:last]:
+                # The tier's last tenant needs no more tenant keys: the rest of its queue.
+                while queue.left:
+                    job = queue.pop()
                     if job.id not in self._claims:  # decided first of all
                         self.ahead_of_tier = job.tier != tier
                         yield job
-                if last < len(queue):
-                    key = self._tenant_key(tenant, queue[last])
-                    heapq.heappush(heap, (key, tenant, last))
+                    if heap and queue.left:
+                        heapq.heappush(heap, (self._tenant_key(tenant, queue.head()), tenant))
+                        break
             yield from self._claimants(self._after_tier.get(tier, []))
 
-    def charge(self, tenant: str, amounts: Mapping[str, float], sign: int = 1) -> None:
-        """Count resources the cycle gave to (or took from) a tenant."""
+    def charge(
+        self,
+        tenant: str,
+        amounts: Mapping[str, float],
+        sign: int = 1,
+        owner: str = "",
+        gpus: float = 0.0,
+    ) -> None:
+        """Count resources the cycle gave to (or took from) a tenant, and the ``gpus`` (as
+        ``Tenant.user_use`` counts them) to (from) its user ``owner``."""
         self._shares.pop(tenant, None)
         used = self.used.setdefault(tenant, {})
         for resource, amount in amounts.items():
             used[resource] = used.get(resource, 0.0) + sign * amount
+        if gpus:
+            users = self.user_use.setdefault(tenant, {})
+            users[owner] = users.get(owner, 0.0) + sign * gpus
+            self._penalties.pop((tenant, owner), None)
+            if sign * gpus < 0:
+                self.user_refunds[tenant] = self.user_refunds.get(tenant, 0) + 1
+
+
+class TenantQueue:
+    """A tenant's queued jobs of one tier, best first, taken one at a time.
+
+    With one owner (or no user share), the jobs in order and a position. With several, the
+    jobs of each owner in order with a position each, and a heap of the owners' next jobs
+    keyed with their owner's penalty at the time. A placement only raises a penalty, so an
+    owner at the top whose penalty changed since is keyed again and pushed back; an eviction
+    lowers one, so the heap is built again.
+    """
+
+    __slots__ = (
+        "_order",
+        "_tenant",
+        "_jobs",
+        "_pos",
+        "_lists",
+        "_at",
+        "_heap",
+        "_built_at",
+        "_out",
+        "left",
+    )
+
+    def __init__(self, order: QueueOrder, tenant: str, jobs: list[QueuedJob]):
+        """``jobs`` sorted by ``QueueOrder._job_key``."""
+        self._order = order
+        self._tenant = tenant
+        self._jobs = jobs
+        self._pos = 0
+        self.left = len(jobs)
+        # Each owner's jobs with their keys, in order (only if there are several owners).
+        lists: dict[str, list[tuple[tuple, QueuedJob]]] = {}
+        if order._per_user_doubling and len({job.owner for job in jobs}) > 1:
+            for job in jobs:
+                lists.setdefault(job.owner, []).append((order._job_key(job), job))
+        self._lists = lists or None
+        self._at = dict.fromkeys(lists, 0)
+        self._heap: list[tuple] = []
+        self._built_at = -1  # the tenant's user refunds when the heap was built
+        self._out: str | None = None  # the owner just taken from, not in the heap
+
+    def head(self) -> QueuedJob:
+        """The next job (the queue is not empty)."""
+        if self._lists is None:
+            return self._jobs[self._pos]
+        owner = self._best()
+        return self._lists[owner][self._at[owner]][1]
+
+    def pop(self) -> QueuedJob:
+        """Take the next job (the queue is not empty)."""
+        self.left -= 1
+        if self._lists is None:
+            self._pos += 1
+            return self._jobs[self._pos - 1]
+        owner = self._best()
+        heapq.heappop(self._heap)
+        at = self._at[owner] = self._at[owner] + 1
+        if at < len(self._lists[owner]):
+            self._out = owner  # keyed again when next asked, at its use then
+        return self._lists[owner][at - 1][1]
+
+    def _best(self) -> str:
+        lists = self._lists
+        assert lists is not None
+        order, tenant, heap = self._order, self._tenant, self._heap
+        refunds = order.user_refunds.get(tenant, 0)
+        if refunds != self._built_at:
+            self._built_at, self._out = refunds, None
+            heap = self._heap = [self._key(o) for o, j in lists.items() if self._at[o] < len(j)]
+            heapq.heapify(heap)
+        elif self._out is not None:
+            heapq.heappush(heap, self._key(self._out))
+            self._out = None
+        # Keys only rose since the heap was built: a top keyed at its penalty now is the best.
+        while order.user_penalty(tenant, heap[0][3]) != heap[0][4]:
+            heapq.heapreplace(heap, self._key(heap[0][3]))
+        return heap[0][3]
+
+    def _key(self, owner: str) -> tuple:
+        assert self._lists is not None
+        (priority, submit, job_id), _ = self._lists[owner][self._at[owner]]
+        penalty = self._order.user_penalty(self._tenant, owner)
+        return (priority + penalty, submit, job_id, owner, penalty)
 
 
 def size_doublings(job: QueuedJob) -> float:
@@ -173,9 +297,19 @@ def size_doublings(job: QueuedJob) -> float:
 def _doublings(workers: int, gpu_milli: int, max_runtime: float | None) -> float:
     if max_runtime is None:
         return MAX_SIZE_DOUBLINGS
-    gpus = gpu_milli / 1000 or CPU_WORKER_GPUS
+    gpus = worker_gpus(gpu_milli)
     hours = workers * gpus * max_runtime / HOUR
     return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
+
+
+def worker_gpus(gpu_milli: int) -> float:
+    """The GPUs a worker holding ``gpu_milli`` counts as: a CPU-only worker as a fraction."""
+    return gpu_milli / 1000 or CPU_WORKER_GPUS
+
+
+def running_gpus(job: RunningJob) -> float:
+    """The GPUs running work counts as in its user's share, one worker per allocation."""
+    return sum(worker_gpus(sum(m for _, m in a.gpus)) for a in job.allocations)
 
 
 def _starved(queued: list[QueuedJob], top: int, limit_hours: float | None, now: float) -> set[str]:
