@@ -72,3 +72,15 @@ def _queries_of_a_load() -> int:
     with CaptureQueriesContext(connection) as queries:
         snapshot.load(time.time())
     return len(queries)
+
+
+def test_a_teammates_jobs_take_turns_with_a_users_long_queue_in_one_cycle(room, alpha, alice, bob):
+    # Alice queued ten one-GPU jobs before Bob's two, on a node of eight GPUs: by submission
+    # alone Alice would take all eight.
+    alices = [JobFactory(tenant=alpha, owner=alice, gpus=1, cpu_milli=1000) for _ in range(10)]
+    bobs = [JobFactory(tenant=alpha, owner=bob, gpus=1, cpu_milli=1000) for _ in range(2)]
+
+    placed = set(cycle.run_cycle().placed)
+
+    assert {job.pk for job in bobs} <= placed
+    assert len(placed & {job.pk for job in alices}) == 6
