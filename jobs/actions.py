@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Sum, Value, When
+from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
@@ -217,9 +217,10 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
 def stamp_eligible(job_ids: list[int]) -> int:
     """Record that these queued jobs, which a cycle found free to run and not stamped, are
     eligible; how many it stamped. One that waited for other jobs (a dependency, a singleton's
-    group) from now: the cycle after the last of them ended, as every end wakes the scheduler.
-    Any other from its submission or its retry's backoff's end: submit, release_hold and
-    retry stamp such a job themselves, so this one is from before `eligible_at` was recorded.
+    group) from now, or its `not_before` if later: the cycle after the last of them ended, as
+    every end wakes the scheduler. Any other from its submission, or its `not_before` (its
+    begin, its retry's backoff's end) if later: submit, release_hold and retry stamp such a
+    job themselves, so this one is from before `eligible_at` was recorded.
 
     Asked again under the rows' locks, as the commit's claim asks: a job held, placed or
     given a dependency since the snapshot is left alone. Locked in id order, as cancel()
@@ -241,8 +242,11 @@ def _stamp(job_ids: list[int]) -> int:
         return 0
     root = Coalesce(OuterRef("parent_id"), OuterRef("pk"))
     waited = Q(singleton=True) | Exists(Dependency.objects.filter(job_id=root))
+    # Never before its not_before (a begin, a backoff's end): the cycle's clock, which let it
+    # through, may run ahead of the database's.
     since = Case(
-        When(waited, then=Now()), default=Greatest("created", Coalesce("not_before", "created"))
+        When(waited, then=Greatest(Now(), Coalesce("not_before", Now()))),
+        default=Greatest("created", Coalesce("not_before", "created")),
     )
     free = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
     return free.update(eligible_at=since)
@@ -641,8 +645,14 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     dependencies.hold says what is refused, and when.
 
     A job with nothing to wait for is eligible from its submission (`eligible_at`, written
-    by the same INSERT as `created`, so the two are equal); one with dependencies or a
-    singleton from the first cycle that finds it free to run (stamp_eligible).
+    by the same INSERT as `created`, so the two are equal), or from its `begin` if that is
+    later; one with dependencies or a singleton from the first cycle that finds it free to run
+    (stamp_eligible), which is never before its begin.
+
+    A `begin` (Slurm's --begin; every shard of a batch has it) is kept as asked and copied to
+    `not_before`, which the snapshot and the commit's claim read as they read a retry's
+    backoff: the job is queued but not placed before it. A retry moves `not_before` on, and
+    only comes after a placement, so past the begin.
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])
@@ -658,7 +668,9 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         raise
     dependencies.hold(depends_on)
     free = not (depends_on or spec.get("singleton"))
-    spec["eligible_at"] = Now() if free else None
+    if (begin := spec.get("begin")) is not None:
+        spec["not_before"] = begin
+    spec["eligible_at"] = eligible_from(begin) if free else None
     try:
         # In a savepoint: a concurrent submission with the same key may have inserted since the
         # check above. The unique constraint then refuses this row, and that job is the answer,
@@ -677,7 +689,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
             Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
         )
     for job in jobs:  # what the database wrote for Now(): the statement's time, as `created`
-        job.eligible_at = job.created if free else None
+        job.eligible_at = max(job.created, begin or job.created) if free else None
     Dependency.objects.bulk_create(
         Dependency(job=first, on_id=on, kind=kind) for on, kind in depends_on
     )
@@ -687,6 +699,14 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     events.publish_on_commit((vars(event), tenant.pk) for event in written)
     transaction.on_commit(kick)
     return first, True
+
+
+def eligible_from(begin):
+    """When a job with nothing to wait for becomes eligible: at its submission (the database's
+    time, as `created`), or at its begin if that is later."""
+    if begin is None:
+        return Now()
+    return Greatest(Now(), Value(begin, output_field=DateTimeField()))
 
 
 QUEUE_LOCK = 0x6D6C_7171  # advisory lock space: one key per tenant with a queue limit
@@ -909,8 +929,9 @@ def recheck_eligible(job_ids: list[int]) -> None:
     """Whether these queued jobs, whose rows the caller holds, are free to run, once a hold
     was released or their dependencies changed. One that must wait (held, a dependency not
     met, an earlier job of a singleton's group live) is not eligible; one free to run that was
-    not is eligible from now, or from the end of its retry's backoff if that is later; one
-    that was stays so. One UPDATE; a job that has started keeps its eligibility."""
+    not is eligible from now, or from its `not_before` (its begin, or the end of its retry's
+    backoff) if that is later; one that was stays so. One UPDATE; a job that has started keeps
+    its eligibility."""
     waits = ~Q(held="") | dependencies.waits()
     Job.objects.filter(pk__in=job_ids, started_at=None).update(
         eligible_at=Case(

@@ -11,7 +11,8 @@
     4. preempt   ask the victims' attempts to stop, with a grace period
     5. explain   store each waiting job's reason code, sentence and estimated start (jobs the
                  core never saw: one waiting for a dependency, waiting_for_dependency; one
-                 waiting out its retry backoff, retry_backoff, until its backoff ends)
+                 waiting out its retry backoff, retry_backoff, until its backoff ends; one
+                 deferred, deferred, until its begin)
     6. notify    after commit: agents and live views hear of the changes
 
 Correctness never rests on this being the only scheduler: the node locks serialise commits that
@@ -101,8 +102,8 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         reason, message, estimate = explanation(outcome, job_id in skipped)
         if loaded.pending.get(job_id) != (reason, message, estimate):
             changes[job_id] = (reason, message, estimate)
-    for job_id, until in loaded.backoff.items():
-        why = ("retry_backoff", "Waiting out the backoff before its retry.", until)
+    for job_id, (until, begin) in loaded.backoff.items():
+        why = not_yet(until, begin)
         if loaded.pending.get(job_id) != why:
             changes[job_id] = why
     for job_id, waits_for in loaded.waiting.items():
@@ -110,6 +111,21 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         if loaded.pending.get(job_id) != why:
             changes[job_id] = why
     actions.record_pending(changes)
+
+
+def not_yet(until: datetime, begin: datetime | None) -> tuple[str, str, datetime]:
+    """Why a job the core never saw may not be placed before `until`: its begin (a deferred
+    start), or its retry's backoff. A retry moves `not_before` past the begin: a job retries
+    only once placed, after its begin."""
+    if until == begin:
+        return "deferred", f"Deferred until {utc_time(begin)} (begin).", until
+    return "retry_backoff", "Waiting out the backoff before its retry.", until
+
+
+def utc_time(moment: datetime) -> str:
+    """A time in UTC to the minute, as the job page writes one; to the second if it has any."""
+    shown = moment.astimezone(UTC)
+    return shown.strftime("%Y-%m-%d %H:%M" if shown.second == 0 else "%Y-%m-%d %H:%M:%S") + " UTC"
 
 
 def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | None]:

@@ -1,9 +1,11 @@
 """The REST API's shapes: what a submission may say, and what a job looks like."""
 
 import re
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from clusters.models import validate_labels
@@ -107,6 +109,47 @@ class DependencyItem(serializers.Field):
         return {"id": value.on, "kind": value.kind}
 
 
+MAX_BEGIN_AHEAD = timedelta(days=366)
+
+
+class Begin(serializers.Field):
+    """A deferred start (Slurm's --begin): an ISO 8601 time with its zone, as UTC, or None
+    when it is not ahead (a time past, or now, defers nothing). A time without a zone is
+    refused rather than read in some zone: the caller's and the server's may differ."""
+
+    default_error_messages = {
+        "invalid": "A time with its zone, as ISO 8601 writes it: 2026-12-03T02:00:00Z for UTC, "
+        "or 2026-12-03T03:00:00+01:00.",
+        "naive": "No time zone: UTC is expected, written with a Z (2026-12-03T02:00:00Z), or "
+        "give the zone's offset (+01:00).",
+        "too_far": "More than 366 days ahead: a start may be deferred by a year at most.",
+    }
+
+    def to_internal_value(self, data) -> datetime | None:
+        value = data if isinstance(data, datetime) else self.parse(data)
+        if value.tzinfo is None:
+            self.fail("naive")
+        now = timezone.now()
+        if value - now > MAX_BEGIN_AHEAD:
+            self.fail("too_far")
+        return value.astimezone(UTC) if value > now else None
+
+    def parse(self, data) -> datetime:
+        # Not quoted back: the text may hold a lone surrogate, which no answer can encode.
+        if not isinstance(data, str) or len(data) > 64:
+            self.fail("invalid")
+        try:
+            value = parse_datetime(data.strip())
+        except ValueError:  # well formed, yet no time (a 13th month)
+            value = None
+        if value is None:
+            self.fail("invalid")
+        return value
+
+    def to_representation(self, value) -> str:
+        return serializers.DateTimeField().to_representation(value)
+
+
 def priority_class_named(name: str) -> PriorityClass:
     found = PriorityClass.objects.filter(name=name).first()
     if found is None:
@@ -157,6 +200,8 @@ class SubmitSerializer(serializers.Serializer):
     # Slurm's --dependency=singleton: after every earlier job of the same tenant, submitter and
     # name (a batch waits, and is waited for, as one job).
     singleton = serializers.BooleanField(default=False)
+    # Slurm's --begin: queued, but not placed before this time.
+    begin = Begin(default=None, allow_null=True)
 
     def __init__(self, *args, tenants=None, jobs=None, **kwargs):
         """`tenants`: those the caller may submit to; `jobs`: those the caller can see (only
@@ -389,9 +434,9 @@ class JobSerializer(serializers.ModelSerializer):
             "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
-            "pending_reason", "pending_message", "estimated_start", "created", "eligible_at",
-            "scheduled_at", "started_at", "finished_at", "depends_on", "dependencies", "singleton",
-            "attempts",
+            "pending_reason", "pending_message", "estimated_start", "created", "begin",
+            "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",
+            "dependencies", "singleton", "attempts",
         ]  # fmt: skip
         read_only_fields = fields
 

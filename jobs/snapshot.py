@@ -53,7 +53,8 @@ class Loaded:
     # Every queued job's room claim as read (preempting_until): an eviction is written only
     # for a preemptor whose claim is still this one (actions.preempt).
     claims: dict[int, object] = field(default_factory=dict)
-    # Jobs waiting out their retry backoff, which the core never sees: {id: not_before}.
+    # Jobs waiting out their retry backoff or their begin, which the core never sees:
+    # {id: (not_before, begin)}.
     backoff: dict[int, object] = field(default_factory=dict)
     # Every running job's live attempt as read: a preemption stops that attempt only, not one
     # that replaced it since (actions.preempt).
@@ -112,7 +113,7 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
         for job in queued + backing_off
     }
     claims = {job["id"]: job["preempting_until"] for job in queued}
-    backoff = {job["id"]: job["not_before"] for job in backing_off}
+    backoff = {job["id"]: (job["not_before"], job["begin"]) for job in backing_off}
     attempts = {row["attempt__job_id"]: row["attempt_id"] for row in rows}
     unstamped = [job["id"] for job in queued if not (job["eligible_at"] or job["started_at"])]
     return Loaded(
@@ -292,13 +293,13 @@ def queued_jobs(now: float):
 
 
 def backoff_jobs(now: float):
-    """The queued jobs, not held, that wait out a retry's backoff: the core never sees them,
-    yet each says why it waits."""
+    """The queued jobs, not held, that wait out a retry's backoff or their begin (`not_before`):
+    the core never sees them, yet each says why it waits."""
     moment = datetime.fromtimestamp(now, tz=UTC)
     return (
         Job.objects.filter(state=State.QUEUED, held="", not_before__gt=moment)
         .order_by("id")
-        .values("id", "not_before", "pending_reason", "pending_message", "estimated_start")
+        .values("id", "not_before", "begin", "pending_reason", "pending_message", "estimated_start")
     )
 
 

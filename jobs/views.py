@@ -332,7 +332,7 @@ def submit(request):
     context = {
         "values": values,
         "errors": errors,
-        "fields": described(errors),
+        "fields": described(errors, helps={"begin": "begin-help"}),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
     }

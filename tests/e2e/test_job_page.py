@@ -3,9 +3,11 @@ with live updates over Channels and Redis (the `server` and `browser_page` fixtu
 conftest.py). Run in its own pytest process (see the Makefile)."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from clusters import agents
@@ -163,6 +165,17 @@ def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_pa
     expect(browser_page.locator("h1")).to_contain_text("resnet-sweep")
 
 
+def fill_an_evaluation(page, name: str, command: str) -> None:
+    """Open the submit form and fill it for an evaluation on half a GPU."""
+    page.click("text=Submit a job")
+    page.fill("input[name=name]", name)
+    page.select_option("select[name=family]", "evaluation")
+    page.fill("input[name=image]", "python:3.11")
+    page.fill("input[name=command]", command)
+    page.fill("input[name=gpus]", "0")
+    page.fill("input[name=gpu_milli]", "500")
+
+
 def test_a_user_submits_a_job_from_the_portal_and_lands_on_its_page(
     server, browser_page, alpha, alice, tmp_path
 ):
@@ -170,16 +183,27 @@ def test_a_user_submits_a_job_from_the_portal_and_lands_on_its_page(
     page = browser_page
     log_in(page, server, "alice")
 
-    page.click("text=Submit a job")
-    page.fill("input[name=name]", "llama-eval")
-    page.select_option("select[name=family]", "evaluation")
-    page.fill("input[name=image]", "python:3.11")
-    page.fill("input[name=command]", "python eval.py --split test")
-    page.fill("input[name=gpus]", "0")
-    page.fill("input[name=gpu_milli]", "500")
+    fill_an_evaluation(page, "llama-eval", "python eval.py --split test")
     page.screenshot(path=str(tmp_path / "submit.png"), full_page=True)
     page.click("button[type=submit]")
 
     expect(page.locator("h1")).to_contain_text("llama-eval")
     expect(page.locator("#state")).to_have_text("queued")
     assert page.locator("#cancel").is_visible()
+
+
+def test_a_user_defers_a_job_from_the_portal_to_a_time_read_as_utc(
+    server, browser_page, alpha, alice, tmp_path
+):
+    PriorityClassFactory(name="normal", value=0)
+    begin = (timezone.now() + timedelta(days=1)).replace(second=0, microsecond=0)
+    page = browser_page
+    log_in(page, server, "alice")
+
+    fill_an_evaluation(page, "nightly-eval", "python eval.py")
+    page.fill("input[name=begin]", f"{begin:%Y-%m-%dT%H:%M}")  # the input holds no zone
+    page.screenshot(path=str(tmp_path / "submit-begin.png"), full_page=True)
+    page.click("button[type=submit]")
+
+    expect(page.locator("h1")).to_contain_text("nightly-eval")
+    expect(page.locator("#begin")).to_have_text(f"not placed before {begin:%Y-%m-%d %H:%M:%S} UTC")

@@ -6,11 +6,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
 
 from jobs import cli as cli_module
+from jobs import cycle
 from jobs.models import Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token
@@ -147,6 +150,33 @@ def test_the_cli_submits_with_slurms_dependency_option_singleton_included(cli):
     assert (shown["dependencies"], shown["singleton"]) == (
         [{"id": first, "kind": "afterany"}], True
     )  # fmt: skip
+
+
+def test_the_cli_submits_with_a_begin_two_hours_from_now_and_shows_the_job_deferred(cli):
+    before = int(time.time())
+    submitted = cli("submit", "-", "--begin", "now+2h", stdin=json.dumps(SPEC))
+    after = time.time()
+    cycle.run_cycle()
+
+    assert submitted.returncode == 0, submitted.stderr
+    job = Job.objects.get(pk=int(submitted.stdout.split()[0]))
+    assert before + 7200 <= job.begin.timestamp() <= after + 7200
+    shown = json.loads(cli("status", str(job.pk)).stdout)
+    assert datetime.fromisoformat(shown["begin"]) == job.begin
+    assert (shown["pending_reason"], shown["pending_message"]) == (
+        "deferred", f"Deferred until {job.begin:%Y-%m-%d %H:%M:%S} UTC (begin)."
+    )  # fmt: skip
+    assert f"{job.pk}  queued" in (listed := cli("list").stdout) and "(deferred)" in listed
+
+
+def test_the_cli_refuses_a_begin_it_cannot_read_and_passes_the_rest_to_the_server(cli):
+    unreadable = cli("submit", "-", "--begin", "now+2w", stdin=json.dumps(SPEC))
+    zoneless = cli("submit", "-", "--begin", "2026-12-03T02:00", stdin=json.dumps(SPEC))
+
+    assert unreadable.returncode == 2 and "--begin" in unreadable.stderr
+    assert zoneless.returncode == 1 and "begin" in zoneless.stderr
+    assert "UTC is expected" in zoneless.stderr
+    assert not Job.objects.exists()
 
 
 def test_the_cli_replaces_a_queued_jobs_dependencies_then_removes_them(cli):
