@@ -63,6 +63,9 @@ class Seen:
     stopping: bool = False  # the backend deleted it on purpose (stop)
     node: str = NODE_READY  # the bound node's state
     create_error: str = ""  # why the pod could not be created
+    # The last failed pull's message the watch saw (ErrImagePull): kubelets before 1.32 do not
+    # repeat it in the ImagePullBackOff that follows, which may be all a status read sees.
+    pull_error: str = ""
 
 
 def worker_status(attempt_id: int, rank: int, seen: Seen) -> base.WorkerStatus:
@@ -82,7 +85,7 @@ def _classify(seen: Seen) -> tuple[str, int | None, str]:
         return ended
     if seen.deleted:
         return base.LOST, None, _disruption(seen.pod) or "PodDeleted"
-    return _live(seen.pod, seen.node)
+    return _live(seen.pod, seen.node, seen.pull_error)
 
 
 def _stopping(seen: Seen) -> tuple[str, int | None, str]:
@@ -134,7 +137,7 @@ def _container_end(term: client.V1ContainerStateTerminated | None) -> tuple[str,
     return base.EXITED, exit_code, term.reason if term and term.reason == "OOMKilled" else ""
 
 
-def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
+def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[str, int | None, str]:
     if node == NODE_MISSING:
         return base.LOST, None, "NodeLost"
     if node == NODE_NOT_READY:
@@ -143,6 +146,8 @@ def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
     if node == NODE_UNREACHABLE and phase == "Unknown":
         return base.RUNNING, None, ""  # the node stopped reporting: the pod may well still run
     waiting, message = _waiting(pod)
+    if waiting == "ImagePullBackOff" and pull_error and "ErrImagePull" not in message:
+        message = f"{message}: ErrImagePull: {pull_error}"  # as Kubernetes 1.32 says it
     said = f"{waiting}: {message}" if message else waiting
     if waiting == "InvalidImageName" or (waiting in IMAGE_PULL and NO_SUCH_IMAGE.search(message)):
         return base.EXITED, NO_IMAGE_EXIT, said
@@ -153,6 +158,12 @@ def _live(pod: client.V1Pod | None, node: str) -> tuple[str, int | None, str]:
     if phase == "Unknown":
         return base.LOST, None, "PodUnknown"
     return base.PENDING, None, said
+
+
+def pull_error(pod: client.V1Pod) -> str:
+    """The kubelet's message for a failed pull of the worker's image, "" if it is not one."""
+    waiting, message = _waiting(pod)
+    return message if waiting == "ErrImagePull" else ""
 
 
 def _phase(pod: client.V1Pod | None) -> str:

@@ -75,6 +75,7 @@ from clusters.backends.k8s_status import (
     is_started,
     node_state,
     pods_node_state,
+    pull_error,
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_watch import Key, PodWatcher
@@ -155,6 +156,7 @@ class KubernetesBackend:
         self._stopping: dict[int, _Stop] = {}
         self._stops_retried_at = -math.inf
         self._create_errors: dict[Key, str] = {}
+        self._pull_errors: dict[Key, str] = {}  # k8s_status.Seen.pull_error
         self._ended_at: dict[Key, float] = {}  # ended pods whose log is still being read
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
         self._nodes_at = -math.inf
@@ -311,7 +313,7 @@ class KubernetesBackend:
         with self._lock:
             self._attempts.pop(attempt_id, None)
             self._stopping.pop(attempt_id, None)
-            for keys in (self._create_errors, self._ended_at):
+            for keys in (self._create_errors, self._pull_errors, self._ended_at):
                 for key in [k for k in keys if k[0] == attempt_id]:
                     keys.pop(key)
         self._watcher.ignore(attempt_id)
@@ -491,6 +493,7 @@ class KubernetesBackend:
             # Until nodes have been listed once, assume them ready rather than lost.
             node=NODE_READY if nodes is None or not node else nodes.get(node, NODE_MISSING),
             create_error=self._create_errors.get(key, ""),
+            pull_error=self._pull_errors.get(key, ""),
         )
 
     def _node_states(self) -> dict[str, str] | None:
@@ -536,6 +539,9 @@ class KubernetesBackend:
     # Watch and log callbacks.
 
     def _pod_changed(self, key: Key, pod: client.V1Pod) -> None:
+        if failed_pull := pull_error(pod):
+            with self._lock:
+                self._pull_errors[key] = failed_pull
         if is_started(pod):
             self._logs.follow(key, pod.metadata.namespace, pod.metadata.name)
             if self._pod_done(key):

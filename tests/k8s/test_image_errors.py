@@ -85,3 +85,29 @@ def test_a_container_config_error_carries_the_kubelets_message(kube, backend):
 
     reason = status_becomes(backend, 7, 0, base.FAILED).reason
     assert reason == 'CreateContainerConfigError: secret "x" not found'
+
+
+# Kubelets before 1.32 say only this in the back-off that follows a failed pull.
+OLD_BACK_OFF = f'Back-off pulling image "{IMAGE}"'
+
+
+def test_a_missing_image_whose_back_off_does_not_repeat_the_error_is_the_jobs_own(kube, backend):
+    backend.start(one_gpu_worker())
+
+    # Both before a status read: the watch saw the failed pull, the status sees the back-off.
+    kube.wait_pod(NAMESPACE, POD, "ErrImagePull", NOT_FOUND)
+    kube.wait_pod(NAMESPACE, POD, "ImagePullBackOff", OLD_BACK_OFF)
+
+    status = status_becomes(backend, 7, 0, base.EXITED)
+    said = f"ImagePullBackOff: {OLD_BACK_OFF}: ErrImagePull: {NOT_FOUND}"
+    assert (status.exit_code, status.reason) == (127, said)
+
+
+def test_a_registry_failing_behind_an_old_kubelets_back_off_names_its_error(kube, backend):
+    backend.start(one_gpu_worker())
+
+    kube.wait_pod(NAMESPACE, POD, "ErrImagePull", TIMEOUT)
+    kube.wait_pod(NAMESPACE, POD, "ImagePullBackOff", OLD_BACK_OFF)
+
+    reason = status_becomes(backend, 7, 0, base.FAILED).reason
+    assert reason == f"ImagePullBackOff: {OLD_BACK_OFF}: ErrImagePull: {TIMEOUT}"
