@@ -13,7 +13,7 @@ from clusters.models import Allocation, Node
 from jobs import access, bulk, dependencies, events, retrying, rollup, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
-from jobs.serializers import SubmitSerializer, submission_of
+from jobs.serializers import UNSUCCEEDED, SubmitSerializer, submission_of
 from jobs.states import State
 
 
@@ -637,6 +637,8 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
 
     A batch inference job of M shards becomes M jobs, one per shard, so each is placed, retried
     and preempted on its own; shard 0 is returned and the others point to it as their parent.
+    With `shard_indexes` (a rerun of some of a batch's shards: resubmit), one job per index
+    instead, each keeping its index among the M, the first of them returned.
     With an idempotency key already used in the tenant, the existing job comes back and nothing
     is written: a client that retries a submission gets one job.
 
@@ -656,12 +658,13 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])
+    indexes = spec.pop("shard_indexes", None) or range(spec.get("shards", 1))
     key = spec.get("idempotency_key")
     if existing := keyed_job(tenant, key):
         return existing, False
     dependencies.take_turn(tenant.pk, owner.pk, spec["name"])  # ids follow commits: singleton
     try:
-        check_queue_room(tenant, spec.get("shards", 1))
+        check_queue_room(tenant, len(indexes))
     except ValidationError:
         if existing := keyed_job(tenant, key):  # a twin of this submission took the room first
             return existing, False
@@ -676,17 +679,18 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         # check above. The unique constraint then refuses this row, and that job is the answer,
         # as it would be for a retry that came second.
         with transaction.atomic():
-            first = Job.objects.create(tenant=tenant, owner=owner, **{**spec, "shard_index": 0})
+            first = Job.objects.create(
+                tenant=tenant, owner=owner, **{**spec, "shard_index": indexes[0]}
+            )
     except IntegrityError:
         if existing := keyed_job(tenant, key):
             return existing, False
         raise
-    shards = spec.get("shards", 1)
     jobs = [first]
-    if shards > 1:
-        rest = {**spec, "idempotency_key": None, "shards": shards, "parent": first}
+    if len(indexes) > 1:
+        rest = {**spec, "idempotency_key": None, "parent": first}
         jobs += Job.objects.bulk_create(
-            Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in range(1, shards)
+            Job(tenant=tenant, owner=owner, **{**rest, "shard_index": i}) for i in indexes[1:]
         )
     for job in jobs:  # what the database wrote for Now(): the statement's time, as `created`
         job.eligible_at = max(job.created, begin or job.created) if free else None
@@ -738,30 +742,75 @@ class NotResubmittable(Exception):
     batch. The message says which, for people."""
 
 
-def check_resubmittable(job: Job) -> None:
+def check_resubmittable(job: Job, shards: str | list[int] | None = None) -> list[int] | None:
     """Raise NotResubmittable unless the job may run again as it stands (a cheap check the
-    views make before counting a submission against the rates)."""
+    views make before counting a submission against the rates); return the shard indexes the
+    new job runs, None for a job or batch run whole.
+
+    A batch (its first shard) comes back with the shards it has: every one of its `shards`,
+    or, for a rerun of some of them, those. With `shards` (a ResubmitSerializer's: UNSUCCEEDED,
+    or indexes below the batch's `shards`), only those: the ones that failed or were canceled,
+    or the ones named, which must be shards it has. Those refused raise the serializer's
+    ValidationError naming `shards`: a shard still live (rerunning it beside itself would run
+    it twice), none left to rerun, a shard named that it does not have. One query, of the
+    batch's shards: they have all ended, so no lock is needed (an ended job never moves)."""
     if job.parent_id is not None:
         raise NotResubmittable(
             f"Job #{job.pk} is a shard of batch #{job.parent_id}: resubmit the batch."
         )
-    if job.batch().live().exists():
-        what = "still has live shards" if job.is_batch else f"is still {job.state}"
+    rows = list(job.batch().values_list("shard_index", "state"))
+    if live := [(index, state) for index, state in rows if state not in states.TERMINAL]:
+        if shards is not None:
+            index, state = live[0]
+            raise ValidationError({"shards": [
+                f"Batch #{job.pk} still has live shards (shard {index} is {state}): rerun "
+                "shards once it has ended, or cancel it first; a shard rerun while it runs "
+                "would run twice."
+            ]})  # fmt: skip
+        what = "still has live shards" if job.is_batch else f"is still {live[0][1]}"
         raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
+    if shards is None:
+        return None if len(rows) == job.shards else sorted(index for index, _ in rows)
+    return rerun_shards(job, rows, shards)
 
 
-def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, bool]:
+def rerun_shards(job: Job, rows: list[tuple[int, str]], shards: str | list[int]) -> list[int]:
+    """The indexes of the batch's shards to run again: those that did not succeed
+    (UNSUCCEEDED), or those named, which must be among its shards (`rows`: index, state)."""
+    if shards == UNSUCCEEDED:
+        chosen = sorted(index for index, state in rows if state != State.SUCCEEDED)
+        if not chosen:
+            raise ValidationError(
+                {"shards": [f"Every shard of batch #{job.pk} succeeded: none to rerun."]}
+            )
+        return chosen
+    has = {index for index, _ in rows}
+    if missing := sorted(set(shards) - has):
+        raise ValidationError({"shards": [
+            f"Batch #{job.pk} has no shard {missing[0]}: it runs {len(has)} of the "
+            f"{job.shards} shards alone (list them with ?batch={job.pk})."
+        ]})  # fmt: skip
+    return sorted(shards)
+
+
+def resubmit(
+    user, job: Job, idempotency_key: str | None = None, shards: str | list[int] | None = None
+) -> tuple[Job, bool]:
     """Run an ended job again: a new job of the same spec, owned by `user`, recording `job` as
     the one it was resubmitted from; (the job, whether it is new). A batch (its first shard)
-    comes back as a whole batch of as many shards; its other shards are resubmitted only with
-    it. Under an `idempotency_key` already used in the tenant, that job comes back instead (a
-    repeated request, a double click).
+    comes back as a batch of the shards it has; its other shards are resubmitted only with
+    it. With `shards` (check_resubmittable), a batch of those shards alone (Slurm's
+    `sbatch --array=3,17,512`): each keeps its index, and the batch's `shards` stays its
+    count, so each worker is told the same MLSCHED_SHARD_INDEX and MLSCHED_SHARDS and reads
+    the same part of the input. Under an `idempotency_key` already used in the tenant, that
+    job comes back instead (a repeated request, a double click).
 
     The spec goes through a submission's own checks (SubmitSerializer) and submit(), so every
     rule applies as it does today: the user may still submit to the tenant, the priority class
-    is still open to it. A spec they refuse raises the serializer's ValidationError.
+    is still open to it, the tenant's queue has room for the shards. A spec they refuse raises
+    the serializer's ValidationError, as does a refused `shards`.
     """
-    check_resubmittable(job)
+    indexes = check_resubmittable(job, shards)
     data = submission_of(job)
     if idempotency_key:
         data["idempotency_key"] = idempotency_key
@@ -770,6 +819,8 @@ def resubmit(user, job: Job, idempotency_key: str | None = None) -> tuple[Job, b
     )
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)
+    if indexes is not None:
+        spec["shard_indexes"] = indexes
     return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
 
 

@@ -25,6 +25,7 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     PrioritySerializer,
+    ResubmitSerializer,
     SubmitSerializer,
     held_filter,
     whole_number,
@@ -226,21 +227,26 @@ class DependenciesView(APIView):
 
 
 class ResubmitView(APIView):
+    """Run an ended job again (actions.resubmit); a batch's `shards` alone, "unsucceeded" or
+    a list of indexes (ResubmitSerializer)."""
+
     def post(self, request, pk):
         job = get_object_or_404(access.visible_jobs(request.user).select_related("tenant"), pk=pk)
         if not access.can_resubmit(request.user, job):
             raise PermissionDenied("You may see this job but not resubmit it.")
+        asked = ResubmitSerializer(data=request.data, job=job)
+        asked.is_valid(raise_exception=True)
+        key, shards = (asked.validated_data.get(name) for name in ("idempotency_key", "shards"))
         try:
-            actions.check_resubmittable(job)  # a refusal costs no submission
+            actions.check_resubmittable(job, shards)  # a refusal costs no submission
         except actions.NotResubmittable as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         # A submission, counted against the user's and the tenant's submission rates as POST
         # /jobs/ is; the tenant is the job's, not named in a body for the throttles to read.
         if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
             raise Throttled(wait)
-        key = request.data.get("idempotency_key") if isinstance(request.data, dict) else None
         try:
-            again, created = actions.resubmit(request.user, job, key)
+            again, created = actions.resubmit(request.user, job, key, shards)
         except actions.NotResubmittable as refusal:  # it went live meanwhile
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         data = job_json(request, visible(request).get(pk=again.pk))

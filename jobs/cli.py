@@ -25,12 +25,16 @@
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)
-    resubmit ID      run an ended job again as a new job with the same spec (a batch: all of it)
+    resubmit ID [--shards unsucceeded|3,17,512]
+                     run an ended job again as a new job with the same spec (a batch: all of
+                     it); --shards: only the batch's shards that did not succeed (failed or
+                     were canceled), or those named, as Slurm's sbatch --array=3,17,512; each
+                     keeps its index and the batch's shard count
     logs ID [-f] [--shard N]
                      a job's output; -f follows it until the job ends. A batch's shards
-                     each have their own: its id alone shows shard 0's (and says so on
-                     standard error), --shard N shard N's (0 to shards-1), as Slurm's
-                     ID_N names a task of a job array
+                     each have their own: its id alone shows shard 0's (a rerun of some
+                     shards: its lowest's; it says so on standard error), --shard N shard
+                     N's (0 to shards-1), as Slurm's ID_N names a task of a job array
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days)
@@ -295,8 +299,22 @@ def hold(api: Api, args) -> None:
     show(f"{done} {changed} job{'s' if changed != 1 else ''}")
 
 
+UNSUCCEEDED = "unsucceeded"
+INDEXES = re.compile(r"[0-9]{1,9}(?:,[0-9]{1,9})*")
+
+
+def shard_choice(text: str) -> str | list[int]:
+    """--shards: "unsucceeded", or shard indexes separated by commas ("3,17,512")."""
+    if text == UNSUCCEEDED:
+        return text
+    if not INDEXES.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not {UNSUCCEEDED} nor indexes like 3,17,512: {text!r}")
+    return [int(word) for word in text.split(",")]
+
+
 def resubmit(api: Api, args) -> None:
-    job = api.call("POST", f"jobs/{args.id}/resubmit/")
+    body = {} if args.shards is None else {"shards": args.shards}
+    job = api.call("POST", f"jobs/{args.id}/resubmit/", json=body)
     show(f"{job['id']} {job['state']}")
 
 
@@ -331,18 +349,25 @@ def log_source(api: Api, job_id: int, shard: int | None) -> int:
             return job_id
         raise SystemExit(f"job {job_id} is shard {job['shard_index']} of batch {job['parent']}:"
                          f" ask for `logs {job['parent']} --shard {shard}`")  # fmt: skip
-    shards = job["shards"]
+    shards, first = job["shards"], job["shard_index"] or 0
+    # A rerun of some of a batch's shards has fewer, each keeping its index: its first may
+    # not be shard 0.
+    rows = sum(job.get("shard_states", {}).values()) or shards
     if shard is None:
         if shards > 1:
-            print(f"job {job_id} is a batch of {shards} shards: showing shard 0's log;"
+            count = f"{shards}" if rows == shards else f"{rows} (of {shards})"
+            print(f"job {job_id} is a batch of {count} shards: showing shard {first}'s log;"
                   f" --shard N shows shard N's (0 to {shards - 1})", file=sys.stderr)  # fmt: skip
         return job_id
     if shard >= shards:
         which = f"its shards are 0 to {shards - 1}" if shards > 1 else "it is not a batch"
         raise SystemExit(f"job {job_id} has no shard {shard}: {which}")
-    if shard == 0:
+    if shard == first:
         return job_id
     found = api.call("GET", "jobs/", params={"batch": job_id, "shard": shard})["jobs"]
+    if not found and rows < shards:
+        raise SystemExit(f"job {job_id} has no shard {shard} you may see: it runs {rows} of the"
+                         f" {shards} shards (list them: list --batch {job_id})")  # fmt: skip
     if not found:  # a job shared with the user alone (a grant) shares none of its shards
         raise SystemExit(f"shard {shard} of job {job_id} is not one you may see")
     return found[0]["id"]
@@ -471,8 +496,14 @@ def main(argv=None) -> int:
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
     listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
-    for name in ("status", "hold", "release", "resubmit"):
+    for name in ("status", "hold", "release"):
         commands.add_parser(name).add_argument("id", type=int)
+    resubmitting = commands.add_parser("resubmit")
+    resubmitting.add_argument("id", type=int)
+    resubmitting.add_argument(
+        "--shards", type=shard_choice, metavar="unsucceeded|3,17,512",
+        help="a batch's shards alone: those that did not succeed, or these indexes",
+    )  # fmt: skip
     reprioritizing = commands.add_parser("priority")
     reprioritizing.add_argument("id", type=int)
     reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",

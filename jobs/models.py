@@ -47,6 +47,10 @@ class Job(models.Model):
     workers = models.PositiveSmallIntegerField(
         default=1, help_text="Gang size: all workers start together or none does."
     )
+    # A batch has a row per shard, each its `shard_index` (0..shards-1) among `shards`, which
+    # its workers are told (MLSCHED_SHARD_INDEX, MLSCHED_SHARDS). A rerun of some of a batch's
+    # shards (jobs.actions.resubmit) has a row for each shard chosen alone, keeping its index
+    # and the batch's `shards`: its rows, counted by shard_states(), may be fewer.
     shards = models.PositiveIntegerField(
         default=1, help_text="Independent shards of a batch inference job."
     )
@@ -213,7 +217,8 @@ class Job(models.Model):
 
     @property
     def is_batch(self) -> bool:
-        """The first shard of a batch inference submission, which stands for all its shards."""
+        """The first shard of a batch inference submission (shard 0; a rerun of some shards:
+        the lowest chosen), which stands for all its shards."""
         return self.parent_id is None and self.shards > 1
 
     @staticmethod

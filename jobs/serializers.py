@@ -1,6 +1,7 @@
 """The REST API's shapes: what a submission may say, and what a job looks like."""
 
 import re
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, prefetch_related_objects
@@ -72,6 +73,7 @@ MAX_ENV_CHARS = 128 * 1024
 # A batch's shards store the command and environment once each: one request may not write more
 # than this in all (10,000 shards of 6.5 KiB; a single job is never near it).
 MAX_BATCH_SPEC_CHARS = 64 * 1024 * 1024
+MAX_SHARDS = 10_000  # of a batch
 
 
 def within(limit: int, what: str):
@@ -184,7 +186,7 @@ class SubmitSerializer(serializers.Serializer):
         child=serializers.CharField(), default=dict, validators=[validate_labels]
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
-    shards = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
     priority_class = serializers.SlugField(default="normal")
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
@@ -389,6 +391,69 @@ class CancelJobsSerializer(serializers.Serializer):
                 "live job you may cancel)."
             )
         return data
+
+
+# A resubmission's `shards`: the shards of the batch that did not succeed (failed or canceled).
+UNSUCCEEDED = "unsucceeded"
+
+
+class ShardChoice(serializers.Field):
+    """Which shards of a batch a resubmission runs again: UNSUCCEEDED, or a list of shard
+    indexes ([3, 17, 512]), each named once."""
+
+    SHAPE = f'"{UNSUCCEEDED}", or a list of shard indexes such as [3, 17, 512].'
+    indexes = serializers.IntegerField(min_value=0)
+
+    def to_internal_value(self, data) -> str | list[int]:
+        if data == UNSUCCEEDED:
+            return data
+        if not isinstance(data, list) or not data or len(data) > MAX_SHARDS:
+            raise serializers.ValidationError(self.SHAPE)
+        if any(isinstance(item, bool) for item in data):  # true would be shard 1
+            raise serializers.ValidationError(self.SHAPE)
+        asked = [self.indexes.run_validation(item) for item in data]
+        if twice := sorted(index for index, n in Counter(asked).items() if n > 1):
+            raise serializers.ValidationError(f"Shard {twice[0]} is named twice.")
+        return sorted(asked)
+
+    def to_representation(self, value):
+        return value
+
+
+class ResubmitSerializer(serializers.Serializer):
+    """What a resubmission may say: an idempotency key (a repeated request answers the job it
+    made), and, for a batch, `shards`: which of its shards to run again, each keeping its index
+    (ShardChoice). The rules that read the shards' states are asked by
+    jobs.actions.check_resubmittable."""
+
+    idempotency_key = serializers.CharField(
+        max_length=128, required=False, allow_blank=True, allow_null=True
+    )
+    shards = ShardChoice(required=False, allow_null=True)
+
+    def __init__(self, *args, job=None, **kwargs):
+        """`job`: the job resubmitted."""
+        super().__init__(*args, **kwargs)
+        self.job = job
+
+    def validate_shards(self, asked):
+        job = self.job
+        if asked is None:  # as if not given: the job whole
+            return None
+        if job.parent_id is not None:
+            raise serializers.ValidationError(
+                f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: name "
+                f"the shards to rerun on the batch, #{job.parent_id}."
+            )
+        if not job.is_batch:
+            raise serializers.ValidationError(
+                f"Job #{job.pk} is not a batch: resubmit it without shards."
+            )
+        if asked != UNSUCCEEDED and (beyond := [i for i in asked if i >= job.shards]):
+            raise serializers.ValidationError(
+                f"Batch #{job.pk} has no shard {beyond[0]}: its shards are 0 to {job.shards - 1}."
+            )
+        return asked
 
 
 def submission_of(job: Job) -> dict:

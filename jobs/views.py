@@ -27,6 +27,7 @@ from jobs.serializers import (
     FLAGS,
     DependenciesSerializer,
     PrioritySerializer,
+    ResubmitSerializer,
     SubmitSerializer,
     held_filter,
     whole_number,
@@ -121,6 +122,7 @@ def job_page(
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
     live = any(state not in TERMINAL for state in shard_states)
+    can_resubmit = job.parent_id is None and access.can_resubmit(request.user, job)
     can_cancel = live and access.can_cancel(request.user, job)
     # Who may cancel may hold a queued job (a batch: its queued shards) and release it.
     queued = can_cancel and State.QUEUED in shard_states
@@ -149,11 +151,13 @@ def job_page(
         "priority_classes": open_classes(job) if can_cancel else None,
         "queued": queued,
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
-        "can_resubmit": job.parent_id is None and access.can_resubmit(request.user, job),
+        "can_resubmit": can_resubmit,
         # One key per page drawn: a double click resubmits once.
         "resubmit_key": f"resubmit-{job.pk}-{secrets.token_hex(8)}",
+        "rerun": rerun_form(job, shard_states) if can_resubmit and not live else None,
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        "shard_count": shard_count(job, sum(shard_states.values())),
         "dependencies": depends_on,
         "change_dependencies": dependencies_form(
             request.user, job, depends_on, can_cancel, shard_states, typed
@@ -168,6 +172,22 @@ def job_page(
         ),
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def rerun_form(job: Job, shard_states: dict[str, int]) -> dict | None:
+    """The form rerunning an ended batch's shards that did not succeed (failed, canceled): how
+    many, and a key of its own per page drawn. None for a job that is no batch, or a batch
+    whose every shard succeeded."""
+    count = sum(n for state, n in shard_states.items() if state != State.SUCCEEDED)
+    if not job.is_batch or not count:
+        return None
+    return {"count": count, "key": f"rerun-{job.pk}-{secrets.token_hex(8)}"}
+
+
+def shard_count(job: Job, rows: int) -> str:
+    """How many shards a batch has, as its page says it: "4", or "2 of 5" for a rerun of some
+    of a batch's shards (each keeps its index among the 5)."""
+    return str(rows) if rows == job.shards else f"{rows} of {job.shards}"
 
 
 def open_classes(job: Job) -> list[PriorityClass]:
@@ -208,7 +228,9 @@ def dependency_list(user, job: Job) -> list[Job]:
         for row in rows:
             counts.setdefault(row["batch"], {})[row["state"]] = row["n"]
     for dependency in found:
-        dependency.counts = sorted(counts[dependency.pk].items()) if dependency.is_batch else None
+        batch = counts[dependency.pk] if dependency.is_batch else None
+        dependency.counts = sorted(batch.items()) if batch else None
+        dependency.shard_count = shard_count(dependency, sum(batch.values())) if batch else ""
     return found
 
 
@@ -458,18 +480,28 @@ def refused(request, pk, why: str, status: int, typed: str | None = None, invali
 @login_required
 @require_POST
 def resubmit(request, pk):
-    """Run an ended job again as a new job, counted like a submission from the form."""
+    """Run an ended job again as a new job, counted like a submission from the form; the
+    rerun form's `shards` ("unsucceeded") runs a batch's shards that did not succeed alone."""
     job = get_object_or_404(page_jobs(request.user), pk=pk)
     if not access.can_resubmit(request.user, job):
         raise PermissionDenied("You may see this job but not resubmit it.")
+    asked = ResubmitSerializer(
+        data={k: request.POST[k] for k in ("idempotency_key", "shards") if k in request.POST},
+        job=job,
+    )
     try:
-        actions.check_resubmittable(job)  # a refusal costs no submission
+        asked.is_valid(raise_exception=True)
+        shards = asked.validated_data.get("shards")
+        actions.check_resubmittable(job, shards)  # a refusal costs no submission
     except actions.NotResubmittable as refusal:
         return job_page(request, job, str(refusal), 409)
+    except ValidationError as refused:
+        return job_page(request, job, submit_form.error_text(refused.detail), 400)
     if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
         return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
     try:
-        again, _ = actions.resubmit(request.user, job, request.POST.get("idempotency_key"))
+        key = asked.validated_data.get("idempotency_key")
+        again, _ = actions.resubmit(request.user, job, key, shards)
     except actions.NotResubmittable as refusal:
         return job_page(request, job, str(refusal), 409)
     except ValidationError as refused:  # a rule of submission no longer met, as the API says

@@ -53,7 +53,10 @@
     const counts = Object.entries(job.shard_states).map(function (entry) {
       return entry[1] + " " + entry[0];
     });
-    shardsEl.textContent = job.shards + ": " + counts.join(", ") + " (cancel stops them all)";
+    // A rerun of some of a batch's shards has fewer than its count: "2 of 5", as drawn.
+    const rows = Object.values(job.shard_states).reduce(function (a, n) { return a + n; }, 0);
+    const count = rows === job.shards ? String(rows) : rows + " of " + job.shards;
+    shardsEl.textContent = count + ": " + counts.join(", ") + " (cancel stops them all)";
   }
 
   function addLines(lines) {
