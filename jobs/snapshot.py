@@ -92,7 +92,9 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
     waiting_pending, waiting = dependencies.waiting()
-    backing_off = list(backoff_jobs(now))
+    # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
+    # explained by its dependency alone: by both, its reason would change every cycle.
+    backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
@@ -209,6 +211,7 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
         started_at=started.timestamp(),
         stopping=stop_asked is not None,
         owner=str(first["attempt__job__owner_id"]),
+        user_gpus=sum(map(p.worker_gpus, workers_milli(rows).values())),
     )
 
 
@@ -260,17 +263,24 @@ def tenants(rows) -> tuple[p.Tenant, ...]:
 def users_gpus(rows) -> dict[int, dict[str, float]]:
     """Per tenant, the GPUs each user's running workers hold, as the core counts them (GPU
     milli / 1000 per worker, a CPU-only worker as a fraction of a GPU)."""
-    workers: dict[tuple[int, int], list] = {}
-    for row in rows:
-        tenant, owner = row["attempt__job__tenant_id"], row["attempt__job__owner_id"]
-        worker = workers.setdefault((row["attempt_id"], row["worker"]), [tenant, owner, 0])
-        if row["gpu_index"] is not None:
-            worker[2] += row["gpu_milli"]
+    whose = {(row["attempt_id"], row["worker"]): row for row in rows}
     out: dict[int, dict[str, float]] = defaultdict(dict)
-    for tenant, owner, milli in workers.values():
-        users = out[tenant]
-        users[str(owner)] = users.get(str(owner), 0.0) + p.worker_gpus(milli)
+    for worker, milli in workers_milli(rows).items():
+        row = whose[worker]
+        users, owner = out[row["attempt__job__tenant_id"]], str(row["attempt__job__owner_id"])
+        users[owner] = users.get(owner, 0.0) + p.worker_gpus(milli)
     return out
+
+
+def workers_milli(rows) -> dict[tuple[int, int], int]:
+    """The GPU milli each running worker (attempt, worker) holds, 0 for a CPU-only one."""
+    milli: dict[tuple[int, int], int] = {}
+    for row in rows:
+        worker = (row["attempt_id"], row["worker"])
+        milli[worker] = milli.get(worker, 0) + (
+            row["gpu_milli"] if row["gpu_index"] is not None else 0
+        )
+    return milli
 
 
 def gpu_scale(flavor: str) -> int:

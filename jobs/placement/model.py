@@ -83,8 +83,10 @@ class RunningJob:
     started_at: float = 0.0
     stopping: bool = False
     # The submitting user ("": unknown): evicting the job gives its GPUs back to that user's
-    # share inside the tenant.
+    # share inside the tenant: ``user_gpus``, as ``Tenant.user_use`` counted them (None: one
+    # worker per allocation, as the core's own placements are).
     owner: str = ""
+    user_gpus: float | None = None
 
     @property
     def gpu_milli(self) -> int:

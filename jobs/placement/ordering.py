@@ -308,7 +308,10 @@ def worker_gpus(gpu_milli: int) -> float:
 
 
 def running_gpus(job: RunningJob) -> float:
-    """The GPUs running work counts as in its user's share, one worker per allocation."""
+    """The GPUs running work counts as in its user's share: as the snapshot counted them, or
+    one worker per allocation (a placement of this cycle)."""
+    if job.user_gpus is not None:
+        return job.user_gpus
     return sum(worker_gpus(sum(m for _, m in a.gpus)) for a in job.allocations)
 
 
