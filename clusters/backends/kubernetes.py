@@ -310,13 +310,14 @@ class KubernetesBackend:
         """
         if not self._delete_attempt(attempt_id, 1):
             return
+        # First: it waits for a watch callback in flight, which could write its state again.
+        self._watcher.ignore(attempt_id)
         with self._lock:
             self._attempts.pop(attempt_id, None)
             self._stopping.pop(attempt_id, None)
             for keys in (self._create_errors, self._pull_errors, self._ended_at):
                 for key in [k for k in keys if k[0] == attempt_id]:
                     keys.pop(key)
-        self._watcher.ignore(attempt_id)
         self._logs.drop(attempt_id)
 
     # Starting.
