@@ -26,6 +26,8 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from redis.exceptions import RedisError
 
+from jobs.states import TERMINAL
+
 log = logging.getLogger(__name__)
 
 WARN_EVERY_S = 60.0
@@ -98,17 +100,31 @@ def publish_on_commit(events: Iterable[tuple[dict, int]]) -> None:
     `events` holds (fields, tenant id) pairs; fields are a JobEvent's attributes by attname
     (`job_id`, `from_state`, `to_state`, `reason`, `time`), as a dict or `vars(event)`.
     Each call registers its own on-commit hook, so a savepoint rolled back takes its events
-    with it; inside `coalesced()` the hooks merge into the block's messages.
+    with it; inside `coalesced()` the hooks merge into the block's messages. The same hook
+    hands the jobs the events end to `jobs.notify` (a from = to note ends nothing).
     """
     by_tenant: dict[int, list[JobChange]] = defaultdict(list)
+    ended: list[tuple[int, int]] = []  # (job, tenant) of the jobs these events end
     for event, tenant_id in events:
         by_tenant[tenant_id].append(
             JobChange(job=event["job_id"], from_state=event["from_state"],
                       to_state=event["to_state"], reason=event["reason"],
                       time=event["time"].isoformat())
         )  # fmt: skip
+        if event["to_state"] in TERMINAL and event["from_state"] != event["to_state"]:
+            ended.append((event["job_id"], tenant_id))
     if by_tenant:
-        transaction.on_commit(lambda: deliver(by_tenant))
+        transaction.on_commit(lambda: committed(by_tenant, ended))
+
+
+def committed(by_tenant: dict[int, list[JobChange]], ended: list[tuple[int, int]]) -> None:
+    """A transaction's changes have committed: to the live pages, and the jobs it ended to
+    their tenants' webhooks (jobs.notify), once each, as every end passes here once."""
+    deliver(by_tenant)
+    if ended:
+        from jobs import notify  # it imports the models: kept out of this module's own imports
+
+        notify.jobs_ended(ended)
 
 
 # The changes committed inside the open `coalesced()` block (the outermost), awaiting its end.

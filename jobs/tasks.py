@@ -1,10 +1,11 @@
-"""Celery tasks: thin wrappers around the scheduler. Tasks take ids, never model instances."""
+"""Celery tasks: thin wrappers around the scheduler and the job-end notifications. Tasks take
+ids, never model instances."""
 
 import logging
 
 from celery import shared_task
 
-from jobs import retention, scheduler
+from jobs import notify, retention, scheduler
 
 log = logging.getLogger(__name__)
 
@@ -26,3 +27,21 @@ def prune() -> None:
         counts = retention.prune()
     if any(counts.values()):
         log.info("prune: deleted %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+
+
+# A receiver unreachable, too slow (5 s to connect, 5 s between bytes) or failing (5xx) is
+# tried again up to 5 times, after a random wait up to 10, 20, 40, 80 and 160 s (random, so a
+# receiver back from an outage is not hit by every job's retry at once); then the failure is
+# logged and the notification dropped. A redirect or a 4xx is final at once.
+@shared_task(
+    ignore_result=True,
+    autoretry_for=(notify.Unreachable,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=5,
+)
+def notify_job_end(job_id: int) -> None:
+    """POST the notification of a job's end (a batch: its first shard's id) to its tenant's
+    webhook (jobs.notify)."""
+    notify.deliver(job_id)

@@ -243,6 +243,9 @@ MLSCHED_QUEUE_DEPTH = (
 )
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
+# The portal's address as its users reach it (https://mlsched.example.com): job-end
+# notifications (jobs.notify) link to the job's page under it. Unset: they carry no link.
+MLSCHED_PUBLIC_URL = os.environ.get("MLSCHED_PUBLIC_URL", "")
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

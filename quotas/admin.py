@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import AutocompleteSelect
@@ -17,6 +18,7 @@ from quotas.models import (
     Quota,
     Tenant,
     administered_tenants,
+    new_notify_secret,
 )
 from quotas.usage import usage_by_tenant
 
@@ -185,14 +187,17 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScoped, LookupsChecked, admin.ModelAdmin):
+class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members; the rest of a
-    tenant (its quotas, fair share, cohort) and new tenants are the platform admins'."""
+    tenant (its quotas, fair share, cohort, its job-end notifications' URL) and new tenants
+    are the platform admins'. The notifications' signing secret is shown to platform admins
+    only, who hand it to the team's receiver."""
 
     list_display = ["name", "slug", "fair_share_weight", "max_queued_jobs", "created"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaInline, MembershipInline]
+    actions = ["rotate_notify_secret"]
     tenant_path = "pk"
 
     def has_add_permission(self, request):
@@ -203,11 +208,40 @@ class TenantAdmin(TenantScoped, LookupsChecked, admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser:
-            return ()
-        return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs")
+            # Never typed in (generated); a new tenant's is shown once it is saved.
+            return ("notify_secret",) if obj is not None else ()
+        # The URL: an outbound request from the control plane to any address is the
+        # platform's decision. The secret (not editable) is not shown at all.
+        return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs", "notify_url")
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "notify_url":
+            kwargs["assume_scheme"] = "https"  # an address typed without one: https, not http
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def has_rotate_permission(self, request) -> bool:
+        return request.user.is_superuser
+
+    @admin.action(
+        description="Give the selected tenants a new notification secret", permissions=["rotate"]
+    )
+    def rotate_notify_secret(self, request, queryset):
+        tenants = list(queryset)
+        for tenant in tenants:
+            tenant.notify_secret = new_notify_secret()
+            tenant.save(update_fields=["notify_secret"])
+        LogEntry.objects.log_actions(
+            request.user.pk, tenants, CHANGE, change_message="Gave it a new notification secret"
+        )
+        self.message_user(
+            request,
+            f"Gave {len(tenants)} tenant(s) a new notification secret, shown on each tenant's "
+            "page: their receivers need it to check notifications from now on.",
+            level=messages.SUCCESS,
+        )
 
 
 @admin.register(PriorityClass)

@@ -1,11 +1,18 @@
 """Tenants, their members and quotas, the priority classes jobs run under, and the users'
 API tokens."""
 
+import secrets
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
+
+
+def new_notify_secret() -> str:
+    """A tenant's key for signing its job-end notifications: 32 random bytes, in hex."""
+    return secrets.token_hex(32)
 
 
 class Tenant(models.Model):
@@ -24,6 +31,23 @@ class Tenant(models.Model):
         blank=True,
         help_text="At most this many of its jobs queued at once (a batch counts its shards): "
         "a submission past it is refused. Empty: no limit.",
+    )
+    # An outbound request from the control plane to any address is the platform's decision:
+    # platform admins set it (quotas.admin.TenantAdmin); jobs.notify posts to it.
+    notify_url = models.URLField(
+        max_length=500,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text="An http(s) address the control plane POSTs a signed JSON document to when "
+        "one of the tenant's jobs ends (a batch: once, when its last shard ends). Empty: none.",
+    )
+    notify_secret = models.CharField(
+        max_length=64,
+        default=new_notify_secret,
+        editable=False,
+        help_text="The key of each notification's HMAC-SHA256 signature (header "
+        "X-Mlsched-Signature-256): with it a receiver checks that a notification comes from "
+        "mlsched.",
     )
     created = models.DateTimeField(auto_now_add=True)
 

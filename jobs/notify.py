@@ -1,0 +1,217 @@
+"""Job-end notifications (Slurm's --mail-type=END, what teams wire to Slack, Teams or PagerDuty):
+when one of a tenant's jobs ends, the control plane POSTs a small JSON document about it to the
+tenant's webhook (`Tenant.notify_url`, set by a platform admin), once per job; a batch once,
+when its last shard has ended, with its shards counted by state.
+
+After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
+the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
+builds the document and posts it (`deliver`), signed with the tenant's secret as GitHub signs
+its webhooks, so a receiver can check that it came from the control plane:
+`X-Mlsched-Signature-256: sha256=<hex HMAC-SHA256 of the body, keyed with notify_secret>`.
+
+A notification that cannot be delivered is logged and dropped; the job never hears of it.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+from typing import TypedDict
+from urllib.parse import urlsplit
+
+import requests
+from django.conf import settings
+from django.core.cache import caches
+from django.db import connection
+from django.db.models import F, Max, Min, Q
+from django.urls import reverse
+
+from jobs.models import Job
+from jobs.states import State
+from quotas.models import Tenant
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Mlsched-Signature-256"
+TIMEOUT_S = (5.0, 5.0)  # to connect, and between bytes of the answer
+# How long a batch's notification stays claimed: far longer than two ends committing together.
+CLAIM_S = 24 * 3600
+
+
+class JobEnded(TypedDict):
+    event: str  # "job.ended"
+    job: int  # a batch: its first shard, which stands for it
+    name: str
+    tenant: str  # its slug
+    owner: str  # the submitter's username
+    state: str  # succeeded, failed or canceled (a batch: see batch_state)
+    outcome: str  # the last attempt's outcome ("" when none ran)
+    exit_code: int | None  # the last attempt's exit code
+    reason: str  # why it ended, as its last event says
+    started_at: str | None  # first start (a batch: its first shard's to start), ISO 8601
+    finished_at: str | None  # (a batch: its last shard's end)
+    url: str | None  # the job's page, under MLSCHED_PUBLIC_URL; None without it
+    shards: dict[str, int] | None  # a batch: how many shards ended in each state
+    shard: int | None  # a batch: the shard `outcome`, `exit_code` and `reason` are of
+
+
+class Unreachable(Exception):
+    """The receiver could not be reached, did not answer in time, or failed (a 5xx): worth
+    another try."""
+
+
+# -- after commit: which ends are due -----------------------------------------------------
+
+
+def jobs_ended(ended: list[tuple[int, int]]) -> None:
+    """After the commit that ended these jobs, (job id, tenant id): queue the notifications
+    due. Never raises: the jobs have ended whatever becomes of their notifications."""
+    try:
+        for job_id in due(ended):
+            send(job_id)
+    except Exception:
+        log.exception("job-end notifications of %d job(s) were not queued", len(ended))
+
+
+def due(ended: list[tuple[int, int]]) -> list[int]:
+    """The notifications these ends call for, by job id (a batch: its first shard's): the jobs
+    of tenants with a URL; a batch's shards only once the batch has no live shard left."""
+    tenants = {tenant_id for _, tenant_id in ended}
+    with_url = set(
+        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
+    )
+    if not with_url:
+        return []  # most tenants: one query per commit that ends jobs, and nothing queued
+    ids = [job_id for job_id, tenant_id in ended if tenant_id in with_url]
+    rows = Job.objects.filter(pk__in=ids).values_list("pk", "parent_id", "shards")
+    singles = [pk for pk, parent, shards in rows if parent is None and shards <= 1]
+    batches = {parent or pk for pk, parent, shards in rows if parent is not None or shards > 1}
+    return sorted(singles + [batch for batch in ended_batches(batches) if claim(batch)])
+
+
+def ended_batches(batches: set[int]) -> list[int]:
+    """Those of these batches (first shard ids) with no shard left that has not ended."""
+    if not batches:
+        return []
+    live = Job.objects.live().filter(Q(pk__in=batches) | Q(parent_id__in=batches))
+    still = {parent or pk for pk, parent in live.values_list("pk", "parent_id")}
+    return sorted(batches - still)
+
+
+def claim(batch: int) -> bool:
+    """Whether this commit notifies the batch's end. Two shards' ends committed at once each
+    see the batch ended after their commit: the first to claim it sends, once (an atomic add
+    to the shared cache, Redis's SET NX)."""
+    return caches["shared"].add(f"notified-batch-{batch}", 1, CLAIM_S)
+
+
+def send(job_id: int) -> None:
+    """Queue the notification of job `job_id`'s end."""
+    from jobs import tasks  # the tasks import this module
+
+    task = tasks.notify_job_end
+    if not task.app.conf.task_always_eager:
+        task.delay(job_id)
+        return
+    # The embedded mode has no worker: the task would run inside the request or cycle that
+    # ended the job, timeouts and retries included. A thread of its own runs it.
+    threading.Thread(target=run_here, args=(job_id,), name="notify", daemon=True).start()
+
+
+def run_here(job_id: int) -> None:
+    from jobs import tasks
+
+    try:
+        tasks.notify_job_end.apply(args=(job_id,))
+    finally:
+        connection.close()  # this thread's own
+
+
+# -- the task: build, sign, post ------------------------------------------------------------
+
+
+def deliver(job_id: int) -> None:
+    """Post the notification of job `job_id`'s end (a batch: its first shard) to its tenant's
+    URL. Raises Unreachable for a failure worth another try; any other answer is final: a 2xx
+    delivered, a redirect (not followed) or a 4xx logged and dropped."""
+    job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
+    if job is None or not job.tenant.notify_url:
+        return  # deleted since, or the tenant's URL removed since
+    post(job.tenant, encode(document(job)))
+
+
+def document(job: Job) -> JobEnded:
+    """What a receiver is told of the end of `job`, a single job or a batch's first shard."""
+    shards = job.shard_states() if job.is_batch else None
+    state = batch_state(shards) if shards else job.state
+    told = job
+    if shards:  # the batch's lowest shard that ended as the batch did: its first failure
+        told = job.batch().filter(state=state).order_by("shard_index", "pk").first() or job
+    attempt = told.attempts.order_by("-number").first()
+    end = told.events.filter(to_state=told.state).exclude(from_state=F("to_state")).last()
+    started, finished = job.started_at, job.finished_at
+    if shards:
+        times = job.batch().aggregate(started=Min("started_at"), finished=Max("finished_at"))
+        started, finished = times["started"], times["finished"]
+    return JobEnded(
+        event="job.ended", job=job.pk, name=job.name, tenant=job.tenant.slug,
+        owner=job.owner.get_username(), state=state,
+        outcome=attempt.outcome if attempt else "",
+        exit_code=attempt.exit_code if attempt else None,
+        reason=end.reason if end else "",
+        started_at=started.isoformat() if started else None,
+        finished_at=finished.isoformat() if finished else None,
+        url=portal_url(job.pk), shards=shards, shard=told.shard_index if shards else None,
+    )  # fmt: skip
+
+
+def batch_state(shards: dict[str, int]) -> str:
+    """A batch succeeded when every shard did; it failed when any shard failed; else (some
+    canceled, none failed) it was canceled."""
+    if set(shards) == {State.SUCCEEDED}:
+        return State.SUCCEEDED
+    return State.FAILED if shards.get(State.FAILED) else State.CANCELED
+
+
+def portal_url(job_id: int) -> str | None:
+    base = settings.MLSCHED_PUBLIC_URL
+    return f"{base.rstrip('/')}{reverse('job', args=[job_id])}" if base else None
+
+
+def encode(document: JobEnded) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The signature header's value: what a receiver computes from the body it got and the
+    tenant's secret, and compares (in constant time) with the header."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def post(tenant: Tenant, body: bytes) -> None:
+    """POST `body` to the tenant's URL, once; see deliver."""
+    # Logged by host only: the URL's path or query often is the receiver's token (Slack's).
+    host = urlsplit(tenant.notify_url).hostname
+    headers = {"Content-Type": "application/json", "User-Agent": "mlsched",
+               SIGNATURE_HEADER: signature(tenant.notify_secret, body)}  # fmt: skip
+    try:
+        # Not streamed in: only the status matters, whatever the receiver answers with.
+        with requests.post(tenant.notify_url, data=body, headers=headers, timeout=TIMEOUT_S,
+                           allow_redirects=False, stream=True) as answer:  # fmt: skip
+            status = answer.status_code
+    except (requests.ConnectionError, requests.Timeout) as error:
+        # Its message names the whole URL: only its kind is told, and the chain is cut.
+        failure = f"{host}: {type(error).__name__}"
+        log.warning("notification for tenant %s: %s", tenant.slug, failure)
+        raise Unreachable(failure) from None
+    except requests.RequestException as error:
+        log.warning("notification for tenant %s: not sent to %s (%s)", tenant.slug, host,
+                    type(error).__name__)  # fmt: skip
+        return
+    if status >= 500:
+        log.warning("notification for tenant %s: %s answered %d", tenant.slug, host, status)
+        raise Unreachable(f"{host} answered {status}")
+    if status >= 300:
+        log.warning("notification for tenant %s: %s answered %d; dropped, not sent again",
+                    tenant.slug, host, status)  # fmt: skip
