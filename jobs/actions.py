@@ -742,7 +742,9 @@ class NotResubmittable(Exception):
     batch. The message says which, for people."""
 
 
-def check_resubmittable(job: Job, shards: str | list[int] | None = None) -> list[int] | None:
+def check_resubmittable(
+    job: Job, shards: str | list[int] | None = None, idempotency_key: str | None = None
+) -> list[int] | None:
     """Raise NotResubmittable unless the job may run again as it stands (a cheap check the
     views make before counting a submission against the rates); return the shard indexes the
     new job runs, None for a job or batch run whole.
@@ -771,10 +773,12 @@ def check_resubmittable(job: Job, shards: str | list[int] | None = None) -> list
         raise NotResubmittable(f"Job #{job.pk} {what}: cancel it or wait for it to end.")
     if shards is None:
         return None if len(rows) == job.shards else sorted(index for index, _ in rows)
-    return rerun_shards(job, rows, shards)
+    return rerun_shards(job, rows, shards, idempotency_key)
 
 
-def rerun_shards(job: Job, rows: list[tuple[int, str]], shards: str | list[int]) -> list[int]:
+def rerun_shards(
+    job: Job, rows: list[tuple[int, str]], shards: str | list[int], idempotency_key: str | None
+) -> list[int]:
     """The indexes of the batch's shards to run again: those that did not succeed
     (UNSUCCEEDED), or those named, which must be among its shards (`rows`: index, state)."""
     if shards == UNSUCCEEDED:
@@ -783,14 +787,33 @@ def rerun_shards(job: Job, rows: list[tuple[int, str]], shards: str | list[int])
             raise ValidationError(
                 {"shards": [f"Every shard of batch #{job.pk} succeeded: none to rerun."]}
             )
-        return chosen
-    has = {index for index, _ in rows}
-    if missing := sorted(set(shards) - has):
+    else:
+        has = {index for index, _ in rows}
+        if missing := sorted(set(shards) - has):
+            raise ValidationError({"shards": [
+                f"Batch #{job.pk} has no shard {missing[0]}: it runs {len(has)} of the "
+                f"{job.shards} shards alone (list them with ?batch={job.pk})."
+            ]})  # fmt: skip
+        chosen = sorted(shards)
+    check_not_rerunning(job, chosen, idempotency_key)
+    return chosen
+
+
+def check_not_rerunning(job: Job, chosen: list[int], idempotency_key: str | None) -> None:
+    """Refuse (on `shards`) a rerun of shards an earlier rerun of this batch still runs: they
+    would run twice at once; not the rerun a repeated request (its `idempotency_key`) answers.
+    Asked, not locked: two reruns sent at the same instant may both pass, as two resubmits of
+    a whole job may."""
+    rerunning = Job.objects.filter(resubmitted_from=job, shard_index__in=chosen)  # every row
+    if idempotency_key:
+        first = Job.objects.filter(tenant_id=job.tenant_id, idempotency_key=idempotency_key)
+        rerunning = rerunning.exclude(Q(pk__in=first.values("pk")) | Q(parent__in=first))
+    again = rerunning.live().order_by("shard_index", "pk").first()
+    if again is not None:
         raise ValidationError({"shards": [
-            f"Batch #{job.pk} has no shard {missing[0]}: it runs {len(has)} of the "
-            f"{job.shards} shards alone (list them with ?batch={job.pk})."
+            f"Shard {again.shard_index} of batch #{job.pk} runs again already, as job "
+            f"#{again.pk} ({again.state}): wait for it to end, or cancel it."
         ]})  # fmt: skip
-    return sorted(shards)
 
 
 def resubmit(
@@ -810,7 +833,7 @@ def resubmit(
     is still open to it, the tenant's queue has room for the shards. A spec they refuse raises
     the serializer's ValidationError, as does a refused `shards`.
     """
-    indexes = check_resubmittable(job, shards)
+    indexes = check_resubmittable(job, shards, idempotency_key)
     data = submission_of(job)
     if idempotency_key:
         data["idempotency_key"] = idempotency_key

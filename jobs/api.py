@@ -238,7 +238,7 @@ class ResubmitView(APIView):
         asked.is_valid(raise_exception=True)
         key, shards = (asked.validated_data.get(name) for name in ("idempotency_key", "shards"))
         try:
-            actions.check_resubmittable(job, shards)  # a refusal costs no submission
+            actions.check_resubmittable(job, shards, key)  # a refusal costs no submission
         except actions.NotResubmittable as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         # A submission, counted against the user's and the tenant's submission rates as POST

@@ -341,7 +341,7 @@ def logs(api: Api, args) -> None:
 
 def log_source(api: Api, job_id: int, shard: int | None) -> int:
     """The job whose log `logs` shows: `job_id`, or its shard `shard`. Each shard of a batch
-    is a job with its own log; the batch's id is its shard 0's, which is shown, with a note
+    is a job with its own log; the batch's id is its first shard's, which is shown, with a note
     on standard error, when no shard is named."""
     job = api.call("GET", f"jobs/{job_id}/")
     if job["parent"] is not None:
@@ -520,7 +520,8 @@ def main(argv=None) -> int:
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
     follow.add_argument("--shard", type=natural, metavar="N",
-                        help="a batch's shard N (0 to shards-1); default: shard 0")  # fmt: skip
+                        help="a batch's shard N (0 to shards-1); default: the batch's first "
+                             "(shard 0; a rerun of some shards: its lowest)")  # fmt: skip
     report = commands.add_parser("usage")
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")

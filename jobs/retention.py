@@ -8,8 +8,8 @@ long lock), each a no-op when there is nothing to do, so running it twice is har
    released can be deleted at any time; see ``clusters.models.protect_live``);
 3. finished jobs, more than ``job_days`` after they ended, with their attempts, events, log
    lines, allocations and object permissions. Only a job that is terminal, finished before the
-   cutoff, all of whose attempts ended before the cutoff and hold nothing; a batch (shard 0 and
-   the shards pointing at it) only when every shard of it qualifies.
+   cutoff, all of whose attempts ended before the cutoff and hold nothing; a batch (its first shard
+   and the shards pointing at it) only when every shard of it qualifies.
 
 Live work is never touched: a live attempt has no ``ended_at``, and a job is deleted only when
 nothing of it can change again (a terminal job gets no new attempts, an ended attempt never
@@ -116,7 +116,7 @@ def finished(cutoff) -> Q:
 
 
 def finished_batches(cutoff):
-    """The first jobs (single jobs, and shard 0 of batches) of the submissions that can be
+    """The first jobs (single jobs, and the first shards of batches) of the submissions that can be
     deleted: the job qualifies, and so does every shard pointing at it."""
     shard_left = Job.objects.filter(parent_id=OuterRef("pk")).exclude(finished(cutoff))
     return (

@@ -491,8 +491,8 @@ def resubmit(request, pk):
     )
     try:
         asked.is_valid(raise_exception=True)
-        shards = asked.validated_data.get("shards")
-        actions.check_resubmittable(job, shards)  # a refusal costs no submission
+        shards, key = (asked.validated_data.get(name) for name in ("shards", "idempotency_key"))
+        actions.check_resubmittable(job, shards, key)  # a refusal costs no submission
     except actions.NotResubmittable as refusal:
         return job_page(request, job, str(refusal), 409)
     except ValidationError as refused:
@@ -500,7 +500,6 @@ def resubmit(request, pk):
     if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
         return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
     try:
-        key = asked.validated_data.get("idempotency_key")
         again, _ = actions.resubmit(request.user, job, key, shards)
     except actions.NotResubmittable as refusal:
         return job_page(request, job, str(refusal), 409)

@@ -455,3 +455,17 @@ def test_the_cli_shows_a_rerun_batchs_logs_by_their_own_indexes(live_server, ali
     assert f"job {first.pk} is a batch of 2 (of 5) shards: showing shard 1's log" in shown.stderr
     assert missing.returncode == 1
     assert f"job {first.pk} has no shard 2 you may see: it runs 2 of the 5" in missing.stderr
+
+
+def test_shards_an_earlier_rerun_still_runs_are_not_rerun_beside_it(ended, alice):
+    first = rerun_batch(alice, ended)  # shards 1 and 3, queued
+
+    again = rerun(alice, ended, [3])
+    after = rerun(alice, ended, [0])  # one no rerun runs
+
+    assert again.status_code == 400
+    assert again.json()["shards"] == [
+        f"Shard 3 of batch #{ended.pk} runs again already, as job "
+        f"#{first.batch().get(shard_index=3).pk} (queued): wait for it to end, or cancel it."
+    ]
+    assert after.status_code == 201
