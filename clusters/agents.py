@@ -19,10 +19,11 @@ from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
-from django.db.models import IntegerField, Q, Subquery
-from django.db.models.functions import Coalesce, Now
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
+from clusters import log_ends
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
 from jobs import actions, events
@@ -112,37 +113,18 @@ RESUMES_PER_BEAT = 500
 def log_resumes(cluster: Cluster, keys: Sequence[tuple[int, int]]) -> list[dict]:
     """Where the stored log of each (attempt, rank) ends, for an agent that follows a log it
     did not start reading (restarted, it cannot tell whether the kubelet has rotated the log
-    since): the last line's seq, its stamp (seconds since the epoch) and how many lines in a
-    row up to it have that stamp; seq None where no line is stored, or the attempt is not this
-    cluster's. At most RESUMES_PER_BEAT workers: those left out are asked for again."""
+    since): the last line's seq, its stamp (seconds since the epoch), how many lines in a row
+    up to it have that stamp, and line 0's stamp and head (`log_ends`); seq None where no line
+    is stored, or the attempt is not this cluster's. At most RESUMES_PER_BEAT workers: those
+    left out are asked for again. At most three queries, however many workers."""
     keys = sorted(set(keys))[:RESUMES_PER_BEAT]
     mine = set(
         Attempt.objects.filter(cluster=cluster, pk__in={a for a, _ in keys}).values_list(
             "pk", flat=True
         )
     )
-    nothing = {"seq": None, "at": None, "taken": 0}
-    return [
-        {"attempt_id": a, "rank": r} | (log_end(a, r) if a in mine else nothing) for a, r in keys
-    ]
-
-
-def log_end(attempt_id: int, rank: int) -> dict:
-    """The last stored line's seq and stamp, and how many lines in a row up to it have that
-    stamp: two queries down the (attempt, worker, seq) index from the log's end, however long
-    the log is."""
-    lines = LogChunk.objects.filter(attempt_id=attempt_id, worker=rank)
-    last = lines.order_by("-seq").values("seq", "logged_at").first()
-    if last is None:
-        return {"seq": None, "at": None, "taken": 0}
-    at = last["logged_at"]
-    if at is None:  # stored without stamps: numbered from line 0, as it was
-        return {"seq": last["seq"], "at": None, "taken": 0}
-    # A log's stamps only grow: the lines with the last one's stamp are the log's last ones.
-    earlier = lines.filter(logged_at__lt=at).order_by("-seq").values("seq")[:1]
-    after = Coalesce(Subquery(earlier), -1, output_field=IntegerField())
-    taken = lines.filter(logged_at=at, seq__gt=after).count()
-    return {"seq": last["seq"], "at": at.timestamp(), "taken": taken}
+    ends = log_ends.log_ends([key for key in keys if key[0] in mine])
+    return [{"attempt_id": a, "rank": r} | ends.get((a, r), log_ends.NOTHING) for a, r in keys]
 
 
 def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[int]:

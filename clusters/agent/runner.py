@@ -119,7 +119,20 @@ def resume_point(entry: dict) -> base.LogResume | None:
         return None
     at = entry.get("at")
     taken = int(entry.get("taken") or 0)
-    return base.LogResume(int(entry["seq"]), None if at is None else float(at), taken)
+    at = None if at is None else float(at)
+    return base.LogResume(int(entry["seq"]), at, taken, first_line(entry.get("first")))
+
+
+def first_line(first) -> tuple[float, str] | None:
+    """Line 0's stamp and head from a resume point; None where the control plane does not say
+    (an older release, or no stamped line 0), or says it malformed: the log is then placed by
+    its stamps alone, as such a release expects."""
+    if not isinstance(first, dict) or not isinstance(first.get("text"), str):
+        return None
+    try:
+        return float(first["at"]), first["text"]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def cut(line: base.LogLine) -> base.LogLine:

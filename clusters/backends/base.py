@@ -114,11 +114,15 @@ class LogResume:
     """Where the control plane's copy of a worker's log ends: the seq of its last line, that
     line's stamp (`LogLine.at`; None for a line without one) and how many lines in a row, up to
     it, carry the same stamp. A backend that follows a log it did not start reading itself
-    (found again after a restart) goes on numbering after it."""
+    (found again after a restart) goes on numbering after it. `first` is line 0's stamp and
+    `line_head`, where the control plane has line 0 with a stamp: a log that still begins with
+    it has not rotated, and its lines are numbered by their place in it, whatever their stamps
+    (a node's clock may step back)."""
 
     seq: int
     at: float | None = None
     taken: int = 0
+    first: tuple[float, str] | None = None
 
 
 class Backend(Protocol):
@@ -167,6 +171,15 @@ def with_checkpoint(status: WorkerStatus, *times: float | None) -> WorkerStatus:
 # backends cut a line to them as they read it, so one line never holds more in memory, and the
 # agent before it sends it, so one line never passes the request limit alone.
 MAX_LINE = 65_536
+# The characters of a log's line 0 that tell it apart, with its stamp (`LogResume.first`): few,
+# so that a heartbeat answering for hundreds of workers stays small.
+LINE_HEAD = 256
+
+
+def line_head(text: str) -> str:
+    """The start of a line as the control plane keeps it (its agents' API makes NUL U+FFFD)."""
+    return text[:LINE_HEAD].replace("\x00", "\ufffd")
+
 
 # A job reports a checkpoint it has saved in either of two ways: by touching this file in
 # MLSCHED_CHECKPOINT_DIR (read where the agent sees that directory too) ...

@@ -8,10 +8,12 @@ already taken are then known by their stamps, and the new ones go on from the la
 
 A backend restarted while a pod runs cannot tell from the log whether it begins at line 0, so
 the reader of a pod it did not create waits (`unplaced`) until it is told where the control
-plane's copy of the log ends (`resume`: the last line's seq and stamp, from the agent's
-heartbeat): it skips the lines up to that one by their stamps, as after a rotation, and numbers
-the next one on from its seq. Without a rotation that is the numbering from 0, line for line.
-A pod created by this backend is read from its start at once (`from_start`).
+plane's copy of the log ends (`resume`, from the agent's heartbeat: the last line's seq and
+stamp, and line 0's stamp and head). A log that still begins with that line 0 has not rotated:
+its lines are numbered by their place, as before the restart, and those up to the last seq are
+skipped, whatever their stamps. Otherwise it skips the lines up to the last one by their stamps,
+as after a rotation, and numbers the next one on from its seq. A pod created by this backend is
+read from its start at once (`from_start`).
 
 Kubernetes interleaves stdout and stderr into one log, reported as "stdout". A line is kept to its
 first base.MAX_LINE characters, as the control plane keeps it.
@@ -67,7 +69,8 @@ class LogFollowers:
         self._lines: list[LogLine] = []
         self._seen: dict[Key, int] = {}  # lines read per pod: the next line's seq
         self._checkpoints: dict[Key, float] = {}  # the latest checkpoint line's time per pod
-        self._first: dict[Key, tuple[float | None, str]] = {}  # the log's first line
+        # The log's line 0: its stamp and base.line_head.
+        self._first: dict[Key, tuple[float | None, str]] = {}
         # The last line's stamp, and how many lines taken in a row had it.
         self._last: dict[Key, tuple[float | None, int]] = {}
         self._threads: dict[Key, threading.Thread] = {}
@@ -116,7 +119,8 @@ class LogFollowers:
 
     def resume(self, key: Key, point: LogResume | None) -> None:
         """Number the pod's log on after the control plane's last line of it (None: it has
-        none, so from line 0): the lines stamped before that line's stamp, and as many as it
+        none, so from line 0). A log that begins with the control plane's line 0 is numbered by
+        place; otherwise the lines stamped before the last line's stamp, and as many as it
         counts with that stamp, are its already. Only for a log waiting for it."""
         with self._lock:
             event = self._unplaced.pop(key, None)
@@ -126,6 +130,9 @@ class LogFollowers:
             if point is not None:
                 self._seen[key] = point.seq + 1
                 self._last[key] = (point.at, point.taken)
+                if point.first is not None and point.at is not None:
+                    # Without the last line's stamp the log is numbered by place anyway.
+                    self._first[key] = point.first
         event.set()
 
     def caught_up(self, key: Key) -> bool:
@@ -242,12 +249,13 @@ class LogFollowers:
         self, key: Key, lines: Iterator[str]
     ) -> Iterator[tuple[int | None, float | None, str]]:
         """(seq, stamp, text) of each line read, seq None for one taken already: line n of the
-        log has seq n, so the lines of a log read again are known by it. Unless the read does
-        not begin with the line 0 this reader took: the kubelet has rotated the log file since
-        (a read gets the latest file only, which begins further on), or the reader was told
-        where the control plane's copy ends (`resume`) instead of taking line 0. Its lines up
-        to the last one taken are then known by their stamps, and the next goes on from the
-        last seq."""
+        log has seq n, so the lines of a log read again are known by it, whatever their stamps.
+        Unless the read does not begin with the log's line 0 (taken by this reader, or told by
+        `resume`): the kubelet has rotated the log file since (a read gets the latest file
+        only, which begins further on), or the reader was told where the control plane's copy
+        ends without its line 0. Its lines up to the last one taken are then known by their
+        stamps: those stamped before it, and as many as were taken with its stamp. The next
+        goes on from the last seq."""
         with self._lock:
             first, seen = self._first.get(key), self._seen.get(key, 0)
             last_at, taken_at_last = self._last.get(key, (None, 0))
@@ -255,11 +263,16 @@ class LogFollowers:
         for index, line in enumerate(lines):
             at, text = stamped(line)
             if index == 0:
-                placing = first != (at, text) and (first is not None or last_at is not None)
+                begins = first == (at, base.line_head(text))
+                placing = not begins and (first is not None or last_at is not None)
             if placing:
                 same += at == last_at
                 older = at is not None and last_at is not None and at < last_at
                 if older or (at == last_at and same <= taken_at_last):
+                    if at == last_at and same == taken_at_last:
+                        # The last line taken: those after it are new, even stamped earlier
+                        # (the node's clock stepped back).
+                        placing, offset = False, seen - index - 1
                     yield None, at, text
                     continue
                 placing, offset = False, seen - index
@@ -283,7 +296,7 @@ class LogFollowers:
     def _append(self, key: Key, seq: int, at: float | None, text: str) -> None:
         """Keep a new line for the next drain(); the caller holds the lock."""
         if seq == 0:
-            self._first[key] = (at, text)
+            self._first[key] = (at, base.line_head(text))
         last_at, count = self._last.get(key, (None, 0))
         self._last[key] = (at, count + 1 if at == last_at else 1)
         self._seen[key] = seq + 1

@@ -108,8 +108,10 @@ def test_a_retry_preempted_before_its_first_checkpoint_wastes_only_its_own_time(
     assert retried.wasted_gpu_seconds <= 4 * held + 1e-6
 
 
-BEFORE_0021 = [("jobs", "0020_job_singleton")]
-AFTER_0021 = [("jobs", "0021_checkpoints_of_their_own")]
+# Tenants as they were then too: the historical models below write rows of that time.
+THEN = ("quotas", "0007_quota_flavor_of_any_gpu_type")
+BEFORE_0021 = [("jobs", "0020_job_singleton"), THEN]
+AFTER_0021 = [("jobs", "0021_checkpoints_of_their_own"), THEN]
 
 
 @pytest.mark.django_db(transaction=True)

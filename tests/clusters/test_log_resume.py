@@ -51,7 +51,7 @@ def test_lines_without_stamps_are_stored_as_before_and_their_log_ends_by_seq_alo
 
     assert list(LogChunk.objects.values_list("logged_at", flat=True)) == [None, None]
     assert answer.json()["resume_logs"] == [
-        {"attempt_id": attempt.pk, "rank": 0, "seq": 1, "at": None, "taken": 0}
+        {"attempt_id": attempt.pk, "rank": 0, "seq": 1, "at": None, "taken": 0, "first": None}
     ]
 
 
@@ -77,8 +77,47 @@ def test_the_heartbeat_answers_where_each_asked_log_ends(agent, gang):
     answer = beat(agent, "east", workers, asking(attempt, 0, 1))
 
     assert answer.json()["resume_logs"] == [
-        {"attempt_id": attempt.pk, "rank": 0, "seq": 3, "at": STAMP + 2, "taken": 2},
-        {"attempt_id": attempt.pk, "rank": 1, "seq": None, "at": None, "taken": 0},
+        {"attempt_id": attempt.pk, "rank": 0, "seq": 3, "at": STAMP + 2, "taken": 2,
+         "first": {"at": STAMP, "text": "l0"}},
+        {"attempt_id": attempt.pk, "rank": 1, "seq": None, "at": None, "taken": 0, "first": None},
+    ]  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_the_lines_taken_are_those_in_a_row_with_the_last_stamp(agent, gang):
+    attempt = gang.attempts.get()
+    stamps = [STAMP, STAMP + 1, STAMP, STAMP]  # the node's clock stepped back a second
+    post(agent, "east", "logs", {"lines": [line(attempt, s, at=at) for s, at in enumerate(stamps)]})
+
+    (end,) = beat(agent, "east", [], asking(attempt, 0)).json()["resume_logs"]
+
+    assert (end["seq"], end["at"], end["taken"]) == (3, STAMP, 2)
+
+
+@pytest.mark.django_db
+def test_line_0_is_answered_with_its_stamp_and_its_head_as_kept(agent, gang):
+    attempt = gang.attempts.get()
+    zero = line(attempt, 0, at=STAMP) | {"text": "\x00" + "é" * (2 * base.LINE_HEAD)}
+    post(agent, "east", "logs", {"lines": [zero]})
+
+    (end,) = beat(agent, "east", [], asking(attempt, 0)).json()["resume_logs"]
+
+    assert end["first"] == {"at": STAMP, "text": base.line_head(zero["text"])}
+    assert end["first"]["text"] == "\ufffd" + "é" * (base.LINE_HEAD - 1)
+
+
+@pytest.mark.django_db
+def test_a_log_whose_line_0_is_not_stored_with_a_stamp_is_answered_without_it(agent, gang):
+    attempt = gang.attempts.get()
+    lines = [line(attempt, 0), line(attempt, 1, at=STAMP)]
+    lines += [line(attempt, 5, at=STAMP) | {"rank": 1}]  # rank 1's line 0 is missing
+    post(agent, "east", "logs", {"lines": lines})
+
+    answer = beat(agent, "east", [], asking(attempt, 0, 1))
+
+    assert [(e["seq"], e["taken"], e["first"]) for e in answer.json()["resume_logs"]] == [
+        (1, 1, None),
+        (5, 1, None),
     ]
 
 
@@ -101,7 +140,7 @@ def test_another_clusters_agent_is_told_of_no_line_of_an_attempt_not_its_own(gan
     answer = beat(west, "west", [], asking(attempt, 0))
 
     assert answer.json()["resume_logs"] == [
-        {"attempt_id": attempt.pk, "rank": 0, "seq": None, "at": None, "taken": 0}
+        {"attempt_id": attempt.pk, "rank": 0, "seq": None, "at": None, "taken": 0, "first": None}
     ]
 
 
@@ -164,6 +203,22 @@ def test_the_agent_asks_where_waiting_logs_end_and_hands_the_answer_to_its_backe
     assert backend.resumed == [{(7, 0): base.LogResume(4, STAMP, 2), (7, 1): None}]
 
 
+def test_the_agent_hands_line_0_over_and_leaves_a_malformed_one_out():
+    end = {"attempt_id": 7, "seq": 4, "at": STAMP, "taken": 2}
+    ends = [end | {"rank": 0, "first": {"at": STAMP - 9, "text": "l0"}},
+            end | {"rank": 1, "first": "l0"}]  # fmt: skip
+    backend = WaitingLogs([], [(7, 0), (7, 1)])
+
+    Agent(RecordsAsks({"run": [], "stop": [], "resume_logs": ends}), backend).step()
+
+    assert backend.resumed == [
+        {
+            (7, 0): base.LogResume(4, STAMP, 2, (STAMP - 9, "l0")),
+            (7, 1): base.LogResume(4, STAMP, 2),
+        }
+    ]
+
+
 def test_a_waiting_log_the_answer_leaves_out_is_asked_for_again():
     ends = [{"attempt_id": 7, "rank": 1, "seq": None, "at": None, "taken": 0},
             {"attempt_id": 7, "seq": 3}]  # fmt: skip
@@ -196,4 +251,5 @@ def test_a_restarted_agent_is_told_over_http_where_a_waiting_log_ends(live_serve
 
     east_agent(live_server, east, backend).step()
 
-    assert backend.resumed == [{(attempt.pk, 0): base.LogResume(1, STAMP + 1, 1)}]
+    first = (STAMP, "l0")
+    assert backend.resumed == [{(attempt.pk, 0): base.LogResume(1, STAMP + 1, 1, first)}]

@@ -22,11 +22,12 @@ LOG = f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}/log"
 
 def where_it_ends(shipped: list[base.LogLine]) -> base.LogResume:
     """Where the control plane's copy ends once it has stored `shipped`, as it answers."""
-    last = shipped[-1]
+    last, zero = shipped[-1], shipped[0]
     taken = len(shipped) - next(
         (i + 1 for i in reversed(range(len(shipped))) if shipped[i].at != last.at), 0
     )
-    return base.LogResume(seq=last.seq, at=last.at, taken=taken)
+    first = None if zero.seq or zero.at is None else (zero.at, base.line_head(zero.text))
+    return base.LogResume(seq=last.seq, at=last.at, taken=taken, first=first)
 
 
 def following(kube, backend, *lines):
@@ -69,14 +70,17 @@ def test_lines_with_the_same_stamp_are_told_apart_by_how_many_are_stored(kube, m
     kube.run_pod(NAMESPACE, POD)
     at = float(int(time.time()) - 60)  # a whole second: exact as a stamp
     kube.append_log(NAMESPACE, POD, "loading", at=at - 1)
+    read = collect(backend, 1)
+    kube.rotate_log(NAMESPACE, POD)  # the log no longer begins with line 0: stamps tell
     kube.append_log(NAMESPACE, POD, "step 1", "step 2", "step 3", at=at)  # one write
-    read = collect(backend, 4)
+    read += collect(backend, 3)
     backend.close()
 
     restarted = make_backend()
     resumed(restarted, where_it_ends(read[:3]))  # "step 3" was not shipped
 
-    assert where_it_ends(read[:3]) == base.LogResume(seq=2, at=at, taken=2)
+    first = (at - 1, "loading")
+    assert where_it_ends(read[:3]) == base.LogResume(seq=2, at=at, taken=2, first=first)
     assert texts(collect(restarted, 1)) == [(0, 3, "step 3")]
 
 
