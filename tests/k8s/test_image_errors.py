@@ -5,7 +5,7 @@ the kubelet's message."""
 import pytest
 
 from clusters.backends import base
-from tests.k8s.conftest import NAMESPACE, one_gpu_worker, status_becomes
+from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, status_becomes
 
 POD = "mlsched-7-0"
 IMAGE = "registry.local/train:1"
@@ -91,12 +91,25 @@ def test_a_container_config_error_carries_the_kubelets_message(kube, backend):
 OLD_BACK_OFF = f'Back-off pulling image "{IMAGE}"'
 
 
+def watched(backend, reason: str) -> None:
+    """Wait until the backend's pod watch has seen the worker wait for `reason`."""
+
+    def waiting() -> str:
+        pod, _ = backend._watcher.get((7, 0))
+        statuses = (pod.status.container_statuses if pod and pod.status else None) or []
+        return next((c.state.waiting.reason for c in statuses if c.state.waiting), "")
+
+    eventually(lambda: waiting() == reason)
+
+
 def test_a_missing_image_whose_back_off_does_not_repeat_the_error_is_the_jobs_own(kube, backend):
     backend.start(one_gpu_worker())
 
     # Both before a status read: the watch saw the failed pull, the status sees the back-off.
     kube.wait_pod(NAMESPACE, POD, "ErrImagePull", NOT_FOUND)
+    watched(backend, "ErrImagePull")
     kube.wait_pod(NAMESPACE, POD, "ImagePullBackOff", OLD_BACK_OFF)
+    watched(backend, "ImagePullBackOff")
 
     status = status_becomes(backend, 7, 0, base.EXITED)
     said = f"ImagePullBackOff: {OLD_BACK_OFF}: ErrImagePull: {NOT_FOUND}"
@@ -107,7 +120,9 @@ def test_a_registry_failing_behind_an_old_kubelets_back_off_names_its_error(kube
     backend.start(one_gpu_worker())
 
     kube.wait_pod(NAMESPACE, POD, "ErrImagePull", TIMEOUT)
+    watched(backend, "ErrImagePull")
     kube.wait_pod(NAMESPACE, POD, "ImagePullBackOff", OLD_BACK_OFF)
+    watched(backend, "ImagePullBackOff")
 
     reason = status_becomes(backend, 7, 0, base.FAILED).reason
     assert reason == f"ImagePullBackOff: {OLD_BACK_OFF}: ErrImagePull: {TIMEOUT}"
