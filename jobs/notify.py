@@ -194,7 +194,7 @@ def post(tenant: Tenant, body: bytes) -> None:
     # Logged by host only: the URL's path or query often is the receiver's token (Slack's).
     host = urlsplit(tenant.notify_url).hostname
     headers = {"Content-Type": "application/json", "User-Agent": "mlsched",
-               SIGNATURE_HEADER: signature(tenant.notify_secret, body)}  # fmt: skip
+               SIGNATURE_HEADER: signature(tenant.signing_secret(), body)}  # fmt: skip
     try:
         # Not streamed in: only the status matters, whatever the receiver answers with.
         with requests.post(tenant.notify_url, data=body, headers=headers, timeout=TIMEOUT_S,

@@ -34,9 +34,12 @@ class Tenant(models.Model):
     )
     # An outbound request from the control plane to any address is the platform's decision:
     # platform admins set it (quotas.admin.TenantAdmin); jobs.notify posts to it.
+    # Database defaults too: a tenant written by code that does not know these columns (an
+    # older process during a rolling upgrade) gets none, and a secret on first use (below).
     notify_url = models.URLField(
         max_length=500,
         blank=True,
+        db_default="",
         validators=[URLValidator(schemes=["http", "https"])],
         help_text="An http(s) address the control plane POSTs a signed JSON document to when "
         "one of the tenant's jobs ends (a batch: once, when its last shard ends). Empty: none.",
@@ -44,6 +47,7 @@ class Tenant(models.Model):
     notify_secret = models.CharField(
         max_length=64,
         default=new_notify_secret,
+        db_default="",
         editable=False,
         help_text="The key of each notification's HMAC-SHA256 signature (header "
         "X-Mlsched-Signature-256): with it a receiver checks that a notification comes from "
@@ -56,6 +60,17 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def signing_secret(self) -> str:
+        """The notification secret, made now if the row was written without one."""
+        if not self.notify_secret:
+            Tenant.objects.filter(pk=self.pk, notify_secret="").update(
+                notify_secret=new_notify_secret()
+            )
+            self.notify_secret = Tenant.objects.values_list("notify_secret", flat=True).get(
+                pk=self.pk
+            )
+        return self.notify_secret
 
 
 class Membership(models.Model):

@@ -26,18 +26,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='tenant',
             name='notify_url',
-            field=models.URLField(blank=True, help_text="An http(s) address the control plane POSTs a signed JSON document to when one of the tenant's jobs ends (a batch: once, when its last shard ends). Empty: none.", max_length=500, validators=[django.core.validators.URLValidator(schemes=['http', 'https'])]),
+            field=models.URLField(blank=True, db_default="", help_text="An http(s) address the control plane POSTs a signed JSON document to when one of the tenant's jobs ends (a batch: once, when its last shard ends). Empty: none.", max_length=500, validators=[django.core.validators.URLValidator(schemes=['http', 'https'])]),
         ),
         migrations.AddField(
             model_name='tenant',
             name='notify_secret',
-            field=models.CharField(default='', editable=False, max_length=64),
-            preserve_default=False,
+            field=models.CharField(db_default="", editable=False, max_length=64),
         ),
         migrations.RunPython(give_each_tenant_its_own_secret, migrations.RunPython.noop),
         migrations.AlterField(
             model_name='tenant',
             name='notify_secret',
-            field=models.CharField(default=quotas.models.new_notify_secret, editable=False, help_text="The key of each notification's HMAC-SHA256 signature (header X-Mlsched-Signature-256): with it a receiver checks that a notification comes from mlsched.", max_length=64),
+            field=models.CharField(db_default="", default=quotas.models.new_notify_secret, editable=False, help_text="The key of each notification's HMAC-SHA256 signature (header X-Mlsched-Signature-256): with it a receiver checks that a notification comes from mlsched.", max_length=64),
         ),
     ]

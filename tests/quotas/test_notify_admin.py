@@ -182,3 +182,19 @@ def test_the_migration_gives_each_existing_tenant_a_secret_of_its_own():
     assert len(set(secrets)) == 2
     assert all(re.fullmatch(r"[0-9a-f]{64}", secret) for secret in secrets)
     assert set(Tenant.objects.values_list("notify_url", flat=True)) == {""}
+
+
+def test_a_tenant_written_without_the_notify_columns_has_no_url_and_a_secret_at_first_use(db):
+    # As a process that does not know the columns yet (a rolling upgrade) writes a tenant.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO quotas_tenant (name, slug, fair_share_weight, cohort, created) "
+            "VALUES ('Old', 'old', 1, 'default', now()) RETURNING id"
+        )
+        (pk,) = cursor.fetchone()
+    tenant = Tenant.objects.get(pk=pk)
+
+    assert (tenant.notify_url, tenant.notify_secret) == ("", "")
+    secret = tenant.signing_secret()
+    assert re.fullmatch(r"[0-9a-f]{64}", secret)
+    assert Tenant.objects.get(pk=pk).notify_secret == secret == tenant.signing_secret()
