@@ -108,11 +108,11 @@ def test_rows_that_keep_their_flavors_save_as_before(admin_client, alpha):
     assert stored(alpha) == [("cpu", 64_000), ("gpu:A100", 6)]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_two_admins_adding_one_flavor_at_once_get_one_row_and_a_form_error(client, alpha):
+def post_beside_another_admins_add(client, alpha, url: str, form: dict):
+    """POST `form` to `url` as a platform admin while another admin's save holds the tenant
+    row (as an admin's save of the tenant locks it) and has added its gpu:A100 quota, which
+    it commits once this save waits for it; the answer."""
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
-    # The other admin's save: the tenant row (as the admin's save of the tenant locks it),
-    # then the new quota, committed once this admin's save waits for it.
     other = other_connection()
     other.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [alpha.pk])
     other.execute(
@@ -124,8 +124,7 @@ def test_two_admins_adding_one_flavor_at_once_get_one_row_and_a_form_error(clien
 
     def save():
         try:
-            form = tenant_form(alpha, [quota("gpu:A100", 2)])
-            answer["page"] = client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+            answer["page"] = client.post(url, form)
         except Exception as error:  # noqa: BLE001 - the test reports it below
             answer["error"] = error
         finally:
@@ -134,9 +133,19 @@ def test_two_admins_adding_one_flavor_at_once_get_one_row_and_a_form_error(clien
     saving = threading.Thread(target=save)
     saving.start()
     commit_once_waited_on(other, saving, "quotas_")
-
     assert "error" not in answer, answer.get("error")
-    assert TAKEN in answer["page"].text
+    return answer["page"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_adding_one_flavor_at_once_get_one_row_and_a_form_error(client, alpha):
+    form = tenant_form(alpha, [quota("gpu:A100", 2)])
+
+    page = post_beside_another_admins_add(
+        client, alpha, f"/admin/quotas/tenant/{alpha.pk}/change/", form
+    )
+
+    assert TAKEN in page.text
     assert list(Quota.objects.values_list("flavor", "guaranteed")) == [("gpu:A100", 8)]
 
 
@@ -167,30 +176,10 @@ def test_a_gpu_type_as_long_as_a_node_may_have_gets_a_quota(alpha):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_admins_adding_one_flavor_on_the_quota_page_get_one_row_and_a_form_error(client, alpha):
-    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
-    other = other_connection()  # the other admin's save, on the tenant page or this one
-    other.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [alpha.pk])
-    other.execute(
-        "INSERT INTO quotas_quota (tenant_id, flavor, guaranteed, borrow_limit) "
-        "VALUES (%s, 'gpu:A100', 8, 0)",
-        [alpha.pk],
-    )
-    answer: dict = {}
+    form = {"tenant": str(alpha.pk), **quota("gpu:A100", 2)}
 
-    def save():
-        try:
-            form = {"tenant": str(alpha.pk), **quota("gpu:A100", 2)}
-            answer["page"] = client.post("/admin/quotas/quota/add/", form)
-        except Exception as error:  # noqa: BLE001 - the test reports it below
-            answer["error"] = error
-        finally:
-            connection.close()
+    page = post_beside_another_admins_add(client, alpha, "/admin/quotas/quota/add/", form)
 
-    saving = threading.Thread(target=save)
-    saving.start()
-    commit_once_waited_on(other, saving, "quotas_")
-
-    assert "error" not in answer, answer.get("error")
-    assert answer["page"].status_code == 200
-    assert "Tenant and Flavor already exists" in answer["page"].text
+    assert page.status_code == 200
+    assert "Tenant and Flavor already exists" in page.text
     assert list(Quota.objects.values_list("flavor", "guaranteed")) == [("gpu:A100", 8)]
