@@ -23,6 +23,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.jobs.test_cli import run_cli
+from tests.jobs.test_resubmit import press_resubmit
 
 pytestmark = pytest.mark.django_db
 Outcome = Attempt.Outcome
@@ -333,15 +334,6 @@ def browser(alice):
     return browser
 
 
-def press_rerun(browser, batch, times: int = 1):
-    """Post the batch page's rerun form as drawn (its CSRF token, key and shards)."""
-    page = browser.get(f"/jobs/{batch.pk}/")
-    form = {"csrfmiddlewaretoken": browser.cookies["csrftoken"].value,
-            "idempotency_key": page.context["rerun"]["key"], "shards": "unsucceeded"}  # fmt: skip
-    answers = [browser.post(f"/jobs/{batch.pk}/resubmit/", form) for _ in range(times)]
-    return answers[-1]
-
-
 def test_the_batch_page_offers_to_rerun_the_shards_that_did_not_succeed(browser, ended):
     page = browser.get(f"/jobs/{ended.pk}/").text
 
@@ -350,7 +342,7 @@ def test_the_batch_page_offers_to_rerun_the_shards_that_did_not_succeed(browser,
 
 
 def test_the_rerun_form_runs_them_and_opens_the_new_batchs_page(browser, ended):
-    answer = press_rerun(browser, ended)
+    answer = press_resubmit(browser, ended, rerun=True)
 
     again = Job.objects.get(resubmitted_from=ended, parent=None)
     assert answer.status_code == 302 and answer["Location"] == f"/jobs/{again.pk}/"
@@ -360,7 +352,7 @@ def test_the_rerun_form_runs_them_and_opens_the_new_batchs_page(browser, ended):
 
 
 def test_a_double_click_on_the_rerun_form_makes_one_batch(browser, ended):
-    press_rerun(browser, ended, times=2)
+    press_resubmit(browser, ended, times=2, rerun=True)
 
     assert Job.objects.filter(resubmitted_from=ended).count() == 2
 

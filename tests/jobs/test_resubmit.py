@@ -231,11 +231,14 @@ def browser(alice):
     return browser
 
 
-def press_resubmit(browser, job, times: int = 1):
-    """Post the job page's Resubmit form as drawn (its CSRF token and key), `times` times."""
+def press_resubmit(browser, job, times: int = 1, rerun: bool = False):
+    """Post the job page's Resubmit form as drawn (its CSRF token and key), `times` times; with
+    `rerun`, a batch page's form rerunning its shards that did not succeed."""
     page = browser.get(f"/jobs/{job.pk}/")  # sets the CSRF cookie, as a browser would have it
-    form = {"csrfmiddlewaretoken": browser.cookies["csrftoken"].value,
-            "idempotency_key": page.context["resubmit_key"]}  # fmt: skip
+    key = page.context["rerun"]["key"] if rerun else page.context["resubmit_key"]
+    form = {"csrfmiddlewaretoken": browser.cookies["csrftoken"].value, "idempotency_key": key}
+    if rerun:
+        form["shards"] = "unsucceeded"
     answers = [browser.post(f"/jobs/{job.pk}/resubmit/", form) for _ in range(times)]
     return answers[-1]
 
