@@ -96,11 +96,12 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     # explained by its dependency alone: by both, its reason would change every cycle.
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
+    running = running_jobs(rows)
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
-        running=running_jobs(rows),
+        running=running,
         queued=tuple(to_queued(job, clusters, now) for job in queued),
-        tenants=tenants(rows),
+        tenants=tenants(rows, running),
         now=now,
         seed=seed,
         policy=policy
@@ -228,7 +229,7 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
     )
 
 
-def tenants(rows) -> tuple[p.Tenant, ...]:
+def tenants(rows, running: tuple[p.RunningJob, ...]) -> tuple[p.Tenant, ...]:
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
@@ -236,7 +237,7 @@ def tenants(rows) -> tuple[p.Tenant, ...]:
         used["memory"] += row["memory_mb"]
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
-    users = users_gpus(rows)
+    users = users_gpus(running)
     out = []
     for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
         quotas = tuple(
@@ -260,15 +261,13 @@ def tenants(rows) -> tuple[p.Tenant, ...]:
     return tuple(out)
 
 
-def users_gpus(rows) -> dict[int, dict[str, float]]:
-    """Per tenant, the GPUs each user's running workers hold, as the core counts them (GPU
-    milli / 1000 per worker, a CPU-only worker as a fraction of a GPU)."""
-    whose = {(row["attempt_id"], row["worker"]): row for row in rows}
+def users_gpus(running: tuple[p.RunningJob, ...]) -> dict[int, dict[str, float]]:
+    """Per tenant, the GPUs each user's running work holds, as the core counts them (GPU
+    milli / 1000 per worker, a CPU-only worker as a fraction of a GPU): its jobs' user_gpus."""
     out: dict[int, dict[str, float]] = defaultdict(dict)
-    for worker, milli in workers_milli(rows).items():
-        row = whose[worker]
-        users, owner = out[row["attempt__job__tenant_id"]], str(row["attempt__job__owner_id"])
-        users[owner] = users.get(owner, 0.0) + p.worker_gpus(milli)
+    for job in running:
+        users = out[int(job.tenant)]
+        users[job.owner] = users.get(job.owner, 0.0) + (job.user_gpus or 0.0)
     return out
 
 
