@@ -245,11 +245,17 @@ def _stamp(job_ids: list[int]) -> int:
     # Never before its not_before (a begin, a backoff's end): the cycle's clock, which let it
     # through, may run ahead of the database's.
     since = Case(
-        When(waited, then=Greatest(Now(), Coalesce("not_before", Now()))),
+        When(waited, then=from_now_or_not_before()),
         default=Greatest("created", Coalesce("not_before", "created")),
     )
     free = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
     return free.update(eligible_at=since)
+
+
+def from_now_or_not_before() -> Greatest:
+    """Eligible from now on the database's clock, or from the job's `not_before` (its begin,
+    its retry's backoff's end) if that is later."""
+    return Greatest(Now(), Coalesce("not_before", Now()))
 
 
 def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
@@ -1010,7 +1016,7 @@ def recheck_eligible(job_ids: list[int]) -> None:
     Job.objects.filter(pk__in=job_ids, started_at=None).update(
         eligible_at=Case(
             When(waits, then=Value(None)),
-            When(eligible_at=None, then=Greatest(Now(), Coalesce("not_before", Now()))),
+            When(eligible_at=None, then=from_now_or_not_before()),
             default=F("eligible_at"),
         )
     )
