@@ -229,7 +229,9 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
     )
 
 
-def tenants(rows, running: tuple[p.RunningJob, ...]) -> tuple[p.Tenant, ...]:
+def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...]:
+    """Every tenant with its quotas and the use of its running work (`rows`); with `running`,
+    its users' GPUs too (the quota status needs none: it reads no queue order)."""
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
