@@ -808,8 +808,8 @@ def rerun_shards(
 def check_not_rerunning(job: Job, chosen: list[int], idempotency_key: str | None) -> None:
     """Refuse (on `shards`) a rerun of shards an earlier rerun of this batch still runs: they
     would run twice at once; not the rerun a repeated request (its `idempotency_key`) answers.
-    Asked, not locked: two reruns sent at the same instant may both pass, as two resubmits of
-    a whole job may."""
+    resubmit asks it under a lock of the batch's first job, so of two reruns sent at the same
+    instant the second asks once the first has committed its shards."""
     rerunning = Job.objects.filter(resubmitted_from=job, shard_index__in=chosen)  # every row
     if idempotency_key:
         first = Job.objects.filter(tenant_id=job.tenant_id, idempotency_key=idempotency_key)
@@ -822,6 +822,7 @@ def check_not_rerunning(job: Job, chosen: list[int], idempotency_key: str | None
         ]})  # fmt: skip
 
 
+@retrying.atomic
 def resubmit(
     user, job: Job, idempotency_key: str | None = None, shards: str | list[int] | None = None
 ) -> tuple[Job, bool]:
@@ -838,7 +839,11 @@ def resubmit(
     rule applies as it does today: the user may still submit to the tenant, the priority class
     is still open to it, the tenant's queue has room for the shards. A spec they refuse raises
     the serializer's ValidationError, as does a refused `shards`.
+
+    Resubmits of one job take turns (a lock of its row, to the commit): a rerun checks what
+    earlier reruns still run once they have written it.
     """
+    Job.objects.select_for_update().values_list("pk").get(pk=job.pk)
     indexes = check_resubmittable(job, shards, idempotency_key)
     data = submission_of(job)
     if idempotency_key:

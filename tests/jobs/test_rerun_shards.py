@@ -3,8 +3,12 @@ resubmit's `shards`, "unsucceeded" or a list of indexes, makes a batch of those 
 each keeping its index and the batch's shard count, so its workers read the same part of the
 input. The new batch is a batch like any other: listed, counted, canceled and waited for whole."""
 
+import threading
+
 import pytest
+from django.db import connection, transaction
 from django.test import Client
+from rest_framework.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from clusters.agent.runner import spec_from_dict
@@ -461,3 +465,34 @@ def test_shards_an_earlier_rerun_still_runs_are_not_rerun_beside_it(ended, alice
         f"#{first.batch().get(shard_index=3).pk} (queued): wait for it to end, or cancel it."
     ]
     assert after.status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rerun_sent_while_another_writes_the_same_shard_waits_for_it_and_is_refused(
+    ended, alice, bob
+):
+    # Alice's rerun of shard 3 has written its job but not committed when Bob asks for the
+    # same: asked without a lock, Bob saw no rerun of it and shard 3 ran twice.
+    answer = {}
+
+    def bobs_rerun():
+        try:
+            answer["job"] = actions.resubmit(bob, ended, shards=[3])[0]
+        except ValidationError as refusal:
+            answer["refused"] = refusal.detail["shards"][0]
+        finally:
+            connection.close()
+
+    second = threading.Thread(target=bobs_rerun)
+    with transaction.atomic():
+        first, _ = actions.resubmit(alice, ended, shards=[3])
+        second.start()
+        second.join(timeout=1)
+        assert second.is_alive(), answer  # waiting for Alice's commit
+    second.join(timeout=10)
+
+    assert answer == {
+        "refused": f"Shard 3 of batch #{ended.pk} runs again already, as job "
+        f"#{first.pk} (queued): wait for it to end, or cancel it."
+    }
+    assert Job.objects.filter(resubmitted_from=ended).count() == 1
