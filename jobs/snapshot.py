@@ -242,6 +242,7 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
     users = users_gpus(running)
     out = []
     for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
+        limit = tenant.max_gpus_per_user
         quotas = tuple(
             p.Quota(
                 flavor=q.flavor,
@@ -258,6 +259,7 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
                 usage=dict(usage[tenant.pk]),
                 cohort=tenant.cohort,
                 user_use=users.get(tenant.pk, {}),
+                user_gpu_limit=None if limit is None else limit * GPU_MILLI,
             )
         )
     return tuple(out)

@@ -188,12 +188,15 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
-    """A tenant admin sees the tenants they own and manages their members; the rest of a
-    tenant (its quotas, fair share, cohort, its job-end notifications' URL) and new tenants
-    are the platform admins'. The notifications' signing secret is shown to platform admins
-    only, who hand it to the team's receiver."""
+    """A tenant admin sees the tenants they own and manages their members and how many GPUs
+    each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
+    share, cohort, its job-end notifications' URL) and new tenants are the platform admins'.
+    The notifications' signing secret is shown to platform admins only, who hand it to the
+    team's receiver."""
 
-    list_display = ["name", "slug", "fair_share_weight", "max_queued_jobs", "created"]
+    list_display = [
+        "name", "slug", "fair_share_weight", "max_queued_jobs", "max_gpus_per_user", "created"
+    ]  # fmt: skip
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaInline, MembershipInline]

@@ -32,6 +32,13 @@ class Tenant(models.Model):
         help_text="At most this many of its jobs queued at once (a batch counts its shards): "
         "a submission past it is refused. Empty: no limit.",
     )
+    max_gpus_per_user = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPUs one user's running jobs may hold in this tenant at once (Slurm's "
+        "MaxTRESPerUser); a job that would take its submitter past it waits, whatever is free. "
+        "Empty: no limit.",
+    )
     # An outbound request from the control plane to any address is the platform's decision:
     # platform admins set it (quotas.admin.TenantAdmin); jobs.notify posts to it.
     # Database defaults too: a tenant written by code that does not know these columns (an

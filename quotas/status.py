@@ -46,6 +46,7 @@ class TeamQuotas:
     flavors: list[Flavor]
     queued_jobs: int
     max_queued_jobs: int | None  # None: no limit
+    max_gpus_per_user: int | None  # GPUs one user may hold in it at once; None: no limit
     waiting_for_quota: int
 
     def as_json(self) -> dict:
@@ -86,6 +87,7 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
             flavors=flavors(ledger, str(team.pk), named[str(team.pk)]),
             queued_jobs=queued.get(team.pk, {}).get("n", 0),
             max_queued_jobs=team.max_queued_jobs,
+            max_gpus_per_user=team.max_gpus_per_user,
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
         )
         for team in teams

@@ -13,6 +13,7 @@ STATUSES = (PLACED, PREEMPTS, RESERVED, PENDING)
 # Reason codes of pending (and reserved) jobs: a code for machines, a meaning for people.
 REASONS = {
     "quota_exceeded": "The tenant's guarantee plus what it may borrow does not cover the job.",
+    "user_gpu_limit": "Its submitter would hold more GPUs than one user may in the tenant.",
     "no_matching_cluster": "No cluster matches the job's cluster selector.",
     "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",
     "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",

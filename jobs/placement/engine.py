@@ -34,6 +34,7 @@ from jobs.placement.quota import Ledger, amount_of
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
 from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
+from jobs.placement.user_limit import UserLimits
 
 # Marks a task search that stopped on quota rather than capacity.
 QUOTA = "quota"
@@ -85,6 +86,7 @@ class Cycle:
         self.now = snapshot.now
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
+        self.user_limits = UserLimits(snapshot.tenants, snapshot.running)
         self.quota = QuotaGate(self.ledger, self.now)
         workload = learn_workload(
             snapshot.queued,
@@ -166,6 +168,9 @@ class Cycle:
         avoid), and that request neither searched for victims nor could have reserved, the
         answer is reused.
         """
+        refusal = self.user_limits.refusal(job)
+        if refusal:  # before the reused answers: they are keyed by the request, not its user
+            return explain.over_user_limit(job, refusal)
         groups = self.groups_for(job)
         avoided = self._avoided(job, groups)
         key = None
@@ -407,6 +412,7 @@ class Cycle:
         count = len(slots)
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
+        self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
         self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.

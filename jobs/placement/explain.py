@@ -116,6 +116,12 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
     return Outcome(job.id, PENDING, code, _sentence(job, code), estimated_start=estimate)
 
 
+def over_user_limit(job: QueuedJob, why: str) -> Outcome:
+    """A job that would take its user past the tenant's limit (``user_limit``): ``why`` says
+    how far, and the estimate is unknown (it depends on that user's work alone)."""
+    return Outcome(job.id, PENDING, "user_gpu_limit", f"{_request(job)}: {why}")
+
+
 def beyond_depth(job: QueuedJob) -> Outcome:
     """A job the cycle did not reach (``Policy.queue_depth``): said briefly, since a long queue
     has many."""

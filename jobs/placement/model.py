@@ -153,6 +153,8 @@ class Tenant:
     idle guarantee. ``user_use`` maps each user (a job's ``owner``) to the GPUs the user's
     running workers in this tenant hold: GPU milli / 1000 per worker, or
     ``ordering.CPU_WORKER_GPUS`` for a CPU-only worker (the measure a job's size counts in).
+    ``user_gpu_limit``: the GPU milli one user may hold in the tenant at once (None: no limit;
+    ``user_limit.py``).
     """
 
     id: str
@@ -161,6 +163,7 @@ class Tenant:
     usage: Mapping[str, int] = field(default_factory=dict)
     cohort: str = ""
     user_use: Mapping[str, float] = field(default_factory=dict)
+    user_gpu_limit: int | None = None
 
 
 @dataclass(frozen=True)

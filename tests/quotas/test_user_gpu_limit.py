@@ -1,0 +1,98 @@
+"""A tenant's limit on the GPUs one user may hold in it at once (Tenant.max_gpus_per_user,
+Slurm's MaxTRESPerUser), through the real cycle, the admin, the quota API, page and CLI."""
+
+import pytest
+from django.contrib.auth.models import Permission
+from rest_framework.test import APIClient
+
+from jobs import cycle
+from jobs.models import Job
+from jobs.states import State
+from tests.factories import JobFactory, NodeFactory
+from tests.jobs import test_cli
+from tests.security.test_admin_scope import GRANTED, tenant_form
+
+pytestmark = pytest.mark.django_db
+
+cli = test_cli.cli  # the command line against a live server, as Alice
+
+
+@pytest.fixture
+def room(east):
+    return NodeFactory(cluster=east, name="east-0", gpu_type="A100", gpu_count=8)
+
+
+def limit(tenant, gpus) -> None:
+    tenant.max_gpus_per_user = gpus
+    tenant.save(update_fields=["max_gpus_per_user"])
+
+
+def states(jobs) -> list[str]:
+    return [Job.objects.get(pk=job.pk).state for job in jobs]
+
+
+def test_a_users_jobs_past_the_limit_wait_while_a_teammates_start(alpha, alice, bob, room):
+    limit(alpha, 2)
+    mine = [JobFactory(tenant=alpha, owner=alice) for _ in range(3)]
+    theirs = JobFactory(tenant=alpha, owner=bob)
+
+    cycle.run_cycle()
+
+    assert states(mine) == [State.SCHEDULED, State.SCHEDULED, State.QUEUED]
+    assert states([theirs]) == [State.SCHEDULED]
+    waiting = Job.objects.get(pk=mine[2].pk)
+    assert waiting.pending_reason == "user_gpu_limit"
+    assert waiting.pending_message.endswith(
+        "Its submitter holds 2 of the 2 GPUs one user may hold in the tenant; it starts once "
+        "enough of their work ends."
+    )
+
+
+def test_what_a_user_already_runs_counts_against_a_limit_set_later(alpha, alice, room):
+    running = [JobFactory(tenant=alpha, owner=alice, gpus=2) for _ in range(2)]
+    cycle.run_cycle()
+    limit(alpha, 5)
+    later = JobFactory(tenant=alpha, owner=alice, gpus=2)
+
+    cycle.run_cycle()
+
+    assert states(running) == [State.SCHEDULED, State.SCHEDULED]
+    assert Job.objects.get(pk=later.pk).pending_reason == "user_gpu_limit"
+
+
+def test_without_a_limit_one_user_takes_all_that_is_free(alpha, alice, room):
+    mine = [JobFactory(tenant=alpha, owner=alice, gpus=2) for _ in range(4)]
+
+    cycle.run_cycle()
+
+    assert states(mine) == [State.SCHEDULED] * 4
+
+
+def test_a_tenant_admin_sets_the_limit_of_their_tenant(client, alice, alpha):
+    alice.is_staff = True  # alice owns alpha: staff without superuser rights, its admin
+    alice.save(update_fields=["is_staff"])
+    alice.user_permissions.add(*Permission.objects.filter(codename__in=GRANTED))
+    client.force_login(alice)
+
+    answer = client.post(
+        f"/admin/quotas/tenant/{alpha.pk}/change/", {**tenant_form(alpha), "max_gpus_per_user": "4"}
+    )
+
+    alpha.refresh_from_db()
+    assert answer.status_code == 302
+    assert alpha.max_gpus_per_user == 4
+
+
+def test_the_quota_api_page_and_cli_show_the_limit(alpha, alice, client, cli):
+    limit(alpha, 4)
+    api = APIClient()
+    api.force_authenticate(alice)
+    client.force_login(alice)
+
+    (team,) = api.get("/api/v1/quotas/").json()["tenants"]
+    page = client.get("/quotas/").text
+    shown = cli("quota")
+
+    assert team["max_gpus_per_user"] == 4
+    assert "Each user may hold at most 4 GPUs of it at once." in page
+    assert "at most 4 GPUs per user" in shown.stdout
