@@ -29,7 +29,7 @@ ALLOCATION_FIELDS = [
     "attempt__scheduled_at", "attempt__started_at", "attempt__last_checkpoint_at",
     "attempt__stop_requested_at", "attempt_id", "worker", "attempt__job__cpu_milli",
     "attempt__job__gpus", "attempt__job__gpu_milli", "attempt__job__gpu_types",
-    "attempt__job__owner_id",
+    "attempt__job__owner_id", "attempt__job__priority_class__preempt_exempt_s",
 ]  # fmt: skip
 
 QUEUED_FIELDS = [
@@ -96,7 +96,7 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     # explained by its dependency alone: by both, its reason would change every cycle.
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
-    running = running_jobs(rows)
+    running = running_jobs(rows, now)
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
         running=running,
@@ -166,14 +166,21 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
     return tuple(out)
 
 
-def running_jobs(rows) -> tuple[p.RunningJob, ...]:
+def running_jobs(rows, now: float) -> tuple[p.RunningJob, ...]:
     by_job: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         by_job[row["attempt__job_id"]].append(row)
-    return tuple(to_running(job_id, job_rows) for job_id, job_rows in sorted(by_job.items()))
+    return tuple(to_running(job_id, rows, now) for job_id, rows in sorted(by_job.items()))
 
 
-def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
+def exempt(row: dict, started, now: float) -> bool:
+    """Whether the attempt is still in its class's preemption exempt time: the core then sees
+    it as not preemptible, so only its owners' reclaim of borrowed capacity may evict it."""
+    exempt_s = row["attempt__job__priority_class__preempt_exempt_s"]
+    return bool(exempt_s) and now < started.timestamp() + exempt_s
+
+
+def to_running(job_id: int, rows: list[dict], now: float) -> p.RunningJob:
     first = rows[0]
     per_node: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
@@ -189,7 +196,7 @@ def to_running(job_id: int, rows: list[dict]) -> p.RunningJob:
         id=str(job_id),
         tenant=str(first["attempt__job__tenant_id"]),
         tier=first["attempt__job__priority_class__value"],
-        preemptible=first["attempt__job__preemptible"],
+        preemptible=first["attempt__job__preemptible"] and not exempt(first, started, now),
         borrowed=any(row["borrowed"] for row in rows),
         allocations=tuple(
             p.Allocation(

@@ -249,7 +249,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
-    list_display = ["name", "value", "may_preempt", "description"]
+    list_display = ["name", "value", "may_preempt", "preempt_exempt_s", "description"]
     filter_horizontal = ["tenants"]
 
     def get_fields(self, request, obj=None):

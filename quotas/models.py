@@ -182,6 +182,14 @@ class PriorityClass(models.Model):
     may_preempt = models.BooleanField(
         default=False, help_text="Jobs of this class may preempt jobs of lower classes."
     )
+    preempt_exempt_s = models.PositiveIntegerField(
+        "preemption exempt time (s)",
+        default=0,
+        help_text="Seconds from a job's start during which it is not evicted for a higher "
+        "class or for its own tenant's quota (Slurm's PreemptExemptTime): work that has just "
+        "paid for its start is not thrown away, and a low class is not evicted each time it "
+        "starts. Capacity it borrowed is still reclaimed by its owners. 0: none.",
+    )
     description = models.CharField(max_length=200, blank=True)
     tenants = models.ManyToManyField(
         Tenant,

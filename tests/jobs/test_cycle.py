@@ -19,6 +19,7 @@ from tests.factories import (
     NodeFactory,
     PriorityClassFactory,
     QuotaFactory,
+    TenantFactory,
 )
 
 pytestmark = pytest.mark.django_db
@@ -391,3 +392,56 @@ def test_a_priority_class_that_may_not_preempt_leaves_lower_tiers_running():
 
     assert result.preempted == []
     assert low.attempts.get().stop_requested_at is None
+
+
+# -- preemption exempt time (PriorityClass.preempt_exempt_s) ---------------------------------
+
+
+def started_low_job(minutes_ago: float, exempt_s: int) -> Job:
+    """A preemptible 8-GPU job of a class exempt for `exempt_s`, running for `minutes_ago`."""
+    low = PriorityClassFactory(name="low", value=-100, preempt_exempt_s=exempt_s)
+    job = training(gpus=8, preemptible=True, priority_class=low)
+    cycle.run_cycle()
+    started = timezone.now() - timedelta(minutes=minutes_ago)
+    job.attempts.update(scheduled_at=started, started_at=started)
+    return job
+
+
+def urgent() -> Job:
+    return training(
+        gpus=8, priority_class=PriorityClassFactory(name="high", value=100, may_preempt=True)
+    )
+
+
+def test_a_job_in_its_classs_exempt_time_is_not_evicted_for_a_higher_class():
+    n8_a100_nodes(1)
+    low = started_low_job(minutes_ago=5, exempt_s=600)
+    high = urgent()
+
+    result = cycle.run_cycle()
+
+    high.refresh_from_db()
+    assert result.preempted == []
+    assert low.attempts.get().stop_requested_at is None
+    assert (high.state, high.pending_reason) == (State.QUEUED, "head_of_line")  # its nodes held
+
+
+def test_a_job_past_its_classs_exempt_time_is_evicted_for_a_higher_class():
+    n8_a100_nodes(1)
+    low = started_low_job(minutes_ago=11, exempt_s=600)
+    urgent()
+
+    assert cycle.run_cycle().preempted == [low.pk]
+
+
+def test_capacity_borrowed_is_reclaimed_even_in_the_exempt_time():
+    n8_a100_nodes(1)
+    lender, borrower = TenantFactory(slug="lender"), TenantFactory(slug="borrower")
+    QuotaFactory(tenant=lender, flavor="gpu:A100", guaranteed=8, borrow_limit=0)
+    QuotaFactory(tenant=borrower, flavor="gpu:A100", guaranteed=0, borrow_limit=8)
+    low = PriorityClassFactory(name="low", value=-100, preempt_exempt_s=3600)
+    lent = training(gpus=8, preemptible=True, priority_class=low, tenant=borrower)
+    cycle.run_cycle()
+    training(gpus=8, priority_class=low, tenant=lender)
+
+    assert cycle.run_cycle().preempted == [lent.pk]
