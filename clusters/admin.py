@@ -1,6 +1,12 @@
+import json
+
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
+from django.forms.fields import InvalidJSONInput
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -12,6 +18,40 @@ from jobs.admin import BigTable, ReadOnlyAdmin, noted
 from quotas.admin import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
 
 
+def unstorable(value) -> str:
+    """Why parsed JSON can be neither stored nor shown, "" if it can: a lone surrogate (typed
+    as an escape, `\\ud800`), which PostgreSQL's jsonb refuses and no UTF-8 page can print."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return "Text may not hold lone surrogates (\\ud800 to \\udfff)."
+    except RecursionError:
+        return "Nested too deep."
+    return ""
+
+
+class JsonText(forms.JSONField):
+    """Django's JSON form field (cluster labels, node topology), where JSON that Python or the
+    database cannot take is a form error, shown back as typed, not a 500: Django catches only
+    a syntax error, not JSON nested past the parser's depth or a lone surrogate."""
+
+    def to_python(self, value):
+        try:
+            parsed = super().to_python(value)
+        except RecursionError:
+            raise ValidationError("Nested too deep.", code="invalid") from None
+        if problem := unstorable(parsed):
+            raise ValidationError(problem, code="invalid")
+        return parsed
+
+    def bound_data(self, data, initial):
+        try:
+            parsed = super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+        return InvalidJSONInput(data) if unstorable(parsed) else parsed
+
+
 @admin.register(Cluster)
 class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
@@ -20,6 +60,7 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
     list_display = ["name", "backend", "region", "health", "last_heartbeat"]
     list_filter = ["backend", "health"]
     readonly_fields = ["health", "last_heartbeat", "node_table"]
+    formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["rotate_agent_token"]
     NODES_SHOWN = 200
 
@@ -78,6 +119,7 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
     list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]
     search_fields = ["name"]
     list_select_related = ["cluster"]
+    formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["cordon", "drain", "uncordon"]
 
     def get_queryset(self, request):
