@@ -53,11 +53,8 @@ class JobConsumer(JsonWebsocketConsumer):
         if job is None:
             self.close(code=NOT_FOUND)
             return
-        self.job_id = job_id
-        # Read from outside its tenant (a grant on this job alone): reasons lose the ids of
-        # the team's other jobs, as the API gives them.
-        user = self.scope["user"]
-        self.outsider = not access.tenants_of(user).filter(pk=job["tenant_id"]).exists()
+        self.job_id, self.tenant_id = job_id, job["tenant_id"]
+        self.outsider = self.reads_from_outside(self.scope["user"])
         self.checked_at = time.monotonic()
         self.groups_joined = [events.tenant_group(job["tenant_id"]), events.logs_group(job_id)]
         for group in self.groups_joined:
@@ -73,7 +70,8 @@ class JobConsumer(JsonWebsocketConsumer):
             async_to_sync(self.channel_layer.group_discard)(group, self.channel_name)
 
     def still_allowed(self) -> bool:
-        """Whether the session's user may still see the job; closes the socket if not."""
+        """Whether the session's user may still see the job; closes the socket if not. Whether
+        they read it from outside its tenant is asked again with it."""
         if self.job_id is None:
             return False  # closed already: messages still in flight are dropped
         if time.monotonic() - self.checked_at < RECHECK_S:
@@ -87,8 +85,15 @@ class JobConsumer(JsonWebsocketConsumer):
             self.job_id = None
             self.close(code=NOT_FOUND)
             return False
+        # A member who left the team but holds a grant on this job now reads it from outside.
+        self.outsider = self.reads_from_outside(user)
         self.checked_at = time.monotonic()
         return True
+
+    def reads_from_outside(self, user) -> bool:
+        """Whether the user sees the job through a grant on it alone, outside its tenant: then
+        reasons lose the ids of the team's other jobs, as the API gives them."""
+        return not access.tenants_of(user).filter(pk=self.tenant_id).exists()
 
     def job_changes(self, message: events.JobChanges):
         # Changes are listed in commit order: the last one of this job is where it is now.
