@@ -2,7 +2,8 @@
 
     1. load      read queued jobs, nodes' free capacity, running work and tenants (snapshot.py);
                  stamp the queued jobs found free to run whose eligibility (where their queue
-                 wait starts) is not recorded yet
+                 wait starts) is not recorded yet; bring the tenants' recent use, which fair
+                 share counts, up to date (recent_use.py, once a minute)
     2. decide    jobs.placement.place(snapshot): pure, no database
     3. commit    per batch, one transaction: lock the batch's nodes in id order, re-check their
                  free capacity against the live rows, claim the jobs still queued, insert the
@@ -28,7 +29,7 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs import actions, dependencies, snapshot
+from jobs import actions, dependencies, recent_use, snapshot
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
 from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome, place
@@ -50,6 +51,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
     actions.stamp_eligible(loaded.unstamped)
+    recent_use.update(loaded.snapshot.tenants, now)
     result.considered, result.waiting = len(loaded.snapshot.queued), len(loaded.waiting)
     clock.lap(result, "load")
     decision = place(loaded.snapshot)  # 2

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import dependencies
+from jobs import dependencies, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
@@ -237,8 +237,9 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
 
 
 def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...]:
-    """Every tenant with its quotas and the use of its running work (`rows`); with `running`,
-    its users' GPUs too (the quota status needs none: it reads no queue order)."""
+    """Every tenant with its quotas, the use of its running work (`rows`) and its recent use
+    (jobs.recent_use); with `running`, its users' GPUs too (the quota status needs none: it
+    reads no queue order)."""
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
@@ -247,6 +248,7 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
     users = users_gpus(running)
+    recent = recent_use.stored()
     out = []
     for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
         limit = tenant.max_gpus_per_user
@@ -267,6 +269,7 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
                 cohort=tenant.cohort,
                 user_use=users.get(tenant.pk, {}),
                 user_gpu_limit=None if limit is None else limit * GPU_MILLI,
+                recent_use=recent.get(tenant.pk, {}),
             )
         )
     return tuple(out)

@@ -201,6 +201,10 @@ MLSCHED_SINGLE_FLIGHT = env_bool("MLSCHED_SINGLE_FLIGHT", True)
 # PostgreSQL (14 or later) ends it: a frozen scheduler then lets another one take over.
 MLSCHED_CYCLE_STALL_S = int(os.environ.get("MLSCHED_CYCLE_STALL_S", "120"))
 MLSCHED_STOP_GRACE_S = int(os.environ.get("MLSCHED_STOP_GRACE_S", "30"))
+# Fair share counts a tenant's recent use beside what it holds now: an average of what its
+# running work held, each moment weighing half as much every this many hours (Slurm's
+# PriorityDecayHalfLife). 0: what it holds now alone.
+MLSCHED_FAIR_SHARE_HALF_LIFE_H = float(os.environ.get("MLSCHED_FAIR_SHARE_HALF_LIFE_H", "24"))
 # An agent silent this long makes its cluster unhealthy (no new placements); silent for the
 # grace period too, its attempts are declared lost and retried elsewhere (while some other
 # cluster's agent still reports). Long enough for an agent to be rescheduled and restarted:

@@ -80,6 +80,25 @@ class Tenant(models.Model):
         return self.notify_secret
 
 
+class RecentUse(models.Model):
+    """A tenant's recent use, which fair share counts beside what it holds now (Slurm's
+    decayed usage): what its running work held, an average in which each moment weighs half as
+    much every MLSCHED_FAIR_SHARE_HALF_LIFE_H hours. The scheduler's cycle brings it up to date
+    about once a minute (jobs.recent_use)."""
+
+    tenant = models.OneToOneField(
+        Tenant, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    use = models.JSONField(
+        default=dict,
+        help_text='By resource: "gpu" in milli-GPU, "cpu" in millicores, "memory" in MB.',
+    )
+    at = models.DateTimeField(help_text="The moment the average runs to.")
+
+    def __str__(self) -> str:
+        return f"recent use of tenant {self.tenant_id}"
+
+
 class Membership(models.Model):
     class Role(models.TextChoices):
         OWNER = "owner"

@@ -47,6 +47,7 @@ class TeamQuotas:
     queued_jobs: int
     max_queued_jobs: int | None  # None: no limit
     max_gpus_per_user: int | None  # GPUs one user may hold in it at once; None: no limit
+    recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     waiting_for_quota: int
 
     def as_json(self) -> dict:
@@ -65,10 +66,12 @@ def in_units(flavor: str, amount: int | None) -> float | None:
 def of(teams: list[Tenant]) -> list[TeamQuotas]:
     """The quota status of `teams` (tenants the caller may read), in their order. The ledger
     needs the running work of every tenant in their cohorts, whose idle guarantee they may
-    borrow: four queries whatever the number of teams."""
+    borrow, and their recent use: five queries whatever the number of teams."""
     cohorts = {team.cohort for team in teams}
     rows = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
-    ledger = Ledger(snapshot.tenants(rows.values(*snapshot.ALLOCATION_FIELDS)))
+    known = snapshot.tenants(rows.values(*snapshot.ALLOCATION_FIELDS))
+    ledger = Ledger(known)
+    recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
     # Each tenant's flavors, read off the ledger's keys once (not once per team).
     named: dict[str, set[str]] = defaultdict(set)
     for tenant, flavor in [*ledger.quota, *(k for k, amount in ledger.usage.items() if amount)]:
@@ -88,6 +91,7 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
             queued_jobs=queued.get(team.pk, {}).get("n", 0),
             max_queued_jobs=team.max_queued_jobs,
             max_gpus_per_user=team.max_gpus_per_user,
+            recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
         )
         for team in teams

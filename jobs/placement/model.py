@@ -154,7 +154,10 @@ class Tenant:
     running workers in this tenant hold: GPU milli / 1000 per worker, or
     ``ordering.CPU_WORKER_GPUS`` for a CPU-only worker (the measure a job's size counts in).
     ``user_gpu_limit``: the GPU milli one user may hold in the tenant at once (None: no limit;
-    ``user_limit.py``).
+    ``user_limit.py``). ``recent_use``: what the tenant's running work held in the recent past,
+    by resource (``"gpu"`` in milli-GPU, ``"cpu"`` in millicores, ``"memory"`` in MB), an
+    average in which each moment weighs half as much every half-life (``ordering.recent_use``);
+    fair share counts it beside what the tenant holds now (``Policy.recent_use_weight``).
     """
 
     id: str
@@ -164,6 +167,7 @@ class Tenant:
     cohort: str = ""
     user_use: Mapping[str, float] = field(default_factory=dict)
     user_gpu_limit: int | None = None
+    recent_use: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,11 @@ class Policy:
     user_share_priority_per_doubling: float = 16.0
     # Fair-share points forgiven per hour the tenant's head job has waited.
     aging_share_per_hour: float = 0.05
+    # How much of a tenant's recent use (``Tenant.recent_use``) its fair share counts beside
+    # what it holds now, as Slurm's decayed usage does: a team that held the GPUs all of
+    # yesterday comes after one that did not, even once both hold none. 0: what it holds now
+    # alone.
+    recent_use_weight: float = 1.0
     # A job queued this long also comes ahead, with the highest tier, for free capacity only
     # (no preemption or reservation by it): it bounds the wait behind busier tiers. None keeps
     # tiers strict.

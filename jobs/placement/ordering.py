@@ -74,7 +74,9 @@ class QueueOrder:
         # Whether a job would borrow, asked when its tenant's turn is keyed (None: nobody does).
         self.borrows = borrows
         self.weights = {t.id: t.weight for t in tenants}
-        self.used: dict[str, dict[str, float]] = {t.id: _usage(t) for t in tenants}
+        # What each tenant holds, plus its recent use as much as the policy counts it.
+        recent = policy.recent_use_weight
+        self.used: dict[str, dict[str, float]] = {t.id: _usage(t, recent) for t in tenants}
         self.totals = {k: max(v, 1.0) for k, v in totals.items()}
         self._shares: dict[str, float] = {}  # until the tenant is charged again
         # GPUs each user holds in each tenant; the penalties they cost, until charged again;
@@ -323,9 +325,27 @@ def _starved(queued: list[QueuedJob], top: int, limit_hours: float | None, now: 
     return {job.id for job in queued if job.tier < top and job.submit_time <= since}
 
 
-def _usage(tenant: Tenant) -> dict[str, float]:
+def _usage(tenant: Tenant, recent: float = 0.0) -> dict[str, float]:
+    """What the tenant's running work holds by resource, plus ``recent`` times its recent use."""
     used = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
     for flavor, amount in tenant.usage.items():
         resource = "gpu" if flavor.startswith("gpu:") else flavor
         used[resource] = used.get(resource, 0.0) + amount
+    if recent:
+        for resource, amount in tenant.recent_use.items():
+            used[resource] = used.get(resource, 0.0) + recent * amount
     return used
+
+
+def recent_use(
+    before: Mapping[str, float], tenant: Tenant, seconds: float, half_life: float
+) -> dict[str, float]:
+    """The tenant's recent use ``seconds`` after it was ``before``, its running work having held
+    what it holds now (``Tenant.usage``) in between: an average in which each moment weighs
+    half as much every ``half_life`` seconds (an exponentially weighted moving average)."""
+    kept = 0.5 ** (max(seconds, 0.0) / half_life)
+    now = _usage(tenant)
+    return {
+        resource: before.get(resource, 0.0) * kept + now.get(resource, 0.0) * (1.0 - kept)
+        for resource in sorted(set(before) | set(now))
+    }

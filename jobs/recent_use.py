@@ -1,0 +1,53 @@
+"""Each tenant's recent use (quotas.RecentUse), which fair share counts beside what it holds
+now: the cycle brings it up to date from what the tenants' running work holds (the snapshot's
+`Tenant.usage`), once a minute at most, as an average in which each moment weighs half as much
+every half-life (jobs.placement.ordering.recent_use).
+
+Between two updates what a tenant holds is taken as what it held at the later one: a minute's
+step in an average over a half-life of hours. Two schedulers never both count one interval: a
+row is updated only if it still runs to the moment it was read at.
+"""
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from jobs import placement as p
+from jobs.placement.ordering import recent_use
+from quotas.models import RecentUse
+
+STEP_S = 60.0
+
+
+def half_life_s() -> float:
+    return settings.MLSCHED_FAIR_SHARE_HALF_LIFE_H * 3600.0
+
+
+def stored() -> dict[int, dict[str, float]]:
+    """Each tenant's recent use as stored, by tenant id (none while it is switched off)."""
+    if not half_life_s():
+        return {}
+    return dict(RecentUse.objects.values_list("tenant_id", "use"))
+
+
+def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
+    """Bring the tenants' recent use up to `now`, those last brought up to date STEP_S ago or
+    more; a tenant seen for the first time starts from nothing at `now`. How many rows it
+    wrote."""
+    half_life = half_life_s()
+    if not half_life:
+        return 0
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    rows = {row.pk: row for row in RecentUse.objects.all()}
+    written, new = 0, []
+    for tenant in tenants:
+        row = rows.get(int(tenant.id))
+        if row is None:
+            new.append(RecentUse(tenant_id=int(tenant.id), use={}, at=moment))
+            continue
+        seconds = now - row.at.timestamp()
+        if seconds >= STEP_S:
+            use = recent_use(row.use, tenant, seconds, half_life)
+            written += RecentUse.objects.filter(pk=row.pk, at=row.at).update(use=use, at=moment)
+    RecentUse.objects.bulk_create(new, ignore_conflicts=True)
+    return written + len(new)
