@@ -204,6 +204,7 @@ class PriorityClass(models.Model):
     preempt_exempt_s = models.PositiveIntegerField(
         "preemption exempt time (s)",
         default=0,
+        db_default=0,  # a class written by code that does not know the column (a rolling upgrade)
         help_text="Seconds from a job's start during which it is not evicted for a higher "
         "class or for its own tenant's quota (Slurm's PreemptExemptTime): work that has just "
         "paid for its start is not thrown away, and a low class is not evicted each time it "

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='priorityclass',
             name='preempt_exempt_s',
-            field=models.PositiveIntegerField(default=0, help_text="Seconds from a job's start during which it is not evicted for a higher class or for its own tenant's quota (Slurm's PreemptExemptTime): work that has just paid for its start is not thrown away, and a low class is not evicted each time it starts. Capacity it borrowed is still reclaimed by its owners. 0: none.", verbose_name='preemption exempt time (s)'),
+            field=models.PositiveIntegerField(db_default=0, default=0, help_text="Seconds from a job's start during which it is not evicted for a higher class or for its own tenant's quota (Slurm's PreemptExemptTime): work that has just paid for its start is not thrown away, and a low class is not evicted each time it starts. Capacity it borrowed is still reclaimed by its owners. 0: none.", verbose_name='preemption exempt time (s)'),
         ),
     ]
