@@ -660,7 +660,8 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     A `begin` (Slurm's --begin; every shard of a batch has it) is kept as asked and copied to
     `not_before`, which the snapshot and the commit's claim read as they read a retry's
     backoff: the job is queued but not placed before it. A retry moves `not_before` on, and
-    only comes after a placement, so past the begin.
+    only comes after a placement, so past the begin. A `deadline` (Slurm's --deadline) is kept
+    on every shard as well: the janitor cancels a queued job that could no longer end by it.
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])

@@ -1,15 +1,17 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
-    submit FILE [--dependency DEPS] [--begin TIME]
+    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
                      ("afterany:12:13", "afternotok:14"; ids after it take its kind too),
                      and "singleton" to wait for your earlier jobs of its name to end
-                     ("afterok:12,singleton"); --depends-on is the same option. TIME sets
-                     its begin, as Slurm's --begin: not started before then, a time with its
-                     zone ("2026-12-03T02:00:00Z") or from now ("now+90m", "now+2h"; s, m, h,
-                     d, seconds without a unit)
+                     ("afterok:12,singleton"); --depends-on is the same option. --begin
+                     TIME sets its begin, as Slurm's --begin: not started before then, a time
+                     with its zone ("2026-12-03T02:00:00Z") or from now ("now+90m", "now+2h";
+                     s, m, h, d, seconds without a unit). --deadline TIME, written the same
+                     way, as Slurm's --deadline: canceled while queued once it could no longer
+                     end by then (started at once and running its max_runtime_s)
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S] [--held] [--batch ID] [--limit N]
@@ -157,10 +159,11 @@ def submit(api: Api, args) -> None:
         spec["depends_on"] = [*spec.get("depends_on", []), *added]
         if singleton:
             spec["singleton"] = True
-    if args.begin is not None:
-        if not isinstance(spec, dict):
-            raise SystemExit(f"{args.file}: not a job description")
-        spec["begin"] = args.begin
+    for field in ("begin", "deadline"):
+        if (moment := getattr(args, field)) is not None:
+            if not isinstance(spec, dict):
+                raise SystemExit(f"{args.file}: not a job description")
+            spec[field] = moment
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
 
@@ -169,10 +172,11 @@ RELATIVE = re.compile(r"now(?:\+(\d{1,9})([smhd]?))?")
 UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def begin_time(text: str) -> str:
-    """--begin's TIME as the API takes it: "now+N" with a unit (s, m, h or d; seconds without
-    one), or "now", made a UTC time from this machine's clock, to the second; anything else
-    goes as written (the server wants ISO 8601 with a zone and says what is wrong)."""
+def time_written(text: str) -> str:
+    """--begin's and --deadline's TIME as the API takes it: "now+N" with a unit (s, m, h or d;
+    seconds without one), or "now", made a UTC time from this machine's clock, to the second;
+    anything else goes as written (the server wants ISO 8601 with a zone and says what is
+    wrong)."""
     if not text.startswith("now"):
         return text
     relative = RELATIVE.fullmatch(text)
@@ -487,8 +491,12 @@ def main(argv=None) -> int:
         help="jobs to wait for: 12,13 (to succeed), afterany:12:13, afternotok:14, singleton",
     )  # fmt: skip
     submitting.add_argument(
-        "--begin", type=begin_time, metavar="TIME",
+        "--begin", type=time_written, metavar="TIME",
         help="not started before TIME: 2026-12-03T02:00:00Z (with its zone), now+2h, now+90m",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--deadline", type=time_written, metavar="TIME",
+        help="canceled while queued once it could no longer end by TIME, written as for --begin",
     )  # fmt: skip
     depending = commands.add_parser("depend")
     depending.add_argument("id", type=int)

@@ -108,8 +108,8 @@ def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
 def claim(job_ids: list[int], moment: datetime) -> set[int]:
     """Lock the jobs that are still queued, not held and past their retry backoff; skip those
     another transaction holds. A job another scheduler placed since the snapshot may have
-    failed and been requeued for a retry meanwhile: its backoff holds. A job held since the
-    snapshot stays where it is.
+    failed and been requeued for a retry meanwhile: its backoff holds, and so does its
+    deadline (one it could no longer end by). A job held since the snapshot stays where it is.
 
     Of those, keep the ones that do not wait (dependencies.waits), asked once the locks are
     held: a job's dependencies change under its row's lock, so a change that committed while
@@ -120,6 +120,7 @@ def claim(job_ids: list[int], moment: datetime) -> set[int]:
         Job.objects.select_for_update(skip_locked=True)
         .filter(id__in=job_ids, state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
+        .exclude(Job.late_for_deadline(moment))
         .order_by("id")
     )
     locked = list(still_queued.values_list("id", flat=True))

@@ -4,7 +4,7 @@ form's errors tied to their fields for screen readers (`described`).
 
 Every rule stays in the serializers, as for the API. This module only turns the forms' strings
 (a command line, KEY=VALUE lines, comma-separated lists, dependencies as Slurm writes them,
-a begin time in UTC without its zone)
+begin and deadline times in UTC without their zone)
 into the shapes the serializers read, and their nested errors back into one line per field.
 """
 
@@ -26,7 +26,7 @@ from quotas.models import PriorityClass
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
           "gpu_milli", "gpu_types", "workers", "shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
-          "depends_on", "begin", "form_key"]  # fmt: skip
+          "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 TEXTAREAS = ["env", "cluster_selector"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
@@ -67,15 +67,17 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     data["depends_on"], singleton = dependencies_written(values["depends_on"])
     if singleton:
         data["singleton"] = True
-    if values["begin"]:
-        data["begin"] = as_utc(values["begin"])
+    for field in ("begin", "deadline"):
+        if values[field]:
+            data[field] = as_utc(values[field])
     return data, errors
 
 
 def as_utc(text: str) -> str:
-    """The begin field's time as the serializer takes it. A browser's datetime-local input
-    sends a time without a zone ("2026-12-03T02:00"), which the form says is UTC; a time with
-    a zone goes on as written, and so does what is no time, for the serializer to name."""
+    """A time field's text (begin, deadline) as the serializer takes it. A browser's
+    datetime-local input sends a time without a zone ("2026-12-03T02:00"), which the form says
+    is UTC; a time with a zone goes on as written, and so does what is no time, for the
+    serializer to name."""
     try:
         moment = parse_datetime(text)
     except ValueError:  # well formed, yet no time (a 13th month)

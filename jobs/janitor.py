@@ -1,17 +1,18 @@
 """Sweeps that make the end paths whole, whatever crashed half-way through them."""
 
 import logging
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DurationField, ExpressionWrapper, F, IntegerField, Value
+from django.db.models import Value
 
 from clusters import agents
 from clusters.models import Allocation
 from jobs import actions
 from jobs.clock import database_now
-from jobs.models import Attempt
+from jobs.models import Attempt, Job, duration_of
+from jobs.states import State
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,8 @@ log = logging.getLogger(__name__)
 def sweep(now=None) -> dict[str, int]:
     """Release allocations of ended attempts; stop attempts some worker of which never ran, and
     attempts that ran well past their runtime limit; mark clusters whose agent went quiet
-    unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them).
+    unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them);
+    cancel the queued jobs that could no longer end by their deadline.
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
@@ -33,6 +35,7 @@ def sweep(now=None) -> dict[str, int]:
         "released": release_orphans(now),
         "unstarted": stop_unstarted(now),
         "past_limit": stop_past_limit(now),
+        "past_deadline": cancel_past_deadline(now),
         **clusters,
     }
 
@@ -82,7 +85,7 @@ def stop_past_limit(now) -> int:
     late = timedelta(seconds=settings.MLSCHED_STOP_GRACE_S + settings.MLSCHED_RUNTIME_LIMIT_SLACK_S)
     past_limit = Attempt.objects.filter(
         outcome="", started_at__isnull=False, stop_requested_at__isnull=True
-    ).filter(started_at__lt=Value(now - late) - runtime_limit())
+    ).filter(started_at__lt=Value(now - late) - duration_of("job__max_runtime_s"))
     # Locked as stop_unstarted() locks, and asked again at the write: an attempt that ended or
     # was asked to stop meanwhile keeps its own end.
     locked = past_limit.filter(pk__in=actions.lock_live(past_limit))
@@ -97,8 +100,23 @@ def stop_past_limit(now) -> int:
     return stopped
 
 
-def runtime_limit() -> ExpressionWrapper:
-    """The attempt's job's ``max_runtime_s`` as a duration, in SQL. Typed a plain integer:
-    SQLite (the embedded mode) multiplies a duration by nothing else."""
-    seconds = ExpressionWrapper(F("job__max_runtime_s"), output_field=IntegerField())
-    return ExpressionWrapper(seconds * Value(timedelta(seconds=1)), output_field=DurationField())
+def cancel_past_deadline(now) -> int:
+    """Cancel the queued jobs (held, waiting for a dependency, deferred or backing off before a
+    retry included) that, started now and running their whole runtime limit, would end after
+    their deadline (Slurm's --deadline); how many. Through the cancel verb, so their dependents
+    are canceled with them, and the events, live messages and job-end notifications are those
+    of any cancel. A running job is left to its runtime limit. Asked again under the rows'
+    locks (cancel_live): a job placed meanwhile runs. Here rather than in the cycle: the sweep
+    runs after every cycle, one that failed too, and the cycle never places such a job
+    meanwhile (its snapshot and its claim exclude them)."""
+    late = Job.objects.filter(Job.late_for_deadline(now), state=State.QUEUED)
+    canceled = 0
+    for deadline in late.order_by("deadline").values_list("deadline", flat=True).distinct():
+        reason = f"deadline {zulu(deadline)}: could not end by then"
+        canceled += len(actions.cancel_jobs(late.filter(deadline=deadline), reason))
+    return canceled
+
+
+def zulu(moment) -> str:
+    """A time as ISO 8601 writes it in UTC, as the API shows it: 2026-12-02T10:00:00Z."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

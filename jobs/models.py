@@ -1,5 +1,7 @@
 """Jobs, their attempts, the audit trail of their transitions, and their logs."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -120,6 +122,15 @@ class Job(models.Model):
         blank=True,
         help_text="Not placed before this time: the job's begin, then its retry's backoff.",
     )
+    # Slurm's --deadline: a queued job that could no longer end by it (started now, running its
+    # whole runtime limit) is canceled (jobs.janitor) and never placed (the snapshot and the
+    # commit's claim exclude late_for_deadline). A running job is bounded by its runtime limit.
+    deadline = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Canceled while queued once it could no longer end by this time, were it "
+        "started at once and run for its whole runtime limit (Slurm's --deadline). Empty: none.",
+    )
     preempting_until = models.DateTimeField(
         null=True,
         blank=True,
@@ -197,6 +208,13 @@ class Job(models.Model):
                 condition=models.Q(parent__isnull=False) & ~models.Q(state__in=sorted(TERMINAL)),
                 name="job_shard_live",
             ),
+            # The queued jobs with a deadline, which the janitor asks every turn whether they
+            # could still end by it (Job.late_for_deadline): those rows alone.
+            models.Index(
+                fields=["deadline"],
+                condition=models.Q(state=State.QUEUED, deadline__isnull=False),
+                name="job_queued_deadline",
+            ),
             # A singleton job's earlier jobs of its name that have not ended, in id order: one
             # probe, however many have ended (jobs.dependencies.singleton_waits).
             models.Index(
@@ -232,6 +250,13 @@ class Job(models.Model):
         rows = models.Q(pk=batch) | models.Q(parent_id=batch)
         return rows & models.Q(pk__lte=shards["last"] or batch)
 
+    @staticmethod
+    def late_for_deadline(moment) -> models.Q:
+        """The jobs that, started at `moment` and running their whole runtime limit, would end
+        after their deadline (Slurm's --deadline: no ending is possible before it). Excluded,
+        it keeps the jobs with no deadline: Django asks IS NOT NULL inside the negation."""
+        return models.Q(deadline__lt=models.Value(moment) + duration_of("max_runtime_s"))
+
     def batch(self):
         """This batch's shards, itself first (in id order); just itself for any other job."""
         return Job.objects.filter(models.Q(pk=self.pk) | models.Q(parent_id=self.pk)).order_by("pk")
@@ -257,6 +282,14 @@ class Job(models.Model):
     def checkpoint_dir(self) -> str:
         """The same directory for every attempt of the job, so a retry can resume."""
         return f"{self.tenant.slug}/{self.pk}"
+
+
+def duration_of(seconds_field: str) -> models.ExpressionWrapper:
+    """A field counting seconds (a runtime limit) as a duration, in SQL. Typed a plain integer:
+    SQLite (the embedded mode) multiplies a duration by nothing else."""
+    seconds = models.ExpressionWrapper(models.F(seconds_field), output_field=models.IntegerField())
+    one = models.Value(timedelta(seconds=1))
+    return models.ExpressionWrapper(seconds * one, output_field=models.DurationField())
 
 
 class Dependency(models.Model):

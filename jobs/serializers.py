@@ -112,19 +112,22 @@ class DependencyItem(serializers.Field):
 
 
 MAX_BEGIN_AHEAD = timedelta(days=366)
+MAX_RUNTIME = timedelta(days=30)  # a job's max_runtime_s at most
+# A job deferred by a year at most, and running 30 days at most, ends by then.
+MAX_DEADLINE_AHEAD = MAX_BEGIN_AHEAD + MAX_RUNTIME
 
 
-class Begin(serializers.Field):
-    """A deferred start (Slurm's --begin): an ISO 8601 time with its zone, as UTC, or None
-    when it is not ahead (a time past, or now, defers nothing). A time without a zone is
-    refused rather than read in some zone: the caller's and the server's may differ."""
+class ZonedTime(serializers.Field):
+    """An ISO 8601 time with its zone, at most `ahead` from now; `read` says what it means.
+    A time without a zone is refused rather than read in some zone: the caller's and the
+    server's may differ."""
 
+    ahead: timedelta
     default_error_messages = {
         "invalid": "A time with its zone, as ISO 8601 writes it: 2026-12-03T02:00:00Z for UTC, "
         "or 2026-12-03T03:00:00+01:00.",
         "naive": "No time zone: UTC is expected, written with a Z (2026-12-03T02:00:00Z), or "
         "give the zone's offset (+01:00).",
-        "too_far": "More than 366 days ahead: a start may be deferred by a year at most.",
     }
 
     def to_internal_value(self, data) -> datetime | None:
@@ -132,9 +135,12 @@ class Begin(serializers.Field):
         if value.tzinfo is None:
             self.fail("naive")
         now = timezone.now()
-        if value - now > MAX_BEGIN_AHEAD:
+        if value - now > self.ahead:
             self.fail("too_far")
-        return value.astimezone(UTC) if value > now else None
+        return self.read(value, now)
+
+    def read(self, value: datetime, now: datetime) -> datetime | None:
+        raise NotImplementedError
 
     def parse(self, data) -> datetime:
         # Not quoted back: the text may hold a lone surrogate, which no answer can encode.
@@ -150,6 +156,54 @@ class Begin(serializers.Field):
 
     def to_representation(self, value) -> str:
         return serializers.DateTimeField().to_representation(value)
+
+
+class Begin(ZonedTime):
+    """A deferred start (Slurm's --begin), as UTC, or None when it is not ahead (a time past,
+    or now, defers nothing)."""
+
+    ahead = MAX_BEGIN_AHEAD
+    default_error_messages = {
+        "too_far": "More than 366 days ahead: a start may be deferred by a year at most.",
+    }
+
+    def read(self, value: datetime, now: datetime) -> datetime | None:
+        return value.astimezone(UTC) if value > now else None
+
+
+class Deadline(ZonedTime):
+    """A deadline (Slurm's --deadline), as UTC: a time to come. Whether the job could end by
+    it is the submission's to say (deadline_problem): it reads the runtime limit and begin."""
+
+    ahead = MAX_DEADLINE_AHEAD
+    default_error_messages = {
+        "too_far": f"More than {MAX_DEADLINE_AHEAD.days} days ahead: a job deferred by a year "
+        f"at most (begin) and running {MAX_RUNTIME.days} days at most ends well before.",
+        "past": "Not after now: the job could never end by then.",
+    }
+
+    def read(self, value: datetime, now: datetime) -> datetime:
+        if value <= now:
+            self.fail("past")
+        return value.astimezone(UTC)
+
+
+def deadline_problem(data: dict) -> str:
+    """Why the job could never end by its deadline, "" if it could: it would, started now (or
+    at its begin) and running its whole runtime limit, end no earlier."""
+    deadline, begin = data["deadline"], data["begin"]
+    if deadline is None:
+        return ""
+    start = begin or timezone.now()
+    end = start + timedelta(seconds=data["max_runtime_s"])
+    if deadline > end:
+        return ""
+    started = "at its begin" if begin else "now"
+    return (
+        f"Not after {serializers.DateTimeField().to_representation(end)}, when the job would "
+        f"end if it started {started} and ran its max_runtime_s ({data['max_runtime_s']} s): "
+        "it could not end by then. Give a later deadline, or none."
+    )
 
 
 def priority_class_named(name: str) -> PriorityClass:
@@ -190,7 +244,9 @@ class SubmitSerializer(serializers.Serializer):
     priority_class = serializers.SlugField(default="normal")
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
-    max_runtime_s = serializers.IntegerField(min_value=1, max_value=30 * 24 * 3600)
+    max_runtime_s = serializers.IntegerField(
+        min_value=1, max_value=int(MAX_RUNTIME.total_seconds())
+    )
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
@@ -204,6 +260,8 @@ class SubmitSerializer(serializers.Serializer):
     singleton = serializers.BooleanField(default=False)
     # Slurm's --begin: queued, but not placed before this time.
     begin = Begin(default=None, allow_null=True)
+    # Slurm's --deadline: canceled while queued once it could no longer end by this time.
+    deadline = Deadline(default=None, allow_null=True)
 
     def __init__(self, *args, tenants=None, jobs=None, **kwargs):
         """`tenants`: those the caller may submit to; `jobs`: those the caller can see (only
@@ -249,6 +307,8 @@ class SubmitSerializer(serializers.Serializer):
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
         if problem := dependency_problem(data["depends_on"], tenant, self.jobs):
             raise serializers.ValidationError({"depends_on": problem})
+        if problem := deadline_problem(data):
+            raise serializers.ValidationError({"deadline": problem})
         return data
 
 
@@ -500,7 +560,7 @@ class JobSerializer(serializers.ModelSerializer):
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
             "pending_reason", "pending_message", "estimated_start", "created", "begin",
-            "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",
+            "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",
             "dependencies", "singleton", "attempts",
         ]  # fmt: skip
         read_only_fields = fields

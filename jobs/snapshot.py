@@ -309,6 +309,7 @@ def queued_jobs(now: float):
     return (
         Job.objects.filter(state=State.QUEUED, held="")
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=moment))
+        .exclude(Job.late_for_deadline(moment))  # nor could not end by its deadline
         .exclude(dependencies.waits())
         .order_by("id")
         .values(*QUEUED_FIELDS)

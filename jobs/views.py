@@ -354,7 +354,7 @@ def submit(request):
     context = {
         "values": values,
         "errors": errors,
-        "fields": described(errors, helps={"begin": "begin-help"}),
+        "fields": described(errors, helps={"begin": "begin-help", "deadline": "deadline-help"}),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
     }
