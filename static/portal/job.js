@@ -1,8 +1,9 @@
 // The job page: state and logs over a websocket; polling the REST API when it is not there.
-// Each state change also re-reads the job, to redraw its attempts. Every 30 s the page re-reads
-// the job and any log lines it lacks even while the socket is live: the scheduler's reason for
-// the wait and its estimated start change without a message, and a push can be lost (Redis
-// drops a group's members after a day, and messages a busy channel has no room for).
+// Each state change also re-reads the job, to redraw its attempts (and, once a batch has ended,
+// the server's rerun form for it). Every 30 s the page re-reads the job and any log lines it
+// lacks even while the socket is live: the scheduler's reason for the wait and its estimated
+// start change without a message, and a push can be lost (Redis drops a group's members after
+// a day, and messages a busy channel has no room for).
 (function () {
   const REFRESH_MS = 30000;
   const RENEW_SOCKET_MS = 12 * 3600 * 1000;  // before Redis forgets the socket's groups (24 h)
@@ -33,6 +34,9 @@
   let pollTimer = null;
   let reading = null;  // the log read in flight: one at a time, each from the last line shown
   let held = null;  // lines from the socket while the page catches up: shown after, in order
+  // Whether #rerun-form is as the server draws it for the batch ended: it drew the page after
+  // the end when it drew #resubmit-form shown (it draws both only for who may run it again).
+  let rerunEnded = Boolean(resubmitEl) && !resubmitEl.hidden;
 
   function showState(state, reason) {
     stateEl.textContent = state;
@@ -123,6 +127,36 @@
     button.textContent = HOLD_LABELS[verb];
   }
 
+  async function drawnRerun() {
+    // The rerun form as the server draws it on a fresh copy of this page (the count of shards
+    // that did not succeed, an idempotency key of its own, a CSRF token); null if it draws
+    // none (every shard succeeded), undefined if the page could not be read.
+    let response;
+    try {
+      response = await fetch("/jobs/" + jobId + "/", {cache: "no-store"});
+      if (!response.ok || response.redirected) return undefined;  // a login page has none
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      return page.getElementById("rerun-form");
+    } catch (error) {
+      return undefined;
+    }
+  }
+
+  async function showRerun(ended) {
+    // Only the server draws the form, so it is read once the batch has ended while the page
+    // is open, and removed while the batch lives (the server draws none then).
+    if (ended === rerunEnded) return;
+    rerunEnded = ended;  // one read at a time
+    const form = ended ? await drawnRerun() : null;
+    if (form === undefined) {
+      rerunEnded = false;  // asked again on the next read of the job
+      return;
+    }
+    const shown = document.getElementById("rerun-form");
+    if (shown) shown.remove();
+    if (form) resubmitEl.after(form);  // where the server draws it
+  }
+
   async function fetchJob() {
     let response;
     try {
@@ -138,10 +172,12 @@
     showAttempts(job.attempts);
     // A batch has ended once every shard has, whatever became of the first.
     const states = job.shard_states ? Object.keys(job.shard_states) : [job.state];
-    if (states.every(function (s) { return ENDED.includes(s); })) {
+    const ended = states.every(function (s) { return ENDED.includes(s); });
+    if (ended) {
       if (resubmitEl) resubmitEl.hidden = false;
       if (cancelEl) cancelEl.hidden = true;
     }
+    if (resubmitEl && job.shard_states) showRerun(ended);
     if (holdEl) showHold(job.hold_verb);
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
     if (priorityEl) priorityEl.hidden = !states.includes("queued");
