@@ -3,7 +3,8 @@
 One consumer per open job page. Permission is checked in connect(): a job the user may not see
 is refused before anything is sent. State changes arrive through the job's tenant group (one
 message listing the tenant's changes, however many jobs moved) and are filtered down to this
-job here: the page hears at most one state per message, its job's latest.
+job here: the page hears at most one state per message, its job's latest. A batch's page (its
+first shard's) also hears, at most once per message, that other shards of it moved.
 
 A page stays open for hours, so before passing a message on the consumer checks again, at most
 every RECHECK_S seconds, that the session's user may still see the job: a user removed from the
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user
 
 from jobs import access, events
+from jobs.models import Job
 
 NOT_FOUND = 4404
 RECHECK_S = 5.0
@@ -32,6 +34,13 @@ class StateMessage(TypedDict):
     type: Literal["state"]
     state: str
     reason: str
+
+
+class ShardsMessage(TypedDict):
+    """To a batch's page: another of its shards moved; the page reads the batch again (one
+    read for a burst of them)."""
+
+    type: Literal["shards"]
 
 
 class LogsMessage(TypedDict):
@@ -47,13 +56,17 @@ class JobConsumer(JsonWebsocketConsumer):
         job = (
             access.visible_jobs(self.scope["user"])
             .filter(pk=job_id)
-            .values("id", "tenant_id", "state")
+            .values("id", "tenant_id", "state", "parent_id", "shards")
             .first()
         )
         if job is None:
             self.close(code=NOT_FOUND)
             return
         self.job_id, self.tenant_id = job_id, job["tenant_id"]
+        # A batch's page (its first shard's) hears its other shards move too.
+        is_batch = job["parent_id"] is None and job["shards"] > 1
+        shards = Job.objects.filter(parent_id=job_id) if is_batch else Job.objects.none()
+        self.shards = set(shards.values_list("pk", flat=True))
         self.outsider = self.reads_from_outside(self.scope["user"])
         self.checked_at = time.monotonic()
         self.groups_joined = [events.tenant_group(job["tenant_id"]), events.logs_group(job_id)]
@@ -104,6 +117,12 @@ class JobConsumer(JsonWebsocketConsumer):
             if self.outsider:
                 reason = access.outsiders_reason(reason)
             self.send_json(StateMessage(type="state", state=latest["to_state"], reason=reason))
+        # Its own state message has the page read the batch anyway.
+        elif self.shards_moved(message["changes"]) and self.still_allowed():
+            self.send_json(ShardsMessage(type="shards"))
+
+    def shards_moved(self, changes: list[events.JobChange]) -> bool:
+        return bool(self.shards) and any(change["job"] in self.shards for change in changes)
 
     def job_logs(self, message: events.JobLogs):
         if not self.still_allowed():

@@ -259,6 +259,14 @@
     if (!pollTimer) pollTimer = setInterval(poll, 2000);
   }
 
+  let shardsRead = null;
+  function shardsMoved() {
+    // Another shard of this batch moved: read the batch again, once for a burst of them (a
+    // batch of thousands ends shard by shard).
+    if (shardsRead) return;
+    shardsRead = setTimeout(function () { shardsRead = null; fetchJob(); }, 1000);
+  }
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + "/ws/jobs/" + jobId + "/");
@@ -275,6 +283,7 @@
         showState(message.state, message.reason);
         fetchJob();
       }
+      if (message.type === "shards") shardsMoved();
       if (message.type === "logs") {
         if (held) held.push(...message.lines);
         else addLines(message.lines);

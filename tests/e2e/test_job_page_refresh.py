@@ -1,6 +1,7 @@
 """The job page keeps itself whole in a real browser: a batch cancel reaches it, a refused log
-read is asked again from where it stopped, and what changes without a message (the reason for the
-wait, the estimated start) is re-read every 30 s. Run in its own pytest process."""
+read is asked again from where it stopped, what changes without a message (the reason for the
+wait, the estimated start) is re-read every 30 s, and a batch's page counts its other shards as
+they move. Run in its own pytest process."""
 
 from datetime import UTC, datetime
 
@@ -11,6 +12,7 @@ from jobs import actions
 from jobs.models import Family, LogChunk
 from jobs.states import State
 from tests.e2e.test_job_page import in_thread, log_in
+from tests.e2e.test_rerun_form_live import open_live, running_batch
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,3 +90,19 @@ def test_the_page_rereads_the_wait_reason_and_estimated_start_every_30_s(
     expect(page.locator("#reason")).to_have_text("Waiting for 1 GPU of type A100.")
     expect(page.locator("#estimated-start")).to_have_text("2030-05-06 07:08 UTC")
     expect(page.locator("#estimate")).to_be_visible()
+
+
+def test_a_batchs_page_counts_its_other_shards_as_they_end(server, browser_page, alpha, alice):
+    page = browser_page
+    batch = running_batch(alice, alpha)
+    open_live(page, server, batch)
+
+    def end_others():
+        for shard in batch.batch().exclude(pk=batch.pk):
+            actions.transition(shard, State.SUCCEEDED, "exited")
+
+    in_thread(end_others)
+
+    # Well before the page's 30-second re-read: the socket said the other shards moved.
+    expect(page.locator("#shards")).to_contain_text("4 succeeded", timeout=10_000)
+    expect(page.locator("#shards")).to_contain_text("1 running")

@@ -93,3 +93,26 @@ async def test_what_a_client_sends_is_ignored_and_the_stream_goes_on(alpha, alic
     assert await socket.receive_json_from(timeout=5) == {
         "type": "state", "state": "canceled", "reason": "asked"}  # fmt: skip
     await socket.disconnect()
+
+
+async def test_a_batchs_page_hears_that_its_other_shards_moved(alpha, alice):
+    first, *_ = await sync_to_async(batch_of_three)(alpha, alice)
+    other = await sync_to_async(JobFactory)(tenant=alpha, owner=alice)
+    socket, _, _ = await connect(alice, first.pk)
+    await socket.receive_json_from()
+
+    await sync_to_async(actions.transition)(other, State.CANCELED, "another job")
+    await sync_to_async(actions.cancel_jobs)(
+        await sync_to_async(lambda: first.batch().exclude(pk=first.pk))(), "two shards"
+    )
+
+    assert await socket.receive_json_from() == {"type": "shards"}
+    assert await socket.receive_nothing(timeout=0.5)
+    await socket.disconnect()
+
+
+def batch_of_three(tenant, owner):
+    first = JobFactory(tenant=tenant, owner=owner, family="batch_inference", shards=3)
+    rest = [JobFactory(tenant=tenant, owner=owner, family="batch_inference", shards=3,
+                       parent=first, shard_index=i) for i in (1, 2)]  # fmt: skip
+    return [first, *rest]
