@@ -142,6 +142,7 @@ def job_page(
         "wait_sentence": access.wait_sentence(job, hidden),
         # The job it runs again, unless the reader may not see that one.
         "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,
+        "resubmissions": resubmissions(request.user, job),
         "attempts": attempts,
         "history": history[:HISTORY],
         "more_history": len(history) > HISTORY,
@@ -176,12 +177,26 @@ def job_page(
 
 def rerun_form(job: Job, shard_states: dict[str, int]) -> dict | None:
     """The form rerunning an ended batch's shards that did not succeed (failed, canceled): how
-    many, and a key of its own per page drawn. None for a job that is no batch, or a batch
-    whose every shard succeeded."""
+    many, and a key of its own per page drawn. None for a job that is no batch, a batch whose
+    every shard succeeded, or one some of whose shards that did not succeed run again already
+    (a rerun of them would be refused: its page, under "Run again as", says where)."""
     count = sum(n for state, n in shard_states.items() if state != State.SUCCEEDED)
     if not job.is_batch or not count:
         return None
+    unsucceeded = job.batch().exclude(state=State.SUCCEEDED).values("shard_index")
+    if Job.objects.filter(resubmitted_from=job, shard_index__in=unsucceeded).live().exists():
+        return None
     return {"count": count, "key": f"rerun-{job.pk}-{secrets.token_hex(8)}"}
+
+
+RESUBMISSIONS_SHOWN = 10
+
+
+def resubmissions(user, job: Job) -> list[int]:
+    """The jobs (a batch: its first shard) running this one again that the user may see, the
+    latest RESUBMISSIONS_SHOWN, oldest first."""
+    again = access.visible_jobs(user).filter(resubmitted_from=job, parent__isnull=True)
+    return sorted(again.order_by("-pk").values_list("pk", flat=True)[:RESUBMISSIONS_SHOWN])
 
 
 def shard_count(job: Job, rows: int) -> str:

@@ -382,6 +382,26 @@ def test_the_rerun_form_is_not_drawn_while_a_shard_lives_or_when_none_failed(
     assert 'id="rerun-form"' not in browser.get(f"/jobs/{ended.pk}/").text
 
 
+def test_the_rerun_form_is_not_drawn_while_its_shards_run_again_and_the_page_links_the_rerun(
+    browser, ended, alice
+):
+    again = rerun_batch(alice, ended)  # shards 1 and 3, queued
+
+    page = browser.get(f"/jobs/{ended.pk}/").text
+
+    assert 'id="rerun-form"' not in page
+    assert f'<dd id="resubmissions"><a href="/jobs/{again.pk}/">#{again.pk}</a></dd>' in page
+
+
+def test_the_rerun_form_comes_back_once_the_rerun_has_ended_without_success(browser, ended, alice):
+    again = rerun_batch(alice, ended)
+    again.batch().update(state=State.FAILED)
+
+    page = browser.get(f"/jobs/{ended.pk}/").text
+
+    assert "Rerun the 2 shards that did not succeed" in page
+
+
 def test_the_rerun_form_is_not_drawn_for_a_job_that_is_no_batch(browser, alice, alpha, normal):
     single = submit(alice, alpha, normal, shards=1)
     Job.objects.filter(pk=single.pk).update(state=State.FAILED)
