@@ -332,8 +332,8 @@ def _usage(tenant: Tenant, recent: float = 0.0) -> dict[str, float]:
         resource = "gpu" if flavor.startswith("gpu:") else flavor
         used[resource] = used.get(resource, 0.0) + amount
     if recent:
-        for resource, amount in tenant.recent_use.items():
-            used[resource] = used.get(resource, 0.0) + recent * amount
+        for resource, average in tenant.recent_use.items():
+            used[resource] = used.get(resource, 0.0) + recent * average
     return used
 
 
