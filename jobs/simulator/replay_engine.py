@@ -19,6 +19,7 @@ from jobs.placement import (
     place,
 )
 from jobs.placement.model import TRAINING
+from jobs.placement.ordering import recent_use
 from jobs.simulator.replay import FAMILY_TIER
 from jobs.simulator.traces import (
     JOB_CPU_PER_GPU,
@@ -30,14 +31,23 @@ from jobs.simulator.traces import (
 
 # Nodes of one rack share a topology label; gangs prefer one rack.
 RACK_SIZE = 8
+# How fast a tenant's recent use forgets, as the live default (MLSCHED_FAIR_SHARE_HALF_LIFE_H).
+HALF_LIFE_S = 24 * 3600.0
 
 
 class EnginePolicy:
     """Drives the production placement engine with a virtual clock."""
 
-    def __init__(self, policy: Policy | None = None):
+    def __init__(self, policy: Policy | None = None, half_life_s: float = HALF_LIFE_S):
         self.recent: Counter[int] = Counter()
         self.policy = policy or Policy()
+        # Each tenant's recent use, kept as the live cycle keeps it (jobs.recent_use), from what
+        # the tenants held since the last cycle and when that was: what they hold changes only
+        # at a cycle (an end frees a GPU, so one runs at every end).
+        self.half_life_s = half_life_s
+        self.recent_use: dict[str, dict[str, float]] = {}
+        self._held: tuple[Tenant, ...] = ()
+        self._held_since = 0.0
         # A job's request never changes and a run's allocation only when it restarts: both are
         # built once, not on every cycle.
         self._queued: dict[str, QueuedJob] = {}
@@ -56,6 +66,7 @@ class EnginePolicy:
 
     def _decide(self, replay, now: float) -> bool:
         """One cycle, applied; whether it evicted anybody."""
+        self._remember(now)
         decision = place(self.snapshot(replay, now))
         for victim in decision.preempted:
             if victim in replay.running:
@@ -69,7 +80,18 @@ class EnginePolicy:
             if _free(replay, slots):
                 self.recent[job.per] += job.workers
                 replay.start(job, slots, now)
+        self._held, self._held_since = self.tenants(replay), now
         return bool(decision.preempted)
+
+    def _remember(self, now: float) -> None:
+        """Bring each tenant's recent use up to ``now``: it held what it held after the last
+        cycle until now."""
+        if not self.half_life_s:
+            return  # what each holds now alone
+        for tenant in self._held:
+            before = self.recent_use.get(tenant.id, {})
+            seconds = now - self._held_since
+            self.recent_use[tenant.id] = recent_use(before, tenant, seconds, self.half_life_s)
 
     def snapshot(self, replay, now: float) -> Snapshot:
         return Snapshot(
@@ -96,7 +118,10 @@ class EnginePolicy:
             used[gpu] = used.get(gpu, 0) + 1000 * gpus
             used["cpu"] += JOB_CPU_PER_GPU * gpus
             used["memory"] += JOB_MEMORY_PER_GPU * gpus
-        return tuple(Tenant(name, usage=used) for name, used in usage.items())
+        return tuple(
+            Tenant(name, usage=used, recent_use=self.recent_use.get(name, {}))
+            for name, used in usage.items()
+        )
 
     def node(self, n, index: int) -> Node:
         node = self._nodes.get(n.id)
