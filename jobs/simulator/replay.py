@@ -256,8 +256,9 @@ def _oracle_key(_replay: Replay, job: SimJob) -> tuple:
     return (job.trace.duration * job.gpus, job.trace.submit, job.trace.id)
 
 
-def make_policy(name: str):
-    """The replay policy for a name (see the module docstring)."""
+def make_policy(name: str, half_life_h: float = 24.0):
+    """The replay policy for a name (see the module docstring); ``half_life_h``: for
+    ``mlsched``, the hours in which a tenant's recent use halves (0: not counted)."""
     if name == "fifo":
         return SimplePolicy(_submit_key, blocking=True)
     if name == "priority":
@@ -269,7 +270,7 @@ def make_policy(name: str):
     if name == "mlsched":
         from jobs.simulator.replay_engine import EnginePolicy
 
-        return EnginePolicy()
+        return EnginePolicy(half_life_s=half_life_h * 3600.0)
     raise ValueError(f"unknown replay policy {name!r}")
 
 

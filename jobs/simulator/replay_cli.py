@@ -24,7 +24,22 @@ def add_parser(sub) -> None:
         type=between(0, float("inf"), int),
         help="replay only the first N jobs by submit time",
     )
+    r.add_argument(
+        "--half-life-h",
+        type=hours,
+        default=24.0,
+        help="mlsched: hours in which a tenant's recent use halves, as the live "
+        "MLSCHED_FAIR_SHARE_HALF_LIFE_H (default 24; 0: fair share on what tenants hold now)",
+    )
     r.add_argument("--out", type=Path, help="directory for the report and the GPU use PNG")
+
+
+def hours(text: str) -> float:
+    """An argparse type: hours, 0 or more."""
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError("want 0 or more hours")
+    return value
 
 
 def run(args: argparse.Namespace, command: str) -> int:
@@ -42,7 +57,8 @@ def run(args: argparse.Namespace, command: str) -> int:
     log, results, last = [f"# {command}"], {}, ""
     for policy in policies:
         started = time.perf_counter()
-        result = Replay(clusters, jobs, make_policy(policy)).run(_progress(policy, started))
+        engine = make_policy(policy, args.half_life_h)
+        result = Replay(clusters, jobs, engine).run(_progress(policy, started))
         stats = summarise(result)
         results[policy] = result
         lines = report_lines(policy, stats, time.perf_counter() - started)

@@ -31,7 +31,7 @@ from jobs.simulator.traces import (
 
 # Nodes of one rack share a topology label; gangs prefer one rack.
 RACK_SIZE = 8
-# How fast a tenant's recent use forgets, as the live default (MLSCHED_FAIR_SHARE_HALF_LIFE_H).
+# How fast a tenant's recent use forgets: the live default (MLSCHED_FAIR_SHARE_HALF_LIFE_H).
 HALF_LIFE_S = 24 * 3600.0
 
 

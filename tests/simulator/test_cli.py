@@ -156,3 +156,27 @@ def test_an_fgd_pod_list_without_its_columns_is_named(capsys, tmp_path, n4_gpu_n
 
     assert code == 2
     assert "missing column(s) memory_mib, num_gpu, gpu_milli" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hours", ["-1", "nan", "inf", "soon"])
+def test_a_replay_half_life_below_0_or_not_a_number_is_refused(capsys, tmp_path, hours):
+    path = tmp_path / "jobs.csv"
+    path.write_text(ITP_HEADER + "a,0,60,1\n")
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay", "--trace", str(path), "--clusters", "a:1x8xA100", "--policy", "mlsched",
+              "--half-life-h", hours])  # fmt: skip
+
+    assert exit_.value.code == 2
+    assert "--half-life-h" in capsys.readouterr().err
+
+
+def test_a_replay_with_a_half_life_of_0_runs(capsys, tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text(ITP_HEADER + "a,0,60,1\n")
+
+    code = main(["replay", "--trace", str(path), "--clusters", "a:1x8xA100", "--policy",
+                 "mlsched", "--half-life-h", "0"])  # fmt: skip
+
+    assert code == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("mean_wait_s: 0.0")

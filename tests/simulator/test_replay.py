@@ -22,8 +22,8 @@ def job(name, submit, duration, gpus):
     return TraceJob(name, submit, duration, gpus)
 
 
-def replay(jobs, policy, clusters=ONE_NODE):
-    result = Replay(clusters, jobs, make_policy(policy)).run()
+def replay(jobs, policy, clusters=ONE_NODE, half_life_h=24.0):
+    result = Replay(clusters, jobs, make_policy(policy, half_life_h)).run()
     return {j.trace.id: j for j in result.jobs}, result
 
 
@@ -221,19 +221,18 @@ def test_a_team_that_floods_the_queue_does_not_keep_the_gpus_from_one_that_comes
     assert all(j.end is not None for j in fair.values())
 
 
-@pytest.mark.parametrize("half_life_s", [24 * 3600.0, 0.0], ids=["remembered", "forgotten"])
-def test_a_team_that_held_the_gpus_for_days_yields_to_one_that_did_not(monkeypatch, half_life_s):
+@pytest.mark.parametrize("half_life_h", [24.0, 0.0], ids=["remembered", "forgotten"])
+def test_a_team_that_held_the_gpus_for_days_yields_to_one_that_did_not(monkeypatch, half_life_h):
     """t0 holds the node's 4 GPUs for two days; both teams queue one-hour jobs just before
     they free up, t0 first. Remembering t0's two days (as the live cycle does, with its
     24-hour half-life), t1 gets 3 of the 4; forgetting them, they share them evenly."""
     monkeypatch.setattr("jobs.simulator.replay.tenant_of", lambda j: j.id.split("-")[0])
-    monkeypatch.setattr(replay_engine.EnginePolicy.__init__, "__defaults__", (None, half_life_s))
     days = [job(f"t0-days{i}", 0, 48 * 3600, 1) for i in range(4)]
     t0 = [job(f"t0-{i}", 48 * 3600 - 120 + i, 3600, 1) for i in range(4)]
     t1 = [job(f"t1-{i}", 48 * 3600 - 60 + i, 3600, 1) for i in range(4)]
 
-    got, _ = replay(days + t0 + t1, "mlsched")
+    got, _ = replay(days + t0 + t1, "mlsched", half_life_h=half_life_h)
 
     freed = [j.trace.id for j in got.values() if j.first_start == 48 * 3600]
-    assert sum(name.startswith("t1") for name in freed) == (3 if half_life_s else 2)
+    assert sum(name.startswith("t1") for name in freed) == (3 if half_life_h else 2)
     assert len(freed) == 4
