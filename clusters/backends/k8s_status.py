@@ -10,30 +10,71 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from clusters.backends import base
-from clusters.backends.k8s_specs import CONTAINER
+from clusters.backends.k8s_specs import CONTAINER, GROUP
 
 # Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
-# ErrImagePull is not one: it is the first failed pull, which the kubelet tries again (then
-# waiting as ImagePullBackOff).
+# A failed pull is not one at first: the kubelet tries again (then waits as ImagePullBackOff).
 STUCK_WAITING = frozenset(
     {
         "ImagePullBackOff",
-        "ErrImageNeverPull",
         "CreateContainerConfigError",
         "CreateContainerError",
         "RunContainerError",
     }
 )
-# The job's own image cannot be had: its name does not parse, or the registry says there is no
-# such image (containerd: "not found", CRI-O: "manifest unknown", Docker Hub: "pull access
-# denied, repository does not exist"). Pulling again will not help; since Kubernetes 1.32 the
-# ImagePullBackOff message ends with the failed pull's. Other pull errors (timeouts, a registry
-# down) are the infrastructure's.
-IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff"})
-NO_SUCH_IMAGE = re.compile(
-    r"not found|manifest unknown|name unknown|pull access denied|repository does not exist",
+
+# Image failures, and whose they are. The kubelet (pkg/kubelet/images) waits with reason
+# InvalidImageName (the reference does not parse), ErrImageNeverPull (imagePullPolicy Never and
+# the image not on the node), or after a failed pull ErrImagePull, RegistryUnavailable or
+# SignatureValidationFailed (the runtime's named errors, k8s.io/cri-api/pkg/errors), then
+# ImagePullBackOff; since Kubernetes 1.32 the back-off's message ends with the failed pull's
+# "<reason>: <message>". The rule, on that text:
+# 1. The platform's (an infrastructure failure, retried) when the registry or the node failed:
+#    RegistryUnavailable, timeouts, DNS servers failing, refused or reset connections, 5xx,
+#    429 rate limits ("toomanyrequests"), TLS trust, a full disk. This comes first: a job is never
+#    blamed for an outage, whatever else the message says.
+# 2. The job's own (exit 127, not retried) when the registry answered that there is no such
+#    image ("not found", "manifest unknown", "name unknown", Docker Hub's "pull access denied,
+#    repository does not exist or may require authorization", which it says of every name it
+#    does not serve, typos included), the image fails the cluster's signature policy, or its
+#    reference does not parse or is absent under imagePullPolicy Never. Pulling again, here or
+#    elsewhere, gets the same answer.
+# 3. Ambiguous answers: a bare refusal of credentials (401 Unauthorized, 403 Forbidden,
+#    "denied", "no basic auth credentials") and a registry host DNS does not know ("no such
+#    host"). The pull credentials are the platform's (a worker's pod carries none of the job's),
+#    and a refusal may be an expired pull secret, a registry's firewall or a passing 401 of an
+#    overloaded registry; but Artifact Registry refuses a repository that does not exist with a
+#    403, and a typo in the registry's host name is a "no such host". So such a failure is the
+#    platform's on a job's first attempt (retried after the backoff, maybe on another cluster)
+#    and the job's on a later one: a user's mistake costs one retry, and a platform's fault is
+#    blamed on the job only if it outlasts that attempt and the backoff.
+# 4. Anything else the platform's: the job is not blamed for what cannot be read.
+IMAGE_NOT_USABLE = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+PULL_FAILED = frozenset({"ErrImagePull", "RegistryUnavailable", "SignatureValidationFailed"})
+BACK_OFF = "ImagePullBackOff"
+OUTAGE = re.compile(
+    r"RegistryUnavailable|timeout|timed out|deadline exceeded|server misbehaving|"
+    r"temporary failure in name resolution|connection refused|connection reset|"
+    r"network is unreachable|no route to host|unexpected EOF|internal server error|"
+    r"bad gateway|service unavailable|too ?many ?requests|rate limit|x509:|"
+    r"no space left on device",
     re.IGNORECASE,
 )
+NO_SUCH_IMAGE = re.compile(
+    r"SignatureValidationFailed|not found|manifest unknown|name unknown|"
+    r"repository does not exist",
+    re.IGNORECASE,
+)
+REFUSED = re.compile(
+    r"\b40[13]\b|unauthorized|forbidden|denied|authentication required|no basic auth|"
+    r"no such host",
+    re.IGNORECASE,
+)
+JOB, PLATFORM = "job", "platform"  # whose an image failure is
+ATTEMPT_NUMBER = f"{GROUP}/attempt-number"  # the pod's annotation (k8s_specs.build_pod)
+# The kubelet's event for each failed pull (reason "Failed"), kept by the API server for an
+# hour after its last repeat, and repeated at every try of the back-off (at most 300 s apart).
+FAILED_PULL_EVENT = re.compile(r'Failed to pull image "[^"]*": (?P<error>.+)', re.DOTALL)
 # Reported as the exit code of a worker whose image cannot be had: like a command that does
 # not exist (127, as the local backend reports it), the job's own error, not retried.
 NO_IMAGE_EXIT = 127
@@ -63,8 +104,9 @@ class Seen:
     stopping: bool = False  # the backend deleted it on purpose (stop)
     node: str = NODE_READY  # the bound node's state
     create_error: str = ""  # why the pod could not be created
-    # The last failed pull's message the watch saw (ErrImagePull): kubelets before 1.32 do not
-    # repeat it in the ImagePullBackOff that follows, which may be all a status read sees.
+    # The last failed pull, "<reason>: <message>", as the watch saw it or the kubelet's events
+    # tell it: kubelets before 1.32 do not repeat it in the ImagePullBackOff that follows, which
+    # may be all a status read sees.
     pull_error: str = ""
 
 
@@ -146,10 +188,11 @@ def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[st
     if node == NODE_UNREACHABLE and phase == "Unknown":
         return base.RUNNING, None, ""  # the node stopped reporting: the pod may well still run
     waiting, message = _waiting(pod)
-    if waiting == "ImagePullBackOff" and pull_error and "ErrImagePull" not in message:
-        message = f"{message}: ErrImagePull: {pull_error}"  # as Kubernetes 1.32 says it
+    if waiting == BACK_OFF and pull_error and not _names_pull_error(message):
+        message = f"{message}: {pull_error}"  # as Kubernetes 1.32 says it
     said = f"{waiting}: {message}" if message else waiting
-    if waiting == "InvalidImageName" or (waiting in IMAGE_PULL and NO_SUCH_IMAGE.search(message)):
+    fault = _image_fault(waiting, said, _attempt_number(pod))
+    if fault == JOB:
         return base.EXITED, NO_IMAGE_EXIT, said
     if waiting in STUCK_WAITING:
         return base.FAILED, None, said
@@ -160,10 +203,65 @@ def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[st
     return base.PENDING, None, said
 
 
+def _image_fault(waiting: str, said: str, attempt: int) -> str:
+    """Whose fault a worker's image failure is (the rule above): JOB or PLATFORM; "" when it
+    waits for something else."""
+    if waiting in IMAGE_NOT_USABLE:
+        return JOB
+    if waiting not in PULL_FAILED and waiting != BACK_OFF:
+        return ""
+    if OUTAGE.search(said):
+        return PLATFORM
+    if NO_SUCH_IMAGE.search(said) or (attempt > 1 and REFUSED.search(said)):
+        return JOB
+    return PLATFORM
+
+
+def _attempt_number(pod: client.V1Pod | None) -> int:
+    """The job's attempt the pod runs, 1 for the first (or when the pod does not say)."""
+    annotations = (pod.metadata.annotations if pod and pod.metadata else None) or {}
+    number = annotations.get(ATTEMPT_NUMBER, "")
+    return int(number) if number.isdigit() else 1
+
+
+def _names_pull_error(message: str) -> bool:
+    return any(f"{reason}: " in message for reason in PULL_FAILED)
+
+
 def pull_error(pod: client.V1Pod) -> str:
-    """The kubelet's message for a failed pull of the worker's image, "" if it is not one."""
+    """The worker's failed pull, "<reason>: <message>", "" if it does not wait after one."""
     waiting, message = _waiting(pod)
-    return message if waiting == "ErrImagePull" else ""
+    return f"{waiting}: {message}" if waiting in PULL_FAILED else ""
+
+
+def pull_error_unknown(pod: client.V1Pod) -> bool:
+    """The worker waits in a back-off whose message does not say why the pull failed (a
+    kubelet before 1.32)."""
+    waiting, message = _waiting(pod)
+    return waiting == BACK_OFF and not _names_pull_error(message)
+
+
+def pull_error_in_events(events: list[client.CoreV1Event], pod_uid: str) -> str:
+    """The pod's last failed pull, "<reason>: <message>", from the kubelet's events about it
+    (a pod of the same name before it excluded); "" if they hold none."""
+    failed = [
+        (_event_time(event), found.group("error"))
+        for event in events
+        if event.involved_object.uid in (None, "", pod_uid)
+        and (found := FAILED_PULL_EVENT.match(event.message or ""))
+    ]
+    if not failed:
+        return ""
+    _, error = max(reversed(failed), key=lambda pair: pair[0])  # the last listed of a second
+    # The runtime's named errors start the error as the kubelet gets it; others are plain.
+    named = any(error.startswith(f"{reason}: ") for reason in PULL_FAILED)
+    return error if named else f"ErrImagePull: {error}"
+
+
+def _event_time(event: client.CoreV1Event) -> datetime:
+    """When the event last happened (the kubelet's events carry lastTimestamp)."""
+    at = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+    return at or datetime.min.replace(tzinfo=UTC)
 
 
 def _phase(pod: client.V1Pod | None) -> str:

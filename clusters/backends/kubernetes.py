@@ -14,7 +14,10 @@
   harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
   mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes; a node
-  NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod's end is
+  NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod in an image
+  pull back-off that does not say why the pull failed (kubelets before 1.32), and whose failed
+  pull the watch did not see (the agent restarted meanwhile), has its events read once, for the
+  kubelet's "Failed to pull image" event. A pod's end is
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
   the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
   checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
@@ -34,8 +37,8 @@
   forget tries again.
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
-quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, and
-create and delete pods and services in the tenants' namespaces.
+quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
+events, and create and delete pods and services in the tenants' namespaces.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ from clusters.backends.k8s_status import (
     node_state,
     pods_node_state,
     pull_error,
+    pull_error_in_events,
+    pull_error_unknown,
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_watch import Key, PodWatcher
@@ -157,6 +162,7 @@ class KubernetesBackend:
         self._stops_retried_at = -math.inf
         self._create_errors: dict[Key, str] = {}
         self._pull_errors: dict[Key, str] = {}  # k8s_status.Seen.pull_error
+        self._pull_events_read: set[Key] = set()  # pods whose events were read for it
         self._ended_at: dict[Key, float] = {}  # ended pods whose log is still being read
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
         self._nodes_at = -math.inf
@@ -230,6 +236,7 @@ class KubernetesBackend:
         self._retry_stops()
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
+        self._find_pull_errors(pods, deleted)
         with self._lock:
             expected = {
                 (a, r): att.nodes[r] for a, att in self._attempts.items() for r in att.nodes
@@ -318,6 +325,7 @@ class KubernetesBackend:
             for keys in (self._create_errors, self._pull_errors, self._ended_at):
                 for key in [k for k in keys if k[0] == attempt_id]:
                     keys.pop(key)
+            self._pull_events_read = {k for k in self._pull_events_read if k[0] != attempt_id}
         self._logs.drop(attempt_id)
 
     # Starting.
@@ -496,6 +504,38 @@ class KubernetesBackend:
             create_error=self._create_errors.get(key, ""),
             pull_error=self._pull_errors.get(key, ""),
         )
+
+    def _find_pull_errors(self, pods, deleted) -> None:
+        """The failed pull of each pod in a back-off that does not name it, when the watch has
+        not seen it either: from the kubelet's events, read once per pod (the pod is reported
+        at every status, and its events would tell the same)."""
+        with self._lock:
+            keys = [
+                key
+                for key, pod in pods.items()
+                if key not in deleted
+                and key not in self._pull_errors
+                and key not in self._pull_events_read
+                and pull_error_unknown(pod)
+            ]
+            self._pull_events_read.update(keys)
+        for key in keys:
+            if found := self._pull_error_of(pods[key]):
+                with self._lock:
+                    self._pull_errors.setdefault(key, found)  # unless the watch saw a later one
+
+    def _pull_error_of(self, pod: client.V1Pod) -> str:
+        """The pod's last failed pull, as the kubelet's events about it tell it; "" if none."""
+        meta = pod.metadata
+        try:
+            events = self.core.list_namespaced_event(
+                meta.namespace, field_selector=f"involvedObject.name={meta.name}"
+            ).items
+        except (ApiException, HTTPError) as error:
+            # Without them the back-off counts as the platform's, as an unknown pull error does.
+            log.warning("events of %s/%s: %s", meta.namespace, meta.name, error)
+            return ""
+        return pull_error_in_events(events, meta.uid)
 
     def _node_states(self) -> dict[str, str] | None:
         """Node name -> state for its pods, listed at most every node_refresh_s; None if never

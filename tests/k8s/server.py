@@ -4,13 +4,15 @@ It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes ba
 (list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
 timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
-delete). Pods' volume mounts are validated as the API server does (a known volume, a relative
+delete), and events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
+are validated as the API server does (a known volume, a relative
 subPath without ".."). Watches stream newline-delimited JSON events in chunked encoding, the way
 the API server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from
 before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
-`oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `append_log`, `rotate_log`,
+`oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
+`append_log`, `rotate_log`,
 `set_node_ready` and `remove_node`, a platform team through `add_claim`, and a failing API
 server through `fail`.
 Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
@@ -39,6 +41,7 @@ KINDS = {
     "resourcequotas": ("ResourceQuota", "v1"),
     "persistentvolumeclaims": ("PersistentVolumeClaim", "v1"),
     "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1"),
+    "events": ("Event", "v1"),
 }
 GROUP = r"(?P<group>api/v1|apis/networking\.k8s\.io/v1)"
 ROUTES = [
@@ -215,6 +218,16 @@ class KubeTestServer:
         InvalidImageName, CreateContainerConfigError..., with its message."""
         self._set_pod_state(ns, name, lambda pod: objects.waiting(pod, reason, message))
 
+    def failed_pull_events(self, ns: str, name: str, error: str) -> None:
+        """The kubelet's events for a failed pull of the pod's image: "Failed to pull image",
+        with the runtime's error, then "Error: ErrImagePull"."""
+        with self.cond:
+            pod = self.store["pods"][(ns, name)]
+            image = pod["spec"]["containers"][0]["image"]
+            for message in (f'Failed to pull image "{image}": {error}', "Error: ErrImagePull"):
+                event = _kubelet_event(pod, f"{name}.{self.rv + 1:016x}", "Failed", message)
+                self.create("events", ns, event)
+
     def append_log(self, ns: str, name: str, *lines: str, at: float | None = None) -> None:
         """The container writes lines; the runtime stamps them with the time `at` (seconds
         since the epoch; now if not given)."""
@@ -353,12 +366,14 @@ class KubeTestServer:
                 raise ApiError(404, "NotFound", f'namespaces "{name}" not found')
             return copy.deepcopy(self.namespaces[name])
 
-    def list(self, kind: str, ns: str | None, selector: str) -> dict:
+    def list(self, kind: str, ns: str | None, selector: str, fields: str = "") -> dict:
         with self.cond:
             items = [
                 copy.deepcopy(o)
                 for (o_ns, _), o in sorted(self.store[kind].items())
-                if (ns is None or o_ns == ns) and objects.matches(o, selector)
+                if (ns is None or o_ns == ns)
+                and objects.matches(o, selector)
+                and _fields_match(o, fields)
             ]
             return objects.list_of(*KINDS[kind], items, str(self.rv))
 
@@ -571,6 +586,37 @@ def _log_parts(line: tuple[float, str], stamps: bool) -> list[bytes]:
     return [data[i : i + PARTIAL_ENTRY] for i in range(0, len(data), PARTIAL_ENTRY)]
 
 
+def _kubelet_event(pod: dict, name: str, reason: str, message: str) -> dict:
+    """A Warning event the kubelet records about the pod's worker container."""
+    meta = pod["metadata"]
+    involved = {"kind": "Pod", "apiVersion": "v1", "fieldPath": "spec.containers{worker}"}
+    involved |= {key: meta[key] for key in ("namespace", "name", "uid")}
+    stamp = objects.now()
+    return {
+        "metadata": {"name": name, "namespace": meta["namespace"]},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+        "count": 1,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+    }
+
+
+def _fields_match(obj: dict, fields: str) -> bool:
+    """A fieldSelector of `path=value` terms (`involvedObject.name=mlsched-7-0`), all equal."""
+    for term in filter(None, fields.split(",")):
+        path, _, value = term.partition("=")
+        found = obj
+        for part in path.split("."):
+            found = found.get(part, {}) if isinstance(found, dict) else {}
+        if found != value:
+            return False
+    return True
+
+
 def _validate_pod(pod: dict) -> None:
     """The API server's checks of volume mounts: each names a volume of the pod, at an absolute
     path, and a subPath is relative and never goes up ("..")."""
@@ -601,7 +647,7 @@ def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> t
         case ("all_pods", "GET"):
             return 200, kube.list("pods", None, selector)
         case ("collection", "GET"):
-            return 200, kube.list(kind, ns, selector)
+            return 200, kube.list(kind, ns, selector, query.get("fieldSelector", ""))
         case ("collection", "POST"):
             return 201, kube.create(kind, ns, body)
         case ("item", "GET"):
