@@ -57,6 +57,7 @@ from kubernetes.utils import parse_quantity
 from urllib3.exceptions import HTTPError
 
 from clusters.backends import k8s_specs as specs
+from clusters.backends import k8s_tenancy as tenancy
 from clusters.backends.base import (
     CHECKPOINT_MARKER,
     PENDING,
@@ -83,6 +84,7 @@ from clusters.backends.k8s_status import (
     pull_error_unknown,
 )
 from clusters.backends.k8s_status import worker_status as classify
+from clusters.backends.k8s_tenancy import create
 from clusters.backends.k8s_watch import Key, PodWatcher
 
 log = logging.getLogger(__name__)
@@ -110,10 +112,6 @@ class _Stop:
     grace: int
     deleted: set[str] = field(default_factory=set)  # pods and Service deleted or found gone
     failed: bool = False  # a delete failed: status() tries again
-
-
-class _Refused(Exception):
-    """The attempt cannot start here as configured (a missing claim or NetworkPolicy)."""
 
 
 class KubernetesBackend:
@@ -205,12 +203,13 @@ class KubernetesBackend:
         if refused is not None:
             return self._fail_create(spec.attempt_id, spec.workers, refused)
         try:
-            self._ensure_namespace(namespace, spec.tenant)
-            self._check_claim(namespace)
+            tenancy.prepare(self.core, self.networking, namespace, spec.tenant,
+                            self.namespace_quota, self.isolate_namespaces,
+                            self.checkpoint_claim)  # fmt: skip
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
-                _create(self.core.create_namespaced_service, namespace, service)
-        except (ApiException, HTTPError, _Refused) as error:
+                create(self.core.create_namespaced_service, namespace, service)
+        except (ApiException, HTTPError, tenancy.Refused) as error:
             return self._fail_create(spec.attempt_id, spec.workers, error)
         for worker in spec.workers:
             self._start_worker(spec, worker, namespace)
@@ -330,54 +329,6 @@ class KubernetesBackend:
 
     # Starting.
 
-    def _ensure_namespace(self, namespace: str, tenant: str) -> None:
-        try:
-            _create(self.core.create_namespace, None, specs.build_namespace(namespace, tenant))
-        except ApiException as error:
-            if error.status != 403:
-                raise
-            # Without the right to create namespaces, one an admin made in advance will do.
-            self.core.read_namespace(namespace)
-        if self.namespace_quota:
-            quota = specs.build_quota(namespace, self.namespace_quota)
-            _create(self.core.create_namespaced_resource_quota, namespace, quota)
-        if self.isolate_namespaces:
-            self._ensure_network_policy(namespace)
-
-    def _ensure_network_policy(self, namespace: str) -> None:
-        """The namespace's NetworkPolicy: no ingress from other namespaces (tenants)."""
-        policy = specs.build_network_policy(namespace)
-        try:
-            _create(self.networking.create_namespaced_network_policy, namespace, policy)
-        except ApiException as error:
-            if error.status != 403:
-                raise
-            # Without the right to create it, one an admin made in advance will do; without
-            # one, no pod starts unprotected.
-            try:
-                self.networking.read_namespaced_network_policy(specs.NETWORK_POLICY, namespace)
-            except ApiException as missing:
-                if missing.status != 404:
-                    raise
-                raise _Refused(
-                    f'NetworkPolicy "{specs.NETWORK_POLICY}" missing in {namespace}, '
-                    "no right to create it"
-                ) from None
-
-    def _check_claim(self, namespace: str) -> None:
-        """Refuse to start pods that would wait forever for a claim the namespace lacks."""
-        if not self.checkpoint_claim:
-            return
-        try:
-            self.core.read_namespaced_persistent_volume_claim(self.checkpoint_claim, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                raise _Refused(
-                    f'checkpoint claim "{self.checkpoint_claim}" missing in {namespace}'
-                ) from None
-            if error.status != 403:  # no right to look: the pods will tell
-                raise
-
     def _start_worker(self, spec: AttemptSpec, worker, namespace: str) -> None:
         pod = specs.build_pod(
             spec,
@@ -389,7 +340,7 @@ class KubernetesBackend:
             checkpoint_claim=self.checkpoint_claim,
         )
         try:
-            created = _create(self.core.create_namespaced_pod, namespace, pod)
+            created = create(self.core.create_namespaced_pod, namespace, pod)
         except (ApiException, HTTPError) as error:
             return self._fail_create(spec.attempt_id, [worker], error)
         if created is not None:
@@ -591,18 +542,6 @@ class KubernetesBackend:
     def _pod_done(self, key: Key) -> bool:
         pod, deleted = self._watcher.get(key)
         return deleted or pod is None or is_finished(pod)
-
-
-def _create(method, namespace: str | None, body):
-    """Create an object; None when it already exists."""
-    try:
-        if namespace is None:
-            return method(body)
-        return method(namespace, body)
-    except ApiException as error:
-        if error.status == 409:
-            return None
-        raise
 
 
 def _delete(method, name: str, namespace: str, options) -> bool:
