@@ -7,6 +7,10 @@ A user holds the GPUs of their running work in the tenant, work in its grace per
 (it holds them until it has gone, as the quota ledger counts it), plus what the cycle gives
 them. A job that would take its user past the limit waits as ``user_gpu_limit``: it neither
 evicts work nor reserves nodes for it, since no capacity would let it start.
+
+A job that evicted work for itself (``preempting``, decided before the queue) holds what it
+asks from then on, placed or not: its user's later jobs must not take the room its victims
+are leaving for it, or it would then wait for the limit and the eviction would be for nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ class UserLimits:
     def __init__(self, tenants: Iterable[Tenant], running: Iterable[RunningJob]):
         self.limits = {t.id: t.user_gpu_limit for t in tenants if t.user_gpu_limit is not None}
         self.held: dict[tuple[str, str], int] = {}
+        # The user of the preemptor just decided, whose ask ``held`` counts already.
+        self._claimed: tuple[str, str] | None = None
         if self.limits:
             for job in running:
                 if job.tenant in self.limits:
@@ -30,6 +36,7 @@ class UserLimits:
     def refusal(self, job: QueuedJob) -> str:
         """Why the job would take its user past the tenant's limit, for people; "" if it
         would not (or the tenant sets none)."""
+        self._claimed = None
         limit = self.limits.get(job.tenant)
         asks = job.workers * job.worker_gpu_milli
         if limit is None or not asks:
@@ -39,8 +46,11 @@ class UserLimits:
                 f"It asks for {_gpus(asks)} GPUs; one user may hold at most {_gpus(limit)} in "
                 "the tenant: it cannot start while that limit stands."
             )
-        held = self.held.get((job.tenant, job.owner), 0)
+        user = (job.tenant, job.owner)
+        held = self.held.get(user, 0)
         if held + asks <= limit:
+            if job.preempting:  # its claim, until it starts (charge does not count it again)
+                self.held[user], self._claimed = held + asks, user
             return ""
         return (
             f"Its submitter holds {_gpus(held)} of the {_gpus(limit)} GPUs one user may hold in "
@@ -49,7 +59,9 @@ class UserLimits:
 
     def charge(self, tenant: str, owner: str, gpu_milli: int) -> None:
         """Count GPUs the cycle gave to the user (only in tenants with a limit)."""
-        if gpu_milli and tenant in self.limits:
+        if self._claimed == (tenant, owner):  # the preemptor just decided, counted as it was
+            self._claimed = None
+        elif gpu_milli and tenant in self.limits:
             self.held[tenant, owner] = self.held.get((tenant, owner), 0) + gpu_milli
 
 
