@@ -33,7 +33,9 @@ def stored() -> dict[int, dict[str, float]]:
 def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
     """Bring the tenants' recent use up to `now`, those last brought up to date STEP_S ago or
     more; a tenant seen for the first time starts from nothing at `now`. How many rows it
-    wrote."""
+    wrote. A row brought up to date STEP_S or more ahead of `now` (the clock stepped back)
+    goes on from `now`, its use as it is: else it would stand still until the clock caught
+    up."""
     half_life = half_life_s()
     if not half_life:
         return 0
@@ -46,7 +48,7 @@ def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
             new.append(RecentUse(tenant_id=int(tenant.id), use={}, at=moment))
             continue
         seconds = now - row.at.timestamp()
-        if seconds >= STEP_S:
+        if abs(seconds) >= STEP_S:  # recent_use() counts no time before `at`
             use = recent_use(row.use, tenant, seconds, half_life)
             written += RecentUse.objects.filter(pk=row.pk, at=row.at).update(use=use, at=moment)
     RecentUse.objects.bulk_create(new, ignore_conflicts=True)

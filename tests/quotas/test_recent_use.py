@@ -3,7 +3,7 @@ average of what its running work held in which each moment weighs half as much e
 MLSCHED_FAIR_SHARE_HALF_LIFE_H hours, and orders tenants by it beside what they hold now."""
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from rest_framework.test import APIClient
@@ -70,6 +70,9 @@ def test_a_team_that_held_the_gpus_recently_waits_behind_one_that_did_not(
     RecentUse.objects.create(tenant=alpha, use={"gpu": 16_000.0}, at=at)
     RecentUse.objects.create(tenant=gamma, use={}, at=at)
     jobs = {"alpha": JobFactory(tenant=alpha, gpus=8), "gamma": JobFactory(tenant=gamma, gpus=8)}
+    # alpha's has waited an hour longer: on what each holds now alone, it goes first.
+    earlier = at - timedelta(hours=1)
+    Job.objects.filter(pk=jobs["alpha"].pk).update(created=earlier, eligible_at=earlier)
 
     cycle.run_cycle(now=now)
 
