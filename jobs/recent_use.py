@@ -11,6 +11,7 @@ row is updated only if it still runs to the moment it was read at.
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from jobs import placement as p
 from jobs.placement.ordering import recent_use
@@ -51,5 +52,9 @@ def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
         if abs(seconds) >= STEP_S:  # recent_use() counts no time before `at`
             use = recent_use(row.use, tenant, seconds, half_life)
             written += RecentUse.objects.filter(pk=row.pk, at=row.at).update(use=use, at=moment)
-    RecentUse.objects.bulk_create(new, ignore_conflicts=True)
+    try:
+        with transaction.atomic():
+            RecentUse.objects.bulk_create(new, ignore_conflicts=True)
+    except IntegrityError:  # a tenant deleted since the snapshot: the rest are seen next time
+        return written
     return written + len(new)

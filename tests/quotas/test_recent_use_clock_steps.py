@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import cycle
+from jobs import cycle, recent_use, snapshot
 from quotas.models import RecentUse
 from tests.factories import JobFactory, NodeFactory
 
@@ -32,3 +32,14 @@ def test_it_moves_on_from_now_once_the_clock_has_stepped_back_a_day(alpha, east)
     cycle.run_cycle(now=now + HOUR)
 
     assert RecentUse.objects.get(tenant=alpha).use.get("gpu", 0.0) == pytest.approx(4000.0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_deleted_since_the_snapshot_does_not_fail_the_cycles_update(alpha, gamma):
+    seen = snapshot.tenants([])
+    gamma.delete()
+
+    recent_use.update(seen, time.time())  # the cycle's step 1, with its snapshot's tenants
+    recent_use.update(snapshot.tenants([]), time.time())  # the next cycle
+
+    assert list(RecentUse.objects.values_list("tenant_id", flat=True)) == [alpha.pk]
