@@ -78,7 +78,8 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     attempts_of = Attempt.objects.all() if attempts_of is None else attempts_of
     shared = platform(now)
     return [
-        *shared.clusters, *jobs_by_state(now, jobs), *queue_wait(now, jobs),
+        *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
+        *queue_wait(now, jobs),
         *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
 
@@ -201,6 +202,17 @@ def jobs_by_state(now, jobs) -> list[Metric]:
     counts = jobs.order_by().values("state").annotate(n=Count("id"))
     return metric("mlsched_jobs", "gauge", "Jobs by state.",
                   [({"state": c["state"]}, c["n"]) for c in counts])  # fmt: skip
+
+
+def queued_by_reason(now, jobs) -> list[Metric]:
+    """Why the queued jobs wait, by the reason code the cycle stored ("" for none yet, held
+    jobs as "held"): quota, a user's GPU limit, capacity, a dependency, a begin to come..."""
+    counts = (
+        jobs.filter(state=State.QUEUED).order_by().values("pending_reason").annotate(n=Count("id"))
+    )
+    return metric("mlsched_jobs_queued_by_reason", "gauge", "Queued jobs by why they wait.",
+                  [({"reason": c["pending_reason"]}, c["n"])
+                   for c in sorted(counts, key=lambda c: c["pending_reason"])])  # fmt: skip
 
 
 def queue_wait(now, jobs) -> list[Metric]:

@@ -16,7 +16,8 @@ from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
-    "mlsched_gpus_fragmented", "mlsched_jobs", "mlsched_queue_wait_seconds",
+    "mlsched_gpus_fragmented", "mlsched_jobs", "mlsched_jobs_queued_by_reason",
+    "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
@@ -357,3 +358,15 @@ def test_without_redis_the_figures_are_computed_as_if_nothing_were_kept(
 
     assert [total_gpus(f) for f in figures] == [[8], [8]]
     assert len(snapshot_loads) == 2
+
+
+def test_queued_jobs_are_counted_by_why_they_wait(snapshot_loads):
+    for reason in ("quota_exceeded", "quota_exceeded", "user_gpu_limit"):
+        JobFactory(pending_reason=reason)
+    JobFactory(state=State.RUNNING, pending_reason="")
+
+    got = next(
+        m for m in metrics.collect(timezone.now()) if m.name == "mlsched_jobs_queued_by_reason"
+    )
+
+    assert got.samples == [({"reason": "quota_exceeded"}, 2), ({"reason": "user_gpu_limit"}, 1)]
