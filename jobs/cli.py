@@ -437,7 +437,9 @@ def quota(api: Api, args) -> None:
         most = team.get("max_queued_jobs")
         at_most = f" of at most {most}" if most is not None else ""
         per_user = team.get("max_gpus_per_user")
-        each = f", at most {per_user} GPUs per user" if per_user is not None else ""
+        each = ""
+        if per_user is not None:
+            each = f", at most {per_user} GPUs per user (you hold {amount(team['your_gpus'])})"
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{team['waiting_for_quota']} waiting for quota{each}")  # fmt: skip
 

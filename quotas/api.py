@@ -18,4 +18,5 @@ class QuotasView(APIView):
             )
         except reports.BadParameter as bad:
             raise ValidationError({bad.field: bad.message}) from None
-        return Response({"tenants": [team.as_json() for team in status.of(teams)]})
+        answer = status.of(teams, request.user)
+        return Response({"tenants": [team.as_json() for team in answer]})

@@ -48,6 +48,7 @@ class TeamQuotas:
     max_queued_jobs: int | None  # None: no limit
     max_gpus_per_user: int | None  # GPUs one user may hold in it at once; None: no limit
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
+    your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
 
     def as_json(self) -> dict:
@@ -63,13 +64,16 @@ def in_units(flavor: str, amount: int | None) -> float | None:
     return None if amount is None else amount / snapshot.gpu_scale(flavor)
 
 
-def of(teams: list[Tenant]) -> list[TeamQuotas]:
-    """The quota status of `teams` (tenants the caller may read), in their order. The ledger
-    needs the running work of every tenant in their cohorts, whose idle guarantee they may
-    borrow, and their recent use: five queries whatever the number of teams."""
+def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
+    """The quota status of `teams` (tenants the caller may read), in their order, with the GPUs
+    the `reader`'s running jobs hold in each (what a per-user limit counts). The ledger needs
+    the running work of every tenant in their cohorts, whose idle guarantee they may borrow,
+    and their recent use: five queries whatever the number of teams."""
     cohorts = {team.cohort for team in teams}
-    rows = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
-    known = snapshot.tenants(rows.values(*snapshot.ALLOCATION_FIELDS))
+    active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
+    rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
+    known = snapshot.tenants(rows)
+    yours = readers_gpus(rows, reader)
     ledger = Ledger(known)
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
     # Each tenant's flavors, read off the ledger's keys once (not once per team).
@@ -92,10 +96,21 @@ def of(teams: list[Tenant]) -> list[TeamQuotas]:
             max_queued_jobs=team.max_queued_jobs,
             max_gpus_per_user=team.max_gpus_per_user,
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
+            your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
         )
         for team in teams
     ]  # fmt: skip
+
+
+def readers_gpus(rows: list[dict], reader) -> dict[int, float]:
+    """The GPUs the reader's running jobs hold, by tenant id, from the allocation rows."""
+    milli: dict[int, int] = defaultdict(int)
+    owner = None if reader is None else reader.pk
+    for row in rows:
+        if row["attempt__job__owner_id"] == owner and row["gpu_index"] is not None:
+            milli[row["attempt__job__tenant_id"]] += row["gpu_milli"]
+    return {tenant: amount / snapshot.GPU_MILLI for tenant, amount in milli.items()}
 
 
 def flavors(ledger: Ledger, tenant: str, named: set[str]) -> list[Flavor]:

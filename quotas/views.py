@@ -11,4 +11,4 @@ from quotas import status
 @login_required
 def quotas(request):
     teams = list(access.report_tenants(request.user).order_by("name"))
-    return render(request, "portal/quotas.html", {"teams": status.of(teams)})
+    return render(request, "portal/quotas.html", {"teams": status.of(teams, request.user)})

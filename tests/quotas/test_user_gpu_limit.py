@@ -83,8 +83,13 @@ def test_a_tenant_admin_sets_the_limit_of_their_tenant(client, alice, alpha):
     assert alpha.max_gpus_per_user == 4
 
 
-def test_the_quota_api_page_and_cli_show_the_limit(alpha, alice, client, cli):
+def test_the_quota_api_page_and_cli_show_the_limit_and_what_the_reader_holds(
+    alpha, alice, bob, client, cli, room
+):
     limit(alpha, 4)
+    JobFactory(tenant=alpha, owner=alice, gpus=3)
+    JobFactory(tenant=alpha, owner=bob, gpus=1)
+    cycle.run_cycle()
     api = APIClient()
     api.force_authenticate(alice)
     client.force_login(alice)
@@ -93,6 +98,6 @@ def test_the_quota_api_page_and_cli_show_the_limit(alpha, alice, client, cli):
     page = client.get("/quotas/").text
     shown = cli("quota")
 
-    assert team["max_gpus_per_user"] == 4
-    assert "Each user may hold at most 4 GPUs of it at once." in page
-    assert "at most 4 GPUs per user" in shown.stdout
+    assert (team["max_gpus_per_user"], team["your_gpus"]) == (4, 3.0)
+    assert "Each user may hold at most 4 GPUs of it at once; you hold 3." in page
+    assert "at most 4 GPUs per user (you hold 3)" in shown.stdout
