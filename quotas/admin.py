@@ -90,6 +90,37 @@ class LookupsChecked:
         return CheckedLookups
 
 
+class DrawnQuota(forms.ModelForm):
+    """A quota row that says what it was when its page was drawn (`drawn`, hidden), so that of
+    two admins editing one row, the one who saves second is told the row changed since, rather
+    than silently writing over the first one's change (Django's admin has no such check)."""
+
+    drawn = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["drawn"].initial = as_drawn(self.instance)
+
+    def check_unchanged(self) -> None:
+        """Once the tenant row is locked (the caller's): refuse a save over a change made
+        since the page was drawn, or over a row deleted since."""
+        drawn = self.cleaned_data.get("drawn")
+        if self.instance.pk is None or not drawn:
+            return
+        stored = Quota.objects.filter(pk=self.instance.pk).first()
+        now = as_drawn(stored) if stored else "deleted"
+        if now != drawn:
+            self.add_error(None, (
+                f"This quota was changed by someone else since the page was drawn (it is now "
+                f"{now}): reload the page to see it, then make your change again."
+            ))  # fmt: skip
+
+
+def as_drawn(quota: Quota) -> str:
+    return f"{quota.flavor}, guaranteed {quota.guaranteed}, borrow limit {quota.borrow_limit}"
+
+
 class QuotaFormSet(BaseInlineFormSet):
     """A tenant's quota rows, checked against the rows stored now as well as against each
     other: the database keeps one quota per tenant and flavor, and a row taking the flavor of
@@ -104,6 +135,9 @@ class QuotaFormSet(BaseInlineFormSet):
         # The admin saves in one transaction: two admins saving one tenant take turns here,
         # and the later one sees the rows the earlier one added.
         list(Tenant.objects.select_for_update(no_key=True).filter(pk=self.instance.pk))
+        for form in self.forms:
+            if form.has_changed() or self._should_delete_form(form):
+                form.check_unchanged()
         stored = dict(self.instance.quotas.values_list("flavor", "pk"))
         deleted = [form for form in self.forms if self._should_delete_form(form)]
         gone = {form.instance.pk for form in deleted}
@@ -123,9 +157,10 @@ class QuotaFormSet(BaseInlineFormSet):
 
 class QuotaInline(PlatformOnly, admin.TabularInline):
     model = Quota
+    form = DrawnQuota
     formset = QuotaFormSet
     extra = 1
-    fields = ["flavor", "guaranteed", "borrow_limit", "in_use"]
+    fields = ["flavor", "guaranteed", "borrow_limit", "in_use", "drawn"]
     readonly_fields = ["in_use"]
 
     @admin.display(description="in use now")
@@ -283,17 +318,19 @@ def through_relation(model, lookup: str) -> bool:
         return False
 
 
-class QuotaForm(forms.ModelForm):
+class QuotaForm(DrawnQuota):
     """A quota on its own page. Two admins saving one tenant's flavor at once (here, or here and
     on the tenant page) take turns on the tenant row, as QuotaFormSet does, so the later one's
     check of the one-quota-per-flavor rule sees the row the earlier one added: a form error on
-    the flavor, not a 500 from the database."""
+    the flavor, not a 500 from the database; and one saving over a change the other made since
+    the page was drawn is told so (DrawnQuota)."""
 
     def clean(self):
         cleaned = super().clean()
         if tenant := cleaned.get("tenant"):
             # Held until the admin's save (one transaction) commits.
             list(Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk))
+            self.check_unchanged()
         return cleaned
 
 

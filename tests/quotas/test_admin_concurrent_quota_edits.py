@@ -1,0 +1,103 @@
+"""Two platform admins editing one quota row: the one who saves second, from a page drawn
+before the first one's save, is told the row changed since, instead of silently writing over
+it (on the tenant's page and on the quota's own page)."""
+
+import re
+
+import pytest
+from django.test import Client
+
+from tests.factories import QuotaFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admins(db):
+    """Two superusers' clients: Root and Ruth."""
+    out = []
+    for name in ("root", "ruth"):
+        browser = Client()
+        browser.force_login(UserFactory(username=name, is_staff=True, is_superuser=True))
+        out.append(browser)
+    return out
+
+
+@pytest.fixture
+def quota(alpha):
+    return QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8, borrow_limit=0)
+
+
+def drawn_in(page: str, name: str) -> str:
+    """The hidden `drawn` value the page holds for the form field `name`."""
+    found = re.search(rf'name="{name}" value="([^"]*)"', page)
+    assert found, f"no {name} on the page"
+    return found.group(1).replace("&#x27;", "'")
+
+
+def tenant_form(tenant, quota, drawn: str, guaranteed: int, borrow_limit: int) -> dict:
+    """The tenant page as an admin sends it: the one quota row, as edited."""
+    return {
+        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "1",
+        "quotas-0-id": str(quota.pk), "quotas-0-tenant": str(tenant.pk),
+        "quotas-0-flavor": quota.flavor, "quotas-0-guaranteed": str(guaranteed),
+        "quotas-0-borrow_limit": str(borrow_limit), "quotas-0-drawn": drawn,
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+    }  # fmt: skip
+
+
+def test_the_second_save_of_a_quota_row_on_the_tenant_page_is_refused(admins, alpha, quota):
+    root, ruth = admins
+    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
+    drawn = drawn_in(root.get(url).text, "quotas-0-drawn")
+    assert drawn == drawn_in(ruth.get(url).text, "quotas-0-drawn")  # both pages drawn
+
+    first = root.post(url, tenant_form(alpha, quota, drawn, guaranteed=16, borrow_limit=0))
+    second = ruth.post(url, tenant_form(alpha, quota, drawn, guaranteed=8, borrow_limit=4))
+
+    quota.refresh_from_db()
+    assert first.status_code == 302
+    assert second.status_code == 200
+    assert "This quota was changed by someone else since the page was drawn" in second.text
+    assert "guaranteed 16, borrow limit 0" in second.text
+    assert (quota.guaranteed, quota.borrow_limit) == (16, 0)
+
+
+def test_a_save_from_a_fresh_page_goes_through(admins, alpha, quota):
+    root, _ = admins
+    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
+    drawn = drawn_in(root.get(url).text, "quotas-0-drawn")
+
+    answer = root.post(url, tenant_form(alpha, quota, drawn, guaranteed=16, borrow_limit=2))
+
+    quota.refresh_from_db()
+    assert answer.status_code == 302
+    assert (quota.guaranteed, quota.borrow_limit) == (16, 2)
+
+
+def test_the_second_save_on_the_quotas_own_page_is_refused(admins, alpha, quota):
+    root, ruth = admins
+    url = f"/admin/quotas/quota/{quota.pk}/change/"
+    drawn = drawn_in(root.get(url).text, "drawn")
+    form = {"tenant": str(alpha.pk), "flavor": quota.flavor, "drawn": drawn}
+
+    first = root.post(url, {**form, "guaranteed": "16", "borrow_limit": "0"})
+    second = ruth.post(url, {**form, "guaranteed": "8", "borrow_limit": "4"})
+
+    quota.refresh_from_db()
+    assert (first.status_code, second.status_code) == (302, 200)
+    assert "changed by someone else since the page was drawn" in second.text
+    assert (quota.guaranteed, quota.borrow_limit) == (16, 0)
+
+
+def test_a_row_deleted_since_the_page_was_drawn_is_not_written_again(admins, alpha, quota):
+    root, ruth = admins
+    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
+    drawn = drawn_in(ruth.get(url).text, "quotas-0-drawn")
+    quota.delete()
+
+    answer = ruth.post(url, tenant_form(alpha, quota, drawn, guaranteed=8, borrow_limit=4))
+
+    assert answer.status_code == 200
+    assert not alpha.quotas.exists()
