@@ -90,35 +90,59 @@ class LookupsChecked:
         return CheckedLookups
 
 
-class DrawnQuota(forms.ModelForm):
-    """A quota row that says what it was when its page was drawn (`drawn`, hidden), so that of
-    two admins editing one row, the one who saves second is told the row changed since, rather
-    than silently writing over the first one's change (Django's admin has no such check)."""
+class Drawn(forms.ModelForm):
+    """A row's form that says what the row was when its page was drawn (`drawn`, hidden: its
+    `drawn_fields`), so that of two admins editing one row, the one who saves second is told
+    the row changed since, rather than silently writing over the first one's change (Django's
+    admin saves every field of the row it read at the save, and has no such check)."""
 
-    drawn = forms.CharField(widget=forms.HiddenInput, required=False)
+    drawn_fields: tuple[str, ...] = ()
+    what = "row"
+    drawn = forms.CharField(widget=forms.HiddenInput, required=False, strip=False)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk is not None:
-            self.fields["drawn"].initial = as_drawn(self.instance)
+            self.fields["drawn"].initial = self.as_drawn(self.instance)
+
+    def as_drawn(self, row) -> str:
+        return ", ".join(f"{name} {getattr(row, name)!s}" for name in self.drawn_fields)
 
     def check_unchanged(self) -> None:
-        """Once the tenant row is locked (the caller's): refuse a save over a change made
+        """Once the row's tenant is locked (the caller's): refuse a save over a change made
         since the page was drawn, or over a row deleted since."""
         drawn = self.cleaned_data.get("drawn")
         if self.instance.pk is None or not drawn:
             return
-        stored = Quota.objects.filter(pk=self.instance.pk).first()
-        now = as_drawn(stored) if stored else "deleted"
+        stored = type(self.instance).objects.filter(pk=self.instance.pk).first()
+        now = self.as_drawn(stored) if stored else "deleted"
         if now != drawn:
             self.add_error(None, (
-                f"This quota was changed by someone else since the page was drawn (it is now "
-                f"{now}): reload the page to see it, then make your change again."
+                f"This {self.what} was changed by someone else since the page was drawn (it is "
+                f"now: {now}): reload the page to see it, then make your change again."
             ))  # fmt: skip
 
 
-def as_drawn(quota: Quota) -> str:
-    return f"{quota.flavor}, guaranteed {quota.guaranteed}, borrow limit {quota.borrow_limit}"
+class DrawnQuota(Drawn):
+    drawn_fields = ("flavor", "guaranteed", "borrow_limit")
+    what = "quota"
+
+
+class TenantForm(Drawn):
+    """The tenant's own fields: of two admins saving one tenant, the second is told it changed
+    since its page was drawn (its quota rows are checked on their own, DrawnQuota)."""
+
+    drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
+                    "max_gpus_per_user", "notify_url")  # fmt: skip
+    what = "tenant"
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is not None:
+            # Held until the admin's save (one transaction) commits, as QuotaFormSet holds it.
+            list(Tenant.objects.select_for_update(no_key=True).filter(pk=self.instance.pk))
+            self.check_unchanged()
+        return cleaned
 
 
 class QuotaFormSet(BaseInlineFormSet):
@@ -230,6 +254,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
 
+    form = TenantForm
     list_display = [
         "name", "slug", "fair_share_weight", "max_queued_jobs", "max_gpus_per_user", "created"
     ]  # fmt: skip

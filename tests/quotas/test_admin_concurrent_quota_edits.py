@@ -1,7 +1,8 @@
-"""Two platform admins editing one quota row: the one who saves second, from a page drawn
-before the first one's save, is told the row changed since, instead of silently writing over
-it (on the tenant's page and on the quota's own page)."""
+"""Two platform admins editing one quota row, or one tenant: the one who saves second, from a
+page drawn before the first one's save, is told the row changed since, instead of silently
+writing over it (on the tenant's page and on the quota's own page)."""
 
+import html
 import re
 
 import pytest
@@ -32,7 +33,7 @@ def drawn_in(page: str, name: str) -> str:
     """The hidden `drawn` value the page holds for the form field `name`."""
     found = re.search(rf'name="{name}" value="([^"]*)"', page)
     assert found, f"no {name} on the page"
-    return found.group(1).replace("&#x27;", "'")
+    return html.unescape(found.group(1))
 
 
 def tenant_form(tenant, quota, drawn: str, guaranteed: int, borrow_limit: int) -> dict:
@@ -60,7 +61,7 @@ def test_the_second_save_of_a_quota_row_on_the_tenant_page_is_refused(admins, al
     assert first.status_code == 302
     assert second.status_code == 200
     assert "This quota was changed by someone else since the page was drawn" in second.text
-    assert "guaranteed 16, borrow limit 0" in second.text
+    assert "flavor gpu:A100, guaranteed 16, borrow_limit 0" in second.text
     assert (quota.guaranteed, quota.borrow_limit) == (16, 0)
 
 
@@ -101,3 +102,22 @@ def test_a_row_deleted_since_the_page_was_drawn_is_not_written_again(admins, alp
 
     assert answer.status_code == 200
     assert not alpha.quotas.exists()
+
+
+def test_the_second_save_of_a_tenant_drawn_before_the_first_is_refused(admins, alpha):
+    root, ruth = admins
+    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
+    drawn = drawn_in(root.get(url).text, "drawn")
+    form = {
+        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1", "cohort": "default",
+        "drawn": drawn, "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+    }  # fmt: skip
+
+    first = root.post(url, {**form, "max_gpus_per_user": "8"})
+    second = ruth.post(url, {**form, "max_queued_jobs": "100"})
+
+    alpha.refresh_from_db()
+    assert (first.status_code, second.status_code) == (302, 200)
+    assert "This tenant was changed by someone else since the page was drawn" in second.text
+    assert (alpha.max_gpus_per_user, alpha.max_queued_jobs) == (8, None)
