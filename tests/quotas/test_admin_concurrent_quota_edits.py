@@ -29,9 +29,14 @@ def quota(alpha):
     return QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8, borrow_limit=0)
 
 
-def drawn_in(page: str, name: str) -> str:
-    """The hidden `drawn` value the page holds for the form field `name`."""
-    found = re.search(rf'name="{name}" value="([^"]*)"', page)
+@pytest.fixture
+def tenant_page(alpha) -> str:
+    return f"/admin/quotas/tenant/{alpha.pk}/change/"
+
+
+def drawn_on(browser, url: str, name: str = "quotas-0-drawn") -> str:
+    """The hidden `drawn` value the page at `url` holds for the form field `name`."""
+    found = re.search(rf'name="{name}" value="([^"]*)"', browser.get(url).text)
     assert found, f"no {name} on the page"
     return html.unescape(found.group(1))
 
@@ -48,11 +53,13 @@ def tenant_form(tenant, quota, drawn: str, guaranteed: int, borrow_limit: int) -
     }  # fmt: skip
 
 
-def test_the_second_save_of_a_quota_row_on_the_tenant_page_is_refused(admins, alpha, quota):
+def test_the_second_save_of_a_quota_row_on_the_tenant_page_is_refused(
+    admins, alpha, quota, tenant_page
+):
     root, ruth = admins
-    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
-    drawn = drawn_in(root.get(url).text, "quotas-0-drawn")
-    assert drawn == drawn_in(ruth.get(url).text, "quotas-0-drawn")  # both pages drawn
+    url = tenant_page
+    drawn = drawn_on(root, url)
+    assert drawn == drawn_on(ruth, url)  # both pages drawn
 
     first = root.post(url, tenant_form(alpha, quota, drawn, guaranteed=16, borrow_limit=0))
     second = ruth.post(url, tenant_form(alpha, quota, drawn, guaranteed=8, borrow_limit=4))
@@ -65,12 +72,11 @@ def test_the_second_save_of_a_quota_row_on_the_tenant_page_is_refused(admins, al
     assert (quota.guaranteed, quota.borrow_limit) == (16, 0)
 
 
-def test_a_save_from_a_fresh_page_goes_through(admins, alpha, quota):
+def test_a_save_from_a_fresh_page_goes_through(admins, alpha, quota, tenant_page):
     root, _ = admins
-    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
-    drawn = drawn_in(root.get(url).text, "quotas-0-drawn")
+    drawn = drawn_on(root, tenant_page)
 
-    answer = root.post(url, tenant_form(alpha, quota, drawn, guaranteed=16, borrow_limit=2))
+    answer = root.post(tenant_page, tenant_form(alpha, quota, drawn, guaranteed=16, borrow_limit=2))
 
     quota.refresh_from_db()
     assert answer.status_code == 302
@@ -80,8 +86,7 @@ def test_a_save_from_a_fresh_page_goes_through(admins, alpha, quota):
 def test_the_second_save_on_the_quotas_own_page_is_refused(admins, alpha, quota):
     root, ruth = admins
     url = f"/admin/quotas/quota/{quota.pk}/change/"
-    drawn = drawn_in(root.get(url).text, "drawn")
-    form = {"tenant": str(alpha.pk), "flavor": quota.flavor, "drawn": drawn}
+    form = {"tenant": str(alpha.pk), "flavor": quota.flavor, "drawn": drawn_on(root, url, "drawn")}
 
     first = root.post(url, {**form, "guaranteed": "16", "borrow_limit": "0"})
     second = ruth.post(url, {**form, "guaranteed": "8", "borrow_limit": "4"})
@@ -92,25 +97,26 @@ def test_the_second_save_on_the_quotas_own_page_is_refused(admins, alpha, quota)
     assert (quota.guaranteed, quota.borrow_limit) == (16, 0)
 
 
-def test_a_row_deleted_since_the_page_was_drawn_is_not_written_again(admins, alpha, quota):
-    root, ruth = admins
-    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
-    drawn = drawn_in(ruth.get(url).text, "quotas-0-drawn")
+def test_a_row_deleted_since_the_page_was_drawn_is_not_written_again(
+    admins, alpha, quota, tenant_page
+):
+    _, ruth = admins
+    drawn = drawn_on(ruth, tenant_page)
     quota.delete()
 
-    answer = ruth.post(url, tenant_form(alpha, quota, drawn, guaranteed=8, borrow_limit=4))
+    answer = ruth.post(tenant_page, tenant_form(alpha, quota, drawn, guaranteed=8, borrow_limit=4))
 
     assert answer.status_code == 200
     assert not alpha.quotas.exists()
 
 
-def test_the_second_save_of_a_tenant_drawn_before_the_first_is_refused(admins, alpha):
+def test_the_second_save_of_a_tenant_drawn_before_the_first_is_refused(admins, alpha, tenant_page):
     root, ruth = admins
-    url = f"/admin/quotas/tenant/{alpha.pk}/change/"
-    drawn = drawn_in(root.get(url).text, "drawn")
+    url = tenant_page
     form = {
         "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1", "cohort": "default",
-        "drawn": drawn, "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
+        "drawn": drawn_on(root, url, "drawn"),
+        "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip
 
