@@ -101,4 +101,3 @@ def test_the_rerun_form_drawn_live_reruns_the_failed_shards_once_if_sent_twice(
     assert again.idempotency_key == sent["idempotency_key"]
     assert sorted(again.batch().values_list("shard_index", flat=True)) == FAILED_SHARDS
     expect(page.locator("#shards")).to_have_text("2 of 5: 2 queued (cancel stops them all)")
-
