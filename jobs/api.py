@@ -15,7 +15,7 @@ from rest_framework.exceptions import PermissionDenied, Throttled, ValidationErr
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, actions, throttles
+from jobs import access, actions, throttles, trial
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
     MAX_CANCELED,
@@ -81,17 +81,36 @@ class JobsView(APIView):
                          "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
 
     def post(self, request):
-        submission = SubmitSerializer(
-            data=request.data,
-            tenants=access.submit_tenants(request.user),
-            jobs=access.visible_jobs(request.user),
-        )
-        submission.is_valid(raise_exception=True)
-        spec = dict(submission.validated_data)
-        tenant = spec.pop("tenant")
+        tenant, spec = submission(request)
         job, created = actions.submit(request.user, tenant, spec)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(job_json(request, visible(request).get(pk=job.pk)), status=code)
+
+
+def submission(request) -> tuple:
+    """The body of a submission, checked (a 400 naming the field): (tenant, the rest)."""
+    checked = SubmitSerializer(
+        data=request.data,
+        tenants=access.submit_tenants(request.user),
+        jobs=access.visible_jobs(request.user),
+    )
+    checked.is_valid(raise_exception=True)
+    spec = dict(checked.validated_data)
+    return spec.pop("tenant"), spec
+
+
+class SubmitTestOnlyView(APIView):
+    """A test-only submission (Slurm's sbatch --test-only): a submission's body, checked as
+    one is, answered with what the scheduler would decide now (jobs.trial); nothing is
+    written. It costs a whole placement over the queue: it counts against the user's and the
+    tenant's submission rates as a submission does."""
+
+    def get_throttles(self):
+        return [*super().get_throttles(), SubmitRate(), TenantSubmitRate()]
+
+    def post(self, request):
+        tenant, spec = submission(request)
+        return Response(trial.estimate(request.user, tenant, spec))
 
 
 class JobView(APIView):
@@ -364,6 +383,7 @@ def job_lines(job, after: int, limit: int = 1000, *, newest: bool = False):
 
 urlpatterns = [
     path("jobs/", JobsView.as_view(), name="api-jobs"),
+    path("jobs/test/", SubmitTestOnlyView.as_view(), name="api-jobs-test"),
     path("jobs/<int:pk>/", JobView.as_view(), name="api-job"),
     path("jobs/cancel/", CancelJobsView.as_view(), name="api-jobs-cancel"),
     path("jobs/<int:pk>/cancel/", CancelView.as_view(), name="api-job-cancel"),

@@ -1,6 +1,6 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
-    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME]
+    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -11,7 +11,10 @@
                      with its zone ("2026-12-03T02:00:00Z") or from now ("now+90m", "now+2h";
                      s, m, h, d, seconds without a unit). --deadline TIME, written the same
                      way, as Slurm's --deadline: canceled while queued once it could no longer
-                     end by then (started at once and running its max_runtime_s)
+                     end by then (started at once and running its max_runtime_s).
+                     --test-only submits nothing: it prints whether the scheduler would
+                     start the job now and where, or why it would wait and its estimated
+                     start, as Slurm's sbatch --test-only
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S] [--held] [--batch ID] [--limit N]
@@ -164,8 +167,34 @@ def submit(api: Api, args) -> None:
             if not isinstance(spec, dict):
                 raise SystemExit(f"{args.file}: not a job description")
             spec[field] = moment
+    if args.test_only:
+        answer = api.call("POST", "jobs/test/", json=spec)
+        show(trial_line(answer))
+        if answer["notes"]:
+            show(" ".join(answer["notes"]))
+        return
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
+
+
+def trial_line(answer: dict) -> str:
+    """A test-only submission's answer in a line: where it would start now, or why its first
+    job that would not (a batch: which shard) waits, and its estimated start."""
+    jobs = answer["jobs"]
+    placed = [job for job in jobs if job["status"] == "placed"]
+    where = ", ".join(sorted({name for job in placed for name in job["clusters"]}))
+    what = f"{len(jobs)} shards" if len(jobs) > 1 else f"{jobs[0]['nodes']} node(s)"
+    start = f"estimated start {answer['estimated_start'] or 'unknown'}"
+    if answer["starts_now"]:
+        return f"would start now on {where} ({what})"
+    if len(placed) == len(jobs):
+        return f"would fit now on {where} ({what}), but waits: {start}"
+    waits = next(job for job in jobs if job["status"] != "placed")
+    which = f"{len(placed)} of {len(jobs)} shards would start now; shard {waits['shard_index']} "
+    return (
+        f"{which if len(jobs) > 1 else ''}would wait: {waits['pending_reason']}: "
+        f"{waits['pending_message']}; {start}"
+    )
 
 
 RELATIVE = re.compile(r"now(?:\+(\d{1,9})([smhd]?))?")
@@ -499,6 +528,11 @@ def main(argv=None) -> int:
     submitting.add_argument(
         "--deadline", type=time_written, metavar="TIME",
         help="canceled while queued once it could no longer end by TIME, written as for --begin",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--test-only", action="store_true",
+        help="submit nothing: say whether it would start now, where, or why it would wait "
+             "and until when (Slurm's sbatch --test-only)",
     )  # fmt: skip
     depending = commands.add_parser("depend")
     depending.add_argument("id", type=int)

@@ -235,6 +235,35 @@ def hold(waits: list[Wait]) -> None:
     _check_awaited(waits, _lock_awaited([wait.on for wait in waits]))
 
 
+def check(waits: list[Wait]) -> None:
+    """`hold`'s refusals without its locks, for a submission that writes nothing (a test-only
+    one: jobs.trial)."""
+    found = Job.objects.filter(pk__in=[wait.on for wait in waits]).values_list("pk", flat=True)
+    _check_awaited(waits, set(found))
+
+
+def unmet_now(waits: list[Wait], singleton: bool, group: dict) -> list[tuple[int, str]]:
+    """What a submission not written would wait for, as `waiting` gives it for a stored job:
+    its dependencies not met yet, and as a singleton (`group`: tenant_id, owner_id, name) the
+    earliest submission of its group that has not ended. Run after `check`: none has ended
+    the wrong way."""
+    ids = [wait.on for wait in waits]
+    jobs = Job.objects.filter(pk__in=ids)
+    unsucceeded_ids = set(jobs.filter(unsucceeded(OuterRef("pk"))).values_list("pk", flat=True))
+    unended_ids = set(jobs.filter(unended(OuterRef("pk"))).values_list("pk", flat=True))
+    found = [
+        (on, kind)
+        for on, kind in waits
+        if on in (unsucceeded_ids if kind == Kind.AFTEROK else unended_ids)
+    ]
+    if singleton:
+        live = Job.objects.filter(**group).exclude(state__in=ENDED).order_by("pk")
+        earliest = live.values_list(Coalesce("parent_id", "pk"), flat=True).first()
+        if earliest is not None:
+            found.append((earliest, SINGLETON))
+    return sorted(found)
+
+
 def _lock_awaited(ids: list[int], *, nowait: bool = False) -> set[int]:
     """Lock these jobs and their batches' live shards in id order; the ids found of `ids`.
     `nowait`: raise OperationalError rather than wait for a lock another transaction holds."""

@@ -7,8 +7,10 @@ become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 """
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -68,16 +70,20 @@ def seconds(dt) -> float | None:
     return dt.timestamp() if dt is not None else None
 
 
-def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
-    """Read everything one placement cycle looks at, as of one moment."""
+def load(
+    now: float, seed: int = 0, policy: p.Policy | None = None, extra: Sequence[dict] = ()
+) -> Loaded:
+    """Read everything one placement cycle looks at, as of one moment. `extra`: jobs not
+    stored, as `row_of` gives them (a test-only submission's, jobs.trial), queued with the
+    others; nothing else of the Loaded counts them."""
     if connection.in_atomic_block:
-        return read(now, seed, policy)
+        return read(now, seed, policy, extra)
     # One REPEATABLE READ transaction: read in separate statements, a job whose attempt ends
     # in between would show both as running and as queued, its tenant's use counted twice.
     # SQLite's transactions (IMMEDIATE) hold every writer off until the reading is done.
     if connection.vendor != "postgresql":
         with transaction.atomic():
-            return read(now, seed, policy)
+            return read(now, seed, policy, extra)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -85,10 +91,12 @@ def load(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
             # estimate past jit_above_cost: compiling the plan would cost more (0.25 s a query
             # on 100,000 queued jobs) than it saves.
             cursor.execute("SET LOCAL jit = off")
-        return read(now, seed, policy)
+        return read(now, seed, policy, extra)
 
 
-def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
+def read(
+    now: float, seed: int = 0, policy: p.Policy | None = None, extra: Sequence[dict] = ()
+) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
     waiting_pending, waiting = dependencies.waiting()
@@ -100,7 +108,7 @@ def read(now: float, seed: int = 0, policy: p.Policy | None = None) -> Loaded:
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
         running=running,
-        queued=tuple(to_queued(job, clusters, now) for job in queued),
+        queued=tuple(to_queued(job, clusters, now) for job in [*queued, *extra]),
         tenants=tenants(rows, running),
         now=now,
         seed=seed,
@@ -325,6 +333,12 @@ def backoff_jobs(now: float):
         .order_by("id")
         .values("id", "not_before", "begin", "pending_reason", "pending_message", "estimated_start")
     )
+
+
+def row_of(job: Job) -> dict:
+    """A job not stored (its priority class set) as queued_jobs reads a stored one, for
+    to_queued."""
+    return {name: reduce(getattr, name.split("__"), job) for name in QUEUED_FIELDS}
 
 
 def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
