@@ -56,7 +56,12 @@ def job_answer(index: int, outcome: Outcome, names: dict[str, str], back: dateti
     why it would wait, as the cycle would store it (cycle.explanation). A job that evicts
     work first starts once its victims have gone (`back`)."""
     reason, message, start = cycle.explanation(outcome, skipped=False)
-    if outcome.status == PREEMPTS:
+    if outcome.status == PREEMPTS:  # nothing is stopped for a trial: said as what would be
+        victims = len(outcome.victims)
+        message = (
+            f"It would ask {victims} lower-priority job(s) to stop, and start once they have "
+            f"gone (their grace period: about {cycle.utc_time(back)})."
+        )
         start = back
     return {
         "shard_index": index,

@@ -9,7 +9,13 @@ from clusters.models import Allocation
 from jobs import cycle
 from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory, QuotaFactory
+from tests.factories import (
+    ClusterFactory,
+    JobFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    QuotaFactory,
+)
 from tests.jobs.test_api import SPEC as API_SPEC
 from tests.jobs.test_api import client_for, normal_priority  # noqa: F401 - its autouse fixture
 
@@ -234,3 +240,19 @@ def test_a_singleton_with_an_earlier_job_of_its_name_live_is_said_to_wait_for_it
 
     assert (answer["starts_now"], answer["estimated_start"]) == (False, None)
     assert answer["notes"] == [f"Waiting for job #{earlier.pk} to end (singleton)."]
+
+
+def test_a_job_that_would_evict_says_so_and_nothing_is_asked_to_stop(alpha, alice, east):
+    n8_a100_nodes(1, east)
+    low = PriorityClassFactory(name="low", value=-100)
+    running = JobFactory(tenant=alpha, owner=alice, gpus=8, preemptible=True, priority_class=low)
+    cycle.run_cycle()
+    PriorityClassFactory(name="urgent", value=100, may_preempt=True).tenants.add(alpha)
+
+    (job,) = submit_test_only(alice, priority_class="urgent").json()["jobs"]
+
+    assert job["status"] == "preempts"
+    assert job["pending_message"].startswith(
+        "It would ask 1 lower-priority job(s) to stop, and start once they have gone"
+    )
+    assert running.attempts.get().stop_requested_at is None
