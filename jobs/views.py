@@ -17,7 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
-from jobs import access, actions, dependencies, reports, throttles
+from jobs import access, actions, dependencies, reports, throttles, trial
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
@@ -355,15 +355,19 @@ def submit(request):
     tenants = access.submit_tenants(request.user)
     # One key per form drawn, kept when it is drawn again with an error (forms.idempotency_key).
     values = {**submit_form.INITIAL, "form_key": secrets.token_hex(16)}
-    errors, status = {}, 200
+    errors, status, answer = {}, 200, None
     if request.method == "POST":
         values = submit_form.read(request.POST)
         data, errors = submit_form.serializer_input(values)
         checked = SubmitSerializer(data=data, tenants=tenants, jobs=visible_jobs(request.user))
         if checked.is_valid() and not errors:
-            job, errors, status = submitted(request, dict(checked.validated_data))
-            if job is not None:
-                return redirect("job", pk=job.pk)
+            spec = dict(checked.validated_data)
+            if "test_only" in request.POST:  # the same form drawn again, with the answer
+                answer, errors, status = within_rates(request, spec, trial.estimate)
+            else:
+                job, errors, status = within_rates(request, spec, submit_one)
+                if job is not None:
+                    return redirect("job", pk=job.pk)
         else:
             errors, status = {**field_errors(checked.errors), **errors}, 400
     context = {
@@ -372,21 +376,26 @@ def submit(request):
         "fields": described(errors, helps={"begin": "begin-help", "deadline": "deadline-help"}),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
+        "trial": answer,
     }
     return render(request, "portal/submit.html", context, status=status)
 
 
-def submitted(request, spec: dict) -> tuple[Job | None, dict[str, str], int]:
-    """Submit a checked spec within the submission rates: the job, or None with the errors and
-    the status to answer with."""
+def within_rates(request, spec: dict, verb) -> tuple:
+    """`verb(user, tenant, spec)` on a checked spec (a submission, or a test-only one: both
+    count against the submission rates): its answer, or None with the errors and the status
+    to answer with (a refusal it raises: a dependency that failed, as seen under its lock)."""
     wait = throttles.portal_submit_wait(request, spec["tenant"].slug)
     if wait is not None:
         return None, {"rate": f"Too many submissions: try again in {wait:.0f} s."}, 429
     try:
-        job, _ = actions.submit(request.user, spec.pop("tenant"), spec)
-    except ValidationError as refused:  # a dependency that failed, as seen under its lock
+        return verb(request.user, spec.pop("tenant"), spec), {}, 200
+    except ValidationError as refused:
         return None, field_errors(refused.detail), 400
-    return job, {}, 200
+
+
+def submit_one(user, tenant, spec: dict) -> Job:
+    return actions.submit(user, tenant, spec)[0]
 
 
 def field_errors(detail) -> dict[str, str]:
