@@ -479,7 +479,9 @@ def amount(value, none: str = "-") -> str:
         return none
     if isinstance(value, str):
         return value
-    return f"{value:g}"
+    if float(value).is_integer():
+        return str(int(value))  # 1310720 MiB, never 1.31072e+06
+    return f"{value:.3f}".rstrip("0")  # a share of GPUs: 0.25, 2.125
 
 
 def positive(text: str) -> int:
