@@ -30,7 +30,7 @@ from jobs.serializers import (
     held_filter,
     whole_number,
 )
-from jobs.states import State
+from jobs.states import State, batch_state
 from jobs.throttles import SubmitRate, TenantSubmitRate
 from jobs.usage_api import UsageView
 
@@ -120,6 +120,7 @@ class JobView(APIView):
         states = job.shard_states() if job.is_batch else {job.state: 1}
         if job.is_batch:
             data["shard_states"] = states
+            data["batch_state"] = batch_state(states)
         # The hold verb open to the reader (hold, release or ""): the job page's button.
         may = State.QUEUED in states and access.can_cancel(request.user, job)
         data["hold_verb"] = actions.hold_verb(job, admin=request.user.is_superuser) if may else ""

@@ -28,7 +28,7 @@ from django.db.models import F, Max, Min, Q
 from django.urls import reverse
 
 from jobs.models import Job
-from jobs.states import State
+from jobs.states import batch_state
 from quotas.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class JobEnded(TypedDict):
     name: str
     tenant: str  # its slug
     owner: str  # the submitter's username
-    state: str  # succeeded, failed or canceled (a batch: see batch_state)
+    state: str  # succeeded, failed or canceled (a batch: see states.batch_state)
     outcome: str  # the last attempt's outcome ("" when none ran)
     exit_code: int | None  # the last attempt's exit code
     reason: str  # why it ended, as its last event says
@@ -164,14 +164,6 @@ def document(job: Job) -> JobEnded:
         finished_at=finished.isoformat() if finished else None,
         url=portal_url(job.pk), shards=shards, shard=told.shard_index if shards else None,
     )  # fmt: skip
-
-
-def batch_state(shards: dict[str, int]) -> str:
-    """A batch succeeded when every shard did; it failed when any shard failed; else (some
-    canceled, none failed) it was canceled."""
-    if set(shards) == {State.SUCCEEDED}:
-        return State.SUCCEEDED
-    return State.FAILED if shards.get(State.FAILED) else State.CANCELED
 
 
 def portal_url(job_id: int) -> str | None:

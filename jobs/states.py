@@ -35,6 +35,18 @@ TERMINAL = frozenset(s for s, out in EDGES.items() if not out)
 ACTIVE = frozenset({State.SCHEDULED, State.RUNNING})
 
 
+def batch_state(shards: dict[str, int]) -> str:
+    """A batch's state from its shards' (state: count). While a shard lives: the furthest a
+    live shard has got (running, then scheduled, then queued). Once all have ended: succeeded
+    when every shard did, failed when any failed, else (some canceled, none failed) canceled."""
+    for live in (State.RUNNING, State.SCHEDULED, State.QUEUED):
+        if shards.get(live):
+            return live
+    if set(shards) == {State.SUCCEEDED}:
+        return State.SUCCEEDED
+    return State.FAILED if shards.get(State.FAILED) else State.CANCELED
+
+
 class IllegalTransition(Exception):
     """A transition the state machine does not have, or one whose starting state is stale."""
 

@@ -32,7 +32,7 @@ from jobs.serializers import (
     held_filter,
     whole_number,
 )
-from jobs.states import TERMINAL, State
+from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass
 
@@ -158,6 +158,8 @@ def job_page(
         "rerun": rerun_form(job, shard_states) if can_resubmit and not live else None,
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        # A batch is headed with its own state, not its first shard's.
+        "heading_state": batch_state(shard_states) if job.is_batch else job.state,
         "shard_count": shard_count(job, sum(shard_states.values())),
         "dependencies": depends_on,
         "change_dependencies": dependencies_form(

@@ -60,7 +60,8 @@
     // A rerun of some of a batch's shards has fewer than its count: "2 of 5", as drawn.
     const rows = Object.values(job.shard_states).reduce(function (a, n) { return a + n; }, 0);
     const count = rows === job.shards ? String(rows) : rows + " of " + job.shards;
-    shardsEl.textContent = count + ": " + counts.join(", ") + " (cancel stops them all)";
+    const live = Object.keys(job.shard_states).some(function (s) { return !ENDED.includes(s); });
+    shardsEl.textContent = count + ": " + counts.join(", ") + (live ? " (cancel stops them all)" : "");
   }
 
   function addLines(lines) {
@@ -166,7 +167,7 @@
     }
     if (!response.ok) return;
     const job = await response.json();
-    showState(job.state, job.pending_message);
+    showState(job.batch_state || job.state, job.pending_message);  // a batch: its own state
     showEstimate(job.estimated_start);
     showShards(job);
     showAttempts(job.attempts);
@@ -280,7 +281,8 @@
     socket.onmessage = function (event) {
       const message = JSON.parse(event.data);
       if (message.type === "state") {
-        showState(message.state, message.reason);
+        // A batch's page is headed with the batch's state, which the job read gives.
+        if (!shardsEl) showState(message.state, message.reason);
         fetchJob();
       }
       if (message.type === "shards") shardsMoved();
