@@ -852,11 +852,26 @@ def resubmit(
     checked = SubmitSerializer(
         data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user)
     )
-    checked.is_valid(raise_exception=True)
+    if not checked.is_valid():
+        raise ValidationError(resubmit_errors(job, checked.errors))
     spec = dict(checked.validated_data)
     if indexes is not None:
         spec["shard_indexes"] = indexes
     return submit(user, spec.pop("tenant"), {**spec, "resubmitted_from": job})
+
+
+def resubmit_errors(job: Job, errors: dict) -> dict:
+    """A resubmission's refusals, said for a resubmission: a deadline it keeps but can no
+    longer meet cannot be changed here."""
+    if "deadline" not in errors or job.deadline is None:
+        return errors
+    problem = " ".join(str(text) for text in errors["deadline"]).removesuffix(
+        " Give a later deadline, or none."
+    )
+    return {**errors, "deadline": [
+        f"A resubmission keeps the job's deadline, {job.deadline:%Y-%m-%d %H:%M:%S} UTC: "
+        f"{problem} Submit the job again with a later deadline, or none."
+    ]}  # fmt: skip
 
 
 class DependenciesRefused(Exception):

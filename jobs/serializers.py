@@ -199,10 +199,11 @@ def deadline_problem(data: dict) -> str:
     if deadline > end:
         return ""
     started = "at its begin" if begin else "now"
+    when = serializers.DateTimeField().to_representation(end.replace(microsecond=0))
     return (
-        f"Not after {serializers.DateTimeField().to_representation(end)}, when the job would "
-        f"end if it started {started} and ran its max_runtime_s ({data['max_runtime_s']} s): "
-        "it could not end by then. Give a later deadline, or none."
+        f"Not after {when}, when the job would end if it started {started} and ran its "
+        f"max_runtime_s ({data['max_runtime_s']} s): it could not end by then. Give a later "
+        "deadline, or none."
     )
 
 

@@ -344,4 +344,8 @@ def test_a_resubmission_of_a_job_that_could_no_longer_end_by_its_deadline_is_a_4
     assert response.status_code == 400
     assert list(response.json()) == ["deadline"]
     assert "could not end by then" in response.json()["deadline"][0]
+    assert response.json()["deadline"][0].startswith("A resubmission keeps the job's deadline, ")
+    assert response.json()["deadline"][0].endswith(
+        "Submit the job again with a later deadline, or none."
+    )
     assert Job.objects.count() == 1
