@@ -468,9 +468,11 @@ def quota(api: Api, args) -> None:
         per_user = team.get("max_gpus_per_user")
         each = ""
         if per_user is not None:
-            each = f", at most {per_user} GPUs per user (you hold {amount(team['your_gpus'])})"
+            gpus = "GPU" if per_user == 1 else "GPUs"
+            each = f", at most {per_user} {gpus} per user (you hold {amount(team['your_gpus'])})"
+        recent = f", {amount(team['recent_gpus'])} GPUs held recently (fair share)"
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
-             f"{team['waiting_for_quota']} waiting for quota{each}")  # fmt: skip
+             f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
 
 
 def amount(value, none: str = "-") -> str:

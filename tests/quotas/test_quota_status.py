@@ -142,7 +142,7 @@ def test_the_cli_prints_each_flavor_and_the_jobs_waiting_for_quota(cli, placed):
     assert ["alpha", "cpu", "millicores", "-", "-", "8000", "0", "no", "limit"] in [
         line.split() for line in lines
     ]
-    assert lines[-1] == "alpha: 1 queued, 1 waiting for quota"
+    assert lines[-1] == "alpha: 1 queued, 1 waiting for quota, 0 GPUs held recently (fair share)"
 
 
 def test_queries_do_not_grow_with_the_teams(django_assert_max_num_queries, placed):

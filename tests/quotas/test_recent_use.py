@@ -13,8 +13,11 @@ from jobs.models import Job
 from jobs.states import State
 from quotas.models import RecentUse
 from tests.factories import JobFactory, NodeFactory
+from tests.jobs import test_cli
 
 pytestmark = pytest.mark.django_db
+
+cli = test_cli.cli  # the command line against a live server, as Alice
 
 HOUR = 3600.0
 
@@ -91,3 +94,13 @@ def test_the_quota_api_and_page_show_what_a_team_held_recently(alpha, alice, cli
 
     assert team["recent_gpus"] == 2.5
     assert "2.5 GPUs held recently" in page
+
+
+def test_the_cli_quota_says_what_a_team_held_recently(alpha, cli):
+    RecentUse.objects.create(tenant=alpha, use={"gpu": 2_500.0}, at=datetime.now(tz=UTC))
+
+    shown = cli("quota")
+
+    assert "alpha: 0 queued, 0 waiting for quota, 2.5 GPUs held recently (fair share)" in (
+        shown.stdout
+    )
