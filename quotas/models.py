@@ -91,7 +91,7 @@ class RecentUse(models.Model):
     )
     use = models.JSONField(
         default=dict,
-        help_text='By resource: "gpu" in milli-GPU, "cpu" in millicores, "memory" in MB.',
+        help_text='By resource: "gpu" in milli-GPU, "cpu" in millicores, "memory" in MiB.',
     )
     at = models.DateTimeField(help_text="The moment the average runs to.")
 

@@ -151,7 +151,7 @@ def _request(job: QueuedJob) -> str:
     else:
         gpu = "no GPU"
     types = "/".join(job.gpu_types) if job.gpu_types and job.worker_gpu_milli else "any type"
-    return f"{job.workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MB"
+    return f"{job.workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MiB"
 
 
 def placed(

@@ -1,6 +1,6 @@
 """The snapshot: everything one placement cycle may look at, as frozen dataclasses.
 
-Units: CPU in milli-cores, memory in MB, GPU in milli-GPU (1000 = one whole GPU), times in
+Units: CPU in milli-cores, memory in MiB, GPU in milli-GPU (1000 = one whole GPU), times in
 float seconds since the epoch. Quota flavors are ``"cpu"``, ``"memory"`` and ``"gpu:<type>"``;
 GPU quota is counted in milli-GPU as well.
 """
@@ -155,7 +155,7 @@ class Tenant:
     ``ordering.CPU_WORKER_GPUS`` for a CPU-only worker (the measure a job's size counts in).
     ``user_gpu_limit``: the GPU milli one user may hold in the tenant at once (None: no limit;
     ``user_limit.py``). ``recent_use``: what the tenant's running work held in the recent past,
-    by resource (``"gpu"`` in milli-GPU, ``"cpu"`` in millicores, ``"memory"`` in MB), an
+    by resource (``"gpu"`` in milli-GPU, ``"cpu"`` in millicores, ``"memory"`` in MiB), an
     average in which each moment weighs half as much every half-life (``ordering.recent_use``);
     fair share counts it beside what the tenant holds now (``Policy.recent_use_weight``).
     """

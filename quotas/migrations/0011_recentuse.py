@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             name='RecentUse',
             fields=[
                 ('tenant', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='quotas.tenant')),
-                ('use', models.JSONField(default=dict, help_text='By resource: "gpu" in milli-GPU, "cpu" in millicores, "memory" in MB.')),
+                ('use', models.JSONField(default=dict, help_text='By resource: "gpu" in milli-GPU, "cpu" in millicores, "memory" in MiB.')),
                 ('at', models.DateTimeField(help_text='The moment the average runs to.')),
             ],
         ),

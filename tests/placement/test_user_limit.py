@@ -134,6 +134,7 @@ def test_the_reason_says_what_the_user_holds_and_may_hold():
 
     waiting = decision.by_job()["ann2"]
     assert (waiting.reason, waiting.estimated_start) == ("user_gpu_limit", None)
+    assert "2000m CPU, 2000 MiB: Its submitter holds" in waiting.message  # as pages count memory
     assert waiting.message.endswith(
         "Its submitter holds 4 of the 5 GPUs one user may hold in the tenant; it starts once "
         "enough of their work ends."
