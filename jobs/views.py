@@ -2,6 +2,7 @@
 
 import csv
 import secrets
+import shlex
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -158,6 +159,7 @@ def job_page(
         "rerun": rerun_form(job, shard_states) if can_resubmit and not live else None,
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        "command_line": command_line(job.command),
         # A batch is headed with its own state, not its first shard's.
         "heading_state": batch_state(shard_states) if job.is_batch else job.state,
         "shard_count": shard_count(job, sum(shard_states.values())),
@@ -175,6 +177,14 @@ def job_page(
         ),
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def command_line(command) -> str:
+    """The command as a shell would take it back, quoting kept: `bash -c 'echo hi; sleep 20'`
+    (joined by spaces it read as three commands)."""
+    if not isinstance(command, list):
+        return str(command)
+    return shlex.join(str(arg) for arg in command)
 
 
 def rerun_form(job: Job, shard_states: dict[str, int]) -> dict | None:

@@ -1,3 +1,6 @@
+import html
+import re
+
 import pytest
 
 from jobs.models import Job
@@ -164,3 +167,13 @@ def test_a_bad_job_list_filter_is_a_400_naming_it(client, alpha, alice, query, f
     assert page.status_code == 400
     assert f'data-field="{field}"' in page.text
     assert list(page.context["jobs"]) == []
+
+
+def test_the_job_page_shows_the_command_with_its_quoting(client, alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, command=["bash", "-c", "echo hi; sleep 20"])
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{job.pk}/").text
+
+    shown = html.unescape(re.search(r'<code id="command">([^<]*)</code>', page).group(1))
+    assert shown == "bash -c 'echo hi; sleep 20'"
