@@ -389,8 +389,10 @@ def log_source(api: Api, job_id: int, shard: int | None) -> int:
     if shard is None:
         if shards > 1:
             count = f"{shards}" if rows == shards else f"{rows} (of {shards})"
+            # A rerun of some shards has only some of the indexes: listed, not 0 to N-1.
+            which = f"0 to {shards - 1}" if rows == shards else f"list them: list --batch {job_id}"
             print(f"job {job_id} is a batch of {count} shards: showing shard {first}'s log;"
-                  f" --shard N shows shard N's (0 to {shards - 1})", file=sys.stderr)  # fmt: skip
+                  f" --shard N shows shard N's ({which})", file=sys.stderr)  # fmt: skip
         return job_id
     if shard >= shards:
         which = f"its shards are 0 to {shards - 1}" if shards > 1 else "it is not a batch"

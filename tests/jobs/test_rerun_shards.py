@@ -469,6 +469,7 @@ def test_the_cli_shows_a_rerun_batchs_logs_by_their_own_indexes(live_server, ali
 
     assert (shown.stdout, third.stdout) == ("[1.0] shard 1\n", "[1.0] shard 3\n")
     assert f"job {first.pk} is a batch of 2 (of 5) shards: showing shard 1's log" in shown.stderr
+    assert f"--shard N shows shard N's (list them: list --batch {first.pk})" in shown.stderr
     assert missing.returncode == 1
     assert f"job {first.pk} has no shard 2 you may see: it runs 2 of the 5" in missing.stderr
 
