@@ -91,10 +91,11 @@ class LookupsChecked:
 
 
 class Drawn(forms.ModelForm):
-    """A row's form that says what the row was when its page was drawn (`drawn`, hidden: its
-    `drawn_fields`), so that of two admins editing one row, the one who saves second is told
-    the row changed since, rather than silently writing over the first one's change (Django's
-    admin saves every field of the row it read at the save, and has no such check)."""
+    """A row's form that says what the row was when its page was drawn (`drawn`, hidden: those
+    of its `drawn_fields` the form writes), so that of two admins editing one row, the one who
+    saves second is told the row changed since, rather than silently writing over the first
+    one's change (Django's admin saves every field of the row it read at the save, and has no
+    such check)."""
 
     drawn_fields: tuple[str, ...] = ()
     what = "row"
@@ -106,21 +107,41 @@ class Drawn(forms.ModelForm):
             self.fields["drawn"].initial = self.as_drawn(self.instance)
 
     def as_drawn(self, row) -> str:
-        return ", ".join(f"{name} {getattr(row, name)!s}" for name in self.drawn_fields)
+        # Only what this form writes: a tenant admin's save of the members does not write the
+        # fields only platform admins may change, so a change to those is no reason to refuse.
+        written = [name for name in self.drawn_fields if name in self.fields]
+        return ", ".join(f"{name} {getattr(row, name)!s}" for name in written)
+
+    def changed_since(self) -> str:
+        """Once the row's tenant is locked (the caller's): why saving this form would write
+        over a change made since the page was drawn, or over a row deleted since ("" if
+        neither). The fields the form does not write are taken as stored now, so the save
+        keeps another admin's change to them."""
+        if self.instance.pk is None:
+            return ""
+        stored = type(self.instance).objects.filter(pk=self.instance.pk).first()
+        if stored is not None:
+            self.keep_unwritten(stored)
+        drawn = self.cleaned_data.get("drawn")
+        now = self.as_drawn(stored) if stored else "deleted"
+        if not drawn or now == drawn:
+            return ""
+        return (
+            f"This {self.what} was changed by someone else since the page was drawn (it is "
+            f"now: {now}): reload the page to see it, then make your change again."
+        )
+
+    def keep_unwritten(self, stored) -> None:
+        """Take the row's fields this form does not write as `stored` (read under the lock):
+        the row was read before the lock was taken, and the save writes every field."""
+        for field in self.instance._meta.concrete_fields:
+            if not field.primary_key and field.name not in self.fields:
+                setattr(self.instance, field.attname, getattr(stored, field.attname))
 
     def check_unchanged(self) -> None:
-        """Once the row's tenant is locked (the caller's): refuse a save over a change made
-        since the page was drawn, or over a row deleted since."""
-        drawn = self.cleaned_data.get("drawn")
-        if self.instance.pk is None or not drawn:
-            return
-        stored = type(self.instance).objects.filter(pk=self.instance.pk).first()
-        now = self.as_drawn(stored) if stored else "deleted"
-        if now != drawn:
-            self.add_error(None, (
-                f"This {self.what} was changed by someone else since the page was drawn (it is "
-                f"now: {now}): reload the page to see it, then make your change again."
-            ))  # fmt: skip
+        """changed_since, as an error of the form."""
+        if problem := self.changed_since():
+            self.add_error(None, problem)
 
 
 class DrawnQuota(Drawn):
@@ -159,11 +180,13 @@ class QuotaFormSet(BaseInlineFormSet):
         # The admin saves in one transaction: two admins saving one tenant take turns here,
         # and the later one sees the rows the earlier one added.
         list(Tenant.objects.select_for_update(no_key=True).filter(pk=self.instance.pk))
+        deleted = [form for form in self.forms if self._should_delete_form(form)]
+        # Django ignores the errors of a form to delete: a refused deletion is the set's error.
+        refused = [problem for form in deleted if (problem := form.changed_since())]
         for form in self.forms:
-            if form.has_changed() or self._should_delete_form(form):
+            if form.has_changed() and form not in deleted:
                 form.check_unchanged()
         stored = dict(self.instance.quotas.values_list("flavor", "pk"))
-        deleted = [form for form in self.forms if self._should_delete_form(form)]
         gone = {form.instance.pk for form in deleted}
         for form in self.forms:
             flavor = form.cleaned_data.get("flavor")
@@ -177,6 +200,8 @@ class QuotaFormSet(BaseInlineFormSet):
                 f"This tenant has a quota on {flavor} already: change that one, or delete it "
                 "and save first.",
             )
+        if refused:
+            raise ValidationError(refused)
 
 
 class QuotaInline(PlatformOnly, admin.TabularInline):
