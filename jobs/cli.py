@@ -190,7 +190,8 @@ def trial_line(answer: dict) -> str:
     if len(placed) == len(jobs):
         return f"would fit now on {where} ({what}), but waits: {start}"
     waits = next(job for job in jobs if job["status"] != "placed")
-    which = f"{len(placed)} of {len(jobs)} shards would start now; shard {waits['shard_index']} "
+    # "fit now": a begin to come or a dependency keeps even those from starting now.
+    which = f"{len(placed)} of {len(jobs)} shards fit now; shard {waits['shard_index']} "
     return (
         f"{which if len(jobs) > 1 else ''}would wait: {waits['pending_reason']}: "
         f"{waits['pending_message']}; {start}"
