@@ -262,9 +262,12 @@ class Job(models.Model):
         return Job.objects.filter(models.Q(pk=self.pk) | models.Q(parent_id=self.pk)).order_by("pk")
 
     def shard_states(self) -> dict[str, int]:
-        """How many of the batch's shards are in each state (one query)."""
+        """How many of the batch's shards are in each state (one query), in the lifecycle's
+        order (queued, scheduled, running, succeeded, failed, canceled), so pages and answers
+        list them alike whatever order the database groups them in."""
         counts = self.batch().order_by().values("state").annotate(n=models.Count("pk"))
-        return {row["state"]: row["n"] for row in counts}
+        found = {row["state"]: row["n"] for row in counts}
+        return {state: found[state] for state in State.values if state in found}
 
     @property
     def is_terminal(self) -> bool:

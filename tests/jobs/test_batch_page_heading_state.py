@@ -24,5 +24,6 @@ def test_a_batch_whose_shards_failed_is_not_headed_succeeded(alice, ended):  # n
 
     page = browser.get(f"/jobs/{ended.pk}/").text
 
-    assert '<span id="shards">5: 3 succeeded, 2 failed' in page
+    shards = re.search(r'<span id="shards">([^<]*)</span>', page).group(1)
+    assert "3 succeeded" in shards and "2 failed" in shards  # in either order
     assert heading_state(page) == State.FAILED
