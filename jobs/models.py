@@ -13,7 +13,7 @@ from jobs.states import ACTIVE, TERMINAL, State
 
 class Family(models.TextChoices):
     TRAINING = "training"
-    BATCH_INFERENCE = "batch_inference"
+    BATCH_INFERENCE = "batch_inference", "Batch inference"  # as the submit form says it
     EVALUATION = "evaluation"
 
 

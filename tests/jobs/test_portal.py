@@ -177,3 +177,12 @@ def test_the_job_page_shows_the_command_with_its_quoting(client, alice, alpha):
 
     shown = html.unescape(re.search(r'<code id="command">([^<]*)</code>', page).group(1))
     assert shown == "bash -c 'echo hi; sleep 20'"
+
+
+def test_the_job_page_names_a_family_as_the_submit_form_does(client, alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, family="batch_inference")
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{job.pk}/").text
+
+    assert "<dt>Family</dt><dd>Batch inference</dd>" in page
