@@ -277,3 +277,11 @@ def test_tenant_admins_see_no_tokens(client, alice, bob):
 
     assert listing.status_code == detail.status_code == 403
     assert "API tokens" not in index.text
+
+
+def test_the_tokens_page_says_its_times_are_utc(client, alice):
+    client.force_login(alice)
+
+    page = client.get("/tokens/").text
+
+    assert "<th>Created (UTC)</th><th>Last used (UTC)</th><th>Expires (UTC)</th>" in page
