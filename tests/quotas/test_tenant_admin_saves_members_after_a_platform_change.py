@@ -55,15 +55,21 @@ def platform_form(tenant, drawn: str, **changes) -> dict:
     }  # fmt: skip
 
 
+def members_save_after(root, owner_admin, tenant, new_member, page: str, **change):
+    """The tenant admin adds `new_member` from a page drawn before a platform admin (`root`)
+    saved `change` to the tenant: the tenant admin's answer."""
+    drawn = drawn_on(owner_admin, page, "drawn")
+    changed = platform_form(tenant, drawn_on(root, page, "drawn"), **change)
+    assert root.post(page, changed).status_code == 302
+    return owner_admin.post(page, members_form(tenant, drawn, new_member))
+
+
 def test_a_tenant_admins_members_save_goes_through_over_a_fair_share_change(
     admins, owner_admin, alpha, charlie, tenant_page
 ):
-    root, _ = admins
-    drawn = drawn_on(owner_admin, tenant_page, "drawn")
-    fairer = platform_form(alpha, drawn_on(root, tenant_page, "drawn"), fair_share_weight="2")
-    assert root.post(tenant_page, fairer).status_code == 302
-
-    answer = owner_admin.post(tenant_page, members_form(alpha, drawn, charlie))
+    answer = members_save_after(
+        admins[0], owner_admin, alpha, charlie, tenant_page, fair_share_weight="2"
+    )
 
     alpha.refresh_from_db()
     assert answer.status_code == 302
@@ -74,12 +80,9 @@ def test_a_tenant_admins_members_save_goes_through_over_a_fair_share_change(
 def test_a_tenant_admins_save_over_a_changed_per_user_limit_is_refused(
     admins, owner_admin, alpha, charlie, tenant_page
 ):
-    root, _ = admins
-    drawn = drawn_on(owner_admin, tenant_page, "drawn")
-    limited = platform_form(alpha, drawn_on(root, tenant_page, "drawn"), max_gpus_per_user="4")
-    assert root.post(tenant_page, limited).status_code == 302
-
-    answer = owner_admin.post(tenant_page, members_form(alpha, drawn, charlie))
+    answer = members_save_after(
+        admins[0], owner_admin, alpha, charlie, tenant_page, max_gpus_per_user="4"
+    )
 
     alpha.refresh_from_db()
     assert "This tenant was changed by someone else since the page was drawn" in answer.text
