@@ -412,7 +412,8 @@ class Cycle:
         count = len(slots)
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
-        self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
+        if not job.preempting:  # a preemptor's ask is held from its decision (user_limit.py)
+            self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
         self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.

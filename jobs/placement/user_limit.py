@@ -26,8 +26,6 @@ class UserLimits:
     def __init__(self, tenants: Iterable[Tenant], running: Iterable[RunningJob]):
         self.limits = {t.id: t.user_gpu_limit for t in tenants if t.user_gpu_limit is not None}
         self.held: dict[tuple[str, str], int] = {}
-        # The user of the preemptor just decided, whose ask ``held`` counts already.
-        self._claimed: tuple[str, str] | None = None
         if self.limits:
             for job in running:
                 if job.tenant in self.limits:
@@ -35,8 +33,8 @@ class UserLimits:
 
     def refusal(self, job: QueuedJob) -> str:
         """Why the job would take its user past the tenant's limit, for people; "" if it
-        would not (or the tenant sets none)."""
-        self._claimed = None
+        would not (or the tenant sets none). A preemptor it lets through holds its ask at
+        once (the cycle does not charge it again when it places it)."""
         limit = self.limits.get(job.tenant)
         asks = job.workers * job.worker_gpu_milli
         if limit is None or not asks:
@@ -49,8 +47,8 @@ class UserLimits:
         user = (job.tenant, job.owner)
         held = self.held.get(user, 0)
         if held + asks <= limit:
-            if job.preempting:  # its claim, until it starts (charge does not count it again)
-                self.held[user], self._claimed = held + asks, user
+            if job.preempting:  # its claim, until it starts
+                self.held[user] = held + asks
             return ""
         return (
             f"Its submitter holds {_gpus(held)} of the {_gpus(limit)} GPUs one user may hold in "
@@ -59,9 +57,7 @@ class UserLimits:
 
     def charge(self, tenant: str, owner: str, gpu_milli: int) -> None:
         """Count GPUs the cycle gave to the user (only in tenants with a limit)."""
-        if self._claimed == (tenant, owner):  # the preemptor just decided, counted as it was
-            self._claimed = None
-        elif gpu_milli and tenant in self.limits:
+        if gpu_milli and tenant in self.limits:
             self.held[tenant, owner] = self.held.get((tenant, owner), 0) + gpu_milli
 
 
