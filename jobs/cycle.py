@@ -51,7 +51,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
     actions.stamp_eligible(loaded.unstamped)
-    recent_use.update(loaded.snapshot.tenants, now)
+    recent_use.update(loaded.snapshot.tenants, loaded.recent, now)
     result.considered, result.waiting = len(loaded.snapshot.queued), len(loaded.waiting)
     clock.lap(result, "load")
     decision = place(loaded.snapshot)  # 2

@@ -24,16 +24,18 @@ def half_life_s() -> float:
     return settings.MLSCHED_FAIR_SHARE_HALF_LIFE_H * 3600.0
 
 
-def stored() -> dict[int, dict[str, float]]:
-    """Each tenant's recent use as stored, by tenant id (none while it is switched off)."""
+def stored() -> dict[int, RecentUse]:
+    """Each tenant's recent use as stored, by tenant id (none while it is switched off): the
+    snapshot reads it once a cycle, for the core and for `update`."""
     if not half_life_s():
         return {}
-    return dict(RecentUse.objects.values_list("tenant_id", "use"))
+    return {row.pk: row for row in RecentUse.objects.all()}
 
 
-def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
+def update(tenants: tuple[p.Tenant, ...], rows: dict[int, RecentUse], now: float) -> int:
     """Bring the tenants' recent use up to `now`, those last brought up to date STEP_S ago or
-    more; a tenant seen for the first time starts from nothing at `now`. How many rows it
+    more (`rows`: `stored()`, as the snapshot read it); a tenant seen for the first time
+    starts from nothing at `now`. How many rows it
     wrote. A row brought up to date STEP_S or more ahead of `now` (the clock stepped back)
     goes on from `now`, its use as it is: else it would stand still until the clock caught
     up."""
@@ -41,7 +43,6 @@ def update(tenants: tuple[p.Tenant, ...], now: float) -> int:
     if not half_life:
         return 0
     moment = datetime.fromtimestamp(now, tz=UTC)
-    rows = {row.pk: row for row in RecentUse.objects.all()}
     written, new = 0, []
     for tenant in tenants:
         row = rows.get(int(tenant.id))

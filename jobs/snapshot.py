@@ -22,7 +22,7 @@ from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
 from jobs.states import State
-from quotas.models import Tenant
+from quotas.models import RecentUse, Tenant
 
 ALLOCATION_FIELDS = [
     "node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli", "memory_mb", "borrowed",
@@ -64,6 +64,8 @@ class Loaded:
     # Queued jobs free to run, not started, whose eligibility is not recorded yet: the cycle
     # stamps them (actions.stamp_eligible).
     unstamped: list[int] = field(default_factory=list)
+    # Each tenant's recent use as read (quotas.RecentUse): the cycle brings it up to date.
+    recent: dict[int, RecentUse] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -105,11 +107,12 @@ def read(
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
     running = running_jobs(rows, now)
+    recent = recent_use.stored()
     snapshot = p.Snapshot(
         nodes=nodes(rows, clusters),
         running=running,
         queued=tuple(to_queued(job, clusters, now) for job in [*queued, *extra]),
-        tenants=tenants(rows, running),
+        tenants=tenants(rows, recent, running),
         now=now,
         seed=seed,
         policy=policy
@@ -128,8 +131,9 @@ def read(
     attempts = {row["attempt__job_id"]: row["attempt_id"] for row in rows}
     unstamped = [job["id"] for job in queued if not (job["eligible_at"] or job["started_at"])]
     return Loaded(
-        snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped
-    )
+        snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped,
+        recent,
+    )  # fmt: skip
 
 
 def nodes(rows, clusters) -> tuple[p.Node, ...]:
@@ -244,10 +248,12 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
     )
 
 
-def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...]:
+def tenants(
+    rows, recent: dict[int, RecentUse], running: tuple[p.RunningJob, ...] = ()
+) -> tuple[p.Tenant, ...]:
     """Every tenant with its quotas, the use of its running work (`rows`) and its recent use
-    (jobs.recent_use); with `running`, its users' GPUs too (the quota status needs none: it
-    reads no queue order)."""
+    (`recent`: jobs.recent_use.stored()); with `running`, its users' GPUs too (the quota
+    status needs none: it reads no queue order)."""
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
@@ -256,7 +262,6 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
     users = users_gpus(running)
-    recent = recent_use.stored()
     out = []
     for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
         limit = tenant.max_gpus_per_user
@@ -277,7 +282,7 @@ def tenants(rows, running: tuple[p.RunningJob, ...] = ()) -> tuple[p.Tenant, ...
                 cohort=tenant.cohort,
                 user_use=users.get(tenant.pk, {}),
                 user_gpu_limit=None if limit is None else limit * GPU_MILLI,
-                recent_use=recent.get(tenant.pk, {}),
+                recent_use=recent[tenant.pk].use if tenant.pk in recent else {},
             )
         )
     return tuple(out)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from django.db.models import Count, Q
 
 from clusters.models import Allocation
-from jobs import snapshot
+from jobs import recent_use, snapshot
 from jobs.models import Job
 from jobs.placement.quota import Ledger
 from jobs.states import State
@@ -72,7 +72,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     cohorts = {team.cohort for team in teams}
     active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
-    known = snapshot.tenants(rows)
+    known = snapshot.tenants(rows, recent_use.stored())
     yours = readers_gpus(rows, reader)
     ledger = Ledger(known)
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}

@@ -36,10 +36,10 @@ def test_it_moves_on_from_now_once_the_clock_has_stepped_back_a_day(alpha, east)
 
 @pytest.mark.django_db(transaction=True)
 def test_a_tenant_deleted_since_the_snapshot_does_not_fail_the_cycles_update(alpha, gamma):
-    seen = snapshot.tenants([])
+    seen = snapshot.tenants([], recent_use.stored())
     gamma.delete()
 
-    recent_use.update(seen, time.time())  # the cycle's step 1, with its snapshot's tenants
-    recent_use.update(snapshot.tenants([]), time.time())  # the next cycle
+    recent_use.update(seen, {}, time.time())  # the cycle's step 1, with its snapshot's tenants
+    recent_use.update(snapshot.tenants([], {}), recent_use.stored(), time.time())  # the next
 
     assert list(RecentUse.objects.values_list("tenant_id", flat=True)) == [alpha.pk]
