@@ -14,9 +14,12 @@ from clusters.backends.k8s_specs import CONTAINER, GROUP
 
 # Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
 # A failed pull is not one at first: the kubelet tries again (then waits as ImagePullBackOff).
+# ImageInspectError: the node's runtime could not read an image it holds (a damaged image
+# store), the node's fault whatever the image.
 STUCK_WAITING = frozenset(
     {
         "ImagePullBackOff",
+        "ImageInspectError",
         "CreateContainerConfigError",
         "CreateContainerError",
         "RunContainerError",
@@ -157,11 +160,22 @@ def _ended(pod: client.V1Pod) -> tuple[str, int | None, str] | None:
         # 137) and marked the pod Failed before it went; Kubernetes' Job controller ignores
         # these too.
         disruption = _disruption(pod)
-        if disruption:
+        if disruption and not _ended_before(term, pod):
             return base.FAILED, exit_code, disruption
-    elif term is None or _disruption(pod):
+    elif term is None or (_disruption(pod) and not _ended_before(term, pod)):
         return None  # running; or being taken away, which the pod's end or deletion tells
     return _container_end(term)
+
+
+def _ended_before(term: client.V1ContainerStateTerminated | None, pod: client.V1Pod) -> bool:
+    """The worker's container ended before Kubernetes marked the pod for taking away: a classic
+    sidecar kept the pod Running after the worker's own end, and a drain then came for the
+    sidecar. Its end is the worker's own (a success is not run again). A container that ended in
+    the second of the disruption or after it, or whose times are not known, was stopped by it: a
+    worker may well exit 0 on SIGTERM once it has saved a checkpoint."""
+    finished = term.finished_at if term else None
+    marked = _disruption_time(pod)
+    return finished is not None and marked is not None and finished < marked
 
 
 def _container_end(term: client.V1ContainerStateTerminated | None) -> tuple[str, int | None, str]:
@@ -289,10 +303,20 @@ def _waiting(pod: client.V1Pod | None) -> tuple[str, str]:
 
 def _disruption(pod: client.V1Pod) -> str:
     """The reason Kubernetes gives for a pod it is taking away (drain, taint, preemption)."""
+    condition = _disruption_condition(pod)
+    return (condition.reason or "DisruptionTarget") if condition else ""
+
+
+def _disruption_time(pod: client.V1Pod) -> datetime | None:
+    condition = _disruption_condition(pod)
+    return condition.last_transition_time if condition else None
+
+
+def _disruption_condition(pod: client.V1Pod) -> client.V1PodCondition | None:
     for condition in (pod.status.conditions if pod.status else None) or []:
         if condition.type == "DisruptionTarget" and condition.status == "True":
-            return condition.reason or "DisruptionTarget"
-    return ""
+            return condition
+    return None
 
 
 def is_started(pod: client.V1Pod) -> bool:

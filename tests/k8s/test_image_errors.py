@@ -87,6 +87,18 @@ def test_a_container_config_error_carries_the_kubelets_message(kube, backend):
     assert reason == 'CreateContainerConfigError: secret "x" not found'
 
 
+def test_an_image_the_nodes_runtime_cannot_inspect_is_an_infrastructure_failure(kube, backend):
+    # The runtime holds the image but cannot read it (a damaged image store): the node's fault,
+    # retried rather than left pending until the start timeout.
+    backend.start(one_gpu_worker())
+    message = f'Failed to inspect image "{IMAGE}": rpc error: code = Unknown desc = layer missing'
+
+    kube.wait_pod(NAMESPACE, POD, "ImageInspectError", message)
+
+    reason = status_becomes(backend, 7, 0, base.FAILED).reason
+    assert reason == f"ImageInspectError: {message}"
+
+
 # Kubelets before 1.32 say only this in the back-off that follows a failed pull.
 OLD_BACK_OFF = f'Back-off pulling image "{IMAGE}"'
 

@@ -1,6 +1,8 @@
 """What a real cluster does to workers beyond the common path: disruptions Kubernetes starts,
 GPU visibility in images that ask for every GPU, long and rotated logs, injected containers."""
 
+from datetime import UTC, datetime
+
 import pytest
 from kubernetes import client
 
@@ -124,6 +126,52 @@ def test_a_sidecar_pod_being_drained_is_not_the_workers_own_exit():
 
     assert worker_status(7, 0, Seen(pod)).phase == base.RUNNING  # until it fails or goes
     assert worker_status(7, 0, Seen(pod, deleted=True)).phase == base.LOST
+
+
+def drained_at(pod, second):
+    pod.status.conditions = [
+        client.V1PodCondition(
+            type="DisruptionTarget",
+            status="True",
+            reason="EvictionByEvictionAPI",
+            last_transition_time=datetime(2026, 1, 1, 12, 0, second, tzinfo=UTC),
+        )
+    ]
+    return pod
+
+
+def ended_at(exit_code, second):
+    worker = container("worker", exit_code=exit_code)
+    worker.state.terminated.finished_at = datetime(2026, 1, 1, 12, 0, second, tzinfo=UTC)
+    return worker
+
+
+@pytest.mark.parametrize("phase", ["Running", "Failed"])
+@pytest.mark.parametrize("deleted", [False, True])
+def test_a_worker_that_succeeded_before_its_sidecar_pod_was_drained_is_not_run_again(
+    phase, deleted
+):
+    pod = drained_at(with_sidecar(phase, ended_at(0, second=10)), second=40)
+
+    status = worker_status(7, 0, Seen(pod, deleted=deleted))
+
+    assert (status.phase, status.exit_code, status.reason) == (base.EXITED, 0, "")
+
+
+@pytest.mark.parametrize("second", [40, 41], ids=["same-second", "after"])
+def test_a_worker_that_exits_0_once_the_drain_has_begun_was_stopped_by_it(second):
+    # A worker may save a checkpoint on SIGTERM and exit 0: the drain ended it, not its work.
+    pod = drained_at(with_sidecar("Failed", ended_at(0, second=second)), second=40)
+
+    status = worker_status(7, 0, Seen(pod))
+
+    assert (status.phase, status.reason) == (base.FAILED, "EvictionByEvictionAPI")
+
+
+def test_a_worker_whose_end_has_no_time_beside_a_drain_counts_as_drained():
+    pod = drained_at(with_sidecar("Failed", container("worker", exit_code=0)), second=40)
+
+    assert worker_status(7, 0, Seen(pod)).phase == base.FAILED
 
 
 def test_lines_written_after_the_log_was_rotated_are_not_lost_when_the_stream_drops(kube, backend):
