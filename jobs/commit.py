@@ -2,7 +2,8 @@
 
 Everything the pure core decided is re-checked against the rows as they are under lock, because
 the snapshot may be stale: another scheduler may have committed, an agent may have released, an
-admin may have cordoned a node.
+admin may have cordoned a node or lowered a quota. Capacity here, quotas and users' GPU limits in
+jobs.tenant_limits.
 """
 
 from collections import defaultdict
@@ -14,7 +15,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 
 from clusters.models import GPU_MILLI, Allocation, Node
-from jobs import actions, bulk, dependencies
+from jobs import actions, bulk, dependencies, tenant_limits
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement import Outcome, WorkerPlacement
 from jobs.states import State
@@ -69,10 +70,14 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     with transaction.atomic():
         nodes = lock_nodes(node_ids)
         claimed = claim([int(o.job_id) for o in outcomes], moment)
+        limits = tenant_limits.lock(claimed)
         rows: dict[int, list[dict]] = {}
         for outcome in outcomes:
             job_id = int(outcome.job_id)
-            if job_id in claimed and (fitted := fit(outcome, nodes)) is not None:
+            if job_id not in claimed or not limits.allows(outcome):
+                continue
+            if (fitted := fit(outcome, nodes)) is not None:
+                limits.charge(outcome)
                 rows[job_id] = fitted
         if rows:
             write([o for o in outcomes if int(o.job_id) in rows], rows, moment)

@@ -22,6 +22,7 @@ from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
 from jobs.states import State
+from jobs.tenant_limits import core_tenant
 from quotas.models import RecentUse, Tenant
 
 ALLOCATION_FIELDS = [
@@ -262,30 +263,10 @@ def tenants(
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
     users = users_gpus(running)
-    out = []
-    for tenant in Tenant.objects.prefetch_related("quotas").order_by("id"):
-        limit = tenant.max_gpus_per_user
-        quotas = tuple(
-            p.Quota(
-                flavor=q.flavor,
-                guaranteed=q.guaranteed * gpu_scale(q.flavor),
-                borrow_limit=q.borrow_limit * gpu_scale(q.flavor),
-            )
-            for q in tenant.quotas.all()
-        )
-        out.append(
-            p.Tenant(
-                id=str(tenant.pk),
-                weight=tenant.fair_share_weight,
-                quotas=quotas,
-                usage=dict(usage[tenant.pk]),
-                cohort=tenant.cohort,
-                user_use=users.get(tenant.pk, {}),
-                user_gpu_limit=None if limit is None else limit * GPU_MILLI,
-                recent_use=recent[tenant.pk].use if tenant.pk in recent else {},
-            )
-        )
-    return tuple(out)
+    return tuple(
+        core_tenant(tenant, usage[tenant.pk], users.get(tenant.pk, {}), recent.get(tenant.pk))
+        for tenant in Tenant.objects.prefetch_related("quotas").order_by("id")
+    )
 
 
 def users_gpus(running: tuple[p.RunningJob, ...]) -> dict[int, dict[str, float]]:
@@ -307,11 +288,6 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
             row["gpu_milli"] if row["gpu_index"] is not None else 0
         )
     return milli
-
-
-def gpu_scale(flavor: str) -> int:
-    """Quotas count whole GPUs; the core counts milli-GPU."""
-    return GPU_MILLI if flavor.startswith("gpu:") else 1
 
 
 def queued_jobs(now: float):

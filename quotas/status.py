@@ -17,6 +17,7 @@ from jobs import recent_use, snapshot
 from jobs.models import Job
 from jobs.placement.quota import Ledger
 from jobs.states import State
+from jobs.tenant_limits import gpu_scale
 from quotas.models import Tenant
 
 
@@ -61,7 +62,7 @@ def unit(flavor: str) -> str:
 
 def in_units(flavor: str, amount: int | None) -> float | None:
     """The ledger's amount in the flavor's unit: the core counts milli-GPUs."""
-    return None if amount is None else amount / snapshot.gpu_scale(flavor)
+    return None if amount is None else amount / gpu_scale(flavor)
 
 
 def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:

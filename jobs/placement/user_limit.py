@@ -45,15 +45,19 @@ class UserLimits:
                 "the tenant: it cannot start while that limit stands."
             )
         user = (job.tenant, job.owner)
-        held = self.held.get(user, 0)
-        if held + asks <= limit:
+        if self.room(job.tenant, job.owner, asks):
             if job.preempting:  # its claim, until it starts
-                self.held[user] = held + asks
+                self.held[user] = self.held.get(user, 0) + asks
             return ""
         return (
-            f"Its submitter holds {_gpus(held)} of the {_gpus(limit)} GPUs one user may hold in "
-            "the tenant; it starts once enough of their work ends."
+            f"Its submitter holds {_gpus(self.held[user])} of the {_gpus(limit)} GPUs one user "
+            "may hold in the tenant; it starts once enough of their work ends."
         )
+
+    def room(self, tenant: str, owner: str, asks: int) -> bool:
+        """Whether the user may take ``asks`` GPU milli more in the tenant."""
+        limit = self.limits.get(tenant)
+        return limit is None or self.held.get((tenant, owner), 0) + asks <= limit
 
     def charge(self, tenant: str, owner: str, gpu_milli: int) -> None:
         """Count GPUs the cycle gave to the user (only in tenants with a limit)."""

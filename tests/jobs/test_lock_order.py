@@ -6,12 +6,12 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
-from jobs import actions, cycle, janitor
+from jobs import actions, cycle, janitor, tenant_limits
 from jobs.models import Attempt, Job
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, TenantFactory
 from tests.processes import wait_until, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,3 +113,64 @@ def test_the_start_timeout_waits_for_the_job_lock_before_it_touches_the_attempt(
     run_beside_an_end_in_flight(job.pk, attempt.pk, janitor.stop_unstarted, later)
 
     assert Attempt.objects.get(pk=attempt.pk).stop_reason == Attempt.Outcome.LOST
+
+
+def test_a_commit_waits_for_another_placing_work_in_the_same_cohort():
+    # Another scheduler's commit holds a tenant of the cohort: this one re-checks the cohort's
+    # quotas only once that one has committed what it placed.
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    other = TenantFactory(cohort="pool")
+    job = JobFactory(tenant=TenantFactory(cohort="pool"), gpus=1)
+    holder = other_connection()
+    holder.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [other.pk])
+
+    committing = in_a_thread(cycle.run_cycle)
+    commit_once_waited_on(holder, committing, "quotas_tenant")
+
+    assert not committing.is_alive()
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
+
+
+def test_a_commit_does_not_wait_for_work_placed_in_another_cohort():
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    other = TenantFactory(cohort="elsewhere")
+    job = JobFactory(tenant=TenantFactory(cohort="pool"), gpus=1)
+    holder = other_connection()
+    holder.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [other.pk])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # a wait would fail the cycle
+        cycle.run_cycle()
+    finally:
+        holder.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
+
+
+def test_a_submission_does_not_wait_for_a_commit_holding_its_tenant():
+    # The commit's lock on its tenants leaves the key share a new job's reference to its
+    # tenant takes: submissions go on while a batch commits.
+    job = JobFactory(tenant=TenantFactory(cohort="pool"))
+    locked, done = threading.Event(), threading.Event()
+
+    def commit_in_flight():
+        with transaction.atomic():
+            tenant_limits.lock([job.pk])
+            locked.set()
+            done.wait(10)
+
+    committing = in_a_thread(commit_in_flight)
+    try:
+        assert locked.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")
+        JobFactory(tenant=job.tenant)
+    finally:
+        done.set()
+        committing.join(10)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+    assert Job.objects.filter(tenant=job.tenant).count() == 2

@@ -1,0 +1,139 @@
+"""Tenants as the core sees them, and the commit's re-check of the limits the core decides on
+its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool) and the GPUs
+one user may hold in a tenant.
+
+The core decides them on the snapshot, but another scheduler (``MLSCHED_SINGLE_FLIGHT=0``) may
+have placed work of the same tenants since, and an admin may have lowered a quota. So a batch's
+commit locks every tenant of the cohorts it places work for (in id order, after the nodes), reads
+what their live allocations hold, and asks the core's own ledgers (``quota.Ledger``,
+``user_limit.UserLimits``) placement by placement, charging what it commits. A placement past a
+limit is skipped: the job stays queued, and the next cycle, reading the truth, explains it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection
+
+from django.db.models import Q, Sum
+
+from clusters.models import GPU_MILLI, Allocation
+from jobs import placement as p
+from jobs.models import Job
+from jobs.placement.quota import Ledger
+from jobs.placement.user_limit import UserLimits
+from quotas.models import RecentUse, Tenant
+
+
+def gpu_scale(flavor: str) -> int:
+    """Quotas count whole GPUs; the core counts milli-GPU."""
+    return GPU_MILLI if flavor.startswith("gpu:") else 1
+
+
+def core_tenant(
+    tenant: Tenant,
+    usage: dict[str, int],
+    user_use: dict[str, float] | None = None,
+    recent: RecentUse | None = None,
+) -> p.Tenant:
+    """The core's view of a tenant (its quotas prefetched): its quotas in the core's units,
+    what its running work uses (`usage`, by flavor), its users' GPUs and its recent use."""
+    limit = tenant.max_gpus_per_user
+    quotas = tuple(
+        p.Quota(
+            flavor=q.flavor,
+            guaranteed=q.guaranteed * gpu_scale(q.flavor),
+            borrow_limit=q.borrow_limit * gpu_scale(q.flavor),
+        )
+        for q in tenant.quotas.all()
+    )
+    return p.Tenant(
+        id=str(tenant.pk),
+        weight=tenant.fair_share_weight,
+        quotas=quotas,
+        usage=dict(usage),
+        cohort=tenant.cohort,
+        user_use=user_use or {},
+        user_gpu_limit=None if limit is None else limit * GPU_MILLI,
+        recent_use=recent.use if recent is not None else {},
+    )
+
+
+class Limits:
+    """The locked tenants' quotas and users' GPUs as their live allocations hold them now, for
+    one commit batch."""
+
+    def __init__(self, jobs: dict[int, tuple[str, str]], tenants: list[p.Tenant], users: list):
+        self.jobs = jobs  # job id -> (tenant, owner), as the core names them
+        self.ledger = Ledger(tenants)
+        self.users = UserLimits(tenants, ())
+        for tenant, owner, gpu_milli in users:
+            self.users.charge(tenant, owner, gpu_milli)
+
+    def allows(self, outcome: p.Outcome) -> bool:
+        """Whether the placement keeps its tenant within its quotas and its user within the
+        tenant's GPU limit, with everything charged so far."""
+        tenant, owner = self.jobs[int(outcome.job_id)]
+        used, gpus = demand(outcome)
+        return self.ledger.allows(tenant, used) and self.users.room(tenant, owner, gpus)
+
+    def charge(self, outcome: p.Outcome) -> None:
+        """Count a placement the batch commits."""
+        tenant, owner = self.jobs[int(outcome.job_id)]
+        used, gpus = demand(outcome)
+        self.ledger.charge(tenant, used)
+        self.users.charge(tenant, owner, gpus)
+
+
+def lock(job_ids: Collection[int]) -> Limits:
+    """Lock every tenant of the cohorts of the jobs' tenants, in id order, and read what their
+    live allocations hold. Commits placing work for one cohort take turns from here to their
+    end; the nodes are locked before (commit.lock_nodes), always in that order."""
+    jobs = {
+        pk: (str(tenant), str(owner))
+        for pk, tenant, owner in Job.objects.filter(pk__in=job_ids).values_list(
+            "pk", "tenant_id", "owner_id"
+        )
+    }
+    cohorts = Tenant.objects.filter(pk__in={int(t) for t, _ in jobs.values()}).values("cohort")
+    locked = list(
+        Tenant.objects.select_for_update(of=("self",), no_key=True)
+        .filter(cohort__in=cohorts)
+        .order_by("id")
+        .prefetch_related("quotas")
+    )
+    held = (
+        Allocation.objects.active()
+        .filter(attempt__job__tenant__in=[tenant.pk for tenant in locked])
+        .values("attempt__job__tenant_id", "attempt__job__owner_id", "node__gpu_type")
+        .annotate(
+            cpu=Sum("cpu_milli"),
+            memory=Sum("memory_mb"),
+            gpu=Sum("gpu_milli", filter=Q(gpu_index__isnull=False), default=0),
+        )
+    )
+    usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    users = []
+    for row in held:
+        tenant = row["attempt__job__tenant_id"]
+        usage[tenant]["cpu"] += row["cpu"]
+        usage[tenant]["memory"] += row["memory"]
+        if row["gpu"]:
+            usage[tenant][p.gpu_flavor(row["node__gpu_type"])] += row["gpu"]
+            users.append((str(tenant), str(row["attempt__job__owner_id"]), row["gpu"]))
+    return Limits(jobs, [core_tenant(t, usage[t.pk]) for t in locked], users)
+
+
+def demand(outcome: p.Outcome) -> tuple[dict[str, int], int]:
+    """What a placement takes, by flavor in the core's units, and its GPU milli."""
+    used = {"cpu": 0, "memory": 0}
+    gpus = 0
+    for worker in outcome.workers:
+        used["cpu"] += worker.cpu_milli
+        used["memory"] += worker.memory_mb
+        if worker.gpu_indices:
+            milli = worker.gpu_milli * len(worker.gpu_indices)
+            flavor = p.gpu_flavor(worker.gpu_type)
+            used[flavor] = used.get(flavor, 0) + milli
+            gpus += milli
+    return used, gpus
