@@ -323,3 +323,55 @@ def agents(now) -> list[Metric]:
                   "Seconds since each cluster's agent last reported.",
                   [({"cluster": name}, (now - beat).total_seconds())
                    for name, beat in clusters])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Glance:
+    """One figure of the overview's first line, read off the metrics: a title, the figure, a
+    line saying what it counts, and whether it wants an operator's attention."""
+
+    title: str
+    figure: str
+    detail: str
+    alarm: bool = False
+
+
+def glance(figures: list[Metric]) -> list[Glance]:
+    """The platform at a glance: GPUs allocated, idle GPUs nothing queued or running could
+    use, jobs queued and running, the success rate, the scheduler's last cycle and the agents
+    reporting. Read off `figures` (collect()'s, as the reader may see them): no query."""
+    by_name = {m.name: m for m in figures}
+
+    def total(name: str, **match) -> float:
+        samples = by_name[name].samples if name in by_name else []
+        return sum(v for labels, v in samples if all(labels.get(k) == w for k, w in match.items()))
+
+    def values(name: str) -> list[float]:
+        return [v for _, v in by_name[name].samples] if name in by_name else []
+
+    gpus, allocated = total("mlsched_gpus", state="total"), total("mlsched_gpus", state="allocated")
+    share = f"{allocated / gpus:.0%} of the platform's GPUs" if gpus else "no GPU reported yet"
+    fragmented = total("mlsched_gpus_fragmented")
+    running = sum(total("mlsched_jobs", state=s) for s in (State.SCHEDULED, State.RUNNING))
+    rate = values("mlsched_job_success_rate")
+    cycle_ages = values("mlsched_scheduler_last_cycle_age_seconds")
+    beats = values("mlsched_agent_heartbeat_age_seconds")
+    reporting = sum(1 for age in beats if age <= settings.MLSCHED_AGENT_TIMEOUT_S)
+    tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
+    stalled = not cycle_ages or min(cycle_ages) > max(30.0, 10 * tick)
+    return [
+        Glance("GPUs allocated", f"{allocated:g} of {gpus:g}", share),
+        Glance("Idle but unusable", f"{fragmented:g} GPUs",
+               "idle GPUs the queued and running job mix could not use"),
+        Glance("Your teams' jobs",
+               f"{total('mlsched_jobs', state=State.QUEUED):g} queued, {running:g} running",
+               "scheduled or running count as running"),
+        Glance("Success rate", f"{rate[0]:.0%}" if rate else "none ended",
+               "succeeded / (succeeded + failed), last day"),
+        Glance("Scheduler",
+               f"last cycle {min(cycle_ages):.0f} s ago" if cycle_ages else "no cycle yet",
+               f"one every {tick:g} s; none for {max(30.0, 10 * tick):g} s is marked", stalled),
+        Glance("Agents", f"{reporting} of {len(beats)} reporting",
+               f"silent over {settings.MLSCHED_AGENT_TIMEOUT_S:g} s: no new placements there",
+               reporting < len(beats)),
+    ]  # fmt: skip

@@ -290,7 +290,8 @@ def overview(request):
         jobs=Job.objects.filter(tenant__in=tenants),
         attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
     )
-    return render(request, "portal/overview.html", {"metrics": figures})
+    context = {"metrics": figures, "glance": platform_metrics.glance(figures)}
+    return render(request, "portal/overview.html", context)
 
 
 @login_required

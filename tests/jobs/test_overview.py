@@ -1,18 +1,23 @@
 """The portal's overview: the /metrics figures drawn, the job figures of the user's tenants."""
 
+import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.utils import timezone
 
+from jobs import cycle
+from jobs.models import SchedulerShard
 from jobs.states import State
-from tests.factories import JobFactory, NodeFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def page(client, alice):
+def page(client, alice, settings):
+    settings.MLSCHED_METRICS_CACHE_S = 0  # each view computes its figures afresh
     client.force_login(alice)
     return lambda: client.get("/overview/").content.decode()
 
@@ -49,3 +54,43 @@ def test_it_asks_anonymous_visitors_to_log_in(client):
     response = client.get("/overview/")
 
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def glance(html: str) -> dict[str, tuple[str, bool]]:
+    """The overview's first line: each title's figure, and whether it is marked for attention."""
+    items = re.findall(
+        r'<div class="glance-item( alarm)?">\s*<dt>([^<]*)</dt>\s*<dd class="figure">([^<]*)</dd>',
+        html,
+    )
+    return {unescape(title): (unescape(figure), bool(alarm)) for alarm, title, figure in items}
+
+
+def test_at_a_glance_it_gives_the_gpus_allocated_of_all_and_the_users_jobs(page, alpha):
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8, gpu_type="A100")
+    JobFactory(tenant=alpha, gpus=2)
+    JobFactory(tenant=alpha, gpus=8)  # waits: 6 GPUs are left
+    cycle.run_cycle()
+
+    figures = glance(page())
+
+    assert figures["GPUs allocated"] == ("2 of 8", False)
+    assert figures["Your teams' jobs"] == ("1 queued, 1 running", False)
+
+
+def test_at_a_glance_a_scheduler_without_a_recent_cycle_is_marked(page):
+    shard = SchedulerShard.objects.create(name="default", last_cycle_at=timezone.now())
+    assert glance(page())["Scheduler"] == ("last cycle 0 s ago", False)
+
+    SchedulerShard.objects.filter(pk=shard.pk).update(
+        last_cycle_at=timezone.now() - timedelta(minutes=5)
+    )
+
+    assert glance(page())["Scheduler"] == ("last cycle 300 s ago", True)
+
+
+def test_at_a_glance_a_silent_agent_is_marked(page):
+    now = timezone.now()
+    ClusterFactory(name="east", last_heartbeat=now)
+    ClusterFactory(name="west", last_heartbeat=now - timedelta(minutes=10))
+
+    assert glance(page())["Agents"] == ("1 of 2 reporting", True)
