@@ -49,7 +49,7 @@ def index(request):
     over 200 characters or a ``before`` or ``batch`` that is no id is a 400 naming it; a team
     the user is not in just lists nothing."""
     filters, errors = job_filters(request)
-    jobs = visible_jobs(request.user).select_related("tenant", "priority_class")
+    jobs = visible_jobs(request.user).select_related("tenant", "priority_class", "owner")
     jobs = jobs.none() if errors else jobs.filter(filters).prefetch_related("dependency_links")
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     hidden = access.hidden_from(request.user, page)

@@ -2,6 +2,8 @@ import html
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Job
 from jobs.states import State
@@ -186,3 +188,37 @@ def test_the_job_page_names_a_family_as_the_submit_form_does(client, alice, alph
     page = client.get(f"/jobs/{job.pk}/").text
 
     assert "<dt>Family</dt><dd>Batch inference</dd>" in page
+
+
+def test_the_job_list_shows_who_submitted_each_job_and_the_gpus_it_asks(client, alpha, alice, bob):
+    JobFactory(tenant=alpha, owner=alice, name="gang", workers=4, gpus=8)
+    JobFactory(tenant=alpha, owner=bob, name="probe", gpus=0, gpu_milli=250)
+    JobFactory(tenant=alpha, owner=bob, name="tokenize", gpus=0)
+    client.force_login(alice)
+
+    rows = {
+        re.search(r">([a-z]+)</a>", row).group(1): re.findall(r"<td[^>]*>([^<]*)</td>", row)
+        for row in client.get("/").text.split("<tr class=")[1:]
+    }
+
+    # Cells after the id: tenant, by, family, GPUs.
+    assert rows["gang"][1:5] == ["Alpha", "alice", "Training", "4 × 8"]
+    assert rows["probe"][2:5] == ["bob", "Training", "250m"]
+    assert rows["tokenize"][4] == "none"
+
+
+def test_the_job_list_reads_the_submitters_in_its_one_query(client, alpha, alice, bob):
+    for owner in (alice, bob):
+        JobFactory(tenant=alpha, owner=owner)
+    client.force_login(alice)
+    client.get("/")  # the session's first reads
+    with CaptureQueriesContext(connection) as two:
+        client.get("/")
+    for owner in [UserFactory() for _ in range(6)]:
+        MembershipFactory(tenant=alpha, user=owner)
+        JobFactory(tenant=alpha, owner=owner)
+
+    with CaptureQueriesContext(connection) as eight:
+        client.get("/")
+
+    assert len(eight.captured_queries) == len(two.captured_queries)
