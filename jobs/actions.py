@@ -661,7 +661,9 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     `not_before`, which the snapshot and the commit's claim read as they read a retry's
     backoff: the job is queued but not placed before it. A retry moves `not_before` on, and
     only comes after a placement, so past the begin. A `deadline` (Slurm's --deadline) is kept
-    on every shard as well: the janitor cancels a queued job that could no longer end by it.
+    on every shard as well: the janitor cancels a queued job that could no longer end by it. So
+    is a batch's `max_running_shards` (Slurm's --array=...%N), which the placement core reads
+    off each queued shard.
     """
     spec = dict(spec)
     depends_on = spec.pop("depends_on", [])
@@ -995,6 +997,44 @@ def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = 
           f"priority set to {first.priority_class.name} {first.priority:+d} by {by}")  # fmt: skip
     transaction.on_commit(kick)
     return len(shards)
+
+
+class ShardLimitRefused(Exception):
+    """A change of a batch's limit on its shards running at once that the job does not allow
+    (a conflict): a shard other than the batch's first, or a batch that has ended."""
+
+
+@retrying.atomic
+def set_shard_limit(job: Job, limit: int | None, by: str) -> int:
+    """Let at most `limit` of a batch's shards run at once from the next cycle (Slurm's
+    array throttle, `scontrol update ArrayTaskThrottle=`), None for no limit: one UPDATE of
+    every shard row of the batch (its first shard), while any of them lives. A lower limit
+    stops no running shard: the batch starts no more until fewer run. Records an event on the
+    batch's first shard and wakes the scheduler; returns how many shards it changed.
+
+    Raises ShardLimitRefused for a shard other than the batch's first, or a batch that has
+    ended; the serializer's ValidationError, on max_running_shards, for a job of no batch."""
+    if job.parent_id is not None:
+        raise ShardLimitRefused(
+            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+            f"batch's limit, #{job.parent_id}."
+        )
+    if not job.is_batch:
+        raise ValidationError({"max_running_shards": [
+            f"Job #{job.pk} is not a batch: only a batch limits how many of its shards run at "
+            "once."
+        ]})  # fmt: skip
+    # Its rows in id order, as cancel() locks them: a cancel racing the change waits for it.
+    shards = dict(job.batch().select_for_update().values_list("id", "state"))
+    if all(state in states.TERMINAL for state in shards.values()):
+        raise ShardLimitRefused(f"Batch #{job.pk} has ended: no shard of it is left to run.")
+    changed = job.batch().update(max_running_shards=limit)
+    said = "no limit" if limit is None else f"at most {limit}"
+    reason = f"shards running at once: {said}, set by {by}"
+    first = {job.pk: (job.tenant_id, shards[job.pk])}
+    write_events(first, shards[job.pk], {job.pk: reason}, {}, timezone.now())
+    transaction.on_commit(kick)
+    return changed
 
 
 def may_release(held: str, *, admin: bool) -> bool:

@@ -26,6 +26,7 @@ from jobs.serializers import (
     LogLineSerializer,
     PrioritySerializer,
     ResubmitSerializer,
+    ShardLimitSerializer,
     SubmitSerializer,
     held_filter,
     whole_number,
@@ -214,6 +215,28 @@ class PriorityView(APIView):
         return Response({**job_json(request, job), "changed": changed})
 
 
+class ShardLimitView(APIView):
+    """Change how many of a batch's shards may run at once (actions.set_shard_limit), on its
+    first shard, while it lives: whoever may change its priority may."""
+
+    def post(self, request, pk):
+        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
+        if not access.can_cancel(request.user, job):
+            raise PermissionDenied("You may see this job but not change its limit.")
+        change = ShardLimitSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        limit = change.validated_data["max_running_shards"]
+        try:
+            changed = actions.set_shard_limit(job, limit, str(request.user))
+        except actions.ShardLimitRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        job.refresh_from_db()
+        if not access.can_see(request.user, job):
+            return Response({"id": job.pk, "state": job.state, "max_running_shards": limit,
+                             "changed": changed})  # fmt: skip
+        return Response({**job_json(request, job), "changed": changed})
+
+
 class DependenciesView(APIView):
     """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`), as a
     submission gives them: whoever may cancel a job and sees every job it waits for may change
@@ -395,6 +418,7 @@ urlpatterns = [
         name="api-job-release",
     ),
     path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
+    path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),

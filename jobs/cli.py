@@ -1,6 +1,7 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
-    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--test-only]
+    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
+                [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -12,6 +13,9 @@
                      s, m, h, d, seconds without a unit). --deadline TIME, written the same
                      way, as Slurm's --deadline: canceled while queued once it could no longer
                      end by then (started at once and running its max_runtime_s).
+                     --max-running N: at most N of a batch's shards run at once, the others
+                     waiting until one ends, as Slurm's --array=0-999%N (its
+                     max_running_shards).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only
@@ -21,7 +25,8 @@
                      your jobs, newest first (all of them, or the newest N); --held: only
                      the held ones; --batch: the shards of one batch (its id: the job its
                      submission returned)
-    status ID        one job, as JSON
+    status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
+                     limit on shards running at once, max_running_shards)
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does
@@ -30,6 +35,11 @@
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)
+    shard-limit ID N|none
+                     let at most N of a queued or running batch's shards run at once from
+                     now on ("none": no limit), as Slurm's scontrol update
+                     ArrayTaskThrottle=; a lower limit stops no shard, the batch starts no
+                     more until fewer run
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or
@@ -162,11 +172,12 @@ def submit(api: Api, args) -> None:
         spec["depends_on"] = [*spec.get("depends_on", []), *added]
         if singleton:
             spec["singleton"] = True
-    for field in ("begin", "deadline"):
-        if (moment := getattr(args, field)) is not None:
+    given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running}
+    for field, value in given.items():
+        if value is not None:
             if not isinstance(spec, dict):
                 raise SystemExit(f"{args.file}: not a job description")
-            spec[field] = moment
+            spec[field] = value
     if args.test_only:
         answer = api.call("POST", "jobs/test/", json=spec)
         show(trial_line(answer))
@@ -323,6 +334,23 @@ def priority(api: Api, args) -> None:
     changed = answer["changed"]
     show(f"priority {answer['priority_class']} {answer['priority']:+d} for {changed} "
          f"job{'s' if changed != 1 else ''}")  # fmt: skip
+
+
+NO_LIMIT = "none"  # no limit on a batch's shards running at once, as shard-limit takes it
+
+
+def shard_limit(api: Api, args) -> None:
+    """How many of the batch's shards may now run at once, and how many shard rows changed."""
+    body = {"max_running_shards": None if args.limit == NO_LIMIT else args.limit}
+    answer = api.call("POST", f"jobs/{args.id}/shard-limit/", json=body)
+    limit, changed = answer["max_running_shards"], answer["changed"]
+    said = f"at most {limit} of its shards" if limit is not None else "no limit on its shards"
+    show(f"batch {answer['id']}: {said} running at once ({changed} shards)")
+
+
+def limit_written(text: str) -> int | str:
+    """shard-limit's N: a whole number above 0, or "none"."""
+    return text if text == NO_LIMIT else positive(text)
 
 
 def hold(api: Api, args) -> None:
@@ -537,6 +565,10 @@ def main(argv=None) -> int:
         help="canceled while queued once it could no longer end by TIME, written as for --begin",
     )  # fmt: skip
     submitting.add_argument(
+        "--max-running", type=positive, metavar="N",
+        help="a batch: at most N of its shards run at once (Slurm's --array=0-999%%N)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--test-only", action="store_true",
         help="submit nothing: say whether it would start now, where, or why it would wait "
              "and until when (Slurm's sbatch --test-only)",
@@ -563,6 +595,12 @@ def main(argv=None) -> int:
                                 help="a priority class open to the job's tenant")  # fmt: skip
     reprioritizing.add_argument("--value", type=int, metavar="N",
                                 help="its priority within the class, -1000 to 1000")  # fmt: skip
+    limiting = commands.add_parser("shard-limit")
+    limiting.add_argument("id", type=int)
+    limiting.add_argument(
+        "limit", type=limit_written, metavar="N|none",
+        help="at most N of the batch's shards run at once; none: no limit",
+    )  # fmt: skip
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -597,7 +635,8 @@ def main(argv=None) -> int:
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "usage": usage, "quota": quota, "priority": priority}  # fmt: skip
+           "usage": usage, "quota": quota, "priority": priority,
+           "shard-limit": shard_limit}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

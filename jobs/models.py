@@ -60,6 +60,18 @@ class Job(models.Model):
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="shard_jobs"
     )
     shard_index = models.PositiveIntegerField(null=True, blank=True)
+    # Slurm's array throttle (--array=0-999%10): every shard row of a batch carries it, so the
+    # snapshot reads it off each queued shard (jobs.placement.batch_limit). NULL in the
+    # database too for rows written without it (db_default): no limit.
+    max_running_shards = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        db_default=None,
+        validators=[MinValueValidator(1)],
+        help_text="At most this many of the batch's shards run at once (Slurm's "
+        "--array=...%N); the others wait until one ends. Empty: no limit.",
+    )
     resubmitted_from = models.ForeignKey(
         "self",
         null=True,

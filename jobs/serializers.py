@@ -242,6 +242,11 @@ class SubmitSerializer(serializers.Serializer):
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
+    # Slurm's array throttle (--array=0-999%10): at most this many of the batch's shards run at
+    # once; null, no limit.
+    max_running_shards = serializers.IntegerField(
+        min_value=1, max_value=MAX_SHARDS, default=None, allow_null=True
+    )
     priority_class = serializers.SlugField(default="normal")
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
@@ -305,12 +310,20 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):
             raise serializers.ValidationError({"shards": problem})
+        if data["max_running_shards"] is not None and data["shards"] == 1:
+            raise serializers.ValidationError({"max_running_shards": NOT_A_BATCH})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
         if problem := dependency_problem(data["depends_on"], tenant, self.jobs):
             raise serializers.ValidationError({"depends_on": problem})
         if problem := deadline_problem(data):
             raise serializers.ValidationError({"deadline": problem})
         return data
+
+
+NOT_A_BATCH = (
+    "Only a batch (shards above 1) limits how many of its shards run at once: leave it out, "
+    "or give shards."
+)
 
 
 def batch_too_large(data: dict) -> str:
@@ -398,6 +411,16 @@ class PrioritySerializer(serializers.Serializer):
             message = f"Tenant {self.job.tenant.slug!r} may not run jobs at {chosen.name!r}."
             raise serializers.ValidationError({"priority_class": message})
         return data
+
+
+class ShardLimitSerializer(serializers.Serializer):
+    """A batch's limit on its shards running at once from now on (Slurm's `scontrol update
+    ArrayTaskThrottle=`): a number from 1, or null for none. Whether the job is a batch that
+    still lives is asked by jobs.actions.set_shard_limit."""
+
+    max_running_shards = serializers.IntegerField(
+        min_value=1, max_value=MAX_SHARDS, allow_null=True
+    )
 
 
 LARGEST_ID = 2**63 - 1  # of a bigint primary key
@@ -557,7 +580,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
-            "shard_index", "parent", "resubmitted_from",
+            "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
             "pending_reason", "pending_message", "estimated_start", "created", "begin",

@@ -41,7 +41,11 @@ def estimate(owner, tenant, spec: dict) -> dict:
     created = datetime.fromtimestamp(now, tz=UTC)
     row = snapshot.row_of(Job(tenant=tenant, owner=owner, created=created, **spec))
     ids = [TRIAL_ID.format(index) for index in range(spec["shards"])]
-    loaded = snapshot.load(now, extra=[{**row, "id": job_id} for job_id in ids])
+    # A batch's shards name its first as their parent, as submit writes them: the core counts
+    # them as one batch (its limit on shards running at once).
+    first = ids[0]
+    extra = [{**row, "id": pk, "parent_id": None if pk == first else first} for pk in ids]
+    loaded = snapshot.load(now, extra=extra)
     outcomes = place(loaded.snapshot).by_job()
     back = created + timedelta(seconds=loaded.snapshot.policy.eviction_grace_s)
     names = {str(pk): name for pk, name in Cluster.objects.values_list("pk", "name")}

@@ -29,6 +29,7 @@ from jobs.serializers import (
     DependenciesSerializer,
     PrioritySerializer,
     ResubmitSerializer,
+    ShardLimitSerializer,
     SubmitSerializer,
     held_filter,
     whole_number,
@@ -40,6 +41,10 @@ from quotas.models import PriorityClass
 PAGE = 50
 HISTORY = 20  # events the job page lists, newest first
 PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
+SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and the job page
+# The submit form's fields that have a help text, and its element's id.
+SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
+                SHARD_LIMIT: "max-running-shards-help"}  # fmt: skip
 
 
 def index(request):
@@ -152,6 +157,9 @@ def job_page(
         # Drawn for whoever may cancel the job while it lives: job.js shows it while queued.
         "priority_classes": open_classes(job) if can_cancel else None,
         "queued": queued,
+        # A batch's limit on its shards running at once, on its first shard's page, changed
+        # by whoever may cancel it while it lives.
+        "change_shard_limit": can_cancel and job.is_batch,
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": can_resubmit,
         # One key per page drawn: a double click resubmits once.
@@ -173,7 +181,7 @@ def job_page(
         "fields": described(
             dict.fromkeys(invalid, error),
             message_id="error",
-            helps={"dependencies": "dependencies-help"},
+            helps={"dependencies": "dependencies-help", SHARD_LIMIT: "shard-limit-help"},
         ),
     }
     return render(request, "portal/job.html", context, status=status)
@@ -386,7 +394,7 @@ def submit(request):
     context = {
         "values": values,
         "errors": errors,
-        "fields": described(errors, helps={"begin": "begin-help", "deadline": "deadline-help"}),
+        "fields": described(errors, helps=SUBMIT_HELPS),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
         "trial": answer,
@@ -500,6 +508,30 @@ def change_priority(request, pk):
         at_fault = [name for name in PRIORITY_FIELDS if name in refusal.detail] or PRIORITY_FIELDS
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
     except actions.NotQueued as refusal:
+        return refused(request, pk, str(refusal), 409)
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def change_shard_limit(request, pk):
+    """Change how many of a batch's shards may run at once, as the API does, for whoever may
+    cancel it: a number, or nothing for no limit. A refusal is the job page with why (400, or
+    409 for a shard other than the batch's first, or a batch that has ended)."""
+    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
+    if not access.can_cancel(request.user, job):
+        raise PermissionDenied("You may see this job but not change its limit.")
+    typed = request.POST.get("max_running_shards", "").strip()
+    change = ShardLimitSerializer(data={"max_running_shards": typed or None})
+    try:
+        change.is_valid(raise_exception=True)
+        limit = change.validated_data["max_running_shards"]
+        actions.set_shard_limit(job, limit, str(request.user))
+    except ValidationError as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[SHARD_LIMIT])
+    except actions.ShardLimitRefused as refusal:
         return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")

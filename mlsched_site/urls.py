@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
     path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
     path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),
+    path("jobs/<int:pk>/shard-limit/", portal.change_shard_limit, name="change_shard_limit"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
     path("usage/", portal.usage, name="usage"),

@@ -14,6 +14,7 @@ STATUSES = (PLACED, PREEMPTS, RESERVED, PENDING)
 REASONS = {
     "quota_exceeded": "The tenant's guarantee plus what it may borrow does not cover the job.",
     "user_gpu_limit": "Its submitter would hold more GPUs than one user may in the tenant.",
+    "batch_shard_limit": "As many of its batch's shards run as the batch lets run at once.",
     "no_matching_cluster": "No cluster matches the job's cluster selector.",
     "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",
     "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",

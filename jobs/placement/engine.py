@@ -14,6 +14,7 @@ import dataclasses
 import gc
 
 from jobs.placement import explain, own_quota, preemption, ranges
+from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
@@ -46,7 +47,9 @@ def place(snapshot: Snapshot) -> Decision:
         cycle = Cycle(snapshot)
         # A job ordered above its tier comes again at its own place if it still waits there.
         outcomes: dict[str, Outcome] = {}
-        # Placing is what a cycle is for; only jobs left waiting count toward the depth.
+        # Placing is what a cycle is for; only jobs left waiting count toward the depth, and
+        # not a shard its batch's limit holds: a batch of 10,000 throttled shards, each
+        # decided at no cost, would otherwise stop the cycle for everyone behind it.
         depth = snapshot.policy.queue_depth
         waiting = 0
         for job in cycle.order:
@@ -55,7 +58,10 @@ def place(snapshot: Snapshot) -> Decision:
             earlier = outcomes.get(job.id)
             if earlier is None or earlier.status == PENDING:
                 outcome = outcomes[job.id] = cycle.decide(job)
-                waiting += outcome.status in (PENDING, RESERVED)
+                waiting += (
+                    outcome.status in (PENDING, RESERVED)
+                    and outcome.reason != explain.BATCH_SHARD_LIMIT
+                )
         if len(outcomes) < len(snapshot.queued):
             for job in snapshot.queued:
                 if job.id not in outcomes:
@@ -87,6 +93,7 @@ class Cycle:
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
         self.user_limits = UserLimits(snapshot.tenants, snapshot.running)
+        self.batch_limits = BatchLimits(snapshot.queued, snapshot.running)
         self.quota = QuotaGate(self.ledger, self.now)
         workload = learn_workload(
             snapshot.queued,
@@ -168,9 +175,17 @@ class Cycle:
         avoid), and that request neither searched for victims nor could have reserved, the
         answer is reused.
         """
+        # Before the reused answers: they are keyed by the request, not its batch or user.
+        # The batch's limit first: it counts nothing, while the user's limit holds a
+        # preemptor's ask as soon as it lets it through.
+        refusal = self.batch_limits.refusal(job)
+        if refusal:
+            return explain.over_batch_limit(job, refusal)
         refusal = self.user_limits.refusal(job)
-        if refusal:  # before the reused answers: they are keyed by the request, not its user
+        if refusal:
             return explain.over_user_limit(job, refusal)
+        if job.preempting:  # its claim on its batch's turn, until it starts (batch_limit.py)
+            self.batch_limits.charge(job)
         groups = self.groups_for(job)
         avoided = self._avoided(job, groups)
         key = None
@@ -412,8 +427,9 @@ class Cycle:
         count = len(slots)
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
-        if not job.preempting:  # a preemptor's ask is held from its decision (user_limit.py)
+        if not job.preempting:  # a preemptor is counted from its decision (decide)
             self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
+            self.batch_limits.charge(job)
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
         self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.

@@ -122,6 +122,16 @@ def over_user_limit(job: QueuedJob, why: str) -> Outcome:
     return Outcome(job.id, PENDING, "user_gpu_limit", f"{_request(job)}: {why}")
 
 
+BATCH_SHARD_LIMIT = "batch_shard_limit"
+
+
+def over_batch_limit(job: QueuedJob, why: str) -> Outcome:
+    """A shard that would take its batch past its limit on shards running at once
+    (``batch_limit``): ``why`` says how many run, and the estimate is unknown (it depends on
+    when the batch's own shards end)."""
+    return Outcome(job.id, PENDING, BATCH_SHARD_LIMIT, f"{_request(job)}: {why}")
+
+
 def beyond_depth(job: QueuedJob) -> Outcome:
     """A job the cycle did not reach (``Policy.queue_depth``): said briefly, since a long queue
     has many."""

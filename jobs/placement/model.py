@@ -87,6 +87,9 @@ class RunningJob:
     # worker per allocation, as the core's own placements are).
     owner: str = ""
     user_gpus: float | None = None
+    # The batch the job is a shard of (its first shard's id; None: no batch): a shard running,
+    # or in its grace period, counts against its batch's limit (``batch_limit.py``).
+    batch: str | None = None
 
     @property
     def gpu_milli(self) -> int:
@@ -129,6 +132,11 @@ class QueuedJob:
     # GPUs the user holds (``Tenant.user_use``), so one user's long queue does not take all of
     # the team's share.
     owner: str = ""
+    # The batch the job is a shard of (its first shard's id; None: no batch), and how many of
+    # that batch's shards may run at once (None: no limit; Slurm's --array=...%N). A shard
+    # that would take its batch past it waits (``batch_limit.py``).
+    batch: str | None = None
+    max_running_shards: int | None = None
 
     @property
     def worker_gpu_milli(self) -> int:
@@ -245,7 +253,8 @@ class Policy:
     # ``beyond_queue_depth`` with no estimate (as Slurm's bf_max_job_test bounds its backfill
     # pass). It bounds a cycle on a very long queue, at a price: a job past it is not placed
     # even where it would fit, for as long as that many jobs ahead of it wait. Placements do
-    # not count. None (the default) decides every job.
+    # not count, nor shards their batch's limit holds (decided at no cost). None (the default)
+    # decides every job.
     queue_depth: int | None = None
     # Evicted work is expected gone this long after it is asked to stop (its grace period,
     # and as long again for its agent to report it; the live loader sets it from
@@ -298,5 +307,12 @@ def as_running(job: QueuedJob, slots: Iterable[tuple]) -> RunningJob:
     """A job placed on ``slots`` ((node, GPU takes, CPU, memory), ...) as running work."""
     allocations = tuple(allocation(n.id, takes, cpu, mem) for n, takes, cpu, mem in slots)
     return RunningJob(
-        job.id, job.tenant, job.tier, job.preemptible, False, allocations, owner=job.owner
+        job.id,
+        job.tenant,
+        job.tier,
+        job.preemptible,
+        False,
+        allocations,
+        owner=job.owner,
+        batch=job.batch,
     )

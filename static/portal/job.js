@@ -26,6 +26,8 @@
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
+  const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
+  const maxRunningEl = document.getElementById("max-running-shards");  // a batch's limit, as drawn
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
   const ENDED = ["succeeded", "failed", "canceled"];
   const seen = new Set();  // agents may resend a line: show it once
@@ -62,6 +64,11 @@
     const count = rows === job.shards ? String(rows) : rows + " of " + job.shards;
     const live = Object.keys(job.shard_states).some(function (s) { return !ENDED.includes(s); });
     shardsEl.textContent = count + ": " + counts.join(", ") + (live ? " (cancel stops them all)" : "");
+    if (maxRunningEl) {
+      const limit = job.max_running_shards;
+      maxRunningEl.textContent = limit
+        ? "at most " + limit + " run at once; the others wait until one ends" : "no limit";
+    }
   }
 
   function addLines(lines) {
@@ -177,6 +184,7 @@
     if (ended) {
       if (resubmitEl) resubmitEl.hidden = false;
       if (cancelEl) cancelEl.hidden = true;
+      if (shardLimitEl) shardLimitEl.hidden = true;
     }
     if (resubmitEl && job.shard_states) showRerun(ended);
     if (holdEl) showHold(job.hold_verb);
