@@ -69,8 +69,10 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
         nodes = lock_nodes(node_ids)
-        claimed = claim([int(o.job_id) for o in outcomes], moment)
-        limits = tenant_limits.lock(claimed)
+        job_ids = [int(o.job_id) for o in outcomes]
+        tenants = tenant_limits.lock(job_ids)
+        claimed = claim(job_ids, moment)
+        limits = tenant_limits.read(tenants, claimed)
         rows: dict[int, list[dict]] = {}
         for outcome in outcomes:
             job_id = int(outcome.job_id)

@@ -252,6 +252,15 @@ class Job(models.Model):
         return self.parent_id is None and self.shards > 1
 
     @staticmethod
+    def batch_key(pk, parent_id, shards: int) -> str | None:
+        """The batch a job is a shard of, as the placement core names it: its first shard's id
+        (shard 0, or a rerun's lowest, which stands for the batch: is_batch); None for a job
+        of no batch."""
+        if parent_id is not None:
+            return str(parent_id)
+        return str(pk) if shards > 1 else None
+
+    @staticmethod
     def rows_of_batch(batch: int) -> models.Q:
         """The jobs of batch `batch` (its first shard, and the others, which name it as their
         parent), up to its last shard's id. Its rows lie at or below that id, so a newest-first

@@ -235,16 +235,10 @@ def to_running(job_id: int, rows: list[dict], now: float) -> p.RunningJob:
         stopping=stop_asked is not None,
         owner=str(first["attempt__job__owner_id"]),
         user_gpus=sum(map(p.worker_gpus, workers_milli(rows).values())),
-        batch=batch_of(job_id, first["attempt__job__parent_id"], first["attempt__job__shards"]),
+        batch=Job.batch_key(
+            job_id, first["attempt__job__parent_id"], first["attempt__job__shards"]
+        ),
     )
-
-
-def batch_of(job_id, parent_id, shards: int) -> str | None:
-    """The batch a job is a shard of, as the core names it: its first shard's id (shard 0, or
-    a rerun's lowest, which stands for the batch: Job.is_batch); None for a job of no batch."""
-    if parent_id is not None:
-        return str(parent_id)
-    return str(job_id) if shards > 1 else None
 
 
 def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
@@ -354,7 +348,7 @@ def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
         may_preempt=job["priority_class__may_preempt"],
         preempting=claim is not None and claim.timestamp() > now,
         owner=str(job["owner_id"]),
-        batch=batch_of(job["id"], job["parent_id"], job["shards"]),
+        batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),
         max_running_shards=job["max_running_shards"],
     )
 

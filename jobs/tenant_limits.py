@@ -1,19 +1,22 @@
 """Tenants as the core sees them, and the commit's re-check of the limits the core decides on
-its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool) and the GPUs
-one user may hold in a tenant.
+its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool), the GPUs one
+user may hold in a tenant, and a batch's shards running at once.
 
 The core decides them on the snapshot, but another scheduler (``MLSCHED_SINGLE_FLIGHT=0``) may
-have placed work of the same tenants since, and an admin may have lowered a quota. So a batch's
-commit locks every tenant of the cohorts it places work for (in id order, after the nodes), reads
-what their live allocations hold, and asks the core's own ledgers (``quota.Ledger``,
-``user_limit.UserLimits``) placement by placement, charging what it commits. A placement past a
-limit is skipped: the job stays queued, and the next cycle, reading the truth, explains it.
+have placed work of the same tenants since, and an admin may have lowered a quota (a team its
+batch's limit). So a batch of placements' commit locks every tenant of the cohorts it places
+work for (in id order, after the nodes and before the jobs), reads what their live allocations
+hold, and asks the core's own ledgers (``quota.Ledger``, ``user_limit.UserLimits``) and the
+limits as the job rows give them now, placement by placement, charging what it commits. A
+placement past a limit is skipped: the job stays queued, and the next cycle, reading the truth,
+explains it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from django.db.models import Q, Sum
 
@@ -59,49 +62,82 @@ def core_tenant(
     )
 
 
-class Limits:
-    """The locked tenants' quotas and users' GPUs as their live allocations hold them now, for
-    one commit batch."""
+@dataclass(frozen=True)
+class Claimed:
+    """A job the commit places, as the limits see it (names as the core gives them)."""
 
-    def __init__(self, jobs: dict[int, tuple[str, str]], tenants: list[p.Tenant], users: list):
-        self.jobs = jobs  # job id -> (tenant, owner), as the core names them
+    tenant: str
+    owner: str
+    batch: str | None
+    max_running_shards: int | None
+
+
+class Limits:
+    """The locked tenants' quotas, users' GPUs and batches' running shards as their live
+    allocations hold them now, for one commit batch."""
+
+    def __init__(
+        self,
+        jobs: dict[int, Claimed],
+        tenants: list[p.Tenant],
+        users: list[tuple[str, str, int]],
+        shards: Counter[str],
+    ):
+        self.jobs = jobs
         self.ledger = Ledger(tenants)
         self.users = UserLimits(tenants, ())
         for tenant, owner, gpu_milli in users:
             self.users.charge(tenant, owner, gpu_milli)
+        self.shards = shards  # batch -> its shards running (batches with a limit only)
 
     def allows(self, outcome: p.Outcome) -> bool:
-        """Whether the placement keeps its tenant within its quotas and its user within the
-        tenant's GPU limit, with everything charged so far."""
-        tenant, owner = self.jobs[int(outcome.job_id)]
+        """Whether the placement keeps its tenant within its quotas, its user within the
+        tenant's GPU limit and its batch within its shards' limit, with everything charged so
+        far."""
+        job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
-        return self.ledger.allows(tenant, used) and self.users.room(tenant, owner, gpus)
+        limit = job.max_running_shards
+        return (
+            (job.batch is None or limit is None or self.shards[job.batch] < limit)
+            and self.ledger.allows(job.tenant, used)
+            and self.users.room(job.tenant, job.owner, gpus)
+        )
 
     def charge(self, outcome: p.Outcome) -> None:
         """Count a placement the batch commits."""
-        tenant, owner = self.jobs[int(outcome.job_id)]
+        job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
-        self.ledger.charge(tenant, used)
-        self.users.charge(tenant, owner, gpus)
+        self.ledger.charge(job.tenant, used)
+        self.users.charge(job.tenant, job.owner, gpus)
+        if job.batch is not None:
+            self.shards[job.batch] += 1
 
 
-def lock(job_ids: Collection[int]) -> Limits:
-    """Lock every tenant of the cohorts of the jobs' tenants, in id order, and read what their
-    live allocations hold. Commits placing work for one cohort take turns from here to their
-    end; the nodes are locked before (commit.lock_nodes), always in that order."""
-    jobs = {
-        pk: (str(tenant), str(owner))
-        for pk, tenant, owner in Job.objects.filter(pk__in=job_ids).values_list(
-            "pk", "tenant_id", "owner_id"
-        )
-    }
-    cohorts = Tenant.objects.filter(pk__in={int(t) for t, _ in jobs.values()}).values("cohort")
-    locked = list(
+def lock(job_ids: Collection[int]) -> list[Tenant]:
+    """Lock every tenant of the cohorts of the jobs' tenants, in id order, with their quotas:
+    commits placing work for one cohort take turns from here to their end. After the nodes
+    (commit.lock_nodes) and before the job rows (commit.claim), as a change of dependencies
+    locks its tenant before its job rows (dependencies.lock_change)."""
+    tenants = Job.objects.filter(pk__in=job_ids).values("tenant_id")
+    cohorts = Tenant.objects.filter(pk__in=tenants).values("cohort")
+    return list(
         Tenant.objects.select_for_update(of=("self",), no_key=True)
         .filter(cohort__in=cohorts)
         .order_by("id")
         .prefetch_related("quotas")
     )
+
+
+def read(locked: list[Tenant], job_ids: Collection[int]) -> Limits:
+    """The limits of the claimed jobs (their rows locked: their batch's limit holds still) and
+    what the live allocations of the locked tenants hold now."""
+    rows = Job.objects.filter(pk__in=job_ids).values_list(
+        "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards"
+    )
+    jobs = {
+        pk: Claimed(str(tenant), str(owner), Job.batch_key(pk, parent, shards), limit)
+        for pk, tenant, owner, parent, shards, limit in rows
+    }
     held = (
         Allocation.objects.active()
         .filter(attempt__job__tenant__in=[tenant.pk for tenant in locked])
@@ -121,7 +157,23 @@ def lock(job_ids: Collection[int]) -> Limits:
         if row["gpu"]:
             usage[tenant][p.gpu_flavor(row["node__gpu_type"])] += row["gpu"]
             users.append((str(tenant), str(row["attempt__job__owner_id"]), row["gpu"]))
-    return Limits(jobs, [core_tenant(t, usage[t.pk]) for t in locked], users)
+    limited = {int(j.batch) for j in jobs.values() if j.batch and j.max_running_shards}
+    tenants = [core_tenant(t, usage[t.pk]) for t in locked]
+    return Limits(jobs, tenants, users, running_shards(limited))
+
+
+def running_shards(batches: set[int]) -> Counter[str]:
+    """How many shards of each batch run now (their allocations live: a shard being stopped
+    counts until it has gone), by the core's name of the batch."""
+    if not batches:
+        return Counter()
+    live = (
+        Allocation.objects.active()
+        .filter(Q(attempt__job_id__in=batches) | Q(attempt__job__parent_id__in=batches))
+        .values_list("attempt__job_id", "attempt__job__parent_id")
+        .distinct()
+    )
+    return Counter(str(parent or job) for job, parent in live)
 
 
 def demand(outcome: p.Outcome) -> tuple[dict[str, int], int]:

@@ -19,7 +19,7 @@ from tests.processes import ROOT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 COMMANDS = ["submit", "depend", "list", "status", "cancel", "hold", "release", "resubmit",
-            "logs", "usage", "quota", "priority"]  # fmt: skip
+            "logs", "usage", "quota", "priority", "shard-limit"]  # fmt: skip
 
 
 @pytest.mark.parametrize("url", ["http://[::1", "mlsched.example.com:8000", "ftp://mlsched"])

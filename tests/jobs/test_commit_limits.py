@@ -11,7 +11,7 @@ import pytest
 from clusters.models import Node
 from jobs import actions, cycle, snapshot
 from jobs.commit import commit_batch
-from jobs.models import Job
+from jobs.models import Family, Job
 from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Quota
@@ -19,6 +19,7 @@ from tests.factories import (
     ClusterFactory,
     JobFactory,
     NodeFactory,
+    PriorityClassFactory,
     QuotaFactory,
     TenantFactory,
     UserFactory,
@@ -37,15 +38,17 @@ def roomy():
 def decided_apart(first: Job, second: Job, nodes):
     """Two schedulers' placements, each decided on a snapshot that does not see the other's job
     placed, on different nodes (so that capacity lets both through): the first job's decision
-    is taken while the second is held and the second node cordoned, and the other way round.
+    is taken while the second is out of the queue and the second node cordoned, and the other
+    way round.
     Returns the placed outcomes of each."""
 
     def decide(job: Job, other: Job, cordoned):
-        actions.hold(other, "someone")
+        # Out of the snapshot for a moment, as a job backing off before a retry is.
+        Job.objects.filter(pk=other.pk).update(not_before=datetime(2999, 1, 1, tzinfo=UTC))
         Node.objects.filter(pk=cordoned.pk).update(schedulable=False)
         outcomes = place(snapshot.load(time.time()).snapshot).outcomes
         Node.objects.filter(pk=cordoned.pk).update(schedulable=True)
-        actions.release_hold(Job.objects.get(pk=other.pk), "someone")
+        Job.objects.filter(pk=other.pk).update(not_before=None)
         placed = [o for o in outcomes if o.status == PLACED]
         assert [int(o.job_id) for o in placed] == [job.pk]
         return placed
@@ -143,3 +146,29 @@ def test_work_within_limits_is_placed_as_decided(roomy):
     result = cycle.run_cycle()
 
     assert sorted(result.placed) == [job.pk for job in jobs] and result.skipped == []
+
+
+def test_two_schedulers_cannot_both_run_a_batch_past_its_shards_limit(roomy, alpha, alice):
+    spec = {"name": "embed", "family": Family.BATCH_INFERENCE, "image": "i", "command": ["x"],
+            "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 600, "shards": 2,
+            "max_running_shards": 1, "priority_class": PriorityClassFactory()}  # fmt: skip
+    first = actions.submit(alice, alpha, spec)[0]
+    one, two = first.batch()
+
+    placed = commit_both(*decided_apart(one, two, roomy))
+
+    assert placed == [one.pk]
+
+
+def test_a_shards_limit_lowered_after_the_snapshot_holds_at_the_commit(roomy, alpha, alice):
+    spec = {"name": "embed", "family": Family.BATCH_INFERENCE, "image": "i", "command": ["x"],
+            "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1, "max_runtime_s": 600, "shards": 3,
+            "max_running_shards": 3, "priority_class": PriorityClassFactory()}  # fmt: skip
+    first = actions.submit(alice, alpha, spec)[0]
+    decision = place(snapshot.load(time.time()).snapshot)
+    actions.set_shard_limit(first, 1, "alice")
+
+    result = cycle.CycleResult()
+    cycle.commit(decision, time.time(), result)
+
+    assert len(result.placed) == 1 and len(result.skipped) == 2

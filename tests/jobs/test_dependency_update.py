@@ -445,7 +445,8 @@ def test_a_change_waiting_for_the_commits_placement_finds_the_job_placed_and_is_
         except actions.DependenciesRefused as refusal:
             outcome.append(refusal)
 
-    started = commit_after(monkeypatch, changing)
+    # The change locks the tenant first (dependencies.lock_change), which the commit holds.
+    started = commit_after(monkeypatch, changing, table="quotas_tenant")
 
     placed = cycle.run_cycle().placed
     started[0].join(10)

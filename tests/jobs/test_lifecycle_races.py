@@ -70,16 +70,17 @@ def a_session_waits(watcher, table: str) -> bool:
     return waiting > 0
 
 
-def commit_after(monkeypatch, verb, *args) -> list:
+def commit_after(monkeypatch, verb, *args, table: str = "jobs_job") -> list:
     """Make the cycle's commit start ``verb(*args)`` in a thread and write only once that waits
-    for a job's row lock; the threads started."""
+    for a row lock in a statement naming ``table`` (a job's, or for a verb that locks its tenant
+    first, the tenant's); the threads started."""
     real_write, started = commit.write, []
 
     def write_while_it_waits(outcomes, rows, moment):
         started.append(in_a_thread(verb, *args))
         # Asked from outside: inside a transaction pg_stat_activity is read once and kept.
         with other_connection() as watcher:
-            assert wait_until(lambda: a_session_waits(watcher, "jobs_job"), 10)
+            assert wait_until(lambda: a_session_waits(watcher, table), 10)
         real_write(outcomes, rows, moment)
 
     monkeypatch.setattr(commit, "write", write_while_it_waits)

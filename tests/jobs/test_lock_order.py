@@ -174,3 +174,25 @@ def test_a_submission_does_not_wait_for_a_commit_holding_its_tenant():
             cursor.execute("RESET lock_timeout")
 
     assert Job.objects.filter(tenant=job.tenant).count() == 2
+
+
+def test_a_commit_locks_its_tenants_before_its_jobs():
+    # As a change of dependencies does (dependencies.lock_change): one holding the tenant and
+    # waiting for a job's row would otherwise deadlock with a commit holding that row.
+    NodeFactory(cluster=ClusterFactory(name="east"), gpu_count=8)
+    job = JobFactory(gpus=1)
+    holder = other_connection()
+    holder.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [job.tenant_id])
+    committing = in_a_thread(cycle.run_cycle)
+    try:
+        assert wait_until(lambda: waiting_on_a_lock("quotas_tenant"), 10)
+        holder.execute("SET lock_timeout = '2s'")
+        # The waiting commit holds no job row: the holder takes it as a change would.
+        holder.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [job.pk])
+        holder.commit()
+    finally:
+        holder.close()
+        committing.join(10)
+
+    assert not committing.is_alive()
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
