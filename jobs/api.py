@@ -44,7 +44,7 @@ def visible(request):
     return (
         access.visible_jobs(request.user)
         .select_related("tenant", "owner", "priority_class")
-        .prefetch_related("attempts__cluster", "dependency_links")
+        .prefetch_related("attempts__cluster", "attempts__allocations__node", "dependency_links")
     )
 
 

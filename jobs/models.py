@@ -422,6 +422,33 @@ class Attempt(models.Model):
     def is_live(self) -> bool:
         return not self.outcome
 
+    def nodes(self) -> list[dict]:
+        """Where its workers ran, in node order: each node's name, the GPUs it held there by
+        index, and the thousandths of each it held (1000: whole GPUs). Read off its
+        allocations, prefetched with their nodes (`allocations__node`); empty once retention
+        has deleted them (MLSCHED_LOG_RETENTION_DAYS after its end)."""
+        held: dict[str, dict] = {}
+        for row in self.allocations.all():
+            node = held.setdefault(row.node.name, {"node": row.node.name, "gpus": []})
+            if row.gpu_index is not None:
+                node["gpus"].append(row.gpu_index)
+                node["gpu_milli"] = row.gpu_milli
+        return [{**node, "gpus": sorted(node["gpus"])} for _, node in sorted(held.items())]
+
+    def where(self) -> str:
+        """nodes(), as the job page says it: "gpu-a (GPUs 0, 1), gpu-b (GPUs 0, 1)"."""
+        return ", ".join(where_on(node) for node in self.nodes())
+
+
+def where_on(node: dict) -> str:
+    """One node of Attempt.nodes(), for people: its name and what it held there."""
+    gpus = node["gpus"]
+    if not gpus:
+        return node["node"]
+    said = ", ".join(map(str, gpus))
+    share = f", {node['gpu_milli']}m each" if node["gpu_milli"] < 1000 else ""
+    return f"{node['node']} (GPU{'s' if len(gpus) > 1 else ''} {said}{share})"
+
 
 class JobEvent(models.Model):
     """One transition of one job (or, from = to, a lost attempt's late success not taken): the

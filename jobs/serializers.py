@@ -615,8 +615,8 @@ class JobSerializer(serializers.ModelSerializer):
     def get_attempts(self, job):
         return [
             {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
-             "outcome": a.outcome, "exit_code": a.exit_code, "reason": a.reason,
-             "started_at": a.started_at, "ended_at": a.ended_at}
+             "nodes": a.nodes(), "outcome": a.outcome, "exit_code": a.exit_code,
+             "reason": a.reason, "started_at": a.started_at, "ended_at": a.ended_at}
             for a in job.attempts.all()
         ]  # fmt: skip
 

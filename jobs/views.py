@@ -124,7 +124,11 @@ def job_page(
 ):
     """The job's page; after a refused action, with why (and a refused change of dependencies
     with what was `typed`), the fields of its forms at fault marked `invalid`."""
-    attempts = job.attempts.select_related("cluster").order_by("number")
+    attempts = (
+        job.attempts.select_related("cluster")
+        .prefetch_related("allocations__node")
+        .order_by("number")
+    )
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
     live = any(state not in TERMINAL for state in shard_states)

@@ -108,10 +108,19 @@
     return iso ? new Date(iso).toISOString().substring(0, 19).replace("T", " ") : "";
   }
 
+  function where(nodes) {
+    // As the server draws it (Attempt.where): "gpu-a (GPUs 0, 1), gpu-b (GPU 3, 250m each)".
+    return nodes.map(function (n) {
+      if (!n.gpus.length) return n.node;
+      const share = n.gpu_milli < 1000 ? ", " + n.gpu_milli + "m each" : "";
+      return n.node + " (GPU" + (n.gpus.length > 1 ? "s " : " ") + n.gpus.join(", ") + share + ")";
+    }).join(", ");
+  }
+
   function showAttempts(attempts) {
     const rows = attempts.map(function (a) {
       const row = document.createElement("tr");
-      const cells = [a.number, a.cluster || "", a.outcome || "live",
+      const cells = [a.number, a.cluster || "", where(a.nodes), a.outcome || "live",
                      a.exit_code === null ? "" : a.exit_code, a.reason,
                      clock(a.started_at), clock(a.ended_at)];
       for (const value of cells) {

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 import pytest
 from playwright.sync_api import expect
 
+from clusters.models import Allocation
 from jobs import actions
 from jobs.models import Attempt
 from jobs.states import State
 from tests.e2e.test_job_page import in_thread, log_in
-from tests.factories import AttemptFactory, ClusterFactory, JobFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,8 +19,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page, alpha, alice):
     page = browser_page
     job = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
-    AttemptFactory(job=job, cluster=ClusterFactory(name="east"),
-                   started_at=datetime(2024, 3, 1, 23, 0, tzinfo=UTC))  # fmt: skip
+    east = ClusterFactory(name="east")
+    attempt = AttemptFactory(job=job, cluster=east,
+                             started_at=datetime(2024, 3, 1, 23, 0, tzinfo=UTC))  # fmt: skip
+    node = NodeFactory(cluster=east, name="gpu-7", gpu_count=8)
+    for gpu in (2, 3):
+        Allocation.objects.create(attempt=attempt, node=node, gpu_index=gpu, slot=gpu - 2,
+                                  gpu_milli=1000)  # fmt: skip
     log_in(page, server, "alice")
     page.goto(f"{server}/jobs/{job.pk}/")
     expect(page.locator("#live")).to_have_text("live", timeout=15_000)
@@ -35,5 +41,6 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(page.locator("#cancel")).to_be_hidden()
     expect(page.locator("#resubmit")).to_be_visible()
     cells = page.locator("#attempts tr").first.locator("td")
-    expect(cells.nth(5)).to_have_text("2024-03-01 23:00:00")  # redrawn by job.js, with the day
-    expect(cells.nth(6)).to_have_text("2024-03-03 01:00:00")
+    expect(cells.nth(2)).to_have_text("gpu-7 (GPUs 2, 3)")  # redrawn by job.js
+    expect(cells.nth(6)).to_have_text("2024-03-01 23:00:00")  # with the day
+    expect(cells.nth(7)).to_have_text("2024-03-03 01:00:00")

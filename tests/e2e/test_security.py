@@ -50,7 +50,7 @@ def test_the_job_page_shows_markup_from_the_job_and_its_logs_as_text_and_never_r
     expect(page.locator("#log")).to_contain_text(f"live {SCRIPT}", timeout=10_000)
     expect(page.locator("#log")).to_contain_text(f"live {IMG}")
     expect(page.locator("#state")).to_have_text("running")
-    expect(page.locator("#attempts tr").first.locator("td").nth(4)).to_have_text(IMG)
+    expect(page.locator("#attempts tr").first.locator("td").nth(5)).to_have_text(IMG)
     expect(page.locator("h1")).to_contain_text(IMG)
     expect(page.locator("dd code").first).to_have_text(SCRIPT)
     assert page.locator("#job img, #job script").count() == 0
