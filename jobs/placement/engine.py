@@ -48,8 +48,9 @@ def place(snapshot: Snapshot) -> Decision:
         # A job ordered above its tier comes again at its own place if it still waits there.
         outcomes: dict[str, Outcome] = {}
         # Placing is what a cycle is for; only jobs left waiting count toward the depth, and
-        # not a shard its batch's limit holds: a batch of 10,000 throttled shards, each
-        # decided at no cost, would otherwise stop the cycle for everyone behind it.
+        # not one its user's or its batch's limit holds (explain.LIMITS): a batch of 10,000
+        # throttled shards, or one user's 10,000 jobs past their limit, each decided at no
+        # cost, would otherwise stop the cycle for everyone behind them.
         depth = snapshot.policy.queue_depth
         waiting = 0
         for job in cycle.order:
@@ -59,8 +60,7 @@ def place(snapshot: Snapshot) -> Decision:
             if earlier is None or earlier.status == PENDING:
                 outcome = outcomes[job.id] = cycle.decide(job)
                 waiting += (
-                    outcome.status in (PENDING, RESERVED)
-                    and outcome.reason != explain.BATCH_SHARD_LIMIT
+                    outcome.status in (PENDING, RESERVED) and outcome.reason not in explain.LIMITS
                 )
         if len(outcomes) < len(snapshot.queued):
             for job in snapshot.queued:

@@ -116,13 +116,17 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
     return Outcome(job.id, PENDING, code, _sentence(job, code), estimated_start=estimate)
 
 
+USER_GPU_LIMIT = "user_gpu_limit"
+BATCH_SHARD_LIMIT = "batch_shard_limit"
+# Limits no capacity lifts, checked before anything else: a job they hold is decided at no
+# cost, so it does not count toward the queue depth (Policy.queue_depth).
+LIMITS = frozenset({USER_GPU_LIMIT, BATCH_SHARD_LIMIT})
+
+
 def over_user_limit(job: QueuedJob, why: str) -> Outcome:
     """A job that would take its user past the tenant's limit (``user_limit``): ``why`` says
     how far, and the estimate is unknown (it depends on that user's work alone)."""
-    return Outcome(job.id, PENDING, "user_gpu_limit", f"{_request(job)}: {why}")
-
-
-BATCH_SHARD_LIMIT = "batch_shard_limit"
+    return Outcome(job.id, PENDING, USER_GPU_LIMIT, f"{_request(job)}: {why}")
 
 
 def over_batch_limit(job: QueuedJob, why: str) -> Outcome:

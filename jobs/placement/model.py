@@ -253,8 +253,8 @@ class Policy:
     # ``beyond_queue_depth`` with no estimate (as Slurm's bf_max_job_test bounds its backfill
     # pass). It bounds a cycle on a very long queue, at a price: a job past it is not placed
     # even where it would fit, for as long as that many jobs ahead of it wait. Placements do
-    # not count, nor shards their batch's limit holds (decided at no cost). None (the default)
-    # decides every job.
+    # not count, nor jobs their user's or their batch's limit holds (decided at no cost). None
+    # (the default) decides every job.
     queue_depth: int | None = None
     # Evicted work is expected gone this long after it is asked to stop (its grace period,
     # and as long again for its agent to report it; the live loader sets it from

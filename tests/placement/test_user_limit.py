@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobs.placement import Tenant, place
+from jobs.placement import Policy, Tenant, place
 from tests.placement.builders import (
     NOW,
     j_batch,
@@ -174,3 +174,16 @@ def test_a_job_at_its_users_limit_holds_no_nodes_back_from_later_jobs():
 
     assert decision.by_job()["big"].status == "pending"
     assert decision.by_job()["small"].status == "placed"
+
+
+def test_jobs_held_by_their_users_limit_do_not_use_up_the_queue_depth():
+    # Ann's ten jobs come first (a higher priority); past her limit of 4 GPUs, eight of them
+    # wait for it, decided at no cost: Bob's, behind them, are still decided and placed.
+    queued = two_gpu_jobs("ann", 10, NOW - 600, priority=100) + BOB_LATER_TWO
+
+    decision = place(
+        snapshot(n8_a100_nodes(2), queued, tenants=(limited(4),), policy=Policy(queue_depth=2))
+    )
+
+    placed = {o.job_id for o in decision.outcomes if o.status == "placed"}
+    assert placed == {"ann0", "ann1", "bob0", "bob1"}
