@@ -2,8 +2,8 @@
 
 Everything the pure core decided is re-checked against the rows as they are under lock, because
 the snapshot may be stale: another scheduler may have committed, an agent may have released, an
-admin may have cordoned a node or lowered a quota. Capacity here, quotas and users' GPU limits in
-jobs.tenant_limits.
+admin may have cordoned a node or lowered a quota. Capacity here; quotas, users' GPU limits and
+batches' shard limits in jobs.tenant_limits.
 """
 
 from collections import defaultdict

@@ -138,15 +138,21 @@ def read(locked: list[Tenant], job_ids: Collection[int]) -> Limits:
         pk: Claimed(str(tenant), str(owner), Job.batch_key(pk, parent, shards), limit)
         for pk, tenant, owner, parent, shards, limit in rows
     }
+    # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
+    # those limiting their users' GPUs. Without either, nothing is read.
+    guarded = {tenant.cohort for tenant in locked if tenant.quotas.all()}
+    counted = [t.pk for t in locked if t.cohort in guarded or t.max_gpus_per_user is not None]
     held = (
         Allocation.objects.active()
-        .filter(attempt__job__tenant__in=[tenant.pk for tenant in locked])
+        .filter(attempt__job__tenant__in=counted)
         .values("attempt__job__tenant_id", "attempt__job__owner_id", "node__gpu_type")
         .annotate(
             cpu=Sum("cpu_milli"),
             memory=Sum("memory_mb"),
             gpu=Sum("gpu_milli", filter=Q(gpu_index__isnull=False), default=0),
         )
+        if counted
+        else []
     )
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     users = []

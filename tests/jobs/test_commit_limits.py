@@ -7,6 +7,8 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Node
 from jobs import actions, cycle, snapshot
@@ -172,3 +174,15 @@ def test_a_shards_limit_lowered_after_the_snapshot_holds_at_the_commit(roomy, al
     cycle.commit(decision, time.time(), result)
 
     assert len(result.placed) == 1 and len(result.skipped) == 2
+
+
+def test_without_quotas_or_limits_the_commit_reads_no_use(roomy):
+    JobFactory(tenant=TenantFactory(cohort="solo"), gpus=4)
+    decision = place(snapshot.load(time.time()).snapshot)
+
+    with CaptureQueriesContext(connection) as queries:
+        result = cycle.CycleResult()
+        cycle.commit(decision, time.time(), result)
+
+    assert len(result.placed) == 1
+    assert not [q for q in queries if "SUM(" in q["sql"]]
