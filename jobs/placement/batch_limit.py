@@ -21,17 +21,21 @@ from jobs.placement.model import QueuedJob, RunningJob
 
 
 class BatchLimits:
-    """The shards each batch with a limit runs, counted as the cycle places."""
+    """The shards each batch with a limit runs, counted as the cycle places, and when each is
+    expected to end (None: not known)."""
 
-    def __init__(self, queued: Iterable[QueuedJob], running: Iterable[RunningJob]):
+    def __init__(self, queued: Iterable[QueuedJob], running: Iterable[RunningJob], now: float):
+        self.now = now
         # Only the batches a queued shard limits: the others' shards are never counted.
         self.running: dict[str, int] = {
             j.batch: 0 for j in queued if j.batch is not None and j.max_running_shards is not None
         }
+        self.ends: dict[str, list[float | None]] = {batch: [] for batch in self.running}
         if self.running:
             for job in running:
                 if job.batch is not None and job.batch in self.running:
                     self.running[job.batch] += 1
+                    self.ends[job.batch].append(job.expected_end)
 
     def refusal(self, job: QueuedJob) -> str:
         """Why the shard would take its batch past its limit, for people; "" if it would not
@@ -49,8 +53,24 @@ class BatchLimits:
             f"when {ends}."
         )
 
+    def estimate(self, job: QueuedJob) -> float | None:
+        """When enough of the shard's batch will have ended for it to start, as far as their
+        expected ends say (running work by its runtime limit, work asked to stop after its
+        grace); None if some of those ends are not known."""
+        limit, batch = job.max_running_shards, job.batch
+        if batch is None or limit is None or batch not in self.running:
+            return None
+        ends = [end for end in self.ends[batch] if end is not None]
+        if len(ends) < len(self.ends[batch]):
+            return None
+        must_end = self.running[batch] - limit + 1
+        return max(sorted(ends)[must_end - 1], self.now) if must_end > 0 else self.now
+
     def charge(self, job: QueuedJob) -> None:
-        """Count a shard the cycle placed (or a preemptor it let through)."""
+        """Count a shard the cycle placed (or a preemptor it let through), expected to end by
+        its runtime limit."""
         batch = job.batch
         if batch is not None and batch in self.running:
             self.running[batch] += 1
+            runtime = job.max_runtime
+            self.ends[batch].append(None if runtime is None else self.now + runtime)

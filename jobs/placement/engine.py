@@ -93,7 +93,7 @@ class Cycle:
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
         self.user_limits = UserLimits(snapshot.tenants, snapshot.running)
-        self.batch_limits = BatchLimits(snapshot.queued, snapshot.running)
+        self.batch_limits = BatchLimits(snapshot.queued, snapshot.running, self.now)
         self.quota = QuotaGate(self.ledger, self.now)
         workload = learn_workload(
             snapshot.queued,
@@ -180,7 +180,7 @@ class Cycle:
         # preemptor's ask as soon as it lets it through.
         refusal = self.batch_limits.refusal(job)
         if refusal:
-            return explain.over_batch_limit(job, refusal)
+            return explain.over_batch_limit(job, refusal, self.batch_limits.estimate(job))
         refusal = self.user_limits.refusal(job)
         if refusal:
             return explain.over_user_limit(job, refusal)

@@ -129,11 +129,13 @@ def over_user_limit(job: QueuedJob, why: str) -> Outcome:
     return Outcome(job.id, PENDING, USER_GPU_LIMIT, f"{_request(job)}: {why}")
 
 
-def over_batch_limit(job: QueuedJob, why: str) -> Outcome:
+def over_batch_limit(job: QueuedJob, why: str, estimate: float | None) -> Outcome:
     """A shard that would take its batch past its limit on shards running at once
-    (``batch_limit``): ``why`` says how many run, and the estimate is unknown (it depends on
-    when the batch's own shards end)."""
-    return Outcome(job.id, PENDING, BATCH_SHARD_LIMIT, f"{_request(job)}: {why}")
+    (``batch_limit``): ``why`` says how many run; ``estimate``, when enough of them will have
+    ended (BatchLimits.estimate)."""
+    return Outcome(
+        job.id, PENDING, BATCH_SHARD_LIMIT, f"{_request(job)}: {why}", estimated_start=estimate
+    )
 
 
 def beyond_depth(job: QueuedJob) -> Outcome:

@@ -4,6 +4,7 @@ batch (POST /api/v1/jobs/<id>/shard-limit/), loaded into the placement core's sn
 kept by the cycle against the real database."""
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -326,3 +327,15 @@ def test_a_test_only_submission_counts_its_shards_as_one_batch(alice, normal_pri
     assert [job["status"] for job in jobs] == ["placed"] * 2 + ["pending"] * 4
     assert {job["pending_reason"] for job in jobs[2:]} == {"batch_shard_limit"}
     assert not Job.objects.exists()
+
+
+def test_a_held_shard_stores_when_one_of_its_batch_should_end(alice, alpha, normal_priority):
+    NodeFactory(gpu_count=8)
+    first = batch(alice, alpha, normal_priority, shards=3, limit=1)  # max_runtime_s 600
+
+    cycle.run_cycle()
+
+    (placed,) = Attempt.objects.filter(job__in=first.batch())
+    waiting = first.batch().filter(state=State.QUEUED)
+    estimates = set(waiting.values_list("estimated_start", flat=True))
+    assert estimates == {placed.scheduled_at + timedelta(seconds=600)}

@@ -140,9 +140,7 @@ def test_the_reason_says_how_many_run_and_how_many_may():
 
     waiting = place(snapshot((node,), shards("b", 1), running)).by_job()["b-00"]
 
-    assert (waiting.status, waiting.reason, waiting.estimated_start) == (
-        "pending", "batch_shard_limit", None,
-    )  # fmt: skip
+    assert (waiting.status, waiting.reason) == ("pending", "batch_shard_limit")
     assert waiting.message.endswith(
         "3 of its batch's shards run, at most 3 may run at once: it starts when one of them ends."
     )
@@ -254,3 +252,35 @@ def test_shards_held_by_their_batch_do_not_use_up_the_queue_depth():
 
     placed = {o.job_id for o in decision.outcomes if o.status == "placed"}
     assert placed == {"b-00", "behind"}
+
+
+def test_a_held_shard_is_told_when_enough_of_its_batch_will_have_ended():
+    # Five run, ending in 1 to 5 minutes; at most three may: three must end for one more to
+    # start, the third-earliest end is its estimate.
+    (node,) = n8_a100_nodes(1)
+    running = []
+    for i, minutes in enumerate((5, 1, 4, 2, 3)):
+        node, job = running_on(node, f"b-run{i}", 1, batch="b", expected_end=NOW + 60 * minutes)
+        running.append(job)
+
+    waiting = place(snapshot((node,), shards("b", 1), running)).by_job()["b-00"]
+
+    assert (waiting.reason, waiting.estimated_start) == ("batch_shard_limit", NOW + 180)
+
+
+def test_a_shard_held_behind_one_placed_in_the_cycle_counts_its_runtime_limit():
+    queued = shards("b", 2, limit=1, max_runtime=900)
+
+    decision = place(snapshot(n8_a100_nodes(1), queued)).by_job()
+
+    assert decision["b-00"].status == "placed"
+    assert decision["b-01"].estimated_start == NOW + 900
+
+
+def test_a_shard_whose_batch_runs_work_of_unknown_end_has_no_estimate():
+    node, running = running_shards("b", 3)
+    running = (dataclasses.replace(running[0], expected_end=None), *running[1:])
+
+    waiting = place(snapshot((node,), shards("b", 1), running)).by_job()["b-00"]
+
+    assert (waiting.reason, waiting.estimated_start) == ("batch_shard_limit", None)
