@@ -22,7 +22,9 @@
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S] [--held] [--batch ID] [--limit N]
-                     your jobs, newest first (all of them, or the newest N); --held: only
+                     your jobs, newest first (all of them, or the newest N): id, state,
+                     family, submitter, GPUs asked (workers x GPUs each, a share in
+                     thousandths: 250m), name and why it waits; --held: only
                      the held ones; --batch: the shards of one batch (its id: the job its
                      submission returned)
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
@@ -290,7 +292,17 @@ def list_jobs(api: Api, args) -> None:
     params = {key: value for key, value in params.items() if value is not None}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
-        show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['name']}{why}")
+        show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['owner']:<12} "
+             f"{gpus_asked(job):<7} {job['name']}{why}")  # fmt: skip
+
+
+def gpus_asked(job: dict) -> str:
+    """The GPUs a job asks, as the portal's list says them: workers x GPUs each ("4x8"), a
+    share in thousandths ("250m"), or "none"."""
+    each = str(job["gpus"]) if job["gpus"] else f"{job['gpu_milli']}m" if job["gpu_milli"] else ""
+    if not each:
+        return "none"
+    return f"{job['workers']}x{each}" if job["workers"] > 1 else each
 
 
 def all_jobs(api: Api, params: dict):

@@ -89,6 +89,18 @@ def test_the_cli_holds_and_releases_a_queued_job(cli, alpha, alice):
     assert again.returncode != 0 and "is not held" in again.stderr
 
 
+def test_the_cli_list_shows_each_jobs_submitter_and_the_gpus_it_asks(cli, alpha, alice, bob):
+    gang = JobFactory(tenant=alpha, owner=alice, name="gang", workers=4, gpus=8)
+    probe = JobFactory(tenant=alpha, owner=bob, name="probe", gpus=0, gpu_milli=250)
+    tokenize = JobFactory(tenant=alpha, owner=bob, name="tokenize", gpus=0)
+
+    rows = {int(row.split()[0]): row.split()[3:6] for row in cli("list").stdout.splitlines()}
+
+    assert rows[gang.pk] == ["alice", "4x8", "gang"]
+    assert rows[probe.pk] == ["bob", "250m", "probe"]
+    assert rows[tokenize.pk] == ["bob", "none", "tokenize"]
+
+
 def test_the_cli_lists_every_page_of_jobs_newest_first_or_stops_at_the_limit(cli, alpha, alice):
     ids = [job.pk for job in JobFactory.create_batch(250, tenant=alpha, owner=alice)]  # 3 pages
 

@@ -70,6 +70,7 @@ class ThrottledOnce(http.server.BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         else:
             body = b'{"jobs": [{"id": 7, "state": "queued", "family": "evaluation", ' \
+                   b'"owner": "alice", "workers": 1, "gpus": 0, "gpu_milli": 250, ' \
                    b'"name": "eval", "pending_reason": ""}], "next": null}'  # fmt: skip
             self.send_response(200)
         self.send_header("Content-Type", "application/json")
