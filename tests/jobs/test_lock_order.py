@@ -2,6 +2,7 @@
 them running at once wait for each other instead of deadlocking."""
 
 import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
 import psycopg
@@ -115,6 +116,18 @@ def test_the_start_timeout_waits_for_the_job_lock_before_it_touches_the_attempt(
     assert Attempt.objects.get(pk=attempt.pk).stop_reason == Attempt.Outcome.LOST
 
 
+@contextmanager
+def waiting_at_most(timeout: str):
+    """This connection's statements fail instead of waiting longer than `timeout` for a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = '{timeout}'")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+
 def test_a_commit_waits_for_another_placing_work_in_the_same_cohort():
     # Another scheduler's commit holds a tenant of the cohort: this one re-checks the cohort's
     # quotas only once that one has committed what it placed.
@@ -138,13 +151,10 @@ def test_a_commit_does_not_wait_for_work_placed_in_another_cohort():
     holder = other_connection()
     holder.execute("SELECT 1 FROM quotas_tenant WHERE id = %s FOR NO KEY UPDATE", [other.pk])
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '2s'")  # a wait would fail the cycle
-        cycle.run_cycle()
+        with waiting_at_most("2s"):  # a wait would fail the cycle
+            cycle.run_cycle()
     finally:
         holder.close()
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
 
     assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
 
@@ -164,14 +174,11 @@ def test_a_submission_does_not_wait_for_a_commit_holding_its_tenant():
     committing = in_a_thread(commit_in_flight)
     try:
         assert locked.wait(10)
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '2s'")
-        JobFactory(tenant=job.tenant)
+        with waiting_at_most("2s"):
+            JobFactory(tenant=job.tenant)
     finally:
         done.set()
         committing.join(10)
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
 
     assert Job.objects.filter(tenant=job.tenant).count() == 2
 
