@@ -613,11 +613,15 @@ class JobSerializer(serializers.ModelSerializer):
         return None if job.resubmitted_from_id in hidden else job.resubmitted_from_id
 
     def get_attempts(self, job):
+        attempts = list(job.attempts.all())
+        # Where each ran, in two queries for a job read without them (api.visible reads them
+        # with the jobs; attempts that have them are skipped).
+        prefetch_related_objects(attempts, "allocations__node")
         return [
             {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
              "nodes": a.nodes(), "outcome": a.outcome, "exit_code": a.exit_code,
              "reason": a.reason, "started_at": a.started_at, "ended_at": a.ended_at}
-            for a in job.attempts.all()
+            for a in attempts
         ]  # fmt: skip
 
 

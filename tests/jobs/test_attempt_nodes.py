@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from jobs import cycle
 from jobs.models import Attempt, Family, Job
+from jobs.serializers import JobSerializer
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +86,17 @@ def test_the_job_list_reads_the_nodes_of_every_attempt_in_a_few_queries(east, al
     cycle.run_cycle()
 
     assert listing() == one
+
+
+def test_a_job_read_without_its_nodes_reads_them_in_two_queries(east, alpha, alice):
+    # An answer built from a job read alone (a change of its priority, say), not the listing's.
+    gang = JobFactory(tenant=alpha, owner=alice, workers=2, gpus=8, gpu_types=["A100"])
+    cycle.run_cycle()
+    job = Job.objects.get(pk=gang.pk)
+
+    with CaptureQueriesContext(connection) as queries:
+        attempts = JobSerializer(job).data["attempts"]
+
+    assert [node["node"] for node in attempts[0]["nodes"]] == ["gpu-a", "gpu-b"]
+    tables = ("clusters_allocation", "clusters_node")
+    assert len([q for q in queries if any(t in q["sql"] for t in tables)]) == 2
