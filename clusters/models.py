@@ -109,6 +109,50 @@ class Node(models.Model):
         return self.schedulable and self.healthy
 
 
+class MaintenanceWindowQuerySet(models.QuerySet):
+    def not_ended(self, now):
+        return self.filter(ends_at__gt=now)
+
+    def begun(self, now):
+        return self.filter(starts_at__lte=now, ends_at__gt=now)
+
+
+class MaintenanceWindow(models.Model):
+    """Planned maintenance of some nodes of a cluster (all of them when ``nodes`` is empty),
+    as Slurm's maintenance reservation: before ``starts_at`` the scheduler places there only
+    work sure to end by then (by its runtime limit); from ``starts_at`` to ``ends_at`` it
+    places nothing there, and work still there at the start is stopped as a drain stops it,
+    to be requeued without using a retry. Nodes come back by themselves at ``ends_at``."""
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="maintenance_windows"
+    )
+    nodes = models.ManyToManyField(
+        Node,
+        blank=True,
+        related_name="maintenance_windows",
+        help_text="Leave empty for every node of the cluster.",
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.CharField(max_length=200, blank=True, db_default="", default="")
+
+    objects = MaintenanceWindowQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        indexes = [models.Index(fields=["ends_at"], name="maintenance_ends")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="maintenance_ends_after_start",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name} maintenance from {self.starts_at:%Y-%m-%d %H:%M}"
+
+
 def protect_live(collector, field, sub_objs, using):
     """on_delete of Allocation.node: a node holding a live allocation cannot be deleted (as
     PROTECT: its GPUs are in use); its released allocations, which are only history, go with it
