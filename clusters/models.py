@@ -152,6 +152,11 @@ class MaintenanceWindow(models.Model):
     def __str__(self) -> str:
         return f"{self.cluster.name} maintenance from {self.starts_at:%Y-%m-%d %H:%M}"
 
+    def node_ids(self) -> list[int]:
+        """The ids of the nodes it takes out: those chosen, or every node of the cluster."""
+        chosen = list(self.nodes.values_list("id", flat=True))
+        return chosen or list(self.cluster.nodes.values_list("id", flat=True))
+
 
 def protect_live(collector, field, sub_objs, using):
     """on_delete of Allocation.node: a node holding a live allocation cannot be deleted (as

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Value
 
 from clusters import agents
-from clusters.models import Allocation
+from clusters.models import Allocation, MaintenanceWindow
 from jobs import actions
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, duration_of
@@ -21,7 +21,8 @@ def sweep(now=None) -> dict[str, int]:
     """Release allocations of ended attempts; stop attempts some worker of which never ran, and
     attempts that ran well past their runtime limit; mark clusters whose agent went quiet
     unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them);
-    cancel the queued jobs that could no longer end by their deadline.
+    cancel the queued jobs that could no longer end by their deadline; stop the work on nodes
+    whose maintenance window has begun.
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
@@ -36,6 +37,7 @@ def sweep(now=None) -> dict[str, int]:
         "unstarted": stop_unstarted(now),
         "past_limit": stop_past_limit(now),
         "past_deadline": cancel_past_deadline(now),
+        "maintenance": stop_for_maintenance(now),
         **clusters,
     }
 
@@ -115,6 +117,32 @@ def cancel_past_deadline(now) -> int:
         reason = f"deadline {zulu(deadline)}: could not end by then"
         canceled += len(actions.cancel_jobs(late.filter(deadline=deadline), reason))
     return canceled
+
+
+@transaction.atomic
+def stop_for_maintenance(now) -> int:
+    """Ask the work still on nodes whose maintenance window has begun to stop, as a drain does:
+    with the grace period for a checkpoint, to be requeued without using a retry (a gang with
+    one worker there stops whole); how many attempts. The scheduler placed there only work
+    whose runtime limit ended it by the window's start; this stops what outlived its run (one
+    placed before the window was planned, one decided from a snapshot read before it). The
+    nodes come back by themselves at the window's end."""
+    stopped = 0
+    for window in MaintenanceWindow.objects.begun(now).select_related("cluster"):
+        on_nodes = Allocation.objects.active().filter(node_id__in=window.node_ids())
+        live = Attempt.objects.filter(
+            pk__in=on_nodes.values("attempt_id"), outcome="", stop_requested_at__isnull=True
+        )
+        if not live.exists():
+            continue
+        # Locked as a drain locks them (actions.lock_live), and asked again at the write.
+        locked = live.filter(pk__in=actions.lock_live(live))
+        message = (
+            f"maintenance of {window.cluster.name} from {zulu(window.starts_at)} to "
+            f"{zulu(window.ends_at)}{': ' + window.reason if window.reason else ''}; requeued"
+        )
+        stopped += actions.stop_attempts(locked, Attempt.Outcome.PREEMPTED, message, now=now)
+    return stopped
 
 
 def zulu(moment) -> str:

@@ -1,21 +1,23 @@
 """Load: read the database into the pure placement core's Snapshot.
 
 Three queries: nodes, live allocations (which give free capacity, running jobs and tenant usage
-at once), queued jobs that may run; plus tenants with their quotas, and the jobs that wait for
-a dependency or as singletons, or out a retry's backoff, which the core never sees. Units
+at once), queued jobs that may run; plus tenants with their quotas, the maintenance windows
+not yet ended, and the jobs that wait for a dependency or as singletons, or out a retry's
+backoff, which the core never sees. Units
 become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 """
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import reduce
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
+from clusters.maintenance import next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import dependencies, recent_use
 from jobs import placement as p
@@ -109,10 +111,11 @@ def read(
     # explained by its dependency alone: by both, its reason would change every cycle.
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
-    running = running_jobs(rows, now)
+    inventory = nodes(rows, clusters, now)
+    running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
     snapshot = p.Snapshot(
-        nodes=nodes(rows, clusters),
+        nodes=inventory,
         running=running,
         queued=tuple(to_queued(job, clusters, now) for job in [*queued, *extra]),
         tenants=tenants(rows, recent, running),
@@ -139,8 +142,9 @@ def read(
     )  # fmt: skip
 
 
-def nodes(rows, clusters) -> tuple[p.Node, ...]:
-    """Every node of every cluster with its free capacity; the core filters on health.
+def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
+    """Every node of every cluster with its free capacity and its next maintenance window; the
+    core filters on health.
 
     A GPU's free milli is its largest free range, not its free total: the commit gives a share
     one contiguous range, so a 500 share sent to a GPU with two 250 holes would be skipped
@@ -158,8 +162,12 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
     # Unhealthy, or never reported by an agent (unknown): nothing there would run the work.
     unhealthy = {c["id"] for c in clusters if c["health"] != Cluster.Health.HEALTHY}
     out = []
-    for node in Node.objects.order_by("id").values():
+    inventory = list(Node.objects.order_by("id").values())
+    moment = datetime.fromtimestamp(now, UTC)
+    windows = next_window(moment, ((n["id"], n["cluster_id"]) for n in inventory))
+    for node in inventory:
         nid = node["id"]
+        window = windows.get(nid)
         taken = [gpu_taken.get((nid, i), ()) for i in range(node["gpu_count"])]
         shared = taken if node["gpu_shareable"] else []
         out.append(
@@ -176,16 +184,23 @@ def nodes(rows, clusters) -> tuple[p.Node, ...]:
                 topology=tuple(f"{k}={v}" for k, v in sorted(node["topology"].items())),
                 schedulable=node["schedulable"],
                 healthy=node["healthy"] and node["cluster_id"] not in unhealthy,
+                closes_at=window[0].timestamp() if window else None,
+                opens_at=window[1].timestamp() if window else None,
             )
         )
     return tuple(out)
 
 
-def running_jobs(rows, now: float) -> tuple[p.RunningJob, ...]:
+def closing(inventory: tuple[p.Node, ...]) -> dict[int, float]:
+    """When each node with a maintenance window planned closes."""
+    return {int(n.id): n.closes_at for n in inventory if n.closes_at is not None}
+
+
+def running_jobs(rows, now: float, closes: dict[int, float]) -> tuple[p.RunningJob, ...]:
     by_job: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         by_job[row["attempt__job_id"]].append(row)
-    return tuple(to_running(job_id, rows, now) for job_id, rows in sorted(by_job.items()))
+    return tuple(to_running(job_id, rows, now, closes) for job_id, rows in sorted(by_job.items()))
 
 
 def exempt(row: dict, started, now: float) -> bool:
@@ -195,18 +210,22 @@ def exempt(row: dict, started, now: float) -> bool:
     return bool(exempt_s) and now < started.timestamp() + exempt_s
 
 
-def to_running(job_id: int, rows: list[dict], now: float) -> p.RunningJob:
+def to_running(job_id: int, rows: list[dict], now: float, closes: dict[int, float]) -> p.RunningJob:
     first = rows[0]
     per_node: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         per_node[row["node_id"]].append(row)
     started = first["attempt__started_at"] or first["attempt__scheduled_at"]
     expected_end = started.timestamp() + first["attempt__job__max_runtime_s"]
+    # Expected back after the grace period, and as long again for the agent to see it go.
+    grace = 2 * settings.MLSCHED_STOP_GRACE_S
     stop_asked = first["attempt__stop_requested_at"]
     if stop_asked is not None:
-        # Expected back after the grace period, and as long again for the agent to see it go.
-        back = stop_asked + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S)
-        expected_end = min(expected_end, back.timestamp())
+        expected_end = min(expected_end, stop_asked.timestamp() + grace)
+    # Work on a node whose maintenance window starts first is stopped then (the janitor).
+    window = min((closes[n] for n in per_node if n in closes), default=None)
+    if window is not None:
+        expected_end = min(expected_end, max(window, now) + grace)
     return p.RunningJob(
         id=str(job_id),
         tenant=str(first["attempt__job__tenant_id"]),

@@ -48,6 +48,8 @@ class NodeState:
         "cap_mem",
         "ranges",
         "spare",
+        "closes",
+        "opens",
     )
 
     def __init__(self, node: Node, order: int):
@@ -63,6 +65,12 @@ class NodeState:
         self.group: Group | None = None
         # True while the node belongs to a reservation the job being decided must avoid.
         self.held = False
+        # The next maintenance window: what starts before ``opens`` must end by ``closes``.
+        inf = float("inf")
+        self.closes = inf if node.closes_at is None else node.closes_at
+        self.opens = inf if node.opens_at is None else node.opens_at
+        if self.closes == inf:
+            self.opens = -inf
         self.cap_cpu = node.cpu_free_milli
         self.cap_mem = node.memory_free_mb
         # Each GPU's free ranges, on a shareable node that gave them (else None), and the free
@@ -225,6 +233,12 @@ class Capacity:
             else:
                 key = (node.gpu_type, node.cluster)
                 self.unhealthy[key] = self.unhealthy.get(key, 0) + 1
+        # Nodes with a maintenance window, by when they open: a reservation may start there
+        # then. ``closings``: every start of a window, sorted (a job ending by the first
+        # of them sees every node; a later end, fewer).
+        shut = [n for n in self.nodes if n.group is not None and n.closes < float("inf")]
+        self.openings = sorted(((n.opens, n) for n in shut), key=lambda o: (o[0], o[1].order))
+        self.closings = sorted(n.closes for n in shut)
         self.clusters = sorted({n.cluster for n in self.nodes})
         # Every (GPU type, cluster, shareable) present, healthy or not, to explain failures.
         self.inventory = {(n.gpu_type, n.cluster, n.shareable) for n in self.nodes}

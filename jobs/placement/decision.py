@@ -25,6 +25,8 @@ REASONS = {
     "insufficient_memory": "Not enough free memory on the nodes that could take the job.",
     "fragmented": "Enough free GPUs in total, but no node set can hold the workers.",
     "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
+    "maintenance": "It would fit, but only on nodes in a maintenance window, or whose window "
+    "starts before its runtime limit would end it.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -193,6 +194,7 @@ class Cycle:
             key = (
                 _request_of(job),
                 avoided,
+                self._windows_before(self.now, job),
                 self.quota.end_key(job),
                 self.epoch,
                 self.ledger.version,
@@ -342,7 +344,24 @@ class Cycle:
         )
         self._flag(avoided)
         need.avoid_held = bool(avoided)
+        return self.starting(need, job, self.now)
+
+    def starting(self, need: Need, job: QueuedJob, start: float) -> Need:
+        """The need of the job started at ``start``: the maintenance windows it must keep off
+        are those that open after then and close before its runtime limit would end it."""
+        need.start = start
+        need.end = start + job.max_runtime if job.max_runtime is not None else float("inf")
+        need.windows = self._windows_before(start, job)
         return need
+
+    def _windows_before(self, start: float, job: QueuedJob) -> int:
+        """How many maintenance windows close before the job, started at ``start``, is sure to
+        end: jobs with as many see the same nodes (0: none closes in time to matter)."""
+        closings = self.capacity.closings
+        if not closings:
+            return 0
+        end = start + job.max_runtime if job.max_runtime is not None else float("inf")
+        return bisect.bisect_left(closings, end)
 
     # -- fitting, with a memo of failures ----------------------------------------------------
 
@@ -463,10 +482,11 @@ class Cycle:
         key = (*_class_of(job, need, self._flagged), self.epoch)
         known = self._pending.get(key)
         if known is None:
-            known = self._pending[key] = (
-                self._capacity_reason(job, need),
-                self._estimate(job, need),
-            )
+            reason = self._capacity_reason(job, need)
+            if reason == "maintenance":
+                known = self._pending[key] = (reason, self._first_opening(need))
+            else:
+                known = self._pending[key] = (reason, self._estimate(job, need))
         return explain.pending(job, *known)
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
@@ -600,15 +620,16 @@ class Cycle:
         workers = job.workers if job.family == TRAINING else 1
         groups, need.groups = need.groups, self._unreserved(need.groups)
 
-        def attempt():
+        def attempt(when: float):
             if not any(group_can_hold(g, need, workers) for g in need.groups):
                 return None
-            return self.fits(job, need)
+            return self.fits(job, self.starting(need, job, when))
 
         try:
             found = earliest_fit(self.capacity, ends, need.groups, attempt)
         finally:
             need.groups = groups
+            self.starting(need, job, self.now)
         if found is None:
             return None
         start, slots = found
@@ -622,18 +643,34 @@ class Cycle:
         self._owners.clear()
         # No new epoch: a job's answer depends on the reservations it avoids, which are part
         # of the keys of the answers kept (the reservation takes no capacity).
+        if any(node.opens == start for node in nodes):  # a window's end is what it waits for
+            return explain.reserved(job, node_ids, start, "maintenance")
         return explain.reserved(job, node_ids, start)
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
         if self._leaving_makes_room(job, need):
             return "waiting_for_preemption"
-        if need.avoid_held:
-            need.avoid_held = False
-            free_elsewhere = self.fit(job, need) not in (None, QUOTA)
-            need.avoid_held = True
-            if free_elsewhere:
-                return "waiting_for_reservation"
+        if need.windows and self._fits_but_for(job, need, windows=True):
+            return "maintenance"
+        if need.avoid_held and self._fits_but_for(job, need, held=True):
+            return "waiting_for_reservation"
+        both = need.windows and need.avoid_held
+        if both and self._fits_but_for(job, need, windows=True, held=True):
+            return "maintenance"
         return explain.shortage(job, need, self.initial)
+
+    def _fits_but_for(self, job: QueuedJob, need: Need, windows=False, held=False) -> bool:
+        """Whether the job would fit now if maintenance windows, or the nodes held for the
+        reservations it avoids, did not keep it off."""
+        kept = need.windows, need.avoid_held
+        if windows:
+            need.windows = 0
+        if held:
+            need.avoid_held = False
+        try:
+            return self.fit(job, need) not in (None, QUOTA)
+        finally:
+            need.windows, need.avoid_held = kept
 
     def _estimate(self, job: QueuedJob, need: Need) -> float | None:
         """When enough GPUs should have freed up: a gang needs them in one group (one
@@ -657,6 +694,17 @@ class Cycle:
             if when is not None and (best is None or when < best):
                 best = when
         return best
+
+    def _first_opening(self, need: Need) -> float | None:
+        """When the first maintenance window that keeps the job off a node of its groups ends
+        (None: none of them ends)."""
+        wanted = {id(g) for g in need.groups}
+        for when, node in self.capacity.openings:
+            if when == float("inf"):
+                break
+            if id(node.group) in wanted and need.shut(node):
+                return when
+        return None
 
     def _held_until(self, groups: list[Group]) -> float:
         """When the job may first use one of the groups held for reservations it avoids
@@ -759,9 +807,13 @@ def _class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tu
     """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
 
     Group lists are cached and shared, so their identity stands for their contents; the
-    reservations whose held nodes the job avoids are part of the kind.
+    reservations whose held nodes the job avoids, and the maintenance windows it must keep off,
+    are part of the kind.
     """
-    kind = (job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus))
+    kind = (
+        job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
+        need.windows,
+    )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 
 

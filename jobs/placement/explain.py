@@ -198,9 +198,12 @@ def placed(
     return Outcome(job.id, status, "", message + ".", workers, borrowed, victims)
 
 
-def reserved(job: QueuedJob, node_ids: tuple[str, ...], start: float) -> Outcome:
-    """The head-of-line job: nodes held for it from ``start``."""
-    message = f"{_request(job)}: {REASONS['head_of_line']} ({len(node_ids)} node(s) held)"
+def reserved(
+    job: QueuedJob, node_ids: tuple[str, ...], start: float, reason: str = "head_of_line"
+) -> Outcome:
+    """The head-of-line job: nodes held for it from ``start`` (``reason``: what it waits for,
+    if not only for running work to end)."""
+    message = f"{_request(job)}: {REASONS[reason]} ({len(node_ids)} node(s) held)"
     return Outcome(
-        job.id, RESERVED, "head_of_line", message, reserved_nodes=node_ids, estimated_start=start
+        job.id, RESERVED, reason, message, reserved_nodes=node_ids, estimated_start=start
     )

@@ -8,6 +8,7 @@ ones before it, and gives everything back unless told to keep it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from jobs.placement.capacity import Group, NodeState, Takes
@@ -24,7 +25,12 @@ GROUP_SPAN = 2
 
 @dataclass
 class Need:
-    """One worker's shape and where it may go."""
+    """One worker's shape and where it may go.
+
+    ``start`` and ``end`` are when the job would start and be sure to end (by its runtime
+    limit); ``windows`` counts the maintenance windows that start before that end: with any,
+    a node whose window starts before that end and ends after that start is off limits
+    (``shut``)."""
 
     gpus: int
     milli: int
@@ -32,6 +38,13 @@ class Need:
     mem: int
     groups: list[Group]
     avoid_held: bool = False
+    windows: int = 0
+    start: float = 0.0
+    end: float = float("inf")
+
+    def shut(self, node: NodeState) -> bool:
+        """Whether the node's maintenance window keeps the worker off it."""
+        return bool(self.windows) and node.closes < self.end and self.start < node.opens
 
 
 def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
@@ -97,6 +110,7 @@ class _Collector:
         # rarely finds a better state.
         need, spread, seen = self.need, self.spread, self.seen
         cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, self.policy.scan_depth
+        windows = need.windows
         looked = -1
         for node in bucket:
             if looked >= 0:
@@ -104,6 +118,8 @@ class _Collector:
                 if looked > depth:
                     break
             if node.cpu < cpu or node.mem < mem or (avoid and node.held):
+                continue
+            if windows and need.shut(node):
                 continue
             if node.partial >= self.repeat and bucket is not group.partial.get(node.partial):
                 continue
@@ -256,8 +272,10 @@ def find_gang(
     groups = [g for g in need.groups if group_can_hold(g, need, workers)]
     one_node = [g for g in groups if need.gpus * workers <= g.max_gpus]
     if one_node:
-        whole = Need(need.gpus * workers, 0, need.cpu * workers, need.mem * workers, one_node)
-        whole.avoid_held = need.avoid_held
+        whole = dataclasses.replace(
+            need, gpus=need.gpus * workers, milli=0, cpu=need.cpu * workers,
+            mem=need.mem * workers, groups=one_node,
+        )  # fmt: skip
         found = find_task(whole, scorer, policy)
         if found is not None:
             return _slots([(found[0], workers)], need)
@@ -305,9 +323,10 @@ def _gang_candidates(group: Group, need: Need, workers: int, limit: int) -> list
     out: list[tuple[NodeState, int]] = []
     total = 0
     start = max(need.gpus, 0)
+    windows = need.windows
     for full in range(group.max_gpus, start - 1, -1):
         for node in group.by_full[full]:
-            if need.avoid_held and node.held:
+            if (need.avoid_held and node.held) or (windows and need.shut(node)):
                 continue
             k = _capacity_of(node, need)
             if k > 0:

@@ -35,6 +35,10 @@ class Node:
     node gives no start) it knows only the largest range per GPU and counts a share freed as
     added to it. ``topology`` lists labels (for example ``"nvlink=d3"``, ``"rack=r12"``), most
     specific first; a gang prefers nodes that share one. CPU-only nodes have ``gpu_type == ""``.
+    ``closes_at`` and ``opens_at`` bound the node's next maintenance window (None: none planned;
+    ``opens_at`` None: it does not end): work may start there only if it is sure to end
+    (start + runtime limit) by ``closes_at``, or from ``opens_at`` on. A node in its window
+    (``closes_at`` <= now) takes nothing until it opens.
     """
 
     id: str
@@ -49,6 +53,8 @@ class Node:
     healthy: bool = True
     name: str = ""
     gpu_free_ranges: tuple[tuple[tuple[int, int], ...], ...] = ()
+    closes_at: float | None = None
+    opens_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -258,7 +258,8 @@ def _by_node(
             if parts is None:
                 if node in useless:
                     continue
-                if id(node.group) not in wanted or (need.avoid_held and node.held):
+                off_limits = (need.avoid_held and node.held) or need.shut(node)
+                if id(node.group) not in wanted or off_limits:
                     useless.add(node)
                     continue
                 parts = found[node] = []

@@ -1,10 +1,11 @@
 """Head-of-line reservations (EASY backfill) and start-time estimates from expected ends.
 
 The first job that cannot fit gets the earliest node set that frees up as running jobs reach
-their expected end. Those nodes are then *held*: a later job may use them only if it is sure to
-end (now + max runtime) before the reservation starts; otherwise it must go elsewhere. There is
-one such reservation per pool of node groups (GPU type x cluster x shareable): a later blocked
-job may reserve only in groups no earlier reservation holds nodes of.
+their expected end, or as nodes come out of maintenance. Those nodes are then *held*: a later
+job may use them only if it is sure to end (now + max runtime) before the reservation starts;
+otherwise it must go elsewhere. There is one such reservation per pool of node groups (GPU
+type x cluster x shareable): a later blocked job may reserve only in groups no earlier
+reservation holds nodes of.
 """
 
 from __future__ import annotations
@@ -44,30 +45,42 @@ def earliest_fit(
     capacity: Capacity,
     ends: list[tuple[float, RunningJob]],
     groups: list[Group],
-    fit: Callable[[], list | None],
+    fit: Callable[[float], list | None],
 ) -> tuple[float, list] | None:
-    """The first expected end after which ``fit`` succeeds, and its slots; capacity is restored.
+    """The first moment after which ``fit`` succeeds for a start then, and its slots; capacity
+    is restored.
 
     Jobs are released in order of their expected end, on the nodes of ``groups`` only (``fit``
-    looks nowhere else); ``fit`` is only retried after a release touches one of them.
+    looks nowhere else), and nodes of those groups open after their maintenance window; ``fit``
+    is only retried after one of them changes, given the moment.
     """
     wanted = {id(g) for g in groups}
+    opens = [
+        (when, None)
+        for when, node in capacity.openings
+        if id(node.group) in wanted and when < float("inf")
+    ]
+    events = sorted([*ends, *opens], key=lambda e: e[0]) if opens else ends
     done: list[Release] = []
     found = None
     try:
         i = 0
-        while i < len(ends) and found is None:
-            when = ends[i][0]
+        while i < len(events) and found is None:
+            when = events[i][0]
             touched = False
-            while i < len(ends) and ends[i][0] == when:
-                for release in releases_of(ends[i][1], capacity):
-                    if id(release[0].group) in wanted:
-                        capacity.release(*release)
-                        done.append(release)
-                        touched = True
+            while i < len(events) and events[i][0] == when:
+                job = events[i][1]
+                if job is None:  # a node opens
+                    touched = True
+                else:
+                    for release in releases_of(job, capacity):
+                        if id(release[0].group) in wanted:
+                            capacity.release(*release)
+                            done.append(release)
+                            touched = True
                 i += 1
             if touched:
-                slots = fit()
+                slots = fit(when)
                 if slots is not None:
                     found = (when, slots)
     finally:
