@@ -9,12 +9,14 @@ from django.db.models.functions import Coalesce
 from django.forms.fields import InvalidJSONInput
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
-from clusters.models import Allocation, Cluster, Node
+from clusters.models import Allocation, Cluster, MaintenanceWindow, Node
 from jobs import actions
 from jobs.admin import BigTable, ReadOnlyAdmin, noted
+from jobs.maintenance_api import nodes_named, with_status
 from quotas.admin import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
 
 
@@ -169,6 +171,66 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         perms_needed.discard(Allocation._meta.verbose_name)
         return deleted, counts, perms_needed, protected
+
+
+class MaintenanceWindowForm(forms.ModelForm):
+    """A window's end after its start, and its nodes of its cluster: each refused on its field,
+    the nodes by name, rather than by the database's check or not at all."""
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["cluster", "nodes", "starts_at", "ends_at", "reason"]
+        help_texts = {
+            "starts_at": "UTC. Until then only work sure to end by then (by its runtime limit) "
+            "is placed on these nodes; from then nothing is, and work still there is stopped, "
+            "with its grace period to checkpoint, and requeued without using a retry.",
+            "ends_at": "UTC. The nodes take work again by themselves from then. Deleting the "
+            "window ends it at once.",
+        }
+
+    def clean(self):
+        data = super().clean()
+        starts, ends = data.get("starts_at"), data.get("ends_at")
+        if starts and ends and ends <= starts:
+            self.add_error("ends_at", "The end must come after the start.")
+        elif ends and self.instance.pk is None and ends <= timezone.now():
+            self.add_error("ends_at", "The end has passed: the window would change nothing.")
+        cluster = data.get("cluster")
+        if cluster is None:  # no cluster chosen: that field says so
+            return data
+        strangers = [str(node) for node in data.get("nodes", []) if node.cluster_id != cluster.pk]
+        if strangers:
+            self.add_error("nodes", f"Not nodes of {cluster.name}: {', '.join(strangers)}.")
+        return data
+
+
+@admin.register(MaintenanceWindow)
+class MaintenanceWindowAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+    """Planned maintenance of a cluster's nodes: planned by platform admins only (it stops every
+    tenant's work there); a tenant admin may look."""
+
+    form = MaintenanceWindowForm
+    list_display = ["cluster", "nodes_listed", "starts_at", "ends_at", "status", "reason"]
+    list_filter = ["cluster"]
+    ordering = ["starts_at", "id"]
+    filter_horizontal = ["nodes"]
+
+    def get_queryset(self, request):
+        return with_status(super().get_queryset(request))
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        # Each choice is written "cluster/name": read with its cluster, not a query per node.
+        kwargs["queryset"] = Node.objects.select_related("cluster")
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    @admin.display(description="nodes")
+    def nodes_listed(self, window) -> str:
+        return nodes_named(window)
+
+    @admin.display(description="status", ordering="status")
+    def status(self, window) -> str:
+        """Upcoming, in progress or ended, by the database's clock (the scheduler's)."""
+        return window.status
 
 
 @admin.register(Allocation)

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions, throttles, trial
+from jobs.maintenance_api import MaintenanceView
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
     MAX_CANCELED,
@@ -425,4 +426,5 @@ urlpatterns = [
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
     path("usage/", UsageView.as_view(), name="api-usage"),
+    path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
 ]

@@ -58,6 +58,10 @@
     quota [--tenant SLUG]
                      per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
                      how much more it may start now; jobs queued and waiting for quota
+    maintenance      the clusters' maintenance windows not yet ended: cluster, nodes ("all":
+                     every node of it), from, to (UTC), in progress or upcoming, reason. Until
+                     a window starts only work sure to end by then is placed on its nodes;
+                     from then to its end nothing is, and work still there is requeued
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
@@ -518,6 +522,20 @@ def quota(api: Api, args) -> None:
              f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
 
 
+MAINTENANCE_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
+
+
+def maintenance(api: Api, args) -> None:
+    windows = api.call("GET", "maintenance/")["windows"]
+    if not windows:
+        show("No maintenance planned.")
+        return
+    rows = [[w["cluster"], ",".join(w["nodes"]) or "all", w["starts_at"], w["ends_at"],
+             "in progress" if w["in_progress"] else "upcoming", w["reason"]]
+            for w in windows]  # fmt: skip
+    table([MAINTENANCE_HEADER, *rows], names=len(MAINTENANCE_HEADER))
+
+
 def amount(value, none: str = "-") -> str:
     """A quota figure: a whole number as one, a share of GPUs with its decimals."""
     if value is None:
@@ -631,6 +649,7 @@ def main(argv=None) -> int:
     report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    commands.add_parser("maintenance")
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
@@ -648,7 +667,7 @@ def main(argv=None) -> int:
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "usage": usage, "quota": quota, "priority": priority,
-           "shard-limit": shard_limit}  # fmt: skip
+           "shard-limit": shard_limit, "maintenance": maintenance}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

@@ -23,6 +23,7 @@ from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
 from jobs.forms import dependencies_input, described, refusal_text
+from jobs.maintenance_api import nodes_named, planned
 from jobs.models import Attempt, Job
 from jobs.serializers import (
     FLAGS,
@@ -294,15 +295,19 @@ def waiting_for(user, job: Job) -> dict | None:
 
 @login_required
 def overview(request):
-    """The metrics, drawn: the clusters and the scheduler as everyone sees them, the job and
-    attempt figures of the user's own tenants only."""
+    """The metrics, drawn: the clusters, their maintenance to come and the scheduler as
+    everyone sees them, the job and attempt figures of the user's own tenants only."""
     tenants = access.tenants_of(request.user)
     figures = platform_metrics.collect(
         timezone.now(),
         jobs=Job.objects.filter(tenant__in=tenants),
         attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
     )
-    context = {"metrics": figures, "glance": platform_metrics.glance(figures)}
+    context = {
+        "metrics": figures,
+        "glance": platform_metrics.glance(figures),
+        "maintenance": [(window, nodes_named(window)) for window in planned()],
+    }
     return render(request, "portal/overview.html", context)
 
 
