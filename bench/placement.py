@@ -1,7 +1,7 @@
 """Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
-                                 [--queue-depth none|N] [--shared-ranges]
+                                 [--queue-depth none|N] [--shared-ranges] [--maintenance 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -9,6 +9,8 @@ inference shards and evaluation tasks (many of them GPU shares) from 40 tenants 
 With ``--shared-ranges`` the shareable nodes also give their GPUs' free ranges, as the live
 snapshot does, and the core keeps those ranges exactly: this measures that bookkeeping (no
 share runs at the start, so the decisions are those made without the ranges).
+With ``--maintenance F`` about that share of the racks has a maintenance window planned from
+two hours on, for four hours, and a tenth of those racks are in one now (ending in an hour).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -196,11 +198,14 @@ def build_snapshot(
     waited_s: float = 0.0,
     policy: Policy | None = None,
     ranges: bool = False,
+    maintenance: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng, ranges)
     queue = build_queue(20_000 * scale, rng, waited_s)
+    if maintenance:
+        nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
     return Snapshot(
         tuple(nodes),
         tuple(running),
@@ -212,6 +217,23 @@ def build_snapshot(
     )
 
 
+def with_windows(nodes: list[Node], share: float, rng: random.Random) -> list[Node]:
+    """The nodes with maintenance windows on about ``share`` of their racks of 16."""
+    racks: dict[int, tuple[float, float] | None] = {}
+    out = []
+    for i, node in enumerate(nodes):
+        rack = i // 16
+        if rack not in racks:
+            planned = rng.random() < share
+            now = planned and rng.random() < 0.1
+            span = (NOW - 3600, NOW + 3600) if now else (NOW + 7200, NOW + 6 * 3600)
+            racks[rack] = span if planned else None
+        span = racks[rack]
+        out.append(node if span is None else dataclasses.replace(node, closes_at=span[0],
+                                                                 opens_at=span[1]))  # fmt: skip
+    return out
+
+
 def run(
     scale: int,
     seed: int,
@@ -219,13 +241,14 @@ def run(
     waited_s: float = 0.0,
     policy: Policy | None = None,
     ranges: bool = False,
+    maintenance: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges)
+    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -268,6 +291,12 @@ def main() -> None:
         action="store_true",
         help="shareable nodes give their GPUs' free ranges, as the live snapshot does",
     )
+    parser.add_argument(
+        "--maintenance",
+        type=float,
+        default=0.0,
+        help="the share of racks with a maintenance window planned (from 2 h on, for 4 h)",
+    )
     args = parser.parse_args()
     policy = Policy()
     if args.queue_depth:
@@ -276,7 +305,10 @@ def main() -> None:
     print(f"{'nodes':>7} {'jobs':>7} {'seconds':>8} {'cpu s':>6} {'decisions/s':>12}  outcomes")
     rates = []
     for scale in (int(s) for s in args.scales.split(",")):
-        r = run(scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges)
+        r = run(
+            scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
+            args.maintenance,
+        )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
         print(
