@@ -157,7 +157,8 @@ def idle_gpus(now) -> list[Metric]:
     one 8-GPU job, slivers of shared GPUs run only small shares, and some idle GPU the current
     job mix could not use at all (the FGD measure the fragmentation scorer keeps low; the mix
     learnt as the scheduler learns it, from the queue and the workers running now). Healthy,
-    schedulable nodes of healthy clusters, read as the scheduler's snapshot reads them."""
+    schedulable nodes of healthy clusters out of maintenance, read as the scheduler's snapshot
+    reads them; the GPUs of nodes whose maintenance window has begun are counted apart."""
     loaded = snapshot.load(now.timestamp()).snapshot
     policy = loaded.policy
     workload = learn_workload(
@@ -169,11 +170,15 @@ def idle_gpus(now) -> list[Metric]:
     slivers: dict[tuple[str, str], float] = defaultdict(float)
     block: dict[tuple[str, str], float] = defaultdict(float)
     fragmented: dict[tuple[str, str], float] = defaultdict(float)
+    maintenance: dict[tuple[str, str], float] = defaultdict(float)
     for node in loaded.nodes:
         free = node.gpu_free_milli
+        key = (names[node.cluster], node.gpu_type)
+        if free and node.closes_at is not None and node.closes_at <= loaded.now:
+            maintenance[key] += len(free)
+            continue
         if not (free and node.healthy and node.schedulable):
             continue
-        key = (names[node.cluster], node.gpu_type)
         idle = sum(1 for f in free if f == 1000)
         whole[key] += idle
         slivers[key] += sum(f for f in free if 0 < f < 1000) / 1000
@@ -190,6 +195,9 @@ def idle_gpus(now) -> list[Metric]:
         *metric("mlsched_gpus_fragmented", "gauge",
                 "Idle GPUs the current job mix (queued and running workers) could not use.",
                 labelled(fragmented)),
+        *metric("mlsched_gpus_in_maintenance", "gauge",
+                "GPUs of nodes whose maintenance window has begun: out of service until it ends.",
+                labelled(maintenance)),
     ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from clusters.models import Cluster
+from clusters.models import Cluster, MaintenanceWindow
 from jobs import actions, cycle, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
@@ -16,8 +16,8 @@ from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
-    "mlsched_gpus_fragmented", "mlsched_jobs", "mlsched_jobs_queued_by_reason",
-    "mlsched_queue_wait_seconds",
+    "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_jobs",
+    "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
@@ -99,6 +99,27 @@ def test_it_breaks_idle_gpus_into_whole_gpus_slivers_and_the_largest_block(scrap
     assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="whole"} 6' in lines
     assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="sliver"} 0.75' in lines
     assert 'mlsched_gpus_largest_free_block{cluster="east",gpu_type="A100"} 4' in lines
+
+
+def test_gpus_in_maintenance_are_counted_apart_not_as_idle(scrape):
+    east = ClusterFactory(name="east")
+    NodeFactory(cluster=east, gpu_count=8)
+    shut = NodeFactory(cluster=east, gpu_count=4)
+    soon = NodeFactory(cluster=east, gpu_count=2)
+    now = timezone.now()
+    begun = MaintenanceWindow.objects.create(
+        cluster=east, starts_at=now - timedelta(hours=1), ends_at=now + timedelta(hours=1)
+    )
+    begun.nodes.set([shut])
+    later = MaintenanceWindow.objects.create(
+        cluster=east, starts_at=now + timedelta(hours=1), ends_at=now + timedelta(hours=2)
+    )
+    later.nodes.set([soon])
+
+    lines = scrape()
+
+    assert 'mlsched_gpus_in_maintenance{cluster="east",gpu_type="A100"} 4' in lines
+    assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="whole"} 10' in lines
 
 
 @pytest.mark.parametrize(
