@@ -17,12 +17,13 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
+from clusters.agents import AGENT_SILENT
 from clusters.maintenance import next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import dependencies, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
 from quotas.models import RecentUse, Tenant
@@ -43,7 +44,7 @@ QUEUED_FIELDS = [
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
-    "parent_id", "shards", "max_running_shards",
+    "parent_id", "shards", "max_running_shards", "retries_used",
 ]  # fmt: skip
 
 
@@ -106,6 +107,7 @@ def read(
 ) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
+    failed = failed_nodes([job["id"] for job in queued if job["retries_used"]])
     waiting_pending, waiting = dependencies.waiting()
     # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
     # explained by its dependency alone: by both, its reason would change every cycle.
@@ -117,7 +119,9 @@ def read(
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
-        queued=tuple(to_queued(job, clusters, now) for job in [*queued, *extra]),
+        queued=tuple(
+            to_queued(job, clusters, now, failed.get(job["id"], ())) for job in [*queued, *extra]
+        ),
         tenants=tenants(rows, recent, running),
         now=now,
         seed=seed,
@@ -340,13 +344,37 @@ def backoff_jobs(now: float):
     )
 
 
+# Attempt ends that say a node failed the job: an infrastructure failure there (a GPU error, an
+# eviction, a worker that never started), or its workers lost, but not for its cluster's agent
+# going quiet, which says nothing of the node.
+NODE_FAULTS = (Attempt.Outcome.INFRA_ERROR, Attempt.Outcome.LOST)
+
+
+def failed_nodes(job_ids: list[int]) -> dict[int, tuple[str, ...]]:
+    """The nodes where attempts of these jobs ended for a node's fault, by job: the core keeps
+    the jobs off them (``QueuedJob.avoid_nodes``). Only jobs that used a retry can have any,
+    so one indexed query over a few rows."""
+    if not job_ids:
+        return {}
+    rows = (
+        Allocation.objects.filter(attempt__job_id__in=job_ids, attempt__outcome__in=NODE_FAULTS)
+        .exclude(attempt__reason=AGENT_SILENT)
+        .values_list("attempt__job_id", "node_id")
+        .distinct()
+    )
+    by_job: dict[int, list[str]] = defaultdict(list)
+    for job_id, node_id in rows:
+        by_job[job_id].append(str(node_id))
+    return {job_id: tuple(sorted(nodes)) for job_id, nodes in by_job.items()}
+
+
 def row_of(job: Job) -> dict:
     """A job not stored (its priority class set) as queued_jobs reads a stored one, for
     to_queued."""
     return {name: reduce(getattr, name.split("__"), job) for name in QUEUED_FIELDS}
 
 
-def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
+def to_queued(job: dict, clusters, now: float, avoid: tuple[str, ...] = ()) -> p.QueuedJob:
     claim = job["preempting_until"]
     return p.QueuedJob(
         id=str(job["id"]),
@@ -369,6 +397,7 @@ def to_queued(job: dict, clusters, now: float) -> p.QueuedJob:
         owner=str(job["owner_id"]),
         batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),
         max_running_shards=job["max_running_shards"],
+        avoid_nodes=avoid,
     )
 
 

@@ -27,6 +27,8 @@ REASONS = {
     "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
     "maintenance": "It would fit, but only on nodes in a maintenance window, or whose window "
     "starts before its runtime limit would end it.",
+    "avoiding_failed_nodes": "It would fit, but only on nodes where an earlier attempt of it "
+    "failed for the infrastructure: it waits for others.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "

@@ -155,6 +155,7 @@ class Cycle:
         self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
         self._too_large_shapes: dict[tuple, bool] = {}
+        self._avoiding: dict[tuple, frozenset[str]] = {}
         self._repeats: dict[tuple, Outcome] = {}
         self.searched_victims = False
 
@@ -344,7 +345,23 @@ class Cycle:
         )
         self._flag(avoided)
         need.avoid_held = bool(avoided)
+        need.avoid = self.avoiding(job, groups)
         return self.starting(need, job, self.now)
+
+    def avoiding(self, job: QueuedJob, groups: list[Group]) -> frozenset[str]:
+        """The nodes the job keeps off for having failed there (``QueuedJob.avoid_nodes``):
+        none if no other nodes of its groups could hold it even idle, so that it runs again
+        where it failed rather than never. Asked once per request and node set."""
+        if not job.avoid_nodes:
+            return frozenset()
+        key = (id(groups), job.avoid_nodes, job.family, job.workers, job.gpus, job.gpu_milli,
+               job.cpu_milli, job.memory_mb)  # fmt: skip
+        known = self._avoiding.get(key)
+        if known is None:
+            avoid = frozenset(job.avoid_nodes)
+            known = avoid if explain.holds_without(job, groups, avoid) else frozenset()
+            self._avoiding[key] = known
+        return known
 
     def starting(self, need: Need, job: QueuedJob, start: float) -> Need:
         """The need of the job started at ``start``: the maintenance windows it must keep off
@@ -652,6 +669,8 @@ class Cycle:
             return "waiting_for_preemption"
         if need.windows and self._fits_but_for(job, need, windows=True):
             return "maintenance"
+        if need.avoid and self._fits_but_for(job, need, failed=True):
+            return "avoiding_failed_nodes"
         if need.avoid_held and self._fits_but_for(job, need, held=True):
             return "waiting_for_reservation"
         both = need.windows and need.avoid_held
@@ -659,18 +678,22 @@ class Cycle:
             return "maintenance"
         return explain.shortage(job, need, self.initial)
 
-    def _fits_but_for(self, job: QueuedJob, need: Need, windows=False, held=False) -> bool:
-        """Whether the job would fit now if maintenance windows, or the nodes held for the
-        reservations it avoids, did not keep it off."""
-        kept = need.windows, need.avoid_held
+    def _fits_but_for(
+        self, job: QueuedJob, need: Need, windows=False, held=False, failed=False
+    ) -> bool:
+        """Whether the job would fit now if maintenance windows, the nodes held for the
+        reservations it avoids, or the nodes it failed on did not keep it off."""
+        kept = need.windows, need.avoid_held, need.avoid
         if windows:
             need.windows = 0
         if held:
             need.avoid_held = False
+        if failed:
+            need.avoid = frozenset()
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
-            need.windows, need.avoid_held = kept
+            need.windows, need.avoid_held, need.avoid = kept
 
     def _estimate(self, job: QueuedJob, need: Need) -> float | None:
         """When enough GPUs should have freed up: a gang needs them in one group (one
@@ -795,6 +818,7 @@ def _request_of(job: QueuedJob) -> tuple:
         job.memory_mb,
         job.gpu_types,
         job.clusters,
+        job.avoid_nodes,
     )
 
 
@@ -807,12 +831,12 @@ def _class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tu
     """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
 
     Group lists are cached and shared, so their identity stands for their contents; the
-    reservations whose held nodes the job avoids, and the maintenance windows it must keep off,
-    are part of the kind.
+    reservations whose held nodes the job avoids, the maintenance windows and the nodes it
+    failed on that it must keep off, are part of the kind.
     """
     kind = (
         job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
-        need.windows,
+        need.windows, need.avoid,
     )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 

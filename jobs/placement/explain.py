@@ -63,16 +63,31 @@ def _is_gang(job: QueuedJob) -> bool:
 
 def _holds_gang(job: QueuedJob, group: Group) -> bool:
     """Whether the group's nodes, all idle, could hold every worker of the gang."""
-    gpus, cpu, memory, left = job.gpus, job.cpu_milli, job.memory_mb, job.workers
     nodes = sum(len(bucket) for bucket in group.by_full)
     # A cheap bound first: as many nodes, each as large as the group's largest.
-    if nodes * _per_node(group.max_gpus, group.cap_cpu, group.cap_mem, gpus, cpu, memory) < left:
-        return False
-    for bucket in group.by_full:
-        for node in bucket:
-            left -= _per_node(len(node.gpus), node.cap_cpu, node.cap_mem, gpus, cpu, memory)
-            if left <= 0:
-                return True
+    largest = _per_node(
+        group.max_gpus, group.cap_cpu, group.cap_mem, job.gpus, job.cpu_milli, job.memory_mb
+    )
+    return nodes * largest >= job.workers and _holds(job, [group])
+
+
+def holds_without(job: QueuedJob, groups: list[Group], avoid: frozenset[str]) -> bool:
+    """Whether the groups' nodes other than ``avoid``, all idle, could hold every worker of the
+    job (a gang's in one group)."""
+    if _is_gang(job):
+        return any(_holds(job, [g], avoid) for g in groups)
+    return _holds(job, groups, avoid)
+
+
+def _holds(job: QueuedJob, groups: list[Group], avoid: frozenset[str] = frozenset()) -> bool:
+    gpus, cpu, memory, left = job.gpus, job.cpu_milli, job.memory_mb, job.workers
+    for group in groups:
+        for bucket in group.by_full:
+            for node in bucket:
+                if node.id not in avoid:
+                    left -= _per_node(len(node.gpus), node.cap_cpu, node.cap_mem, gpus, cpu, memory)
+                    if left <= 0:
+                        return True
     return False
 
 

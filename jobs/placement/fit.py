@@ -29,8 +29,8 @@ class Need:
 
     ``start`` and ``end`` are when the job would start and be sure to end (by its runtime
     limit); ``windows`` counts the maintenance windows that start before that end: with any,
-    a node whose window starts before that end and ends after that start is off limits
-    (``shut``)."""
+    a node whose window starts before that end and ends after that start is off limits, and
+    so is a node in ``avoid``, where the job failed before (``shut``)."""
 
     gpus: int
     milli: int
@@ -41,10 +41,19 @@ class Need:
     windows: int = 0
     start: float = 0.0
     end: float = float("inf")
+    avoid: frozenset[str] = frozenset()
+
+    @property
+    def limited(self) -> bool:
+        """Whether some node may be off limits for it (``shut``)."""
+        return bool(self.windows or self.avoid)
 
     def shut(self, node: NodeState) -> bool:
-        """Whether the node's maintenance window keeps the worker off it."""
-        return bool(self.windows) and node.closes < self.end and self.start < node.opens
+        """Whether the node's maintenance window, or the job's failure there, keeps the worker
+        off it."""
+        if self.windows and node.closes < self.end and self.start < node.opens:
+            return True
+        return node.id in self.avoid
 
 
 def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:
@@ -110,7 +119,7 @@ class _Collector:
         # rarely finds a better state.
         need, spread, seen = self.need, self.spread, self.seen
         cpu, mem, avoid, depth = need.cpu, need.mem, need.avoid_held, self.policy.scan_depth
-        windows = need.windows
+        limited = need.limited
         looked = -1
         for node in bucket:
             if looked >= 0:
@@ -119,7 +128,7 @@ class _Collector:
                     break
             if node.cpu < cpu or node.mem < mem or (avoid and node.held):
                 continue
-            if windows and need.shut(node):
+            if limited and need.shut(node):
                 continue
             if node.partial >= self.repeat and bucket is not group.partial.get(node.partial):
                 continue
@@ -323,10 +332,10 @@ def _gang_candidates(group: Group, need: Need, workers: int, limit: int) -> list
     out: list[tuple[NodeState, int]] = []
     total = 0
     start = max(need.gpus, 0)
-    windows = need.windows
+    limited = need.limited
     for full in range(group.max_gpus, start - 1, -1):
         for node in group.by_full[full]:
-            if (need.avoid_held and node.held) or (windows and need.shut(node)):
+            if (need.avoid_held and node.held) or (limited and need.shut(node)):
                 continue
             k = _capacity_of(node, need)
             if k > 0:

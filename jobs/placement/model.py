@@ -143,6 +143,10 @@ class QueuedJob:
     # that would take its batch past it waits (``batch_limit.py``).
     batch: str | None = None
     max_running_shards: int | None = None
+    # Nodes where an earlier attempt of the job failed for the infrastructure (a node-level
+    # fault: a GPU error, a pod evicted, a worker that never started): it keeps off them
+    # unless no other node could ever hold it (``Cycle.avoiding``).
+    avoid_nodes: tuple[str, ...] = ()
 
     @property
     def worker_gpu_milli(self) -> int:
