@@ -111,14 +111,29 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
         return response
 
 
+class Quarantined(admin.SimpleListFilter):
+    title = "quarantined"
+    parameter_name = "quarantined"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(quarantined_at__isnull=self.value() == "no")
+        return queryset
+
+
 @admin.register(Node)
 class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
-    stops every tenant's work there); a tenant admin may look."""
+    stops every tenant's work there); a tenant admin may look. A node the control plane
+    quarantined (jobs.quarantine) says why; uncordoning it ends the quarantine."""
 
     list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy",
-                    "workers"]  # fmt: skip
-    list_filter = ["cluster", "gpu_type", "schedulable", "healthy"]
+                    "workers", "quarantined"]  # fmt: skip
+    list_filter = ["cluster", "gpu_type", "schedulable", "healthy", Quarantined]
+    readonly_fields = ["quarantined_at", "quarantine_reason"]
     search_fields = ["name"]
     list_select_related = ["cluster"]
     formfield_overrides = {models.JSONField: {"form_class": JsonText}}
@@ -134,6 +149,12 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
     def workers(self, node) -> int:
         """A drained node is empty once this is 0: then it can be serviced or deleted."""
         return node.workers
+
+    @admin.display(description="quarantined", ordering="quarantined_at")
+    def quarantined(self, node) -> str:
+        if node.quarantined_at is None:
+            return ""
+        return f"{node.quarantined_at:%Y-%m-%d %H:%M} UTC: {node.quarantine_reason}"
 
     @admin.action(
         description="Cordon: place nothing new on them (running work goes on)",

@@ -457,11 +457,6 @@ def rate_limited(
     return out
 
 
-# Why the attempts of a cluster whose agent went quiet are lost: a fault of the cluster's link to
-# the control plane, not of their nodes (a retry need not keep off them).
-AGENT_SILENT = "its cluster agent stopped reporting"
-
-
 def sweep_silent_clusters(now=None) -> dict[str, int]:
     """Clusters whose agent went quiet: unhealthy at once, their attempts ended after a grace,
     as lost (retried), or as their stop asked where one was (a preemption, a cancel).
@@ -492,7 +487,7 @@ def sweep_silent_clusters(now=None) -> dict[str, int]:
         for attempt_id, stop_reason in lost.values_list("pk", "stop_reason"):
             # An attempt asked to stop ends as the stop asked, with the stop's message (a
             # preempted one is requeued at once, without using a retry); any other is lost.
-            reason = "" if stop_reason else AGENT_SILENT
+            reason = "" if stop_reason else Attempt.AGENT_SILENT
             actions.end_attempt(attempt_id, stop_reason or Outcome.LOST, reason=reason, now=now)
             count += 1
     return {"unhealthy": unhealthy, "lost": count}

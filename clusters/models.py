@@ -90,6 +90,12 @@ class Node(models.Model):
     schedulable = models.BooleanField(default=True)
     healthy = models.BooleanField(default=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    # Cordoned by the control plane for failing several jobs in a short time (jobs.quarantine);
+    # cleared when the node is uncordoned.
+    quarantined_at = models.DateTimeField(null=True, blank=True, editable=False)
+    quarantine_reason = models.CharField(
+        max_length=300, blank=True, default="", db_default="", editable=False
+    )
 
     class Meta:
         ordering = ["cluster", "name"]

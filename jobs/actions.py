@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from clusters.models import Allocation, Node
-from jobs import access, bulk, dependencies, events, retrying, rollup, states
+from jobs import access, bulk, dependencies, events, quarantine, retrying, rollup, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.serializers import UNSUCCEEDED, SubmitSerializer, submission_of
@@ -398,7 +398,12 @@ def set_schedulable(node_ids: list[int], schedulable: bool) -> list[int]:
     one changed by someone else meanwhile is not counted twice."""
     changing = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
     ids = list(changing.exclude(schedulable=schedulable).values_list("id", flat=True))
-    Node.objects.filter(pk__in=ids).update(schedulable=schedulable)
+    if schedulable:  # back in service: its quarantine, if any, is over
+        Node.objects.filter(pk__in=ids).update(
+            schedulable=True, quarantined_at=None, quarantine_reason=""
+        )
+    else:
+        Node.objects.filter(pk__in=ids).update(schedulable=False)
     return ids
 
 
@@ -479,6 +484,9 @@ def end_attempt(
     superseded = job.state == State.SUCCEEDED
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, now, superseded=superseded)
     attempt.save(update_fields=["outcome", "exit_code", "ended_at", "reason", "wasted_gpu_seconds"])
+    if attempt.node_faulted:  # read before the release
+        nodes = list(attempt.allocations.values_list("node_id", flat=True).distinct())
+        transaction.on_commit(lambda: quarantine.check(nodes), robust=True)
     release([attempt.pk], now)
     transaction.on_commit(kick)
     if not job.is_terminal:

@@ -366,6 +366,10 @@ class Attempt(models.Model):
         TIMEOUT = "timeout"
         CANCELED = "canceled"
 
+    # Why the attempts of a cluster whose agent went quiet are lost: a fault of the cluster's
+    # link to the control plane, not of their nodes.
+    AGENT_SILENT = "its cluster agent stopped reporting"
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveSmallIntegerField()
     cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT)
@@ -417,6 +421,22 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} attempt {self.number}"
+
+    @classmethod
+    def node_fault(cls, path: str = "") -> models.Q:
+        """Attempts that ended for a node's fault: an infrastructure failure there (a GPU
+        error, an eviction, a worker that never started) or their workers lost, but not lost
+        with their cluster's agent, which says nothing of the node. ``path``: the way to the
+        attempt from the model queried (``"attempt__"``)."""
+        faults = (cls.Outcome.INFRA_ERROR, cls.Outcome.LOST)
+        outcome = models.Q(**{f"{path}outcome__in": faults})
+        return outcome & ~models.Q(**{f"{path}reason": cls.AGENT_SILENT})
+
+    @property
+    def node_faulted(self) -> bool:
+        """Whether it ended for a node's fault (``node_fault``)."""
+        faults = (self.Outcome.INFRA_ERROR, self.Outcome.LOST)
+        return self.outcome in faults and self.reason != self.AGENT_SILENT
 
     @property
     def is_live(self) -> bool:

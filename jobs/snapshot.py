@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
-from clusters.agents import AGENT_SILENT
 from clusters.maintenance import next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import dependencies, recent_use
@@ -344,21 +343,14 @@ def backoff_jobs(now: float):
     )
 
 
-# Attempt ends that say a node failed the job: an infrastructure failure there (a GPU error, an
-# eviction, a worker that never started), or its workers lost, but not for its cluster's agent
-# going quiet, which says nothing of the node.
-NODE_FAULTS = (Attempt.Outcome.INFRA_ERROR, Attempt.Outcome.LOST)
-
-
 def failed_nodes(job_ids: list[int]) -> dict[int, tuple[str, ...]]:
-    """The nodes where attempts of these jobs ended for a node's fault, by job: the core keeps
-    the jobs off them (``QueuedJob.avoid_nodes``). Only jobs that used a retry can have any,
-    so one indexed query over a few rows."""
+    """The nodes where attempts of these jobs ended for a node's fault (``Attempt.node_fault``),
+    by job: the core keeps the jobs off them (``QueuedJob.avoid_nodes``). Only jobs that used a
+    retry can have any, so one indexed query over a few rows."""
     if not job_ids:
         return {}
     rows = (
-        Allocation.objects.filter(attempt__job_id__in=job_ids, attempt__outcome__in=NODE_FAULTS)
-        .exclude(attempt__reason=AGENT_SILENT)
+        Allocation.objects.filter(Attempt.node_fault("attempt__"), attempt__job_id__in=job_ids)
         .values_list("attempt__job_id", "node_id")
         .distinct()
     )

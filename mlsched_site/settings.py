@@ -220,6 +220,10 @@ MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
 MLSCHED_RUNTIME_LIMIT_SLACK_S = int(os.environ.get("MLSCHED_RUNTIME_LIMIT_SLACK_S", "300"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
+# A node where attempts of this many distinct jobs ended for a node's fault within the window
+# is cordoned (jobs.quarantine); 0 turns quarantine off.
+MLSCHED_QUARANTINE_JOBS = int(os.environ.get("MLSCHED_QUARANTINE_JOBS", "3"))
+MLSCHED_QUARANTINE_WINDOW_S = int(os.environ.get("MLSCHED_QUARANTINE_WINDOW_S", "3600"))
 # Retention (jobs/retention.py), in days; 0 keeps forever: log lines of ended attempts and
 # released allocations, then finished jobs with their attempts and events.
 MLSCHED_LOG_RETENTION_DAYS = int(os.environ.get("MLSCHED_LOG_RETENTION_DAYS", "30"))

@@ -4,7 +4,6 @@ but not those lost because their cluster's agent went quiet, nor the job's own e
 
 import pytest
 
-from clusters.agents import AGENT_SILENT
 from clusters.models import Node
 from jobs import actions, cycle, snapshot
 from jobs.models import Attempt, Job
@@ -64,7 +63,7 @@ def test_workers_lost_on_a_node_keep_the_retry_off_it(east):
 def test_work_lost_with_its_clusters_agent_is_not_kept_off_the_node(east):
     NodeFactory(cluster=east, name="a", gpu_count=1)
     job = JobFactory(gpus=1, max_retries=3)
-    fail_first_attempt(job, Outcome.LOST, reason=AGENT_SILENT)
+    fail_first_attempt(job, Outcome.LOST, reason=Attempt.AGENT_SILENT)
 
     assert avoided(job) == ()
 

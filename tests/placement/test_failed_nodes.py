@@ -89,9 +89,7 @@ def test_a_gang_that_needs_every_node_runs_again_on_the_one_it_failed_on():
 def test_an_equal_request_that_did_not_fail_there_is_not_given_its_answer():
     bad, other = n8_a100_nodes(2)
     other, busy = running_on(other, "busy", 8, expected_end=NOW + 600)
-    retried = [
-        j_batch(f"retry-{i}", gpus=4, avoid_nodes=(bad.id,), priority=100) for i in range(3)
-    ]
+    retried = [j_batch(f"retry-{i}", gpus=4, avoid_nodes=(bad.id,), priority=100) for i in range(3)]
     fresh = j_batch("fresh", gpus=4)
 
     decision = place(
