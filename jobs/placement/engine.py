@@ -195,7 +195,7 @@ class Cycle:
             key = (
                 _request_of(job),
                 avoided,
-                self._windows_before(self.now, job),
+                self._windows_before(end_of(job, self.now)),
                 self.quota.end_key(job),
                 self.epoch,
                 self.ledger.version,
@@ -367,18 +367,15 @@ class Cycle:
         """The need of the job started at ``start``: the maintenance windows it must keep off
         are those that open after then and close before its runtime limit would end it."""
         need.start = start
-        need.end = start + job.max_runtime if job.max_runtime is not None else float("inf")
-        need.windows = self._windows_before(start, job)
+        need.end = end_of(job, start)
+        need.windows = self._windows_before(need.end)
         return need
 
-    def _windows_before(self, start: float, job: QueuedJob) -> int:
-        """How many maintenance windows close before the job, started at ``start``, is sure to
-        end: jobs with as many see the same nodes (0: none closes in time to matter)."""
+    def _windows_before(self, end: float) -> int:
+        """How many maintenance windows close before ``end``, when a job is sure to have
+        ended: jobs with as many see the same nodes (0: none closes in time to matter)."""
         closings = self.capacity.closings
-        if not closings:
-            return 0
-        end = start + job.max_runtime if job.max_runtime is not None else float("inf")
-        return bisect.bisect_left(closings, end)
+        return bisect.bisect_left(closings, end) if closings else 0
 
     # -- fitting, with a memo of failures ----------------------------------------------------
 
