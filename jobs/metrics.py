@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.core.cache import caches
-from django.db.models import Count, F, OuterRef, Subquery, Sum
+from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
@@ -117,7 +117,9 @@ def platform(now) -> Platform:
 def compute_platform(now) -> Platform:
     # Heartbeats and cycles are stamped with the database's clock: ages are counted on it.
     clock = database_now()
-    return Platform(now, [*gpus(now), *idle_gpus(now)], [*scheduler(clock), *agents(clock)])
+    return Platform(
+        now, [*gpus(now), *idle_gpus(now), *quarantined()], [*scheduler(clock), *agents(clock)]
+    )
 
 
 def render() -> str:
@@ -199,6 +201,17 @@ def idle_gpus(now) -> list[Metric]:
                 "GPUs of nodes whose maintenance window has begun: out of service until it ends.",
                 labelled(maintenance)),
     ]  # fmt: skip
+
+
+def quarantined() -> list[Metric]:
+    """Nodes the control plane cordoned for failing several jobs (jobs.quarantine), per
+    cluster, 0 included: an operator's cue to look at them."""
+    clusters = Cluster.objects.annotate(
+        n=Count("nodes", filter=Q(nodes__quarantined_at__isnull=False))
+    ).order_by("name")
+    return metric("mlsched_nodes_quarantined", "gauge",
+                  "Nodes cordoned by the control plane for failing several jobs.",
+                  [({"cluster": c.name}, c.n) for c in clusters])  # fmt: skip
 
 
 def labelled(values: dict[tuple[str, str], float], **extra) -> list:
@@ -365,6 +378,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
     cycle_ages = values("mlsched_scheduler_last_cycle_age_seconds")
     beats = values("mlsched_agent_heartbeat_age_seconds")
     reporting = sum(1 for age in beats if age <= settings.MLSCHED_AGENT_TIMEOUT_S)
+    quarantined = total("mlsched_nodes_quarantined")
     tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
     stalled = not cycle_ages or min(cycle_ages) > max(30.0, 10 * tick)
     return [
@@ -382,4 +396,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
         Glance("Agents", f"{reporting} of {len(beats)} reporting",
                f"silent over {settings.MLSCHED_AGENT_TIMEOUT_S:g} s: no new placements there",
                reporting < len(beats)),
+        Glance("Nodes quarantined", f"{quarantined:g}",
+               "cordoned for failing several jobs; the admin's node list says why",
+               quarantined > 0),
     ]  # fmt: skip

@@ -16,7 +16,8 @@ from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
-    "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_jobs",
+    "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_nodes_quarantined",
+    "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_preemption_rate",
@@ -99,6 +100,18 @@ def test_it_breaks_idle_gpus_into_whole_gpus_slivers_and_the_largest_block(scrap
     assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="whole"} 6' in lines
     assert 'mlsched_gpus_idle{cluster="east",gpu_type="A100",kind="sliver"} 0.75' in lines
     assert 'mlsched_gpus_largest_free_block{cluster="east",gpu_type="A100"} 4' in lines
+
+
+def test_it_counts_the_quarantined_nodes_of_each_cluster(scrape):
+    east = ClusterFactory(name="east")
+    ClusterFactory(name="west")  # none quarantined: 0
+    NodeFactory(cluster=east, quarantined_at=timezone.now(), schedulable=False)
+    NodeFactory(cluster=east)
+
+    lines = scrape()
+
+    assert 'mlsched_nodes_quarantined{cluster="east"} 1' in lines
+    assert 'mlsched_nodes_quarantined{cluster="west"} 0' in lines
 
 
 def test_gpus_in_maintenance_are_counted_apart_not_as_idle(scrape):

@@ -88,6 +88,16 @@ def test_at_a_glance_a_scheduler_without_a_recent_cycle_is_marked(page):
     assert glance(page())["Scheduler"] == ("last cycle 300 s ago", True)
 
 
+def test_at_a_glance_quarantined_nodes_are_marked(page):
+    east = ClusterFactory(name="east")
+    NodeFactory(cluster=east)
+    assert glance(page())["Nodes quarantined"] == ("0", False)
+
+    NodeFactory(cluster=east, quarantined_at=timezone.now(), schedulable=False)
+
+    assert glance(page())["Nodes quarantined"] == ("1", True)
+
+
 def test_at_a_glance_a_silent_agent_is_marked(page):
     now = timezone.now()
     ClusterFactory(name="east", last_heartbeat=now)
