@@ -115,7 +115,7 @@ class Node(models.Model):
         return self.schedulable and self.healthy
 
 
-class MaintenanceWindowQuerySet(models.QuerySet):
+class WindowQuerySet(models.QuerySet):
     def not_ended(self, now):
         return self.filter(ends_at__gt=now)
 
@@ -123,45 +123,68 @@ class MaintenanceWindowQuerySet(models.QuerySet):
         return self.filter(starts_at__lte=now, ends_at__gt=now)
 
 
-class MaintenanceWindow(models.Model):
-    """Planned maintenance of some nodes of a cluster (all of them when ``nodes`` is empty),
-    as Slurm's maintenance reservation: before ``starts_at`` the scheduler places there only
-    work sure to end by then (by its runtime limit); from ``starts_at`` to ``ends_at`` it
-    places nothing there, and work still there at the start is stopped as a drain stops it,
-    to be requeued without using a retry. Nodes come back by themselves at ``ends_at``."""
+class NodeWindow(models.Model):
+    """Some nodes of a cluster (all of them when ``nodes`` is empty) set apart from
+    ``starts_at`` to ``ends_at``. Before the start the scheduler places there only work sure to
+    end by then (by its runtime limit), unless the window lets it in; work still there at the
+    start that the window does not let in is stopped as a drain stops it, to be requeued
+    without using a retry. The nodes come back to everyone by themselves at the end; deleting
+    a window ends it at once."""
 
-    cluster = models.ForeignKey(
-        Cluster, on_delete=models.CASCADE, related_name="maintenance_windows"
-    )
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="%(class)ss")
     nodes = models.ManyToManyField(
         Node,
         blank=True,
-        related_name="maintenance_windows",
+        related_name="%(class)ss",
         help_text="Leave empty for every node of the cluster.",
     )
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     reason = models.CharField(max_length=200, blank=True, db_default="", default="")
 
-    objects = MaintenanceWindowQuerySet.as_manager()
+    objects = WindowQuerySet.as_manager()
 
     class Meta:
+        abstract = True
         ordering = ["starts_at", "id"]
-        indexes = [models.Index(fields=["ends_at"], name="maintenance_ends")]
+        indexes = [models.Index(fields=["ends_at"], name="%(class)s_ends")]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(ends_at__gt=models.F("starts_at")),
-                name="maintenance_ends_after_start",
+                name="%(class)s_ends_after_start",
             )
         ]
+
+    def node_ids(self) -> list[int]:
+        """The ids of the nodes it sets apart: those chosen, or every node of the cluster."""
+        chosen = list(self.nodes.values_list("id", flat=True))
+        return chosen or list(self.cluster.nodes.values_list("id", flat=True))
+
+
+class MaintenanceWindow(NodeWindow):
+    """Planned maintenance, as Slurm's maintenance reservation: from its start to its end the
+    nodes take no work at all."""
+
+    class Meta(NodeWindow.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.cluster.name} maintenance from {self.starts_at:%Y-%m-%d %H:%M}"
 
-    def node_ids(self) -> list[int]:
-        """The ids of the nodes it takes out: those chosen, or every node of the cluster."""
-        chosen = list(self.nodes.values_list("id", flat=True))
-        return chosen or list(self.cluster.nodes.values_list("id", flat=True))
+
+class Booking(NodeWindow):
+    """Nodes booked for one tenant (Slurm's reservation for an account; a calendar booking of
+    GPUs for a large run or a deadline): from its start to its end only the tenant's work
+    starts there, and before the start only the tenant's work and work sure to end by then.
+    The tenant's work may run on past the end. Its quota and fair share count as anywhere."""
+
+    tenant = models.ForeignKey("quotas.Tenant", on_delete=models.CASCADE, related_name="bookings")
+
+    class Meta(NodeWindow.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name} booked for {self.tenant} from {self.starts_at:%Y-%m-%d %H:%M}"
 
 
 def protect_live(collector, field, sub_objs, using):
