@@ -1,41 +1,49 @@
-"""Maintenance windows as the scheduler reads them: for each node, when its next window starts
-and when it ends."""
+"""Maintenance windows and bookings as the scheduler reads them: for each node, when its next
+window starts, when it ends, and the tenant it is booked for (None: maintenance)."""
 
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
-from clusters.models import MaintenanceWindow
+from clusters.models import Booking, MaintenanceWindow
 
-Span = tuple[datetime, datetime]
+Span = tuple[datetime, datetime, int | None]
 
 
 def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Span]:
-    """The next maintenance window not yet ended of each node that has one, given the nodes as
-    (node id, cluster id): its start, and its end, windows that overlap or touch it counted as
-    one. One query when no window is planned, two otherwise."""
-    windows = list(
-        MaintenanceWindow.objects.not_ended(now)
-        .order_by("starts_at", "id")
-        .values_list("id", "cluster_id", "starts_at", "ends_at")
+    """The next window not yet ended of each node that has one, given the nodes as (node id,
+    cluster id): its start, its end and whom it is booked for; later windows of the same kind
+    (maintenance, or a booking of the same tenant) that overlap or touch it count as one with
+    it. One query per kind when none is planned, two otherwise."""
+    windows = sorted(
+        [*_windows(MaintenanceWindow, now, tenant=False), *_windows(Booking, now, tenant=True)],
+        key=lambda w: w[2],
     )
     if not windows:
         return {}
-    chosen: dict[int, list[int]] = defaultdict(list)
-    through = MaintenanceWindow.nodes.through.objects.filter(
-        maintenancewindow_id__in=[w[0] for w in windows]
-    )
-    for window_id, node_id in through.values_list("maintenancewindow_id", "node_id"):
-        chosen[window_id].append(node_id)
     by_cluster: dict[int, list[int]] = defaultdict(list)
     for node_id, cluster_id in nodes:
         by_cluster[cluster_id].append(node_id)
     spans: dict[int, Span] = {}
-    for window_id, cluster_id, starts, ends in windows:  # by start
-        for node_id in chosen.get(window_id) or by_cluster[cluster_id]:
+    for chosen, cluster_id, starts, ends, tenant in windows:  # by start
+        for node_id in chosen or by_cluster[cluster_id]:
             span = spans.get(node_id)
             if span is None:
-                spans[node_id] = (starts, ends)
-            elif starts <= span[1]:  # overlaps or touches the first: one longer window
-                spans[node_id] = (span[0], max(span[1], ends))
+                spans[node_id] = (starts, ends, tenant)
+            elif starts <= span[1] and tenant == span[2]:  # one longer window
+                spans[node_id] = (span[0], max(span[1], ends), tenant)
     return spans
+
+
+def _windows(model, now: datetime, tenant: bool) -> list[tuple]:
+    """The model's windows not yet ended: (chosen node ids, cluster id, start, end, tenant)."""
+    fields = ["id", "cluster_id", "starts_at", "ends_at"] + (["tenant_id"] if tenant else [])
+    rows = list(model.objects.not_ended(now).order_by("starts_at", "id").values_list(*fields))
+    if not rows:
+        return []
+    chosen: dict[int, list[int]] = defaultdict(list)
+    key = f"{model._meta.model_name}_id"
+    through = model.nodes.through.objects.filter(**{f"{key}__in": [r[0] for r in rows]})
+    for window_id, node_id in through.values_list(key, "node_id"):
+        chosen[window_id].append(node_id)
+    return [(chosen.get(r[0], []), r[1], r[2], r[3], r[4] if tenant else None) for r in rows]

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Value
 
 from clusters import agents
-from clusters.models import Allocation, MaintenanceWindow
+from clusters.models import Allocation, Booking, MaintenanceWindow
 from jobs import actions
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, duration_of
@@ -22,7 +22,7 @@ def sweep(now=None) -> dict[str, int]:
     attempts that ran well past their runtime limit; mark clusters whose agent went quiet
     unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them);
     cancel the queued jobs that could no longer end by their deadline; stop the work on nodes
-    whose maintenance window has begun.
+    whose maintenance window has begun, and other tenants' work on nodes whose booking has.
 
     An attempt asked to stop ends when its agent reports its workers gone, never earlier: while
     a worker still runs (a stop that did not take, which the agent asks again) its GPUs must not
@@ -121,28 +121,41 @@ def cancel_past_deadline(now) -> int:
 
 @transaction.atomic
 def stop_for_maintenance(now) -> int:
-    """Ask the work still on nodes whose maintenance window has begun to stop, as a drain does:
-    with the grace period for a checkpoint, to be requeued without using a retry (a gang with
-    one worker there stops whole); how many attempts. The scheduler placed there only work
-    whose runtime limit ended it by the window's start; this stops what outlived its run (one
-    placed before the window was planned, one decided from a snapshot read before it). The
-    nodes come back by themselves at the window's end."""
+    """Ask the work still on nodes whose maintenance window has begun to stop, and other
+    tenants' work on nodes whose booking has, as a drain does: with the grace period for a
+    checkpoint, to be requeued without using a retry (a gang with one worker there stops
+    whole); how many attempts. The scheduler placed there only work whose runtime limit ended
+    it by the window's start; this stops what outlived its run (one placed before the window
+    was planned, one decided from a snapshot read before it). The nodes come back by
+    themselves at the window's end."""
     stopped = 0
     for window in MaintenanceWindow.objects.begun(now).select_related("cluster"):
-        on_nodes = Allocation.objects.active().filter(node_id__in=window.node_ids())
-        live = Attempt.objects.filter(
-            pk__in=on_nodes.values("attempt_id"), outcome="", stop_requested_at__isnull=True
-        )
-        if not live.exists():
-            continue
-        # Locked as a drain locks them (actions.lock_live), and asked again at the write.
-        locked = live.filter(pk__in=actions.lock_live(live))
-        message = (
-            f"maintenance of {window.cluster.name} from {zulu(window.starts_at)} to "
-            f"{zulu(window.ends_at)}{': ' + window.reason if window.reason else ''}; requeued"
-        )
-        stopped += actions.stop_attempts(locked, Attempt.Outcome.PREEMPTED, message, now=now)
+        what = f"maintenance of {window.cluster.name}"
+        stopped += _stop_on(window, what + _span(window), Attempt.objects.all(), now)
+    for booking in Booking.objects.begun(now).select_related("cluster"):
+        # The sentence goes to the other tenants' jobs: it does not name the tenant.
+        what = f"nodes of {booking.cluster.name} booked for another team"
+        others = Attempt.objects.exclude(job__tenant_id=booking.tenant_id)
+        stopped += _stop_on(booking, what + _span(booking), others, now)
     return stopped
+
+
+def _span(window) -> str:
+    reason = f": {window.reason}" if window.reason else ""
+    return f" from {zulu(window.starts_at)} to {zulu(window.ends_at)}{reason}; requeued"
+
+
+def _stop_on(window, message: str, attempts, now) -> int:
+    """Ask those of ``attempts`` live on the window's nodes to stop as preempted."""
+    on_nodes = Allocation.objects.active().filter(node_id__in=window.node_ids())
+    live = attempts.filter(
+        pk__in=on_nodes.values("attempt_id"), outcome="", stop_requested_at__isnull=True
+    )
+    if not live.exists():
+        return 0
+    # Locked as a drain locks them (actions.lock_live), and asked again at the write.
+    locked = live.filter(pk__in=actions.lock_live(live))
+    return actions.stop_attempts(locked, Attempt.Outcome.PREEMPTED, message, now=now)
 
 
 def zulu(moment) -> str:

@@ -176,7 +176,8 @@ def idle_gpus(now) -> list[Metric]:
     for node in loaded.nodes:
         free = node.gpu_free_milli
         key = (names[node.cluster], node.gpu_type)
-        if free and node.closes_at is not None and node.closes_at <= loaded.now:
+        in_window = node.closes_at is not None and node.closes_at <= loaded.now
+        if free and in_window and not node.reserved_for:  # booked nodes serve their team
             maintenance[key] += len(free)
             continue
         if not (free and node.healthy and node.schedulable):

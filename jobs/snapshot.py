@@ -189,17 +189,21 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
                 healthy=node["healthy"] and node["cluster_id"] not in unhealthy,
                 closes_at=window[0].timestamp() if window else None,
                 opens_at=window[1].timestamp() if window else None,
+                reserved_for=str(window[2]) if window and window[2] else "",
             )
         )
     return tuple(out)
 
 
-def closing(inventory: tuple[p.Node, ...]) -> dict[int, float]:
-    """When each node with a maintenance window planned closes."""
-    return {int(n.id): n.closes_at for n in inventory if n.closes_at is not None}
+def closing(inventory: tuple[p.Node, ...]) -> dict[int, tuple[float, str]]:
+    """When each node with a window planned closes, and the tenant it is booked for ("":
+    maintenance)."""
+    return {int(n.id): (n.closes_at, n.reserved_for) for n in inventory if n.closes_at is not None}
 
 
-def running_jobs(rows, now: float, closes: dict[int, float]) -> tuple[p.RunningJob, ...]:
+def running_jobs(
+    rows, now: float, closes: dict[int, tuple[float, str]]
+) -> tuple[p.RunningJob, ...]:
     by_job: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         by_job[row["attempt__job_id"]].append(row)
@@ -213,7 +217,9 @@ def exempt(row: dict, started, now: float) -> bool:
     return bool(exempt_s) and now < started.timestamp() + exempt_s
 
 
-def to_running(job_id: int, rows: list[dict], now: float, closes: dict[int, float]) -> p.RunningJob:
+def to_running(
+    job_id: int, rows: list[dict], now: float, closes: dict[int, tuple[float, str]]
+) -> p.RunningJob:
     first = rows[0]
     per_node: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
@@ -225,8 +231,12 @@ def to_running(job_id: int, rows: list[dict], now: float, closes: dict[int, floa
     stop_asked = first["attempt__stop_requested_at"]
     if stop_asked is not None:
         expected_end = min(expected_end, stop_asked.timestamp() + grace)
-    # Work on a node whose maintenance window starts first is stopped then (the janitor).
-    window = min((closes[n] for n in per_node if n in closes), default=None)
+    # Work on a node whose window starts first is stopped then (the janitor), unless the window
+    # is booked for the job's tenant.
+    tenant = str(first["attempt__job__tenant_id"])
+    window = min(
+        (closes[n][0] for n in per_node if n in closes and closes[n][1] != tenant), default=None
+    )
     if window is not None:
         expected_end = min(expected_end, max(window, now) + grace)
     return p.RunningJob(

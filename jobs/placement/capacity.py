@@ -50,6 +50,7 @@ class NodeState:
         "spare",
         "closes",
         "opens",
+        "reserved_for",
     )
 
     def __init__(self, node: Node, order: int):
@@ -71,6 +72,7 @@ class NodeState:
         self.opens = inf if node.opens_at is None else node.opens_at
         if self.closes == inf:
             self.opens = -inf
+        self.reserved_for = node.reserved_for
         self.cap_cpu = node.cpu_free_milli
         self.cap_mem = node.memory_free_mb
         # Each GPU's free ranges, on a shareable node that gave them (else None), and the free
@@ -239,6 +241,7 @@ class Capacity:
         shut = [n for n in self.nodes if n.group is not None and n.closes < float("inf")]
         self.openings = sorted(((n.opens, n) for n in shut), key=lambda o: (o[0], o[1].order))
         self.closings = sorted(n.closes for n in shut)
+        self.booked = any(n.reserved_for for n in shut)
         self.clusters = sorted({n.cluster for n in self.nodes})
         # Every (GPU type, cluster, shareable) present, healthy or not, to explain failures.
         self.inventory = {(n.gpu_type, n.cluster, n.shareable) for n in self.nodes}

@@ -27,6 +27,8 @@ REASONS = {
     "waiting_for_reservation": "It would fit, but only on nodes held for a job ahead of it.",
     "maintenance": "It would fit, but only on nodes in a maintenance window, or whose window "
     "starts before its runtime limit would end it.",
+    "booked": "It would fit, but only on nodes booked for another team, from before its "
+    "runtime limit would end it.",
     "avoiding_failed_nodes": "It would fit, but only on nodes where an earlier attempt of it "
     "failed for the infrastructure: it waits for others.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",

@@ -367,6 +367,7 @@ class Cycle:
         """The need of the job started at ``start``: the maintenance windows it must keep off
         are those that open after then and close before its runtime limit would end it."""
         need.start = start
+        need.tenant = job.tenant
         need.end = end_of(job, start)
         need.windows = self._windows_before(need.end)
         return need
@@ -497,7 +498,7 @@ class Cycle:
         known = self._pending.get(key)
         if known is None:
             reason = self._capacity_reason(job, need)
-            if reason == "maintenance":
+            if reason in WINDOWS:
                 known = self._pending[key] = (reason, self._first_opening(need))
             else:
                 known = self._pending[key] = (reason, self._estimate(job, need))
@@ -657,40 +658,51 @@ class Cycle:
         self._owners.clear()
         # No new epoch: a job's answer depends on the reservations it avoids, which are part
         # of the keys of the answers kept (the reservation takes no capacity).
-        if any(node.opens == start for node in nodes):  # a window's end is what it waits for
-            return explain.reserved(job, node_ids, start, "maintenance")
+        opening = [node for node in nodes if node.opens == start]
+        if opening:  # a window's end is what it waits for
+            booked = all(node.reserved_for for node in opening)
+            return explain.reserved(job, node_ids, start, "booked" if booked else "maintenance")
         return explain.reserved(job, node_ids, start)
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
         if self._leaving_makes_room(job, need):
             return "waiting_for_preemption"
         if need.windows and self._fits_but_for(job, need, windows=True):
-            return "maintenance"
+            return self._window_reason(job, need)
         if need.avoid and self._fits_but_for(job, need, failed=True):
             return "avoiding_failed_nodes"
         if need.avoid_held and self._fits_but_for(job, need, held=True):
             return "waiting_for_reservation"
         both = need.windows and need.avoid_held
         if both and self._fits_but_for(job, need, windows=True, held=True):
-            return "maintenance"
+            return self._window_reason(job, need)
         return explain.shortage(job, need, self.initial)
 
+    def _window_reason(self, job: QueuedJob, need: Need) -> str:
+        """Which windows keep off a job that would fit without them: bookings for other
+        tenants alone (``booked``), or maintenance."""
+        if self.capacity.booked and self._fits_but_for(job, need, bookings=True):
+            return "booked"
+        return "maintenance"
+
     def _fits_but_for(
-        self, job: QueuedJob, need: Need, windows=False, held=False, failed=False
+        self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False
     ) -> bool:
-        """Whether the job would fit now if maintenance windows, the nodes held for the
-        reservations it avoids, or the nodes it failed on did not keep it off."""
-        kept = need.windows, need.avoid_held, need.avoid
+        """Whether the job would fit now if maintenance windows and bookings, the nodes held
+        for the reservations it avoids, the nodes it failed on, or bookings alone did not keep
+        it off."""
+        kept = need.windows, need.avoid_held, need.avoid, need.bookings_open
         if windows:
             need.windows = 0
         if held:
             need.avoid_held = False
         if failed:
             need.avoid = frozenset()
+        need.bookings_open = bookings
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
-            need.windows, need.avoid_held, need.avoid = kept
+            need.windows, need.avoid_held, need.avoid, need.bookings_open = kept
 
     def _estimate(self, job: QueuedJob, need: Need) -> float | None:
         """When enough GPUs should have freed up: a gang needs them in one group (one
@@ -801,6 +813,10 @@ def _taken_by(slots: list[Slot]) -> Taken:
     return taken
 
 
+# The reasons of a job that only windows keep off: it is told when the first of them ends.
+WINDOWS = ("maintenance", "booked")
+
+
 def _request_of(job: QueuedJob) -> tuple:
     """Everything of a job that ``Cycle._decide`` reads when the job waits."""
     return (
@@ -833,7 +849,7 @@ def _class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tu
     """
     kind = (
         job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
-        need.windows, need.avoid,
+        need.windows, need.avoid, need.tenant if need.windows else "", need.bookings_open,
     )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 

@@ -28,9 +28,11 @@ class Need:
     """One worker's shape and where it may go.
 
     ``start`` and ``end`` are when the job would start and be sure to end (by its runtime
-    limit); ``windows`` counts the maintenance windows that start before that end: with any,
-    a node whose window starts before that end and ends after that start is off limits, and
-    so is a node in ``avoid``, where the job failed before (``shut``)."""
+    limit); ``windows`` counts the maintenance windows and bookings that start before that end:
+    with any, a node whose window starts before that end and ends after that start is off
+    limits, unless the window is booked for the job's ``tenant`` (or ``bookings_open``, to ask
+    whether bookings alone keep it off); and so is a node in ``avoid``, where the job failed
+    before (``shut``)."""
 
     gpus: int
     milli: int
@@ -42,6 +44,8 @@ class Need:
     start: float = 0.0
     end: float = float("inf")
     avoid: frozenset[str] = frozenset()
+    tenant: str = ""
+    bookings_open: bool = False
 
     @property
     def limited(self) -> bool:
@@ -52,7 +56,9 @@ class Need:
         """Whether the node's maintenance window, or the job's failure there, keeps the worker
         off it."""
         if self.windows and node.closes < self.end and self.start < node.opens:
-            return True
+            booked = node.reserved_for
+            if not booked or (booked != self.tenant and not self.bookings_open):
+                return True
         return node.id in self.avoid
 
 

@@ -38,7 +38,8 @@ class Node:
     ``closes_at`` and ``opens_at`` bound the node's next maintenance window (None: none planned;
     ``opens_at`` None: it does not end): work may start there only if it is sure to end
     (start + runtime limit) by ``closes_at``, or from ``opens_at`` on. A node in its window
-    (``closes_at`` <= now) takes nothing until it opens.
+    (``closes_at`` <= now) takes nothing until it opens. ``reserved_for``: the tenant the
+    window is booked for ("": maintenance, for nobody); that tenant's work ignores it.
     """
 
     id: str
@@ -55,6 +56,7 @@ class Node:
     gpu_free_ranges: tuple[tuple[tuple[int, int], ...], ...] = ()
     closes_at: float | None = None
     opens_at: float | None = None
+    reserved_for: str = ""
 
 
 @dataclass(frozen=True)
