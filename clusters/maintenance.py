@@ -12,9 +12,11 @@ Span = tuple[datetime, datetime, int | None]
 
 def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Span]:
     """The next window not yet ended of each node that has one, given the nodes as (node id,
-    cluster id): its start, its end and whom it is booked for; later windows of the same kind
-    (maintenance, or a booking of the same tenant) that overlap or touch it count as one with
-    it. One query per kind when none is planned, two otherwise."""
+    cluster id): its start, its end and whom it is booked for. A later window of the same kind
+    (maintenance, or a booking of the same tenant) that overlaps or touches it counts as one
+    with it; one of another kind that overlaps it makes the whole maintenance (maintenance
+    wins over a booking: the node takes nobody's work then). One query per kind when none is
+    planned, two otherwise."""
     windows = sorted(
         [*_windows(MaintenanceWindow, now, tenant=False), *_windows(Booking, now, tenant=True)],
         key=lambda w: w[2],
@@ -32,6 +34,8 @@ def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Sp
                 spans[node_id] = (starts, ends, tenant)
             elif starts <= span[1] and tenant == span[2]:  # one longer window
                 spans[node_id] = (span[0], max(span[1], ends), tenant)
+            elif starts < span[1]:  # kinds that overlap: nobody's
+                spans[node_id] = (span[0], max(span[1], ends), None)
     return spans
 
 

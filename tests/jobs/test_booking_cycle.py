@@ -27,7 +27,9 @@ def by_name(now):
     return {n.name: n for n in snapshot.load(now.timestamp()).snapshot.nodes}
 
 
-def test_the_snapshot_gives_a_booked_node_its_booking_and_tenant(east, alpha, gamma):
+def test_the_snapshot_gives_a_booked_node_its_booking_and_tenant_unless_maintenance_overlaps(
+    east, alpha, gamma
+):
     a, b = (NodeFactory(cluster=east, name=name, gpu_count=8) for name in ("a", "b"))
     now = timezone.now()
     book(east, alpha, now + HOUR, now + 2 * HOUR, a)
@@ -36,17 +38,16 @@ def test_the_snapshot_gives_a_booked_node_its_booking_and_tenant(east, alpha, ga
     later = MaintenanceWindow.objects.create(
         cluster=east, starts_at=now + HOUR / 2, ends_at=now + 2 * HOUR
     )
-    later.nodes.set([b])  # inside gamma's booking: the booking comes first
+    later.nodes.set([b])  # inside gamma's booking: maintenance wins, from the booking's start
 
     nodes = by_name(now)
 
     assert (nodes["a"].closes_at, nodes["a"].opens_at, nodes["a"].reserved_for) == (
         (now + HOUR).timestamp(), (now + 3 * HOUR).timestamp(), str(alpha.pk),
     )  # fmt: skip
-    assert (nodes["b"].opens_at, nodes["b"].reserved_for) == (
-        (now + HOUR).timestamp(),
-        str(gamma.pk),
-    )
+    assert (nodes["b"].closes_at, nodes["b"].opens_at, nodes["b"].reserved_for) == (
+        (now - HOUR).timestamp(), (now + 2 * HOUR).timestamp(), "",
+    )  # fmt: skip
 
 
 def test_in_its_window_the_tenants_work_is_placed_and_others_wait_for_its_end(east, alpha, gamma):
