@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions, throttles, trial
-from jobs.maintenance_api import MaintenanceView
+from jobs.maintenance_api import BookingsView, MaintenanceView
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
     MAX_CANCELED,
@@ -427,4 +427,5 @@ urlpatterns = [
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
+    path("bookings/", BookingsView.as_view(), name="api-bookings"),
 ]

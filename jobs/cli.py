@@ -62,6 +62,12 @@
                      every node of it), from, to (UTC), in progress or upcoming, reason. Until
                      a window starts only work sure to end by then is placed on its nodes;
                      from then to its end nothing is, and work still there is requeued
+    bookings [--tenant SLUG]
+                     your tenants' bookings not yet ended (--tenant: one of them), as
+                     maintenance lists windows, each with its tenant. From a booking's start
+                     to its end only its tenant's work starts on its nodes, and other
+                     tenants' work still there is requeued; before the start, only its
+                     tenant's work and work sure to end by then is placed there
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
@@ -522,18 +528,29 @@ def quota(api: Api, args) -> None:
              f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
 
 
-MAINTENANCE_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
+WINDOW_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
 
 
 def maintenance(api: Api, args) -> None:
-    windows = api.call("GET", "maintenance/")["windows"]
+    windows_table(api.call("GET", "maintenance/")["windows"], "No maintenance planned.")
+
+
+def bookings(api: Api, args) -> None:
+    answer = api.call("GET", "bookings/", params={"tenant": args.tenant} if args.tenant else None)
+    windows_table(answer["bookings"], "No bookings.", lead=("tenant",))
+
+
+def windows_table(windows: list[dict], none: str, lead: tuple[str, ...] = ()) -> None:
+    """Node windows (maintenance, bookings) as a table: the `lead` fields, then cluster, nodes
+    ("all": every node), from, to, status and reason; `none` when there are none."""
     if not windows:
-        show("No maintenance planned.")
+        show(none)
         return
-    rows = [[w["cluster"], ",".join(w["nodes"]) or "all", w["starts_at"], w["ends_at"],
-             "in progress" if w["in_progress"] else "upcoming", w["reason"]]
-            for w in windows]  # fmt: skip
-    table([MAINTENANCE_HEADER, *rows], names=len(MAINTENANCE_HEADER))
+    rows = [[*(w[name] for name in lead), w["cluster"], ",".join(w["nodes"]) or "all",
+             w["starts_at"], w["ends_at"], "in progress" if w["in_progress"] else "upcoming",
+             w["reason"]] for w in windows]  # fmt: skip
+    header = [*lead, *WINDOW_HEADER]
+    table([header, *rows], names=len(header))
 
 
 def amount(value, none: str = "-") -> str:
@@ -650,6 +667,8 @@ def main(argv=None) -> int:
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     commands.add_parser("maintenance")
+    booked = commands.add_parser("bookings")
+    booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
@@ -667,7 +686,8 @@ def main(argv=None) -> int:
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "usage": usage, "quota": quota, "priority": priority,
-           "shard-limit": shard_limit, "maintenance": maintenance}  # fmt: skip
+           "shard-limit": shard_limit, "maintenance": maintenance,
+           "bookings": bookings}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

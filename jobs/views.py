@@ -18,12 +18,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
+from clusters.models import MaintenanceWindow
 from jobs import access, actions, dependencies, reports, throttles, trial
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
 from jobs.forms import dependencies_input, described, refusal_text
-from jobs.maintenance_api import nodes_named, planned
+from jobs.maintenance_api import bookings_of, nodes_named, planned
 from jobs.models import Attempt, Job
 from jobs.serializers import (
     FLAGS,
@@ -296,7 +297,7 @@ def waiting_for(user, job: Job) -> dict | None:
 @login_required
 def overview(request):
     """The metrics, drawn: the clusters, their maintenance to come and the scheduler as
-    everyone sees them, the job and attempt figures of the user's own tenants only."""
+    everyone sees them; the bookings, job and attempt figures of the user's own tenants only."""
     tenants = access.tenants_of(request.user)
     figures = platform_metrics.collect(
         timezone.now(),
@@ -306,9 +307,15 @@ def overview(request):
     context = {
         "metrics": figures,
         "glance": platform_metrics.glance(figures),
-        "maintenance": [(window, nodes_named(window)) for window in planned()],
+        "maintenance": with_nodes_named(planned(MaintenanceWindow.objects)),
+        "bookings": with_nodes_named(bookings_of(tenants)),
     }
     return render(request, "portal/overview.html", context)
+
+
+def with_nodes_named(windows) -> list:
+    """Each window with its nodes written for the page."""
+    return [(window, nodes_named(window)) for window in windows]
 
 
 @login_required

@@ -17,8 +17,9 @@ from tests.jobs.test_overview import page, section  # noqa: F401 - the page fixt
 pytestmark = pytest.mark.django_db
 
 
-def rows(html: str) -> list[list[str]]:
-    body = section(html, "maintenance")
+def rows(html: str, name: str = "maintenance") -> list[list[str]]:
+    """The cells of each row of the section's table (the Bookings section's too)."""
+    body = section(html, name)
     return [
         [unescape(cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
         for row in re.findall(r"<tr><td>.*?</tr>", body)
