@@ -1,7 +1,7 @@
 import json
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import Count, OuterRef, Subquery
@@ -14,7 +14,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
 from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Node
-from jobs import actions
+from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import names_listed, nodes_named, with_status
 from quotas.admin import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
@@ -321,6 +321,20 @@ class NodeWindowAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.Mode
     def status(self, window) -> str:
         """Upcoming, in progress or ended, by the database's clock (the scheduler's)."""
         return window.status
+
+    def save_related(self, request, form, formsets, change):
+        """Once its nodes are saved, say how many running jobs it will stop at its start."""
+        super().save_related(request, form, formsets, change)
+        window = form.instance
+        if window.ends_at > timezone.now() and (count := janitor.running_into(window)):
+            start = f"{window.starts_at:%Y-%m-%d %H:%M} UTC"
+            self.message_user(
+                request,
+                f"{count} running job(s) on these nodes may run past {start} by their runtime "
+                "limit: they will be stopped then, with their grace period to checkpoint, and "
+                "requeued without using a retry.",
+                messages.WARNING,
+            )
 
 
 @admin.register(MaintenanceWindow)

@@ -6,6 +6,7 @@ from datetime import UTC, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Value
+from django.db.models.functions import Coalesce
 
 from clusters import agents
 from clusters.models import Allocation, Booking, MaintenanceWindow
@@ -131,13 +132,31 @@ def stop_for_maintenance(now) -> int:
     stopped = 0
     for window in MaintenanceWindow.objects.begun(now).select_related("cluster"):
         what = f"maintenance of {window.cluster.name}"
-        stopped += _stop_on(window, what + _span(window), Attempt.objects.all(), now)
+        stopped += _stop_on(window, what + _span(window), now)
     for booking in Booking.objects.begun(now).select_related("cluster"):
         # The sentence goes to the other tenants' jobs: it does not name the tenant.
         what = f"nodes of {booking.cluster.name} booked for another team"
-        others = Attempt.objects.exclude(job__tenant_id=booking.tenant_id)
-        stopped += _stop_on(booking, what + _span(booking), others, now)
+        stopped += _stop_on(booking, what + _span(booking), now)
     return stopped
+
+
+def kept_off(window):
+    """The live attempts on the window's nodes that it does not let in (a booking lets its
+    tenant's in), not asked to stop yet."""
+    on_nodes = Allocation.objects.active().filter(node_id__in=window.node_ids())
+    attempts = Attempt.objects.filter(
+        pk__in=on_nodes.values("attempt_id"), outcome="", stop_requested_at__isnull=True
+    )
+    tenant = getattr(window, "tenant_id", None)
+    return attempts.exclude(job__tenant_id=tenant) if tenant else attempts
+
+
+def running_into(window) -> int:
+    """How many jobs on the window's nodes, not let in, may run past its start by their
+    runtime limit: the sweep will stop them then."""
+    end = Coalesce("started_at", "scheduled_at") + duration_of("job__max_runtime_s")
+    outlasting = kept_off(window).annotate(end=end).filter(end__gt=window.starts_at)
+    return outlasting.values("job_id").distinct().count()
 
 
 def _span(window) -> str:
@@ -145,12 +164,10 @@ def _span(window) -> str:
     return f" from {zulu(window.starts_at)} to {zulu(window.ends_at)}{reason}; requeued"
 
 
-def _stop_on(window, message: str, attempts, now) -> int:
-    """Ask those of ``attempts`` live on the window's nodes to stop as preempted."""
-    on_nodes = Allocation.objects.active().filter(node_id__in=window.node_ids())
-    live = attempts.filter(
-        pk__in=on_nodes.values("attempt_id"), outcome="", stop_requested_at__isnull=True
-    )
+def _stop_on(window, message: str, now) -> int:
+    """Ask the live attempts on the window's nodes that it does not let in to stop as
+    preempted."""
+    live = kept_off(window)
     if not live.exists():
         return 0
     # Locked as a drain locks them (actions.lock_live), and asked again at the write.
