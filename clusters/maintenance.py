@@ -3,7 +3,11 @@ window starts, when it ends, and the tenant it is booked for (None: maintenance)
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.db.models import Q
+from django.utils import timezone
 
 from clusters.models import Booking, MaintenanceWindow
 
@@ -51,3 +55,47 @@ def _windows(model, now: datetime, tenant: bool) -> list[tuple]:
     for window_id, node_id in through.values_list(key, "node_id"):
         chosen[window_id].append(node_id)
     return [(chosen.get(r[0], []), r[1], r[2], r[3], r[4] if tenant else None) for r in rows]
+
+
+class Ahead(NamedTuple):
+    """A window that will stop a job running on its nodes."""
+
+    kind: str  # "maintenance", or "booking" (for another tenant)
+    cluster: str
+    starts_at: datetime
+    ends_at: datetime
+    reason: str  # a maintenance window's; "" for a booking, which is another tenant's affair
+
+
+def ahead_of(node_ids: list[int], tenant_id: int, now: datetime, until: datetime) -> Ahead | None:
+    """The first window not yet ended that will stop work of the tenant on these nodes before
+    ``until`` (when it would end by its runtime limit): a maintenance window, or a booking for
+    another tenant, starting before then over one of the nodes (or all of its cluster's). Two
+    queries."""
+    found: list[Ahead] = []
+    for model, kind in ((MaintenanceWindow, "maintenance"), (Booking, "booking")):
+        windows = model.objects.not_ended(now).filter(
+            Q(nodes__in=node_ids) | Q(nodes__isnull=True, cluster__nodes__in=node_ids),
+            starts_at__lt=until,
+        )
+        if model is Booking:
+            windows = windows.exclude(tenant_id=tenant_id)
+        first = windows.select_related("cluster").order_by("starts_at", "id").first()
+        if first is not None:
+            reason = first.reason if kind == "maintenance" else ""
+            found.append(Ahead(kind, first.cluster.name, first.starts_at, first.ends_at, reason))
+    return min(found, key=lambda a: a.starts_at, default=None)
+
+
+def ahead_of_job(job) -> Ahead | None:
+    """The window that will stop the job's live attempt before its runtime limit would end it,
+    if one will (None: none, or no live attempt not asked to stop yet)."""
+    attempt = job.attempts.filter(outcome="", stop_requested_at__isnull=True).first()
+    if attempt is None:
+        return None
+    nodes = list(attempt.allocations.filter(active=True).values_list("node_id", flat=True))
+    if not nodes:
+        return None
+    started = attempt.started_at or attempt.scheduled_at
+    until = started + timedelta(seconds=job.max_runtime_s)
+    return ahead_of(nodes, job.tenant_id, timezone.now(), until)

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions, throttles, trial
-from jobs.maintenance_api import BookingsView, MaintenanceView
+from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
 from jobs.serializers import (
     MAX_CANCELED,
@@ -120,6 +120,8 @@ class JobView(APIView):
         job = get_object_or_404(visible(request), pk=pk)
         data = job_json(request, job)
         states = job.shard_states() if job.is_batch else {job.state: 1}
+        running = job.state in (State.SCHEDULED, State.RUNNING)
+        data["window_ahead"] = window_ahead(job) if running else None
         if job.is_batch:
             data["shard_states"] = states
             data["batch_state"] = batch_state(states)

@@ -17,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters import maintenance
 from clusters.models import Booking, MaintenanceWindow, Node
 from jobs import access, reports
 
@@ -106,3 +107,20 @@ class BookingsView(APIView):
                 raise ValidationError({bad.field: bad.message}) from None
         bookings = bookings_of(tenants)
         return Response({"bookings": BookingSerializer(bookings, many=True).data})
+
+
+def window_ahead(job) -> dict | None:
+    """The job document's ``window_ahead``: the maintenance window, or another tenant's
+    booking, that will stop its live attempt before its runtime limit would end it (null: none
+    will). A booking's tenant and reason are the other tenant's affair: not given."""
+    ahead = maintenance.ahead_of_job(job)
+    if ahead is None:
+        return None
+    time = serializers.DateTimeField()
+    return {
+        "kind": ahead.kind,
+        "cluster": ahead.cluster,
+        "starts_at": time.to_representation(ahead.starts_at),
+        "ends_at": time.to_representation(ahead.ends_at),
+        "reason": ahead.reason,
+    }

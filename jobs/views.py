@@ -18,6 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
+from clusters import maintenance
 from clusters.models import MaintenanceWindow
 from jobs import access, actions, dependencies, reports, throttles, trial
 from jobs import forms as submit_form
@@ -155,6 +156,8 @@ def job_page(
         # The job it runs again, unless the reader may not see that one.
         "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,
         "resubmissions": resubmissions(request.user, job),
+        # The maintenance window or another team's booking that will stop it, if one will.
+        "window_ahead": maintenance.ahead_of_job(job) if live else None,
         "attempts": attempts,
         "history": history[:HISTORY],
         "more_history": len(history) > HISTORY,
