@@ -106,7 +106,7 @@ def read(
 ) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
-    failed = failed_nodes([job["id"] for job in queued if job["retries_used"]])
+    failed = failed_nodes([job["id"] for job in queued if job["retries_used"]], now)
     waiting_pending, waiting = dependencies.waiting()
     # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
     # explained by its dependency alone: by both, its reason would change every cycle.
@@ -353,14 +353,18 @@ def backoff_jobs(now: float):
     )
 
 
-def failed_nodes(job_ids: list[int]) -> dict[int, tuple[str, ...]]:
-    """The nodes where attempts of these jobs ended for a node's fault (``Attempt.node_fault``),
-    by job: the core keeps the jobs off them (``QueuedJob.avoid_nodes``). Only jobs that used a
-    retry can have any, so one indexed query over a few rows."""
+def failed_nodes(job_ids: list[int], now: float) -> dict[int, tuple[str, ...]]:
+    """The nodes where attempts of these jobs ended for a node's fault (``Attempt.node_fault``)
+    within ``MLSCHED_QUARANTINE_WINDOW_S``, by job: the core keeps the jobs off them
+    (``QueuedJob.avoid_nodes``). A fault older than that is forgotten, as quarantine forgets it:
+    the node may have been repaired since. Only jobs that used a retry can have any, so one
+    indexed query over a few rows."""
     if not job_ids:
         return {}
+    since = datetime.fromtimestamp(now - settings.MLSCHED_QUARANTINE_WINDOW_S, UTC)
     rows = (
         Allocation.objects.filter(Attempt.node_fault("attempt__"), attempt__job_id__in=job_ids)
+        .filter(attempt__ended_at__gte=since)
         .values_list("attempt__job_id", "node_id")
         .distinct()
     )

@@ -105,3 +105,13 @@ def test_the_retry_waits_for_another_node_rather_than_go_back(east):
     assert job.state == State.QUEUED
     assert job.pending_reason in {"avoiding_failed_nodes", "head_of_line"}
     assert job.estimated_start is not None
+
+
+def test_a_failure_older_than_the_window_is_forgotten(east, settings):
+    NodeFactory(cluster=east, name="a", gpu_count=1)
+    NodeFactory(cluster=east, name="b", gpu_count=1)
+    job = JobFactory(gpus=1, max_retries=3)
+    fail_first_attempt(job, Outcome.INFRA_ERROR)
+    later = after_backoff(job) + settings.MLSCHED_QUARANTINE_WINDOW_S
+
+    assert avoided(job, later) == ()
