@@ -66,6 +66,20 @@ class Ahead(NamedTuple):
     ends_at: datetime
     reason: str  # a maintenance window's; "" for a booking, which is another tenant's affair
 
+    @property
+    def sentence(self) -> str:
+        """What it does to the job, for people (the job page, the job document)."""
+        if self.kind == "maintenance":
+            why = f" ({self.reason})" if self.reason else ""
+            what = f"Maintenance of {self.cluster}{why}"
+        else:
+            what = f"A booking of {self.cluster}'s nodes for another team"
+        return (
+            f"{what} starts {self.starts_at:%Y-%m-%d %H:%M} UTC, before its runtime limit "
+            "would end it: it will be stopped then, with its grace period to checkpoint, and "
+            "requeued without using a retry."
+        )
+
 
 def ahead_of(node_ids: list[int], tenant_id: int, now: datetime, until: datetime) -> Ahead | None:
     """The first window not yet ended that will stop work of the tenant on these nodes before

@@ -123,4 +123,5 @@ def window_ahead(job) -> dict | None:
         "starts_at": time.to_representation(ahead.starts_at),
         "ends_at": time.to_representation(ahead.ends_at),
         "reason": ahead.reason,
+        "sentence": ahead.sentence,
     }

@@ -16,6 +16,7 @@
   const reasonEl = document.getElementById("reason");
   const estimateEl = document.getElementById("estimate");
   const startEl = document.getElementById("estimated-start");
+  const aheadEl = document.getElementById("window-ahead");  // the window that will stop it
   const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
   const logNoteEl = document.getElementById("log-note");
@@ -185,6 +186,8 @@
     const job = await response.json();
     showState(job.batch_state || job.state, job.pending_message);  // a batch: its own state
     showEstimate(job.estimated_start);
+    aheadEl.hidden = !job.window_ahead;
+    aheadEl.textContent = job.window_ahead ? job.window_ahead.sentence : "";
     showShards(job);
     showAttempts(job.attempts);
     // A batch has ended once every shard has, whatever became of the first.

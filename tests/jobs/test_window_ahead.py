@@ -55,6 +55,7 @@ def test_a_maintenance_window_before_its_limit_is_given(running, east, alice, cl
         "firmware",
     )
     assert window["starts_at"].startswith(starts.strftime("%Y-%m-%dT%H:%M"))
+    assert window["sentence"].startswith("Maintenance of east (firmware) starts")
     assert "Maintenance of east (firmware) starts" in page(client, alice, running)
 
 
