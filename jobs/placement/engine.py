@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import gc
 
-from jobs.placement import explain, own_quota, preemption, ranges
+from jobs.placement import explain, off_limits, own_quota, preemption, ranges
 from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
@@ -155,7 +154,8 @@ class Cycle:
         self._pending: dict[tuple, tuple[str, float | None]] = {}
         self._groups: dict[tuple, list[Group]] = {}
         self._too_large_shapes: dict[tuple, bool] = {}
-        self._avoiding: dict[tuple, frozenset[str]] = {}
+        # The nodes each request keeps off for having failed there (off_limits.Avoiding).
+        self.avoiding = off_limits.Avoiding()
         self._repeats: dict[tuple, Outcome] = {}
         self.searched_victims = False
 
@@ -195,7 +195,7 @@ class Cycle:
             key = (
                 _request_of(job),
                 avoided,
-                self._windows_before(end_of(job, self.now)),
+                off_limits.windows_before(self.capacity, end_of(job, self.now)),
                 self.quota.end_key(job),
                 self.epoch,
                 self.ledger.version,
@@ -346,37 +346,7 @@ class Cycle:
         self._flag(avoided)
         need.avoid_held = bool(avoided)
         need.avoid = self.avoiding(job, groups)
-        return self.starting(need, job, self.now)
-
-    def avoiding(self, job: QueuedJob, groups: list[Group]) -> frozenset[str]:
-        """The nodes the job keeps off for having failed there (``QueuedJob.avoid_nodes``):
-        none if no other nodes of its groups could hold it even idle, so that it runs again
-        where it failed rather than never. Asked once per request and node set."""
-        if not job.avoid_nodes:
-            return frozenset()
-        key = (id(groups), job.avoid_nodes, job.family, job.workers, job.gpus, job.gpu_milli,
-               job.cpu_milli, job.memory_mb)  # fmt: skip
-        known = self._avoiding.get(key)
-        if known is None:
-            avoid = frozenset(job.avoid_nodes)
-            known = avoid if explain.holds_without(job, groups, avoid) else frozenset()
-            self._avoiding[key] = known
-        return known
-
-    def starting(self, need: Need, job: QueuedJob, start: float) -> Need:
-        """The need of the job started at ``start``: the maintenance windows it must keep off
-        are those that open after then and close before its runtime limit would end it."""
-        need.start = start
-        need.tenant = job.tenant
-        need.end = end_of(job, start)
-        need.windows = self._windows_before(need.end)
-        return need
-
-    def _windows_before(self, end: float) -> int:
-        """How many maintenance windows close before ``end``, when a job is sure to have
-        ended: jobs with as many see the same nodes (0: none closes in time to matter)."""
-        closings = self.capacity.closings
-        return bisect.bisect_left(closings, end) if closings else 0
+        return off_limits.starting(self.capacity, need, job, self.now)
 
     # -- fitting, with a memo of failures ----------------------------------------------------
 
@@ -498,8 +468,8 @@ class Cycle:
         known = self._pending.get(key)
         if known is None:
             reason = self._capacity_reason(job, need)
-            if reason in WINDOWS:
-                known = self._pending[key] = (reason, self._first_opening(need))
+            if reason in off_limits.WINDOWS:
+                known = self._pending[key] = (reason, off_limits.first_opening(self.capacity, need))
             else:
                 known = self._pending[key] = (reason, self._estimate(job, need))
         return explain.pending(job, *known)
@@ -638,13 +608,13 @@ class Cycle:
         def attempt(when: float):
             if not any(group_can_hold(g, need, workers) for g in need.groups):
                 return None
-            return self.fits(job, self.starting(need, job, when))
+            return self.fits(job, off_limits.starting(self.capacity, need, job, when))
 
         try:
             found = earliest_fit(self.capacity, ends, need.groups, attempt)
         finally:
             need.groups = groups
-            self.starting(need, job, self.now)
+            off_limits.starting(self.capacity, need, job, self.now)
         if found is None:
             return None
         start, slots = found
@@ -658,34 +628,23 @@ class Cycle:
         self._owners.clear()
         # No new epoch: a job's answer depends on the reservations it avoids, which are part
         # of the keys of the answers kept (the reservation takes no capacity).
-        opening = [node for node in nodes if node.opens == start]
-        if opening:  # a window's end is what it waits for
-            booked = all(node.reserved_for for node in opening)
-            return explain.reserved(job, node_ids, start, "booked" if booked else "maintenance")
-        return explain.reserved(job, node_ids, start)
+        return explain.reserved(job, node_ids, start, off_limits.opening_reason(nodes, start))
 
     def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
         if self._leaving_makes_room(job, need):
             return "waiting_for_preemption"
-        if need.windows and self._fits_but_for(job, need, windows=True):
-            return self._window_reason(job, need)
-        if need.avoid and self._fits_but_for(job, need, failed=True):
+        if need.windows and self.fits_but_for(job, need, windows=True):
+            return off_limits.window_reason(self, job, need)
+        if need.avoid and self.fits_but_for(job, need, failed=True):
             return "avoiding_failed_nodes"
-        if need.avoid_held and self._fits_but_for(job, need, held=True):
+        if need.avoid_held and self.fits_but_for(job, need, held=True):
             return "waiting_for_reservation"
         both = need.windows and need.avoid_held
-        if both and self._fits_but_for(job, need, windows=True, held=True):
-            return self._window_reason(job, need)
+        if both and self.fits_but_for(job, need, windows=True, held=True):
+            return off_limits.window_reason(self, job, need)
         return explain.shortage(job, need, self.initial)
 
-    def _window_reason(self, job: QueuedJob, need: Need) -> str:
-        """Which windows keep off a job that would fit without them: bookings for other
-        tenants alone (``booked``), or maintenance."""
-        if self.capacity.booked and self._fits_but_for(job, need, bookings=True):
-            return "booked"
-        return "maintenance"
-
-    def _fits_but_for(
+    def fits_but_for(
         self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False
     ) -> bool:
         """Whether the job would fit now if maintenance windows and bookings, the nodes held
@@ -726,17 +685,6 @@ class Cycle:
             if when is not None and (best is None or when < best):
                 best = when
         return best
-
-    def _first_opening(self, need: Need) -> float | None:
-        """When the first maintenance window that keeps the job off a node of its groups ends
-        (None: none of them ends)."""
-        wanted = {id(g) for g in need.groups}
-        for when, node in self.capacity.openings:
-            if when == float("inf"):
-                break
-            if id(node.group) in wanted and need.shut(node):
-                return when
-        return None
 
     def _held_until(self, groups: list[Group]) -> float:
         """When the job may first use one of the groups held for reservations it avoids
@@ -811,10 +759,6 @@ def _taken_by(slots: list[Slot]) -> Taken:
         rest[0] += cpu
         rest[1] += mem
     return taken
-
-
-# The reasons of a job that only windows keep off: it is told when the first of them ends.
-WINDOWS = ("maintenance", "booked")
 
 
 def _request_of(job: QueuedJob) -> tuple:

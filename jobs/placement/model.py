@@ -147,7 +147,7 @@ class QueuedJob:
     max_running_shards: int | None = None
     # Nodes where an earlier attempt of the job failed for the infrastructure (a node-level
     # fault: a GPU error, a pod evicted, a worker that never started): it keeps off them
-    # unless no other node could ever hold it (``Cycle.avoiding``).
+    # unless no other node could ever hold it (``off_limits.Avoiding``).
     avoid_nodes: tuple[str, ...] = ()
 
     @property
