@@ -369,6 +369,8 @@ class Attempt(models.Model):
     # Why the attempts of a cluster whose agent went quiet are lost: a fault of the cluster's
     # link to the control plane, not of their nodes.
     AGENT_SILENT = "its cluster agent stopped reporting"
+    # The outcomes a node's fault ends an attempt with (node_fault).
+    NODE_FAULTS = (Outcome.INFRA_ERROR, Outcome.LOST)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveSmallIntegerField()
@@ -428,15 +430,13 @@ class Attempt(models.Model):
         error, an eviction, a worker that never started) or their workers lost, but not lost
         with their cluster's agent, which says nothing of the node. ``path``: the way to the
         attempt from the model queried (``"attempt__"``)."""
-        faults = (cls.Outcome.INFRA_ERROR, cls.Outcome.LOST)
-        outcome = models.Q(**{f"{path}outcome__in": faults})
+        outcome = models.Q(**{f"{path}outcome__in": cls.NODE_FAULTS})
         return outcome & ~models.Q(**{f"{path}reason": cls.AGENT_SILENT})
 
     @property
     def node_faulted(self) -> bool:
         """Whether it ended for a node's fault (``node_fault``)."""
-        faults = (self.Outcome.INFRA_ERROR, self.Outcome.LOST)
-        return self.outcome in faults and self.reason != self.AGENT_SILENT
+        return self.outcome in self.NODE_FAULTS and self.reason != self.AGENT_SILENT
 
     @property
     def is_live(self) -> bool:
