@@ -96,6 +96,9 @@ class Node(models.Model):
     quarantine_reason = models.CharField(
         max_length=300, blank=True, default="", db_default="", editable=False
     )
+    # When an admin last put it back in service (uncordoned it): the faults of attempts that
+    # ended here before then are no longer held against it (jobs.quarantine.held_against).
+    faults_cleared_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["cluster", "name"]

@@ -398,9 +398,9 @@ def set_schedulable(node_ids: list[int], schedulable: bool) -> list[int]:
     one changed by someone else meanwhile is not counted twice."""
     changing = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
     ids = list(changing.exclude(schedulable=schedulable).values_list("id", flat=True))
-    if schedulable:  # back in service: its quarantine, if any, is over
+    if schedulable:  # back in service: its quarantine, if any, is over, its faults forgiven
         Node.objects.filter(pk__in=ids).update(
-            schedulable=True, quarantined_at=None, quarantine_reason=""
+            schedulable=True, quarantined_at=None, quarantine_reason="", faults_cleared_at=Now()
         )
     else:
         Node.objects.filter(pk__in=ids).update(schedulable=False)

@@ -1,5 +1,6 @@
 """Jobs, their attempts, the audit trail of their transitions, and their logs."""
 
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -8,6 +9,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from clusters.backends import base
 from jobs.states import ACTIVE, TERMINAL, State
 
 
@@ -428,15 +430,24 @@ class Attempt(models.Model):
     def node_fault(cls, path: str = "") -> models.Q:
         """Attempts that ended for a node's fault: an infrastructure failure there (a GPU
         error, an eviction, a worker that never started) or their workers lost, but not lost
-        with their cluster's agent, which says nothing of the node. ``path``: the way to the
-        attempt from the model queried (``"attempt__"``)."""
+        with their cluster's agent, nor failed for the platform (a registry's outage, a
+        missing secret: ``backends.base.PLATFORM_FAULT``), which say nothing of the node.
+        ``path``: the way to the attempt from the model queried (``"attempt__"``)."""
         outcome = models.Q(**{f"{path}outcome__in": cls.NODE_FAULTS})
-        return outcome & ~models.Q(**{f"{path}reason": cls.AGENT_SILENT})
+        platform = models.Q(**{f"{path}reason__iregex": base.PLATFORM_FAULT}) & ~models.Q(
+            **{f"{path}reason__iregex": base.NODE_FAULT_ALL_THE_SAME}
+        )
+        return outcome & ~models.Q(**{f"{path}reason": cls.AGENT_SILENT}) & ~platform
 
     @property
     def node_faulted(self) -> bool:
         """Whether it ended for a node's fault (``node_fault``)."""
-        return self.outcome in self.NODE_FAULTS and self.reason != self.AGENT_SILENT
+        platform = re.search(base.PLATFORM_FAULT, self.reason, re.IGNORECASE) and not re.search(
+            base.NODE_FAULT_ALL_THE_SAME, self.reason, re.IGNORECASE
+        )
+        return (
+            self.outcome in self.NODE_FAULTS and self.reason != self.AGENT_SILENT and not platform
+        )
 
     @property
     def is_live(self) -> bool:

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F, Q, QuerySet
 
 from clusters.models import Allocation, Cluster, Node
 from jobs.clock import database_now
@@ -35,12 +35,8 @@ def check(node_ids: list[int], now=None) -> list[int]:
     now = now or database_now()
     window = settings.MLSCHED_QUARANTINE_WINDOW_S
     failing = (
-        Allocation.objects.filter(Attempt.node_fault("attempt__"))
-        .filter(
-            node_id__in=node_ids,
-            node__schedulable=True,
-            attempt__ended_at__gte=now - timedelta(seconds=window),
-        )
+        held_against(now)
+        .filter(node_id__in=node_ids, node__schedulable=True)
         .values("node_id", "node__cluster_id")
         .annotate(jobs=Count("attempt__job_id", distinct=True))
         .filter(jobs__gte=least)
@@ -52,6 +48,21 @@ def check(node_ids: list[int], now=None) -> list[int]:
         for row in failing
         if cordon(row["node_id"], row["node__cluster_id"], reason.format(row["jobs"]), now)
     ]
+
+
+def held_against(now) -> QuerySet[Allocation]:
+    """The allocations of attempts whose end is held against their node: ended for its fault
+    (``Attempt.node_fault``) in the last ``MLSCHED_QUARANTINE_WINDOW_S``, and since an admin
+    last put the node back in service (``Node.faults_cleared_at``: repaired, or looked at).
+    Quarantine counts them, and a job retried keeps off their nodes (the snapshot's
+    ``failed_nodes``)."""
+    since = now - timedelta(seconds=settings.MLSCHED_QUARANTINE_WINDOW_S)
+    cleared = F("node__faults_cleared_at")
+    return Allocation.objects.filter(
+        Attempt.node_fault("attempt__"),
+        Q(node__faults_cleared_at__isnull=True) | Q(attempt__ended_at__gt=cleared),
+        attempt__ended_at__gte=since,
+    )
 
 
 @transaction.atomic

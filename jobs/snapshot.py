@@ -19,10 +19,10 @@ from django.db.models import Q
 
 from clusters.maintenance import next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import dependencies, recent_use
+from jobs import dependencies, quarantine, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
-from jobs.models import Attempt, Job
+from jobs.models import Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
 from quotas.models import RecentUse, Tenant
@@ -356,15 +356,14 @@ def backoff_jobs(now: float):
 def failed_nodes(job_ids: list[int], now: float) -> dict[int, tuple[str, ...]]:
     """The nodes where attempts of these jobs ended for a node's fault (``Attempt.node_fault``)
     within ``MLSCHED_QUARANTINE_WINDOW_S``, by job: the core keeps the jobs off them
-    (``QueuedJob.avoid_nodes``). A fault older than that is forgotten, as quarantine forgets it:
-    the node may have been repaired since. Only jobs that used a retry can have any, so one
-    indexed query over a few rows."""
+    (``QueuedJob.avoid_nodes``). A fault older than that, or from before an admin put the node
+    back in service, is forgotten, as quarantine forgets it (``quarantine.held_against``).
+    Only jobs that used a retry can have any, so one indexed query over a few rows."""
     if not job_ids:
         return {}
-    since = datetime.fromtimestamp(now - settings.MLSCHED_QUARANTINE_WINDOW_S, UTC)
     rows = (
-        Allocation.objects.filter(Attempt.node_fault("attempt__"), attempt__job_id__in=job_ids)
-        .filter(attempt__ended_at__gte=since)
+        quarantine.held_against(datetime.fromtimestamp(now, UTC))
+        .filter(attempt__job_id__in=job_ids)
         .values_list("attempt__job_id", "node_id")
         .distinct()
     )

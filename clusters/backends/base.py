@@ -20,6 +20,14 @@ STOPPED = "stopped"  # stopped on request (cancel or preemption)
 LOST = "lost"  # the backend no longer finds it (node gone, process vanished)
 TIMED_OUT = "timed_out"  # the runtime limit ended it
 
+# Reasons of infrastructure failures that are the platform's rather than their node's, as regular
+# expressions over a FAILED worker's reason (case ignored): an image pull the registry failed
+# (an outage, a rate limit: any node would have failed it) and a pod configuration the cluster
+# lacks (a missing secret). A pull that failed for the node's own full disk stays the node's.
+# Quarantine and retries keeping off failed nodes count only the node's (Attempt.node_fault).
+PLATFORM_FAULT = r"ErrImagePull|ImagePullBackOff|RegistryUnavailable|CreateContainerConfigError"
+NODE_FAULT_ALL_THE_SAME = r"no space left on device"
+
 
 @dataclass(frozen=True)
 class NodeInventory:

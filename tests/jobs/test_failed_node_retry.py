@@ -115,3 +115,27 @@ def test_a_failure_older_than_the_window_is_forgotten(east, settings):
     later = after_backoff(job) + settings.MLSCHED_QUARANTINE_WINDOW_S
 
     assert avoided(job, later) == ()
+
+
+def test_a_node_an_admin_put_back_in_service_is_not_kept_off(east):
+    NodeFactory(cluster=east, name="a", gpu_count=1)
+    NodeFactory(cluster=east, name="b", gpu_count=1)
+    job = JobFactory(gpus=1, max_retries=3)
+    failed_on = fail_first_attempt(job, Outcome.INFRA_ERROR)
+    actions.set_schedulable([failed_on.pk], False)  # taken out, repaired, put back
+
+    actions.set_schedulable([failed_on.pk], True)
+
+    assert avoided(job) == ()
+
+
+def test_a_pull_the_registry_failed_does_not_keep_the_retry_off_the_node(east):
+    NodeFactory(cluster=east, name="a", gpu_count=1)
+    NodeFactory(cluster=east, name="b", gpu_count=1)
+    job = JobFactory(gpus=1, max_retries=3)
+    reason = (
+        "worker 0: ImagePullBackOff: Back-off pulling image: ErrImagePull: 503 Service Unavailable"
+    )
+    fail_first_attempt(job, Outcome.INFRA_ERROR, reason=reason)
+
+    assert avoided(job) == ()

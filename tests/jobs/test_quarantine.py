@@ -75,6 +75,24 @@ def test_ends_that_say_nothing_of_the_node_do_not_count(nodes, fail_on, outcome,
     assert fail_on(nodes[0], 3, outcome, reason).schedulable is True
 
 
+REGISTRY_DOWN = (
+    'worker 0: ImagePullBackOff: Back-off pulling image "registry.local/train:1": '
+    "RegistryUnavailable: pinging container registry registry.local: connect: connection refused"
+)
+DISK_FULL = (
+    'worker 0: ImagePullBackOff: Back-off pulling image "registry.local/train:1": '
+    "ErrImagePull: failed to extract layer: write /var/lib/containerd/x: no space left on device"
+)
+
+
+def test_a_registrys_outage_does_not_quarantine_the_nodes_it_hit(nodes, fail_on):
+    assert fail_on(nodes[0], 3, reason=REGISTRY_DOWN).schedulable is True
+
+
+def test_pulls_that_failed_for_the_nodes_full_disk_count(nodes, fail_on):
+    assert fail_on(nodes[0], 3, reason=DISK_FULL).schedulable is False
+
+
 def test_workers_lost_on_the_node_count(nodes, fail_on):
     assert fail_on(nodes[0], 3, Outcome.LOST, "worker 0: node gone").schedulable is False
 
@@ -108,6 +126,13 @@ def test_uncordoning_a_node_ends_its_quarantine(nodes, fail_on):
 
     bad.refresh_from_db()
     assert (bad.schedulable, bad.quarantined_at, bad.quarantine_reason) == (True, None, "")
+
+
+def test_faults_from_before_an_admin_put_the_node_back_are_forgiven(nodes, fail_on):
+    actions.set_schedulable([fail_on(nodes[0], 3).pk], True)
+
+    assert fail_on(nodes[0], 1).schedulable is True
+    assert fail_on(nodes[0], 2).schedulable is False  # three new failures quarantine it again
 
 
 def test_quarantine_is_off_at_zero(nodes, fail_on, settings):

@@ -10,6 +10,7 @@ from kubernetes import client
 
 from clusters.backends import base
 from clusters.backends.k8s_status import Seen, pull_error_in_events, worker_status
+from jobs.models import Attempt
 from tests.k8s.conftest import NAMESPACE, one_gpu_worker, status_becomes
 
 IMAGE = "registry.local/train:1"
@@ -112,6 +113,34 @@ def test_it_tells_whose_a_pull_failure_is(reason, message, attempt, want):
 
     assert (status.phase, status.exit_code) == want
     assert status.reason == f"{reason}: {message}"
+
+
+DISK_FULL = (
+    f"{PULL}failed to extract layer sha256:0a1b: write /var/lib/containerd/io.containerd."
+    "snapshotter.v1.overlayfs/snapshots/42/fs/usr/lib/libcuda.so: no space left on device"
+)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "attempt"),
+    [c[1:4] for c in CASES if c[4] == INFRA],
+    ids=[c[0] for c in CASES if c[4] == INFRA],
+)
+def test_a_pull_the_registry_failed_is_not_held_against_the_node(reason, message, attempt):
+    status = worker_status(7, 0, Seen(pod=waiting_pod(reason, message, attempt)))
+    ended = Attempt(outcome=Attempt.Outcome.INFRA_ERROR, reason=f"worker 0: {status.reason}")
+
+    assert status.phase == base.FAILED
+    assert ended.node_faulted is False
+
+
+def test_a_pull_that_filled_the_nodes_disk_is_held_against_it():
+    pod = waiting_pod("ImagePullBackOff", back_off("ErrImagePull", DISK_FULL), 2)
+    status = worker_status(7, 0, Seen(pod=pod))
+    ended = Attempt(outcome=Attempt.Outcome.INFRA_ERROR, reason=f"worker 0: {status.reason}")
+
+    assert status.phase == base.FAILED
+    assert ended.node_faulted is True
 
 
 def test_a_refused_pull_is_the_platforms_on_the_first_attempt(kube, backend):
