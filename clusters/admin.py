@@ -197,6 +197,16 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
 BOOKING_LOCK = 0x6D6C_6262  # advisory lock space: one key per cluster, while a booking is saved
 
 
+def lock_covered(cluster, nodes) -> None:
+    """Lock the nodes a window covers (its chosen ones, or every node of its cluster) in id
+    order, as a scheduler's commit does (``jobs.commit.lock_nodes``), until the admin's
+    transaction ends: a commit in flight on them ends first (and the window counts the work it
+    placed), and a commit after it reads the window. Otherwise a cycle that decided before the
+    window was saved could place work into it."""
+    covered = Node.objects.filter(pk__in=[n.pk for n in nodes]) if nodes else cluster.nodes
+    list(covered.select_for_update().order_by("id").values_list("id", flat=True))
+
+
 class NodeWindowForm(forms.ModelForm):
     """A window's (maintenance, booking) end after its start, and its nodes of its cluster: each
     refused on its field, the nodes by name, rather than by the database's check or not at
@@ -217,6 +227,8 @@ class NodeWindowForm(forms.ModelForm):
         strangers = [str(node) for node in data.get("nodes", []) if node.cluster_id != cluster.pk]
         if strangers:
             self.add_error("nodes", f"Not nodes of {cluster.name}: {', '.join(strangers)}.")
+        elif not self.errors:
+            lock_covered(cluster, data.get("nodes", []))
         return data
 
 

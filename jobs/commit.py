@@ -2,18 +2,20 @@
 
 Everything the pure core decided is re-checked against the rows as they are under lock, because
 the snapshot may be stale: another scheduler may have committed, an agent may have released, an
-admin may have cordoned a node or lowered a quota. Capacity here; quotas, users' GPU limits and
-batches' shard limits in jobs.tenant_limits.
+admin may have cordoned a node, planned a maintenance window or booking over it, or lowered a
+quota. Capacity and windows here; quotas, users' GPU limits and batches' shard limits in
+jobs.tenant_limits.
 """
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F, Max, Q
 
+from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Node
 from jobs import actions, bulk, dependencies, tenant_limits
 from jobs.models import Attempt, Job, SchedulerShard
@@ -29,6 +31,8 @@ class NodeState:
     memory_free: int
     gpu_count: int
     available: bool
+    cluster_id: int
+    window: Span | None = None  # its next maintenance window or booking not yet ended
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
@@ -68,7 +72,7 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     """Commit what still fits of `outcomes` in one transaction; return the placed job ids."""
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
-        nodes = lock_nodes(node_ids)
+        nodes = lock_nodes(node_ids, moment)
         job_ids = [int(o.job_id) for o in outcomes]
         tenants = tenant_limits.lock(job_ids)
         claimed = claim(job_ids, moment)
@@ -77,6 +81,8 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
         for outcome in outcomes:
             job_id = int(outcome.job_id)
             if job_id not in claimed or not limits.allows(outcome):
+                continue
+            if windowed(outcome, limits.jobs[job_id], nodes, moment):
                 continue
             if (fitted := fit(outcome, nodes)) is not None:
                 limits.charge(outcome)
@@ -87,8 +93,11 @@ def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "defaul
     return set(rows)
 
 
-def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
-    """Lock the nodes in id order (so concurrent schedulers cannot deadlock) and read them."""
+def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
+    """Lock the nodes in id order (so concurrent schedulers cannot deadlock) and read them,
+    with their next windows. A window's save locks the nodes it covers first (the admin's
+    ``NodeWindowForm``): one saved since the snapshot is read here, or waits for this commit
+    and counts the work it placed among the jobs it will stop."""
     locked = Node.objects.select_for_update().filter(id__in=node_ids).order_by("id")
     nodes = {
         n["id"]: NodeState(
@@ -96,11 +105,15 @@ def lock_nodes(node_ids: list[int]) -> dict[int, NodeState]:
             memory_free=n["memory_mb"],
             gpu_count=n["gpu_count"],
             available=n["schedulable"] and n["healthy"],
+            cluster_id=n["cluster_id"],
         )
         for n in locked.values(
-            "id", "cpu_milli", "memory_mb", "gpu_count", "schedulable", "healthy"
+            "id", "cpu_milli", "memory_mb", "gpu_count", "schedulable", "healthy", "cluster_id"
         )
     }
+    windows = next_window(moment, ((i, node.cluster_id) for i, node in nodes.items()))
+    for node_id, window in windows.items():
+        nodes[node_id].window = window
     live = Allocation.objects.active().filter(node_id__in=node_ids)
     for a in live.values("node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli",
                          "memory_mb"):  # fmt: skip
@@ -133,6 +146,19 @@ def claim(job_ids: list[int], moment: datetime) -> set[int]:
     locked = list(still_queued.values_list("id", flat=True))
     ready = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
     return set(ready.values_list("id", flat=True))
+
+
+def windowed(outcome: Outcome, job: tenant_limits.Claimed, nodes, moment: datetime) -> bool:
+    """Whether a window keeps the job off one of its nodes, as the core decides it
+    (``fit.Need.shut``) on the windows as they are now: a maintenance window, or a booking for
+    another tenant, that starts before the job's runtime limit would end it."""
+    end = moment + timedelta(seconds=job.max_runtime_s)
+    for worker in outcome.workers:
+        window = nodes[int(worker.node_id)].window
+        booked_for = window and window[2]
+        if window and window[0] < end and (booked_for is None or str(booked_for) != job.tenant):
+            return True
+    return False
 
 
 def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[dict] | None:

@@ -70,6 +70,7 @@ class Claimed:
     owner: str
     batch: str | None
     max_running_shards: int | None
+    max_runtime_s: int  # (the commit's window check)
 
 
 class Limits:
@@ -132,11 +133,12 @@ def read(locked: list[Tenant], job_ids: Collection[int]) -> Limits:
     """The limits of the claimed jobs (their rows locked: their batch's limit holds still) and
     what the live allocations of the locked tenants hold now."""
     rows = Job.objects.filter(pk__in=job_ids).values_list(
-        "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards"
-    )
+        "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
+        "max_runtime_s",
+    )  # fmt: skip
     jobs = {
-        pk: Claimed(str(tenant), str(owner), Job.batch_key(pk, parent, shards), limit)
-        for pk, tenant, owner, parent, shards, limit in rows
+        pk: Claimed(str(tenant), str(owner), Job.batch_key(pk, parent, shards), limit, runtime)
+        for pk, tenant, owner, parent, shards, limit, runtime in rows
     }
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

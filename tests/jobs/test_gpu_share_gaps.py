@@ -34,7 +34,7 @@ def test_largest_gap_is_the_largest_free_range_not_the_free_total(taken, want):
 )
 def test_the_commit_gives_a_share_the_tightest_hole_that_holds_it(milli, want):
     # Free: [100, 300) and [400, 1000).
-    node = NodeState(cpu_free=1000, memory_free=1000, gpu_count=1, available=True)
+    node = NodeState(cpu_free=1000, memory_free=1000, gpu_count=1, available=True, cluster_id=1)
     node.gpu_taken[0] = [(0, 100), (300, 100)]
 
     assert node.gap(0, milli) == want
