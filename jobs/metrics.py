@@ -159,8 +159,10 @@ def idle_gpus(now) -> list[Metric]:
     one 8-GPU job, slivers of shared GPUs run only small shares, and some idle GPU the current
     job mix could not use at all (the FGD measure the fragmentation scorer keeps low; the mix
     learnt as the scheduler learns it, from the queue and the workers running now). Healthy,
-    schedulable nodes of healthy clusters out of maintenance, read as the scheduler's snapshot
-    reads them; the GPUs of nodes whose maintenance window has begun are counted apart."""
+    schedulable nodes of healthy clusters out of maintenance and bookings, read as the
+    scheduler's snapshot reads them; the GPUs of nodes whose maintenance window has begun, and
+    the idle GPUs of nodes whose booking has begun (only its team may use them), are counted
+    apart."""
     loaded = snapshot.load(now.timestamp()).snapshot
     policy = loaded.policy
     workload = learn_workload(
@@ -173,16 +175,20 @@ def idle_gpus(now) -> list[Metric]:
     block: dict[tuple[str, str], float] = defaultdict(float)
     fragmented: dict[tuple[str, str], float] = defaultdict(float)
     maintenance: dict[tuple[str, str], float] = defaultdict(float)
+    booked: dict[tuple[str, str], float] = defaultdict(float)
     for node in loaded.nodes:
         free = node.gpu_free_milli
         key = (names[node.cluster], node.gpu_type)
         in_window = node.closes_at is not None and node.closes_at <= loaded.now
-        if free and in_window and not node.reserved_for:  # booked nodes serve their team
+        if free and in_window and not node.reserved_for:
             maintenance[key] += len(free)
             continue
         if not (free and node.healthy and node.schedulable):
             continue
         idle = sum(1 for f in free if f == 1000)
+        if in_window:  # booked: idle for its team alone
+            booked[key] += idle
+            continue
         whole[key] += idle
         slivers[key] += sum(f for f in free if 0 < f < 1000) / 1000
         block[key] = max(block[key], idle)
@@ -201,6 +207,10 @@ def idle_gpus(now) -> list[Metric]:
         *metric("mlsched_gpus_in_maintenance", "gauge",
                 "GPUs of nodes whose maintenance window has begun: out of service until it ends.",
                 labelled(maintenance)),
+        *metric("mlsched_gpus_booked_idle", "gauge",
+                "Whole idle GPUs of nodes whose booking has begun: only the team it is for "
+                "may use them until it ends.",
+                labelled(booked)),
     ]  # fmt: skip
 
 

@@ -102,12 +102,19 @@ def test_only_other_tenants_running_work_is_expected_gone_by_the_booking(
     assert running[str(ours.pk)].expected_end > (now + 9 * HOUR).timestamp()
 
 
-def test_a_booked_nodes_gpus_are_not_counted_as_in_maintenance(east, alpha):
-    node = NodeFactory(cluster=east, name="a", gpu_count=8)
+def test_a_booked_nodes_idle_gpus_are_counted_apart_not_as_idle_nor_in_maintenance(east, alpha):
+    booked = NodeFactory(cluster=east, name="a", gpu_count=8)
+    NodeFactory(cluster=east, name="b", gpu_count=4)
+    soon = NodeFactory(cluster=east, name="c", gpu_count=2)
     now = timezone.now()
-    book(east, alpha, now - HOUR, now + HOUR, node)
+    book(east, alpha, now - HOUR, now + HOUR, booked)
+    book(east, alpha, now + HOUR, now + 2 * HOUR, soon)  # not begun: idle for everyone now
 
     figures = {m.name: m for m in metrics.idle_gpus(now)}
 
     assert figures["mlsched_gpus_in_maintenance"].samples == []
-    assert sum(v for _, v in figures["mlsched_gpus_idle"].samples) == 8
+    assert figures["mlsched_gpus_booked_idle"].samples == [
+        ({"cluster": "east", "gpu_type": "A100"}, 8)
+    ]
+    assert sum(v for _, v in figures["mlsched_gpus_idle"].samples) == 4 + 2
+    assert figures["mlsched_gpus_largest_free_block"].samples[0][1] == 4

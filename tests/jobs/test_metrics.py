@@ -16,7 +16,8 @@ from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
-    "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_nodes_quarantined",
+    "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_gpus_booked_idle",
+    "mlsched_nodes_quarantined",
     "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
