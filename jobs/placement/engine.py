@@ -10,12 +10,11 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 
-from jobs.placement import explain, off_limits, own_quota, preemption, ranges
+from jobs.placement import explain, kinds, off_limits, own_quota, preemption, waiting
 from jobs.placement.batch_limit import BatchLimits
-from jobs.placement.capacity import Capacity, Group, NodeState
+from jobs.placement.capacity import Capacity, Group
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
@@ -25,7 +24,6 @@ from jobs.placement.model import (
     QueuedJob,
     RunningJob,
     Snapshot,
-    allocation,
     as_running,
     gpu_flavor,
 )
@@ -33,7 +31,7 @@ from jobs.placement.ordering import QueueOrder, running_gpus, worker_gpus
 from jobs.placement.own_quota import OwnWork
 from jobs.placement.quota import Ledger, amount_of
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
-from jobs.placement.reservation import Reservation, Timeline, earliest_fit, ending_jobs
+from jobs.placement.reservation import Held, Timeline, earliest_fit, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
 from jobs.placement.user_limit import UserLimits
 
@@ -127,15 +125,7 @@ class Cycle:
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
         # One reservation per disjoint pool of node groups (EASY backfill per pool).
-        self.reservations: list[Reservation] = []
-        self._reserved_nodes: list[list[NodeState]] = []
-        # Group key -> index of the reservation holding nodes of that group.
-        self._pool_owner: dict[tuple, int] = {}
-        # Reservations whose nodes are flagged ``held`` now: those the current job must avoid.
-        self._flagged: tuple[int, ...] | None = ()
-        self._unreserved_lists: dict[tuple, list[Group]] = {}
-        # Group list (by identity) -> the reservations holding nodes of its groups (_owners_of).
-        self._owners: dict[int, tuple[tuple[int, ...], float, float]] = {}
+        self.held = Held()
         self.preemption_tries = 0
         self.preemptors: dict[str, int] = {}
         staying = [j for j in snapshot.running if not j.stopping]
@@ -189,11 +179,11 @@ class Cycle:
         if job.preempting:  # its claim on its batch's turn, until it starts (batch_limit.py)
             self.batch_limits.charge(job)
         groups = self.groups_for(job)
-        avoided = self._avoided(job, groups)
+        avoided = self.held.avoided(end_of(job, self.now), groups)
         key = None
         if not self._may_reserve(job, groups):
             key = (
-                _request_of(job),
+                kinds.request_of(job),
                 avoided,
                 off_limits.windows_before(self.capacity, end_of(job, self.now)),
                 self.quota.end_key(job),
@@ -219,58 +209,7 @@ class Cycle:
             or self.reservation_tries >= self.policy.max_reservation_attempts
         ):
             return False
-        return bool(self._unreserved(self.groups_for(job) if groups is None else groups))
-
-    def _unreserved(self, groups: list[Group]) -> list[Group]:
-        """The groups no reservation holds nodes of (``groups`` itself if none is held)."""
-        if not self._pool_owner:
-            return groups
-        # Kept alive and keyed by the reservation count: caches key on list identity.
-        key = (id(groups), len(self.reservations))
-        free = self._unreserved_lists.get(key)
-        if free is None:
-            free = [g for g in groups if g.key not in self._pool_owner]
-            if len(free) == len(groups):
-                free = groups
-            self._unreserved_lists[key] = free
-        return free
-
-    def _avoided(self, job: QueuedJob, groups: list[Group]) -> tuple[int, ...]:
-        """The reservations, in pools of ``groups`` (the job's), whose nodes it must stay off:
-        it would still run when they start. Each pool's reservation is respected on its own.
-
-        (A job that reserved is not decided again in the cycle, so it never avoids its own.)
-        """
-        if not self.reservations:
-            return ()
-        owners = self._owners.get(id(groups))
-        if owners is None:
-            owners = self._owners[id(groups)] = self._owners_of(groups)
-        held, first, last = owners
-        end = end_of(job, self.now)
-        if end > last:
-            return held
-        if end <= first:
-            return ()
-        return tuple(i for i in held if end > self.reservations[i].start)
-
-    def _owners_of(self, groups: list[Group]) -> tuple[tuple[int, ...], float, float]:
-        """The reservations holding nodes of the groups, and the first and last of their
-        starts (a job ending after the last avoids them all)."""
-        held = tuple(sorted({self._pool_owner.get(g.key, -1) for g in groups} - {-1}))
-        starts = [self.reservations[i].start for i in held]
-        return held, min(starts, default=float("inf")), max(starts, default=float("inf"))
-
-    def _flag(self, avoided: tuple[int, ...]) -> None:
-        """Mark as ``held`` exactly the nodes of the reservations in ``avoided`` (the fit and
-        victim searches skip held nodes of a need with ``avoid_held``)."""
-        if avoided == self._flagged:
-            return
-        for i, nodes in enumerate(self._reserved_nodes):
-            held = i in avoided
-            for node in nodes:
-                node.held = held
-        self._flagged = avoided
+        return bool(self.held.unreserved(self.groups_for(job) if groups is None else groups))
 
     def _decide(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Outcome:
         problem = explain.invalid(job)
@@ -343,7 +282,7 @@ class Cycle:
         need = Need(
             job.gpus, 0 if job.gpus else job.gpu_milli, job.cpu_milli, job.memory_mb, groups
         )
-        self._flag(avoided)
+        self.held.flag(avoided)
         need.avoid_held = bool(avoided)
         need.avoid = self.avoiding(job, groups)
         return off_limits.starting(self.capacity, need, job, self.now)
@@ -355,15 +294,15 @@ class Cycle:
 
         With ``keep`` the slots found are already allocated; otherwise capacity is unchanged.
         """
-        kind, shape = _class_of(job, need, self._flagged)
+        kind, shape = kinds.class_of(job, need, self.held.flagged)
         # A class that failed fails for any request at least as large, until something is
         # released: this is what keeps a saturated cycle fast.
         failures = self.failed.setdefault(kind, [])
-        if memo and any(_at_most(fail, shape) for fail in failures):
+        if memo and any(kinds.at_most(fail, shape) for fail in failures):
             return None
         slots = self._search(job, need, keep)
         if slots is None and memo:
-            failures[:] = [f for f in failures if not _at_most(shape, f)]
+            failures[:] = [f for f in failures if not kinds.at_most(shape, f)]
             failures.append(shape)
         return slots
 
@@ -464,19 +403,19 @@ class Cycle:
             if outcome is not None:
                 return outcome
         # Jobs of one class wait for the same reason until capacity changes.
-        key = (*_class_of(job, need, self._flagged), self.epoch)
+        key = (*kinds.class_of(job, need, self.held.flagged), self.epoch)
         known = self._pending.get(key)
         if known is None:
-            reason = self._capacity_reason(job, need)
+            reason = waiting.reason(self, job, need)
             if reason in off_limits.WINDOWS:
                 known = self._pending[key] = (reason, off_limits.first_opening(self.capacity, need))
             else:
-                known = self._pending[key] = (reason, self._estimate(job, need))
+                known = self._pending[key] = (reason, waiting.estimate(self, job, need))
         return explain.pending(job, *known)
 
     def _preempt(self, job: QueuedJob, need: Need) -> Outcome | None:
         excess = self._reclaimable(job, need)
-        if excess is None or self._leaving_makes_room(job, need):
+        if excess is None or self.leaving_makes_room(job, need):
             return None
         # Looking for victims is what max_preemption_attempts bounds, found or not.
         self.searched_victims = True
@@ -514,7 +453,7 @@ class Cycle:
         slots = self.take(slots)
         outcome = self.commit(job, slots, PREEMPTS, victims)
         back = self.now + self.policy.eviction_grace_s
-        for end, rest in _left_over(victims, slots, self.capacity, back):
+        for end, rest in preemption.left_over(victims, slots, self.capacity, back):
             preemption.restore(self.capacity, rest)
             self.leaving.append(rest)
             self._leaving_ends.append((max(end, self.now), rest))
@@ -547,7 +486,7 @@ class Cycle:
         by_tier = job.may_preempt and job.tier > self.lowest_victim_tier
         return excess if by_tier or excess else None
 
-    def _leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:
+    def leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:
         """Whether work already asked to stop will make room for the job once it has gone.
 
         Then nobody else is evicted for it: a preemptor whose victims are still in their grace
@@ -603,7 +542,7 @@ class Cycle:
             key=lambda e: (e[0], e[1].id),
         )
         workers = job.workers if job.family == TRAINING else 1
-        groups, need.groups = need.groups, self._unreserved(need.groups)
+        groups, need.groups = need.groups, self.held.unreserved(need.groups)
 
         def attempt(when: float):
             if not any(group_can_hold(g, need, workers) for g in need.groups):
@@ -619,30 +558,10 @@ class Cycle:
             return None
         start, slots = found
         nodes = list({node.id: node for node, _, _, _ in slots}.values())
-        node_ids = tuple(sorted(node.id for node in nodes))
-        for node in nodes:
-            self._pool_owner[node.group.key] = len(self.reservations)
-        self.reservations.append(Reservation(job.id, start, node_ids))
-        self._reserved_nodes.append(nodes)
-        self._flagged = None  # the next job flags what it must avoid
-        self._owners.clear()
+        node_ids = self.held.hold(job.id, start, nodes)
         # No new epoch: a job's answer depends on the reservations it avoids, which are part
         # of the keys of the answers kept (the reservation takes no capacity).
         return explain.reserved(job, node_ids, start, off_limits.opening_reason(nodes, start))
-
-    def _capacity_reason(self, job: QueuedJob, need: Need) -> str:
-        if self._leaving_makes_room(job, need):
-            return "waiting_for_preemption"
-        if need.windows and self.fits_but_for(job, need, windows=True):
-            return off_limits.window_reason(self, job, need)
-        if need.avoid and self.fits_but_for(job, need, failed=True):
-            return "avoiding_failed_nodes"
-        if need.avoid_held and self.fits_but_for(job, need, held=True):
-            return "waiting_for_reservation"
-        both = need.windows and need.avoid_held
-        if both and self.fits_but_for(job, need, windows=True, held=True):
-            return off_limits.window_reason(self, job, need)
-        return explain.shortage(job, need, self.initial)
 
     def fits_but_for(
         self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False
@@ -662,140 +581,6 @@ class Cycle:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
             need.windows, need.avoid_held, need.avoid, need.bookings_open = kept
-
-    def _estimate(self, job: QueuedJob, need: Need) -> float | None:
-        """When enough GPUs should have freed up: a gang needs them in one group (one
-        cluster and type), independent workers in one GPU type; not before the start of the
-        reservations it must respect in every such group."""
-        per = job.worker_gpu_milli
-        if not per:
-            return None
-        options: list[tuple[str | tuple, list[Group]]]
-        if job.family == TRAINING:
-            options = [(g.key, [g]) for g in need.groups]
-        else:
-            types = sorted({g.gpu_type for g in need.groups})
-            options = [(t, [g for g in need.groups if g.gpu_type == t]) for t in types]
-        best = None
-        for key, groups in options:
-            free = sum(g.full_total * WHOLE_GPU if job.gpus else g.milli_total for g in groups)
-            when = self.timeline.earliest(key, per * job.workers - free)
-            if when is not None and need.avoid_held:
-                when = max(when, self._held_until(groups))
-            if when is not None and (best is None or when < best):
-                best = when
-        return best
-
-    def _held_until(self, groups: list[Group]) -> float:
-        """When the job may first use one of the groups held for reservations it avoids
-        (now, if one of them is held by none)."""
-        starts = []
-        for g in groups:
-            owner = self._pool_owner.get(g.key)
-            if owner is None or owner not in (self._flagged or ()):
-                return self.now
-            starts.append(self.reservations[owner].start)
-        return min(starts)
-
-
-def _left_over(
-    victims: list[RunningJob], slots: list[Slot], capacity: Capacity, back: float
-) -> list[tuple[float, RunningJob]]:
-    """What the victims hold that the preemptor's slots do not take, one stopping job per
-    victim with when it is gone: by ``back`` at the latest (the slots take from the victims'
-    room first, then from room that was free; where the node keeps its GPU ranges, a victim
-    keeps exactly the parts of its ranges the slots do not cover)."""
-    taken = _taken_by(slots)
-    left: list[tuple[float, RunningJob]] = []
-    for victim in victims:
-        allocations = []
-        for node, takes, cpu, mem in capacity.releases(victim):
-            gpus, spans, rest = taken.get(node.id, ({}, {}, [0, 0]))
-            kept: list[tuple[int, ...]] = []
-            for take in takes:
-                index, milli = take[0], take[1]
-                if len(take) > 2:
-                    parts = ranges.outside(take[2], milli, spans.get(index, ()))
-                    kept += [(index, part, start) for start, part in parts]
-                    continue
-                used = min(milli, gpus.get(index, 0))
-                gpus[index] = gpus.get(index, 0) - used
-                if milli > used:
-                    kept.append((index, milli - used))
-            cpu_used, mem_used = min(cpu, rest[0]), min(mem, rest[1])
-            rest[0] -= cpu_used
-            rest[1] -= mem_used
-            if kept or cpu > cpu_used or mem > mem_used:
-                left_over = allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used)
-                allocations.append(left_over)
-        if allocations:
-            end = min(victim.expected_end or back, back)
-            leaving = dataclasses.replace(
-                victim,
-                id=f"{victim.id}:leaving",
-                allocations=tuple(allocations),
-                expected_end=end,
-                stopping=True,
-            )
-            left.append((end, leaving))
-    return left
-
-
-# Per node: GPU milli taken by GPU index, the (start, milli) ranges taken by GPU index where
-# the node keeps its ranges, and [CPU, memory] taken.
-Taken = dict[str, tuple[dict[int, int], dict[int, list[tuple[int, int]]], list[int]]]
-
-
-def _taken_by(slots: list[Slot]) -> Taken:
-    """What the slots take, per node."""
-    taken: Taken = {}
-    for node, takes, cpu, mem in slots:
-        gpus, spans, rest = taken.setdefault(node.id, ({}, {}, [0, 0]))
-        for take in takes:
-            if len(take) > 2:
-                spans.setdefault(take[0], []).append((take[2], take[1]))
-            else:
-                gpus[take[0]] = gpus.get(take[0], 0) + take[1]
-        rest[0] += cpu
-        rest[1] += mem
-    return taken
-
-
-def _request_of(job: QueuedJob) -> tuple:
-    """Everything of a job that ``Cycle._decide`` reads when the job waits."""
-    return (
-        job.tenant,
-        job.tier,
-        job.family,
-        job.may_preempt,
-        job.workers,
-        job.gpus,
-        job.gpu_milli,
-        job.cpu_milli,
-        job.memory_mb,
-        job.gpu_types,
-        job.clusters,
-        job.avoid_nodes,
-    )
-
-
-def _at_most(a: tuple, b: tuple) -> bool:
-    """Whether shape ``a`` asks for no more than ``b`` in every dimension."""
-    return a[0] <= b[0] and a[1] <= b[1] and a[2] <= b[2] and a[3] <= b[3] and a[4] <= b[4]
-
-
-def _class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tuple[tuple, tuple]:
-    """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
-
-    Group lists are cached and shared, so their identity stands for their contents; the
-    reservations whose held nodes the job avoids, the maintenance windows and the nodes it
-    failed on that it must keep off, are part of the kind.
-    """
-    kind = (
-        job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
-        need.windows, need.avoid, need.tenant if need.windows else "", need.bookings_open,
-    )  # fmt: skip
-    return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)
 
 
 def _matches(group: Group, job: QueuedJob) -> bool:

@@ -26,14 +26,15 @@ never fits, nothing is preempted.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import NamedTuple
 
 from jobs.placement import ranges
 from jobs.placement.capacity import Capacity, NodeState, Takes
-from jobs.placement.fit import Need
-from jobs.placement.model import WHOLE_GPU, RunningJob, gpu_flavor
+from jobs.placement.fit import Need, Slot
+from jobs.placement.model import WHOLE_GPU, RunningJob, allocation, gpu_flavor
 from jobs.placement.quota import Ledger
 from jobs.placement.reservation import releases_of
 
@@ -468,3 +469,65 @@ def restore(capacity: Capacity, job: RunningJob) -> None:
     """Take back what ``release`` gave."""
     for node, takes, cpu, mem in releases_of(job, capacity):
         capacity.allocate(node, takes, cpu, mem)
+
+
+def left_over(
+    victims: list[RunningJob], slots: list[Slot], capacity: Capacity, back: float
+) -> list[tuple[float, RunningJob]]:
+    """What the victims hold that the preemptor's slots do not take, one stopping job per
+    victim with when it is gone: by ``back`` at the latest (the slots take from the victims'
+    room first, then from room that was free; where the node keeps its GPU ranges, a victim
+    keeps exactly the parts of its ranges the slots do not cover)."""
+    taken = _taken_by(slots)
+    left: list[tuple[float, RunningJob]] = []
+    for victim in victims:
+        allocations = []
+        for node, takes, cpu, mem in capacity.releases(victim):
+            gpus, spans, rest = taken.get(node.id, ({}, {}, [0, 0]))
+            kept: list[tuple[int, ...]] = []
+            for take in takes:
+                index, milli = take[0], take[1]
+                if len(take) > 2:
+                    parts = ranges.outside(take[2], milli, spans.get(index, ()))
+                    kept += [(index, part, start) for start, part in parts]
+                    continue
+                used = min(milli, gpus.get(index, 0))
+                gpus[index] = gpus.get(index, 0) - used
+                if milli > used:
+                    kept.append((index, milli - used))
+            cpu_used, mem_used = min(cpu, rest[0]), min(mem, rest[1])
+            rest[0] -= cpu_used
+            rest[1] -= mem_used
+            if kept or cpu > cpu_used or mem > mem_used:
+                allocations.append(allocation(node.id, tuple(kept), cpu - cpu_used, mem - mem_used))
+        if allocations:
+            end = min(victim.expected_end or back, back)
+            leaving = dataclasses.replace(
+                victim,
+                id=f"{victim.id}:leaving",
+                allocations=tuple(allocations),
+                expected_end=end,
+                stopping=True,
+            )
+            left.append((end, leaving))
+    return left
+
+
+# Per node: GPU milli taken by GPU index, the (start, milli) ranges taken by GPU index where
+# the node keeps its ranges, and [CPU, memory] taken.
+Taken = dict[str, tuple[dict[int, int], dict[int, list[tuple[int, int]]], list[int]]]
+
+
+def _taken_by(slots: list[Slot]) -> Taken:
+    """What the slots take, per node."""
+    taken: Taken = {}
+    for node, takes, cpu, mem in slots:
+        gpus, spans, rest = taken.setdefault(node.id, ({}, {}, [0, 0]))
+        for take in takes:
+            if len(take) > 2:
+                spans.setdefault(take[0], []).append((take[2], take[1]))
+            else:
+                gpus[take[0]] = gpus.get(take[0], 0) + take[1]
+        rest[0] += cpu
+        rest[1] += mem
+    return taken

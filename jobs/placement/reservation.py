@@ -29,6 +29,92 @@ class Reservation:
     node_ids: tuple[str, ...]
 
 
+class Held:
+    """The cycle's reservations, one per disjoint pool of node groups, and which of their
+    nodes are flagged ``held`` now: those of the reservations the job being decided must avoid
+    (the fit and victim searches skip held nodes of a need with ``avoid_held``)."""
+
+    def __init__(self) -> None:
+        self.reservations: list[Reservation] = []
+        self._nodes: list[list[NodeState]] = []  # each reservation's
+        self.owner: dict[tuple, int] = {}  # group key -> the reservation holding its nodes
+        self.flagged: tuple[int, ...] | None = ()
+        self._unreserved: dict[tuple, list[Group]] = {}
+        # Group list (by identity) -> the reservations holding nodes of its groups (owners_of).
+        self._owners: dict[int, tuple[tuple[int, ...], float, float]] = {}
+
+    def unreserved(self, groups: list[Group]) -> list[Group]:
+        """The groups no reservation holds nodes of (``groups`` itself if none is held)."""
+        if not self.owner:
+            return groups
+        # Kept alive and keyed by the reservation count: caches key on list identity.
+        key = (id(groups), len(self.reservations))
+        free = self._unreserved.get(key)
+        if free is None:
+            free = [g for g in groups if g.key not in self.owner]
+            if len(free) == len(groups):
+                free = groups
+            self._unreserved[key] = free
+        return free
+
+    def avoided(self, end: float, groups: list[Group]) -> tuple[int, ...]:
+        """The reservations, in pools of ``groups`` (a job's), whose nodes a job ending at
+        ``end`` must stay off: it would still run when they start. Each pool's reservation is
+        respected on its own. (A job that reserved is not decided again in the cycle, so it
+        never avoids its own.)"""
+        if not self.reservations:
+            return ()
+        owners = self._owners.get(id(groups))
+        if owners is None:
+            owners = self._owners[id(groups)] = self.owners_of(groups)
+        held, first, last = owners
+        if end > last:
+            return held
+        if end <= first:
+            return ()
+        return tuple(i for i in held if end > self.reservations[i].start)
+
+    def owners_of(self, groups: list[Group]) -> tuple[tuple[int, ...], float, float]:
+        """The reservations holding nodes of the groups, and the first and last of their
+        starts (a job ending after the last avoids them all)."""
+        held = tuple(sorted({self.owner.get(g.key, -1) for g in groups} - {-1}))
+        starts = [self.reservations[i].start for i in held]
+        return held, min(starts, default=float("inf")), max(starts, default=float("inf"))
+
+    def flag(self, avoided: tuple[int, ...]) -> None:
+        """Mark as ``held`` exactly the nodes of the reservations in ``avoided``."""
+        if avoided == self.flagged:
+            return
+        for i, nodes in enumerate(self._nodes):
+            held = i in avoided
+            for node in nodes:
+                node.held = held
+        self.flagged = avoided
+
+    def hold(self, job_id: str, start: float, nodes: list[NodeState]) -> tuple[str, ...]:
+        """Hold the nodes for the job from ``start``; their ids."""
+        node_ids = tuple(sorted(node.id for node in nodes))
+        for node in nodes:
+            if node.group is not None:  # (every node of the capacity has one)
+                self.owner[node.group.key] = len(self.reservations)
+        self.reservations.append(Reservation(job_id, start, node_ids))
+        self._nodes.append(nodes)
+        self.flagged = None  # the next job flags what it must avoid
+        self._owners.clear()
+        return node_ids
+
+    def held_until(self, groups: list[Group], now: float) -> float:
+        """When a job that avoids the flagged reservations may first use one of the groups
+        (``now``, if one of them is held by none of those)."""
+        starts = []
+        for g in groups:
+            owner = self.owner.get(g.key)
+            if owner is None or owner not in (self.flagged or ()):
+                return now
+            starts.append(self.reservations[owner].start)
+        return min(starts)
+
+
 def releases_of(job: RunningJob, capacity: Capacity) -> list[Release]:
     """What the job gives back, per node it holds (nodes not in the snapshot are skipped)."""
     return capacity.releases(job)

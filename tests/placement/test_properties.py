@@ -23,8 +23,8 @@ from jobs.placement import (
     ShapeCount,
     Snapshot,
     Tenant,
-    engine,
     gpu_flavor,
+    kinds,
     place,
 )
 
@@ -346,6 +346,6 @@ def test_reusing_the_answer_for_an_equal_waiting_request_changes_no_decision(sna
     reused = place(snap)
     with pytest.MonkeyPatch.context() as patch:
         # Every request unlike any other: no answer is ever reused.
-        patch.setattr(engine, "_request_of", lambda job: object())
+        patch.setattr(kinds, "request_of", lambda job: object())
         decided = place(snap)
     assert reused == decided
