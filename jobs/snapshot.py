@@ -210,11 +210,13 @@ def running_jobs(
     return tuple(to_running(job_id, rows, now, closes) for job_id, rows in sorted(by_job.items()))
 
 
-def exempt(row: dict, started, now: float) -> bool:
-    """Whether the attempt is still in its class's preemption exempt time: the core then sees
-    it as not preemptible, so only its owners' reclaim of borrowed capacity may evict it."""
+def exempt_until(row: dict, started, now: float) -> float | None:
+    """When the preemptible attempt's class's preemption exempt time ends, if it has not yet
+    (None otherwise): the core sees it as not preemptible until then, so only its owners'
+    reclaim of borrowed capacity may evict it."""
     exempt_s = row["attempt__job__priority_class__preempt_exempt_s"]
-    return bool(exempt_s) and now < started.timestamp() + exempt_s
+    until = started.timestamp() + (exempt_s or 0)
+    return until if row["attempt__job__preemptible"] and now < until else None
 
 
 def to_running(
@@ -239,11 +241,12 @@ def to_running(
     )
     if window is not None:
         expected_end = min(expected_end, max(window, now) + grace)
+    exempt = exempt_until(first, started, now)
     return p.RunningJob(
         id=str(job_id),
         tenant=str(first["attempt__job__tenant_id"]),
         tier=first["attempt__job__priority_class__value"],
-        preemptible=first["attempt__job__preemptible"] and not exempt(first, started, now),
+        preemptible=first["attempt__job__preemptible"] and exempt is None,
         borrowed=any(row["borrowed"] for row in rows),
         allocations=tuple(
             p.Allocation(
@@ -270,6 +273,7 @@ def to_running(
         batch=Job.batch_key(
             job_id, first["attempt__job__parent_id"], first["attempt__job__shards"]
         ),
+        exempt_until=exempt,
     )
 
 

@@ -35,6 +35,9 @@ REASONS = {
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "
     "until they free up.",
+    "waiting_for_exempt_work": "The first job of its node pool that cannot fit: nodes are held "
+    "for it, and lower-priority work there is preempted for it once its class's preemption "
+    "exempt time ends.",
     "beyond_queue_depth": "Too far back in the queue to be considered in this cycle.",
     "invalid_request": "The request is malformed (no workers, bad GPU share, unknown family).",
 }

@@ -98,6 +98,10 @@ class RunningJob:
     # The batch the job is a shard of (its first shard's id; None: no batch): a shard running,
     # or in its grace period, counts against its batch's limit (``batch_limit.py``).
     batch: str | None = None
+    # Preemptible work in its class's preemption exempt time: not ``preemptible`` until then,
+    # so only a reclaim evicts it now; a reservation of a job that may evict it by tier counts
+    # on its room from then, plus the eviction grace (None: not exempt).
+    exempt_until: float | None = None
 
     @property
     def gpu_milli(self) -> int:

@@ -413,7 +413,7 @@ def urgent() -> Job:
     )
 
 
-def test_a_job_in_its_classs_exempt_time_is_not_evicted_for_a_higher_class():
+def test_a_job_in_its_classs_exempt_time_is_not_evicted_for_a_higher_class(settings):
     n8_a100_nodes(1)
     low = started_low_job(minutes_ago=5, exempt_s=600)
     high = urgent()
@@ -423,7 +423,11 @@ def test_a_job_in_its_classs_exempt_time_is_not_evicted_for_a_higher_class():
     high.refresh_from_db()
     assert result.preempted == []
     assert low.attempts.get().stop_requested_at is None
-    assert (high.state, high.pending_reason) == (State.QUEUED, "head_of_line")  # its nodes held
+    # Its nodes held from when it may evict the job, and the job has gone.
+    assert (high.state, high.pending_reason) == (State.QUEUED, "waiting_for_exempt_work")
+    exempt_ends = low.attempts.get().started_at + timedelta(seconds=600)
+    grace = timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S)
+    assert abs(high.estimated_start - (exempt_ends + grace)) < timedelta(seconds=1)
 
 
 def test_a_job_past_its_classs_exempt_time_is_evicted_for_a_higher_class():
