@@ -4,7 +4,9 @@ import re
 from itertools import chain
 
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, prefetch_related_objects
+from django.shortcuts import get_object_or_404
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from rest_framework.exceptions import ValidationError
 
@@ -104,6 +106,17 @@ def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=
 
 def can_cancel(user, job: Job) -> bool:
     return cancelable_jobs(user).filter(pk=job.pk).exists()
+
+
+def to_change(user, pk: int, doing: str, *related: str) -> Job:
+    """The job `pk` (with its `related` rows) for a change whoever may cancel it may make
+    (`doing`, for the refusal): a 404 if it is not among the jobs the user may see or cancel, a
+    403 if they may see it but not cancel it (a viewer)."""
+    jobs = cancel_targets(user)
+    job = get_object_or_404(jobs.select_related(*related) if related else jobs, pk=pk)
+    if not can_cancel(user, job):
+        raise PermissionDenied(f"You may see this job but not {doing}.")
+    return job
 
 
 def can_resubmit(user, job: Job) -> bool:

@@ -51,6 +51,8 @@ def transition(
     fields = {"state": target, **_timestamps(target, now)}
     if target != State.QUEUED:
         fields.update(pending_reason="", pending_message="", estimated_start=None)
+    elif job.held:  # requeued held (requeue): it waits in the queue to be released
+        fields.update(held_fields(job.held, HELD_WHEN_REQUEUED[job.held]))
     if not Job.objects.filter(pk=job.pk, state=source).update(**fields):
         current = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first()
         raise states.IllegalTransition(job.pk, current or source, target)
@@ -943,18 +945,32 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
     kind = Job.Hold.ADMIN if admin else Job.Hold.USER
     ids = [pk for pk, (_, held) in shards.items() if held != Job.Hold.ADMIN or admin]
     who = f"a platform admin ({by}): only a platform admin releases it" if admin else by
-    # Not eligible while held: the release, or the first cycle to find the job free to run
-    # after it, makes it eligible anew (Slurm's EligibleTime after a release).
-    Job.objects.filter(pk__in=ids).update(
-        held=kind,
-        pending_reason="held",
-        pending_message=f"Held by {who}."[:300],
-        estimated_start=None,
-        preempting_until=None,
-        eligible_at=before_start(None),
-    )
+    Job.objects.filter(pk__in=ids).update(**held_fields(kind, f"Held by {who}."))
     _note(shards, ids, f"held by {by}")
     return len(ids)
+
+
+# Why a job requeued held waits, by its hold's kind (who may release it).
+HELD_WHEN_REQUEUED = {
+    Job.Hold.USER: "Held since it was requeued: it starts once released.",
+    Job.Hold.ADMIN: "Held by a platform admin since it was requeued: only a platform admin "
+    "releases it.",
+}
+
+
+def held_fields(kind: str, message: str) -> dict:
+    """A queued job's columns once held: why it waits, and not eligible while held (the
+    release, or the first cycle to find the job free to run after it, makes it eligible anew,
+    as Slurm's EligibleTime after a release); a held job that had evicted work for itself
+    gives up its claim on the room."""
+    return {
+        "held": kind,
+        "pending_reason": "held",
+        "pending_message": message[:300],
+        "estimated_start": None,
+        "preempting_until": None,
+        "eligible_at": before_start(None),
+    }
 
 
 @retrying.atomic
@@ -977,6 +993,38 @@ def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     _note(shards, list(shards), f"released by {by}")
     transaction.on_commit(kick)
     return len(shards)
+
+
+class RequeueRefused(Exception):
+    """A requeue of a job with nothing running that is not stopping already (a conflict)."""
+
+
+@retrying.atomic
+def requeue(job: Job, by: str, *, hold: bool = False, admin: bool = False, now=None) -> int:
+    """Stop a scheduled or running job (a batch, its first shard: every such shard) as a
+    preemption stops it, with its grace period to checkpoint, and queue it again without
+    using a retry (Slurm's `scontrol requeue`); with `hold`, held once queued until it is
+    released (`scontrol requeuehold`; a platform admin's hold (`admin`) only a platform admin
+    releases). It keeps its eligibility: its wait is counted as a preempted job's. Returns how
+    many jobs it asked to stop.
+
+    The jobs and then their attempts are locked as cancel() locks them (lock_live), so a
+    cancel or an attempt's end racing the requeue waits for it. Raises RequeueRefused when
+    none of the job runs, or all of it has been asked to stop already."""
+    now = now or database_now()  # the scheduler reads the stop request's time on this clock
+    live = Attempt.objects.filter(job__in=job.batch(), outcome="", stop_requested_at=None)
+    lock_live(live)
+    ids = list(live.values_list("job_id", flat=True))
+    if not ids:
+        raise RequeueRefused(
+            f"Only a scheduled or running job can be requeued: job #{job.pk} has nothing "
+            "running that is not being stopped already."
+        )
+    if hold:
+        Job.objects.filter(pk__in=ids).update(held=Job.Hold.ADMIN if admin else Job.Hold.USER)
+    message = f"requeued by {by}" + (", held" if hold else "")
+    return stop_attempts(Attempt.objects.filter(job_id__in=ids), Attempt.Outcome.PREEMPTED,
+                         message, now)  # fmt: skip
 
 
 class NotQueued(Exception):

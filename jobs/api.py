@@ -26,6 +26,7 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     PrioritySerializer,
+    RequeueSerializer,
     ResubmitSerializer,
     ShardLimitSerializer,
     SubmitSerializer,
@@ -134,9 +135,7 @@ class JobView(APIView):
 class CancelView(APIView):
     def post(self, request, pk):
         # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
-        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-        if not access.can_cancel(request.user, job):
-            raise PermissionDenied("You may see this job but not cancel it.")
+        job = access.to_change(request.user, pk, "cancel it")
         if actions.cancel(job, f"canceled by {request.user}") is None:
             job.refresh_from_db(fields=["state"])  # it may have ended since it was read
             return Response({"detail": f"The job has already {job.state}."},
@@ -178,9 +177,7 @@ class HoldView(APIView):
     verb = staticmethod(actions.hold)
 
     def post(self, request, pk):
-        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-        if not access.can_cancel(request.user, job):
-            raise PermissionDenied("You may see this job but not hold or release it.")
+        job = access.to_change(request.user, pk, "hold or release it")
         try:
             changed = self.verb(job, str(request.user), admin=request.user.is_superuser)
         except actions.AdminHold as refusal:
@@ -196,14 +193,35 @@ class HoldView(APIView):
         return Response({**job_json(request, job), "changed": changed})
 
 
+class RequeueView(APIView):
+    """Stop a scheduled or running job and queue it again (actions.requeue), held with
+    `{"hold": true}`: whoever may cancel a job may; a platform admin's hold only a platform
+    admin releases. 202: its agent stops it within its grace period."""
+
+    def post(self, request, pk):
+        job = access.to_change(request.user, pk, "requeue it")
+        asked = RequeueSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        hold = asked.validated_data["hold"]
+        try:
+            changed = actions.requeue(
+                job, str(request.user), hold=hold, admin=request.user.is_superuser
+            )
+        except actions.RequeueRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        job.refresh_from_db()
+        answer = {"id": job.pk, "state": job.state, "held": job.held}
+        if access.can_see(request.user, job):
+            answer = job_json(request, job)
+        return Response({**answer, "changed": changed}, status=status.HTTP_202_ACCEPTED)
+
+
 class PriorityView(APIView):
     """Change a queued job's priority class or priority (actions.reprioritize): whoever may
     cancel a job may, to a class open to its tenant."""
 
     def post(self, request, pk):
-        job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
-        if not access.can_cancel(request.user, job):
-            raise PermissionDenied("You may see this job but not change its priority.")
+        job = access.to_change(request.user, pk, "change its priority", "tenant")
         change = PrioritySerializer(data=request.data, job=job)
         change.is_valid(raise_exception=True)
         try:
@@ -223,9 +241,7 @@ class ShardLimitView(APIView):
     first shard, while it lives: whoever may change its priority may."""
 
     def post(self, request, pk):
-        job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-        if not access.can_cancel(request.user, job):
-            raise PermissionDenied("You may see this job but not change its limit.")
+        job = access.to_change(request.user, pk, "change its limit")
         change = ShardLimitSerializer(data=request.data)
         change.is_valid(raise_exception=True)
         limit = change.validated_data["max_running_shards"]
@@ -420,6 +436,7 @@ urlpatterns = [
         HoldView.as_view(verb=actions.release_hold),
         name="api-job-release",
     ),
+    path("jobs/<int:pk>/requeue/", RequeueView.as_view(), name="api-job-requeue"),
     path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
     path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),

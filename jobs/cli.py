@@ -34,6 +34,10 @@
                      that the ids and filters name together, as Slurm's scancel does
     hold ID          keep a queued job (a batch: its queued shards) from starting
     release ID       let a held job start again
+    requeue ID [--hold]
+                     stop a scheduled or running job (a batch: its running shards), with its
+                     grace period to checkpoint, and queue it again without using a retry, as
+                     Slurm's scontrol requeue; --hold: held once queued (requeuehold)
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)
@@ -375,6 +379,13 @@ def limit_written(text: str) -> int | str:
     return text if text == NO_LIMIT else positive(text)
 
 
+def requeue(api: Api, args) -> None:
+    """`requeue ID [--hold]`: how many jobs were asked to stop and queued again."""
+    changed = api.call("POST", f"jobs/{args.id}/requeue/", json={"hold": args.hold})["changed"]
+    held = ", held once queued" if args.hold else ""
+    show(f"requeued {changed} job{'s' if changed != 1 else ''}{held}")
+
+
 def hold(api: Api, args) -> None:
     """`hold` or `release` (the command's name is the API's verb): how many jobs it changed
     (a batch: its queued shards)."""
@@ -630,6 +641,10 @@ def main(argv=None) -> int:
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     for name in ("status", "hold", "release"):
         commands.add_parser(name).add_argument("id", type=int)
+    requeuing = commands.add_parser("requeue")
+    requeuing.add_argument("id", type=int)
+    requeuing.add_argument("--hold", action="store_true",
+                           help="keep it in the queue once stopped, until released")  # fmt: skip
     resubmitting = commands.add_parser("resubmit")
     resubmitting.add_argument("id", type=int)
     resubmitting.add_argument(
@@ -685,7 +700,7 @@ def main(argv=None) -> int:
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "usage": usage, "quota": quota, "priority": priority,
+           "requeue": requeue, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "maintenance": maintenance,
            "bookings": bookings}  # fmt: skip
     try:

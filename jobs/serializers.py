@@ -423,6 +423,14 @@ class ShardLimitSerializer(serializers.Serializer):
     )
 
 
+class RequeueSerializer(serializers.Serializer):
+    """A requeue's options (Slurm's `scontrol requeue`, `requeuehold`): `hold`, to keep the job
+    in the queue until it is released (false by default). Whether the job runs is asked by
+    jobs.actions.requeue."""
+
+    hold = serializers.BooleanField(default=False)
+
+
 LARGEST_ID = 2**63 - 1  # of a bigint primary key
 
 
@@ -447,9 +455,11 @@ def held_filter(raw: str) -> Q:
     held = FLAGS.get(raw.lower())
     if held is None:
         raise ValueError("1 or 0 (or true or false).")
-    # Only a queued job is held (one that leaves the queue is released): saying so lets the
-    # planner read the queued jobs' indexes instead of walking back through every job.
-    return Q(state=State.QUEUED) & ~Q(held="") if held else Q(held="")
+    # Only a queued job is held (one that leaves the queue is released; one requeued held
+    # while it runs is held once it is queued again): saying so lets the planner read the
+    # queued jobs' indexes instead of walking back through every job.
+    queued_held = Q(state=State.QUEUED) & ~Q(held="")
+    return queued_held if held else ~queued_held
 
 
 class CancelJobsSerializer(serializers.Serializer):

@@ -166,6 +166,8 @@ def job_page(
         # Drawn for whoever may cancel the job while it lives: job.js shows it while queued.
         "priority_classes": open_classes(job) if can_cancel else None,
         "queued": queued,
+        # Who may cancel may requeue a scheduled or running job (job.js shows it then).
+        "requeue": can_cancel and bool({State.SCHEDULED, State.RUNNING} & set(shard_states)),
         # A batch's limit on its shards running at once, on its first shard's page, changed
         # by whoever may cancel it while it lives.
         "change_shard_limit": can_cancel and job.is_batch,
@@ -451,9 +453,7 @@ def field_errors(detail) -> dict[str, str]:
 @require_POST
 def cancel(request, pk):
     # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
-    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-    if not access.can_cancel(request.user, job):
-        raise PermissionDenied("You may see this job but not cancel it.")
+    job = access.to_change(request.user, pk, "cancel it")
     if actions.cancel(job, f"canceled by {request.user}") is None:
         job.refresh_from_db(fields=["state"])  # it may have ended since it was read
         return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
@@ -467,14 +467,28 @@ def cancel(request, pk):
 def hold(request, pk, verb=actions.hold):
     """Hold a queued job, or release it (`verb`), as the API does; a refusal is the job page
     with why (409), a platform admin's hold is a 403 for anyone else."""
-    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-    if not access.can_cancel(request.user, job):
-        raise PermissionDenied("You may see this job but not hold or release it.")
+    job = access.to_change(request.user, pk, "hold or release it")
     try:
         verb(job, str(request.user), admin=request.user.is_superuser)
     except actions.AdminHold as refusal:
         raise PermissionDenied(str(refusal)) from None
     except actions.HoldRefused as refusal:
+        return refused(request, pk, str(refusal), 409)
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def requeue(request, pk):
+    """Stop a scheduled or running job and queue it again, held if the form's `hold` box is
+    ticked, as the API does; a refusal is the job page with why (409)."""
+    job = access.to_change(request.user, pk, "requeue it")
+    hold = request.POST.get("hold") == "on"
+    try:
+        actions.requeue(job, str(request.user), hold=hold, admin=request.user.is_superuser)
+    except actions.RequeueRefused as refusal:
         return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")
@@ -514,9 +528,7 @@ def change_priority(request, pk):
     """Move a queued job to another priority class or priority within it, as the API does, for
     whoever may cancel it; a refusal is the job page with why (400, or 409 once it has left the
     queue)."""
-    job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
-    if not access.can_cancel(request.user, job):
-        raise PermissionDenied("You may see this job but not change its priority.")
+    job = access.to_change(request.user, pk, "change its priority", "tenant")
     asked = {k: request.POST[k] for k in PRIORITY_FIELDS if request.POST.get(k)}
     change = PrioritySerializer(data=asked, job=job)
     try:
@@ -539,9 +551,7 @@ def change_shard_limit(request, pk):
     """Change how many of a batch's shards may run at once, as the API does, for whoever may
     cancel it: a number, or nothing for no limit. A refusal is the job page with why (400, or
     409 for a shard other than the batch's first, or a batch that has ended)."""
-    job = get_object_or_404(access.cancel_targets(request.user), pk=pk)
-    if not access.can_cancel(request.user, job):
-        raise PermissionDenied("You may see this job but not change its limit.")
+    job = access.to_change(request.user, pk, "change its limit")
     typed = request.POST.get("max_running_shards", "").strip()
     change = ShardLimitSerializer(data={"max_running_shards": typed or None})
     try:

@@ -15,6 +15,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
     path("jobs/<int:pk>/hold/", portal.hold, name="hold"),
     path("jobs/<int:pk>/release/", portal.hold, {"verb": release_hold}, name="release"),
+    path("jobs/<int:pk>/requeue/", portal.requeue, name="requeue"),
     path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
     path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
     path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),

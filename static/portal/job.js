@@ -25,6 +25,7 @@
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
   const cancelEl = document.getElementById("cancel-form");  // drawn while live: hidden once ended
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
+  const requeueEl = document.getElementById("requeue-form");  // shown while a shard runs or is scheduled
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
   const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
@@ -202,6 +203,9 @@
     if (holdEl) showHold(job.hold_verb);
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
     if (priorityEl) priorityEl.hidden = !states.includes("queued");
+    if (requeueEl) {
+      requeueEl.hidden = !states.some(function (s) { return s === "scheduled" || s === "running"; });
+    }
   }
 
   function sleep(ms) {

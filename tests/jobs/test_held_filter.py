@@ -140,3 +140,10 @@ def test_the_cli_lists_only_held_jobs_with_held(live_server, alice, jobs):
         jobs["held"].pk,
     ]
     assert all(row.endswith("(held)") for row in out.stdout.splitlines())
+
+
+def test_a_running_job_requeued_held_counts_among_the_others_until_it_is_queued(alice, jobs):
+    Job.objects.filter(pk=jobs["running"].pk).update(held=Job.Hold.USER)  # (actions.requeue)
+
+    assert jobs["running"].pk in api_ids(alice, "?held=0")
+    assert jobs["running"].pk not in api_ids(alice, "?held=1")
