@@ -128,7 +128,7 @@ class JobAdmin(
     tenant_path = "tenant"
     list_select_related = ["tenant", "priority_class"]
     inlines = [AttemptInline, JobEventInline]
-    actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
+    actions = ["cancel_jobs", "hold_jobs", "release_jobs", "requeue_jobs"]
 
     def get_search_results(self, request, queryset, search_term):
         """Names holding the text, through the trigram index job_name_trgm; a whole number
@@ -192,13 +192,18 @@ class JobAdmin(
     def release_jobs(self, request, queryset):
         self._each(request, queryset, actions.release_hold, "Released")
 
+    @admin.action(description="Requeue selected running jobs", permissions=["cancel"])
+    def requeue_jobs(self, request, queryset):
+        """Stop them as a preemption does and queue them again without using a retry."""
+        self._each(request, queryset, actions.requeue, "Asked to stop and requeue")
+
     def _each(self, request, queryset, verb, done: str) -> None:
         count, refused = 0, []
         with events.coalesced():
             for job in queryset.order_by("id"):
                 try:
                     count += verb(job, str(request.user), admin=request.user.is_superuser)
-                except actions.HoldRefused as refusal:
+                except (actions.HoldRefused, actions.RequeueRefused) as refusal:
                     refused.append(str(refusal))
         self.message_user(request, f"{done} {count} job(s).", level=messages.SUCCESS)
         for message in refused[:10]:

@@ -12,7 +12,7 @@ from quotas.models import Membership
 from tests.factories import JobFactory, MembershipFactory, NodeFactory, PriorityClassFactory
 from tests.jobs.test_batch import SPEC
 from tests.jobs.test_cli import cli  # noqa: F401 - the fixture, for the command line
-from tests.jobs.test_hold import admin, api, viewer  # noqa: F401 - the fixtures
+from tests.jobs.test_hold import admin, admin_action, api, viewer  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.django_db
 PREEMPTED = Attempt.Outcome.PREEMPTED
@@ -170,3 +170,14 @@ def test_the_cli_requeues_a_running_job_held(cli, running):  # noqa: F811
     assert done.stdout.strip() == "requeued 1 job, held once queued"
     assert again.returncode == 1 and "Only a scheduled or running job" in again.stderr
     assert stopped(running).held == Job.Hold.USER
+
+
+def test_a_platform_admin_requeues_running_jobs_from_the_admin(admin, alice, alpha, running):  # noqa: F811
+    queued = JobFactory(owner=alice, tenant=alpha)
+
+    for job in (running, queued):
+        admin_action(admin, "requeue_jobs", job)
+
+    assert running.attempts.get().reason == "requeued by root"
+    assert stopped(running).state == State.QUEUED
+    assert not queued.attempts.exists()  # refused: nothing of it runs
