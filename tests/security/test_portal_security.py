@@ -121,6 +121,7 @@ POSTS = [
     "/jobs/{job}/cancel/",
     "/jobs/{job}/hold/",
     "/jobs/{job}/release/",
+    "/jobs/{job}/requeue/",
     "/jobs/{job}/resubmit/",
     "/jobs/{job}/dependencies/",
     "/tokens/",
@@ -132,6 +133,7 @@ POSTS = [
     "/api/v1/jobs/{job}/cancel/",
     "/api/v1/jobs/{job}/hold/",
     "/api/v1/jobs/{job}/release/",
+    "/api/v1/jobs/{job}/requeue/",
     "/api/v1/jobs/{job}/resubmit/",
     "/api/v1/jobs/{job}/dependencies/",
 ]
