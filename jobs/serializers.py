@@ -290,6 +290,8 @@ class SubmitSerializer(serializers.Serializer):
         if not priority_class.open_to(tenant):
             message = f"Tenant {tenant.slug!r} may not submit at {priority_class.name!r}."
             raise serializers.ValidationError({"priority_class": message})
+        if too_long := priority_class.runtime_refusal(data["max_runtime_s"]):
+            raise serializers.ValidationError({"max_runtime_s": too_long})
         if data["gpus"] and data["gpu_milli"]:
             raise serializers.ValidationError(
                 {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}
@@ -409,6 +411,9 @@ class PrioritySerializer(serializers.Serializer):
         chosen = data.get("priority_class")
         if chosen is not None and not chosen.open_to(self.job.tenant):
             message = f"Tenant {self.job.tenant.slug!r} may not run jobs at {chosen.name!r}."
+            raise serializers.ValidationError({"priority_class": message})
+        if chosen is not None and (too_long := chosen.runtime_refusal(self.job.max_runtime_s)):
+            message = f"Job #{self.job.pk} asks for {self.job.max_runtime_s} s. {too_long}"
             raise serializers.ValidationError({"priority_class": message})
         return data
 

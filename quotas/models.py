@@ -210,6 +210,15 @@ class PriorityClass(models.Model):
         "paid for its start is not thrown away, and a low class is not evicted each time it "
         "starts. Capacity it borrowed is still reclaimed by its owners. 0: none.",
     )
+    max_runtime_s = models.PositiveIntegerField(
+        "longest runtime limit (s)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The longest runtime limit a job of this class may ask for (Slurm's QOS "
+        "MaxWall): a submission, or a move to this class, asking for more is refused on "
+        "max_runtime_s. Jobs queued or running already keep theirs. Empty: no limit.",
+    )
     description = models.CharField(max_length=200, blank=True)
     tenants = models.ManyToManyField(
         Tenant,
@@ -226,6 +235,13 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
+
+    def runtime_refusal(self, max_runtime_s: int) -> str:
+        """Why a job asking for this runtime limit may not run at this class, "" if it may."""
+        limit = self.max_runtime_s
+        if limit is None or max_runtime_s <= limit:
+            return ""
+        return f"At most {limit} s at {self.name!r} (the class's longest runtime limit)."
 
     def open_to(self, tenant: Tenant) -> bool:
         """Whether members of ``tenant`` may submit jobs at this class (one query, none when
