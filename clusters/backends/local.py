@@ -173,6 +173,17 @@ def cgroup_dirs(worker_dir: Path) -> list[Path]:
 READ_BYTES = 8 << 20
 
 
+def untraversable(path: Path) -> Path | None:
+    """The first existing directory on the way to ``path`` (``path`` included) that users other
+    than its owner and group may not pass through (no execute bit for others), if any:
+    workers running as their tenants' users (``worker_uids``) could not reach their
+    directories beyond it."""
+    for directory in [*reversed(path.absolute().parents), path.absolute()]:
+        if directory.is_dir() and not directory.stat().st_mode & 0o001:
+            return directory
+    return None
+
+
 class LocalBackend:
     def __init__(
         self,
@@ -191,6 +202,13 @@ class LocalBackend:
         self.checkpoint_root = Path(checkpoint_root)
         self.default_grace_s = default_grace_s
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if worker_uids is not None:
+            for where in (self.state_dir, self.checkpoint_root):
+                if (shut := untraversable(where)) is not None:
+                    raise ValueError(
+                        f"{shut} is mode {shut.stat().st_mode & 0o777:04o}: the workers' users "
+                        f"(--worker-uids) cannot pass it to reach {where}; give it o+x (0711)"
+                    )
         self._children: dict[int, subprocess.Popen] = {}
         self._log_offsets: dict[tuple[int, int], tuple[int, int]] = {}
 

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from clusters.backends import base
 from clusters.backends.local import LocalBackend, parse_inventory
@@ -132,3 +133,26 @@ def test_a_tenants_worker_dies_with_its_shim(isolated):
 def test_a_uid_range_must_be_first_to_last_above_0(text):
     with pytest.raises(Exception, match="FIRST-LAST"):
         uid_range(text)
+
+
+def test_an_agent_whose_directories_the_workers_users_cannot_reach_refuses_to_start(root):
+    shut = root / "private"
+    shut.mkdir(mode=0o700)
+    nodes = parse_inventory("1x8xA100", "local")
+
+    with pytest.raises(ValueError, match=f"{shut} is mode 0700: the workers' users"):
+        LocalBackend(shut / "state", nodes, root / "ckpt", worker_uids=UIDS)
+    with pytest.raises(ValueError, match="give it o\\+x"):
+        LocalBackend(root / "state", nodes, shut / "ckpt", worker_uids=UIDS)
+    LocalBackend(shut / "state", nodes, shut / "ckpt")  # its own user passes: no refusal
+
+
+def test_run_agent_says_which_directory_to_open_and_does_not_start(root, monkeypatch):
+    shut = root / "private"
+    shut.mkdir(mode=0o700)
+    monkeypatch.setenv("MLSCHED_AGENT_TOKEN", "t")
+
+    args = ["--cluster", "local", "--inventory", "1x8xA100", "--worker-uids", "40000-40099"]
+
+    with pytest.raises(CommandError, match=f"{shut} is mode 0700"):
+        call_command("run_agent", *args, "--state-dir", str(shut / "state"))

@@ -72,7 +72,12 @@ class Command(BaseCommand):
         else:
             if worker_uids is not None and os.geteuid() != 0:
                 raise CommandError("--worker-uids needs the agent to run as root")
-            agent = build_agent(cluster, url, token, inventory, state_dir, interval, worker_uids)
+            try:
+                agent = build_agent(
+                    cluster, url, token, inventory, state_dir, interval, worker_uids
+                )
+            except ValueError as refusal:  # an inventory, or directories workers cannot reach
+                raise CommandError(str(refusal)) from None
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         self.stdout.write(f"agent for {cluster} reporting to {url}")
