@@ -11,16 +11,26 @@ from django.utils import timezone
 
 from clusters.models import Booking, MaintenanceWindow
 
-Span = tuple[datetime, datetime, int | None]
+
+class Span(NamedTuple):
+    """A node's next window: its start, its end, and whom it is booked for (None:
+    maintenance); for a booking, ``then``, the first window after it that stops the booked
+    tenant's work (maintenance, or another tenant's booking: (start, end, tenant)), if any."""
+
+    starts: datetime
+    ends: datetime
+    tenant: int | None
+    then: tuple[datetime, datetime, int | None] | None = None
 
 
 def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Span]:
     """The next window not yet ended of each node that has one, given the nodes as (node id,
-    cluster id): its start, its end and whom it is booked for. A later window of the same kind
-    (maintenance, or a booking of the same tenant) that overlaps or touches it counts as one
-    with it; one of another kind that overlaps it makes the whole maintenance (maintenance
-    wins over a booking: the node takes nobody's work then). One query per kind when none is
-    planned, two otherwise."""
+    cluster id). A later window of the same kind (maintenance, or a booking of the same
+    tenant) that overlaps or touches it counts as one with it; one of another kind that
+    overlaps it makes the whole maintenance (maintenance wins over a booking: the node takes
+    nobody's work then). A booking also gives the first window after it of another kind
+    (``Span.then``): the booked tenant's work, which the booking lets in, must keep off that
+    one. One query per kind when none is planned, two otherwise."""
     windows = sorted(
         [*_windows(MaintenanceWindow, now, tenant=False), *_windows(Booking, now, tenant=True)],
         key=lambda w: w[2],
@@ -35,11 +45,14 @@ def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Sp
         for node_id in chosen or by_cluster[cluster_id]:
             span = spans.get(node_id)
             if span is None:
-                spans[node_id] = (starts, ends, tenant)
-            elif starts <= span[1] and tenant == span[2]:  # one longer window
-                spans[node_id] = (span[0], max(span[1], ends), tenant)
-            elif starts < span[1]:  # kinds that overlap: nobody's
-                spans[node_id] = (span[0], max(span[1], ends), None)
+                spans[node_id] = Span(starts, ends, tenant)
+            elif starts <= span.ends and tenant == span.tenant:  # one longer window
+                spans[node_id] = Span(span.starts, max(span.ends, ends), tenant)
+            elif starts < span.ends:  # kinds that overlap: nobody's
+                spans[node_id] = Span(span.starts, max(span.ends, ends), None)
+            elif span.tenant is not None and span.then is None and tenant != span.tenant:
+                # The first after a booking of another kind: what its tenant must keep off.
+                spans[node_id] = span._replace(then=(starts, ends, tenant))
     return spans
 
 

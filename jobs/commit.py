@@ -155,9 +155,12 @@ def windowed(outcome: Outcome, job: tenant_limits.Claimed, nodes, moment: dateti
     end = moment + timedelta(seconds=job.max_runtime_s)
     for worker in outcome.workers:
         window = nodes[int(worker.node_id)].window
-        booked_for = window and window[2]
-        if window and window[0] < end and (booked_for is None or str(booked_for) != job.tenant):
-            return True
+        if window is None:
+            continue
+        # The window, and after a booking the next one, which its tenant's work keeps off.
+        for starts, _, booked in (window[:3], *([window.then] if window.then else [])):
+            if starts < end and (booked is None or str(booked) != job.tenant):
+                return True
     return False
 
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
-from clusters.maintenance import next_window
+from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import dependencies, quarantine, recent_use
 from jobs import placement as p
@@ -190,19 +190,32 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
                 closes_at=window[0].timestamp() if window else None,
                 opens_at=window[1].timestamp() if window else None,
                 reserved_for=str(window[2]) if window and window[2] else "",
+                after=after_booking(window),
             )
         )
     return tuple(out)
 
 
-def closing(inventory: tuple[p.Node, ...]) -> dict[int, tuple[float, str]]:
+def after_booking(window: Span | None) -> tuple[float, float, str] | None:
+    """The core's ``Node.after``: the window after a booking that its tenant's work keeps off."""
+    if window is None or window.then is None:
+        return None
+    starts, ends, tenant = window.then
+    return starts.timestamp(), ends.timestamp(), str(tenant) if tenant else ""
+
+
+def closing(inventory: tuple[p.Node, ...]) -> dict[int, list[tuple[float, str]]]:
     """When each node with a window planned closes, and the tenant it is booked for ("":
-    maintenance)."""
-    return {int(n.id): (n.closes_at, n.reserved_for) for n in inventory if n.closes_at is not None}
+    maintenance); then, after a booking, when the next window of another kind does."""
+    return {
+        int(n.id): [(n.closes_at, n.reserved_for), *([(n.after[0], n.after[2])] if n.after else [])]
+        for n in inventory
+        if n.closes_at is not None
+    }
 
 
 def running_jobs(
-    rows, now: float, closes: dict[int, tuple[float, str]]
+    rows, now: float, closes: dict[int, list[tuple[float, str]]]
 ) -> tuple[p.RunningJob, ...]:
     by_job: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
@@ -220,7 +233,7 @@ def exempt_until(row: dict, started, now: float) -> float | None:
 
 
 def to_running(
-    job_id: int, rows: list[dict], now: float, closes: dict[int, tuple[float, str]]
+    job_id: int, rows: list[dict], now: float, closes: dict[int, list[tuple[float, str]]]
 ) -> p.RunningJob:
     first = rows[0]
     per_node: dict[int, list[dict]] = defaultdict(list)
@@ -237,7 +250,8 @@ def to_running(
     # is booked for the job's tenant.
     tenant = str(first["attempt__job__tenant_id"])
     window = min(
-        (closes[n][0] for n in per_node if n in closes and closes[n][1] != tenant), default=None
+        (when for n in per_node for when, booked in closes.get(n, ()) if booked != tenant),
+        default=None,
     )
     if window is not None:
         expected_end = min(expected_end, max(window, now) + grace)

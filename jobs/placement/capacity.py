@@ -51,6 +51,7 @@ class NodeState:
         "closes",
         "opens",
         "reserved_for",
+        "after",
     )
 
     def __init__(self, node: Node, order: int):
@@ -73,6 +74,10 @@ class NodeState:
         if self.closes == inf:
             self.opens = -inf
         self.reserved_for = node.reserved_for
+        # After a booking, the first window of another kind: (start, end, booked for).
+        after = node.after
+        self.after = None if after is None else (after[0], inf if after[1] is None else after[1],
+                                                 after[2])  # fmt: skip
         self.cap_cpu = node.cpu_free_milli
         self.cap_mem = node.memory_free_mb
         # Each GPU's free ranges, on a shareable node that gave them (else None), and the free
@@ -239,8 +244,10 @@ class Capacity:
         # then. ``closings``: every start of a window, sorted (a job ending by the first
         # of them sees every node; a later end, fewer).
         shut = [n for n in self.nodes if n.group is not None and n.closes < float("inf")]
-        self.openings = sorted(((n.opens, n) for n in shut), key=lambda o: (o[0], o[1].order))
-        self.closings = sorted(n.closes for n in shut)
+        after = [(n, n.after) for n in shut if n.after is not None]
+        opening = [(n.opens, n) for n in shut] + [(window[1], n) for n, window in after]
+        self.openings = sorted(opening, key=lambda o: (o[0], o[1].order))
+        self.closings = sorted([n.closes for n in shut] + [window[0] for _, window in after])
         self.booked = any(n.reserved_for for n in shut)
         self.clusters = sorted({n.cluster for n in self.nodes})
         # Every (GPU type, cluster, shareable) present, healthy or not, to explain failures.

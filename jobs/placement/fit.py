@@ -55,10 +55,16 @@ class Need:
     def shut(self, node: NodeState) -> bool:
         """Whether the node's maintenance window, or the job's failure there, keeps the worker
         off it."""
-        if self.windows and node.closes < self.end and self.start < node.opens:
-            booked = node.reserved_for
-            if not booked or (booked != self.tenant and not self.bookings_open):
-                return True
+        if self.windows:
+            if node.closes < self.end and self.start < node.opens:
+                booked = node.reserved_for
+                if not booked or (booked != self.tenant and not self.bookings_open):
+                    return True
+            after = node.after  # the window after a booking, which its tenant's work ignores
+            if after is not None and after[0] < self.end and self.start < after[1]:
+                booked = after[2]
+                if not booked or (booked != self.tenant and not self.bookings_open):
+                    return True
         return node.id in self.avoid
 
 

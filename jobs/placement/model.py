@@ -39,7 +39,10 @@ class Node:
     ``opens_at`` None: it does not end): work may start there only if it is sure to end
     (start + runtime limit) by ``closes_at``, or from ``opens_at`` on. A node in its window
     (``closes_at`` <= now) takes nothing until it opens. ``reserved_for``: the tenant the
-    window is booked for ("": maintenance, for nobody); that tenant's work ignores it.
+    window is booked for ("": maintenance, for nobody); that tenant's work ignores it, and
+    keeps off ``after`` instead: the first window after that booking of another kind, as
+    (start, end or None, the tenant it is booked for or ""), which applies to everyone's work
+    that would run into it.
     """
 
     id: str
@@ -57,6 +60,7 @@ class Node:
     closes_at: float | None = None
     opens_at: float | None = None
     reserved_for: str = ""
+    after: tuple[float, float | None, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -72,14 +72,22 @@ def window_reason(cycle: Cycle, job: QueuedJob, need: Need) -> str:
 
 
 def first_opening(capacity: Capacity, need: Need) -> float | None:
-    """When the first window that keeps the job off a node of its groups ends (None: none of
-    them ends)."""
+    """When the first window that keeps the job off a node of its groups ends, and no other
+    window of that node keeps it off from then (None: none does)."""
     wanted = {id(g) for g in need.groups}
-    for when, node in capacity.openings:
-        if when == float("inf"):
-            break
-        if id(node.group) in wanted and need.shut(node):
-            return when
+    start, end = need.start, need.end
+    try:
+        for when, node in capacity.openings:
+            if when == float("inf"):
+                break
+            if id(node.group) not in wanted or not need.shut(node):
+                continue
+            need.start, need.end = when, when + (end - start)
+            if not need.shut(node):
+                return when
+            need.start, need.end = start, end
+    finally:
+        need.start, need.end = start, end
     return None
 
 
@@ -87,7 +95,8 @@ def opening_reason(nodes: list[NodeState], start: float) -> str:
     """The reason of a reservation of these nodes from ``start``: what it waits for if a
     window ends then on a node it holds (``booked`` if every such window is a booking),
     else ``head_of_line``."""
-    opening = [node for node in nodes if node.opens == start]
-    if not opening:
+    ending = [node.reserved_for for node in nodes if node.opens == start]
+    ending += [node.after[2] for node in nodes if node.after and node.after[1] == start]
+    if not ending:
         return "head_of_line"
-    return "booked" if all(node.reserved_for for node in opening) else "maintenance"
+    return "booked" if all(ending) else "maintenance"

@@ -118,3 +118,46 @@ def test_a_booked_nodes_idle_gpus_are_counted_apart_not_as_idle_nor_in_maintenan
     ]
     assert sum(v for _, v in figures["mlsched_gpus_idle"].samples) == 4 + 2
     assert figures["mlsched_gpus_largest_free_block"].samples[0][1] == 4
+
+
+def maintenance(cluster, start, end, *nodes):
+    window = MaintenanceWindow.objects.create(cluster=cluster, starts_at=start, ends_at=end)
+    window.nodes.set(nodes)
+    return window
+
+
+def test_the_snapshot_gives_a_booking_the_window_of_another_kind_after_it(east, alpha, gamma):
+    a, b = (NodeFactory(cluster=east, name=name, gpu_count=8) for name in ("a", "b"))
+    now = timezone.now()
+    book(east, alpha, now - HOUR, now + HOUR, a, b)
+    book(east, alpha, now + 2 * HOUR, now + 3 * HOUR, a)  # its own again: no stop for it
+    maintenance(east, now + 4 * HOUR, now + 5 * HOUR, a)
+    book(east, gamma, now + 6 * HOUR, now + 7 * HOUR, b)
+
+    nodes = by_name(now)
+
+    start, end = (now + 4 * HOUR).timestamp(), (now + 5 * HOUR).timestamp()
+    assert nodes["a"].after == (start, end, "")
+    assert nodes["b"].after == (start + 2 * 3600, end + 2 * 3600, str(gamma.pk))
+
+
+def test_the_booked_tenants_work_keeps_off_the_maintenance_after_its_booking(east, alpha, settings):
+    node = NodeFactory(cluster=east, name="a", gpu_count=8)
+    running = JobFactory(tenant=alpha, gpus=4, max_runtime_s=10 * 3600)
+    cycle.run_cycle()
+    now = timezone.now()
+    book(east, alpha, now - HOUR, now + HOUR, node)
+    maintenance(east, now + 2 * HOUR, now + 3 * HOUR, node)
+    long = JobFactory(tenant=alpha, gpus=4, max_runtime_s=3 * 3600)
+    short = JobFactory(tenant=alpha, gpus=4, max_runtime_s=3600)
+
+    loaded = snapshot.load(now.timestamp()).snapshot
+    cycle.run_cycle(now.timestamp())
+
+    grace = 2 * settings.MLSCHED_STOP_GRACE_S
+    (expected,) = [j.expected_end for j in loaded.running if j.id == str(running.pk)]
+    assert expected == pytest.approx((now + 2 * HOUR).timestamp() + grace)
+    long.refresh_from_db()
+    assert (long.state, long.pending_reason) == (State.QUEUED, "maintenance")
+    short.refresh_from_db()
+    assert short.state == State.SCHEDULED

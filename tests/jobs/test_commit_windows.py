@@ -114,3 +114,18 @@ def test_saving_a_window_waits_for_a_commit_holding_its_nodes(east, alpha, form_
 
     assert not saving.is_alive()
     assert form_class._meta.model.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_booked_tenants_work_keeps_off_a_window_planned_after_its_booking(east, alpha):
+    node = NodeFactory(cluster=east, gpu_count=8)
+    now = datetime.now(tz=UTC)
+    planned(Booking, east, now - HOUR, now + HOUR, [node], tenant=alpha)
+    long = JobFactory(tenant=alpha, gpus=1, max_runtime_s=3 * 3600)
+    short = JobFactory(tenant=alpha, gpus=1, max_runtime_s=3600)
+    placements = decided()
+    planned(MaintenanceWindow, east, now + 2 * HOUR, now + 3 * HOUR, [node])
+
+    assert len(placements) == 2
+    assert commit_batch(placements, now) == {short.pk}
+    assert Job.objects.get(pk=long.pk).state == State.QUEUED

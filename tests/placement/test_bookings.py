@@ -105,3 +105,34 @@ def test_a_job_kept_off_by_maintenance_is_told_maintenance_not_booked():
 
     assert outcomes["first"].reason == "maintenance"
     assert outcomes["second"].reason == "maintenance"
+
+
+def then_maintenance(node, starts_in: float, lasts: float = HOUR):
+    """The booked node with a maintenance window after its booking."""
+    start = NOW + starts_in
+    return dataclasses.replace(node, after=(start, start + lasts, ""))
+
+
+def test_the_tenants_work_keeps_off_the_maintenance_that_follows_its_booking():
+    (node,) = n8_a100_nodes(1)
+    node = then_maintenance(booked(node, "alpha", lasts=3 * HOUR), starts_in=3 * HOUR)
+    long = j_training("long", gpus=8, tenant="alpha", max_runtime=4 * HOUR, priority=10)
+    short = j_training("short", gpus=8, tenant="alpha", max_runtime=2 * HOUR)
+
+    outcomes = place(snapshot([node], [long, short])).by_job()
+
+    assert (outcomes["long"].status, outcomes["long"].reason) == ("reserved", "maintenance")
+    assert outcomes["long"].estimated_start == NOW + 4 * HOUR  # when the maintenance ends
+    assert outcomes["short"].status == "placed"  # it ends before the maintenance starts
+
+
+def test_a_job_kept_off_only_by_the_window_after_a_booking_is_told_when_that_one_ends():
+    (node,) = n8_a100_nodes(1)
+    node = then_maintenance(booked(node, "alpha", lasts=3 * HOUR), starts_in=3 * HOUR)
+    first = j_training("first", gpus=8, tenant="alpha", max_runtime=4 * HOUR, priority=10)
+    second = j_training("second", gpus=8, tenant="alpha", max_runtime=4 * HOUR)
+
+    outcome = place(snapshot([node], [first, second])).by_job()["second"]
+
+    assert (outcome.status, outcome.reason) == ("pending", "maintenance")
+    assert outcome.estimated_start == NOW + 4 * HOUR  # not the booking's end, 2 h earlier
