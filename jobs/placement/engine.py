@@ -132,7 +132,7 @@ class Cycle:
         self.lowest_victim_tier = min((j.tier for j in staying if j.preemptible), default=1 << 62)
         # Work in its grace period: what it holds comes back without evicting anybody else.
         self.leaving = [j for j in snapshot.running if j.stopping]
-        # Preemptible work in its exempt time: victims-to-be of reservations (_exempt_ends).
+        # Preemptible work in its exempt time: victims-to-be of reservations (exempt_ends).
         self.exempt = [j for j in staying if j.exempt_until is not None]
         for j in self.leaving:
             self.ledger.leave(j.tenant, self.usage_of(j))
@@ -539,7 +539,10 @@ class Cycle:
         # try is converted.
         placed = self._placed_running
         placed += [(when, as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
-        early = self._exempt_ends(job)
+        early = {}
+        if self.exempt and job.may_preempt and self.policy.preemption:
+            grace = self.policy.eviction_grace_s
+            early = preemption.exempt_ends(self.exempt, job.tier, self.now, grace, self.evicted)
         ends = [(early.get(j.id, end), j) for end, j in self.ends if j.id not in self.evicted]
         unknown = [self.running[i] for i in early if self.running[i].expected_end is None]
         ends += [(early[j.id], j) for j in unknown]
@@ -568,21 +571,6 @@ class Cycle:
         if reason == "head_of_line" and start in early.values():
             reason = "waiting_for_exempt_work"
         return explain.reserved(job, node_ids, start, reason)
-
-    def _exempt_ends(self, job: QueuedJob) -> dict[str, float]:
-        """When work in its exempt time that the job may evict by tier will be gone, if it is
-        evicted for the job as soon as that time ends: its end then, plus the eviction grace,
-        for the work whose runtime limit would end it later (or that has none)."""
-        if not (self.exempt and job.may_preempt and self.policy.preemption):
-            return {}
-        grace = self.policy.eviction_grace_s
-        ends = {}
-        for victim in self.exempt:
-            end = max(victim.exempt_until or 0.0, self.now) + grace
-            later = victim.expected_end is None or end < victim.expected_end
-            if victim.tier < job.tier and later and victim.id not in self.evicted:
-                ends[victim.id] = end
-        return ends
 
     def fits_but_for(
         self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False

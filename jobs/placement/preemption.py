@@ -531,3 +531,18 @@ def _taken_by(slots: list[Slot]) -> Taken:
         rest[0] += cpu
         rest[1] += mem
     return taken
+
+
+def exempt_ends(
+    exempt: list[RunningJob], tier: int, now: float, grace: float, evicted: Container[str]
+) -> dict[str, float]:
+    """When work in its exempt time that a job of ``tier`` may evict by tier will be gone if it
+    is evicted as soon as that time ends: its end then plus the eviction ``grace``, for the work
+    whose runtime limit would end it later (or that has none). A reservation counts on it."""
+    ends = {}
+    for victim in exempt:
+        end = max(victim.exempt_until or 0.0, now) + grace
+        later = victim.expected_end is None or end < victim.expected_end
+        if victim.tier < tier and later and victim.id not in evicted:
+            ends[victim.id] = end
+    return ends
