@@ -84,9 +84,10 @@ def cancel(job: Job, reason: str = "canceled by user") -> JobEvent | None:
 
 
 @retrying.atomic
-def cancel_jobs(jobs, reason: str) -> list[int]:
+def cancel_jobs(jobs, reason: str | dict[int, str]) -> list[int]:
     """Cancel these jobs (a queryset), each as it is: the ids of those that had not ended. A
-    batch's first shard among them is that job alone: the caller names the shards it means."""
+    batch's first shard among them is that job alone: the caller names the shards it means.
+    `reason`: one for all, or each job's own ({id: reason}; "canceled" for a job not named)."""
     return sorted(cancel_live(jobs, reason))
 
 
@@ -98,12 +99,11 @@ def cancel_first(jobs, limit: int, reason: str) -> tuple[list[int], bool]:
     return cancel_jobs(jobs.filter(pk__in=chosen[:limit]), reason), len(chosen) > limit
 
 
-def cancel_live(jobs, reason: str) -> dict[int, tuple[int, str]]:
+def cancel_live(jobs, reason: str | dict[int, str]) -> dict[int, tuple[int, str]]:
     """Cancel the jobs of the queryset that have not ended, {id: (tenant id, state before)}:
     a lock, a stop request, an update and a COPY of events, then one live message per tenant
-    and one scheduler kick after commit."""
+    and one scheduler kick after commit. `reason`: one for all, or each job's own."""
     now = database_now()  # the scheduler reads the stop request's time on this clock
-    reason = reason[:300]
     # Job rows first, in id order, then their attempts: the lock order of end_attempt() and
     # mark_running(), so a cancel racing an attempt's end waits instead of deadlocking. A job
     # that ends while this waits for its lock drops out (PostgreSQL re-checks the filter).
@@ -115,8 +115,12 @@ def cancel_live(jobs, reason: str) -> dict[int, tuple[int, str]]:
         .values_list("id", "tenant_id", "state")
     }
     if shards:
-        attempts = stop_live(list(shards), Attempt.Outcome.CANCELED, reason, now)
-        move_claimed(shards, State.CANCELED, dict.fromkeys(shards, reason), attempts, now)
+        each = reason if isinstance(reason, dict) else dict.fromkeys(shards, reason)
+        reasons = {pk: each.get(pk, "canceled")[:300] for pk in shards}
+        # A stop request's reason is the attempt's: the first job's stands for all (the jobs
+        # canceled for their own reasons are queued ones, with no attempt live).
+        attempts = stop_live(list(shards), Attempt.Outcome.CANCELED, reasons[min(shards)], now)
+        move_claimed(shards, State.CANCELED, reasons, attempts, now)
         transaction.on_commit(kick)
     return shards
 

@@ -113,11 +113,14 @@ def cancel_past_deadline(now) -> int:
     runs after every cycle, one that failed too, and the cycle never places such a job
     meanwhile (its snapshot and its claim exclude them)."""
     late = Job.objects.filter(Job.late_for_deadline(now), state=State.QUEUED)
-    canceled = 0
-    for deadline in late.order_by("deadline").values_list("deadline", flat=True).distinct():
-        reason = f"deadline {zulu(deadline)}: could not end by then"
-        canceled += len(actions.cancel_jobs(late.filter(deadline=deadline), reason))
-    return canceled
+    deadlines = dict(late.values_list("pk", "deadline"))
+    if not deadlines:
+        return 0
+    # One cancel for them all, each saying its own deadline.
+    reasons = {
+        pk: f"deadline {zulu(when)}: could not end by then" for pk, when in deadlines.items()
+    }
+    return len(actions.cancel_jobs(late.filter(pk__in=deadlines), reasons))
 
 
 @transaction.atomic

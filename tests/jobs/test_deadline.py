@@ -5,6 +5,8 @@ is canceled as any cancel cancels (its dependents with it) and is never placed m
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs import actions, commit, cycle, dependencies, janitor, scheduler
 from jobs.clock import database_now
@@ -158,6 +160,28 @@ def test_the_sweep_cancels_a_queued_job_that_can_no_longer_end_by_its_deadline_s
     event = JobEvent.objects.filter(job=job).latest("id")
     assert (event.from_state, event.to_state) == (State.QUEUED, State.CANCELED)
     assert event.reason == reason_of(deadline)
+
+
+def late_jobs_canceled(alice, alpha, normal_priority, count: int) -> int:
+    """Queries of a sweep canceling `count` jobs, each late for a deadline of its own."""
+    deadline = ahead()
+    for minute in range(count):
+        with_deadline(alice, alpha, normal_priority, deadline - minute * timedelta(minutes=1))
+    with CaptureQueriesContext(connection) as queries:
+        assert janitor.cancel_past_deadline(too_late_to_start(deadline)) == count
+    return len(queries)
+
+
+def test_jobs_late_for_deadlines_of_their_own_are_canceled_at_once_each_saying_its_own(
+    alice, alpha, normal_priority
+):
+    few = late_jobs_canceled(alice, alpha, normal_priority, 2)
+    many = late_jobs_canceled(alice, alpha, normal_priority, 20)
+
+    assert many == few
+    for job in Job.objects.all():
+        said = JobEvent.objects.filter(job=job).latest("id").reason
+        assert said == reason_of(job.deadline)
 
 
 def test_the_sweeps_cancel_takes_an_afterok_dependent_with_it(alice, alpha, normal_priority):
