@@ -62,6 +62,9 @@
     quota [--tenant SLUG]
                      per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
                      how much more it may start now; jobs queued and waiting for quota
+    classes [--tenant SLUG]
+                     the priority classes your tenants may submit at: value, whether it may
+                     preempt, its exempt time and longest runtime limit, which tenants
     maintenance      the clusters' maintenance windows not yet ended: cluster, nodes ("all":
                      every node of it), from, to (UTC), in progress or upcoming, reason. Until
                      a window starts only work sure to end by then is placed on its nodes;
@@ -539,6 +542,21 @@ def quota(api: Api, args) -> None:
              f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
 
 
+CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]
+
+
+def classes(api: Api, args) -> None:
+    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at."""
+    params = {"tenant": args.tenant} if args.tenant else None
+    rows = [CLASS_HEADER]
+    for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
+        most = rank["max_runtime_s"]
+        rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
+                     str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
+                     ",".join(rank["open_to"]) or "-"])  # fmt: skip
+    table(rows, names=1)
+
+
 WINDOW_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
 
 
@@ -681,6 +699,8 @@ def main(argv=None) -> int:
     report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    ranks = commands.add_parser("classes")
+    ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     commands.add_parser("maintenance")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
@@ -702,7 +722,7 @@ def main(argv=None) -> int:
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "maintenance": maintenance,
-           "bookings": bookings}  # fmt: skip
+           "bookings": bookings, "classes": classes}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

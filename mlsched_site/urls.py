@@ -5,7 +5,7 @@ from django.urls import include, path
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
-from quotas.api import QuotasView
+from quotas.api import PriorityClassesView, QuotasView
 from quotas.views import quotas
 
 urlpatterns = [
@@ -45,5 +45,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
     path("api/v1/quotas/", QuotasView.as_view(), name="api-quotas"),
+    path("api/v1/priority-classes/", PriorityClassesView.as_view(), name="api-priority-classes"),
     path("api/v1/", include("jobs.api")),
 ]

@@ -1,6 +1,7 @@
 """GET /api/v1/quotas/: the quota status (quotas.status) of the caller's teams, every team for
 a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (another
-team's slug is refused as an unknown one is). Rate limited as every user endpoint."""
+team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
+those teams may submit at. Rate limited as every user endpoint."""
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -8,15 +9,43 @@ from rest_framework.views import APIView
 
 from jobs import access, reports
 from quotas import status
+from quotas.models import PriorityClass
+
+
+def teams_asked(request) -> list:
+    """The caller's teams (every team for a platform admin), or the one `?tenant=` names."""
+    try:
+        return reports.pick_tenants(
+            access.report_tenants(request.user), request.query_params.get("tenant")
+        )
+    except reports.BadParameter as bad:
+        raise ValidationError({bad.field: bad.message}) from None
 
 
 class QuotasView(APIView):
     def get(self, request):
-        try:
-            teams = reports.pick_tenants(
-                access.report_tenants(request.user), request.query_params.get("tenant")
-            )
-        except reports.BadParameter as bad:
-            raise ValidationError({bad.field: bad.message}) from None
-        answer = status.of(teams, request.user)
+        answer = status.of(teams_asked(request), request.user)
         return Response({"tenants": [team.as_json() for team in answer]})
+
+
+class PriorityClassesView(APIView):
+    """The priority classes open to the caller's teams (Slurm's `sacctmgr show qos`), highest
+    first, with what a job at each meets (whether it may preempt, its exempt time, its longest
+    runtime limit) and `open_to`, those of the teams that may submit at it; a class open to
+    none of them is left out, unless a platform admin lists every team. The tenants a class
+    lists are other teams' affair: only the caller's are named."""
+
+    def get(self, request):
+        teams = teams_asked(request)
+        every = request.user.is_superuser and not request.query_params.get("tenant")
+        listed = []
+        for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
+            open_to = [team.slug for team in teams if rank.open_to(team)]
+            if open_to or every:
+                listed.append({
+                    "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
+                    "preempt_exempt_s": rank.preempt_exempt_s,
+                    "max_runtime_s": rank.max_runtime_s, "description": rank.description,
+                    "open_to": open_to,
+                })  # fmt: skip
+        return Response({"priority_classes": listed})
