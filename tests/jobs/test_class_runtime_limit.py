@@ -68,3 +68,15 @@ def test_the_submit_form_shows_the_refusal_on_the_runtime_field(alice, urgent):
     assert page.status_code == 400
     assert "At most 14400 s at &#x27;urgent&#x27;" in page.text
     assert not Job.objects.exists()
+
+
+def test_the_forms_say_a_classs_limit_beside_its_name(alice, alpha, urgent):
+    portal = Client()
+    portal.force_login(alice)
+    job = JobFactory(tenant=alpha, owner=alice)
+
+    submit_page = portal.get("/jobs/new/").text
+    job_page = portal.get(f"/jobs/{job.pk}/").text
+
+    assert ">urgent (runtime limit at most 14400 s)</option>" in submit_page
+    assert ">urgent (100; runtime limit at most 14400 s)</option>" in job_page
