@@ -315,13 +315,13 @@ def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -
     return stop_attempts(Attempt.objects.filter(job_id__in=job_ids), stop_reason, message, now)
 
 
-def stop_attempts(attempts, stop_reason: str, message: str, now=None) -> int:
+def stop_attempts(attempts, stop_reason: str, message: str, now=None, cause: str = "") -> int:
     """Ask these attempts to stop, those still live and not asked yet: one conditional UPDATE,
     so an attempt that ended, or was replaced by a newer one, since the caller read it is left
-    alone."""
+    alone. `cause`: who stops them as preempted (Attempt.StopCause)."""
     now = now or timezone.now()
     return attempts.filter(outcome="", stop_requested_at__isnull=True).update(
-        stop_requested_at=now, stop_reason=stop_reason, reason=message[:300]
+        stop_requested_at=now, stop_reason=stop_reason, reason=message[:300], stop_cause=cause
     )
 
 
@@ -391,7 +391,8 @@ def preempt(
         live = live.filter(pk__in=[attempts_seen[v] for v in victims if v in attempts_seen])
         victims = sorted(set(live.filter(outcome="").values_list("job_id", flat=True)))
     lock_live(live)
-    stop_attempts(live, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now)
+    stop_attempts(live, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now,
+                  cause=Attempt.StopCause.PREEMPTION)  # fmt: skip
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
     return victims
@@ -431,7 +432,8 @@ def drain(node_ids: list[int], by: str, now=None) -> int:
     live = Attempt.objects.filter(pk__in=on_nodes)
     lock_live(live)
     message = f"node drained by {by}; requeued to run elsewhere"
-    return stop_attempts(live, Attempt.Outcome.PREEMPTED, message, now)
+    return stop_attempts(live, Attempt.Outcome.PREEMPTED, message, now,
+                         cause=Attempt.StopCause.DRAIN)  # fmt: skip
 
 
 @retrying.atomic
@@ -1028,7 +1030,7 @@ def requeue(job: Job, by: str, *, hold: bool = False, admin: bool = False, now=N
         Job.objects.filter(pk__in=ids).update(held=Job.Hold.ADMIN if admin else Job.Hold.USER)
     message = f"requeued by {by}" + (", held" if hold else "")
     return stop_attempts(Attempt.objects.filter(job_id__in=ids), Attempt.Outcome.PREEMPTED,
-                         message, now)  # fmt: skip
+                         message, now, cause=Attempt.StopCause.REQUEUE)  # fmt: skip
 
 
 class NotQueued(Exception):

@@ -96,7 +96,8 @@ class AttemptInline(ReadOnlyInline):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("cluster")
 
-    fields = ["number", "cluster", "outcome", "exit_code", "reason", "started_at", "ended_at"]
+    fields = ["number", "cluster", "outcome", "stop_cause", "exit_code", "reason", "started_at",
+              "ended_at"]  # fmt: skip
     readonly_fields = fields
 
 
@@ -226,7 +227,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(Attempt)
 class AttemptAdmin(TenantScoped, BigTable, ReadOnlyAdmin):
     list_display = ["job", "number", "cluster", "outcome", "exit_code", "started_at", "ended_at"]
-    list_filter = ["outcome", "cluster"]
+    list_filter = ["outcome", "stop_cause", "cluster"]
     list_select_related = ["job", "cluster"]
 
 

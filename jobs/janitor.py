@@ -135,11 +135,11 @@ def stop_for_maintenance(now) -> int:
     stopped = 0
     for window in MaintenanceWindow.objects.begun(now).select_related("cluster"):
         what = f"maintenance of {window.cluster.name}"
-        stopped += _stop_on(window, what + _span(window), now)
+        stopped += _stop_on(window, what + _span(window), now, Attempt.StopCause.MAINTENANCE)
     for booking in Booking.objects.begun(now).select_related("cluster"):
         # The sentence goes to the other tenants' jobs: it does not name the tenant.
         what = f"nodes of {booking.cluster.name} booked for another team"
-        stopped += _stop_on(booking, what + _span(booking), now)
+        stopped += _stop_on(booking, what + _span(booking), now, Attempt.StopCause.BOOKING)
     return stopped
 
 
@@ -167,7 +167,7 @@ def _span(window) -> str:
     return f" from {zulu(window.starts_at)} to {zulu(window.ends_at)}{reason}; requeued"
 
 
-def _stop_on(window, message: str, now) -> int:
+def _stop_on(window, message: str, now, cause: str) -> int:
     """Ask the live attempts on the window's nodes that it does not let in to stop as
     preempted."""
     live = kept_off(window)
@@ -175,7 +175,7 @@ def _stop_on(window, message: str, now) -> int:
         return 0
     # Locked as a drain locks them (actions.lock_live), and asked again at the write.
     locked = live.filter(pk__in=actions.lock_live(live))
-    return actions.stop_attempts(locked, Attempt.Outcome.PREEMPTED, message, now=now)
+    return actions.stop_attempts(locked, Attempt.Outcome.PREEMPTED, message, now=now, cause=cause)
 
 
 def zulu(moment) -> str:

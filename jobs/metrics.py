@@ -4,9 +4,9 @@ GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPU
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
 mix could not use), jobs by state, queue wait (eligible to first start, as the usage reports
 count it) per family and per tenant, jobs finished and the job success rate (failures split
-into the user's code and the infrastructure), attempt outcomes, preemption rate and wasted
-GPU-seconds (all over the last day), the scheduler's cycle heartbeat, and each cluster agent's
-heartbeat age.
+into the user's code and the infrastructure), attempt outcomes, attempts stopped to be
+requeued by who stopped them, the scheduler's preemption rate and wasted GPU-seconds (all over
+the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
 (the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
@@ -315,15 +315,27 @@ def finished(now, jobs) -> list[Metric]:
 
 def attempts(now, attempts_of) -> list[Metric]:
     recent = attempts_of.filter(ended_at__gte=now - WINDOW)
-    by_outcome = dict(recent.order_by().values_list("outcome").annotate(n=Count("id")))
+    by_outcome: dict[str, int] = defaultdict(int)
+    by_cause: dict[str, int] = defaultdict(int)  # of the preempted: who stopped them
+    ended = recent.order_by().values_list("outcome", "stop_cause").annotate(n=Count("id"))
+    for outcome, cause, n in ended:
+        by_outcome[outcome] += n
+        if outcome == Attempt.Outcome.PREEMPTED:
+            by_cause[cause] += n
     started = attempts_of.filter(started_at__gte=now - WINDOW).count()
-    preempted = by_outcome.get(Attempt.Outcome.PREEMPTED, 0)
+    preempted = by_cause.get(Attempt.StopCause.PREEMPTION, 0)
     wasted = recent.aggregate(s=Sum("wasted_gpu_seconds"))["s"] or 0
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
                 [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
+        *metric("mlsched_attempts_stopped", "gauge",
+                "Attempts stopped to be requeued, ended in the last day, by who stopped them: "
+                "the scheduler's preemptions, requeues, drains, maintenance windows and "
+                "other teams' bookings.",
+                [({"cause": c}, by_cause.get(c, 0)) for c in Attempt.StopCause.values]),
         *metric("mlsched_preemption_rate", "gauge",
-                "Preempted attempts / attempts started, last day.",
+                "Attempts the scheduler preempted for higher-priority work / attempts "
+                "started, last day (requeues, drains and windows are not preemptions).",
                 [({}, preempted / started if started else 0)]),
         *metric("mlsched_wasted_gpu_seconds", "gauge",
                 "GPU-seconds reserved without useful work, attempts ended in the last day.",

@@ -368,6 +368,16 @@ class Attempt(models.Model):
         TIMEOUT = "timeout"
         CANCELED = "canceled"
 
+    class StopCause(models.TextChoices):
+        """Who asked a preempted attempt to stop: the preemption rate counts the scheduler's
+        own preemptions, not the stops that requeue work for other reasons."""
+
+        PREEMPTION = "preemption"  # the scheduler, to make room for higher-priority work
+        REQUEUE = "requeue"  # a user or admin requeued its job
+        DRAIN = "drain"  # an admin drained its nodes
+        MAINTENANCE = "maintenance"  # a maintenance window over its nodes began
+        BOOKING = "booking"  # another team's booking of its nodes began
+
     # Why the attempts of a cluster whose agent went quiet are lost: a fault of the cluster's
     # link to the control plane, not of their nodes.
     AGENT_SILENT = "its cluster agent stopped reporting"
@@ -392,6 +402,12 @@ class Attempt(models.Model):
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
+    stop_cause = models.CharField(
+        max_length=12,
+        choices=StopCause.choices,
+        blank=True,
+        help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
+    )
     wasted_gpu_seconds = models.FloatField(
         default=0.0,
         help_text="GPU-seconds reserved but not doing useful work: the wait between scheduled "

@@ -635,7 +635,8 @@ class JobSerializer(serializers.ModelSerializer):
         return [
             {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
              "nodes": a.nodes(), "outcome": a.outcome, "exit_code": a.exit_code,
-             "reason": a.reason, "started_at": a.started_at, "ended_at": a.ended_at}
+             "reason": a.reason, "stop_cause": a.stop_cause, "started_at": a.started_at,
+             "ended_at": a.ended_at}
             for a in attempts
         ]  # fmt: skip
 

@@ -3,12 +3,14 @@
 import subprocess
 import sys
 from datetime import timedelta
+from importlib import import_module
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
 from clusters.models import Cluster, MaintenanceWindow
-from jobs import actions, cycle, metrics, snapshot
+from jobs import actions, cycle, janitor, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
@@ -21,7 +23,7 @@ ORDER = [
     "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
-    "mlsched_attempts_ended", "mlsched_preemption_rate",
+    "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
@@ -160,6 +162,7 @@ def test_it_reports_queue_wait_and_preemption_rate(scrape):
     actions.transition(job, State.RUNNING, "started")
     attempt = job.attempts.get()
     Attempt.objects.filter(pk=attempt.pk).update(started_at=timezone.now())
+    actions.preempt({JobFactory(gpus=8).pk: [job.pk]})
     actions.end_attempt(attempt.pk, Attempt.Outcome.PREEMPTED)
 
     lines = scrape()
@@ -175,6 +178,43 @@ def test_it_reports_queue_wait_and_preemption_rate(scrape):
     assert "mlsched_preemption_rate 1" in lines
     assert 'mlsched_attempts_ended{outcome="preempted"} 1' in lines
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
+
+
+def test_the_preemption_rate_counts_the_schedulers_preemptions_not_requeues_drains_or_windows(
+    scrape,
+):
+    east = ClusterFactory(name="east")
+    nodes = [NodeFactory(cluster=east, gpu_count=8) for _ in range(4)]
+    preempted, requeued, drained, maintained = [JobFactory(gpus=8) for _ in range(4)]
+    cycle.run_cycle()
+    now = timezone.now()
+    Attempt.objects.update(started_at=now)
+    urgent = JobFactory(gpus=8)
+    actions.preempt({urgent.pk: [preempted.pk]})
+    actions.requeue(requeued, "alice")
+    node_of = {a.job_id: a.allocations.first().node_id for a in Attempt.objects.all()}
+    actions.drain([node_of[drained.pk]], "admin")
+    window = MaintenanceWindow.objects.create(
+        cluster=east, starts_at=now - timedelta(minutes=1), ends_at=now + timedelta(hours=1)
+    )
+    window.nodes.set([node_of[maintained.pk]])
+    janitor.stop_for_maintenance(now)
+    for attempt in Attempt.objects.all():  # their agents end them as asked
+        actions.end_attempt(attempt.pk, attempt.stop_reason)
+
+    lines = scrape()
+
+    assert len(nodes) == 4 and 'mlsched_attempts_ended{outcome="preempted"} 4' in lines
+    assert "mlsched_preemption_rate 0.25" in lines
+    for cause, n in [("preemption", 1), ("requeue", 1), ("drain", 1), ("maintenance", 1),
+                     ("booking", 0)]:  # fmt: skip
+        assert f'mlsched_attempts_stopped{{cause="{cause}"}} {n}' in lines
+    assert set(Attempt.objects.values_list("stop_cause", flat=True)) == {
+        "preemption",
+        "requeue",
+        "drain",
+        "maintenance",
+    }
 
 
 def queue_wait_quantiles(*waits: float) -> dict:
@@ -405,3 +445,28 @@ def test_queued_jobs_are_counted_by_why_they_wait(snapshot_loads):
     )
 
     assert got.samples == [({"reason": "quota_exceeded"}, 2), ({"reason": "user_gpu_limit"}, 1)]
+
+
+def test_attempts_stopped_before_the_cause_was_stored_have_it_read_off_their_stop_message():
+    name_stop_causes = import_module("jobs.migrations.0029_attempt_stop_cause").name_stop_causes
+    messages = {
+        "preempted for a higher-priority job": "preemption",
+        "requeued by alice, held": "requeue",
+        "node drained by admin; requeued to run elsewhere": "drain",
+        "maintenance of east from 2026-12-03T10:00:00Z to 2026-12-03T12:00:00Z; requeued":
+            "maintenance",
+        "nodes of east booked for another team from 2026-12-03T10:00:00Z to "
+        "2026-12-03T12:00:00Z; requeued": "booking",
+    }  # fmt: skip
+    stopped = {
+        JobFactory().attempts.create(number=1, outcome="preempted", reason=message).pk: cause
+        for message, cause in messages.items()
+    }
+    live = JobFactory().attempts.create(number=1, stop_reason="preempted", reason="requeued by b")
+    failed = JobFactory().attempts.create(number=1, outcome="user_error", reason="exit code 1")
+
+    name_stop_causes(apps, None)
+
+    causes = dict(Attempt.objects.values_list("pk", "stop_cause"))
+    assert {pk: causes[pk] for pk in stopped} == stopped
+    assert causes[live.pk] == "requeue" and causes[failed.pk] == ""

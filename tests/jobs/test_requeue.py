@@ -47,6 +47,8 @@ def test_it_stops_the_job_as_a_preemption_and_queues_it_again_without_a_retry(al
     job = stopped(running)
     assert (job.state, job.retries_used, job.held) == (State.QUEUED, 0, "")
     assert job.events.order_by("-id").first().reason == "requeued by alice"
+    document = api(alice).get(f"/api/v1/jobs/{job.pk}/").json()
+    assert document["attempts"][0]["stop_cause"] == "requeue"  # not the scheduler's preemption
     cycle.run_cycle()
     assert Job.objects.get(pk=job.pk).state == State.SCHEDULED  # placed again
 
