@@ -41,7 +41,7 @@ def test_a_cancel_waiting_on_a_late_success_finds_the_job_succeeded_and_stops_no
         with other_connection() as watcher:
             assert wait_until(lambda: a_session_waits(watcher, "jobs_job"), 10)
 
-    monkeypatch.setattr(actions, "take_late_success", take_while_a_cancel_waits)
+    monkeypatch.setattr(actions.attempts, "take_late_success", take_while_a_cancel_waits)
 
     actions.late_success(first.pk)
     canceling[0].join(10)

@@ -6,7 +6,7 @@ import requests
 from playwright.sync_api import expect
 
 from jobs import actions
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.e2e.test_job_page import in_thread, log_in
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
@@ -29,7 +29,7 @@ def test_the_resubmit_button_appears_as_the_job_ends_and_opens_the_new_job(
         actions.transition(job, State.SCHEDULED, "placed")
         attempt = AttemptFactory(job=job, cluster=ClusterFactory(name="east"))
         actions.transition(job, State.RUNNING, "running", attempt=attempt)
-        actions.end_attempt(attempt.pk, actions.Outcome.USER_ERROR, exit_code=1)
+        actions.end_attempt(attempt.pk, Attempt.Outcome.USER_ERROR, exit_code=1)
 
     in_thread(runs_and_fails)
     expect(page.locator("#state")).to_have_text("failed", timeout=10_000)

@@ -100,7 +100,7 @@ def test_canceling_a_batch_publishes_once_and_kicks_once_after_commit(
 ):
     batch = batch_of(alice, alpha, 500)
     kicks, published = [], []
-    monkeypatch.setattr(actions, "kick", lambda: kicks.append(1))
+    monkeypatch.setattr(actions.lifecycle, "kick", lambda: kicks.append(1))
     monkeypatch.setattr("jobs.events.publish", published.append)
 
     with django_capture_on_commit_callbacks(execute=True) as hooks:

@@ -336,7 +336,7 @@ def test_a_retry_is_not_placed_while_a_late_success_holds_its_job(monkeypatch):
         assert not thread.is_alive()
         real_take(*args)
 
-    monkeypatch.setattr(actions, "take_late_success", take_after_a_cycle_ran)
+    monkeypatch.setattr(actions.attempts, "take_late_success", take_after_a_cycle_ran)
 
     actions.late_success(first.pk)
 

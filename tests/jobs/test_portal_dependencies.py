@@ -4,7 +4,7 @@
 import pytest
 from guardian.shortcuts import assign_perm
 
-from jobs import actions
+from jobs import actions, dependencies
 from jobs.models import Family, Job
 from jobs.states import State
 from quotas.models import Membership
@@ -49,7 +49,7 @@ def test_the_owner_changes_a_queued_jobs_dependencies_and_the_page_shows_them(cl
 
 def test_none_takes_every_dependency_away(client, alice, alpha):
     train, evaluate = job_of(alice, alpha), job_of(alice, alpha)
-    actions.set_dependencies(evaluate, [actions.dependencies.Wait(train.pk, "afterok")], True, "a")
+    actions.set_dependencies(evaluate, [dependencies.Wait(train.pk, "afterok")], True, "a")
     client.force_login(alice)
 
     response = change(client, evaluate, "none")
@@ -161,7 +161,7 @@ def test_bad_text_is_a_400_naming_the_problem_with_nothing_written(
 ):
     train, evaluate = job_of(alice, alpha), job_of(alice, alpha)
     waiting = job_of(alice, alpha)
-    actions.set_dependencies(waiting, [actions.dependencies.Wait(evaluate.pk, "afterok")], False,
+    actions.set_dependencies(waiting, [dependencies.Wait(evaluate.pk, "afterok")], False,
                              "alice")  # fmt: skip
     ids = {"train": train.pk, "self": evaluate.pk, "waiting": waiting.pk}
     client.force_login(alice)

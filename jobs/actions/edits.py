@@ -1,0 +1,251 @@
+"""Changes to a job after its submission: its dependencies, holds and releases, a requeue,
+its priority, and a batch's limit on its shards running at once."""
+
+from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+from rest_framework.exceptions import ValidationError
+
+from jobs import dependencies, retrying, states
+from jobs.actions.lifecycle import (
+    from_now_or_not_before,
+    held_fields,
+    kick,
+    lock_live,
+    stop_attempts,
+    write_events,
+)
+from jobs.clock import database_now
+from jobs.models import Attempt, Job
+from jobs.states import State
+
+
+class DependenciesRefused(Exception):
+    """A change of dependencies the job does not allow (a conflict): a shard, or a job that
+    has left the queue."""
+
+
+@retrying.atomic
+def set_dependencies(job: Job, waits: list[dependencies.Wait], singleton: bool, by: str) -> int:
+    """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`): `waits`
+    (dependencies.Wait, as submit takes them: jobs of its tenant the caller may see, no shard
+    but a batch's first, each named once) and whether it is a singleton. A batch (its first
+    shard) changes for all its shards, while every one of them is queued. Records an event
+    from and to queued on each; returns how many jobs changed.
+
+    Locks as dependencies.lock_change says: the tenant, the job's rows, then the jobs waited
+    for. Raises DependenciesRefused for a shard or a job that has left the queue; the
+    serializer's ValidationError for what submit refuses and for a dependency on itself or a
+    cycle (dependencies.check_change). Nothing is written then."""
+    if job.parent_id is not None:
+        raise DependenciesRefused(
+            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+            f"batch's dependencies, #{job.parent_id}."
+        )
+    shards, locked = dependencies.lock_change(job, waits)
+    if left := sorted(pk for pk, state in shards.items() if state != State.QUEUED):
+        what = f"shard #{left[0]} of batch #{job.pk}" if job.is_batch else f"job #{job.pk}"
+        raise DependenciesRefused(
+            f"Only a queued job's dependencies change: {what} is {shards[left[0]]}."
+        )
+    dependencies.check_change(job, waits, singleton, locked)
+    dependencies.replace(job, waits, singleton)
+    recheck_eligible(list(shards))
+    reason = f"dependencies {dependencies.written(waits, singleton)}, set by {by}"
+    _note(dict.fromkeys(shards, (job.tenant_id, "")), list(shards), reason)
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+class HoldRefused(Exception):
+    """A hold or a release the job's state does not allow (a conflict)."""
+
+
+class AdminHold(HoldRefused):
+    """A platform admin's hold, which someone else asked to release."""
+
+
+@retrying.atomic
+def hold(job: Job, by: str, *, admin: bool = False) -> int:
+    """Keep a queued job from being placed until it is released (Slurm's hold); for a batch
+    (its first shard), every shard still queued. A platform admin's hold (`admin`) only a
+    platform admin releases, and a team's hold never replaces it. A held job that had evicted
+    work for itself gives up its claim on the room. Returns how many jobs it held.
+
+    Raises HoldRefused when nothing of the job is queued."""
+    shards = _queued_shards(job)
+    if not shards:
+        raise HoldRefused(f"Only a queued job can be held: job #{job.pk} is not queued.")
+    kind = Job.Hold.ADMIN if admin else Job.Hold.USER
+    ids = [pk for pk, (_, held) in shards.items() if held != Job.Hold.ADMIN or admin]
+    who = f"a platform admin ({by}): only a platform admin releases it" if admin else by
+    Job.objects.filter(pk__in=ids).update(**held_fields(kind, f"Held by {who}."))
+    _note(shards, ids, f"held by {by}")
+    return len(ids)
+
+
+@retrying.atomic
+def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
+    """Let a held job (a batch: its held shards) be placed again, from the next cycle; a
+    platform admin's holds only by a platform admin (`admin`): anyone else releases the
+    team's. Returns how many jobs it released.
+
+    Raises HoldRefused when none is held, AdminHold when only a platform admin's hold is."""
+    held = {pk: row for pk, row in _queued_shards(job).items() if row[1]}
+    if not held:
+        raise HoldRefused(f"Job #{job.pk} is not held.")
+    shards = {pk: row for pk, row in held.items() if may_release(row[1], admin=admin)}
+    if not shards:
+        raise AdminHold(
+            f"Job #{job.pk} is held by a platform admin: only a platform admin releases it."
+        )
+    Job.objects.filter(pk__in=shards).update(held="", pending_reason="", pending_message="")
+    recheck_eligible(list(shards))
+    _note(shards, list(shards), f"released by {by}")
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+class RequeueRefused(Exception):
+    """A requeue of a job with nothing running that is not stopping already (a conflict)."""
+
+
+@retrying.atomic
+def requeue(job: Job, by: str, *, hold: bool = False, admin: bool = False, now=None) -> int:
+    """Stop a scheduled or running job (a batch, its first shard: every such shard) as a
+    preemption stops it, with its grace period to checkpoint, and queue it again without
+    using a retry (Slurm's `scontrol requeue`); with `hold`, held once queued until it is
+    released (`scontrol requeuehold`; a platform admin's hold (`admin`) only a platform admin
+    releases). It keeps its eligibility: its wait is counted as a preempted job's. Returns how
+    many jobs it asked to stop.
+
+    The jobs and then their attempts are locked as cancel() locks them (lock_live), so a
+    cancel or an attempt's end racing the requeue waits for it. Raises RequeueRefused when
+    none of the job runs, or all of it has been asked to stop already."""
+    now = now or database_now()  # the scheduler reads the stop request's time on this clock
+    live = Attempt.objects.filter(job__in=job.batch(), outcome="", stop_requested_at=None)
+    lock_live(live)
+    ids = list(live.values_list("job_id", flat=True))
+    if not ids:
+        raise RequeueRefused(
+            f"Only a scheduled or running job can be requeued: job #{job.pk} has nothing "
+            "running that is not being stopped already."
+        )
+    if hold:
+        Job.objects.filter(pk__in=ids).update(held=Job.Hold.ADMIN if admin else Job.Hold.USER)
+    message = f"requeued by {by}" + (", held" if hold else "")
+    return stop_attempts(Attempt.objects.filter(job_id__in=ids), Attempt.Outcome.PREEMPTED,
+                         message, now, cause=Attempt.StopCause.REQUEUE)  # fmt: skip
+
+
+class NotQueued(Exception):
+    """A change only a queued job takes, asked of a job with nothing queued (a conflict)."""
+
+
+@retrying.atomic
+def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = None) -> int:
+    """Set a queued job's priority class, its priority within the class, or both (Slurm's
+    `scontrol update priority=`, Armada's reprioritize); for a batch (its first shard), every
+    shard still queued. From the next cycle it is ordered, and may preempt, as the class it is
+    in then; what it started with stays. Returns how many jobs it changed.
+
+    Raises NotQueued when nothing of the job is queued."""
+    shards = _queued_shards(job)
+    if not shards:
+        raise NotQueued(f"Only a queued job changes priority: job #{job.pk} is not queued.")
+    fields: dict = {}
+    if priority_class is not None:
+        fields["priority_class"] = priority_class
+    if priority is not None:
+        fields["priority"] = priority
+    Job.objects.filter(pk__in=shards).update(**fields)
+    first = Job.objects.select_related("priority_class").get(pk=min(shards))
+    _note(shards, list(shards),
+          f"priority set to {first.priority_class.name} {first.priority:+d} by {by}")  # fmt: skip
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+class ShardLimitRefused(Exception):
+    """A change of a batch's limit on its shards running at once that the job does not allow
+    (a conflict): a shard other than the batch's first, or a batch that has ended."""
+
+
+@retrying.atomic
+def set_shard_limit(job: Job, limit: int | None, by: str) -> int:
+    """Let at most `limit` of a batch's shards run at once from the next cycle (Slurm's
+    array throttle, `scontrol update ArrayTaskThrottle=`), None for no limit: one UPDATE of
+    every shard row of the batch (its first shard), while any of them lives. A lower limit
+    stops no running shard: the batch starts no more until fewer run. Records an event on the
+    batch's first shard and wakes the scheduler; returns how many shards it changed.
+
+    Raises ShardLimitRefused for a shard other than the batch's first, or a batch that has
+    ended; the serializer's ValidationError, on max_running_shards, for a job of no batch."""
+    if job.parent_id is not None:
+        raise ShardLimitRefused(
+            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+            f"batch's limit, #{job.parent_id}."
+        )
+    if not job.is_batch:
+        raise ValidationError({"max_running_shards": [
+            f"Job #{job.pk} is not a batch: only a batch limits how many of its shards run at "
+            "once."
+        ]})  # fmt: skip
+    # Its rows in id order, as cancel() locks them: a cancel racing the change waits for it.
+    shards = dict(job.batch().select_for_update().values_list("id", "state"))
+    if all(state in states.TERMINAL for state in shards.values()):
+        raise ShardLimitRefused(f"Batch #{job.pk} has ended: no shard of it is left to run.")
+    changed = job.batch().update(max_running_shards=limit)
+    said = "no limit" if limit is None else f"at most {limit}"
+    reason = f"shards running at once: {said}, set by {by}"
+    first = {job.pk: (job.tenant_id, shards[job.pk])}
+    write_events(first, shards[job.pk], {job.pk: reason}, {}, timezone.now())
+    transaction.on_commit(kick)
+    return changed
+
+
+def may_release(held: str, *, admin: bool) -> bool:
+    """Whether a hold of this kind (`Job.held`) is one the asker may release: a team's hold by
+    whoever may cancel the job, a platform admin's only by a platform admin (`admin`)."""
+    return bool(held) and (admin or held != Job.Hold.ADMIN)
+
+
+def hold_verb(job: Job, *, admin: bool) -> str:
+    """The hold verb open to someone who may cancel the job: `release` if they may release a
+    hold of it (a batch: of a queued shard), else `hold` if some of it is queued and not held,
+    else "" (nothing of it is queued, or a platform admin holds it all)."""
+    holds = set(job.batch().filter(state=State.QUEUED).values_list("held", flat=True))
+    if any(may_release(held, admin=admin) for held in holds):
+        return "release"
+    return "hold" if "" in holds else ""
+
+
+def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
+    """The job's queued jobs (a batch: its queued shards), {id: (tenant id, hold)}, locked in
+    id order, as cancel() locks them: the scheduler's commit skips a job being held."""
+    rows = job.batch().filter(state=State.QUEUED).select_for_update()
+    return {pk: (tenant, held) for pk, tenant, held in rows.values_list("id", "tenant_id", "held")}
+
+
+def recheck_eligible(job_ids: list[int]) -> None:
+    """Whether these queued jobs, whose rows the caller holds, are free to run, once a hold
+    was released or their dependencies changed. One that must wait (held, a dependency not
+    met, an earlier job of a singleton's group live) is not eligible; one free to run that was
+    not is eligible from now, or from its `not_before` (its begin, or the end of its retry's
+    backoff) if that is later; one that was stays so. One UPDATE; a job that has started keeps
+    its eligibility."""
+    waits = ~Q(held="") | dependencies.waits()
+    Job.objects.filter(pk__in=job_ids, started_at=None).update(
+        eligible_at=Case(
+            When(waits, then=Value(None)),
+            When(eligible_at=None, then=from_now_or_not_before()),
+            default=F("eligible_at"),
+        )
+    )
+
+
+def _note(shards: dict[int, tuple[int, str]], ids: list[int], reason: str) -> None:
+    """One event per job, from and to queued: a hold, a release or a change of priority is in
+    its history and on its page."""
+    queued = {pk: (shards[pk][0], State.QUEUED) for pk in ids}
+    write_events(queued, State.QUEUED, dict.fromkeys(ids, reason), {}, timezone.now())
