@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from jobs import access, actions, throttles, trial
 from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
+from jobs.nodes_api import ClustersView, NodesView
 from jobs.serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
@@ -447,4 +448,6 @@ urlpatterns = [
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
     path("bookings/", BookingsView.as_view(), name="api-bookings"),
+    path("clusters/", ClustersView.as_view(), name="api-clusters"),
+    path("nodes/", NodesView.as_view(), name="api-nodes"),
 ]

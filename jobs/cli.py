@@ -75,6 +75,14 @@
                      to its end only its tenant's work starts on its nodes, and other
                      tenants' work still there is requeued; before the start, only its
                      tenant's work and work sure to end by then is placed there
+    clusters         each cluster, as Slurm's sinfo: its agent's health, its nodes by state
+                     (idle, mixed, allocated, other: down, maintenance, quarantined,
+                     drained, draining, booked for another team) and per GPU type its GPUs,
+                     allocated, and idle on nodes that would take your work now
+    nodes [--cluster NAME] [--state S] [--gpu-type TYPE]
+                     every node, as Slurm's sinfo -N: its state, GPU type, GPUs, CPUs and
+                     memory (GiB) allocated of all, and its next maintenance window or
+                     booking (yours: for one of your teams)
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
@@ -489,11 +497,13 @@ def usage(api: Api, args) -> None:
     table([USAGE_HEADER, *usage_rows(report["tenants"])])
 
 
-def table(rows: list[list[str]], names: int = 2) -> None:
-    """Rows in aligned columns: the first `names` to the left, figures to the right."""
+def table(rows: list[list[str]], names: int = 2, notes: int = 0) -> None:
+    """Rows in aligned columns: the first `names` and the last `notes` to the left, figures
+    to the right."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    figures = range(names, len(widths) - notes)
     for row in rows:
-        cells = [cell.ljust(widths[i]) if i < names else cell.rjust(widths[i])
+        cells = [cell.rjust(widths[i]) if i in figures else cell.ljust(widths[i])
                  for i, cell in enumerate(row)]  # fmt: skip
         show("  ".join(cells).rstrip())
 
@@ -555,6 +565,56 @@ def classes(api: Api, args) -> None:
                      str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
                      ",".join(rank["open_to"]) or "-"])  # fmt: skip
     table(rows, names=1)
+
+
+CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",
+                  "gpu type", "gpus", "allocated", "idle for you"]  # fmt: skip
+
+
+def clusters(api: Api, args) -> None:
+    """`clusters`: each cluster's nodes by state and its GPUs by type (Slurm's sinfo)."""
+    rows = [CLUSTER_HEADER]
+    for c in api.call("GET", "clusters/")["clusters"]:
+        count, every = c["nodes"], sum(c["nodes"].values())
+        taking = [count[state] for state in ("idle", "mixed", "allocated")]
+        nodes = [str(every), *map(str, taking), str(every - sum(taking))]
+        for kind in c["gpus"] or [None]:
+            gpus = ["-"] * 4 if kind is None else [
+                kind["gpu_type"], str(kind["total"]), amount(kind["allocated"]),
+                str(kind["idle_for_you"])]  # fmt: skip
+            rows.append([c["name"], c["health"], *nodes, *gpus])
+    table(rows, names=2)
+
+
+NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "window"]
+
+
+def nodes(api: Api, args) -> None:
+    """`nodes [--cluster NAME] [--state S] [--gpu-type T]`: every node, with its state and
+    what of it is allocated (Slurm's sinfo -N)."""
+    params = {k: v for k, v in (("cluster", args.cluster), ("state", args.state),
+                                ("gpu_type", args.gpu_type)) if v}  # fmt: skip
+    rows = [NODE_HEADER]
+    for n in api.call("GET", "nodes/", params=params)["nodes"]:
+        rows.append([n["cluster"], n["name"], n["state"], n["gpu_type"] or "-",
+                     f"{amount(n['gpus_allocated'])}/{n['gpus']}",
+                     f"{amount(n['cpu_milli_allocated'] / 1000)}/{amount(n['cpu_milli'] / 1000)}",
+                     f"{n['memory_mb_allocated'] / 1024:.0f}/{n['memory_mb'] / 1024:.0f}",
+                     window_of(n["window"])])  # fmt: skip
+    table(rows, names=4, notes=1)
+
+
+def window_of(window: dict | None) -> str:
+    """A node's next window in a few words: its kind (a booking: whether yours), from, to."""
+    if window is None:
+        return "-"
+    kind = window["kind"] + (" (yours)" if window["yours"] else "")
+    return f"{kind} {minute(window['starts_at'])} to {minute(window['ends_at'])} UTC"
+
+
+def minute(time: str) -> str:
+    """An ISO 8601 UTC time from the API to the minute: 2026-12-03 10:41."""
+    return time[:16].replace("T", " ")
 
 
 WINDOW_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
@@ -702,6 +762,11 @@ def main(argv=None) -> int:
     ranks = commands.add_parser("classes")
     ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     commands.add_parser("maintenance")
+    commands.add_parser("clusters")
+    listing_nodes = commands.add_parser("nodes")
+    listing_nodes.add_argument("--cluster", metavar="NAME", help="one cluster's nodes")
+    listing_nodes.add_argument("--state", help="only nodes in this state (idle, mixed, ...)")
+    listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     args = parser.parse_args(argv)
@@ -722,7 +787,8 @@ def main(argv=None) -> int:
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "maintenance": maintenance,
-           "bookings": bookings, "classes": classes}  # fmt: skip
+           "bookings": bookings, "classes": classes, "clusters": clusters,
+           "nodes": nodes}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
-from clusters.models import MaintenanceWindow
-from jobs import access, actions, dependencies, reports, throttles, trial
+from clusters.models import MaintenanceWindow, Node
+from jobs import access, actions, dependencies, nodes_api, reports, throttles, trial
 from jobs import forms as submit_form
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
@@ -321,6 +321,29 @@ def overview(request):
 def with_nodes_named(windows) -> list:
     """Each window with its nodes written for the page."""
     return [(window, nodes_named(window)) for window in windows]
+
+
+@login_required
+def clusters(request):
+    """The clusters and their nodes, as GET /api/v1/clusters/ and /api/v1/nodes/ give them
+    (Slurm's sinfo); the nodes narrowed by the form's cluster, state and GPU type, an unknown
+    cluster or state a 400 with the form's error."""
+    values = {name: request.GET.get(name, "") for name in ("cluster", "state", "gpu_type")}
+    errors, shown = {}, []
+    try:
+        nodes, state = nodes_api.asked(request.GET)
+        shown = nodes_api.in_state(nodes_api.listed(nodes, request.user), state)
+    except reports.BadParameter as bad:
+        errors = {bad.field: bad.message}
+    context = {
+        "clusters": nodes_api.clusters_json(nodes_api.listed(Node.objects.all(), request.user)),
+        "nodes": shown,
+        "states": nodes_api.STATES,
+        "no_gpus": [None],
+        "values": values,
+        "fields": described(errors),
+    }
+    return render(request, "portal/clusters.html", context, status=400 if errors else 200)
 
 
 @login_required

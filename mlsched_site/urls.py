@@ -22,6 +22,7 @@ urlpatterns = [
     path("jobs/<int:pk>/shard-limit/", portal.change_shard_limit, name="change_shard_limit"),
     path("metrics", portal.metrics, name="metrics"),
     path("overview/", portal.overview, name="overview"),
+    path("clusters/", portal.clusters, name="clusters"),
     path("usage/", portal.usage, name="usage"),
     path("usage.csv", portal.usage_csv, name="usage_csv"),
     path("quotas/", quotas, name="quotas"),
