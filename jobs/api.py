@@ -32,6 +32,7 @@ from jobs.serializers import (
     ShardLimitSerializer,
     SubmitSerializer,
     held_filter,
+    labels_asked,
     whole_number,
 )
 from jobs.states import State, batch_state
@@ -71,6 +72,10 @@ class JobsView(APIView):
                 jobs = jobs.filter(held_filter(held))
             except ValueError as bad:
                 raise ValidationError({"held": str(bad)}) from None
+        try:
+            jobs = jobs.labelled(labels_asked(request.query_params.getlist("label")))
+        except ValueError as bad:
+            raise ValidationError({"label": str(bad)}) from None
         if (before := id_param(request, "before")) is not None:
             jobs = jobs.filter(id__lt=before)
         if (batch := id_param(request, "batch")) is not None:

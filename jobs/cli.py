@@ -1,7 +1,7 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
-                [--test-only]
+                [--label KEY=VALUE ...] [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -15,18 +15,20 @@
                      end by then (started at once and running its max_runtime_s).
                      --max-running N: at most N of a batch's shards run at once, the others
                      waiting until one ends, as Slurm's --array=0-999%N (its
-                     max_running_shards).
+                     max_running_shards). --label KEY=VALUE adds a label of your own to
+                     its labels (again for more), to find it by (list --label).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S] [--held] [--batch ID] [--limit N]
+    list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m), name and why it waits; --held: only
                      the held ones; --batch: the shards of one batch (its id: the job its
-                     submission returned)
+                     submission returned); --label: those carrying the label (KEY alone:
+                     with any value), each --label narrowing the rest
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards)
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
@@ -199,6 +201,10 @@ def submit(api: Api, args) -> None:
         spec["depends_on"] = [*spec.get("depends_on", []), *added]
         if singleton:
             spec["singleton"] = True
+    if args.label:
+        if not isinstance(spec, dict) or not isinstance(spec.get("labels", {}), dict):
+            raise SystemExit(f"{args.file}: not a job description with a mapping in labels")
+        spec["labels"] = {**spec.get("labels", {}), **dict(args.label)}
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running}
     for field, value in given.items():
         if value is not None:
@@ -313,7 +319,8 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
 
 
 def list_jobs(api: Api, args) -> None:
-    params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch}
+    params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
+              "label": args.label}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
@@ -653,6 +660,13 @@ def amount(value, none: str = "-") -> str:
     return f"{value:.3f}".rstrip("0")  # a share of GPUs: 0.25, 2.125
 
 
+def label_written(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not (key and equals):
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key, value
+
+
 def positive(text: str) -> int:
     if not (text.isascii() and text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")
@@ -705,6 +719,10 @@ def main(argv=None) -> int:
         help="a batch: at most N of its shards run at once (Slurm's --array=0-999%%N)",
     )  # fmt: skip
     submitting.add_argument(
+        "--label", type=label_written, action="append", metavar="KEY=VALUE",
+        help="a label of your own, to find the job by (list --label); again for more",
+    )  # fmt: skip
+    submitting.add_argument(
         "--test-only", action="store_true",
         help="submit nothing: say whether it would start now, where, or why it would wait "
              "and until when (Slurm's sbatch --test-only)",
@@ -717,6 +735,9 @@ def main(argv=None) -> int:
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
     listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
+    listing.add_argument("--label", action="append", metavar="KEY=VALUE",
+                         help="only jobs with this label (a KEY alone: with any value); "
+                              "again for jobs with all of them")  # fmt: skip
     for name in ("status", "hold", "release"):
         commands.add_parser(name).add_argument("id", type=int)
     requeuing = commands.add_parser("requeue")

@@ -28,7 +28,7 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
-TEXTAREAS = ["env", "cluster_selector"]
+TEXTAREAS = ["env", "cluster_selector", "labels"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,

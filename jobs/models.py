@@ -5,7 +5,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import connection, models
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -22,6 +23,22 @@ class Family(models.TextChoices):
 class JobQuerySet(models.QuerySet):
     def for_tenants(self, tenants):
         return self.filter(tenant__in=tenants)
+
+    def labelled(self, asked: list[tuple[str, str | None]]):
+        """The jobs carrying every label asked: (key, value), or (key, None) for any value.
+        PostgreSQL answers from the labels' GIN index (jsonb containment, migration 0030);
+        SQLite, which has no containment, compares each job's value."""
+        jobs = self
+        for number, (key, value) in enumerate(asked):
+            if value is None:
+                jobs = jobs.filter(labels__has_key=key)
+            elif connection.features.supports_json_field_contains:
+                jobs = jobs.filter(labels__contains={key: value})
+            else:
+                alias = f"label_{number}"
+                jobs = jobs.alias(**{alias: KeyTransform(key, "labels")})
+                jobs = jobs.filter(**{alias: value})
+        return jobs
 
     def live(self):
         return self.exclude(state__in=TERMINAL)
@@ -47,6 +64,12 @@ class Job(models.Model):
     )
     cluster_selector = models.JSONField(
         default=dict, blank=True, help_text="Cluster labels the job requires."
+    )
+    labels = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The submitter's own labels (project=llm, sweep=lr-3), to find and count the "
+        "job by; the scheduler does not read them.",
     )
     workers = models.PositiveSmallIntegerField(
         default=1, help_text="Gang size: all workers start together or none does."

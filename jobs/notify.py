@@ -45,6 +45,7 @@ class JobEnded(TypedDict):
     name: str
     tenant: str  # its slug
     owner: str  # the submitter's username
+    labels: dict[str, str]  # the submitter's own labels
     state: str  # succeeded, failed or canceled (a batch: see states.batch_state)
     outcome: str  # the last attempt's outcome ("" when none ran)
     exit_code: int | None  # the last attempt's exit code
@@ -156,7 +157,7 @@ def document(job: Job) -> JobEnded:
         started, finished = times["started"], times["finished"]
     return JobEnded(
         event="job.ended", job=job.pk, name=job.name, tenant=job.tenant.slug,
-        owner=job.owner.get_username(), state=state,
+        owner=job.owner.get_username(), labels=job.labels, state=state,
         outcome=attempt.outcome if attempt else "",
         exit_code=attempt.exit_code if attempt else None,
         reason=end.reason if end else "",

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from clusters.models import validate_labels
+from clusters.models import LABEL_KEY, validate_labels
 from jobs import access
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.models import Dependency, Family, Job, JobEvent, LogChunk
@@ -74,6 +74,17 @@ MAX_ENV_CHARS = 128 * 1024
 # than this in all (10,000 shards of 6.5 KiB; a single job is never near it).
 MAX_BATCH_SPEC_CHARS = 64 * 1024 * 1024
 MAX_SHARDS = 10_000  # of a batch
+MAX_LABELS, MAX_LABEL_VALUE = 32, 256  # a job's own labels, and each one's value in characters
+
+
+def at_most(limit: int, what: str):
+    """A validator refusing more than `limit` entries."""
+
+    def check(value) -> None:
+        if len(value) > limit:
+            raise serializers.ValidationError(f"At most {limit} {what}.")
+
+    return check
 
 
 def within(limit: int, what: str):
@@ -239,6 +250,11 @@ class SubmitSerializer(serializers.Serializer):
     )
     cluster_selector = TextKeys(
         child=serializers.CharField(), default=dict, validators=[validate_labels]
+    )
+    labels = TextKeys(
+        child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
+        default=dict,
+        validators=[validate_labels, at_most(MAX_LABELS, "labels")],
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
@@ -467,6 +483,24 @@ def held_filter(raw: str) -> Q:
     return queued_held if held else ~queued_held
 
 
+def labels_asked(written: list[str]) -> list[tuple[str, str | None]]:
+    """The job list's `?label=` values (the API's, the portal's and the CLI's), each
+    `key=value` (the value is everything after the first '=') or a bare `key` (any value), as
+    JobQuerySet.labelled takes them. ValueError, saying what it takes, for an empty key, one
+    no label could have, or more of them than a job may carry."""
+    if len(written) > MAX_LABELS:
+        raise ValueError(f"At most {MAX_LABELS} labels.")
+    asked = []
+    for text in written:
+        key, equals, value = text.partition("=")
+        if not re.fullmatch(LABEL_KEY, key):
+            raise ValueError(
+                f"{text[:80]!r} is no label: key=value, or a key alone (printable, no spaces)."
+            )
+        asked.append((key, value if equals else None))
+    return asked
+
+
 class CancelJobsSerializer(serializers.Serializer):
     """The jobs a cancel names, as Slurm's scancel filters them: any of `ids`, a `name`, a
     `state`, a `tenant` and `mine` (the caller's own), each given narrowing the rest. A state
@@ -594,7 +628,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
-            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "workers", "shards",
+            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
+            "workers", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",

@@ -35,6 +35,7 @@ from jobs.serializers import (
     ShardLimitSerializer,
     SubmitSerializer,
     held_filter,
+    labels_asked,
     whole_number,
 )
 from jobs.states import TERMINAL, State, batch_state
@@ -53,17 +54,21 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
     ``?state=``, ``?held=`` (1 or 0), ``?tenant=<slug>``, ``?q=`` (a part of the name) and
-    ``?batch=<id>`` (a batch's shards). A state that is none, a held that is neither, a name
-    over 200 characters or a ``before`` or ``batch`` that is no id is a 400 naming it; a team
-    the user is not in just lists nothing."""
-    filters, errors = job_filters(request)
+    ``?batch=<id>`` (a batch's shards) and ``?label=`` (key=value, or a key alone). A state
+    that is none, a held that is neither, a name over 200 characters, a ``before`` or
+    ``batch`` that is no id or a label no job could carry is a 400 naming it; a team the user
+    is not in just lists nothing."""
+    filters, labels, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class", "owner")
-    jobs = jobs.none() if errors else jobs.filter(filters).prefetch_related("dependency_links")
+    if errors:
+        jobs = jobs.none()
+    else:
+        jobs = jobs.filter(filters).labelled(labels).prefetch_related("dependency_links")
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     hidden = access.hidden_from(request.user, page)
     for job in page:
         job.wait_sentence = access.wait_sentence(job, hidden)
-    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch")}
+    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch", "label")}
     context = {
         "jobs": page,
         "next": page[-1].pk if len(page) == PAGE else None,
@@ -79,9 +84,14 @@ def index(request):
     return render(request, "portal/index.html", context, status=400 if errors else 200)
 
 
-def job_filters(request) -> tuple[Q, dict]:
-    """The job list's query parameters as a queryset filter, and what is wrong with them."""
-    filters, errors = {}, {}
+def job_filters(request) -> tuple[Q, list, dict]:
+    """The job list's query parameters as a queryset filter and the labels asked
+    (JobQuerySet.labelled), and what is wrong with them."""
+    filters, errors, labels = {}, {}, []
+    try:
+        labels = labels_asked([text] if (text := request.GET.get("label")) else [])
+    except ValueError as bad:
+        errors["label"] = str(bad)
     if state := request.GET.get("state"):
         if state in State.values:
             filters["state"] = state
@@ -107,10 +117,10 @@ def job_filters(request) -> tuple[Q, dict]:
         except ValueError as bad:
             errors["held"] = str(bad)
     if batch is None:
-        return rows, errors
+        return rows, labels, errors
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
-    return rows & Job.rows_of_batch(batch), errors
+    return rows & Job.rows_of_batch(batch), labels, errors
 
 
 @login_required

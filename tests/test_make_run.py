@@ -35,6 +35,7 @@ job = Job.objects.create(
     command=["python3", "-c", "print('hello from the embedded agent')"],
     cpu_milli=1000, memory_mb=1000, gpus=1, gpu_types=["A100"],
     priority_class=PriorityClass.objects.get(name="normal"), max_runtime_s=60,
+    labels={"project": "llm"},
 )
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
@@ -44,6 +45,10 @@ while time.monotonic() < deadline:
     time.sleep(0.2)
 print("STATE", job.state, job.attempts.count())
 print("LOG", [c.text for c in LogChunk.objects.filter(attempt__job=job)])
+# SQLite has no JSON containment: the label filter takes its other way there.
+labelled = [Job.objects.labelled(asked).values_list("name", flat=True)
+            for asked in ([("project", "llm")], [("project", "vision")], [("project", None)])]
+print("LABELLED", [list(names) for names in labelled])
 """
 
 
@@ -74,3 +79,4 @@ def test_make_run_serves_portal_and_admin_in_90_seconds_and_runs_jobs(tmp_path):
     assert f"http://127.0.0.1:{port}/" in output
     assert "STATE succeeded 1" in placed.stdout, (placed.stdout, placed.stderr, output)
     assert "hello from the embedded agent" in placed.stdout
+    assert "LABELLED [['embedded'], [], ['embedded']]" in placed.stdout

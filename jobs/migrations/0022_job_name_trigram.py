@@ -20,6 +20,8 @@ as before.
 
 from django.db import migrations
 
+from jobs.migrations._indexes import build_concurrently, drop_concurrently
+
 INDEX = "job_name_trgm"
 CREATE = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
@@ -30,27 +32,15 @@ CREATE = [
     # index to show the newest 50 instead of walking the primary key back.
     "ANALYZE jobs_job",
 ]
-DROP = f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}"
 
 
 def create_index(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX]
-        )
-        invalid = cursor.fetchone()
-    if invalid and invalid[0]:  # left by a build that failed: IF NOT EXISTS would keep it
-        schema_editor.execute(DROP)
-    for sql in CREATE:
-        schema_editor.execute(sql)
+    build_concurrently(schema_editor, INDEX, CREATE)
 
 
 def drop_index(apps, schema_editor):
     # The extension stays: other database objects may use it, and it costs nothing unused.
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP)
+    drop_concurrently(schema_editor, INDEX)
 
 
 class Migration(migrations.Migration):

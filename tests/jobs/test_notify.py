@@ -146,7 +146,7 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
     hooked, alice, room, receiver, queued, django_capture_on_commit_callbacks, settings
 ):
     settings.MLSCHED_PUBLIC_URL = "https://mlsched.example.com/"
-    job = running(hooked, alice, name="train-llm")
+    job = running(hooked, alice, name="train-llm", labels={"project": "llm"})
 
     with django_capture_on_commit_callbacks(execute=True):
         end(job, Outcome.SUCCEEDED, exit_code=0)
@@ -159,7 +159,8 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
     assert verifies(post, hooked.notify_secret)
     assert post.document == {
         "event": "job.ended", "job": job.pk, "name": "train-llm", "tenant": "alpha",
-        "owner": "alice", "state": "succeeded", "outcome": "succeeded", "exit_code": 0,
+        "owner": "alice", "labels": {"project": "llm"}, "state": "succeeded",
+        "outcome": "succeeded", "exit_code": 0,
         "reason": "exit code 0", "started_at": job.started_at.isoformat(),
         "finished_at": job.finished_at.isoformat(),
         "url": f"https://mlsched.example.com/jobs/{job.pk}/", "shards": None, "shard": None,

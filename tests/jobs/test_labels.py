@@ -1,0 +1,154 @@
+"""A job's own labels (project=llm, sweep=lr-3): given at submission (the API, the portal's
+form, the CLI), kept by every shard and by a resubmission, told in the job document and the
+job-end notification, and the job lists narrowed by them, from the labels' index on
+PostgreSQL."""
+
+import json
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from jobs.models import Job
+from tests.factories import JobFactory, PriorityClassFactory
+from tests.jobs.test_api import SPEC
+from tests.jobs.test_cli import SPEC as CLI_SPEC
+from tests.jobs.test_cli import cli  # noqa: F401
+from tests.jobs.test_portal import FORM
+
+pytestmark = pytest.mark.django_db
+
+LLM = {"project": "llm", "sweep": "lr-3"}
+
+
+@pytest.fixture
+def normal(db):
+    """The default priority class, which submissions name."""
+    return PriorityClassFactory(name="normal", value=0)
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def submit(user, **changes):
+    return client_for(user).post("/api/v1/jobs/", {**SPEC, **changes}, format="json")
+
+
+def listed(user, *labels: str) -> list[str]:
+    response = client_for(user).get("/api/v1/jobs/", {"label": list(labels)})
+    assert response.status_code == 200, response.json()
+    return [job["name"] for job in response.json()["jobs"]]
+
+
+@pytest.mark.usefixtures("normal")
+def test_a_job_keeps_the_labels_it_was_submitted_with_on_every_shard(alice):
+    response = submit(alice, family="batch_inference", shards=3, workers=1, labels=LLM)
+
+    assert response.status_code == 201
+    assert response.json()["labels"] == LLM
+    assert [job.labels for job in Job.objects.all()] == [LLM] * 3
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"has space": "x"},
+        {"project": "x" * 257},
+        {f"k{n}": "v" for n in range(33)},
+        {"project": None},
+        ["project=llm"],
+    ],
+    ids=["a key with a space", "a value too long", "33 labels", "a null", "a list"],
+)
+@pytest.mark.usefixtures("normal")
+def test_labels_no_job_may_carry_are_refused_naming_labels_and_nothing_is_written(alice, labels):
+    response = submit(alice, labels=labels)
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["labels"]
+    assert not Job.objects.exists()
+
+
+def test_the_list_keeps_the_jobs_carrying_every_label_asked(alice, alpha):
+    for name, labels in [("a", LLM), ("b", {"project": "llm"}), ("c", {"project": "vision"}),
+                         ("d", {})]:  # fmt: skip
+        JobFactory(tenant=alpha, owner=alice, name=name, labels=labels)
+
+    assert listed(alice, "project=llm") == ["b", "a"]
+    assert listed(alice, "project=llm", "sweep=lr-3") == ["a"]
+    assert listed(alice, "project") == ["c", "b", "a"]  # a key alone: any value
+    assert listed(alice, "project=") == []  # an empty value is a value
+    assert listed(alice) == ["d", "c", "b", "a"]
+
+
+def test_the_list_never_shows_another_teams_job_by_its_label(alice, charlie, gamma):
+    JobFactory(tenant=gamma, owner=charlie, labels={"project": "llm"})
+
+    assert listed(alice, "project=llm") == []
+
+
+@pytest.mark.parametrize("label", ["=llm", "has space=x", "x" * 254])
+def test_a_label_no_job_could_carry_is_refused_naming_label(alice, label):
+    response = client_for(alice).get("/api/v1/jobs/", {"label": label})
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["label"]
+
+
+def test_the_label_filter_is_answered_from_the_labels_index(alice, alpha):
+    JobFactory(tenant=alpha, owner=alice, labels=LLM)
+    jobs = Job.objects.labelled([("project", "llm"), ("sweep", None)])
+    sql, params = jobs.query.sql_with_params()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # the table is tiny: ask for the index
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    assert "job_labels_gin" in plan
+    assert list(jobs) == list(Job.objects.all())
+
+
+@pytest.mark.usefixtures("normal")
+def test_a_resubmission_keeps_the_labels(alice):
+    first = submit(alice, labels=LLM).json()
+    Job.objects.filter(pk=first["id"]).update(state="failed")
+
+    again = client_for(alice).post(f"/api/v1/jobs/{first['id']}/resubmit/", {}, format="json")
+
+    assert again.status_code == 201 and again.json()["labels"] == LLM
+
+
+@pytest.mark.usefixtures("normal")
+def test_the_portal_submits_labels_lists_by_them_and_shows_them(client, alice, alpha):
+    client.force_login(alice)
+    JobFactory(tenant=alpha, owner=alice, name="other")
+
+    submitted = client.post("/jobs/new/", {**FORM, "labels": "project=llm\r\nsweep=lr-3"})
+    job = Job.objects.get(name="resnet")
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    found = client.get("/", {"label": "sweep=lr-3"}).content.decode()
+    refused = client.get("/", {"label": "=x"})
+
+    assert submitted.status_code == 302 and job.labels == LLM
+    assert '<a href="/?label=project%3Dllm"><code>project=llm</code></a>' in page
+    assert f'href="/jobs/{job.pk}/"' in found and "other" not in found
+    assert refused.status_code == 400 and 'data-field="label"' in refused.content.decode()
+
+
+def test_the_cli_submits_with_labels_and_lists_by_them(cli, alice):  # noqa: F811
+    spec = json.dumps({**CLI_SPEC, "labels": {"project": "llm"}})
+    first = cli("submit", "-", "--label", "sweep=lr-3", stdin=spec)
+    cli("submit", "-", stdin=json.dumps(CLI_SPEC))
+
+    listed_ = cli("list", "--label", "project=llm", "--label", "sweep")
+    bad = cli("submit", "-", "--label", "no-equals", stdin=spec)
+
+    assert first.returncode == 0, first.stderr
+    job_id = int(first.stdout.split()[0])
+    assert Job.objects.get(pk=job_id).labels == LLM
+    assert [int(line.split()[0]) for line in listed_.stdout.splitlines()] == [job_id]
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
