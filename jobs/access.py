@@ -79,22 +79,25 @@ def cancel_targets(user):
     return visible_jobs(user) | cancelable_jobs(user)
 
 
-def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=None):
+def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=None,
+                   labels=None):  # fmt: skip
     """The live jobs a cancel of many names (Slurm's scancel filters, each narrowing the rest)
     among those the user may cancel. A batch matched through its first shard stands for all its
     shards, as a cancel of it does; `state` then keeps those of its shards in that state.
 
-    A filter other than `ids` reads what a job is (its name, tenant, owner or state), so it
+    A filter other than `ids` reads what a job is (its name, tenant, owner, labels or state), so it
     matches only jobs the user can see: a job they may cancel but not see (a cancel_job grant
     alone) is named by its id alone, or not at all. Were a filter to match it, the answer would
     tell a right guess of its name or state from a wrong one."""
     jobs = cancelable_jobs(user)
     if ids is not None:
         jobs = jobs.filter(pk__in=ids)
-    if name is not None or tenant is not None or mine or state is not None:
+    if name is not None or tenant is not None or mine or state is not None or labels:
         jobs = jobs & visible_jobs(user)
     if name is not None:
         jobs = jobs.filter(name=name)
+    if labels:
+        jobs = jobs.labelled(list(labels.items()))
     if tenant is not None:
         jobs = jobs.filter(tenant=tenant)
     if mine:

@@ -170,7 +170,7 @@ class CancelJobsView(APIView):
                 raise ValidationError({"tenant": f"No tenant {data['tenant']!r} of yours."})
         named = access.cancel_matches(
             request.user, ids=data.get("ids"), name=data.get("name"), tenant=tenant,
-            mine=data["mine"], state=data.get("state"),
+            mine=data["mine"], state=data.get("state"), labels=data.get("labels"),
         )  # fmt: skip
         canceled, more = actions.cancel_first(named, MAX_CANCELED, f"canceled by {request.user}")
         return Response({"canceled": canceled, "more": more}, status=status.HTTP_202_ACCEPTED)

@@ -31,9 +31,10 @@
                      with any value), each --label narrowing the rest
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards)
-    cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine]
+    cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does
+                     (--label: those carrying every label given, a sweep's jobs)
     hold ID          keep a queued job (a batch: its queued shards) from starting
     release ID       let a held job start again
     requeue ID [--hold]
@@ -354,7 +355,8 @@ def status(api: Api, args) -> None:
 def cancel(api: Api, args) -> None:
     """One job by its id: its state after. Otherwise the jobs the ids and filters name, asked
     again while the server says there are more: how many were canceled."""
-    filters = {"name": args.name, "state": args.state, "tenant": args.tenant}
+    filters = {"name": args.name, "state": args.state, "tenant": args.tenant,
+               "labels": dict(args.label) if args.label else None}  # fmt: skip
     filters = {key: value for key, value in filters.items() if value is not None}
     if len(args.ids) == 1 and not filters and not args.mine:
         show(api.call("POST", f"jobs/{args.ids[0]}/cancel/")["state"])
@@ -768,6 +770,8 @@ def main(argv=None) -> int:
     canceling.add_argument("--state", choices=STATES[:3], help="only jobs in this state")
     canceling.add_argument("--tenant", metavar="SLUG", help="only this tenant's jobs")
     canceling.add_argument("--mine", action="store_true", help="only the jobs you submitted")
+    canceling.add_argument("--label", type=label_written, action="append", metavar="KEY=VALUE",
+                           help="only jobs carrying this label; again for all of them")  # fmt: skip
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")

@@ -503,8 +503,9 @@ def labels_asked(written: list[str]) -> list[tuple[str, str | None]]:
 
 class CancelJobsSerializer(serializers.Serializer):
     """The jobs a cancel names, as Slurm's scancel filters them: any of `ids`, a `name`, a
-    `state`, a `tenant` and `mine` (the caller's own), each given narrowing the rest. A state
-    alone would name every live job the caller may cancel: one of the others is needed."""
+    `state`, a `tenant`, `labels` (the jobs carrying every one of them) and `mine` (the
+    caller's own), each given narrowing the rest. A state alone would name every live job the
+    caller may cancel: one of the others is needed."""
 
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=LARGEST_ID),
@@ -516,12 +517,18 @@ class CancelJobsSerializer(serializers.Serializer):
     state = Choice(choices=[State.QUEUED, State.SCHEDULED, State.RUNNING], required=False)
     tenant = serializers.SlugField(required=False)
     mine = serializers.BooleanField(default=False)
+    labels = TextKeys(
+        child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
+        required=False,
+        allow_empty=False,
+        validators=[validate_labels, at_most(MAX_LABELS, "labels")],
+    )
 
     def validate(self, data):
-        if not (data.keys() & {"ids", "name", "tenant"} or data["mine"]):
+        if not (data.keys() & {"ids", "name", "tenant", "labels"} or data["mine"]):
             raise serializers.ValidationError(
-                "Name the jobs: ids, name, tenant or mine (a state alone would name every "
-                "live job you may cancel)."
+                "Name the jobs: ids, name, tenant, labels or mine (a state alone would name "
+                "every live job you may cancel)."
             )
         return data
 

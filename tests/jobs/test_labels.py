@@ -152,3 +152,39 @@ def test_the_cli_submits_with_labels_and_lists_by_them(cli, alice):  # noqa: F81
     assert Job.objects.get(pk=job_id).labels == LLM
     assert [int(line.split()[0]) for line in listed_.stdout.splitlines()] == [job_id]
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_a_cancel_by_labels_ends_the_live_jobs_carrying_all_of_them(alice, alpha, charlie, gamma):
+    sweep = JobFactory(tenant=alpha, owner=alice, labels=LLM)
+    other = JobFactory(tenant=alpha, owner=alice, labels={"project": "llm"})
+    theirs = JobFactory(tenant=gamma, owner=charlie, labels=LLM)
+    ended = JobFactory(tenant=alpha, owner=alice, labels=LLM, state="succeeded")
+
+    answer = client_for(alice).post("/api/v1/jobs/cancel/", {"labels": LLM}, format="json")
+
+    assert answer.status_code == 202 and answer.json()["canceled"] == [sweep.pk]
+    states = dict(Job.objects.values_list("pk", "state"))
+    assert [states[j.pk] for j in (sweep, other, theirs, ended)] == [
+        "canceled", "queued", "queued", "succeeded"]  # fmt: skip
+
+
+@pytest.mark.parametrize("labels", [{}, {"has space": "x"}, "sweep=lr-3"])
+def test_a_cancel_by_labels_no_job_could_carry_is_refused_naming_labels(alice, alpha, labels):
+    JobFactory(tenant=alpha, owner=alice, labels=LLM)
+
+    answer = client_for(alice).post("/api/v1/jobs/cancel/", {"labels": labels}, format="json")
+
+    assert answer.status_code == 400 and list(answer.json()) == ["labels"]
+    assert not Job.objects.filter(state="canceled").exists()
+
+
+def test_the_cli_cancels_a_sweep_by_its_label(cli, alice, alpha):  # noqa: F811
+    sweep = [JobFactory(tenant=alpha, owner=alice, labels=LLM) for _ in range(3)]
+    kept = JobFactory(tenant=alpha, owner=alice)
+
+    done = cli("cancel", "--label", "sweep=lr-3")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "canceled 3 jobs"
+    assert set(Job.objects.filter(state="canceled")) == set(sweep)
+    assert Job.objects.get(pk=kept.pk).state == "queued"
