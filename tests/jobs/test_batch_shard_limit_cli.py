@@ -9,7 +9,8 @@ from urllib.parse import urlencode
 import pytest
 import requests
 
-from jobs import cli
+from jobs.cli.client import Api
+from jobs.cli.main import main
 from jobs.models import Job
 from tests.jobs.test_batch_cancel import api
 from tests.jobs.test_batch_shard_limit import BODY, batch, limits
@@ -31,13 +32,13 @@ def mlsched(alice, monkeypatch, capsys):
         response.headers.update(dict(answer.items()))
         return response
 
-    monkeypatch.setattr(cli.Api, "send", send)
+    monkeypatch.setattr(Api, "send", send)
     monkeypatch.setenv("MLSCHED_TOKEN", "in-process")
 
     def run(*args: str, stdin: str = "") -> tuple[int, str, str]:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
         try:
-            status = cli.main(list(args))
+            status = main(list(args))
         except SystemExit as error:  # an error: its message, or argparse's usage
             status = error.code if isinstance(error.code, int) else 1
             if isinstance(error.code, str):

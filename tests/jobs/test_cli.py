@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import cli as cli_module
 from jobs import cycle
+from jobs.cli import commands as cli_module
 from jobs.models import Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from rest_framework.test import APIClient
 
-from jobs import cli as cli_module
+from jobs.cli import commands as cli_module
 from jobs.models import Family, Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token

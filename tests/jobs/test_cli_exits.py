@@ -9,7 +9,7 @@ import threading
 import pytest
 import requests
 
-from jobs import cli
+from jobs.cli.client import retry_after
 from jobs.models import Job
 from quotas.tokens import create_token, revoke_token
 from tests.factories import JobFactory
@@ -173,4 +173,4 @@ def test_retry_after_is_read_as_a_short_whole_number_of_seconds_only(header, wan
     response = requests.Response()
     response.headers["Retry-After"] = header
 
-    assert cli.retry_after(response) == want
+    assert retry_after(response) == want

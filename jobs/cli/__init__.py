@@ -1,0 +1,102 @@
+"""mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
+
+    submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
+                [--label KEY=VALUE ...] [--test-only]
+                     submit the job described in a JSON file ("-" for standard input); DEPS
+                     adds to its depends_on, as Slurm's --dependency writes them: job ids
+                     to wait for them to succeed ("12,13"), or a kind and its ids
+                     ("afterany:12:13", "afternotok:14"; ids after it take its kind too),
+                     and "singleton" to wait for your earlier jobs of its name to end
+                     ("afterok:12,singleton"); --depends-on is the same option. --begin
+                     TIME sets its begin, as Slurm's --begin: not started before then, a time
+                     with its zone ("2026-12-03T02:00:00Z") or from now ("now+90m", "now+2h";
+                     s, m, h, d, seconds without a unit). --deadline TIME, written the same
+                     way, as Slurm's --deadline: canceled while queued once it could no longer
+                     end by then (started at once and running its max_runtime_s).
+                     --max-running N: at most N of a batch's shards run at once, the others
+                     waiting until one ends, as Slurm's --array=0-999%N (its
+                     max_running_shards). --label KEY=VALUE adds a label of your own to
+                     its labels (again for more), to find it by (list --label).
+                     --test-only submits nothing: it prints whether the scheduler would
+                     start the job now and where, or why it would wait and its estimated
+                     start, as Slurm's sbatch --test-only
+    depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
+                     "none" for none): Slurm's scontrol update dependency=
+    list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--limit N]
+                     your jobs, newest first (all of them, or the newest N): id, state,
+                     family, submitter, GPUs asked (workers x GPUs each, a share in
+                     thousandths: 250m), name and why it waits; --held: only
+                     the held ones; --batch: the shards of one batch (its id: the job its
+                     submission returned); --label: those carrying the label (KEY alone:
+                     with any value), each --label narrowing the rest
+    status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
+                     limit on shards running at once, max_running_shards)
+    cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
+                     cancel a job (a batch: every shard), or every live job you may cancel
+                     that the ids and filters name together, as Slurm's scancel does
+                     (--label: those carrying every label given, a sweep's jobs)
+    hold ID          keep a queued job (a batch: its queued shards) from starting
+    release ID       let a held job start again
+    requeue ID [--hold]
+                     stop a scheduled or running job (a batch: its running shards), with its
+                     grace period to checkpoint, and queue it again without using a retry, as
+                     Slurm's scontrol requeue; --hold: held once queued (requeuehold)
+    priority ID [--class NAME] [--value N]
+                     move a queued job (a batch: its queued shards) to another priority class,
+                     or to another priority within its class (-1000 to 1000)
+    shard-limit ID N|none
+                     let at most N of a queued or running batch's shards run at once from
+                     now on ("none": no limit), as Slurm's scontrol update
+                     ArrayTaskThrottle=; a lower limit stops no shard, the batch starts no
+                     more until fewer run
+    resubmit ID [--shards unsucceeded|3,17,512]
+                     run an ended job again as a new job with the same spec (a batch: all of
+                     it); --shards: only the batch's shards that did not succeed (failed or
+                     were canceled), or those named, as Slurm's sbatch --array=3,17,512; each
+                     keeps its index and the batch's shard count
+    logs ID [-f] [--shard N]
+                     a job's output; -f follows it until the job ends. A batch's shards
+                     each have their own: its id alone shows shard 0's (a rerun of some
+                     shards: its lowest's; it says so on standard error), --shard N shard
+                     N's (0 to shards-1), as Slurm's ID_N names a task of a job array
+    usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
+                     GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
+                     tenants, by GPU type (default: the last 30 days)
+    quota [--tenant SLUG]
+                     per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
+                     how much more it may start now; jobs queued and waiting for quota
+    classes [--tenant SLUG]
+                     the priority classes your tenants may submit at: value, whether it may
+                     preempt, its exempt time and longest runtime limit, which tenants
+    maintenance      the clusters' maintenance windows not yet ended: cluster, nodes ("all":
+                     every node of it), from, to (UTC), in progress or upcoming, reason. Until
+                     a window starts only work sure to end by then is placed on its nodes;
+                     from then to its end nothing is, and work still there is requeued
+    bookings [--tenant SLUG]
+                     your tenants' bookings not yet ended (--tenant: one of them), as
+                     maintenance lists windows, each with its tenant. From a booking's start
+                     to its end only its tenant's work starts on its nodes, and other
+                     tenants' work still there is requeued; before the start, only its
+                     tenant's work and work sure to end by then is placed there
+    clusters         each cluster, as Slurm's sinfo: its agent's health, its nodes by state
+                     (idle, mixed, allocated, other: down, maintenance, quarantined,
+                     drained, draining, booked for another team) and per GPU type its GPUs,
+                     allocated, and idle on nodes that would take your work now
+    nodes [--cluster NAME] [--state S] [--gpu-type TYPE]
+                     every node, as Slurm's sinfo -N: its state, GPU type, GPUs, CPUs and
+                     memory (GiB) allocated of all, and its next maintenance window or
+                     booking (yours: for one of your teams)
+
+MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
+portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
+
+An error exits 1 with one line on standard error (2, after a usage line, for a wrong command
+line). A request the
+server's rate limit refuses is asked again once its Retry-After has passed, if that is at most
+a minute away; further away, it is an error that says when.
+"""
+
+from jobs.cli.commands import trial_line
+from jobs.cli.written import dependencies_written, dependency_items
+
+__all__ = ["dependencies_written", "dependency_items", "trial_line"]

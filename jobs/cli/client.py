@@ -1,0 +1,89 @@
+"""The CLI's side of HTTP: the API client (its token, its retries after a 429), and what it
+prints of what the server sends, made safe for a terminal."""
+
+import re
+import sys
+import time
+
+import requests
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]
+
+
+MAX_RETRY_AFTER_S = 60  # a 429 asking for a longer wait is reported, not waited out
+
+
+# C0 and C1 control characters and DEL, but tab, newline and carriage return (a progress bar
+# redraws its line with it): in a job's output or name they would reach the reader's terminal
+# as commands (move the cursor, clear the screen, set the window title, write to the
+# clipboard). 0x9b alone starts a sequence on some terminals.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from the server made safe to show: each control character written out as \\xNN,
+    as `less` does; tab, newline, carriage return and the rest of Unicode kept. Every line the
+    CLI prints from the server, and every error that may quote it, goes through here."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def show(line: str, out=None) -> None:
+    """Print a line that holds text from the server."""
+    print(printable(line), file=out or sys.stdout, flush=True)
+
+
+class Api:
+    def __init__(self, url: str, token: str):
+        self.url = url.rstrip("/") + "/api/v1/"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def call(self, method: str, path: str, **kwargs) -> dict:
+        response = self.send(method, path, **kwargs)
+        # A request the rate limit refused was not carried out, a submission included: asking
+        # again is safe, and lets a long `list` or `logs -f` finish.
+        while response.status_code == 429 and (wait := retry_after(response)) is not None:
+            print(f"rate limited: asking again in {wait} s", file=sys.stderr, flush=True)
+            time.sleep(wait)
+            response = self.send(method, path, **kwargs)
+        if response.is_redirect:
+            where = response.headers.get("Location", "elsewhere")
+            raise SystemExit(
+                printable(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
+            )
+        if response.status_code >= 400:
+            which = " (MLSCHED_TOKEN)" if response.status_code == 401 else ""
+            raise SystemExit(printable(f"error {response.status_code}{which}: {response.text}"))
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("Content-Type", "?")
+            raise SystemExit(
+                printable(
+                    f"{self.url} (MLSCHED_URL) did not answer as the mlsched API does"
+                    f" (status {response.status_code}, {kind})"
+                )
+            ) from None
+
+    def send(self, method: str, path: str, **kwargs) -> requests.Response:
+        try:
+            # Not followed: a redirect would turn a submission into a GET and submit nothing.
+            return self.session.request(
+                method, self.url + path, timeout=30, allow_redirects=False, **kwargs
+            )
+        except requests.RequestException as error:
+            raise SystemExit(printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")) from None
+
+
+def retry_after(response: requests.Response) -> int | None:
+    """The seconds a 429's Retry-After asks to wait, if a number of them up to
+    MAX_RETRY_AFTER_S; None otherwise."""
+    seconds = response.headers.get("Retry-After", "")
+    # Not converted past a few digits: Python refuses strings of over 4,300.
+    short = len(seconds) <= len(str(MAX_RETRY_AFTER_S))
+    if seconds.isascii() and seconds.isdigit() and short and int(seconds) <= MAX_RETRY_AFTER_S:
+        return max(int(seconds), 1)
+    return None

@@ -1,0 +1,226 @@
+"""The commands over one job or a few: submit, list, status, cancel, hold, release, requeue,
+priority, shard-limit, depend, resubmit and logs."""
+
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+from jobs.cli.client import TERMINAL, Api, show
+from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
+
+
+def submit(api: Api, args) -> None:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        spec = json.loads(text)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{args.file}: not a readable JSON job description: {error}") from None
+    if args.depends_on:
+        if not isinstance(spec, dict) or not isinstance(spec.get("depends_on", []), list):
+            raise SystemExit(f"{args.file}: not a job description with a list in depends_on")
+        added, singleton = [], False
+        for text in args.depends_on:  # each on its own: a kind holds until its option's end
+            items, says_singleton = dependencies_written(text)
+            added, singleton = [*added, *items], singleton or says_singleton
+        spec["depends_on"] = [*spec.get("depends_on", []), *added]
+        if singleton:
+            spec["singleton"] = True
+    if args.label:
+        if not isinstance(spec, dict) or not isinstance(spec.get("labels", {}), dict):
+            raise SystemExit(f"{args.file}: not a job description with a mapping in labels")
+        spec["labels"] = {**spec.get("labels", {}), **dict(args.label)}
+    given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running}
+    for field, value in given.items():
+        if value is not None:
+            if not isinstance(spec, dict):
+                raise SystemExit(f"{args.file}: not a job description")
+            spec[field] = value
+    if args.test_only:
+        answer = api.call("POST", "jobs/test/", json=spec)
+        show(trial_line(answer))
+        if answer["notes"]:
+            show(" ".join(answer["notes"]))
+        return
+    job = api.call("POST", "jobs/", json=spec)
+    show(f"{job['id']} {job['state']}")
+
+
+def trial_line(answer: dict) -> str:
+    """A test-only submission's answer in a line: where it would start now, or why its first
+    job that would not (a batch: which shard) waits, and its estimated start."""
+    jobs = answer["jobs"]
+    placed = [job for job in jobs if job["status"] == "placed"]
+    where = ", ".join(sorted({name for job in placed for name in job["clusters"]}))
+    what = f"{len(jobs)} shards" if len(jobs) > 1 else f"{jobs[0]['nodes']} node(s)"
+    start = f"estimated start {answer['estimated_start'] or 'unknown'}"
+    if answer["starts_now"]:
+        return f"would start now on {where} ({what})"
+    if len(placed) == len(jobs):
+        return f"would fit now on {where} ({what}), but waits: {start}"
+    waits = next(job for job in jobs if job["status"] != "placed")
+    # "fit now": a begin to come or a dependency keeps even those from starting now.
+    which = f"{len(placed)} of {len(jobs)} shards fit now; shard {waits['shard_index']} "
+    return (
+        f"{which if len(jobs) > 1 else ''}would wait: {waits['pending_reason']}: "
+        f"{waits['pending_message']}; {start}"
+    )
+
+
+def depend(api: Api, args) -> None:
+    """Replace a queued job's dependencies; print them as Slurm writes them."""
+    items, singleton = dependencies_written(args.deps)
+    body = {"depends_on": items, "singleton": singleton}
+    job = api.call("POST", f"jobs/{args.id}/dependencies/", json=body)
+    show(f"{job['id']} {slurm_form(job['dependencies'], job['singleton'])}")
+
+
+def list_jobs(api: Api, args) -> None:
+    params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
+              "label": args.label}  # fmt: skip
+    params = {key: value for key, value in params.items() if value is not None}
+    for job in itertools.islice(all_jobs(api, params), args.limit):
+        why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
+        show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['owner']:<12} "
+             f"{gpus_asked(job):<7} {job['name']}{why}")  # fmt: skip
+
+
+def gpus_asked(job: dict) -> str:
+    """The GPUs a job asks, as the portal's list says them: workers x GPUs each ("4x8"), a
+    share in thousandths ("250m"), or "none"."""
+    each = str(job["gpus"]) if job["gpus"] else f"{job['gpu_milli']}m" if job["gpu_milli"] else ""
+    if not each:
+        return "none"
+    return f"{job['workers']}x{each}" if job["workers"] > 1 else each
+
+
+def all_jobs(api: Api, params: dict):
+    """The listing page after page: a full page's `next` is its last id, to ask for those before."""
+    while True:
+        page = api.call("GET", "jobs/", params=params)
+        yield from page["jobs"]
+        if page["next"] is None:
+            return
+        params = {**params, "before": page["next"]}
+
+
+def status(api: Api, args) -> None:
+    show(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
+
+
+def cancel(api: Api, args) -> None:
+    """One job by its id: its state after. Otherwise the jobs the ids and filters name, asked
+    again while the server says there are more: how many were canceled."""
+    filters = {"name": args.name, "state": args.state, "tenant": args.tenant,
+               "labels": dict(args.label) if args.label else None}  # fmt: skip
+    filters = {key: value for key, value in filters.items() if value is not None}
+    if len(args.ids) == 1 and not filters and not args.mine:
+        show(api.call("POST", f"jobs/{args.ids[0]}/cancel/")["state"])
+        return
+    if args.ids:
+        filters["ids"] = args.ids
+    if args.mine:
+        filters["mine"] = True
+    canceled, more = 0, True
+    while more:
+        answer = api.call("POST", "jobs/cancel/", json=filters)
+        canceled, more = canceled + len(answer["canceled"]), answer["more"]
+    show(f"canceled {canceled} job{'s' if canceled != 1 else ''}")
+
+
+def priority(api: Api, args) -> None:
+    """How many jobs now have the priority asked (a batch: its queued shards)."""
+    asked = {"priority_class": args.priority_class, "priority": args.value}
+    answer = api.call("POST", f"jobs/{args.id}/priority/",
+                      json={k: v for k, v in asked.items() if v is not None})  # fmt: skip
+    changed = answer["changed"]
+    show(f"priority {answer['priority_class']} {answer['priority']:+d} for {changed} "
+         f"job{'s' if changed != 1 else ''}")  # fmt: skip
+
+
+def shard_limit(api: Api, args) -> None:
+    """How many of the batch's shards may now run at once, and how many shard rows changed."""
+    body = {"max_running_shards": None if args.limit == NO_LIMIT else args.limit}
+    answer = api.call("POST", f"jobs/{args.id}/shard-limit/", json=body)
+    limit, changed = answer["max_running_shards"], answer["changed"]
+    said = f"at most {limit} of its shards" if limit is not None else "no limit on its shards"
+    show(f"batch {answer['id']}: {said} running at once ({changed} shards)")
+
+
+def requeue(api: Api, args) -> None:
+    """`requeue ID [--hold]`: how many jobs were asked to stop and queued again."""
+    changed = api.call("POST", f"jobs/{args.id}/requeue/", json={"hold": args.hold})["changed"]
+    held = ", held once queued" if args.hold else ""
+    show(f"requeued {changed} job{'s' if changed != 1 else ''}{held}")
+
+
+def hold(api: Api, args) -> None:
+    """`hold` or `release` (the command's name is the API's verb): how many jobs it changed
+    (a batch: its queued shards)."""
+    changed = api.call("POST", f"jobs/{args.id}/{args.command}/")["changed"]
+    done = "held" if args.command == "hold" else "released"
+    show(f"{done} {changed} job{'s' if changed != 1 else ''}")
+
+
+def resubmit(api: Api, args) -> None:
+    body = {} if args.shards is None else {"shards": args.shards}
+    job = api.call("POST", f"jobs/{args.id}/resubmit/", json=body)
+    show(f"{job['id']} {job['state']}")
+
+
+def logs(api: Api, args) -> None:
+    """Print the job's log (a batch's: one shard's); with --follow, until the job has ended.
+    Its state is read after a page with nothing new, so the log is read once more once it has
+    ended: the lines it wrote just before it ended are shown."""
+    job_id = log_source(api, args.id, getattr(args, "shard", None))
+    after, ended = 0, not args.follow
+    while True:
+        page = api.call("GET", f"jobs/{job_id}/logs/", params={"after": after})
+        for line in page["lines"]:
+            out = sys.stderr if line["stream"] == "stderr" else sys.stdout
+            show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)
+        after = page["next"]
+        if page["lines"]:
+            continue
+        if ended:
+            return
+        ended = api.call("GET", f"jobs/{job_id}/")["state"] in TERMINAL
+        if not ended:
+            time.sleep(1)
+
+
+def log_source(api: Api, job_id: int, shard: int | None) -> int:
+    """The job whose log `logs` shows: `job_id`, or its shard `shard`. Each shard of a batch
+    is a job with its own log; the batch's id is its first shard's, which is shown, with a note
+    on standard error, when no shard is named."""
+    job = api.call("GET", f"jobs/{job_id}/")
+    if job["parent"] is not None:
+        if shard is None:
+            return job_id
+        raise SystemExit(f"job {job_id} is shard {job['shard_index']} of batch {job['parent']}:"
+                         f" ask for `logs {job['parent']} --shard {shard}`")  # fmt: skip
+    shards, first = job["shards"], job["shard_index"] or 0
+    # A rerun of some of a batch's shards has fewer, each keeping its index: its first may
+    # not be shard 0.
+    rows = sum(job.get("shard_states", {}).values()) or shards
+    if shard is None:
+        if shards > 1:
+            count = f"{shards}" if rows == shards else f"{rows} (of {shards})"
+            # A rerun of some shards has only some of the indexes: listed, not 0 to N-1.
+            which = f"0 to {shards - 1}" if rows == shards else f"list them: list --batch {job_id}"
+            print(f"job {job_id} is a batch of {count} shards: showing shard {first}'s log;"
+                  f" --shard N shows shard N's ({which})", file=sys.stderr)  # fmt: skip
+        return job_id
+    if shard >= shards:
+        which = f"its shards are 0 to {shards - 1}" if shards > 1 else "it is not a batch"
+        raise SystemExit(f"job {job_id} has no shard {shard}: {which}")
+    if shard == first:
+        return job_id
+    found = api.call("GET", "jobs/", params={"batch": job_id, "shard": shard})["jobs"]
+    if not found and rows < shards:
+        raise SystemExit(f"job {job_id} has no shard {shard} you may see: it runs {rows} of the"
+                         f" {shards} shards (list them: list --batch {job_id})")  # fmt: skip
+    if not found:  # a job shared with the user alone (a grant) shares none of its shards
+        raise SystemExit(f"shard {shard} of job {job_id} is not one you may see")
+    return found[0]["id"]

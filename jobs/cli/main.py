@@ -1,0 +1,164 @@
+"""The command line read and run: `python -m jobs.cli COMMAND ...` (jobs/cli/__init__.py says
+what each command does)."""
+
+import argparse
+import os
+import sys
+
+import jobs.cli
+from jobs.cli.client import STATES, Api
+from jobs.cli.commands import (
+    cancel,
+    depend,
+    hold,
+    list_jobs,
+    logs,
+    priority,
+    requeue,
+    resubmit,
+    shard_limit,
+    status,
+    submit,
+)
+from jobs.cli.tables import bookings, classes, clusters, maintenance, nodes, quota, usage
+from jobs.cli.written import (
+    http_address,
+    label_written,
+    limit_written,
+    natural,
+    positive,
+    sends_token_safely,
+    shard_choice,
+    time_written,
+)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="mlsched",
+        description=jobs.cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    submitting = commands.add_parser("submit")
+    submitting.add_argument("file")
+    submitting.add_argument(
+        "--dependency", "--depends-on", dest="depends_on", action="append", metavar="DEPS",
+        help="jobs to wait for: 12,13 (to succeed), afterany:12:13, afternotok:14, singleton",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--begin", type=time_written, metavar="TIME",
+        help="not started before TIME: 2026-12-03T02:00:00Z (with its zone), now+2h, now+90m",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--deadline", type=time_written, metavar="TIME",
+        help="canceled while queued once it could no longer end by TIME, written as for --begin",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--max-running", type=positive, metavar="N",
+        help="a batch: at most N of its shards run at once (Slurm's --array=0-999%%N)",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--label", type=label_written, action="append", metavar="KEY=VALUE",
+        help="a label of your own, to find the job by (list --label); again for more",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--test-only", action="store_true",
+        help="submit nothing: say whether it would start now, where, or why it would wait "
+             "and until when (Slurm's sbatch --test-only)",
+    )  # fmt: skip
+    depending = commands.add_parser("depend")
+    depending.add_argument("id", type=int)
+    depending.add_argument("deps", metavar="DEPS", help='as for submit; "" or "none" for none')
+    listing = commands.add_parser("list")
+    listing.add_argument("--state", choices=STATES, help="only jobs in this state")
+    listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
+    listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
+    listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
+    listing.add_argument("--label", action="append", metavar="KEY=VALUE",
+                         help="only jobs with this label (a KEY alone: with any value); "
+                              "again for jobs with all of them")  # fmt: skip
+    for name in ("status", "hold", "release"):
+        commands.add_parser(name).add_argument("id", type=int)
+    requeuing = commands.add_parser("requeue")
+    requeuing.add_argument("id", type=int)
+    requeuing.add_argument("--hold", action="store_true",
+                           help="keep it in the queue once stopped, until released")  # fmt: skip
+    resubmitting = commands.add_parser("resubmit")
+    resubmitting.add_argument("id", type=int)
+    resubmitting.add_argument(
+        "--shards", type=shard_choice, metavar="unsucceeded|3,17,512",
+        help="a batch's shards alone: those that did not succeed, or these indexes",
+    )  # fmt: skip
+    reprioritizing = commands.add_parser("priority")
+    reprioritizing.add_argument("id", type=int)
+    reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",
+                                help="a priority class open to the job's tenant")  # fmt: skip
+    reprioritizing.add_argument("--value", type=int, metavar="N",
+                                help="its priority within the class, -1000 to 1000")  # fmt: skip
+    limiting = commands.add_parser("shard-limit")
+    limiting.add_argument("id", type=int)
+    limiting.add_argument(
+        "limit", type=limit_written, metavar="N|none",
+        help="at most N of the batch's shards run at once; none: no limit",
+    )  # fmt: skip
+    canceling = commands.add_parser("cancel")
+    canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
+    canceling.add_argument("--name", help="only jobs of this name")
+    canceling.add_argument("--state", choices=STATES[:3], help="only jobs in this state")
+    canceling.add_argument("--tenant", metavar="SLUG", help="only this tenant's jobs")
+    canceling.add_argument("--mine", action="store_true", help="only the jobs you submitted")
+    canceling.add_argument("--label", type=label_written, action="append", metavar="KEY=VALUE",
+                           help="only jobs carrying this label; again for all of them")  # fmt: skip
+    follow = commands.add_parser("logs")
+    follow.add_argument("id", type=int)
+    follow.add_argument("-f", "--follow", action="store_true")
+    follow.add_argument("--shard", type=natural, metavar="N",
+                        help="a batch's shard N (0 to shards-1); default: the batch's first "
+                             "(shard 0; a rerun of some shards: its lowest)")  # fmt: skip
+    report = commands.add_parser("usage")
+    report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
+    report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")
+    report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    quotas = commands.add_parser("quota")
+    quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    ranks = commands.add_parser("classes")
+    ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    commands.add_parser("maintenance")
+    commands.add_parser("clusters")
+    listing_nodes = commands.add_parser("nodes")
+    listing_nodes.add_argument("--cluster", metavar="NAME", help="one cluster's nodes")
+    listing_nodes.add_argument("--state", help="only nodes in this state (idle, mixed, ...)")
+    listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
+    booked = commands.add_parser("bookings")
+    booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    args = parser.parse_args(argv)
+    token = os.environ.get("MLSCHED_TOKEN", "").strip()
+    if not token:
+        parser.error("set MLSCHED_TOKEN to your API token")
+    # Printable ASCII without spaces, as tokens are: any other character would come back in
+    # an error message that quotes the Authorization header, the token with it.
+    if not (token.isascii() and token.isprintable() and " " not in token):
+        parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
+    url = os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000")
+    if not http_address(url):
+        parser.error(f"MLSCHED_URL {url!r} is not an http:// or https:// address")
+    if not sends_token_safely(url):
+        print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
+    api = Api(url, token)
+    run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
+           "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
+           "requeue": requeue, "usage": usage, "quota": quota, "priority": priority,
+           "shard-limit": shard_limit, "maintenance": maintenance,
+           "bookings": bookings, "classes": classes, "clusters": clusters,
+           "nodes": nodes}  # fmt: skip
+    try:
+        run[args.command](api, args)
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C, e.g. to leave `logs -f`: no traceback
+    except BrokenPipeError:
+        # The reader went away (`mlsched list | head`): end as a Unix tool killed by SIGPIPE
+        # does, quietly. Standard output goes to /dev/null, so the flush at exit cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
+    return 0

@@ -1,0 +1,177 @@
+"""The commands that print tables: usage, quota, classes, maintenance, bookings, clusters and
+nodes."""
+
+from jobs.cli.client import Api, show
+
+USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
+                "succeeded", "failed", "canceled", "started", "mean wait s",
+                "p95 wait s"]  # fmt: skip
+
+
+FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours"]
+
+
+def usage(api: Api, args) -> None:
+    params = {name: getattr(args, name) for name in ("since", "until", "tenant")}
+    report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
+    show(f"from {report['since']} to {report['until']}, running attempts counted to "
+         f"{report['counted_to']}")  # fmt: skip
+    if report["incomplete"]:
+        show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
+    table([USAGE_HEADER, *usage_rows(report["tenants"])])
+
+
+def table(rows: list[list[str]], names: int = 2, notes: int = 0) -> None:
+    """Rows in aligned columns: the first `names` and the last `notes` to the left, figures
+    to the right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    figures = range(names, len(widths) - notes)
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in figures else cell.ljust(widths[i])
+                 for i, cell in enumerate(row)]  # fmt: skip
+        show("  ".join(cells).rstrip())
+
+
+def usage_rows(tenants: list[dict]):
+    """Per tenant, its totals and jobs' figures (GPU type "all"), then a row per GPU type."""
+    for t in tenants:
+        waits = t["queue_wait"]
+        jobs = [
+            *(str(t["jobs_finished"][s]) for s in ("succeeded", "failed", "canceled")),
+            str(waits["jobs_started"]),
+            *("-" if waits[k] is None else f"{waits[k]:.0f}" for k in ("mean_s", "p95_s")),
+        ]
+        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), *jobs]
+        for u in t["by_gpu_type"]:
+            kind = {None: "unknown", "": "none"}.get(u["gpu_type"], u["gpu_type"])
+            yield [t["tenant"], kind, *(f"{u[k]:.2f}" for k in FIGURES), *[""] * len(jobs)]
+
+
+QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "in use", "borrowed",
+                "may start"]  # fmt: skip
+
+
+def quota(api: Api, args) -> None:
+    answer = api.call("GET", "quotas/", params={"tenant": args.tenant} if args.tenant else None)
+    rows = [QUOTA_HEADER]
+    for team in answer["tenants"]:
+        for f in team["flavors"]:
+            limit = f["borrow_limit"]
+            if limit is None:  # none of its own: the cohort's idle guarantee, or no limit
+                limit = "-" if f["guaranteed"] is None else "cohort idle"
+            rows.append([team["slug"], f["flavor"], f["unit"], amount(f["guaranteed"]),
+                         amount(limit), amount(f["in_use"]), amount(f["borrowed"]),
+                         amount(f["may_start"], "no limit")])  # fmt: skip
+    table(rows, names=3)
+    for team in answer["tenants"]:
+        most = team.get("max_queued_jobs")
+        at_most = f" of at most {most}" if most is not None else ""
+        per_user = team.get("max_gpus_per_user")
+        each = ""
+        if per_user is not None:
+            gpus = "GPU" if per_user == 1 else "GPUs"
+            each = f", at most {per_user} {gpus} per user (you hold {amount(team['your_gpus'])})"
+        recent = f", {amount(team['recent_gpus'])} GPUs held recently (fair share)"
+        show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
+             f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
+
+
+CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]
+
+
+def classes(api: Api, args) -> None:
+    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at."""
+    params = {"tenant": args.tenant} if args.tenant else None
+    rows = [CLASS_HEADER]
+    for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
+        most = rank["max_runtime_s"]
+        rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
+                     str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
+                     ",".join(rank["open_to"]) or "-"])  # fmt: skip
+    table(rows, names=1)
+
+
+CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",
+                  "gpu type", "gpus", "allocated", "idle for you"]  # fmt: skip
+
+
+def clusters(api: Api, args) -> None:
+    """`clusters`: each cluster's nodes by state and its GPUs by type (Slurm's sinfo)."""
+    rows = [CLUSTER_HEADER]
+    for c in api.call("GET", "clusters/")["clusters"]:
+        count, every = c["nodes"], sum(c["nodes"].values())
+        taking = [count[state] for state in ("idle", "mixed", "allocated")]
+        nodes = [str(every), *map(str, taking), str(every - sum(taking))]
+        for kind in c["gpus"] or [None]:
+            gpus = ["-"] * 4 if kind is None else [
+                kind["gpu_type"], str(kind["total"]), amount(kind["allocated"]),
+                str(kind["idle_for_you"])]  # fmt: skip
+            rows.append([c["name"], c["health"], *nodes, *gpus])
+    table(rows, names=2)
+
+
+NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "window"]
+
+
+def nodes(api: Api, args) -> None:
+    """`nodes [--cluster NAME] [--state S] [--gpu-type T]`: every node, with its state and
+    what of it is allocated (Slurm's sinfo -N)."""
+    params = {k: v for k, v in (("cluster", args.cluster), ("state", args.state),
+                                ("gpu_type", args.gpu_type)) if v}  # fmt: skip
+    rows = [NODE_HEADER]
+    for n in api.call("GET", "nodes/", params=params)["nodes"]:
+        rows.append([n["cluster"], n["name"], n["state"], n["gpu_type"] or "-",
+                     f"{amount(n['gpus_allocated'])}/{n['gpus']}",
+                     f"{amount(n['cpu_milli_allocated'] / 1000)}/{amount(n['cpu_milli'] / 1000)}",
+                     f"{n['memory_mb_allocated'] / 1024:.0f}/{n['memory_mb'] / 1024:.0f}",
+                     window_of(n["window"])])  # fmt: skip
+    table(rows, names=4, notes=1)
+
+
+def window_of(window: dict | None) -> str:
+    """A node's next window in a few words: its kind (a booking: whether yours), from, to."""
+    if window is None:
+        return "-"
+    kind = window["kind"] + (" (yours)" if window["yours"] else "")
+    return f"{kind} {minute(window['starts_at'])} to {minute(window['ends_at'])} UTC"
+
+
+def minute(time: str) -> str:
+    """An ISO 8601 UTC time from the API to the minute: 2026-12-03 10:41."""
+    return time[:16].replace("T", " ")
+
+
+WINDOW_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
+
+
+def maintenance(api: Api, args) -> None:
+    windows_table(api.call("GET", "maintenance/")["windows"], "No maintenance planned.")
+
+
+def bookings(api: Api, args) -> None:
+    answer = api.call("GET", "bookings/", params={"tenant": args.tenant} if args.tenant else None)
+    windows_table(answer["bookings"], "No bookings.", lead=("tenant",))
+
+
+def windows_table(windows: list[dict], none: str, lead: tuple[str, ...] = ()) -> None:
+    """Node windows (maintenance, bookings) as a table: the `lead` fields, then cluster, nodes
+    ("all": every node), from, to, status and reason; `none` when there are none."""
+    if not windows:
+        show(none)
+        return
+    rows = [[*(w[name] for name in lead), w["cluster"], ",".join(w["nodes"]) or "all",
+             w["starts_at"], w["ends_at"], "in progress" if w["in_progress"] else "upcoming",
+             w["reason"]] for w in windows]  # fmt: skip
+    header = [*lead, *WINDOW_HEADER]
+    table([header, *rows], names=len(header))
+
+
+def amount(value, none: str = "-") -> str:
+    """A quota figure: a whole number as one, a share of GPUs with its decimals."""
+    if value is None:
+        return none
+    if isinstance(value, str):
+        return value
+    if float(value).is_integer():
+        return str(int(value))  # 1310720 MiB, never 1.31072e+06
+    return f"{value:.3f}".rstrip("0")  # a share of GPUs: 0.25, 2.125

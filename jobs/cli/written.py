@@ -1,0 +1,137 @@
+"""What users write on the command line, read: times (now+2h), dependencies as Slurm writes
+them, shard lists, labels, limits, and the server's address."""
+
+import argparse
+import re
+import time
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+RELATIVE = re.compile(r"now(?:\+(\d{1,9})([smhd]?))?")
+
+
+UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def time_written(text: str) -> str:
+    """--begin's and --deadline's TIME as the API takes it: "now+N" with a unit (s, m, h or d;
+    seconds without one), or "now", made a UTC time from this machine's clock, to the second;
+    anything else goes as written (the server wants ISO 8601 with a zone and says what is
+    wrong)."""
+    if not text.startswith("now"):
+        return text
+    relative = RELATIVE.fullmatch(text)
+    if relative is None:
+        raise argparse.ArgumentTypeError(f"not now+N[s|m|h|d] nor a time: {text!r}")
+    count, unit = relative.groups()
+    ahead = int(count or 0) * UNIT_SECONDS[unit or ""]
+    try:
+        moment = datetime.fromtimestamp(int(time.time()) + ahead, tz=UTC)
+    except (OverflowError, OSError, ValueError):  # past the year 9999
+        raise argparse.ArgumentTypeError(f"too far ahead: {text!r}") from None
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+SINGLETON = "singleton"
+
+
+NONE = "none"  # no dependencies, as `depend` prints them
+
+
+def dependencies_written(text: str) -> tuple[list, bool]:
+    """Dependencies written as Slurm's --dependency writes them: the API's depends_on items,
+    and whether the text says "singleton".
+
+    Split by commas or spaces: a job id ("12", or "#12" as the portal shows it) waits for its
+    job to succeed (afterok); "KIND:ID[:ID...]" gives its ids a kind (afterok, afterany,
+    afternotok), and the bare ids after it too ("afterany:12,13"). What is no id, or no kind,
+    goes on as written, for the server to name. "none" alone is no dependencies. The command
+    line's and the portal's one reading of it (jobs.forms): this module runs without Django.
+    """
+    if text.strip() == NONE:
+        return [], False
+    items, kind, singleton = [], None, False
+    for word in filter(None, re.split(r"[\s,]+", text)):
+        if word == SINGLETON:
+            singleton = True
+            continue
+        if ":" in word:
+            kind, _, word = word.partition(":")
+        for written in word.split(":"):
+            pk = written.removeprefix("#")
+            value = int(pk) if pk.isascii() and pk.isdigit() else pk
+            items.append(value if kind is None else {"id": value, "kind": kind})
+    return items, singleton
+
+
+def dependency_items(text: str) -> list:
+    """The depends_on items of dependencies as Slurm writes them (`dependencies_written`)."""
+    return dependencies_written(text)[0]
+
+
+def slurm_form(links: list[dict], singleton: bool) -> str:
+    """A job's dependencies ([{"id", "kind"}]) as Slurm's --dependency writes them
+    ("afterok:12:13,afterany:14,singleton"), "none" for none."""
+    by_kind: dict[str, list[str]] = {}
+    for link in links:
+        by_kind.setdefault(link["kind"], []).append(str(link["id"]))
+    parts = [f"{kind}:{':'.join(ids)}" for kind, ids in by_kind.items()]
+    return ",".join(parts + ([SINGLETON] if singleton else [])) or NONE
+
+
+NO_LIMIT = "none"  # no limit on a batch's shards running at once, as shard-limit takes it
+
+
+def limit_written(text: str) -> int | str:
+    """shard-limit's N: a whole number above 0, or "none"."""
+    return text if text == NO_LIMIT else positive(text)
+
+
+UNSUCCEEDED = "unsucceeded"
+
+
+INDEXES = re.compile(r"[0-9]{1,9}(?:,[0-9]{1,9})*")
+
+
+def shard_choice(text: str) -> str | list[int]:
+    """--shards: "unsucceeded", or shard indexes separated by commas ("3,17,512")."""
+    if text == UNSUCCEEDED:
+        return text
+    if not INDEXES.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not {UNSUCCEEDED} nor indexes like 3,17,512: {text!r}")
+    return [int(word) for word in text.split(",")]
+
+
+def label_written(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not (key and equals):
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key, value
+
+
+def positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")
+    return int(text)
+
+
+def natural(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(text)
+
+
+def http_address(url: str) -> bool:
+    """An http:// or https:// address of a host (and a port that is a number)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is no number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def sends_token_safely(url: str) -> bool:
+    """Over HTTPS, or plain HTTP to this machine only."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
