@@ -26,8 +26,10 @@ then, counts under an unknown type (None). Finished jobs, with their attempts, a
 after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.pruned_before``).
 
 Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
-the finished jobs and the started jobs. The 95th percentile is PostgreSQL's percentile_cont;
-on SQLite (the embedded mode) the started jobs' waits are read and interpolated the same way.
+the finished jobs and the started jobs; one more for a split by a label's values (``by_label``,
+from the attempts over the whole window: the roll-up keeps no labels). The 95th percentile
+is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started jobs' waits are read
+and interpolated the same way.
 """
 
 import math
@@ -48,8 +50,10 @@ from django.db.models import (
     Sum,
     Value,
 )
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Greatest, Least
 
+from clusters.models import LABEL_KEY
 from jobs import rollup
 from jobs.clock import database_now
 from jobs.models import Attempt, Job
@@ -84,11 +88,19 @@ class BadParameter(ValueError):
 
 def requested(params, tenants) -> "Report":
     """The report a request's parameters ask for: ``since`` and ``until`` (YYYY-MM-DD, midnight
-    UTC; until defaults to now, since to 30 days before until) and ``tenant`` (a slug; every
-    one of ``tenants`` without it). BadParameter names the first one wrong."""
+    UTC; until defaults to now, since to 30 days before until), ``tenant`` (a slug; every
+    one of ``tenants`` without it) and ``by_label`` (a label key: each tenant's usage split by
+    its jobs' values of that label too). BadParameter names the first one wrong."""
     now = database_now()
     since, until = window(params.get("since"), params.get("until"), now)
-    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now)
+    key = label_key(params.get("by_label"))
+    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now, key)
+
+
+def label_key(text: str | None) -> str | None:
+    if text and not re.fullmatch(LABEL_KEY, text):
+        raise BadParameter("by_label", "A label key: printable characters, no spaces.")
+    return text or None
 
 
 def window(since: str | None, until: str | None, now: datetime) -> tuple[datetime, datetime]:
@@ -149,6 +161,9 @@ class TenantUsage:
     slug: str
     name: str
     by_type: list[TypeUsage] = field(default_factory=list)
+    # Split by the values of a label (Report.label): each TypeUsage's gpu_type is a value, None
+    # for the jobs without the label.
+    by_label: list[TypeUsage] = field(default_factory=list)
     finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     started: int = 0
     mean_wait_s: float | None = None
@@ -167,6 +182,13 @@ class Report:
     pruned_before: datetime | None  # finished jobs ended before it may have been deleted
     tenants: list[TenantUsage]
     rolled_up: tuple[date, date] | None = None  # the days [first, end) read from the roll-up
+    label: str | None = None  # the label key each tenant's by_label splits its usage by
+
+    @property
+    def label_incomplete(self) -> bool:
+        """Whether the split by label, read from the attempts over the whole window (the
+        roll-up keeps no labels), reaches back before what retention keeps."""
+        return self.pruned_before is not None and self.since < self.pruned_before
 
     @property
     def incomplete(self) -> bool:
@@ -189,6 +211,12 @@ class Report:
                     for u in t.by_type]  # fmt: skip
         return out
 
+    def label_rows(self) -> list[list[str]]:
+        """The split by label as table cells: per tenant a row for each value of the label
+        ("(none)": its jobs without it)."""
+        return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u)]
+                for t in self.tenants for u in t.by_label]  # fmt: skip
+
     def as_json(self) -> dict:
         return {
             "since": self.since,
@@ -201,8 +229,10 @@ class Report:
             "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
             if self.rolled_up
             else None,
-            "tenants": [tenant_json(t) for t in self.tenants],
-        }
+            "tenants": [tenant_json(t, self.label) for t in self.tenants],
+            **({"by_label": self.label, "by_label_incomplete": self.label_incomplete}
+               if self.label else {}),
+        }  # fmt: skip
 
 
 def hours(usage: TypeUsage) -> list[str]:
@@ -213,7 +243,8 @@ def type_label(gpu_type: str | None) -> str:
     return {None: "unknown", "": "none"}.get(gpu_type, gpu_type)
 
 
-def tenant_json(t: TenantUsage) -> dict:
+def tenant_json(t: TenantUsage, label: str | None = None) -> dict:
+    split = {"by_label": [{"value": u.gpu_type, **figures_json(u)} for u in t.by_label]}
     return {
         "tenant": t.slug,
         "name": t.name,
@@ -225,6 +256,7 @@ def tenant_json(t: TenantUsage) -> dict:
             "p95_s": rounded(t.p95_wait_s),
         },
         "by_gpu_type": [{"gpu_type": u.gpu_type, **figures_json(u)} for u in t.by_type],
+        **(split if label else {}),
     }
 
 
@@ -236,9 +268,13 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def usage(tenants: list, since: datetime, until: datetime, now: datetime) -> Report:
+def usage(
+    tenants: list, since: datetime, until: datetime, now: datetime, label: str | None = None
+) -> Report:
     """The tenants' usage over [since, until), attempts still running counted up to ``now``:
-    the whole days the daily roll-up has written read from it, the rest from the jobs."""
+    the whole days the daily roll-up has written read from it, the rest from the jobs. With a
+    `label` key, each tenant's usage split by its jobs' values of it too, from the attempts
+    over the whole window (the roll-up keeps no labels)."""
     ids = [t.pk for t in tenants]
     span = rolled_span(since, until)
     live = live_pieces(since, until, span)
@@ -246,14 +282,17 @@ def usage(tenants: list, since: datetime, until: datetime, now: datetime) -> Rep
     # The window read from the jobs alone keeps its exact percentile.
     parts += [live_part(ids, start, end, now, exact=not span) for start, end in live]
     whole = Part.merge(parts)
+    by_label = {}
+    if label:
+        by_label = attempt_usage(ids, since, until, now, KeyTextTransform(label, "job__labels"))
     found = []
     for t in tenants:
         waits = whole.waits.get(t.pk, Waits())
         jobs = whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
         by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
-        found.append(TenantUsage(t.slug, t.name, by_type, jobs, waits.started, waits.mean(),
-                                 waits.p95()))  # fmt: skip
-    return Report(since, until, now, pruned_before(now), found, span)
+        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []), jobs,
+                                 waits.started, waits.mean(), waits.p95()))  # fmt: skip
+    return Report(since, until, now, pruned_before(now), found, span, label)
 
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:
@@ -385,9 +424,10 @@ class Percentile(Aggregate):
         super().__init__(expression, fraction=float(fraction), **extra)
 
 
-def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
-    """GPU-hours, CPU core-hours and waste of the tenants' attempts, by tenant and GPU type:
-    one grouped query over the attempts that ran in the window or ended in it."""
+def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]:
+    """GPU-hours, CPU core-hours and waste of the tenants' attempts, by tenant and GPU type
+    (or `by`, an expression of the attempt: a job's label): one grouped query over the
+    attempts that ran in the window or ended in it."""
     start = Greatest("started_at", Value(since))
     end = Least(Coalesce("ended_at", Value(now)), Value(until))
     # Clipped to the window; never negative (an attempt started after it or ended before).
@@ -400,7 +440,7 @@ def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
     rows = (
         Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
         .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
-        .values("job__tenant_id", "gpu_type")
+        .values("job__tenant_id", kind=by or F("gpu_type"))
         .annotate(
             gpu_s=Sum(ran * milli_gpus / 1000, filter=started),
             cpu_s=Sum(ran * milli_cpus / 1000, filter=started),
@@ -412,7 +452,7 @@ def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
     found: dict[int, list[TypeUsage]] = {}
     for row in rows:
         seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s")]
-        usage = TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
+        usage = TypeUsage(row["kind"], *(s / 3600 for s in seconds))
         found.setdefault(row["job__tenant_id"], []).append(usage)
     for usages in found.values():
         usages.sort(key=type_order)

@@ -360,7 +360,7 @@ def clusters(request):
 def usage(request):
     """The usage report of the user's tenants (every tenant for a platform admin) over a
     window, as a table; a bad date or team is a 400 with the form's error."""
-    values = {name: request.GET.get(name, "") for name in ("since", "until", "tenant")}
+    values = {name: request.GET.get(name, "") for name in ("since", "until", "tenant", "by_label")}
     tenants = access.report_tenants(request.user)
     report, errors = None, {}
     try:

@@ -59,9 +59,11 @@
                      each have their own: its id alone shows shard 0's (a rerun of some
                      shards: its lowest's; it says so on standard error), --shard N shard
                      N's (0 to shards-1), as Slurm's ID_N names a task of a job array
-    usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG]
+    usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
-                     tenants, by GPU type (default: the last 30 days)
+                     tenants, by GPU type (default: the last 30 days); --by-label: then
+                     each tenant's usage by its jobs' values of that label ("(none)": jobs
+                     without it), as chargeback by project
     quota [--tenant SLUG]
                      per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
                      how much more it may start now; jobs queued and waiting for quota

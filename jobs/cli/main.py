@@ -120,6 +120,9 @@ def main(argv=None) -> int:
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")
     report.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    report.add_argument(
+        "--by-label", metavar="KEY", help="also each tenant's usage by its jobs' values of KEY"
+    )
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     ranks = commands.add_parser("classes")

@@ -12,13 +12,23 @@ FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hou
 
 
 def usage(api: Api, args) -> None:
-    params = {name: getattr(args, name) for name in ("since", "until", "tenant")}
+    params = {name: getattr(args, name) for name in ("since", "until", "tenant", "by_label")}
     report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
     show(f"from {report['since']} to {report['until']}, running attempts counted to "
          f"{report['counted_to']}")  # fmt: skip
     if report["incomplete"]:
         show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
     table([USAGE_HEADER, *usage_rows(report["tenants"])])
+    if args.by_label:
+        show("")
+        if report["by_label_incomplete"]:
+            show(f"note: by {args.by_label}, read from the jobs kept: those finished before "
+                 f"{report['pruned_before']} are not counted")  # fmt: skip
+        header = ["tenant", args.by_label, *USAGE_HEADER[2:6]]
+        rows = [[t["tenant"], "(none)" if u["value"] is None else u["value"],
+                 *(f"{u[k]:.2f}" for k in FIGURES)]
+                for t in report["tenants"] for u in t["by_label"]]  # fmt: skip
+        table([header, *rows])
 
 
 def table(rows: list[list[str]], names: int = 2, notes: int = 0) -> None:
