@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth
 from django.urls import include, path
 
+from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
@@ -20,11 +21,11 @@ urlpatterns = [
     path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
     path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),
     path("jobs/<int:pk>/shard-limit/", portal.change_shard_limit, name="change_shard_limit"),
-    path("metrics", portal.metrics, name="metrics"),
-    path("overview/", portal.overview, name="overview"),
-    path("clusters/", portal.clusters, name="clusters"),
-    path("usage/", portal.usage, name="usage"),
-    path("usage.csv", portal.usage_csv, name="usage_csv"),
+    path("metrics", platform.metrics, name="metrics"),
+    path("overview/", platform.overview, name="overview"),
+    path("clusters/", platform.clusters, name="clusters"),
+    path("usage/", platform.usage, name="usage"),
+    path("usage.csv", platform.usage_csv, name="usage_csv"),
     path("quotas/", quotas, name="quotas"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),

@@ -1,0 +1,135 @@
+"""The portal's pages about the platform rather than one job: the overview of the metrics,
+the clusters and their nodes, the usage report and its CSV, and the Prometheus scrape."""
+
+import csv
+import secrets
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+
+from clusters.models import MaintenanceWindow, Node
+from jobs import access, nodes_api, reports
+from jobs import metrics as platform_metrics
+from jobs.forms import described
+from jobs.maintenance_api import bookings_of, nodes_named, planned
+from jobs.models import Attempt, Job
+
+
+@login_required
+def overview(request):
+    """The metrics, drawn: the clusters, their maintenance to come and the scheduler as
+    everyone sees them; the bookings, job and attempt figures of the user's own tenants only."""
+    tenants = access.tenants_of(request.user)
+    figures = platform_metrics.collect(
+        timezone.now(),
+        jobs=Job.objects.filter(tenant__in=tenants),
+        attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
+    )
+    context = {
+        "metrics": figures,
+        "glance": platform_metrics.glance(figures),
+        "maintenance": with_nodes_named(planned(MaintenanceWindow.objects)),
+        "bookings": with_nodes_named(bookings_of(tenants)),
+    }
+    return render(request, "portal/overview.html", context)
+
+
+def with_nodes_named(windows) -> list:
+    """Each window with its nodes written for the page."""
+    return [(window, nodes_named(window)) for window in windows]
+
+
+@login_required
+def clusters(request):
+    """The clusters and their nodes, as GET /api/v1/clusters/ and /api/v1/nodes/ give them
+    (Slurm's sinfo); the nodes narrowed by the form's cluster, state and GPU type, an unknown
+    cluster or state a 400 with the form's error."""
+    values = {name: request.GET.get(name, "") for name in ("cluster", "state", "gpu_type")}
+    errors, shown = {}, []
+    try:
+        nodes, state = nodes_api.asked(request.GET)
+        shown = nodes_api.in_state(nodes_api.listed(nodes, request.user), state)
+    except reports.BadParameter as bad:
+        errors = {bad.field: bad.message}
+    context = {
+        "clusters": nodes_api.clusters_json(nodes_api.listed(Node.objects.all(), request.user)),
+        "nodes": shown,
+        "states": nodes_api.STATES,
+        "no_gpus": [None],
+        "values": values,
+        "fields": described(errors),
+    }
+    return render(request, "portal/clusters.html", context, status=400 if errors else 200)
+
+
+@login_required
+def usage(request):
+    """The usage report of the user's tenants (every tenant for a platform admin) over a
+    window, as a table; a bad date or team is a 400 with the form's error."""
+    values = {name: request.GET.get(name, "") for name in ("since", "until", "tenant", "by_label")}
+    tenants = access.report_tenants(request.user)
+    report, errors = None, {}
+    try:
+        report = reports.requested(request.GET, tenants)
+    except reports.BadParameter as bad:
+        errors = {bad.field: bad.message}
+    context = {
+        "report": report,
+        "values": values,
+        "errors": errors,
+        "fields": described(errors),
+        "tenants": tenants.order_by("name"),
+        "headings": reports.HEADINGS,
+        "csv_query": urlencode({name: value for name, value in values.items() if value}),
+    }
+    return render(request, "portal/usage.html", context, status=400 if errors else 200)
+
+
+@login_required
+def usage_csv(request):
+    """The usage page's table as a CSV file, for the same parameters."""
+    try:
+        report = reports.requested(request.GET, access.report_tenants(request.user))
+    except reports.BadParameter as bad:
+        return HttpResponse(f"{bad.field}: {bad.message}\n", status=400, content_type="text/plain")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"usage-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    writer = csv.writer(response)
+    writer.writerow([*reports.COLUMNS, *WINDOW_COLUMNS])
+    # Each row says what it covers: a window without `until` ends at the download's now, not
+    # the page's, and a part retention has deleted is not counted.
+    window = [f"{report.since:%Y-%m-%dT%H:%M:%SZ}", f"{report.until:%Y-%m-%dT%H:%M:%SZ}",
+              "true" if report.incomplete else "false"]  # fmt: skip
+    writer.writerows([*(spreadsheet_safe(cell) for cell in row), *window] for row in report.rows())
+    return response
+
+
+WINDOW_COLUMNS = ["since", "until", "incomplete"]
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A cell a spreadsheet will not run as a formula: a GPU type is whatever an agent
+    reported, and "=HYPERLINK(...)" would be one. Figures never start with these."""
+    return f"'{cell}" if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
+
+
+def metrics(request):
+    """Prometheus scrape: `Authorization: Bearer $MLSCHED_METRICS_TOKEN`, or a platform
+    admin's (superuser's) session.
+
+    The numbers name clusters, GPU types and every tenant, so they are not for tenant admins.
+    """
+    token = settings.MLSCHED_METRICS_TOKEN
+    bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    allowed = request.user.is_superuser or (
+        token and secrets.compare_digest(bearer.encode(), token.encode())
+    )
+    if not allowed:
+        return HttpResponse("metrics need a platform admin or the metrics token\n", status=403)
+    return HttpResponse(platform_metrics.render(), content_type="text/plain; version=0.0.4")
