@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from clusters import agents
 from clusters.backends import base
 from clusters.models import Cluster, validate_labels
-from jobs.serializers import Choice, TextKeys
+from jobs.fields import Choice, TextKeys
 
 
 class AgentTokenAuthentication(BaseAuthentication):

@@ -2,17 +2,33 @@
 
 import re
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from clusters.models import LABEL_KEY, validate_labels
 from jobs import access
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
-from jobs.models import Dependency, Family, Job, JobEvent, LogChunk
+from jobs.fields import (
+    MAX_BATCH_SPEC_CHARS,
+    MAX_COMMAND_CHARS,
+    MAX_ENV_CHARS,
+    MAX_LABEL_VALUE,
+    MAX_LABELS,
+    MAX_RUNTIME,
+    MAX_SHARDS,
+    Begin,
+    Choice,
+    Deadline,
+    DependencyItem,
+    TextKeys,
+    at_most,
+    deadline_problem,
+    validate_env_names,
+    within,
+)
+from jobs.models import Family, Job, JobEvent, LogChunk
 from jobs.states import State
 from quotas.models import PriorityClass
 
@@ -23,199 +39,6 @@ PREEMPTIBLE_BY_DEFAULT = {
     Family.BATCH_INFERENCE: True,
     Family.EVALUATION: True,
 }
-
-
-# Kubernetes' rule for environment variable names, so a job runs on any backend.
-ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}")
-
-
-def validate_env_names(env: dict) -> None:
-    bad = sorted(name for name in env if not ENV_NAME.fullmatch(name))
-    if bad:
-        raise serializers.ValidationError(
-            f"{bad[0][:80]!r} is not an environment variable name"
-            " (letters, digits, '-', '.', '_'; not a leading digit)."
-        )
-
-
-# What no text field can hold: a NUL (PostgreSQL refuses it) or a lone surrogate (UTF-8 cannot
-# encode one, so neither the database nor a JSON answer can).
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-class Choice(serializers.ChoiceField):
-    """DRF's ChoiceField, its refusal quoting the value escaped, as Python writes it, and listing
-    the choices: DRF's own quotes the value raw, and an answer quoting a lone surrogate cannot be
-    encoded (a 500)."""
-
-    def __init__(self, choices, **kwargs):
-        super().__init__(choices, **kwargs)
-        listed = ", ".join(str(value) for value in self.choices)
-        self.error_messages["invalid_choice"] = f"{{input!r}} is not one of: {listed}."
-
-
-class TextKeys(serializers.DictField):
-    """DRF's DictField, refusing first a key that holds a NUL or a lone surrogate: DRF files a
-    value's error under its key, and an answer quoting a lone surrogate cannot be encoded."""
-
-    default_error_messages = {"bad_key": "A key cannot hold a NUL or a lone surrogate."}
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict) and any(UNSTORABLE.search(str(key)) for key in data):
-            self.fail("bad_key")
-        return super().to_internal_value(data)
-
-
-# A worker's command line and environment together must fit the kernel's limit for a new
-# program (128 KiB per string, a few MiB in all); every shard stores its own copy.
-MAX_COMMAND_CHARS = 128 * 1024
-MAX_ENV_CHARS = 128 * 1024
-# A batch's shards store the command and environment once each: one request may not write more
-# than this in all (10,000 shards of 6.5 KiB; a single job is never near it).
-MAX_BATCH_SPEC_CHARS = 64 * 1024 * 1024
-MAX_SHARDS = 10_000  # of a batch
-MAX_LABELS, MAX_LABEL_VALUE = 32, 256  # a job's own labels, and each one's value in characters
-
-
-def at_most(limit: int, what: str):
-    """A validator refusing more than `limit` entries."""
-
-    def check(value) -> None:
-        if len(value) > limit:
-            raise serializers.ValidationError(f"At most {limit} {what}.")
-
-    return check
-
-
-def within(limit: int, what: str):
-    def validate(value) -> None:
-        strings = [*value, *value.values()] if isinstance(value, dict) else value
-        if sum(len(text) for text in strings) > limit:
-            raise serializers.ValidationError(f"The {what} is over {limit // 1024} KiB in all.")
-
-    return validate
-
-
-class DependencyItem(serializers.Field):
-    """One item of depends_on: a job id, to wait for it to succeed (afterok), or an object
-    `{"id": 12, "kind": "afterany"}` (kind: afterok, the default, afterany or afternotok)."""
-
-    SHAPE = 'A job id, or {"id": <job id>, "kind": "afterok" | "afterany" | "afternotok"}.'
-    ids = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
-    kinds = serializers.ChoiceField(
-        choices=Dependency.Kind.choices,
-        error_messages={"invalid_choice": "{input!r} is no dependency kind: afterok, afterany or "
-                        "afternotok."},
-    )  # fmt: skip
-
-    def to_internal_value(self, data) -> Wait:
-        if isinstance(data, dict):
-            if set(data) - {"id", "kind"} or "id" not in data:
-                raise serializers.ValidationError(self.SHAPE)
-            kind = data.get("kind", Dependency.Kind.AFTEROK)
-            return Wait(self.ids.run_validation(data["id"]), self.kinds.run_validation(kind))
-        if isinstance(data, (list, bool)):
-            raise serializers.ValidationError(self.SHAPE)
-        return Wait(self.ids.run_validation(data), Dependency.Kind.AFTEROK)
-
-    def to_representation(self, value: Wait) -> dict:
-        return {"id": value.on, "kind": value.kind}
-
-
-MAX_BEGIN_AHEAD = timedelta(days=366)
-MAX_RUNTIME = timedelta(days=30)  # a job's max_runtime_s at most
-# A job deferred by a year at most, and running 30 days at most, ends by then.
-MAX_DEADLINE_AHEAD = MAX_BEGIN_AHEAD + MAX_RUNTIME
-
-
-class ZonedTime(serializers.Field):
-    """An ISO 8601 time with its zone, at most `ahead` from now; `read` says what it means.
-    A time without a zone is refused rather than read in some zone: the caller's and the
-    server's may differ."""
-
-    ahead: timedelta
-    default_error_messages = {
-        "invalid": "A time with its zone, as ISO 8601 writes it: 2026-12-03T02:00:00Z for UTC, "
-        "or 2026-12-03T03:00:00+01:00.",
-        "naive": "No time zone: UTC is expected, written with a Z (2026-12-03T02:00:00Z), or "
-        "give the zone's offset (+01:00).",
-    }
-
-    def to_internal_value(self, data) -> datetime | None:
-        value = data if isinstance(data, datetime) else self.parse(data)
-        if value.tzinfo is None:
-            self.fail("naive")
-        now = timezone.now()
-        if value - now > self.ahead:
-            self.fail("too_far")
-        return self.read(value, now)
-
-    def read(self, value: datetime, now: datetime) -> datetime | None:
-        raise NotImplementedError
-
-    def parse(self, data) -> datetime:
-        # Not quoted back: the text may hold a lone surrogate, which no answer can encode.
-        if not isinstance(data, str) or len(data) > 64:
-            self.fail("invalid")
-        try:
-            value = parse_datetime(data.strip())
-        except ValueError:  # well formed, yet no time (a 13th month)
-            value = None
-        if value is None:
-            self.fail("invalid")
-        return value
-
-    def to_representation(self, value) -> str:
-        return serializers.DateTimeField().to_representation(value)
-
-
-class Begin(ZonedTime):
-    """A deferred start (Slurm's --begin), as UTC, or None when it is not ahead (a time past,
-    or now, defers nothing)."""
-
-    ahead = MAX_BEGIN_AHEAD
-    default_error_messages = {
-        "too_far": "More than 366 days ahead: a start may be deferred by a year at most.",
-    }
-
-    def read(self, value: datetime, now: datetime) -> datetime | None:
-        return value.astimezone(UTC) if value > now else None
-
-
-class Deadline(ZonedTime):
-    """A deadline (Slurm's --deadline), as UTC: a time to come. Whether the job could end by
-    it is the submission's to say (deadline_problem): it reads the runtime limit and begin."""
-
-    ahead = MAX_DEADLINE_AHEAD
-    default_error_messages = {
-        "too_far": f"More than {MAX_DEADLINE_AHEAD.days} days ahead: a job deferred by a year "
-        f"at most (begin) and running {MAX_RUNTIME.days} days at most ends well before.",
-        "past": "Not after now: the job could never end by then.",
-    }
-
-    def read(self, value: datetime, now: datetime) -> datetime:
-        if value <= now:
-            self.fail("past")
-        return value.astimezone(UTC)
-
-
-def deadline_problem(data: dict) -> str:
-    """Why the job could never end by its deadline, "" if it could: it would, started now (or
-    at its begin) and running its whole runtime limit, end no earlier."""
-    deadline, begin = data["deadline"], data["begin"]
-    if deadline is None:
-        return ""
-    start = begin or timezone.now()
-    end = start + timedelta(seconds=data["max_runtime_s"])
-    if deadline > end:
-        return ""
-    started = "at its begin" if begin else "now"
-    when = serializers.DateTimeField().to_representation(end.replace(microsecond=0))
-    return (
-        f"Not after {when}, when the job would end if it started {started} and ran its "
-        f"max_runtime_s ({data['max_runtime_s']} s): it could not end by then. Give a later "
-        "deadline, or none."
-    )
 
 
 def priority_class_named(name: str) -> PriorityClass:
