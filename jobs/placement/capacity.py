@@ -19,7 +19,7 @@ import random
 from collections.abc import Iterable
 
 from jobs.placement import ranges
-from jobs.placement.model import WHOLE_GPU, Node, RunningJob
+from jobs.placement.model import WHOLE_GPU, Node, QueuedJob, RunningJob
 
 # ((gpu index, milli), ...): the GPU part of one worker's placement on one node; on a node
 # that keeps its ranges, ((gpu index, milli, start), ...) once placed.
@@ -206,6 +206,22 @@ class Group:
     @property
     def max_gpus(self) -> int:
         return len(self.by_full) - 1
+
+    def admits(self, job: QueuedJob) -> bool:
+        """Whether the job's workers may run on this group's nodes: its clusters, its GPU
+        types, a share only on shareable GPUs."""
+        if job.clusters and self.cluster not in job.clusters:
+            return False
+        if not job.worker_gpu_milli:
+            return True
+        if not self.gpu_type or (job.gpu_types and self.gpu_type not in job.gpu_types):
+            return False
+        return self.shareable or bool(job.gpus)
+
+    @property
+    def totals(self) -> tuple[int, int, int, int]:
+        """Its free whole GPUs, GPU milli, CPU and memory."""
+        return (self.full_total, self.milli_total, self.cpu_total, self.mem_total)
 
     def share_buckets(self, milli: int) -> list[dict[NodeState, None]]:
         """Buckets whose nodes all have a GPU with ``milli`` free: tightest partial GPUs

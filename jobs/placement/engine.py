@@ -121,7 +121,7 @@ class Cycle:
         self._placed_running: list[tuple[float, RunningJob]] = []
         # What victims of this cycle hold beyond their preemptor's slots, by their end.
         self._leaving_ends: list[tuple[float, RunningJob]] = []
-        self.initial = {k: _totals_of(g) for k, g in self.capacity.groups.items()}
+        self.initial = {k: g.totals for k, g in self.capacity.groups.items()}
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
         # One reservation per disjoint pool of node groups (EASY backfill per pool).
@@ -247,7 +247,7 @@ class Cycle:
         key = (job.gpu_types, job.clusters, share, job.worker_gpu_milli > 0)
         groups = self._groups.get(key)
         if groups is None:
-            groups = [g for _, g in sorted(self.capacity.groups.items()) if _matches(g, job)]
+            groups = [g for _, g in sorted(self.capacity.groups.items()) if g.admits(job)]
             # The job lists its GPU types most preferred first; ties between nodes go that way.
             groups.sort(key=lambda g: _preference(job.gpu_types, g.gpu_type))
             self._groups[key] = groups
@@ -592,22 +592,8 @@ class Cycle:
             need.windows, need.avoid_held, need.avoid, need.bookings_open = kept
 
 
-def _matches(group: Group, job: QueuedJob) -> bool:
-    if job.clusters and group.cluster not in job.clusters:
-        return False
-    if not job.worker_gpu_milli:
-        return True
-    if not group.gpu_type or (job.gpu_types and group.gpu_type not in job.gpu_types):
-        return False
-    return group.shareable or bool(job.gpus)
-
-
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:
     return gpu_types.index(gpu_type) if gpu_type in gpu_types else len(gpu_types)
-
-
-def _totals_of(group: Group) -> tuple[int, int, int, int]:
-    return (group.full_total, group.milli_total, group.cpu_total, group.mem_total)
 
 
 def _resources(used: dict[str, int]) -> dict[str, float]:
