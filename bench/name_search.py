@@ -29,7 +29,6 @@ bench/results/name_search.md).
 
 import argparse
 import importlib
-import json
 import os
 import statistics
 import sys
@@ -44,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import fresh_db  # noqa: E402
 import surfaces  # noqa: E402
+from plans import explain, plans, pooled  # noqa: E402
 
 DATABASE = os.environ.get("BENCH_DATABASE", "mlsched_bench_name_search")
 fresh_db.use(DATABASE)
@@ -113,35 +113,6 @@ def index_size() -> str:
         return cursor.fetchone()[0]
 
 
-def explain(sql: str, params) -> dict:
-    """What a name search did: the indexes it used, its time in the database, the pages read."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
-        plan = cursor.fetchone()[0]
-    plan = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
-    indexes, scans = set(), []
-
-    def walk(node):  # the jobs table's indexes are named job_* and jobs_job_*
-        if node.get("Index Name", "").startswith("job"):
-            indexes.add(node["Index Name"])
-        if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "jobs_job":
-            scans.append(node["Relation Name"])
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan["Plan"])
-    top = plan["Plan"]
-    return {
-        "indexes": sorted(indexes),
-        "seq_scans": scans,
-        "ms": plan["Execution Time"],
-        "pages": top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0),
-        "rows": top["Actual Rows"],
-    }
-
-
 @contextmanager
 def searching_ids_as_text():
     """The job admin's search as it was: `search_fields = ["name", "id"]`, which ORs
@@ -189,28 +160,6 @@ def clients() -> dict:
         logged_in[name] = Client()
         logged_in[name].force_login(User.objects.get(username=name))
     return logged_in
-
-
-def pooled(rounds: list[dict]) -> dict[str, dict]:
-    """Each row's median over every round's requests, and the last round's plans."""
-    return {
-        name: {
-            "ms": statistics.median(t for run in rounds for t in run[name]["times"]),
-            "statements": rounds[-1][name]["statements"],
-        }
-        for name in rounds[0]
-    }
-
-
-def plans(result: dict) -> str:
-    """Each name-searching statement as `indexes (db ms, pages)`."""
-    parts = []
-    for s in result["statements"]:
-        used = ", ".join(s["indexes"]) or "-"
-        if s["seq_scans"]:
-            used += " + seq scan " + ", ".join(s["seq_scans"])
-        parts.append(f"{used} ({s['ms']:.1f} ms, {s['pages']:,} pages)")
-    return "; ".join(parts)
 
 
 def write(path: Path, command: str, args, before, after, build_s, builds, size):

@@ -67,6 +67,9 @@ class Job(models.Model):
     )
     labels = models.JSONField(
         default=dict,
+        # In the database too: rows written without it (by an older release while this one
+        # rolls out, or by SQL) get none.
+        db_default=models.Value({}, models.JSONField()),
         blank=True,
         help_text="The submitter's own labels (project=llm, sweep=lr-3), to find and count the "
         "job by; the scheduler does not read them.",
@@ -429,6 +432,7 @@ class Attempt(models.Model):
         max_length=12,
         choices=StopCause.choices,
         blank=True,
+        db_default="",  # rows an older release writes while this one rolls out: none
         help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
     )
     wasted_gpu_seconds = models.FloatField(

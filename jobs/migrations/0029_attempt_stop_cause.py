@@ -39,6 +39,7 @@ class Migration(migrations.Migration):
                     ("maintenance", "Maintenance"),
                     ("booking", "Booking"),
                 ],
+                db_default="",
                 help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
                 max_length=12,
             ),

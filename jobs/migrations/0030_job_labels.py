@@ -1,5 +1,7 @@
 """Jobs' labels, and a GIN index of them (PostgreSQL only) for the job lists' `label` filter.
 
+The column's default is `{}` in the database too (`db_default`), so rows an older release
+writes while this one rolls out, or SQL writes, carry no labels rather than being refused.
 `JobQuerySet.labelled` asks PostgreSQL for `labels @> '{"key": "value"}'` (or `labels ? 'key'`),
 which the index answers (the default jsonb_ops class serves both operators); without it a
 filter on a label no job carries reads every job of the caller's tenants. The column is added
@@ -41,6 +43,7 @@ class Migration(migrations.Migration):
             name="labels",
             field=models.JSONField(
                 blank=True,
+                db_default=models.Value({}, models.JSONField()),
                 default=dict,
                 help_text="The submitter's own labels (project=llm, sweep=lr-3), to find and "
                 "count the job by; the scheduler does not read them.",
