@@ -432,6 +432,7 @@ class Attempt(models.Model):
         max_length=12,
         choices=StopCause.choices,
         blank=True,
+        default="",
         db_default="",  # rows an older release writes while this one rolls out: none
         help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
     )

@@ -40,6 +40,7 @@ class Migration(migrations.Migration):
                     ("booking", "Booking"),
                 ],
                 db_default="",
+                default="",
                 help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
                 max_length=12,
             ),
