@@ -188,3 +188,14 @@ def test_the_cli_cancels_a_sweep_by_its_label(cli, alice, alpha):  # noqa: F811
     assert done.stdout.strip() == "canceled 3 jobs"
     assert set(Job.objects.filter(state="canceled")) == set(sweep)
     assert Job.objects.get(pk=kept.pk).state == "queued"
+
+
+def test_the_job_list_shows_each_jobs_labels_as_links_to_the_jobs_carrying_them(
+    client, alice, alpha
+):
+    JobFactory(tenant=alpha, owner=alice, labels={"project": "llm"})
+    client.force_login(alice)
+
+    page = client.get("/").content.decode()
+
+    assert '<a class="job-label" href="/?label=project%3Dllm"' in page
