@@ -266,6 +266,16 @@ QUERIES = [
     ("/api/v1/usage/", "since"),
     ("/api/v1/usage/", "until"),
     ("/api/v1/usage/", "tenant"),
+    ("/api/v1/usage/", "by_label"),
+    ("/api/v1/jobs/", "label"),
+    ("/api/v1/nodes/", "state"),
+    ("/api/v1/nodes/", "cluster"),
+    ("/api/v1/nodes/", "gpu_type"),
+    ("/api/v1/clusters/", "x"),
+    ("/", "label"),
+    ("/clusters/", "state"),
+    ("/clusters/", "cluster"),
+    ("/usage/", "by_label"),
     ("/", "state"),
     ("/", "tenant"),
     ("/", "q"),
@@ -282,7 +292,7 @@ QUERIES = [
 ]
 
 
-@hypothesis.settings(FUZZ, max_examples=80)
+@hypothesis.settings(FUZZ, max_examples=120)
 @given(where=st.sampled_from(QUERIES), value=QUERY_VALUES, again=st.booleans())
 def test_any_query_parameter_is_a_4xx_naming_it(api, portal, ids, where, value, again):
     url, name = where
