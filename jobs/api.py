@@ -27,6 +27,7 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     PrioritySerializer,
+    RelabelSerializer,
     RequeueSerializer,
     ResubmitSerializer,
     ShardLimitSerializer,
@@ -176,6 +177,17 @@ class CancelJobsView(APIView):
         return Response({"canceled": canceled, "more": more}, status=status.HTTP_202_ACCEPTED)
 
 
+def changed_answer(request, job, changed: int, told, code=status.HTTP_200_OK) -> Response:
+    """A change's answer, with `changed`, how many jobs it changed: the job as the caller sees
+    it, or, for a caller who may change it but not see it (a cancel_job grant alone), its id,
+    its state and `told(job)`, what the change set."""
+    job.refresh_from_db()
+    if access.can_see(request.user, job):
+        return Response({**job_json(request, job), "changed": changed}, status=code)
+    return Response({"id": job.pk, "state": job.state, **told(job), "changed": changed},
+                    status=code)  # fmt: skip
+
+
 class HoldView(APIView):
     """Hold a queued job, or release it (`verb`): whoever may cancel a job may hold it. A
     platform admin's hold only a platform admin releases (403 for anyone else)."""
@@ -190,13 +202,8 @@ class HoldView(APIView):
             raise PermissionDenied(str(refusal)) from None
         except actions.HoldRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        job.refresh_from_db()
         # `changed`: the jobs held or released, a batch's queued shards (its first may run).
-        if not access.can_see(request.user, job):
-            return Response(
-                {"id": job.pk, "state": job.state, "held": job.held, "changed": changed}
-            )
-        return Response({**job_json(request, job), "changed": changed})
+        return changed_answer(request, job, changed, lambda job: {"held": job.held})
 
 
 class RequeueView(APIView):
@@ -215,11 +222,8 @@ class RequeueView(APIView):
             )
         except actions.RequeueRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        job.refresh_from_db()
-        answer = {"id": job.pk, "state": job.state, "held": job.held}
-        if access.can_see(request.user, job):
-            answer = job_json(request, job)
-        return Response({**answer, "changed": changed}, status=status.HTTP_202_ACCEPTED)
+        return changed_answer(request, job, changed, lambda job: {"held": job.held},
+                              status.HTTP_202_ACCEPTED)  # fmt: skip
 
 
 class PriorityView(APIView):
@@ -234,12 +238,8 @@ class PriorityView(APIView):
             changed = actions.reprioritize(job, str(request.user), **change.validated_data)
         except actions.NotQueued as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        job.refresh_from_db()
-        if not access.can_see(request.user, job):
-            return Response({"id": job.pk, "state": job.state, "priority_class":
-                             job.priority_class.name, "priority": job.priority,
-                             "changed": changed})  # fmt: skip
-        return Response({**job_json(request, job), "changed": changed})
+        return changed_answer(request, job, changed, lambda job: {
+            "priority_class": job.priority_class.name, "priority": job.priority})  # fmt: skip
 
 
 class ShardLimitView(APIView):
@@ -255,11 +255,23 @@ class ShardLimitView(APIView):
             changed = actions.set_shard_limit(job, limit, str(request.user))
         except actions.ShardLimitRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        job.refresh_from_db()
-        if not access.can_see(request.user, job):
-            return Response({"id": job.pk, "state": job.state, "max_running_shards": limit,
-                             "changed": changed})  # fmt: skip
-        return Response({**job_json(request, job), "changed": changed})
+        return changed_answer(request, job, changed, lambda job: {"max_running_shards": limit})
+
+
+class LabelsView(APIView):
+    """Set or remove a job's labels (actions.relabel; a batch, through its first shard: every
+    shard's), in any state: whoever may cancel it may."""
+
+    def post(self, request, pk):
+        job = access.to_change(request.user, pk, "change its labels")
+        change = RelabelSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        asked = change.validated_data
+        try:
+            labels, changed = actions.relabel(job, asked.get("labels", {}), asked.get("remove", []))
+        except actions.RelabelRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        return changed_answer(request, job, changed, lambda job: {"labels": labels})
 
 
 class DependenciesView(APIView):
@@ -446,6 +458,7 @@ urlpatterns = [
     path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
     path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
+    path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),

@@ -267,6 +267,32 @@ class ShardLimitSerializer(serializers.Serializer):
     )
 
 
+class RelabelSerializer(serializers.Serializer):
+    """A change of a job's labels (`kubectl label`): `labels` to set (a value replaces the one
+    its key had) and `remove`, keys to drop; one of them at least. How many the job is left
+    with is checked by jobs.actions.relabel."""
+
+    labels = TextKeys(
+        child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
+        required=False,
+        validators=[validate_labels, at_most(MAX_LABELS, "labels")],
+    )
+    remove = serializers.ListField(
+        child=serializers.RegexField(rf"\A{LABEL_KEY}\Z"), required=False,
+        max_length=MAX_LABELS,
+    )  # fmt: skip
+
+    def validate(self, data):
+        if not (data.get("labels") or data.get("remove")):
+            raise serializers.ValidationError({"labels": ["Give labels to set, keys to remove, "
+                                                          "or both."]})  # fmt: skip
+        if both := sorted(set(data.get("labels", {})) & set(data.get("remove", []))):
+            raise serializers.ValidationError(
+                {"remove": [f"{both[0]!r} is both set and removed: give it once."]}
+            )
+        return data
+
+
 class RequeueSerializer(serializers.Serializer):
     """A requeue's options (Slurm's `scontrol requeue`, `requeuehold`): `hold`, to keep the job
     in the queue until it is released (false by default). Whether the job runs is asked by

@@ -1,5 +1,5 @@
 """Changes to a job after its submission: its dependencies, holds and releases, a requeue,
-its priority, and a batch's limit on its shards running at once."""
+its priority, a batch's limit on its shards running at once, and its labels."""
 
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
@@ -16,6 +16,7 @@ from jobs.actions.lifecycle import (
     write_events,
 )
 from jobs.clock import database_now
+from jobs.fields import MAX_LABELS
 from jobs.models import Attempt, Job
 from jobs.states import State
 
@@ -202,6 +203,35 @@ def set_shard_limit(job: Job, limit: int | None, by: str) -> int:
     write_events(first, shards[job.pk], {job.pk: reason}, {}, timezone.now())
     transaction.on_commit(kick)
     return changed
+
+
+class RelabelRefused(Exception):
+    """A change of labels asked of a batch's shard other than its first (a conflict)."""
+
+
+@retrying.atomic
+def relabel(job: Job, labels: dict[str, str], remove: list[str]) -> tuple[dict, int]:
+    """Set `labels` on a job and drop the keys in `remove` (`kubectl label`; a batch, through
+    its first shard: every shard, which all carry its labels), whatever its state: they are the
+    submitter's own, which the scheduler does not read; usage reports split by a label read
+    them as they are now. Its rows are locked in id order, as cancel() locks them, and
+    written by one UPDATE. Returns the labels and how many jobs carry them.
+
+    Raises RelabelRefused for a shard other than a batch's first; the serializer's
+    ValidationError, on labels, when the job would carry more than MAX_LABELS."""
+    if job.parent_id is not None:
+        raise RelabelRefused(
+            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+            f"batch's labels, #{job.parent_id}."
+        )
+    rows = job.batch().select_for_update().order_by("id")
+    current = dict(rows.values_list("id", "labels"))[job.pk]
+    kept = {key: value for key, value in {**current, **labels}.items() if key not in remove}
+    if len(kept) > MAX_LABELS:
+        raise ValidationError({"labels": [
+            f"Job #{job.pk} would carry {len(kept)} labels: at most {MAX_LABELS}."
+        ]})  # fmt: skip
+    return kept, job.batch().update(labels=kept)
 
 
 def may_release(held: str, *, admin: bool) -> bool:

@@ -41,6 +41,9 @@
                      stop a scheduled or running job (a batch: its running shards), with its
                      grace period to checkpoint, and queue it again without using a retry, as
                      Slurm's scontrol requeue; --hold: held once queued (requeuehold)
+    label ID [KEY=VALUE ...] [--remove KEY ...]
+                     set labels of your own on a job (a batch: every shard), in any state, and
+                     remove others, as kubectl label does; it prints the labels it is left with
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)

@@ -129,6 +129,16 @@ def cancel(api: Api, args) -> None:
     show(f"canceled {canceled} job{'s' if canceled != 1 else ''}")
 
 
+def label(api: Api, args) -> None:
+    """`label ID KEY=VALUE ... [--remove KEY ...]`: the job's labels after the change."""
+    change = {"labels": dict(args.labels), "remove": args.remove or []}
+    answer = api.call("POST", f"jobs/{args.id}/labels/",
+                      json={k: v for k, v in change.items() if v})  # fmt: skip
+    written = ", ".join(f"{k}={v}" for k, v in answer["labels"].items()) or "none"
+    changed = answer["changed"]
+    show(f"labels {written} on {changed} job{'s' if changed != 1 else ''}")
+
+
 def priority(api: Api, args) -> None:
     """How many jobs now have the priority asked (a batch: its queued shards)."""
     asked = {"priority_class": args.priority_class, "priority": args.value}

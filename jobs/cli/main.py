@@ -11,6 +11,7 @@ from jobs.cli.commands import (
     cancel,
     depend,
     hold,
+    label,
     list_jobs,
     logs,
     priority,
@@ -90,6 +91,12 @@ def main(argv=None) -> int:
         "--shards", type=shard_choice, metavar="unsucceeded|3,17,512",
         help="a batch's shards alone: those that did not succeed, or these indexes",
     )  # fmt: skip
+    labelling = commands.add_parser("label")
+    labelling.add_argument("id", type=int)
+    labelling.add_argument("labels", type=label_written, nargs="*", metavar="KEY=VALUE",
+                           help="labels to set (a value replaces the one its key had)")  # fmt: skip
+    labelling.add_argument("--remove", action="append", metavar="KEY",
+                           help="a label to remove; again for more")  # fmt: skip
     reprioritizing = commands.add_parser("priority")
     reprioritizing.add_argument("id", type=int)
     reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",
@@ -151,7 +158,7 @@ def main(argv=None) -> int:
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "requeue": requeue, "usage": usage, "quota": quota, "priority": priority,
+           "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes}  # fmt: skip

@@ -14,6 +14,7 @@ from tests.factories import JobFactory, PriorityClassFactory
 from tests.jobs.test_api import SPEC
 from tests.jobs.test_cli import SPEC as CLI_SPEC
 from tests.jobs.test_cli import cli  # noqa: F401
+from tests.jobs.test_hold import viewer  # noqa: F401 - the fixture
 from tests.jobs.test_portal import FORM
 
 pytestmark = pytest.mark.django_db
@@ -199,3 +200,70 @@ def test_the_job_list_shows_each_jobs_labels_as_links_to_the_jobs_carrying_them(
     page = client.get("/").content.decode()
 
     assert '<a class="job-label" href="/?label=project%3Dllm"' in page
+
+
+def relabel(user, job, **change):
+    return client_for(user).post(f"/api/v1/jobs/{job.pk}/labels/", change, format="json")
+
+
+def test_a_jobs_labels_are_set_and_removed_in_any_state(alice, alpha):
+    ended = JobFactory(tenant=alpha, owner=alice, labels=LLM, state="succeeded")
+
+    answer = relabel(alice, ended, labels={"keep": "best", "sweep": "lr-4"}, remove=["project"])
+
+    assert answer.status_code == 200
+    assert answer.json()["labels"] == {"sweep": "lr-4", "keep": "best"}
+    assert Job.objects.get(pk=ended.pk).labels == {"sweep": "lr-4", "keep": "best"}
+    assert listed(alice, "keep=best") == [ended.name]
+
+
+@pytest.mark.usefixtures("normal")
+def test_a_batch_is_relabelled_through_its_first_shard_and_a_shard_alone_is_a_conflict(alice):
+    first = submit(alice, family="batch_inference", shards=3, workers=1, labels=LLM).json()
+    shard = Job.objects.get(parent_id=first["id"], shard_index=2)
+
+    answer = client_for(alice).post(
+        f"/api/v1/jobs/{first['id']}/labels/", {"remove": ["sweep"]}, format="json"
+    )
+    refused = relabel(alice, shard, labels={"x": "y"})
+
+    assert (answer.status_code, answer.json()["changed"]) == (200, 3)
+    assert [job.labels for job in Job.objects.all()] == [{"project": "llm"}] * 3
+    assert refused.status_code == 409 and f"#{first['id']}" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({}, "labels"),
+        ({"labels": {"a": "1"}, "remove": ["a"]}, "remove"),
+        ({"remove": ["has space"]}, "remove"),
+        ({"labels": {f"k{n}": "v" for n in range(31)}}, "labels"),  # 2 + 31 > 32
+    ],
+    ids=["nothing", "a key set and removed", "a key no label has", "too many in all"],
+)
+def test_a_change_of_labels_refused_names_the_field_and_writes_nothing(alice, alpha, change, field):
+    job = JobFactory(tenant=alpha, owner=alice, labels=LLM)
+
+    answer = relabel(alice, job, **change)
+
+    assert answer.status_code == 400 and list(answer.json()) == [field]
+    assert Job.objects.get(pk=job.pk).labels == LLM
+
+
+def test_a_viewer_may_not_relabel_and_another_team_gets_a_404(alice, alpha, charlie, viewer):  # noqa: F811
+    job = JobFactory(tenant=alpha, owner=alice, labels=LLM)
+
+    assert relabel(viewer, job, labels={"x": "y"}).status_code == 403
+    assert relabel(charlie, job, labels={"x": "y"}).status_code == 404
+    assert Job.objects.get(pk=job.pk).labels == LLM
+
+
+def test_the_cli_sets_and_removes_a_jobs_labels(cli, alice, alpha):  # noqa: F811
+    job = JobFactory(tenant=alpha, owner=alice, labels=LLM)
+
+    done = cli("label", str(job.pk), "keep=best", "--remove", "sweep")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "labels keep=best, project=llm on 1 job"  # as jsonb keeps them
+    assert Job.objects.get(pk=job.pk).labels == {"project": "llm", "keep": "best"}

@@ -227,6 +227,7 @@ JOB_PATHS = [
     ("post", "/api/v1/jobs/{}/requeue/"),
     ("post", "/api/v1/jobs/{}/resubmit/"),
     ("post", "/api/v1/jobs/{}/dependencies/"),
+    ("post", "/api/v1/jobs/{}/labels/"),
     ("get", "/jobs/{}/"),
     ("post", "/jobs/{}/cancel/"),
     ("post", "/jobs/{}/hold/"),
