@@ -25,6 +25,7 @@ from jobs.serializers import (
     FLAGS,
     DependenciesSerializer,
     PrioritySerializer,
+    RelabelSerializer,
     ResubmitSerializer,
     ShardLimitSerializer,
     SubmitSerializer,
@@ -175,6 +176,9 @@ def job_page(
         # A batch's limit on its shards running at once, on its first shard's page, changed
         # by whoever may cancel it while it lives.
         "change_shard_limit": can_cancel and job.is_batch,
+        # Labels are changed in any state by whoever may cancel the job (a batch: its first
+        # shard's page).
+        "change_labels": job.parent_id is None and access.can_cancel(request.user, job),
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": can_resubmit,
         # One key per page drawn: a double click resubmits once.
@@ -473,6 +477,31 @@ def change_shard_limit(request, pk):
     except ValidationError as refusal:
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[SHARD_LIMIT])
     except actions.ShardLimitRefused as refusal:
+        return refused(request, pk, str(refusal), 409)
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)
+
+
+@login_required
+@require_POST
+def change_labels(request, pk):
+    """Replace a job's labels with those typed (KEY=VALUE lines), as the API sets and removes
+    them, for whoever may cancel it, in any state. A refusal is the job page with why (400, or
+    409 for a shard other than a batch's first)."""
+    job = access.to_change(request.user, pk, "change its labels")
+    try:
+        typed = submit_form.parse_pairs(request.POST.get("labels", ""))
+    except ValueError as error:
+        return refused(request, pk, str(error), 400, invalid=["labels"])
+    gone = [key for key in job.labels if key not in typed]
+    change = RelabelSerializer(data={"labels": typed, "remove": gone})
+    try:
+        change.is_valid(raise_exception=True)
+        actions.relabel(job, typed, gone)
+    except ValidationError as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=["labels"])
+    except actions.RelabelRefused as refusal:
         return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")

@@ -267,3 +267,28 @@ def test_the_cli_sets_and_removes_a_jobs_labels(cli, alice, alpha):  # noqa: F81
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "labels keep=best, project=llm on 1 job"  # as jsonb keeps them
     assert Job.objects.get(pk=job.pk).labels == {"project": "llm", "keep": "best"}
+
+
+def test_the_job_page_replaces_a_jobs_labels_with_those_typed(client, alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, labels=LLM, state="failed")
+    client.force_login(alice)
+    url = f"/jobs/{job.pk}/labels/"
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    saved = client.post(url, {"labels": "project=llm\r\nkeep=best\r\n"})
+    refused = client.post(url, {"labels": "no equals sign"})
+
+    assert 'id="labels-form"' in page and "sweep=lr-3\n" in page
+    assert saved.status_code == 302 and saved.url == f"/jobs/{job.pk}/"
+    assert Job.objects.get(pk=job.pk).labels == {"project": "llm", "keep": "best"}
+    assert refused.status_code == 400 and "has no &#x27;=&#x27;" in refused.content.decode()
+    assert 'aria-invalid="true"' in refused.content.decode()
+
+
+def test_a_viewer_sees_the_labels_but_no_form_to_change_them(client, alpha, viewer):  # noqa: F811
+    job = JobFactory(tenant=alpha, labels=LLM)
+    client.force_login(viewer)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert "<code>project=llm</code>" in page and 'id="labels-form"' not in page
