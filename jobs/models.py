@@ -434,7 +434,8 @@ class Attempt(models.Model):
         blank=True,
         default="",
         db_default="",  # rows an older release writes while this one rolls out: none
-        help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
+        help_text="Who asked the attempt to stop as preempted, set with the stop request "
+        "(empty: nobody).",
     )
     wasted_gpu_seconds = models.FloatField(
         default=0.0,

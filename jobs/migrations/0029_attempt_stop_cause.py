@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
                 ],
                 db_default="",
                 default="",
-                help_text="Who asked a preempted attempt to stop (empty for other outcomes).",
+                help_text="Who asked the attempt to stop as preempted, set with the stop request (empty: nobody).",
                 max_length=12,
             ),
         ),
