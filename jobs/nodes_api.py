@@ -91,6 +91,7 @@ class Listed:
 
 
 def state_of(row: Listed, cluster_healthy: bool, now: datetime) -> str:
+    """The node's state for the caller: the first of STATES that holds."""
     node, kind = row.node, row.window_kind
     begun = row.window is not None and row.window.starts <= now
     if not (node.healthy and cluster_healthy):
