@@ -268,7 +268,9 @@ class LabelsView(APIView):
         change.is_valid(raise_exception=True)
         asked = change.validated_data
         try:
-            labels, changed = actions.relabel(job, asked.get("labels", {}), asked.get("remove", []))
+            labels, changed = actions.relabel(
+                job, asked.get("labels", {}), asked.get("remove", []), str(request.user)
+            )
         except actions.RelabelRefused as refusal:
             return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
         return changed_answer(request, job, changed, lambda job: {"labels": labels})

@@ -498,7 +498,7 @@ def change_labels(request, pk):
     change = RelabelSerializer(data={"labels": typed, "remove": gone})
     try:
         change.is_valid(raise_exception=True)
-        actions.relabel(job, typed, gone)
+        actions.relabel(job, typed, gone, str(request.user))
     except ValidationError as refusal:
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=["labels"])
     except actions.RelabelRefused as refusal:

@@ -210,12 +210,13 @@ class RelabelRefused(Exception):
 
 
 @retrying.atomic
-def relabel(job: Job, labels: dict[str, str], remove: list[str]) -> tuple[dict, int]:
+def relabel(job: Job, labels: dict[str, str], remove: list[str], by: str) -> tuple[dict, int]:
     """Set `labels` on a job and drop the keys in `remove` (`kubectl label`; a batch, through
     its first shard: every shard, which all carry its labels), whatever its state: they are the
     submitter's own, which the scheduler does not read; usage reports split by a label read
     them as they are now. Its rows are locked in id order, as cancel() locks them, and
-    written by one UPDATE. Returns the labels and how many jobs carry them.
+    written by one UPDATE; an event on the job (a batch: its first shard) says what changed,
+    and who changed it. Returns the labels and how many jobs carry them.
 
     Raises RelabelRefused for a shard other than a batch's first; the serializer's
     ValidationError, on labels, when the job would carry more than MAX_LABELS."""
@@ -225,13 +226,19 @@ def relabel(job: Job, labels: dict[str, str], remove: list[str]) -> tuple[dict, 
             f"batch's labels, #{job.parent_id}."
         )
     rows = job.batch().select_for_update().order_by("id")
-    current = dict(rows.values_list("id", "labels"))[job.pk]
+    current, state = {pk: (labels, state) for pk, labels, state
+                      in rows.values_list("id", "labels", "state")}[job.pk]  # fmt: skip
     kept = {key: value for key, value in {**current, **labels}.items() if key not in remove}
     if len(kept) > MAX_LABELS:
         raise ValidationError({"labels": [
             f"Job #{job.pk} would carry {len(kept)} labels: at most {MAX_LABELS}."
         ]})  # fmt: skip
-    return kept, job.batch().update(labels=kept)
+    changed = job.batch().update(labels=kept)
+    said = [", ".join(f"{key}={value}" for key, value in labels.items()),
+            "removed " + ", ".join(remove) if remove else ""]  # fmt: skip
+    reason = f"labels changed by {by}: " + "; ".join(part for part in said if part)
+    write_events({job.pk: (job.tenant_id, state)}, state, {job.pk: reason}, {}, timezone.now())
+    return kept, changed
 
 
 def may_release(held: str, *, admin: bool) -> bool:

@@ -215,6 +215,9 @@ def test_a_jobs_labels_are_set_and_removed_in_any_state(alice, alpha):
     assert answer.json()["labels"] == {"sweep": "lr-4", "keep": "best"}
     assert Job.objects.get(pk=ended.pk).labels == {"sweep": "lr-4", "keep": "best"}
     assert listed(alice, "keep=best") == [ended.name]
+    event = ended.events.get()  # the history says what changed, and who changed it
+    assert (event.from_state, event.to_state) == ("succeeded", "succeeded")
+    assert event.reason == "labels changed by alice: keep=best, sweep=lr-4; removed project"
 
 
 @pytest.mark.usefixtures("normal")
