@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import fresh_db  # noqa: E402
 import surfaces  # noqa: E402
-from plans import explain, plans, pooled  # noqa: E402
+from plans import drop_index, explain, index_size, tables, without_and_with  # noqa: E402
 
 DATABASE = os.environ.get("BENCH_DATABASE", "mlsched_bench_label_filter")
 fresh_db.use(DATABASE)
@@ -61,18 +61,11 @@ UPDATE jobs_job SET labels = labels || '{{"experiment": "ablation"}}' WHERE id =
 def build(jobs: int) -> None:
     from django.db import connection
 
-    drop_index()
+    drop_index(MIGRATION.INDEX)
     surfaces.build(jobs)  # ends with VACUUM ANALYZE
     with connection.cursor() as cursor:
         cursor.execute(LABELS.format(projects=PROJECTS, n_projects=len(PROJECTS), rare=RARE))
         cursor.execute("VACUUM ANALYZE jobs_job")
-
-
-def drop_index() -> None:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {MIGRATION.INDEX}")
 
 
 def create_index() -> float:
@@ -86,14 +79,6 @@ def create_index() -> float:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
     return took
-
-
-def index_size() -> str:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_size_pretty(pg_relation_size(%s::regclass))", [MIGRATION.INDEX])
-        return cursor.fetchone()[0]
 
 
 def measure(client, repeat: int) -> dict[str, dict]:
@@ -133,23 +118,15 @@ def write(path: Path, command: str, args, before, after, build_s, builds, size):
         f"{args.rounds} rounds: the index dropped, then built as the migration builds it "
         f"(CREATE INDEX CONCURRENTLY) in {', '.join(f'{s:.1f}' for s in builds)} s; {size}."
     )
-    lines += ["", "| filter | without ms | with ms | ratio |", "|---|---:|---:|---:|"]
-    for name, now in after.items():
-        was = before[name]
-        lines.append(f"| {name} | {was['ms']:,.1f} | {now['ms']:,.1f} | "
-                     f"{was['ms'] / now['ms']:.1f}x |")  # fmt: skip
-    lines += [
-        "",
+    lines += tables(
+        "filter",
+        before,
+        after,
         "The statements that filter on labels, run again under EXPLAIN (ANALYZE, BUFFERS), last "
         "round: the jobs table's indexes used (jobs_job_pkey: newest first by id, walked back "
         "until the page is full; jobs_job_tenant_id_...: a tenant's jobs; job_labels_gin: the "
         "labels' index) or its sequential scan, the time in the database and the pages read.",
-        "",
-        "| filter | without | with |",
-        "|---|---|---|",
-    ]
-    for name, now in after.items():
-        lines.append(f"| {name} | {plans(before[name])} | {plans(now)} |")
+    )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -166,16 +143,15 @@ def main() -> None:
     build_s = time.perf_counter() - started
     print(f"built in {build_s:.0f} s", file=sys.stderr)
     client = member_client()
-    without, with_index, builds = [], [], []
-    for n in range(args.rounds):
-        if n:
-            drop_index()
-        without.append(measure(client, args.repeat))
-        builds.append(create_index())
-        with_index.append(measure(client, args.repeat))
+    before, after, builds = without_and_with(
+        args.rounds,
+        lambda: measure(client, args.repeat),
+        MIGRATION.INDEX,
+        create_index,
+    )
     command = ".venv/bin/python " + " ".join(["bench/label_filter.py", *sys.argv[1:]])
-    write(args.out, command, args, pooled(without), pooled(with_index), build_s, builds,
-          index_size())  # fmt: skip
+    write(args.out, command, args, before, after, build_s, builds,
+          index_size(MIGRATION.INDEX))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import fresh_db  # noqa: E402
 import surfaces  # noqa: E402
-from plans import explain, plans, pooled  # noqa: E402
+from plans import drop_index, explain, index_size, tables, without_and_with  # noqa: E402
 
 DATABASE = os.environ.get("BENCH_DATABASE", "mlsched_bench_name_search")
 fresh_db.use(DATABASE)
@@ -75,8 +75,7 @@ UPDATE jobs_job SET name = 'whisper-distill-ablation-' || id WHERE id = ANY(ARRA
 def build(jobs: int) -> None:
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute(MIGRATION.DROP)
+    drop_index(MIGRATION.INDEX)
     surfaces.build(jobs)  # ends with VACUUM ANALYZE
     with connection.cursor() as cursor:
         cursor.execute(
@@ -85,13 +84,6 @@ def build(jobs: int) -> None:
             )
         )
         cursor.execute("VACUUM ANALYZE jobs_job")
-
-
-def drop_index() -> None:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(MIGRATION.DROP)
 
 
 def create_index() -> float:
@@ -103,14 +95,6 @@ def create_index() -> float:
         for sql in MIGRATION.CREATE:
             cursor.execute(sql)
     return time.perf_counter() - started
-
-
-def index_size() -> str:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_size_pretty(pg_relation_size(%s::regclass))", [MIGRATION.INDEX])
-        return cursor.fetchone()[0]
 
 
 @contextmanager
@@ -175,25 +159,17 @@ def write(path: Path, command: str, args, before, after, build_s, builds, size):
         "the migration builds it (CREATE INDEX CONCURRENTLY, then ANALYZE) in "
         f"{', '.join(f'{s:.1f}' for s in builds)} s; {size}."
     )
-    lines += ["", "| search | without ms | with ms | ratio |", "|---|---:|---:|---:|"]
-    for name, now in after.items():
-        was = before[name]
-        lines.append(f"| {name} | {was['ms']:,.1f} | {now['ms']:,.1f} | "
-                     f"{was['ms'] / now['ms']:.1f}x |")  # fmt: skip
-    lines += [
-        "",
+    lines += tables(
+        "search",
+        before,
+        after,
         "The statements that search names, run again under EXPLAIN (ANALYZE, BUFFERS), last "
         "round: the jobs table's indexes used (jobs_job_pkey: newest first by id, walked back "
         "until the page is full; jobs_job_tenant_id_...: a tenant's jobs; job_name_trgm: the "
         "trigram index) or its sequential scan, the time in the database and the pages read. "
         "The admin's first statement counts the matches (up to 10,001), the second reads the "
         "page.",
-        "",
-        "| search | without | with |",
-        "|---|---|---|",
-    ]
-    for name, now in after.items():
-        lines.append(f"| {name} | {plans(before[name])} | {plans(now)} |")
+    )
     lines += ["", NOTES]
     path.write_text("\n".join(lines) + "\n")
 
@@ -235,16 +211,15 @@ def main() -> None:
     build_s = time.perf_counter() - started
     print(f"built in {build_s:.0f} s", file=sys.stderr)
     logged_in = clients()
-    without, with_index, builds = [], [], []
-    for n in range(args.rounds):
-        if n:
-            drop_index()
-        without.append(measure(logged_in, args.repeat))
-        builds.append(create_index())
-        with_index.append(measure(logged_in, args.repeat))
+    before, after, builds = without_and_with(
+        args.rounds,
+        lambda: measure(logged_in, args.repeat),
+        MIGRATION.INDEX,
+        create_index,
+    )
     command = ".venv/bin/python " + " ".join(["bench/name_search.py", *sys.argv[1:]])
-    write(args.out, command, args, pooled(without), pooled(with_index), build_s, builds,
-          index_size())  # fmt: skip
+    write(args.out, command, args, before, after, build_s, builds,
+          index_size(MIGRATION.INDEX))  # fmt: skip
 
 
 if __name__ == "__main__":
