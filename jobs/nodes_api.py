@@ -37,6 +37,7 @@ STATES = (
 ) = ("down", "maintenance", "quarantined", "drained", "draining", "booked", "allocated",
      "mixed", "idle")  # fmt: skip
 TAKING_WORK = (ALLOCATED, MIXED, IDLE)
+TIME = serializers.DateTimeField()  # times written as the rest of the API writes them
 
 
 @dataclass
@@ -143,11 +144,10 @@ def listed(nodes, user) -> list[Listed]:
 
 def node_json(row: Listed) -> dict:
     node, span = row.node, row.window
-    time = serializers.DateTimeField()
     window = span and {
         "kind": row.window_kind,
-        "starts_at": time.to_representation(span.starts),
-        "ends_at": time.to_representation(span.ends),
+        "starts_at": TIME.to_representation(span.starts),
+        "ends_at": TIME.to_representation(span.ends),
         "yours": row.yours,
     }
     return {
@@ -157,7 +157,7 @@ def node_json(row: Listed) -> dict:
         "cpu_milli": node.cpu_milli, "cpu_milli_allocated": row.cpu_milli,
         "memory_mb": node.memory_mb, "memory_mb_allocated": row.memory_mb,
         "topology": node.topology, "window": window,
-        "last_seen": node.last_seen and time.to_representation(node.last_seen),
+        "last_seen": node.last_seen and TIME.to_representation(node.last_seen),
     }  # fmt: skip
 
 
@@ -168,7 +168,6 @@ def clusters_json(rows: list[Listed]) -> list[dict]:
     of = defaultdict(list)
     for row in rows:
         of[row.node.cluster_id].append(row)
-    time = serializers.DateTimeField()
     answer = []
     for cluster in Cluster.objects.order_by("name"):
         states = Counter(row.state for row in of[cluster.pk])
@@ -183,7 +182,7 @@ def clusters_json(rows: list[Listed]) -> list[dict]:
         answer.append({
             "name": cluster.name, "region": cluster.region, "health": cluster.health,
             "last_heartbeat": cluster.last_heartbeat
-            and time.to_representation(cluster.last_heartbeat),
+            and TIME.to_representation(cluster.last_heartbeat),
             "nodes": {state: states[state] for state in STATES},
             "gpus": [{"gpu_type": kind, **figures} for kind, figures in sorted(gpus.items())],
         })  # fmt: skip

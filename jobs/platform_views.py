@@ -51,13 +51,16 @@ def clusters(request):
     cluster or state a 400 with the form's error."""
     values = {name: request.GET.get(name, "") for name in ("cluster", "state", "gpu_type")}
     errors, shown = {}, []
+    # Every node listed once, for the clusters' figures; the table keeps those asked for.
+    rows = nodes_api.listed(Node.objects.all(), request.user)
     try:
         nodes, state = nodes_api.asked(request.GET)
-        shown = nodes_api.in_state(nodes_api.listed(nodes, request.user), state)
+        wanted = set(nodes.values_list("pk", flat=True))
+        shown = [row for row in nodes_api.in_state(rows, state) if row.node.pk in wanted]
     except reports.BadParameter as bad:
         errors = {bad.field: bad.message}
     context = {
-        "clusters": nodes_api.clusters_json(nodes_api.listed(Node.objects.all(), request.user)),
+        "clusters": nodes_api.clusters_json(rows),
         "nodes": shown,
         "states": nodes_api.STATES,
         "no_gpus": [None],
