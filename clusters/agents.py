@@ -94,6 +94,7 @@ def heartbeat(
         .select_related("job")
     )
     record_checkpoints(mine, by_attempt, now)
+    record_usage(mine, by_attempt)
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now)
@@ -255,6 +256,27 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
             attempt.last_checkpoint_at = at
             moved.append(attempt)
     Attempt.objects.bulk_update(moved, ["last_checkpoint_at"])
+
+
+def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
+    """Keep what each attempt's workers report they have used: their CPU seconds together
+    and the largest memory peak of one of them (a request is per worker). One write for all
+    that moved; a backend samples a running worker every half minute or so, so a beat writes
+    few. What was counted stays counted: a worker that vanishes takes its share of the sum
+    out of the report, not out of the attempt."""
+    moved = []
+    for attempt in attempts:
+        workers = by_attempt.get(attempt.pk, [])
+        cpu = [w.cpu_seconds for w in workers if w.cpu_seconds is not None]
+        peak = [w.memory_peak_mb for w in workers if w.memory_peak_mb is not None]
+        seen = (
+            max(sum(cpu), attempt.cpu_seconds or 0.0) if cpu else attempt.cpu_seconds,
+            max(*peak, attempt.memory_peak_mb or 0) if peak else attempt.memory_peak_mb,
+        )
+        if seen != (attempt.cpu_seconds, attempt.memory_peak_mb):
+            attempt.cpu_seconds, attempt.memory_peak_mb = seen
+            moved.append(attempt)
+    Attempt.objects.bulk_update(moved, ["cpu_seconds", "memory_peak_mb"])
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

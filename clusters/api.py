@@ -45,6 +45,7 @@ INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 # The last second a datetime can hold (9999-12-31).
 MAX_TIMESTAMP = 253_402_300_799
+MAX_CPU_SECONDS = 1000 * 100 * 365 * 86400
 
 
 class AgentText(serializers.CharField):
@@ -84,6 +85,30 @@ PHASES = [base.PENDING, base.RUNNING, base.EXITED, base.FAILED, base.STOPPED, ba
           base.TIMED_OUT]  # fmt: skip
 
 
+class LeftOut:
+    """A field whose bad value is left out (None), never refused: what carries it is kept."""
+
+    def run_validation(self, data=serializers.empty):
+        try:
+            return super().run_validation(data)  # type: ignore[misc]
+        except serializers.ValidationError:
+            return None
+
+
+class LineStamp(LeftOut, serializers.FloatField):
+    """When a log line was written (seconds since the epoch). One that is no time the database
+    can hold is left out: the line is kept without it."""
+
+
+class CpuSeconds(LeftOut, serializers.FloatField):
+    """A worker's CPU time so far. One that cannot be (negative, past a century of a thousand
+    cores) is left out: the worker's report stands without it."""
+
+
+class MemoryPeak(LeftOut, serializers.IntegerField):
+    """A worker's memory high-water mark in MiB; a bad one is left out, as CpuSeconds."""
+
+
 class WorkerStatusSerializer(serializers.Serializer):
     attempt_id = serializers.IntegerField(min_value=1, max_value=INT64)
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
@@ -95,6 +120,8 @@ class WorkerStatusSerializer(serializers.Serializer):
     checkpoint_at = serializers.FloatField(
         allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP
     )
+    cpu_seconds = CpuSeconds(allow_null=True, default=None, min_value=0, max_value=MAX_CPU_SECONDS)
+    memory_peak_mb = MemoryPeak(allow_null=True, default=None, min_value=0, max_value=INT32)
 
     def validate(self, data):
         # Exited: the process ended on its own, and only its code says whether the job did
@@ -102,17 +129,6 @@ class WorkerStatusSerializer(serializers.Serializer):
         if data["phase"] == base.EXITED and data["exit_code"] is None:
             raise serializers.ValidationError({"exit_code": "An exited worker needs its code."})
         return data
-
-
-class LineStamp(serializers.FloatField):
-    """When a log line was written (seconds since the epoch). One that is no time the database
-    can hold is left out, never refused: the line is kept without it."""
-
-    def run_validation(self, data=serializers.empty):
-        try:
-            return super().run_validation(data)
-        except serializers.ValidationError:
-            return None
 
 
 class LogLineSerializer(serializers.Serializer):

@@ -443,6 +443,17 @@ class Attempt(models.Model):
         "and running, a lost attempt's whole run, work since the last checkpoint when preempted, "
         "the whole run of a retry stopped because a lost attempt's late success came first.",
     )
+    cpu_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="CPU time its workers' processes have used together, so far or in all, as "
+        "their cluster's agent measured it (null: not measured).",
+    )
+    memory_peak_mb = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The most memory one of its workers has held, in MiB (null: not measured).",
+    )
     # Null and "" differ: not recorded, and no GPU.
     gpu_type = models.CharField(  # noqa: DJ001
         max_length=64,

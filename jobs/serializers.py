@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from clusters.models import LABEL_KEY, validate_labels
-from jobs import access
+from jobs import access, efficiency
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.fields import (
     MAX_BATCH_SPEC_CHARS,
@@ -523,11 +523,12 @@ class JobSerializer(serializers.ModelSerializer):
         # Where each ran, in two queries for a job read without them (api.visible reads them
         # with the jobs; attempts that have them are skipped).
         prefetch_related_objects(attempts, "allocations__node")
+        now = timezone.now()
         return [
             {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
              "nodes": a.nodes(), "outcome": a.outcome, "exit_code": a.exit_code,
              "reason": a.reason, "stop_cause": a.stop_cause, "started_at": a.started_at,
-             "ended_at": a.ended_at}
+             "ended_at": a.ended_at, **efficiency.of_attempt(a, job, now).document()}
             for a in attempts
         ]  # fmt: skip
 

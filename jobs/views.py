@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
-from jobs import access, actions, dependencies, throttles, trial
+from jobs import access, actions, dependencies, efficiency, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.forms import dependencies_input, described, refusal_text
@@ -132,11 +132,14 @@ def job_page(
 ):
     """The job's page; after a refused action, with why (and a refused change of dependencies
     with what was `typed`), the fields of its forms at fault marked `invalid`."""
-    attempts = (
+    attempts = list(
         job.attempts.select_related("cluster")
         .prefetch_related("allocations__node")
         .order_by("number")
     )
+    now = timezone.now()
+    for attempt in attempts:
+        attempt.efficiency = efficiency.of_attempt(attempt, job, now)
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
     live = any(state not in TERMINAL for state in shard_states)
@@ -152,7 +155,7 @@ def job_page(
     if outsider:
         for event in history:
             event.reason = access.outsiders_reason(event.reason)
-    eligible = job.eligible_since(timezone.now())
+    eligible = job.eligible_since(now)
     context = {
         "job": job,
         # Said only when it is not the submission, and never of a time to come (a backoff).

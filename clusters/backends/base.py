@@ -99,6 +99,11 @@ class WorkerStatus:
     reason: str = ""
     # When the job last saved a checkpoint (seconds since the epoch), if the backend can see it.
     checkpoint_at: float | None = None
+    # What the worker has used so far (all of it, once it has ended), where the backend can
+    # measure it: CPU time of all its processes in seconds, and its memory's high-water mark in
+    # MiB. None: not measured.
+    cpu_seconds: float | None = None
+    memory_peak_mb: int | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,10 @@ class Group:
                     return int(value)
         return 0
 
+    def memory_peak_mb(self) -> int | None:
+        """The group's memory high-water mark in MiB (``memory_peak_mb``)."""
+        return memory_peak_mb(self.memory)
+
     def kill(self, wait_s: float = 0.0) -> None:
         """SIGKILL every process in the groups; wait up to ``wait_s`` until they are gone."""
         kill(dict.fromkeys((self.cpu, self.memory)), wait_s)
@@ -55,6 +59,20 @@ class Group:
         for directory in dict.fromkeys((self.cpu, self.memory)):
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+# Where a memory group keeps its high-water mark: v2 (Linux 5.19+), then v1.
+PEAK_FILES = ("memory.peak", "memory.max_usage_in_bytes")
+
+
+def memory_peak_mb(directory) -> int | None:
+    """The most memory the group's processes together have held since it was made, in MiB
+    (rounded up): page cache included, as the kernel counts it against the group's limit.
+    None where the kernel keeps no such mark (v2 before 5.19) or the group is gone."""
+    for name in PEAK_FILES:
+        with contextlib.suppress(OSError, ValueError):
+            return -(-int((Path(directory) / name).read_text()) // (1024 * 1024))
+    return None
 
 
 def kill(directories, wait_s: float = 0.0) -> None:
@@ -79,6 +97,16 @@ def kill(directories, wait_s: float = 0.0) -> None:
             if not pids or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
+
+
+def worker_groups(worker_dir: Path) -> list[Path]:
+    """A local worker's groups, as its shim recorded them in its ``cgroup`` file (the CPU
+    group, then the memory group; only paths shaped like a worker's leaf)."""
+    try:
+        paths = [Path(line) for line in (worker_dir / "cgroup").read_text().split()]
+    except OSError:
+        return []
+    return [p for p in paths if p.parent.name == PARENT and p.name.startswith("w")]
 
 
 def leaf_name(key: str) -> str:

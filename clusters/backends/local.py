@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from clusters.backends import base, cgroups, local_shim
+from clusters.backends import base, cgroups, local_shim, local_usage
 from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
 
 SHIM = "clusters.backends.local_shim"
@@ -160,15 +160,6 @@ def read_number(path: Path, kind: type = int) -> int | float | None:
     return value if math.isfinite(value) else None
 
 
-def cgroup_dirs(worker_dir: Path) -> list[Path]:
-    """The worker's cgroups, as its shim recorded them (only paths shaped like a worker's leaf)."""
-    try:
-        paths = [Path(line) for line in (worker_dir / "cgroup").read_text().split()]
-    except OSError:
-        return []
-    return [p for p in paths if p.parent.name == cgroups.PARENT and p.name.startswith("w")]
-
-
 # The most of a worker's log read at one step (a few seconds of a very chatty worker).
 READ_BYTES = 8 << 20
 
@@ -211,6 +202,7 @@ class LocalBackend:
                     )
         self._children: dict[int, subprocess.Popen] = {}
         self._log_offsets: dict[tuple[int, int], tuple[int, int]] = {}
+        self._usage = local_usage.Sampler()
 
     def inventory(self) -> list[NodeInventory]:
         return list(self.nodes)
@@ -295,11 +287,12 @@ class LocalBackend:
         for child in list(self._children.values()):
             if child.poll() is not None:  # reap, so a dead shim is not a zombie
                 self._children.pop(child.pid, None)
-        return [
-            with_printed_checkpoint(self._worker_status(int(d.parent.name), int(d.name), d), d)
+        found = [
+            (d, with_printed_checkpoint(self._worker_status(int(d.parent.name), int(d.name), d), d))
             for d in self._all_worker_dirs()
             if (d / "spec.json").exists()
         ]
+        return self._usage.add(found)
 
     def _live_shim(self, pid: int) -> bool:
         """Whether ``pid`` is a live shim: one this agent started and has not reaped (its pid
@@ -356,7 +349,9 @@ class LocalBackend:
             return None  # none yet (or unreadable: as good as none)
         if not isinstance(record, dict):
             return None
-        return WorkerStatus(attempt_id, rank, *classify(record, stopping))
+        return WorkerStatus(
+            attempt_id, rank, *classify(record, stopping), **local_usage.recorded(record)
+        )
 
     def _shim_pid(self, directory: Path) -> int | None:
         pid = read_number(directory / "pid", int)
@@ -390,7 +385,7 @@ class LocalBackend:
             if group is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(group, sig)
-            cgroups.kill(cgroup_dirs(directory))
+            cgroups.kill(cgroups.worker_groups(directory))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, sig)  # the shim leads a process group of its own
 
@@ -434,6 +429,7 @@ class LocalBackend:
         shutil.rmtree(self.state_dir / str(attempt_id), ignore_errors=True)
         for key in [k for k in self._log_offsets if k[0] == attempt_id]:
             del self._log_offsets[key]
+        self._usage.forget(attempt_id)
 
     def worker_dir(self, attempt_id: int, rank: int) -> Path:
         return self.state_dir / str(attempt_id) / str(rank)
@@ -472,7 +468,7 @@ def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:
     The attempt is over: a process still in a group (one still dying, or one that outlived its
     shim) is killed, and the group removed once the kernel has let it go.
     """
-    paths = cgroup_dirs(worker_dir)
+    paths = cgroups.worker_groups(worker_dir)
     deadline = time.monotonic() + wait_s
     for path in paths:
         while path.exists():

@@ -9,7 +9,8 @@ for a line that is exactly the checkpoint line (base.CHECKPOINT_LINE), the time 
 to `checkpoint` (the output is read as the job writes it, so that is when the job printed it,
 give or take its own buffering), enforces the runtime limit (SIGTERM to the command's process
 group, SIGKILL to it and its cgroup after the grace period), passes the agent's stop (SIGTERM
-to the shim's group) on to the command's group, and writes `exit.json` when the command ends.
+to the shim's group) on to the command's group, and writes `exit.json` when the command ends,
+with what it used (`used`).
 
 Like a container, a worker is its main process: when that ends (on its own, at the runtime
 limit or on a stop), whatever it left behind (background processes, a daemon that left the
@@ -264,10 +265,24 @@ def main(directory: Path) -> int:
         "timed_out": timed_out,
         "oom_killed": oom_killed,
         "ended": time.time(),
+        **used(group),
     })  # fmt: skip
     if group is not None:
         group.remove()
     return 0
+
+
+def used(group: cgroups.Group | None) -> dict:
+    """What the command used, once it is reaped: the CPU time of its process and of every
+    descendant it reaped (``RUSAGE_CHILDREN``: the shim's only child is the command), and its
+    memory's high-water mark: the cgroup's, all its processes together, or else the largest
+    peak of any one of them (``ru_maxrss``, KiB on Linux)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = group.memory_peak_mb() if group is not None else None
+    return {
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+        "memory_peak_mb": peak if peak is not None else -(-usage.ru_maxrss // 1024),
+    }
 
 
 def not_started(directory: Path, error: Exception, group: cgroups.Group | None) -> int:

@@ -32,7 +32,12 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(page.locator("#cancel")).to_be_visible()
 
     def fail():
-        Attempt.objects.filter(job=job).update(ended_at=datetime(2024, 3, 3, 1, 0, tzinfo=UTC))
+        # 26 hours of 4 cores asked, 2 kept busy; a peak of a quarter of 16,000 MiB.
+        Attempt.objects.filter(job=job).update(
+            ended_at=datetime(2024, 3, 3, 1, 0, tzinfo=UTC),
+            cpu_seconds=2 * 26 * 3600,
+            memory_peak_mb=4000,
+        )
         actions.transition(job, State.FAILED, "exit 1")
 
     in_thread(fail)
@@ -44,3 +49,5 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(cells.nth(2)).to_have_text("gpu-7 (GPUs 2, 3)")  # redrawn by job.js
     expect(cells.nth(6)).to_have_text("2024-03-01 23:00:00")  # with the day
     expect(cells.nth(7)).to_have_text("2024-03-03 01:00:00")
+    expect(cells.nth(8)).to_have_text("2.0 of 4 cores (50 %)")
+    expect(cells.nth(9)).to_have_text("3.9 of 15.6 GiB (25 %)")

@@ -1,0 +1,96 @@
+"""How much of what an attempt asked for it used (Slurm's seff): CPU and memory.
+
+Its cluster's agent reports the CPU time of its workers' processes together and the memory
+high-water mark of the largest of them (`clusters.agents.record_usage`); set against the
+request (cores per worker times workers over the run, memory per worker) they say whether a
+job asks for what it needs. A job that asks for four times the memory it uses keeps three
+quarters of a node's memory from everyone else's work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+MIB_PER_GIB = 1024
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    cpu_seconds: float | None
+    memory_peak_mb: int | None
+    cores_asked: float  # all workers together
+    memory_asked_mb: int  # per worker
+    run_s: float | None  # from its first worker's start to its end (or now)
+
+    @property
+    def cores_used(self) -> float | None:
+        """The cores it kept busy on average over its run."""
+        if self.cpu_seconds is None or not self.run_s:
+            return None
+        return self.cpu_seconds / self.run_s
+
+    @property
+    def cpu_efficiency(self) -> float | None:
+        """Of the cores asked for, the share kept busy (above 1 where nothing held it to its
+        request: a host without cgroups)."""
+        used = self.cores_used
+        return None if used is None else used / self.cores_asked
+
+    @property
+    def memory_efficiency(self) -> float | None:
+        """Of one worker's memory request, the share its largest worker reached."""
+        if self.memory_peak_mb is None:
+            return None
+        return self.memory_peak_mb / self.memory_asked_mb
+
+    def document(self) -> dict:
+        """As the job document gives it."""
+        return {
+            "cpu_seconds": self.cpu_seconds,
+            "memory_peak_mb": self.memory_peak_mb,
+            "cpu_efficiency": rounded(self.cpu_efficiency),
+            "memory_efficiency": rounded(self.memory_efficiency),
+            # Worded once, here, for the job page and job.js, which redraws it.
+            "cpu_used": self.cpu_text(),
+            "memory_used": self.memory_text(),
+        }
+
+    def cpu_text(self) -> str:
+        """ "1.8 of 4 cores (45 %)", for the job page; empty when not measured."""
+        used = self.cores_used
+        if used is None:
+            return ""
+        return f"{used:.1f} of {self.cores_asked:g} cores ({percent(self.cpu_efficiency)})"
+
+    def memory_text(self) -> str:
+        """ "1.2 of 4.0 GiB (30 %)", for the job page; empty when not measured."""
+        if self.memory_peak_mb is None:
+            return ""
+        if self.memory_asked_mb < MIB_PER_GIB:
+            amounts = f"{self.memory_peak_mb} of {self.memory_asked_mb} MiB"
+        else:
+            peak, asked = (m / MIB_PER_GIB for m in (self.memory_peak_mb, self.memory_asked_mb))
+            amounts = f"{peak:.1f} of {asked:.1f} GiB"
+        return f"{amounts} ({percent(self.memory_efficiency)})"
+
+
+def percent(fraction: float | None) -> str:
+    return f"{(fraction or 0) * 100:.0f} %"
+
+
+def rounded(fraction: float | None) -> float | None:
+    return None if fraction is None else round(fraction, 3)
+
+
+def of_attempt(attempt, job, now: datetime) -> Efficiency:
+    """The attempt's use against its job's request, its run counted to ``now`` while it runs."""
+    began = attempt.worker_ran_at or attempt.started_at
+    run_s = None if began is None else max(0.0, ((attempt.ended_at or now) - began).total_seconds())
+    return Efficiency(
+        cpu_seconds=attempt.cpu_seconds,
+        memory_peak_mb=attempt.memory_peak_mb,
+        cores_asked=job.cpu_milli * job.workers / 1000,
+        memory_asked_mb=job.memory_mb,
+        run_s=run_s,
+    )

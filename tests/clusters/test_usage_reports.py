@@ -1,0 +1,143 @@
+"""What attempts use, as their agents report it: kept per attempt (the workers' CPU seconds
+together, the largest memory peak), written only when it moved, never moving back; and end to
+end, a real worker's use measured by the local backend reaches the job's document and page."""
+
+import sys
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from clusters.agent.runner import Agent
+from clusters.backends import base, local_usage
+from jobs import cycle
+from jobs.models import Attempt
+from jobs.states import State
+from tests.clusters.test_agent_api import post, report
+from tests.clusters.test_checkpoints import InProcessControlPlane, stepped_until
+from tests.factories import JobFactory, NodeFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def used(workers, *usages):
+    """The report's workers, each with its (cpu_seconds, memory_peak_mb)."""
+    return [
+        {**w, "cpu_seconds": cpu, "memory_peak_mb": peak}
+        for w, (cpu, peak) in zip(workers, usages, strict=True)
+    ]
+
+
+def test_an_attempt_keeps_its_workers_cpu_time_together_and_their_largest_memory_peak(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    post(agent, "east", "heartbeat", {"workers": used(running, (10.5, 100), (20.0, 300))})
+
+    attempt.refresh_from_db()
+    assert attempt.cpu_seconds == pytest.approx(30.5)
+    assert attempt.memory_peak_mb == 300
+
+
+def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+    post(agent, "east", "heartbeat", {"workers": used(running, (10.0, 100), (20.0, 300))})
+
+    # One worker's sample is missing from this beat: the sum would fall, the peak too.
+    post(agent, "east", "heartbeat", {"workers": used(running, (12.0, 120), (None, None))})
+
+    attempt.refresh_from_db()
+    assert attempt.cpu_seconds == pytest.approx(30.0)
+    assert attempt.memory_peak_mb == 300
+
+
+def test_usage_of_many_attempts_is_one_write_and_an_unchanged_report_none(agent, east):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    JobFactory.create_batch(6, gpus=1)
+    cycle.run_cycle()
+    attempts = Attempt.objects.filter(cluster=east)
+    running = [w for a in attempts for w in report(a, base.RUNNING)]
+    post(agent, "east", "heartbeat", {"workers": running})  # the jobs start: writes of their own
+    sampled = [{**w, "cpu_seconds": 5.0, "memory_peak_mb": 64} for w in running]
+
+    with CaptureQueriesContext(connection) as first:
+        post(agent, "east", "heartbeat", {"workers": sampled})
+    with CaptureQueriesContext(connection) as again:
+        post(agent, "east", "heartbeat", {"workers": sampled})
+
+    def writes(queries):
+        return [q["sql"] for q in queries if q["sql"].startswith('UPDATE "jobs_attempt"')]
+
+    assert len(writes(first)) == 1
+    assert writes(again) == []
+    assert set(attempts.values_list("cpu_seconds", "memory_peak_mb")) == {(5.0, 64)}
+
+
+@pytest.mark.parametrize(
+    "cpu, peak", [(-1, 10), (1e30, 10), ("lots", 10), (1.0, -5), (1.0, 2**40), (1.0, "big")]
+)
+def test_a_usage_figure_that_cannot_be_is_left_out_and_the_report_stands(agent, gang, cpu, peak):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    response = post(agent, "east", "heartbeat", {"workers": used(running, (cpu, peak), (2.0, 8))})
+
+    assert response.status_code == 200
+    gang.refresh_from_db()
+    attempt.refresh_from_db()
+    assert gang.state == State.RUNNING  # the worker's report counted
+    good_cpu = cpu if isinstance(cpu, float) and 0 <= cpu < 1e20 else 0.0
+    good_peak = peak if isinstance(peak, int) and 0 <= peak < 2**31 else 0
+    assert attempt.cpu_seconds == pytest.approx(good_cpu + 2.0)
+    assert attempt.memory_peak_mb == max(good_peak, 8)
+
+
+# Spins for a CPU second while holding 200 MiB, then ends.
+BUSY = """
+import time
+held = bytearray(200 << 20)
+held[::4096] = b"x" * len(held[::4096])
+end = time.process_time() + 1.0
+while time.process_time() < end:
+    pass
+"""
+
+
+def test_a_jobs_document_and_page_say_what_its_attempt_used_of_what_it_asked(
+    east, backend, alpha, alice, monkeypatch
+):
+    monkeypatch.setattr(local_usage, "SAMPLE_EVERY_S", 0.0)
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    job = JobFactory(
+        owner=alice, tenant=alpha, cpu_milli=2000, memory_mb=1024,
+        command=[sys.executable, "-c", BUSY],
+    )  # fmt: skip
+    cycle.run_cycle()
+    agent = Agent(InProcessControlPlane(east), backend)
+    stepped_until(agent, lambda: Attempt.objects.get(job=job).ended_at, timeout=30)
+    attempt = Attempt.objects.get(job=job)
+    assert attempt.outcome == Attempt.Outcome.SUCCEEDED
+    assert 1.0 <= attempt.cpu_seconds < 3.0
+    assert 200 <= attempt.memory_peak_mb < 400
+    # A known run, so the shares can be checked: 2 cores for 10 s.
+    Attempt.objects.filter(pk=attempt.pk).update(
+        worker_ran_at=attempt.ended_at - timedelta(seconds=10)
+    )
+    api = APIClient()
+    api.force_authenticate(alice)
+
+    document = api.get(f"/api/v1/jobs/{job.pk}/").json()["attempts"][0]
+
+    assert document["cpu_seconds"] == pytest.approx(attempt.cpu_seconds)
+    assert document["memory_peak_mb"] == attempt.memory_peak_mb
+    assert document["cpu_efficiency"] == pytest.approx(attempt.cpu_seconds / 20, abs=0.001)
+    assert document["memory_efficiency"] == pytest.approx(attempt.memory_peak_mb / 1024, abs=0.001)
+    api.force_login(alice)
+    page = api.get(f"/jobs/{job.pk}/").content.decode()
+    share = attempt.memory_peak_mb / 1024
+    assert document["memory_used"] == f"{share:.1f} of 1.0 GiB ({share * 100:.0f} %)"
+    assert document["cpu_used"].startswith(f"{attempt.cpu_seconds / 10:.1f} of 2 cores (")
+    assert document["cpu_used"] in page and document["memory_used"] in page

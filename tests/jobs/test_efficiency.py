@@ -1,0 +1,66 @@
+"""An attempt's use against its job's request (jobs.efficiency): pure, no database."""
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from jobs import efficiency
+
+NOON = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+
+def attempt(cpu=None, peak=None, ran=None, started=None, ended=None):
+    return SimpleNamespace(
+        cpu_seconds=cpu, memory_peak_mb=peak, worker_ran_at=ran, started_at=started,
+        ended_at=ended,
+    )  # fmt: skip
+
+
+def job(cpu_milli=1000, workers=1, memory_mb=4096):
+    return SimpleNamespace(cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb)
+
+
+def test_the_cpu_share_is_of_every_workers_cores_over_the_run():
+    ran = attempt(cpu=300.0, ran=NOON, ended=NOON + timedelta(seconds=100))
+
+    used = efficiency.of_attempt(ran, job(cpu_milli=2000, workers=2), NOON)
+
+    assert used.cores_used == pytest.approx(3.0)
+    assert used.cpu_efficiency == pytest.approx(0.75)
+    assert used.cpu_text() == "3.0 of 4 cores (75 %)"
+
+
+def test_a_running_attempts_run_counts_to_now_from_its_first_worker():
+    running = attempt(cpu=30.0, ran=NOON, started=NOON + timedelta(seconds=50))
+
+    used = efficiency.of_attempt(running, job(), NOON + timedelta(seconds=60))
+
+    assert used.document()["cpu_efficiency"] == 0.5
+
+
+def test_the_memory_share_is_of_one_workers_request_in_the_requests_unit():
+    assert efficiency.of_attempt(attempt(peak=1024), job(memory_mb=4096), NOON).memory_text() == (
+        "1.0 of 4.0 GiB (25 %)"
+    )
+    assert efficiency.of_attempt(attempt(peak=96), job(memory_mb=512), NOON).memory_text() == (
+        "96 of 512 MiB (19 %)"
+    )
+
+
+def test_a_job_without_cgroups_may_use_more_cpu_than_it_asked_and_is_told_so():
+    ran = attempt(cpu=200.0, ran=NOON, ended=NOON + timedelta(seconds=100))
+
+    assert efficiency.of_attempt(ran, job(), NOON).document()["cpu_efficiency"] == 2.0
+
+
+def test_nothing_is_said_of_what_was_not_measured():
+    placed = efficiency.of_attempt(attempt(), job(), NOON)
+    measured_but_not_started = efficiency.of_attempt(attempt(cpu=1.0, peak=8), job(), NOON)
+
+    assert placed.document() == {
+        "cpu_seconds": None, "memory_peak_mb": None, "cpu_efficiency": None,
+        "memory_efficiency": None, "cpu_used": "", "memory_used": "",
+    }  # fmt: skip
+    assert measured_but_not_started.cpu_text() == ""
+    assert measured_but_not_started.memory_efficiency == pytest.approx(8 / 4096)
