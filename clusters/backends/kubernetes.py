@@ -24,6 +24,7 @@
   that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), and, where the agent mounts the
   checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim) and the worker runs, when
   its job last touched the checkpoint marker; the later of the two.
+- usage: what each running worker has used, from its kubelet's stats (see k8s_usage).
 - logs: each started pod's log, followed (see k8s_logs); checkpoint lines too. The log of a pod
   this backend did not create (found again after a restart) waits until the agent says where
   the control plane's copy of it ends (`logs_to_resume`, `resume_logs`), and so does the pod's
@@ -38,7 +39,8 @@
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
-events, and create and delete pods and services in the tenants' namespaces.
+events, get nodes/proxy (usage), and create and delete pods and services in the tenants'
+namespaces.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ from clusters.backends.k8s_status import (
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_tenancy import create
+from clusters.backends.k8s_usage import NodeStats
 from clusters.backends.k8s_watch import Key, PodWatcher
 
 log = logging.getLogger(__name__)
@@ -167,6 +170,7 @@ class KubernetesBackend:
         self._not_ready_noticed: dict[str, datetime] = {}  # nodes without a transition time
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
+        self._usage = NodeStats(self.core)
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )
@@ -245,7 +249,7 @@ class KubernetesBackend:
             folders = {a: att.checkpoint_dir for a, att in self._attempts.items()}
         statuses = [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
         statuses = [self._after_last_lines(status, pods, deleted) for status in statuses]
-        return [self._with_checkpoint(status, folders) for status in statuses]
+        return self._usage.add([self._with_checkpoint(s, folders) for s in statuses], pods)
 
     def _after_last_lines(self, status: WorkerStatus, pods, deleted) -> WorkerStatus:
         """A pod that has ended is reported ended once its log has been read to the end, so
@@ -326,6 +330,7 @@ class KubernetesBackend:
                     keys.pop(key)
             self._pull_events_read = {k for k in self._pull_events_read if k[0] != attempt_id}
         self._logs.drop(attempt_id)
+        self._usage.forget(attempt_id)
 
     # Starting.
 

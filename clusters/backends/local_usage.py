@@ -2,33 +2,22 @@
 
 A worker that has ended reports what its shim recorded as it reaped the command (its exit
 record's ``cpu_seconds`` and ``memory_peak_mb``, `local_shim.used`). A running one is sampled
-at most every SAMPLE_EVERY_S, all of them in one pass over /proc: the CPU time of the processes
-of the command's process group (each one's own and that of the children it has reaped), and
-the memory high-water mark of its cgroup or, without one, the largest resident size of the
-group's processes together that a sample has seen.
+at most every `usage.SAMPLE_EVERY_S`, all of them in one pass over /proc: the CPU time of the
+processes of the command's process group (each one's own and that of the children it has
+reaped), and the memory high-water mark of its cgroup or, without one, the largest resident
+size of the group's processes together that a sample has seen.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.backends import base, cgroups
+from clusters.backends import base, cgroups, usage
 
-SAMPLE_EVERY_S = 30.0
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Sample:
-    taken: float  # time.monotonic()
-    cpu_seconds: float
-    memory_peak_mb: int | None
 
 
 def process_groups(proc: Path = Path("/proc")) -> dict[int, tuple[float, int]]:
@@ -67,53 +56,38 @@ def recorded(record: dict) -> dict:
 
 
 class Sampler:
-    """The last sample of each running worker, (attempt, rank) keyed."""
+    """Samples the running workers of a local backend."""
 
     def __init__(self, proc: Path = Path("/proc")):
         self.proc = proc
-        self.samples: dict[tuple[int, int], Sample] = {}
+        self.samples = usage.Samples()
 
     def add(self, found: list[tuple[Path, base.WorkerStatus]]) -> list[base.WorkerStatus]:
         """The statuses with what each worker has used, where it is known."""
         now = time.monotonic()
-        running = [(d, s) for d, s in found if s.phase == base.RUNNING]
-        due = [(d, s) for d, s in running if now - self._last(s).taken >= SAMPLE_EVERY_S]
+        due = [
+            (d, s)
+            for d, s in found
+            if s.phase == base.RUNNING and self.samples.due((s.attempt_id, s.rank), now)
+        ]
         if due:
             groups = process_groups(self.proc)
             for d, s in due:
-                self._sample(d, s, groups, now)
-        return [self._with_usage(s) for _, s in found]
+                self._sample(d, (s.attempt_id, s.rank), groups, now)
+        return [self.samples.with_usage(s) for _, s in found]
 
     def forget(self, attempt_id: int) -> None:
-        for key in [k for k in self.samples if k[0] == attempt_id]:
-            del self.samples[key]
+        self.samples.forget(attempt_id)
 
-    def _last(self, status: base.WorkerStatus) -> Sample:
-        return self.samples.get((status.attempt_id, status.rank), Sample(-SAMPLE_EVERY_S, 0, None))
-
-    def _sample(self, d: Path, status: base.WorkerStatus, groups: dict, now: float) -> None:
+    def _sample(self, d: Path, key: tuple[int, int], groups: dict, now: float) -> None:
         try:
             pgid = int((d / "child.pid").read_text())
         except (OSError, ValueError):
             return  # not started yet
         cpu, resident = groups.get(pgid, (0.0, 0))
-        last = self._last(status)
-        groups_of = cgroups.worker_groups(d)
-        peak = cgroups.memory_peak_mb(groups_of[-1]) if groups_of else None
-        if peak is None:
-            seen = -(-resident // MIB)
-            peak = seen if last.memory_peak_mb is None else max(last.memory_peak_mb, seen)
-        # Processes that ended since the last sample without being reaped inside the group
-        # take their time with them: what was counted stays counted.
-        key = status.attempt_id, status.rank
-        self.samples[key] = Sample(now, max(cpu, last.cpu_seconds), peak)
-
-    def _with_usage(self, status: base.WorkerStatus) -> base.WorkerStatus:
-        if status.cpu_seconds is not None:  # its exit record's
-            return status
-        sample = self.samples.get((status.attempt_id, status.rank))
-        if sample is None:
-            return status
-        return dataclasses.replace(
-            status, cpu_seconds=round(sample.cpu_seconds, 3), memory_peak_mb=sample.memory_peak_mb
-        )
+        mine = cgroups.worker_groups(d)
+        peak = cgroups.memory_peak_mb(mine[-1]) if mine else None  # the memory group is last
+        if peak is not None:
+            self.samples.keep(key, now, cpu, peak, mark=True)
+        else:
+            self.samples.keep(key, now, cpu, usage.mib(resident), mark=False)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from clusters.backends import base, local_usage
+from clusters.backends import base, local_usage, usage
 from clusters.backends.local import LocalBackend, parse_inventory
 from tests.clusters.test_local_backend import ended, needs_cgroups, phases, spec, with_limits
 from tests.processes import wait_until
@@ -69,7 +69,7 @@ def test_an_ended_worker_reports_the_cpu_time_of_its_processes_and_its_memory_pe
 
 
 def test_a_running_worker_reports_what_it_has_used_so_far(plain, monkeypatch):
-    monkeypatch.setattr(local_usage, "SAMPLE_EVERY_S", 0.0)
+    monkeypatch.setattr(usage, "SAMPLE_EVERY_S", 0.0)
     plain.start(spec([sys.executable, "-c", SPIN_THEN_SLEEP]))
 
     status = wait_until(
@@ -119,7 +119,7 @@ def test_without_a_cgroup_the_memory_peak_is_the_largest_process(plain):
 
 
 def test_an_exit_record_without_usage_reports_the_last_sample(plain, monkeypatch):
-    monkeypatch.setattr(local_usage, "SAMPLE_EVERY_S", 0.0)
+    monkeypatch.setattr(usage, "SAMPLE_EVERY_S", 0.0)
     plain.start(spec([sys.executable, "-c", SPIN_THEN_SLEEP]))
     wait_until(lambda: (phases(plain)[0].cpu_seconds or 0) >= 1.0, timeout=20)
     plain.stop(1, grace_s=1)

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from clusters.agent.runner import Agent
-from clusters.backends import base, local_usage
+from clusters.backends import base, usage
 from jobs import cycle
 from jobs.models import Attempt
 from jobs.states import State
@@ -109,7 +109,7 @@ while time.process_time() < end:
 def test_a_jobs_document_and_page_say_what_its_attempt_used_of_what_it_asked(
     east, backend, alpha, alice, monkeypatch
 ):
-    monkeypatch.setattr(local_usage, "SAMPLE_EVERY_S", 0.0)
+    monkeypatch.setattr(usage, "SAMPLE_EVERY_S", 0.0)
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
     job = JobFactory(
         owner=alice, tenant=alpha, cpu_milli=2000, memory_mb=1024,

@@ -13,7 +13,8 @@ before `compact()` gets the 410 Gone error event.
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
 `append_log`, `rotate_log`,
-`set_node_ready` and `remove_node`, a platform team through `add_claim`, and a failing API
+`set_node_ready` and `remove_node`, a kubelet's stats of a pod (`use`, read at
+/api/v1/nodes/<node>/proxy/stats/summary), a platform team through `add_claim`, and a failing API
 server through `fail`.
 Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
 """
@@ -30,7 +31,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.k8s import objects
 
@@ -52,6 +53,7 @@ ROUTES = [
     (re.compile(rf"^/{GROUP}/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)$"), "collection"),
     (re.compile(rf"^/{GROUP}/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)/(?P<name>[^/]+)$"), "item"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
+    (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)/proxy/stats/summary$"), "node_summary"),
 ]
 
 
@@ -82,6 +84,7 @@ class KubeTestServer:
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
         self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
         self.failures: list[list] = []  # [method, path pattern, error, times left or None]
+        self.usage: dict[tuple[str, str], dict] = {}  # a pod's cpu and memory, kubelet's words
         self.watch_generation = 0
         self.log_streams = 0
         self.closed = False
@@ -159,6 +162,32 @@ class KubeTestServer:
     def objects_of(self, kind: str) -> list[dict]:
         with self.cond:
             return [copy.deepcopy(o) for o in self.store[kind].values()]
+
+    def use(self, ns: str, name: str, cpu_seconds: float, memory_bytes: int, pod_level=True):
+        """The kubelet's stats of a pod: its CPU time so far and its working set now, at the
+        pod's level (kubelets since 1.15) or only per container (``pod_level=False``)."""
+        cpu = {"usageCoreNanoSeconds": int(cpu_seconds * 1e9), "usageNanoCores": 1000}
+        memory = {"workingSetBytes": memory_bytes, "usageBytes": memory_bytes + 4096}
+        container = {"name": "worker", "cpu": cpu, "memory": memory}
+        with self.cond:
+            self.usage[ns, name] = (
+                {"cpu": cpu, "memory": memory, "containers": [container]}
+                if pod_level
+                else {"containers": [container]}
+            )
+
+    def summary(self, node: str) -> dict:
+        """A kubelet's /stats/summary: its node, and the stats of the pods bound to it."""
+        with self.cond:
+            if node not in self.nodes:
+                raise ApiError(404, "NotFound", f'nodes "{node}" not found')
+            pods = [
+                {"podRef": {"name": name, "namespace": ns, "uid": pod["metadata"]["uid"]},
+                 **copy.deepcopy(self.usage[ns, name])}
+                for (ns, name), pod in self.store["pods"].items()
+                if pod["spec"].get("nodeName") == node and (ns, name) in self.usage
+            ]  # fmt: skip
+            return {"node": {"nodeName": node}, "pods": pods}
 
     def run_pod(self, ns: str, name: str) -> None:
         self._set_pod_state(ns, name, objects.running)
@@ -494,6 +523,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         kube: KubeTestServer = self.server.kube
         url = urlsplit(self.path)
+        # Routed on the decoded path, as the API server does: the client quotes the "/" of a
+        # proxy path (stats%2Fsummary).
+        url = url._replace(path=unquote(url.path))
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}") if length else {}
@@ -652,6 +684,8 @@ def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> t
             return 201, kube.create(kind, ns, body)
         case ("item", "GET"):
             return 200, kube.get(kind, ns, name)
+        case ("node_summary", "GET"):
+            return 200, kube.summary(name)
         case ("item", "DELETE"):
             grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
             return 200, kube.delete(kind, ns, name, None if grace is None else int(grace))

@@ -1,0 +1,64 @@
+"""What workers use, as a backend samples it while they run (Slurm's sstat): the last sample
+of each worker, added to its status. A worker that has ended reports its last sample, unless
+its backend knows its totals (the local backend's exit record)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from clusters.backends import base
+
+# How often a running worker is sampled at most.
+SAMPLE_EVERY_S = 30.0
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sample:
+    taken: float  # time.monotonic()
+    cpu_seconds: float
+    memory_peak_mb: int | None
+
+
+def mib(count: int) -> int:
+    """Bytes in MiB, rounded up."""
+    return -(-count // MIB)
+
+
+class Samples:
+    """The last sample of each worker, (attempt, rank) keyed."""
+
+    def __init__(self):
+        self._last: dict[tuple[int, int], Sample] = {}
+
+    def due(self, key: tuple[int, int], now: float) -> bool:
+        last = self._last.get(key)
+        return last is None or now - last.taken >= SAMPLE_EVERY_S
+
+    def keep(
+        self, key: tuple[int, int], now: float, cpu_seconds: float, memory_mb: int, *, mark: bool
+    ) -> None:
+        """A new sample: the CPU seconds so far and either the memory high-water mark
+        (``mark``) or the memory held now, of which the most any sample saw is kept. What was
+        counted stays counted: processes that ended without being reaped inside the worker take
+        their CPU time out of the next count."""
+        last = self._last.get(key)
+        if last is not None:
+            cpu_seconds = max(cpu_seconds, last.cpu_seconds)
+            if not mark and last.memory_peak_mb is not None:
+                memory_mb = max(memory_mb, last.memory_peak_mb)
+        self._last[key] = Sample(now, cpu_seconds, memory_mb)
+
+    def with_usage(self, status: base.WorkerStatus) -> base.WorkerStatus:
+        """The status with its last sample, unless it carries its own figures."""
+        sample = self._last.get((status.attempt_id, status.rank))
+        if status.cpu_seconds is not None or sample is None:
+            return status
+        return dataclasses.replace(
+            status, cpu_seconds=round(sample.cpu_seconds, 3), memory_peak_mb=sample.memory_peak_mb
+        )
+
+    def forget(self, attempt_id: int) -> None:
+        for key in [k for k in self._last if k[0] == attempt_id]:
+            del self._last[key]
