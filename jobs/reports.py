@@ -11,6 +11,11 @@ Per tenant and GPU type, from the attempts:
 - GPU-hours wasted (``Attempt.wasted_gpu_seconds``) of attempts ended in the window, and the
   part of it of preempted attempts. An attempt's waste is known once it ends: it counts whole
   in the window of its end.
+- Right-sizing (Slurm's seff, summed), of attempts ended in the window whose use their agent
+  measured, over their whole runs, counted in the window of their end as waste is: the
+  core-hours they asked for, those they kept busy (their CPU time), the share busy (CPU
+  efficiency), and the memory they asked for beyond their largest worker's peak, in GiB-hours
+  (request minus peak, times workers, times the run).
 
 Per tenant, from the jobs: jobs finished in the window by state, and the queue wait of jobs
 started in the window: how many, mean, 95th percentile. A job's queue wait runs from when it
@@ -60,6 +65,7 @@ from jobs.models import Attempt, Job
 from jobs.states import State
 
 DEFAULT_DAYS = 30
+MIB_PER_GIB = 1024
 ONE_DAY = timedelta(days=1)
 MAX_DAYS = 366
 OUTCOMES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
@@ -69,10 +75,17 @@ DATE = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}")
 # The table's columns: the CSV's header, and the portal's headings.
 COLUMNS = ["tenant", "gpu_type", "gpu_hours", "cpu_core_hours", "wasted_gpu_hours",
            "preempted_gpu_hours", "jobs_succeeded", "jobs_failed", "jobs_canceled",
-           "jobs_started", "mean_wait_s", "p95_wait_s"]  # fmt: skip
+           "jobs_started", "mean_wait_s", "p95_wait_s", "cpu_core_hours_measured",
+           "cpu_core_hours_busy", "cpu_efficiency", "memory_gib_hours_unused"]  # fmt: skip
 HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours",
             "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
-            "Mean wait (s)", "p95 wait (s)"]  # fmt: skip
+            "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
+            "CPU efficiency", "Unused memory GiB-hours"]  # fmt: skip
+# TypeUsage's figures, in hours: what was used and wasted, then how well the measured part of
+# it used what it asked for.
+FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours",
+           "cpu_core_hours_measured", "cpu_core_hours_busy", "memory_gib_hours_unused"]  # fmt: skip
+USED = 4  # the first FIGURES: what was used and wasted
 
 
 class BadParameter(ValueError):
@@ -150,10 +163,22 @@ class TypeUsage:
     cpu_core_hours: float = 0.0
     wasted_gpu_hours: float = 0.0
     preempted_gpu_hours: float = 0.0
+    # Of attempts ended in the window whose use their agent measured (Attempt.cpu_seconds,
+    # memory_peak_mb), over their whole runs: the core-hours they asked for, those they kept
+    # busy, and the memory they asked for beyond their largest worker's peak (GiB-hours).
+    cpu_core_hours_measured: float = 0.0
+    cpu_core_hours_busy: float = 0.0
+    memory_gib_hours_unused: float = 0.0
 
     def figures(self) -> list[float]:
-        return [self.gpu_hours, self.cpu_core_hours, self.wasted_gpu_hours,
-                self.preempted_gpu_hours]  # fmt: skip
+        return [getattr(self, name) for name in FIGURES]
+
+    @property
+    def cpu_efficiency(self) -> float | None:
+        """Of the measured core-hours asked for, the share kept busy."""
+        if not self.cpu_core_hours_measured:
+            return None
+        return self.cpu_core_hours_busy / self.cpu_core_hours_measured
 
 
 @dataclass
@@ -206,8 +231,8 @@ class Report:
             waits = [t.mean_wait_s, t.p95_wait_s]
             jobs = [*(str(t.finished[s]) for s in OUTCOMES), str(t.started),
                     *("" if w is None else f"{w:.0f}" for w in waits)]  # fmt: skip
-            out.append([t.slug, "all", *hours(t.total()), *jobs])
-            out += [[t.slug, type_label(u.gpu_type), *hours(u), *[""] * len(jobs)]
+            out.append([t.slug, "all", *hours(t.total()), *jobs, *sizing(t.total())])
+            out += [[t.slug, type_label(u.gpu_type), *hours(u), *[""] * len(jobs), *sizing(u)]
                     for u in t.by_type]  # fmt: skip
         return out
 
@@ -236,7 +261,16 @@ class Report:
 
 
 def hours(usage: TypeUsage) -> list[str]:
-    return [f"{value:.2f}" for value in usage.figures()]
+    """What was used and wasted, as table cells."""
+    return [f"{value:.2f}" for value in usage.figures()[:USED]]
+
+
+def sizing(usage: TypeUsage) -> list[str]:
+    """How well the measured work used what it asked for, as table cells."""
+    efficiency = usage.cpu_efficiency
+    return [f"{usage.cpu_core_hours_measured:.2f}", f"{usage.cpu_core_hours_busy:.2f}",
+            "" if efficiency is None else f"{efficiency:.2f}",
+            f"{usage.memory_gib_hours_unused:.2f}"]  # fmt: skip
 
 
 def type_label(gpu_type: str | None) -> str:
@@ -261,7 +295,8 @@ def tenant_json(t: TenantUsage, label: str | None = None) -> dict:
 
 
 def figures_json(usage: TypeUsage) -> dict[str, float | None]:
-    return dict(zip(COLUMNS[2:6], map(rounded, usage.figures()), strict=True))
+    figures = dict(zip(FIGURES, map(rounded, usage.figures()), strict=True))
+    return figures | {"cpu_efficiency": rounded(usage.cpu_efficiency)}
 
 
 def rounded(value: float | None) -> float | None:
@@ -437,6 +472,10 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
     started = Q(started_at__isnull=False)
     ended_in = Q(ended_at__gte=since, ended_at__lt=until)
     preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
+    # Measured: ended in the window, its use known; over its whole run, from its first worker.
+    measured = ended_in & Q(cpu_seconds__isnull=False, memory_peak_mb__isnull=False)
+    whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
+    unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
     rows = (
         Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
         .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
@@ -446,13 +485,18 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
             cpu_s=Sum(ran * milli_cpus / 1000, filter=started),
             wasted_s=Sum("wasted_gpu_seconds", filter=ended_in),
             preempted_s=Sum("wasted_gpu_seconds", filter=preempted),
+            measured_s=Sum(whole * milli_cpus / 1000, filter=started & measured),
+            busy_s=Sum("cpu_seconds", filter=started & measured),
+            unused_mib_s=Sum(unused_mb * whole, filter=started & measured),
         )
         .order_by()
     )
     found: dict[int, list[TypeUsage]] = {}
+    names = ("gpu_s", "cpu_s", "wasted_s", "preempted_s", "measured_s", "busy_s")
     for row in rows:
-        seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s")]
-        usage = TypeUsage(row["kind"], *(s / 3600 for s in seconds))
+        seconds = [row[k] or 0.0 for k in names]
+        unused = (row["unused_mib_s"] or 0.0) / MIB_PER_GIB
+        usage = TypeUsage(row["kind"], *(s / 3600 for s in (*seconds, unused)))
         found.setdefault(row["job__tenant_id"], []).append(usage)
     for usages in found.values():
         usages.sort(key=type_order)

@@ -42,6 +42,12 @@ class GpuTypeUsageDay(models.Model):
     cpu_core_seconds = models.FloatField(default=0.0)
     wasted_gpu_seconds = models.FloatField(default=0.0)
     preempted_gpu_seconds = models.FloatField(default=0.0)
+    # Right-sizing (reports.TypeUsage): the measured attempts' core-seconds asked for and kept
+    # busy, and their memory asked for beyond the peak in MiB-seconds. Days rolled up before
+    # attempts were measured have zeros (db_default).
+    cpu_core_seconds_measured = models.FloatField(default=0.0, db_default=0.0)
+    cpu_core_seconds_busy = models.FloatField(default=0.0, db_default=0.0)
+    memory_mib_seconds_unused = models.FloatField(default=0.0, db_default=0.0)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "day"], name="gputypeday_tenant_day")]

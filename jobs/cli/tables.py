@@ -5,7 +5,7 @@ from jobs.cli.client import Api, show
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
                 "succeeded", "failed", "canceled", "started", "mean wait s",
-                "p95 wait s"]  # fmt: skip
+                "p95 wait s", "CPU eff", "unused mem GiB-h"]  # fmt: skip
 
 
 FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours"]
@@ -51,10 +51,18 @@ def usage_rows(tenants: list[dict]):
             str(waits["jobs_started"]),
             *("-" if waits[k] is None else f"{waits[k]:.0f}" for k in ("mean_s", "p95_s")),
         ]
-        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), *jobs]
+        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), *jobs, *sizing(t)]
         for u in t["by_gpu_type"]:
             kind = {None: "unknown", "": "none"}.get(u["gpu_type"], u["gpu_type"])
-            yield [t["tenant"], kind, *(f"{u[k]:.2f}" for k in FIGURES), *[""] * len(jobs)]
+            figures = (f"{u[k]:.2f}" for k in FIGURES)
+            yield [t["tenant"], kind, *figures, *[""] * len(jobs), *sizing(u)]
+
+
+def sizing(figures: dict) -> list[str]:
+    """The measured work's CPU efficiency ("-": nothing measured) and unused memory."""
+    efficiency = figures["cpu_efficiency"]
+    return ["-" if efficiency is None else f"{efficiency:.2f}",
+            f"{figures['memory_gib_hours_unused']:.2f}"]  # fmt: skip
 
 
 QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "in use", "borrowed",
