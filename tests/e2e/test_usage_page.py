@@ -6,6 +6,7 @@ import csv
 import pytest
 from playwright.sync_api import expect
 
+from jobs.models import Attempt
 from tests.e2e.test_job_page import log_in
 from tests.jobs.test_usage_report import SINCE, H, run
 
@@ -18,7 +19,9 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
     server, browser_page, alpha, alice, gamma
 ):
     page = browser_page
-    run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="A100", workers=2)  # 2 h x 2 GPUs
+    a100 = run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="A100", workers=2)  # 2 h x 2 GPUs
+    # Measured: 4 of its 16 core-hours busy; 8,000 of 16,000 MiB per worker reached.
+    Attempt.objects.filter(pk=a100.pk).update(cpu_seconds=4 * 3600, memory_peak_mb=8000)
     run(alpha, SINCE - H, SINCE + 2 * H, gpu_type="T4", gpus=0, gpu_milli=500)  # 2 h x 0.5
     run(gamma, SINCE + H, SINCE + 9 * H, gpu_type="H100")
     log_in(page, server, "alice")
@@ -35,9 +38,60 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
         rows = list(csv.reader(file))
 
     assert table == [
-        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", "0", "0", "0", "0", "", ""],
-        ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", "", "", "", "", "", ""],
-        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", "", "", "", "", "", ""],
+        [
+            "alpha",
+            "all",
+            "5.00",
+            "24.00",
+            "0.00",
+            "0.00",
+            "0",
+            "0",
+            "0",
+            "0",
+            "",
+            "",
+            "16.00",
+            "4.00",
+            "0.25",
+            "31.25",
+        ],
+        [
+            "alpha",
+            "A100",
+            "4.00",
+            "16.00",
+            "0.00",
+            "0.00",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "16.00",
+            "4.00",
+            "0.25",
+            "31.25",
+        ],
+        [
+            "alpha",
+            "T4",
+            "1.00",
+            "8.00",
+            "0.00",
+            "0.00",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "0.00",
+            "0.00",
+            "",
+            "0.00",
+        ],
     ]
     assert [row[:-3] for row in rows[1:]] == table  # then its window, and whether whole
     assert {tuple(row[-3:-1]) for row in rows[1:]} == {
