@@ -19,6 +19,7 @@ from clusters import maintenance
 from jobs import access, actions, dependencies, efficiency, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
+from jobs.fields import MAX_LABELS
 from jobs.forms import dependencies_input, described, refusal_text
 from jobs.models import Job
 from jobs.serializers import (
@@ -49,7 +50,8 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
     ``?state=``, ``?held=`` (1 or 0), ``?tenant=<slug>``, ``?q=`` (a part of the name) and
-    ``?batch=<id>`` (a batch's shards) and ``?label=`` (key=value, or a key alone). A state
+    ``?batch=<id>`` (a batch's shards) and ``?label=`` (key=value, or a key alone; several:
+    the jobs carrying every one, as the API takes them). A state
     that is none, a held that is neither, a name over 200 characters, a ``before`` or
     ``batch`` that is no id or a label no job could carry is a 400 naming it; a team the user
     is not in just lists nothing."""
@@ -63,12 +65,17 @@ def index(request):
     hidden = access.hidden_from(request.user, page)
     for job in page:
         job.wait_sentence = access.wait_sentence(job, hidden)
-    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch", "label")}
+    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch")}
+    written = labels_written(request)
+    kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
     context = {
         "jobs": page,
         "next": page[-1].pk if len(page) == PAGE else None,
         "values": values,
-        "filters": urlencode({k: v for k, v in values.items() if v}),  # for the paging links
+        # Those asked, then room for one more.
+        "labels": written,
+        "more_labels": len(written) < MAX_LABELS,
+        "filters": urlencode(kept),  # for the paging links, and a label's to narrow further
         "paged": "before" in request.GET,
         "errors": errors,
         "fields": described(errors),
@@ -84,7 +91,7 @@ def job_filters(request) -> tuple[Q, list, dict]:
     (JobQuerySet.labelled), and what is wrong with them."""
     filters, errors, labels = {}, {}, []
     try:
-        labels = labels_asked([text] if (text := request.GET.get("label")) else [])
+        labels = labels_asked(labels_written(request))
     except ValueError as bad:
         errors["label"] = str(bad)
     if state := request.GET.get("state"):
@@ -116,6 +123,11 @@ def job_filters(request) -> tuple[Q, list, dict]:
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
     return rows & Job.rows_of_batch(batch), labels, errors
+
+
+def labels_written(request) -> list[str]:
+    """The job list's ``?label=`` values as typed, each once, empty ones left out."""
+    return list(dict.fromkeys(text for text in request.GET.getlist("label") if text))
 
 
 @login_required

@@ -136,7 +136,7 @@ def test_the_portal_submits_labels_lists_by_them_and_shows_them(client, alice, a
 
     assert submitted.status_code == 302 and job.labels == LLM
     assert '<a href="/?label=project%3Dllm"><code>project=llm</code></a>' in page
-    assert f'href="/jobs/{job.pk}/"' in found and "other" not in found
+    assert f'href="/jobs/{job.pk}/"' in found and ">other</a>" not in found
     assert refused.status_code == 400 and 'data-field="label"' in refused.content.decode()
 
 
@@ -295,3 +295,22 @@ def test_a_viewer_sees_the_labels_but_no_form_to_change_them(client, alpha, view
     page = client.get(f"/jobs/{job.pk}/").content.decode()
 
     assert "<code>project=llm</code>" in page and 'id="labels-form"' not in page
+
+
+def test_the_portal_lists_by_several_labels_and_a_labels_link_narrows_further(client, alice, alpha):
+    both = JobFactory(tenant=alpha, owner=alice, name="both", labels=LLM)
+    JobFactory(tenant=alpha, owner=alice, name="project-only", labels={"project": "llm"})
+    JobFactory(tenant=alpha, owner=alice, name="other-project", labels={"project": "cv"})
+    client.force_login(alice)
+
+    narrowed = client.get("/?label=project%3Dllm&label=sweep&label=").content.decode()
+    by_project = client.get("/", {"label": "project=llm", "state": "queued"}).content.decode()
+
+    assert f'href="/jobs/{both.pk}/"' in narrowed
+    assert "project-only" not in narrowed and "other-project" not in narrowed
+    # Each label asked has its own field, and one more is offered.
+    assert narrowed.count('name="label"') == 3
+    assert 'value="project=llm"' in narrowed and 'value="sweep"' in narrowed
+    # A job's label adds to what the list is narrowed by.
+    assert "/?state=queued&amp;label=project%3Dllm&amp;label=sweep%3Dlr-3" in by_project
+    assert "other-project" not in by_project and "project-only" in by_project
