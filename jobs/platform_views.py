@@ -96,20 +96,42 @@ def usage(request):
 @login_required
 def usage_csv(request):
     """The usage page's table as a CSV file, for the same parameters."""
+    return report_csv(request, "usage", reports.COLUMNS, reports.Report.rows,
+                      lambda report: report.incomplete)  # fmt: skip
+
+
+@login_required
+def usage_by_label_csv(request):
+    """The usage page's split by a label (``?by_label=``, needed) as a CSV file: chargeback by
+    project. A row per tenant and value of the label, ``labelled`` false for the jobs without
+    it (their value empty), and how complete the window is: the split is read from the jobs
+    (`Report.label_incomplete`)."""
+    if not request.GET.get("by_label"):
+        return HttpResponse("by_label: Name the label to split by.\n", status=400,
+                            content_type="text/plain")  # fmt: skip
+    split = reports.Report.label_split
+    return report_csv(request, "usage-by-label", reports.LABEL_COLUMNS, split,
+                      lambda report: report.label_incomplete)  # fmt: skip
+
+
+def report_csv(request, name: str, columns: list[str], rows, incomplete) -> HttpResponse:
+    """A usage report's ``rows(report)`` as a CSV file under ``columns``, each row ending with
+    the window it covers and whether that is ``incomplete(report)``; the report read from the
+    request's parameters (400 naming one wrong)."""
     try:
         report = reports.requested(request.GET, access.report_tenants(request.user))
     except reports.BadParameter as bad:
         return HttpResponse(f"{bad.field}: {bad.message}\n", status=400, content_type="text/plain")
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    name = f"usage-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
+    name = f"{name}-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
     response["Content-Disposition"] = content_disposition_header(True, name)
     writer = csv.writer(response)
-    writer.writerow([*reports.COLUMNS, *WINDOW_COLUMNS])
+    writer.writerow([*columns, *WINDOW_COLUMNS])
     # Each row says what it covers: a window without `until` ends at the download's now, not
     # the page's, and a part retention has deleted is not counted.
     window = [f"{report.since:%Y-%m-%dT%H:%M:%SZ}", f"{report.until:%Y-%m-%dT%H:%M:%SZ}",
-              "true" if report.incomplete else "false"]  # fmt: skip
-    writer.writerows([*(spreadsheet_safe(cell) for cell in row), *window] for row in report.rows())
+              "true" if incomplete(report) else "false"]  # fmt: skip
+    writer.writerows([*(spreadsheet_safe(cell) for cell in row), *window] for row in rows(report))
     return response
 
 

@@ -81,6 +81,9 @@ HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours
             "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
             "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
             "CPU efficiency", "Unused memory GiB-hours"]  # fmt: skip
+# The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
+# its jobs without the label), and every figure.
+LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
 # TypeUsage's figures, in hours: what was used and wasted, then how well the measured part of
 # it used what it asked for.
 FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours",
@@ -240,6 +243,12 @@ class Report:
         """The split by label as table cells: per tenant a row for each value of the label
         ("(none)": its jobs without it)."""
         return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u)]
+                for t in self.tenants for u in t.by_label]  # fmt: skip
+
+    def label_split(self) -> list[list[str]]:
+        """The split by label as LABEL_COLUMNS' cells, every figure."""
+        return [[t.slug, self.label or "", u.gpu_type or "", "false" if u.gpu_type is None
+                 else "true", *hours(u), *sizing(u)]
                 for t in self.tenants for u in t.by_label]  # fmt: skip
 
     def as_json(self) -> dict:

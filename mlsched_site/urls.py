@@ -27,6 +27,7 @@ urlpatterns = [
     path("clusters/", platform.clusters, name="clusters"),
     path("usage/", platform.usage, name="usage"),
     path("usage.csv", platform.usage_csv, name="usage_csv"),
+    path("usage-by-label.csv", platform.usage_by_label_csv, name="usage_by_label_csv"),
     path("quotas/", quotas, name="quotas"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),

@@ -2,6 +2,8 @@
 API, `usage --by-label KEY` in the CLI; read from the attempts over the whole window, since the
 daily roll-up keeps no labels, and said to be incomplete where retention has deleted jobs."""
 
+import csv
+import io
 import subprocess
 import sys
 
@@ -117,3 +119,45 @@ def test_the_portal_page_draws_the_split_under_the_table(alpha_usage, client, se
     assert "<tr><td>alpha</td><td>llm</td><td>3.00</td><td>12.00</td><td>0.00</td>" in split_
     assert "<td>(none)</td><td>2.00</td>" in split_ and "beta" not in split_
     assert refused.status_code == 400 and 'data-field="by_label"' in refused.content.decode()
+
+
+def test_the_split_downloads_as_csv_with_every_figure_and_whether_it_is_whole(
+    alpha_usage, client, settings
+):
+    settings.MLSCHED_JOB_RETENTION_DAYS = 0  # kept forever: the split is whole
+    alpha, _ = alpha_usage
+    alice = UserFactory(username="alice")
+    MembershipFactory(tenant=alpha, user=alice)
+    client.force_login(alice)
+
+    download = client.get("/usage-by-label.csv", {**WINDOW, "by_label": "project"})
+    unnamed = client.get("/usage-by-label.csv", WINDOW)
+    page = client.get("/usage/", {**WINDOW, "by_label": "project"}).content.decode()
+
+    assert download.status_code == 200
+    assert 'filename="usage-by-label-2025-03-01-2025-03-02.csv"' in download["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(download.content.decode())))
+    assert rows[0] == [*reports.LABEL_COLUMNS, "since", "until", "incomplete"]
+    found = {(r[2], r[3]): dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
+    assert set(found) == {("llm", "true"), ("vision", "true"), ("", "false")}  # not beta's
+    assert found["vision", "true"]["wasted_gpu_hours"] == "0.50"
+    assert found["llm", "true"]["gpu_hours"] == "3.00"
+    assert {r["tenant"] for r in found.values()} == {"alpha"}
+    assert {r["incomplete"] for r in found.values()} == {"false"}
+    assert unnamed.status_code == 400 and unnamed.content.decode().startswith("by_label:")
+    assert (
+        'href="/usage-by-label.csv?since=2025-03-01&amp;until=2025-03-02&amp;by_label=project"'
+        in page
+    )
+
+
+def test_the_split_as_csv_says_when_retention_has_deleted_jobs_of_its_window(alpha_usage, client):
+    alpha, _ = alpha_usage  # 2025: long past the default job retention
+    alice = UserFactory(username="alice")
+    MembershipFactory(tenant=alpha, user=alice)
+    client.force_login(alice)
+
+    download = client.get("/usage-by-label.csv", {**WINDOW, "by_label": "project"})
+
+    rows = list(csv.reader(io.StringIO(download.content.decode())))
+    assert {row[-1] for row in rows[1:]} == {"true"}

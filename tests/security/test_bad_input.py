@@ -64,6 +64,7 @@ def test_an_id_or_a_date_out_of_range_in_an_api_query_is_not_an_error(api, alice
         f"/jobs/{HUGE}/",
         "/usage/?until=1000-01-02",
         "/usage.csv?until=1000-01-02",
+        "/usage-by-label.csv?until=1000-01-02&by_label=project",
     ],
 )
 def test_an_id_or_a_date_out_of_range_in_a_portal_query_is_not_an_error(portal, url):

@@ -287,6 +287,7 @@ QUERIES = [
     ("/usage.csv", "since"),
     ("/usage.csv", "until"),
     ("/usage.csv", "tenant"),
+    ("/usage-by-label.csv", "by_label"),
     ("/overview/", "x"),
     ("/tokens/", "x"),
     ("/metrics", "x"),
