@@ -109,6 +109,21 @@ def status(api: Api, args) -> None:
     show(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
 
 
+def efficiency(api: Api, args) -> None:
+    """What each attempt of a job used of what it asked for, as Slurm's seff says it."""
+    job = api.call("GET", f"jobs/{args.id}/")
+    per_worker = f"{job['cpu_milli'] / 1000:g} cores and {job['memory_mb']} MiB"
+    workers = f"{job['workers']} workers of {per_worker} each" if job["workers"] > 1 else per_worker
+    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}")
+    for a in job["attempts"]:
+        where = f" on {a['cluster']}" if a["cluster"] else ""
+        used = (f"CPU {a['cpu_used'] or 'not measured'}, memory peak "
+                f"{a['memory_used'] or 'not measured'}")  # fmt: skip
+        show(f"attempt {a['number']} ({a['outcome'] or 'live'}){where}: {used}")
+    if not job["attempts"]:
+        show("not placed yet")
+
+
 def cancel(api: Api, args) -> None:
     """One job by its id: its state after. Otherwise the jobs the ids and filters name, asked
     again while the server says there are more: how many were canceled."""

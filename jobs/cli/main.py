@@ -10,6 +10,7 @@ from jobs.cli.client import STATES, Api
 from jobs.cli.commands import (
     cancel,
     depend,
+    efficiency,
     hold,
     label,
     list_jobs,
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip
-    for name in ("status", "hold", "release"):
+    for name in ("status", "efficiency", "hold", "release"):
         commands.add_parser(name).add_argument("id", type=int)
     requeuing = commands.add_parser("requeue")
     requeuing.add_argument("id", type=int)
@@ -156,7 +157,8 @@ def main(argv=None) -> int:
     if not sends_token_safely(url):
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
-    run = {"submit": submit, "list": list_jobs, "status": status, "cancel": cancel,
+    run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
+           "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "maintenance": maintenance,
