@@ -26,7 +26,9 @@ from django.core.cache import caches
 from django.db import connection
 from django.db.models import F, Max, Min, Q
 from django.urls import reverse
+from django.utils import timezone
 
+from jobs import efficiency
 from jobs.models import Job
 from jobs.states import batch_state
 from quotas.models import Tenant
@@ -55,6 +57,9 @@ class JobEnded(TypedDict):
     url: str | None  # the job's page, under MLSCHED_PUBLIC_URL; None without it
     shards: dict[str, int] | None  # a batch: how many shards ended in each state
     shard: int | None  # a batch: the shard `outcome`, `exit_code` and `reason` are of
+    # What that last attempt used of its request (jobs.efficiency; nulls when not measured):
+    # cpu_seconds, memory_peak_mb, cpu_efficiency, memory_efficiency.
+    used: dict[str, float | int | None] | None
 
 
 class Unreachable(Exception):
@@ -164,7 +169,19 @@ def document(job: Job) -> JobEnded:
         started_at=started.isoformat() if started else None,
         finished_at=finished.isoformat() if finished else None,
         url=portal_url(job.pk), shards=shards, shard=told.shard_index if shards else None,
+        used=used_by(attempt, told),
     )  # fmt: skip
+
+
+def used_by(attempt, job) -> dict | None:
+    """The attempt's use of its job's request, as the job-end document gives it."""
+    if attempt is None:
+        return None
+    figures = efficiency.of_attempt(attempt, job, timezone.now()).document()
+    return {k: figures[k] for k in USED}
+
+
+USED = ("cpu_seconds", "memory_peak_mb", "cpu_efficiency", "memory_efficiency")
 
 
 def portal_url(job_id: int) -> str | None:

@@ -8,11 +8,13 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from jobs import actions, cycle, notify, tasks
 from jobs.models import Attempt, Family, Job
@@ -146,13 +148,16 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
     hooked, alice, room, receiver, queued, django_capture_on_commit_callbacks, settings
 ):
     settings.MLSCHED_PUBLIC_URL = "https://mlsched.example.com/"
-    job = running(hooked, alice, name="train-llm", labels={"project": "llm"})
+    job = running(hooked, alice, name="train-llm", labels={"project": "llm"}, memory_mb=4096)
+    began = timezone.now() - timedelta(seconds=100)
+    job.attempts.update(worker_ran_at=began, cpu_seconds=200.0, memory_peak_mb=1024)
 
     with django_capture_on_commit_callbacks(execute=True):
         end(job, Outcome.SUCCEEDED, exit_code=0)
 
     (post,) = receiver.received
     job.refresh_from_db()
+    ran = (job.attempts.get().ended_at - began).total_seconds()
     assert (post.method, post.path) == ("POST", "/hooks/T0KEN-IN-PATH")
     assert post.headers["User-Agent"] == "mlsched"
     assert post.headers["Content-Type"] == "application/json"
@@ -164,6 +169,8 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
         "reason": "exit code 0", "started_at": job.started_at.isoformat(),
         "finished_at": job.finished_at.isoformat(),
         "url": f"https://mlsched.example.com/jobs/{job.pk}/", "shards": None, "shard": None,
+        "used": {"cpu_seconds": 200.0, "memory_peak_mb": 1024, "memory_efficiency": 0.25,
+                 "cpu_efficiency": round(200 / ran / (job.cpu_milli / 1000), 3)},
     }  # fmt: skip
 
 
@@ -215,6 +222,7 @@ def test_a_job_canceled_before_it_ran_is_reported_with_the_cancels_reason(
         "reason": "canceled by alice",
     }
     assert post.document["started_at"] is None
+    assert post.document["used"] is None  # no attempt ran
 
 
 @pytest.mark.django_db
