@@ -6,10 +6,12 @@ In a fresh database (`mlsched_bench_heartbeat` on DATABASE_URL's server, default
 PostgreSQL): one cluster of 8-GPU nodes running `--attempts` one-GPU jobs, each with a command
 and an environment of a realistic size. The agent reports every worker running, and posts the
 heartbeat through the agent API (Django's test client: the whole request). Two reports are
-timed, `--repeat` times each after one warm-up: a steady beat (nothing changed) and a beat in
-which every worker reports a newer checkpoint. Prints, for each, the median milliseconds, the
-number of SQL queries and the size of the answer in bytes. A heartbeat runs every second per
-cluster: it should cost what changed, not what runs.
+timed, `--repeat` times each after one warm-up: a steady beat (nothing changed, every worker
+reporting the same checkpoint and usage), a beat in which every worker reports a newer
+checkpoint, and one in which every worker reports more CPU time and a higher memory peak (a
+backend samples a worker every 30 s: all of them at once is the worst case). Prints, for
+each, the median milliseconds, the number of SQL queries and the size of the answer in bytes.
+A heartbeat runs every second per cluster: it should cost what changed, not what runs.
 """
 
 import argparse
@@ -69,8 +71,9 @@ def build(count: int):
     return cluster, token, [a.pk for a in attempts]
 
 
-def report(attempt_ids: list[int], checkpoint_at: float | None) -> str:
-    workers = [{"attempt_id": pk, "rank": 0, "phase": "running", "checkpoint_at": checkpoint_at}
+def report(attempt_ids: list[int], checkpoint_at: float | None, used: int = 1) -> str:
+    workers = [{"attempt_id": pk, "rank": 0, "phase": "running", "checkpoint_at": checkpoint_at,
+                "cpu_seconds": 30.0 * used, "memory_peak_mb": 1000 + used}
                for pk in attempt_ids]  # fmt: skip
     return json.dumps({"workers": workers})
 
@@ -111,8 +114,12 @@ def main() -> None:
     url = f"/api/v1/agent/{cluster.name}/heartbeat/"
     client = Client()
     steady = iter(lambda: report(attempt_ids, 1_000_000.0), None)
-    moving = (report(attempt_ids, 1_000_000.0 + n) for n in range(1, 10**9))
-    for name, bodies in (("steady beat", steady), ("every checkpoint newer", moving)):
+    # Checkpoints from now on (one from before an attempt's start is not its own: not kept).
+    moving = (report(attempt_ids, time.time()) for _ in range(10**9))
+    using = (report(attempt_ids, 1_000_000.0, used=n) for n in range(2, 10**9))
+    beats = (("steady beat", steady), ("every checkpoint newer", moving),
+             ("every usage sample newer", using))  # fmt: skip
+    for name, bodies in beats:
         ms, queries, size = measure(client, url, token, bodies, args.repeat)
         print(f"{args.attempts} running, {name}: {ms:.1f} ms, {queries} queries, {size} bytes")
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 from clusters import log_ends
 from clusters.backends import base
 from clusters.models import Allocation, Cluster, Node
-from jobs import actions, events
+from jobs import actions, bulk, events
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
@@ -254,8 +254,8 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
             continue
         if attempt.last_checkpoint_at is None or at > attempt.last_checkpoint_at:
             attempt.last_checkpoint_at = at
-            moved.append(attempt)
-    Attempt.objects.bulk_update(moved, ["last_checkpoint_at"])
+            moved.append((attempt.pk, at))
+    bulk.update(Attempt, ["last_checkpoint_at"], moved)
 
 
 def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
@@ -275,8 +275,8 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
         )
         if seen != (attempt.cpu_seconds, attempt.memory_peak_mb):
             attempt.cpu_seconds, attempt.memory_peak_mb = seen
-            moved.append(attempt)
-    Attempt.objects.bulk_update(moved, ["cpu_seconds", "memory_peak_mb"])
+            moved.append((attempt.pk, *seen))
+    bulk.update(Attempt, ["cpu_seconds", "memory_peak_mb"], moved)
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

@@ -2,7 +2,7 @@
 what they cancel in turn, eligibility, the reasons the cycle stores, and asking attempts to
 stop."""
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
@@ -282,28 +282,7 @@ def record_pending(changes: dict[int, tuple[str, str, object]]) -> None:
             chunk = [r for r in chunk if r[0] in mine]
             if not chunk:
                 continue
-            if connection.vendor == "postgresql":
-                _update_pending_from_values(chunk)
-            else:
-                Job.objects.bulk_update(
-                    [Job(id=i, pending_reason=r, pending_message=m, estimated_start=e)
-                     for i, r, m, e in chunk],
-                    ["pending_reason", "pending_message", "estimated_start"],
-                )  # fmt: skip
-
-
-def _update_pending_from_values(rows: list[tuple]) -> None:
-    # One UPDATE ... FROM (VALUES ...) per chunk: Django's bulk_update builds a CASE per column
-    # and row, which is an order of magnitude slower for the thousands of jobs a cycle explains.
-    values = ", ".join(["(%s::bigint, %s, %s, %s::timestamptz)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Job._meta.db_table} AS j SET pending_reason = v.reason, "
-            "pending_message = v.message, estimated_start = v.estimate "
-            f"FROM (VALUES {values}) AS v(id, reason, message, estimate) "
-            "WHERE j.id = v.id",
-            [field for row in rows for field in row],
-        )
+            bulk.update(Job, ["pending_reason", "pending_message", "estimated_start"], chunk)
 
 
 def request_stop(job_ids: list[int], stop_reason: str, message: str, now=None) -> int:
