@@ -26,7 +26,7 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
-from jobs import events, snapshot
+from jobs import events, reports, snapshot
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
@@ -324,7 +324,8 @@ def attempts(now, attempts_of) -> list[Metric]:
             by_cause[cause] += n
     started = attempts_of.filter(started_at__gte=now - WINDOW).count()
     preempted = by_cause.get(Attempt.StopCause.PREEMPTION, 0)
-    wasted = recent.aggregate(s=Sum("wasted_gpu_seconds"))["s"] or 0
+    sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **reports.sizing_sums(Q()))
+    wasted, asked = sums["wasted"] or 0, sums["measured_s"] or 0
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
                 [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
@@ -340,6 +341,14 @@ def attempts(now, attempts_of) -> list[Metric]:
         *metric("mlsched_wasted_gpu_seconds", "gauge",
                 "GPU-seconds reserved without useful work, attempts ended in the last day.",
                 [({}, wasted)]),
+        *metric("mlsched_cpu_efficiency", "gauge",
+                "CPU time of the attempts ended in the last day whose use was measured, over "
+                "the core-seconds they asked for (0: none measured).",
+                [({}, (sums["busy_s"] or 0) / asked if asked else 0)]),
+        *metric("mlsched_memory_unused_gib_hours", "gauge",
+                "Memory the measured attempts ended in the last day asked for beyond their "
+                "largest worker's peak, times workers and run, in GiB-hours.",
+                [({}, (sums["unused_mib_s"] or 0) / 1024 / 3600)]),
     ]  # fmt: skip
 
 

@@ -481,10 +481,6 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
     started = Q(started_at__isnull=False)
     ended_in = Q(ended_at__gte=since, ended_at__lt=until)
     preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
-    # Measured: ended in the window, its use known; over its whole run, from its first worker.
-    measured = ended_in & Q(cpu_seconds__isnull=False, memory_peak_mb__isnull=False)
-    whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
-    unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
     rows = (
         Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
         .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
@@ -494,9 +490,7 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
             cpu_s=Sum(ran * milli_cpus / 1000, filter=started),
             wasted_s=Sum("wasted_gpu_seconds", filter=ended_in),
             preempted_s=Sum("wasted_gpu_seconds", filter=preempted),
-            measured_s=Sum(whole * milli_cpus / 1000, filter=started & measured),
-            busy_s=Sum("cpu_seconds", filter=started & measured),
-            unused_mib_s=Sum(unused_mb * whole, filter=started & measured),
+            **sizing_sums(ended_in),
         )
         .order_by()
     )
@@ -510,6 +504,24 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
     for usages in found.values():
         usages.sort(key=type_order)
     return found
+
+
+def sizing_sums(ended_in: Q) -> dict[str, Sum]:
+    """Right-sizing's sums over attempts (seconds; memory in MiB-seconds), of those that
+    ``ended_in`` whose use was measured, over their whole runs from their first worker's
+    start: the core-seconds asked for (``measured_s``), kept busy (``busy_s``) and the memory
+    asked for beyond the largest worker's peak, times workers (``unused_mib_s``)."""
+    measured = ended_in & Q(
+        started_at__isnull=False, cpu_seconds__isnull=False, memory_peak_mb__isnull=False
+    )
+    whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
+    unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
+    cores = F("job__workers") * F("job__cpu_milli") / 1000
+    return {
+        "measured_s": Sum(whole * cores, filter=measured),
+        "busy_s": Sum("cpu_seconds", filter=measured),
+        "unused_mib_s": Sum(unused_mb * whole, filter=measured),
+    }
 
 
 def type_order(usage: TypeUsage) -> tuple:

@@ -13,7 +13,7 @@ from clusters.models import Cluster, MaintenanceWindow
 from jobs import actions, cycle, janitor, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, NodeFactory, UserFactory
 from tests.processes import ROOT, process_env
 
 ORDER = [
@@ -24,12 +24,14 @@ ORDER = [
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
-    "mlsched_wasted_gpu_seconds", "mlsched_scheduler_last_cycle_age_seconds",
+    "mlsched_wasted_gpu_seconds", "mlsched_cpu_efficiency", "mlsched_memory_unused_gib_hours",
+    "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
 ]  # fmt: skip
 
 pytestmark = pytest.mark.django_db
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -470,3 +472,24 @@ def test_attempts_stopped_before_the_cause_was_stored_have_it_read_off_their_sto
     causes = dict(Attempt.objects.values_list("pk", "stop_cause"))
     assert {pk: causes[pk] for pk in stopped} == stopped
     assert causes[live.pk] == "requeue" and causes[failed.pk] == ""
+
+
+def test_it_reports_the_cpu_efficiency_and_unused_memory_of_measured_attempts(scrape):
+    now = timezone.now()
+    # Ended in the last day, measured: 2 workers x 4 cores for 1 h asked, 2 core-hours busy;
+    # 16,000 MiB asked per worker, 4,000 reached.
+    measured = JobFactory(workers=2, cpu_milli=4000, memory_mb=16_000)
+    AttemptFactory(job=measured, started_at=now - 2 * HOUR, worker_ran_at=now - 2 * HOUR,
+                   ended_at=now - HOUR, outcome="succeeded", cpu_seconds=2 * 3600,
+                   memory_peak_mb=4000)  # fmt: skip
+    # Not counted: not measured, or ended two days ago.
+    AttemptFactory(job=JobFactory(), started_at=now - 2 * HOUR, ended_at=now - HOUR,
+                   outcome="succeeded")  # fmt: skip
+    AttemptFactory(job=JobFactory(), started_at=now - 50 * HOUR, ended_at=now - 49 * HOUR,
+                   outcome="succeeded", cpu_seconds=1.0, memory_peak_mb=1)  # fmt: skip
+
+    lines = scrape()
+
+    assert "mlsched_cpu_efficiency 0.25" in lines
+    unused = next(line for line in lines if line.startswith("mlsched_memory_unused_gib_hours "))
+    assert float(unused.split()[-1]) == pytest.approx(12_000 * 2 / 1024)
