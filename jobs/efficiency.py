@@ -1,10 +1,12 @@
-"""How much of what an attempt asked for it used (Slurm's seff): CPU and memory.
+"""How much of what an attempt asked for it used (Slurm's seff): CPU, memory and time.
 
 Its cluster's agent reports the CPU time of its workers' processes together and the memory
 high-water mark of the largest of them (`clusters.agents.record_usage`); set against the
 request (cores per worker times workers over the run, memory per worker) they say whether a
 job asks for what it needs. A job that asks for four times the memory it uses keeps three
-quarters of a node's memory from everyone else's work.
+quarters of a node's memory from everyone else's work; one that asks for a day and runs an
+hour is planned around as if it would hold its GPUs all day (backfill fits work into the gap
+before a reservation by runtime limits).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Efficiency:
     cores_asked: float  # all workers together
     memory_asked_mb: int  # per worker
     run_s: float | None  # from its first worker's start to its end (or now)
+    limit_s: int  # its runtime limit
 
     @property
     def cores_used(self) -> float | None:
@@ -44,6 +47,11 @@ class Efficiency:
             return None
         return self.memory_peak_mb / self.memory_asked_mb
 
+    @property
+    def runtime_efficiency(self) -> float | None:
+        """Of its runtime limit, the share it ran."""
+        return None if self.run_s is None else self.run_s / self.limit_s
+
     def document(self) -> dict:
         """As the job document gives it."""
         return {
@@ -51,9 +59,11 @@ class Efficiency:
             "memory_peak_mb": self.memory_peak_mb,
             "cpu_efficiency": rounded(self.cpu_efficiency),
             "memory_efficiency": rounded(self.memory_efficiency),
+            "runtime_efficiency": rounded(self.runtime_efficiency),
             # Worded once, here, for the job page and job.js, which redraws it.
             "cpu_used": self.cpu_text(),
             "memory_used": self.memory_text(),
+            "runtime_used": self.runtime_text(),
         }
 
     def cpu_text(self) -> str:
@@ -74,6 +84,24 @@ class Efficiency:
             amounts = f"{peak:.1f} of {asked:.1f} GiB"
         return f"{amounts} ({percent(self.memory_efficiency)})"
 
+    def runtime_text(self) -> str:
+        """ "1.0 h of 24.0 h (4 %)", for the job page; empty before it ran."""
+        if self.run_s is None:
+            return ""
+        ran = f"{span(self.run_s)} of {span(self.limit_s)}"
+        return f"{ran} ({percent(self.runtime_efficiency)})"
+
+
+def span(seconds: float) -> str:
+    """A duration for people: "40 s", "12 min", "1.5 h", "3.2 d"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
 
 def percent(fraction: float | None) -> str:
     return f"{(fraction or 0) * 100:.0f} %"
@@ -93,4 +121,5 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
         cores_asked=job.cpu_milli * job.workers / 1000,
         memory_asked_mb=job.memory_mb,
         run_s=run_s,
+        limit_s=job.max_runtime_s,
     )

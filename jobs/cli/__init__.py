@@ -32,8 +32,9 @@
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards)
     efficiency ID    what each of its attempts used of what it asked for, as Slurm's seff:
-                     the cores it kept busy on average over its run and its largest
-                     worker's memory peak, each against the request ("1.8 of 4 cores (45 %)")
+                     how long it ran of its runtime limit, the cores it kept busy on
+                     average over its run and its largest worker's memory peak, each
+                     against the request ("1.8 of 4 cores (45 %)")
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

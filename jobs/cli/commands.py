@@ -117,8 +117,9 @@ def efficiency(api: Api, args) -> None:
     show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}")
     for a in job["attempts"]:
         where = f" on {a['cluster']}" if a["cluster"] else ""
-        used = (f"CPU {a['cpu_used'] or 'not measured'}, memory peak "
-                f"{a['memory_used'] or 'not measured'}")  # fmt: skip
+        ran = f"ran {a['runtime_used']}" if a["runtime_used"] else "not started"
+        used = (f"{ran}, CPU {a['cpu_used'] or 'not measured'}, "
+                f"memory peak {a['memory_used'] or 'not measured'}")  # fmt: skip
         show(f"attempt {a['number']} ({a['outcome'] or 'live'}){where}: {used}")
     if not job["attempts"]:
         show("not placed yet")

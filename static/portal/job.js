@@ -124,7 +124,8 @@
       const row = document.createElement("tr");
       const cells = [a.number, a.cluster || "", where(a.nodes), a.outcome || "live",
                      a.exit_code === null ? "" : a.exit_code, a.reason,
-                     clock(a.started_at), clock(a.ended_at), a.cpu_used, a.memory_used];
+                     clock(a.started_at), clock(a.ended_at), a.runtime_used, a.cpu_used,
+                     a.memory_used];
       for (const value of cells) {
         const cell = document.createElement("td");
         cell.textContent = value;

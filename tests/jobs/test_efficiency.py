@@ -17,8 +17,10 @@ def attempt(cpu=None, peak=None, ran=None, started=None, ended=None):
     )  # fmt: skip
 
 
-def job(cpu_milli=1000, workers=1, memory_mb=4096):
-    return SimpleNamespace(cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb)
+def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400):
+    return SimpleNamespace(
+        cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb, max_runtime_s=max_runtime_s
+    )
 
 
 def test_the_cpu_share_is_of_every_workers_cores_over_the_run():
@@ -60,7 +62,26 @@ def test_nothing_is_said_of_what_was_not_measured():
 
     assert placed.document() == {
         "cpu_seconds": None, "memory_peak_mb": None, "cpu_efficiency": None,
-        "memory_efficiency": None, "cpu_used": "", "memory_used": "",
+        "memory_efficiency": None, "runtime_efficiency": None, "cpu_used": "",
+        "memory_used": "", "runtime_used": "",
     }  # fmt: skip
     assert measured_but_not_started.cpu_text() == ""
     assert measured_but_not_started.memory_efficiency == pytest.approx(8 / 4096)
+
+
+def test_the_time_share_is_of_the_runtime_limit():
+    ran = attempt(ran=NOON, ended=NOON + timedelta(hours=1, minutes=30))
+
+    used = efficiency.of_attempt(ran, job(max_runtime_s=86_400), NOON)
+
+    assert used.document()["runtime_efficiency"] == pytest.approx(1.5 / 24, abs=0.001)
+    assert used.runtime_text() == "1.5 h of 24.0 h (6 %)"
+
+
+@pytest.mark.parametrize(
+    "seconds, said",
+    [(40, "40 s"), (89, "89 s"), (720, "12 min"), (5399, "90 min"), (5400, "1.5 h"),
+     (47 * 3600, "47.0 h"), (3 * 86_400, "3.0 d")],
+)  # fmt: skip
+def test_a_span_is_said_in_the_unit_people_read_it_in(seconds, said):
+    assert efficiency.span(seconds) == said
