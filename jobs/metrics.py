@@ -325,7 +325,7 @@ def attempts(now, attempts_of) -> list[Metric]:
     started = attempts_of.filter(started_at__gte=now - WINDOW).count()
     preempted = by_cause.get(Attempt.StopCause.PREEMPTION, 0)
     sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **reports.sizing_sums(Q()))
-    wasted, asked = sums["wasted"] or 0, sums["measured_s"] or 0
+    wasted, asked, limits = sums["wasted"] or 0, sums["measured_s"] or 0, sums["succeeded_limit_s"]
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
                 [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
@@ -349,6 +349,10 @@ def attempts(now, attempts_of) -> list[Metric]:
                 "Memory the measured attempts ended in the last day asked for beyond their "
                 "largest worker's peak, times workers and run, in GiB-hours.",
                 [({}, (sums["unused_mib_s"] or 0) / 1024 / 3600)]),
+        *metric("mlsched_runtime_efficiency", "gauge",
+                "Runs of the attempts that succeeded in the last day over their runtime limits "
+                "(0: none succeeded).",
+                [({}, (sums["succeeded_run_s"] or 0) / limits if limits else 0)]),
     ]  # fmt: skip
 
 

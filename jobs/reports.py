@@ -15,7 +15,9 @@ Per tenant and GPU type, from the attempts:
   measured, over their whole runs, counted in the window of their end as waste is: the
   core-hours they asked for, those they kept busy (their CPU time), the share busy (CPU
   efficiency), and the memory they asked for beyond their largest worker's peak, in GiB-hours
-  (request minus peak, times workers, times the run).
+  (request minus peak, times workers, times the run); and of the attempts that succeeded in
+  the window, their runs and their runtime limits (runtime efficiency: the share of the limits
+  they ran).
 
 Per tenant, from the jobs: jobs finished in the window by state, and the queue wait of jobs
 started in the window: how many, mean, 95th percentile. A job's queue wait runs from when it
@@ -76,18 +78,21 @@ DATE = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}")
 COLUMNS = ["tenant", "gpu_type", "gpu_hours", "cpu_core_hours", "wasted_gpu_hours",
            "preempted_gpu_hours", "jobs_succeeded", "jobs_failed", "jobs_canceled",
            "jobs_started", "mean_wait_s", "p95_wait_s", "cpu_core_hours_measured",
-           "cpu_core_hours_busy", "cpu_efficiency", "memory_gib_hours_unused"]  # fmt: skip
+           "cpu_core_hours_busy", "cpu_efficiency", "memory_gib_hours_unused",
+           "succeeded_run_hours", "succeeded_limit_hours", "runtime_efficiency"]  # fmt: skip
 HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours",
             "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
             "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
-            "CPU efficiency", "Unused memory GiB-hours"]  # fmt: skip
+            "CPU efficiency", "Unused memory GiB-hours", "Succeeded: run hours",
+            "of limit hours", "Runtime efficiency"]  # fmt: skip
 # The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
 # its jobs without the label), and every figure.
 LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
 # TypeUsage's figures, in hours: what was used and wasted, then how well the measured part of
 # it used what it asked for.
 FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours",
-           "cpu_core_hours_measured", "cpu_core_hours_busy", "memory_gib_hours_unused"]  # fmt: skip
+           "cpu_core_hours_measured", "cpu_core_hours_busy", "memory_gib_hours_unused",
+           "succeeded_run_hours", "succeeded_limit_hours"]  # fmt: skip
 USED = 4  # the first FIGURES: what was used and wasted
 
 
@@ -172,6 +177,10 @@ class TypeUsage:
     cpu_core_hours_measured: float = 0.0
     cpu_core_hours_busy: float = 0.0
     memory_gib_hours_unused: float = 0.0
+    # Of attempts that succeeded in the window: their runs and their runtime limits. Backfill
+    # plans by limits: one far above the run wastes the gaps it could have filled.
+    succeeded_run_hours: float = 0.0
+    succeeded_limit_hours: float = 0.0
 
     def figures(self) -> list[float]:
         return [getattr(self, name) for name in FIGURES]
@@ -182,6 +191,13 @@ class TypeUsage:
         if not self.cpu_core_hours_measured:
             return None
         return self.cpu_core_hours_busy / self.cpu_core_hours_measured
+
+    @property
+    def runtime_efficiency(self) -> float | None:
+        """Of the runtime limits of the attempts that succeeded, the share they ran."""
+        if not self.succeeded_limit_hours:
+            return None
+        return self.succeeded_run_hours / self.succeeded_limit_hours
 
 
 @dataclass
@@ -275,11 +291,15 @@ def hours(usage: TypeUsage) -> list[str]:
 
 
 def sizing(usage: TypeUsage) -> list[str]:
-    """How well the measured work used what it asked for, as table cells."""
-    efficiency = usage.cpu_efficiency
+    """How well the work used what it asked for, as table cells."""
     return [f"{usage.cpu_core_hours_measured:.2f}", f"{usage.cpu_core_hours_busy:.2f}",
-            "" if efficiency is None else f"{efficiency:.2f}",
-            f"{usage.memory_gib_hours_unused:.2f}"]  # fmt: skip
+            share(usage.cpu_efficiency), f"{usage.memory_gib_hours_unused:.2f}",
+            f"{usage.succeeded_run_hours:.2f}", f"{usage.succeeded_limit_hours:.2f}",
+            share(usage.runtime_efficiency)]  # fmt: skip
+
+
+def share(fraction: float | None) -> str:
+    return "" if fraction is None else f"{fraction:.2f}"
 
 
 def type_label(gpu_type: str | None) -> str:
@@ -305,7 +325,10 @@ def tenant_json(t: TenantUsage, label: str | None = None) -> dict:
 
 def figures_json(usage: TypeUsage) -> dict[str, float | None]:
     figures = dict(zip(FIGURES, map(rounded, usage.figures()), strict=True))
-    return figures | {"cpu_efficiency": rounded(usage.cpu_efficiency)}
+    return figures | {
+        "cpu_efficiency": rounded(usage.cpu_efficiency),
+        "runtime_efficiency": rounded(usage.runtime_efficiency),
+    }
 
 
 def rounded(value: float | None) -> float | None:
@@ -495,11 +518,12 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
         .order_by()
     )
     found: dict[int, list[TypeUsage]] = {}
-    names = ("gpu_s", "cpu_s", "wasted_s", "preempted_s", "measured_s", "busy_s")
     for row in rows:
-        seconds = [row[k] or 0.0 for k in names]
-        unused = (row["unused_mib_s"] or 0.0) / MIB_PER_GIB
-        usage = TypeUsage(row["kind"], *(s / 3600 for s in (*seconds, unused)))
+        seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s",
+                                            "measured_s", "busy_s")]  # fmt: skip
+        seconds.append((row["unused_mib_s"] or 0.0) / MIB_PER_GIB)
+        seconds += [row[k] or 0.0 for k in ("succeeded_run_s", "succeeded_limit_s")]
+        usage = TypeUsage(row["kind"], *(s / 3600 for s in seconds))
         found.setdefault(row["job__tenant_id"], []).append(usage)
     for usages in found.values():
         usages.sort(key=type_order)
@@ -510,10 +534,12 @@ def sizing_sums(ended_in: Q) -> dict[str, Sum]:
     """Right-sizing's sums over attempts (seconds; memory in MiB-seconds), of those that
     ``ended_in`` whose use was measured, over their whole runs from their first worker's
     start: the core-seconds asked for (``measured_s``), kept busy (``busy_s``) and the memory
-    asked for beyond the largest worker's peak, times workers (``unused_mib_s``)."""
+    asked for beyond the largest worker's peak, times workers (``unused_mib_s``); and of those
+    that succeeded, their runs (``succeeded_run_s``) and runtime limits (``succeeded_limit_s``)."""
     measured = ended_in & Q(
         started_at__isnull=False, cpu_seconds__isnull=False, memory_peak_mb__isnull=False
     )
+    succeeded = ended_in & Q(started_at__isnull=False, outcome=Attempt.Outcome.SUCCEEDED)
     whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
     unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
     cores = F("job__workers") * F("job__cpu_milli") / 1000
@@ -521,6 +547,8 @@ def sizing_sums(ended_in: Q) -> dict[str, Sum]:
         "measured_s": Sum(whole * cores, filter=measured),
         "busy_s": Sum("cpu_seconds", filter=measured),
         "unused_mib_s": Sum(unused_mb * whole, filter=measured),
+        "succeeded_run_s": Sum(whole, filter=succeeded),
+        "succeeded_limit_s": Sum("job__max_runtime_s", filter=succeeded),
     }
 
 

@@ -48,6 +48,9 @@ class GpuTypeUsageDay(models.Model):
     cpu_core_seconds_measured = models.FloatField(default=0.0, db_default=0.0)
     cpu_core_seconds_busy = models.FloatField(default=0.0, db_default=0.0)
     memory_mib_seconds_unused = models.FloatField(default=0.0, db_default=0.0)
+    # The runs and runtime limits of the attempts that succeeded (reports.TypeUsage).
+    succeeded_run_seconds = models.FloatField(default=0.0, db_default=0.0)
+    succeeded_limit_seconds = models.FloatField(default=0.0, db_default=0.0)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "day"], name="gputypeday_tenant_day")]

@@ -37,62 +37,15 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
     with open(download.value.path(), newline="") as file:
         rows = list(csv.reader(file))
 
+    jobs, none = ["0", "0", "0", "0", "", ""], [""] * 6
+    measured = ["16.00", "4.00", "0.25", "31.25"]  # the A100 attempt's
     assert table == [
-        [
-            "alpha",
-            "all",
-            "5.00",
-            "24.00",
-            "0.00",
-            "0.00",
-            "0",
-            "0",
-            "0",
-            "0",
-            "",
-            "",
-            "16.00",
-            "4.00",
-            "0.25",
-            "31.25",
-        ],
-        [
-            "alpha",
-            "A100",
-            "4.00",
-            "16.00",
-            "0.00",
-            "0.00",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "16.00",
-            "4.00",
-            "0.25",
-            "31.25",
-        ],
-        [
-            "alpha",
-            "T4",
-            "1.00",
-            "8.00",
-            "0.00",
-            "0.00",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "0.00",
-            "0.00",
-            "",
-            "0.00",
-        ],
-    ]
+        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", *jobs, *measured, "5.00", "2.00", "2.50"],
+        ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", *none, *measured, "2.00", "1.00",
+         "2.00"],
+        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *none, "0.00", "0.00", "", "0.00", "3.00",
+         "1.00", "3.00"],
+    ]  # fmt: skip
     assert [row[:-3] for row in rows[1:]] == table  # then its window, and whether whole
     assert {tuple(row[-3:-1]) for row in rows[1:]} == {
         ("2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z")

@@ -25,6 +25,7 @@ ORDER = [
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_cpu_efficiency", "mlsched_memory_unused_gib_hours",
+    "mlsched_runtime_efficiency",
     "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
@@ -491,5 +492,7 @@ def test_it_reports_the_cpu_efficiency_and_unused_memory_of_measured_attempts(sc
     lines = scrape()
 
     assert "mlsched_cpu_efficiency 0.25" in lines
+    # The two that succeeded in the last day ran an hour each of their hour's limit.
+    assert "mlsched_runtime_efficiency 1" in lines
     unused = next(line for line in lines if line.startswith("mlsched_memory_unused_gib_hours "))
     assert float(unused.split()[-1]) == pytest.approx(12_000 * 2 / 1024)

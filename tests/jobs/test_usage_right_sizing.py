@@ -80,3 +80,16 @@ def test_the_api_and_the_csv_carry_right_sizing_per_gpu_type(client, alpha, alic
     assert (total["cpu_core_hours_measured"], total["cpu_core_hours_busy"]) == ("4.00", "2.00")
     assert (total["cpu_efficiency"], total["memory_gib_hours_unused"]) == ("0.50", "1.00")
     assert columns[: len(reports.COLUMNS)] == reports.COLUMNS
+
+
+def test_the_attempts_that_succeeded_say_how_much_of_their_runtime_limits_they_ran(alpha):
+    run(alpha, SINCE + H, SINCE + 3 * H, max_runtime_s=8 * 3600)  # 2 h of 8
+    run(alpha, SINCE + H, SINCE + 2 * H, max_runtime_s=2 * 3600)  # 1 h of 2
+    # Not counted: ended otherwise, or still running.
+    run(alpha, SINCE + H, SINCE + 2 * H, outcome=Attempt.Outcome.USER_ERROR, max_runtime_s=3600)
+    run(alpha, SINCE + H, None, max_runtime_s=3600)
+
+    usage = report_of(alpha).total()
+
+    assert (usage.succeeded_run_hours, usage.succeeded_limit_hours) == (3.0, 10.0)
+    assert usage.runtime_efficiency == pytest.approx(0.3)
