@@ -67,14 +67,14 @@ class Efficiency:
         }
 
     def cpu_text(self) -> str:
-        """ "1.8 of 4 cores (45 %)", for the job page; empty when not measured."""
+        """For the job page, "1.8 of 4 cores (45 %)"; empty when not measured."""
         used = self.cores_used
         if used is None:
             return ""
         return f"{used:.1f} of {self.cores_asked:g} cores ({percent(self.cpu_efficiency)})"
 
     def memory_text(self) -> str:
-        """ "1.2 of 4.0 GiB (30 %)", for the job page; empty when not measured."""
+        """For the job page, "1.2 of 4.0 GiB (30 %)"; empty when not measured."""
         if self.memory_peak_mb is None:
             return ""
         if self.memory_asked_mb < MIB_PER_GIB:
@@ -85,7 +85,7 @@ class Efficiency:
         return f"{amounts} ({percent(self.memory_efficiency)})"
 
     def runtime_text(self) -> str:
-        """ "1.0 h of 24.0 h (4 %)", for the job page; empty before it ran."""
+        """For the job page, "1.0 h of 24.0 h (4 %)"; empty before it ran."""
         if self.run_s is None:
             return ""
         ran = f"{span(self.run_s)} of {span(self.limit_s)}"
