@@ -259,8 +259,8 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
 
 
 def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
-    """Keep what each attempt's workers report they have used: their CPU seconds together
-    and the largest memory peak of one of them (a request is per worker). One write for all
+    """Keep what each attempt's workers report they have used: their CPU and GPU seconds
+    together and the largest memory peak of one of them (a request is per worker). One write for all
     that moved; a backend samples a running worker every half minute or so, so a beat writes
     few. What was counted stays counted: a worker that vanishes takes its share of the sum
     out of the report, not out of the attempt."""
@@ -269,14 +269,20 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
         workers = by_attempt.get(attempt.pk, [])
         cpu = [w.cpu_seconds for w in workers if w.cpu_seconds is not None]
         peak = [w.memory_peak_mb for w in workers if w.memory_peak_mb is not None]
+        gpu = [w.gpu_busy_seconds for w in workers if w.gpu_busy_seconds is not None]
+        had = (attempt.cpu_seconds, attempt.memory_peak_mb, attempt.gpu_busy_seconds)
         seen = (
-            max(sum(cpu), attempt.cpu_seconds or 0.0) if cpu else attempt.cpu_seconds,
-            max(*peak, attempt.memory_peak_mb or 0) if peak else attempt.memory_peak_mb,
+            max(sum(cpu), had[0] or 0.0) if cpu else had[0],
+            max(*peak, had[1] or 0) if peak else had[1],
+            max(sum(gpu), had[2] or 0.0) if gpu else had[2],
         )
-        if seen != (attempt.cpu_seconds, attempt.memory_peak_mb):
-            attempt.cpu_seconds, attempt.memory_peak_mb = seen
+        if seen != had:
+            attempt.cpu_seconds, attempt.memory_peak_mb, attempt.gpu_busy_seconds = seen
             moved.append((attempt.pk, *seen))
-    bulk.update(Attempt, ["cpu_seconds", "memory_peak_mb"], moved)
+    bulk.update(Attempt, USAGE, moved)
+
+
+USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds"]  # Attempt's, as agents report them
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

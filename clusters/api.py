@@ -45,7 +45,7 @@ INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 # The last second a datetime can hold (9999-12-31).
 MAX_TIMESTAMP = 253_402_300_799
-MAX_CPU_SECONDS = 1000 * 100 * 365 * 86400
+MAX_BUSY_S = 1000 * 100 * 365 * 86400  # a century of a thousand cores or GPUs
 
 
 class AgentText(serializers.CharField):
@@ -100,13 +100,13 @@ class LineStamp(LeftOut, serializers.FloatField):
     can hold is left out: the line is kept without it."""
 
 
-class CpuSeconds(LeftOut, serializers.FloatField):
-    """A worker's CPU time so far. One that cannot be (negative, past a century of a thousand
-    cores) is left out: the worker's report stands without it."""
+class BusySeconds(LeftOut, serializers.FloatField):
+    """A worker's CPU or GPU time so far. One that cannot be (negative, past a century of a
+    thousand cores) is left out: the worker's report stands without it."""
 
 
 class MemoryPeak(LeftOut, serializers.IntegerField):
-    """A worker's memory high-water mark in MiB; a bad one is left out, as CpuSeconds."""
+    """A worker's memory high-water mark in MiB; a bad one is left out, as BusySeconds."""
 
 
 class WorkerStatusSerializer(serializers.Serializer):
@@ -120,8 +120,9 @@ class WorkerStatusSerializer(serializers.Serializer):
     checkpoint_at = serializers.FloatField(
         allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP
     )
-    cpu_seconds = CpuSeconds(allow_null=True, default=None, min_value=0, max_value=MAX_CPU_SECONDS)
+    cpu_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)
     memory_peak_mb = MemoryPeak(allow_null=True, default=None, min_value=0, max_value=INT32)
+    gpu_busy_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)
 
     def validate(self, data):
         # Exited: the process ended on its own, and only its code says whether the job did

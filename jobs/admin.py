@@ -97,7 +97,7 @@ class AttemptInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("cluster")
 
     fields = ["number", "cluster", "outcome", "stop_cause", "exit_code", "reason", "started_at",
-              "ended_at", "cpu_seconds", "memory_peak_mb"]  # fmt: skip
+              "ended_at", "cpu_seconds", "memory_peak_mb", "gpu_busy_seconds"]  # fmt: skip
     readonly_fields = fields
 
 

@@ -1,7 +1,8 @@
-"""How much of what an attempt asked for it used (Slurm's seff): CPU, memory and time.
+"""How much of what an attempt asked for it used (Slurm's seff): CPU, memory, GPUs and time.
 
-Its cluster's agent reports the CPU time of its workers' processes together and the memory
-high-water mark of the largest of them (`clusters.agents.record_usage`); set against the
+Its cluster's agent reports the CPU time of its workers' processes together, the memory
+high-water mark of the largest of them and, where it reads its GPUs' utilization, the
+GPU-seconds they were busy (`clusters.agents.record_usage`); set against the
 request (cores per worker times workers over the run, memory per worker) they say whether a
 job asks for what it needs. A job that asks for four times the memory it uses keeps three
 quarters of a node's memory from everyone else's work; one that asks for a day and runs an
@@ -25,6 +26,8 @@ class Efficiency:
     memory_asked_mb: int  # per worker
     run_s: float | None  # from its first worker's start to its end (or now)
     limit_s: int  # its runtime limit
+    gpu_busy_seconds: float | None = None
+    gpus_asked: float = 0.0  # all workers together; a share in fractions of a GPU
 
     @property
     def cores_used(self) -> float | None:
@@ -48,6 +51,19 @@ class Efficiency:
         return self.memory_peak_mb / self.memory_asked_mb
 
     @property
+    def gpus_busy(self) -> float | None:
+        """The GPUs it kept busy on average over its run."""
+        if self.gpu_busy_seconds is None or not self.run_s or not self.gpus_asked:
+            return None
+        return self.gpu_busy_seconds / self.run_s
+
+    @property
+    def gpu_efficiency(self) -> float | None:
+        """Of the GPUs asked for, the share kept busy."""
+        busy = self.gpus_busy
+        return None if busy is None else busy / self.gpus_asked
+
+    @property
     def runtime_efficiency(self) -> float | None:
         """Of its runtime limit, the share it ran."""
         return None if self.run_s is None else self.run_s / self.limit_s
@@ -57,13 +73,16 @@ class Efficiency:
         return {
             "cpu_seconds": self.cpu_seconds,
             "memory_peak_mb": self.memory_peak_mb,
+            "gpu_busy_seconds": self.gpu_busy_seconds,
             "cpu_efficiency": rounded(self.cpu_efficiency),
             "memory_efficiency": rounded(self.memory_efficiency),
             "runtime_efficiency": rounded(self.runtime_efficiency),
+            "gpu_efficiency": rounded(self.gpu_efficiency),
             # Worded once, here, for the job page and job.js, which redraws it.
             "cpu_used": self.cpu_text(),
             "memory_used": self.memory_text(),
             "runtime_used": self.runtime_text(),
+            "gpu_used": self.gpu_text(),
         }
 
     def cpu_text(self) -> str:
@@ -72,6 +91,14 @@ class Efficiency:
         if used is None:
             return ""
         return f"{used:.1f} of {self.cores_asked:g} cores ({percent(self.cpu_efficiency)})"
+
+    def gpu_text(self) -> str:
+        """For the job page, "1.4 of 2 GPUs busy (70 %)"; empty when not measured."""
+        busy = self.gpus_busy
+        if busy is None:
+            return ""
+        gpus = "GPU" if self.gpus_asked <= 1 else "GPUs"
+        return f"{busy:.1f} of {self.gpus_asked:g} {gpus} busy ({percent(self.gpu_efficiency)})"
 
     def memory_text(self) -> str:
         """For the job page, "1.2 of 4.0 GiB (30 %)"; empty when not measured."""
@@ -122,4 +149,6 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
         memory_asked_mb=job.memory_mb,
         run_s=run_s,
         limit_s=job.max_runtime_s,
+        gpu_busy_seconds=attempt.gpu_busy_seconds,
+        gpus_asked=job.workers * (job.gpus + job.gpu_milli / 1000),
     )

@@ -454,6 +454,12 @@ class Attempt(models.Model):
         blank=True,
         help_text="The most memory one of its workers has held, in MiB (null: not measured).",
     )
+    gpu_busy_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="GPU-seconds its workers' whole GPUs were busy, estimated from their "
+        "utilization as their agent read it (null: not measured).",
+    )
     # Null and "" differ: not recorded, and no GPU.
     gpu_type = models.CharField(  # noqa: DJ001
         max_length=64,

@@ -58,7 +58,7 @@ class JobEnded(TypedDict):
     shards: dict[str, int] | None  # a batch: how many shards ended in each state
     shard: int | None  # a batch: the shard `outcome`, `exit_code` and `reason` are of
     # What that last attempt used of its request (jobs.efficiency; nulls when not measured):
-    # cpu_seconds, memory_peak_mb, cpu_efficiency, memory_efficiency, runtime_efficiency.
+    # cpu_seconds, memory_peak_mb, gpu_busy_seconds and their efficiencies, runtime_efficiency.
     used: dict[str, float | int | None] | None
 
 
@@ -181,13 +181,8 @@ def used_by(attempt, job) -> dict | None:
     return {k: figures[k] for k in USED}
 
 
-USED = (
-    "cpu_seconds",
-    "memory_peak_mb",
-    "cpu_efficiency",
-    "memory_efficiency",
-    "runtime_efficiency",
-)
+USED = ("cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "cpu_efficiency",
+        "memory_efficiency", "runtime_efficiency", "gpu_efficiency")  # fmt: skip
 
 
 def portal_url(job_id: int) -> str | None:

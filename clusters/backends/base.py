@@ -100,10 +100,12 @@ class WorkerStatus:
     # When the job last saved a checkpoint (seconds since the epoch), if the backend can see it.
     checkpoint_at: float | None = None
     # What the worker has used so far (all of it, once it has ended), where the backend can
-    # measure it: CPU time of all its processes in seconds, and its memory's high-water mark in
-    # MiB. None: not measured.
+    # measure it: CPU time of all its processes in seconds, its memory's high-water mark in
+    # MiB, and the GPU-seconds its whole GPUs were busy (estimated from periodic readings of
+    # their utilization). None: not measured.
     cpu_seconds: float | None = None
     memory_peak_mb: int | None = None
+    gpu_busy_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from clusters.backends import base, cgroups, local_shim, local_usage
 from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
+from clusters.backends.state_files import read_number, write_state
 
 SHIM = "clusters.backends.local_shim"
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,25 +142,6 @@ def worker_group(directory: Path, shim: int) -> int | None:
     return pid if int(ppid) == shim and int(pgrp) == pid else None
 
 
-def write_state(path: Path, text: str) -> None:
-    """Replace a state file whole (mode 0600, the agent's): a temporary file renamed over it,
-    so an agent killed mid-write, or a full disk, leaves the old file or the new, never part."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # one left behind may have another mode
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def read_number(path: Path, kind: type = int) -> int | float | None:
-    """The number in a state file; None when it is missing or unreadable (empty, torn)."""
-    try:
-        value = kind(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 # The most of a worker's log read at one step (a few seconds of a very chatty worker).
 READ_BYTES = 8 << 20
 
@@ -184,6 +166,7 @@ class LocalBackend:
         default_grace_s: float = 10.0,
         cgroups: bool = True,
         worker_uids: range | None = None,
+        measure_gpus: bool = False,
     ):
         self.state_dir = Path(state_dir)
         self.worker_uids = worker_uids
@@ -202,7 +185,8 @@ class LocalBackend:
                     )
         self._children: dict[int, subprocess.Popen] = {}
         self._log_offsets: dict[tuple[int, int], tuple[int, int]] = {}
-        self._usage = local_usage.Sampler()
+        # The GPUs' utilization, where the nodes are this host's own (detect_inventory).
+        self._usage = local_usage.Sampler(measure_gpus=measure_gpus)
 
     def inventory(self) -> list[NodeInventory]:
         return list(self.nodes)
@@ -258,6 +242,7 @@ class LocalBackend:
             "uid": self.uid_of(spec.tenant_id),
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
             "memory_mb": worker.memory_mb, "cpu_milli": worker.cpu_milli,
+            "gpu_indices": list(worker.gpu_indices), "gpu_milli": worker.gpu_milli,
             "cgroups": self.cgroups, "max_runtime_s": spec.max_runtime_s,
             # CPU time the worker's share allows over its whole runtime limit.
             "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),

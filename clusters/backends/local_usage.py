@@ -1,4 +1,5 @@
-"""What the local backend's workers use: CPU time and memory, as Slurm's sstat and seff show.
+"""What the local backend's workers use: CPU time, memory and GPU time, as Slurm's sstat and
+seff show.
 
 A worker that has ended reports what its shim recorded as it reaped the command (its exit
 record's ``cpu_seconds`` and ``memory_peak_mb``, `local_shim.used`). A running one is sampled
@@ -6,15 +7,30 @@ at most every `usage.SAMPLE_EVERY_S`, all of them in one pass over /proc: the CP
 processes of the command's process group (each one's own and that of the children it has
 reaped), and the memory high-water mark of its cgroup or, without one, the largest resident
 size of the group's processes together that a sample has seen.
+
+GPU time, on a host whose GPUs nvidia-smi reports (the agent's detected inventory, not a
+virtual one): each pass reads every GPU's utilization once (``nvidia-smi --query-gpu``, the
+share of the last moment a kernel ran), and a worker holding whole GPUs is counted busy for
+their utilization times the time since its last sample: an estimate from a reading every
+SAMPLE_EVERY_S, kept in its state directory (``gpu_busy``) so that a restarted agent counts on
+from it. A worker holding a share of a GPU is not counted: the GPU's utilization is its
+sharers' together.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
 from clusters.backends import base, cgroups, usage
+from clusters.backends.state_files import read_number, write_state
+
+NVIDIA_SMI = ("nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits")
+GPU_BUSY = "gpu_busy"  # a worker's GPU-seconds busy so far, as its last sample counted them
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -55,11 +71,38 @@ def recorded(record: dict) -> dict:
     return found
 
 
-class Sampler:
-    """Samples the running workers of a local backend."""
+def gpu_utilization(command=NVIDIA_SMI) -> dict[int, float]:
+    """Each GPU's utilization now (0 to 1) by its nvidia-smi index; empty where nvidia-smi
+    cannot be run or does not answer within 5 s. A GPU it cannot read ([N/A]) is left out."""
+    try:
+        answer = subprocess.run(command, capture_output=True, text=True, timeout=5, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found = {}
+    for line in answer.stdout.splitlines():
+        index, _, percent = line.partition(",")
+        with contextlib.suppress(ValueError):
+            found[int(index)] = min(max(float(percent) / 100, 0.0), 1.0)
+    return found
 
-    def __init__(self, proc: Path = Path("/proc")):
+
+def whole_gpus(worker_dir: Path) -> list[int]:
+    """The whole GPUs the worker holds, by index, as its spec says (none for a share)."""
+    try:
+        spec = json.loads((worker_dir / "spec.json").read_text())
+        if spec.get("gpu_milli") != 1000:
+            return []
+        return [int(index) for index in spec.get("gpu_indices") or []]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+
+
+class Sampler:
+    """Samples the running workers of a local backend; their GPUs too with ``measure_gpus``."""
+
+    def __init__(self, proc: Path = Path("/proc"), measure_gpus: bool = False):
         self.proc = proc
+        self.measure_gpus = measure_gpus
         self.samples = usage.Samples()
 
     def add(self, found: list[tuple[Path, base.WorkerStatus]]) -> list[base.WorkerStatus]:
@@ -72,22 +115,40 @@ class Sampler:
         ]
         if due:
             groups = process_groups(self.proc)
+            busy = gpu_utilization() if self.measure_gpus else {}
             for d, s in due:
-                self._sample(d, (s.attempt_id, s.rank), groups, now)
+                self._sample(d, (s.attempt_id, s.rank), groups, busy, now)
         return [self.samples.with_usage(s) for _, s in found]
 
     def forget(self, attempt_id: int) -> None:
         self.samples.forget(attempt_id)
 
-    def _sample(self, d: Path, key: tuple[int, int], groups: dict, now: float) -> None:
+    def _sample(self, d: Path, key: tuple[int, int], groups: dict, busy: dict, now: float) -> None:
         try:
             pgid = int((d / "child.pid").read_text())
         except (OSError, ValueError):
             return  # not started yet
         cpu, resident = groups.get(pgid, (0.0, 0))
+        gpu = self._gpu_busy(d, key, busy, now)
         mine = cgroups.worker_groups(d)
         peak = cgroups.memory_peak_mb(mine[-1]) if mine else None  # the memory group is last
         if peak is not None:
-            self.samples.keep(key, now, cpu, peak, mark=True)
+            self.samples.keep(key, now, cpu, peak, mark=True, gpu_busy_seconds=gpu)
         else:
-            self.samples.keep(key, now, cpu, usage.mib(resident), mark=False)
+            self.samples.keep(key, now, cpu, usage.mib(resident), mark=False, gpu_busy_seconds=gpu)
+
+    def _gpu_busy(self, d: Path, key: tuple[int, int], busy: dict, now: float) -> float | None:
+        """The worker's GPU-seconds busy so far: the last count (this agent's last sample, or
+        its state file after a restart: the time since then is not counted) plus its whole
+        GPUs' utilization now times the time since its last sample. None: not measured."""
+        indices = whole_gpus(d) if busy else []
+        if not indices or any(i not in busy for i in indices):
+            return None
+        last = self.samples.last(key)
+        if last is not None and last.gpu_busy_seconds is not None:
+            counted = last.gpu_busy_seconds + sum(busy[i] for i in indices) * (now - last.taken)
+        else:  # its first sample (counting starts now), or this agent's first of it
+            counted = max(0.0, read_number(d / GPU_BUSY, float) or 0.0)
+        with contextlib.suppress(OSError):
+            write_state(d / GPU_BUSY, repr(counted))
+        return counted

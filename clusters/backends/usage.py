@@ -19,6 +19,7 @@ class Sample:
     taken: float  # time.monotonic()
     cpu_seconds: float
     memory_peak_mb: int | None
+    gpu_busy_seconds: float | None = None
 
 
 def mib(count: int) -> int:
@@ -36,8 +37,18 @@ class Samples:
         last = self._last.get(key)
         return last is None or now - last.taken >= SAMPLE_EVERY_S
 
+    def last(self, key: tuple[int, int]) -> Sample | None:
+        return self._last.get(key)
+
     def keep(
-        self, key: tuple[int, int], now: float, cpu_seconds: float, memory_mb: int, *, mark: bool
+        self,
+        key: tuple[int, int],
+        now: float,
+        cpu_seconds: float,
+        memory_mb: int,
+        *,
+        mark: bool,
+        gpu_busy_seconds: float | None = None,
     ) -> None:
         """A new sample: the CPU seconds so far and either the memory high-water mark
         (``mark``) or the memory held now, of which the most any sample saw is kept. What was
@@ -48,16 +59,23 @@ class Samples:
             cpu_seconds = max(cpu_seconds, last.cpu_seconds)
             if not mark and last.memory_peak_mb is not None:
                 memory_mb = max(memory_mb, last.memory_peak_mb)
-        self._last[key] = Sample(now, cpu_seconds, memory_mb)
+        self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds)
 
     def with_usage(self, status: base.WorkerStatus) -> base.WorkerStatus:
-        """The status with its last sample, unless it carries its own figures."""
+        """The status with its last sample's figures, where it carries none of its own (an
+        ended local worker carries its exit record's CPU time and memory peak)."""
         sample = self._last.get((status.attempt_id, status.rank))
-        if status.cpu_seconds is not None or sample is None:
+        if sample is None:
             return status
-        return dataclasses.replace(
-            status, cpu_seconds=round(sample.cpu_seconds, 3), memory_peak_mb=sample.memory_peak_mb
-        )
+        figures = {
+            "cpu_seconds": round(sample.cpu_seconds, 3),
+            "memory_peak_mb": sample.memory_peak_mb,
+            "gpu_busy_seconds": None
+            if sample.gpu_busy_seconds is None
+            else round(sample.gpu_busy_seconds, 3),
+        }
+        missing = {k: v for k, v in figures.items() if getattr(status, k) is None}
+        return dataclasses.replace(status, **missing) if missing else status
 
     def forget(self, attempt_id: int) -> None:
         for key in [k for k in self._last if k[0] == attempt_id]:

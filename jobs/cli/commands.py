@@ -120,6 +120,8 @@ def efficiency(api: Api, args) -> None:
         ran = f"ran {a['runtime_used']}" if a["runtime_used"] else "not started"
         used = (f"{ran}, CPU {a['cpu_used'] or 'not measured'}, "
                 f"memory peak {a['memory_used'] or 'not measured'}")  # fmt: skip
+        if a["gpu_used"]:
+            used += f", {a['gpu_used']}"
         show(f"attempt {a['number']} ({a['outcome'] or 'live'}){where}: {used}")
     if not job["attempts"]:
         show("not placed yet")

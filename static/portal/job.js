@@ -125,7 +125,7 @@
       const cells = [a.number, a.cluster || "", where(a.nodes), a.outcome || "live",
                      a.exit_code === null ? "" : a.exit_code, a.reason,
                      clock(a.started_at), clock(a.ended_at), a.runtime_used, a.cpu_used,
-                     a.memory_used];
+                     a.memory_used, a.gpu_used];
       for (const value of cells) {
         const cell = document.createElement("td");
         cell.textContent = value;

@@ -41,6 +41,18 @@ def test_an_attempt_keeps_its_workers_cpu_time_together_and_their_largest_memory
     assert attempt.memory_peak_mb == 300
 
 
+def test_an_attempt_keeps_its_workers_gpu_time_together(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+    busy = [{**w, "gpu_busy_seconds": s} for w, s in zip(running, (100.0, 250.5), strict=True)]
+
+    post(agent, "east", "heartbeat", {"workers": busy})
+
+    attempt.refresh_from_db()
+    assert attempt.gpu_busy_seconds == pytest.approx(350.5)
+    assert attempt.cpu_seconds is None  # not reported: not measured
+
+
 def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)

@@ -37,6 +37,7 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
             ended_at=datetime(2024, 3, 3, 1, 0, tzinfo=UTC),
             cpu_seconds=2 * 26 * 3600,
             memory_peak_mb=4000,
+            gpu_busy_seconds=0.8 * 26 * 3600,  # its one GPU
         )
         actions.transition(job, State.FAILED, "exit 1")
 
@@ -52,3 +53,4 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(cells.nth(8)).to_have_text("26.0 h of 4.0 d (27 %)")
     expect(cells.nth(9)).to_have_text("2.0 of 4 cores (50 %)")
     expect(cells.nth(10)).to_have_text("3.9 of 15.6 GiB (25 %)")
+    expect(cells.nth(11)).to_have_text("0.8 of 1 GPU busy (80 %)")

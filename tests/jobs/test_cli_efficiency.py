@@ -15,13 +15,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_efficiency_says_what_each_attempt_used_of_the_request(cli, alpha, alice):  # noqa: F811
     job = JobFactory(tenant=alpha, owner=alice, name="train", workers=2, cpu_milli=4000,
-                     memory_mb=8192, state="running", max_runtime_s=86_400)  # fmt: skip
+                     memory_mb=8192, state="running", max_runtime_s=86_400, gpus=1)  # fmt: skip
     east = ClusterFactory(name="east")
     began = timezone.now() - timedelta(hours=2)
     # 2 workers x 4 cores for an hour: 8 core-hours asked, 2 busy; 2,048 of 8,192 MiB reached.
     AttemptFactory(
         job=job, cluster=east, number=1, outcome=Attempt.Outcome.PREEMPTED, started_at=began,
         ended_at=began + timedelta(hours=1), cpu_seconds=2 * 3600, memory_peak_mb=2048,
+        gpu_busy_seconds=1.5 * 3600,
     )  # fmt: skip
     AttemptFactory(job=job, cluster=east, number=2, outcome="")
 
@@ -31,7 +32,7 @@ def test_efficiency_says_what_each_attempt_used_of_the_request(cli, alpha, alice
     assert done.stdout.splitlines() == [
         f"job {job.pk} train (running): asked for 2 workers of 4 cores and 8192 MiB each",
         "attempt 1 (preempted) on east: ran 60 min of 24.0 h (4 %), CPU 2.0 of 8 cores (25 %), "
-        "memory peak 2.0 of 8.0 GiB (25 %)",
+        "memory peak 2.0 of 8.0 GiB (25 %), 1.5 of 2 GPUs busy (75 %)",
         "attempt 2 (live) on east: not started, CPU not measured, memory peak not measured",
     ]
 

@@ -10,17 +10,18 @@ from jobs import efficiency
 NOON = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
 
-def attempt(cpu=None, peak=None, ran=None, started=None, ended=None):
+def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None):
     return SimpleNamespace(
         cpu_seconds=cpu, memory_peak_mb=peak, worker_ran_at=ran, started_at=started,
-        ended_at=ended,
+        ended_at=ended, gpu_busy_seconds=gpu,
     )  # fmt: skip
 
 
-def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400):
+def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400, gpus=0, gpu_milli=0):
     return SimpleNamespace(
-        cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb, max_runtime_s=max_runtime_s
-    )
+        cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb, max_runtime_s=max_runtime_s,
+        gpus=gpus, gpu_milli=gpu_milli,
+    )  # fmt: skip
 
 
 def test_the_cpu_share_is_of_every_workers_cores_over_the_run():
@@ -61,9 +62,10 @@ def test_nothing_is_said_of_what_was_not_measured():
     measured_but_not_started = efficiency.of_attempt(attempt(cpu=1.0, peak=8), job(), NOON)
 
     assert placed.document() == {
-        "cpu_seconds": None, "memory_peak_mb": None, "cpu_efficiency": None,
-        "memory_efficiency": None, "runtime_efficiency": None, "cpu_used": "",
-        "memory_used": "", "runtime_used": "",
+        "cpu_seconds": None, "memory_peak_mb": None, "gpu_busy_seconds": None,
+        "cpu_efficiency": None, "memory_efficiency": None, "runtime_efficiency": None,
+        "gpu_efficiency": None, "cpu_used": "", "memory_used": "", "runtime_used": "",
+        "gpu_used": "",
     }  # fmt: skip
     assert measured_but_not_started.cpu_text() == ""
     assert measured_but_not_started.memory_efficiency == pytest.approx(8 / 4096)
@@ -85,3 +87,13 @@ def test_the_time_share_is_of_the_runtime_limit():
 )  # fmt: skip
 def test_a_span_is_said_in_the_unit_people_read_it_in(seconds, said):
     assert efficiency.span(seconds) == said
+
+
+def test_the_gpu_share_is_of_every_workers_gpus_over_the_run():
+    ran = attempt(gpu=3 * 3600.0, ran=NOON, ended=NOON + timedelta(hours=1))
+
+    used = efficiency.of_attempt(ran, job(workers=2, gpus=2), NOON)
+
+    assert used.gpu_efficiency == pytest.approx(0.75)
+    assert used.gpu_text() == "3.0 of 4 GPUs busy (75 %)"
+    assert efficiency.of_attempt(attempt(gpu=5.0, ran=NOON), job(), NOON).gpu_text() == ""

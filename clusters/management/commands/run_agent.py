@@ -100,8 +100,9 @@ def build_agent(
     root = Path(state_dir) if state_dir else settings.VAR_DIR / "agents" / cluster
     nodes = parse_inventory(inventory, cluster) if inventory else detect_inventory(cluster)
     backend = LocalBackend(
-        root / "workers", nodes, settings.VAR_DIR / "checkpoints", worker_uids=worker_uids
-    )
+        root / "workers", nodes, settings.VAR_DIR / "checkpoints", worker_uids=worker_uids,
+        measure_gpus=not inventory,  # a virtual inventory's GPUs are no real ones
+    )  # fmt: skip
     return Agent(ControlPlane(url, cluster, token), backend, interval)
 
 
