@@ -326,6 +326,7 @@ def attempts(now, attempts_of) -> list[Metric]:
     preempted = by_cause.get(Attempt.StopCause.PREEMPTION, 0)
     sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **reports.sizing_sums(Q()))
     wasted, asked, limits = sums["wasted"] or 0, sums["measured_s"] or 0, sums["succeeded_limit_s"]
+    gpu_asked = sums["gpu_measured_s"]
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
                 [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
@@ -349,6 +350,10 @@ def attempts(now, attempts_of) -> list[Metric]:
                 "Memory the measured attempts ended in the last day asked for beyond their "
                 "largest worker's peak, times workers and run, in GiB-hours.",
                 [({}, (sums["unused_mib_s"] or 0) / 1024 / 3600)]),
+        *metric("mlsched_gpu_efficiency", "gauge",
+                "GPU-seconds busy of the attempts ended in the last day whose GPU time was "
+                "measured, over the GPU-seconds they asked for (0: none measured).",
+                [({}, (sums["gpu_busy_s"] or 0) / gpu_asked if gpu_asked else 0)]),
         *metric("mlsched_runtime_efficiency", "gauge",
                 "Runs of the attempts that succeeded in the last day over their runtime limits "
                 "(0: none succeeded).",

@@ -17,7 +17,8 @@ Per tenant and GPU type, from the attempts:
   efficiency), and the memory they asked for beyond their largest worker's peak, in GiB-hours
   (request minus peak, times workers, times the run); and of the attempts that succeeded in
   the window, their runs and their runtime limits (runtime efficiency: the share of the limits
-  they ran).
+  they ran); of the attempts ended in the window whose GPU time was measured, the GPU-hours
+  they asked for over their whole runs and those busy (GPU efficiency).
 
 Per tenant, from the jobs: jobs finished in the window by state, and the queue wait of jobs
 started in the window: how many, mean, 95th percentile. A job's queue wait runs from when it
@@ -79,12 +80,14 @@ COLUMNS = ["tenant", "gpu_type", "gpu_hours", "cpu_core_hours", "wasted_gpu_hour
            "preempted_gpu_hours", "jobs_succeeded", "jobs_failed", "jobs_canceled",
            "jobs_started", "mean_wait_s", "p95_wait_s", "cpu_core_hours_measured",
            "cpu_core_hours_busy", "cpu_efficiency", "memory_gib_hours_unused",
-           "succeeded_run_hours", "succeeded_limit_hours", "runtime_efficiency"]  # fmt: skip
+           "succeeded_run_hours", "succeeded_limit_hours", "runtime_efficiency",
+           "gpu_hours_measured", "gpu_hours_busy", "gpu_efficiency"]  # fmt: skip
 HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours",
             "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
             "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
             "CPU efficiency", "Unused memory GiB-hours", "Succeeded: run hours",
-            "of limit hours", "Runtime efficiency"]  # fmt: skip
+            "of limit hours", "Runtime efficiency", "Measured GPU-hours", "Busy GPU-hours",
+            "GPU efficiency"]  # fmt: skip
 # The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
 # its jobs without the label), and every figure.
 LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
@@ -92,7 +95,8 @@ LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS
 # it used what it asked for.
 FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours",
            "cpu_core_hours_measured", "cpu_core_hours_busy", "memory_gib_hours_unused",
-           "succeeded_run_hours", "succeeded_limit_hours"]  # fmt: skip
+           "succeeded_run_hours", "succeeded_limit_hours", "gpu_hours_measured",
+           "gpu_hours_busy"]  # fmt: skip
 USED = 4  # the first FIGURES: what was used and wasted
 
 
@@ -181,6 +185,10 @@ class TypeUsage:
     # plans by limits: one far above the run wastes the gaps it could have filled.
     succeeded_run_hours: float = 0.0
     succeeded_limit_hours: float = 0.0
+    # Of attempts ended in the window whose GPU time their agent measured, over their whole
+    # runs: the GPU-hours they asked for, and those their GPUs were busy.
+    gpu_hours_measured: float = 0.0
+    gpu_hours_busy: float = 0.0
 
     def figures(self) -> list[float]:
         return [getattr(self, name) for name in FIGURES]
@@ -191,6 +199,13 @@ class TypeUsage:
         if not self.cpu_core_hours_measured:
             return None
         return self.cpu_core_hours_busy / self.cpu_core_hours_measured
+
+    @property
+    def gpu_efficiency(self) -> float | None:
+        """Of the measured GPU-hours asked for, the share busy."""
+        if not self.gpu_hours_measured:
+            return None
+        return self.gpu_hours_busy / self.gpu_hours_measured
 
     @property
     def runtime_efficiency(self) -> float | None:
@@ -295,7 +310,8 @@ def sizing(usage: TypeUsage) -> list[str]:
     return [f"{usage.cpu_core_hours_measured:.2f}", f"{usage.cpu_core_hours_busy:.2f}",
             share(usage.cpu_efficiency), f"{usage.memory_gib_hours_unused:.2f}",
             f"{usage.succeeded_run_hours:.2f}", f"{usage.succeeded_limit_hours:.2f}",
-            share(usage.runtime_efficiency)]  # fmt: skip
+            share(usage.runtime_efficiency), f"{usage.gpu_hours_measured:.2f}",
+            f"{usage.gpu_hours_busy:.2f}", share(usage.gpu_efficiency)]  # fmt: skip
 
 
 def share(fraction: float | None) -> str:
@@ -328,6 +344,7 @@ def figures_json(usage: TypeUsage) -> dict[str, float | None]:
     return figures | {
         "cpu_efficiency": rounded(usage.cpu_efficiency),
         "runtime_efficiency": rounded(usage.runtime_efficiency),
+        "gpu_efficiency": rounded(usage.gpu_efficiency),
     }
 
 
@@ -522,7 +539,8 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
         seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s",
                                             "measured_s", "busy_s")]  # fmt: skip
         seconds.append((row["unused_mib_s"] or 0.0) / MIB_PER_GIB)
-        seconds += [row[k] or 0.0 for k in ("succeeded_run_s", "succeeded_limit_s")]
+        seconds += [row[k] or 0.0 for k in ("succeeded_run_s", "succeeded_limit_s",
+                                             "gpu_measured_s", "gpu_busy_s")]  # fmt: skip
         usage = TypeUsage(row["kind"], *(s / 3600 for s in seconds))
         found.setdefault(row["job__tenant_id"], []).append(usage)
     for usages in found.values():
@@ -535,11 +553,14 @@ def sizing_sums(ended_in: Q) -> dict[str, Sum]:
     ``ended_in`` whose use was measured, over their whole runs from their first worker's
     start: the core-seconds asked for (``measured_s``), kept busy (``busy_s``) and the memory
     asked for beyond the largest worker's peak, times workers (``unused_mib_s``); and of those
-    that succeeded, their runs (``succeeded_run_s``) and runtime limits (``succeeded_limit_s``)."""
+    that succeeded, their runs (``succeeded_run_s``) and runtime limits (``succeeded_limit_s``);
+    and of those whose GPU time was measured (whole GPUs only), the GPU-seconds asked for
+    (``gpu_measured_s``) and busy (``gpu_busy_s``)."""
     measured = ended_in & Q(
         started_at__isnull=False, cpu_seconds__isnull=False, memory_peak_mb__isnull=False
     )
     succeeded = ended_in & Q(started_at__isnull=False, outcome=Attempt.Outcome.SUCCEEDED)
+    gpu_measured = ended_in & Q(started_at__isnull=False, gpu_busy_seconds__isnull=False)
     whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
     unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
     cores = F("job__workers") * F("job__cpu_milli") / 1000
@@ -549,6 +570,8 @@ def sizing_sums(ended_in: Q) -> dict[str, Sum]:
         "unused_mib_s": Sum(unused_mb * whole, filter=measured),
         "succeeded_run_s": Sum(whole, filter=succeeded),
         "succeeded_limit_s": Sum("job__max_runtime_s", filter=succeeded),
+        "gpu_measured_s": Sum(whole * F("job__workers") * F("job__gpus"), filter=gpu_measured),
+        "gpu_busy_s": Sum("gpu_busy_seconds", filter=gpu_measured),
     }
 
 

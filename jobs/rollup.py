@@ -108,6 +108,8 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> None:
             memory_mib_seconds_unused=u.memory_gib_hours_unused * 3600 * reports.MIB_PER_GIB,
             succeeded_run_seconds=u.succeeded_run_hours * 3600,
             succeeded_limit_seconds=u.succeeded_limit_hours * 3600,
+            gpu_seconds_measured=u.gpu_hours_measured * 3600,
+            gpu_seconds_busy=u.gpu_hours_busy * 3600,
         )
         for tenant, usages in reports.attempt_usage(tenants, since, until, now).items()
         for u in usages
@@ -224,13 +226,15 @@ def read(tenants: list[int], first: date, end: date) -> "reports.Part":
             wasted=Sum("wasted_gpu_seconds"), preempted=Sum("preempted_gpu_seconds"),
             measured=Sum("cpu_core_seconds_measured"), busy=Sum("cpu_core_seconds_busy"),
             unused=Sum("memory_mib_seconds_unused"), ran=Sum("succeeded_run_seconds"),
-            limits=Sum("succeeded_limit_seconds"),
+            limits=Sum("succeeded_limit_seconds"), gpu_measured=Sum("gpu_seconds_measured"),
+            gpu_busy=Sum("gpu_seconds_busy"),
         )
         .order_by()
     )  # fmt: skip
     for row in types:
         seconds = [row[k] for k in ("gpu", "cpu", "wasted", "preempted", "measured", "busy")]
-        seconds += [row["unused"] / reports.MIB_PER_GIB, row["ran"], row["limits"]]
+        seconds += [row["unused"] / reports.MIB_PER_GIB, row["ran"], row["limits"],
+                    row["gpu_measured"], row["gpu_busy"]]  # fmt: skip
         usage = reports.TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
         part.add_usage(row["tenant_id"], usage)
     return part

@@ -51,6 +51,9 @@ class GpuTypeUsageDay(models.Model):
     # The runs and runtime limits of the attempts that succeeded (reports.TypeUsage).
     succeeded_run_seconds = models.FloatField(default=0.0, db_default=0.0)
     succeeded_limit_seconds = models.FloatField(default=0.0, db_default=0.0)
+    # The GPU-seconds asked for and busy of the attempts whose GPU time was measured.
+    gpu_seconds_measured = models.FloatField(default=0.0, db_default=0.0)
+    gpu_seconds_busy = models.FloatField(default=0.0, db_default=0.0)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "day"], name="gputypeday_tenant_day")]

@@ -5,7 +5,8 @@ from jobs.cli.client import Api, show
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
                 "succeeded", "failed", "canceled", "started", "mean wait s",
-                "p95 wait s", "CPU eff", "unused mem GiB-h", "runtime eff"]  # fmt: skip
+                "p95 wait s", "CPU eff", "unused mem GiB-h", "runtime eff",
+                "GPU eff"]  # fmt: skip
 
 
 FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours"]
@@ -59,11 +60,12 @@ def usage_rows(tenants: list[dict]):
 
 
 def sizing(figures: dict) -> list[str]:
-    """The measured work's CPU efficiency and unused memory, and the succeeded work's share of
-    its runtime limits ("-": nothing to tell)."""
-    cpu, runtime = figures["cpu_efficiency"], figures["runtime_efficiency"]
-    return ["-" if cpu is None else f"{cpu:.2f}", f"{figures['memory_gib_hours_unused']:.2f}",
-            "-" if runtime is None else f"{runtime:.2f}"]  # fmt: skip
+    """The measured work's CPU efficiency and unused memory, the succeeded work's share of its
+    runtime limits, and the measured work's GPU efficiency ("-": nothing to tell)."""
+    said = {k: "-" if figures[k] is None else f"{figures[k]:.2f}"
+            for k in ("cpu_efficiency", "runtime_efficiency", "gpu_efficiency")}  # fmt: skip
+    return [said["cpu_efficiency"], f"{figures['memory_gib_hours_unused']:.2f}",
+            said["runtime_efficiency"], said["gpu_efficiency"]]  # fmt: skip
 
 
 QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "in use", "borrowed",

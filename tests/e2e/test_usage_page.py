@@ -20,8 +20,11 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
 ):
     page = browser_page
     a100 = run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="A100", workers=2)  # 2 h x 2 GPUs
-    # Measured: 4 of its 16 core-hours busy; 8,000 of 16,000 MiB per worker reached.
-    Attempt.objects.filter(pk=a100.pk).update(cpu_seconds=4 * 3600, memory_peak_mb=8000)
+    # Measured: 4 of its 16 core-hours busy; 8,000 of 16,000 MiB per worker reached; 3 of its
+    # 4 GPU-hours busy.
+    Attempt.objects.filter(pk=a100.pk).update(
+        cpu_seconds=4 * 3600, memory_peak_mb=8000, gpu_busy_seconds=3 * 3600
+    )
     run(alpha, SINCE - H, SINCE + 2 * H, gpu_type="T4", gpus=0, gpu_milli=500)  # 2 h x 0.5
     run(gamma, SINCE + H, SINCE + 9 * H, gpu_type="H100")
     log_in(page, server, "alice")
@@ -39,12 +42,14 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
 
     jobs, none = ["0", "0", "0", "0", "", ""], [""] * 6
     measured = ["16.00", "4.00", "0.25", "31.25"]  # the A100 attempt's
+    gpus = ["4.00", "3.00", "0.75"]  # its 2 GPUs for 2 h, 3 GPU-hours busy
     assert table == [
-        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", *jobs, *measured, "5.00", "2.00", "2.50"],
+        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", *jobs, *measured, "5.00", "2.00", "2.50",
+         *gpus],
         ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", *none, *measured, "2.00", "1.00",
-         "2.00"],
+         "2.00", *gpus],
         ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *none, "0.00", "0.00", "", "0.00", "3.00",
-         "1.00", "3.00"],
+         "1.00", "3.00", "0.00", "0.00", ""],
     ]  # fmt: skip
     assert [row[:-3] for row in rows[1:]] == table  # then its window, and whether whole
     assert {tuple(row[-3:-1]) for row in rows[1:]} == {

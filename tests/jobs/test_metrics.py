@@ -25,7 +25,7 @@ ORDER = [
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_cpu_efficiency", "mlsched_memory_unused_gib_hours",
-    "mlsched_runtime_efficiency",
+    "mlsched_gpu_efficiency", "mlsched_runtime_efficiency",
     "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",

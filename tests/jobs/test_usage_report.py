@@ -247,7 +247,7 @@ def test_a_tenant_without_work_in_the_window_is_reported_with_zeros(alpha):
     assert (usage.by_type, usage.started, usage.mean_wait_s) == ([], 0, None)
     zeros = ["0.00"] * 4
     jobs = ["0", "0", "0", "0", "", ""]
-    sizing = ["0.00", "0.00", "", "0.00", "0.00", "0.00", ""]
+    sizing = ["0.00", "0.00", "", "0.00", "0.00", "0.00", "", "0.00", "0.00", ""]
     assert usage_rows(alpha) == [["alpha", "all", *zeros, *jobs, *sizing]]
 
 
@@ -286,7 +286,8 @@ def test_the_api_reports_the_callers_tenants_and_no_other(two_teams_usage, alice
         {"gpu_type": "A100", "gpu_hours": 2.0, "cpu_core_hours": 8.0, "wasted_gpu_hours": 0.0,
          "preempted_gpu_hours": 0.0, "cpu_core_hours_measured": 0.0, "cpu_core_hours_busy": 0.0,
          "memory_gib_hours_unused": 0.0, "succeeded_run_hours": 2.0,
-         "succeeded_limit_hours": 1.0, "cpu_efficiency": None, "runtime_efficiency": 2.0},
+         "succeeded_limit_hours": 1.0, "gpu_hours_measured": 0.0, "gpu_hours_busy": 0.0,
+         "cpu_efficiency": None, "runtime_efficiency": 2.0, "gpu_efficiency": None},
     ]  # fmt: skip
     assert "H100" not in answer.text and "gamma" not in answer.text
 
@@ -417,9 +418,10 @@ def test_the_usage_page_shows_the_users_tenants_rows_only(client, two_teams_usag
 
     assert page.status_code == 200
     used, sizing = ["2.00", "8.00", "0.00", "0.00"], ["0.00", "0.00", "", "0.00", "2.00", "1.00"]
+    gpus = ["0.00", "0.00", ""]  # GPU time not measured
     assert table_rows(page.text) == [
-        ["alpha", "all", *used, "0", "0", "0", "0", "", "", *sizing, "2.00"],
-        ["alpha", "A100", *used, *[""] * 6, *sizing, "2.00"],
+        ["alpha", "all", *used, "0", "0", "0", "0", "", "", *sizing, "2.00", *gpus],
+        ["alpha", "A100", *used, *[""] * 6, *sizing, "2.00", *gpus],
     ]
     assert "gamma" not in page.text and "H100" not in page.text
 
@@ -542,7 +544,7 @@ def test_the_cli_prints_the_usage_table_with_server_text_made_safe(live_server, 
     assert lines[1].startswith("note: jobs finished before ")
     assert lines[2].split()[:4] == ["tenant", "gpu", "type", "GPU-h"]
     assert lines[3].split() == ["alpha", "all", "2.00", "8.00", "0.00", "0.00",
-                                "0", "0", "0", "0", "-", "-", "-", "0.00", "2.00"]  # fmt: skip
+                                "0", "0", "0", "0", "-", "-", "-", "0.00", "2.00", "-"]  # fmt: skip
     assert lines[4].split() == ["alpha", "A100\\x1b[2J", "2.00", "8.00", "0.00", "0.00", "-",
-                                "0.00", "2.00"]  # fmt: skip
+                                "0.00", "2.00", "-"]  # fmt: skip
     assert "\x1b" not in done.stdout

@@ -93,3 +93,15 @@ def test_the_attempts_that_succeeded_say_how_much_of_their_runtime_limits_they_r
 
     assert (usage.succeeded_run_hours, usage.succeeded_limit_hours) == (3.0, 10.0)
     assert usage.runtime_efficiency == pytest.approx(0.3)
+
+
+def test_the_attempts_whose_gpu_time_was_measured_say_how_busy_their_gpus_were(alpha):
+    # 2 workers x 2 GPUs for 2 h asked: 8 GPU-hours, 6 busy.
+    busy = run(alpha, SINCE + H, SINCE + 3 * H, workers=2, gpus=2)
+    measured(busy, cpu_seconds=1.0, memory_peak_mb=1, gpu_busy_seconds=6 * 3600)
+    run(alpha, SINCE + H, SINCE + 2 * H, gpus=8)  # not measured: not counted
+
+    usage = report_of(alpha).total()
+
+    assert (usage.gpu_hours_measured, usage.gpu_hours_busy) == (8.0, 6.0)
+    assert usage.gpu_efficiency == pytest.approx(0.75)

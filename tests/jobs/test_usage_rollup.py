@@ -46,11 +46,12 @@ def history(tenants, first: datetime, days: int, seed: int = 7) -> None:
         gpu = rng.choice([{"gpu_type": "A100"}, {"gpu_type": "T4", "gpus": 2},
                           {"gpus": 0}])  # fmt: skip
         attempt = run(tenant, start, end, outcome=outcome, wasted=rng.randrange(0, 9000), **gpu)
-        if rng.random() < 0.7:  # its use measured: a share of its 4 cores busy, a memory peak
+        if rng.random() < 0.7:  # its use measured: a share of its cores busy, a peak, GPU time
             run_s = (end - start).total_seconds()
             Attempt.objects.filter(pk=attempt.pk).update(
-                cpu_seconds=4 * run_s * rng.random(), memory_peak_mb=rng.randrange(1, 20_000)
-            )
+                cpu_seconds=4 * run_s * rng.random(), memory_peak_mb=rng.randrange(1, 20_000),
+                gpu_busy_seconds=run_s * rng.random() if rng.random() < 0.5 else None,
+            )  # fmt: skip
         wait = timedelta(seconds=rng.choice([0.2, 5, 90, 3600, 50_000, 200_000]) * rng.random())
         Job.objects.filter(pk=attempt.job_id).update(
             created=start - wait, started_at=start, finished_at=end, state=ended[outcome]
