@@ -260,10 +260,10 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
 
 def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
     """Keep what each attempt's workers report they have used: their CPU and GPU seconds
-    together and the largest memory peak of one of them (a request is per worker). One write for all
-    that moved; a backend samples a running worker every half minute or so, so a beat writes
-    few. What was counted stays counted: a worker that vanishes takes its share of the sum
-    out of the report, not out of the attempt."""
+    together and the largest memory peak of one of them (a request is per worker). One write
+    for all that moved (a backend samples its running workers every half minute: most beats
+    write nothing). What was counted stays counted: a worker that vanishes takes its share of
+    the sum out of the report, not out of the attempt."""
     moved = []
     for attempt in attempts:
         workers = by_attempt.get(attempt.pk, [])

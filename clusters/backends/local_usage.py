@@ -2,8 +2,9 @@
 seff show.
 
 A worker that has ended reports what its shim recorded as it reaped the command (its exit
-record's ``cpu_seconds`` and ``memory_peak_mb``, `local_shim.used`). A running one is sampled
-at most every `usage.SAMPLE_EVERY_S`, all of them in one pass over /proc: the CPU time of the
+record's ``cpu_seconds`` and ``memory_peak_mb``, `local_shim.used`). The running ones are
+sampled together every `usage.SAMPLE_EVERY_S` (one just started waits for the next pass), in
+one pass over /proc: the CPU time of the
 processes of the command's process group (each one's own and that of the children it has
 reaped), and the memory high-water mark of its cgroup or, without one, the largest resident
 size of the group's processes together that a sample has seen.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import time
@@ -104,19 +106,20 @@ class Sampler:
         self.proc = proc
         self.measure_gpus = measure_gpus
         self.samples = usage.Samples()
+        self._pass_at = -math.inf  # when the last pass sampled the running workers
 
     def add(self, found: list[tuple[Path, base.WorkerStatus]]) -> list[base.WorkerStatus]:
-        """The statuses with what each worker has used, where it is known."""
+        """The statuses with what each worker has used, where it is known. Every running
+        worker is sampled in one pass, at most every SAMPLE_EVERY_S: one pass over /proc and
+        one nvidia-smi, however many workers run."""
         now = time.monotonic()
-        due = [
-            (d, s)
-            for d, s in found
-            if s.phase == base.RUNNING and self.samples.due((s.attempt_id, s.rank), now)
-        ]
-        if due:
+        running = [(d, s) for d, s in found if s.phase == base.RUNNING]
+        if running and now - self._pass_at >= usage.SAMPLE_EVERY_S:
+            self._pass_at = now
             groups = process_groups(self.proc)
-            busy = gpu_utilization() if self.measure_gpus else {}
-            for d, s in due:
+            gpus = self.measure_gpus and any(whole_gpus(d) for d, _ in running)
+            busy = gpu_utilization() if gpus else {}
+            for d, s in running:
                 self._sample(d, (s.attempt_id, s.rank), groups, busy, now)
         return [self.samples.with_usage(s) for _, s in found]
 

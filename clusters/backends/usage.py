@@ -33,10 +33,6 @@ class Samples:
     def __init__(self):
         self._last: dict[tuple[int, int], Sample] = {}
 
-    def due(self, key: tuple[int, int], now: float) -> bool:
-        last = self._last.get(key)
-        return last is None or now - last.taken >= SAMPLE_EVERY_S
-
     def last(self, key: tuple[int, int]) -> Sample | None:
         return self._last.get(key)
 
