@@ -269,20 +269,32 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
         workers = by_attempt.get(attempt.pk, [])
         cpu = [w.cpu_seconds for w in workers if w.cpu_seconds is not None]
         peak = [w.memory_peak_mb for w in workers if w.memory_peak_mb is not None]
-        gpu = [w.gpu_busy_seconds for w in workers if w.gpu_busy_seconds is not None]
-        had = (attempt.cpu_seconds, attempt.memory_peak_mb, attempt.gpu_busy_seconds)
+        gpu = [w for w in workers if w.gpu_busy_seconds is not None]
+        had = tuple(getattr(attempt, name) for name in USAGE)
         seen = (
             max(sum(cpu), had[0] or 0.0) if cpu else had[0],
             max(*peak, had[1] or 0) if peak else had[1],
-            max(sum(gpu), had[2] or 0.0) if gpu else had[2],
+            max(sum(w.gpu_busy_seconds for w in gpu), had[2] or 0.0) if gpu else had[2],
+            gpus_idle_since(gpu) if gpu else had[3],
         )
         if seen != had:
-            attempt.cpu_seconds, attempt.memory_peak_mb, attempt.gpu_busy_seconds = seen
+            for name, value in zip(USAGE, seen, strict=True):
+                setattr(attempt, name, value)
             moved.append((attempt.pk, *seen))
     bulk.update(Attempt, USAGE, moved)
 
 
-USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds"]  # Attempt's, as agents report them
+# Attempt's, as agents report them.
+USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "gpu_idle_since"]
+
+
+def gpus_idle_since(workers) -> datetime | None:
+    """Since when every GPU of the workers has read idle: the latest of their idle times, as
+    their agent's clock says; None while one of them is busy."""
+    stamps = [w.gpu_idle_since for w in workers]
+    if any(stamp is None for stamp in stamps):
+        return None
+    return datetime.fromtimestamp(max(stamps), tz=UTC)
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

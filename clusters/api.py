@@ -96,8 +96,8 @@ class LeftOut:
 
 
 class LineStamp(LeftOut, serializers.FloatField):
-    """When a log line was written (seconds since the epoch). One that is no time the database
-    can hold is left out: the line is kept without it."""
+    """When a log line was written, or a worker's GPUs went idle (seconds since the epoch). One
+    that is no time the database can hold is left out: the line or report is kept without it."""
 
 
 class BusySeconds(LeftOut, serializers.FloatField):
@@ -123,6 +123,7 @@ class WorkerStatusSerializer(serializers.Serializer):
     cpu_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)
     memory_peak_mb = MemoryPeak(allow_null=True, default=None, min_value=0, max_value=INT32)
     gpu_busy_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)
+    gpu_idle_since = LineStamp(allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP)
 
     def validate(self, data):
         # Exited: the process ended on its own, and only its code says whether the job did

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 MIB_PER_GIB = 1024
+# GPUs idle for less than this are not said to be: a job loading data or saving a checkpoint
+# leaves them idle for minutes.
+IDLE_SAID_S = 600
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Efficiency:
     limit_s: int  # its runtime limit
     gpu_busy_seconds: float | None = None
     gpus_asked: float = 0.0  # all workers together; a share in fractions of a GPU
+    gpu_idle_since: datetime | None = None  # a live attempt's: since when its GPUs read idle
+    gpu_idle_s: float | None = None  # for how long, up to now
 
     @property
     def cores_used(self) -> float | None:
@@ -78,6 +83,7 @@ class Efficiency:
             "memory_efficiency": rounded(self.memory_efficiency),
             "runtime_efficiency": rounded(self.runtime_efficiency),
             "gpu_efficiency": rounded(self.gpu_efficiency),
+            "gpu_idle_since": self.gpu_idle_since,
             # Worded once, here, for the job page and job.js, which redraws it.
             "cpu_used": self.cpu_text(),
             "memory_used": self.memory_text(),
@@ -93,12 +99,16 @@ class Efficiency:
         return f"{used:.1f} of {self.cores_asked:g} cores ({percent(self.cpu_efficiency)})"
 
     def gpu_text(self) -> str:
-        """For the job page, "1.4 of 2 GPUs busy (70 %)"; empty when not measured."""
+        """For the job page, "1.4 of 2 GPUs busy (70 %)", and of a live attempt whose GPUs have
+        read idle for IDLE_SAID_S or more "; idle for the last 45 min"; empty when not measured."""
         busy = self.gpus_busy
         if busy is None:
             return ""
         gpus = "GPU" if self.gpus_asked <= 1 else "GPUs"
-        return f"{busy:.1f} of {self.gpus_asked:g} {gpus} busy ({percent(self.gpu_efficiency)})"
+        said = f"{busy:.1f} of {self.gpus_asked:g} {gpus} busy ({percent(self.gpu_efficiency)})"
+        if self.gpu_idle_s is not None and self.gpu_idle_s >= IDLE_SAID_S:
+            said += f"; idle for the last {span(self.gpu_idle_s)}"
+        return said
 
     def memory_text(self) -> str:
         """For the job page, "1.2 of 4.0 GiB (30 %)"; empty when not measured."""
@@ -141,6 +151,7 @@ def rounded(fraction: float | None) -> float | None:
 def of_attempt(attempt, job, now: datetime) -> Efficiency:
     """The attempt's use against its job's request, its run counted to ``now`` while it runs."""
     began = attempt.worker_ran_at or attempt.started_at
+    idle = attempt.gpu_idle_since if attempt.ended_at is None else None
     run_s = None if began is None else max(0.0, ((attempt.ended_at or now) - began).total_seconds())
     return Efficiency(
         cpu_seconds=attempt.cpu_seconds,
@@ -151,4 +162,6 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
         limit_s=job.max_runtime_s,
         gpu_busy_seconds=attempt.gpu_busy_seconds,
         gpus_asked=job.workers * (job.gpus + job.gpu_milli / 1000),
+        gpu_idle_since=idle,
+        gpu_idle_s=None if idle is None else max(0.0, (now - idle).total_seconds()),
     )

@@ -26,7 +26,7 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
-from jobs import events, reports, snapshot
+from jobs import efficiency, events, reports, snapshot
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
@@ -327,6 +327,10 @@ def attempts(now, attempts_of) -> list[Metric]:
     sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **reports.sizing_sums(Q()))
     wasted, asked, limits = sums["wasted"] or 0, sums["measured_s"] or 0, sums["succeeded_limit_s"]
     gpu_asked = sums["gpu_measured_s"]
+    idle_since = now - timedelta(seconds=efficiency.IDLE_SAID_S)
+    held_idle = attempts_of.filter(outcome="", gpu_idle_since__lte=idle_since).aggregate(
+        gpus=Sum(F("job__workers") * F("job__gpus"))
+    )["gpus"]
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",
                 [({"outcome": o}, n) for o, n in sorted(by_outcome.items())]),
@@ -354,6 +358,10 @@ def attempts(now, attempts_of) -> list[Metric]:
                 "GPU-seconds busy of the attempts ended in the last day whose GPU time was "
                 "measured, over the GPU-seconds they asked for (0: none measured).",
                 [({}, (sums["gpu_busy_s"] or 0) / gpu_asked if gpu_asked else 0)]),
+        *metric("mlsched_gpus_held_idle", "gauge",
+                f"Whole GPUs held by running attempts whose GPUs have all read idle for "
+                f"{efficiency.IDLE_SAID_S // 60} minutes or more.",
+                [({}, held_idle or 0)]),
         *metric("mlsched_runtime_efficiency", "gauge",
                 "Runs of the attempts that succeeded in the last day over their runtime limits "
                 "(0: none succeeded).",

@@ -460,6 +460,12 @@ class Attempt(models.Model):
         help_text="GPU-seconds its workers' whole GPUs were busy, estimated from their "
         "utilization as their agent read it (null: not measured).",
     )
+    gpu_idle_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Since when every GPU it holds has read idle at every sample (null: busy, "
+        "or not measured).",
+    )
     # Null and "" differ: not recorded, and no GPU.
     gpu_type = models.CharField(  # noqa: DJ001
         max_length=64,

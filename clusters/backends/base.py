@@ -20,6 +20,10 @@ STOPPED = "stopped"  # stopped on request (cancel or preemption)
 LOST = "lost"  # the backend no longer finds it (node gone, process vanished)
 TIMED_OUT = "timed_out"  # the runtime limit ended it
 
+# A GPU whose utilization reads under this share is idle: a job holding idle GPUs for long
+# (waiting on data, hung, a notebook left open) keeps them from everyone else's work.
+GPU_IDLE = 0.05
+
 # Reasons of infrastructure failures that are the platform's rather than their node's, as regular
 # expressions over a FAILED worker's reason (case ignored): an image pull the registry failed
 # (an outage, a rate limit: any node would have failed it) and a pod configuration the cluster
@@ -106,6 +110,9 @@ class WorkerStatus:
     cpu_seconds: float | None = None
     memory_peak_mb: int | None = None
     gpu_busy_seconds: float | None = None
+    # Since when (seconds since the epoch) its whole GPUs have read idle (under GPU_IDLE) at
+    # every sample; None: busy at the last one, or not measured.
+    gpu_idle_since: float | None = None
 
 
 @dataclass(frozen=True)

@@ -132,26 +132,31 @@ class Sampler:
         except (OSError, ValueError):
             return  # not started yet
         cpu, resident = groups.get(pgid, (0.0, 0))
-        gpu = self._gpu_busy(d, key, busy, now)
+        gpu, idle = self._gpu_busy(d, key, busy, now)
         mine = cgroups.worker_groups(d)
         peak = cgroups.memory_peak_mb(mine[-1]) if mine else None  # the memory group is last
-        if peak is not None:
-            self.samples.keep(key, now, cpu, peak, mark=True, gpu_busy_seconds=gpu)
-        else:
-            self.samples.keep(key, now, cpu, usage.mib(resident), mark=False, gpu_busy_seconds=gpu)
+        memory, mark = (peak, True) if peak is not None else (usage.mib(resident), False)
+        self.samples.keep(
+            key, now, cpu, memory, mark=mark, gpu_busy_seconds=gpu, gpu_idle_since=idle
+        )
 
-    def _gpu_busy(self, d: Path, key: tuple[int, int], busy: dict, now: float) -> float | None:
-        """The worker's GPU-seconds busy so far: the last count (this agent's last sample, or
-        its state file after a restart: the time since then is not counted) plus its whole
-        GPUs' utilization now times the time since its last sample. None: not measured."""
+    def _gpu_busy(self, d: Path, key: tuple[int, int], busy: dict, now: float):
+        """(GPU-seconds busy so far, idle since) of the worker: the last count (this agent's
+        last sample, or its state file after a restart: the time since then is not counted)
+        plus its whole GPUs' utilization now times the time since its last sample; and since
+        when every one of them has read idle (base.GPU_IDLE), None while one is busy. (None,
+        None): not measured."""
         indices = whole_gpus(d) if busy else []
         if not indices or any(i not in busy for i in indices):
-            return None
+            return None, None
         last = self.samples.last(key)
+        idle = None
+        if all(busy[i] < base.GPU_IDLE for i in indices):
+            idle = last.gpu_idle_since if last and last.gpu_idle_since else time.time()
         if last is not None and last.gpu_busy_seconds is not None:
             counted = last.gpu_busy_seconds + sum(busy[i] for i in indices) * (now - last.taken)
         else:  # its first sample (counting starts now), or this agent's first of it
             counted = max(0.0, read_number(d / GPU_BUSY, float) or 0.0)
         with contextlib.suppress(OSError):
             write_state(d / GPU_BUSY, repr(counted))
-        return counted
+        return counted, idle

@@ -20,6 +20,7 @@ class Sample:
     cpu_seconds: float
     memory_peak_mb: int | None
     gpu_busy_seconds: float | None = None
+    gpu_idle_since: float | None = None  # seconds since the epoch
 
 
 def mib(count: int) -> int:
@@ -45,6 +46,7 @@ class Samples:
         *,
         mark: bool,
         gpu_busy_seconds: float | None = None,
+        gpu_idle_since: float | None = None,
     ) -> None:
         """A new sample: the CPU seconds so far and either the memory high-water mark
         (``mark``) or the memory held now, of which the most any sample saw is kept. What was
@@ -55,7 +57,7 @@ class Samples:
             cpu_seconds = max(cpu_seconds, last.cpu_seconds)
             if not mark and last.memory_peak_mb is not None:
                 memory_mb = max(memory_mb, last.memory_peak_mb)
-        self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds)
+        self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds, gpu_idle_since)
 
     def with_usage(self, status: base.WorkerStatus) -> base.WorkerStatus:
         """The status with its last sample's figures, where it carries none of its own (an
@@ -69,6 +71,7 @@ class Samples:
             "gpu_busy_seconds": None
             if sample.gpu_busy_seconds is None
             else round(sample.gpu_busy_seconds, 3),
+            "gpu_idle_since": sample.gpu_idle_since,
         }
         missing = {k: v for k, v in figures.items() if getattr(status, k) is None}
         return dataclasses.replace(status, **missing) if missing else status

@@ -99,3 +99,21 @@ def test_a_share_of_a_gpu_or_a_virtual_inventory_is_not_measured(host, gpus, tmp
     assert phases(virtual, 2)[0].gpu_busy_seconds is None
     host.stop(1, grace_s=1)
     virtual.stop(2, grace_s=1)
+
+
+def test_gpus_reading_idle_say_since_when_until_one_is_busy(host, gpus, monkeypatch):
+    monkeypatch.setattr(usage, "SAMPLE_EVERY_S", 0.0)
+    gpus(g0=0, g1=3)
+    host.start(spec(SLEEPS, gpus=((0, 1),)))
+    wait_until(lambda: (host.worker_dir(1, 0) / "child.pid").exists(), timeout=10)
+    before = time.time()
+
+    idle = phases(host)[0].gpu_idle_since
+    still = phases(host)[0].gpu_idle_since
+    gpus(g0=0, g1=80)
+    busy = phases(host)[0].gpu_idle_since
+
+    assert before - 1 <= idle <= time.time()
+    assert still == idle  # since the first sample that read them idle
+    assert busy is None
+    host.stop(1, grace_s=1)

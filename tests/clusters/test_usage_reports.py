@@ -3,6 +3,7 @@ together, the largest memory peak), written only when it moved, never moving bac
 end, a real worker's use measured by the local backend reaches the job's document and page."""
 
 import sys
+import time
 from datetime import timedelta
 
 import pytest
@@ -51,6 +52,23 @@ def test_an_attempt_keeps_its_workers_gpu_time_together(agent, gang):
     attempt.refresh_from_db()
     assert attempt.gpu_busy_seconds == pytest.approx(350.5)
     assert attempt.cpu_seconds is None  # not reported: not measured
+
+
+def test_an_attempts_gpus_are_idle_since_the_last_of_its_workers_went_idle(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+    now = time.time()
+
+    def beat(*idle_since):
+        workers = [{**w, "gpu_busy_seconds": 10.0, "gpu_idle_since": s}
+                   for w, s in zip(running, idle_since, strict=True)]  # fmt: skip
+        post(agent, "east", "heartbeat", {"workers": workers})
+        attempt.refresh_from_db()
+        return attempt.gpu_idle_since
+
+    assert beat(now - 600, None) is None  # one worker's GPUs are busy
+    assert beat(now - 600, now - 300).timestamp() == pytest.approx(now - 300)
+    assert beat(None, now - 300) is None
 
 
 def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):

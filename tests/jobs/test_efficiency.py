@@ -10,10 +10,10 @@ from jobs import efficiency
 NOON = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
 
-def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None):
+def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None, idle=None):
     return SimpleNamespace(
         cpu_seconds=cpu, memory_peak_mb=peak, worker_ran_at=ran, started_at=started,
-        ended_at=ended, gpu_busy_seconds=gpu,
+        ended_at=ended, gpu_busy_seconds=gpu, gpu_idle_since=idle,
     )  # fmt: skip
 
 
@@ -64,8 +64,8 @@ def test_nothing_is_said_of_what_was_not_measured():
     assert placed.document() == {
         "cpu_seconds": None, "memory_peak_mb": None, "gpu_busy_seconds": None,
         "cpu_efficiency": None, "memory_efficiency": None, "runtime_efficiency": None,
-        "gpu_efficiency": None, "cpu_used": "", "memory_used": "", "runtime_used": "",
-        "gpu_used": "",
+        "gpu_efficiency": None, "gpu_idle_since": None, "cpu_used": "", "memory_used": "",
+        "runtime_used": "", "gpu_used": "",
     }  # fmt: skip
     assert measured_but_not_started.cpu_text() == ""
     assert measured_but_not_started.memory_efficiency == pytest.approx(8 / 4096)
@@ -97,3 +97,15 @@ def test_the_gpu_share_is_of_every_workers_gpus_over_the_run():
     assert used.gpu_efficiency == pytest.approx(0.75)
     assert used.gpu_text() == "3.0 of 4 GPUs busy (75 %)"
     assert efficiency.of_attempt(attempt(gpu=5.0, ran=NOON), job(), NOON).gpu_text() == ""
+
+
+def test_a_running_attempts_gpus_idle_for_ten_minutes_or_more_are_said_to_be():
+    def said(idle_min, ended=None):
+        ran = attempt(gpu=1800.0, ran=NOON, ended=ended, idle=NOON + timedelta(minutes=30))
+        now = NOON + timedelta(minutes=30 + idle_min)
+        return efficiency.of_attempt(ran, job(gpus=1), now).gpu_text()
+
+    assert said(45) == "0.4 of 1 GPU busy (40 %); idle for the last 45 min"
+    assert said(5) == "0.9 of 1 GPU busy (86 %)"  # loading data, saving a checkpoint
+    ended = NOON + timedelta(hours=1)
+    assert "idle" not in said(45, ended=ended)  # over: nothing held

@@ -25,7 +25,7 @@ ORDER = [
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_cpu_efficiency", "mlsched_memory_unused_gib_hours",
-    "mlsched_gpu_efficiency", "mlsched_runtime_efficiency",
+    "mlsched_gpu_efficiency", "mlsched_gpus_held_idle", "mlsched_runtime_efficiency",
     "mlsched_scheduler_last_cycle_age_seconds",
     "mlsched_scheduler_placements_total", "mlsched_scheduler_cycle_seconds",
     "mlsched_scheduler_decisions_per_second", "mlsched_agent_heartbeat_age_seconds",
@@ -496,3 +496,17 @@ def test_it_reports_the_cpu_efficiency_and_unused_memory_of_measured_attempts(sc
     assert "mlsched_runtime_efficiency 1" in lines
     unused = next(line for line in lines if line.startswith("mlsched_memory_unused_gib_hours "))
     assert float(unused.split()[-1]) == pytest.approx(12_000 * 2 / 1024)
+
+
+def test_it_counts_the_gpus_held_by_running_attempts_idle_for_ten_minutes_or_more(scrape):
+    now = timezone.now()
+    idle = JobFactory(workers=2, gpus=4, state=State.RUNNING)
+    AttemptFactory(job=idle, started_at=now - HOUR, gpu_idle_since=now - timedelta(minutes=20))
+    # Not counted: idle for five minutes, busy, or ended.
+    for since in (now - timedelta(minutes=5), None):
+        AttemptFactory(job=JobFactory(gpus=8, state=State.RUNNING), started_at=now - HOUR,
+                       gpu_idle_since=since)  # fmt: skip
+    AttemptFactory(job=JobFactory(gpus=8), started_at=now - 2 * HOUR, ended_at=now - HOUR,
+                   outcome="succeeded", gpu_idle_since=now - HOUR)  # fmt: skip
+
+    assert "mlsched_gpus_held_idle 8" in scrape()
