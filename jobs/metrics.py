@@ -408,8 +408,9 @@ class Glance:
 
 def glance(figures: list[Metric]) -> list[Glance]:
     """The platform at a glance: GPUs allocated, idle GPUs nothing queued or running could
-    use, jobs queued and running, the success rate, the scheduler's last cycle and the agents
-    reporting. Read off `figures` (collect()'s, as the reader may see them): no query."""
+    use, jobs queued and running, the success rate, the scheduler's last cycle, the agents
+    reporting, the nodes quarantined and the GPUs running jobs hold idle. Read off `figures`
+    (collect()'s, as the reader may see them): no query."""
     by_name = {m.name: m for m in figures}
 
     def total(name: str, **match) -> float:
@@ -428,6 +429,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
     beats = values("mlsched_agent_heartbeat_age_seconds")
     reporting = sum(1 for age in beats if age <= settings.MLSCHED_AGENT_TIMEOUT_S)
     quarantined = total("mlsched_nodes_quarantined")
+    held_idle = total("mlsched_gpus_held_idle")
     tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
     stalled = not cycle_ages or min(cycle_ages) > max(30.0, 10 * tick)
     return [
@@ -448,4 +450,8 @@ def glance(figures: list[Metric]) -> list[Glance]:
         Glance("Nodes quarantined", f"{quarantined:g}",
                "cordoned for failing several jobs; the admin's node list says why",
                quarantined > 0),
+        Glance("GPUs held idle", f"{held_idle:g}",
+               f"held by running jobs whose GPUs have read idle for "
+               f"{efficiency.IDLE_SAID_S // 60} minutes or more (where measured)",
+               held_idle > 0),
     ]  # fmt: skip

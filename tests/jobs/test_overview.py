@@ -10,7 +10,7 @@ from django.utils import timezone
 from jobs import cycle
 from jobs.models import SchedulerShard
 from jobs.states import State
-from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -104,3 +104,12 @@ def test_at_a_glance_a_silent_agent_is_marked(page):
     ClusterFactory(name="west", last_heartbeat=now - timedelta(minutes=10))
 
     assert glance(page())["Agents"] == ("1 of 2 reporting", True)
+
+
+def test_at_a_glance_gpus_running_jobs_hold_idle_are_marked(page, alpha):
+    assert glance(page())["GPUs held idle"] == ("0", False)
+    job = JobFactory(tenant=alpha, gpus=8, state=State.RUNNING)
+    AttemptFactory(job=job, started_at=timezone.now() - timedelta(hours=1),
+                   gpu_idle_since=timezone.now() - timedelta(minutes=20))  # fmt: skip
+
+    assert glance(page())["GPUs held idle"] == ("8", True)
