@@ -72,3 +72,17 @@ def test_a_window_that_ends_before_it_starts_is_shown_as_the_until_fields_error(
     expect(page.locator("p.error[data-field=until]")).to_contain_text("until: Must be after since")
     expect(page.locator("input[name=until]")).to_have_class("invalid")
     expect(page.locator("#usage")).to_have_count(0)
+
+
+def test_the_wide_usage_table_scrolls_in_its_box_not_the_page(server, browser_page, alpha, alice):
+    page = browser_page
+    run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="A100")
+    page.set_viewport_size({"width": 1024, "height": 800})
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/usage/?since=2025-03-01&until=2025-03-02")
+    expect(page.locator("#usage tbody tr")).to_have_count(2)
+    box = page.locator("#usage").evaluate("t => [t.parentElement.clientWidth, t.scrollWidth]")
+
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1024
+    assert box[1] > box[0]  # the table is wider than its box, which scrolls
