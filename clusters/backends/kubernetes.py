@@ -24,7 +24,8 @@
   that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), and, where the agent mounts the
   checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim) and the worker runs, when
   its job last touched the checkpoint marker; the later of the two.
-- usage: what each running worker has used, from its kubelet's stats (see k8s_usage).
+- usage: what each running worker has used, from its kubelet's stats and its node's DCGM
+  exporter (see k8s_usage).
 - logs: each started pod's log, followed (see k8s_logs); checkpoint lines too. The log of a pod
   this backend did not create (found again after a restart) waits until the agent says where
   the control plane's copy of it ends (`logs_to_resume`, `resume_logs`), and so does the pod's
@@ -39,7 +40,8 @@
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
-events, get nodes/proxy (usage), and create and delete pods and services in the tenants'
+events, get nodes/proxy (usage), list pods and get pods/proxy in the DCGM exporters'
+namespace (GPU time), and create and delete pods and services in the tenants'
 namespaces.
 """
 
@@ -87,7 +89,7 @@ from clusters.backends.k8s_status import (
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_tenancy import create
-from clusters.backends.k8s_usage import NodeStats
+from clusters.backends.k8s_usage import GPU_OPERATOR, Exporters, NodeStats
 from clusters.backends.k8s_watch import Key, PodWatcher
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,7 @@ class KubernetesBackend:
         not_ready_grace_s: float = 300.0,
         log_catchup_s: float = 10.0,
         isolate_namespaces: bool = True,
+        gpu_exporters: Exporters | None = GPU_OPERATOR,
     ):
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
@@ -170,7 +173,7 @@ class KubernetesBackend:
         self._not_ready_noticed: dict[str, datetime] = {}  # nodes without a transition time
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
-        self._usage = NodeStats(self.core)
+        self._usage = NodeStats(self.core, gpu_exporters)
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )

@@ -141,22 +141,16 @@ class Sampler:
         )
 
     def _gpu_busy(self, d: Path, key: tuple[int, int], busy: dict, now: float):
-        """(GPU-seconds busy so far, idle since) of the worker: the last count (this agent's
-        last sample, or its state file after a restart: the time since then is not counted)
-        plus its whole GPUs' utilization now times the time since its last sample; and since
-        when every one of them has read idle (base.GPU_IDLE), None while one is busy. (None,
-        None): not measured."""
+        """(GPU-seconds busy so far, idle since) of the worker's whole GPUs
+        (`usage.Samples.gpu_figures`), counting on after a restart from its state file (the
+        time since then is not counted). (None, None): not measured."""
         indices = whole_gpus(d) if busy else []
         if not indices or any(i not in busy for i in indices):
             return None, None
         last = self.samples.last(key)
-        idle = None
-        if all(busy[i] < base.GPU_IDLE for i in indices):
-            idle = last.gpu_idle_since if last and last.gpu_idle_since else time.time()
-        if last is not None and last.gpu_busy_seconds is not None:
-            counted = last.gpu_busy_seconds + sum(busy[i] for i in indices) * (now - last.taken)
-        else:  # its first sample (counting starts now), or this agent's first of it
-            counted = max(0.0, read_number(d / GPU_BUSY, float) or 0.0)
+        counting = last is not None and last.gpu_busy_seconds is not None
+        start = 0.0 if counting else read_number(d / GPU_BUSY, float) or 0.0
+        counted, idle = self.samples.gpu_figures(key, [busy[i] for i in indices], now, start)
         with contextlib.suppress(OSError):
             write_state(d / GPU_BUSY, repr(counted))
         return counted, idle

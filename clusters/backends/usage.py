@@ -5,6 +5,7 @@ its backend knows its totals (the local backend's exit record)."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 from clusters.backends import base
@@ -58,6 +59,23 @@ class Samples:
             if not mark and last.memory_peak_mb is not None:
                 memory_mb = max(memory_mb, last.memory_peak_mb)
         self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds, gpu_idle_since)
+
+    def gpu_figures(
+        self, key: tuple[int, int], readings: list[float], now: float, start: float = 0.0
+    ) -> tuple[float, float | None]:
+        """(GPU-seconds busy so far, idle since) of a worker whose GPUs read ``readings`` now
+        (each 0 to 1): its last sample's count plus their utilization times the time since
+        that sample (an estimate from one reading a sample), or ``start`` at its first sample
+        (counting begins then); and since when every one of them has read idle
+        (base.GPU_IDLE), kept from the first such sample, None while one is busy. Taken before
+        `keep` stores the sample."""
+        last = self._last.get(key)
+        idle = None
+        if all(reading < base.GPU_IDLE for reading in readings):
+            idle = last.gpu_idle_since if last and last.gpu_idle_since else time.time()
+        if last is not None and last.gpu_busy_seconds is not None:
+            return last.gpu_busy_seconds + sum(readings) * (now - last.taken), idle
+        return max(0.0, start), idle
 
     def with_usage(self, status: base.WorkerStatus) -> base.WorkerStatus:
         """The status with its last sample's figures, where it carries none of its own (an

@@ -14,8 +14,9 @@ Tests play the kubelet and the node controller through methods such as `run_pod`
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
 `append_log`, `rotate_log`,
 `set_node_ready` and `remove_node`, a kubelet's stats of a pod (`use`, read at
-/api/v1/nodes/<node>/proxy/stats/summary), a platform team through `add_claim`, and a failing API
-server through `fail`.
+/api/v1/nodes/<node>/proxy/stats/summary), a node's DCGM exporter (`add_gpu_exporter`, and a
+pod's GPUs' utilization, `use_gpus`, read at its /metrics through the pod proxy), a platform
+team through `add_claim`, and a failing API server through `fail`.
 Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
 """
 
@@ -54,6 +55,10 @@ ROUTES = [
     (re.compile(rf"^/{GROUP}/namespaces/(?P<ns>[^/]+)/(?P<kind>[a-z]+)/(?P<name>[^/]+)$"), "item"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)/proxy/stats/summary$"), "node_summary"),
+    (
+        re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/proxy/metrics$"),
+        "pod_metrics",
+    ),  # fmt: skip
 ]
 
 
@@ -85,6 +90,7 @@ class KubeTestServer:
         self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
         self.failures: list[list] = []  # [method, path pattern, error, times left or None]
         self.usage: dict[tuple[str, str], dict] = {}  # a pod's cpu and memory, kubelet's words
+        self.gpu_usage: dict[tuple[str, str], list[float]] = {}  # a pod's GPUs, DCGM's words
         self.watch_generation = 0
         self.log_streams = 0
         self.closed = False
@@ -175,6 +181,51 @@ class KubeTestServer:
                 if pod_level
                 else {"containers": [container]}
             )
+
+    def add_gpu_exporter(self, node: str, ns: str = "gpu-operator", running: bool = True) -> str:
+        """The GPU Operator's DCGM exporter pod on a node (its name), read at
+        /api/v1/namespaces/<ns>/pods/<name>:9400/proxy/metrics."""
+        name = f"nvidia-dcgm-exporter-{node}"
+        container = {"name": "exporter", "image": "dcgm"}
+        body = {"metadata": {"name": name, "labels": {"app": "nvidia-dcgm-exporter"}},
+                "spec": {"nodeName": node, "containers": [container]}}  # fmt: skip
+        with self.cond:
+            if ns not in self.namespaces:
+                self.create_namespace({"metadata": {"name": ns}})
+            self.create("pods", ns, body)
+        if running:
+            self.run_pod(ns, name)
+        return name
+
+    def use_gpus(self, ns: str, name: str, percents: list[float]) -> None:
+        """DCGM's utilization (in %) of each GPU the pod holds."""
+        with self.cond:
+            self.gpu_usage[ns, name] = list(percents)
+
+    def gpu_metrics(self, ns: str, name: str) -> str:
+        """A DCGM exporter's /metrics: each GPU of its node, those of pods labelled with them."""
+        with self.cond:
+            exporter = self.store["pods"].get((ns, name.partition(":")[0]))
+            if exporter is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found')
+            node = exporter["spec"]["nodeName"]
+            held = [
+                (pod_ns, pod_name, percent)
+                for (pod_ns, pod_name), pod in self.store["pods"].items()
+                if pod["spec"].get("nodeName") == node
+                for percent in self.gpu_usage.get((pod_ns, pod_name), [])
+            ]
+            gpus = int(self.nodes[node]["status"]["capacity"].get("nvidia.com/gpu", 0))
+            held += [("", "", 0)] * max(0, gpus - len(held))
+        lines = ["# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).",
+                 "# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]  # fmt: skip
+        for index, (pod_ns, pod_name, percent) in enumerate(held):
+            labels = (f'gpu="{index}",UUID="GPU-{node}-{index}",device="nvidia{index}",'
+                      f'modelName="NVIDIA A100",Hostname="{node}",container="worker",'
+                      f'namespace="{pod_ns}",pod="{pod_name}"')  # fmt: skip
+            lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {percent:g}")
+            lines.append(f"DCGM_FI_DEV_FB_USED{{{labels}}} 1024")
+        return "\n".join(lines) + "\n"
 
     def summary(self, node: str) -> dict:
         """A kubelet's /stats/summary: its node, and the stats of the pods bound to it."""
@@ -544,9 +595,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_json(error.code, error.status())
 
     def send_json(self, code: int, obj: dict) -> None:
-        data = json.dumps(obj).encode()
+        self.send_body(code, json.dumps(obj).encode(), "application/json")
+
+    def send_text(self, code: int, text: str) -> None:
+        self.send_body(code, text.encode(), "text/plain; version=0.0.4")
+
+    def send_body(self, code: int, data: bytes, content_type: str) -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -586,6 +642,8 @@ def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> N
         timeout = float(query.get("timeoutSeconds") or 300)
         bookmarks = query.get("allowWatchBookmarks") in TRUE
         return kube.watch(handler, ns, query.get("labelSelector", ""), since, timeout, bookmarks)
+    if route == "pod_metrics" and method == "GET":
+        return handler.send_text(200, kube.gpu_metrics(ns, name))
     if route == "log":
         tail = int(query["tailLines"]) if "tailLines" in query else None
         stamps = query.get("timestamps") in TRUE

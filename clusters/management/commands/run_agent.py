@@ -51,22 +51,33 @@ class Command(BaseCommand):
         parser.add_argument("--not-ready-grace", type=float, default=300.0, metavar="SECONDS",
                             help="For --backend kubernetes: how long pods on a NotReady node "
                                  "count as still running before they are lost.")  # fmt: skip
+        parser.add_argument("--gpu-metrics", default=None, metavar="NAMESPACE/SELECTOR:PORT",
+                            help="For --backend kubernetes: where the DCGM exporters run, read "
+                                 "for GPU time (default gpu-operator/app=nvidia-dcgm-exporter:"
+                                 "9400, the GPU Operator's; '' reads none).")  # fmt: skip
         parser.add_argument("--no-network-isolation", action="store_true",
                             help="For --backend kubernetes: make no NetworkPolicy in tenant "
                                  "namespaces (the platform isolates them itself).")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
                kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace,
-               no_network_isolation, worker_uids, **options):  # fmt: skip
+               no_network_isolation, worker_uids, gpu_metrics, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
         if backend == "kubernetes":
+            from clusters.backends.k8s_usage import DCGM_EXPORTERS, Exporters
+
+            try:
+                exporters = Exporters.parse(DCGM_EXPORTERS if gpu_metrics is None else gpu_metrics)
+            except ValueError as refusal:
+                raise CommandError(f"--gpu-metrics: {refusal}") from None
             control = ControlPlane(url, cluster, token)
             kube = kubernetes_backend(
                 cluster, kubeconfig, checkpoint_claim, checkpoint_mount,
                 not_ready_grace_s=not_ready_grace, isolate_namespaces=not no_network_isolation,
+                gpu_exporters=exporters,
             )  # fmt: skip
             agent = Agent(control, kube, interval)
         else:
