@@ -33,6 +33,7 @@ class Efficiency:
     gpus_asked: float = 0.0  # all workers together; a share in fractions of a GPU
     gpu_idle_since: datetime | None = None  # a live attempt's: since when its GPUs read idle
     gpu_idle_s: float | None = None  # for how long, up to now
+    gpu_idle_limit_s: float | None = None  # its tenant stops it once idle this long
 
     @property
     def cores_used(self) -> float | None:
@@ -100,14 +101,20 @@ class Efficiency:
 
     def gpu_text(self) -> str:
         """For the job page, "1.4 of 2 GPUs busy (70 %)", and of a live attempt whose GPUs have
-        read idle for IDLE_SAID_S or more "; idle for the last 45 min"; empty when not measured."""
+        read idle for IDLE_SAID_S or more "; idle for the last 45 min"; under its tenant's limit
+        from half of it, if sooner, "; idle for the last 6 min (stopped at 10 min)"; empty when
+        not measured."""
         busy = self.gpus_busy
         if busy is None:
             return ""
         gpus = "GPU" if self.gpus_asked <= 1 else "GPUs"
         said = f"{busy:.1f} of {self.gpus_asked:g} {gpus} busy ({percent(self.gpu_efficiency)})"
-        if self.gpu_idle_s is not None and self.gpu_idle_s >= IDLE_SAID_S:
+        limit = self.gpu_idle_limit_s
+        said_from = IDLE_SAID_S if limit is None else min(IDLE_SAID_S, limit / 2)
+        if self.gpu_idle_s is not None and self.gpu_idle_s >= said_from:
             said += f"; idle for the last {span(self.gpu_idle_s)}"
+            if limit is not None:
+                said += f" (stopped at {span(limit)})"
         return said
 
     def memory_text(self) -> str:
@@ -152,6 +159,7 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
     """The attempt's use against its job's request, its run counted to ``now`` while it runs."""
     began = attempt.worker_ran_at or attempt.started_at
     idle = attempt.gpu_idle_since if attempt.ended_at is None else None
+    limit = job.tenant.gpu_idle_limit_min if idle is not None else None
     run_s = None if began is None else max(0.0, ((attempt.ended_at or now) - began).total_seconds())
     return Efficiency(
         cpu_seconds=attempt.cpu_seconds,
@@ -164,4 +172,5 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
         gpus_asked=job.workers * (job.gpus + job.gpu_milli / 1000),
         gpu_idle_since=idle,
         gpu_idle_s=None if idle is None else max(0.0, (now - idle).total_seconds()),
+        gpu_idle_limit_s=None if limit is None else limit * 60.0,
     )

@@ -22,6 +22,7 @@ def sweep(now=None) -> dict[str, int]:
     """Release allocations of ended attempts; stop attempts some worker of which never ran, and
     attempts that ran well past their runtime limit; mark clusters whose agent went quiet
     unhealthy, and end their attempts after a grace period (lost, or as the stop asked of them);
+    stop attempts whose GPUs have read idle past their tenant's limit;
     cancel the queued jobs that could no longer end by their deadline; stop the work on nodes
     whose maintenance window has begun, and other tenants' work on nodes whose booking has.
 
@@ -37,6 +38,7 @@ def sweep(now=None) -> dict[str, int]:
         "released": release_orphans(now),
         "unstarted": stop_unstarted(now),
         "past_limit": stop_past_limit(now),
+        "gpu_idle": stop_idle_gpus(now),
         "past_deadline": cancel_past_deadline(now),
         "maintenance": stop_for_maintenance(now),
         **clusters,
@@ -100,6 +102,32 @@ def stop_past_limit(now) -> int:
     if stopped:
         log.warning("%d attempts ran past their runtime limit without their agent ending them: "
                     "asked to stop", stopped)  # fmt: skip
+    return stopped
+
+
+@transaction.atomic
+def stop_idle_gpus(now) -> int:
+    """Attempts whose whole GPUs have all read idle for their tenant's `gpu_idle_limit_min` or
+    more (`Attempt.gpu_idle_since`, where their cluster measures GPU time): stop them as
+    `gpu_idle`, with the stop grace for a checkpoint; the job fails and is not retried (a hung
+    job would hang again). An attempt already asked to stop keeps that stop."""
+    idle = Attempt.objects.filter(
+        outcome="",
+        stop_requested_at__isnull=True,
+        gpu_idle_since__isnull=False,
+        job__tenant__gpu_idle_limit_min__isnull=False,
+    ).filter(gpu_idle_since__lte=Value(now) - duration_of("job__tenant__gpu_idle_limit_min", 60))
+    # Locked as stop_unstarted() locks; an attempt whose GPUs read busy meanwhile still stops:
+    # they were idle past the limit.
+    locked = idle.filter(pk__in=actions.lock_live(idle))
+    stopped = 0
+    for minutes in sorted(set(locked.values_list("job__tenant__gpu_idle_limit_min", flat=True))):
+        message = (f"its GPUs read idle for {minutes} min, its team's limit; the control plane "
+                   "stopped it")  # fmt: skip
+        these = locked.filter(job__tenant__gpu_idle_limit_min=minutes)
+        stopped += actions.stop_attempts(these, Attempt.Outcome.GPU_IDLE, message, now=now)
+    if stopped:
+        log.info("%d attempts whose GPUs read idle past their team's limit: asked to stop", stopped)
     return stopped
 
 

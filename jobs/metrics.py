@@ -279,8 +279,9 @@ def summary(label: str, groups: dict[str, list[float]]):
 
 
 # How a failed job's last attempt ended says whose failure it was: its own code (an error exit,
-# or the runtime limit it asked for) or the platform (retries of infrastructure failures used up).
-USER_FAILURES = (Attempt.Outcome.USER_ERROR, Attempt.Outcome.TIMEOUT)
+# the runtime limit it asked for, GPUs it left idle past its team's limit) or the platform
+# (retries of infrastructure failures used up).
+USER_FAILURES = (Attempt.Outcome.USER_ERROR, Attempt.Outcome.TIMEOUT, Attempt.Outcome.GPU_IDLE)
 
 
 def finished(now, jobs) -> list[Metric]:

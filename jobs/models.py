@@ -336,11 +336,12 @@ class Job(models.Model):
         return f"{self.tenant.slug}/{self.pk}"
 
 
-def duration_of(seconds_field: str) -> models.ExpressionWrapper:
-    """A field counting seconds (a runtime limit) as a duration, in SQL. Typed a plain integer:
-    SQLite (the embedded mode) multiplies a duration by nothing else."""
-    seconds = models.ExpressionWrapper(models.F(seconds_field), output_field=models.IntegerField())
-    one = models.Value(timedelta(seconds=1))
+def duration_of(field: str, unit_s: int = 1) -> models.ExpressionWrapper:
+    """A field counting seconds (a runtime limit), or units of ``unit_s`` seconds, as a
+    duration, in SQL. Typed a plain integer: SQLite (the embedded mode) multiplies a duration
+    by nothing else."""
+    seconds = models.ExpressionWrapper(models.F(field), output_field=models.IntegerField())
+    one = models.Value(timedelta(seconds=unit_s))
     return models.ExpressionWrapper(seconds * one, output_field=models.DurationField())
 
 
@@ -393,6 +394,7 @@ class Attempt(models.Model):
         LOST = "lost"
         TIMEOUT = "timeout"
         CANCELED = "canceled"
+        GPU_IDLE = "gpu_idle"  # its GPUs read idle past its tenant's limit: stopped
 
     class StopCause(models.TextChoices):
         """Who asked a preempted attempt to stop: the preemption rate counts the scheduler's

@@ -39,6 +39,15 @@ class Tenant(models.Model):
         "MaxTRESPerUser); a job that would take its submitter past it waits, whatever is free. "
         "Empty: no limit.",
     )
+    gpu_idle_limit_min = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(10)],
+        help_text="Minutes: a running job whose whole GPUs have all read idle (under 5 % busy) "
+        "this long is stopped, with the stop grace for a checkpoint, and fails: a hung job or "
+        "an open notebook keeps its GPUs from everyone else. Only where its cluster measures "
+        "GPU time. At least 10; empty: never.",
+    )
     # An outbound request from the control plane to any address is the platform's decision:
     # platform admins set it (quotas.admin.TenantAdmin); jobs.notify posts to it.
     # Database defaults too: a tenant written by code that does not know these columns (an

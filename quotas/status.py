@@ -48,6 +48,7 @@ class TeamQuotas:
     queued_jobs: int
     max_queued_jobs: int | None  # None: no limit
     max_gpus_per_user: int | None  # GPUs one user may hold in it at once; None: no limit
+    gpu_idle_limit_min: int | None  # a job whose GPUs read idle this long is stopped; None: never
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
@@ -96,6 +97,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             queued_jobs=queued.get(team.pk, {}).get("n", 0),
             max_queued_jobs=team.max_queued_jobs,
             max_gpus_per_user=team.max_gpus_per_user,
+            gpu_idle_limit_min=team.gpu_idle_limit_min,
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),

@@ -149,9 +149,9 @@ def end_attempt(
     """End an attempt: record its outcome, release its resources, move its job on.
 
     Ending an attempt that has already ended changes nothing. The job follows the failure
-    rules: user errors and timeouts fail it visibly; infrastructure failures and lost attempts
-    requeue it with exponential backoff until max_retries is used; preemption requeues it
-    without using a retry.
+    rules: user errors, timeouts and GPUs idle past the team's limit fail it visibly;
+    infrastructure failures and lost attempts requeue it with exponential backoff until
+    max_retries is used; preemption requeues it without using a retry.
     """
     now = now or timezone.now()
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
@@ -189,7 +189,7 @@ def follow_outcome(job: Job, attempt: Attempt, now) -> None:
         and job.retries_used < job.max_retries
     ):
         retry(job, attempt, now)
-    elif outcome in (Outcome.USER_ERROR, Outcome.TIMEOUT):
+    elif outcome in (Outcome.USER_ERROR, Outcome.TIMEOUT, Outcome.GPU_IDLE):
         transition(job, State.FAILED, reason or f"exit code {attempt.exit_code}",
                    attempt=attempt, now=now)  # fmt: skip
     elif outcome == Outcome.CANCELED:

@@ -93,8 +93,10 @@ def quota(api: Api, args) -> None:
             gpus = "GPU" if per_user == 1 else "GPUs"
             each = f", at most {per_user} {gpus} per user (you hold {amount(team['your_gpus'])})"
         recent = f", {amount(team['recent_gpus'])} GPUs held recently (fair share)"
+        idle = team.get("gpu_idle_limit_min")
+        stops = f", jobs whose GPUs are idle {idle} min are stopped" if idle is not None else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
-             f"{team['waiting_for_quota']} waiting for quota{each}{recent}")  # fmt: skip
+             f"{team['waiting_for_quota']} waiting for quota{each}{recent}{stops}")  # fmt: skip
 
 
 CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]

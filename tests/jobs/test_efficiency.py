@@ -17,10 +17,11 @@ def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None, i
     )  # fmt: skip
 
 
-def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400, gpus=0, gpu_milli=0):
+def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400, gpus=0, gpu_milli=0,
+        idle_limit_min=None):  # fmt: skip
     return SimpleNamespace(
         cpu_milli=cpu_milli, workers=workers, memory_mb=memory_mb, max_runtime_s=max_runtime_s,
-        gpus=gpus, gpu_milli=gpu_milli,
+        gpus=gpus, gpu_milli=gpu_milli, tenant=SimpleNamespace(gpu_idle_limit_min=idle_limit_min),
     )  # fmt: skip
 
 
@@ -109,3 +110,15 @@ def test_a_running_attempts_gpus_idle_for_ten_minutes_or_more_are_said_to_be():
     assert said(5) == "0.9 of 1 GPU busy (86 %)"  # loading data, saving a checkpoint
     ended = NOON + timedelta(hours=1)
     assert "idle" not in said(45, ended=ended)  # over: nothing held
+
+
+def test_under_a_teams_idle_limit_idle_gpus_are_said_from_half_of_it_with_the_limit():
+    def said(idle_min, limit_min):
+        ran = attempt(gpu=1800.0, ran=NOON, idle=NOON + timedelta(minutes=30))
+        now = NOON + timedelta(minutes=30 + idle_min)
+        return efficiency.of_attempt(ran, job(gpus=1, idle_limit_min=limit_min), now).gpu_text()
+
+    assert said(6, 10).endswith("; idle for the last 6 min (stopped at 10 min)")
+    assert said(4, 10) == "0.9 of 1 GPU busy (88 %)"
+    assert said(12, 120).endswith("; idle for the last 12 min (stopped at 2.0 h)")
+    assert said(9, 120) == "0.8 of 1 GPU busy (77 %)"  # ten minutes, as without a limit

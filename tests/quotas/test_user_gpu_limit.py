@@ -27,6 +27,15 @@ def limit(tenant, gpus) -> None:
     tenant.save(update_fields=["max_gpus_per_user"])
 
 
+def quota_as(user, client, cli) -> tuple[dict, str, object]:
+    """What the quota API (the user's one team), page and CLI (as Alice) say."""
+    api = APIClient()
+    api.force_authenticate(user)
+    client.force_login(user)
+    (team,) = api.get("/api/v1/quotas/").json()["tenants"]
+    return team, client.get("/quotas/").text, cli("quota")
+
+
 def states(jobs) -> list[str]:
     return [Job.objects.get(pk=job.pk).state for job in jobs]
 
@@ -90,13 +99,8 @@ def test_the_quota_api_page_and_cli_show_the_limit_and_what_the_reader_holds(
     JobFactory(tenant=alpha, owner=alice, gpus=3)
     JobFactory(tenant=alpha, owner=bob, gpus=1)
     cycle.run_cycle()
-    api = APIClient()
-    api.force_authenticate(alice)
-    client.force_login(alice)
 
-    (team,) = api.get("/api/v1/quotas/").json()["tenants"]
-    page = client.get("/quotas/").text
-    shown = cli("quota")
+    team, page, shown = quota_as(alice, client, cli)
 
     assert (team["max_gpus_per_user"], team["your_gpus"]) == (4, 3.0)
     assert "Each user may hold at most 4 GPUs of it at once; you hold 3." in page
