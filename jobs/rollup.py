@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Min, Sum
 
 from jobs import reports
-from jobs.models import GpuTypeUsageDay, Job, UsageDay
+from jobs.models import Attempt, GpuTypeUsageDay, Job, UsageDay
 from quotas.models import Tenant
 
 SETTLE = timedelta(days=1)
@@ -57,9 +57,11 @@ def rolled_days() -> tuple[date, date] | None:
 
 def roll_up(now: datetime) -> int:
     """Roll up every settled day not rolled up yet, from the day after the last one (the first
-    time: the day of the oldest job). One transaction per day. Returns the days rolled up.
-    The caller keeps two from running at once (retention runs under its own advisory lock);
-    two that did would collide on a (tenant, day) row, and the second would roll back."""
+    time: the day of the oldest job). One transaction per day, and one for each quiet stretch
+    (days nothing ran in, started or finished: their rows are zeros, written together). Returns
+    the days rolled up. The caller keeps two from running at once (retention runs under its
+    own advisory lock); two that did would collide on a (tenant, day) row, and the second would
+    roll back."""
     last_settled = settled_end(now).date() - timedelta(days=1)
     last = rolled_through()
     if last:
@@ -70,16 +72,54 @@ def roll_up(now: datetime) -> int:
             return 0
         first = oldest.astimezone(UTC).date()
     tenants = list(Tenant.objects.values_list("pk", flat=True))
-    day, rolled = first, 0
-    while day <= last_settled:
+    day, end = first, last_settled + timedelta(days=1)
+    while day < end:
         with transaction.atomic():
-            roll_day(tenants, day, now)
-        day, rolled = day + timedelta(days=1), rolled + 1
-    return rolled
+            busy = roll_day(tenants, day, now)
+        day += timedelta(days=1)
+        if not busy and day < end:
+            # Nothing ran into the next days from this one: they are quiet up to the first
+            # day something was placed, started or finished.
+            quiet_until = min(next_busy_day(day) or end, end)
+            if quiet_until > day:
+                with transaction.atomic():
+                    roll_quiet_days(tenants, day, quiet_until)
+                day = quiet_until
+    return (end - first).days if first < end else 0
 
 
-def roll_day(tenants: list[int], day: date, now: datetime) -> None:
-    """Write one day's rows: one per tenant (zeros included), one per tenant and GPU type."""
+def next_busy_day(day: date) -> date | None:
+    """The first day from ``day`` on when an attempt was placed, or a job started or finished;
+    None if none has since. Only after a quiet day: an attempt placed before it had ended by
+    then."""
+    since = midnight(day)
+    firsts = [
+        Attempt.objects.filter(scheduled_at__gte=since).aggregate(at=Min("scheduled_at"))["at"],
+        Job.objects.filter(started_at__gte=since).aggregate(at=Min("started_at"))["at"],
+        Job.objects.filter(finished_at__gte=since).aggregate(at=Min("finished_at"))["at"],
+    ]
+    found = [at for at in firsts if at is not None]
+    return min(found).astimezone(UTC).date() if found else None
+
+
+def roll_quiet_days(tenants: list[int], first: date, end: date) -> None:
+    """Write the rows of the quiet days from ``first`` to before ``end``: zeros for each
+    tenant, no GPU types; each day locked as roll_day locks it."""
+    days = [first + timedelta(days=n) for n in range((end - first).days)]
+    take_days(first, end)
+    UsageDay.objects.bulk_create(
+        (
+            UsageDay(tenant_id=tenant, day=day, wait_buckets={})
+            for day in days
+            for tenant in tenants
+        ),
+        batch_size=2000,
+    )
+
+
+def roll_day(tenants: list[int], day: date, now: datetime) -> bool:
+    """Write one day's rows: one per tenant (zeros included), one per tenant and GPU type.
+    Whether the day was busy: an attempt ran in it, or a job started or finished."""
     take_day(day)
     since, until = midnight(day), midnight(day + timedelta(days=1))
     finished = reports.finished_jobs(tenants, since, until)
@@ -97,7 +137,7 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> None:
             wait_buckets=count_buckets(started),
         ))  # fmt: skip
     UsageDay.objects.bulk_create(days)
-    GpuTypeUsageDay.objects.bulk_create(
+    types = GpuTypeUsageDay.objects.bulk_create(
         GpuTypeUsageDay(
             tenant_id=tenant, day=day, gpu_type=u.gpu_type, gpu_seconds=u.gpu_hours * 3600,
             cpu_core_seconds=u.cpu_core_hours * 3600,
@@ -114,6 +154,7 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> None:
         for tenant, usages in reports.attempt_usage(tenants, since, until, now).items()
         for u in usages
     )  # fmt: skip
+    return bool(finished or waits or types)
 
 
 DAY_LOCK = 0x6D6C_7275  # advisory lock space: one key per day, while it is written or amended
@@ -123,9 +164,18 @@ def take_day(day: date) -> None:
     """Take the day's lock until the transaction ends: a day is rolled up and amended one at a
     time, so an amendment made while the day is written waits and then finds its rows. SQLite
     has one writer at a time."""
+    take_days(day, day + timedelta(days=1))
+
+
+def take_days(first: date, end: date) -> None:
+    """take_day for each day from ``first`` to before ``end``, in one statement, in the days'
+    order (generate_series counts up)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DAY_LOCK, day.toordinal()])
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, d) FROM generate_series(%s, %s) AS d",
+                [DAY_LOCK, first.toordinal(), end.toordinal() - 1],
+            )
 
 
 def rolled(tenant_id: int, at: datetime) -> date | None:

@@ -154,6 +154,24 @@ def rows_of(day) -> tuple[list, list]:
     return usage, types
 
 
+def test_quiet_stretches_are_written_at_once_with_the_rows_each_day_would_get(alpha, gamma):
+    history([alpha, gamma], NOW - 60 * DAY, 2)
+    history([alpha], NOW - 30 * DAY, 1, seed=8)
+    run(gamma, NOW - 20 * DAY, NOW - 12 * DAY)  # across eight days nothing else touches
+    placed = run(alpha, NOW - 9 * DAY + 3 * H, NOW - 9 * DAY + 4 * H)
+    Attempt.objects.filter(pk=placed.pk).update(started_at=None)  # placed, never started
+    JobFactory(tenant=gamma, created=NOW - 5 * DAY)  # queued, never placed
+
+    with CaptureQueriesContext(connection) as seen:
+        rolled = rollup.roll_up(NOW)
+
+    days = [NOW.date() - n * DAY for n in range(61, 1, -1)]
+    assert rolled == len(days) and rollup.rolled_days() == (days[0], days[-1])
+    assert len(seen) < 4 * len(days)  # about seven a busy day, fewer than three a quiet one
+    written = {day: rows_of(day) for day in days}
+    assert written == {day: rolled_again(day) for day in days}
+
+
 def rolled_again(day) -> tuple[list, list]:
     """The day's rows as the roll-up writes them from the jobs now."""
     UsageDay.objects.filter(day=day).delete()
