@@ -275,7 +275,7 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
             max(sum(cpu), had[0] or 0.0) if cpu else had[0],
             max(*peak, had[1] or 0) if peak else had[1],
             max(sum(w.gpu_busy_seconds for w in gpu), had[2] or 0.0) if gpu else had[2],
-            gpus_idle_since(gpu) if gpu else had[3],
+            idle_since(workers, gpu, had[3]),
         )
         if seen != had:
             for name, value in zip(USAGE, seen, strict=True):
@@ -286,6 +286,17 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
 
 # Attempt's, as agents report them.
 USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "gpu_idle_since"]
+
+
+def idle_since(workers, measured, had: datetime | None) -> datetime | None:
+    """The attempt's GPUs idle since: as before when none of its workers is in the report;
+    else from its workers' idle times when each of them carries its GPU figures (a gang's
+    idle rank beside a busy one is not idle); else None, unknown, not idle: a worker whose
+    GPUs are not read now (its exporter gone, its agent restarted) may be busy, and an idle
+    time kept from before would stop it under a tenant's idle limit."""
+    if not workers:
+        return had
+    return gpus_idle_since(measured) if len(measured) == len(workers) else None
 
 
 def gpus_idle_since(workers) -> datetime | None:

@@ -52,12 +52,15 @@ class Samples:
         """A new sample: the CPU seconds so far and either the memory high-water mark
         (``mark``) or the memory held now, of which the most any sample saw is kept. What was
         counted stays counted: processes that ended without being reaped inside the worker take
-        their CPU time out of the next count."""
+        their CPU time out of the next count. A sample whose GPUs were not read keeps the GPU
+        count (the interval it missed is not counted) and says nothing of idleness."""
         last = self._last.get(key)
         if last is not None:
             cpu_seconds = max(cpu_seconds, last.cpu_seconds)
             if not mark and last.memory_peak_mb is not None:
                 memory_mb = max(memory_mb, last.memory_peak_mb)
+            if gpu_busy_seconds is None:  # GPUs not read this time: counted stays counted
+                gpu_busy_seconds = last.gpu_busy_seconds
         self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds, gpu_idle_since)
 
     def gpu_figures(

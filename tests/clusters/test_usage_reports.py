@@ -71,6 +71,23 @@ def test_an_attempts_gpus_are_idle_since_the_last_of_its_workers_went_idle(agent
     assert beat(None, now - 300) is None
 
 
+def test_gpus_not_read_in_a_beat_are_not_idle(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+    idle = [{**w, "gpu_busy_seconds": 10.0, "gpu_idle_since": time.time() - 900} for w in running]
+    post(agent, "east", "heartbeat", {"workers": idle})
+    assert Attempt.objects.get(pk=attempt.pk).gpu_idle_since is not None
+
+    # One rank's GPUs are not read now (its node's exporter is gone): it may be busy.
+    post(agent, "east", "heartbeat", {"workers": [idle[0], running[1]]})
+    assert Attempt.objects.get(pk=attempt.pk).gpu_idle_since is None
+
+    post(agent, "east", "heartbeat", {"workers": idle})
+    post(agent, "east", "heartbeat", {"workers": running})  # none read
+    attempt.refresh_from_db()
+    assert (attempt.gpu_idle_since, attempt.gpu_busy_seconds) == (None, 20.0)
+
+
 def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)

@@ -41,11 +41,11 @@ def test_a_worker_on_whole_gpus_is_counted_busy_for_their_utilization(kube, back
     kube.add_gpu_exporter("gpu-a")
     kube.use_gpus(NAMESPACE, POD, [80])
     running(kube, backend, one_gpu_worker())
+    started = time.monotonic()  # before its first sample, whose time the count runs from
     first = status_becomes(backend, 7, 0, base.RUNNING)
     assert first.gpu_busy_seconds == 0.0  # counting starts at its first sample
     assert first.gpu_idle_since is None
 
-    started = time.monotonic()
     time.sleep(0.3)
     busy = status_becomes(backend, 7, 0, base.RUNNING).gpu_busy_seconds
 
@@ -143,6 +143,25 @@ def test_an_exporter_that_fails_costs_only_that_sample(kube, backend, always):
 
     assert status_becomes(backend, 7, 0, base.RUNNING).gpu_busy_seconds is None
     assert status_becomes(backend, 7, 0, base.RUNNING).gpu_busy_seconds == 0.0  # read again
+
+
+def test_a_reading_missed_keeps_the_count_and_says_nothing_of_idleness(kube, backend, always):
+    kube.add_gpu_exporter("gpu-a")
+    kube.use_gpus(NAMESPACE, POD, [2])
+    running(kube, backend, one_gpu_worker())
+    status_becomes(backend, 7, 0, base.RUNNING)
+    time.sleep(0.2)
+    idle = status_becomes(backend, 7, 0, base.RUNNING)
+    assert idle.gpu_busy_seconds > 0 and idle.gpu_idle_since is not None
+
+    kube.fail("GET", METRICS, ApiError(503, "ServiceUnavailable", "no endpoints"))
+    missed = status_becomes(backend, 7, 0, base.RUNNING)
+    assert (missed.gpu_busy_seconds, missed.gpu_idle_since) == (idle.gpu_busy_seconds, None)
+
+    kube.use_gpus(NAMESPACE, POD, [90])
+    time.sleep(0.2)
+    read = status_becomes(backend, 7, 0, base.RUNNING)
+    assert read.gpu_busy_seconds >= idle.gpu_busy_seconds + 0.9 * 0.2  # counting on
 
 
 def test_a_backend_told_of_no_exporters_reads_none(kube, make_backend, always):
