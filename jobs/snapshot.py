@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import dependencies, quarantine, recent_use
+from jobs import budgets, dependencies, quarantine, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
@@ -121,7 +121,7 @@ def read(
         queued=tuple(
             to_queued(job, clusters, now, failed.get(job["id"], ())) for job in [*queued, *extra]
         ),
-        tenants=tenants(rows, recent, running),
+        tenants=tenants(rows, recent, running, now),
         now=now,
         seed=seed,
         policy=policy
@@ -305,11 +305,12 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
 
 
 def tenants(
-    rows, recent: dict[int, RecentUse], running: tuple[p.RunningJob, ...] = ()
+    rows, recent: dict[int, RecentUse], running: tuple[p.RunningJob, ...] = (), now=None
 ) -> tuple[p.Tenant, ...]:
     """Every tenant with its quotas, the use of its running work (`rows`) and its recent use
     (`recent`: jobs.recent_use.stored()); with `running`, its users' GPUs too (the quota
-    status needs none: it reads no queue order)."""
+    status needs none: it reads no queue order); with `now`, what the budgeted ones used of
+    their GPU-hour budget this month (one query more, when any has a budget)."""
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
@@ -318,9 +319,26 @@ def tenants(
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
     users = users_gpus(running)
+    every = list(Tenant.objects.prefetch_related("quotas").order_by("id"))
+    moment = None if now is None else datetime.fromtimestamp(now, tz=UTC)
+    spent: dict[int, float] = {}
+    renewal = None
+    if moment is not None:
+        budgeted = [t.pk for t in every if t.gpu_hours_per_month is not None]
+        spent, renewal = (
+            budgets.spent_gpu_seconds(budgeted, moment),
+            budgets.renews(moment).timestamp(),
+        )
     return tuple(
-        core_tenant(tenant, usage[tenant.pk], users.get(tenant.pk, {}), recent.get(tenant.pk))
-        for tenant in Tenant.objects.prefetch_related("quotas").order_by("id")
+        core_tenant(
+            tenant,
+            usage[tenant.pk],
+            users.get(tenant.pk, {}),
+            recent.get(tenant.pk),
+            budget_spent=spent.get(tenant.pk, 0.0) if moment else None,
+            renews=renewal,
+        )  # fmt: skip
+        for tenant in every
     )
 
 

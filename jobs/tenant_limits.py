@@ -38,10 +38,15 @@ def core_tenant(
     usage: dict[str, int],
     user_use: dict[str, float] | None = None,
     recent: RecentUse | None = None,
+    budget_spent: float | None = None,
+    renews: float | None = None,
 ) -> p.Tenant:
     """The core's view of a tenant (its quotas prefetched): its quotas in the core's units,
-    what its running work uses (`usage`, by flavor), its users' GPUs and its recent use."""
+    what its running work uses (`usage`, by flavor), its users' GPUs and its recent use; with
+    `budget_spent` (GPU-seconds this month, jobs.budgets), its GPU-hour budget, which
+    `renews` then."""
     limit = tenant.max_gpus_per_user
+    hours = tenant.gpu_hours_per_month if budget_spent is not None else None
     quotas = tuple(
         p.Quota(
             flavor=q.flavor,
@@ -59,6 +64,9 @@ def core_tenant(
         user_use=user_use or {},
         user_gpu_limit=None if limit is None else limit * GPU_MILLI,
         recent_use=recent.use if recent is not None else {},
+        gpu_budget=None if hours is None else hours * 3600.0 * GPU_MILLI,
+        gpu_budget_spent=(budget_spent or 0.0) * GPU_MILLI,
+        gpu_budget_renews=renews,
     )
 
 

@@ -154,7 +154,8 @@ class TenantForm(Drawn):
     since its page was drawn (its quota rows are checked on their own, DrawnQuota)."""
 
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
-                    "max_gpus_per_user", "gpu_idle_limit_min", "notify_url")  # fmt: skip
+                    "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
+                    "notify_url")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -275,8 +276,8 @@ class MembershipInline(admin.TabularInline):
 class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
-    share, cohort, its idle-GPU limit, its job-end notifications' URL) and new tenants are the
-    platform admins'.
+    share, cohort, its GPU-hour budget and idle-GPU limit, its job-end notifications' URL) and
+    new tenants are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
 
@@ -303,7 +304,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         # The URL: an outbound request from the control plane to any address is the
         # platform's decision. The secret (not editable) is not shown at all.
         return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
-                "gpu_idle_limit_min", "notify_url")  # fmt: skip
+                "gpu_hours_per_month", "gpu_idle_limit_min", "notify_url")  # fmt: skip
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

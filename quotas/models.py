@@ -39,6 +39,14 @@ class Tenant(models.Model):
         "MaxTRESPerUser); a job that would take its submitter past it waits, whatever is free. "
         "Empty: no limit.",
     )
+    gpu_hours_per_month = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPU-hours its jobs may use each calendar month (UTC), Slurm's GrpTRESMins: "
+        "a GPU job starts only if its GPUs for its whole runtime limit fit in what is left, "
+        "beside what the month used so far and what running jobs may still use. Empty: no "
+        "budget.",
+    )
     gpu_idle_limit_min = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -1,7 +1,8 @@
 """What a team's quotas allow now, for its members: per flavor the guarantee, the borrow limit,
 what the team uses, what it borrows, and how much more it may start, as the scheduler's own
 quota ledger (jobs.placement.quota.Ledger) judges it from the same snapshot of running work;
-with how many of its jobs are queued, and how many of them wait for quota.
+with how many of its jobs are queued, and how many of them wait for quota, and its GPU-hour
+budget with what this month used of it.
 
 A flavor that nobody in the team's cohort has a quota on is not limited: it is listed while the
 team uses it, with no limit.
@@ -9,11 +10,13 @@ team uses it, with no limit.
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import recent_use, snapshot
+from jobs import budgets, recent_use, snapshot
 from jobs.models import Job
 from jobs.placement.quota import Ledger
 from jobs.states import State
@@ -49,6 +52,9 @@ class TeamQuotas:
     max_queued_jobs: int | None  # None: no limit
     max_gpus_per_user: int | None  # GPUs one user may hold in it at once; None: no limit
     gpu_idle_limit_min: int | None  # a job whose GPUs read idle this long is stopped; None: never
+    gpu_hours_per_month: int | None  # its GPU-hour budget a calendar month; None: none
+    gpu_hours_spent: float | None  # of it, what this month used so far; None: no budget
+    gpu_budget_renews: datetime | None  # when the next month's budget begins; None: no budget
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
@@ -70,13 +76,18 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     """The quota status of `teams` (tenants the caller may read), in their order, with the GPUs
     the `reader`'s running jobs hold in each (what a per-user limit counts). The ledger needs
     the running work of every tenant in their cohorts, whose idle guarantee they may borrow,
-    and their recent use: five queries whatever the number of teams."""
+    and their recent use: five queries whatever the number of teams, one more when one of
+    them has a GPU-hour budget."""
     cohorts = {team.cohort for team in teams}
     active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
     known = snapshot.tenants(rows, recent_use.stored())
     yours = readers_gpus(rows, reader)
     ledger = Ledger(known)
+    now = timezone.now()
+    spent = budgets.spent_gpu_seconds(
+        [team.pk for team in teams if team.gpu_hours_per_month is not None], now
+    )
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
     # Each tenant's flavors, read off the ledger's keys once (not once per team).
     named: dict[str, set[str]] = defaultdict(set)
@@ -98,6 +109,10 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             max_queued_jobs=team.max_queued_jobs,
             max_gpus_per_user=team.max_gpus_per_user,
             gpu_idle_limit_min=team.gpu_idle_limit_min,
+            gpu_hours_per_month=team.gpu_hours_per_month,
+            gpu_hours_spent=None if team.gpu_hours_per_month is None
+            else round(spent.get(team.pk, 0.0) / 3600, 2),
+            gpu_budget_renews=None if team.gpu_hours_per_month is None else budgets.renews(now),
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),

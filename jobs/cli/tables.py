@@ -95,8 +95,12 @@ def quota(api: Api, args) -> None:
         recent = f", {amount(team['recent_gpus'])} GPUs held recently (fair share)"
         idle = team.get("gpu_idle_limit_min")
         stops = f", jobs whose GPUs are idle {idle} min are stopped" if idle is not None else ""
+        budget = team.get("gpu_hours_per_month")
+        spent = (f", {amount(team['gpu_hours_spent'])} of {budget} GPU-hours used this month"
+                 if budget is not None else "")  # fmt: skip
+        waiting = f"{team['waiting_for_quota']} waiting for quota"
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
-             f"{team['waiting_for_quota']} waiting for quota{each}{recent}{stops}")  # fmt: skip
+             f"{waiting}{each}{recent}{spent}{stops}")  # fmt: skip
 
 
 CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]

@@ -14,6 +14,8 @@ STATUSES = (PLACED, PREEMPTS, RESERVED, PENDING)
 REASONS = {
     "quota_exceeded": "The tenant's guarantee plus what it may borrow does not cover the job.",
     "user_gpu_limit": "Its submitter would hold more GPUs than one user may in the tenant.",
+    "gpu_budget": "What it may use of GPUs does not fit in what its tenant's GPU-hour budget "
+    "has left this period.",
     "batch_shard_limit": "As many of its batch's shards run as the batch lets run at once.",
     "no_matching_cluster": "No cluster matches the job's cluster selector.",
     "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",

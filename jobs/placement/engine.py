@@ -14,6 +14,7 @@ import gc
 
 from jobs.placement import explain, kinds, off_limits, own_quota, preemption, waiting
 from jobs.placement.batch_limit import BatchLimits
+from jobs.placement.budget import Budgets
 from jobs.placement.capacity import Capacity, Group
 from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
@@ -46,7 +47,7 @@ def place(snapshot: Snapshot) -> Decision:
         # A job ordered above its tier comes again at its own place if it still waits there.
         outcomes: dict[str, Outcome] = {}
         # Placing is what a cycle is for; only jobs left waiting count toward the depth, and
-        # not one its user's or its batch's limit holds (explain.LIMITS): a batch of 10,000
+        # not one a limit no capacity lifts holds (explain.LIMITS): a batch of 10,000
         # throttled shards, or one user's 10,000 jobs past their limit, each decided at no
         # cost, would otherwise stop the cycle for everyone behind them.
         depth = snapshot.policy.queue_depth
@@ -91,6 +92,7 @@ class Cycle:
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
         self.user_limits = UserLimits(snapshot.tenants, snapshot.running)
+        self.budgets = Budgets(snapshot.tenants, snapshot.running, self.now)
         self.batch_limits = BatchLimits(snapshot.queued, snapshot.running, self.now)
         self.quota = QuotaGate(self.ledger, self.now)
         workload = learn_workload(
@@ -178,6 +180,9 @@ class Cycle:
         refusal = self.user_limits.refusal(job)
         if refusal:
             return explain.over_user_limit(job, refusal)
+        refusal = self.budgets.refusal(job)
+        if refusal:
+            return explain.over_budget(job, refusal, self.budgets.estimate(job))
         if job.preempting:  # its claim on its batch's turn, until it starts (batch_limit.py)
             self.batch_limits.charge(job)
         groups = self.groups_for(job)
@@ -374,6 +379,7 @@ class Cycle:
         self.ledger.charge(job.tenant, used)
         if not job.preempting:  # a preemptor is counted from its decision (decide)
             self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
+            self.budgets.charge(job)
             self.batch_limits.charge(job)
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
         self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)

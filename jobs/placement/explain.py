@@ -133,15 +133,22 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
 
 USER_GPU_LIMIT = "user_gpu_limit"
 BATCH_SHARD_LIMIT = "batch_shard_limit"
+GPU_BUDGET = "gpu_budget"
 # Limits no capacity lifts, checked before anything else: a job they hold is decided at no
 # cost, so it does not count toward the queue depth (Policy.queue_depth).
-LIMITS = frozenset({USER_GPU_LIMIT, BATCH_SHARD_LIMIT})
+LIMITS = frozenset({USER_GPU_LIMIT, BATCH_SHARD_LIMIT, GPU_BUDGET})
 
 
 def over_user_limit(job: QueuedJob, why: str) -> Outcome:
     """A job that would take its user past the tenant's limit (``user_limit``): ``why`` says
     how far, and the estimate is unknown (it depends on that user's work alone)."""
     return Outcome(job.id, PENDING, USER_GPU_LIMIT, f"{_request(job)}: {why}")
+
+
+def over_budget(job: QueuedJob, why: str, estimate: float | None) -> Outcome:
+    """A job whose ask does not fit in its tenant's GPU-hour budget (``budget``): ``why`` says
+    how far; ``estimate``, when the budget renews (None if no whole budget would hold it)."""
+    return Outcome(job.id, PENDING, GPU_BUDGET, f"{_request(job)}: {why}", estimated_start=estimate)
 
 
 def over_batch_limit(job: QueuedJob, why: str, estimate: float | None) -> Outcome:

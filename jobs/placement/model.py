@@ -186,6 +186,9 @@ class Tenant:
     by resource (``"gpu"`` in milli-GPU, ``"cpu"`` in millicores, ``"memory"`` in MiB), an
     average in which each moment weighs half as much every half-life (``ordering.recent_use``);
     fair share counts it beside what the tenant holds now (``Policy.recent_use_weight``).
+    ``gpu_budget``: the milli-GPU-seconds its jobs may use in a period (None: no budget;
+    ``budget.py``), of which ``gpu_budget_spent`` are used so far in this one, which ends at
+    ``gpu_budget_renews``.
     """
 
     id: str
@@ -196,6 +199,9 @@ class Tenant:
     user_use: Mapping[str, float] = field(default_factory=dict)
     user_gpu_limit: int | None = None
     recent_use: Mapping[str, float] = field(default_factory=dict)
+    gpu_budget: float | None = None
+    gpu_budget_spent: float = 0.0
+    gpu_budget_renews: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,117 @@
+"""A tenant's GPU-hour budget a calendar month (Tenant.gpu_hours_per_month, Slurm's
+GrpTRESMins), through the real cycle: what its attempts used this month, what its running jobs
+may still use and what a job asks for its whole runtime limit; the admin, and the quota API,
+page and CLI."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from jobs import budgets, cycle
+from jobs.models import Job
+from jobs.states import State
+from quotas.models import Tenant
+from tests.factories import JobFactory, UserFactory
+from tests.jobs import test_cli
+from tests.jobs.test_usage_report import run
+from tests.quotas.test_user_gpu_limit import quota_as, room  # noqa: F401 (the fixture)
+from tests.security.test_admin_scope import GRANTED, tenant_form
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("room")]  # an 8-GPU node
+
+cli = test_cli.cli  # the command line against a live server, as Alice
+H = timedelta(hours=1)
+
+
+def budget(tenant, hours) -> None:
+    tenant.gpu_hours_per_month = hours
+    tenant.save(update_fields=["gpu_hours_per_month"])
+
+
+def used_this_month(tenant, gpu_hours: float) -> None:
+    """An attempt of the tenant that ended this month having used ``gpu_hours`` (one GPU)."""
+    now = datetime.now(UTC)
+    start = max(budgets.month_start(now), now - 5 * 24 * H)
+    ended(run(tenant, start, start + gpu_hours * H))
+
+
+def ended(attempt) -> None:
+    Job.objects.filter(pk=attempt.job_id).update(state=State.SUCCEEDED)
+
+
+def test_a_gpu_job_waits_once_the_months_use_leaves_too_little_and_a_cpu_job_runs(alpha, alice):
+    budget(alpha, 20)
+    used_this_month(alpha, 15)  # 5 GPU-hours left
+    long = JobFactory(tenant=alpha, owner=alice, gpus=2, max_runtime_s=3 * 3600)  # 6
+    short = JobFactory(tenant=alpha, owner=alice, gpus=2, max_runtime_s=2 * 3600)  # 4
+    cpu = JobFactory(tenant=alpha, owner=alice, gpus=0, max_runtime_s=100 * 3600)
+
+    cycle.run_cycle()
+
+    long.refresh_from_db()
+    assert (long.state, long.pending_reason) == (State.QUEUED, "gpu_budget")
+    assert long.estimated_start == budgets.renews(datetime.now(UTC))
+    assert "1.0 of its 20.0 GPU-hours left" in long.pending_message  # the short one took 4
+    assert Job.objects.get(pk=short.pk).state == State.SCHEDULED
+    assert Job.objects.get(pk=cpu.pk).state == State.SCHEDULED
+
+
+def test_last_months_use_does_not_count(alpha, alice):
+    budget(alpha, 10)
+    start = budgets.month_start(datetime.now(UTC)) - 48 * H
+    ended(run(alpha, start, start + 40 * H))  # before this month began
+    job = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=8 * 3600)
+
+    cycle.run_cycle()
+
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
+
+
+def test_running_jobs_hold_what_they_may_still_use(alpha, alice):
+    budget(alpha, 10)
+    first = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=8 * 3600)
+    cycle.run_cycle()
+    second = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=3 * 3600)
+
+    cycle.run_cycle()  # the first may still use 8 of the 10
+
+    assert Job.objects.get(pk=first.pk).state == State.SCHEDULED
+    assert Job.objects.get(pk=second.pk).pending_reason == "gpu_budget"
+
+
+def test_the_month_ends_and_the_next_begins_in_utc():
+    assert budgets.renews(datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == datetime(
+        2027, 1, 1, tzinfo=UTC
+    )
+    assert budgets.month_start(datetime(2026, 3, 1, 0, 30, tzinfo=UTC)) == datetime(
+        2026, 3, 1, tzinfo=UTC
+    )
+
+
+def test_the_quota_api_page_and_cli_show_the_budget_and_this_months_use(alpha, alice, client, cli):
+    budget(alpha, 100)
+    used_this_month(alpha, 12.5)
+
+    team, page, shown = quota_as(alice, client, cli)
+
+    assert (team["gpu_hours_per_month"], team["gpu_hours_spent"]) == (100, 12.5)
+    assert team["gpu_budget_renews"].startswith(f"{budgets.renews(datetime.now(UTC)):%Y-%m-%d}")
+    assert "It has used 12.5 of its 100 GPU-hours this month" in page
+    assert "12.5 of 100 GPU-hours used this month" in shown.stdout
+
+
+def test_only_a_platform_admin_sets_the_budget(client, alice, alpha):
+    alice.is_staff = True  # alice owns alpha: staff without superuser rights, its admin
+    alice.save(update_fields=["is_staff"])
+    alice.user_permissions.add(*Permission.objects.filter(codename__in=GRANTED))
+    page = f"/admin/quotas/tenant/{alpha.pk}/change/"
+
+    client.force_login(alice)
+    client.post(page, {**tenant_form(alpha), "gpu_hours_per_month": "5000"})
+    assert Tenant.objects.get(pk=alpha.pk).gpu_hours_per_month is None
+
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    saved = client.post(page, {**tenant_form(alpha), "gpu_hours_per_month": "5000"})
+    assert saved.status_code == 302
+    assert Tenant.objects.get(pk=alpha.pk).gpu_hours_per_month == 5000
