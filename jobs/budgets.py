@@ -1,14 +1,19 @@
 """Tenants' GPU-hour budgets (`Tenant.gpu_hours_per_month`, Slurm's GrpTRESMins), on the
 control plane's side: the period, a calendar month in UTC, and what each budgeted tenant's
 attempts used of GPUs in it so far, as the usage report counts GPU-hours (each attempt's run
-clipped to the month, times its GPUs; a running one up to now). The core decides what fits
+clipped to the month, times its GPUs; a running one up to now): the whole days the daily
+roll-up has written from it, the rest from the attempts. The core decides what fits
 (`jobs.placement.budget`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, datetime
 
+from django.db.models import Sum
+
 from jobs import reports
+from jobs.models import GpuTypeUsageDay
 
 
 def month_start(moment: datetime) -> datetime:
@@ -27,9 +32,23 @@ def renews(moment: datetime) -> datetime:
 
 
 def spent_gpu_seconds(tenant_ids: list[int], now: datetime) -> dict[int, float]:
-    """GPU-seconds each tenant's attempts used this month up to ``now``: one grouped query
-    over the month's attempts of these tenants (none for no tenant)."""
+    """GPU-seconds each tenant's attempts used this month up to ``now``: the month's rolled-up
+    days summed, and one grouped query over the attempts of the rest (the days since the last
+    rolled up: a day or two once retention runs daily); none for no tenant."""
     if not tenant_ids:
         return {}
-    used = reports.attempt_usage(tenant_ids, month_start(now), now, now)
-    return {tenant: sum(u.gpu_hours for u in usages) * 3600 for tenant, usages in used.items()}
+    start = month_start(now)
+    span = reports.rolled_span(start, now)
+    spent: dict[int, float] = defaultdict(float)
+    if span:
+        days = GpuTypeUsageDay.objects.filter(
+            tenant_id__in=tenant_ids, day__gte=span[0], day__lt=span[1]
+        )
+        for tenant, seconds in (
+            days.values_list("tenant_id").annotate(Sum("gpu_seconds")).order_by()
+        ):
+            spent[tenant] += seconds
+    for since, until in reports.live_pieces(start, now, span):
+        for tenant, usages in reports.attempt_usage(tenant_ids, since, until, now).items():
+            spent[tenant] += sum(u.gpu_hours for u in usages) * 3600
+    return dict(spent)

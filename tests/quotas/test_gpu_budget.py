@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from jobs import budgets, cycle
+from jobs import budgets, cycle, rollup
 from jobs.models import Job
 from jobs.states import State
 from quotas.models import Tenant
@@ -78,6 +80,24 @@ def test_running_jobs_hold_what_they_may_still_use(alpha, alice):
 
     assert Job.objects.get(pk=first.pk).state == State.SCHEDULED
     assert Job.objects.get(pk=second.pk).pending_reason == "gpu_budget"
+
+
+def test_the_months_use_reads_rolled_up_days_as_it_reads_the_attempts(alpha, gamma):
+    now = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    for tenant, day, hours in [(alpha, 2, 5), (alpha, 9, 30), (gamma, 15, 2), (alpha, 19, 3)]:
+        start = datetime(2026, 11, day, 22, tzinfo=UTC)  # across midnight
+        ended(run(tenant, start, start + hours * H))
+    ended(run(alpha, datetime(2026, 10, 31, 20, tzinfo=UTC), datetime(2026, 11, 1, 2, tzinfo=UTC)))
+    Job.objects.update(created=datetime(2026, 10, 31, tzinfo=UTC))
+    from_attempts = budgets.spent_gpu_seconds([alpha.pk, gamma.pk], now)
+
+    assert rollup.roll_up(now) > 0
+    with CaptureQueriesContext(connection) as seen:
+        from_days = budgets.spent_gpu_seconds([alpha.pk, gamma.pk], now)
+
+    assert from_attempts == {alpha.pk: 40 * 3600.0, gamma.pk: 2 * 3600.0}  # two hours in Nov
+    assert from_days == pytest.approx(from_attempts)
+    assert len(seen) == 3  # how far the roll-up has gone, its days, the attempts since
 
 
 def test_the_month_ends_and_the_next_begins_in_utc():
