@@ -11,7 +11,9 @@ without GPUs are not counted. Like the limit on a user's GPUs it neither evicts 
 reserves nodes: no capacity would let it start. A job whose runtime limit is unknown asks
 nothing beyond a budget not yet spent.
 
-The cycle charges what it places (a preemptor from its decision, as ``user_limit`` does).
+The cycle charges what it places (a preemptor from its decision, as ``user_limit`` does). The
+commit does not ask it again: two schedulers deciding at once may each start a job against the
+same GPU-hours left.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ class Budgets:
         }
         if self.left:
             for job in running:
-                if job.tenant in self.left and job.expected_end is not None:
-                    self.left[job.tenant] -= job.gpu_milli * max(0.0, job.expected_end - now)
+                if job.expected_end is not None:
+                    self.take(job.tenant, job.gpu_milli * max(0.0, job.expected_end - now))
 
     def refusal(self, job: QueuedJob) -> str:
         """Why the job's ask does not fit in its tenant's budget, for people; "" if it does
@@ -54,9 +56,9 @@ class Budgets:
                 f"limit), more than its team's whole budget of {_hours(whole)} a period: it "
                 "cannot start while that budget stands."
             )
-        if (asks or 1.0) <= left:
+        if self.fits(job.tenant, gpu_milli, asks):
             if job.preempting:  # its claim, until it starts
-                self.left[job.tenant] -= asks
+                self.take(job.tenant, asks)
             return ""
         return (
             f"Its team has {_hours(max(left, 0.0))} of its {_hours(whole)} GPU-hours left this "
@@ -65,6 +67,13 @@ class Budgets:
             "the budget renews, or sooner if it is raised."
         )
 
+    def fits(self, tenant: str, gpu_milli: int, asks: float) -> bool:
+        """Whether work of ``gpu_milli`` that may use ``asks`` milli-GPU-seconds fits in what
+        the tenant has left (always without a budget, or without GPUs); one whose runtime is
+        unknown (asks nothing) fits in a budget not yet spent."""
+        left = self.left.get(tenant)
+        return left is None or not gpu_milli or (asks or 1.0) <= left
+
     def estimate(self, job: QueuedJob) -> float | None:
         """When the job's tenant's budget renews, if its ask fits in a whole budget."""
         tenant = self.tenants[job.tenant]
@@ -72,9 +81,13 @@ class Budgets:
         return tenant.gpu_budget_renews if fits else None
 
     def charge(self, job: QueuedJob) -> None:
-        """Count what the cycle placed (only in tenants with a budget)."""
-        if job.tenant in self.left:
-            self.left[job.tenant] -= self.asks(job)
+        """Count what the cycle placed."""
+        self.take(job.tenant, self.asks(job))
+
+    def take(self, tenant: str, milli_seconds: float) -> None:
+        """Count milli-GPU-seconds the tenant's work may use (only in tenants with a budget)."""
+        if tenant in self.left:
+            self.left[tenant] -= milli_seconds
 
     @staticmethod
     def asks(job: QueuedJob) -> float:
