@@ -12,11 +12,12 @@ and keeps its last sample.
 GPU time comes from the cluster's DCGM exporter (NVIDIA's GPU Operator runs one on each GPU node,
 `gpu-operator/app=nvidia-dcgm-exporter:9400` by default), which labels each GPU's utilization
 (`DCGM_FI_DEV_GPU_UTIL`, in %) with the pod holding it: the exporters are listed at most every
-EXPORTERS_EVERY_S, and the one on a node is read through the API server's pod proxy as that
-node's summary is. A worker holding whole GPUs is counted busy for their utilization times the
-time since its last sample, as the local backend counts it; an agent that restarts counts
-running workers' GPU time again from then (what the control plane holds does not move back). A
-share of a GPU is not counted: its utilization is its sharers' together.
+EXPORTERS_EVERY_S (and at the next sample after one has gone), and the one on a node is read
+through the API server's pod proxy as that node's summary is. A worker holding whole GPUs is
+counted busy for their utilization times the time since its last sample, as the local backend
+counts it; an agent that restarts counts running workers' GPU time again from then (what the
+control plane holds does not move back). A share of a GPU is not counted: its utilization is
+its sharers' together.
 
 Needs RBAC `get` on `nodes/proxy`, and `list` pods and `get` on `pods/proxy` in the exporters'
 namespace; without them (403) there are no samples, said once in the log.
@@ -208,6 +209,7 @@ class NodeStats:
                 f"{pod}:{exporters.port}", exporters.namespace, "metrics",
                 _preload_content=False, _request_timeout=TIMEOUT_S,
             ).data.decode("utf-8", "replace")),
+            gone=self._relist,
         )  # fmt: skip
 
     def _list_exporters(self) -> dict[str, str]:
@@ -228,12 +230,22 @@ class NodeStats:
             if pod.spec and pod.spec.node_name and pod.status and pod.status.phase == "Running"
         }
 
-    def _read(self, rights: str, failed: str, call: Callable[[], T]) -> T | dict:
+    def _relist(self) -> None:
+        """List the exporters again at the next sample: one has gone (a rolling update of
+        their DaemonSet names its new pods anew)."""
+        self._exporters_at = -math.inf
+
+    def _read(
+        self, rights: str, failed: str, call: Callable[[], T], gone: Callable | None = None
+    ) -> T | dict:
         """What ``call`` answers, or nothing (an empty dict) where it fails: a refusal (403)
-        is said once for each of the ``rights`` the agent lacks, other failures each time."""
+        is said once for each of the ``rights`` the agent lacks, other failures each time;
+        ``gone`` is called on a 404."""
         try:
             return call()
         except ApiException as error:
+            if error.status == 404 and gone is not None:
+                gone()
             if error.status == 403 and rights not in self._refused:
                 self._refused.add(rights)
                 log.warning("no usage samples: %s is not allowed (%s)", rights, error.reason)

@@ -182,10 +182,12 @@ class KubeTestServer:
                 else {"containers": [container]}
             )
 
-    def add_gpu_exporter(self, node: str, ns: str = "gpu-operator", running: bool = True) -> str:
+    def add_gpu_exporter(
+        self, node: str, ns: str = "gpu-operator", running: bool = True, name: str = ""
+    ) -> str:
         """The GPU Operator's DCGM exporter pod on a node (its name), read at
         /api/v1/namespaces/<ns>/pods/<name>:9400/proxy/metrics."""
-        name = f"nvidia-dcgm-exporter-{node}"
+        name = name or f"nvidia-dcgm-exporter-{node}"
         container = {"name": "exporter", "image": "dcgm"}
         body = {"metadata": {"name": name, "labels": {"app": "nvidia-dcgm-exporter"}},
                 "spec": {"nodeName": node, "containers": [container]}}  # fmt: skip

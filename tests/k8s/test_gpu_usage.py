@@ -120,6 +120,23 @@ def test_the_exporters_are_listed_at_most_every_few_minutes(kube, backend, alway
     assert kube.count_requests("GET", METRICS) >= 5  # a sample each time
 
 
+def test_an_exporter_replaced_is_found_at_the_next_sample(kube, backend, always):
+    kube.add_gpu_exporter("gpu-a")
+    kube.use_gpus(NAMESPACE, POD, [80])
+    running(kube, backend, one_gpu_worker())
+    assert status_becomes(backend, 7, 0, base.RUNNING).gpu_busy_seconds == 0.0
+
+    # A rolling update of the DaemonSet: the node's exporter comes back under a new name.
+    kube.delete("pods", "gpu-operator", "nvidia-dcgm-exporter-gpu-a", 0)
+    kube.add_gpu_exporter("gpu-a", name="nvidia-dcgm-exporter-x7k2p")
+    backend.status()  # its read finds the old one gone
+    time.sleep(0.1)
+    read = status_becomes(backend, 7, 0, base.RUNNING)
+
+    assert exporters_listed(kube) == 2
+    assert read.gpu_busy_seconds >= 0.8 * 0.1 and read.gpu_idle_since is None
+
+
 def test_without_rights_to_the_exporters_it_says_so_once(kube, backend, always, caplog):
     kube.add_gpu_exporter("gpu-a")
     kube.fail("GET", METRICS, ApiError(403, "Forbidden", "pods/proxy is forbidden"), times=None)
