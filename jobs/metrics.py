@@ -26,13 +26,14 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import Allocation, Cluster, Node
-from jobs import efficiency, events, reports, snapshot
+from jobs import budgets, efficiency, events, reports, snapshot
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
 from jobs.reports import eligible_since, percentile_cont
 from jobs.states import State
+from quotas.models import Tenant
 
 WINDOW = timedelta(days=1)
 PLATFORM_KEY = "mlsched-metrics-platform"
@@ -79,7 +80,7 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     shared = platform(now)
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
-        *queue_wait(now, jobs),
+        *queue_wait(now, jobs), *gpu_budgets(now, jobs),
         *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
 
@@ -245,6 +246,27 @@ def queued_by_reason(now, jobs) -> list[Metric]:
     return metric("mlsched_jobs_queued_by_reason", "gauge", "Queued jobs by why they wait.",
                   [({"reason": c["pending_reason"]}, c["n"])
                    for c in sorted(counts, key=lambda c: c["pending_reason"])])  # fmt: skip
+
+
+def gpu_budgets(now, jobs) -> list[Metric]:
+    """The GPU-hour budget of each tenant with one (of those with jobs among ``jobs``), and
+    what its attempts used of it this month (jobs.budgets): one query, and those of the
+    month's use when a tenant has a budget."""
+    teams = list(
+        Tenant.objects.filter(gpu_hours_per_month__isnull=False, pk__in=jobs.values("tenant_id"))
+        .order_by("slug")
+        .values_list("pk", "slug", "gpu_hours_per_month")
+    )
+    spent = budgets.spent_gpu_seconds([pk for pk, _, _ in teams], now)
+    return [
+        *metric("mlsched_gpu_budget_hours", "gauge",
+                "GPU-hours each budgeted tenant's jobs may use this calendar month (UTC).",
+                [({"tenant": slug}, hours) for _, slug, hours in teams]),
+        *metric("mlsched_gpu_budget_spent_hours", "gauge",
+                "GPU-hours each budgeted tenant's attempts used this calendar month so far.",
+                [({"tenant": slug}, round(spent.get(pk, 0.0) / 3600, 3))
+                 for pk, slug, _ in teams]),
+    ]  # fmt: skip
 
 
 def queue_wait(now, jobs) -> list[Metric]:

@@ -119,3 +119,16 @@ def latest_migrations_after():
     yield
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture
+def scrape(client, settings):
+    """/metrics as a scraper with its token reads it: its lines."""
+    settings.MLSCHED_METRICS_TOKEN = "scrape-me"
+
+    def get():
+        response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me")
+        assert response.status_code == 200
+        return response.text.splitlines()
+
+    return get

@@ -22,7 +22,8 @@ ORDER = [
     "mlsched_nodes_quarantined",
     "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
-    "mlsched_queue_wait_seconds_by_tenant", "mlsched_jobs_finished", "mlsched_job_success_rate",
+    "mlsched_queue_wait_seconds_by_tenant", "mlsched_gpu_budget_hours",
+    "mlsched_gpu_budget_spent_hours", "mlsched_jobs_finished", "mlsched_job_success_rate",
     "mlsched_attempts_ended", "mlsched_attempts_stopped", "mlsched_preemption_rate",
     "mlsched_wasted_gpu_seconds", "mlsched_cpu_efficiency", "mlsched_memory_unused_gib_hours",
     "mlsched_gpu_efficiency", "mlsched_gpus_held_idle", "mlsched_runtime_efficiency",
@@ -33,18 +34,6 @@ ORDER = [
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-def scrape(client, settings):
-    settings.MLSCHED_METRICS_TOKEN = "scrape-me"
-
-    def get():
-        response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me")
-        assert response.status_code == 200
-        return response.text.splitlines()
-
-    return get
 
 
 def test_it_refuses_anonymous_readers(client, settings):

@@ -121,6 +121,18 @@ def test_the_quota_api_page_and_cli_show_the_budget_and_this_months_use(alpha, a
     assert "12.5 of 100 GPU-hours used this month" in shown.stdout
 
 
+def test_metrics_give_each_budget_and_this_months_use(alpha, gamma, scrape):
+    budget(alpha, 100)
+    used_this_month(alpha, 12.5)
+    used_this_month(gamma, 3)  # no budget: not listed
+
+    lines = scrape()
+
+    assert 'mlsched_gpu_budget_hours{tenant="alpha"} 100' in lines
+    assert 'mlsched_gpu_budget_spent_hours{tenant="alpha"} 12.5' in lines
+    assert not [line for line in lines if 'tenant="gamma"' in line and "budget" in line]
+
+
 def test_only_a_platform_admin_sets_the_budget(client, alice, alpha):
     alice.is_staff = True  # alice owns alpha: staff without superuser rights, its admin
     alice.save(update_fields=["is_staff"])
