@@ -70,13 +70,18 @@ def mark_alive(cluster: Cluster) -> None:
 
 
 def heartbeat(
-    cluster: Cluster, workers: list[base.WorkerStatus], resume_logs: Sequence[tuple[int, int]] = ()
+    cluster: Cluster,
+    workers: list[base.WorkerStatus],
+    resume_logs: Sequence[tuple[int, int]] = (),
+    sent_at: float | None = None,
 ) -> dict:
     """Apply the agent's report, then answer with the cluster's desired state, and with where
     the logs it asks about (`resume_logs`, (attempt, rank)) end (`log_resumes`).
 
     What it writes (starts, ends, retry backoffs, checkpoints) is timed on the database's clock,
-    as the scheduler and the janitor that read it are."""
+    as the scheduler and the janitor that read it are; the GPUs' idle times its workers report
+    on the agent's clock are moved onto it by how far the agent's is off (`sent_at`, the
+    agent's time as it sent the report: `clock_skew`)."""
     mark_alive(cluster)
     now = database_now()
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
@@ -94,7 +99,7 @@ def heartbeat(
         .select_related("job")
     )
     record_checkpoints(mine, by_attempt, now)
-    record_usage(mine, by_attempt)
+    record_usage(mine, by_attempt, clock_skew(now, sent_at))
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now)
@@ -258,7 +263,21 @@ def record_checkpoints(attempts: list[Attempt], by_attempt: dict[int, list], now
     bulk.update(Attempt, ["last_checkpoint_at"], moved)
 
 
-def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
+# Agents' clocks off by less than this are taken as right (NTP keeps hosts far closer); those
+# off by more are corrected by a multiple of it, so that a report's transit time does not move
+# an idle time, and write it again, at every beat.
+SKEW_STEP_S = 10
+
+
+def clock_skew(now: datetime, sent_at: float | None) -> float:
+    """Seconds to add to a time on the agent's clock to have it on the database's: how far the
+    agent's clock was behind as it sent its report, in steps of SKEW_STEP_S (0 when unknown)."""
+    if sent_at is None:
+        return 0.0
+    return SKEW_STEP_S * round((now.timestamp() - sent_at) / SKEW_STEP_S)
+
+
+def record_usage(attempts: list[Attempt], by_attempt: dict[int, list], skew: float = 0.0) -> None:
     """Keep what each attempt's workers report they have used: their CPU and GPU seconds
     together and the largest memory peak of one of them (a request is per worker). One write
     for all that moved (a backend samples its running workers every half minute: most beats
@@ -275,7 +294,7 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
             max(sum(cpu), had[0] or 0.0) if cpu else had[0],
             max(*peak, had[1] or 0) if peak else had[1],
             max(sum(w.gpu_busy_seconds for w in gpu), had[2] or 0.0) if gpu else had[2],
-            idle_since(workers, gpu, had[3]),
+            idle_since(workers, gpu, had[3], skew),
         )
         if seen != had:
             for name, value in zip(USAGE, seen, strict=True):
@@ -288,7 +307,7 @@ def record_usage(attempts: list[Attempt], by_attempt: dict[int, list]) -> None:
 USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "gpu_idle_since"]
 
 
-def idle_since(workers, measured, had: datetime | None) -> datetime | None:
+def idle_since(workers, measured, had: datetime | None, skew: float = 0.0) -> datetime | None:
     """The attempt's GPUs idle since: as before when none of its workers is in the report;
     else from its workers' idle times when each of them carries its GPU figures (a gang's
     idle rank beside a busy one is not idle); else None, unknown, not idle: a worker whose
@@ -296,16 +315,16 @@ def idle_since(workers, measured, had: datetime | None) -> datetime | None:
     time kept from before would stop it under a tenant's idle limit."""
     if not workers:
         return had
-    return gpus_idle_since(measured) if len(measured) == len(workers) else None
+    return gpus_idle_since(measured, skew) if len(measured) == len(workers) else None
 
 
-def gpus_idle_since(workers) -> datetime | None:
-    """Since when every GPU of the workers has read idle: the latest of their idle times, as
-    their agent's clock says; None while one of them is busy."""
+def gpus_idle_since(workers, skew: float = 0.0) -> datetime | None:
+    """Since when every GPU of the workers has read idle: the latest of their idle times, on
+    the database's clock (their agent's, ``skew`` seconds behind); None while one is busy."""
     stamps = [w.gpu_idle_since for w in workers]
     if any(stamp is None for stamp in stamps):
         return None
-    return datetime.fromtimestamp(max(stamps), tz=UTC)
+    return datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

@@ -165,6 +165,14 @@ class LogResumeAskSerializer(serializers.Serializer):
     rank = serializers.IntegerField(min_value=0, max_value=INT32)
 
 
+def agent_clock(data) -> float | None:
+    """The agent's time as it sent the heartbeat ("sent_at", seconds since the epoch), where
+    it says one. A malformed one is left out, never refused: it must not cost the heartbeat."""
+    sent = data.get("sent_at") if isinstance(data, dict) else None
+    ok = isinstance(sent, int | float) and not isinstance(sent, bool)
+    return float(sent) if ok and 0 < sent <= MAX_TIMESTAMP else None
+
+
 def asked_log_resumes(data) -> list[tuple[int, int]]:
     """The (attempt, rank) whose log position a heartbeat asks for ("resume_logs"), as many as
     one beat answers. A malformed entry is left out, never refused: it must not cost the
@@ -211,6 +219,7 @@ class HeartbeatView(AgentView):
             request.auth,
             [base.WorkerStatus(**w) for w in workers],
             resume_logs=asked_log_resumes(request.data),
+            sent_at=agent_clock(request.data),
         )
         return Response(state)
 

@@ -1,5 +1,6 @@
 """The agent's side of /api/v1/agent/<cluster>/: plain HTTP with the cluster's token."""
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -35,8 +36,10 @@ class ControlPlane:
         """Report the workers; the answer is {"run": [...], "stop": [...]}: in "run", an
         attempt the report named is {"attempt_id": id} alone, a new one its whole spec. With
         `resume_logs`, (attempt, rank) of workers whose log the backend waits to number, the
-        answer says where the control plane's copy of each ends, under "resume_logs"."""
-        payload: dict = {"workers": [asdict(w) for w in workers]}
+        answer says where the control plane's copy of each ends, under "resume_logs". The report
+        carries this host's time ("sent_at"): the control plane moves the idle times it reports
+        onto its own clock."""
+        payload: dict = {"workers": [asdict(w) for w in workers], "sent_at": time.time()}
         if resume_logs:
             payload["resume_logs"] = [{"attempt_id": a, "rank": r} for a, r in resume_logs]
         return self._post("heartbeat", payload)

@@ -88,6 +88,33 @@ def test_gpus_not_read_in_a_beat_are_not_idle(agent, gang):
     assert (attempt.gpu_idle_since, attempt.gpu_busy_seconds) == (None, 20.0)
 
 
+@pytest.mark.parametrize(
+    "behind_s, sent_at, moved",
+    [
+        (1200, "agent's", True),  # 20 minutes behind: its idle times move onto the database's
+        (3, "agent's", False),  # a few seconds off: taken as right, written as reported
+        (1200, "yesterday", False),  # malformed: left out, the beat still taken
+        (1200, None, False),  # an older agent says no time
+    ],
+)
+def test_idle_times_on_an_agents_clock_are_moved_onto_the_databases(
+    agent, gang, behind_s, sent_at, moved
+):
+    attempt = gang.attempts.get()
+    its_now = time.time() - behind_s
+    idle = [{**w, "gpu_busy_seconds": 10.0, "gpu_idle_since": its_now - 300}
+            for w in report(attempt, base.RUNNING, base.RUNNING)]  # fmt: skip
+    body = {"workers": idle}
+    if sent_at is not None:
+        body["sent_at"] = its_now if sent_at == "agent's" else sent_at
+
+    assert post(agent, "east", "heartbeat", body).status_code == 200
+
+    attempt.refresh_from_db()
+    expected = time.time() - 300 if moved else its_now - 300
+    assert attempt.gpu_idle_since.timestamp() == pytest.approx(expected, abs=6)
+
+
 def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)
