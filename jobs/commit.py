@@ -68,15 +68,21 @@ def largest_gap(taken: Iterable[tuple[int, int]]) -> int:
     return max((size for _, size in free_ranges(taken)), default=0)
 
 
-def commit_batch(outcomes: list[Outcome], moment: datetime, shard: str = "default") -> set[int]:
-    """Commit what still fits of `outcomes` in one transaction; return the placed job ids."""
+def commit_batch(
+    outcomes: list[Outcome],
+    moment: datetime,
+    shard: str = "default",
+    budget: tenant_limits.BudgetCheck | None = None,
+) -> set[int]:
+    """Commit what still fits of `outcomes` in one transaction; return the placed job ids.
+    `budget`: the cycle's GPU-hour budgets, re-checked as its batches commit."""
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
         nodes = lock_nodes(node_ids, moment)
         job_ids = [int(o.job_id) for o in outcomes]
         tenants = tenant_limits.lock(job_ids)
         claimed = claim(job_ids, moment)
-        limits = tenant_limits.read(tenants, claimed)
+        limits = tenant_limits.read(tenants, claimed, budget)
         rows: dict[int, list[dict]] = {}
         for outcome in outcomes:
             job_id = int(outcome.job_id)

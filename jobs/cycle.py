@@ -29,10 +29,19 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs import actions, dependencies, recent_use, snapshot
+from jobs import actions, dependencies, recent_use, snapshot, tenant_limits
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
-from jobs.placement import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome, place
+from jobs.placement import (
+    PENDING,
+    PLACED,
+    PREEMPTS,
+    RESERVED,
+    Decision,
+    Outcome,
+    Snapshot,
+    place,
+)
 
 
 @dataclass
@@ -56,7 +65,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     clock.lap(result, "load")
     decision = place(loaded.snapshot)  # 2
     clock.lap(result, "decide")
-    commit(decision, now, result)  # 3
+    commit(decision, now, result, loaded.snapshot)  # 3
     clock.lap(result, "commit")
     result.preempted = preempt(decision, now, loaded)  # 4
     explain(decision, loaded, result)  # 5
@@ -65,13 +74,19 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     return result  # 6 runs from transaction.on_commit hooks inside the steps
 
 
-def commit(decision: Decision, now: float, result: CycleResult) -> None:
+def commit(
+    decision: Decision, now: float, result: CycleResult, snapshot: Snapshot | None = None
+) -> None:
+    """Commit the placements in batches; with the `snapshot` they were decided on, its
+    tenants' GPU-hour budgets are checked again as they commit (tenant_limits.BudgetCheck)."""
     placed = [o for o in decision.outcomes if o.status == PLACED]
     moment = datetime.fromtimestamp(now, tz=UTC)
     size = settings.MLSCHED_COMMIT_BATCH
+    budgeted = snapshot is not None and any(t.gpu_budget is not None for t in snapshot.tenants)
+    budget = tenant_limits.BudgetCheck(snapshot) if snapshot and budgeted and placed else None
     for start in range(0, len(placed), size):
         batch = placed[start : start + size]
-        committed = commit_batch(batch, moment)
+        committed = commit_batch(batch, moment, budget=budget)
         result.placed.extend(committed)
         result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
 

@@ -1,6 +1,7 @@
 """Tenants as the core sees them, and the commit's re-check of the limits the core decides on
 its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool), the GPUs one
-user may hold in a tenant, and a batch's shards running at once.
+user may hold in a tenant, a batch's shards running at once, and a tenant's GPU-hour budget
+(``BudgetCheck``).
 
 The core decides them on the snapshot, but another scheduler (``MLSCHED_SINGLE_FLIGHT=0``) may
 have placed work of the same tenants since, and an admin may have lowered a quota (a team its
@@ -23,6 +24,7 @@ from django.db.models import Q, Sum
 from clusters.models import GPU_MILLI, Allocation
 from jobs import placement as p
 from jobs.models import Job
+from jobs.placement.budget import Budgets
 from jobs.placement.quota import Ledger
 from jobs.placement.user_limit import UserLimits
 from quotas.models import RecentUse, Tenant
@@ -81,9 +83,48 @@ class Claimed:
     max_runtime_s: int  # (the commit's window check)
 
 
+class BudgetCheck:
+    """The tenants' GPU-hour budgets (``budget.Budgets``) as a cycle's snapshot counted them,
+    for that cycle's commits, which add what other schedulers placed since: work the live
+    allocations of a budgeted tenant hold that the snapshot did not see running and the cycle
+    did not place, at its whole ask, as the core charges a placement. With no other scheduler
+    it is the core's own count, never stricter: a commit stricter than its cycle would skip the
+    same placement at every cycle."""
+
+    def __init__(self, snapshot: p.Snapshot):
+        self.budgets = Budgets(snapshot.tenants, snapshot.running, snapshot.now)
+        self.known = {int(job.id) for job in snapshot.running}
+
+    def add_others(self, locked: list[Tenant]) -> None:
+        """Charge the work placed for the locked budgeted tenants since the snapshot."""
+        budgeted = [t.pk for t in locked if str(t.pk) in self.budgets.left]
+        if not budgeted:
+            return
+        live = (
+            Allocation.objects.active()
+            .filter(attempt__job__tenant__in=budgeted, gpu_index__isnull=False)
+            .values_list(
+                "attempt__job_id", "attempt__job__tenant_id", "attempt__job__max_runtime_s"
+            )
+            .annotate(gpu=Sum("gpu_milli"))
+            .order_by()
+        )
+        for job_id, tenant, runtime_s, gpu in live:
+            if job_id not in self.known:
+                self.known.add(job_id)
+                self.budgets.take(str(tenant), gpu * runtime_s)
+
+    def fits(self, job: Claimed, gpus: int) -> bool:
+        return self.budgets.fits(job.tenant, gpus, gpus * job.max_runtime_s)
+
+    def charge(self, job_id: int, job: Claimed, gpus: int) -> None:
+        self.known.add(job_id)
+        self.budgets.take(job.tenant, gpus * job.max_runtime_s)
+
+
 class Limits:
     """The locked tenants' quotas, users' GPUs and batches' running shards as their live
-    allocations hold them now, for one commit batch."""
+    allocations hold them now, and their GPU-hour budgets (``budget``), for one commit batch."""
 
     def __init__(
         self,
@@ -91,6 +132,7 @@ class Limits:
         tenants: list[p.Tenant],
         users: list[tuple[str, str, int]],
         shards: Counter[str],
+        budget: BudgetCheck | None = None,
     ):
         self.jobs = jobs
         self.ledger = Ledger(tenants)
@@ -98,11 +140,12 @@ class Limits:
         for tenant, owner, gpu_milli in users:
             self.users.charge(tenant, owner, gpu_milli)
         self.shards = shards  # batch -> its shards running (batches with a limit only)
+        self.budget = budget
 
     def allows(self, outcome: p.Outcome) -> bool:
-        """Whether the placement keeps its tenant within its quotas, its user within the
-        tenant's GPU limit and its batch within its shards' limit, with everything charged so
-        far."""
+        """Whether the placement keeps its tenant within its quotas and its GPU-hour budget,
+        its user within the tenant's GPU limit and its batch within its shards' limit, with
+        everything charged so far."""
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
         limit = job.max_running_shards
@@ -110,6 +153,7 @@ class Limits:
             (job.batch is None or limit is None or self.shards[job.batch] < limit)
             and self.ledger.allows(job.tenant, used)
             and self.users.room(job.tenant, job.owner, gpus)
+            and (self.budget is None or self.budget.fits(job, gpus))
         )
 
     def charge(self, outcome: p.Outcome) -> None:
@@ -120,6 +164,8 @@ class Limits:
         self.users.charge(job.tenant, job.owner, gpus)
         if job.batch is not None:
             self.shards[job.batch] += 1
+        if self.budget is not None:
+            self.budget.charge(int(outcome.job_id), job, gpus)
 
 
 def lock(job_ids: Collection[int]) -> list[Tenant]:
@@ -137,9 +183,12 @@ def lock(job_ids: Collection[int]) -> list[Tenant]:
     )
 
 
-def read(locked: list[Tenant], job_ids: Collection[int]) -> Limits:
+def read(
+    locked: list[Tenant], job_ids: Collection[int], budget: BudgetCheck | None = None
+) -> Limits:
     """The limits of the claimed jobs (their rows locked: their batch's limit holds still) and
-    what the live allocations of the locked tenants hold now."""
+    what the live allocations of the locked tenants hold now; with ``budget``, the cycle's
+    budgets and what other schedulers placed since its snapshot."""
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s",
@@ -175,7 +224,9 @@ def read(locked: list[Tenant], job_ids: Collection[int]) -> Limits:
             users.append((str(tenant), str(row["attempt__job__owner_id"]), row["gpu"]))
     limited = {int(j.batch) for j in jobs.values() if j.batch and j.max_running_shards}
     tenants = [core_tenant(t, usage[t.pk]) for t in locked]
-    return Limits(jobs, tenants, users, running_shards(limited))
+    if budget is not None:
+        budget.add_others(locked)
+    return Limits(jobs, tenants, users, running_shards(limited), budget)
 
 
 def running_shards(batches: set[int]) -> Counter[str]:

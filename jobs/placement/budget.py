@@ -11,9 +11,8 @@ without GPUs are not counted. Like the limit on a user's GPUs it neither evicts 
 reserves nodes: no capacity would let it start. A job whose runtime limit is unknown asks
 nothing beyond a budget not yet spent.
 
-The cycle charges what it places (a preemptor from its decision, as ``user_limit`` does). The
-commit does not ask it again: two schedulers deciding at once may each start a job against the
-same GPU-hours left.
+The cycle charges what it places (a preemptor from its decision, as ``user_limit`` does); the
+commit counts it again with what other schedulers placed since (``jobs.tenant_limits``).
 """
 
 from __future__ import annotations

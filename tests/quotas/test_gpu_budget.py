@@ -3,6 +3,7 @@ GrpTRESMins), through the real cycle: what its attempts used this month, what it
 may still use and what a job asks for its whole runtime limit; the admin, and the quota API,
 page and CLI."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,11 +11,13 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import budgets, cycle, rollup
+from jobs import budgets, cycle, rollup, snapshot, tenant_limits
+from jobs.commit import commit_batch
 from jobs.models import Job
+from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Tenant
-from tests.factories import JobFactory, UserFactory
+from tests.factories import JobFactory, NodeFactory, UserFactory
 from tests.jobs import test_cli
 from tests.jobs.test_usage_report import run
 from tests.quotas.test_user_gpu_limit import quota_as, room  # noqa: F401 (the fixture)
@@ -80,6 +83,29 @@ def test_running_jobs_hold_what_they_may_still_use(alpha, alice):
 
     assert Job.objects.get(pk=first.pk).state == State.SCHEDULED
     assert Job.objects.get(pk=second.pk).pending_reason == "gpu_budget"
+
+
+def test_two_schedulers_deciding_at_once_cannot_both_spend_the_same_hours(alpha, alice, east):
+    NodeFactory(cluster=east, name="east-1", gpu_type="A100", gpu_count=8)
+    budget(alpha, 10)
+    jobs = [JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=6 * 3600) for _ in "ab"]
+
+    def decided_alone(job, other):
+        """A snapshot that does not see the other job queued: 10 GPU-hours left for this one."""
+        Job.objects.filter(pk=other.pk).update(not_before=datetime(2999, 1, 1, tzinfo=UTC))
+        loaded = snapshot.load(time.time())
+        Job.objects.filter(pk=other.pk).update(not_before=None)
+        placed = [o for o in place(loaded.snapshot).outcomes if o.status == PLACED]
+        assert [int(o.job_id) for o in placed] == [job.pk]
+        return placed, tenant_limits.BudgetCheck(loaded.snapshot)
+
+    first, second = decided_alone(*jobs), decided_alone(*reversed(jobs))
+    moment = datetime.now(UTC)
+
+    assert commit_batch(first[0], moment, budget=first[1]) == {jobs[0].pk}
+    assert commit_batch(second[0], moment, budget=second[1]) == set()  # 4 left of the 10
+
+    assert Job.objects.get(pk=jobs[1].pk).state == State.QUEUED
 
 
 def test_the_months_use_reads_rolled_up_days_as_it_reads_the_attempts(alpha, gamma):
