@@ -76,8 +76,8 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     """The quota status of `teams` (tenants the caller may read), in their order, with the GPUs
     the `reader`'s running jobs hold in each (what a per-user limit counts). The ledger needs
     the running work of every tenant in their cohorts, whose idle guarantee they may borrow,
-    and their recent use: five queries whatever the number of teams, one more when one of
-    them has a GPU-hour budget."""
+    and their recent use: five queries whatever the number of teams, and those of the month's
+    GPU use when one of them has a GPU-hour budget (jobs.budgets: two or three)."""
     cohorts = {team.cohort for team in teams}
     active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
