@@ -308,21 +308,16 @@ USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "gpu_idle_since"]
 
 
 def idle_since(workers, measured, had: datetime | None, skew: float = 0.0) -> datetime | None:
-    """The attempt's GPUs idle since: as before when none of its workers is in the report;
-    else from its workers' idle times when each of them carries its GPU figures (a gang's
-    idle rank beside a busy one is not idle); else None, unknown, not idle: a worker whose
-    GPUs are not read now (its exporter gone, its agent restarted) may be busy, and an idle
-    time kept from before would stop it under a tenant's idle limit."""
+    """The attempt's GPUs idle since, on the database's clock (their agent's is ``skew``
+    seconds behind): as before when none of its workers is in the report; else the latest of
+    its workers' idle times when each of them carries its GPU figures and reads idle (a gang's
+    idle rank beside a busy one is not idle); else None, unknown or busy: a worker whose GPUs
+    are not read now (its exporter gone, its agent restarted) may be busy, and an idle time
+    kept from before would stop it under a tenant's idle limit."""
     if not workers:
         return had
-    return gpus_idle_since(measured, skew) if len(measured) == len(workers) else None
-
-
-def gpus_idle_since(workers, skew: float = 0.0) -> datetime | None:
-    """Since when every GPU of the workers has read idle: the latest of their idle times, on
-    the database's clock (their agent's, ``skew`` seconds behind); None while one is busy."""
-    stamps = [w.gpu_idle_since for w in workers]
-    if any(stamp is None for stamp in stamps):
+    stamps = [w.gpu_idle_since for w in measured]
+    if len(measured) < len(workers) or None in stamps:
         return None
     return datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
 

@@ -94,11 +94,10 @@ def stop_past_limit(now) -> int:
     # Locked as stop_unstarted() locks, and asked again at the write: an attempt that ended or
     # was asked to stop meanwhile keeps its own end.
     locked = past_limit.filter(pk__in=actions.lock_live(past_limit))
-    stopped = 0
-    for seconds in sorted(set(locked.values_list("job__max_runtime_s", flat=True))):
-        message = f"ran past its runtime limit of {seconds}s; the control plane stopped it"
-        these = locked.filter(job__max_runtime_s=seconds)
-        stopped += actions.stop_attempts(these, Attempt.Outcome.TIMEOUT, message, now=now)
+    stopped = stop_each(
+        locked, "job__max_runtime_s", Attempt.Outcome.TIMEOUT, now,
+        lambda seconds: f"ran past its runtime limit of {seconds}s; the control plane stopped it",
+    )  # fmt: skip
     if stopped:
         log.warning("%d attempts ran past their runtime limit without their agent ending them: "
                     "asked to stop", stopped)  # fmt: skip
@@ -120,15 +119,23 @@ def stop_idle_gpus(now) -> int:
     # Locked as stop_unstarted() locks; an attempt whose GPUs read busy meanwhile still stops:
     # they were idle past the limit.
     locked = idle.filter(pk__in=actions.lock_live(idle))
-    stopped = 0
-    for minutes in sorted(set(locked.values_list("job__tenant__gpu_idle_limit_min", flat=True))):
-        message = (f"its GPUs read idle for {minutes} min, its team's limit; the control plane "
-                   "stopped it")  # fmt: skip
-        these = locked.filter(job__tenant__gpu_idle_limit_min=minutes)
-        stopped += actions.stop_attempts(these, Attempt.Outcome.GPU_IDLE, message, now=now)
+    stopped = stop_each(
+        locked, "job__tenant__gpu_idle_limit_min", Attempt.Outcome.GPU_IDLE, now,
+        lambda minutes: f"its GPUs read idle for {minutes} min, its team's limit; the control "
+        "plane stopped it",
+    )  # fmt: skip
     if stopped:
         log.info("%d attempts whose GPUs read idle past their team's limit: asked to stop", stopped)
     return stopped
+
+
+def stop_each(locked, limit: str, outcome: str, now, says) -> int:
+    """Ask the locked attempts to stop as `outcome`: one stop for the attempts of each value of
+    their `limit` field, with the message `says(value)`; how many."""
+    return sum(
+        actions.stop_attempts(locked.filter(**{limit: value}), outcome, says(value), now=now)
+        for value in sorted(set(locked.values_list(limit, flat=True)))
+    )
 
 
 def cancel_past_deadline(now) -> int:

@@ -37,16 +37,17 @@ from typing import TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 from urllib3.exceptions import HTTPError
 
 from clusters.backends import base, usage
+from clusters.backends import k8s_specs as specs
 
 log = logging.getLogger(__name__)
 
 NODES_PER_CALL = 20
 TIMEOUT_S = 5.0
 EXPORTERS_EVERY_S = 300.0
-GPU_RESOURCE = "nvidia.com/gpu"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 # A sample line of the exposition format: name{labels} value [timestamp].
 SAMPLE_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
@@ -125,14 +126,10 @@ def pod_usage(summary: dict) -> dict[tuple[str, str], tuple[float, int]]:
 
 
 def whole_gpus(pod: client.V1Pod) -> int:
-    """How many whole GPUs the pod holds through the device plugin (0 for a share)."""
-    count = 0
-    for container in pod.spec.containers or []:
-        limit = str(
-            ((container.resources and container.resources.limits) or {}).get(GPU_RESOURCE, 0)
-        )
-        count += int(limit) if limit.isdigit() else 0
-    return count
+    """How many whole GPUs the pod holds through the device plugin (0 for a share, which asks
+    for none: k8s_specs.resources)."""
+    limits = [(c.resources and c.resources.limits) or {} for c in pod.spec.containers or []]
+    return sum(int(parse_quantity(limit.get(specs.GPU_RESOURCE, "0"))) for limit in limits)
 
 
 class NodeStats:

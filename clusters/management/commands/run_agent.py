@@ -67,10 +67,10 @@ class Command(BaseCommand):
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
         if backend == "kubernetes":
-            from clusters.backends.k8s_usage import DCGM_EXPORTERS, Exporters
+            from clusters.backends.k8s_usage import GPU_OPERATOR, Exporters
 
             try:
-                exporters = Exporters.parse(DCGM_EXPORTERS if gpu_metrics is None else gpu_metrics)
+                exporters = GPU_OPERATOR if gpu_metrics is None else Exporters.parse(gpu_metrics)
             except ValueError as refusal:
                 raise CommandError(f"--gpu-metrics: {refusal}") from None
             control = ControlPlane(url, cluster, token)
