@@ -2,6 +2,7 @@
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
                                  [--queue-depth none|N] [--shared-ranges] [--maintenance 0]
+                                 [--lend 1]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -11,6 +12,8 @@ snapshot does, and the core keeps those ranges exactly: this measures that bookk
 share runs at the start, so the decisions are those made without the ranges).
 With ``--maintenance F`` about that share of the racks has a maintenance window planned from
 two hours on, for four hours, and a tenth of those racks are in one now (ending in an hour).
+With ``--lend F`` under 1 each tenant lends its cohort only that share of its guarantees (a lend
+limit), keeping the rest for itself.
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -179,15 +182,15 @@ def _evaluation(rng: random.Random, common: dict) -> QueuedJob:
     )
 
 
-def build_tenants(nodes: list[Node]) -> list[Tenant]:
-    """Tenants with equal guarantees of each GPU type and a borrow limit of the same size."""
+def build_tenants(nodes: list[Node], lend: float = 1.0) -> list[Tenant]:
+    """Tenants with equal guarantees of each GPU type and a borrow limit of the same size,
+    lending ``lend`` of each guarantee (1: all of it, no lend limit)."""
     per_type = {t: sum(len(n.gpu_free_milli) for n in nodes if n.gpu_type == t) for t in GPU_TYPES}
     tenants = []
     for i in range(TENANTS):
-        quotas = tuple(
-            Quota(gpu_flavor(t), total * 1000 // TENANTS, total * 1000 // TENANTS)
-            for t, total in per_type.items()
-        )
+        shares = {t: total * 1000 // TENANTS for t, total in per_type.items()}
+        lent = {t: None if lend >= 1 else int(share * lend) for t, share in shares.items()}
+        quotas = tuple(Quota(gpu_flavor(t), s, s, lent[t]) for t, s in shares.items())
         tenants.append(Tenant(f"tenant-{i:02d}", weight=1.0 + i % 3, quotas=quotas))
     return tenants
 
@@ -199,6 +202,7 @@ def build_snapshot(
     policy: Policy | None = None,
     ranges: bool = False,
     maintenance: float = 0.0,
+    lend: float = 1.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
@@ -210,7 +214,7 @@ def build_snapshot(
         tuple(nodes),
         tuple(running),
         tuple(queue),
-        tuple(build_tenants(nodes)),
+        tuple(build_tenants(nodes, lend)),
         now=NOW,
         seed=seed,
         policy=policy or Policy(),
@@ -242,13 +246,14 @@ def run(
     policy: Policy | None = None,
     ranges: bool = False,
     maintenance: float = 0.0,
+    lend: float = 1.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance)
+    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance, lend)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -297,6 +302,12 @@ def main() -> None:
         default=0.0,
         help="the share of racks with a maintenance window planned (from 2 h on, for 4 h)",
     )
+    parser.add_argument(
+        "--lend",
+        type=float,
+        default=1.0,
+        help="the share of its guarantees each tenant lends its cohort (1: all, no lend limit)",
+    )
     args = parser.parse_args()
     policy = Policy()
     if args.queue_depth:
@@ -307,7 +318,7 @@ def main() -> None:
     for scale in (int(s) for s in args.scales.split(",")):
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
-            args.maintenance,
+            args.maintenance, args.lend,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))

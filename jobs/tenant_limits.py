@@ -54,6 +54,7 @@ def core_tenant(
             flavor=q.flavor,
             guaranteed=q.guaranteed * gpu_scale(q.flavor),
             borrow_limit=q.borrow_limit * gpu_scale(q.flavor),
+            lend_limit=None if q.lend_limit is None else q.lend_limit * gpu_scale(q.flavor),
         )
         for q in tenant.quotas.all()
     )

@@ -145,7 +145,7 @@ class Drawn(forms.ModelForm):
 
 
 class DrawnQuota(Drawn):
-    drawn_fields = ("flavor", "guaranteed", "borrow_limit")
+    drawn_fields = ("flavor", "guaranteed", "borrow_limit", "lend_limit")
     what = "quota"
 
 
@@ -210,7 +210,7 @@ class QuotaInline(PlatformOnly, admin.TabularInline):
     form = DrawnQuota
     formset = QuotaFormSet
     extra = 1
-    fields = ["flavor", "guaranteed", "borrow_limit", "in_use", "drawn"]
+    fields = ["flavor", "guaranteed", "borrow_limit", "lend_limit", "in_use", "drawn"]
     readonly_fields = ["in_use"]
 
     @admin.display(description="in use now")
@@ -391,7 +391,7 @@ class QuotaForm(DrawnQuota):
 @admin.register(Quota)
 class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
     form = QuotaForm
-    list_display = ["tenant", "flavor", "guaranteed", "borrow_limit"]
+    list_display = ["tenant", "flavor", "guaranteed", "borrow_limit", "lend_limit"]
     list_filter = ["flavor"]
     list_select_related = ["tenant"]
     tenant_path = "tenant"

@@ -160,14 +160,23 @@ def validate_flavor(value: str) -> None:
 
 
 class Quota(models.Model):
-    """A tenant's guaranteed share of one resource flavor, and how much idle capacity it may
-    borrow from other tenants' guarantees on top (a cohort, as in Kueue)."""
+    """A tenant's guaranteed share of one resource flavor, how much idle capacity it may
+    borrow from other tenants' guarantees on top (a cohort, as in Kueue), and how much of its
+    own guarantee they may borrow while it leaves it idle."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
     # "gpu:" and a GPU type as long as a node's (clusters.Node.gpu_type: 64).
     flavor = models.CharField(max_length=4 + 64, validators=[validate_flavor])
     guaranteed = models.PositiveBigIntegerField(default=0)
     borrow_limit = models.PositiveBigIntegerField(default=0)
+    lend_limit = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="How much of the guarantee the rest of the cohort may borrow while this "
+        "tenant leaves it idle (Kueue's lendingLimit); the rest is kept for this tenant alone, "
+        "so its jobs start there at once, without first reclaiming it from borrowers. At most "
+        "the guarantee; empty: all of it.",
+    )
 
     class Meta:
         ordering = ["tenant", "flavor"]
@@ -194,6 +203,10 @@ class Quota(models.Model):
         on it spell it: once the nodes come, only one spelling limits anything."""
         from clusters.models import Node
 
+        if self.lend_limit is not None and self.lend_limit > (self.guaranteed or 0):
+            raise ValidationError(
+                {"lend_limit": "A tenant lends at most its guarantee: lower it, or raise it."}
+            )
         if not self.gpu_type:
             return
         known = Node.objects.filter(gpu_type__iexact=self.gpu_type).values_list(

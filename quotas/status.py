@@ -30,12 +30,15 @@ class Flavor:
     its own on a flavor its cohort guarantees to others, the team's guarantee is 0 and its
     `borrow_limit` None: it borrows up to the cohort's idle guarantee. Where nobody in the
     cohort has a quota on the flavor, `guaranteed`, `borrow_limit` and `may_start` are None:
-    nothing limits it. `borrowed` is what the team uses above its guarantee."""
+    nothing limits it. `borrowed` is what the team uses above its guarantee; `lend_limit`, how
+    much of its guarantee the cohort may borrow while the team leaves it idle, None for all of
+    it (or no quota)."""
 
     flavor: str
     unit: str
     guaranteed: float | None
     borrow_limit: float | None
+    lend_limit: float | None
     in_use: float
     borrowed: float
     may_start: float | None
@@ -144,6 +147,7 @@ def flavors(ledger: Ledger, tenant: str, named: set[str]) -> list[Flavor]:
             flavor=flavor, unit=unit(flavor),
             guaranteed=in_units(flavor, guaranteed),
             borrow_limit=in_units(flavor, quota.borrow_limit) if quota else None,
+            lend_limit=in_units(flavor, quota.lend_limit) if quota else None,
             in_use=in_units(flavor, in_use),
             borrowed=in_units(flavor, max(in_use - (guaranteed or 0), 0)) if quota else 0.0,
             may_start=in_units(flavor, ledger.headroom(tenant, flavor)),

@@ -72,7 +72,8 @@
                      each tenant's usage by its jobs' values of that label ("(none)": jobs
                      without it), as chargeback by project
     quota [--tenant SLUG]
-                     per tenant and flavor: guaranteed, borrow limit, in use, borrowed, and
+                     per tenant and flavor: guaranteed, borrow limit, lend limit (how much
+                     of its idle guarantee its cohort may borrow), in use, borrowed, and
                      how much more it may start now; jobs queued and waiting for quota
     classes [--tenant SLUG]
                      the priority classes your tenants may submit at: value, whether it may

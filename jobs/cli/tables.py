@@ -68,8 +68,8 @@ def sizing(figures: dict) -> list[str]:
             said["runtime_efficiency"], said["gpu_efficiency"]]  # fmt: skip
 
 
-QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "in use", "borrowed",
-                "may start"]  # fmt: skip
+QUOTA_HEADER = ["tenant", "flavor", "unit", "guaranteed", "borrow limit", "lend limit", "in use",
+                "borrowed", "may start"]  # fmt: skip
 
 
 def quota(api: Api, args) -> None:
@@ -80,8 +80,10 @@ def quota(api: Api, args) -> None:
             limit = f["borrow_limit"]
             if limit is None:  # none of its own: the cohort's idle guarantee, or no limit
                 limit = "-" if f["guaranteed"] is None else "cohort idle"
+            lends = f["lend_limit"]  # None: all of its guarantee, or none to lend
+            lends = "-" if f["guaranteed"] is None else "all" if lends is None else lends
             rows.append([team["slug"], f["flavor"], f["unit"], amount(f["guaranteed"]),
-                         amount(limit), amount(f["in_use"]), amount(f["borrowed"]),
+                         amount(limit), amount(lends), amount(f["in_use"]), amount(f["borrowed"]),
                          amount(f["may_start"], "no limit")])  # fmt: skip
     table(rows, names=3)
     for team in answer["tenants"]:

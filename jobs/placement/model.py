@@ -166,11 +166,14 @@ class QueuedJob:
 
 @dataclass(frozen=True)
 class Quota:
-    """A tenant's quota for one flavor. ``borrow_limit`` None means no limit on borrowing."""
+    """A tenant's quota for one flavor. ``borrow_limit`` None means no limit on borrowing;
+    ``lend_limit``, how much of the guarantee the rest of the cohort may borrow while the
+    tenant leaves it idle (Kueue's lendingLimit), None for all of it."""
 
     flavor: str
     guaranteed: int
     borrow_limit: int | None = 0
+    lend_limit: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,13 @@ its cohort guarantees to others has a guarantee of 0 and no borrow limit: all it
 flavor is borrowed, reclaimable by the owners. Flavors nobody in the cohort guarantees are not
 limited.
 
+A lend limit (Kueue's lendingLimit) lends only that much of a guarantee: the rest is the
+tenant's alone (``private``), idle or not, so its work starts there at once, with no borrower to
+reclaim it from. The cohort's pool is then the guarantees' lendable parts, and a tenant's use
+counts against the pool only beyond its private part: the pool's use is the sum of
+``max(0, use - private)``. Without lend limits every private part is 0 and the pool is the
+guarantees' sum, its use the tenants' use.
+
 A job its tenant's quota cannot cover yet *holds* the tenant's room on the flavors it lacks for
 the rest of the cycle: the tenant's later jobs take none of it, or a stream of small jobs would
 take every bit of quota freed before the large job ahead of them could use it. As in backfill, a
@@ -28,6 +35,8 @@ class Ledger:
         self.quota: dict[tuple[str, str], Quota] = {}
         self.usage: dict[tuple[str, str], int] = {}
         self.cohort: dict[str, str] = {}
+        # (tenant, flavor) -> the part of its guarantee it does not lend.
+        self.private: dict[tuple[str, str], int] = {}
         self.cohort_total: dict[tuple[str, str], int] = {}
         self.cohort_used: dict[tuple[str, str], int] = {}
         # (tenant, flavor) -> time before which the tenant's later jobs must end to use it.
@@ -49,11 +58,19 @@ class Ledger:
             own = {q.flavor: q for q in tenant.quotas}
             for flavor in guarded[tenant.cohort]:
                 q = own.get(flavor) or Quota(flavor, 0, None)
-                self.quota[(tenant.id, flavor)] = q
-                pool = (tenant.cohort, flavor)
-                self.cohort_total[pool] = self.cohort_total.get(pool, 0) + q.guaranteed
-                used = self.cohort_used.get(pool, 0) + tenant.usage.get(flavor, 0)
+                key, pool = (tenant.id, flavor), (tenant.cohort, flavor)
+                self.quota[key] = q
+                if q.lend_limit is not None and q.lend_limit < q.guaranteed:
+                    self.private[key] = q.guaranteed - q.lend_limit
+                lent = q.guaranteed - self.private.get(key, 0)
+                self.cohort_total[pool] = self.cohort_total.get(pool, 0) + lent
+                used = self.cohort_used.get(pool, 0) + self.pooled(key, self.usage.get(key, 0))
                 self.cohort_used[pool] = used
+
+    def pooled(self, key: tuple[str, str], used: int) -> int:
+        """What ``used`` of a tenant's flavor takes of its cohort's pool: what is beyond the
+        part of its guarantee it does not lend."""
+        return max(used - self.private.get(key, 0), 0) if self.private else used
 
     def allows(
         self,
@@ -81,15 +98,16 @@ class Ledger:
             if gone:
                 used -= self.going.get(key, 0)
                 pool_used -= self.cohort_going.get(pool, 0)
+            # The pool without the tenant's own share of it, which ``after`` replaces.
+            pool_used -= self.pooled(key, used)
             if less:
                 used -= less.get(flavor, 0)
-                pool_used -= less.get(flavor, 0)
             after = used + amount
             if after <= q.guaranteed:
                 continue
             if q.borrow_limit is not None and after > q.guaranteed + q.borrow_limit:
                 return False
-            if pool_used + amount > self.cohort_total.get(pool, 0):
+            if pool_used + self.pooled(key, after) > self.cohort_total.get(pool, 0):
                 return False
         return True
 
@@ -103,7 +121,8 @@ class Ledger:
         q = self.quota[(tenant, flavor)]
         if q.borrow_limit is not None and amount > q.guaranteed + q.borrow_limit:
             return False
-        return amount <= self.cohort_total[(self.cohort[tenant], flavor)]
+        pool = self.cohort_total[(self.cohort[tenant], flavor)]
+        return amount <= self.private.get((tenant, flavor), 0) + pool
 
     def headroom(self, tenant: str, flavor: str) -> int | None:
         """How much more of ``flavor`` the tenant may take now (the most ``allows`` grants,
@@ -112,9 +131,11 @@ class Ledger:
         q = self.quota.get((tenant, flavor))
         if q is None:
             return None
-        used = self.usage.get((tenant, flavor), 0)
-        pool = (self.cohort[tenant], flavor)
-        borrowable = self.cohort_total.get(pool, 0) - self.cohort_used.get(pool, 0)
+        key, pool = (tenant, flavor), (self.cohort[tenant], flavor)
+        used = self.usage.get(key, 0)
+        # The most ``allows`` lets its use reach through the pool, less what it uses.
+        others = self.cohort_used.get(pool, 0) - self.pooled(key, used)
+        borrowable = self.private.get(key, 0) + self.cohort_total.get(pool, 0) - others - used
         if q.borrow_limit is not None:
             borrowable = min(borrowable, q.guaranteed + q.borrow_limit - used)
         return max(q.guaranteed - used, borrowable, 0)
@@ -179,14 +200,30 @@ class Ledger:
 
     def _add(self, by_tenant: dict, by_pool: dict, tenant: str, demand, sign: int) -> None:
         """Add ``demand`` to a per-(tenant, flavor) table and, for flavors under quota, to
-        its per-(cohort, flavor) total."""
+        its per-(cohort, flavor) total: the amount itself, or where the tenant keeps part of
+        its guarantee, the change in its share of the pool."""
         cohort = self.cohort.get(tenant, "")
         for flavor, amount in demand.items():
             key = (tenant, flavor)
+            if key in self.private:
+                pool = (cohort, flavor)
+                used, going = self._pool_shares(key)
+                by_tenant[key] = by_tenant.get(key, 0) + sign * amount
+                now_used, now_going = self._pool_shares(key)
+                self.cohort_used[pool] = self.cohort_used.get(pool, 0) + now_used - used
+                self.cohort_going[pool] = self.cohort_going.get(pool, 0) + now_going - going
+                continue
             by_tenant[key] = by_tenant.get(key, 0) + sign * amount
             if key in self.quota:
                 pool = (cohort, flavor)
                 by_pool[pool] = by_pool.get(pool, 0) + sign * amount
+
+    def _pool_shares(self, key: tuple[str, str]) -> tuple[int, int]:
+        """The tenant's share of its cohort's pool, and the part of it work asked to stop
+        holds: the share less what the share would be once that work has gone."""
+        used = self.usage.get(key, 0)
+        share = self.pooled(key, used)
+        return share, share - self.pooled(key, used - self.going.get(key, 0))
 
     def staying(self, tenant: str, flavor: str) -> int:
         """The tenant's usage of ``flavor`` less work asked to stop."""

@@ -62,7 +62,7 @@ def test_it_shows_a_team_what_it_may_still_start(alice, placed):
     assert team["max_queued_jobs"] is None
     assert a100(team) == {
         "flavor": "gpu:A100", "unit": "GPUs", "guaranteed": 8, "borrow_limit": 4,
-        "in_use": 10, "borrowed": 2, "may_start": 2,
+        "lend_limit": None, "in_use": 10, "borrowed": 2, "may_start": 2,
     }  # fmt: skip
 
 
@@ -90,8 +90,8 @@ def test_a_team_without_a_quota_of_its_own_borrows_what_its_cohort_leaves_idle(
     (team,) = client_of(alice).get("/api/v1/quotas/").json()["tenants"]
 
     assert a100(team) | {"flavor": ""} == {
-        "flavor": "", "unit": "GPUs", "guaranteed": 0, "borrow_limit": None, "in_use": 0,
-        "borrowed": 0, "may_start": 6,
+        "flavor": "", "unit": "GPUs", "guaranteed": 0, "borrow_limit": None, "lend_limit": None,
+        "in_use": 0, "borrowed": 0, "may_start": 6,
     }  # fmt: skip
 
 
@@ -119,7 +119,8 @@ def test_the_portal_page_draws_the_same_figures(client, alice, placed):
 
     row = page[page.index('data-flavor="gpu:A100"') :].split("</tr>")[0]
     cells = [cell.split("</td>")[0] for cell in row.split("<td")[1:]]
-    assert [c.split(">", 1)[1] for c in cells] == ["gpu:A100", "GPUs", "8", "4", "10", "2", "2"]
+    shown = [c.split(">", 1)[1] for c in cells]
+    assert shown == ["gpu:A100", "GPUs", "8", "4", "all of its guarantee", "10", "2", "2"]
     assert "1 job queued, 1 waiting for quota." in page
     assert 'id="team-alpha"' in page and 'id="team-gamma"' not in page
 
@@ -134,12 +135,12 @@ def test_the_cli_prints_each_flavor_and_the_jobs_waiting_for_quota(cli, placed):
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["tenant", "flavor", "unit", "guaranteed", "borrow", "limit",
-                                "in", "use", "borrowed", "may", "start"]  # fmt: skip
-    assert ["alpha", "gpu:A100", "GPUs", "8", "4", "10", "2", "2"] in [
+    assert lines[0].split() == ["tenant", "flavor", "unit", "guaranteed", "borrow", "limit", "lend",
+                                "limit", "in", "use", "borrowed", "may", "start"]  # fmt: skip
+    assert ["alpha", "gpu:A100", "GPUs", "8", "4", "all", "10", "2", "2"] in [
         line.split() for line in lines
     ]
-    assert ["alpha", "cpu", "millicores", "-", "-", "8000", "0", "no", "limit"] in [
+    assert ["alpha", "cpu", "millicores", "-", "-", "-", "8000", "0", "no", "limit"] in [
         line.split() for line in lines
     ]
     assert lines[-1] == "alpha: 1 queued, 1 waiting for quota, 0 GPUs held recently (fair share)"
