@@ -627,6 +627,30 @@ class SchedulerShard(models.Model):
             cls.objects.filter(name=name).update(**changes)
 
 
+class BudgetAlert(models.Model):
+    """A threshold of a tenant's GPU-hour budget (80 or 100 % of a month's) its webhook was
+    told its attempts had reached (jobs.budget_alerts): at most one a tenant, month and
+    threshold. The row is the claim: whoever inserts it sends the notification, and the figures
+    it was sent with stay here, so that every try posts the same document."""
+
+    tenant = models.ForeignKey("quotas.Tenant", on_delete=models.CASCADE, related_name="+")
+    month = models.DateField(help_text="The month's first day (UTC).")
+    percent = models.PositiveSmallIntegerField()
+    budget_gpu_hours = models.PositiveIntegerField(help_text="The month's budget when it was sent.")
+    spent_gpu_hours = models.FloatField(help_text="What the month had used when it was sent.")
+    sent_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "month", "percent"], name="budgetalert_unique_threshold"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id}: {self.percent} % of {self.month:%Y-%m}"
+
+
 # The daily usage roll-up's rows, in jobs/usage_days.py: imported here, where Django looks
 # for an app's models.
 from jobs.usage_days import GpuTypeUsageDay, UsageDay  # noqa: E402, F401

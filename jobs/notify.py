@@ -1,13 +1,17 @@
-"""Job-end notifications (Slurm's --mail-type=END, what teams wire to Slack, Teams or PagerDuty):
-when one of a tenant's jobs ends, the control plane POSTs a small JSON document about it to the
-tenant's webhook (`Tenant.notify_url`, set by a platform admin), once per job; a batch once,
-when its last shard has ended, with its shards counted by state.
+"""Notifications to a tenant's webhook (`Tenant.notify_url`, set by a platform admin): small
+JSON documents the control plane POSTs. Job ends (Slurm's --mail-type=END, what teams wire to
+Slack, Teams or PagerDuty): once per job; a batch once, when its last shard has ended, with its
+shards counted by state. The thresholds of its GPU-hour budget a tenant's month reaches are
+told the same way (jobs.budget_alerts).
 
 After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
 the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
-builds the document and posts it (`deliver`), signed with the tenant's secret as GitHub signs
-its webhooks, so a receiver can check that it came from the control plane:
-`X-Mlsched-Signature-256: sha256=<hex HMAC-SHA256 of the body, keyed with notify_secret>`.
+builds the notification (`job_end`) and posts it (`deliver`). Every kind goes the same way from
+there (`queue`, `deliver`): signed with the tenant's secret as GitHub signs its webhooks, so a
+receiver can check that it came from the control plane,
+`X-Mlsched-Signature-256: sha256=<hex HMAC-SHA256 of the body, keyed with notify_secret>`, and
+carrying its delivery id, `X-Mlsched-Delivery`, the same at every try of one notification, on
+which a receiver drops one it has had.
 
 A notification that cannot be delivered is logged and dropped; the job never hears of it.
 """
@@ -17,6 +21,8 @@ import hmac
 import json
 import logging
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TypedDict
 from urllib.parse import urlsplit
 
@@ -36,6 +42,7 @@ from quotas.models import Tenant
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Mlsched-Signature-256"
+DELIVERY_HEADER = "X-Mlsched-Delivery"
 TIMEOUT_S = (5.0, 5.0)  # to connect, and between bytes of the answer
 # How long a batch's notification stays claimed: far longer than two ends committing together.
 CLAIM_S = 24 * 3600
@@ -60,6 +67,16 @@ class JobEnded(TypedDict):
     # What that last attempt used of its request (jobs.efficiency; nulls when not measured):
     # cpu_seconds, memory_peak_mb, gpu_busy_seconds and their efficiencies, runtime_efficiency.
     used: dict[str, float | int | None] | None
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A document for a tenant's webhook, and its delivery id: the same each time this
+    notification is sent (retries included), so that a receiver can drop one it has had."""
+
+    tenant: Tenant
+    delivery: str  # "job.ended:42", "budget.threshold:alpha:2026-12:80"
+    document: Mapping[str, object]
 
 
 class Unreachable(Exception):
@@ -116,35 +133,44 @@ def send(job_id: int) -> None:
     """Queue the notification of job `job_id`'s end."""
     from jobs import tasks  # the tasks import this module
 
-    task = tasks.notify_job_end
+    queue(tasks.notify_job_end, job_id)
+
+
+def queue(task, *ids: int) -> None:
+    """Send a notification's task (jobs.tasks) with the ids it takes, to the worker."""
     if not task.app.conf.task_always_eager:
-        task.delay(job_id)
+        task.delay(*ids)
         return
     # The embedded mode has no worker: the task would run inside the request or cycle that
-    # ended the job, timeouts and retries included. A thread of its own runs it.
-    threading.Thread(target=run_here, args=(job_id,), name="notify", daemon=True).start()
+    # queued it, timeouts and retries included. A thread of its own runs it.
+    threading.Thread(target=run_here, args=(task, ids), name="notify", daemon=True).start()
 
 
-def run_here(job_id: int) -> None:
-    from jobs import tasks
-
+def run_here(task, ids: tuple[int, ...]) -> None:
     try:
-        tasks.notify_job_end.apply(args=(job_id,))
+        task.apply(args=ids)
     finally:
         connection.close()  # this thread's own
 
 
-# -- the task: build, sign, post ------------------------------------------------------------
+# -- the tasks: build, sign, post -----------------------------------------------------------
 
 
-def deliver(job_id: int) -> None:
-    """Post the notification of job `job_id`'s end (a batch: its first shard) to its tenant's
-    URL. Raises Unreachable for a failure worth another try; any other answer is final: a 2xx
-    delivered, a redirect (not followed) or a 4xx logged and dropped."""
+def job_end(job_id: int) -> Notification | None:
+    """The notification of job `job_id`'s end (a batch: its first shard's); None when there is
+    nothing to send: the job deleted since, or its tenant's URL removed since."""
     job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
     if job is None or not job.tenant.notify_url:
-        return  # deleted since, or the tenant's URL removed since
-    post(job.tenant, encode(document(job)))
+        return None
+    return Notification(job.tenant, f"job.ended:{job.pk}", document(job))
+
+
+def deliver(notification: Notification | None) -> None:
+    """Post the notification to its tenant's URL, once (None: nothing to send). Raises
+    Unreachable for a failure worth another try; any other answer is final: a 2xx delivered,
+    a redirect (not followed) or a 4xx logged and dropped."""
+    if notification is not None:
+        post(notification.tenant, encode(notification.document), notification.delivery)
 
 
 def document(job: Job) -> JobEnded:
@@ -168,7 +194,8 @@ def document(job: Job) -> JobEnded:
         reason=end.reason if end else "",
         started_at=started.isoformat() if started else None,
         finished_at=finished.isoformat() if finished else None,
-        url=portal_url(job.pk), shards=shards, shard=told.shard_index if shards else None,
+        url=portal_url(reverse("job", args=[job.pk])), shards=shards,
+        shard=told.shard_index if shards else None,
         used=used_by(attempt, told),
     )  # fmt: skip
 
@@ -185,12 +212,13 @@ USED = ("cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "cpu_efficiency",
         "memory_efficiency", "runtime_efficiency", "gpu_efficiency")  # fmt: skip
 
 
-def portal_url(job_id: int) -> str | None:
+def portal_url(path: str) -> str | None:
+    """The portal's `path`, absolute under MLSCHED_PUBLIC_URL; None without it."""
     base = settings.MLSCHED_PUBLIC_URL
-    return f"{base.rstrip('/')}{reverse('job', args=[job_id])}" if base else None
+    return f"{base.rstrip('/')}{path}" if base else None
 
 
-def encode(document: JobEnded) -> bytes:
+def encode(document: Mapping[str, object]) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
@@ -200,12 +228,14 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def post(tenant: Tenant, body: bytes) -> None:
+def post(tenant: Tenant, body: bytes, delivery: str) -> None:
     """POST `body` to the tenant's URL, once; see deliver."""
     # Logged by host only: the URL's path or query often is the receiver's token (Slack's).
     host = urlsplit(tenant.notify_url).hostname
+    which = f"notification {delivery} for tenant {tenant.slug}"
     headers = {"Content-Type": "application/json", "User-Agent": "mlsched",
-               SIGNATURE_HEADER: signature(tenant.signing_secret(), body)}  # fmt: skip
+               SIGNATURE_HEADER: signature(tenant.signing_secret(), body),
+               DELIVERY_HEADER: delivery}  # fmt: skip
     try:
         # Not streamed in: only the status matters, whatever the receiver answers with.
         with requests.post(tenant.notify_url, data=body, headers=headers, timeout=TIMEOUT_S,
@@ -214,15 +244,13 @@ def post(tenant: Tenant, body: bytes) -> None:
     except (requests.ConnectionError, requests.Timeout) as error:
         # Its message names the whole URL: only its kind is told, and the chain is cut.
         failure = f"{host}: {type(error).__name__}"
-        log.warning("notification for tenant %s: %s", tenant.slug, failure)
+        log.warning("%s: %s", which, failure)
         raise Unreachable(failure) from None
     except requests.RequestException as error:
-        log.warning("notification for tenant %s: not sent to %s (%s)", tenant.slug, host,
-                    type(error).__name__)  # fmt: skip
+        log.warning("%s: not sent to %s (%s)", which, host, type(error).__name__)
         return
     if status >= 500:
-        log.warning("notification for tenant %s: %s answered %d", tenant.slug, host, status)
+        log.warning("%s: %s answered %d", which, host, status)
         raise Unreachable(f"{host} answered {status}")
     if status >= 300:
-        log.warning("notification for tenant %s: %s answered %d; dropped, not sent again",
-                    tenant.slug, host, status)  # fmt: skip
+        log.warning("%s: %s answered %d; dropped, not sent again", which, host, status)

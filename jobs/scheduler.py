@@ -10,6 +10,7 @@ import functools
 import logging
 import threading
 import zlib
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import redis
@@ -129,11 +130,24 @@ def prune_forever(stop: threading.Event, every: float = 24 * 3600.0) -> None:
     every `every` seconds."""
     from jobs import tasks  # the tasks import this module
 
+    repeat(stop, "prune", tasks.prune, every)
+
+
+def alert_budgets_forever(stop: threading.Event, every: float = 60.0) -> None:
+    """The embedded mode's GPU-hour budget alerts (beat sends jobs.tasks.alert_budgets
+    elsewhere): at start, then every `every` seconds."""
+    from jobs import tasks
+
+    repeat(stop, "budget alerts", tasks.alert_budgets, every)
+
+
+def repeat(stop: threading.Event, name: str, work: Callable[[], object], every: float) -> None:
+    """Run `work` in this thread at once, then every `every` seconds until `stop` is set."""
     while not stop.is_set():
         try:
-            tasks.prune()
+            work()
         except Exception:
-            log.exception("prune failed; it runs again in %s s", every)
+            log.exception("%s failed; it runs again in %s s", name, every)
         finally:
             connection.close()
         stop.wait(every)

@@ -1,11 +1,11 @@
-"""Celery tasks: thin wrappers around the scheduler and the job-end notifications. Tasks take
-ids, never model instances."""
+"""Celery tasks: thin wrappers around the scheduler, retention and the webhook notifications
+(job ends, GPU-hour budget thresholds). Tasks take ids, never model instances."""
 
 import logging
 
 from celery import shared_task
 
-from jobs import notify, retention, scheduler
+from jobs import budget_alerts, notify, retention, scheduler
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,12 @@ def prune() -> None:
         log.info("prune: deleted %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
 
 
-# A receiver unreachable, too slow (5 s to connect, 5 s between bytes) or failing (5xx) is
-# tried again up to 5 times, after a random wait up to 10, 20, 40, 80 and 160 s (random, so a
-# receiver back from an outage is not hit by every job's retry at once); then the failure is
-# logged and the notification dropped. A redirect or a 4xx is final at once.
-@shared_task(
+# Every notification to a tenant's webhook (jobs.notify) is a task of this policy. A receiver
+# unreachable, too slow (5 s to connect, 5 s between bytes) or failing (5xx) is tried again up
+# to 5 times, after a random wait up to 10, 20, 40, 80 and 160 s (random, so a receiver back
+# from an outage is not hit by every job's retry at once); then the failure is logged and the
+# notification dropped. A redirect or a 4xx is final at once.
+notification_task = shared_task(
     ignore_result=True,
     autoretry_for=(notify.Unreachable,),
     retry_backoff=10,
@@ -41,7 +42,25 @@ def prune() -> None:
     retry_jitter=True,
     max_retries=5,
 )
+
+
+@notification_task
 def notify_job_end(job_id: int) -> None:
     """POST the notification of a job's end (a batch: its first shard's id) to its tenant's
     webhook (jobs.notify)."""
-    notify.deliver(job_id)
+    notify.deliver(notify.job_end(job_id))
+
+
+@notification_task
+def notify_budget(alert_id: int) -> None:
+    """POST the notification of a GPU-hour budget threshold reached (a BudgetAlert's id) to its
+    tenant's webhook (jobs.budget_alerts)."""
+    notify.deliver(budget_alerts.notification(alert_id))
+
+
+# A check nobody ran within its minute is stale (no worker was up): the next one does its work.
+@shared_task(ignore_result=True, expires=60)
+def alert_budgets() -> None:
+    """Tell budgeted tenants' webhooks of the thresholds their month's use has reached
+    (jobs.budget_alerts); beat sends it every minute."""
+    budget_alerts.check()

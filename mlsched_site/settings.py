@@ -193,6 +193,9 @@ CELERY_BEAT_SCHEDULE = {
     # Retention (jobs.retention): old log lines, released allocations and finished jobs, daily.
     # MLSCHED_LOG_RETENTION_DAYS (30) and MLSCHED_JOB_RETENTION_DAYS (90); 0 keeps forever.
     "prune": {"task": "jobs.tasks.prune", "schedule": 24 * 3600.0},
+    # GPU-hour budget alerts (jobs.budget_alerts): one query a minute while no tenant has both a
+    # budget and a webhook.
+    "budget-alerts": {"task": "jobs.tasks.alert_budgets", "schedule": 60.0},
 }
 
 # Scheduler
@@ -252,7 +255,8 @@ MLSCHED_QUEUE_DEPTH = (
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
 # The portal's address as its users reach it (https://mlsched.example.com): job-end
-# notifications (jobs.notify) link to the job's page under it. Unset: they carry no link.
+# notifications (jobs.notify) link to the job's page under it, budget alerts to the quota page.
+# Unset: they carry no link.
 MLSCHED_PUBLIC_URL = os.environ.get("MLSCHED_PUBLIC_URL", "")
 
 AUTHENTICATION_BACKENDS = [

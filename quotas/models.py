@@ -66,7 +66,8 @@ class Tenant(models.Model):
         db_default="",
         validators=[URLValidator(schemes=["http", "https"])],
         help_text="An http(s) address the control plane POSTs a signed JSON document to when "
-        "one of the tenant's jobs ends (a batch: once, when its last shard ends). Empty: none.",
+        "one of the tenant's jobs ends (a batch: once, when its last shard ends), and when its "
+        "month's GPU-hour use reaches 80 % and 100 % of its budget. Empty: none.",
     )
     notify_secret = models.CharField(
         max_length=64,

@@ -97,15 +97,20 @@ def hooked(alpha, receiver):
 
 @pytest.fixture
 def queued(monkeypatch):
-    """The job ids whose notification was queued; each runs at once, as a worker would run it
+    """The job ids whose notification was queued; each runs at once."""
+    return run_when_sent(monkeypatch, tasks.notify_job_end)
+
+
+def run_when_sent(monkeypatch, task) -> list[int]:
+    """The ids `task` is sent with from now on; each runs at once, as a worker would run it
     (retries included, without their waits)."""
     sent: list[int] = []
 
-    def delay(job_id):
-        sent.append(job_id)
-        tasks.notify_job_end.apply(args=(job_id,))
+    def delay(task_id):
+        sent.append(task_id)
+        task.apply(args=(task_id,))
 
-    monkeypatch.setattr(tasks.notify_job_end, "delay", delay)
+    monkeypatch.setattr(task, "delay", delay)
     return sent
 
 
@@ -161,6 +166,7 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
     assert (post.method, post.path) == ("POST", "/hooks/T0KEN-IN-PATH")
     assert post.headers["User-Agent"] == "mlsched"
     assert post.headers["Content-Type"] == "application/json"
+    assert post.headers["X-Mlsched-Delivery"] == f"job.ended:{job.pk}"
     assert verifies(post, hooked.notify_secret)
     assert post.document == {
         "event": "job.ended", "job": job.pk, "name": "train-llm", "tenant": "alpha",
@@ -423,6 +429,18 @@ def test_a_receiver_answering_503_is_tried_again_and_given_up_after_6_tries(ende
     assert len(receiver.received) == 1 + tasks.notify_job_end.max_retries
     assert isinstance(result.result, notify.Unreachable)
     assert Job.objects.get(pk=ended.pk).state == State.FAILED
+
+
+@pytest.mark.django_db
+def test_every_try_of_a_job_end_carries_the_same_delivery_id_and_body(ended, receiver):
+    receiver.status = 503
+
+    tasks.notify_job_end.apply(args=(ended.pk,))
+
+    assert {post.headers["X-Mlsched-Delivery"] for post in receiver.received} == {
+        f"job.ended:{ended.pk}"
+    }
+    assert len({post.body for post in receiver.received}) == 1
 
 
 @pytest.mark.django_db

@@ -1,5 +1,5 @@
-"""The embedded all-in-one server: the web portal, API, admin, scheduler, daily retention and
-the demo clusters' agents in one process."""
+"""The embedded all-in-one server: the web portal, API, admin, scheduler, daily retention, the
+budget alerts' check and the demo clusters' agents in one process."""
 
 import fcntl
 import logging
@@ -58,6 +58,9 @@ class Command(BaseCommand):
         ).start()
         threading.Thread(
             target=scheduler.prune_forever, args=(stop,), name="prune", daemon=True
+        ).start()
+        threading.Thread(
+            target=scheduler.alert_budgets_forever, args=(stop,), name="budget-alerts", daemon=True
         ).start()
         for name, _, inventory in DEMO_CLUSTERS:
             start_agent(name, inventory, f"http://{host}:{port}", stop)
