@@ -59,7 +59,7 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
     """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
     the cluster's agent, which reads every tenant's work placed there)."""
 
-    list_display = ["name", "backend", "region", "health", "last_heartbeat"]
+    list_display = ["name", "backend", "region", "placement_cost", "health", "last_heartbeat"]
     list_filter = ["backend", "health"]
     readonly_fields = ["health", "last_heartbeat", "node_table"]
     formfield_overrides = {models.JSONField: {"form_class": JsonText}}

@@ -49,6 +49,14 @@ class Cluster(models.Model):
     labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])
     health = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    placement_cost = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,  # a cluster written by code that does not know the column
+        help_text="Work starts on the clusters of the lowest cost that can hold it now (Slurm's "
+        "node Weight): give a cloud or rented cluster a higher cost than your own to fill "
+        "your own first and burst there when it is full. A gang needing fewer nodes elsewhere "
+        "still goes there. Equal costs: the best fit decides. It moves no running work.",
+    )
     # Only the hash is kept: a leaked database does not let anyone act as an agent.
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 

@@ -111,7 +111,9 @@ def read(
     # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
     # explained by its dependency alone: by both, its reason would change every cycle.
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
-    clusters = list(Cluster.objects.order_by("id").values("id", "labels", "health"))
+    clusters = list(
+        Cluster.objects.order_by("id").values("id", "labels", "health", "placement_cost")
+    )
     inventory = nodes(rows, clusters, now)
     running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
@@ -128,6 +130,7 @@ def read(
         or p.Policy(
             queue_depth=settings.MLSCHED_QUEUE_DEPTH,
             eviction_grace_s=2 * settings.MLSCHED_STOP_GRACE_S,
+            cluster_costs=cluster_costs(clusters),
         ),
         recent_shapes=running_shapes(rows),
     )
@@ -143,6 +146,16 @@ def read(
         snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped,
         recent,
     )  # fmt: skip
+
+
+def cluster_costs(clusters: list[dict]) -> dict[str, float]:
+    """The core's per-cluster penalty for the clusters with a placement cost: a step of cost
+    outweighs any difference in how well a node fits (the scorers' scores lie within 0-1)."""
+    return {
+        str(c["id"]): c["placement_cost"] * p.CLUSTER_COST_STEP
+        for c in clusters
+        if c["placement_cost"]
+    }
 
 
 def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:

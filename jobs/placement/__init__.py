@@ -18,6 +18,7 @@ from jobs.placement.decision import (
 from jobs.placement.engine import place
 from jobs.placement.model import (
     BATCH_INFERENCE,
+    CLUSTER_COST_STEP,
     EVALUATION,
     FAMILIES,
     TRAINING,
@@ -36,6 +37,7 @@ from jobs.placement.ordering import worker_gpus
 
 __all__ = [
     "BATCH_INFERENCE",
+    "CLUSTER_COST_STEP",
     "EVALUATION",
     "FAMILIES",
     "PENDING",

@@ -285,10 +285,10 @@ def find_gang(
 ) -> list[Slot] | None:
     """Slots for all workers in one group on the fewest nodes, or None (all or nothing).
 
-    A gang that fits on one node goes where the scorers like it best. Otherwise plans are
-    ranked by node count, then by sharing a topology label (most specific level first), then
-    by the GPUs left idle on the chosen nodes (packing), then by the scorers, then by group
-    order.
+    A gang that fits on one node goes where the scorers like it best (its cluster's cost
+    counted). Otherwise plans are ranked by node count, then by their cluster's cost, then by
+    sharing a topology label (most specific level first), then by the GPUs left idle on the
+    chosen nodes (packing), then by the scorers, then by group order.
     """
     groups = [g for g in need.groups if group_can_hold(g, need, workers)]
     one_node = [g for g in groups if need.gpus * workers <= g.max_gpus]
@@ -312,9 +312,10 @@ def find_gang(
 
 def _may_beat(rank: tuple, fewest: int) -> bool:
     # A later group wins only with fewer nodes, or with as many and a better tie-break than
-    # a plan that already shares the most specific label and leaves nothing idle (such a
-    # group could still score better; that small loss buys skipping most groups).
-    return fewest < rank[0] or (fewest == rank[0] and rank[1:4] != (0, 0, 0))
+    # a plan on a cluster without cost that already shares the most specific label and leaves
+    # nothing idle (such a group could still score better; that small loss buys skipping most
+    # groups).
+    return fewest < rank[0] or (fewest == rank[0] and rank[1:5] != (0, 0, 0, 0))
 
 
 def _fewest_nodes(group: Group, need: Need, workers: int) -> int:
@@ -382,8 +383,10 @@ def _multi_node_plan(group, need, workers, ctx, index, topology):
     plain = _greedy(cands, workers)
     if plain is None:
         return None
-    # (nodes, not under a shared label, [label depth,] idle GPUs, score, group index)
-    best: tuple[tuple, list] = ((len(plain), 1, *_tie_break(plain, need, scorer), index), plain)
+    cost = scorer.cluster_costs.get(group.cluster, 0.0) if scorer.cluster_costs else 0.0
+    # (nodes, cluster cost, not under a shared label, [label depth,] idle GPUs, score, index)
+    tie = _tie_break(plain, need, scorer)
+    best: tuple[tuple, list] = ((len(plain), cost, 1, *tie, index), plain)
     if not topology:
         return best
     fewest = len(plain)
@@ -400,10 +403,11 @@ def _multi_node_plan(group, need, workers, ctx, index, topology):
                 continue
             chosen = _greedy(members, workers)
             if chosen is not None and len(chosen) == fewest:
-                rank = ((fewest, 0, level, *_tie_break(chosen, need, scorer), index), chosen)
+                tie = _tie_break(chosen, need, scorer)
+                rank = ((fewest, cost, 0, level, *tie, index), chosen)
                 if rank[0] < best[0]:
                     best = rank
-        if best[0][1] == 0:
+        if best[0][2] == 0:
             break  # a more specific shared label beats any broader one
     return best
 

@@ -305,8 +305,14 @@ class Policy:
     # among equal choices; raise it to trade packing for resilience.
     spread_weight: float = 0.0001
     # Per-cluster penalty subtracted from a node's score (same scale as the scorer weights):
-    # 1.0 outweighs everything else, 0.01 is about one fragmentation level.
+    # CLUSTER_COST_STEP outweighs everything else, 0.01 is about one fragmentation level. A
+    # gang on several nodes takes the cheapest cluster among plans of its fewest nodes.
     cluster_costs: Mapping[str, float] = field(default_factory=dict)
+
+
+# A cluster cost of this much outweighs any difference in how well nodes fit: the scorers'
+# scores lie within 0-1, a GPU share's a little below 0 at worst.
+CLUSTER_COST_STEP = 10.0
 
 
 @dataclass(frozen=True)
