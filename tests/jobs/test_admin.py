@@ -124,7 +124,8 @@ def test_lifecycle_records_are_listed_but_not_addable(admin_client, model):
 )
 def test_cluster_labels_not_mapping_label_keys_to_text_are_a_form_error(admin_client, labels):
     inline = {"nodes-TOTAL_FORMS": "0", "nodes-INITIAL_FORMS": "0", "nodes-MAX_NUM_FORMS": "1000"}
-    form = {"name": "east", "backend": "local", "region": "", "labels": labels, **inline}
+    form = {"name": "east", "backend": "local", "region": "", "labels": labels, **inline,
+            "placement_cost": "0"}  # fmt: skip
 
     page = admin_client.post("/admin/clusters/cluster/add/", form)
 

@@ -24,7 +24,8 @@ def platform_admin(db):
 
 @pytest.mark.parametrize("labels", UNSTORABLE)
 def test_cluster_labels_no_database_can_store_are_a_form_error(platform_admin, labels):
-    form = {"name": "east", "backend": "local", "region": "", "labels": labels}
+    form = {"name": "east", "backend": "local", "region": "", "labels": labels,
+            "placement_cost": "0"}  # fmt: skip
 
     page = platform_admin.post("/admin/clusters/cluster/add/", form)
 
@@ -48,7 +49,8 @@ def test_node_topology_no_database_can_store_is_a_form_error(platform_admin, top
 
 
 def test_labels_with_text_beyond_ascii_are_still_saved(platform_admin):
-    form = {"name": "east", "backend": "local", "region": "", "labels": '{"zone": "zürich-é"}'}
+    form = {"name": "east", "backend": "local", "region": "", "labels": '{"zone": "zürich-é"}',
+            "placement_cost": "0"}  # fmt: skip
 
     page = platform_admin.post("/admin/clusters/cluster/add/", form)
 
