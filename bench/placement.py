@@ -2,7 +2,7 @@
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
                                  [--queue-depth none|N] [--shared-ranges] [--maintenance 0]
-                                 [--lend 1]
+                                 [--lend 1] [--fair-share-preemption]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -13,7 +13,9 @@ share runs at the start, so the decisions are those made without the ranges).
 With ``--maintenance F`` about that share of the racks has a maintenance window planned from
 two hours on, for four hours, and a tenth of those racks are in one now (ending in an hour).
 With ``--lend F`` under 1 each tenant lends its cohort only that share of its guarantees (a lend
-limit), keeping the rest for itself.
+limit), keeping the rest for itself. ``--fair-share-preemption`` turns on
+``Policy.fair_share_preemption``: blocked GPU jobs of tenants under their fair share look for
+victims among tenants over it.
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -308,8 +310,13 @@ def main() -> None:
         default=1.0,
         help="the share of its guarantees each tenant lends its cohort (1: all, no lend limit)",
     )
+    parser.add_argument(
+        "--fair-share-preemption",
+        action="store_true",
+        help="Policy.fair_share_preemption: GPU jobs may evict tenants over their fair share",
+    )
     args = parser.parse_args()
-    policy = Policy()
+    policy = Policy(fair_share_preemption=args.fair_share_preemption)
     if args.queue_depth:
         depth = None if args.queue_depth == "none" else int(args.queue_depth)
         policy = dataclasses.replace(policy, queue_depth=depth)

@@ -131,6 +131,7 @@ def read(
             queue_depth=settings.MLSCHED_QUEUE_DEPTH,
             eviction_grace_s=2 * settings.MLSCHED_STOP_GRACE_S,
             cluster_costs=cluster_costs(clusters),
+            fair_share_preemption=settings.MLSCHED_FAIR_SHARE_PREEMPTION,
         ),
         recent_shapes=running_shapes(rows),
     )

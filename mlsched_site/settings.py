@@ -249,6 +249,10 @@ MLSCHED_LOG_MAX_LINES = int(os.environ.get("MLSCHED_LOG_MAX_LINES", "1000000"))
 MLSCHED_TENANT_LOG_RATE = int(os.environ.get("MLSCHED_TENANT_LOG_RATE", "600000"))
 # Unset: every queued job is decided each cycle. A number: a cycle stops once that many jobs
 # have had to wait (the rest wait as beyond_queue_depth; see Policy.queue_depth).
+# A GPU job of a team under its fair share evicts preemptible work of its class or lower from a
+# team over it, as far as that team keeps its fair share (jobs.placement.preemption): fair
+# share then holds on a full platform too, not only in the queue's order. Off by default.
+MLSCHED_FAIR_SHARE_PREEMPTION = os.environ.get("MLSCHED_FAIR_SHARE_PREEMPTION", "0") == "1"
 MLSCHED_QUEUE_DEPTH = (
     int(os.environ["MLSCHED_QUEUE_DEPTH"]) if os.environ.get("MLSCHED_QUEUE_DEPTH") else None
 )

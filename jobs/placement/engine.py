@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 
 from jobs.placement import explain, kinds, off_limits, own_quota, preemption, waiting
 from jobs.placement.batch_limit import BatchLimits
@@ -431,8 +432,9 @@ class Cycle:
         # A job that may not preempt by tier still reclaims its guarantee from borrowers.
         tier = job.tier if job.may_preempt else self.lowest_victim_tier
         candidates = preemption.eligible(
-            self.running, self.lost(), self.evicted, tier, excess, self.capacity
-        )
+            self.running, self.lost(), self.evicted, tier, excess, self.capacity,
+            self._fair_tier(job),
+        )  # fmt: skip
         chosen = preemption.choose_victims(
             self.capacity,
             candidates,
@@ -491,8 +493,17 @@ class Cycle:
         types = sorted({g.gpu_type for g in need.groups})
         wants = [demand(job, gpu_type, job.workers) for gpu_type in types]
         excess = preemption.reclaimable(self.ledger, job.tenant, wants)
+        if self._fair_tier(job) > -math.inf and job.tier >= self.lowest_victim_tier:
+            gpus = job.workers * job.worker_gpu_milli
+            excess |= preemption.over_fair_share(self.ledger, job.tenant, gpus, self.order.weights)
         by_tier = job.may_preempt and job.tier > self.lowest_victim_tier
         return excess if by_tier or excess else None
+
+    def _fair_tier(self, job: QueuedJob) -> float:
+        """The highest tier the job may evict by fair share (-inf: none): its own, for a GPU job
+        decided at its own place when the policy has it."""
+        fair = self.policy.fair_share_preemption and job.worker_gpu_milli
+        return job.tier if fair and not self.order.ahead_of_tier else -math.inf
 
     def leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:
         """Whether work already asked to stop will make room for the job once it has gone.

@@ -272,6 +272,11 @@ class Policy:
     # tiers strict.
     tier_wait_limit_hours: float | None = 24.0
     preemption: bool = True
+    # A GPU job may also evict preemptible work of its tier or lower of tenants holding more
+    # GPUs for their weight than its own will with it, as far as they keep at least as many
+    # (preemption.over_fair_share): fair share then holds on a full platform, not only in the
+    # queue's order.
+    fair_share_preemption: bool = False
     # Preemption searches are costly; bound how many jobs may try per cycle.
     max_preemption_attempts: int = 32
     max_victims_per_job: int = 64

@@ -11,6 +11,12 @@ Who may be evicted (``eligible``):
   when the work was placed: a tenant whose other work has ended since borrows no more, and work
   asked to stop (in its grace period, or evicted earlier in the cycle) counts as gone. A tenant
   gives back work only while it is still over its guarantee, the one most over first.
+- by fair share (``Policy.fair_share_preemption``, off by default; Kueue's fair-sharing
+  preemption, Volcano's reclaim): preemptible work of no higher tier, of a tenant that holds more
+  GPUs for its weight than the job's tenant will with the job (``over_fair_share``), and only
+  as far as it keeps at least as many for its weight as that: the victim's tenant could not
+  take the GPUs back the same way, so two tenants never evict each other in turn. A GPU job's
+  right only; shares count the GPUs held now, work asked to stop as gone.
 
 Work already asked to stop is nobody's victim again.
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import NamedTuple
 
@@ -38,8 +45,10 @@ from jobs.placement.model import WHOLE_GPU, RunningJob, allocation, gpu_flavor
 from jobs.placement.quota import Ledger
 from jobs.placement.reservation import releases_of
 
-# (tenant, flavor) -> how much more than its guarantee the tenant uses.
+# (tenant, flavor) -> how much more than its guarantee the tenant uses; (tenant, SHARE) -> the
+# GPU milli it holds beyond its fair share against the job's tenant.
 Excess = dict[tuple[str, str], int]
+SHARE = "share"
 # ((tenant, flavor), amount) for each flavor a victim holds that its tenant is over on.
 Claims = tuple[tuple[tuple[str, str], int], ...]
 MANY = 1 << 30
@@ -100,6 +109,23 @@ def reclaimable(ledger: Ledger, tenant: str, demands: Iterable[Mapping[str, int]
     return out
 
 
+def over_fair_share(ledger: Ledger, tenant: str, gpus: int, weights: Mapping[str, float]) -> Excess:
+    """The GPU milli each other tenant holds beyond what the tenant will hold for its weight once
+    it runs ``gpus`` more: what it may lose for the tenant's job by fair share (any GPU type;
+    shares of one resource compare as held / weight, the totals cancelling out)."""
+    held: dict[str, int] = {}
+    for (owner, flavor), amount in ledger.usage.items():
+        if flavor.startswith("gpu:"):
+            held[owner] = held.get(owner, 0) + amount - ledger.going.get((owner, flavor), 0)
+    after = (held.get(tenant, 0) + gpus) / weights.get(tenant, 1.0)
+    out: Excess = {}
+    for other, milli in held.items():
+        loss = int(milli - after * weights.get(other, 1.0))
+        if other != tenant and loss > 0:
+            out[(other, SHARE)] = loss
+    return out
+
+
 def _needed(want: Mapping[str, int]) -> list[str]:
     """The flavors a demand asks for: its GPU type, CPU and memory alike. A GPU job needs a
     node's cores too, and work over its CPU guarantee (CPU-only work filling a GPU node) holds
@@ -126,12 +152,15 @@ def eligible(
     below: int,
     excess: Excess,
     capacity: Capacity,
+    fair_tier: float = -math.inf,
 ) -> list[Candidate]:
     """Jobs that may be evicted for a job, in the order to take them.
 
     ``lost`` is ``costs`` (cheapest first); ``gone`` the jobs already evicted. Preemptible work
     of a tier under ``below`` goes by tier; work holding a flavor its tenant has ``excess`` of
-    (``reclaimable``) is reclaimed, before the rest, the tenant most over first.
+    (``reclaimable``), or preemptible work of a tier up to ``fair_tier`` whose tenant is over
+    its fair share (``over_fair_share``), is reclaimed, before the rest, the tenant most over
+    first.
     """
     over = {tenant for tenant, _ in excess}
     reclaimed: list[Candidate] = []
@@ -141,7 +170,8 @@ def eligible(
         tier_ok = job.preemptible and job.tier < below
         if not (tier_ok or job.tenant in over) or job.stopping or job_id in gone:
             continue
-        claims = _claims(job, excess, capacity) if job.tenant in over else ()
+        fair = job.preemptible and job.tier <= fair_tier
+        claims = _claims(job, excess, capacity, fair) if job.tenant in over else ()
         if claims:
             most = max(excess[key] for key, _ in claims)
             reclaimed.append(Candidate(job, cost, tier_ok, claims, most))
@@ -151,7 +181,9 @@ def eligible(
     return reclaimed + by_tier
 
 
-def _claims(job: RunningJob, excess: Excess, capacity: Capacity) -> Claims:
+def _claims(job: RunningJob, excess: Excess, capacity: Capacity, fair: bool) -> Claims:
+    """What evicting the job gives back of each excess of its tenant's: of its flavors, and
+    with ``fair`` (it may go by fair share), its GPUs of any type."""
     held: dict[str, int] = {"cpu": 0, "memory": 0}
     for node, takes, cpu, mem in releases_of(job, capacity):
         if takes:
@@ -159,13 +191,19 @@ def _claims(job: RunningJob, excess: Excess, capacity: Capacity) -> Claims:
             held[flavor] = held.get(flavor, 0) + sum(t[1] for t in takes)
         held["cpu"] += cpu
         held["memory"] += mem
+    if fair:
+        held[SHARE] = sum(amount for flavor, amount in held.items() if flavor.startswith("gpu:"))
     keys = ((job.tenant, flavor) for flavor, amount in held.items() if amount)
     return tuple((key, held[key[1]]) for key in keys if key in excess)
 
 
 def _open(candidate: Candidate, excess: Excess, spent: dict) -> bool:
-    """Whether the candidate may still go: by tier, or its tenant is still over on a flavor."""
-    return candidate.by_tier or any(excess[k] > spent.get(k, 0) for k, _ in candidate.claims)
+    """Whether the candidate may still go: by tier, or its tenant is still over on a flavor,
+    or over its fair share by all the candidate holds (it keeps at least its fair share)."""
+    return candidate.by_tier or any(
+        excess[k] - spent.get(k, 0) >= amount if k[1] == SHARE else excess[k] > spent.get(k, 0)
+        for k, amount in candidate.claims
+    )
 
 
 def _spend(candidate: Candidate, spent: dict, sign: int) -> None:

@@ -17,6 +17,7 @@ from jobs.placement import (
     Allocation,
     Decision,
     Node,
+    Policy,
     QueuedJob,
     Quota,
     RunningJob,
@@ -259,8 +260,12 @@ def test_reservations_hold_disjoint_node_pools(snap: Snapshot):
 
 
 @EXAMPLES
-@given(snapshots())
-def test_victims_are_lower_tier_preemptible_or_borrowed_and_not_already_stopping(snap: Snapshot):
+@given(snapshots(), st.booleans())
+def test_victims_are_lower_tier_preemptible_borrowed_or_over_fair_share_and_not_stopping(
+    snap: Snapshot, fair: bool
+):
+    if fair:
+        snap = dataclasses.replace(snap, policy=Policy(fair_share_preemption=True))
     decision = place(snap)
     running = {j.id: j for j in snap.running}
     jobs = {j.id: j for j in snap.queued}
@@ -272,8 +277,12 @@ def test_victims_are_lower_tier_preemptible_or_borrowed_and_not_already_stopping
         for victim_id in outcome.victims:
             victim, job = running[victim_id], jobs[outcome.job_id]
             assert not victim.stopping
+            # By fair share: preemptible work of no higher tier, for a GPU job.
+            shared = fair and victim.preemptible and victim.tier <= job.tier
+            shared = shared and job.worker_gpu_milli > 0
+            reclaimed = guaranteed[job.tenant] & set(_held(victim, nodes))
             assert (victim.preemptible and victim.tier < job.tier) or (
-                victim.tenant != job.tenant and guaranteed[job.tenant] & set(_held(victim, nodes))
+                victim.tenant != job.tenant and (reclaimed or shared)
             )
             assert outcome.workers  # it fits once the victims are gone
     assert sorted(decision.preempted) == sorted(v for o in decision.outcomes for v in o.victims)
