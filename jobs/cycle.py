@@ -103,8 +103,13 @@ def preempt(decision: Decision, now: float, loaded: snapshot.Loaded) -> list[int
     }
     if not victims_of:
         return []
+    causes = {
+        int(victim): cause
+        for o in decision.outcomes
+        for victim, cause in zip(o.victims, o.victim_causes, strict=False)
+    }
     moment = datetime.fromtimestamp(now, tz=UTC)
-    asked = set(actions.preempt(victims_of, moment, loaded.claims, loaded.attempts))
+    asked = set(actions.preempt(victims_of, moment, loaded.claims, loaded.attempts, causes))
     return [int(job_id) for job_id in decision.preempted if int(job_id) in asked]
 
 

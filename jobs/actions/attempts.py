@@ -24,13 +24,27 @@ from jobs.clock import database_now
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import State
 
+# What a victim's attempt is told, by why it goes (the placement core's victim causes).
+PREEMPTED_FOR = {
+    "priority": "preempted for a higher-priority job",
+    "quota": "preempted: its team ran on another team's idle guarantee, which that team needed "
+    "back",
+    "fair_share": "preempted: its team held more GPUs than its fair share while another team "
+    "waited",
+}
+
 
 @retrying.atomic
 def preempt(
-    victims_of: dict[int, list[int]], now=None, claims_seen=None, attempts_seen=None
+    victims_of: dict[int, list[int]],
+    now=None,
+    claims_seen=None,
+    attempts_seen=None,
+    causes: dict[int, str] | None = None,
 ) -> list[int]:
     """Ask the victims to stop and give the room they leave to the jobs they stop for,
-    {preemptor id: victim ids}; return the victims asked.
+    {preemptor id: victim ids}; return the victims asked. `causes` ({victim id: why}, as
+    PREEMPTED_FOR names them; by default for a higher-priority job) says what each is told.
 
     Only for preemptors still queued, not held and not waiting (dependencies.waits): one
     canceled, placed or held since the cycle decided, or given a dependency or made a
@@ -66,8 +80,12 @@ def preempt(
         live = live.filter(pk__in=[attempts_seen[v] for v in victims if v in attempts_seen])
         victims = sorted(set(live.filter(outcome="").values_list("job_id", flat=True)))
     lock_live(live)
-    stop_attempts(live, Attempt.Outcome.PREEMPTED, "preempted for a higher-priority job", now,
-                  cause=Attempt.StopCause.PREEMPTION)  # fmt: skip
+    told: dict[str, list[int]] = {}
+    for victim in victims:
+        told.setdefault((causes or {}).get(victim, "priority"), []).append(victim)
+    for cause, jobs in sorted(told.items()):
+        stop_attempts(live.filter(job_id__in=jobs), Attempt.Outcome.PREEMPTED,
+                      PREEMPTED_FOR[cause], now, cause=Attempt.StopCause.PREEMPTION)  # fmt: skip
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=waiting).update(preempting_until=until)
     return victims

@@ -62,15 +62,21 @@ class WorkerPlacement:
     gpu_starts: tuple[int, ...] = ()
 
 
+# Why a victim may be evicted: for a job of a higher tier (or of its own tenant's quota), for a
+# guarantee its tenant borrowed and the job's tenant claims back, or for fair share.
+PRIORITY, QUOTA, FAIR_SHARE = "priority", "quota", "fair_share"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What the cycle decided for one queued job.
 
     ``placed``: ``workers`` says where. ``preempts``: ``victims`` must be evicted first and
-    ``workers`` is where the job will go once they are gone. ``reserved``: ``reserved_nodes``
-    are held for the job from ``estimated_start``. ``pending``: ``reason`` and ``message`` say
-    why, ``estimated_start`` estimates when enough GPUs of an acceptable type will be free
-    (from running work's expected ends; None if that never happens).
+    ``workers`` is where the job will go once they are gone; ``victim_causes`` says, victim by
+    victim, why each may go (``PRIORITY``, ``QUOTA``, ``FAIR_SHARE``). ``reserved``:
+    ``reserved_nodes`` are held for the job from ``estimated_start``. ``pending``: ``reason``
+    and ``message`` say why, ``estimated_start`` estimates when enough GPUs of an acceptable
+    type will be free (from running work's expected ends; None if that never happens).
     """
 
     job_id: str
@@ -82,6 +88,7 @@ class Outcome:
     victims: tuple[str, ...] = ()
     reserved_nodes: tuple[str, ...] = ()
     estimated_start: float | None = None
+    victim_causes: tuple[str, ...] = ()
 
     def for_job(self, job_id: str) -> Outcome:
         """The same outcome for another job. A long queue repeats one answer thousands of

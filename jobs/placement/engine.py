@@ -17,7 +17,15 @@ from jobs.placement import explain, kinds, off_limits, own_quota, preemption, wa
 from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.budget import Budgets
 from jobs.placement.capacity import Capacity, Group
-from jobs.placement.decision import PENDING, PLACED, PREEMPTS, RESERVED, Decision, Outcome
+from jobs.placement.decision import (
+    PENDING,
+    PLACED,
+    PREEMPTS,
+    PRIORITY,
+    RESERVED,
+    Decision,
+    Outcome,
+)
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
 from jobs.placement.model import (
     BATCH_INFERENCE,
@@ -366,9 +374,11 @@ class Cycle:
         allocate = self.capacity.allocate
         return [(node, allocate(node, takes, cpu, m), cpu, m) for node, takes, cpu, m in slots]
 
-    def commit(self, job: QueuedJob, slots: list[Slot], status: str, victims=()) -> Outcome:
+    def commit(
+        self, job: QueuedJob, slots: list[Slot], status: str, victims=(), causes=()
+    ) -> Outcome:
         """Charge quota and fair share for the slots (already taken), and describe the
-        result."""
+        result (``causes``: why each victim goes)."""
         self.epoch += 1
         gpu: dict[str, int] = {}
         for node, takes, _, _ in slots:
@@ -395,7 +405,8 @@ class Cycle:
             # Work placed now frees its nodes by its runtime limit: a later reservation
             # counts on that. Sorted in only when a reservation is searched for.
             self.placed_ends.append((self.now + job.max_runtime, job, slots))
-        return explain.placed(job, slots, status, borrowed, tuple(j.id for j in victims))
+        ids = tuple(j.id for j in victims)
+        return explain.placed(job, slots, status, borrowed, ids, tuple(causes))
 
     # -- the job does not fit ----------------------------------------------------------------
 
@@ -447,10 +458,14 @@ class Cycle:
         if chosen is None:
             return None
         victims, slots = chosen
-        return self.preempted_for(job, slots, victims)
+        why = {c.job.id: preemption.cause(c) for c in candidates}
+        return self.preempted_for(job, slots, victims, [why[v.id] for v in victims])
 
-    def preempted_for(self, job: QueuedJob, slots, victims: list[RunningJob]) -> Outcome:
-        """Evict the victims (their resources already released) and give their room to the job.
+    def preempted_for(
+        self, job: QueuedJob, slots, victims: list[RunningJob], causes: list[str] | None = None
+    ) -> Outcome:
+        """Evict the victims (their resources already released) and give their room to the job;
+        ``causes``, why each goes (by default: for a job of a higher tier).
 
         What they free beyond the job's slots is nobody's in this cycle: they run on it through
         their grace period (a job placed there now would be refused when the cycle commits),
@@ -461,7 +476,8 @@ class Cycle:
             self._evict(victim)
         self.preemptors[job.tenant] = self.preemptors.get(job.tenant, 0) + 1
         slots = self.take(slots)
-        outcome = self.commit(job, slots, PREEMPTS, victims)
+        causes = causes or [PRIORITY] * len(victims)
+        outcome = self.commit(job, slots, PREEMPTS, victims, causes)
         back = self.now + self.policy.eviction_grace_s
         for end, rest in preemption.left_over(victims, slots, self.capacity, back):
             preemption.restore(self.capacity, rest)

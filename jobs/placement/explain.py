@@ -193,9 +193,15 @@ def _request(job: QueuedJob) -> str:
 
 
 def placed(
-    job: QueuedJob, slots: list[Slot], status: str, borrowed: bool, victims: tuple[str, ...]
+    job: QueuedJob,
+    slots: list[Slot],
+    status: str,
+    borrowed: bool,
+    victims: tuple[str, ...],
+    causes: tuple[str, ...] = (),
 ) -> Outcome:
-    """A placed (or preempting) outcome with one WorkerPlacement per worker, in rank order."""
+    """A placed (or preempting) outcome with one WorkerPlacement per worker, in rank order, and
+    why each victim goes (``causes``, in the victims' order)."""
     workers = tuple(
         WorkerPlacement(
             rank=rank,
@@ -217,7 +223,9 @@ def placed(
         message += f" once {len(victims)} preempted job(s) have stopped"
     if borrowed:
         message += ", on capacity borrowed from other tenants"
-    return Outcome(job.id, status, "", message + ".", workers, borrowed, victims)
+    return Outcome(
+        job.id, status, "", message + ".", workers, borrowed, victims, victim_causes=causes
+    )
 
 
 def reserved(

@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from jobs.placement import ranges
 from jobs.placement.capacity import Capacity, NodeState, Takes
+from jobs.placement.decision import FAIR_SHARE, PRIORITY, QUOTA
 from jobs.placement.fit import Need, Slot
 from jobs.placement.model import WHOLE_GPU, RunningJob, allocation, gpu_flavor
 from jobs.placement.quota import Ledger
@@ -179,6 +180,13 @@ def eligible(
             by_tier.append(Candidate(job, cost, True))
     reclaimed.sort(key=lambda c: -c.excess)  # stable: least work lost first for equal excess
     return reclaimed + by_tier
+
+
+def cause(candidate: Candidate) -> str:
+    """Why the candidate may go: by tier first, then for a guarantee, else for fair share."""
+    if candidate.by_tier:
+        return PRIORITY
+    return FAIR_SHARE if all(key[1] == SHARE for key, _ in candidate.claims) else QUOTA
 
 
 def _claims(job: RunningJob, excess: Excess, capacity: Capacity, fair: bool) -> Claims:

@@ -39,6 +39,7 @@ def test_a_tenant_under_its_share_evicts_one_over_it_when_the_policy_has_it():
     on = place(snapshot(nodes, queue, running=running, tenants=teams, policy=FAIR))
     assert on.by_job()["beta-job"].status == "preempts"
     assert len(on.preempted) == 1 and on.preempted[0].startswith("alpha")
+    assert on.by_job()["beta-job"].victim_causes == ("fair_share",)
 
 
 def test_once_even_the_evicted_tenant_cannot_take_its_gpus_back():

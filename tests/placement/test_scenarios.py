@@ -61,7 +61,7 @@ def test_it_preempts_the_victim_that_loses_least_work():
     decision = place(snapshot((a, b), (j_training("hi", gpus=8, tier=5),), running=(fresh, stale)))
     hi = decision.by_job()["hi"]
     assert hi.status == "preempts"
-    assert hi.victims == ("fresh",)
+    assert (hi.victims, hi.victim_causes) == (("fresh",), ("priority",))
     assert decision.preempted == ("fresh",)
     assert hi.workers[0].node_id == a.id
 
@@ -110,6 +110,7 @@ def test_an_owner_reclaims_its_guarantee_from_a_borrower_preemptible_or_not(pree
     job = j_training("mine", gpus=8, tenant="beta")
     decision = place(snapshot((a, b), (job,), running=(own, lent), tenants=tenants))
     assert decision.by_job()["mine"].victims == ("lent",)
+    assert decision.by_job()["mine"].victim_causes == ("quota",)
 
 
 def test_a_preemptor_whose_victim_is_in_its_grace_period_evicts_nobody_else():

@@ -48,5 +48,9 @@ def test_on_the_team_over_its_share_gives_back_as_far_as_both_are_even(settings,
     # a third would leave alpha under gamma: it waits.
     assert asked_to_stop(alpha) == 2
     assert asked_to_stop(gamma) == 0
+    told = Attempt.objects.filter(job__tenant=alpha, stop_requested_at__isnull=False)
+    assert {a.reason for a in told} == {
+        "preempted: its team held more GPUs than its fair share while another team waited"
+    }
     waiting = Job.objects.filter(tenant=gamma, state=State.QUEUED)
     assert waiting.count() == 3  # until alpha's victims have gone

@@ -37,3 +37,7 @@ def test_an_owner_takes_back_what_a_borrower_kept_after_its_limit_was_lowered(al
     cycle.run_cycle()
     assert stop_requested(gamma) == [4]
     assert Job.objects.get(tenant=alpha).state == State.QUEUED  # until the victim has gone
+    (victim,) = Attempt.objects.filter(job__tenant=gamma, stop_requested_at__isnull=False)
+    assert victim.reason == (
+        "preempted: its team ran on another team's idle guarantee, which that team needed back"
+    )
