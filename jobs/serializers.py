@@ -131,6 +131,8 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"priority_class": message})
         if too_long := priority_class.runtime_refusal(data["max_runtime_s"]):
             raise serializers.ValidationError({"max_runtime_s": too_long})
+        if refused := tenant.image_refusal(data["image"]):
+            raise serializers.ValidationError({"image": refused})
         if data["gpus"] and data["gpu_milli"]:
             raise serializers.ValidationError(
                 {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}

@@ -155,7 +155,7 @@ class TenantForm(Drawn):
 
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
-                    "notify_url")  # fmt: skip
+                    "allowed_images", "notify_url")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -276,7 +276,8 @@ class MembershipInline(admin.TabularInline):
 class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
-    share, cohort, its GPU-hour budget and idle-GPU limit, its job-end notifications' URL) and
+    share, cohort, its GPU-hour budget and idle-GPU limit, the images its jobs may run, its
+    job-end notifications' URL) and
     new tenants are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
@@ -302,9 +303,10 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
             # Never typed in (generated); a new tenant's is shown once it is saved.
             return ("notify_secret",) if obj is not None else ()
         # The URL: an outbound request from the control plane to any address is the
-        # platform's decision. The secret (not editable) is not shown at all.
+        # platform's decision, as what images run is. The secret (not editable) is not shown.
         return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
-                "gpu_hours_per_month", "gpu_idle_limit_min", "notify_url")  # fmt: skip
+                "gpu_hours_per_month", "gpu_idle_limit_min", "allowed_images",
+                "notify_url")  # fmt: skip
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

@@ -1,6 +1,7 @@
 """Tenants, their members and quotas, the priority classes jobs run under, and the users'
 API tokens."""
 
+import fnmatch
 import secrets
 
 from django.conf import settings
@@ -13,6 +14,27 @@ from django.utils import timezone
 def new_notify_secret() -> str:
     """A tenant's key for signing its job-end notifications: 32 random bytes, in hex."""
     return secrets.token_hex(32)
+
+
+MAX_IMAGE_PATTERNS = 100
+
+
+def image_patterns(text: str) -> list[str]:
+    """The non-blank lines of an allowed-images text, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def validate_image_patterns(text: str) -> None:
+    """At most MAX_IMAGE_PATTERNS patterns, each one word of at most 500 characters (an image
+    reference has no spaces), and not one that lets any image through."""
+    patterns = image_patterns(text)
+    if len(patterns) > MAX_IMAGE_PATTERNS:
+        raise ValidationError(f"At most {MAX_IMAGE_PATTERNS} patterns.")
+    for pattern in patterns:
+        if len(pattern) > 500 or any(c.isspace() for c in pattern):
+            raise ValidationError(f"{pattern[:60]!r} is not an image pattern: one a line.")
+        if set(pattern) <= {"*"}:
+            raise ValidationError(f"{pattern!r} lets any image through: leave the field empty.")
 
 
 class Tenant(models.Model):
@@ -78,6 +100,17 @@ class Tenant(models.Model):
         "X-Mlsched-Signature-256): with it a receiver checks that a notification comes from "
         "mlsched.",
     )
+    # What a tenant's jobs may run is the platform's decision (supply-chain control): platform
+    # admins set it (quotas.admin.TenantAdmin); jobs.serializers checks submissions against it.
+    allowed_images = models.TextField(
+        blank=True,
+        db_default="",
+        validators=[validate_image_patterns],
+        help_text="Images its jobs may run, one pattern a line, * matching any run of "
+        "characters: registry.example.com/ml/* (end a registry's host with /), "
+        "python:3.11-slim. A submission (or resubmission) of another image is refused; jobs "
+        "already queued keep theirs. Empty: any image.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -85,6 +118,20 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def image_patterns(self) -> list[str]:
+        """The allowed image patterns; [] for any image."""
+        return image_patterns(self.allowed_images)
+
+    def image_refusal(self, image: str) -> str:
+        """Why the tenant's jobs may not run `image`, "" if they may."""
+        patterns = self.image_patterns()
+        if not patterns or any(fnmatch.fnmatchcase(image, p) for p in patterns):
+            return ""
+        return (
+            f"Tenant {self.slug!r} runs only images matching {', '.join(patterns)}: ask a "
+            "platform admin to allow another."
+        )
 
     def signing_secret(self) -> str:
         """The notification secret, made now if the row was written without one."""

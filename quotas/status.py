@@ -61,6 +61,7 @@ class TeamQuotas:
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
+    allowed_images: list[str]  # the image patterns its jobs may run; []: any image
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -119,6 +120,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
+            allowed_images=team.image_patterns(),
         )
         for team in teams
     ]  # fmt: skip

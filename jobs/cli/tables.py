@@ -101,8 +101,10 @@ def quota(api: Api, args) -> None:
         spent = (f", {amount(team['gpu_hours_spent'])} of {budget} GPU-hours used this month"
                  if budget is not None else "")  # fmt: skip
         waiting = f"{team['waiting_for_quota']} waiting for quota"
+        images = team.get("allowed_images")
+        only = f", images only {' '.join(images)}" if images else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
-             f"{waiting}{each}{recent}{spent}{stops}")  # fmt: skip
+             f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
 
 
 CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]
