@@ -3,7 +3,8 @@
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
 mix could not use), jobs by state, queue wait (eligible to first start, as the usage reports
-count it) per family and per tenant, jobs finished and the job success rate (failures split
+count it) per family and per tenant, what each tenant holds beside its quotas' limits and what
+it held recently (fair share), jobs finished and the job success rate (failures split
 into the user's code and the infrastructure), attempt outcomes, attempts stopped to be
 requeued by who stopped them, the scheduler's preemption rate and wasted GPU-seconds (all over
 the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
@@ -25,7 +26,7 @@ from django.core.cache import caches
 from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from clusters.models import Allocation, Cluster, Node
+from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import budgets, efficiency, events, reports, snapshot
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
@@ -33,7 +34,8 @@ from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
 from jobs.reports import eligible_since, percentile_cont
 from jobs.states import State
-from quotas.models import Tenant
+from quotas.models import Quota, RecentUse, Tenant
+from quotas.usage import usage_by_tenant
 
 WINDOW = timedelta(days=1)
 PLATFORM_KEY = "mlsched-metrics-platform"
@@ -80,7 +82,7 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     shared = platform(now)
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
-        *queue_wait(now, jobs), *gpu_budgets(now, jobs),
+        *queue_wait(now, jobs), *tenant_quotas(jobs), *gpu_budgets(now, jobs),
         *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
 
@@ -246,6 +248,38 @@ def queued_by_reason(now, jobs) -> list[Metric]:
     return metric("mlsched_jobs_queued_by_reason", "gauge", "Queued jobs by why they wait.",
                   [({"reason": c["pending_reason"]}, c["n"])
                    for c in sorted(counts, key=lambda c: c["pending_reason"])])  # fmt: skip
+
+
+LIMITS = ("guaranteed", "borrow_limit", "lend_limit")
+
+
+def tenant_quotas(jobs) -> list[Metric]:
+    """For each tenant with jobs among ``jobs``: what its running work holds by flavor, its
+    quotas' limits (a lend limit only where set), and the GPUs it held recently as fair share
+    counts them (Kueue's cluster-queue usage and quota figures): four queries."""
+    teams = dict(Tenant.objects.filter(pk__in=jobs.values("tenant_id")).values_list("pk", "slug"))
+    held = usage_by_tenant(list(teams))
+    limits = []
+    for quota in Quota.objects.filter(tenant__in=teams).order_by("tenant__slug", "flavor"):
+        for kind in LIMITS:
+            if (value := getattr(quota, kind)) is not None:
+                limits.append(({"tenant": teams[quota.tenant_id], "flavor": quota.flavor,
+                                "limit": kind}, value))  # fmt: skip
+    recent = RecentUse.objects.filter(tenant__in=teams).values_list("tenant_id", "use")
+    by_slug = sorted(teams.items(), key=lambda team: team[1])
+    return [
+        *metric("mlsched_tenant_usage", "gauge",
+                "What each tenant's running work holds, by flavor (GPUs, millicores, MiB).",
+                [({"tenant": slug, "flavor": flavor}, amount)
+                 for pk, slug in by_slug for flavor, amount in sorted(held[pk].items())]),
+        *metric("mlsched_tenant_quota", "gauge",
+                "Each tenant's quota limits by flavor: guaranteed, borrow_limit, lend_limit.",
+                limits),
+        *metric("mlsched_tenant_recent_gpus", "gauge",
+                "GPUs each tenant held recently, as fair share counts them beside what it holds.",
+                [({"tenant": teams[pk]}, round(use.get("gpu", 0.0) / GPU_MILLI, 3))
+                 for pk, use in sorted(recent, key=lambda r: teams[r[0]])]),
+    ]  # fmt: skip
 
 
 def gpu_budgets(now, jobs) -> list[Metric]:
