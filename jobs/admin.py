@@ -9,7 +9,7 @@ from django.utils.html import format_html_join
 from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
-from jobs.models import Attempt, Job, JobEvent, LogChunk
+from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from quotas.admin import CheckedLookups, SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
@@ -243,3 +243,14 @@ class LogChunkAdmin(TenantScoped, BigTable, ReadOnlyAdmin):
     tenant_path = "attempt__job__tenant"
     list_display = ["attempt", "worker", "seq", "stream", "created"]
     list_select_related = ["attempt__job"]
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(TenantScoped, ReadOnlyAdmin):
+    """The GPU-hour budget thresholds each tenant's webhook was told of (jobs.budget_alerts),
+    with the figures they were told with."""
+
+    tenant_path = "tenant"
+    list_display = ["tenant", "month", "percent", "budget_gpu_hours", "spent_gpu_hours", "sent_at"]
+    list_filter = ["month", "percent"]
+    list_select_related = ["tenant"]

@@ -9,11 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 from django.conf import settings as django_settings
+from django.contrib.auth.models import Permission
 from django.db import connection
 
 from jobs import budget_alerts, notify, scheduler, tasks
 from jobs.models import BudgetAlert
 from quotas.models import Tenant
+from tests.factories import UserFactory
 from tests.jobs.test_notify import hooked, receiver, run_when_sent, verifies  # noqa: F401
 from tests.jobs.test_retention import Once
 from tests.jobs.test_usage_report import run
@@ -346,3 +348,26 @@ def test_the_embedded_mode_checks_at_start_and_posts_from_a_thread(alpha, webhoo
 
     assert wait_until(lambda: webhook.received, timeout=10)
     assert [post.document["percent"] for post in webhook.received] == [80]
+
+
+# -- the admin --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_the_alerts_sent_read_only_and_a_tenant_admin_only_their_own(
+    client, alpha, gamma, alice
+):
+    for tenant in (alpha, gamma):
+        BudgetAlert.objects.create(tenant=tenant, month=NOW.date().replace(day=1), percent=80,
+                                   budget_gpu_hours=100, spent_gpu_hours=81.5)  # fmt: skip
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    listed = client.get("/admin/jobs/budgetalert/").text
+    assert "81.5" in listed and gamma.name in listed
+    assert client.get("/admin/jobs/budgetalert/add/").status_code == 403
+
+    alice.is_staff = True  # alice owns alpha: its tenant admin
+    alice.save(update_fields=["is_staff"])
+    alice.user_permissions.add(Permission.objects.get(codename="view_budgetalert"))
+    client.force_login(alice)
+    listed = client.get("/admin/jobs/budgetalert/").text
+    assert alpha.name in listed and gamma.name not in listed
