@@ -8,6 +8,7 @@ sees. Backends never talk to the control plane and never touch the database.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -231,6 +232,11 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE. A batch inference
     shard takes its part of the input by MLSCHED_SHARD_INDEX of MLSCHED_SHARDS (Slurm's
     SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX).
+    MLSCHED_STOP_AT is when the runtime limit stops the worker at the latest, in whole seconds
+    since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
+    start (a backend counts its limit from the start, later: the time is never late), and
+    MLSCHED_STOP_GRACE_S how long it then has to save a checkpoint: a job whose checkpoint
+    takes longer saves one before that time instead.
     """
     same_node = [w.rank for w in spec.workers if w.node == worker.node]
     nodes = list(dict.fromkeys(w.node for w in sorted(spec.workers, key=lambda w: w.rank)))
@@ -254,6 +260,9 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MLSCHED_SHARD_INDEX=str(spec.shard_index),
         MLSCHED_SHARDS=str(spec.shards),
     )
+    if spec.max_runtime_s:
+        env["MLSCHED_STOP_AT"] = str(int(time.time()) + spec.max_runtime_s)
+    env["MLSCHED_STOP_GRACE_S"] = str(spec.stop_grace_s)
     if spec.number > 1:
         env["MLSCHED_RESUME"] = "1"
     return env

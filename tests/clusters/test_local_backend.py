@@ -109,6 +109,17 @@ def test_a_shard_is_told_which_it_is_and_of_how_many(backend):
     assert backend.logs()[0].text == "4 9"
 
 
+def test_a_worker_is_told_when_its_runtime_limit_stops_it_and_its_grace(backend):
+    told = "import os; print(os.environ['MLSCHED_STOP_AT'], os.environ['MLSCHED_STOP_GRACE_S'])"
+    before = time.time()
+    backend.start(spec([sys.executable, "-c", told], runtime=600))
+
+    assert ended(backend)
+    stop_at, grace = backend.logs()[0].text.split()
+    assert before + 600 - 1 <= int(stop_at) <= time.time() + 600
+    assert grace == "2"
+
+
 def test_a_second_attempt_is_told_to_resume(backend):
     backend.start(spec([sys.executable, "-c", PRINT_ENV], number=2))
 

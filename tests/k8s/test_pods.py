@@ -1,6 +1,7 @@
 """The objects start() creates, read back from the test server."""
 
 import dataclasses
+import time
 
 from clusters.backends import base
 from clusters.backends.base import WorkerSpec
@@ -126,6 +127,20 @@ def test_it_tells_a_shard_which_it_is_and_of_how_many(kube, backend):
 
     env = env_of(kube.pod(NAMESPACE, "mlsched-7-0"))
     assert (env["MLSCHED_SHARD_INDEX"], env["MLSCHED_SHARDS"]) == ("2", "5")
+
+
+def test_it_tells_a_worker_when_its_runtime_limit_stops_it_and_its_grace(kube, backend):
+    before = time.time()
+    job = one_gpu_worker()
+    backend.start(job)
+
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+    env = env_of(pod)
+    # The pod's deadline counts from when the kubelet takes it, later: the time is never late.
+    assert pod["spec"]["activeDeadlineSeconds"] == job.max_runtime_s
+    assert before + job.max_runtime_s - 1 <= int(env["MLSCHED_STOP_AT"])
+    assert int(env["MLSCHED_STOP_AT"]) <= time.time() + job.max_runtime_s
+    assert env["MLSCHED_STOP_GRACE_S"] == str(job.stop_grace_s)
 
 
 def test_it_resumes_from_the_same_checkpoint_on_attempt_2(kube, backend):
