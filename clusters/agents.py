@@ -74,6 +74,7 @@ def heartbeat(
     workers: list[base.WorkerStatus],
     resume_logs: Sequence[tuple[int, int]] = (),
     sent_at: float | None = None,
+    usage_epoch: str = "",
 ) -> dict:
     """Apply the agent's report, then answer with the cluster's desired state, and with where
     the logs it asks about (`resume_logs`, (attempt, rank)) end (`log_resumes`).
@@ -99,7 +100,7 @@ def heartbeat(
         .select_related("job")
     )
     record_checkpoints(mine, by_attempt, now)
-    record_usage(mine, by_attempt, clock_skew(now, sent_at))
+    record_usage(mine, by_attempt, clock_skew(now, sent_at), usage_epoch)
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now)
@@ -277,34 +278,46 @@ def clock_skew(now: datetime, sent_at: float | None) -> float:
     return SKEW_STEP_S * round((now.timestamp() - sent_at) / SKEW_STEP_S)
 
 
-def record_usage(attempts: list[Attempt], by_attempt: dict[int, list], skew: float = 0.0) -> None:
+def record_usage(
+    attempts: list[Attempt], by_attempt: dict[int, list], skew: float = 0.0, epoch: str = ""
+) -> None:
     """Keep what each attempt's workers report they have used: their CPU and GPU seconds
     together and the largest memory peak of one of them (a request is per worker). One write
     for all that moved (a backend samples its running workers every half minute: most beats
     write nothing). What was counted stays counted: a worker that vanishes takes its share of
-    the sum out of the report, not out of the attempt."""
+    the sum out of the report, not out of the attempt. GPU-seconds are counted by the agent
+    (`epoch`, its backend's run of counts): a new run whose count is below what the attempt
+    has (a restarted agent counting from 0) counts on top of it."""
     moved = []
     for attempt in attempts:
         workers = by_attempt.get(attempt.pk, [])
         cpu = [w.cpu_seconds for w in workers if w.cpu_seconds is not None]
         peak = [w.memory_peak_mb for w in workers if w.memory_peak_mb is not None]
         gpu = [w for w in workers if w.gpu_busy_seconds is not None]
-        had = tuple(getattr(attempt, name) for name in USAGE)
+        had = tuple(getattr(attempt, name) for name in COUNTED)
+        run, before = had[4:]
+        counted = sum(w.gpu_busy_seconds for w in gpu)
+        if gpu and epoch and epoch != run:
+            so_far = had[2] or 0.0
+            run, before = epoch, so_far if counted < so_far else 0.0
         seen = (
             max(sum(cpu), had[0] or 0.0) if cpu else had[0],
             max(*peak, had[1] or 0) if peak else had[1],
-            max(sum(w.gpu_busy_seconds for w in gpu), had[2] or 0.0) if gpu else had[2],
+            max(before + counted, had[2] or 0.0) if gpu else had[2],
             idle_since(workers, gpu, had[3], skew),
+            run,
+            before,
         )
         if seen != had:
-            for name, value in zip(USAGE, seen, strict=True):
+            for name, value in zip(COUNTED, seen, strict=True):
                 setattr(attempt, name, value)
             moved.append((attempt.pk, *seen))
-    bulk.update(Attempt, USAGE, moved)
+    bulk.update(Attempt, COUNTED, moved)
 
 
-# Attempt's, as agents report them.
+# Attempt's, as agents report them, and the run of counts its GPU-seconds are in.
 USAGE = ["cpu_seconds", "memory_peak_mb", "gpu_busy_seconds", "gpu_idle_since"]
+COUNTED = [*USAGE, "gpu_epoch", "gpu_counted_before"]
 
 
 def idle_since(workers, measured, had: datetime | None, skew: float = 0.0) -> datetime | None:

@@ -4,6 +4,8 @@ Agents authenticate with `Authorization: Agent <token>`; the token is checked ag
 cluster named in the URL, so it is good for that cluster only.
 """
 
+import re
+
 from django.contrib.auth.models import AnonymousUser
 from django.urls import path
 from rest_framework import serializers
@@ -173,6 +175,15 @@ def agent_clock(data) -> float | None:
     return float(sent) if ok and 0 < sent <= MAX_TIMESTAMP else None
 
 
+def usage_epoch(data) -> str:
+    """The run of counts the report's GPU-seconds are in ("usage_epoch", the backend's: up to
+    64 letters, digits, - and _), where it says one; a malformed one is left out (its counts
+    are then taken as before: never below what was counted), never refused."""
+    epoch = data.get("usage_epoch") if isinstance(data, dict) else None
+    ok = isinstance(epoch, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", epoch)
+    return epoch if ok else ""
+
+
 def asked_log_resumes(data) -> list[tuple[int, int]]:
     """The (attempt, rank) whose log position a heartbeat asks for ("resume_logs"), as many as
     one beat answers. A malformed entry is left out, never refused: it must not cost the
@@ -220,6 +231,7 @@ class HeartbeatView(AgentView):
             [base.WorkerStatus(**w) for w in workers],
             resume_logs=asked_log_resumes(request.data),
             sent_at=agent_clock(request.data),
+            usage_epoch=usage_epoch(request.data),
         )
         return Response(state)
 

@@ -468,6 +468,11 @@ class Attempt(models.Model):
         help_text="Since when every GPU it holds has read idle at every sample (null: busy, "
         "or not measured).",
     )
+    # The run of counts its agent's GPU-seconds are in (the backend's usage_epoch), and what
+    # was counted before that run began: a restarted agent that counts from 0 again counts on
+    # top of it (clusters.agents.record_usage).
+    gpu_epoch = models.CharField(max_length=64, blank=True, default="", db_default="")
+    gpu_counted_before = models.FloatField(default=0.0, db_default=0.0)
     # Null and "" differ: not recorded, and no GPU.
     gpu_type = models.CharField(  # noqa: DJ001
         max_length=64,

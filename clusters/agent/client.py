@@ -31,15 +31,21 @@ class ControlPlane:
         return self._post("inventory", {"nodes": [asdict(n) for n in nodes]})
 
     def heartbeat(
-        self, workers: list[WorkerStatus], resume_logs: Sequence[tuple[int, int]] = ()
+        self,
+        workers: list[WorkerStatus],
+        resume_logs: Sequence[tuple[int, int]] = (),
+        usage_epoch: str = "",
     ) -> dict:
         """Report the workers; the answer is {"run": [...], "stop": [...]}: in "run", an
         attempt the report named is {"attempt_id": id} alone, a new one its whole spec. With
         `resume_logs`, (attempt, rank) of workers whose log the backend waits to number, the
         answer says where the control plane's copy of each ends, under "resume_logs". The report
         carries this host's time ("sent_at"): the control plane moves the idle times it reports
-        onto its own clock."""
+        onto its own clock; and the backend's `usage_epoch`, the run of counts its GPU-seconds
+        belong to."""
         payload: dict = {"workers": [asdict(w) for w in workers], "sent_at": time.time()}
+        if usage_epoch:
+            payload["usage_epoch"] = usage_epoch
         if resume_logs:
             payload["resume_logs"] = [{"attempt_id": a, "rank": r} for a, r in resume_logs]
         return self._post("heartbeat", payload)

@@ -214,7 +214,7 @@ class Agent:
         sending, resends = statuses, 0
         while True:
             try:
-                return self.control.heartbeat(sending, waiting)
+                return self.control.heartbeat(sending, waiting, self.backend.usage_epoch)
             except requests.HTTPError as error:
                 broken = refused_entries(error, len(sending))
                 if not broken or resends == HEARTBEAT_RESENDS:

@@ -149,6 +149,12 @@ class LogResume:
 
 
 class Backend(Protocol):
+    # Names the run of counts the GPU-seconds the backend reports belong to: the same for as
+    # long as they count on from where they were (the local backend keeps its counts, and
+    # this, in its state directory), new where they start again from 0 (a restarted
+    # Kubernetes agent's). The control plane adds a new run's counts to what it had.
+    usage_epoch: str
+
     def inventory(self) -> list[NodeInventory]:
         """The cluster's nodes and their allocatable resources."""
 

@@ -51,6 +51,7 @@ import logging
 import math
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,6 +161,8 @@ class KubernetesBackend:
         # Create a NetworkPolicy in each tenant namespace (see k8s_specs.build_network_policy).
         self.isolate_namespaces = isolate_namespaces
         self.retry_s = retry_s
+        # Its GPU-seconds are counted in memory: a restarted agent counts again from 0.
+        self.usage_epoch = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._attempts: dict[int, _Attempt] = {}
         self._stopping: dict[int, _Stop] = {}

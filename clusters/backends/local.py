@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from clusters.backends import base, cgroups, local_shim, local_usage
@@ -45,6 +46,21 @@ ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
 KILLED_REASON = "killed by SIGKILL from outside (its node ran short, or went away)"
 OOM_REASON = "OOMKilled: its processes together passed its memory request"
+
+
+USAGE_EPOCH = "usage-epoch"
+
+
+def usage_epoch_in(state_dir: Path) -> str:
+    """The run of counts kept in this state directory (each worker's GPU-seconds, in its own
+    directory): made once, read back by a restarted agent, which counts on from them."""
+    path = state_dir / USAGE_EPOCH
+    with contextlib.suppress(OSError):
+        if epoch := path.read_text().strip():
+            return epoch
+    epoch = uuid.uuid4().hex
+    write_state(path, epoch)
+    return epoch
 
 
 def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
@@ -176,6 +192,7 @@ class LocalBackend:
         self.checkpoint_root = Path(checkpoint_root)
         self.default_grace_s = default_grace_s
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.usage_epoch = usage_epoch_in(self.state_dir)
         if worker_uids is not None:
             for where in (self.state_dir, self.checkpoint_root):
                 if (shut := untraversable(where)) is not None:

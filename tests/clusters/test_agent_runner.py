@@ -47,7 +47,7 @@ class RefusesLogs:
         self.log_calls.append(len(lines))
         raise bad_request()
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.heartbeats += 1
         return {"run": [], "stop": []}
 
@@ -104,6 +104,7 @@ class Recorder:
         self.answer = answer or {"run": [], "stop": []}
         self.calls: list[str] = []
         self.batches: list[list] = []
+        self.epochs: list[str] = []
 
     def inventory(self, nodes):
         self.calls.append("inventory")
@@ -118,9 +119,20 @@ class Recorder:
         self.batches.append(lines)
         return {}
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.calls.append("heartbeat")
+        self.epochs.append(usage_epoch)
         return self.answer
+
+
+def test_each_heartbeat_names_the_backends_run_of_counts(backend):
+    control = Recorder()
+    agent = Agent(control, backend)
+
+    agent.step()
+    agent.step()
+
+    assert control.epochs == [backend.usage_epoch] * 2 and backend.usage_epoch
 
 
 def test_a_failing_inventory_is_tried_again_next_step_and_the_heartbeats_go_on(backend):
@@ -202,6 +214,8 @@ def test_a_worker_still_running_past_its_stop_is_asked_to_stop_again(tmp_path):
 class Reports:
     """A backend that reports these statuses, a list a step (the last one from then on), and
     records what it is asked to do. Its reports may be broken, as no real backend's are."""
+
+    usage_epoch = "reports"
 
     def __init__(self, *steps: list[base.WorkerStatus]):
         self.steps = list(steps)
@@ -315,7 +329,7 @@ class RefusesHeartbeats(Recorder):
         self.body = body
         self.sent: list[int] = []
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.sent.append(len(workers))
         raise bad_request(self.body)
 

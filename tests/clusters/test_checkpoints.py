@@ -161,8 +161,8 @@ class InProcessControlPlane:
     def inventory(self, nodes):
         return {}
 
-    def heartbeat(self, workers, resume_logs=()):
-        return agents.heartbeat(self.cluster, workers, resume_logs)
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
+        return agents.heartbeat(self.cluster, workers, resume_logs, usage_epoch=usage_epoch)
 
     def logs(self, lines):
         agents.store_logs(self.cluster, lines)

@@ -80,7 +80,15 @@ def test_a_restarted_agent_counts_on_from_what_was_counted(host, gpus, monkeypat
                          measure_gpus=True)  # fmt: skip
 
     assert again.status()[0].gpu_busy_seconds == pytest.approx(counted)
+    # Its counts are the same run: the control plane takes them as they are.
+    assert again.usage_epoch == host.usage_epoch
     host.stop(1, grace_s=1)
+
+
+def test_agents_on_other_state_directories_count_in_other_runs(host, tmp_path):
+    other = LocalBackend(tmp_path / "other", host.nodes, tmp_path / "ckpt", cgroups=False)
+
+    assert other.usage_epoch != host.usage_epoch
 
 
 def test_a_share_of_a_gpu_or_a_virtual_inventory_is_not_measured(host, gpus, tmp_path):

@@ -186,7 +186,7 @@ class RecordsAsks(Recorder):
         super().__init__(answer=answer)
         self.asked: list[list] = []
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.asked.append(list(resume_logs))
         return super().heartbeat(workers)
 

@@ -128,6 +128,62 @@ def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gan
     assert attempt.memory_peak_mb == 300
 
 
+def gpu_beat(agent, running, seconds, epoch=None):
+    """A beat of the gang's two workers, each with its GPU-seconds, in an agent's run of
+    counts (`epoch`; None: the report names none, as an older agent's)."""
+    busy = [{**w, "gpu_busy_seconds": s} for w, s in zip(running, seconds, strict=True)]
+    run = {"usage_epoch": epoch} if epoch else {}
+    assert post(agent, "east", "heartbeat", {"workers": busy} | run).status_code == 200
+
+
+def test_a_restarted_agent_counting_gpu_time_from_0_counts_on_top_of_what_was_counted(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    gpu_beat(agent, running, (60.0, 40.0), epoch="first-run")
+    gpu_beat(agent, running, (3.0, 2.0), epoch="restarted")  # counting again from 0
+    attempt.refresh_from_db()
+    assert attempt.gpu_busy_seconds == pytest.approx(105.0)
+    gpu_beat(agent, running, (30.0, 20.0), epoch="restarted")
+    attempt.refresh_from_db()
+    assert attempt.gpu_busy_seconds == pytest.approx(150.0)
+
+
+def test_a_new_run_of_counts_that_counts_on_is_not_counted_twice(agent, gang):
+    # A local agent whose counts outlive it, reporting a new run for the first time.
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    gpu_beat(agent, running, (60.0, 40.0))
+    gpu_beat(agent, running, (70.0, 45.0), epoch="kept-counts")
+    attempt.refresh_from_db()
+    assert attempt.gpu_busy_seconds == pytest.approx(115.0)
+
+
+def test_without_a_run_of_counts_a_lower_count_leaves_what_was_counted(agent, gang):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+
+    gpu_beat(agent, running, (60.0, 40.0))
+    gpu_beat(agent, running, (3.0, 2.0))
+    attempt.refresh_from_db()
+    assert attempt.gpu_busy_seconds == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("epoch", ["", "x" * 65, "no spaces", 7, ["a"]])
+def test_a_malformed_run_of_counts_is_left_out_and_the_report_stands(agent, gang, epoch):
+    attempt = gang.attempts.get()
+    running = report(attempt, base.RUNNING, base.RUNNING)
+    gpu_beat(agent, running, (60.0, 40.0), epoch="first-run")
+    busy = [{**w, "gpu_busy_seconds": 1.0} for w in running]
+
+    answer = post(agent, "east", "heartbeat", {"workers": busy, "usage_epoch": epoch})
+
+    assert answer.status_code == 200
+    attempt.refresh_from_db()
+    assert (attempt.gpu_busy_seconds, attempt.gpu_epoch) == (pytest.approx(100.0), "first-run")
+
+
 def test_usage_of_many_attempts_is_one_write_and_an_unchanged_report_none(agent, east):
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
     JobFactory.create_batch(6, gpus=1)

@@ -21,7 +21,7 @@ class ControlPlaneStandIn:
     def inventory(self, nodes):
         return {}
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.workers = workers
         return {"run": [asdict(spec) for spec in self.run], "stop": list(self.stop)}
 
@@ -92,7 +92,7 @@ class EndingControlPlane(ControlPlaneStandIn):
         self.run = list(specs)
         self.lines_at_end: dict[int, list[str]] = {}
 
-    def heartbeat(self, workers, resume_logs=()):
+    def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         for spec in list(self.run):
             mine = [w for w in workers if w.attempt_id == spec.attempt_id]
             if len(mine) == spec.world_size and all(w.phase in ENDED for w in mine):

@@ -52,6 +52,21 @@ def test_a_worker_on_whole_gpus_is_counted_busy_for_their_utilization(kube, back
     assert 0.8 * 0.3 <= busy <= 0.8 * (time.monotonic() - started) + 0.01
 
 
+def test_a_restarted_agent_counts_from_0_in_a_new_run_of_counts(kube, make_backend, always):
+    kube.add_gpu_exporter("gpu-a")
+    kube.use_gpus(NAMESPACE, POD, [80])
+    first = make_backend()
+    running(kube, first, one_gpu_worker())
+    status_becomes(first, 7, 0, base.RUNNING)
+    time.sleep(0.3)
+    assert status_becomes(first, 7, 0, base.RUNNING).gpu_busy_seconds > 0.2
+
+    again = make_backend()  # the agent restarted: it adopts the pod and counts again
+    assert status_becomes(again, 7, 0, base.RUNNING).gpu_busy_seconds == 0.0
+    # The control plane adds this run's counts to what the first one counted.
+    assert again.usage_epoch != first.usage_epoch
+
+
 def test_each_gpu_of_a_gang_counts_on_its_own_node(kube, backend, always):
     for node in ("gpu-a", "gpu-b"):
         kube.add_gpu_exporter(node)
