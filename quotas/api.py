@@ -3,6 +3,7 @@ a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (
 team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
 those teams may submit at. Rate limited as every user endpoint."""
 
+from django.conf import settings
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,7 +26,10 @@ def teams_asked(request) -> list:
 class QuotasView(APIView):
     def get(self, request):
         answer = status.of(teams_asked(request), request.user)
-        return Response({"tenants": [team.as_json() for team in answer]})
+        return Response({
+            "tenants": [team.as_json() for team in answer],
+            "fair_share_preemption": settings.MLSCHED_FAIR_SHARE_PREEMPTION,
+        })  # fmt: skip
 
 
 class PriorityClassesView(APIView):

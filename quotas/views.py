@@ -1,6 +1,7 @@
 """The portal's quota page: what each of the user's teams may still start, and why its jobs
 wait for quota."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
@@ -11,4 +12,8 @@ from quotas import status
 @login_required
 def quotas(request):
     teams = list(access.report_tenants(request.user).order_by("name"))
-    return render(request, "portal/quotas.html", {"teams": status.of(teams, request.user)})
+    context = {
+        "teams": status.of(teams, request.user),
+        "fair_share_preemption": settings.MLSCHED_FAIR_SHARE_PREEMPTION,
+    }
+    return render(request, "portal/quotas.html", context)

@@ -105,6 +105,9 @@ def quota(api: Api, args) -> None:
         only = f", images only {' '.join(images)}" if images else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
+    if answer.get("fair_share_preemption"):
+        show("fair-share preemption is on: a team over its fair share may have preemptible "
+             "work stopped for a waiting team's")  # fmt: skip
 
 
 CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]

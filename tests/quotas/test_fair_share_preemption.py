@@ -3,13 +3,17 @@ filled the platform gives back, to a team that holds nothing, as much as leaves 
 no more; off, the second team waits for the first team's work to end."""
 
 import pytest
+from rest_framework.test import APIClient
 
 from jobs import cycle
 from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory
+from tests.jobs import test_cli
 
 pytestmark = pytest.mark.django_db
+
+cli = test_cli.cli  # the command line against a live server, as Alice
 
 
 @pytest.fixture
@@ -54,3 +58,19 @@ def test_on_the_team_over_its_share_gives_back_as_far_as_both_are_even(settings,
     }
     waiting = Job.objects.filter(tenant=gamma, state=State.QUEUED)
     assert waiting.count() == 3  # until alpha's victims have gone
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_quota_api_page_and_cli_say_whether_it_is_on(settings, alice, client, cli, on):
+    settings.MLSCHED_FAIR_SHARE_PREEMPTION = on
+    api = APIClient()
+    api.force_authenticate(alice)
+    client.force_login(alice)
+
+    answer = api.get("/api/v1/quotas/").json()
+    page = client.get("/quotas/").text
+    shown = cli("quota").stdout
+
+    assert answer["fair_share_preemption"] is on
+    assert ("Fair-share preemption is on" in page) is on
+    assert ("fair-share preemption is on" in shown) is on
