@@ -117,20 +117,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def alive(pid: int) -> bool:
-    """Is `pid` a live (not zombie) shim? Guards against a recycled pid."""
+def alive(pid: int, directory: Path | None = None) -> bool:
+    """Is `pid` a live (not zombie) shim, the one of the worker `directory` when given? Guards
+    against a recycled pid: on a busy host another worker's shim may have taken it."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
-    return state != "Z" and SHIM.encode() in cmdline
+    if state == "Z" or SHIM.encode() not in cmdline:
+        return False
+    return directory is None or shim_of(cmdline.split(b"\0"), directory)
+
+
+def shim_of(args: list[bytes], directory: Path) -> bool:
+    """Whether a command line (its NUL-split arguments) is the shim of the worker `directory`
+    (``python -m SHIM DIRECTORY``; the directory compared resolved, however it was spelled)."""
+    if args[-4:-2] != [b"-m", SHIM.encode()] or args[-1] != b"":
+        return False
+    return Path(os.fsdecode(args[-2])).resolve() == directory.resolve()
 
 
 def find_shim(directory: Path) -> int | None:
     """The live shim of this worker, found by its command line: for a pid file lost or torn."""
-    tail = [b"-m", SHIM.encode(), os.fsencode(str(directory)), b""]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -138,7 +148,7 @@ def find_shim(directory: Path) -> int | None:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if args[-4:] == tail and alive(int(entry.name)):
+        if shim_of(args, directory) and alive(int(entry.name)):
             return int(entry.name)
     return None
 
@@ -296,14 +306,14 @@ class LocalBackend:
         ]
         return self._usage.add(found)
 
-    def _live_shim(self, pid: int) -> bool:
-        """Whether ``pid`` is a live shim: one this agent started and has not reaped (its pid
-        cannot be recycled, and between fork and exec its command line is still the agent's),
-        or, for one an earlier agent started, by its command line."""
+    def _live_shim(self, pid: int, directory: Path) -> bool:
+        """Whether ``pid`` is the live shim of the worker ``directory``: one this agent started
+        and has not reaped (its pid cannot be recycled, and between fork and exec its command
+        line is still the agent's), or, for one an earlier agent started, by its command line."""
         child = self._children.get(pid)
         if child is not None and child.poll() is None:
-            return True
-        return alive(pid)
+            return child.args[-1] == str(directory)  # started as `python -m SHIM directory`
+        return alive(pid, directory)
 
     def _all_worker_dirs(self) -> list[Path]:
         return [
@@ -317,7 +327,7 @@ class LocalBackend:
         if ended is not None:
             return self._once_read(ended, d)
         pid = self._shim_pid(d)
-        if pid and self._live_shim(pid):
+        if pid and self._live_shim(pid, d):
             if stopping and time.time() > self._stop_deadline(d):
                 self._signal(d, signal.SIGKILL)  # the grace period is over
             return WorkerStatus(attempt_id, rank, base.RUNNING, checkpoint_at=checkpoint_at(d))
@@ -378,7 +388,7 @@ class LocalBackend:
 
     def _signal(self, directory: Path, sig: signal.Signals) -> None:
         pid = self._shim_pid(directory)
-        if not pid or not self._live_shim(pid):
+        if not pid or not self._live_shim(pid, directory):
             return
         if sig == signal.SIGKILL:
             # The shim passes a SIGTERM on; a SIGKILL ends it, so the agent kills the command's

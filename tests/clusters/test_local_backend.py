@@ -227,7 +227,7 @@ def test_a_worker_that_ends_between_two_looks_is_reported_ended_not_vanished(bac
     assert wait_until(lambda: (directory / "child.pid").exists(), timeout=10)
     shim = int((directory / "pid").read_text())
 
-    def ends_meanwhile(pid):  # the shim writes its record and exits after the first look
+    def ends_meanwhile(pid, directory=None):  # the shim writes its record and exits meanwhile
         local_shim.write_exit(directory, {"code": 0, "signal": None, "ended": time.time()})
         return False
 
@@ -704,6 +704,24 @@ def test_stop_asked_again_rewrites_a_torn_stop_file(backend):
 
     assert float(stop_file.read_text()) <= time.time() + 1
     assert ended(backend)
+
+
+def test_a_pid_another_workers_shim_took_is_not_taken_for_the_workers_own(backend):
+    # A busy host recycles pids: the pid file of a worker whose shim has gone names another
+    # worker's live shim. That worker has vanished, and a stop of it must not reach the other.
+    backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
+    backend.start(spec([sys.executable, "-c", "print('hi')"], attempt=2))
+    assert ended(backend, 2)
+    other = int((backend.worker_dir(1, 0) / "pid").read_text())
+    (backend.worker_dir(2, 0) / "pid").write_text(str(other))
+    (backend.worker_dir(2, 0) / "exit.json").unlink()
+
+    assert phases(backend, 2)[0].phase == base.LOST
+    backend.stop(2, grace_s=0)
+    backend.status()
+    assert phases(backend, 1)[0].phase == base.RUNNING and alive(other)
+    backend.stop(1, grace_s=1)
+    assert ended(backend, 1)
 
 
 def test_a_torn_exit_record_is_as_good_as_none(backend):
