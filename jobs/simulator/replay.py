@@ -256,9 +256,10 @@ def _oracle_key(_replay: Replay, job: SimJob) -> tuple:
     return (job.trace.duration * job.gpus, job.trace.submit, job.trace.id)
 
 
-def make_policy(name: str, half_life_h: float = 24.0):
-    """The replay policy for a name (see the module docstring); ``half_life_h``: for
-    ``mlsched``, the hours in which a tenant's recent use halves (0: not counted)."""
+def make_policy(name: str, half_life_h: float = 24.0, fair_share_preemption: bool = False):
+    """The replay policy for a name (see the module docstring); for ``mlsched``,
+    ``half_life_h``, the hours in which a tenant's recent use halves (0: not counted), and
+    ``fair_share_preemption``, the live MLSCHED_FAIR_SHARE_PREEMPTION."""
     if name == "fifo":
         return SimplePolicy(_submit_key, blocking=True)
     if name == "priority":
@@ -268,9 +269,11 @@ def make_policy(name: str, half_life_h: float = 24.0):
     if name == "sjf-oracle":
         return SimplePolicy(_oracle_key, blocking=False)
     if name == "mlsched":
+        from jobs.placement import Policy
         from jobs.simulator.replay_engine import EnginePolicy
 
-        return EnginePolicy(half_life_s=half_life_h * 3600.0)
+        policy = Policy(fair_share_preemption=fair_share_preemption)
+        return EnginePolicy(policy, half_life_s=half_life_h * 3600.0)
     raise ValueError(f"unknown replay policy {name!r}")
 
 

@@ -31,6 +31,12 @@ def add_parser(sub) -> None:
         help="mlsched: hours in which a tenant's recent use halves, as the live "
         "MLSCHED_FAIR_SHARE_HALF_LIFE_H (default 24; 0: fair share on what tenants hold now)",
     )
+    r.add_argument(
+        "--fair-share-preemption",
+        action="store_true",
+        help="mlsched: GPU jobs of tenants under their fair share may evict preemptible work "
+        "of tenants over it, as the live MLSCHED_FAIR_SHARE_PREEMPTION=1",
+    )
     r.add_argument("--out", type=Path, help="directory for the report and the GPU use PNG")
 
 
@@ -57,7 +63,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     log, results, last = [f"# {command}"], {}, ""
     for policy in policies:
         started = time.perf_counter()
-        engine = make_policy(policy, args.half_life_h)
+        engine = make_policy(policy, args.half_life_h, args.fair_share_preemption)
         result = Replay(clusters, jobs, engine).run(_progress(policy, started))
         stats = summarise(result)
         results[policy] = result

@@ -59,7 +59,7 @@ class EnginePolicy:
         # Victims leave the replay at once, but a cycle keeps what they free beyond their
         # preemptor's slots for their grace period: the next tick (one now) hands it out.
         for _ in range(2):
-            if not _may_change(replay):
+            if not _may_change(replay, self.policy.fair_share_preemption):
                 return  # place() could only say why each job waits, which changes nothing here
             if not self._decide(replay, now):
                 return
@@ -142,14 +142,26 @@ class EnginePolicy:
         return cached[1]
 
 
-def _may_change(replay) -> bool:
+def _may_change(replay, fair_share: bool = False) -> bool:
     """Whether a cycle could start or evict anything: a GPU is free (every replay job asks
-    whole GPUs), or a queued job's tier is above a running preemptible job's (the only
-    preemption a replay has: it has no quotas to reclaim)."""
+    whole GPUs), or a queued job's tier is above a running preemptible job's, or, with
+    ``fair_share`` preemption, a queued job's tenant holds fewer GPUs than a tenant running
+    preemptible work (a replay has no quotas to reclaim)."""
     if any(g == 1000 for n in replay.nodes.values() for g in n.free):
         return True
-    lowest = min((_tier(j) for j in replay.running.values() if _preemptible(j)), default=None)
-    return lowest is not None and any(_tier(j) > lowest for j in replay.queue)
+    victims = [j for j in replay.running.values() if _preemptible(j)]
+    lowest = min((_tier(j) for j in victims), default=None)
+    if lowest is None:
+        return False
+    if any(_tier(j) > lowest for j in replay.queue):
+        return True
+    if not fair_share:
+        return False
+    held: Counter[str] = Counter()
+    for j in replay.running.values():
+        held[j.tenant] += j.gpus
+    most = max(held[j.tenant] for j in victims)
+    return any(held[j.tenant] + j.gpus < most and _tier(j) >= lowest for j in replay.queue)
 
 
 def _free(replay, slots) -> bool:

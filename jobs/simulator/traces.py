@@ -1,7 +1,8 @@
 """Job traces (Microsoft ITP 2021, Philly/ElasticFlow) and cluster specs for the replay.
 
 Job families are not in these traces; they are assigned by a fixed rule (``family_of``), and
-tenants by a stable hash of the job id (``tenant_of``), so a replay is reproducible.
+tenants by a stable hash of the job id (``tenant_of``), so a replay is reproducible. A trace of
+one's own may name each job's team in a ``tenant`` column: its tenants are those.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class TraceJob:
     submit: float
     duration: float
     num_gpu: int
+    tenant: str = ""  # the trace's own, where it has a tenant column
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ def read_jobs(path: str | Path) -> list[TraceJob]:
 
     def job(r: dict) -> TraceJob:
         submit = r["submission_time"] if "submission_time" in r else r["submit_time"]
-        made = TraceJob(r["job_id"], float(submit), float(r["duration"]), int(r["num_gpu"]))
+        made = TraceJob(r["job_id"], float(submit), float(r["duration"]), int(r["num_gpu"]),
+                        (r.get("tenant") or "").strip())  # fmt: skip
         if made.num_gpu < 1 or not made.duration >= 0:
             raise ValueError("a job needs num_gpu of 1 or more and a duration of 0 or more")
         return made
@@ -94,8 +97,8 @@ def family_of(job: TraceJob) -> str:
 
 
 def tenant_of(job: TraceJob) -> str:
-    """One of ``TENANTS`` tenants, by a stable hash of the job id."""
-    return f"t{zlib.crc32(job.id.encode()) % TENANTS}"
+    """The trace's tenant of the job, else one of ``TENANTS`` by a stable hash of its id."""
+    return job.tenant or f"t{zlib.crc32(job.id.encode()) % TENANTS}"
 
 
 def worker_shape(job: TraceJob, max_gpus_per_node: int) -> tuple[int, int]:

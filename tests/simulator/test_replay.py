@@ -39,6 +39,15 @@ def test_it_reads_itp_and_philly_traces(tmp_path):
     assert read_jobs(philly) == [job("0", 0, 300, 4)]
 
 
+def test_a_trace_may_name_each_jobs_team(tmp_path):
+    named = tmp_path / "teams.csv"
+    named.write_text("job_id,submission_time,duration,num_gpu,tenant\na,10,100,1,vision\n")
+
+    (read,) = read_jobs(named)
+    assert read == TraceJob("a", 10, 100, 1, "vision")
+    assert Replay(ONE_NODE, [read], make_policy("fifo")).jobs[0].tenant == "vision"
+
+
 def test_it_reads_a_trace_saved_with_a_bom_and_crlf_line_ends(tmp_path):
     itp = tmp_path / "itp.csv"
     itp.write_bytes(b"\xef\xbb\xbfjob_id,submission_time,duration,num_gpu\r\na,10,100,1\r\n")
@@ -135,7 +144,7 @@ def test_mlsched_skips_only_cycles_that_could_change_nothing(monkeypatch):
     skipping, _ = replay(jobs, "mlsched", clusters)
     skipped_calls = len(calls)
     calls.clear()
-    monkeypatch.setattr(replay_engine, "_may_change", lambda replay: True)
+    monkeypatch.setattr(replay_engine, "_may_change", lambda replay, fair_share=False: True)
     every, _ = replay(jobs, "mlsched", clusters)
 
     assert skipped_calls < len(calls)
@@ -236,3 +245,39 @@ def test_a_team_that_held_the_gpus_for_days_yields_to_one_that_did_not(monkeypat
     freed = [j.trace.id for j in got.values() if j.first_start == 48 * 3600]
     assert sum(name.startswith("t1") for name in freed) == (3 if half_life_h else 2)
     assert len(freed) == 4
+
+
+def flood_then_later(later_gpus=1):
+    """40 three-hour jobs of team big on 8 GPUs, then 4 one-hour jobs of team small."""
+    flood = [TraceJob(f"big-{i}", i, 3 * 3600, 1, "big") for i in range(40)]
+    later = [TraceJob(f"small-{i}", 1800 + i, 3600, later_gpus, "small") for i in range(4)]
+    return flood + later
+
+
+def test_with_fair_share_preemption_a_later_team_evicts_a_flooding_one_up_to_even():
+    node = [ClusterSpec("a", 1, 8, "A100")]
+    policy = make_policy("mlsched", fair_share_preemption=True)
+    got = {j.trace.id: j for j in Replay(node, flood_then_later(), policy).run().jobs}
+    without = {j.trace.id: j for j in replay(flood_then_later(), "mlsched", node)[0].values()}
+
+    small = [j for j in got.values() if j.tenant == "small"]
+    assert all(j.first_start - j.trace.submit < 60 for j in small)  # at once, not in 2.5 h
+    assert min(j.first_start for j in without.values() if j.tenant == "small") >= 3 * 3600
+    # Four taken from big's eight: 4 against 4, even; nobody evicted back.
+    assert sum(j.preempted for j in got.values()) == 4
+    assert all(j.end is not None for j in got.values())
+
+
+def test_fair_share_preemption_skips_only_cycles_that_could_change_nothing(monkeypatch):
+    node = [ClusterSpec("a", 1, 8, "A100")]
+    mid = [TraceJob(f"mid-{i}", 900 + 7 * i, 5400, 2, "mid") for i in range(6)]
+    jobs = flood_then_later() + mid
+
+    def outcomes():
+        result = Replay(node, jobs, make_policy("mlsched", fair_share_preemption=True)).run()
+        return {j.trace.id: (j.first_start, j.end, j.preempted) for j in result.jobs}
+
+    skipping = outcomes()
+    monkeypatch.setattr(replay_engine, "_may_change", lambda replay, fair_share=False: True)
+    assert outcomes() == skipping
+    assert any(preempted for _, _, preempted in skipping.values())
