@@ -91,7 +91,8 @@
     clusters         each cluster, as Slurm's sinfo: its agent's health, its nodes by state
                      (idle, mixed, allocated, other: down, maintenance, quarantined,
                      drained, draining, booked for another team) and per GPU type its GPUs,
-                     allocated, and idle on nodes that would take your work now
+                     allocated, and idle on nodes that would take your work now, and its
+                     placement cost (work starts on the cheapest that can hold it)
     nodes [--cluster NAME] [--state S] [--gpu-type TYPE]
                      every node, as Slurm's sinfo -N: its state, GPU type, GPUs, CPUs and
                      memory (GiB) allocated of all, and its next maintenance window or

@@ -126,7 +126,7 @@ def classes(api: Api, args) -> None:
 
 
 CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",
-                  "gpu type", "gpus", "allocated", "idle for you"]  # fmt: skip
+                  "gpu type", "gpus", "allocated", "idle for you", "cost"]  # fmt: skip
 
 
 def clusters(api: Api, args) -> None:
@@ -140,7 +140,7 @@ def clusters(api: Api, args) -> None:
             gpus = ["-"] * 4 if kind is None else [
                 kind["gpu_type"], str(kind["total"]), amount(kind["allocated"]),
                 str(kind["idle_for_you"])]  # fmt: skip
-            rows.append([c["name"], c["health"], *nodes, *gpus])
+            rows.append([c["name"], c["health"], *nodes, *gpus, str(c["placement_cost"])])
     table(rows, names=2)
 
 

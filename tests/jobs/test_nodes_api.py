@@ -193,7 +193,7 @@ def test_the_cli_lists_the_clusters_and_their_nodes(cli, fleet):  # noqa: F811
 
     assert clusters.returncode == 0, clusters.stderr
     assert clusters.stdout.split("\n")[1].split() == [
-        "east", "healthy", "11", "3", "1", "2", "5", "A100", "80", "10.5", "31"]  # fmt: skip
+        "east", "healthy", "11", "3", "1", "2", "5", "A100", "80", "10.5", "31", "0"]  # fmt: skip
     assert nodes.returncode == 0, nodes.stderr
     assert [line.split()[:4] for line in nodes.stdout.splitlines()] == [
         ["cluster", "node", "state", "gpu"], ["east", "mixed", "mixed", "A100"]]  # fmt: skip
@@ -208,7 +208,7 @@ def test_the_portal_page_lists_the_clusters_and_the_nodes_asked_for(client, alic
 
     clusters = page[page.index('id="clusters"') : page.index("</table>")]
     assert "<td>east</td><td>healthy</td><td>1</td>" in clusters  # one down
-    assert "<td>A100</td><td>80</td><td>10.50</td><td>31</td>" in clusters
+    assert "<td>A100</td><td>80</td><td>10.50</td><td>31</td><td>0</td>" in clusters
     nodes = page[page.index('id="nodes"') :]
     assert ">draining</td>" in nodes and ">mixed</td>" not in nodes
     assert "<td>2 of 8</td>" in nodes
