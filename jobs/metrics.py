@@ -80,9 +80,15 @@ def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
     jobs = Job.objects.all() if jobs is None else jobs
     attempts_of = Attempt.objects.all() if attempts_of is None else attempts_of
     shared = platform(now)
+    # The tenants with jobs among them, read once for the per-tenant figures.
+    teams = list(
+        Tenant.objects.filter(pk__in=jobs.values("tenant_id"))
+        .order_by("slug")
+        .values_list("pk", "slug", "gpu_hours_per_month")
+    )
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
-        *queue_wait(now, jobs), *tenant_quotas(jobs), *gpu_budgets(now, jobs),
+        *queue_wait(now, jobs), *tenant_quotas(teams), *gpu_budgets(now, teams),
         *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
     ]  # fmt: skip
 
@@ -253,11 +259,11 @@ def queued_by_reason(now, jobs) -> list[Metric]:
 LIMITS = ("guaranteed", "borrow_limit", "lend_limit")
 
 
-def tenant_quotas(jobs) -> list[Metric]:
-    """For each tenant with jobs among ``jobs``: what its running work holds by flavor, its
+def tenant_quotas(tenants: list[tuple[int, str, int | None]]) -> list[Metric]:
+    """For each of ``tenants`` (pk, slug, budget): what its running work holds by flavor, its
     quotas' limits (a lend limit only where set), and the GPUs it held recently as fair share
-    counts them (Kueue's cluster-queue usage and quota figures): four queries."""
-    teams = dict(Tenant.objects.filter(pk__in=jobs.values("tenant_id")).values_list("pk", "slug"))
+    counts them (Kueue's cluster-queue usage and quota figures): three queries."""
+    teams = {pk: slug for pk, slug, _ in tenants}  # in slug order
     held = usage_by_tenant(list(teams))
     limits = []
     for quota in Quota.objects.filter(tenant__in=teams).order_by("tenant__slug", "flavor"):
@@ -266,12 +272,11 @@ def tenant_quotas(jobs) -> list[Metric]:
                 limits.append(({"tenant": teams[quota.tenant_id], "flavor": quota.flavor,
                                 "limit": kind}, value))  # fmt: skip
     recent = RecentUse.objects.filter(tenant__in=teams).values_list("tenant_id", "use")
-    by_slug = sorted(teams.items(), key=lambda team: team[1])
     return [
         *metric("mlsched_tenant_usage", "gauge",
                 "What each tenant's running work holds, by flavor (GPUs, millicores, MiB).",
                 [({"tenant": slug, "flavor": flavor}, amount)
-                 for pk, slug in by_slug for flavor, amount in sorted(held[pk].items())]),
+                 for pk, slug in teams.items() for flavor, amount in sorted(held[pk].items())]),
         *metric("mlsched_tenant_quota", "gauge",
                 "Each tenant's quota limits by flavor: guaranteed, borrow_limit, lend_limit.",
                 limits),
@@ -282,15 +287,11 @@ def tenant_quotas(jobs) -> list[Metric]:
     ]  # fmt: skip
 
 
-def gpu_budgets(now, jobs) -> list[Metric]:
-    """The GPU-hour budget of each tenant with one (of those with jobs among ``jobs``), and
-    what its attempts used of it this month (jobs.budgets): one query, and those of the
-    month's use when a tenant has a budget."""
-    teams = list(
-        Tenant.objects.filter(gpu_hours_per_month__isnull=False, pk__in=jobs.values("tenant_id"))
-        .order_by("slug")
-        .values_list("pk", "slug", "gpu_hours_per_month")
-    )
+def gpu_budgets(now, tenants: list[tuple[int, str, int | None]]) -> list[Metric]:
+    """The GPU-hour budget of each of ``tenants`` (pk, slug, budget) with one, and what its
+    attempts used of it this month (jobs.budgets): the queries of the month's use, when a
+    tenant has a budget."""
+    teams = [team for team in tenants if team[2] is not None]
     spent = budgets.spent_gpu_seconds([pk for pk, _, _ in teams], now)
     return [
         *metric("mlsched_gpu_budget_hours", "gauge",

@@ -458,7 +458,8 @@ class Cycle:
         if chosen is None:
             return None
         victims, slots = chosen
-        why = {c.job.id: preemption.cause(c) for c in candidates}
+        taken = {v.id for v in victims}
+        why = {c.job.id: preemption.cause(c) for c in candidates if c.job.id in taken}
         return self.preempted_for(job, slots, victims, [why[v.id] for v in victims])
 
     def preempted_for(

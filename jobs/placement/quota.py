@@ -204,18 +204,15 @@ class Ledger:
         its guarantee, the change in its share of the pool."""
         cohort = self.cohort.get(tenant, "")
         for flavor, amount in demand.items():
-            key = (tenant, flavor)
-            if key in self.private:
-                pool = (cohort, flavor)
-                used, going = self._pool_shares(key)
-                by_tenant[key] = by_tenant.get(key, 0) + sign * amount
-                now_used, now_going = self._pool_shares(key)
-                self.cohort_used[pool] = self.cohort_used.get(pool, 0) + now_used - used
-                self.cohort_going[pool] = self.cohort_going.get(pool, 0) + now_going - going
-                continue
+            key, pool = (tenant, flavor), (cohort, flavor)
+            kept = key in self.private
+            before = self._pool_shares(key) if kept else (0, 0)
             by_tenant[key] = by_tenant.get(key, 0) + sign * amount
-            if key in self.quota:
-                pool = (cohort, flavor)
+            if kept:
+                used, going = self._pool_shares(key)
+                self.cohort_used[pool] = self.cohort_used.get(pool, 0) + used - before[0]
+                self.cohort_going[pool] = self.cohort_going.get(pool, 0) + going - before[1]
+            elif key in self.quota:
                 by_pool[pool] = by_pool.get(pool, 0) + sign * amount
 
     def _pool_shares(self, key: tuple[str, str]) -> tuple[int, int]:
