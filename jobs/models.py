@@ -77,6 +77,15 @@ class Job(models.Model):
     workers = models.PositiveSmallIntegerField(
         default=1, help_text="Gang size: all workers start together or none does."
     )
+    # An elastic gang (torchrun's --nnodes=MIN:MAX, Kueue's partial admission): it starts with
+    # the most workers that fit now, at least this many, when all of them do not; each attempt
+    # keeps the size it started with (Attempt.workers).
+    min_workers = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Elastic training: the fewest workers it may start with when its whole gang "
+        "does not fit (empty: all of them).",
+    )
     # A batch has a row per shard, each its `shard_index` (0..shards-1) among `shards`, which
     # its workers are told (MLSCHED_SHARD_INDEX, MLSCHED_SHARDS). A rerun of some of a batch's
     # shards (jobs.actions.resubmit) has a row for each shard chosen alone, keeping its index
@@ -219,6 +228,11 @@ class Job(models.Model):
                 name="job_whole_gpus_or_share",
             ),
             models.CheckConstraint(condition=models.Q(workers__gte=1), name="job_workers_min"),
+            models.CheckConstraint(
+                condition=models.Q(min_workers__isnull=True)
+                | models.Q(min_workers__gte=1, min_workers__lte=models.F("workers")),
+                name="job_min_workers_range",
+            ),
             models.CheckConstraint(condition=models.Q(shards__gte=1), name="job_shards_min"),
         ]
         indexes = [
@@ -414,6 +428,10 @@ class Attempt(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveSmallIntegerField()
+    # Its gang's size: the job's workers, or fewer for an elastic gang started smaller.
+    workers = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="The workers it started (its gang's world size)."
+    )
     cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT)
     outcome = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
