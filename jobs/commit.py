@@ -240,7 +240,7 @@ def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime
         Attempt,
         [
             {"job_id": job_id, "number": n, "cluster_id": int(o.workers[0].cluster),
-             "scheduled_at": moment, "gpu_type": gpu_type_of(o)}
+             "scheduled_at": moment, "gpu_type": gpu_type_of(o), "workers": len(o.workers)}
             for o, job_id, n in zip(outcomes, job_ids, next_numbers(job_ids), strict=True)
         ],
     )  # fmt: skip

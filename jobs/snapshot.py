@@ -43,7 +43,7 @@ QUEUED_FIELDS = [
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
-    "parent_id", "shards", "max_running_shards", "retries_used",
+    "parent_id", "shards", "max_running_shards", "retries_used", "min_workers",
 ]  # fmt: skip
 
 
@@ -453,6 +453,7 @@ def to_queued(job: dict, clusters, now: float, avoid: tuple[str, ...] = ()) -> p
         batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),
         max_running_shards=job["max_running_shards"],
         avoid_nodes=avoid,
+        min_workers=job["min_workers"],
     )
 
 

@@ -186,6 +186,7 @@ class Cycle:
         refusal = self.batch_limits.refusal(job)
         if refusal:
             return explain.over_batch_limit(job, refusal, self.batch_limits.estimate(job))
+        job = self._within_limits(job)
         refusal = self.user_limits.refusal(job)
         if refusal:
             return explain.over_user_limit(job, refusal)
@@ -216,6 +217,21 @@ class Cycle:
             self._repeats[key] = outcome
         return outcome
 
+    def _within_limits(self, job: QueuedJob) -> QueuedJob:
+        """An elastic gang cut to the most workers its user's GPU limit and its tenant's
+        GPU-hour budget let it start with (its fewest if none: they then refuse it)."""
+        per = job.worker_gpu_milli
+        if job.fewest == job.workers or not per:
+            return job
+        runtime = job.max_runtime or 0.0
+        workers = job.workers
+        while workers > job.fewest and not (
+            self.user_limits.room(job.tenant, job.owner, workers * per)
+            and self.budgets.fits(job.tenant, workers * per, workers * per * runtime)
+        ):
+            workers -= 1
+        return job.sized(workers)
+
     def _may_reserve(self, job: QueuedJob, groups: list[Group] | None = None) -> bool:
         """Whether the job could reserve nodes if blocked: tries are left and some of its
         groups (by default every group it matches) is in a pool no reservation holds yet."""
@@ -233,18 +249,47 @@ class Cycle:
             return explain.pending(job, problem)
         if not groups:
             return explain.pending(job, explain.missing(job, self.capacity))
-        if self._too_large(job, groups):
-            return explain.pending(job, "worker_too_large")
-        allowed = self.quota.allowed(job, groups)
-        if not allowed:
-            return self._over_quota(job, groups, avoided)
-        need = self.need(job, allowed, avoided)
-        slots = self.fit(job, need, keep=True)
-        if slots is not None and slots != QUOTA:
+        least = job.sized(job.fewest)
+        if self._too_large(least, groups):
+            return explain.pending(least, "worker_too_large")
+        need, slots = self._fit_now(job, groups, avoided, keep=True)
+        if least is not job and not isinstance(slots, list):
+            # An elastic gang: the most workers that fit now, at least its fewest; else it
+            # waits, evicts or reserves for its fewest, as a gang of that size would.
+            job = self._elastic_size(job, least, groups, avoided)
+            need, slots = self._fit_now(job, groups, avoided, keep=True)
+        if isinstance(slots, list):
             return self.commit(job, slots, PLACED)
         if slots == QUOTA:
             return self._over_quota(job, groups, avoided)
         return self.blocked(job, need)
+
+    def _fit_now(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...], keep: bool):
+        """(need, slots) for the job now within its quota: slots as ``fit`` gives them, or
+        QUOTA (need None) when its quota allows none of its groups."""
+        allowed = self.quota.allowed(job, groups)
+        if not allowed:
+            return None, QUOTA
+        need = self.need(job, allowed, avoided)
+        return need, self.fit(job, need, keep=keep)
+
+    def _elastic_size(
+        self, job: QueuedJob, least: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
+    ) -> QueuedJob:
+        """The largest size of an elastic gang below its whole that fits now, or its fewest.
+
+        Fewer workers fit wherever more do, so the sizes are searched by halving: a few
+        searches, each remembered by ``fit`` (a size that failed fails for any larger)."""
+        if not isinstance(self._fit_now(least, groups, avoided, keep=False)[1], list):
+            return least
+        low, high = least.workers, job.workers - 1  # low fits; the whole gang did not
+        while low < high:
+            mid = (low + high + 1) // 2
+            if isinstance(self._fit_now(job.sized(mid), groups, avoided, keep=False)[1], list):
+                low = mid
+            else:
+                high = mid - 1
+        return job.sized(low)
 
     def _too_large(self, job: QueuedJob, groups: list[Group]) -> bool:
         """``explain.too_large``, asked once per shape and group list: what it reads (node

@@ -20,6 +20,8 @@ def invalid(job: QueuedJob) -> str:
     """A reason code if the request itself is unacceptable, else ""."""
     if job.family not in FAMILIES or job.workers < 1 or job.gpus < 0:
         return "invalid_request"
+    if job.min_workers is not None and not 1 <= job.min_workers <= job.workers:
+        return "invalid_request"
     if not job.gpus and not 0 <= job.gpu_milli < WHOLE_GPU:
         return "invalid_request"
     if job.family == TRAINING and not job.gpus and job.gpu_milli:
@@ -189,7 +191,9 @@ def _request(job: QueuedJob) -> str:
     else:
         gpu = "no GPU"
     types = "/".join(job.gpu_types) if job.gpu_types and job.worker_gpu_milli else "any type"
-    return f"{job.workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MiB"
+    # An elastic gang waits for its fewest workers (Cycle._decide).
+    workers = f"at least {job.workers}" if job.min_workers == job.workers else str(job.workers)
+    return f"{workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MiB"
 
 
 def placed(

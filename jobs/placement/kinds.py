@@ -15,6 +15,7 @@ def request_of(job: QueuedJob) -> tuple:
         job.family,
         job.may_preempt,
         job.workers,
+        job.min_workers,
         job.gpus,
         job.gpu_milli,
         job.cpu_milli,

@@ -8,7 +8,7 @@ GPU quota is counted in milli-GPU as well.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 TRAINING = "training"
 BATCH_INFERENCE = "batch_inference"
@@ -157,11 +157,25 @@ class QueuedJob:
     # fault: a GPU error, a pod evicted, a worker that never started): it keeps off them
     # unless no other node could ever hold it (``off_limits.Avoiding``).
     avoid_nodes: tuple[str, ...] = ()
+    # An elastic training gang's fewest workers (None: all of them): when its whole gang does
+    # not fit it starts with the most that fit now, at least this many (``Cycle._decide``).
+    min_workers: int | None = None
 
     @property
     def worker_gpu_milli(self) -> int:
         """GPU milli one worker needs (whole GPUs count 1000 each)."""
         return self.gpus * WHOLE_GPU if self.gpus else self.gpu_milli
+
+    @property
+    def fewest(self) -> int:
+        """The fewest workers it may start with: its whole gang unless it is elastic."""
+        if self.family == TRAINING and self.min_workers:
+            return min(self.min_workers, self.workers)
+        return self.workers
+
+    def sized(self, workers: int) -> QueuedJob:
+        """The job as a gang of ``workers`` (itself at its own size)."""
+        return self if workers == self.workers else replace(self, workers=workers)
 
 
 @dataclass(frozen=True)
