@@ -125,10 +125,15 @@ def _running(job_id: str, node_id: str, gpus: int, rng: random.Random) -> Runnin
     )
 
 
-def build_queue(count: int, rng: random.Random, waited_s: float = 0.0) -> list[QueuedJob]:
+def build_queue(
+    count: int, rng: random.Random, waited_s: float = 0.0, elastic: float = 0.0
+) -> list[QueuedJob]:
     """A mixed queue: 30% training gangs, 30% batch shards, 40% evaluation tasks, submitted up to
-    two hours (plus ``waited_s``) ago."""
+    two hours (plus ``waited_s``) ago; about ``elastic`` of the gangs of several workers may
+    start with half of them (drawn from a generator of their own, so the queue is otherwise
+    the same)."""
     jobs = []
+    elastic_rng = random.Random(count)
     for i in range(count):
         roll = rng.random()
         common = dict(
@@ -140,7 +145,10 @@ def build_queue(count: int, rng: random.Random, waited_s: float = 0.0) -> list[Q
             max_runtime=rng.choice((600, 3600, 14_400, None)),
         )
         family = _training if roll < 0.3 else _batch if roll < 0.6 else _evaluation
-        jobs.append(family(rng, common))
+        job = family(rng, common)
+        if job.family == TRAINING and job.workers > 1 and elastic_rng.random() < elastic:
+            job = dataclasses.replace(job, min_workers=job.workers // 2)
+        jobs.append(job)
     return jobs
 
 
@@ -205,11 +213,12 @@ def build_snapshot(
     ranges: bool = False,
     maintenance: float = 0.0,
     lend: float = 1.0,
+    elastic: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng, ranges)
-    queue = build_queue(20_000 * scale, rng, waited_s)
+    queue = build_queue(20_000 * scale, rng, waited_s, elastic)
     if maintenance:
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
     return Snapshot(
@@ -249,13 +258,14 @@ def run(
     ranges: bool = False,
     maintenance: float = 0.0,
     lend: float = 1.0,
+    elastic: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance, lend)
+    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance, lend, elastic)
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -311,6 +321,12 @@ def main() -> None:
         help="the share of its guarantees each tenant lends its cohort (1: all, no lend limit)",
     )
     parser.add_argument(
+        "--elastic",
+        type=float,
+        default=0.0,
+        help="the share of gangs of several workers that may start with half of them",
+    )
+    parser.add_argument(
         "--fair-share-preemption",
         action="store_true",
         help="Policy.fair_share_preemption: GPU jobs may evict tenants over their fair share",
@@ -325,7 +341,7 @@ def main() -> None:
     for scale in (int(s) for s in args.scales.split(",")):
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
-            args.maintenance, args.lend,
+            args.maintenance, args.lend, args.elastic,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))

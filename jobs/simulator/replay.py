@@ -14,11 +14,17 @@ A cycle runs whenever a job arrives or ends. Policies:
 
 Jobs never reveal their real duration to a policy: each carries a runtime limit of twice it
 (a user's estimate). A preempted job is requeued and resumes its remaining work.
+
+With ``elastic`` below 1, a training gang of several workers may start with that share of
+them (rounded up; ``mlsched`` only, the others place whole gangs): a gang started with fewer
+workers runs slower in proportion (its work is the trace's duration times its whole gang) and
+its runtime limit covers its smallest size.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,15 +59,21 @@ class SimJob:
     trace: TraceJob
     family: str
     tenant: str
-    workers: int
+    workers: int  # while it runs, the workers it started with; else its whole gang
     per: int  # whole GPUs per worker
-    remaining: float
+    remaining: float  # in seconds of its whole gang
     first_start: float | None = None
     start: float = 0.0  # of the current run (read only while it runs)
     end: float | None = None
     slots: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     version: int = 0
     preempted: int = 0
+    whole: int = 0  # its whole gang (set from workers)
+    least: int = 0  # the fewest workers it may start with (set from workers: all)
+
+    def __post_init__(self) -> None:
+        self.whole = self.whole or self.workers
+        self.least = self.least or self.workers
 
     @property
     def gpus(self) -> int:
@@ -69,7 +81,13 @@ class SimJob:
 
     @property
     def limit(self) -> float:
-        return max(60.0, RUNTIME_LIMIT_FACTOR * self.trace.duration)
+        """Its runtime limit, as long as its smallest gang may need."""
+        slowest = self.trace.duration * self.whole / self.least
+        return max(60.0, RUNTIME_LIMIT_FACTOR * slowest)
+
+    def seconds(self, work: float) -> float:
+        """How long its current gang takes for ``work`` seconds of its whole gang."""
+        return work * self.whole / self.workers
 
 
 @dataclass
@@ -87,7 +105,13 @@ class Result:
 class Replay:
     """The cluster, the queue and the event heap of one replay."""
 
-    def __init__(self, clusters: Sequence[ClusterSpec], jobs: Sequence[TraceJob], policy):
+    def __init__(
+        self,
+        clusters: Sequence[ClusterSpec],
+        jobs: Sequence[TraceJob],
+        policy,
+        elastic: float = 1.0,
+    ):
         self.nodes = {
             f"{c.name}-n{i:03d}": SimNode(
                 f"{c.name}-n{i:03d}", c.name, c.gpu_type, [1000] * c.gpus_per_node
@@ -98,7 +122,7 @@ class Replay:
         self.clusters = list(clusters)
         widest = max(c.gpus_per_node for c in clusters)
         largest = max(c.nodes * c.gpus_per_node for c in clusters)
-        self.jobs = [self._job(t, widest) for t in jobs]
+        self.jobs = [self._job(t, widest, elastic) for t in jobs]
         self.never_fit = [j for j in self.jobs if j.gpus > largest]
         self.pending = [j for j in self.jobs if j.gpus <= largest]
         self.policy = policy
@@ -114,9 +138,11 @@ class Replay:
         self.table = FragmentationTable(typical_workload(shapes, coverage=1.0))
 
     @staticmethod
-    def _job(t: TraceJob, widest: int) -> SimJob:
+    def _job(t: TraceJob, widest: int, elastic: float) -> SimJob:
         workers, per = worker_shape(t, widest)
-        return SimJob(t, family_of(t), tenant_of(t), workers, per, t.duration)
+        family = family_of(t)
+        least = math.ceil(elastic * workers) if family == TRAINING else workers
+        return SimJob(t, family, tenant_of(t), workers, per, t.duration, least=max(1, least))
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> Result:
         """Replay every job to completion; ``progress(started, total)`` is called as jobs
@@ -162,11 +188,12 @@ class Replay:
             _, version, job_id = heapq.heappop(self.ends)
             job = self.running.get(job_id)
             if job is not None and job.version == version:
-                job.end = job.start + job.remaining
+                job.end = job.start + job.seconds(job.remaining)
                 self._release(job)
 
     def start(self, job: SimJob, slots: list[tuple[str, tuple[int, ...]]], now: float) -> None:
-        """Run the job on the given (node, GPU indices) slots from ``now``."""
+        """Run the job on the given (node, GPU indices) slots from ``now``, one a worker."""
+        job.workers = len(slots)
         for node_id, gpus in slots:
             for g in gpus:
                 self.nodes[node_id].free[g] -= 1000
@@ -177,12 +204,12 @@ class Replay:
         self.running[job.trace.id] = job
         # By identity: ``remove`` would compare the job with every one queued before it.
         del self.queue[next(i for i, queued in enumerate(self.queue) if queued is job)]
-        heapq.heappush(self.ends, (now + job.remaining, job.version, job.trace.id))
+        heapq.heappush(self.ends, (now + job.seconds(job.remaining), job.version, job.trace.id))
 
     def preempt(self, job_id: str, now: float) -> None:
         """Stop a running job and requeue it with its remaining work (it checkpoints)."""
         job = self.running[job_id]
-        job.remaining -= now - job.start
+        job.remaining -= (now - job.start) * job.workers / job.whole
         job.preempted += 1
         job.version += 1
         self.preemptions += 1
@@ -194,7 +221,7 @@ class Replay:
             for g in gpus:
                 self.nodes[node_id].free[g] += 1000
         self.allocated -= job.gpus
-        job.slots = []
+        job.slots, job.workers = [], job.whole
         del self.running[job.trace.id]
 
 

@@ -37,6 +37,13 @@ def add_parser(sub) -> None:
         help="mlsched: GPU jobs of tenants under their fair share may evict preemptible work "
         "of tenants over it, as the live MLSCHED_FAIR_SHARE_PREEMPTION=1",
     )
+    r.add_argument(
+        "--elastic",
+        type=between(0, 1),
+        default=1.0,
+        help="mlsched: training gangs may start with this share of their workers (rounded "
+        "up), running slower in proportion, as jobs with min_workers (default 1: whole gangs)",
+    )
     r.add_argument("--out", type=Path, help="directory for the report and the GPU use PNG")
 
 
@@ -64,7 +71,8 @@ def run(args: argparse.Namespace, command: str) -> int:
     for policy in policies:
         started = time.perf_counter()
         engine = make_policy(policy, args.half_life_h, args.fair_share_preemption)
-        result = Replay(clusters, jobs, engine).run(_progress(policy, started))
+        elastic = args.elastic if policy == "mlsched" else 1.0
+        result = Replay(clusters, jobs, engine, elastic).run(_progress(policy, started))
         stats = summarise(result)
         results[policy] = result
         lines = report_lines(policy, stats, time.perf_counter() - started)

@@ -78,7 +78,7 @@ class EnginePolicy:
                 continue
             slots = [(w.node_id, tuple(w.gpu_indices)) for w in outcome.workers]
             if _free(replay, slots):
-                self.recent[job.per] += job.workers
+                self.recent[job.per] += len(slots)
                 replay.start(job, slots, now)
         self._held, self._held_since = self.tenants(replay), now
         return bool(decision.preempted)
@@ -161,7 +161,8 @@ def _may_change(replay, fair_share: bool = False) -> bool:
     for j in replay.running.values():
         held[j.tenant] += j.gpus
     most = max(held[j.tenant] for j in victims)
-    return any(held[j.tenant] + j.gpus < most and _tier(j) >= lowest for j in replay.queue)
+    # An elastic gang evicts for its fewest workers (Cycle._decide).
+    return any(held[j.tenant] + j.least * j.per < most and _tier(j) >= lowest for j in replay.queue)
 
 
 def _free(replay, slots) -> bool:
@@ -213,7 +214,8 @@ def _queued(j) -> QueuedJob:
         family=j.family,
         tier=_tier(j),
         submit_time=j.trace.submit,
-        workers=j.workers,
+        workers=j.whole,
+        min_workers=j.least if j.least < j.whole else None,
         cpu_milli=JOB_CPU_PER_GPU * j.per,
         memory_mb=JOB_MEMORY_PER_GPU * j.per,
         gpus=j.per,
