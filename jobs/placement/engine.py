@@ -254,9 +254,13 @@ class Cycle:
             return explain.pending(least, "worker_too_large")
         need, slots = self._fit_now(job, groups, avoided, keep=True)
         if least is not job and not isinstance(slots, list):
-            # An elastic gang: the most workers that fit now, at least its fewest; else it
-            # waits, evicts or reserves for its fewest, as a gang of that size would.
-            job = self._elastic_size(job, least, groups, avoided)
+            # An elastic gang: the most workers that fit now, at least its fewest, unless its
+            # whole gang should end sooner by waiting; else it waits, evicts or reserves for
+            # its fewest, as a gang of that size would.
+            sized = self._elastic_size(job, least, groups, avoided)
+            if sized and slots is None and not self._sooner_smaller(job, sized, need, groups):
+                return self.blocked(job, need)
+            job = sized or least
             need, slots = self._fit_now(job, groups, avoided, keep=True)
         if isinstance(slots, list):
             return self.commit(job, slots, PLACED)
@@ -273,15 +277,31 @@ class Cycle:
         need = self.need(job, allowed, avoided)
         return need, self.fit(job, need, keep=keep)
 
+    def _sooner_smaller(
+        self, whole: QueuedJob, sized: QueuedJob, need: Need, groups: list[Group]
+    ) -> bool:
+        """Whether an elastic gang that fits now as ``sized`` should end sooner so than by
+        waiting for its whole gang: its runtime limit is for its fewest workers, and a gang of
+        more runs faster in proportion. Yes when that cannot be known (no runtime limit, a
+        whole gang that never fits or has no estimate)."""
+        if whole.max_runtime is None or self._too_large(whole, groups):
+            return True
+        whole_start = waiting.estimate(self, whole, need)
+        if whole_start is None:
+            return True
+        work = whole.max_runtime * whole.fewest  # worker-seconds
+        return self.now + work / sized.workers <= whole_start + work / whole.workers
+
     def _elastic_size(
         self, job: QueuedJob, least: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
-    ) -> QueuedJob:
-        """The largest size of an elastic gang below its whole that fits now, or its fewest.
+    ) -> QueuedJob | None:
+        """The largest size of an elastic gang below its whole that fits now (None: not even
+        its fewest).
 
         Fewer workers fit wherever more do, so the sizes are searched by halving: a few
         searches, each remembered by ``fit`` (a size that failed fails for any larger)."""
         if not isinstance(self._fit_now(least, groups, avoided, keep=False)[1], list):
-            return least
+            return None
         low, high = least.workers, job.workers - 1  # low fits; the whole gang did not
         while low < high:
             mid = (low + high + 1) // 2

@@ -163,3 +163,39 @@ def test_a_fewest_above_the_gang_is_an_invalid_request():
     out = decided([elastic(workers=2, least=3)], n8_a100_nodes(4))["el"]
 
     assert (out.status, out.reason) == (PENDING, "invalid_request")
+
+
+def half_busy_until(hours: float):
+    """Four 8-GPU nodes, two of them held by work expected to end in ``hours``."""
+    nodes, running = busy(2, preemptible=False)
+    running = [type(job)(**{**job.__dict__, "expected_end": NOW + hours * H}) for job in running]
+    return [*nodes, *n8_a100_nodes(2)], running
+
+
+def test_an_elastic_gang_waits_for_its_whole_gang_when_that_ends_it_sooner():
+    # Its limit, 10 h, is for its fewest (2): with 2 it ends in 10 h; whole (4), in 5 h once
+    # the two nodes free in 1 h, at 6 h.
+    nodes, running = half_busy_until(1)
+
+    out = decided([elastic(workers=4, least=2, max_runtime=10 * H)], nodes, running)["el"]
+
+    assert out.status == RESERVED
+    assert len(out.reserved_nodes) == 4
+    assert out.estimated_start == NOW + H
+
+
+def test_an_elastic_gang_starts_smaller_when_that_ends_it_sooner():
+    # The two nodes free in 6 h: whole it would end at 11 h, with 2 at 10 h.
+    nodes, running = half_busy_until(6)
+
+    out = decided([elastic(workers=4, least=2, max_runtime=10 * H)], nodes, running)["el"]
+
+    assert (out.status, len(out.workers)) == (PLACED, 2)
+
+
+def test_without_a_runtime_limit_an_elastic_gang_starts_with_what_fits():
+    nodes, running = half_busy_until(1)
+
+    out = decided([elastic(workers=4, least=2)], nodes, running)["el"]
+
+    assert (out.status, len(out.workers)) == (PLACED, 2)
