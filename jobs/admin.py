@@ -96,8 +96,9 @@ class AttemptInline(ReadOnlyInline):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("cluster")
 
-    fields = ["number", "cluster", "outcome", "stop_cause", "exit_code", "reason", "started_at",
-              "ended_at", "cpu_seconds", "memory_peak_mb", "gpu_busy_seconds"]  # fmt: skip
+    fields = ["number", "cluster", "workers", "outcome", "stop_cause", "exit_code", "reason",
+              "started_at", "ended_at", "cpu_seconds", "memory_peak_mb",
+              "gpu_busy_seconds"]  # fmt: skip
     readonly_fields = fields
 
 
@@ -226,7 +227,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Attempt)
 class AttemptAdmin(TenantScoped, BigTable, ReadOnlyAdmin):
-    list_display = ["job", "number", "cluster", "outcome", "exit_code", "started_at", "ended_at"]
+    list_display = [
+        "job", "number", "cluster", "workers", "outcome", "exit_code", "started_at", "ended_at"
+    ]  # fmt: skip
     list_filter = ["outcome", "stop_cause", "cluster"]
     list_select_related = ["job", "cluster"]
 

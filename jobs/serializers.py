@@ -80,6 +80,19 @@ class SubmitSerializer(serializers.Serializer):
         validators=[validate_labels, at_most(MAX_LABELS, "labels")],
     )
     workers = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    # An elastic training gang (torchrun's --nnodes=MIN:MAX): the fewest workers it may start
+    # with when its whole gang does not fit. Null, or left out: rigid, all its workers or none.
+    # Equal to workers is rigid too, and stored as null: "elastic" means it may start smaller.
+    min_workers = serializers.IntegerField(
+        min_value=1,
+        max_value=1024,
+        default=None,
+        allow_null=True,
+        error_messages={
+            "min_value": "At least 1: the fewest workers an elastic gang may start with.",
+            "max_value": "At most {max_value}, and no more than workers.",
+        },
+    )
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
     # Slurm's array throttle (--array=0-999%10): at most this many of the batch's shards run at
     # once; null, no limit.
@@ -149,6 +162,10 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 {"workers": "A batch inference shard has one worker: spread a batch by shards."}
             )
+        if problem := min_workers_problem(data):
+            raise serializers.ValidationError({"min_workers": problem})
+        if data["min_workers"] == data["workers"]:  # its whole gang: rigid
+            data["min_workers"] = None
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):
@@ -161,6 +178,25 @@ class SubmitSerializer(serializers.Serializer):
         if problem := deadline_problem(data):
             raise serializers.ValidationError({"deadline": problem})
         return data
+
+
+def min_workers_problem(data: dict) -> str:
+    """Why the submission's min_workers cannot stand, "" if it can: only a training gang is
+    elastic, and it starts with no more workers than it has."""
+    least, workers = data["min_workers"], data["workers"]
+    if least is None:
+        return ""
+    if data["family"] != Family.TRAINING:
+        return (
+            "Only a training job is elastic (starts with fewer workers when all do not fit): "
+            "leave min_workers out."
+        )
+    if least > workers:
+        return (
+            f"{least} is more than its {workers} workers: min_workers is the fewest of them "
+            "it may start with, at most workers."
+        )
+    return ""
 
 
 NOT_A_BATCH = (
@@ -487,7 +523,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
-            "workers", "shards",
+            "workers", "min_workers", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
@@ -528,9 +564,10 @@ class JobSerializer(serializers.ModelSerializer):
         now = timezone.now()
         return [
             {"number": a.number, "cluster": a.cluster.name if a.cluster else None,
-             "nodes": a.nodes(), "outcome": a.outcome, "exit_code": a.exit_code,
-             "reason": a.reason, "stop_cause": a.stop_cause, "started_at": a.started_at,
-             "ended_at": a.ended_at, **efficiency.of_attempt(a, job, now).document()}
+             "workers": a.workers, "nodes": a.nodes(), "outcome": a.outcome,
+             "exit_code": a.exit_code, "reason": a.reason, "stop_cause": a.stop_cause,
+             "started_at": a.started_at, "ended_at": a.ended_at,
+             **efficiency.of_attempt(a, job, now).document()}
             for a in attempts
         ]  # fmt: skip
 

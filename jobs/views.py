@@ -44,7 +44,8 @@ PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
 SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and the job page
 # The submit form's fields that have a help text, and its element's id.
 SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
-                SHARD_LIMIT: "max-running-shards-help"}  # fmt: skip
+                SHARD_LIMIT: "max-running-shards-help",
+                "min_workers": "min-workers-help"}  # fmt: skip
 
 
 def index(request):
@@ -152,6 +153,7 @@ def job_page(
     now = timezone.now()
     for attempt in attempts:
         attempt.efficiency = efficiency.of_attempt(attempt, job, now)
+        attempt.started_with = started_with(attempt.workers, job.workers)
     shard_states = job.shard_states() if job.is_batch else {job.state: 1}
     # A batch can be canceled while any of its shards lives, whatever became of the first.
     live = any(state not in TERMINAL for state in shard_states)
@@ -179,6 +181,8 @@ def job_page(
         # The maintenance window or another team's booking that will stop it, if one will.
         "window_ahead": maintenance.ahead_of_job(job) if live else None,
         "attempts": attempts,
+        # An elastic gang's attempts say the workers each started with (a column of its own).
+        "elastic": job.min_workers is not None or any(a.workers != job.workers for a in attempts),
         "history": history[:HISTORY],
         "more_history": len(history) > HISTORY,
         "can_cancel": can_cancel,
@@ -219,6 +223,14 @@ def job_page(
         ),
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def started_with(workers: int, whole: int) -> str:
+    """The workers an attempt started with, against its job's (as job.js says it): an elastic
+    gang may start with fewer than all."""
+    if workers == whole:
+        return f"all {whole}"
+    return f"started with {workers} of {whole} workers"
 
 
 def command_line(command) -> str:

@@ -1,7 +1,7 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
-                [--label KEY=VALUE ...] [--test-only]
+                [--min-workers N] [--label KEY=VALUE ...] [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -15,7 +15,10 @@
                      end by then (started at once and running its max_runtime_s).
                      --max-running N: at most N of a batch's shards run at once, the others
                      waiting until one ends, as Slurm's --array=0-999%N (its
-                     max_running_shards). --label KEY=VALUE adds a label of your own to
+                     max_running_shards). --min-workers N makes a training gang elastic,
+                     as torchrun's --nnodes=N:MAX: when all its workers do not fit, it
+                     starts with as many as fit now, at least N (its min_workers; N equal
+                     to its workers: rigid). --label KEY=VALUE adds a label of your own to
                      its labels (again for more), to find it by (list --label).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
@@ -30,11 +33,13 @@
                      submission returned); --label: those carrying the label (KEY alone:
                      with any value), each --label narrowing the rest
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
-                     limit on shards running at once, max_running_shards)
+                     limit on shards running at once, max_running_shards; an elastic gang:
+                     its min_workers, and each attempt's workers, the size it started with)
     efficiency ID    what each of its attempts used of what it asked for, as Slurm's seff:
                      how long it ran of its runtime limit, the cores it kept busy on
                      average over its run and its largest worker's memory peak, each
-                     against the request ("1.8 of 4 cores (45 %)")
+                     against the request ("1.8 of 4 cores (45 %)"); an elastic gang's
+                     fewest workers, and an attempt that started with fewer than all
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

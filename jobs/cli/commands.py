@@ -31,7 +31,8 @@ def submit(api: Api, args) -> None:
         if not isinstance(spec, dict) or not isinstance(spec.get("labels", {}), dict):
             raise SystemExit(f"{args.file}: not a job description with a mapping in labels")
         spec["labels"] = {**spec.get("labels", {}), **dict(args.label)}
-    given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running}
+    given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
+             "min_workers": args.min_workers}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):
@@ -114,9 +115,12 @@ def efficiency(api: Api, args) -> None:
     job = api.call("GET", f"jobs/{args.id}/")
     per_worker = f"{job['cpu_milli'] / 1000:g} cores and {job['memory_mb']} MiB"
     workers = f"{job['workers']} workers of {per_worker} each" if job["workers"] > 1 else per_worker
-    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}")
+    elastic = f" (elastic: at least {job['min_workers']})" if job.get("min_workers") else ""
+    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}{elastic}")
     for a in job["attempts"]:
         where = f" on {a['cluster']}" if a["cluster"] else ""
+        if a.get("workers", job["workers"]) < job["workers"]:  # an elastic gang started smaller
+            where += f", started with {a['workers']} of {job['workers']} workers"
         ran = f"ran {a['runtime_used']}" if a["runtime_used"] else "not started"
         used = (f"{ran}, CPU {a['cpu_used'] or 'not measured'}, "
                 f"memory peak {a['memory_used'] or 'not measured'}")  # fmt: skip

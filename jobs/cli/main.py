@@ -61,6 +61,11 @@ def main(argv=None) -> int:
         help="a batch: at most N of its shards run at once (Slurm's --array=0-999%%N)",
     )  # fmt: skip
     submitting.add_argument(
+        "--min-workers", type=positive, metavar="N",
+        help="elastic training: when all its workers do not fit, start with as many as fit, "
+             "at least N (torchrun's --nnodes=N:MAX)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--label", type=label_written, action="append", metavar="KEY=VALUE",
         help="a label of your own, to find the job by (list --label); again for more",
     )  # fmt: skip

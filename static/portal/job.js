@@ -22,6 +22,8 @@
   const logNoteEl = document.getElementById("log-note");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
+  // Drawn by the server for an elastic gang: the workers each attempt started with.
+  const workersColumn = document.getElementById("attempt-workers") !== null;
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
   const cancelEl = document.getElementById("cancel-form");  // drawn while live: hidden once ended
   const holdEl = document.getElementById("hold-form");  // for whoever may cancel: shown while queued
@@ -119,13 +121,20 @@
     }).join(", ");
   }
 
-  function showAttempts(attempts) {
-    const rows = attempts.map(function (a) {
+  function startedWith(workers, whole) {
+    // As the server says it (views.started_with).
+    if (workers === whole) return "all " + whole;
+    return "started with " + workers + " of " + whole + " workers";
+  }
+
+  function showAttempts(job) {
+    const rows = job.attempts.map(function (a) {
       const row = document.createElement("tr");
       const cells = [a.number, a.cluster || "", where(a.nodes), a.outcome || "live",
                      a.exit_code === null ? "" : a.exit_code, a.reason,
                      clock(a.started_at), clock(a.ended_at), a.runtime_used, a.cpu_used,
                      a.memory_used, a.gpu_used];
+      if (workersColumn) cells.splice(2, 0, startedWith(a.workers, job.workers));
       for (const value of cells) {
         const cell = document.createElement("td");
         cell.textContent = value;
@@ -191,7 +200,7 @@
     aheadEl.hidden = !job.window_ahead;
     aheadEl.textContent = job.window_ahead ? job.window_ahead.sentence : "";
     showShards(job);
-    showAttempts(job.attempts);
+    showAttempts(job);
     // A batch has ended once every shard has, whatever became of the first.
     const states = job.shard_states ? Object.keys(job.shard_states) : [job.state];
     const ended = states.every(function (s) { return ENDED.includes(s); });
