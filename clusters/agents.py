@@ -149,7 +149,7 @@ def succeeded_while_lost(cluster: Cluster, by_attempt: dict[int, list]) -> list[
         return []
     lost = Attempt.objects.filter(
         cluster=cluster, pk__in=done, outcome=Outcome.LOST, exit_code__isnull=True
-    ).values_list("pk", "job__workers")
+    ).values_list("pk", "workers")
     return [pk for pk, world_size in lost if every_rank(by_attempt[pk], world_size)]
 
 
@@ -169,7 +169,7 @@ def misreported_ranks(cluster: Cluster, ranks: list[tuple[int, int]]) -> dict[in
     is applied."""
     world_sizes = dict(
         Attempt.objects.filter(cluster=cluster, pk__in={a for a, _ in ranks}).values_list(
-            "pk", "job__workers"
+            "pk", "workers"
         )
     )
     bad: dict[int, str] = {}
@@ -206,7 +206,7 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
     a stop is asked): it ends now, so its GPUs come back at once.
     """
     now = now or timezone.now()
-    world_size = attempt.job.workers
+    world_size = attempt.workers  # an elastic gang's may be fewer than its job's
     if attempt.worker_ran_at is not None or attempt.stop_requested_at is not None:
         workers = workers + missing_workers(attempt, workers, world_size)
     elif any(w.phase != base.PENDING for w in workers):

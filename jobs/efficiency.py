@@ -156,7 +156,9 @@ def rounded(fraction: float | None) -> float | None:
 
 
 def of_attempt(attempt, job, now: datetime) -> Efficiency:
-    """The attempt's use against its job's request, its run counted to ``now`` while it runs."""
+    """The attempt's use against its request (its job's per worker, times the workers it
+    started with: an elastic gang's may be fewer than its job's), its run counted to ``now``
+    while it runs."""
     began = attempt.worker_ran_at or attempt.started_at
     idle = attempt.gpu_idle_since if attempt.ended_at is None else None
     limit = job.tenant.gpu_idle_limit_min if idle is not None else None
@@ -164,12 +166,12 @@ def of_attempt(attempt, job, now: datetime) -> Efficiency:
     return Efficiency(
         cpu_seconds=attempt.cpu_seconds,
         memory_peak_mb=attempt.memory_peak_mb,
-        cores_asked=job.cpu_milli * job.workers / 1000,
+        cores_asked=job.cpu_milli * attempt.workers / 1000,
         memory_asked_mb=job.memory_mb,
         run_s=run_s,
         limit_s=job.max_runtime_s,
         gpu_busy_seconds=attempt.gpu_busy_seconds,
-        gpus_asked=job.workers * (job.gpus + job.gpu_milli / 1000),
+        gpus_asked=attempt.workers * (job.gpus + job.gpu_milli / 1000),
         gpu_idle_since=idle,
         gpu_idle_s=None if idle is None else max(0.0, (now - idle).total_seconds()),
         gpu_idle_limit_s=None if limit is None else limit * 60.0,

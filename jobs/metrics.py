@@ -387,7 +387,7 @@ def attempts(now, attempts_of) -> list[Metric]:
     gpu_asked = sums["gpu_measured_s"]
     idle_since = now - timedelta(seconds=efficiency.IDLE_SAID_S)
     held_idle = attempts_of.filter(outcome="", gpu_idle_since__lte=idle_since).aggregate(
-        gpus=Sum(F("job__workers") * F("job__gpus"))
+        gpus=Sum(F("workers") * F("job__gpus"))
     )["gpus"]
     return [
         *metric("mlsched_attempts_ended", "gauge", "Attempts ended in the last day, by outcome.",

@@ -4,9 +4,10 @@ Per tenant and GPU type, from the attempts:
 
 - GPU-hours used: each attempt's run (``started_at`` to ``ended_at``, or to now while it runs)
   clipped to the window, times its GPUs: workers x whole GPUs, or workers x gpu_milli / 1000
-  for a share. Before its start (placed, workers not all running) the attempt held its GPUs
-  without using them: that time is in its waste, not here, so a placed attempt that never
-  started used nothing.
+  for a share, its workers being those it started with (``Attempt.workers``: an elastic gang
+  may start with fewer than its job asks). Before its start (placed, workers not all running)
+  the attempt held its GPUs without using them: that time is in its waste, not here, so a
+  placed attempt that never started used nothing.
 - CPU core-hours: the same run times workers x cpu_milli / 1000.
 - GPU-hours wasted (``Attempt.wasted_gpu_seconds``) of attempts ended in the window, and the
   part of it of preempted attempts. An attempt's waste is known once it ends: it counts whole
@@ -516,8 +517,9 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
     end = Least(Coalesce("ended_at", Value(now)), Value(until))
     # Clipped to the window; never negative (an attempt started after it or ended before).
     ran = Greatest(Seconds(end - start), Value(0.0))
-    milli_gpus = F("job__workers") * (F("job__gpus") * 1000 + F("job__gpu_milli"))
-    milli_cpus = F("job__workers") * F("job__cpu_milli")
+    # The attempt's own workers: an elastic gang may have started with fewer than its job's.
+    milli_gpus = F("workers") * (F("job__gpus") * 1000 + F("job__gpu_milli"))
+    milli_cpus = F("workers") * F("job__cpu_milli")
     started = Q(started_at__isnull=False)
     ended_in = Q(ended_at__gte=since, ended_at__lt=until)
     preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
@@ -562,15 +564,15 @@ def sizing_sums(ended_in: Q) -> dict[str, Sum]:
     succeeded = ended_in & Q(started_at__isnull=False, outcome=Attempt.Outcome.SUCCEEDED)
     gpu_measured = ended_in & Q(started_at__isnull=False, gpu_busy_seconds__isnull=False)
     whole = Greatest(Seconds(F("ended_at") - Coalesce("worker_ran_at", "started_at")), Value(0.0))
-    unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("job__workers")
-    cores = F("job__workers") * F("job__cpu_milli") / 1000
+    unused_mb = Greatest(F("job__memory_mb") - F("memory_peak_mb"), Value(0)) * F("workers")
+    cores = F("workers") * F("job__cpu_milli") / 1000
     return {
         "measured_s": Sum(whole * cores, filter=measured),
         "busy_s": Sum("cpu_seconds", filter=measured),
         "unused_mib_s": Sum(unused_mb * whole, filter=measured),
         "succeeded_run_s": Sum(whole, filter=succeeded),
         "succeeded_limit_s": Sum("job__max_runtime_s", filter=succeeded),
-        "gpu_measured_s": Sum(whole * F("job__workers") * F("job__gpus"), filter=gpu_measured),
+        "gpu_measured_s": Sum(whole * F("workers") * F("job__gpus"), filter=gpu_measured),
         "gpu_busy_s": Sum("gpu_busy_seconds", filter=gpu_measured),
     }
 

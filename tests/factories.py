@@ -102,3 +102,5 @@ class AttemptFactory(factory.django.DjangoModelFactory):
     job = factory.SubFactory(JobFactory)
     number = 1
     cluster = factory.SubFactory(ClusterFactory)
+    # Its job's whole gang, as the commit starts a rigid one (an elastic one: say fewer).
+    workers = factory.SelfAttribute("job.workers")

@@ -10,10 +10,11 @@ from jobs import efficiency
 NOON = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
 
-def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None, idle=None):
+def attempt(cpu=None, peak=None, ran=None, started=None, ended=None, gpu=None, idle=None,
+            workers=1):  # fmt: skip
     return SimpleNamespace(
         cpu_seconds=cpu, memory_peak_mb=peak, worker_ran_at=ran, started_at=started,
-        ended_at=ended, gpu_busy_seconds=gpu, gpu_idle_since=idle,
+        ended_at=ended, gpu_busy_seconds=gpu, gpu_idle_since=idle, workers=workers,
     )  # fmt: skip
 
 
@@ -26,7 +27,7 @@ def job(cpu_milli=1000, workers=1, memory_mb=4096, max_runtime_s=86_400, gpus=0,
 
 
 def test_the_cpu_share_is_of_every_workers_cores_over_the_run():
-    ran = attempt(cpu=300.0, ran=NOON, ended=NOON + timedelta(seconds=100))
+    ran = attempt(cpu=300.0, ran=NOON, ended=NOON + timedelta(seconds=100), workers=2)
 
     used = efficiency.of_attempt(ran, job(cpu_milli=2000, workers=2), NOON)
 
@@ -91,7 +92,7 @@ def test_a_span_is_said_in_the_unit_people_read_it_in(seconds, said):
 
 
 def test_the_gpu_share_is_of_every_workers_gpus_over_the_run():
-    ran = attempt(gpu=3 * 3600.0, ran=NOON, ended=NOON + timedelta(hours=1))
+    ran = attempt(gpu=3 * 3600.0, ran=NOON, ended=NOON + timedelta(hours=1), workers=2)
 
     used = efficiency.of_attempt(ran, job(workers=2, gpus=2), NOON)
 
