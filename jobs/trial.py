@@ -72,6 +72,7 @@ def job_answer(index: int, outcome: Outcome, names: dict[str, str], back: dateti
         "status": outcome.status,
         "clusters": sorted({names[worker.cluster] for worker in outcome.workers}),
         "nodes": len({worker.node_id for worker in outcome.workers}),
+        "workers": len(outcome.workers),  # an elastic gang's may be fewer than it asks
         "pending_reason": reason,
         "pending_message": message,
         "estimated_start": start,

@@ -55,6 +55,8 @@ def trial_line(answer: dict) -> str:
     placed = [job for job in jobs if job["status"] == "placed"]
     where = ", ".join(sorted({name for job in placed for name in job["clusters"]}))
     what = f"{len(jobs)} shards" if len(jobs) > 1 else f"{jobs[0]['nodes']} node(s)"
+    if len(jobs) == 1 and jobs[0].get("workers", 1) > 1:
+        what = f"{jobs[0]['workers']} workers on {what}"
     start = f"estimated start {answer['estimated_start'] or 'unknown'}"
     if answer["starts_now"]:
         return f"would start now on {where} ({what})"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from jobs.cli import commands
 from jobs.models import Attempt, Job
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
@@ -95,3 +96,17 @@ def test_efficiency_of_a_rigid_job_says_nothing_elastic(mlsched, alpha, alice): 
     out = mlsched("efficiency", str(job.pk))[1]
 
     assert "elastic" not in out and "started with" not in out
+
+
+def test_a_test_only_answer_says_how_many_workers_a_gang_would_start_with():
+    answer = {
+        "starts_now": True,
+        "estimated_start": None,
+        "jobs": [
+            {"shard_index": 0, "status": "placed", "clusters": ["east"], "nodes": 3, "workers": 3}
+        ],
+    }
+    one = {**answer, "jobs": [{**answer["jobs"][0], "nodes": 1, "workers": 1}]}
+
+    assert commands.trial_line(answer) == "would start now on east (3 workers on 3 node(s))"
+    assert commands.trial_line(one) == "would start now on east (1 node(s))"

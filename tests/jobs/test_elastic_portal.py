@@ -8,7 +8,13 @@ import pytest
 from django.test import Client
 
 from jobs.models import Attempt, Job
-from tests.factories import AttemptFactory, ClusterFactory, JobFactory, UserFactory
+from tests.factories import (
+    AttemptFactory,
+    ClusterFactory,
+    JobFactory,
+    NodeFactory,
+    UserFactory,
+)
 from tests.jobs.test_portal_submit import FORM
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +47,16 @@ def test_the_submit_form_queues_an_elastic_gang_with_its_min_workers(alice, norm
     job = Job.objects.get()
     assert response.status_code == 302 and response.url == f"/jobs/{job.pk}/"
     assert (job.workers, job.min_workers) == (4, 2)
+
+
+def test_checking_an_elastic_gang_says_how_many_workers_it_would_start_with(alice, normal_priority):
+    NodeFactory.create_batch(3, cluster=ClusterFactory(name="east"), gpu_type="A100", gpu_count=8)
+    checked = {**GANG_FORM, "min_workers": "2", "max_runtime_s": "3600", "test_only": "1"}
+
+    page = portal_of(alice).post("/jobs/new/", checked).text
+
+    assert "starts now with 3 workers on 3 nodes in east" in page
+    assert not Job.objects.exists()
 
 
 def test_the_submit_form_takes_an_empty_min_workers_as_rigid(alice, normal_priority):

@@ -160,6 +160,7 @@ def test_a_test_only_submission_takes_min_workers_and_places_the_gang_smaller(
     assert elastic.status_code == 200, elastic.content
     (placed,) = elastic.json()["jobs"]
     assert (placed["status"], placed["nodes"], elastic.json()["starts_now"]) == ("placed", 3, True)
+    assert placed["workers"] == 3
     assert rigid.json()["jobs"][0]["status"] != "placed"
     assert written() == (0, 0)
 
