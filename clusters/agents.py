@@ -420,7 +420,7 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
         env={str(k): str(v) for k, v in job.env.items()}, workers=tuple(workers),
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
         stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
-        shards=job.shards,
+        shards=job.shards, min_workers=job.min_workers or job.workers, max_workers=job.workers,
     )  # fmt: skip
 
 

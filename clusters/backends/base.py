@@ -87,6 +87,10 @@ class AttemptSpec:
     # workers are told, to take their own part of the input. A job of one shard is shard 0 of 1.
     shard_index: int = 0
     shards: int = 1
+    # An elastic gang's range (torchrun's --nnodes=MIN:MAX): the fewest workers it may start
+    # with and its whole gang, whatever this attempt started with (0: its world size).
+    min_workers: int = 0
+    max_workers: int = 0
 
     @property
     def world_size(self) -> int:
@@ -237,7 +241,10 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     directory, which is the same for every attempt of the job. After saving a checkpoint the job
     touches MLSCHED_CHECKPOINT_MARKER or prints MLSCHED_CHECKPOINT_LINE. A batch inference
     shard takes its part of the input by MLSCHED_SHARD_INDEX of MLSCHED_SHARDS (Slurm's
-    SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX).
+    SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX). An
+    elastic gang's workers are told its range, MLSCHED_MIN_WORKERS to MLSCHED_MAX_WORKERS
+    (torchrun's --nnodes=MIN:MAX; both the world size for a rigid one), to keep their global
+    batch whatever WORLD_SIZE this attempt started with.
     MLSCHED_STOP_AT is when the runtime limit stops the worker at the latest, in whole seconds
     since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
     start (a backend counts its limit from the start, later: the time is never late), and
@@ -265,6 +272,8 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         MLSCHED_SHARD_INDEX=str(spec.shard_index),
         MLSCHED_SHARDS=str(spec.shards),
+        MLSCHED_MIN_WORKERS=str(spec.min_workers or spec.world_size),
+        MLSCHED_MAX_WORKERS=str(spec.max_workers or spec.world_size),
     )
     if spec.max_runtime_s:
         env["MLSCHED_STOP_AT"] = str(int(time.time()) + spec.max_runtime_s)

@@ -32,6 +32,10 @@ def test_its_workers_are_told_a_world_size_of_two(agent, two):
     told = spec_from_dict(spec)
     envs = [base.worker_env(told, worker, "east-0", "/ckpt") for worker in told.workers]
     assert [(env["RANK"], env["WORLD_SIZE"]) for env in envs] == [("0", "2"), ("1", "2")]
+    # Its range, to keep its global batch whatever it started with: 2 to 4.
+    assert {(env["MLSCHED_MIN_WORKERS"], env["MLSCHED_MAX_WORKERS"]) for env in envs} == {
+        ("2", "4")
+    }
 
 
 def test_a_heartbeat_naming_rank_3_is_refused_as_outside_the_attempt(agent, two):
