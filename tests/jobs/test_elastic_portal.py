@@ -15,17 +15,12 @@ from tests.factories import (
     NodeFactory,
     UserFactory,
 )
+from tests.jobs.test_batch_shard_limit_portal import portal_of
 from tests.jobs.test_portal_submit import FORM
 
 pytestmark = pytest.mark.django_db
 
 GANG_FORM = {**FORM, "family": "training", "gpus": "8", "workers": "4"}
-
-
-def portal_of(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # -- the submit form ----------------------------------------------------------------------------
