@@ -323,6 +323,20 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
             kwargs["assume_scheme"] = "https"  # an address typed without one: https, not http
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "allowed_images" in form.changed_data:
+            from jobs import actions  # the jobs app's verbs (it loads after this one)
+
+            held = actions.hold_disallowed_images(obj, request.user.get_username())
+            if held:
+                self.message_user(
+                    request,
+                    f"Held {held} queued job(s) of {obj.name} whose image its allowed images "
+                    "no longer let through: only a platform admin releases them.",
+                    level=messages.WARNING,
+                )
+
     def has_rotate_permission(self, request) -> bool:
         return request.user.is_superuser
 

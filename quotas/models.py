@@ -1,7 +1,8 @@
 """Tenants, their members and quotas, the priority classes jobs run under, and the users'
 API tokens."""
 
-import fnmatch
+import functools
+import re
 import secrets
 
 from django.conf import settings
@@ -22,6 +23,13 @@ MAX_IMAGE_PATTERNS = 100
 def image_patterns(text: str) -> list[str]:
     """The non-blank lines of an allowed-images text, stripped."""
     return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@functools.lru_cache(maxsize=1024)
+def image_pattern(pattern: str) -> re.Pattern:
+    """A pattern as a regular expression matched whole: `*` any run of characters, everything
+    else itself (`?` and `[` too, unlike a shell's glob)."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
 def validate_image_patterns(text: str) -> None:
@@ -108,8 +116,9 @@ class Tenant(models.Model):
         validators=[validate_image_patterns],
         help_text="Images its jobs may run, one pattern a line, * matching any run of "
         "characters: registry.example.com/ml/* (end a registry's host with /), "
-        "python:3.11-slim. A submission (or resubmission) of another image is refused; jobs "
-        "already queued keep theirs. Empty: any image.",
+        "python:3.11-slim. A submission (or resubmission) of another image is refused, and "
+        "queued jobs of another image are held when the patterns change (a platform admin "
+        "releases them). Empty: any image.",
     )
     created = models.DateTimeField(auto_now_add=True)
 
@@ -126,7 +135,7 @@ class Tenant(models.Model):
     def image_refusal(self, image: str) -> str:
         """Why the tenant's jobs may not run `image`, "" if they may."""
         patterns = self.image_patterns()
-        if not patterns or any(fnmatch.fnmatchcase(image, p) for p in patterns):
+        if not patterns or any(image_pattern(p).fullmatch(image) for p in patterns):
             return ""
         return (
             f"Tenant {self.slug!r} runs only images matching {', '.join(patterns)}: ask a "

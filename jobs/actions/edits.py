@@ -86,6 +86,35 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
 
 
 @retrying.atomic
+def hold_disallowed_images(tenant, by: str) -> int:
+    """Hold, as a platform admin's hold, the tenant's queued jobs whose image its allowed
+    images no longer let through (they were checked when submitted): once its patterns are
+    narrowed, a queued job starts no image the team may no longer run. Only a platform admin
+    releases one; its team may cancel it, or resubmit it with an allowed image. Jobs already
+    held by a platform admin are left as they are. Returns how many jobs it held.
+
+    The jobs are locked in id order, as cancel() locks them: the scheduler's commit skips a
+    job being held, and one it has placed already is no longer queued here."""
+    queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).exclude(held=Job.Hold.ADMIN)
+    images = set(queued.order_by().values_list("image", flat=True).distinct())
+    refused = sorted(image for image in images if tenant.image_refusal(image))
+    if not refused:
+        return 0
+    rows = queued.filter(image__in=refused).select_for_update().order_by("id")
+    shards = {pk: (tenant_id, held) for pk, tenant_id, held in
+              rows.values_list("id", "tenant_id", "held")}  # fmt: skip
+    if not shards:
+        return 0
+    message = (
+        f"Held by a platform admin ({by}): its image is no longer among its team's allowed "
+        "images. Only a platform admin releases it; resubmit it with an allowed image."
+    )
+    Job.objects.filter(pk__in=shards).update(**held_fields(Job.Hold.ADMIN, message))
+    _note(shards, list(shards), f"held by {by}: its image is no longer allowed")
+    return len(shards)
+
+
+@retrying.atomic
 def release_hold(job: Job, by: str, *, admin: bool = False) -> int:
     """Let a held job (a batch: its held shards) be placed again, from the next cycle; a
     platform admin's holds only by a platform admin (`admin`): anyone else releases the
