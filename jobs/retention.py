@@ -9,7 +9,9 @@ long lock), each a no-op when there is nothing to do, so running it twice is har
 3. finished jobs, more than ``job_days`` after they ended, with their attempts, events, log
    lines, allocations and object permissions. Only a job that is terminal, finished before the
    cutoff, all of whose attempts ended before the cutoff and hold nothing; a batch (its first shard
-   and the shards pointing at it) only when every shard of it qualifies.
+   and the shards pointing at it) only when every shard of it qualifies. With them, the budget
+   alerts sent for months before the cutoff's (``BudgetAlert``: a month's rows claim its
+   thresholds only while it lasts).
 
 Live work is never touched: a live attempt has no ``ended_at``, and a job is deleted only when
 nothing of it can change again (a terminal job gets no new attempts, an ended attempt never
@@ -30,11 +32,11 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from clusters.models import Allocation
 from jobs import rollup
-from jobs.models import Attempt, Job, JobEvent, LogChunk
+from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from jobs.states import TERMINAL
 
 BATCH = 10_000
-KEYS = ["log_lines", "allocations", "jobs", "attempts", "events"]
+KEYS = ["log_lines", "allocations", "jobs", "attempts", "events", "budget_alerts"]
 LABELS = {
     "jobs.LogChunk": "log_lines",
     "clusters.Allocation": "allocations",
@@ -84,6 +86,8 @@ def prune(
         # Not a job the roll-up has not reached (it reaches the settled days: this one did).
         cutoff = min(now - timedelta(days=job_days), rollup.settled_end(now))
         _prune_jobs(cutoff, log_cutoff, counts, dry_run, batch)
+        sent = BudgetAlert.objects.filter(month__lt=cutoff.date().replace(day=1))
+        counts["budget_alerts"] += _delete(sent, dry_run, batch)
     return counts
 
 

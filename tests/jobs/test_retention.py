@@ -16,7 +16,7 @@ from guardian.shortcuts import assign_perm
 
 from clusters.models import Allocation, Node
 from jobs import retention, scheduler, tasks
-from jobs.models import Attempt, Job, JobEvent, LogChunk
+from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from jobs.states import State
 from tests.factories import AttemptFactory, JobFactory, NodeFactory, UserFactory
 from tests.jobs.test_lock_order import other_connection
@@ -102,7 +102,8 @@ def test_it_deletes_log_lines_and_released_allocations_past_the_log_retention(no
 
     counts = retention.prune(NOW, keep_days=30, job_days=0)
 
-    assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 0, "attempts": 0, "events": 0}
+    assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 0, "attempts": 0, "events": 0,
+                      "budget_alerts": 0}  # fmt: skip
     assert kept(old) == {**WHOLE, "log_lines": 0, "allocations": 0}
     assert kept(recent) == WHOLE
 
@@ -115,7 +116,7 @@ def test_it_deletes_finished_jobs_past_the_job_retention_with_all_they_have(node
     assert kept(old) == GONE
     assert kept(middle) == {**WHOLE, "log_lines": 0, "allocations": 0}
     assert counts == {"log_lines": 2 * LINES, "allocations": 2, "jobs": 1, "attempts": 1,
-                      "events": 2}  # fmt: skip
+                      "events": 2, "budget_alerts": 0}  # fmt: skip
 
 
 def test_with_the_log_pass_off_a_deleted_job_still_takes_its_log_lines(node):
@@ -124,7 +125,8 @@ def test_with_the_log_pass_off_a_deleted_job_still_takes_its_log_lines(node):
     counts = retention.prune(NOW, keep_days=0, job_days=90)
 
     assert kept(old) == GONE
-    assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 1, "attempts": 1, "events": 2}
+    assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 1, "attempts": 1, "events": 2,
+                      "budget_alerts": 0}  # fmt: skip
 
 
 @pytest.mark.parametrize("state", [State.QUEUED, State.SCHEDULED, State.RUNNING])
@@ -198,7 +200,7 @@ def test_it_works_in_batches_and_a_second_run_finds_nothing(node):
     counts = retention.prune(NOW, keep_days=30, job_days=90, batch=2)
 
     assert counts == {"log_lines": 9 * LINES, "allocations": 9, "jobs": 9, "attempts": 9,
-                      "events": 18}  # fmt: skip
+                      "events": 18, "budget_alerts": 0}  # fmt: skip
     assert [kept(job) for job in jobs] == [GONE] * 9
     assert set(retention.prune(NOW, keep_days=30, job_days=90, batch=2).values()) == {0}
 
@@ -353,3 +355,22 @@ def test_a_prune_by_hand_refuses_to_overlap_a_running_one(node):
         other.close()
 
     assert kept(old) == WHOLE
+
+
+def test_budget_alerts_of_months_before_the_cutoffs_go_and_the_months_since_stay(alpha):
+    def sent(month):
+        return BudgetAlert.objects.create(tenant=alpha, month=month, percent=80,
+                                          budget_gpu_hours=100, spent_gpu_hours=80.0)  # fmt: skip
+
+    cutoff = (NOW - timedelta(days=90)).date()
+    before = sent((cutoff.replace(day=1) - timedelta(days=1)).replace(day=1))
+    cutoffs = sent(cutoff.replace(day=1))
+    this = sent(NOW.date().replace(day=1))
+
+    assert retention.prune(NOW, keep_days=30, job_days=90, dry_run=True)["budget_alerts"] == 1
+    assert retention.prune(NOW, keep_days=30, job_days=90)["budget_alerts"] == 1
+    left = set(BudgetAlert.objects.values_list("pk", flat=True))
+    assert left == {cutoffs.pk, this.pk} and before.pk not in left
+    again = sent(before.month)
+    assert retention.prune(NOW, keep_days=30, job_days=0)["budget_alerts"] == 0  # kept forever
+    assert BudgetAlert.objects.filter(pk=again.pk).exists()
