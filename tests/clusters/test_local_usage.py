@@ -30,7 +30,7 @@ print("done")
 # Spins for a CPU second, then waits to be stopped.
 SPIN_THEN_SLEEP = """
 import time
-end = time.process_time() + 1.0
+end = time.process_time() + 1.2  # /proc counts whole ticks: 1.0 could read as 0.99
 while time.process_time() < end:
     pass
 print("spun", flush=True)
