@@ -90,12 +90,13 @@ def list_jobs(api: Api, args) -> None:
 
 
 def gpus_asked(job: dict) -> str:
-    """The GPUs a job asks, as the portal's list says them: workers x GPUs each ("4x8"), a
-    share in thousandths ("250m"), or "none"."""
+    """The GPUs a job asks, as the portal's list says them: workers x GPUs each ("4x8"; an
+    elastic gang's fewest first, "2-4x8"), a share in thousandths ("250m"), or "none"."""
     each = str(job["gpus"]) if job["gpus"] else f"{job['gpu_milli']}m" if job["gpu_milli"] else ""
     if not each:
         return "none"
-    return f"{job['workers']}x{each}" if job["workers"] > 1 else each
+    least = f"{job['min_workers']}-" if job.get("min_workers") else ""
+    return f"{least}{job['workers']}x{each}" if job["workers"] > 1 else each
 
 
 def all_jobs(api: Api, params: dict):

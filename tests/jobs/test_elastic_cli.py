@@ -110,3 +110,10 @@ def test_a_test_only_answer_says_how_many_workers_a_gang_would_start_with():
 
     assert commands.trial_line(answer) == "would start now on east (3 workers on 3 node(s))"
     assert commands.trial_line(one) == "would start now on east (1 node(s))"
+
+
+def test_the_job_list_gives_an_elastic_gangs_range_of_workers():
+    gang = {"gpus": 8, "gpu_milli": 0, "workers": 4, "min_workers": 2}
+
+    assert commands.gpus_asked(gang) == "2-4x8"
+    assert commands.gpus_asked({**gang, "min_workers": None}) == "4x8"

@@ -92,6 +92,16 @@ def test_an_elastic_jobs_page_says_the_fewest_workers_it_may_start_with(alpha, a
     assert '<dd id="workers">8 (elastic: at least 2; when all 8 do not fit' in page
 
 
+def test_the_job_list_gives_an_elastic_gangs_range_of_workers(alpha, alice):
+    JobFactory(tenant=alpha, owner=alice, workers=8, min_workers=2, gpus=8)
+    JobFactory(tenant=alpha, owner=alice, workers=4, gpus=8)
+
+    page = portal_of(alice).get("/").text
+
+    assert '<td class="gpus">2–8 × 8</td>' in page
+    assert '<td class="gpus">4 × 8</td>' in page
+
+
 def test_a_rigid_jobs_page_says_its_workers_alone_and_has_no_workers_column(alpha, alice):
     job = JobFactory(tenant=alpha, owner=alice, workers=8)
     AttemptFactory(job=job, workers=8)
