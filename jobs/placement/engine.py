@@ -280,10 +280,10 @@ class Cycle:
     def _sooner_smaller(
         self, whole: QueuedJob, sized: QueuedJob, need: Need, groups: list[Group]
     ) -> bool:
-        """Whether an elastic gang that fits now as ``sized`` should end sooner so than by
-        waiting for its whole gang: its runtime limit is for its fewest workers, and a gang of
-        more runs faster in proportion. Yes when that cannot be known (no runtime limit, a
-        whole gang that never fits or has no estimate)."""
+        """Whether an elastic gang that fits now as ``sized`` would end sooner by starting so
+        than by waiting for its whole gang: its runtime limit is for its fewest workers, and a
+        gang of more runs faster in proportion. Yes when that cannot be known (no runtime
+        limit, a whole gang that never fits or has no estimate)."""
         if whole.max_runtime is None or self._too_large(whole, groups):
             return True
         whole_start = waiting.estimate(self, whole, need)
