@@ -26,6 +26,7 @@ from jobs.serializers import (
     EventSerializer,
     JobSerializer,
     LogLineSerializer,
+    MinWorkersSerializer,
     PrioritySerializer,
     RelabelSerializer,
     RequeueSerializer,
@@ -258,6 +259,23 @@ class ShardLimitView(APIView):
         return changed_answer(request, job, changed, lambda job: {"max_running_shards": limit})
 
 
+class MinWorkersView(APIView):
+    """Make a queued training job elastic, or rigid again (actions.set_min_workers): whoever
+    may change its priority may."""
+
+    def post(self, request, pk):
+        job = access.to_change(request.user, pk, "change its fewest workers")
+        change = MinWorkersSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            actions.set_min_workers(job, change.validated_data["min_workers"], str(request.user))
+        except actions.MinWorkersRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        # One job changed: a training job is no batch.
+        return changed_answer(request, job, 1, lambda job: {
+            "workers": job.workers, "min_workers": job.min_workers})  # fmt: skip
+
+
 class LabelsView(APIView):
     """Set or remove a job's labels (actions.relabel; a batch, through its first shard: every
     shard's), in any state: whoever may cancel it may."""
@@ -459,6 +477,7 @@ urlpatterns = [
     path("jobs/<int:pk>/requeue/", RequeueView.as_view(), name="api-job-requeue"),
     path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
     path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
+    path("jobs/<int:pk>/min-workers/", MinWorkersView.as_view(), name="api-job-min-workers"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),

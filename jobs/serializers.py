@@ -48,6 +48,24 @@ def priority_class_named(name: str) -> PriorityClass:
     return found
 
 
+AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
+
+
+def min_workers_field(**options) -> serializers.IntegerField:
+    """A training gang's min_workers, as a submission and a change of it take it: a number
+    from 1, or null (rigid). Whether it fits the job is min_workers_problem's."""
+    return serializers.IntegerField(
+        min_value=1,
+        max_value=1024,
+        allow_null=True,
+        error_messages={
+            "min_value": AT_LEAST_ONE,
+            "max_value": "At most {max_value}, and no more than workers.",
+        },
+        **options,
+    )
+
+
 class SubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
@@ -83,16 +101,7 @@ class SubmitSerializer(serializers.Serializer):
     # An elastic training gang (torchrun's --nnodes=MIN:MAX): the fewest workers it may start
     # with when its whole gang does not fit. Null, or left out: rigid, all its workers or none.
     # Equal to workers is rigid too, and stored as null: "elastic" means it may start smaller.
-    min_workers = serializers.IntegerField(
-        min_value=1,
-        max_value=1024,
-        default=None,
-        allow_null=True,
-        error_messages={
-            "min_value": "At least 1: the fewest workers an elastic gang may start with.",
-            "max_value": "At most {max_value}, and no more than workers.",
-        },
-    )
+    min_workers = min_workers_field(default=None)
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
     # Slurm's array throttle (--array=0-999%10): at most this many of the batch's shards run at
     # once; null, no limit.
@@ -181,16 +190,19 @@ class SubmitSerializer(serializers.Serializer):
 
 
 def min_workers_problem(data: dict) -> str:
-    """Why the submission's min_workers cannot stand, "" if it can: only a training gang is
-    elastic, and it starts with no more workers than it has."""
+    """Why the submission's min_workers (or a change of a queued job's, given its family and
+    workers) cannot stand, "" if it can: only a training gang is elastic, and it starts with
+    at least 1 and no more workers than it has."""
     least, workers = data["min_workers"], data["workers"]
     if least is None:
         return ""
     if data["family"] != Family.TRAINING:
         return (
             "Only a training job is elastic (starts with fewer workers when all do not fit): "
-            "leave min_workers out."
+            "leave min_workers out, or null."
         )
+    if least < 1:
+        return AT_LEAST_ONE
     if least > workers:
         return (
             f"{least} is more than its {workers} workers: min_workers is the fewest of them "
@@ -303,6 +315,15 @@ class ShardLimitSerializer(serializers.Serializer):
     max_running_shards = serializers.IntegerField(
         min_value=1, max_value=MAX_SHARDS, allow_null=True
     )
+
+
+class MinWorkersSerializer(serializers.Serializer):
+    """A queued training job's fewest workers from now on (Slurm's `scontrol update
+    NumNodes=MIN-MAX` for a pending job): a number from 1, or null for all of them together
+    (rigid). Whether it fits the job, and the job is queued, is asked by
+    jobs.actions.set_min_workers."""
+
+    min_workers = min_workers_field()
 
 
 class RelabelSerializer(serializers.Serializer):

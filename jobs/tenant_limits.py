@@ -1,16 +1,16 @@
 """Tenants as the core sees them, and the commit's re-check of the limits the core decides on
 its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool), the GPUs one
-user may hold in a tenant, a batch's shards running at once, and a tenant's GPU-hour budget
-(``BudgetCheck``).
+user may hold in a tenant, a batch's shards running at once, an elastic gang's fewest workers,
+and a tenant's GPU-hour budget (``BudgetCheck``).
 
 The core decides them on the snapshot, but another scheduler (``MLSCHED_SINGLE_FLIGHT=0``) may
 have placed work of the same tenants since, and an admin may have lowered a quota (a team its
-batch's limit). So a batch of placements' commit locks every tenant of the cohorts it places
-work for (in id order, after the nodes and before the jobs), reads what their live allocations
-hold, and asks the core's own ledgers (``quota.Ledger``, ``user_limit.UserLimits``) and the
-limits as the job rows give them now, placement by placement, charging what it commits. A
-placement past a limit is skipped: the job stays queued, and the next cycle, reading the truth,
-explains it.
+batch's limit, or raised its gang's fewest workers). So a batch of placements' commit locks
+every tenant of the cohorts it places work for (in id order, after the nodes and before the
+jobs), reads what their live allocations hold, and asks the core's own ledgers
+(``quota.Ledger``, ``user_limit.UserLimits``) and the limits as the job rows give them now,
+placement by placement, charging what it commits. A placement past a limit is skipped: the job
+stays queued, and the next cycle, reading the truth, explains it.
 """
 
 from __future__ import annotations
@@ -82,6 +82,10 @@ class Claimed:
     batch: str | None
     max_running_shards: int | None
     max_runtime_s: int  # (the commit's window check)
+    # The fewest workers it may start with as its row says now: its min_workers, else its
+    # whole gang. A queued gang made rigid since the snapshot (actions.set_min_workers) does
+    # not start with the fewer workers the core gave it.
+    fewest: int
 
 
 class BudgetCheck:
@@ -146,12 +150,13 @@ class Limits:
     def allows(self, outcome: p.Outcome) -> bool:
         """Whether the placement keeps its tenant within its quotas and its GPU-hour budget,
         its user within the tenant's GPU limit and its batch within its shards' limit, with
-        everything charged so far."""
+        everything charged so far, and starts at least the fewest workers its job allows."""
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
         limit = job.max_running_shards
         return (
-            (job.batch is None or limit is None or self.shards[job.batch] < limit)
+            len(outcome.workers) >= job.fewest
+            and (job.batch is None or limit is None or self.shards[job.batch] < limit)
             and self.ledger.allows(job.tenant, used)
             and self.users.room(job.tenant, job.owner, gpus)
             and (self.budget is None or self.budget.fits(job, gpus))
@@ -187,16 +192,23 @@ def lock(job_ids: Collection[int]) -> list[Tenant]:
 def read(
     locked: list[Tenant], job_ids: Collection[int], budget: BudgetCheck | None = None
 ) -> Limits:
-    """The limits of the claimed jobs (their rows locked: their batch's limit holds still) and
-    what the live allocations of the locked tenants hold now; with ``budget``, the cycle's
-    budgets and what other schedulers placed since its snapshot."""
+    """The limits of the claimed jobs (their rows locked: their batch's limit and their fewest
+    workers hold still) and what the live allocations of the locked tenants hold now; with
+    ``budget``, the cycle's budgets and what other schedulers placed since its snapshot."""
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
-        "max_runtime_s",
+        "max_runtime_s", "min_workers", "workers",
     )  # fmt: skip
     jobs = {
-        pk: Claimed(str(tenant), str(owner), Job.batch_key(pk, parent, shards), limit, runtime)
-        for pk, tenant, owner, parent, shards, limit, runtime in rows
+        pk: Claimed(
+            str(tenant),
+            str(owner),
+            Job.batch_key(pk, parent, shards),
+            limit,
+            runtime,
+            least or workers,
+        )
+        for pk, tenant, owner, parent, shards, limit, runtime, least, workers in rows
     }
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

@@ -21,10 +21,11 @@ from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
 from jobs.forms import dependencies_input, described, refusal_text
-from jobs.models import Job
+from jobs.models import Family, Job
 from jobs.serializers import (
     FLAGS,
     DependenciesSerializer,
+    MinWorkersSerializer,
     PrioritySerializer,
     RelabelSerializer,
     ResubmitSerializer,
@@ -195,6 +196,9 @@ def job_page(
         # A batch's limit on its shards running at once, on its first shard's page, changed
         # by whoever may cancel it while it lives.
         "change_shard_limit": can_cancel and job.is_batch,
+        # A training gang's fewest workers, changed while it is queued by whoever may cancel
+        # it (drawn while it lives: job.js shows it while queued).
+        "change_min_workers": can_cancel and job.family == Family.TRAINING,
         # Labels are changed in any state by whoever may cancel the job (a batch: its first
         # shard's page).
         "change_labels": job.parent_id is None and access.can_cancel(request.user, job),
@@ -219,7 +223,11 @@ def job_page(
         "fields": described(
             dict.fromkeys(invalid, error),
             message_id="error",
-            helps={"dependencies": "dependencies-help", SHARD_LIMIT: "shard-limit-help"},
+            helps={
+                "dependencies": "dependencies-help",
+                SHARD_LIMIT: "shard-limit-help",
+                "min_workers": "min-workers-help",
+            },
         ),
     }
     return render(request, "portal/job.html", context, status=status)
@@ -494,16 +502,36 @@ def change_shard_limit(request, pk):
     """Change how many of a batch's shards may run at once, as the API does, for whoever may
     cancel it: a number, or nothing for no limit. A refusal is the job page with why (400, or
     409 for a shard other than the batch's first, or a batch that has ended)."""
-    job = access.to_change(request.user, pk, "change its limit")
-    typed = request.POST.get("max_running_shards", "").strip()
-    change = ShardLimitSerializer(data={"max_running_shards": typed or None})
+    return number_change(request, pk, "change its limit", SHARD_LIMIT, ShardLimitSerializer,
+                         actions.set_shard_limit, actions.ShardLimitRefused)  # fmt: skip
+
+
+@login_required
+@require_POST
+def change_min_workers(request, pk):
+    """Make a queued training job elastic, or rigid again, as the API does, for whoever may
+    cancel it: the fewest workers it may start with, or nothing for all of them together. A
+    refusal is the job page with why (400, or 409 once it has left the queue)."""
+    return number_change(request, pk, "change its fewest workers", "min_workers",
+                         MinWorkersSerializer, actions.set_min_workers,
+                         actions.MinWorkersRefused)  # fmt: skip
+
+
+def number_change(request, pk, doing: str, name: str, serializer, verb, conflict: type[Exception]):
+    """A job's number `name` changed from its page's form (nothing typed: None) by
+    `verb(job, number, by)`, once `serializer` has read it, for whoever may cancel the job
+    (`doing`, for the refusal of anyone else). A refusal is the job page with why, on the
+    field: 400 for what the serializer or the verb refuses as invalid, 409 for the verb's
+    `conflict`."""
+    job = access.to_change(request.user, pk, doing)
+    typed = request.POST.get(name, "").strip()
+    change = serializer(data={name: typed or None})
     try:
         change.is_valid(raise_exception=True)
-        limit = change.validated_data["max_running_shards"]
-        actions.set_shard_limit(job, limit, str(request.user))
+        verb(job, change.validated_data[name], str(request.user))
     except ValidationError as refusal:
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[SHARD_LIMIT])
-    except actions.ShardLimitRefused as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[name])
+    except conflict as refusal:
         return refused(request, pk, str(refusal), 409)
     if not access.can_see(request.user, job):
         return redirect("index")

@@ -21,6 +21,7 @@ urlpatterns = [
     path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
     path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),
     path("jobs/<int:pk>/shard-limit/", portal.change_shard_limit, name="change_shard_limit"),
+    path("jobs/<int:pk>/min-workers/", portal.change_min_workers, name="change_min_workers"),
     path("jobs/<int:pk>/labels/", portal.change_labels, name="change_labels"),
     path("metrics", platform.metrics, name="metrics"),
     path("overview/", platform.overview, name="overview"),

@@ -5,7 +5,8 @@
   stop requests;
 - attempts: preemption, cordon and drain, an attempt's start and end, retries, late successes;
 - submission: submit and resubmit;
-- edits: a job's dependencies, holds, requeue, priority and a batch's shard limit.
+- edits: a job's dependencies, holds, requeue, priority, a batch's shard limit and a
+  training gang's fewest workers.
 """
 
 from jobs.actions.attempts import (
@@ -28,6 +29,7 @@ from jobs.actions.edits import (
     AdminHold,
     DependenciesRefused,
     HoldRefused,
+    MinWorkersRefused,
     NotQueued,
     RelabelRefused,
     RequeueRefused,
@@ -42,6 +44,7 @@ from jobs.actions.edits import (
     reprioritize,
     requeue,
     set_dependencies,
+    set_min_workers,
     set_shard_limit,
 )
 from jobs.actions.lifecycle import (
@@ -131,6 +134,7 @@ __all__ = [
     "AdminHold",
     "DependenciesRefused",
     "HoldRefused",
+    "MinWorkersRefused",
     "NotQueued",
     "RelabelRefused",
     "RequeueRefused",
@@ -145,5 +149,6 @@ __all__ = [
     "reprioritize",
     "requeue",
     "set_dependencies",
+    "set_min_workers",
     "set_shard_limit",
 ]

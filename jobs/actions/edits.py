@@ -1,5 +1,6 @@
 """Changes to a job after its submission: its dependencies, holds and releases, a requeue,
-its priority, a batch's limit on its shards running at once, and its labels."""
+its priority, a batch's limit on its shards running at once, a training gang's fewest
+workers, and its labels."""
 
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
@@ -18,6 +19,7 @@ from jobs.actions.lifecycle import (
 from jobs.clock import database_now
 from jobs.fields import MAX_LABELS
 from jobs.models import Attempt, Job
+from jobs.serializers import min_workers_problem
 from jobs.states import State
 
 
@@ -232,6 +234,38 @@ def set_shard_limit(job: Job, limit: int | None, by: str) -> int:
     write_events(first, shards[job.pk], {job.pk: reason}, {}, timezone.now())
     transaction.on_commit(kick)
     return changed
+
+
+class MinWorkersRefused(Exception):
+    """A change of a training gang's fewest workers asked of a job that is not queued (a
+    conflict): a gang placed keeps the size it started with."""
+
+
+@retrying.atomic
+def set_min_workers(job: Job, min_workers: int | None, by: str) -> None:
+    """Let a queued training gang start with as few as `min_workers` of its workers when all
+    of them do not fit (elastic), or, None, only with all of them (rigid), from the next
+    cycle (Slurm's `scontrol update NumNodes=MIN-MAX` for a pending job). It keeps its place
+    in the queue. Equal to its workers is rigid, stored as None, as at submit. Records an
+    event from and to queued and wakes the scheduler.
+
+    Raises the serializer's ValidationError, on min_workers, for what submit refuses (a job
+    that is not training, fewer than 1, more than its workers); MinWorkersRefused when the
+    job is not queued. Its row is locked, as reprioritize locks it: the scheduler's commit
+    of a placement waits for the change, or the change sees the job placed."""
+    asked = {"family": job.family, "workers": job.workers, "min_workers": min_workers}
+    if problem := min_workers_problem(asked):  # family and workers never change
+        raise ValidationError({"min_workers": [problem]})
+    state = Job.objects.select_for_update().values_list("state", flat=True).get(pk=job.pk)
+    if state != State.QUEUED:
+        raise MinWorkersRefused(
+            f"Only a queued job's fewest workers change: job #{job.pk} is {state}."
+        )
+    least = None if min_workers == job.workers else min_workers
+    Job.objects.filter(pk=job.pk).update(min_workers=least)
+    said = f"at least {least}" if least else f"none (all {job.workers} together)"
+    _note({job.pk: (job.tenant_id, "")}, [job.pk], f"min workers: {said}, set by {by}")
+    transaction.on_commit(kick)
 
 
 class RelabelRefused(Exception):

@@ -61,6 +61,12 @@
                      now on ("none": no limit), as Slurm's scontrol update
                      ArrayTaskThrottle=; a lower limit stops no shard, the batch starts no
                      more until fewer run
+    min-workers ID N|none
+                     let a queued training gang start with as few as N of its workers when
+                     all do not fit (elastic, as torchrun's --nnodes=N:MAX), keeping its
+                     place in the queue, as Slurm's scontrol update NumNodes=MIN-MAX does
+                     for a pending job; "none" (or N equal to its workers): all of them start
+                     together (rigid)
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

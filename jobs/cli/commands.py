@@ -1,5 +1,5 @@
 """The commands over one job or a few: submit, list, status, cancel, hold, release, requeue,
-priority, shard-limit, depend, resubmit and logs."""
+priority, shard-limit, min-workers, depend, resubmit and logs."""
 
 import itertools
 import json
@@ -181,6 +181,15 @@ def shard_limit(api: Api, args) -> None:
     limit, changed = answer["max_running_shards"], answer["changed"]
     said = f"at most {limit} of its shards" if limit is not None else "no limit on its shards"
     show(f"batch {answer['id']}: {said} running at once ({changed} shards)")
+
+
+def min_workers(api: Api, args) -> None:
+    """The fewest workers the queued training job may now start with, of all its workers."""
+    body = {"min_workers": None if args.limit == NO_LIMIT else args.limit}
+    answer = api.call("POST", f"jobs/{args.id}/min-workers/", json=body)
+    least, workers = answer["min_workers"], answer["workers"]
+    said = f"at least {least} of its {workers}" if least else f"all {workers} of its"
+    show(f"job {answer['id']}: starts with {said} workers{'' if least else ' together'}")
 
 
 def requeue(api: Api, args) -> None:

@@ -15,6 +15,7 @@ from jobs.cli.commands import (
     label,
     list_jobs,
     logs,
+    min_workers,
     priority,
     requeue,
     resubmit,
@@ -109,12 +110,14 @@ def main(argv=None) -> int:
                                 help="a priority class open to the job's tenant")  # fmt: skip
     reprioritizing.add_argument("--value", type=int, metavar="N",
                                 help="its priority within the class, -1000 to 1000")  # fmt: skip
-    limiting = commands.add_parser("shard-limit")
-    limiting.add_argument("id", type=int)
-    limiting.add_argument(
-        "limit", type=limit_written, metavar="N|none",
-        help="at most N of the batch's shards run at once; none: no limit",
-    )  # fmt: skip
+    for name, meaning in (
+        ("shard-limit", "at most N of the batch's shards run at once; none: no limit"),
+        ("min-workers", "the fewest of its workers a queued training job may start with; "
+                        "none: all of them together"),
+    ):  # fmt: skip
+        limiting = commands.add_parser(name)
+        limiting.add_argument("id", type=int)
+        limiting.add_argument("limit", type=limit_written, metavar="N|none", help=meaning)
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -166,7 +169,7 @@ def main(argv=None) -> int:
            "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
-           "shard-limit": shard_limit, "maintenance": maintenance,
+           "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes}  # fmt: skip
     try:

@@ -79,11 +79,13 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
     return ",".join(parts + ([SINGLETON] if singleton else [])) or NONE
 
 
-NO_LIMIT = "none"  # no limit on a batch's shards running at once, as shard-limit takes it
+# No limit on a batch's shards running at once, as shard-limit takes it; no fewest workers
+# (all of them together), as min-workers takes it.
+NO_LIMIT = "none"
 
 
 def limit_written(text: str) -> int | str:
-    """shard-limit's N: a whole number above 0, or "none"."""
+    """shard-limit's and min-workers' N: a whole number above 0, or "none"."""
     return text if text == NO_LIMIT else positive(text)
 
 

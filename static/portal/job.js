@@ -30,6 +30,7 @@
   const requeueEl = document.getElementById("requeue-form");  // shown while a shard runs or is scheduled
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
+  const minWorkersEl = document.getElementById("min-workers-form");  // a training job: shown while queued
   const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
   const maxRunningEl = document.getElementById("max-running-shards");  // a batch's limit, as drawn
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
@@ -213,6 +214,7 @@
     if (holdEl) showHold(job.hold_verb);
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
     if (priorityEl) priorityEl.hidden = !states.includes("queued");
+    if (minWorkersEl) minWorkersEl.hidden = !states.includes("queued");
     if (requeueEl) {
       requeueEl.hidden = !states.some(function (s) { return s === "scheduled" || s === "running"; });
     }
