@@ -117,14 +117,14 @@ class BudgetCheck:
         for job_id, tenant, runtime_s, gpu in live:
             if job_id not in self.known:
                 self.known.add(job_id)
-                self.budgets.take(str(tenant), gpu * runtime_s)
+                self.budgets.place(str(tenant), gpu, runtime_s)
 
     def fits(self, job: Claimed, gpus: int) -> bool:
-        return self.budgets.fits(job.tenant, gpus, gpus * job.max_runtime_s)
+        return self.budgets.fits(job.tenant, gpus, job.max_runtime_s)
 
     def charge(self, job_id: int, job: Claimed, gpus: int) -> None:
         self.known.add(job_id)
-        self.budgets.take(job.tenant, gpus * job.max_runtime_s)
+        self.budgets.place(job.tenant, gpus, job.max_runtime_s)
 
 
 class Limits:

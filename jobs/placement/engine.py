@@ -227,7 +227,7 @@ class Cycle:
         workers = job.workers
         while workers > job.fewest and not (
             self.user_limits.room(job.tenant, job.owner, workers * per)
-            and self.budgets.fits(job.tenant, workers * per, workers * per * runtime)
+            and self.budgets.fits(job.tenant, workers * per, runtime)
         ):
             workers -= 1
         return job.sized(workers)

@@ -14,9 +14,11 @@ H = 3600.0
 RENEWS = NOW + 10 * 24 * H
 
 
-def budgeted(hours: float, spent_hours: float = 0.0, tenant: str = "alpha") -> Tenant:
+def budgeted(
+    hours: float, spent_hours: float = 0.0, tenant: str = "alpha", renews: float = RENEWS
+) -> Tenant:
     return Tenant(tenant, gpu_budget=hours * H * 1000, gpu_budget_spent=spent_hours * H * 1000,
-                  gpu_budget_renews=RENEWS)  # fmt: skip
+                  gpu_budget_renews=renews)  # fmt: skip
 
 
 def decided(queued, tenants, running=(), nodes=None):
@@ -36,7 +38,7 @@ def test_a_job_that_fits_in_what_is_left_starts_and_one_that_does_not_waits_for_
     assert (out["too-long"].status, out["too-long"].reason) == (PENDING, "gpu_budget")
     assert out["too-long"].estimated_start == RENEWS
     assert "40.0 of its 100.0 GPU-hours left" in alone.message
-    assert "it may use 48.0 (8 GPUs for its runtime limit)" in alone.message
+    assert "it may use 48.0 of them (8 GPUs for its runtime limit" in alone.message
 
 
 def test_what_the_cycle_places_is_charged_against_the_budget():
@@ -56,6 +58,38 @@ def test_running_jobs_count_what_they_may_still_use_up_to_their_runtime_limit():
     enough = decided([job], [budgeted(42)], [holding], [node, *n8_a100_nodes(1)])
 
     assert (short["next"].status, enough["next"].status) == (PENDING, PLACED)
+
+
+def test_a_running_jobs_use_past_the_periods_end_counts_against_the_next_period():
+    node, holding = running_on(n8_a100_nodes(1)[0], "running", 4, expected_end=NOW + 10 * H)
+    job = j_batch("next", gpus=1, max_runtime=H)  # 1 GPU-hour
+    nodes = [node, *n8_a100_nodes(1)]
+
+    # The period ends in 2 h: the running job may use 8 GPU-hours of it, not 40.
+    near_end = decided([job], [budgeted(10, renews=NOW + 2 * H)], [holding], nodes)
+    mid_period = decided([job], [budgeted(10)], [holding], nodes)
+
+    assert (near_end["next"].status, mid_period["next"].status) == (PLACED, PENDING)
+
+
+def test_a_job_is_charged_only_the_part_of_its_ask_before_the_periods_end():
+    job = j_training("long", max_runtime=4 * H)  # 32 GPU-hours, 8 in the last hour
+    after = j_batch("after", gpus=1, max_runtime=3 * H)  # 1 GPU-hour before the end
+
+    near_end = decided([job, after], [budgeted(100, spent_hours=90, renews=NOW + H)])
+    mid_period = decided([job], [budgeted(100, spent_hours=90)])["long"]
+
+    assert near_end["long"].status == near_end["after"].status == PLACED
+    assert (mid_period.status, mid_period.reason) == (PENDING, "gpu_budget")
+    assert "it may use 32.0 of them" in mid_period.message
+
+
+def test_an_ask_past_the_whole_budget_is_refused_even_as_the_period_ends():
+    job = j_training("huge", max_runtime=20 * H)  # 160 GPU-hours, 8 in the last hour
+
+    out = decided([job], [budgeted(100, renews=NOW + H)])["huge"]
+
+    assert (out.status, out.reason, out.estimated_start) == (PENDING, "gpu_budget", None)
 
 
 def test_a_job_asking_more_than_the_whole_budget_is_told_it_cannot_start():

@@ -3,6 +3,7 @@ GrpTRESMins), through the real cycle: what its attempts used this month, what it
 may still use and what a job asks for its whole runtime limit; the admin, and the quota API,
 page and CLI."""
 
+import math
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -83,6 +84,22 @@ def test_running_jobs_hold_what_they_may_still_use(alpha, alice):
 
     assert Job.objects.get(pk=first.pk).state == State.SCHEDULED
     assert Job.objects.get(pk=second.pk).pending_reason == "gpu_budget"
+
+
+def test_a_running_job_holds_only_what_it_may_use_before_the_month_ends(alpha, alice):
+    hours_left = (budgets.renews(datetime.now(UTC)) - datetime.now(UTC)) / H
+    budget(alpha, math.ceil(hours_left) + 6)
+    # It may run 5 hours into next month: those count against next month's budget.
+    first = JobFactory(
+        tenant=alpha, owner=alice, gpus=1, max_runtime_s=int((hours_left + 5) * 3600)
+    )
+    cycle.run_cycle()
+    second = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=3 * 3600)
+
+    cycle.run_cycle()  # 6 to 7 GPU-hours of this month left beside the first job
+
+    assert Job.objects.get(pk=first.pk).state == State.SCHEDULED
+    assert Job.objects.get(pk=second.pk).state == State.SCHEDULED
 
 
 def test_two_schedulers_deciding_at_once_cannot_both_spend_the_same_hours(alpha, alice, east):
