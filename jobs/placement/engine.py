@@ -13,7 +13,7 @@ import contextlib
 import gc
 import math
 
-from jobs.placement import explain, kinds, off_limits, own_quota, preemption, waiting
+from jobs.placement import elastic, explain, kinds, off_limits, own_quota, preemption, waiting
 from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.budget import Budgets
 from jobs.placement.capacity import Capacity, Group
@@ -26,7 +26,7 @@ from jobs.placement.decision import (
     Decision,
     Outcome,
 )
-from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks, group_can_hold
+from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks
 from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
@@ -34,14 +34,13 @@ from jobs.placement.model import (
     QueuedJob,
     RunningJob,
     Snapshot,
-    as_running,
     gpu_flavor,
 )
-from jobs.placement.ordering import QueueOrder, running_gpus, worker_gpus
+from jobs.placement.ordering import QueueOrder, resources_of, running_gpus, worker_gpus
 from jobs.placement.own_quota import OwnWork
-from jobs.placement.quota import Ledger, amount_of
+from jobs.placement.quota import Ledger, amount_of, flavors_held
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
-from jobs.placement.reservation import Held, Timeline, earliest_fit, ending_jobs
+from jobs.placement.reservation import Held, Timeline, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
 from jobs.placement.user_limit import UserLimits
 
@@ -129,9 +128,9 @@ class Cycle:
         self.ends = ending_jobs(snapshot.running, self.now)
         self.timeline = Timeline(self.ends, self.capacity)
         self.placed_ends: list[tuple[float, QueuedJob, list[Slot]]] = []
-        self._placed_running: list[tuple[float, RunningJob]] = []
+        self.placed_running: list[tuple[float, RunningJob]] = []
         # What victims of this cycle hold beyond their preemptor's slots, by their end.
-        self._leaving_ends: list[tuple[float, RunningJob]] = []
+        self.leaving_ends: list[tuple[float, RunningJob]] = []
         self.initial = {k: g.totals for k, g in self.capacity.groups.items()}
         self.evicted: set[str] = set()
         self.preempted: list[str] = []
@@ -186,7 +185,7 @@ class Cycle:
         refusal = self.batch_limits.refusal(job)
         if refusal:
             return explain.over_batch_limit(job, refusal, self.batch_limits.estimate(job))
-        job = self._within_limits(job)
+        job = elastic.within_limits(self, job)
         refusal = self.user_limits.refusal(job)
         if refusal:
             return explain.over_user_limit(job, refusal)
@@ -217,21 +216,6 @@ class Cycle:
             self._repeats[key] = outcome
         return outcome
 
-    def _within_limits(self, job: QueuedJob) -> QueuedJob:
-        """An elastic gang cut to the most workers its user's GPU limit and its tenant's
-        GPU-hour budget let it start with (its fewest if none: they then refuse it)."""
-        per = job.worker_gpu_milli
-        if job.fewest == job.workers or not per:
-            return job
-        runtime = job.max_runtime or 0.0
-        workers = job.workers
-        while workers > job.fewest and not (
-            self.user_limits.room(job.tenant, job.owner, workers * per)
-            and self.budgets.fits(job.tenant, workers * per, runtime)
-        ):
-            workers -= 1
-        return job.sized(workers)
-
     def _may_reserve(self, job: QueuedJob, groups: list[Group] | None = None) -> bool:
         """Whether the job could reserve nodes if blocked: tries are left and some of its
         groups (by default every group it matches) is in a pool no reservation holds yet."""
@@ -250,25 +234,26 @@ class Cycle:
         if not groups:
             return explain.pending(job, explain.missing(job, self.capacity))
         least = job.sized(job.fewest)
-        if self._too_large(least, groups):
+        if self.too_large(least, groups):
             return explain.pending(least, "worker_too_large")
-        need, slots = self._fit_now(job, groups, avoided, keep=True)
+        need, slots = self.fit_now(job, groups, avoided, keep=True)
         if least is not job and not isinstance(slots, list):
             # An elastic gang: the most workers that fit now, at least its fewest, unless its
             # whole gang should end sooner by waiting; else it waits, evicts or reserves for
             # its fewest, as a gang of that size would.
-            sized = self._elastic_size(job, least, groups, avoided)
-            if sized and slots is None and not self._sooner_smaller(job, sized, need, groups):
+            sized = elastic.largest_fit(self, job, least, groups, avoided)
+            whole_sooner = sized and not elastic.sooner_smaller(self, job, sized, need, groups)
+            if slots is None and whole_sooner:
                 return self.blocked(job, need)
             job = sized or least
-            need, slots = self._fit_now(job, groups, avoided, keep=True)
+            need, slots = self.fit_now(job, groups, avoided, keep=True)
         if isinstance(slots, list):
             return self.commit(job, slots, PLACED)
         if slots == QUOTA:
             return self._over_quota(job, groups, avoided)
         return self.blocked(job, need)
 
-    def _fit_now(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...], keep: bool):
+    def fit_now(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...], keep: bool):
         """(need, slots) for the job now within its quota: slots as ``fit`` gives them, or
         QUOTA (need None) when its quota allows none of its groups."""
         allowed = self.quota.allowed(job, groups)
@@ -277,41 +262,7 @@ class Cycle:
         need = self.need(job, allowed, avoided)
         return need, self.fit(job, need, keep=keep)
 
-    def _sooner_smaller(
-        self, whole: QueuedJob, sized: QueuedJob, need: Need, groups: list[Group]
-    ) -> bool:
-        """Whether an elastic gang that fits now as ``sized`` would end sooner by starting so
-        than by waiting for its whole gang: its runtime limit is for its fewest workers, and a
-        gang of more runs faster in proportion. Yes when that cannot be known (no runtime
-        limit, a whole gang that never fits or has no estimate)."""
-        if whole.max_runtime is None or self._too_large(whole, groups):
-            return True
-        whole_start = waiting.estimate(self, whole, need)
-        if whole_start is None:
-            return True
-        work = whole.max_runtime * whole.fewest  # worker-seconds
-        return self.now + work / sized.workers <= whole_start + work / whole.workers
-
-    def _elastic_size(
-        self, job: QueuedJob, least: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
-    ) -> QueuedJob | None:
-        """The largest size of an elastic gang below its whole that fits now (None: not even
-        its fewest).
-
-        Fewer workers fit wherever more do, so the sizes are searched by halving: a few
-        searches, each remembered by ``fit`` (a size that failed fails for any larger)."""
-        if not isinstance(self._fit_now(least, groups, avoided, keep=False)[1], list):
-            return None
-        low, high = least.workers, job.workers - 1  # low fits; the whole gang did not
-        while low < high:
-            mid = (low + high + 1) // 2
-            if isinstance(self._fit_now(job.sized(mid), groups, avoided, keep=False)[1], list):
-                low = mid
-            else:
-                high = mid - 1
-        return job.sized(low)
-
-    def _too_large(self, job: QueuedJob, groups: list[Group]) -> bool:
+    def too_large(self, job: QueuedJob, groups: list[Group]) -> bool:
         """``explain.too_large``, asked once per shape and group list: what it reads (node
         sizes) does not change in a cycle."""
         key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb)
@@ -458,7 +409,7 @@ class Cycle:
             self.budgets.charge(job)
             self.batch_limits.charge(job)
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
-        self.order.charge(job.tenant, _resources(used), owner=job.owner, gpus=gpus)
+        self.order.charge(job.tenant, resources_of(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.
         evicting: dict[str, int] = {}
         for victim in victims:
@@ -484,7 +435,7 @@ class Cycle:
         # nothing back; it may reserve when it comes again at its own place.
         if self._may_reserve(job, need.groups):
             self.reservation_tries += 1
-            outcome = self._reserve(job, need)
+            outcome = waiting.reserve(self, job, need)
             if outcome is not None:
                 return outcome
         # Jobs of one class wait for the same reason until capacity changes.
@@ -548,7 +499,7 @@ class Cycle:
         for end, rest in preemption.left_over(victims, slots, self.capacity, back):
             preemption.restore(self.capacity, rest)
             self.leaving.append(rest)
-            self._leaving_ends.append((max(end, self.now), rest))
+            self.leaving_ends.append((max(end, self.now), rest))
         return outcome
 
     def may_search_victims(self, job: QueuedJob) -> bool:
@@ -609,16 +560,7 @@ class Cycle:
 
     def usage_of(self, job: RunningJob) -> dict[str, int]:
         """The quota flavors a running job holds."""
-        used: dict[str, int] = {}
-        for a in job.allocations:
-            node = self.capacity.by_id.get(a.node_id)
-            gpu_type = node.gpu_type if node is not None else ""
-            parts = {"cpu": a.cpu_milli, "memory": a.memory_mb}
-            if gpu_type and a.gpus:
-                parts[gpu_flavor(gpu_type)] = sum(m for _, m in a.gpus)
-            for flavor, amount in parts.items():
-                used[flavor] = used.get(flavor, 0) + amount
-        return used
+        return flavors_held(job, self.capacity.by_id)
 
     def _evict(self, victim: RunningJob) -> None:
         # The victim's resources were released by the search. Its quota stays charged until it
@@ -626,50 +568,10 @@ class Cycle:
         used = self.usage_of(victim)
         self.ledger.leave(victim.tenant, used)
         self.order.charge(
-            victim.tenant, _resources(used), -1, owner=victim.owner, gpus=running_gpus(victim)
+            victim.tenant, resources_of(used), -1, owner=victim.owner, gpus=running_gpus(victim)
         )
         self.evicted.add(victim.id)
         self.preempted.append(victim.id)
-
-    def _reserve(self, job: QueuedJob, need: Need) -> Outcome | None:
-        """Hold for the job the earliest nodes that free up in the pools no earlier
-        reservation holds (``_may_reserve`` made sure there is one)."""
-        # Work placed in this cycle, as running work; only what was placed since the last
-        # try is converted.
-        placed = self._placed_running
-        placed += [(when, as_running(j, s)) for when, j, s in self.placed_ends[len(placed) :]]
-        early = {}
-        if self.exempt and job.may_preempt and self.policy.preemption:
-            grace = self.policy.eviction_grace_s
-            early = preemption.exempt_ends(self.exempt, job.tier, self.now, grace, self.evicted)
-        ends = [(early.get(j.id, end), j) for end, j in self.ends if j.id not in self.evicted]
-        unknown = [self.running[i] for i in early if self.running[i].expected_end is None]
-        ends += [(early[j.id], j) for j in unknown]
-        ends = sorted(ends + placed + self._leaving_ends, key=lambda e: (e[0], e[1].id))
-        workers = job.workers if job.family == TRAINING else 1
-        groups, need.groups = need.groups, self.held.unreserved(need.groups)
-
-        def attempt(when: float):
-            if not any(group_can_hold(g, need, workers) for g in need.groups):
-                return None
-            return self.fits(job, off_limits.starting(self.capacity, need, job, when))
-
-        try:
-            found = earliest_fit(self.capacity, ends, need.groups, attempt)
-        finally:
-            need.groups = groups
-            off_limits.starting(self.capacity, need, job, self.now)
-        if found is None:
-            return None
-        start, slots = found
-        nodes = list({node.id: node for node, _, _, _ in slots}.values())
-        node_ids = self.held.hold(job.id, start, nodes)
-        # No new epoch: a job's answer depends on the reservations it avoids, which are part
-        # of the keys of the answers kept (the reservation takes no capacity).
-        reason = off_limits.opening_reason(nodes, start)
-        if reason == "head_of_line" and start in early.values():
-            reason = "waiting_for_exempt_work"
-        return explain.reserved(job, node_ids, start, reason)
 
     def fits_but_for(
         self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False
@@ -693,10 +595,3 @@ class Cycle:
 
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:
     return gpu_types.index(gpu_type) if gpu_type in gpu_types else len(gpu_types)
-
-
-def _resources(used: dict[str, int]) -> dict[str, float]:
-    out = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
-    for flavor, amount in used.items():
-        out["gpu" if flavor.startswith("gpu:") else flavor] += amount
-    return out

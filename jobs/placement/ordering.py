@@ -309,6 +309,15 @@ def worker_gpus(gpu_milli: int) -> float:
     return gpu_milli / 1000 or CPU_WORKER_GPUS
 
 
+def resources_of(used: Mapping[str, int]) -> dict[str, float]:
+    """Quota flavors (``cpu``, ``memory``, ``gpu:<type>``) as the resources fair share counts:
+    every GPU type as ``gpu``."""
+    out = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+    for flavor, amount in used.items():
+        out["gpu" if flavor.startswith("gpu:") else flavor] += amount
+    return out
+
+
 def running_gpus(job: RunningJob) -> float:
     """The GPUs running work counts as in its user's share: as the snapshot counted them, or
     one worker per allocation (a placement of this cycle)."""

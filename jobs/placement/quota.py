@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from jobs.placement.model import Quota, Tenant, gpu_flavor
+from jobs.placement.capacity import NodeState
+from jobs.placement.model import Quota, RunningJob, Tenant, gpu_flavor
 
 
 class Ledger:
@@ -226,6 +227,20 @@ class Ledger:
         """The tenant's usage of ``flavor`` less work asked to stop."""
         key = (tenant, flavor)
         return self.usage.get(key, 0) - self.going.get(key, 0)
+
+
+def flavors_held(job: RunningJob, nodes: Mapping[str, NodeState]) -> dict[str, int]:
+    """The quota flavors a running job holds, its GPUs by their nodes' types."""
+    used: dict[str, int] = {}
+    for a in job.allocations:
+        node = nodes.get(a.node_id)
+        gpu_type = node.gpu_type if node is not None else ""
+        parts = {"cpu": a.cpu_milli, "memory": a.memory_mb}
+        if gpu_type and a.gpus:
+            parts[gpu_flavor(gpu_type)] = sum(m for _, m in a.gpus)
+        for flavor, amount in parts.items():
+            used[flavor] = used.get(flavor, 0) + amount
+    return used
 
 
 def amount_of(slots: Iterable[tuple], flavor: str) -> int:

@@ -1,6 +1,7 @@
-"""Why a job that neither fits, nor preempts, nor reserves waits, and from when it should fit:
-its reason and estimated start, asked once per kind of request and capacity epoch
-(``Cycle.blocked``).
+"""A job that does not fit now and evicts nothing (``Cycle.blocked``): the earliest nodes held
+for it (``reserve``, EASY backfill's head-of-line reservation), or else why it waits and from
+when it should fit: its reason and estimated start, asked once per kind of request and
+capacity epoch.
 
 The reason names the one thing that keeps it out if there is one: work in its grace period
 (``waiting_for_preemption``), maintenance windows or bookings (``off_limits.window_reason``),
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.placement import explain, off_limits
+from jobs.placement import explain, off_limits, preemption
 from jobs.placement.capacity import Group
-from jobs.placement.fit import Need
-from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob
+from jobs.placement.decision import Outcome
+from jobs.placement.fit import Need, group_can_hold
+from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob, as_running
+from jobs.placement.reservation import earliest_fit
 
 if TYPE_CHECKING:
     from jobs.placement.engine import Cycle
@@ -60,3 +63,44 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
         if when is not None and (best is None or when < best):
             best = when
     return best
+
+
+def reserve(cycle: Cycle, job: QueuedJob, need: Need) -> Outcome | None:
+    """Hold for the job the earliest nodes that free up in the pools no earlier reservation
+    holds (``Cycle._may_reserve`` made sure there is one)."""
+    # Work placed in this cycle, as running work; only what was placed since the last
+    # try is converted.
+    placed = cycle.placed_running
+    placed += [(when, as_running(j, s)) for when, j, s in cycle.placed_ends[len(placed) :]]
+    early = {}
+    if cycle.exempt and job.may_preempt and cycle.policy.preemption:
+        grace = cycle.policy.eviction_grace_s
+        early = preemption.exempt_ends(cycle.exempt, job.tier, cycle.now, grace, cycle.evicted)
+    ends = [(early.get(j.id, end), j) for end, j in cycle.ends if j.id not in cycle.evicted]
+    unknown = [cycle.running[i] for i in early if cycle.running[i].expected_end is None]
+    ends += [(early[j.id], j) for j in unknown]
+    ends = sorted(ends + placed + cycle.leaving_ends, key=lambda e: (e[0], e[1].id))
+    workers = job.workers if job.family == TRAINING else 1
+    groups, need.groups = need.groups, cycle.held.unreserved(need.groups)
+
+    def attempt(when: float):
+        if not any(group_can_hold(g, need, workers) for g in need.groups):
+            return None
+        return cycle.fits(job, off_limits.starting(cycle.capacity, need, job, when))
+
+    try:
+        found = earliest_fit(cycle.capacity, ends, need.groups, attempt)
+    finally:
+        need.groups = groups
+        off_limits.starting(cycle.capacity, need, job, cycle.now)
+    if found is None:
+        return None
+    start, slots = found
+    nodes = list({node.id: node for node, _, _, _ in slots}.values())
+    node_ids = cycle.held.hold(job.id, start, nodes)
+    # No new epoch: a job's answer depends on the reservations it avoids, which are part
+    # of the keys of the answers kept (the reservation takes no capacity).
+    reason = off_limits.opening_reason(nodes, start)
+    if reason == "head_of_line" and start in early.values():
+        reason = "waiting_for_exempt_work"
+    return explain.reserved(job, node_ids, start, reason)

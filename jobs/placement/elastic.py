@@ -1,0 +1,77 @@
+"""Elastic training gangs (``QueuedJob.min_workers`` below ``workers``; torchrun's
+``--nnodes=MIN:MAX``, Kueue's partial admission, Slurm's ``--nodes=MIN-MAX``): the size one
+starts with when its whole gang does not fit now (``Cycle._decide``).
+
+Before the fit it is cut to the most workers its owner's GPU limit and its tenant's GPU-hour
+budget allow (``within_limits``); then it takes the most workers that fit now, at least its
+fewest (``largest_fit``), unless its whole gang should end sooner by waiting
+(``sooner_smaller``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.placement import waiting
+from jobs.placement.capacity import Group
+from jobs.placement.fit import Need
+from jobs.placement.model import QueuedJob
+
+if TYPE_CHECKING:
+    from jobs.placement.engine import Cycle
+
+
+def within_limits(cycle: Cycle, job: QueuedJob) -> QueuedJob:
+    """An elastic gang cut to the most workers its user's GPU limit and its tenant's GPU-hour
+    budget let it start with (its fewest if none: they then refuse it)."""
+    per = job.worker_gpu_milli
+    if job.fewest == job.workers or not per:
+        return job
+    runtime = job.max_runtime or 0.0
+    workers = job.workers
+    while workers > job.fewest and not (
+        cycle.user_limits.room(job.tenant, job.owner, workers * per)
+        and cycle.budgets.fits(job.tenant, workers * per, runtime)
+    ):
+        workers -= 1
+    return job.sized(workers)
+
+
+def largest_fit(
+    cycle: Cycle, job: QueuedJob, least: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
+) -> QueuedJob | None:
+    """The largest size of an elastic gang below its whole that fits now (None: not even its
+    fewest).
+
+    Fewer workers fit wherever more do, so the sizes are searched by halving: a few searches,
+    each remembered by ``Cycle.fit`` (a size that failed fails for any larger)."""
+
+    def fits(sized: QueuedJob) -> bool:
+        return isinstance(cycle.fit_now(sized, groups, avoided, keep=False)[1], list)
+
+    if not fits(least):
+        return None
+    low, high = least.workers, job.workers - 1  # low fits; the whole gang did not
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(job.sized(mid)):
+            low = mid
+        else:
+            high = mid - 1
+    return job.sized(low)
+
+
+def sooner_smaller(
+    cycle: Cycle, whole: QueuedJob, sized: QueuedJob, need: Need, groups: list[Group]
+) -> bool:
+    """Whether an elastic gang that fits now as ``sized`` would end sooner by starting so than
+    by waiting for its whole gang: its runtime limit is for its fewest workers, and a gang of
+    more runs faster in proportion. Yes when that cannot be known (no runtime limit, a whole
+    gang that never fits or has no estimate)."""
+    if whole.max_runtime is None or cycle.too_large(whole, groups):
+        return True
+    whole_start = waiting.estimate(cycle, whole, need)
+    if whole_start is None:
+        return True
+    work = whole.max_runtime * whole.fewest  # worker-seconds
+    return cycle.now + work / sized.workers <= whole_start + work / whole.workers
