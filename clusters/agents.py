@@ -30,6 +30,7 @@ from jobs import actions, bulk, events
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
+from quotas import tenant_secrets
 
 Outcome = Attempt.Outcome
 log = logging.getLogger(__name__)
@@ -379,8 +380,15 @@ def desired_state(cluster: Cluster, known=()) -> dict:
     ]
     workers = worker_specs([pk for pk in run if pk not in known])
     # A live attempt always holds its allocations; one without any is not startable.
-    new = Attempt.objects.filter(pk__in=workers).select_related("job__tenant")
-    specs = [asdict(attempt_spec(a, workers[a.pk])) for a in new]
+    new = list(Attempt.objects.filter(pk__in=workers).select_related("job__tenant"))
+    secrets = tenant_secrets.opened(a.job for a in new)
+    specs = []
+    for a in new:
+        opened = secrets.get(a.job_id, {})
+        if isinstance(opened, str):  # it cannot start: it fails, saying why
+            actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=opened)
+            continue
+        specs.append(asdict(attempt_spec(a, workers[a.pk], opened)))
     return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
 
 
@@ -411,7 +419,9 @@ def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:
     }
 
 
-def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.AttemptSpec:
+def attempt_spec(
+    attempt: Attempt, workers: list[base.WorkerSpec], secrets: dict[str, str] | None = None
+) -> base.AttemptSpec:
     job: Job = attempt.job
     return base.AttemptSpec(
         attempt_id=attempt.pk, job_id=job.pk, number=attempt.number, tenant=job.tenant.slug,
@@ -421,6 +431,7 @@ def attempt_spec(attempt: Attempt, workers: list[base.WorkerSpec]) -> base.Attem
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
         stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
         shards=job.shards, min_workers=job.min_workers or job.workers, max_workers=job.workers,
+        secrets=secrets or {},
     )  # fmt: skip
 
 
@@ -430,11 +441,14 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
     lines stored, notes of dropped lines included."""
     rows = Attempt.objects.filter(
         cluster=cluster, pk__in={line.attempt_id for line in lines}
-    ).values_list("pk", "job_id", "number", "job__tenant_id")
-    attempts = {pk: (job_id, number) for pk, job_id, number, _ in rows}
-    tenants = {pk: tenant for pk, _, _, tenant in rows}
+    ).values_list("pk", "job_id", "number", "job__tenant_id", "job__secrets")
+    attempts = {pk: (job_id, number) for pk, job_id, number, _, _ in rows}
+    tenants = {pk: tenant for pk, _, _, tenant, _ in rows}
     fresh = unstored([line for line in lines if line.attempt_id in attempts])
     mine = within_tenant_rate(capped(fresh), tenants, now)
+    named = [pk for pk, _, _, _, secrets in rows if secrets]
+    if named:
+        mine = masked(mine, tenant_secrets.masks(named))
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text, logged_at=logged_at(line))
@@ -448,6 +462,16 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
                                              stream=line.stream, text=line.text))  # fmt: skip
     events.publish_logs(by_job)
     return len(mine)
+
+
+def masked(lines: list[base.LogLine], hidden: dict[int, list[str]]) -> list[base.LogLine]:
+    """The lines with the secrets their jobs name written *** (``tenant_secrets.masks``)."""
+    return [
+        replace(line, text=tenant_secrets.mask(line.text, hidden[line.attempt_id]))
+        if line.attempt_id in hidden
+        else line
+        for line in lines
+    ]
 
 
 def logged_at(line: base.LogLine) -> datetime | None:

@@ -74,6 +74,13 @@ class Job(models.Model):
         help_text="The submitter's own labels (project=llm, sweep=lr-3), to find and count the "
         "job by; the scheduler does not read them.",
     )
+    secrets = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Names of its tenant's secrets (quotas.TenantSecret) its workers get as "
+        "environment variables; the values are not stored with the job.",
+    )
     workers = models.PositiveSmallIntegerField(
         default=1, help_text="Gang size: all workers start together or none does."
     )

@@ -258,6 +258,10 @@ MLSCHED_QUEUE_DEPTH = (
 )
 # Placements committed per transaction: larger is faster, smaller holds node locks shorter.
 MLSCHED_COMMIT_BATCH = int(os.environ.get("MLSCHED_COMMIT_BATCH", "200"))
+# The keys tenants' secrets are sealed with (quotas.vault), comma-separated: the first seals,
+# every one opens, so a new key goes first and an old one stays until the secrets are sealed
+# anew (`manage.py reseal_secrets`). Unset: a key derived from SECRET_KEY.
+MLSCHED_SECRETS_KEYS = [k for k in os.environ.get("MLSCHED_SECRETS_KEYS", "").split(",") if k]
 # The portal's address as its users reach it (https://mlsched.example.com): job-end
 # notifications (jobs.notify) link to the job's page under it, budget alerts to the quota page.
 # Unset: they carry no link.

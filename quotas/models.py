@@ -1,5 +1,5 @@
-"""Tenants, their members and quotas, the priority classes jobs run under, and the users'
-API tokens."""
+"""Tenants, their members, quotas and secrets, the priority classes jobs run under, and the
+users' API tokens."""
 
 import functools
 import re
@@ -10,6 +10,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
+
+from clusters.backends.base import PLATFORM_ENV, PLATFORM_ENV_PREFIX
+from quotas import vault
 
 
 def new_notify_secret() -> str:
@@ -364,3 +367,54 @@ class ApiToken(models.Model):
 
     def has_expired(self, now) -> bool:
         return self.expires is not None and self.expires <= now
+
+
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+MAX_SECRET_CHARS = 32 * 1024
+MAX_SECRETS_PER_TENANT = 200
+
+
+def validate_secret_name(name: str) -> None:
+    """An environment variable name (letters, digits and _, not a leading digit) that none of
+    the variables the platform sets a worker takes."""
+    if not SECRET_NAME.fullmatch(name):
+        raise ValidationError(
+            f"{name[:80]!r} is not a secret name: letters, digits and _, not a leading digit, "
+            "at most 100."
+        )
+    if name in PLATFORM_ENV or name.upper().startswith(PLATFORM_ENV_PREFIX):
+        raise ValidationError(f"{name!r} is set by mlsched for every worker: choose another name.")
+
+
+class TenantSecret(models.Model):
+    """A value a tenant's jobs get as an environment variable without it being stored with
+    them (Kubernetes' Secrets, GitHub Actions' secrets): a tracking service's API key, a model
+    hub's token. Sealed at rest (``quotas.vault``) and never shown again: its tenant's owners
+    set, replace and delete it, its members name it in their jobs (``Job.secrets``), the agent
+    of the cluster that runs such a job is given it with the job, and the job's log shows it
+    as ``***``."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=100, validators=[validate_secret_name])
+    sealed = models.TextField(editable=False)
+    updated = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="tenant_secret_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.tenant}"
+
+    def set_value(self, value: str) -> None:
+        self.sealed = vault.seal(value)
+
+    def value(self) -> str:
+        """The secret, opened (``vault.Unreadable`` if no key opens it)."""
+        return vault.unseal(self.sealed)

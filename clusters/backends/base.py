@@ -91,6 +91,10 @@ class AttemptSpec:
     # with and its whole gang, whatever this attempt started with (0: its world size).
     min_workers: int = 0
     max_workers: int = 0
+    # The tenant's secrets the job names (Job.secrets), by name, opened: each worker gets them
+    # as environment variables beside the job's env, and a backend keeps them no longer than
+    # the attempt (never in a place another tenant reads).
+    secrets: dict[str, str] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -227,6 +231,17 @@ def is_checkpoint_line(text: str) -> bool:
     CHECKPOINT_LINE exactly. A line that holds it among other text (a logger's prefix, an echo
     of the environment, a shell's trace of the print) does not count."""
     return text == CHECKPOINT_LINE
+
+
+# The environment variables every backend sets for a worker (worker_env, and a local worker's
+# PATH, HOME, LANG and PYTHONUNBUFFERED): no secret takes one of their names, nor one that
+# starts with MLSCHED_.
+PLATFORM_ENV = frozenset({
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+    "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+    "PATH", "HOME", "LANG", "PYTHONUNBUFFERED",
+})  # fmt: skip
+PLATFORM_ENV_PREFIX = "MLSCHED_"
 
 
 def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):

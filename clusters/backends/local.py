@@ -242,6 +242,8 @@ class LocalBackend:
                 "HOME": str(directory / "work"),
                 "LANG": "C.UTF-8",
                 "PYTHONUNBUFFERED": "1",
+                # Kept in the worker's spec.json (mode 0600, the agent's) until it is forgotten.
+                **spec.secrets,
                 **base.worker_env(spec, worker, "127.0.0.1", str(checkpoint)),
             }
             self._launch(directory, spec, worker, env)

@@ -1,0 +1,187 @@
+"""Tenants' secrets (``TenantSecret``): setting and deleting them, giving them to the jobs
+that name them as those start, and keeping them out of those jobs' logs.
+
+A job names secrets (``Job.secrets``); their values are read when an attempt of it is handed
+to its cluster's agent (``opened``), so a secret replaced while the job waits gives it the new
+value, and a job whose secret cannot be read then fails before it runs, saying which. A
+secret that a job not yet ended names cannot be deleted. Each value's lines of
+``MASK_MIN_CHARS`` or more characters are written ``***`` in the logs of the jobs that name it
+(``masks``, ``mask``), as GitHub Actions hides its secrets: a job that prints its token does
+not show it to every reader of the log.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from quotas import vault
+from quotas.models import (
+    MAX_SECRET_CHARS,
+    MAX_SECRETS_PER_TENANT,
+    Tenant,
+    TenantSecret,
+    validate_secret_name,
+)
+
+MASK = "***"
+# Shorter lines of a value are left as they are: masking "1" or "ok" would blank a log.
+MASK_MIN_CHARS = 4
+MAX_SECRETS_PER_JOB = 50
+
+
+class InUse(Exception):
+    """A secret that jobs not yet ended name."""
+
+    def __init__(self, name: str, job_ids: list[int]):
+        listed = ", ".join(str(pk) for pk in job_ids[:10])
+        more = f" and {len(job_ids) - 10} more" if len(job_ids) > 10 else ""
+        super().__init__(
+            f"Jobs not yet ended name the secret {name!r} ({listed}{more}): it can be deleted "
+            "once they have ended, or replaced now."
+        )
+        self.job_ids = job_ids
+
+
+def value_problem(value: object) -> str:
+    """Why a value cannot be a secret; "" if it can."""
+    if not isinstance(value, str) or not value:
+        return "A secret's value is some text."
+    if len(value) > MAX_SECRET_CHARS:
+        return f"A secret's value is at most {MAX_SECRET_CHARS:,} characters."
+    if "\x00" in value:
+        return "An environment variable cannot hold a NUL character."
+    return ""
+
+
+@transaction.atomic
+def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, bool]:
+    """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
+    ValidationError for a bad name or value, or one secret past the tenant's limit."""
+    validate_secret_name(name)
+    problem = value_problem(value)
+    if problem:
+        raise ValidationError(problem)
+    Tenant.objects.select_for_update().get(pk=tenant.pk)  # one writer of its secrets at once
+    secret = TenantSecret.objects.filter(tenant=tenant, name=name).first()
+    created = secret is None
+    if created:
+        if TenantSecret.objects.filter(tenant=tenant).count() >= MAX_SECRETS_PER_TENANT:
+            raise ValidationError(f"A tenant has at most {MAX_SECRETS_PER_TENANT} secrets.")
+        secret = TenantSecret(tenant=tenant, name=name)
+    assert secret is not None
+    secret.set_value(value)
+    secret.updated, secret.updated_by = timezone.now(), by
+    try:
+        with transaction.atomic():
+            secret.save()
+    except IntegrityError as error:  # pragma: no cover - the tenant's lock orders writers
+        raise ValidationError(f"The secret {name!r} was set at the same time.") from error
+    return secret, created
+
+
+@transaction.atomic
+def delete(tenant: Tenant, name: str) -> bool:
+    """Delete the tenant's secret ``name`` (False: it has none); InUse while jobs not yet ended
+    name it. The tenant's lock keeps a submission naming it from passing meanwhile."""
+    Tenant.objects.select_for_update().get(pk=tenant.pk)
+    users = live_jobs_naming(tenant, name)
+    if users:
+        raise InUse(name, users)
+    deleted, _ = TenantSecret.objects.filter(tenant=tenant, name=name).delete()
+    return bool(deleted)
+
+
+def live_jobs_naming(tenant: Tenant, name: str) -> list[int]:
+    """The ids of the tenant's jobs not yet ended that name the secret."""
+    from jobs.models import Job
+
+    live = Job.objects.filter(tenant=tenant).live().exclude(secrets=[])
+    return sorted(pk for pk, names in live.values_list("pk", "secrets") if name in names)
+
+
+def missing(tenant: Tenant, names: Iterable[str]) -> list[str]:
+    """Of ``names``, those the tenant has no secret of."""
+    names = set(names)
+    have = set(
+        TenantSecret.objects.filter(tenant=tenant, name__in=names).values_list("name", flat=True)
+    )
+    return sorted(names - have)
+
+
+def opened(jobs: Iterable) -> dict[int, dict[str, str] | str]:
+    """For each job that names secrets, by id: their values by name, or why they cannot be
+    read (one of them is gone, or no key opens it). One query for them all."""
+    jobs = [job for job in jobs if job.secrets]
+    if not jobs:
+        return {}
+    rows = TenantSecret.objects.filter(
+        tenant_id__in={job.tenant_id for job in jobs},
+        name__in={name for job in jobs for name in job.secrets},
+    ).values_list("tenant_id", "name", "sealed")
+    sealed = {(tenant, name): value for tenant, name, value in rows}
+    out: dict[int, dict[str, str] | str] = {}
+    for job in jobs:
+        values: dict[str, str] = {}
+        for name in job.secrets:
+            if (job.tenant_id, name) not in sealed:
+                out[job.pk] = f"Its secret {name!r} is no longer set in its tenant."
+                break
+            try:
+                values[name] = vault.unseal(sealed[job.tenant_id, name])
+            except vault.Unreadable:
+                out[job.pk] = (
+                    f"Its secret {name!r} cannot be read with the platform's keys: a tenant "
+                    "owner sets it again, or a platform admin restores the key it was sealed with."
+                )
+                break
+        else:
+            out[job.pk] = values
+    return out
+
+
+def masks(attempt_ids: Iterable[int]) -> dict[int, list[str]]:
+    """For each of the attempts whose job names secrets, the texts to hide in its log: each
+    line of each value with at least MASK_MIN_CHARS characters, longest first (so a part of
+    a longer one is not hidden first). Values no key opens hide nothing: the job did not get
+    them."""
+    from jobs.models import Attempt
+
+    rows = list(
+        Attempt.objects.filter(pk__in=attempt_ids)
+        .exclude(job__secrets=[])
+        .values_list("pk", "job__tenant_id", "job__secrets")
+    )
+    if not rows:
+        return {}
+    wanted = defaultdict(set)
+    for _, tenant, names in rows:
+        wanted[tenant].update(names)
+    texts: dict[tuple[int, str], list[str]] = {}
+    for secret in TenantSecret.objects.filter(
+        tenant_id__in=wanted, name__in={n for names in wanted.values() for n in names}
+    ):
+        try:
+            value = secret.value()
+        except vault.Unreadable:
+            continue
+        lines = {line.strip() for line in value.splitlines()}
+        texts[secret.tenant_id, secret.name] = [t for t in lines if len(t) >= MASK_MIN_CHARS]
+    out = {}
+    for pk, tenant, names in rows:
+        hidden = {text for name in names for text in texts.get((tenant, name), ())}
+        if hidden:
+            out[pk] = sorted(hidden, key=lambda t: (-len(t), t))
+    return out
+
+
+def mask(text: str, hidden: list[str]) -> str:
+    """The text with each of ``hidden`` (longest first) written MASK."""
+    for secret in hidden:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
