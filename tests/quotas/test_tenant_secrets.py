@@ -2,8 +2,11 @@
 them, a job whose secret cannot be read failing before it runs, the values hidden in those
 jobs' logs, and a secret that live jobs name kept from deletion."""
 
+import io
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.test import override_settings
 
 from clusters.backends import base
@@ -171,3 +174,19 @@ def test_another_tenants_job_naming_the_same_name_does_not_keep_it(alpha):
     JobFactory(tenant=TenantFactory(slug="beta"), secrets=["HF_TOKEN"])
 
     assert tenant_secrets.delete(alpha, "HF_TOKEN")
+
+
+def test_reseal_seals_every_secret_under_the_first_key_and_names_those_none_opens(alpha):
+    with override_settings(MLSCHED_SECRETS_KEYS=["old-key"]):
+        tenant_secrets.put(alpha, "TOKEN", "the-value")
+    with override_settings(MLSCHED_SECRETS_KEYS=["lost-key"]):
+        tenant_secrets.put(alpha, "LOST", "gone-value")
+    out, err = io.StringIO(), io.StringIO()
+
+    with override_settings(MLSCHED_SECRETS_KEYS=["new-key", "old-key"]):
+        call_command("reseal_secrets", stdout=out, stderr=err)
+
+    with override_settings(MLSCHED_SECRETS_KEYS=["new-key"]):
+        assert TenantSecret.objects.get(name="TOKEN").value() == "the-value"
+    assert "resealed 1 secret(s)" in out.getvalue()
+    assert "alpha/LOST" in err.getvalue()
