@@ -61,17 +61,23 @@ def value_problem(value: object) -> str:
 @transaction.atomic
 def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, bool]:
     """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
-    ValidationError for a bad name or value, or one secret past the tenant's limit."""
-    validate_secret_name(name)
+    ValidationError by field (``name``: a bad one, or one secret past the tenant's limit;
+    ``value``), nothing written."""
+    try:
+        validate_secret_name(name)
+    except ValidationError as error:
+        raise ValidationError({"name": error.messages}) from None
     problem = value_problem(value)
     if problem:
-        raise ValidationError(problem)
+        raise ValidationError({"value": [problem]})
     Tenant.objects.select_for_update().get(pk=tenant.pk)  # one writer of its secrets at once
     secret = TenantSecret.objects.filter(tenant=tenant, name=name).first()
     created = secret is None
     if created:
         if TenantSecret.objects.filter(tenant=tenant).count() >= MAX_SECRETS_PER_TENANT:
-            raise ValidationError(f"A tenant has at most {MAX_SECRETS_PER_TENANT} secrets.")
+            raise ValidationError(
+                {"name": [f"A tenant has at most {MAX_SECRETS_PER_TENANT} secrets."]}
+            )
         secret = TenantSecret(tenant=tenant, name=name)
     assert secret is not None
     secret.set_value(value)
@@ -80,7 +86,7 @@ def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, b
         with transaction.atomic():
             secret.save()
     except IntegrityError as error:  # pragma: no cover - the tenant's lock orders writers
-        raise ValidationError(f"The secret {name!r} was set at the same time.") from error
+        raise ValidationError({"name": [f"{name!r} was set at the same time."]}) from error
     return secret, created
 
 
