@@ -30,7 +30,9 @@ from jobs.fields import (
 )
 from jobs.models import Family, Job, JobEvent, LogChunk
 from jobs.states import State
+from quotas import tenant_secrets
 from quotas.models import PriorityClass
+from quotas.tenant_secrets import MAX_SECRETS_PER_JOB
 
 # Preemptible unless the submission says otherwise: training is not (it may lose hours of work),
 # batch inference and evaluation are.
@@ -81,6 +83,11 @@ class SubmitSerializer(serializers.Serializer):
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         default=dict,
         validators=[validate_env_names, within(MAX_ENV_CHARS, "environment")],
+    )
+    # Names of its tenant's secrets (quotas.TenantSecret) its workers get as environment
+    # variables; the values stay with the tenant.
+    secrets = serializers.ListField(
+        child=serializers.CharField(max_length=100), default=list, max_length=MAX_SECRETS_PER_JOB
     )
     cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
     memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
@@ -186,7 +193,21 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"depends_on": problem})
         if problem := deadline_problem(data):
             raise serializers.ValidationError({"deadline": problem})
+        if problem := secrets_problem(data["secrets"], data["env"], tenant):
+            raise serializers.ValidationError({"secrets": problem})
         return data
+
+
+def secrets_problem(names: list[str], env: dict, tenant) -> str:
+    """Why a job may not name these secrets, "" if it may: each once, none also in its env,
+    each one its tenant has."""
+    if len(set(names)) < len(names):
+        return "A secret is named twice."
+    if both := sorted(set(names) & set(env)):
+        return f"{both[0]!r} is in env too: a variable is set one way."
+    if missing := tenant_secrets.missing(tenant, names):
+        return f"Tenant {tenant.slug!r} has no secret {missing[0]!r}: its owners set it first."
+    return ""
 
 
 def min_workers_problem(data: dict) -> str:
@@ -544,7 +565,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
-            "workers", "min_workers", "shards",
+            "secrets", "workers", "min_workers", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",

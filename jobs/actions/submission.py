@@ -11,6 +11,8 @@ from jobs.actions.lifecycle import kick
 from jobs.models import Dependency, Job, JobEvent
 from jobs.serializers import UNSUCCEEDED, SubmitSerializer, submission_of
 from jobs.states import State
+from quotas import tenant_secrets
+from quotas.models import Tenant
 
 
 def keyed_job(tenant, key: str | None) -> Job | None:
@@ -60,6 +62,13 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
             return existing, False
         raise
     dependencies.hold(depends_on)
+    if names := spec.get("secrets"):
+        # After the tenant's lock, as a secret's deletion: neither passes the other unseen.
+        Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if missing := tenant_secrets.missing(tenant, names):
+            raise ValidationError(
+                {"secrets": f"Tenant {tenant.slug!r} has no secret {missing[0]!r}."}
+            )
     free = not (depends_on or spec.get("singleton"))
     if (begin := spec.get("begin")) is not None:
         spec["not_before"] = begin
