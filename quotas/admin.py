@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
@@ -9,15 +10,18 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import DataError, transaction
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from clusters.models import Node
-from quotas import tokens
+from quotas import tenant_secrets, tokens
 from quotas.models import (
     ApiToken,
     Membership,
     PriorityClass,
     Quota,
     Tenant,
+    TenantSecret,
     administered_tenants,
     new_notify_secret,
 )
@@ -451,3 +455,124 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
             tokens.revoke_token(token, by=request.user)
             revoked += 1
         self.message_user(request, f"Revoked {revoked} API token(s).", level=messages.SUCCESS)
+
+
+class TenantSecretForm(forms.ModelForm):
+    """A secret's name and tenant, and its value, write-only: never drawn back into the page
+    (not after a refused save either), required for a new secret, left blank to keep the stored
+    one. The save is `tenant_secrets.put`, made here, once Django's own checks (a name's rules,
+    one secret of a name per tenant) have passed: the verb checks under the tenant's lock (at
+    most so many secrets) and writes in one step, and what it refuses still reaches the form's
+    fields, nothing written."""
+
+    value = forms.CharField(
+        required=False,
+        strip=False,  # stored as typed, as the API stores it
+        # new-password: the browser would otherwise fill in the admin's own saved password.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Never shown again, here or anywhere.",
+    )
+    by = None  # the admin saving it: set per request by TenantSecretAdmin.get_form
+
+    class Meta:
+        model = TenantSecret
+        fields = ["tenant", "name"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["value"].help_text += " Leave it blank to keep the value stored."
+        else:
+            self.fields["value"].required = True
+
+    def _post_clean(self):
+        super()._post_clean()
+        value = self.cleaned_data.get("value")
+        if self.errors or not value:
+            return
+        try:
+            self.instance, _ = tenant_secrets.put(
+                self.instance.tenant, self.instance.name, value, by=self.by
+            )
+        except ValidationError as refused:
+            for field, problems in refused.message_dict.items():
+                # A stored secret's name is not a field of its form (a rename is a new secret).
+                self.add_error(field if field in self.fields else None, problems)
+
+
+@admin.register(TenantSecret)
+class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+    """Tenants' secrets, set and deleted by platform admins for every tenant and by tenant
+    admins for the tenants they own, through the verbs the API uses (quotas.tenant_secrets).
+    Their values are never shown, nor their sealed form. A secret that jobs not yet ended name
+    is not deleted: the admin is told which jobs."""
+
+    form = TenantSecretForm
+    list_display = ["name", "tenant", "updated", "updated_by"]
+    list_select_related = ["tenant", "updated_by"]
+    search_fields = ["name"]
+    actions = ["delete_selected"]
+    tenant_path = "tenant"
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["tenant", "name", "value"]
+        # A page only to view shows every field it lists as read-only, and Django reads a
+        # read-only `value` as TenantSecret.value(): the secret, opened.
+        value = ["value"] if self.has_change_permission(request, obj) else []
+        return ["tenant", "name", *value, "updated", "updated_by"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Another name or tenant is another secret: delete this one and add that.
+        return () if obj is None else ("tenant", "name", "updated", "updated_by")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)  # a class of this request's
+        form.by = request.user
+        return form
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "tenant":
+            kwargs["queryset"] = administered_tenants(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def lookup_allowed(self, lookup, value, request):
+        # Nor is the sealed form read out through the list, guess by guess (`?sealed__regex=`).
+        if lookup.split(LOOKUP_SEP)[0] == "sealed":
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def save_model(self, request, obj, form, change):
+        pass  # saved by its form's put (TenantSecretForm), in the admin's same transaction
+
+    def delete_model(self, request, obj):
+        tenant_secrets.delete(obj.tenant, obj.name)  # InUse: refused, see delete_view
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except tenant_secrets.InUse as in_use:
+            # Out of Django's transaction: the deletion it logged is rolled back with it.
+            self.message_user(request, f"Not deleted. {in_use}", level=messages.ERROR)
+            opts = self.opts
+            page = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
+            return HttpResponseRedirect(page)
+
+    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+    def delete_selected(self, request, queryset):
+        """Django's action, each secret deleted through the verb: those jobs not yet ended
+        name are kept, and the admin is told which jobs."""
+        if not request.POST.get("post"):
+            return django_delete_selected(self, request, queryset)  # its confirmation page
+        deleted = []
+        for secret in queryset.select_related("tenant"):
+            try:
+                tenant_secrets.delete(secret.tenant, secret.name)
+            except tenant_secrets.InUse as in_use:
+                self.message_user(request, f"{secret} not deleted. {in_use}", messages.ERROR)
+            else:
+                deleted.append(secret)
+        if deleted:
+            self.log_deletions(request, deleted)
+            self.message_user(request, f"Deleted {len(deleted)} secret(s).", level=messages.SUCCESS)
+        return None

@@ -99,6 +99,17 @@
                      to its end only its tenant's work starts on its nodes, and other
                      tenants' work still there is requeued; before the start, only its
                      tenant's work and work sure to end by then is placed there
+    secrets TENANT   the tenant's secrets (values its jobs get as environment variables):
+                     each one's name, when it was set (UTC) and by whom; never a value
+    secret-set TENANT NAME [--from-file PATH]
+                     set a secret of a tenant you own (any tenant, for a platform admin),
+                     created or replaced: its value read from standard input (asked for
+                     without echo at a terminal) or from the file PATH, less one trailing
+                     newline (echo's, an editor's); never from the command line, where the
+                     shell's history and the process list would keep it
+    secret-delete TENANT NAME
+                     delete a secret; refused while jobs not yet ended name it (those
+                     jobs' ids are in the error): replace it instead
     clusters         each cluster, as Slurm's sinfo: its agent's health, its nodes by state
                      (idle, mixed, allocated, other: down, maintenance, quarantined,
                      drained, draining, booked for another team) and per GPU type its GPUs,

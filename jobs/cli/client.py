@@ -42,6 +42,11 @@ class Api:
         self.session.headers["Authorization"] = f"Token {token}"
 
     def call(self, method: str, path: str, **kwargs) -> dict:
+        return self.answer(method, path, **kwargs)[1]
+
+    def answer(self, method: str, path: str, **kwargs) -> tuple[int, dict]:
+        """The status and body of the server's answer if it did what was asked (a 204's body:
+        {}); its refusal, or no answer, is an error the CLI exits with."""
         response = self.send(method, path, **kwargs)
         # A request the rate limit refused was not carried out, a submission included: asking
         # again is safe, and lets a long `list` or `logs -f` finish.
@@ -57,8 +62,10 @@ class Api:
         if response.status_code >= 400:
             which = " (MLSCHED_TOKEN)" if response.status_code == 401 else ""
             raise SystemExit(printable(f"error {response.status_code}{which}: {response.text}"))
+        if response.status_code == 204:  # done, nothing to say: a deletion
+            return 204, {}
         try:
-            return response.json()
+            return response.status_code, response.json()
         except ValueError:
             kind = response.headers.get("Content-Type", "?")
             raise SystemExit(

@@ -23,6 +23,7 @@ from jobs.cli.commands import (
     status,
     submit,
 )
+from jobs.cli.secrets import secret_delete, secret_set, secrets
 from jobs.cli.tables import bookings, classes, clusters, maintenance, nodes, quota, usage
 from jobs.cli.written import (
     http_address,
@@ -151,6 +152,15 @@ def main(argv=None) -> int:
     listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    commands.add_parser("secrets").add_argument("tenant", metavar="TENANT")
+    setting = commands.add_parser("secret-set")
+    setting.add_argument("tenant", metavar="TENANT")
+    setting.add_argument("name", metavar="NAME")
+    setting.add_argument("--from-file", metavar="PATH",
+                         help="read the value from PATH (default: standard input)")  # fmt: skip
+    deleting = commands.add_parser("secret-delete")
+    deleting.add_argument("tenant", metavar="TENANT")
+    deleting.add_argument("name", metavar="NAME")
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
@@ -171,7 +181,8 @@ def main(argv=None) -> int:
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
-           "nodes": nodes}  # fmt: skip
+           "nodes": nodes, "secrets": secrets, "secret-set": secret_set,
+           "secret-delete": secret_delete}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

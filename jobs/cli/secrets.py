@@ -1,0 +1,62 @@
+"""The commands over a tenant's secrets: secrets, secret-set and secret-delete. A value goes in
+from standard input or a file, never from the command line (where the shell's history and the
+machine's process list would keep it), and never comes back out."""
+
+import getpass
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+from jobs.cli.client import Api, show
+from jobs.cli.tables import minute, table
+
+SECRET_HEADER = ["name", "updated (UTC)", "by"]
+
+
+def secrets(api: Api, args) -> None:
+    """`secrets TENANT`: its secrets' names, when each was set and by whom."""
+    rows = [[s["name"], minute(s["updated"]), s["updated_by"] or "-"]
+            for s in api.call("GET", f"{secrets_of(args.tenant)}/")["secrets"]]  # fmt: skip
+    if not rows:
+        show(f"{args.tenant} has no secrets.")
+        return
+    table([SECRET_HEADER, *rows], names=len(SECRET_HEADER))
+
+
+def secret_set(api: Api, args) -> None:
+    """`secret-set TENANT NAME [--from-file PATH]`: whether it was created or replaced."""
+    body = {"value": value_given(args.from_file, args.name)}
+    code, answer = api.answer("PUT", f"{secrets_of(args.tenant)}/{segment(args.name)}/", json=body)
+    show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}")
+
+
+def secret_delete(api: Api, args) -> None:
+    """`secret-delete TENANT NAME`: the server refuses while jobs not yet ended name it (409,
+    with their ids), an error as any other."""
+    api.call("DELETE", f"{secrets_of(args.tenant)}/{segment(args.name)}/")
+    show(f"deleted {args.name} of {args.tenant}")
+
+
+def value_given(path: str | None, name: str) -> str:
+    """The value from the file, or from standard input (asked for without echo at a terminal),
+    less one trailing newline: the one `echo` or an editor ends it with."""
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except (OSError, ValueError) as error:  # ValueError: not text
+            raise SystemExit(f"{path}: cannot read a secret's value from it: {error}") from None
+    elif sys.stdin.isatty():
+        text = getpass.getpass(f"value of {name} (not shown): ")
+    else:
+        text = sys.stdin.read()
+    return text.removesuffix("\n")
+
+
+def secrets_of(tenant: str) -> str:
+    return f"tenants/{segment(tenant)}/secrets"
+
+
+def segment(text: str) -> str:
+    """Text as one segment of the API's path, whatever it holds: `/` and `?` escaped, and `.`
+    too, as a `..` segment would be resolved away and reach another address."""
+    return quote(text, safe="").replace(".", "%2E")
