@@ -24,8 +24,8 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "workers", "min_workers", "shards", "max_running_shards",
-          "priority_class", "priority",
+          "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "shards",
+          "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 TEXTAREAS = ["env", "cluster_selector", "labels"]
@@ -62,7 +62,8 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
             data[field] = parse_pairs(values[field])
         except ValueError as error:
             data[field], errors[field] = {}, str(error)
-    data["gpu_types"] = [name.strip() for name in values["gpu_types"].split(",") if name.strip()]
+    for field in ("gpu_types", "secrets"):  # comma-separated names
+        data[field] = [name.strip() for name in values[field].split(",") if name.strip()]
     # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
     # as typed, for the serializer to name.
     data["depends_on"], singleton = dependencies_written(values["depends_on"])
