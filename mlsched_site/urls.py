@@ -2,11 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth
 from django.urls import include, path
 
+from jobs import action_views as on_job
 from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
 from quotas.api import PriorityClassesView, QuotasView
+from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
 from quotas.views import quotas
 
@@ -14,16 +16,16 @@ urlpatterns = [
     path("", portal.index, name="index"),
     path("jobs/new/", portal.submit, name="submit"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
-    path("jobs/<int:pk>/cancel/", portal.cancel, name="cancel"),
-    path("jobs/<int:pk>/hold/", portal.hold, name="hold"),
-    path("jobs/<int:pk>/release/", portal.hold, {"verb": release_hold}, name="release"),
-    path("jobs/<int:pk>/requeue/", portal.requeue, name="requeue"),
-    path("jobs/<int:pk>/resubmit/", portal.resubmit, name="resubmit"),
-    path("jobs/<int:pk>/dependencies/", portal.change_dependencies, name="change_dependencies"),
-    path("jobs/<int:pk>/priority/", portal.change_priority, name="change_priority"),
-    path("jobs/<int:pk>/shard-limit/", portal.change_shard_limit, name="change_shard_limit"),
-    path("jobs/<int:pk>/min-workers/", portal.change_min_workers, name="change_min_workers"),
-    path("jobs/<int:pk>/labels/", portal.change_labels, name="change_labels"),
+    path("jobs/<int:pk>/cancel/", on_job.cancel, name="cancel"),
+    path("jobs/<int:pk>/hold/", on_job.hold, name="hold"),
+    path("jobs/<int:pk>/release/", on_job.hold, {"verb": release_hold}, name="release"),
+    path("jobs/<int:pk>/requeue/", on_job.requeue, name="requeue"),
+    path("jobs/<int:pk>/resubmit/", on_job.resubmit, name="resubmit"),
+    path("jobs/<int:pk>/dependencies/", on_job.change_dependencies, name="change_dependencies"),
+    path("jobs/<int:pk>/priority/", on_job.change_priority, name="change_priority"),
+    path("jobs/<int:pk>/shard-limit/", on_job.change_shard_limit, name="change_shard_limit"),
+    path("jobs/<int:pk>/min-workers/", on_job.change_min_workers, name="change_min_workers"),
+    path("jobs/<int:pk>/labels/", on_job.change_labels, name="change_labels"),
     path("metrics", platform.metrics, name="metrics"),
     path("overview/", platform.overview, name="overview"),
     path("clusters/", platform.clusters, name="clusters"),
@@ -31,6 +33,8 @@ urlpatterns = [
     path("usage.csv", platform.usage_csv, name="usage_csv"),
     path("usage-by-label.csv", platform.usage_by_label_csv, name="usage_by_label_csv"),
     path("quotas/", quotas, name="quotas"),
+    path("secrets/", secrets_page, name="secrets"),
+    path("secrets/<slug:slug>/<str:name>/delete/", delete_secret, name="delete_secret"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
     path("healthz", healthz, name="healthz"),

@@ -1,0 +1,84 @@
+"""The portal's secrets page (``/secrets/``): each of the user's teams' secrets by name, with
+when and by whom each was set; a team's owners set one (name and value: created, or replaced)
+and delete one there, through the verbs the API and the admin use (``quotas.tenant_secrets``).
+No value is ever drawn back into a page."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs import access
+from jobs.forms import described
+from quotas import tenant_secrets
+from quotas.models import Membership, TenantSecret
+
+
+def owned_slugs(user) -> set[str]:
+    """The slugs of the teams whose secrets the user sets: those they own (every team for a
+    platform admin)."""
+    if user.is_superuser:
+        return set(access.report_tenants(user).values_list("slug", flat=True))
+    return set(
+        Membership.objects.filter(user=user, role=Membership.Role.OWNER).values_list(
+            "tenant__slug", flat=True
+        )
+    )
+
+
+@login_required
+def secrets_page(request):
+    owned = owned_slugs(request.user)
+    values, errors, status = {"tenant": "", "name": ""}, {}, 200
+    if request.method == "POST":
+        values = {"tenant": request.POST.get("tenant", ""), "name": request.POST.get("name", "")}
+        tenant = access.report_tenants(request.user).filter(slug=values["tenant"]).first()
+        if tenant is None or tenant.slug not in owned:
+            errors, status = {"tenant": "Choose a team you own."}, 400
+        else:
+            try:
+                _, created = tenant_secrets.put(
+                    tenant, values["name"], request.POST.get("value", ""), by=request.user
+                )
+            except ValidationError as refused:
+                errors = {field: " ".join(texts) for field, texts in refused.message_dict.items()}
+                status = 400
+            else:
+                done = "created" if created else "replaced"
+                messages.success(request, f"Secret {values['name']} of {tenant.slug} {done}.")
+                return redirect("secrets")
+    listed = TenantSecret.objects.select_related("updated_by")
+    teams = (
+        access.report_tenants(request.user)
+        .order_by("name")
+        .prefetch_related(Prefetch("secrets", queryset=listed))
+    )
+    context = {
+        "teams": teams,
+        "owned": owned,
+        "values": values,
+        "errors": errors,
+        "fields": described(errors),
+    }
+    return render(request, "portal/secrets.html", context, status=status)
+
+
+@login_required
+@require_POST
+def delete_secret(request, slug, name):
+    # Only a team the user owns: any other is a 404, as if it did not exist.
+    if slug not in owned_slugs(request.user):
+        raise Http404("No such secret.")
+    tenant = get_object_or_404(access.report_tenants(request.user), slug=slug)
+    try:
+        deleted = tenant_secrets.delete(tenant, name)
+    except tenant_secrets.InUse as in_use:
+        messages.error(request, f"Secret {name} of {slug} not deleted. {in_use}")
+        return redirect("secrets")
+    if not deleted:
+        raise Http404("No such secret.")
+    messages.success(request, f"Secret {name} of {slug} deleted.")
+    return redirect("secrets")
