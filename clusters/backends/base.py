@@ -233,13 +233,13 @@ def is_checkpoint_line(text: str) -> bool:
     return text == CHECKPOINT_LINE
 
 
-# The environment variables every backend sets for a worker (worker_env, and a local worker's
-# PATH, HOME, LANG and PYTHONUNBUFFERED): no secret takes one of their names, nor one that
-# starts with MLSCHED_.
+# The environment variables every backend sets for a worker (worker_env; a local worker's
+# PATH, HOME, LANG and PYTHONUNBUFFERED; a Kubernetes worker's NVIDIA_VISIBLE_DEVICES): no
+# secret takes one of their names, nor one that starts with MLSCHED_.
 PLATFORM_ENV = frozenset({
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
     "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "PATH", "HOME", "LANG", "PYTHONUNBUFFERED",
+    "NVIDIA_VISIBLE_DEVICES", "PATH", "HOME", "LANG", "PYTHONUNBUFFERED",
 })  # fmt: skip
 PLATFORM_ENV_PREFIX = "MLSCHED_"
 

@@ -1,10 +1,11 @@
 """Kubernetes objects for an attempt: the tenant's namespace and its NetworkPolicy, one Pod per
-worker, and a headless Service for a gang's rendezvous. Pure functions: no API calls.
+worker, a headless Service for a gang's rendezvous, and a Secret holding the job's secrets. Pure
+functions: no API calls.
 
 Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
-`mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`. A gang's pods set hostname `w<rank>`
-and the Service as their subdomain, so rank 0 answers at
-`w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+`mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`, Secret
+`mlsched-<attempt id>-secrets`. A gang's pods set hostname `w<rank>` and the Service as their
+subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def service_name(attempt_id: int) -> str:
 
 def pod_name(attempt_id: int, rank: int) -> str:
     return f"mlsched-{attempt_id}-{rank}"
+
+
+def secret_name(attempt_id: int) -> str:
+    return f"mlsched-{attempt_id}-secrets"
 
 
 def pod_labels(spec: AttemptSpec, rank: int, cluster: str) -> dict[str, str]:
@@ -157,7 +162,7 @@ def build_pod(
         name=CONTAINER,
         image=spec.image,
         command=list(spec.command) or None,
-        env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(env.items())],
+        env=env_vars(env, spec),
         resources=resources(worker),
         volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim),
     )
@@ -185,6 +190,25 @@ def build_pod(
         annotations={f"{GROUP}/job-name": spec.name, f"{GROUP}/attempt-number": str(spec.number)},
     )
     return client.V1Pod(api_version="v1", kind="Pod", metadata=metadata, spec=pod_spec)
+
+
+def env_vars(env: dict[str, str], spec: AttemptSpec) -> list[client.V1EnvVar]:
+    """The worker's literal variables, and each of the job's secrets as a reference to its key
+    in the attempt's Secret, never its value (anyone who can read the pod would see it), all in
+    order of name. A variable set literally (the platform's) wins over a secret of its name."""
+    literal = [client.V1EnvVar(name=k, value=v) for k, v in env.items()]
+    secret = secret_name(spec.attempt_id)
+    refs = [
+        client.V1EnvVar(
+            name=name,
+            value_from=client.V1EnvVarSource(
+                secret_key_ref=client.V1SecretKeySelector(name=secret, key=name)
+            ),
+        )
+        for name in spec.secrets
+        if name not in env
+    ]
+    return sorted(literal + refs, key=lambda var: var.name)
 
 
 def _mounts(path: str, folder: str, claim: str | None) -> list[client.V1VolumeMount] | None:
@@ -222,6 +246,37 @@ def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1S
             ports=[port],
         ),
     )
+
+
+def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:
+    """The job's secrets for the attempt's pods, one key per variable name; immutable, as the
+    attempt's values never change (a retry is a new attempt, with a Secret of its own)."""
+    labels = {
+        LABEL_ATTEMPT: str(spec.attempt_id),
+        LABEL_JOB: str(spec.job_id),
+        LABEL_TENANT: label_value(spec.tenant),
+        LABEL_CLUSTER: label_value(cluster),
+    }
+    return client.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        metadata=client.V1ObjectMeta(
+            name=secret_name(spec.attempt_id), namespace=namespace, labels=labels
+        ),
+        type="Opaque",
+        immutable=True,
+        string_data=dict(spec.secrets),
+    )
+
+
+def owned_by(pods: list[client.V1Pod]) -> dict:
+    """A merge patch making the pods an object's owners: Kubernetes' garbage collector deletes
+    it once every one of them is gone."""
+    owners = [
+        {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
+        for pod in pods
+    ]
+    return {"metadata": {"ownerReferences": owners}}
 
 
 def build_namespace(name: str, tenant: str) -> client.V1Namespace:

@@ -5,8 +5,11 @@
   GPU shares may run; topology from node labels (`topology_labels`). A cordoned node or one
   whose Ready condition is not True is reported not ready.
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
-  NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, then
-  the pods: restartPolicy Never, requests equal to limits (Guaranteed QoS), labels
+  NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
+  job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
+  refers to by secretKeyRef (a pod spec holds no secret's value; the Secret is made owned by
+  the pods it created, for Kubernetes' garbage collector), then the pods: restartPolicy Never,
+  requests equal to limits (Guaranteed QoS), labels
   mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only the job's own
   folder of it mounted (subPath). The claim is the platform team's to provide in every tenant
   namespace: a start in a namespace without it fails at once (CreateFailed) instead of leaving
@@ -31,18 +34,19 @@
   the control plane's copy of it ends (`logs_to_resume`, `resume_logs`), and so does the pod's
   end: a rotated log no longer begins at line 0, so lines numbered from 0 would be taken for
   ones the control plane has.
-- stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet) and the
-  Service. Idempotent: calling it again deletes what is still there and not yet terminating,
-  and a delete the API server failed is tried again at the next status() (every retry_s).
-- forget: deletes what is left of an ended attempt and drops its state, once every delete has
-  succeeded (or found the object gone); until then the attempt is still reported, so the next
-  forget tries again.
+- stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet), the
+  Service and, once every pod's delete has succeeded, the Secret. Idempotent: calling it again
+  deletes what is still there and not yet terminating, and a delete the API server failed is
+  tried again at the next status() (every retry_s).
+- forget: deletes what is left of an ended attempt (pods, Service, Secret) and drops its state,
+  once every delete has succeeded (or found the object gone); until then the attempt is still
+  reported, so the next forget tries again.
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
 events, get nodes/proxy (usage), list pods and get pods/proxy in the DCGM exporters'
-namespace (GPU time), and create and delete pods and services in the tenants'
-namespaces.
+namespace (GPU time), create and delete pods and services in the tenants' namespaces, and
+create, patch (ownerReferences) and delete secrets there.
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ class _Attempt:
     namespace: str
     nodes: dict[int, str]  # rank -> node
     checkpoint_dir: str = ""  # the job's folder within the checkpoint volume
+    secrets: bool = False  # a Secret was asked for: stop and forget delete it
 
 
 @dataclass
@@ -116,7 +121,7 @@ class _Stop:
     """A stop asked for an attempt: what has been deleted, whether a delete failed."""
 
     grace: int
-    deleted: set[str] = field(default_factory=set)  # pods and Service deleted or found gone
+    deleted: set[str] = field(default_factory=set)  # pods, Service, Secret deleted or gone
     failed: bool = False  # a delete failed: status() tries again
 
 
@@ -196,7 +201,8 @@ class KubernetesBackend:
         return [self._inventory_of(node) for node in nodes]
 
     def start(self, spec: AttemptSpec) -> None:
-        """Create the namespace, the gang's Service and one pod per worker; 409s are fine."""
+        """Create the namespace, the gang's Service, the Secret of the job's secrets and one pod
+        per worker; 409s are fine."""
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         try:
             folder = specs.checkpoint_folder(spec)
@@ -208,7 +214,7 @@ class KubernetesBackend:
             for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
                 self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
-                namespace, {w.rank: w.node for w in spec.workers}, folder
+                namespace, {w.rank: w.node for w in spec.workers}, folder, bool(spec.secrets)
             )
         if refused is not None:
             return self._fail_create(spec.attempt_id, spec.workers, refused)
@@ -219,13 +225,19 @@ class KubernetesBackend:
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 create(self.core.create_namespaced_service, namespace, service)
+            secret = None
+            if spec.secrets:
+                # Before the pods: a pod whose Secret is missing fails to start its container.
+                secret = specs.build_secret(spec, namespace, self.cluster)
+                secret = create(self.core.create_namespaced_secret, namespace, secret)
         except (ApiException, HTTPError, tenancy.Refused) as error:
             return self._fail_create(spec.attempt_id, spec.workers, error)
-        for worker in spec.workers:
-            self._start_worker(spec, worker, namespace)
+        pods = [self._start_worker(spec, worker, namespace) for worker in spec.workers]
+        if secret is not None:
+            self._own_secret(spec.attempt_id, namespace, [pod for pod in pods if pod])
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
-        """Delete the attempt's pods with the grace period, and its Service.
+        """Delete the attempt's pods with the grace period, its Service and its Secret.
 
         Calling it again for the same attempt deletes what is still there and not yet
         terminating (a delete that failed); pods already terminating are left to the kubelet.
@@ -340,7 +352,8 @@ class KubernetesBackend:
 
     # Starting.
 
-    def _start_worker(self, spec: AttemptSpec, worker, namespace: str) -> None:
+    def _start_worker(self, spec: AttemptSpec, worker, namespace: str) -> client.V1Pod | None:
+        """Create the worker's pod: the pod created, None if it was there already or failed."""
         pod = specs.build_pod(
             spec,
             worker,
@@ -353,11 +366,32 @@ class KubernetesBackend:
         try:
             created = create(self.core.create_namespaced_pod, namespace, pod)
         except (ApiException, HTTPError) as error:
-            return self._fail_create(spec.attempt_id, [worker], error)
+            self._fail_create(spec.attempt_id, [worker], error)
+            return None
         if created is not None:
             # Created here, so no line of it was read before: numbered from line 0.
             self._logs.from_start((spec.attempt_id, worker.rank))
             self._watcher.remember((spec.attempt_id, worker.rank), created)
+        return created
+
+    def _own_secret(self, attempt_id: int, namespace: str, pods: list[client.V1Pod]) -> None:
+        """Make the pods created the owners of the Secret just created, so that Kubernetes'
+        garbage collector deletes it once they are all gone, even if this backend never
+        forgets the attempt. Stop and forget delete it all the same: a failure only warns."""
+        if not pods:
+            return
+        name = specs.secret_name(attempt_id)
+        try:
+            self.core.patch_namespaced_secret(
+                name,
+                namespace,
+                specs.owned_by(pods),
+                _content_type="application/merge-patch+json",
+            )
+        except (ApiException, HTTPError) as error:
+            detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
+            log.warning("attempt %s: Secret %s/%s not given owners: %s",
+                        attempt_id, namespace, name, detail.strip())  # fmt: skip
 
     def _fail_create(self, attempt_id: int, workers, error: Exception) -> None:
         # The attempt cannot run as asked: report its workers failed so it is retried.
@@ -375,7 +409,7 @@ class KubernetesBackend:
 
     def _stop_attempt(self, attempt_id: int) -> None:
         """Delete the stopping attempt's pods that are there, not ended and not yet terminating,
-        and its Service; remember whether a delete failed."""
+        its Service and its Secret; remember whether a delete failed."""
         with self._lock:
             stop = self._stopping.get(attempt_id)
             if stop is None:
@@ -384,6 +418,7 @@ class KubernetesBackend:
         pods, deleted = self._watcher.snapshot()
         names = self._pod_names(attempt_id, pods)
         failed = False
+        namespaces = sorted({ns for ns, _ in names.values()})
         for key, (namespace, name) in sorted(names.items()):
             pod = pods.get(key)
             terminating = pod is not None and pod.metadata.deletion_timestamp is not None
@@ -395,14 +430,16 @@ class KubernetesBackend:
                 done.add(name)
             else:
                 failed = True
-        service = specs.service_name(attempt_id)
-        if service not in done:
-            namespaces = sorted({ns for ns, _ in names.values()})
-            deletes = [
-                _delete(self.core.delete_namespaced_service, service, ns, None) for ns in namespaces
-            ]
-            if all(deletes):
-                done.add(service)
+        deletes = [(specs.service_name(attempt_id), self.core.delete_namespaced_service)]
+        # The Secret once no pod is left that may yet start its container (one whose delete
+        # failed): a running container keeps the variables it was started with.
+        if not failed and self._may_have_secret(attempt_id):
+            deletes.append((specs.secret_name(attempt_id), self.core.delete_namespaced_secret))
+        for object_name, method in deletes:
+            if object_name in done:
+                continue
+            if all([_delete(method, object_name, ns, None) for ns in namespaces]):
+                done.add(object_name)
             else:
                 failed = True
         with self._lock:
@@ -423,18 +460,29 @@ class KubernetesBackend:
             self._stop_attempt(attempt_id)
 
     def _delete_attempt(self, attempt_id: int, grace: int) -> bool:
-        """Delete the attempt's pods, ended or not, and its Service: whether every delete
-        succeeded or found the object gone."""
+        """Delete the attempt's pods, ended or not, its Service and its Secret: whether every
+        delete succeeded or found the object gone."""
         pods, _ = self._watcher.snapshot()
         names = set(self._pod_names(attempt_id, pods).values())
         ok = True
         for namespace, name in sorted(names):
             options = client.V1DeleteOptions(grace_period_seconds=grace)
             ok &= _delete(self.core.delete_namespaced_pod, name, namespace, options)
+        secrets = self._may_have_secret(attempt_id)
         for namespace in sorted({ns for ns, _ in names}):
             service = specs.service_name(attempt_id)
             ok &= _delete(self.core.delete_namespaced_service, service, namespace, None)
+            if secrets:
+                secret = specs.secret_name(attempt_id)
+                ok &= _delete(self.core.delete_namespaced_secret, secret, namespace, None)
         return ok
+
+    def _may_have_secret(self, attempt_id: int) -> bool:
+        """Whether the attempt may have a Secret: it was started with secrets, or it was found
+        on the cluster (after a restart), whose start this backend did not see."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_id)
+        return attempt is None or attempt.secrets
 
     def _pod_names(self, attempt_id: int, pods) -> dict[Key, tuple[str, str]]:
         """The attempt's pods, (namespace, name) by key: those it was started with and those

@@ -4,9 +4,12 @@ It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes ba
 (list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
 timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
-delete), and events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
+delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
+events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
 are validated as the API server does (a known volume, a relative
-subPath without ".."). Watches stream newline-delimited JSON events in chunked encoding, the way
+subPath without ".."), and so are their env (a name, and a value or a valueFrom, not both) and a
+secret's keys; a secret's stringData is merged into its data, base64, as the API server stores
+it. Watches stream newline-delimited JSON events in chunked encoding, the way
 the API server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from
 before `compact()` gets the 410 Gone error event.
 
@@ -22,6 +25,7 @@ Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a lon
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -44,7 +48,9 @@ KINDS = {
     "persistentvolumeclaims": ("PersistentVolumeClaim", "v1"),
     "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1"),
     "events": ("Event", "v1"),
+    "secrets": ("Secret", "v1"),
 }
+MERGE_PATCH = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 GROUP = r"(?P<group>api/v1|apis/networking\.k8s\.io/v1)"
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes"),
@@ -401,6 +407,8 @@ class KubeTestServer:
                 raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
             if kind == "pods":
                 _validate_pod(body)
+            if kind == "secrets":
+                body = _stored_secret(body)
             kind_name, version = KINDS[kind]
             obj = objects.created(body, kind_name, ns, self._next_rv(), str(uuid.uuid4()), version)
             if kind == "pods":
@@ -414,6 +422,26 @@ class KubeTestServer:
             if (ns, name) not in self.store[kind]:
                 raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
             return copy.deepcopy(self.store[kind][(ns, name)])
+
+    def patch(self, kind: str, ns: str, name: str, body: dict, content_type: str) -> dict:
+        """A JSON merge patch (RFC 7386) of a secret's metadata, as the API server applies one
+        (a JSON Patch, a list of operations, is answered 415)."""
+        if content_type.split(";")[0].strip() not in MERGE_PATCH:
+            raise ApiError(415, "UnsupportedMediaType", f"not a merge patch: {content_type}")
+        if kind != "secrets" or set(body) - {"metadata"}:
+            raise ApiError(405, "MethodNotAllowed", "only a secret's metadata is patched here")
+        with self.cond:
+            obj = self.store[kind].get((ns, name))
+            if obj is None:
+                raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
+            meta = _merge_patch(obj["metadata"], body.get("metadata") or {})
+            for key in ("name", "namespace", "uid"):
+                if meta.get(key) != obj["metadata"].get(key):
+                    raise ApiError(422, "Invalid", f"metadata.{key}: field is immutable")
+            obj["metadata"] = meta
+            obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._record(kind, "MODIFIED", obj)
+            return copy.deepcopy(obj)
 
     def delete(self, kind: str, ns: str, name: str, grace: int | None) -> dict:
         with self.cond:
@@ -573,6 +601,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self._dispatch("DELETE")
 
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
     def _dispatch(self, method: str) -> None:
         kube: KubeTestServer = self.server.kube
         url = urlsplit(self.path)
@@ -650,6 +681,9 @@ def _route(kube: KubeTestServer, handler, method, route, args, query, body) -> N
         tail = int(query["tailLines"]) if "tailLines" in query else None
         stamps = query.get("timestamps") in TRUE
         return kube.log(handler, ns, name, query.get("follow") in TRUE, tail, stamps)
+    if route == "item" and method == "PATCH":
+        content_type = handler.headers.get("Content-Type", "")
+        return handler.send_json(200, kube.patch(kind, ns, name, body, content_type))
     handler.send_json(*_call(kube, method, route, ns, kind, name, query, body))
 
 
@@ -715,6 +749,7 @@ def _validate_pod(pod: dict) -> None:
     spec = pod.get("spec") or {}
     volumes = {v["name"] for v in spec.get("volumes") or []}
     for container in spec.get("containers") or []:
+        _validate_env(container)
         for mount in container.get("volumeMounts") or []:
             sub_path = mount.get("subPath", "")
             problems = [
@@ -725,6 +760,56 @@ def _validate_pod(pod: dict) -> None:
             ]
             for problem in filter(None, problems):
                 raise ApiError(422, "Invalid", f"volumeMounts {mount.get('name')}: {problem}")
+
+
+def _validate_env(container: dict) -> None:
+    """The API server's checks of a container's env: each variable has a name, and a value or
+    a valueFrom but not both; a secretKeyRef names its key."""
+    for var in container.get("env") or []:
+        name = var.get("name", "")
+        source = var.get("valueFrom")
+        problems = [
+            not name and "a name is required",
+            "value" in var and source is not None and "may not have both value and valueFrom",
+            source is not None
+            and "secretKeyRef" in source
+            and not source["secretKeyRef"].get("key")
+            and "secretKeyRef.key is required",
+        ]
+        for problem in filter(None, problems):
+            raise ApiError(422, "Invalid", f"env {name}: {problem}")
+
+
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def _stored_secret(body: dict) -> dict:
+    """A secret as the API server stores it: stringData merged into data (base64), its keys
+    checked; stringData is write-only, never read back."""
+    body = copy.deepcopy(body)
+    data = dict(body.get("data") or {})
+    for key, value in (body.pop("stringData", None) or {}).items():
+        data[key] = base64.b64encode(value.encode()).decode()
+    for key in data:
+        if not SECRET_KEY.fullmatch(key):
+            raise ApiError(422, "Invalid", f"data[{key}]: a valid config key must consist of "
+                           "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
+    body["data"] = data
+    body.setdefault("type", "Opaque")
+    return body
+
+
+def _merge_patch(target, patch):
+    """RFC 7386: objects merged key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge_patch(merged.get(key), value)
+    return merged
 
 
 def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> tuple[int, dict]:
