@@ -37,13 +37,25 @@ from jobs.cli.written import (
 )
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and its options, in the order `mlsched --help` and its errors name them."""
     parser = argparse.ArgumentParser(
         prog="mlsched",
         description=jobs.cli.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_submitting(commands)
+    add_checking(commands)
+    add_holding(commands)
+    add_changing(commands)
+    add_reading(commands)
+    add_secrets(commands)
+    return parser
+
+
+def add_submitting(commands) -> None:
+    """submit, and depend, which writes a queued job's dependencies as submit does."""
     submitting = commands.add_parser("submit")
     submitting.add_argument("file")
     submitting.add_argument(
@@ -79,6 +91,10 @@ def main(argv=None) -> int:
     depending = commands.add_parser("depend")
     depending.add_argument("id", type=int)
     depending.add_argument("deps", metavar="DEPS", help='as for submit; "" or "none" for none')
+
+
+def add_checking(commands) -> None:
+    """list, status and efficiency: how your jobs stand."""
     listing = commands.add_parser("list")
     listing.add_argument("--state", choices=STATES, help="only jobs in this state")
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
@@ -87,7 +103,13 @@ def main(argv=None) -> int:
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip
-    for name in ("status", "efficiency", "hold", "release"):
+    for name in ("status", "efficiency"):
+        commands.add_parser(name).add_argument("id", type=int)
+
+
+def add_holding(commands) -> None:
+    """hold, release, requeue and resubmit: keeping a job from running, or running it again."""
+    for name in ("hold", "release"):
         commands.add_parser(name).add_argument("id", type=int)
     requeuing = commands.add_parser("requeue")
     requeuing.add_argument("id", type=int)
@@ -99,6 +121,10 @@ def main(argv=None) -> int:
         "--shards", type=shard_choice, metavar="unsucceeded|3,17,512",
         help="a batch's shards alone: those that did not succeed, or these indexes",
     )  # fmt: skip
+
+
+def add_changing(commands) -> None:
+    """label, priority, shard-limit, min-workers and cancel: changing jobs already submitted."""
     labelling = commands.add_parser("label")
     labelling.add_argument("id", type=int)
     labelling.add_argument("labels", type=label_written, nargs="*", metavar="KEY=VALUE",
@@ -127,6 +153,10 @@ def main(argv=None) -> int:
     canceling.add_argument("--mine", action="store_true", help="only the jobs you submitted")
     canceling.add_argument("--label", type=label_written, action="append", metavar="KEY=VALUE",
                            help="only jobs carrying this label; again for all of them")  # fmt: skip
+
+
+def add_reading(commands) -> None:
+    """logs, usage, quota, classes, maintenance, clusters, nodes and bookings: read only."""
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
@@ -152,6 +182,10 @@ def main(argv=None) -> int:
     listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+
+
+def add_secrets(commands) -> None:
+    """secrets, secret-set and secret-delete: a tenant's secrets."""
     commands.add_parser("secrets").add_argument("tenant", metavar="TENANT")
     setting = commands.add_parser("secret-set")
     setting.add_argument("tenant", metavar="TENANT")
@@ -161,6 +195,10 @@ def main(argv=None) -> int:
     deleting = commands.add_parser("secret-delete")
     deleting.add_argument("tenant", metavar="TENANT")
     deleting.add_argument("name", metavar="NAME")
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
