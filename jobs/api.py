@@ -16,22 +16,24 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access, actions, throttles, trial
-from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
-from jobs.models import Job, LogChunk
-from jobs.nodes_api import ClustersView, NodesView
-from jobs.serializers import (
+from jobs.action_serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
     DependenciesSerializer,
-    EventSerializer,
-    JobSerializer,
-    LogLineSerializer,
     MinWorkersSerializer,
     PrioritySerializer,
     RelabelSerializer,
     RequeueSerializer,
     ResubmitSerializer,
     ShardLimitSerializer,
+)
+from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
+from jobs.models import Job, LogChunk
+from jobs.nodes_api import ClustersView, NodesView
+from jobs.serializers import (
+    EventSerializer,
+    JobSerializer,
+    LogLineSerializer,
     SubmitSerializer,
     held_filter,
     labels_asked,

@@ -27,13 +27,13 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import budgets, efficiency, events, reports, snapshot
+from jobs import budgets, efficiency, events, snapshot, usage_queries
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
-from jobs.reports import eligible_since, percentile_cont
 from jobs.states import State
+from jobs.usage_queries import eligible_since, percentile_cont
 from quotas.models import Quota, RecentUse, Tenant
 from quotas.usage import usage_by_tenant
 
@@ -382,7 +382,7 @@ def attempts(now, attempts_of) -> list[Metric]:
             by_cause[cause] += n
     started = attempts_of.filter(started_at__gte=now - WINDOW).count()
     preempted = by_cause.get(Attempt.StopCause.PREEMPTION, 0)
-    sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **reports.sizing_sums(Q()))
+    sums = recent.aggregate(wasted=Sum("wasted_gpu_seconds"), **usage_queries.sizing_sums(Q()))
     wasted, asked, limits = sums["wasted"] or 0, sums["measured_s"] or 0, sums["succeeded_limit_s"]
     gpu_asked = sums["gpu_measured_s"]
     idle_since = now - timedelta(seconds=efficiency.IDLE_SAID_S)

@@ -9,11 +9,11 @@ start, a lost attempt's late success, an agent back from a silence) have come in
 rewrites the past later than that, a lost attempt's success reported after its day was rolled
 up, amends the day's rows (``amend_waste``, ``amend_start``); every other write is timed now,
 on a day not rolled up yet. The figures are
-those of ``jobs.reports`` over the day, computed by the same queries, plus the started jobs'
-queue waits counted in buckets a quarter of a doubling wide, from which a 95th percentile over
-several days is read (within a bucket's width, 19 %). A day rolled up before queue waits ran
-from eligibility (jobs/migrations/0023) keeps its waits from submission: it is not rolled
-again.
+those of ``jobs.reports`` over the day, computed by the same queries (``jobs.usage_queries``),
+plus the started jobs' queue waits counted in buckets a quarter of a doubling wide, from which
+a 95th percentile over several days is read (within a bucket's width, 19 %). A day rolled up
+before queue waits ran from eligibility (jobs/migrations/0023) keeps its waits from submission:
+it is not rolled again.
 
 Retention runs it first (``jobs.retention.prune``) and deletes no job that finished after the
 last day rolled up.
@@ -25,7 +25,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.db import connection, transaction
 from django.db.models import F, Max, Min, Sum
 
-from jobs import reports
+from jobs import reports, usage_queries
 from jobs.models import Attempt, GpuTypeUsageDay, Job, UsageDay
 from quotas.models import Tenant
 
@@ -122,14 +122,14 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> bool:
     Whether the day was busy: an attempt ran in it, or a job started or finished."""
     take_day(day)
     since, until = midnight(day), midnight(day + timedelta(days=1))
-    finished = reports.finished_jobs(tenants, since, until)
+    finished = usage_queries.finished_jobs(tenants, since, until)
     waits: dict[int, list[float]] = {}
-    for tenant, seconds in reports.started_waits(tenants, since, until):
+    for tenant, seconds in usage_queries.started_waits(tenants, since, until):
         waits.setdefault(tenant, []).append(seconds)
     days = []
     for tenant in tenants:
-        jobs = finished.get(tenant, dict.fromkeys(reports.OUTCOMES, 0))
-        succeeded, failed, canceled = (jobs[outcome] for outcome in reports.OUTCOMES)
+        jobs = finished.get(tenant, dict.fromkeys(usage_queries.OUTCOMES, 0))
+        succeeded, failed, canceled = (jobs[outcome] for outcome in usage_queries.OUTCOMES)
         started = waits.get(tenant, [])
         days.append(UsageDay(
             tenant_id=tenant, day=day, jobs_succeeded=succeeded, jobs_failed=failed,
@@ -145,13 +145,13 @@ def roll_day(tenants: list[int], day: date, now: datetime) -> bool:
             preempted_gpu_seconds=u.preempted_gpu_hours * 3600,
             cpu_core_seconds_measured=u.cpu_core_hours_measured * 3600,
             cpu_core_seconds_busy=u.cpu_core_hours_busy * 3600,
-            memory_mib_seconds_unused=u.memory_gib_hours_unused * 3600 * reports.MIB_PER_GIB,
+            memory_mib_seconds_unused=u.memory_gib_hours_unused * 3600 * usage_queries.MIB_PER_GIB,
             succeeded_run_seconds=u.succeeded_run_hours * 3600,
             succeeded_limit_seconds=u.succeeded_limit_hours * 3600,
             gpu_seconds_measured=u.gpu_hours_measured * 3600,
             gpu_seconds_busy=u.gpu_hours_busy * 3600,
         )
-        for tenant, usages in reports.attempt_usage(tenants, since, until, now).items()
+        for tenant, usages in usage_queries.attempt_usage(tenants, since, until, now).items()
         for u in usages
     )  # fmt: skip
     return bool(finished or waits or types)
@@ -197,7 +197,7 @@ def amend_waste(tenant_id: int, gpu_type: str, ended_at: datetime, change: float
 
 def amend_start(tenant_id: int, started_at: datetime, eligible_at: datetime) -> None:
     """A job's first start, on a rolled-up day, was recorded later: count it and its wait,
-    from ``eligible_at`` (reports.eligible_since, as the day's own waits)."""
+    from ``eligible_at`` (usage_queries.eligible_since, as the day's own waits)."""
     if day := rolled(tenant_id, started_at):
         row = UsageDay.objects.select_for_update().get(tenant_id=tenant_id, day=day)
         wait = (started_at - eligible_at).total_seconds()
@@ -266,7 +266,7 @@ def read(tenants: list[int], first: date, end: date) -> "reports.Part":
     days = UsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
     for row in days.order_by():
         finished = (row.jobs_succeeded, row.jobs_failed, row.jobs_canceled)
-        part.add_jobs(row.tenant_id, dict(zip(reports.OUTCOMES, finished, strict=True)))
+        part.add_jobs(row.tenant_id, dict(zip(usage_queries.OUTCOMES, finished, strict=True)))
         part.add_waits(row.tenant_id, row.jobs_started, row.wait_seconds, row.wait_buckets)
     types = (
         GpuTypeUsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
@@ -283,8 +283,8 @@ def read(tenants: list[int], first: date, end: date) -> "reports.Part":
     )  # fmt: skip
     for row in types:
         seconds = [row[k] for k in ("gpu", "cpu", "wasted", "preempted", "measured", "busy")]
-        seconds += [row["unused"] / reports.MIB_PER_GIB, row["ran"], row["limits"],
+        seconds += [row["unused"] / usage_queries.MIB_PER_GIB, row["ran"], row["limits"],
                     row["gpu_measured"], row["gpu_busy"]]  # fmt: skip
-        usage = reports.TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
+        usage = usage_queries.TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
         part.add_usage(row["tenant_id"], usage)
     return part

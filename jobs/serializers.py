@@ -1,7 +1,8 @@
-"""The REST API's shapes: what a submission may say, and what a job looks like."""
+"""The REST API's shapes: what a submission may say, what a job looks like, and how a job
+list's query parameters are read. What is asked of a job that exists (a change, a requeue, a
+cancel, a resubmission) is jobs/action_serializers.py's."""
 
 import re
-from collections import Counter
 
 from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
@@ -279,108 +280,6 @@ def dependency_problem(waits: list[Wait], tenant, visible) -> str:
     return ""
 
 
-class DependenciesSerializer(serializers.Serializer):
-    """A queued job's dependencies as they are to be from now on (Slurm's `scontrol update
-    dependency=`), in a submission's forms, replacing all it had: `depends_on` ([] for none)
-    and `singleton` (false unless given). The rules of a submission's depends_on hold; those
-    that ask the job's state and the jobs it would wait for are asked under lock
-    (jobs.actions.set_dependencies)."""
-
-    depends_on = serializers.ListField(child=DependencyItem(), max_length=MAX_DEPENDENCIES)
-    singleton = serializers.BooleanField(default=False)
-
-    def __init__(self, *args, job=None, jobs=None, **kwargs):
-        """`job`: the job changed; `jobs`: those the caller can see (only those may be named)."""
-        super().__init__(*args, **kwargs)
-        self.job, self.jobs = job, jobs
-
-    def validate(self, data):
-        if problem := dependency_problem(data["depends_on"], self.job.tenant, self.jobs):
-            raise serializers.ValidationError({"depends_on": problem})
-        return data
-
-
-class PrioritySerializer(serializers.Serializer):
-    """A queued job's priority from now on (Slurm's `scontrol update priority=`, Armada's
-    reprioritize): its `priority_class`, its `priority` within the class, or both; a class
-    open to the job's tenant, as at submit."""
-
-    priority_class = serializers.SlugField(required=False)
-    priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
-
-    def __init__(self, *args, job=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.job = job
-
-    def validate_priority_class(self, name):
-        return priority_class_named(name)
-
-    def validate(self, data):
-        if not data:
-            raise serializers.ValidationError("Give priority_class, priority or both.")
-        chosen = data.get("priority_class")
-        if chosen is not None and not chosen.open_to(self.job.tenant):
-            message = f"Tenant {self.job.tenant.slug!r} may not run jobs at {chosen.name!r}."
-            raise serializers.ValidationError({"priority_class": message})
-        if chosen is not None and (too_long := chosen.runtime_refusal(self.job.max_runtime_s)):
-            message = f"Job #{self.job.pk} asks for {self.job.max_runtime_s} s. {too_long}"
-            raise serializers.ValidationError({"priority_class": message})
-        return data
-
-
-class ShardLimitSerializer(serializers.Serializer):
-    """A batch's limit on its shards running at once from now on (Slurm's `scontrol update
-    ArrayTaskThrottle=`): a number from 1, or null for none. Whether the job is a batch that
-    still lives is asked by jobs.actions.set_shard_limit."""
-
-    max_running_shards = serializers.IntegerField(
-        min_value=1, max_value=MAX_SHARDS, allow_null=True
-    )
-
-
-class MinWorkersSerializer(serializers.Serializer):
-    """A queued training job's fewest workers from now on (Slurm's `scontrol update
-    NumNodes=MIN-MAX` for a pending job): a number from 1, or null for all of them together
-    (rigid). Whether it fits the job, and the job is queued, is asked by
-    jobs.actions.set_min_workers."""
-
-    min_workers = min_workers_field()
-
-
-class RelabelSerializer(serializers.Serializer):
-    """A change of a job's labels (`kubectl label`): `labels` to set (a value replaces the one
-    its key had) and `remove`, keys to drop; one of them at least. How many the job is left
-    with is checked by jobs.actions.relabel."""
-
-    labels = TextKeys(
-        child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
-        required=False,
-        validators=[validate_labels, at_most(MAX_LABELS, "labels")],
-    )
-    remove = serializers.ListField(
-        child=serializers.RegexField(rf"\A{LABEL_KEY}\Z"), required=False,
-        max_length=MAX_LABELS,
-    )  # fmt: skip
-
-    def validate(self, data):
-        if not (data.get("labels") or data.get("remove")):
-            raise serializers.ValidationError({"labels": ["Give labels to set, keys to remove, "
-                                                          "or both."]})  # fmt: skip
-        if both := sorted(set(data.get("labels", {})) & set(data.get("remove", []))):
-            raise serializers.ValidationError(
-                {"remove": [f"{both[0]!r} is both set and removed: give it once."]}
-            )
-        return data
-
-
-class RequeueSerializer(serializers.Serializer):
-    """A requeue's options (Slurm's `scontrol requeue`, `requeuehold`): `hold`, to keep the job
-    in the queue until it is released (false by default). Whether the job runs is asked by
-    jobs.actions.requeue."""
-
-    hold = serializers.BooleanField(default=False)
-
-
 LARGEST_ID = 2**63 - 1  # of a bigint primary key
 
 
@@ -394,7 +293,6 @@ def whole_number(text: str) -> int | None:
     return LARGEST_ID if len(text) > len(str(LARGEST_ID)) else min(int(text), LARGEST_ID)
 
 
-MAX_CANCELED = 10_000  # jobs one cancel request ends; the caller asks again for more
 FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
 
@@ -428,101 +326,6 @@ def labels_asked(written: list[str]) -> list[tuple[str, str | None]]:
             )
         asked.append((key, value if equals else None))
     return asked
-
-
-class CancelJobsSerializer(serializers.Serializer):
-    """The jobs a cancel names, as Slurm's scancel filters them: any of `ids`, a `name`, a
-    `state`, a `tenant`, `labels` (the jobs carrying every one of them) and `mine` (the
-    caller's own), each given narrowing the rest. A state alone would name every live job the
-    caller may cancel: one of the others is needed."""
-
-    ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=LARGEST_ID),
-        required=False,
-        allow_empty=False,
-        max_length=MAX_CANCELED,
-    )
-    name = serializers.CharField(max_length=200, required=False)
-    state = Choice(choices=[State.QUEUED, State.SCHEDULED, State.RUNNING], required=False)
-    tenant = serializers.SlugField(required=False)
-    mine = serializers.BooleanField(default=False)
-    labels = TextKeys(
-        child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
-        required=False,
-        allow_empty=False,
-        validators=[validate_labels, at_most(MAX_LABELS, "labels")],
-    )
-
-    def validate(self, data):
-        if not (data.keys() & {"ids", "name", "tenant", "labels"} or data["mine"]):
-            raise serializers.ValidationError(
-                "Name the jobs: ids, name, tenant, labels or mine (a state alone would name "
-                "every live job you may cancel)."
-            )
-        return data
-
-
-# A resubmission's `shards`: the shards of the batch that did not succeed (failed or canceled).
-UNSUCCEEDED = "unsucceeded"
-
-
-class ShardChoice(serializers.Field):
-    """Which shards of a batch a resubmission runs again: UNSUCCEEDED, or a list of shard
-    indexes ([3, 17, 512]), each named once."""
-
-    SHAPE = f'"{UNSUCCEEDED}", or a list of shard indexes such as [3, 17, 512].'
-    indexes = serializers.IntegerField(min_value=0)
-
-    def to_internal_value(self, data) -> str | list[int]:
-        if data == UNSUCCEEDED:
-            return data
-        if not isinstance(data, list) or not data or len(data) > MAX_SHARDS:
-            raise serializers.ValidationError(self.SHAPE)
-        if any(isinstance(item, bool) for item in data):  # true would be shard 1
-            raise serializers.ValidationError(self.SHAPE)
-        asked = [self.indexes.run_validation(item) for item in data]
-        if twice := sorted(index for index, n in Counter(asked).items() if n > 1):
-            raise serializers.ValidationError(f"Shard {twice[0]} is named twice.")
-        return sorted(asked)
-
-    def to_representation(self, value):
-        return value
-
-
-class ResubmitSerializer(serializers.Serializer):
-    """What a resubmission may say: an idempotency key (a repeated request answers the job it
-    made), and, for a batch, `shards`: which of its shards to run again, each keeping its index
-    (ShardChoice). The rules that read the shards' states are asked by
-    jobs.actions.check_resubmittable."""
-
-    idempotency_key = serializers.CharField(
-        max_length=128, required=False, allow_blank=True, allow_null=True
-    )
-    shards = ShardChoice(required=False, allow_null=True)
-
-    def __init__(self, *args, job=None, **kwargs):
-        """`job`: the job resubmitted."""
-        super().__init__(*args, **kwargs)
-        self.job = job
-
-    def validate_shards(self, asked):
-        job = self.job
-        if asked is None:  # as if not given: the job whole
-            return None
-        if job.parent_id is not None:
-            raise serializers.ValidationError(
-                f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: name "
-                f"the shards to rerun on the batch, #{job.parent_id}."
-            )
-        if not job.is_batch:
-            raise serializers.ValidationError(
-                f"Job #{job.pk} is not a batch: resubmit it without shards."
-            )
-        if asked != UNSUCCEEDED and (beyond := [i for i in asked if i >= job.shards]):
-            raise serializers.ValidationError(
-                f"Batch #{job.pk} has no shard {beyond[0]}: its shards are 0 to {job.shards - 1}."
-            )
-        return asked
 
 
 def submission_of(job: Job) -> dict:

@@ -32,7 +32,7 @@ class UsageDay(models.Model):
 
 
 class GpuTypeUsageDay(models.Model):
-    """One tenant's attempts on one GPU type over one UTC day (reports.TypeUsage's figures in
+    """One tenant's attempts on one GPU type over one UTC day (usage_queries.TypeUsage's figures in
     seconds): "" runs no GPU, null lost its allocation rows."""
 
     tenant = models.ForeignKey("quotas.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -42,13 +42,13 @@ class GpuTypeUsageDay(models.Model):
     cpu_core_seconds = models.FloatField(default=0.0)
     wasted_gpu_seconds = models.FloatField(default=0.0)
     preempted_gpu_seconds = models.FloatField(default=0.0)
-    # Right-sizing (reports.TypeUsage): the measured attempts' core-seconds asked for and kept
+    # Right-sizing (usage_queries.TypeUsage): the measured attempts' core-seconds asked for and kept
     # busy, and their memory asked for beyond the peak in MiB-seconds. Days rolled up before
     # attempts were measured have zeros (db_default).
     cpu_core_seconds_measured = models.FloatField(default=0.0, db_default=0.0)
     cpu_core_seconds_busy = models.FloatField(default=0.0, db_default=0.0)
     memory_mib_seconds_unused = models.FloatField(default=0.0, db_default=0.0)
-    # The runs and runtime limits of the attempts that succeeded (reports.TypeUsage).
+    # The runs and runtime limits of the attempts that succeeded (usage_queries.TypeUsage).
     succeeded_run_seconds = models.FloatField(default=0.0, db_default=0.0)
     succeeded_limit_seconds = models.FloatField(default=0.0, db_default=0.0)
     # The GPU-seconds asked for and busy of the attempts whose GPU time was measured.

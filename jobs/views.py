@@ -1,14 +1,14 @@
-"""The web portal's pages."""
+"""The web portal's pages: the job list, a job's page, the submit form and the user's API
+tokens. What the job page's forms post (cancel, hold, requeue, resubmit, the changes of a job)
+is jobs/action_views.py's."""
 
 import secrets
 import shlex
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Q, Window
 from django.db.models.functions import Coalesce
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -20,28 +20,15 @@ from jobs import access, actions, dependencies, efficiency, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
-from jobs.forms import dependencies_input, described, refusal_text
+from jobs.forms import described
 from jobs.models import Family, Job
-from jobs.serializers import (
-    FLAGS,
-    DependenciesSerializer,
-    MinWorkersSerializer,
-    PrioritySerializer,
-    RelabelSerializer,
-    ResubmitSerializer,
-    ShardLimitSerializer,
-    SubmitSerializer,
-    held_filter,
-    labels_asked,
-    whole_number,
-)
+from jobs.serializers import FLAGS, SubmitSerializer, held_filter, labels_asked, whole_number
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass
 
 PAGE = 50
 HISTORY = 20  # events the job page lists, newest first
-PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
 SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and the job page
 # The submit form's fields that have a help text, and its element's id.
 SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
@@ -398,208 +385,6 @@ def field_errors(detail) -> dict[str, str]:
         name = submit_form.form_field(field)
         errors[name] = " ".join(filter(None, [errors.get(name), submit_form.error_text(inner)]))
     return errors
-
-
-@login_required
-@require_POST
-def cancel(request, pk):
-    # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
-    job = access.to_change(request.user, pk, "cancel it")
-    if actions.cancel(job, f"canceled by {request.user}") is None:
-        job.refresh_from_db(fields=["state"])  # it may have ended since it was read
-        return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")  # its page would be a 404 for a holder of the grant alone
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def hold(request, pk, verb=actions.hold):
-    """Hold a queued job, or release it (`verb`), as the API does; a refusal is the job page
-    with why (409), a platform admin's hold is a 403 for anyone else."""
-    job = access.to_change(request.user, pk, "hold or release it")
-    try:
-        verb(job, str(request.user), admin=request.user.is_superuser)
-    except actions.AdminHold as refusal:
-        raise PermissionDenied(str(refusal)) from None
-    except actions.HoldRefused as refusal:
-        return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def requeue(request, pk):
-    """Stop a scheduled or running job and queue it again, held if the form's `hold` box is
-    ticked, as the API does; a refusal is the job page with why (409)."""
-    job = access.to_change(request.user, pk, "requeue it")
-    hold = request.POST.get("hold") == "on"
-    try:
-        actions.requeue(job, str(request.user), hold=hold, admin=request.user.is_superuser)
-    except actions.RequeueRefused as refusal:
-        return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def change_dependencies(request, pk):
-    """Replace a queued job's dependencies with those typed as Slurm writes them, as the API
-    does, for whoever may cancel the job; a refusal is the job page with why and what was
-    typed: 400 for what the API refuses as a 400, 409 for a job that has left the queue."""
-    job = get_object_or_404(access.cancel_targets(request.user).select_related("tenant"), pk=pk)
-    if why := access.dependencies_refusal(request.user, job):
-        raise PermissionDenied(why)
-    typed = request.POST.get("dependencies", "")
-    change = DependenciesSerializer(
-        data=dependencies_input(typed), job=job, jobs=visible_jobs(request.user)
-    )
-    try:
-        change.is_valid(raise_exception=True)
-        waits, singleton = change.validated_data["depends_on"], change.validated_data["singleton"]
-        actions.set_dependencies(job, waits, singleton, str(request.user))
-    except ValidationError as refusal:  # it may name a job the caller may not see
-        refusal = access.refusal_as_read(request.user, refusal)
-        return refused(request, pk, refusal_text(refusal.detail), 400, typed, ["dependencies"])
-    except actions.DependenciesRefused as refusal:
-        return refused(request, pk, str(refusal), 409, typed)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def change_priority(request, pk):
-    """Move a queued job to another priority class or priority within it, as the API does, for
-    whoever may cancel it; a refusal is the job page with why (400, or 409 once it has left the
-    queue)."""
-    job = access.to_change(request.user, pk, "change its priority", "tenant")
-    asked = {k: request.POST[k] for k in PRIORITY_FIELDS if request.POST.get(k)}
-    change = PrioritySerializer(data=asked, job=job)
-    try:
-        change.is_valid(raise_exception=True)
-        actions.reprioritize(job, str(request.user), **change.validated_data)
-    except ValidationError as refusal:
-        # A refusal of neither field in particular (that none is given) is about both.
-        at_fault = [name for name in PRIORITY_FIELDS if name in refusal.detail] or PRIORITY_FIELDS
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
-    except actions.NotQueued as refusal:
-        return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def change_shard_limit(request, pk):
-    """Change how many of a batch's shards may run at once, as the API does, for whoever may
-    cancel it: a number, or nothing for no limit. A refusal is the job page with why (400, or
-    409 for a shard other than the batch's first, or a batch that has ended)."""
-    return number_change(request, pk, "change its limit", SHARD_LIMIT, ShardLimitSerializer,
-                         actions.set_shard_limit, actions.ShardLimitRefused)  # fmt: skip
-
-
-@login_required
-@require_POST
-def change_min_workers(request, pk):
-    """Make a queued training job elastic, or rigid again, as the API does, for whoever may
-    cancel it: the fewest workers it may start with, or nothing for all of them together. A
-    refusal is the job page with why (400, or 409 once it has left the queue)."""
-    return number_change(request, pk, "change its fewest workers", "min_workers",
-                         MinWorkersSerializer, actions.set_min_workers,
-                         actions.MinWorkersRefused)  # fmt: skip
-
-
-def number_change(request, pk, doing: str, name: str, serializer, verb, conflict: type[Exception]):
-    """A job's number `name` changed from its page's form (nothing typed: None) by
-    `verb(job, number, by)`, once `serializer` has read it, for whoever may cancel the job
-    (`doing`, for the refusal of anyone else). A refusal is the job page with why, on the
-    field: 400 for what the serializer or the verb refuses as invalid, 409 for the verb's
-    `conflict`."""
-    job = access.to_change(request.user, pk, doing)
-    typed = request.POST.get(name, "").strip()
-    change = serializer(data={name: typed or None})
-    try:
-        change.is_valid(raise_exception=True)
-        verb(job, change.validated_data[name], str(request.user))
-    except ValidationError as refusal:
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[name])
-    except conflict as refusal:
-        return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-@login_required
-@require_POST
-def change_labels(request, pk):
-    """Replace a job's labels with those typed (KEY=VALUE lines), as the API sets and removes
-    them, for whoever may cancel it, in any state. A refusal is the job page with why (400, or
-    409 for a shard other than a batch's first)."""
-    job = access.to_change(request.user, pk, "change its labels")
-    try:
-        typed = submit_form.parse_pairs(request.POST.get("labels", ""))
-    except ValueError as error:
-        return refused(request, pk, str(error), 400, invalid=["labels"])
-    gone = [key for key in job.labels if key not in typed]
-    change = RelabelSerializer(data={"labels": typed, "remove": gone})
-    try:
-        change.is_valid(raise_exception=True)
-        actions.relabel(job, typed, gone, str(request.user))
-    except ValidationError as refusal:
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=["labels"])
-    except actions.RelabelRefused as refusal:
-        return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
-
-
-def refused(request, pk, why: str, status: int, typed: str | None = None, invalid=()):
-    """A refused action: the job page with why (and the `invalid` fields), or, for a holder of
-    a cancel_job grant alone, who has no job page, the refusal as the API's."""
-    if seen := page_jobs(request.user).filter(pk=pk).first():
-        return job_page(request, seen, why, status, typed, invalid)
-    return HttpResponse(why, status=status, content_type="text/plain; charset=utf-8")
-
-
-@login_required
-@require_POST
-def resubmit(request, pk):
-    """Run an ended job again as a new job, counted like a submission from the form; the
-    rerun form's `shards` ("unsucceeded") runs a batch's shards that did not succeed alone."""
-    job = get_object_or_404(page_jobs(request.user), pk=pk)
-    if not access.can_resubmit(request.user, job):
-        raise PermissionDenied("You may see this job but not resubmit it.")
-    asked = ResubmitSerializer(
-        data={k: request.POST[k] for k in ("idempotency_key", "shards") if k in request.POST},
-        job=job,
-    )
-    try:
-        asked.is_valid(raise_exception=True)
-        shards, key = (asked.validated_data.get(name) for name in ("shards", "idempotency_key"))
-        actions.check_resubmittable(job, shards, key)  # a refusal costs no submission
-    except actions.NotResubmittable as refusal:
-        return job_page(request, job, str(refusal), 409)
-    except ValidationError as refused:
-        return job_page(request, job, submit_form.error_text(refused.detail), 400)
-    if (wait := throttles.portal_submit_wait(request, job.tenant.slug)) is not None:
-        return job_page(request, job, f"Too many submissions: try again in {wait:.0f} s.", 429)
-    try:
-        again, _ = actions.resubmit(request.user, job, key, shards)
-    except actions.NotResubmittable as refusal:
-        return job_page(request, job, str(refusal), 409)
-    except ValidationError as refused:  # a rule of submission no longer met, as the API says
-        return job_page(request, job, submit_form.error_text(refused.detail), 400)
-    return redirect("job", pk=again.pk)
 
 
 @never_cache  # the answer to a create holds the new key: no browser or proxy keeps it

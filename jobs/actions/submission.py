@@ -7,9 +7,10 @@ from django.db.models.functions import Greatest, Now
 from rest_framework.exceptions import ValidationError
 
 from jobs import access, dependencies, events, retrying, states
+from jobs.action_serializers import UNSUCCEEDED
 from jobs.actions.lifecycle import kick
 from jobs.models import Dependency, Job, JobEvent
-from jobs.serializers import UNSUCCEEDED, SubmitSerializer, submission_of
+from jobs.serializers import SubmitSerializer, submission_of
 from jobs.states import State
 from quotas import tenant_secrets
 from quotas.models import Tenant

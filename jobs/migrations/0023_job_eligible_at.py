@@ -3,7 +3,7 @@
 A nullable column with no default: PostgreSQL adds it to the catalog alone, without rewriting
 the table or holding its lock for longer than that, however many jobs there are. No row is
 filled in: a started job without it, which every job started before this migration is, has
-its wait counted from its submission (`jobs.reports.eligible_since`), the figure a fill would
+its wait counted from its submission (`jobs.usage_queries.eligible_since`), the figure a fill would
 have written, without rewriting millions of rows. The scheduler's next cycle stamps the queued
 jobs it finds free to run (`jobs.actions.stamp_eligible`): one with nothing to wait for from
 its submission or its backoff's end, one queued behind dependencies or as a singleton from

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from clusters.models import Allocation
-from jobs import actions, reports
+from jobs import actions, reports, usage_queries
 from jobs.models import Attempt
 from jobs.states import State
 from quotas.models import Membership, Tenant
@@ -232,8 +232,8 @@ def test_the_sqlite_fallback_gives_the_figures_postgresql_gives(alpha, gamma):
         JobFactory(tenant=tenant, created=started - wait, started_at=started)
     ids = [alpha.pk, gamma.pk]
 
-    in_database = reports.queue_waits(ids, SINCE, UNTIL)
-    in_python = reports.waits_in_python(reports.started_waits(ids, SINCE, UNTIL))
+    in_database = usage_queries.queue_waits(ids, SINCE, UNTIL)
+    in_python = usage_queries.waits_in_python(usage_queries.started_waits(ids, SINCE, UNTIL))
 
     assert connection.vendor == "postgresql"
     assert in_python.keys() == in_database.keys()
