@@ -35,9 +35,7 @@ def cancel(request, pk):
     if actions.cancel(job, f"canceled by {request.user}") is None:
         job.refresh_from_db(fields=["state"])  # it may have ended since it was read
         return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")  # its page would be a 404 for a holder of the grant alone
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -52,9 +50,7 @@ def hold(request, pk, verb=actions.hold):
         raise PermissionDenied(str(refusal)) from None
     except actions.HoldRefused as refusal:
         return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -68,9 +64,7 @@ def requeue(request, pk):
         actions.requeue(job, str(request.user), hold=hold, admin=request.user.is_superuser)
     except actions.RequeueRefused as refusal:
         return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -95,9 +89,7 @@ def change_dependencies(request, pk):
         return refused(request, pk, refusal_text(refusal.detail), 400, typed, ["dependencies"])
     except actions.DependenciesRefused as refusal:
         return refused(request, pk, str(refusal), 409, typed)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -118,9 +110,7 @@ def change_priority(request, pk):
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
     except actions.NotQueued as refusal:
         return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -160,9 +150,7 @@ def number_change(request, pk, doing: str, name: str, serializer, verb, conflict
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=[name])
     except conflict as refusal:
         return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 @login_required
@@ -185,9 +173,7 @@ def change_labels(request, pk):
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=["labels"])
     except actions.RelabelRefused as refusal:
         return refused(request, pk, str(refusal), 409)
-    if not access.can_see(request.user, job):
-        return redirect("index")
-    return redirect("job", pk=job.pk)
+    return back_to(request, job)
 
 
 def refused(request, pk, why: str, status: int, typed: str | None = None, invalid=()):
@@ -227,3 +213,11 @@ def resubmit(request, pk):
     except ValidationError as refused:  # a rule of submission no longer met, as the API says
         return job_page(request, job, submit_form.error_text(refused.detail), 400)
     return redirect("job", pk=again.pk)
+
+
+def back_to(request, job):
+    """The job's page after a change, or the job list for a caller who may change the job but
+    not see it: its page would be a 404 for a holder of a cancel grant alone."""
+    if not access.can_see(request.user, job):
+        return redirect("index")
+    return redirect("job", pk=job.pk)

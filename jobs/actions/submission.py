@@ -63,13 +63,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
             return existing, False
         raise
     dependencies.hold(depends_on)
-    if names := spec.get("secrets"):
-        # After the tenant's lock, as a secret's deletion: neither passes the other unseen.
-        Tenant.objects.select_for_update().get(pk=tenant.pk)
-        if missing := tenant_secrets.missing(tenant, names):
-            raise ValidationError(
-                {"secrets": f"Tenant {tenant.slug!r} has no secret {missing[0]!r}."}
-            )
+    check_secrets(tenant, spec.get("secrets", []))
     free = not (depends_on or spec.get("singleton"))
     if (begin := spec.get("begin")) is not None:
         spec["not_before"] = begin
@@ -103,6 +97,17 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
     events.publish_on_commit((vars(event), tenant.pk) for event in written)
     transaction.on_commit(kick)
     return first, True
+
+
+def check_secrets(tenant, names: list[str]) -> None:
+    """That the tenant still has the secrets the submission names, checked under the tenant's
+    row lock, which a secret's deletion takes too: neither passes the other unseen (the
+    serializer checked them before, unlocked)."""
+    if not names:
+        return
+    Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if missing := tenant_secrets.missing(tenant, names):
+        raise ValidationError({"secrets": f"Tenant {tenant.slug!r} has no secret {missing[0]!r}."})
 
 
 def eligible_from(begin):
