@@ -382,13 +382,16 @@ def desired_state(cluster: Cluster, known=()) -> dict:
     # A live attempt always holds its allocations; one without any is not startable.
     new = list(Attempt.objects.filter(pk__in=workers).select_related("job__tenant"))
     secrets = tenant_secrets.opened(a.job for a in new)
+    pulls = tenant_secrets.pull_credentials(a.job for a in new)
     specs = []
     for a in new:
-        opened = secrets.get(a.job_id, {})
-        if isinstance(opened, str):  # it cannot start: it fails, saying why
-            actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=opened)
+        opened, pull = secrets.get(a.job_id, {}), pulls.get(a.job_id, {})
+        if refused := next((x for x in (opened, pull) if isinstance(x, str)), ""):
+            # It cannot start: it fails, saying why.
+            actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused)
             continue
-        specs.append(asdict(attempt_spec(a, workers[a.pk], opened)))
+        assert isinstance(opened, dict) and isinstance(pull, dict)
+        specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull)))
     return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
 
 
@@ -420,7 +423,10 @@ def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:
 
 
 def attempt_spec(
-    attempt: Attempt, workers: list[base.WorkerSpec], secrets: dict[str, str] | None = None
+    attempt: Attempt,
+    workers: list[base.WorkerSpec],
+    secrets: dict[str, str] | None = None,
+    pull_credential: dict[str, str] | None = None,
 ) -> base.AttemptSpec:
     job: Job = attempt.job
     return base.AttemptSpec(
@@ -431,7 +437,7 @@ def attempt_spec(
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
         stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
         shards=job.shards, min_workers=job.min_workers or job.workers, max_workers=job.workers,
-        secrets=secrets or {},
+        secrets=secrets or {}, pull_credential=pull_credential or {},
     )  # fmt: skip
 
 

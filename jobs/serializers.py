@@ -201,14 +201,12 @@ class SubmitSerializer(serializers.Serializer):
 
 def secrets_problem(names: list[str], env: dict, tenant) -> str:
     """Why a job may not name these secrets, "" if it may: each once, none also in its env,
-    each one its tenant has."""
+    each a variable its tenant has."""
     if len(set(names)) < len(names):
         return "A secret is named twice."
     if both := sorted(set(names) & set(env)):
         return f"{both[0]!r} is in env too: a variable is set one way."
-    if missing := tenant_secrets.missing(tenant, names):
-        return f"Tenant {tenant.slug!r} has no secret {missing[0]!r}: its owners set it first."
-    return ""
+    return tenant_secrets.unusable(tenant, names)
 
 
 def min_workers_problem(data: dict) -> str:

@@ -374,6 +374,39 @@ MAX_SECRET_CHARS = 32 * 1024
 MAX_SECRETS_PER_TENANT = 200
 
 
+# A registry as an image reference names it: a host, with a port or not. Docker Hub's other
+# names are written docker.io, as an image that names no registry reads.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+REGISTRY = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?")
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_NAMES = {"docker.io", "index.docker.io", "registry-1.docker.io"}
+MAX_USERNAME_CHARS = 200
+
+
+def image_registry(image: str) -> str:
+    """The registry an image is pulled from, as Docker reads its reference: its first part if
+    that names a host (a dot, a port or ``localhost``), else Docker Hub."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return registry_name(first)
+    return DOCKER_HUB
+
+
+def registry_name(host: str) -> str:
+    host = host.strip().lower()
+    return DOCKER_HUB if host in DOCKER_HUB_NAMES else host
+
+
+def validate_registry(host: str) -> None:
+    # A host without a dot or a port (but localhost) would be read as a Docker Hub path.
+    named = "." in host or ":" in host or host == "localhost"
+    if not (REGISTRY.fullmatch(host) and named and len(host) <= 255):
+        raise ValidationError(
+            f"{host[:80]!r} is not a registry: a host as an image names it, such as ghcr.io or "
+            "registry.example.com:5000 (docker.io for Docker Hub)."
+        )
+
+
 def validate_secret_name(name: str) -> None:
     """An environment variable name (letters, digits and _, not a leading digit) that none of
     the variables the platform sets a worker takes."""
@@ -392,10 +425,24 @@ class TenantSecret(models.Model):
     hub's token. Sealed at rest (``quotas.vault``) and never shown again: its tenant's owners
     set, replace and delete it, its members name it in their jobs (``Job.secrets``), the agent
     of the cluster that runs such a job is given it with the job, and the job's log shows it
-    as ``***``."""
+    as ``***``.
+
+    A secret with a ``registry`` is instead a private registry's pull credential (Kubernetes'
+    imagePullSecrets): the password or token of ``username`` there. No job names it and none
+    gets it: the Kubernetes backend pulls with it the images of the tenant's jobs that name
+    that registry."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=100, validators=[validate_secret_name])
+    registry = models.CharField(
+        max_length=255, blank=True, default="", validators=[validate_registry],
+        help_text="A registry host (ghcr.io, registry.example.com:5000, docker.io): the secret "
+        "is the pull credential of the team's images there. Empty: an environment variable.",
+    )  # fmt: skip
+    username = models.CharField(
+        max_length=MAX_USERNAME_CHARS, blank=True, default="",
+        help_text="The user the registry credential signs in as.",
+    )  # fmt: skip
     sealed = models.TextField(editable=False)
     updated = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
@@ -407,6 +454,16 @@ class TenantSecret(models.Model):
         ordering = ["tenant", "name"]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "name"], name="tenant_secret_unique_name"),
+            models.UniqueConstraint(
+                fields=["tenant", "registry"],
+                condition=~models.Q(registry=""),
+                name="tenant_secret_unique_registry",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(registry="", username="")
+                | (~models.Q(registry="") & ~models.Q(username="")),
+                name="tenant_secret_registry_has_username",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,7 +4,9 @@ back out:
 - ``GET /api/v1/tenants/<slug>/secrets/``: their names, when each was set and by whom, to
   every member of the tenant (viewers included: a job names them) and platform admins;
 - ``PUT /api/v1/tenants/<slug>/secrets/<name>/`` with ``{"value": "..."}``: set one, created
-  (201) or replaced (200), by the tenant's owners and platform admins;
+  (201) or replaced (200), by the tenant's owners and platform admins; with ``"registry"``
+  and ``"username"`` too, a pull credential for the images of that registry (its password or
+  token the value);
 - ``DELETE`` of the same: 204, 409 while jobs not yet ended name it.
 
 Another team's tenant is a 404, as an unknown one is; a member who may not change its
@@ -37,7 +39,8 @@ def tenant_for(request, slug: str, change: bool = False) -> Tenant:
 
 def as_json(secret: TenantSecret) -> dict:
     by = secret.updated_by
-    return {"name": secret.name, "updated": secret.updated,
+    return {"name": secret.name, "registry": secret.registry or None,
+            "username": secret.username or None, "updated": secret.updated,
             "updated_by": by.get_username() if by else None}  # fmt: skip
 
 
@@ -51,9 +54,12 @@ class SecretsView(APIView):
 class SecretView(APIView):
     def put(self, request, slug, name):
         tenant = tenant_for(request, slug, change=True)
-        value = request.data.get("value") if isinstance(request.data, dict) else None
+        data = request.data if isinstance(request.data, dict) else {}
         try:
-            secret, created = tenant_secrets.put(tenant, name, value, by=request.user)
+            secret, created = tenant_secrets.put(
+                tenant, name, data.get("value"), by=request.user,
+                registry=data.get("registry") or "", username=data.get("username") or "",
+            )  # fmt: skip
         except ModelValidationError as error:
             raise ValidationError(error.message_dict) from None
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK

@@ -1,5 +1,6 @@
 """Tenants' secrets (``TenantSecret``): setting and deleting them, giving them to the jobs
-that name them as those start, and keeping them out of those jobs' logs.
+that name them as those start, and keeping them out of those jobs' logs; and the tenants'
+registry credentials, given with the jobs whose images come from those registries.
 
 A job names secrets (``Job.secrets``); their values are read when an attempt of it is handed
 to its cluster's agent (``opened``), so a secret replaced while the job waits gives it the new
@@ -23,8 +24,12 @@ from quotas import vault
 from quotas.models import (
     MAX_SECRET_CHARS,
     MAX_SECRETS_PER_TENANT,
+    MAX_USERNAME_CHARS,
     Tenant,
     TenantSecret,
+    image_registry,
+    registry_name,
+    validate_registry,
     validate_secret_name,
 )
 
@@ -59,10 +64,15 @@ def value_problem(value: object) -> str:
 
 
 @transaction.atomic
-def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, bool]:
+def put(
+    tenant: Tenant, name: str, value: str, by=None, registry: str = "", username: str = ""
+) -> tuple[TenantSecret, bool]:
     """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
-    ValidationError by field (``name``: a bad one, or one secret past the tenant's limit;
-    ``value``), nothing written."""
+    With a ``registry``, it is the tenant's pull credential there, of ``username``; without,
+    an environment variable its jobs name. ValidationError by field (``name``: a bad one, or
+    one secret past the tenant's limit; ``value``; ``registry``: a bad host, one the tenant has
+    another credential for, or a variable jobs not yet ended name; ``username``), nothing
+    written."""
     try:
         validate_secret_name(name)
     except ValidationError as error:
@@ -70,7 +80,10 @@ def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, b
     problem = value_problem(value)
     if problem:
         raise ValidationError({"value": [problem]})
+    registry, username = credential_fields(registry, username)
     Tenant.objects.select_for_update().get(pk=tenant.pk)  # one writer of its secrets at once
+    if registry:
+        check_credential_room(tenant, name, registry)
     secret = TenantSecret.objects.filter(tenant=tenant, name=name).first()
     created = secret is None
     if created:
@@ -80,6 +93,7 @@ def put(tenant: Tenant, name: str, value: str, by=None) -> tuple[TenantSecret, b
             )
         secret = TenantSecret(tenant=tenant, name=name)
     assert secret is not None
+    secret.registry, secret.username = registry, username
     secret.set_value(value)
     secret.updated, secret.updated_by = timezone.now(), by
     try:
@@ -110,13 +124,69 @@ def live_jobs_naming(tenant: Tenant, name: str) -> list[int]:
     return sorted(pk for pk, names in live.values_list("pk", "secrets") if name in names)
 
 
-def missing(tenant: Tenant, names: Iterable[str]) -> list[str]:
-    """Of ``names``, those the tenant has no secret of."""
+def credential_fields(registry: object, username: object) -> tuple[str, str]:
+    """A pull credential's registry (Docker Hub's names written docker.io, a host in lower
+    case) and username, checked; ("", "") for a variable. ValidationError by field."""
+    registry = registry or ""
+    username = username or ""
+    if not isinstance(registry, str):
+        raise ValidationError({"registry": ["A registry is a host, as text."]})
+    if not isinstance(username, str):
+        raise ValidationError({"username": ["A username is some text."]})
+    if not registry:
+        if username:
+            raise ValidationError({"username": ["Only a registry credential has a username."]})
+        return "", ""
+    registry = registry_name(registry)
+    try:
+        validate_registry(registry)
+    except ValidationError as error:
+        raise ValidationError({"registry": error.messages}) from None
+    if not username:
+        raise ValidationError(
+            {"username": ["A registry credential names the user it signs in as."]}
+        )
+    if len(username) > MAX_USERNAME_CHARS or not username.isprintable() or ":" in username:
+        raise ValidationError(
+            {
+                "username": [
+                    f"A username is at most {MAX_USERNAME_CHARS} printable characters, no ':'."
+                ]
+            }
+        )
+    return registry, username
+
+
+def check_credential_room(tenant: Tenant, name: str, registry: str) -> None:
+    """That ``name`` may become the tenant's credential for ``registry``: the tenant has no
+    other one there (which would it pull with?), and no job not yet ended names it as a
+    variable (it would start without it). Under the tenant's lock."""
+    other = TenantSecret.objects.filter(tenant=tenant, registry=registry).exclude(name=name).first()
+    if other is not None:
+        raise ValidationError(
+            {"registry": [f"The team's credential for {registry} is the secret {other.name!r}: "
+                          "replace or delete that one."]}
+        )  # fmt: skip
+    if users := live_jobs_naming(tenant, name):
+        raise ValidationError({"registry": [str(InUse(name, users))]})
+
+
+def unusable(tenant: Tenant, names: Iterable[str]) -> str:
+    """Why a job of the tenant may not name these secrets as variables, "" if it may: one of
+    them is not set, or is a registry credential (no job gets those)."""
     names = set(names)
-    have = set(
-        TenantSecret.objects.filter(tenant=tenant, name__in=names).values_list("name", flat=True)
+    kinds = dict(
+        TenantSecret.objects.filter(tenant=tenant, name__in=names).values_list("name", "registry")
     )
-    return sorted(names - have)
+    if missing := sorted(names - set(kinds)):
+        return f"Tenant {tenant.slug!r} has no secret {missing[0]!r}: its owners set it first."
+    if credentials := sorted(name for name, registry in kinds.items() if registry):
+        name = credentials[0]
+        return (
+            f"{name!r} is the team's pull credential for {kinds[name]}: images from there are "
+            "pulled with it, and no job gets it as a variable."
+        )
+    return ""
 
 
 def opened(jobs: Iterable) -> dict[int, dict[str, str] | str]:
@@ -140,13 +210,44 @@ def opened(jobs: Iterable) -> dict[int, dict[str, str] | str]:
             try:
                 values[name] = vault.unseal(sealed[job.tenant_id, name])
             except vault.Unreadable:
-                out[job.pk] = (
-                    f"Its secret {name!r} cannot be read with the platform's keys: a tenant "
-                    "owner sets it again, or a platform admin restores the key it was sealed with."
-                )
+                out[job.pk] = unreadable(name)
                 break
         else:
             out[job.pk] = values
+    return out
+
+
+def unreadable(name: str) -> str:
+    return (
+        f"Its secret {name!r} cannot be read with the platform's keys: a tenant owner sets it "
+        "again, or a platform admin restores the key it was sealed with."
+    )
+
+
+def pull_credentials(jobs: Iterable) -> dict[int, dict[str, str] | str]:
+    """For each job whose tenant has a credential for the registry of its image, by id: it
+    opened ({"registry", "username", "password"}), or why it cannot be read. One query."""
+    jobs = [(job, image_registry(job.image)) for job in jobs]
+    if not jobs:
+        return {}
+    found = {
+        (secret.tenant_id, secret.registry): secret
+        for secret in TenantSecret.objects.filter(
+            tenant_id__in={job.tenant_id for job, _ in jobs},
+            registry__in={registry for _, registry in jobs},
+        )
+    }
+    out: dict[int, dict[str, str] | str] = {}
+    for job, registry in jobs:
+        secret = found.get((job.tenant_id, registry))
+        if secret is None:
+            continue
+        try:
+            password = secret.value()
+        except vault.Unreadable:
+            out[job.pk] = unreadable(secret.name)
+        else:
+            out[job.pk] = {"registry": registry, "username": secret.username, "password": password}
     return out
 
 

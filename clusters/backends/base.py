@@ -95,6 +95,10 @@ class AttemptSpec:
     # as environment variables beside the job's env, and a backend keeps them no longer than
     # the attempt (never in a place another tenant reads).
     secrets: dict[str, str] = field(default_factory=dict)
+    # The tenant's credential for the registry the job's image is pulled from, opened:
+    # {"registry": host, "username": ..., "password": ...}; empty: the image is pulled with
+    # what the node holds. A backend that pulls images uses it for this attempt's pulls only.
+    pull_credential: dict[str, str] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:

@@ -106,8 +106,8 @@ def check_secrets(tenant, names: list[str]) -> None:
     if not names:
         return
     Tenant.objects.select_for_update().get(pk=tenant.pk)
-    if missing := tenant_secrets.missing(tenant, names):
-        raise ValidationError({"secrets": f"Tenant {tenant.slug!r} has no secret {missing[0]!r}."})
+    if problem := tenant_secrets.unusable(tenant, names):
+        raise ValidationError({"secrets": problem})
 
 
 def eligible_from(begin):
