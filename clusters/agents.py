@@ -387,8 +387,9 @@ def desired_state(cluster: Cluster, known=()) -> dict:
     for a in new:
         opened, pull = secrets.get(a.job_id, {}), pulls.get(a.job_id, {})
         if refused := next((x for x in (opened, pull) if isinstance(x, str)), ""):
-            # It cannot start: it fails, saying why.
-            actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused)
+            # It cannot start: it fails, saying why, whatever it asked of retries (another
+            # attempt would fail the same way until a tenant owner mends it).
+            actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused, retriable=False)
             continue
         assert isinstance(opened, dict) and isinstance(pull, dict)
         specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull)))

@@ -162,14 +162,22 @@ def release(attempt_ids, now=None) -> int:
 @events.coalesced()  # its job may move twice (scheduled -> running -> succeeded): one message
 @retrying.atomic
 def end_attempt(
-    attempt_id: int, outcome: str, *, exit_code: int | None = None, reason: str = "", now=None
+    attempt_id: int,
+    outcome: str,
+    *,
+    exit_code: int | None = None,
+    reason: str = "",
+    now=None,
+    retriable: bool = True,
 ) -> Attempt:
     """End an attempt: record its outcome, release its resources, move its job on.
 
     Ending an attempt that has already ended changes nothing. The job follows the failure
     rules: user errors, timeouts and GPUs idle past the team's limit fail it visibly;
     infrastructure failures and lost attempts requeue it with exponential backoff until
-    max_retries is used; preemption requeues it without using a retry.
+    max_retries is used; preemption requeues it without using a retry. A user error that
+    is not ``retriable`` (the job's set-up, which no run of it mends: a secret gone) fails it
+    even if it asked to retry its own errors.
     """
     now = now or timezone.now()
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
@@ -191,11 +199,11 @@ def end_attempt(
     release([attempt.pk], now)
     transaction.on_commit(kick)
     if not job.is_terminal:
-        follow_outcome(job, attempt, now)
+        follow_outcome(job, attempt, now, retriable)
     return attempt
 
 
-def follow_outcome(job: Job, attempt: Attempt, now) -> None:
+def follow_outcome(job: Job, attempt: Attempt, now, retriable: bool = True) -> None:
     outcome, reason = attempt.outcome, attempt.reason
     if outcome == Outcome.SUCCEEDED:
         if job.state == State.SCHEDULED:
@@ -204,6 +212,7 @@ def follow_outcome(job: Job, attempt: Attempt, now) -> None:
     elif (
         outcome == Outcome.USER_ERROR
         and job.retry_user_errors
+        and retriable
         and job.retries_used < job.max_retries
     ):
         retry(job, attempt, now)

@@ -121,6 +121,19 @@ def test_a_job_whose_secret_no_key_opens_fails_before_it_runs_saying_which(agent
     assert not attempt.allocations.filter(active=True).exists()
 
 
+def test_a_job_that_retries_its_own_errors_still_fails_at_once_when_its_secret_is_gone(
+    agent, placed
+):
+    Job.objects.filter(pk=placed.pk).update(retry_user_errors=True, max_retries=3)
+    TenantSecret.objects.all().delete()
+
+    post(agent, "heartbeat", {"workers": []})
+
+    job = Job.objects.get(pk=placed.pk)
+    assert (job.state, job.retries_used) == (State.FAILED, 0)
+    assert "'HF_TOKEN' is no longer set" in job.attempts.get().reason
+
+
 def test_a_job_whose_secret_is_gone_fails_before_it_runs(agent, placed):
     TenantSecret.objects.all().delete()  # not through the verb, which refuses while it is named
 
