@@ -50,7 +50,11 @@ STUCK_WAITING = frozenset(
 #    403, and a typo in the registry's host name is a "no such host". So such a failure is the
 #    platform's on a job's first attempt (retried after the backoff, maybe on another cluster)
 #    and the job's on a later one: a user's mistake costs one retry, and a platform's fault is
-#    blamed on the job only if it outlasts that attempt and the backoff.
+#    blamed on the job only if it outlasts that attempt and the backoff. But a pod that pulls
+#    with its team's own registry credential (imagePullSecrets naming the attempt's pull
+#    Secret, `k8s_specs.build_pull_secret`) has that refusal of credentials be the job's at
+#    once: the team's credential is wrong, expired or lacks the repository, and its owners
+#    mend it; an unknown host stays as above.
 # 4. Anything else the platform's: the job is not blamed for what cannot be read.
 IMAGE_NOT_USABLE = frozenset({"InvalidImageName", "ErrImageNeverPull"})
 PULL_FAILED = frozenset({"ErrImagePull", "RegistryUnavailable", "SignatureValidationFailed"})
@@ -68,11 +72,12 @@ NO_SUCH_IMAGE = re.compile(
     r"repository does not exist",
     re.IGNORECASE,
 )
-REFUSED = re.compile(
-    r"\b40[13]\b|unauthorized|forbidden|denied|authentication required|no basic auth|"
-    r"no such host",
+CREDENTIALS_REFUSED = re.compile(
+    r"\b40[13]\b|unauthorized|forbidden|denied|authentication required|no basic auth",
     re.IGNORECASE,
 )
+UNKNOWN_HOST = re.compile(r"no such host", re.IGNORECASE)
+TEAM_PULL_SECRET = re.compile(r"mlsched-[0-9]+-pull")  # k8s_specs.pull_secret_name's shape
 JOB, PLATFORM = "job", "platform"  # whose an image failure is
 ATTEMPT_NUMBER = f"{GROUP}/attempt-number"  # the pod's annotation (k8s_specs.build_pod)
 # The kubelet's event for each failed pull (reason "Failed"), kept by the API server for an
@@ -205,7 +210,7 @@ def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[st
     if waiting == BACK_OFF and pull_error and not _names_pull_error(message):
         message = f"{message}: {pull_error}"  # as Kubernetes 1.32 says it
     said = f"{waiting}: {message}" if message else waiting
-    fault = _image_fault(waiting, said, _attempt_number(pod))
+    fault = _image_fault(waiting, said, _attempt_number(pod), _pulls_with_team_credential(pod))
     if fault == JOB:
         return base.EXITED, NO_IMAGE_EXIT, said
     if waiting in STUCK_WAITING:
@@ -217,7 +222,7 @@ def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[st
     return base.PENDING, None, said
 
 
-def _image_fault(waiting: str, said: str, attempt: int) -> str:
+def _image_fault(waiting: str, said: str, attempt: int, team_credential: bool = False) -> str:
     """Whose fault a worker's image failure is (the rule above): JOB or PLATFORM; "" when it
     waits for something else."""
     if waiting in IMAGE_NOT_USABLE:
@@ -226,9 +231,17 @@ def _image_fault(waiting: str, said: str, attempt: int) -> str:
         return ""
     if OUTAGE.search(said):
         return PLATFORM
-    if NO_SUCH_IMAGE.search(said) or (attempt > 1 and REFUSED.search(said)):
+    refused = CREDENTIALS_REFUSED.search(said)
+    if NO_SUCH_IMAGE.search(said) or (refused and team_credential):
+        return JOB
+    if attempt > 1 and (refused or UNKNOWN_HOST.search(said)):
         return JOB
     return PLATFORM
+
+
+def _pulls_with_team_credential(pod: client.V1Pod | None) -> bool:
+    refs = (pod.spec.image_pull_secrets if pod and pod.spec else None) or []
+    return any(TEAM_PULL_SECRET.fullmatch(ref.name or "") for ref in refs)
 
 
 def _attempt_number(pod: client.V1Pod | None) -> int:

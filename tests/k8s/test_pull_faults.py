@@ -1,7 +1,8 @@
 """Whose an image pull failure is, by what the kubelet and the runtime say: the registry's
 outages are the platform's, an image that is not there is the job's, and a refusal of
 credentials or an unknown registry host is the platform's on a job's first attempt and the
-job's on a retry. Stated as a table of what containerd, CRI-O and the kubelet report."""
+job's on a retry, but a refusal of the team's own registry credential is the job's at once.
+Stated as a table of what containerd, CRI-O and the kubelet report."""
 
 from datetime import UTC, datetime
 
@@ -56,7 +57,7 @@ def back_off(reason: str, message: str) -> str:
     return f"{OLD_BACK_OFF}: {reason}: {message}"
 
 
-def waiting_pod(reason: str, message: str, attempt: int) -> client.V1Pod:
+def waiting_pod(reason: str, message: str, attempt: int, pull_secret: str = "") -> client.V1Pod:
     waiting = client.V1ContainerStateWaiting(reason=reason, message=message)
     container = client.V1ContainerStatus(
         name="worker",
@@ -66,8 +67,10 @@ def waiting_pod(reason: str, message: str, attempt: int) -> client.V1Pod:
         restart_count=0,
         state=client.V1ContainerState(waiting=waiting),
     )
+    refs = [client.V1LocalObjectReference(name=pull_secret)] if pull_secret else None
     return client.V1Pod(
         metadata=client.V1ObjectMeta(annotations={"mlsched.io/attempt-number": str(attempt)}),
+        spec=client.V1PodSpec(containers=[], image_pull_secrets=refs),
         status=client.V1PodStatus(phase="Pending", container_statuses=[container]),
     )
 
@@ -113,6 +116,33 @@ def test_it_tells_whose_a_pull_failure_is(reason, message, attempt, want):
 
     assert (status.phase, status.exit_code) == want
     assert status.reason == f"{reason}: {message}"
+
+
+TEAM_CASES = [
+    # (id, waiting reason, message, the pod's pull Secret, want (phase, exit code))
+    ("team-credential-refused", "ErrImagePull", UNAUTHORIZED, "mlsched-7-pull", JOBS),
+    ("team-credential-forbidden", "ImagePullBackOff", back_off("ErrImagePull", FORBIDDEN),
+     "mlsched-7-pull", JOBS),
+    ("team-credential-unknown-host", "ErrImagePull", NO_SUCH_HOST, "mlsched-7-pull", PENDING),
+    ("team-credential-registry-down", "ImagePullBackOff", back_off("ErrImagePull", SERVER_ERROR),
+     "mlsched-7-pull", INFRA),
+    ("another-pull-secret-refused", "ErrImagePull", UNAUTHORIZED, "regcred", PENDING),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "secret", "want"),
+    [c[1:] for c in TEAM_CASES],
+    ids=[c[0] for c in TEAM_CASES],
+)
+def test_a_refusal_of_the_teams_own_credential_is_the_jobs_at_its_first_attempt(
+    reason, message, secret, want
+):
+    pod = waiting_pod(reason, message, 1, pull_secret=secret)
+
+    status = worker_status(7, 0, Seen(pod=pod))
+
+    assert (status.phase, status.exit_code) == want
 
 
 DISK_FULL = (
