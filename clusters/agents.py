@@ -59,15 +59,19 @@ def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
     mark_alive(cluster)
 
 
-def mark_alive(cluster: Cluster) -> None:
-    """The agent answered. Only the cluster's row is written: nodes get `last_seen` from the
+def mark_alive(cluster: Cluster, spec_fields: list[str] | None = None) -> None:
+    """The agent answered, keeping these fields of the run spec (None: it did not say; what it
+    said before stands). Only the cluster's row is written: nodes get `last_seen` from the
     inventory, so a heartbeat never waits on (or deadlocks with) a commit's node locks.
 
     The time is the database's: the sweep that judges it runs elsewhere (the scheduler's host),
     and two hosts' clocks may differ by more than the agent timeout."""
+    said = {"agent_spec_fields": spec_fields} if spec_fields is not None else {}
     Cluster.objects.filter(pk=cluster.pk).update(
-        last_heartbeat=Now(), health=Cluster.Health.HEALTHY
+        last_heartbeat=Now(), health=Cluster.Health.HEALTHY, **said
     )
+    if spec_fields is not None:
+        cluster.agent_spec_fields = spec_fields
 
 
 def heartbeat(
@@ -76,6 +80,7 @@ def heartbeat(
     resume_logs: Sequence[tuple[int, int]] = (),
     sent_at: float | None = None,
     usage_epoch: str = "",
+    spec_fields: list[str] | None = None,
 ) -> dict:
     """Apply the agent's report, then answer with the cluster's desired state, and with where
     the logs it asks about (`resume_logs`, (attempt, rank)) end (`log_resumes`).
@@ -84,7 +89,7 @@ def heartbeat(
     as the scheduler and the janitor that read it are; the GPUs' idle times its workers report
     on the agent's clock are moved onto it by how far the agent's is off (`sent_at`, the
     agent's time as it sent the report: `clock_skew`)."""
-    mark_alive(cluster)
+    mark_alive(cluster, spec_fields)
     now = database_now()
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
     for worker in workers:
@@ -391,9 +396,27 @@ def desired_state(cluster: Cluster, known=()) -> dict:
             # attempt would fail the same way until a tenant owner mends it).
             actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused, retriable=False)
             continue
+        if lacking := agent_lacks(cluster, bool(a.job.secrets), bool(pull)):
+            # The scheduler places such work elsewhere; this one was placed as the agent
+            # changed release: it runs again, on an agent that keeps what it needs.
+            actions.end_attempt(a.pk, Attempt.Outcome.INFRA_ERROR, reason=lacking)
+            continue
         assert isinstance(opened, dict) and isinstance(pull, dict)
         specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull)))
     return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
+
+
+def agent_lacks(cluster: Cluster, secrets: bool, pull_credential: bool) -> str:
+    """Why the cluster's agent cannot be given an attempt needing these (its release would
+    leave out a field of the run spec it needs: ``base.spec_fields_needed``); "" if it can."""
+    needed = base.spec_fields_needed(secrets, pull_credential, cluster.backend)
+    lacking = sorted(needed - set(cluster.agent_spec_fields or ()))
+    if not lacking:
+        return ""
+    return (
+        f"the agent of cluster {cluster.name} is of a release that would leave out the run "
+        f"spec's {' and '.join(lacking)}: its workers would start without them"
+    )
 
 
 def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:

@@ -184,6 +184,16 @@ def usage_epoch(data) -> str:
     return epoch if ok else ""
 
 
+def spec_fields(data) -> list[str] | None:
+    """The run spec's fields the agent keeps ("spec_fields"), where it says them; a malformed
+    list is left out (what it said before stands), never refused."""
+    named = data.get("spec_fields") if isinstance(data, dict) else None
+    ok = isinstance(named, list) and len(named) <= 200
+    if not ok or not all(isinstance(n, str) and re.fullmatch(r"[a-z0-9_]{1,64}", n) for n in named):
+        return None
+    return sorted(set(named))
+
+
 def asked_log_resumes(data) -> list[tuple[int, int]]:
     """The (attempt, rank) whose log position a heartbeat asks for ("resume_logs"), as many as
     one beat answers. A malformed entry is left out, never refused: it must not cost the
@@ -232,6 +242,7 @@ class HeartbeatView(AgentView):
             resume_logs=asked_log_resumes(request.data),
             sent_at=agent_clock(request.data),
             usage_epoch=usage_epoch(request.data),
+            spec_fields=spec_fields(request.data),
         )
         return Response(state)
 

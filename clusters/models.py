@@ -57,6 +57,10 @@ class Cluster(models.Model):
         "your own first and burst there when it is full. A gang needing fewer nodes elsewhere "
         "still goes there. Equal costs: the best fit decides. It moves no running work.",
     )
+    # The fields of the run spec its agent keeps (``base.AttemptSpec``'s, as the agent's
+    # release knows them), from its heartbeats; None: it has not said (a release before they
+    # did), so none of the newer fields can be relied on: work needing one is placed elsewhere.
+    agent_spec_fields = models.JSONField(null=True, blank=True, editable=False)
     # Only the hash is kept: a leaked database does not let anyone act as an agent.
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
 

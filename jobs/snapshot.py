@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
+from clusters.backends.base import spec_fields_needed
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import budgets, dependencies, quarantine, recent_use
@@ -25,7 +26,7 @@ from jobs.commit import free_ranges, largest_gap
 from jobs.models import Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
-from quotas.models import RecentUse, Tenant
+from quotas.models import RecentUse, Tenant, TenantSecret, image_registry
 
 ALLOCATION_FIELDS = [
     "node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli", "memory_mb", "borrowed",
@@ -43,7 +44,8 @@ QUEUED_FIELDS = [
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
-    "parent_id", "shards", "max_running_shards", "retries_used", "min_workers",
+    "parent_id", "shards", "max_running_shards", "retries_used", "min_workers", "secrets",
+    "image",
 ]  # fmt: skip
 
 
@@ -112,8 +114,11 @@ def read(
     # explained by its dependency alone: by both, its reason would change every cycle.
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(
-        Cluster.objects.order_by("id").values("id", "labels", "health", "placement_cost")
+        Cluster.objects.order_by("id").values(
+            "id", "labels", "health", "placement_cost", "backend", "agent_spec_fields"
+        )
     )
+    credentials = registry_credentials()
     inventory = nodes(rows, clusters, now)
     running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
@@ -121,7 +126,8 @@ def read(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ())) for job in [*queued, *extra]
+            to_queued(job, clusters, now, failed.get(job["id"], ()), credentials)
+            for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now),
         now=now,
@@ -429,7 +435,13 @@ def row_of(job: Job) -> dict:
     return {name: reduce(getattr, name.split("__"), job) for name in QUEUED_FIELDS}
 
 
-def to_queued(job: dict, clusters, now: float, avoid: tuple[str, ...] = ()) -> p.QueuedJob:
+def to_queued(
+    job: dict,
+    clusters,
+    now: float,
+    avoid: tuple[str, ...] = (),
+    credentials: dict[int, set[str]] | None = None,
+) -> p.QueuedJob:
     claim = job["preempting_until"]
     return p.QueuedJob(
         id=str(job["id"]),
@@ -446,7 +458,7 @@ def to_queued(job: dict, clusters, now: float, avoid: tuple[str, ...] = ()) -> p
         gpu_types=tuple(job["gpu_types"]),
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
-        clusters=cluster_ids(job["cluster_selector"], clusters),
+        clusters=cluster_ids(job, clusters, credentials or {}),
         may_preempt=job["priority_class__may_preempt"],
         preempting=claim is not None and claim.timestamp() > now,
         owner=str(job["owner_id"]),
@@ -461,11 +473,37 @@ def to_queued(job: dict, clusters, now: float, avoid: tuple[str, ...] = ()) -> p
 NO_CLUSTER = "none"
 
 
-def cluster_ids(selector: dict, clusters) -> tuple[str, ...]:
-    """The clusters whose labels match a job's selector (empty selector: any cluster)."""
-    if not selector:
+def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[str, ...]:
+    """The clusters a job may run on (empty: any cluster): those whose labels match its
+    selector, and whose agents keep what the job needs of its run spec (its secrets, its
+    team's registry credential: ``base.spec_fields_needed``); ``p.NO_ABLE_AGENT`` when the
+    selector matches clusters but none of their agents does."""
+    selector = job["cluster_selector"]
+    registries = credentials.get(job["tenant_id"])
+    pulls = bool(registries) and image_registry(job["image"]) in registries
+    if not (selector or job["secrets"] or pulls):
         return ()
-    matches = tuple(
-        str(c["id"]) for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())
-    )
-    return matches or (NO_CLUSTER,)
+    matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
+    if job["secrets"] or pulls:
+        able = [c for c in matching if agent_keeps(c, bool(job["secrets"]), pulls)]
+        if matching and not able:
+            return (p.NO_ABLE_AGENT,)
+    else:
+        able = matching
+    if len(able) == len(clusters):
+        return ()
+    return tuple(str(c["id"]) for c in able) or (NO_CLUSTER,)
+
+
+def agent_keeps(cluster: dict, secrets: bool, pull_credential: bool) -> bool:
+    needed = spec_fields_needed(secrets, pull_credential, cluster["backend"])
+    return needed <= set(cluster["agent_spec_fields"] or ())
+
+
+def registry_credentials() -> dict[int, set[str]]:
+    """The registries each tenant has a pull credential for, by tenant id."""
+    found: dict[int, set[str]] = defaultdict(set)
+    rows = TenantSecret.objects.exclude(registry="").values_list("tenant_id", "registry")
+    for tenant, registry in rows:
+        found[tenant].add(registry)
+    return found

@@ -3,6 +3,7 @@
 import factory
 from django.contrib.auth import get_user_model
 
+from clusters.backends.base import SPEC_FIELDS
 from clusters.models import Cluster, Node
 from jobs.models import Attempt, Family, Job
 from quotas.models import Membership, PriorityClass, Quota, Tenant
@@ -60,6 +61,7 @@ class ClusterFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"cluster-{n}")
     health = Cluster.Health.HEALTHY  # as once its agent has reported
+    agent_spec_fields = list(SPEC_FIELDS)  # an agent of this release
 
 
 class NodeFactory(factory.django.DjangoModelFactory):

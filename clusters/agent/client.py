@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import requests
 
-from clusters.backends.base import LogLine, NodeInventory, WorkerStatus
+from clusters.backends.base import SPEC_FIELDS, LogLine, NodeInventory, WorkerStatus
 
 
 class ControlPlane:
@@ -42,8 +42,13 @@ class ControlPlane:
         answer says where the control plane's copy of each ends, under "resume_logs". The report
         carries this host's time ("sent_at"): the control plane moves the idle times it reports
         onto its own clock; and the backend's `usage_epoch`, the run of counts its GPU-seconds
-        belong to."""
-        payload: dict = {"workers": [asdict(w) for w in workers], "sent_at": time.time()}
+        belong to; and the run spec's fields this agent keeps ("spec_fields"): the control plane
+        gives it no work needing one it would leave out."""
+        payload: dict = {
+            "workers": [asdict(w) for w in workers],
+            "sent_at": time.time(),
+            "spec_fields": list(SPEC_FIELDS),
+        }
         if usage_epoch:
             payload["usage_epoch"] = usage_epoch
         if resume_logs:

@@ -105,6 +105,23 @@ class AttemptSpec:
         return len(self.workers)
 
 
+# The run spec's fields an agent of this release keeps (an agent leaves out those it does not
+# know: ``runner.spec_from_dict``). It tells the control plane with every heartbeat.
+SPEC_FIELDS = tuple(sorted(f.name for f in dataclasses.fields(AttemptSpec)))
+KUBERNETES = "kubernetes"  # the backend that pulls images (clusters.models.Cluster.Backend)
+
+
+def spec_fields_needed(secrets: bool, pull_credential: bool, backend: str) -> frozenset[str]:
+    """The run spec's fields an attempt's agent must keep for it to run as asked: its job's
+    secrets (else it would start without them), and its team's registry credential on a
+    backend that pulls images (else the pull is refused). Fields every release keeps are not
+    named."""
+    needed = {"secrets"} if secrets else set()
+    if pull_credential and backend == KUBERNETES:
+        needed.add("pull_credential")
+    return frozenset(needed)
+
+
 @dataclass(frozen=True)
 class WorkerStatus:
     """What the backend sees of one worker now."""

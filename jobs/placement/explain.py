@@ -13,7 +13,7 @@ from jobs.placement.decision import (
     WorkerPlacement,
 )
 from jobs.placement.fit import Need, Slot
-from jobs.placement.model import FAMILIES, TRAINING, WHOLE_GPU, QueuedJob
+from jobs.placement.model import FAMILIES, NO_ABLE_AGENT, TRAINING, WHOLE_GPU, QueuedJob
 
 
 def invalid(job: QueuedJob) -> str:
@@ -31,6 +31,8 @@ def invalid(job: QueuedJob) -> str:
 
 def missing(job: QueuedJob, capacity: Capacity) -> str:
     """Why no healthy node group matches the job at all."""
+    if job.clusters == (NO_ABLE_AGENT,):
+        return "agent_release"
     if job.clusters and not set(job.clusters) & set(capacity.clusters):
         return "no_matching_cluster"
     present = [

@@ -113,14 +113,20 @@ class RunningJob:
         return sum(m for a in self.allocations for _, m in a.gpus)
 
 
+# A cluster id that never exists, naming why: the clusters the job selects have agents of a
+# release that would start it without what it needs (its secrets, its registry credential).
+NO_ABLE_AGENT = "no-able-agent"
+
+
 @dataclass(frozen=True)
 class QueuedJob:
     """A job waiting to be placed; every worker (gang member or shard) has the same shape.
 
     ``gpus`` is whole GPUs per worker; when it is 0, ``gpu_milli`` (< 1000) asks for a share of
     one GPU. ``gpu_types`` lists acceptable GPU types, most preferred first (empty: any).
-    ``clusters`` is the cluster selector (empty: any). ``max_runtime`` in seconds (None:
-    unlimited) decides backfill.
+    ``clusters`` is the cluster selector (empty: any; ``NO_ABLE_AGENT``: the selector matches
+    clusters, but none whose agent can run it). ``max_runtime`` in seconds (None: unlimited)
+    decides backfill.
     """
 
     id: str
