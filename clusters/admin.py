@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
+from clusters.backends.base import SPEC_FIELDS
 from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Node
 from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
@@ -61,10 +62,29 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
 
     list_display = ["name", "backend", "region", "placement_cost", "health", "last_heartbeat"]
     list_filter = ["backend", "health"]
-    readonly_fields = ["health", "last_heartbeat", "node_table"]
+    readonly_fields = ["health", "last_heartbeat", "agent_release", "node_table"]
     formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["rotate_agent_token"]
     NODES_SHOWN = 200
+
+    @admin.display(description="agent's release")
+    def agent_release(self, cluster: Cluster) -> str:
+        """What the agent's heartbeats say of the run spec it keeps, against this release's:
+        work needing a field it leaves out runs elsewhere (jobs.snapshot.cluster_ids)."""
+        said = cluster.agent_spec_fields
+        if said is None:
+            return (
+                "It has not said which fields of the run spec it keeps (a release before they "
+                "did): jobs naming secrets, or pulled with a team's registry credential, run "
+                "elsewhere."
+            )
+        lacking = sorted(set(SPEC_FIELDS) - set(said))
+        if not lacking:
+            return "Keeps every field of this release's run spec."
+        return (
+            f"Leaves out {', '.join(lacking)}: work needing them runs elsewhere until the agent "
+            "is upgraded."
+        )
 
     @admin.display(description="nodes")
     def node_table(self, cluster: Cluster):

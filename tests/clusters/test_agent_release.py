@@ -12,7 +12,7 @@ from jobs import cycle
 from jobs.models import Attempt, Family
 from jobs.states import State
 from quotas import tenant_secrets
-from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 OLD_FIELDS = sorted(set(SPEC_FIELDS) - {"secrets", "pull_credential"})
@@ -130,3 +130,17 @@ def test_an_attempt_placed_before_its_agent_changed_release_runs_again_elsewhere
     assert answer["run"] == []
     assert (attempt.outcome, job.state) == (Attempt.Outcome.INFRA_ERROR, State.QUEUED)
     assert "would leave out the run spec's secrets" in attempt.reason
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [(None, "has not said"), (OLD_FIELDS, "Leaves out pull_credential, secrets"),
+     (list(SPEC_FIELDS), "Keeps every field")],
+)  # fmt: skip
+def test_the_admins_cluster_page_says_what_its_agent_leaves_out(client, fields, said):
+    cluster = ClusterFactory(name="old", agent_spec_fields=fields)
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+
+    page = client.get(f"/admin/clusters/cluster/{cluster.pk}/change/")
+
+    assert page.status_code == 200 and said in page.text
