@@ -1,16 +1,19 @@
 """Kubernetes objects for an attempt: the tenant's namespace and its NetworkPolicy, one Pod per
-worker, a headless Service for a gang's rendezvous, and a Secret holding the job's secrets. Pure
-functions: no API calls.
+worker, a headless Service for a gang's rendezvous, a Secret holding the job's secrets and one
+holding its team's registry credential. Pure functions: no API calls.
 
 Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
-`mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`, Secret
-`mlsched-<attempt id>-secrets`. A gang's pods set hostname `w<rank>` and the Service as their
-subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+`mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`, Secrets
+`mlsched-<attempt id>-secrets` and `mlsched-<attempt id>-pull`. A gang's pods set hostname
+`w<rank>` and the Service as their subdomain, so rank 0 answers at
+`w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import posixpath
 import re
 
@@ -64,6 +67,16 @@ def pod_name(attempt_id: int, rank: int) -> str:
 
 def secret_name(attempt_id: int) -> str:
     return f"mlsched-{attempt_id}-secrets"
+
+
+def pull_secret_name(attempt_id: int) -> str:
+    return f"mlsched-{attempt_id}-pull"  # k8s_status.TEAM_PULL_SECRET matches it
+
+
+def secret_names(spec: AttemptSpec) -> tuple[str, ...]:
+    """The Secrets the attempt's start creates: its job's secrets', its registry credential's."""
+    wanted = [(spec.secrets, secret_name), (spec.pull_credential, pull_secret_name)]
+    return tuple(name(spec.attempt_id) for asked, name in wanted if asked)
 
 
 def pod_labels(spec: AttemptSpec, rank: int, cluster: str) -> dict[str, str]:
@@ -180,6 +193,9 @@ def build_pod(
         # Workloads need neither API credentials nor every Service's address in their env.
         automount_service_account_token=False,
         enable_service_links=False,
+        image_pull_secrets=[client.V1LocalObjectReference(name=pull_secret_name(spec.attempt_id))]
+        if spec.pull_credential
+        else None,
         containers=[container],
         volumes=_volumes(checkpoint_claim),
     )
@@ -248,9 +264,42 @@ def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1S
     )
 
 
+def build_secrets(spec: AttemptSpec, namespace: str, cluster: str) -> list[client.V1Secret]:
+    """The attempt's Secrets, as it asks for them (``secret_names``)."""
+    wanted = [(spec.secrets, build_secret), (spec.pull_credential, build_pull_secret)]
+    return [build(spec, namespace, cluster) for asked, build in wanted if asked]
+
+
 def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:
     """The job's secrets for the attempt's pods, one key per variable name; immutable, as the
     attempt's values never change (a retry is a new attempt, with a Secret of its own)."""
+    return _secret(spec, secret_name(spec.attempt_id), namespace, cluster, "Opaque",
+                   dict(spec.secrets))  # fmt: skip
+
+
+def build_pull_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:
+    """The team's credential for the registry of the job's image, as the attempt's pods pull
+    with it (imagePullSecrets): a Docker config, as `docker login` writes it."""
+    return _secret(spec, pull_secret_name(spec.attempt_id), namespace, cluster,
+                   "kubernetes.io/dockerconfigjson",
+                   {".dockerconfigjson": docker_config(spec.pull_credential)})  # fmt: skip
+
+
+# What Docker and the kubelet look Docker Hub's credentials up by.
+DOCKER_HUB_KEY = "https://index.docker.io/v1/"
+
+
+def docker_config(credential: dict[str, str]) -> str:
+    user, password = credential["username"], credential["password"]
+    registry = credential["registry"]
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    key = DOCKER_HUB_KEY if registry == "docker.io" else registry
+    return json.dumps({"auths": {key: {"username": user, "password": password, "auth": auth}}})
+
+
+def _secret(
+    spec: AttemptSpec, name: str, namespace: str, cluster: str, kind: str, data: dict[str, str]
+) -> client.V1Secret:
     labels = {
         LABEL_ATTEMPT: str(spec.attempt_id),
         LABEL_JOB: str(spec.job_id),
@@ -260,12 +309,10 @@ def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Se
     return client.V1Secret(
         api_version="v1",
         kind="Secret",
-        metadata=client.V1ObjectMeta(
-            name=secret_name(spec.attempt_id), namespace=namespace, labels=labels
-        ),
-        type="Opaque",
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels=labels),
+        type=kind,
         immutable=True,
-        string_data=dict(spec.secrets),
+        string_data=data,
     )
 
 

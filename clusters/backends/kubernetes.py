@@ -7,9 +7,11 @@
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
   NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
   job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
-  refers to by secretKeyRef (a pod spec holds no secret's value; the Secret is made owned by
-  the pods it created, for Kubernetes' garbage collector), then the pods: restartPolicy Never,
-  requests equal to limits (Guaranteed QoS), labels
+  refers to by secretKeyRef (a pod spec holds no secret's value), the team's credential for the
+  registry of the job's image in a Secret of type kubernetes.io/dockerconfigjson
+  (`mlsched-<attempt id>-pull`) that the pods pull with (imagePullSecrets); each Secret is made
+  owned by the pods it created, for Kubernetes' garbage collector; then the pods:
+  restartPolicy Never, requests equal to limits (Guaranteed QoS), labels
   mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only the job's own
   folder of it mounted (subPath). The claim is the platform team's to provide in every tenant
   namespace: a start in a namespace without it fails at once (CreateFailed) instead of leaving
@@ -35,10 +37,10 @@
   end: a rotated log no longer begins at line 0, so lines numbered from 0 would be taken for
   ones the control plane has.
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet), the
-  Service and, once every pod's delete has succeeded, the Secret. Idempotent: calling it again
+  Service and, once every pod's delete has succeeded, the Secrets. Idempotent: calling it again
   deletes what is still there and not yet terminating, and a delete the API server failed is
   tried again at the next status() (every retry_s).
-- forget: deletes what is left of an ended attempt (pods, Service, Secret) and drops its state,
+- forget: deletes what is left of an ended attempt (pods, Service, Secrets) and drops its state,
   once every delete has succeeded (or found the object gone); until then the attempt is still
   reported, so the next forget tries again.
 
@@ -113,7 +115,7 @@ class _Attempt:
     namespace: str
     nodes: dict[int, str]  # rank -> node
     checkpoint_dir: str = ""  # the job's folder within the checkpoint volume
-    secrets: bool = False  # a Secret was asked for: stop and forget delete it
+    secrets: tuple[str, ...] = ()  # the Secrets its start creates: stop and forget delete them
 
 
 @dataclass
@@ -214,7 +216,7 @@ class KubernetesBackend:
             for key in [k for k in self._create_errors if k[0] == spec.attempt_id]:
                 self._create_errors.pop(key)  # this start tries them again
             self._attempts[spec.attempt_id] = _Attempt(
-                namespace, {w.rank: w.node for w in spec.workers}, folder, bool(spec.secrets)
+                namespace, {w.rank: w.node for w in spec.workers}, folder, specs.secret_names(spec)
             )
         if refused is not None:
             return self._fail_create(spec.attempt_id, spec.workers, refused)
@@ -225,16 +227,15 @@ class KubernetesBackend:
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 create(self.core.create_namespaced_service, namespace, service)
-            secret = None
-            if spec.secrets:
-                # Before the pods: a pod whose Secret is missing fails to start its container.
-                secret = specs.build_secret(spec, namespace, self.cluster)
-                secret = create(self.core.create_namespaced_secret, namespace, secret)
+            # Before the pods: a pod whose Secret is missing fails to start its container, or
+            # pulls without the credential.
+            for secret in specs.build_secrets(spec, namespace, self.cluster):
+                create(self.core.create_namespaced_secret, namespace, secret)
         except (ApiException, HTTPError, tenancy.Refused) as error:
             return self._fail_create(spec.attempt_id, spec.workers, error)
         pods = [self._start_worker(spec, worker, namespace) for worker in spec.workers]
-        if secret is not None:
-            self._own_secret(spec.attempt_id, namespace, [pod for pod in pods if pod])
+        for name in specs.secret_names(spec):
+            self._own_secret(spec.attempt_id, namespace, name, [pod for pod in pods if pod])
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
         """Delete the attempt's pods with the grace period, its Service and its Secret.
@@ -374,13 +375,14 @@ class KubernetesBackend:
             self._watcher.remember((spec.attempt_id, worker.rank), created)
         return created
 
-    def _own_secret(self, attempt_id: int, namespace: str, pods: list[client.V1Pod]) -> None:
-        """Make the pods created the owners of the Secret just created, so that Kubernetes'
+    def _own_secret(
+        self, attempt_id: int, namespace: str, name: str, pods: list[client.V1Pod]
+    ) -> None:
+        """Make the pods created the owners of a Secret just created, so that Kubernetes'
         garbage collector deletes it once they are all gone, even if this backend never
         forgets the attempt. Stop and forget delete it all the same: a failure only warns."""
         if not pods:
             return
-        name = specs.secret_name(attempt_id)
         try:
             self.core.patch_namespaced_secret(
                 name,
@@ -431,10 +433,11 @@ class KubernetesBackend:
             else:
                 failed = True
         deletes = [(specs.service_name(attempt_id), self.core.delete_namespaced_service)]
-        # The Secret once no pod is left that may yet start its container (one whose delete
+        # The Secrets once no pod is left that may yet start its container (one whose delete
         # failed): a running container keeps the variables it was started with.
-        if not failed and self._may_have_secret(attempt_id):
-            deletes.append((specs.secret_name(attempt_id), self.core.delete_namespaced_secret))
+        if not failed:
+            deletes += [(name, self.core.delete_namespaced_secret)
+                        for name in self._secrets_of(attempt_id)]  # fmt: skip
         for object_name, method in deletes:
             if object_name in done:
                 continue
@@ -468,21 +471,22 @@ class KubernetesBackend:
         for namespace, name in sorted(names):
             options = client.V1DeleteOptions(grace_period_seconds=grace)
             ok &= _delete(self.core.delete_namespaced_pod, name, namespace, options)
-        secrets = self._may_have_secret(attempt_id)
+        secrets = self._secrets_of(attempt_id)
         for namespace in sorted({ns for ns, _ in names}):
             service = specs.service_name(attempt_id)
             ok &= _delete(self.core.delete_namespaced_service, service, namespace, None)
-            if secrets:
-                secret = specs.secret_name(attempt_id)
+            for secret in secrets:
                 ok &= _delete(self.core.delete_namespaced_secret, secret, namespace, None)
         return ok
 
-    def _may_have_secret(self, attempt_id: int) -> bool:
-        """Whether the attempt may have a Secret: it was started with secrets, or it was found
-        on the cluster (after a restart), whose start this backend did not see."""
+    def _secrets_of(self, attempt_id: int) -> tuple[str, ...]:
+        """The Secrets the attempt may have: those its start created, or, for one found on the
+        cluster (after a restart), whose start this backend did not see, any it may have."""
         with self._lock:
             attempt = self._attempts.get(attempt_id)
-        return attempt is None or attempt.secrets
+        if attempt is not None:
+            return attempt.secrets
+        return (specs.secret_name(attempt_id), specs.pull_secret_name(attempt_id))
 
     def _pod_names(self, attempt_id: int, pods) -> dict[Key, tuple[str, str]]:
         """The attempt's pods, (namespace, name) by key: those it was started with and those

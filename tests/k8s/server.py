@@ -8,10 +8,10 @@ delete), secrets (create, get, list, delete, and a JSON merge patch of their met
 events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
 are validated as the API server does (a known volume, a relative
 subPath without ".."), and so are their env (a name, and a value or a valueFrom, not both) and a
-secret's keys; a secret's stringData is merged into its data, base64, as the API server stores
-it. Watches stream newline-delimited JSON events in chunked encoding, the way
-the API server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from
-before `compact()` gets the 410 Gone error event.
+secret's keys (a Docker config's must parse); a secret's stringData is merged into its data,
+base64, as the API server stores it. Watches stream newline-delimited JSON events in chunked
+encoding, the way the API server does, and honour resourceVersion, timeoutSeconds and
+labelSelector; a watch from before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
@@ -796,6 +796,12 @@ def _stored_secret(body: dict) -> dict:
                            "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
     body["data"] = data
     body.setdefault("type", "Opaque")
+    if body["type"] == "kubernetes.io/dockerconfigjson":  # the API server reads it
+        try:
+            json.loads(base64.b64decode(data[".dockerconfigjson"]))
+        except (KeyError, ValueError):
+            said = "data[.dockerconfigjson]: missing, or not JSON, in a Docker config secret"
+            raise ApiError(422, "Invalid", said) from None
     return body
 
 

@@ -1,0 +1,64 @@
+"""The whole way from the portal's API to a pod: a tenant's secret and registry credential set
+through the API, a gang submitted through it and placed by a real cycle, the agent's own
+client fetching the run spec from a live server, and the Kubernetes backend creating the pods
+and their Secrets on the Kubernetes test server, then deleting them once the job has ended."""
+
+import base64
+import json
+
+import pytest
+
+from clusters.agent.client import ControlPlane
+from clusters.agent.runner import Agent
+from jobs import cycle
+from jobs.models import Job
+from jobs.states import State
+from tests.factories import ClusterFactory, PriorityClassFactory
+from tests.jobs.test_api import SPEC, client_for
+from tests.k8s.conftest import NAMESPACE, eventually
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOKEN, HF = "ghp_0123456789abcdefghij", "hf_abcdefghijklmnop"
+SECRETS = "/api/v1/tenants/alpha/secrets/"
+
+
+@pytest.fixture
+def agent(live_server, backend):
+    east = ClusterFactory(name="east")
+    agent = Agent(ControlPlane(live_server.url, "east", east.rotate_token()), backend)
+    agent.step()  # its first report: the test server's two 8-GPU nodes
+    return agent
+
+
+def decoded(secret: dict, key: str) -> str:
+    return base64.b64decode(secret["data"][key]).decode()
+
+
+def test_a_job_reaches_its_pods_with_its_secrets_and_its_registrys_credential(agent, kube, alice):
+    PriorityClassFactory(name="normal", value=0)
+    owner = client_for(alice)
+    owner.put(f"{SECRETS}HF_TOKEN/", {"value": HF}, format="json")
+    credential = {"value": TOKEN, "registry": "ghcr.io", "username": "acme-bot"}
+    assert owner.put(f"{SECRETS}GHCR/", credential, format="json").status_code == 201
+    spec = {**SPEC, "image": "ghcr.io/acme/train:1", "gpus": 8, "secrets": ["HF_TOKEN"]}
+    job = Job.objects.get(pk=owner.post("/api/v1/jobs/", spec, format="json").json()["id"])
+
+    cycle.run_cycle()
+    agent.step()
+
+    attempt = job.attempts.get()
+    pods = [kube.pod(NAMESPACE, f"mlsched-{attempt.pk}-{rank}") for rank in (0, 1)]
+    pull = kube.get("secrets", NAMESPACE, f"mlsched-{attempt.pk}-pull")
+    auths = json.loads(decoded(pull, ".dockerconfigjson"))["auths"]
+    assert auths["ghcr.io"]["auth"] == base64.b64encode(f"acme-bot:{TOKEN}".encode()).decode()
+    env = kube.get("secrets", NAMESPACE, f"mlsched-{attempt.pk}-secrets")
+    assert decoded(env, "HF_TOKEN") == HF
+    for pod in pods:
+        assert pod["spec"]["imagePullSecrets"] == [{"name": f"mlsched-{attempt.pk}-pull"}]
+        assert TOKEN not in json.dumps(pod) and HF not in json.dumps(pod)
+
+    for rank in (0, 1):
+        kube.exit_pod(NAMESPACE, f"mlsched-{attempt.pk}-{rank}", 0)
+    eventually(lambda: agent.step() or Job.objects.get(pk=job.pk).state == State.SUCCEEDED)
+    eventually(lambda: agent.step() or not kube.objects_of("secrets"))
+    assert kube.pods() == []
