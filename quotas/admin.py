@@ -24,6 +24,7 @@ from quotas.models import (
     TenantSecret,
     administered_tenants,
     new_notify_secret,
+    registry_name,
 )
 from quotas.usage import usage_by_tenant
 
@@ -460,10 +461,11 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
 class TenantSecretForm(forms.ModelForm):
     """A secret's name and tenant, and its value, write-only: never drawn back into the page
     (not after a refused save either), required for a new secret, left blank to keep the stored
-    one. The save is `tenant_secrets.put`, made here, once Django's own checks (a name's rules,
-    one secret of a name per tenant) have passed: the verb checks under the tenant's lock (at
-    most so many secrets) and writes in one step, and what it refuses still reaches the form's
-    fields, nothing written."""
+    one (a registry credential's registry or user is changed with its value typed again). The
+    save is `tenant_secrets.put`, made here, once Django's own checks (a name's rules, one
+    secret of a name per tenant) have passed: the verb checks under the tenant's lock (at most
+    so many secrets, one credential a registry) and writes in one step, and what it refuses
+    still reaches the form's fields, nothing written."""
 
     value = forms.CharField(
         required=False,
@@ -476,7 +478,7 @@ class TenantSecretForm(forms.ModelForm):
 
     class Meta:
         model = TenantSecret
-        fields = ["tenant", "name"]
+        fields = ["tenant", "name", "registry", "username"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -485,15 +487,24 @@ class TenantSecretForm(forms.ModelForm):
         else:
             self.fields["value"].required = True
 
+    def clean_registry(self) -> str:
+        return registry_name(self.cleaned_data["registry"]) if self.cleaned_data["registry"] else ""
+
     def _post_clean(self):
         super()._post_clean()
         value = self.cleaned_data.get("value")
-        if self.errors or not value:
+        if self.errors:
+            return
+        if not value:
+            if {"registry", "username"} & set(self.changed_data) and self.instance.pk:
+                self.add_error("value", "Type the value again to change the registry or user.")
             return
         try:
             self.instance, _ = tenant_secrets.put(
-                self.instance.tenant, self.instance.name, value, by=self.by
-            )
+                self.instance.tenant, self.instance.name, value, by=self.by,
+                registry=self.cleaned_data.get("registry", ""),
+                username=self.cleaned_data.get("username", ""),
+            )  # fmt: skip
         except ValidationError as refused:
             for field, problems in refused.message_dict.items():
                 # A stored secret's name is not a field of its form (a rename is a new secret).
@@ -508,7 +519,7 @@ class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.Mo
     is not deleted: the admin is told which jobs."""
 
     form = TenantSecretForm
-    list_display = ["name", "tenant", "updated", "updated_by"]
+    list_display = ["name", "tenant", "registry", "username", "updated", "updated_by"]
     list_select_related = ["tenant", "updated_by"]
     search_fields = ["name"]
     actions = ["delete_selected"]
@@ -516,11 +527,11 @@ class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.Mo
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["tenant", "name", "value"]
+            return ["tenant", "name", "registry", "username", "value"]
         # A page only to view shows every field it lists as read-only, and Django reads a
         # read-only `value` as TenantSecret.value(): the secret, opened.
         value = ["value"] if self.has_change_permission(request, obj) else []
-        return ["tenant", "name", *value, "updated", "updated_by"]
+        return ["tenant", "name", "registry", "username", *value, "updated", "updated_by"]
 
     def get_readonly_fields(self, request, obj=None):
         # Another name or tenant is another secret: delete this one and add that.

@@ -458,11 +458,14 @@ class TenantSecret(models.Model):
                 fields=["tenant", "registry"],
                 condition=~models.Q(registry=""),
                 name="tenant_secret_unique_registry",
+                violation_error_message="The tenant has a credential for this registry already.",
             ),
             models.CheckConstraint(
                 condition=models.Q(registry="", username="")
                 | (~models.Q(registry="") & ~models.Q(username="")),
                 name="tenant_secret_registry_has_username",
+                violation_error_message="A registry credential names its registry and its "
+                "user; a variable neither.",
             ),
         ]
 

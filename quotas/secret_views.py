@@ -1,5 +1,7 @@
 """The portal's secrets page (``/secrets/``): each of the user's teams' secrets by name, with
-when and by whom each was set; a team's owners set one (name and value: created, or replaced)
+its kind (a variable, or a registry credential's registry and user) and when and by whom each
+was set; a team's owners set one (name and value, and for a credential its registry and user:
+created, or replaced)
 and delete one there, through the verbs the API and the admin use (``quotas.tenant_secrets``).
 No value is ever drawn back into a page."""
 
@@ -32,17 +34,18 @@ def owned_slugs(user) -> set[str]:
 @login_required
 def secrets_page(request):
     owned = owned_slugs(request.user)
-    values, errors, status = {"tenant": "", "name": ""}, {}, 200
+    values, errors, status = dict.fromkeys(["tenant", "name", "registry", "username"], ""), {}, 200
     if request.method == "POST":
-        values = {"tenant": request.POST.get("tenant", ""), "name": request.POST.get("name", "")}
+        values = {key: request.POST.get(key, "") for key in values}
         tenant = access.report_tenants(request.user).filter(slug=values["tenant"]).first()
         if tenant is None or tenant.slug not in owned:
             errors, status = {"tenant": "Choose a team you own."}, 400
         else:
             try:
                 _, created = tenant_secrets.put(
-                    tenant, values["name"], request.POST.get("value", ""), by=request.user
-                )
+                    tenant, values["name"], request.POST.get("value", ""), by=request.user,
+                    registry=values["registry"].strip(), username=values["username"],
+                )  # fmt: skip
             except ValidationError as refused:
                 errors = {field: " ".join(texts) for field, texts in refused.message_dict.items()}
                 status = 400

@@ -190,8 +190,17 @@ def add_secrets(commands) -> None:
     setting = commands.add_parser("secret-set")
     setting.add_argument("tenant", metavar="TENANT")
     setting.add_argument("name", metavar="NAME")
-    setting.add_argument("--from-file", metavar="PATH",
-                         help="read the value from PATH (default: standard input)")  # fmt: skip
+    setting.add_argument(
+        "--from-file", metavar="PATH", help="read the value from PATH (default: standard input)"
+    )
+    setting.add_argument(
+        "--registry",
+        metavar="HOST",
+        help="a registry credential: the team's images there are pulled with "
+        "it, the value its password or token",
+    )
+    setting.add_argument("--username", metavar="USER",
+                         help="the user a registry credential signs in as")  # fmt: skip
     deleting = commands.add_parser("secret-delete")
     deleting.add_argument("tenant", metavar="TENANT")
     deleting.add_argument("name", metavar="NAME")

@@ -11,21 +11,29 @@ from jobs.cli.client import Api, show
 from jobs.cli.tables import minute, table
 
 SECRET_HEADER = ["name", "updated (UTC)", "by"]
+CREDENTIAL_COLUMNS = ["registry", "user"]  # after the name, once the tenant has a credential
 
 
 def secrets(api: Api, args) -> None:
-    """`secrets TENANT`: its secrets' names, when each was set and by whom."""
-    rows = [[s["name"], minute(s["updated"]), s["updated_by"] or "-"]
-            for s in api.call("GET", f"{secrets_of(args.tenant)}/")["secrets"]]  # fmt: skip
-    if not rows:
+    """`secrets TENANT`: its secrets' names, when each was set and by whom, and of its
+    registry credentials their registry and user."""
+    listed = api.call("GET", f"{secrets_of(args.tenant)}/")["secrets"]
+    if not listed:
         show(f"{args.tenant} has no secrets.")
         return
-    table([SECRET_HEADER, *rows], names=len(SECRET_HEADER))
+    credentials = any(s["registry"] for s in listed)
+    header = SECRET_HEADER[:1] + CREDENTIAL_COLUMNS * credentials + SECRET_HEADER[1:]
+    rows = [[s["name"], *([s["registry"] or "-", s["username"] or "-"] * credentials),
+             minute(s["updated"]), s["updated_by"] or "-"] for s in listed]  # fmt: skip
+    table([header, *rows], names=len(header))
 
 
 def secret_set(api: Api, args) -> None:
-    """`secret-set TENANT NAME [--from-file PATH]`: whether it was created or replaced."""
+    """`secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER]`: whether
+    it was created or replaced."""
     body = {"value": value_given(args.from_file, args.name)}
+    if args.registry or args.username:
+        body |= {"registry": args.registry or "", "username": args.username or ""}
     code, answer = api.answer("PUT", f"{secrets_of(args.tenant)}/{segment(args.name)}/", json=body)
     show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}")
 

@@ -39,6 +39,7 @@ class Migration(migrations.Migration):
                 condition=models.Q(("registry", ""), _negated=True),
                 fields=("tenant", "registry"),
                 name="tenant_secret_unique_registry",
+                violation_error_message="The tenant has a credential for this registry already.",
             ),
         ),
         migrations.AddConstraint(
@@ -53,6 +54,8 @@ class Migration(migrations.Migration):
                     _connector="OR",
                 ),
                 name="tenant_secret_registry_has_username",
+                violation_error_message="A registry credential names its registry and its "
+                "user; a variable neither.",
             ),
         ),
     ]

@@ -796,13 +796,20 @@ def _stored_secret(body: dict) -> dict:
                            "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
     body["data"] = data
     body.setdefault("type", "Opaque")
-    if body["type"] == "kubernetes.io/dockerconfigjson":  # the API server reads it
-        try:
-            json.loads(base64.b64decode(data[".dockerconfigjson"]))
-        except (KeyError, ValueError):
-            said = "data[.dockerconfigjson]: missing, or not JSON, in a Docker config secret"
-            raise ApiError(422, "Invalid", said) from None
+    if body["type"] == "kubernetes.io/dockerconfigjson" and not _is_docker_config(data):
+        said = "data[.dockerconfigjson]: missing, or not a JSON object, in a Docker config secret"
+        raise ApiError(422, "Invalid", said)
     return body
+
+
+def _is_docker_config(data: dict) -> bool:
+    """Whether the API server takes the secret's `.dockerconfigjson`: it unmarshals it into a
+    map (JSON null too), and looks no further (no check of "auths")."""
+    try:
+        config = json.loads(base64.b64decode(data[".dockerconfigjson"]))
+    except (KeyError, ValueError):
+        return False
+    return config is None or isinstance(config, dict)
 
 
 def _merge_patch(target, patch):

@@ -19,6 +19,7 @@ from tests.k8s.server import ApiError
 
 PASSWORD = "ghp_0123456789abcdefghij"
 GHCR = {"registry": "ghcr.io", "username": "acme-bot", "password": PASSWORD}
+UNAVAILABLE = ApiError(503, "ServiceUnavailable", "etcdserver: leader changed")
 
 
 def pull_secret_of(kube, attempt_id):
@@ -52,7 +53,10 @@ def test_it_puts_the_credential_in_a_docker_config_secret_of_the_tenants_namespa
 @pytest.mark.parametrize(
     ("registry", "key"),
     [("docker.io", "https://index.docker.io/v1/"),
-     ("registry.example.com:5000", "registry.example.com:5000")],
+     ("index.docker.io", "https://index.docker.io/v1/"),
+     ("registry-1.docker.io", "https://index.docker.io/v1/"),
+     ("registry.example.com:5000", "registry.example.com:5000"),
+     ("localhost:5000", "localhost:5000")],
 )  # fmt: skip
 def test_docker_hub_is_keyed_as_docker_reads_it_and_a_port_is_kept(kube, backend, registry, key):
     backend.start(one_gpu_worker(pull_credential={**GHCR, "registry": registry}))
@@ -70,10 +74,12 @@ def test_each_pod_pulls_with_it_and_holds_no_password(kube, backend):
 
 
 def test_an_attempt_without_a_credential_gets_no_pull_secret(kube, backend):
-    backend.start(one_gpu_worker())
+    backend.start(one_gpu_worker(attempt_id=7, pull_credential=GHCR))
+    backend.start(one_gpu_worker(attempt_id=8))
 
-    assert secret_names(kube) == []
-    assert "imagePullSecrets" not in kube.pod(NAMESPACE, "mlsched-7-0")["spec"]
+    assert secret_names(kube) == ["mlsched-7-pull"]
+    assert "imagePullSecrets" in kube.pod(NAMESPACE, "mlsched-7-0")["spec"]
+    assert "imagePullSecrets" not in kube.pod(NAMESPACE, "mlsched-8-0")["spec"]
 
 
 def test_a_job_with_secrets_and_a_credential_gets_both_secrets(kube, backend):
@@ -104,15 +110,19 @@ def test_a_pull_secret_it_cannot_create_fails_the_start_before_any_pod(kube, bac
     ]
 
 
-def test_the_test_server_refuses_a_docker_config_that_does_not_parse(kube, backend):
-    backend.start(one_gpu_worker(pull_credential=GHCR))
+@pytest.mark.parametrize("config", [{".dockerconfigjson": "{not json"},
+                                    {".dockerconfigjson": '["auths"]'},
+                                    {"config.json": "{}"}])  # fmt: skip
+def test_the_test_server_refuses_a_docker_config_the_api_server_would(kube, backend, config):
+    backend.start(one_gpu_worker(pull_credential=GHCR))  # it takes the backend's, in a namespace
     body = {"metadata": {"name": "bad"}, "type": "kubernetes.io/dockerconfigjson",
-            "stringData": {".dockerconfigjson": "{not json"}}  # fmt: skip
+            "stringData": config}  # fmt: skip
 
     with pytest.raises(ApiError) as refused:
         kube.create("secrets", NAMESPACE, body)
 
     assert refused.value.code == 422
+    assert secret_names(kube) == ["mlsched-7-pull"]
 
 
 def test_stop_deletes_the_pull_secret_after_the_pods(kube, backend):
@@ -122,8 +132,23 @@ def test_stop_deletes_the_pull_secret_after_the_pods(kube, backend):
 
     backend.stop(11, grace_s=5)
 
-    assert ("secrets", NAMESPACE, "mlsched-11-pull", None) in kube.deletions
+    deleted = [(kind, name) for kind, _, name, _ in kube.deletions]
+    assert deleted[-1] == ("secrets", "mlsched-11-pull")
+    assert {("pods", "mlsched-11-0"), ("pods", "mlsched-11-1")} <= set(deleted[:-1])
     assert secret_names(kube) == []
+
+
+def test_stop_keeps_both_secrets_while_a_pods_delete_fails(kube, make_backend):
+    # The pod left may yet start its container: it needs its variables and to pull its image.
+    backend = make_backend(retry_s=60)  # no retry of its own within the test
+    backend.start(one_gpu_worker(secrets={"HF_TOKEN": "hf_abcdefgh"}, pull_credential=GHCR))
+    kube.fail("DELETE", "/pods/mlsched-7-0$", UNAVAILABLE)
+
+    backend.stop(7, grace_s=5)
+    assert secret_names(kube) == ["mlsched-7-pull", "mlsched-7-secrets"]
+    backend.stop(7, grace_s=5)
+
+    assert (kube.pods(), secret_names(kube)) == ([], [])
 
 
 def test_forget_deletes_the_pull_secret(kube, backend):
@@ -146,6 +171,7 @@ def test_forget_deletes_the_pull_secret_of_an_attempt_found_after_a_restart(
     restarted = make_backend()  # it never saw the start, nor whether it pulled with one
     resumed(restarted, None)
     status_becomes(restarted, 7, 0, base.EXITED)
+    assert secret_names(kube) == ["mlsched-7-pull"]
 
     restarted.forget(7)
 
