@@ -7,6 +7,10 @@ Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label),
 `mlsched-<attempt id>-secrets` and `mlsched-<attempt id>-pull`. A gang's pods set hostname
 `w<rank>` and the Service as their subdomain, so rank 0 answers at
 `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+
+The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
+keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
+each pod names it in imagePullSecrets, so no pod spec holds the password.
 """
 
 from __future__ import annotations
@@ -285,15 +289,18 @@ def build_pull_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client
                    {".dockerconfigjson": docker_config(spec.pull_credential)})  # fmt: skip
 
 
-# What Docker and the kubelet look Docker Hub's credentials up by.
+# Docker Hub's names, and the key Docker and the kubelet look its credentials up by.
+DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"
 
 
 def docker_config(credential: dict[str, str]) -> str:
+    """A `.dockerconfigjson` with the one registry's credential: keyed by its host as written
+    in image references (a port kept), Docker Hub's by the key Docker reads it from."""
     user, password = credential["username"], credential["password"]
     registry = credential["registry"]
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    key = DOCKER_HUB_KEY if registry == "docker.io" else registry
+    key = DOCKER_HUB_KEY if registry in DOCKER_HUB else registry
     return json.dumps({"auths": {key: {"username": user, "password": password, "auth": auth}}})
 
 

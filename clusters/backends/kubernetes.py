@@ -42,7 +42,8 @@
   tried again at the next status() (every retry_s).
 - forget: deletes what is left of an ended attempt (pods, Service, Secrets) and drops its state,
   once every delete has succeeded (or found the object gone); until then the attempt is still
-  reported, so the next forget tries again.
+  reported, so the next forget tries again. An attempt found on the cluster after a restart may
+  have either Secret: both are deleted.
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
@@ -123,7 +124,7 @@ class _Stop:
     """A stop asked for an attempt: what has been deleted, whether a delete failed."""
 
     grace: int
-    deleted: set[str] = field(default_factory=set)  # pods, Service, Secret deleted or gone
+    deleted: set[str] = field(default_factory=set)  # pods, Service, Secrets deleted or gone
     failed: bool = False  # a delete failed: status() tries again
 
 
@@ -203,8 +204,8 @@ class KubernetesBackend:
         return [self._inventory_of(node) for node in nodes]
 
     def start(self, spec: AttemptSpec) -> None:
-        """Create the namespace, the gang's Service, the Secret of the job's secrets and one pod
-        per worker; 409s are fine."""
+        """Create the namespace, the gang's Service, the attempt's Secrets (the job's secrets,
+        its team's registry credential) and one pod per worker; 409s are fine."""
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         try:
             folder = specs.checkpoint_folder(spec)
@@ -238,7 +239,7 @@ class KubernetesBackend:
             self._own_secret(spec.attempt_id, namespace, name, [pod for pod in pods if pod])
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
-        """Delete the attempt's pods with the grace period, its Service and its Secret.
+        """Delete the attempt's pods with the grace period, its Service and its Secrets.
 
         Calling it again for the same attempt deletes what is still there and not yet
         terminating (a delete that failed); pods already terminating are left to the kubelet.
@@ -332,7 +333,7 @@ class KubernetesBackend:
             self._logs.resume(key, point)
 
     def forget(self, attempt_id: int) -> None:
-        """Delete what is left of the attempt (ended pods, the Service) and drop its state.
+        """Delete what is left of the attempt (ended pods, Service, Secrets); drop its state.
 
         Only once every delete succeeded or found the object gone: until then the attempt is
         still reported (ended), so the agent forgets it again and the deletes are tried again.
@@ -375,9 +376,7 @@ class KubernetesBackend:
             self._watcher.remember((spec.attempt_id, worker.rank), created)
         return created
 
-    def _own_secret(
-        self, attempt_id: int, namespace: str, name: str, pods: list[client.V1Pod]
-    ) -> None:
+    def _own_secret(self, attempt_id: int, ns: str, name: str, pods: list[client.V1Pod]) -> None:
         """Make the pods created the owners of a Secret just created, so that Kubernetes'
         garbage collector deletes it once they are all gone, even if this backend never
         forgets the attempt. Stop and forget delete it all the same: a failure only warns."""
@@ -385,15 +384,12 @@ class KubernetesBackend:
             return
         try:
             self.core.patch_namespaced_secret(
-                name,
-                namespace,
-                specs.owned_by(pods),
-                _content_type="application/merge-patch+json",
+                name, ns, specs.owned_by(pods), _content_type="application/merge-patch+json"
             )
         except (ApiException, HTTPError) as error:
             detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
             log.warning("attempt %s: Secret %s/%s not given owners: %s",
-                        attempt_id, namespace, name, detail.strip())  # fmt: skip
+                        attempt_id, ns, name, detail.strip())  # fmt: skip
 
     def _fail_create(self, attempt_id: int, workers, error: Exception) -> None:
         # The attempt cannot run as asked: report its workers failed so it is retried.
@@ -411,7 +407,7 @@ class KubernetesBackend:
 
     def _stop_attempt(self, attempt_id: int) -> None:
         """Delete the stopping attempt's pods that are there, not ended and not yet terminating,
-        its Service and its Secret; remember whether a delete failed."""
+        its Service and its Secrets; remember whether a delete failed."""
         with self._lock:
             stop = self._stopping.get(attempt_id)
             if stop is None:
@@ -434,7 +430,7 @@ class KubernetesBackend:
                 failed = True
         deletes = [(specs.service_name(attempt_id), self.core.delete_namespaced_service)]
         # The Secrets once no pod is left that may yet start its container (one whose delete
-        # failed): a running container keeps the variables it was started with.
+        # failed): a running container keeps the variables and image it was started with.
         if not failed:
             deletes += [(name, self.core.delete_namespaced_secret)
                         for name in self._secrets_of(attempt_id)]  # fmt: skip
@@ -463,7 +459,7 @@ class KubernetesBackend:
             self._stop_attempt(attempt_id)
 
     def _delete_attempt(self, attempt_id: int, grace: int) -> bool:
-        """Delete the attempt's pods, ended or not, its Service and its Secret: whether every
+        """Delete the attempt's pods, ended or not, its Service and its Secrets: whether every
         delete succeeded or found the object gone."""
         pods, _ = self._watcher.snapshot()
         names = set(self._pod_names(attempt_id, pods).values())
