@@ -408,9 +408,9 @@ def desired_state(cluster: Cluster, known=()) -> dict:
 
 def agent_lacks(cluster: Cluster, secrets: bool, pull_credential: bool) -> str:
     """Why the cluster's agent cannot be given an attempt needing these (its release would
-    leave out a field of the run spec it needs: ``base.spec_fields_needed``); "" if it can."""
-    needed = base.spec_fields_needed(secrets, pull_credential, cluster.backend)
-    lacking = sorted(needed - set(cluster.agent_spec_fields or ()))
+    leave out a field of the run spec it needs); "" if it can."""
+    kept = cluster.agent_spec_fields
+    lacking = base.spec_fields_lacking(kept, secrets, pull_credential, cluster.backend)
     if not lacking:
         return ""
     return (

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
-from clusters.backends.base import spec_fields_needed
+from clusters.backends.base import spec_fields_lacking
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import budgets, dependencies, quarantine, recent_use
@@ -476,7 +476,7 @@ NO_CLUSTER = "none"
 def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[str, ...]:
     """The clusters a job may run on (empty: any cluster): those whose labels match its
     selector, and whose agents keep what the job needs of its run spec (its secrets, its
-    team's registry credential: ``base.spec_fields_needed``); ``p.NO_ABLE_AGENT`` when the
+    team's registry credential: ``base.spec_fields_lacking``); ``p.NO_ABLE_AGENT`` when the
     selector matches clusters but none of their agents does."""
     selector = job["cluster_selector"]
     registries = credentials.get(job["tenant_id"])
@@ -485,7 +485,11 @@ def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[
         return ()
     matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
     if job["secrets"] or pulls:
-        able = [c for c in matching if agent_keeps(c, bool(job["secrets"]), pulls)]
+        able = [
+            c for c in matching
+            if not spec_fields_lacking(c["agent_spec_fields"], bool(job["secrets"]), pulls,
+                                       c["backend"])
+        ]  # fmt: skip
         if matching and not able:
             return (p.NO_ABLE_AGENT,)
     else:
@@ -493,11 +497,6 @@ def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[
     if len(able) == len(clusters):
         return ()
     return tuple(str(c["id"]) for c in able) or (NO_CLUSTER,)
-
-
-def agent_keeps(cluster: dict, secrets: bool, pull_credential: bool) -> bool:
-    needed = spec_fields_needed(secrets, pull_credential, cluster["backend"])
-    return needed <= set(cluster["agent_spec_fields"] or ())
 
 
 def registry_credentials() -> dict[int, set[str]]:

@@ -111,15 +111,17 @@ SPEC_FIELDS = tuple(sorted(f.name for f in dataclasses.fields(AttemptSpec)))
 KUBERNETES = "kubernetes"  # the backend that pulls images (clusters.models.Cluster.Backend)
 
 
-def spec_fields_needed(secrets: bool, pull_credential: bool, backend: str) -> frozenset[str]:
-    """The run spec's fields an attempt's agent must keep for it to run as asked: its job's
-    secrets (else it would start without them), and its team's registry credential on a
-    backend that pulls images (else the pull is refused). Fields every release keeps are not
-    named."""
+def spec_fields_lacking(
+    kept: list[str] | None, secrets: bool, pull_credential: bool, backend: str
+) -> list[str]:
+    """Of the run spec's fields an attempt's agent must keep for it to run as asked, those an
+    agent keeping ``kept`` (None: it did not say) leaves out: its job's secrets (else it would
+    start without them), and its team's registry credential on a backend that pulls images
+    (else the pull is refused). Fields every release keeps are not asked for."""
     needed = {"secrets"} if secrets else set()
     if pull_credential and backend == KUBERNETES:
         needed.add("pull_credential")
-    return frozenset(needed)
+    return sorted(needed - set(kept or ()))
 
 
 @dataclass(frozen=True)
