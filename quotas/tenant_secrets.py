@@ -143,17 +143,10 @@ def credential_fields(registry: object, username: object) -> tuple[str, str]:
     except ValidationError as error:
         raise ValidationError({"registry": error.messages}) from None
     if not username:
-        raise ValidationError(
-            {"username": ["A registry credential names the user it signs in as."]}
-        )
+        raise ValidationError({"username": ["A registry credential names its user."]})
     if len(username) > MAX_USERNAME_CHARS or not username.isprintable() or ":" in username:
-        raise ValidationError(
-            {
-                "username": [
-                    f"A username is at most {MAX_USERNAME_CHARS} printable characters, no ':'."
-                ]
-            }
-        )
+        too = f"A username is at most {MAX_USERNAME_CHARS} printable characters, no ':'."
+        raise ValidationError({"username": [too]})
     return registry, username
 
 
