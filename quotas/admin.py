@@ -490,6 +490,11 @@ class TenantSecretForm(forms.ModelForm):
     def clean_registry(self) -> str:
         return registry_name(self.cleaned_data["registry"]) if self.cleaned_data["registry"] else ""
 
+    def _get_validation_exclusions(self):
+        # The verb checks the registry and the user, saying which field is wrong (and which
+        # secret holds the registry already): the model's constraints on them would name none.
+        return super()._get_validation_exclusions() | {"registry", "username"}
+
     def _post_clean(self):
         super()._post_clean()
         value = self.cleaned_data.get("value")

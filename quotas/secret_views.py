@@ -18,6 +18,8 @@ from jobs.forms import described
 from quotas import tenant_secrets
 from quotas.models import Membership, TenantSecret
 
+HELPS = {"registry": "registry-help", "username": "username-help"}
+
 
 def owned_slugs(user) -> set[str]:
     """The slugs of the teams whose secrets the user sets: those they own (every team for a
@@ -64,7 +66,7 @@ def secrets_page(request):
         "owned": owned,
         "values": values,
         "errors": errors,
-        "fields": described(errors),
+        "fields": described(errors, helps=HELPS),
     }
     return render(request, "portal/secrets.html", context, status=status)
 

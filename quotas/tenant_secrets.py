@@ -144,8 +144,10 @@ def credential_fields(registry: object, username: object) -> tuple[str, str]:
         raise ValidationError({"registry": error.messages}) from None
     if not username:
         raise ValidationError({"username": ["A registry credential names its user."]})
-    if len(username) > MAX_USERNAME_CHARS or not username.isprintable() or ":" in username:
-        too = f"A username is at most {MAX_USERNAME_CHARS} printable characters, no ':'."
+    printable = username.isprintable() and username == username.strip() and ":" not in username
+    if len(username) > MAX_USERNAME_CHARS or not printable:
+        too = f"A username is at most {MAX_USERNAME_CHARS} printable characters, no ':' and no "
+        too += "space at either end."
         raise ValidationError({"username": [too]})
     return registry, username
 

@@ -31,30 +31,31 @@ def test_a_platform_admin_adds_a_credential_with_its_registry_and_user(platform_
 @pytest.mark.parametrize(
     ("fields", "field"),
     [({"registry": "not a host", "username": "bot"}, "registry"),
-     ({"registry": "ghcr.io", "username": ""}, None),
+     ({"registry": "ghcr.io", "username": ""}, "username"),
+     ({"registry": "", "username": "bot"}, "username"),
      ({"registry": "ghcr.io", "username": "bot:x"}, "username")],
 )  # fmt: skip
-def test_a_bad_credential_is_a_form_error_and_nothing_is_written(
+def test_a_bad_credential_is_an_error_on_its_field_and_nothing_is_written(
     platform_admin, alpha, fields, field
 ):
     page = add(platform_admin, alpha, value=TOKEN, **fields)
 
     assert page.status_code == 200
-    errors = page.context["adminform"].form.errors
-    assert (field or "__all__") in errors
+    assert list(page.context["adminform"].form.errors) == [field]
     assert not TenantSecret.objects.exists()
 
 
-def test_a_second_credential_for_a_registry_is_a_form_error(platform_admin, alpha):
+def test_a_second_credential_for_a_registry_is_an_error_naming_the_first(platform_admin, alpha):
     tenant_secrets.put(alpha, "FIRST", TOKEN, registry="ghcr.io", username="bot")
 
     page = platform_admin.post(
         f"{SECRETS}add/",
-        {"tenant": alpha.pk, "name": "SECOND", "registry": "ghcr.io", "username": "b",
+        {"tenant": alpha.pk, "name": "SECOND", "registry": "GHCR.io", "username": "b",
          "value": TOKEN},
     )  # fmt: skip
 
-    assert page.status_code == 200 and page.context["adminform"].form.errors
+    errors = page.context["adminform"].form.errors
+    assert list(errors) == ["registry"] and "'FIRST'" in errors["registry"][0]
     assert list(TenantSecret.objects.values_list("name", flat=True)) == ["FIRST"]
 
 

@@ -50,3 +50,17 @@ def test_a_member_reads_a_credentials_registry_and_user_beside_the_variables(alp
     assert "pull credential for <code>ghcr.io</code> as <code>acme-bot</code>" in page
     assert '<td class="kind">variable</td>' in page
     assert 'id="secret-form"' not in page and TOKEN not in page
+
+
+def test_the_registry_and_username_fields_are_described_by_their_help(alice):
+    page = portal_of(alice).get("/secrets/").text
+
+    assert 'name="registry" value="" maxlength="255" aria-describedby="registry-help"' in page
+    assert 'id="registry-help">Leave it empty for an environment variable.' in page
+    assert 'aria-describedby="username-help"' in page and 'id="username-help"' in page
+
+
+def test_a_refused_registry_is_described_by_its_help_and_its_error(alice):
+    answer = portal_of(alice).post("/secrets/", {**CREDENTIAL, "registry": "not a host"})
+
+    assert 'aria-invalid="true" aria-describedby="registry-help id_registry_error"' in answer.text

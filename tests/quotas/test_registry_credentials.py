@@ -65,6 +65,7 @@ def test_docker_hubs_other_names_are_written_docker_io(alpha):
     [("ghcr", "bot", "registry"), ("https://ghcr.io", "bot", "registry"),
      ("ghcr.io/acme", "bot", "registry"), ("ghcr.io", "", "username"),
      ("ghcr.io", "bot:x", "username"), ("ghcr.io", "b\nt", "username"),
+     ("ghcr.io", "bot ", "username"),
      ("", "bot", "username"), (5, "bot", "registry"), ("ghcr.io", ["bot"], "username")],
 )  # fmt: skip
 def test_a_bad_registry_or_username_is_refused_by_field_and_nothing_written(
