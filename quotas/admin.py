@@ -24,7 +24,6 @@ from quotas.models import (
     TenantSecret,
     administered_tenants,
     new_notify_secret,
-    registry_name,
 )
 from quotas.usage import usage_by_tenant
 
@@ -486,9 +485,6 @@ class TenantSecretForm(forms.ModelForm):
             self.fields["value"].help_text += " Leave it blank to keep the value stored."
         else:
             self.fields["value"].required = True
-
-    def clean_registry(self) -> str:
-        return registry_name(self.cleaned_data["registry"]) if self.cleaned_data["registry"] else ""
 
     def _get_validation_exclusions(self):
         # The verb checks the registry and the user, saying which field is wrong (and which

@@ -11,7 +11,12 @@ from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
 
-from clusters.backends.base import PLATFORM_ENV, PLATFORM_ENV_PREFIX
+from clusters.backends.base import (
+    DOCKER_HUB,
+    DOCKER_HUB_NAMES,
+    PLATFORM_ENV,
+    PLATFORM_ENV_PREFIX,
+)
 from quotas import vault
 
 
@@ -378,8 +383,6 @@ MAX_SECRETS_PER_TENANT = 200
 # names are written docker.io, as an image that names no registry reads.
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 REGISTRY = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?")
-DOCKER_HUB = "docker.io"
-DOCKER_HUB_NAMES = {"docker.io", "index.docker.io", "registry-1.docker.io"}
 MAX_USERNAME_CHARS = 200
 
 

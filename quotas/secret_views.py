@@ -1,9 +1,8 @@
 """The portal's secrets page (``/secrets/``): each of the user's teams' secrets by name, with
 its kind (a variable, or a registry credential's registry and user) and when and by whom each
 was set; a team's owners set one (name and value, and for a credential its registry and user:
-created, or replaced)
-and delete one there, through the verbs the API and the admin use (``quotas.tenant_secrets``).
-No value is ever drawn back into a page."""
+created, or replaced) and delete one there, through the verbs the API and the admin use
+(``quotas.tenant_secrets``). No value is ever drawn back into a page."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -46,7 +45,7 @@ def secrets_page(request):
             try:
                 _, created = tenant_secrets.put(
                     tenant, values["name"], request.POST.get("value", ""), by=request.user,
-                    registry=values["registry"].strip(), username=values["username"],
+                    registry=values["registry"], username=values["username"],
                 )  # fmt: skip
             except ValidationError as refused:
                 errors = {field: " ".join(texts) for field, texts in refused.message_dict.items()}

@@ -105,6 +105,11 @@ class AttemptSpec:
         return len(self.workers)
 
 
+# Docker Hub's names in image references, all written DOCKER_HUB by the control plane
+# (quotas.models.registry_name) and keyed as Docker reads them by the Kubernetes backend.
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_NAMES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+
 # The run spec's fields an agent of this release keeps (an agent leaves out those it does not
 # know: ``runner.spec_from_dict``). It tells the control plane with every heartbeat.
 SPEC_FIELDS = tuple(sorted(f.name for f in dataclasses.fields(AttemptSpec)))

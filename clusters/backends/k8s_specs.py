@@ -23,7 +23,7 @@ import re
 
 from kubernetes import client
 
-from clusters.backends.base import AttemptSpec, WorkerSpec, worker_env
+from clusters.backends.base import DOCKER_HUB_NAMES, AttemptSpec, WorkerSpec, worker_env
 
 GROUP = "mlsched.io"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
@@ -289,8 +289,7 @@ def build_pull_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client
                    {".dockerconfigjson": docker_config(spec.pull_credential)})  # fmt: skip
 
 
-# Docker Hub's names, and the key Docker and the kubelet look its credentials up by.
-DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+# The key Docker and the kubelet look Docker Hub's credentials up by.
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"
 
 
@@ -300,7 +299,7 @@ def docker_config(credential: dict[str, str]) -> str:
     user, password = credential["username"], credential["password"]
     registry = credential["registry"]
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    key = DOCKER_HUB_KEY if registry in DOCKER_HUB else registry
+    key = DOCKER_HUB_KEY if registry in DOCKER_HUB_NAMES else registry
     return json.dumps({"auths": {key: {"username": user, "password": password, "auth": auth}}})
 
 
