@@ -9,7 +9,8 @@
                  free capacity against the live rows, claim the jobs still queued, insert the
                  attempts and allocations (the database's exclusion constraint is the last
                  guard) and move the jobs queued -> scheduled
-    4. preempt   ask the victims' attempts to stop, with a grace period
+    4. preempt   ask the victims' attempts to stop, with a grace period; and the running
+                 elastic gangs the core restarts larger (placement/growth.py)
     5. explain   store each waiting job's reason code, sentence and estimated start (jobs the
                  core never saw: one waiting for a dependency, waiting_for_dependency; one
                  waiting out its retry backoff, retry_backoff, until its backoff ends; one
@@ -51,6 +52,7 @@ class CycleResult:
     placed: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
+    grown: list[int] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -68,6 +70,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     commit(decision, now, result, loaded.snapshot)  # 3
     clock.lap(result, "commit")
     result.preempted = preempt(decision, now, loaded)  # 4
+    result.grown = grow(decision, now, loaded)
     explain(decision, loaded, result)  # 5
     clock.lap(result, "explain")
     beat(seconds=sum(result.seconds.values()), jobs=result.considered)
@@ -111,6 +114,19 @@ def preempt(decision: Decision, now: float, loaded: snapshot.Loaded) -> list[int
     moment = datetime.fromtimestamp(now, tz=UTC)
     asked = set(actions.preempt(victims_of, moment, loaded.claims, loaded.attempts, causes))
     return [int(job_id) for job_id in decision.preempted if int(job_id) in asked]
+
+
+def grow(decision: Decision, now: float, loaded: snapshot.Loaded) -> list[int]:
+    """Ask the elastic gangs the core restarts larger to stop for it; one whose attempt the
+    snapshot read has ended or been replaced since runs on as it is."""
+    sizes = {
+        int(g.job_id): (loaded.attempts[int(g.job_id)], g.workers)
+        for g in decision.grown
+        if int(g.job_id) in loaded.attempts
+    }
+    if not sizes:
+        return []
+    return actions.grow(sizes, datetime.fromtimestamp(now, tz=UTC))
 
 
 def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) -> None:

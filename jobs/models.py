@@ -426,6 +426,7 @@ class Attempt(models.Model):
         DRAIN = "drain"  # an admin drained its nodes
         MAINTENANCE = "maintenance"  # a maintenance window over its nodes began
         BOOKING = "booking"  # another team's booking of its nodes began
+        GROW = "grow"  # the scheduler, to restart its elastic gang with more workers
 
     # Why the attempts of a cluster whose agent went quiet are lost: a fault of the cluster's
     # link to the control plane, not of their nodes.

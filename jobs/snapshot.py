@@ -15,7 +15,7 @@ from functools import reduce
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from clusters.backends.base import spec_fields_lacking
 from clusters.maintenance import Span, next_window
@@ -23,7 +23,7 @@ from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import budgets, dependencies, quarantine, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
 from quotas.models import RecentUse, Tenant, TenantSecret, image_registry
@@ -122,6 +122,14 @@ def read(
     inventory = nodes(rows, clusters, now)
     running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
+    policy = policy or p.Policy(
+        queue_depth=settings.MLSCHED_QUEUE_DEPTH,
+        eviction_grace_s=2 * settings.MLSCHED_STOP_GRACE_S,
+        cluster_costs=cluster_costs(clusters),
+        fair_share_preemption=settings.MLSCHED_FAIR_SHARE_PREEMPTION,
+        grow_after_s=settings.MLSCHED_ELASTIC_GROW_AFTER_S,
+    )
+    growing = policy.grow_after_s is not None
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
@@ -132,14 +140,9 @@ def read(
         tenants=tenants(rows, recent, running, now),
         now=now,
         seed=seed,
-        policy=policy
-        or p.Policy(
-            queue_depth=settings.MLSCHED_QUEUE_DEPTH,
-            eviction_grace_s=2 * settings.MLSCHED_STOP_GRACE_S,
-            cluster_costs=cluster_costs(clusters),
-            fair_share_preemption=settings.MLSCHED_FAIR_SHARE_PREEMPTION,
-        ),
+        policy=policy,
         recent_shapes=running_shapes(rows),
+        elastic=elastic_gangs(clusters, now, credentials) if growing else (),
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
@@ -381,6 +384,28 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
             row["gpu_milli"] if row["gpu_index"] is not None else 0
         )
     return milli
+
+
+def elastic_gangs(clusters, now: float, credentials) -> tuple[p.Elastic, ...]:
+    """The running elastic training gangs whose attempt started with fewer than their whole
+    gang and is not asked to stop: each as queued at its whole size, with the size it runs
+    with (the core may restart one larger: jobs.placement.growth)."""
+    sizes = dict(
+        Attempt.objects.filter(
+            outcome="",
+            started_at__isnull=False,
+            stop_requested_at__isnull=True,
+            job__state=State.RUNNING,
+            job__min_workers__isnull=False,
+            workers__lt=F("job__workers"),
+        ).values_list("job_id", "workers")
+    )
+    if not sizes:
+        return ()
+    jobs = Job.objects.filter(pk__in=sizes).order_by("id").values(*QUEUED_FIELDS)
+    return tuple(
+        p.Elastic(to_queued(job, clusters, now, (), credentials), sizes[job["id"]]) for job in jobs
+    )
 
 
 def queued_jobs(now: float):

@@ -253,6 +253,15 @@ MLSCHED_TENANT_LOG_RATE = int(os.environ.get("MLSCHED_TENANT_LOG_RATE", "600000"
 # team over it, as far as that team keeps its fair share (jobs.placement.preemption): fair
 # share then holds on a full platform too, not only in the queue's order. Off by default.
 MLSCHED_FAIR_SHARE_PREEMPTION = os.environ.get("MLSCHED_FAIR_SHARE_PREEMPTION", "0") == "1"
+# A running elastic training gang below its whole gang restarts larger (asked to stop with
+# the grace period for a checkpoint, then started again with more workers) once it has run
+# this many seconds, where no queued job waits for the room (jobs.placement.growth). Empty:
+# gangs keep the size they started with.
+MLSCHED_ELASTIC_GROW_AFTER_S = (
+    float(os.environ.get("MLSCHED_ELASTIC_GROW_AFTER_S", "600"))
+    if os.environ.get("MLSCHED_ELASTIC_GROW_AFTER_S", "600")
+    else None
+)
 MLSCHED_QUEUE_DEPTH = (
     int(os.environ["MLSCHED_QUEUE_DEPTH"]) if os.environ.get("MLSCHED_QUEUE_DEPTH") else None
 )

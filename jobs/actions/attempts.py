@@ -92,6 +92,35 @@ def preempt(
 
 
 @retrying.atomic
+def grow(sizes: dict[int, tuple[int, int]], now=None) -> list[int]:
+    """Ask running elastic gangs to stop, with the grace period for a checkpoint, to start
+    again larger: {job id: (its live attempt as the deciding snapshot read it, the workers it
+    restarts with)}; the jobs asked. The room is the job's own until it starts again, as a
+    preemptor's (`preempting_until`), so it comes first of the queue once requeued. Only
+    that attempt, still live, not asked to stop, and smaller than it would restart: one that
+    ended, or that a user requeued or canceled meanwhile, is left alone. Locked as cancel()
+    locks (lock_live)."""
+    now = now or timezone.now()
+    live = Attempt.objects.filter(pk__in=[attempt for attempt, _ in sizes.values()])
+    lock_live(live)
+    asked = []
+    for attempt in live.filter(outcome="", stop_requested_at__isnull=True).order_by("id"):
+        workers = sizes[attempt.job_id][1]
+        if attempt.workers >= workers:
+            continue
+        message = (
+            f"stopped to restart with {workers} workers: its elastic gang, running with "
+            f"{attempt.workers}, grows into room that is free"
+        )
+        if stop_attempts(Attempt.objects.filter(pk=attempt.pk), Attempt.Outcome.PREEMPTED,
+                         message, now, cause=Attempt.StopCause.GROW):  # fmt: skip
+            asked.append(attempt.job_id)
+    until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
+    Job.objects.filter(id__in=asked).update(preempting_until=until)
+    return asked
+
+
+@retrying.atomic
 def set_schedulable(node_ids: list[int], schedulable: bool) -> list[int]:
     """Cordon these nodes (nothing new is placed there; what runs goes on) or uncordon them;
     the ids of those it changed. The nodes are locked in id order, as the commit locks them:

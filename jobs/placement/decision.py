@@ -109,11 +109,26 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Grow:
+    """A running elastic gang to restart larger: asked to stop with its grace period for a
+    checkpoint, it comes back first of the queue (its claim on the room) and starts with
+    ``workers``, up from ``running``. ``sooner_s``: how much sooner it should end so, from
+    its runtime limit read as its fewest workers' (None: it has no limit)."""
+
+    job_id: str
+    workers: int
+    running: int
+    sooner_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Decision:
-    """Outcomes in the order jobs were considered, and the victims of this cycle."""
+    """Outcomes in the order jobs were considered, the victims of this cycle, and the
+    running elastic gangs to restart larger."""
 
     outcomes: tuple[Outcome, ...]
     preempted: tuple[str, ...] = ()
+    grown: tuple[Grow, ...] = ()
 
     def by_job(self) -> dict[str, Outcome]:
         """Outcomes keyed by job id."""

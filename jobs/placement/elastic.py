@@ -10,6 +10,7 @@ fewest (``largest_fit``), unless its whole gang should end sooner by waiting
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobs.placement import waiting
@@ -38,16 +39,22 @@ def within_limits(cycle: Cycle, job: QueuedJob) -> QueuedJob:
 
 
 def largest_fit(
-    cycle: Cycle, job: QueuedJob, least: QueuedJob, groups: list[Group], avoided: tuple[int, ...]
+    cycle: Cycle,
+    job: QueuedJob,
+    least: QueuedJob,
+    groups: list[Group],
+    avoided: tuple[int, ...],
+    holds: Callable[[QueuedJob, list], bool] | None = None,
 ) -> QueuedJob | None:
     """The largest size of an elastic gang below its whole that fits now (None: not even its
-    fewest).
+    fewest); with ``holds``, whose slots it also accepts.
 
     Fewer workers fit wherever more do, so the sizes are searched by halving: a few searches,
     each remembered by ``Cycle.fit`` (a size that failed fails for any larger)."""
 
     def fits(sized: QueuedJob) -> bool:
-        return isinstance(cycle.fit_now(sized, groups, avoided, keep=False)[1], list)
+        slots = cycle.fit_now(sized, groups, avoided, keep=False)[1]
+        return isinstance(slots, list) and (holds is None or holds(sized, slots))
 
     if not fits(least):
         return None

@@ -5,6 +5,7 @@
 3. For each: check the request, its candidate node groups and its quota; then place it, or
    preempt for it, or reserve nodes for it (the first blocked job of a node pool no earlier
    reservation holds), or explain why it waits.
+4. Then restart running elastic gangs larger where the queue left room (``growth.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ import contextlib
 import gc
 import math
 
-from jobs.placement import elastic, explain, kinds, off_limits, own_quota, preemption, waiting
+from jobs.placement import (
+    elastic,
+    explain,
+    growth,
+    kinds,
+    off_limits,
+    own_quota,
+    preemption,
+    waiting,
+)
 from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.budget import Budgets
 from jobs.placement.capacity import Capacity, Group
@@ -73,7 +83,8 @@ def place(snapshot: Snapshot) -> Decision:
             for job in snapshot.queued:
                 if job.id not in outcomes:
                     outcomes[job.id] = explain.beyond_depth(job)
-        return Decision(tuple(outcomes.values()), tuple(cycle.preempted))
+        grown = growth.grow(cycle, outcomes)  # with what the queue left
+        return Decision(tuple(outcomes.values()), tuple(cycle.preempted), grown)
 
 
 @contextlib.contextmanager

@@ -315,6 +315,11 @@ class Policy:
     # MLSCHED_STOP_GRACE_S). What a cycle's victims hold beyond their preemptor's slots is
     # nobody's until then, and a reservation counts it as freed then.
     eviction_grace_s: float = 60.0
+    # A running elastic gang below its whole gang restarts larger (``growth.py``: asked to
+    # stop with its grace period for a checkpoint, then started again with the room that is
+    # free and its own) once it has run this long, when no queued job waits for room where it
+    # runs and it should end sooner for it. None: gangs keep the size they started with.
+    grow_after_s: float | None = 600.0
     # A blocked job whose nodes never free up gets no reservation; the next blocked job may
     # try, a bounded number of times, since each try walks every expected end.
     max_reservation_attempts: int = 4
@@ -341,6 +346,16 @@ CLUSTER_COST_STEP = 10.0
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """A running elastic training gang that started with fewer than its whole gang: ``job``
+    is it as queued, at its whole size (its id the running job's), ``workers`` the size it
+    runs with."""
+
+    job: QueuedJob
+    workers: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The whole input of ``place()``: no other input is read."""
 
@@ -352,6 +367,8 @@ class Snapshot:
     seed: int = 0
     policy: Policy = field(default_factory=Policy)
     recent_shapes: tuple[ShapeCount, ...] = ()
+    # Running elastic gangs below their whole gang, that might restart larger (``growth.py``).
+    elastic: tuple[Elastic, ...] = ()
 
 
 def allocation(node_id: str, takes: tuple[tuple[int, ...], ...], cpu: int, mem: int) -> Allocation:

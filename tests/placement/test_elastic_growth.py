@@ -1,0 +1,180 @@
+"""Elastic training gangs that grow: a gang running with fewer than its whole gang restarts
+larger (checkpoint, then a start with more workers) where the queue leaves room."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from jobs.placement import Elastic, Policy, Tenant, place
+from jobs.placement.model import RunningJob
+from tests.placement.builders import (
+    NOW,
+    gpu_tenant,
+    j_training,
+    n8_a100_nodes,
+    running_on,
+    snapshot,
+)
+
+H = 3600.0
+
+
+def gang(workers=8, least=2, runtime=24 * H, **kw):
+    return j_training("el", workers=workers, gpus=8, min_workers=least, max_runtime=runtime, **kw)
+
+
+def running_gang(nodes, size, started=NOW - 2 * H, checkpoint=NOW - 600, **kw):
+    """The first ``size`` nodes wholly held by the gang's ``size`` workers; all the nodes."""
+    held, allocations = [], []
+    for node in nodes[:size]:
+        node, one = running_on(node, "el", 8)
+        held.append(node)
+        allocations += one.allocations
+    job = RunningJob(
+        id="el",
+        tenant=kw.pop("tenant", "alpha"),
+        allocations=tuple(allocations),
+        started_at=started,
+        last_checkpoint=checkpoint,
+        expected_end=started + 24 * H,
+        **kw,
+    )
+    return [*held, *nodes[size:]], job
+
+
+def decide(size=3, total=8, queued=(), job=None, tenants=(), policy=None, **kw):
+    job = job or gang()
+    nodes, running = running_gang(n8_a100_nodes(total), size, **kw)
+    others = kw.get("others", ())
+    snap = snapshot(
+        nodes,
+        queued,
+        [running, *others],
+        tenants,
+        policy,
+        elastic=(Elastic(job, size),),
+    )
+    return place(snap)
+
+
+def test_a_gang_running_smaller_grows_to_its_whole_gang_into_free_room():
+    decision = decide(size=3, total=8)
+
+    assert [(g.job_id, g.workers, g.running) for g in decision.grown] == [("el", 8, 3)]
+    # 48 worker-hours of work: 3 workers end it 16 h after their start; 8, restarted from the
+    # checkpoint 10 minutes ago, about 5.3 h from now.
+    assert decision.grown[0].sooner_s == pytest.approx(14 * H - (60 + (48 * H - 3 * 6600) / 8))
+
+
+def test_it_grows_to_the_most_workers_that_fit_when_its_whole_gang_does_not():
+    decision = decide(size=3, total=6)
+
+    assert [(g.workers, g.running) for g in decision.grown] == [(6, 3)]
+
+
+def test_with_no_room_beyond_its_own_it_keeps_its_size():
+    assert decide(size=3, total=3).grown == ()
+
+
+def test_a_queued_job_waiting_for_room_where_it_runs_keeps_it_from_growing():
+    waiting = j_training("big", workers=6, gpus=8)
+
+    decision = decide(size=3, total=8, queued=[waiting])
+
+    assert decision.by_job()["big"].status != "placed"
+    assert decision.grown == ()
+
+
+def test_the_queue_is_placed_first_and_the_gang_grows_into_what_is_left():
+    first = j_training("first", workers=2, gpus=8)
+
+    decision = decide(size=3, total=8, queued=[first])
+
+    assert decision.by_job()["first"].status == "placed"
+    assert [(g.workers, g.running) for g in decision.grown] == [(6, 3)]
+
+
+def test_a_queued_job_held_by_its_own_limit_does_not_keep_it_from_growing():
+    limited = j_training("lim", workers=1, gpus=8, tenant="beta", owner="u")
+    beta = Tenant("beta", user_gpu_limit=0)
+
+    decision = decide(size=3, total=8, queued=[limited], tenants=[beta])
+
+    assert decision.by_job()["lim"].reason == "user_gpu_limit"
+    assert [(g.workers, g.running) for g in decision.grown] == [(8, 3)]
+
+
+def test_it_grows_only_after_it_has_run_the_policys_time():
+    fresh = decide(started=NOW - 300, checkpoint=None, policy=Policy(grow_after_s=600))
+    never = decide(policy=Policy(grow_after_s=None))
+    grown = decide(started=NOW - 700, checkpoint=None, policy=Policy(grow_after_s=600))
+
+    assert (fresh.grown, never.grown) == ((), ())
+    assert [g.workers for g in grown.grown] == [8]
+
+
+def test_near_its_end_without_a_checkpoint_a_restart_would_end_it_later():
+    # 3 workers end 16 h after their start, an hour from now; 8 workers from scratch take 6 h.
+    lost = decide(started=NOW - 15 * H, checkpoint=None)
+    kept = decide(started=NOW - 15 * H, checkpoint=NOW - 600)
+
+    assert lost.grown == ()
+    assert [g.workers for g in kept.grown] == [8]
+
+
+def test_without_a_runtime_limit_it_grows_only_once_it_has_checkpointed():
+    unlimited = gang(runtime=None)
+
+    without = decide(job=unlimited, checkpoint=None)
+    since_start = decide(job=unlimited, checkpoint=NOW - 600)
+
+    assert without.grown == ()
+    assert [(g.workers, g.sooner_s) for g in since_start.grown] == [(8, None)]
+
+
+def test_it_grows_only_as_far_as_its_tenants_guarantee_not_into_borrowed_room():
+    def cohort(guarantee):
+        return [
+            gpu_tenant("alpha", "a100", guarantee, borrow=None, used_gpus=24, cohort="c"),
+            gpu_tenant("beta", "a100", 64, cohort="c"),
+        ]
+
+    inside = decide(tenants=cohort(64))
+    partly = decide(tenants=cohort(40))
+    at_it = decide(tenants=cohort(24))
+
+    assert [g.workers for g in inside.grown] == [8]
+    assert [g.workers for g in partly.grown] == [5]
+    assert at_it.grown == ()
+
+
+def test_it_grows_as_far_as_its_users_gpu_limit_allows():
+    job = gang(owner="u")
+    alpha = Tenant("alpha", user_gpu_limit=40_000, user_use={"u": 3.0})
+    nodes, running = running_gang(n8_a100_nodes(8), 3, owner="u")
+    snap = snapshot(nodes, (), [running], [alpha], elastic=(Elastic(job, 3),))
+
+    assert [(g.workers, g.running) for g in place(snap).grown] == [(5, 3)]
+
+
+def test_a_gang_asked_to_stop_does_not_grow():
+    assert decide(stopping=True).grown == ()
+
+
+def test_two_gangs_do_not_count_on_the_same_room():
+    nodes = list(n8_a100_nodes(10))
+    nodes[:3], high = running_gang(nodes[:3], 3)
+    low_nodes, low = running_gang(nodes[3:5], 2)
+    nodes[3:5] = low_nodes
+    low = dataclasses.replace(low, id="low")
+    top = dataclasses.replace(gang(), tier=5)
+    other = dataclasses.replace(gang(workers=6), id="low")
+    snap = snapshot(nodes, (), [high, low], (), elastic=(Elastic(other, 2), Elastic(top, 3)))
+
+    grown = {g.job_id: (g.workers, g.running) for g in place(snap).grown}
+
+    # The higher tier first: 8 of the 10 nodes (its own 3 and 5 free); the other grows into
+    # none, since what is left is its own.
+    assert grown == {"el": (8, 3)}
