@@ -71,14 +71,27 @@ def build(nodes: int, gangs: int, growth: bool) -> Snapshot:
         busy = i in held
         inventory.append(
             Node(
-                f"n{i:05d}", CLUSTERS[i * len(CLUSTERS) // nodes], "a100",
-                (0,) * 8 if busy else tuple(free), 96_000 - 8000 * busy, 1_024_000 - 64_000 * busy,
-                False, (f"rack={i // 16}",),
+                f"n{i:05d}",
+                CLUSTERS[i * len(CLUSTERS) // nodes],
+                "a100",
+                (0,) * 8 if busy else tuple(free),
+                96_000 - 8000 * busy,
+                1_024_000 - 64_000 * busy,
+                False,
+                (f"rack={i // 16}",),
             )  # fmt: skip
         )
     queue = [
-        QueuedJob(f"eval-{k:04d}", f"t{k % 20}", EVALUATION, cpu_milli=1000, memory_mb=4000,
-                  gpus=1, max_runtime=HOUR, submit_time=NOW - 60)  # fmt: skip
+        QueuedJob(
+            f"eval-{k:04d}",
+            f"t{k % 20}",
+            EVALUATION,
+            cpu_milli=1000,
+            memory_mb=4000,
+            gpus=1,
+            max_runtime=HOUR,
+            submit_time=NOW - 60,
+        )  # fmt: skip
         for k in range(500)
     ]
     policy = Policy(grow_after_s=600.0 if growth else None)
