@@ -41,8 +41,14 @@ INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shar
 
 
 @transaction.atomic
-def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
-    """Create or update the reported nodes; nodes no longer reported become unhealthy.
+def record_inventory(
+    cluster: Cluster,
+    nodes: list[base.NodeInventory],
+    spec_fields: list[str] | None = None,
+    older_release: bool = False,
+) -> None:
+    """Create or update the reported nodes; nodes no longer reported become unhealthy. The
+    agent keeps ``spec_fields`` of the run spec, as ``mark_alive`` takes them.
 
     The cluster's node rows are locked first, in id order, as a placement commit locks them:
     written in the order the agent reported them, the two could deadlock."""
@@ -56,21 +62,27 @@ def record_inventory(cluster: Cluster, nodes: list[base.NodeInventory]) -> None:
         update_conflicts=True, unique_fields=["cluster", "name"], update_fields=INVENTORY_FIELDS,
     )  # fmt: skip
     cluster.nodes.exclude(name__in=reported).update(healthy=False)
-    mark_alive(cluster)
+    mark_alive(cluster, spec_fields, older_release)
 
 
-def mark_alive(cluster: Cluster, spec_fields: list[str] | None = None) -> None:
+def mark_alive(
+    cluster: Cluster, spec_fields: list[str] | None = None, older_release: bool = False
+) -> None:
     """The agent answered, keeping these fields of the run spec (None: it did not say; what it
-    said before stands). Only the cluster's row is written: nodes get `last_seen` from the
-    inventory, so a heartbeat never waits on (or deadlocks with) a commit's node locks.
+    said before stands). With ``older_release``, its report (an inventory) said none: the
+    agent is taken for a release before them and judged as one (null) until it says otherwise,
+    whatever the agent it replaced said. Only the cluster's row is written: nodes get
+    `last_seen` from the inventory, so a heartbeat never waits on (or deadlocks with) a
+    commit's node locks.
 
     The time is the database's: the sweep that judges it runs elsewhere (the scheduler's host),
     and two hosts' clocks may differ by more than the agent timeout."""
-    said = {"agent_spec_fields": spec_fields} if spec_fields is not None else {}
+    said = spec_fields is not None or older_release
+    fields = {"agent_spec_fields": spec_fields} if said else {}
     Cluster.objects.filter(pk=cluster.pk).update(
-        last_heartbeat=Now(), health=Cluster.Health.HEALTHY, **said
+        last_heartbeat=Now(), health=Cluster.Health.HEALTHY, **fields
     )
-    if spec_fields is not None:
+    if said:
         cluster.agent_spec_fields = spec_fields
 
 

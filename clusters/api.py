@@ -185,8 +185,9 @@ def usage_epoch(data) -> str:
 
 
 def spec_fields(data) -> list[str] | None:
-    """The run spec's fields the agent keeps ("spec_fields"), where it says them; a malformed
-    list is left out (what it said before stands), never refused."""
+    """The run spec's fields the agent keeps ("spec_fields"), in its heartbeat or inventory,
+    where it says them; a malformed list is left out (what it said before stands), never
+    refused."""
     named = data.get("spec_fields") if isinstance(data, dict) else None
     ok = isinstance(named, list) and len(named) <= 200
     if not ok or not all(isinstance(n, str) and re.fullmatch(r"[a-z0-9_]{1,64}", n) for n in named):
@@ -229,7 +230,16 @@ class InventoryView(AgentView):
         nodes = [
             base.NodeInventory(**n) for n in parsed(InventorySerializer, request.data, "nodes")
         ]
-        agents.record_inventory(request.auth, nodes)
+        # Agents say which fields they keep in the inventory they start with too: one that
+        # says none (null, or not at all) is taken for an older release taking over the
+        # cluster, judged as one at once, not by what the agent it replaced said (one that
+        # says them in its heartbeats alone is judged by the heartbeat of the same step).
+        agents.record_inventory(
+            request.auth,
+            nodes,
+            spec_fields(request.data),
+            older_release=request.data.get("spec_fields") is None,
+        )
         return Response({"nodes": len(nodes)})
 
 

@@ -24,6 +24,7 @@ from quotas.models import (
     TenantSecret,
     administered_tenants,
     new_notify_secret,
+    registry_name,
 )
 from quotas.usage import usage_by_tenant
 
@@ -497,7 +498,7 @@ class TenantSecretForm(forms.ModelForm):
         if self.errors:
             return
         if not value:
-            if {"registry", "username"} & set(self.changed_data) and self.instance.pk:
+            if self.credential_changed() and self.instance.pk:
                 self.add_error("value", "Type the value again to change the registry or user.")
             return
         try:
@@ -510,6 +511,14 @@ class TenantSecretForm(forms.ModelForm):
             for field, problems in refused.message_dict.items():
                 # A stored secret's name is not a field of its form (a rename is a new secret).
                 self.add_error(field if field in self.fields else None, problems)
+
+    def credential_changed(self) -> bool:
+        """Whether the registry or user typed differ from the stored ones. The registry is
+        compared as the verb stores it (``registry_name``): GHCR.io for a stored ghcr.io, or
+        index.docker.io for docker.io, is the same registry, and asks for no value."""
+        typed = self.cleaned_data.get("registry") or ""
+        stored = self.initial.get("registry") or ""
+        return "username" in self.changed_data or registry_name(typed) != registry_name(stored)
 
 
 @admin.register(TenantSecret)

@@ -28,7 +28,12 @@ class ControlPlane:
         return response.json()
 
     def inventory(self, nodes: list[NodeInventory]) -> dict:
-        return self._post("inventory", {"nodes": [asdict(n) for n in nodes]})
+        """Report the nodes, and the run spec's fields this agent keeps ("spec_fields"), as
+        every heartbeat does: the inventory goes first as the agent starts, so an agent
+        replacing one of another release is judged by its own from its first report."""
+        return self._post(
+            "inventory", {"nodes": [asdict(n) for n in nodes], "spec_fields": list(SPEC_FIELDS)}
+        )
 
     def heartbeat(
         self,

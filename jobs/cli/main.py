@@ -201,6 +201,12 @@ def add_secrets(commands) -> None:
     )
     setting.add_argument("--username", metavar="USER",
                          help="the user a registry credential signs in as")  # fmt: skip
+    setting.add_argument(
+        "--variable",
+        action="store_true",
+        help="set NAME as an environment variable even if it is a registry credential now "
+        "(without it, that is refused: the credential would be replaced by a variable)",
+    )
     deleting = commands.add_parser("secret-delete")
     deleting.add_argument("tenant", metavar="TENANT")
     deleting.add_argument("name", metavar="NAME")

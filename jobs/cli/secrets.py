@@ -5,6 +5,7 @@ machine's process list would keep it), and never comes back out."""
 import getpass
 import sys
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import quote
 
 from jobs.cli.client import Api, show
@@ -29,13 +30,38 @@ def secrets(api: Api, args) -> None:
 
 
 def secret_set(api: Api, args) -> None:
-    """`secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER]`: whether
-    it was created or replaced."""
+    """`secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER | --variable]`:
+    whether it was created or replaced. The server replaces a secret whole, so set without a
+    registry a registry credential would become an environment variable: unless --variable
+    says so, that is refused (exit 2) before the value is read, nothing written."""
+    credential = bool(args.registry or args.username)
+    if credential and args.variable:
+        usage_error("--variable sets an environment variable: give it without --registry and "
+                    "--username")  # fmt: skip
+    was = "" if credential else registry_of(api, args.tenant, args.name)
+    if was and not args.variable:
+        usage_error(f"{args.name} of {args.tenant} is the registry credential for {was}: set "
+                    "it with --registry HOST --username USER, or with --variable to make it "
+                    "an environment variable")  # fmt: skip
     body = {"value": value_given(args.from_file, args.name)}
-    if args.registry or args.username:
+    if credential:
         body |= {"registry": args.registry or "", "username": args.username or ""}
     code, answer = api.answer("PUT", f"{secrets_of(args.tenant)}/{segment(args.name)}/", json=body)
-    show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}")
+    now = f" (the registry credential for {was} before: now an environment variable)" * bool(was)
+    show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}{now}")
+
+
+def registry_of(api: Api, tenant: str, name: str) -> str:
+    """The registry of the tenant's credential ``name``; "" when it has none of that name (a
+    variable, or no secret)."""
+    listed = api.call("GET", f"{secrets_of(tenant)}/")["secrets"]
+    return next((s["registry"] for s in listed if s["name"] == name and s["registry"]), "")
+
+
+def usage_error(message: str) -> NoReturn:
+    """Exit 2, as for a wrong command line: the command as given is not carried out."""
+    show(f"mlsched secret-set: error: {message}", out=sys.stderr)
+    raise SystemExit(2)
 
 
 def secret_delete(api: Api, args) -> None:
