@@ -111,7 +111,8 @@ DOCKER_HUB = "docker.io"
 DOCKER_HUB_NAMES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 # The run spec's fields an agent of this release keeps (an agent leaves out those it does not
-# know: ``runner.spec_from_dict``). It tells the control plane with every heartbeat.
+# know: ``runner.spec_from_dict``). It tells the control plane in its inventory and with every
+# heartbeat.
 SPEC_FIELDS = tuple(sorted(f.name for f in dataclasses.fields(AttemptSpec)))
 KUBERNETES = "kubernetes"  # the backend that pulls images (clusters.models.Cluster.Backend)
 

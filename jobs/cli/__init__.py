@@ -102,7 +102,7 @@
     secrets TENANT   the tenant's secrets (values its jobs get as environment variables):
                      each one's name, when it was set (UTC) and by whom, and of registry
                      credentials their registry and user; never a value
-    secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER]
+    secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER | --variable]
                      set a secret of a tenant you own (any tenant, for a platform admin),
                      created or replaced: its value read from standard input (asked for
                      without echo at a terminal) or from the file PATH, less one trailing
@@ -110,7 +110,8 @@
                      shell's history and the process list would keep it. With --registry,
                      the team's pull credential for that registry (ghcr.io, docker.io, ...):
                      its jobs' images from there are pulled with it, the value its password
-                     or token
+                     or token; a credential set again without them is refused unless
+                     --variable makes it an environment variable
     secret-delete TENANT NAME
                      delete a secret; refused while jobs not yet ended name it (those
                      jobs' ids are in the error): replace it instead
