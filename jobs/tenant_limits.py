@@ -90,18 +90,22 @@ class Claimed:
 
 class BudgetCheck:
     """The tenants' GPU-hour budgets (``budget.Budgets``) as a cycle's snapshot counted them,
-    for that cycle's commits, which add what other schedulers placed since: work the live
-    allocations of a budgeted tenant hold that the snapshot did not see running and the cycle
-    did not place, at its whole ask, as the core charges a placement. With no other scheduler
-    it is the core's own count, never stricter: a commit stricter than its cycle would skip the
-    same placement at every cycle."""
+    for that cycle's commits, which bring them up to date with what other schedulers and the
+    agents did since: work the live allocations of a budgeted tenant hold that the snapshot
+    did not see running and the cycle did not place is charged at its whole ask, as the core
+    charges a placement; work the snapshot saw running that holds no allocation any more has
+    ended, and what it might still have used from the snapshot's moment to its expected end is
+    given back. With no other scheduler and nothing ended it is the core's own count, never
+    stricter: a commit stricter than its cycle would skip the same placement at every cycle."""
 
     def __init__(self, snapshot: p.Snapshot):
         self.budgets = Budgets(snapshot.tenants, snapshot.running, snapshot.now)
         self.known = {int(job.id) for job in snapshot.running}
+        self.running = {int(job.id): job for job in snapshot.running}
 
     def add_others(self, locked: list[Tenant]) -> None:
-        """Charge the work placed for the locked budgeted tenants since the snapshot."""
+        """Count the work placed for the locked budgeted tenants since the snapshot, and give
+        back what the work of theirs that ended since would have used."""
         budgeted = [t.pk for t in locked if str(t.pk) in self.budgets.left]
         if not budgeted:
             return
@@ -114,10 +118,22 @@ class BudgetCheck:
             .annotate(gpu=Sum("gpu_milli"))
             .order_by()
         )
+        holding = set()
         for job_id, tenant, runtime_s, gpu in live:
+            holding.add(job_id)
             if job_id not in self.known:
                 self.known.add(job_id)
                 self.budgets.place(str(tenant), gpu, runtime_s)
+        ended = [
+            job
+            for job_id, job in self.running.items()
+            if job_id not in holding and int(job.tenant) in budgeted
+        ]
+        for job in ended:
+            del self.running[int(job.id)]
+            if job.expected_end is not None:
+                runs = self.budgets.in_period(job.tenant, job.expected_end - self.budgets.now)
+                self.budgets.take(job.tenant, -job.gpu_milli * runs)
 
     def fits(self, job: Claimed, gpus: int) -> bool:
         return self.budgets.fits(job.tenant, gpus, job.max_runtime_s)

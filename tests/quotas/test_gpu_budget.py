@@ -12,9 +12,9 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import budgets, cycle, rollup, snapshot, tenant_limits
+from jobs import actions, budgets, cycle, rollup, snapshot, tenant_limits
 from jobs.commit import commit_batch
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Tenant
@@ -123,6 +123,27 @@ def test_two_schedulers_deciding_at_once_cannot_both_spend_the_same_hours(alpha,
     assert commit_batch(second[0], moment, budget=second[1]) == set()  # 4 left of the 10
 
     assert Job.objects.get(pk=jobs[1].pk).state == State.QUEUED
+
+
+def test_work_ended_since_the_snapshot_gives_back_what_it_would_have_used(alpha, alice, east):
+    NodeFactory(cluster=east, name="east-1", gpu_type="A100", gpu_count=8)
+    budget(alpha, 10)
+    ending = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=3 * 3600)
+    assert cycle.run_cycle().placed == [ending.pk]
+    job = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=4 * 3600)
+    loaded = snapshot.load(time.time())  # 7 GPU-hours left beside the running one's 3
+    placed = [o for o in place(loaded.snapshot).outcomes if o.status == PLACED]
+    assert [int(o.job_id) for o in placed] == [job.pk]
+    check = tenant_limits.BudgetCheck(loaded.snapshot)
+    # Since the snapshot: the running job ends, and another scheduler places 4 GPU-hours.
+    actions.end_attempt(ending.attempts.get().pk, Attempt.Outcome.SUCCEEDED)
+    Job.objects.filter(pk=job.pk).update(not_before=datetime(2999, 1, 1, tzinfo=UTC))
+    other = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=4 * 3600)
+    assert cycle.run_cycle().placed == [other.pk]
+    Job.objects.filter(pk=job.pk).update(not_before=None)
+
+    # 7 - 4 left by the snapshot's count and the other's; 6 with the ended job's 3 back.
+    assert commit_batch(placed, datetime.now(UTC), budget=check) == {job.pk}
 
 
 def test_the_months_use_reads_rolled_up_days_as_it_reads_the_attempts(alpha, gamma):
