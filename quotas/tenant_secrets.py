@@ -6,15 +6,20 @@ A job names secrets (``Job.secrets``); their values are read when an attempt of 
 to its cluster's agent (``opened``), so a secret replaced while the job waits gives it the new
 value, and a job whose secret cannot be read then fails before it runs, saying which. A
 secret that a job not yet ended names cannot be deleted. Each value's lines of
-``MASK_MIN_CHARS`` or more characters are written ``***`` in the logs of the jobs that name it
-(``masks``, ``mask``), as GitHub Actions hides its secrets: a job that prints its token does
-not show it to every reader of the log.
+``MASK_MIN_CHARS`` or more characters, and the value as jobs commonly print it encoded
+(base64, percent-encoded, JSON-escaped: ``hidden_forms``), are written ``***`` in the logs of
+the jobs that name it (``masks``, ``mask``), as GitHub Actions hides its secrets: a job that
+prints its token, or an HTTP Basic header made of it, does not show it to every reader of the
+log.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections import defaultdict
 from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -36,6 +41,13 @@ from quotas.models import (
 MASK = "***"
 # Shorter lines of a value are left as they are: masking "1" or "ok" would blank a log.
 MASK_MIN_CHARS = 4
+# A base64 run is hidden when at least this many of its characters encode the value's bits
+# alone: 8 characters are 48 bits, which innocent base64 (another value's, a digest) repeats by
+# chance about once in 64**8 (3e14) places, and which a value of 7 bytes or more has in each of
+# the three alignments. A shorter run (a 4-character value's is 5) would hide pieces of
+# unrelated base64 in logs that print much of it.
+BASE64_MIN_CHARS = 8
+URL_SAFE = str.maketrans("+/", "-_")
 MAX_SECRETS_PER_JOB = 50
 
 
@@ -247,10 +259,10 @@ def pull_credentials(jobs: Iterable) -> dict[int, dict[str, str] | str]:
 
 
 def masks(attempt_ids: Iterable[int]) -> dict[int, list[str]]:
-    """For each of the attempts whose job names secrets, the texts to hide in its log: each
-    line of each value with at least MASK_MIN_CHARS characters, longest first (so a part of
-    a longer one is not hidden first). Values no key opens hide nothing: the job did not get
-    them."""
+    """For each of the attempts whose job names secrets, the texts to hide in its log: the
+    ``hidden_forms`` of each value, longest first (so a part of a longer one is not hidden
+    first). Each value is opened and encoded once for the whole batch. Values no key opens
+    hide nothing: the job did not get them."""
     from jobs.models import Attempt
 
     rows = list(
@@ -263,7 +275,7 @@ def masks(attempt_ids: Iterable[int]) -> dict[int, list[str]]:
     wanted = defaultdict(set)
     for _, tenant, names in rows:
         wanted[tenant].update(names)
-    texts: dict[tuple[int, str], list[str]] = {}
+    texts: dict[tuple[int, str], set[str]] = {}
     for secret in TenantSecret.objects.filter(
         tenant_id__in=wanted, name__in={n for names in wanted.values() for n in names}
     ):
@@ -271,8 +283,7 @@ def masks(attempt_ids: Iterable[int]) -> dict[int, list[str]]:
             value = secret.value()
         except vault.Unreadable:
             continue
-        lines = {line.strip() for line in value.splitlines()}
-        texts[secret.tenant_id, secret.name] = [t for t in lines if len(t) >= MASK_MIN_CHARS]
+        texts[secret.tenant_id, secret.name] = hidden_forms(value)
     out = {}
     for pk, tenant, names in rows:
         hidden = {text for name in names for text in texts.get((tenant, name), ())}
@@ -281,8 +292,52 @@ def masks(attempt_ids: Iterable[int]) -> dict[int, list[str]]:
     return out
 
 
+def hidden_forms(value: str) -> set[str]:
+    """The texts that show ``value`` in a log: each of its lines of MASK_MIN_CHARS or more
+    characters as written, and the value (also without the spaces or newline at its ends, as
+    a pasted token often has) as jobs commonly print it encoded, when it has MASK_MIN_CHARS
+    characters besides those."""
+    lines = {line.strip() for line in value.splitlines()}
+    shown = {line for line in lines if len(line) >= MASK_MIN_CHARS}
+    if len(value.strip()) < MASK_MIN_CHARS:
+        return shown
+    for text in {value, value.strip()}:
+        shown |= escaped_forms(text) | base64_forms(text.encode())
+    return shown
+
+
+def escaped_forms(text: str) -> set[str]:
+    """``text`` percent-encoded (``quote``, keeping "/" or not, and ``quote_plus``, as a URL's
+    query or a form writes it) and JSON-escaped (``json.dumps`` without its quotes, non-ASCII
+    escaped or not), where that differs from it."""
+    json_escaped = {json.dumps(text, ensure_ascii=flag)[1:-1] for flag in (True, False)}
+    percent_encoded = {quote(text), quote(text, safe=""), quote_plus(text)}
+    return (json_escaped | percent_encoded) - {text}
+
+
+def base64_forms(data: bytes) -> set[str]:
+    """The base64 that shows ``data``, in the standard and the URL-safe alphabet: its own
+    encoding, padded or not, and, for data encoded inside a longer text (``base64("user:" +
+    token)``, an HTTP Basic header or a docker config's ``auth``), the characters that hold
+    its bits alone in each of the three alignments it can have to the 3-byte groups. Those
+    runs shorter than BASE64_MIN_CHARS are left out."""
+    forms = set()
+    for lead in range(3):  # the data after `lead` bytes of whatever precedes it
+        encoded = base64.b64encode(bytes(lead) + data).decode()
+        # Character i holds bits 6i to 6i+5 and the data bits 8*lead to 8*(lead+len(data))-1:
+        # the characters wholly inside those are the same whatever comes before or after.
+        first, end = -(-8 * lead // 6), 8 * (lead + len(data)) // 6
+        if end - first >= BASE64_MIN_CHARS:
+            forms.add(encoded[first:end])
+    if 8 * len(data) // 6 >= BASE64_MIN_CHARS:
+        alone = base64.b64encode(data).decode()
+        forms |= {alone, alone.rstrip("=")}
+    return forms | {form.translate(URL_SAFE) for form in forms}
+
+
 def mask(text: str, hidden: list[str]) -> str:
-    """The text with each of ``hidden`` (longest first) written MASK."""
+    """The text with each of ``hidden`` (longest first) written MASK: a substring search of
+    the text for each, which replaces only those it finds."""
     for secret in hidden:
         if secret in text:
             text = text.replace(secret, MASK)
