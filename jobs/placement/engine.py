@@ -250,10 +250,15 @@ class Cycle:
         need, slots = self.fit_now(job, groups, avoided, keep=True)
         if least is not job and not isinstance(slots, list):
             # An elastic gang: the most workers that fit now, at least its fewest, unless its
-            # whole gang should end sooner by waiting; else it waits, evicts or reserves for
+            # whole gang should end sooner by waiting (not once it has stopped work for this
+            # room: a preemptor's, or its own to grow); else it waits, evicts or reserves for
             # its fewest, as a gang of that size would.
             sized = elastic.largest_fit(self, job, least, groups, avoided)
-            whole_sooner = sized and not elastic.sooner_smaller(self, job, sized, need, groups)
+            whole_sooner = (
+                sized
+                and not job.preempting
+                and not elastic.sooner_smaller(self, job, sized, need, groups)
+            )
             if slots is None and whole_sooner:
                 return self.blocked(job, need)
             job = sized or least

@@ -2,15 +2,18 @@
 gang restarts larger once there is room, as AdaptDL and Pollux resize jobs. Its attempt is
 asked to stop with its grace period for a checkpoint; the job, first of the queue while its
 claim on the room lasts (``QueuedJob.preempting``), then starts again with the most workers
-that fit, and resumes from its checkpoint.
+that fit (a gang with a claim does not wait for a larger gang), and resumes from its
+checkpoint.
 
 The queue goes first: a gang grows only into room no queued job waits for. In a cycle where a
 queued job waits for room (for any reason but a limit, its quota or a request no node takes)
 in a node group the gang may use, the gang keeps its size. Beyond that it grows
 - after it has run ``Policy.grow_after_s`` (a restart costs a checkpoint and a start);
-- by one worker at least, within its tenant's guarantee (borrowed room may be reclaimed, which
-  would stop it whole), its user's GPU limit and its tenant's GPU-hour budget, off the nodes
-  held for a reservation, its own nodes counted free;
+- by one worker at least, within its tenant's guarantee (borrowed room may be reclaimed,
+  which would stop it whole), its user's GPU limit and its tenant's GPU-hour budget, off the
+  nodes held for a reservation, its own nodes counted free; to fewer than its limits allow
+  only if that larger gang should not end sooner by waiting for more room, as
+  ``elastic.sooner_smaller`` decides a start (it would grow a second time);
 - when it should end sooner so: its runtime limit read as its fewest workers' with a linear
   speed-up (as ``elastic.sooner_smaller`` reads it), what its last checkpoint kept of its
   work, and the time the restart takes (``Policy.eviction_grace_s``), by more than that time
@@ -119,7 +122,8 @@ def _larger(cycle: Cycle, gang: Elastic, running: RunningJob, groups: list[Group
 
 def _largest(cycle: Cycle, gang: Elastic, least, groups: list[Group]):
     """The most workers, above what the gang runs with, that its limits allow and that fit
-    now inside its tenant's guarantee (None: not one more)."""
+    now inside its tenant's guarantee (None: not one more, or fewer than its limits allow
+    while that larger gang should end sooner by waiting: ``elastic.sooner_smaller``)."""
     job = elastic.within_limits(cycle, replace(gang.job, min_workers=least.workers))
     if cycle.user_limits.refusal(job) or cycle.budgets.refusal(job):
         return None
@@ -128,12 +132,17 @@ def _largest(cycle: Cycle, gang: Elastic, least, groups: list[Group]):
     def guaranteed(sized, slots) -> bool:
         return cycle.ledger.within_guarantee(sized.tenant, _demand(sized, slots))
 
-    _, slots = cycle.fit_now(job, groups, avoided, keep=False)
+    need, slots = cycle.fit_now(job, groups, avoided, keep=False)
     if isinstance(slots, list) and guaranteed(job, slots):
         return job
     if job.workers == least.workers:
         return None
-    return elastic.largest_fit(cycle, job, least, groups, avoided, guaranteed)
+    sized = elastic.largest_fit(cycle, job, least, groups, avoided, guaranteed)
+    # Not while the larger gang should end sooner by waiting for more room: it would grow
+    # again then, a second restart.
+    if sized is None or need is None or not elastic.sooner_smaller(cycle, job, sized, need, groups):
+        return None
+    return sized
 
 
 def _sooner(cycle: Cycle, gang: Elastic, running: RunningJob, workers: int):

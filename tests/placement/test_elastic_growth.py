@@ -178,3 +178,38 @@ def test_two_gangs_do_not_count_on_the_same_room():
     # The higher tier first: 8 of the 10 nodes (its own 3 and 5 free); the other grows into
     # none, since what is left is its own.
     assert grown == {"el": (8, 3)}
+
+
+def soon_ending(nodes, *indices, ends_in=1800):
+    """The nodes at ``indices`` wholly held by work that ends in ``ends_in`` seconds."""
+    nodes, work = list(nodes), []
+    for i in indices:
+        nodes[i], job = running_on(nodes[i], f"soon{i}", 8, expected_end=NOW + ends_in)
+        work.append(job)
+    return nodes, work
+
+
+def test_it_waits_to_grow_whole_while_its_whole_gang_is_near_rather_than_grow_twice():
+    # 3 nodes its own, 3 free, 2 freed in half an hour: 6 workers now would end it later than
+    # 8 from then.
+    def held_until(ends_in):
+        nodes, running = running_gang(n8_a100_nodes(8), 3)
+        nodes, soon = soon_ending(nodes, 6, 7, ends_in=ends_in)
+        return snapshot(nodes, (), [running, *soon], elastic=(Elastic(gang(), 3),))
+
+    near, far = held_until(1800), held_until(20 * H)
+
+    assert place(near).grown == ()
+    assert [(g.workers, g.running) for g in place(far).grown] == [(6, 3)]
+
+
+def test_requeued_to_grow_it_starts_with_what_fits_and_does_not_wait_for_its_whole_gang():
+    nodes, soon = soon_ending(n8_a100_nodes(8), 6, 7)
+    claimed = dataclasses.replace(gang(), preempting=True)
+    unclaimed = gang()
+
+    with_claim = place(snapshot(nodes, [claimed], soon)).by_job()["el"]
+    without = place(snapshot(nodes, [unclaimed], soon)).by_job()["el"]
+
+    assert (with_claim.status, len(with_claim.workers)) == ("placed", 6)
+    assert (without.status, without.reason) == ("reserved", "head_of_line")
