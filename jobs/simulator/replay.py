@@ -19,6 +19,16 @@ With ``elastic`` below 1, a training gang of several workers may start with that
 them (rounded up; ``mlsched`` only, the others place whole gangs): a gang started with fewer
 workers runs slower in proportion (its work is the trace's duration times its whole gang) and
 its runtime limit covers its smallest size.
+
+With ``grow`` as well (``mlsched`` only), a gang that started smaller restarts larger when
+``place()`` says so (``Decision.grown``, ``jobs/placement/growth.py``), as the live scheduler
+restarts it: its work so far is kept (it checkpoints in its grace period), its run ends
+``Policy.eviction_grace_s`` later (the restart's cost: its GPUs come back then), and it is
+requeued with its claim on the room (``QueuedJob.preempting``) to start again through
+``place()`` with the most workers that fit, its remaining work running at that size's speed.
+A gang whose work ends within the grace period ends as it would. Besides arrivals and ends, a
+cycle runs when a gang that started smaller has run ``Policy.grow_after_s``, as the live
+scheduler's periodic cycle would see it then.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobs.placement.fragmentation import FragmentationTable, TaskShape, typical_workload
 from jobs.placement.model import EVALUATION, TRAINING
@@ -70,6 +80,9 @@ class SimJob:
     preempted: int = 0
     whole: int = 0  # its whole gang (set from workers)
     least: int = 0  # the fewest workers it may start with (set from workers: all)
+    stops_at: float | None = None  # stopping to restart larger: when its GPUs come back
+    preempting: bool = False  # requeued to restart larger: its claim on the room until it starts
+    grows: int = 0
 
     def __post_init__(self) -> None:
         self.whole = self.whole or self.workers
@@ -100,6 +113,7 @@ class Result:
     preemptions: int
     never_fit: int
     frag_samples: list[tuple[float, float]]  # (time, % of free GPUs unusable by the job mix)
+    grows: int = 0  # elastic gangs stopped to restart larger
 
 
 class Replay:
@@ -133,6 +147,9 @@ class Replay:
         self.timeline: list[tuple[float, int]] = []
         self.frag: list[tuple[float, float]] = []
         self.preemptions = 0
+        self.grows = 0
+        # When a gang that started smaller may first grow (a cycle runs then).
+        self.wakes: list[float] = []
         shapes = [TaskShape(JOB_CPU_PER_GPU * j.per, 1000 * j.per) for j in self.pending]
         # Every shape counts: the rare large gangs are the ones fragmentation hurts.
         self.table = FragmentationTable(typical_workload(shapes, coverage=1.0))
@@ -158,17 +175,26 @@ class Replay:
             now = min(
                 arrivals[-1].trace.submit if arrivals else float("inf"),
                 self.ends[0][0] if self.ends else float("inf"),
+                self.wakes[0] if self.wakes else float("inf"),
             )
             self._finish_until(now)
+            while self.wakes and self.wakes[0] <= now:
+                heapq.heappop(self.wakes)
             while arrivals and arrivals[-1].trace.submit <= now:
                 self.queue.append(arrivals.pop())
-            if self.queue:
+            if self.queue or self._may_grow():
                 self.policy.cycle(self, now)
             self.timeline.append((now, self.allocated))
             self.frag.append((now, self.fragmentation_pct()))
         total = sum(len(n.free) for n in self.nodes.values())
         return Result(
-            self.jobs, self.timeline, total, self.preemptions, len(self.never_fit), self.frag
+            self.jobs,
+            self.timeline,
+            total,
+            self.preemptions,
+            len(self.never_fit),
+            self.frag,
+            self.grows,
         )
 
     def fragmentation_pct(self) -> float:
@@ -183,11 +209,23 @@ class Replay:
                 free += idle
         return 100 * frag / free if free else 0.0
 
+    def _may_grow(self) -> bool:
+        """Whether a gang that started smaller runs, and the policy grows gangs."""
+        if self.policy.grow_after_s is None:
+            return False
+        return any(j.workers < j.whole and j.stops_at is None for j in self.running.values())
+
     def _finish_until(self, now: float) -> None:
         while self.ends and self.ends[0][0] <= now:
             _, version, job_id = heapq.heappop(self.ends)
             job = self.running.get(job_id)
-            if job is not None and job.version == version:
+            if job is None or job.version != version:
+                continue
+            if job.stops_at is not None:  # stopped to restart larger: back to the queue
+                self._release(job)
+                job.stops_at, job.preempting = None, True
+                self.queue.append(job)
+            else:
                 job.end = job.start + job.seconds(job.remaining)
                 self._release(job)
 
@@ -200,8 +238,12 @@ class Replay:
         job.slots, job.start = slots, now
         job.first_start = now if job.first_start is None else job.first_start
         job.version += 1
+        job.preempting = False
         self.allocated += job.gpus
         self.running[job.trace.id] = job
+        grow_after = self.policy.grow_after_s
+        if grow_after is not None and job.workers < job.whole:
+            heapq.heappush(self.wakes, now + grow_after)
         # By identity: ``remove`` would compare the job with every one queued before it.
         del self.queue[next(i for i, queued in enumerate(self.queue) if queued is job)]
         heapq.heappush(self.ends, (now + job.seconds(job.remaining), job.version, job.trace.id))
@@ -215,6 +257,21 @@ class Replay:
         self.preemptions += 1
         self._release(job)
         self.queue.append(job)
+
+    def grow(self, job_id: str, now: float, grace: float) -> bool:
+        """Stop a running elastic gang to restart it larger: it keeps its work so far (it
+        checkpoints in its grace period), its GPUs come back at ``now + grace`` and it is
+        requeued then. False, and nothing changes, if its work ends by then anyway."""
+        job = self.running[job_id]
+        if job.start + job.seconds(job.remaining) <= now + grace:
+            return False
+        job.remaining -= (now - job.start) * job.workers / job.whole
+        job.stops_at = now + grace
+        job.version += 1
+        job.grows += 1
+        self.grows += 1
+        heapq.heappush(self.ends, (job.stops_at, job.version, job_id))
+        return True
 
     def _release(self, job: SimJob) -> None:
         for node_id, gpus in job.slots:
@@ -251,6 +308,8 @@ def first_fit(replay: Replay, job: SimJob) -> list[tuple[str, tuple[int, ...]]] 
 class SimplePolicy:
     """An ordering plus first-fit; ``blocking`` stops at the first job that does not fit."""
 
+    grow_after_s: float | None = None  # whole gangs only: nothing grows
+
     def __init__(self, key, blocking: bool):
         self.key, self.blocking = key, blocking
 
@@ -283,10 +342,14 @@ def _oracle_key(_replay: Replay, job: SimJob) -> tuple:
     return (job.trace.duration * job.gpus, job.trace.submit, job.trace.id)
 
 
-def make_policy(name: str, half_life_h: float = 24.0, fair_share_preemption: bool = False):
+def make_policy(
+    name: str, half_life_h: float = 24.0, fair_share_preemption: bool = False, grow: bool = False
+):
     """The replay policy for a name (see the module docstring); for ``mlsched``,
-    ``half_life_h``, the hours in which a tenant's recent use halves (0: not counted), and
-    ``fair_share_preemption``, the live MLSCHED_FAIR_SHARE_PREEMPTION."""
+    ``half_life_h``, the hours in which a tenant's recent use halves (0: not counted),
+    ``fair_share_preemption``, the live MLSCHED_FAIR_SHARE_PREEMPTION, and ``grow``: elastic
+    gangs that started smaller restart larger after the live default of
+    MLSCHED_ELASTIC_GROW_AFTER_S (``Policy.grow_after_s``)."""
     if name == "fifo":
         return SimplePolicy(_submit_key, blocking=True)
     if name == "priority":
@@ -300,6 +363,8 @@ def make_policy(name: str, half_life_h: float = 24.0, fair_share_preemption: boo
         from jobs.simulator.replay_engine import EnginePolicy
 
         policy = Policy(fair_share_preemption=fair_share_preemption)
+        if not grow:
+            policy = replace(policy, grow_after_s=None)
         return EnginePolicy(policy, half_life_s=half_life_h * 3600.0)
     raise ValueError(f"unknown replay policy {name!r}")
 

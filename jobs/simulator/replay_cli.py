@@ -44,6 +44,13 @@ def add_parser(sub) -> None:
         help="mlsched: training gangs may start with this share of their workers (rounded "
         "up), running slower in proportion, as jobs with min_workers (default 1: whole gangs)",
     )
+    r.add_argument(
+        "--grow",
+        action="store_true",
+        help="mlsched, with --elastic below 1: a gang that started smaller restarts larger "
+        "where no queued job waits for the room, after 600 s as the live "
+        "MLSCHED_ELASTIC_GROW_AFTER_S (it keeps its work and stops for the grace period)",
+    )
     r.add_argument("--out", type=Path, help="directory for the report and the GPU use PNG")
 
 
@@ -70,12 +77,13 @@ def run(args: argparse.Namespace, command: str) -> int:
     log, results, last = [f"# {command}"], {}, ""
     for policy in policies:
         started = time.perf_counter()
-        engine = make_policy(policy, args.half_life_h, args.fair_share_preemption)
+        engine = make_policy(policy, args.half_life_h, args.fair_share_preemption, args.grow)
         elastic = args.elastic if policy == "mlsched" else 1.0
         result = Replay(clusters, jobs, engine, elastic).run(_progress(policy, started))
         stats = summarise(result)
         results[policy] = result
-        lines = report_lines(policy, stats, time.perf_counter() - started)
+        grows = args.grow and policy == "mlsched"
+        lines = report_lines(policy, stats, time.perf_counter() - started, grows)
         last = (
             f"mean_wait_s: {stats['mean_wait']:.1f} p95_wait_s: {stats['p95_wait']:.1f} "
             f"max_wait_s: {stats['max_wait']:.1f} gpu_util_pct: {stats['util']:.2f}"
@@ -135,6 +143,7 @@ def summarise(result: Result) -> dict[str, float]:
         "util_arrivals": 100 * _time_mean(result.timeline, begin, last_submit) / result.total_gpus,
         "frag": _time_mean(result.frag_samples, begin, finish),
         "preemptions": result.preemptions,
+        "grows": result.grows,
     }
     return stats
 
@@ -149,7 +158,10 @@ def _time_mean(samples: Sequence[tuple[float, float]], begin: float, finish: flo
     return total / (finish - begin)
 
 
-def report_lines(policy: str, s: dict[str, float], seconds: float) -> list[str]:
+def report_lines(
+    policy: str, s: dict[str, float], seconds: float, grows: bool = False
+) -> list[str]:
+    """The report of one replay; with ``grows``, how many elastic gangs restarted larger."""
     return [
         f"{policy}: jobs={s['jobs']} finished={s['done']} never_fit={s['never_fit']} "
         f"replay_seconds={seconds:.1f}",
@@ -158,7 +170,8 @@ def report_lines(policy: str, s: dict[str, float], seconds: float) -> list[str]:
         f"{policy}: jct_s mean={s['mean_jct']:.1f} p95={s['p95_jct']:.1f}",
         f"{policy}: gpu_util_pct={s['util']:.2f} "
         f"gpu_util_pct_while_arriving={s['util_arrivals']:.2f} "
-        f"fragmentation_pct_of_free={s['frag']:.2f} preemptions={s['preemptions']}",
+        f"fragmentation_pct_of_free={s['frag']:.2f} preemptions={s['preemptions']}"
+        + (f" grows={s['grows']}" if grows else ""),
     ]
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from jobs.placement import (
     PLACED,
     PREEMPTS,
     Allocation,
+    Elastic,
     Node,
     Policy,
     QueuedJob,
@@ -55,6 +57,11 @@ class EnginePolicy:
         # A node changes only when work starts or ends on it.
         self._nodes: dict[str, Node] = {}
 
+    @property
+    def grow_after_s(self) -> float | None:
+        """How long a gang that started smaller runs before it may grow (None: never)."""
+        return self.policy.grow_after_s
+
     def cycle(self, replay, now: float) -> None:
         # Victims leave the replay at once, but a cycle keeps what they free beyond their
         # preemptor's slots for their grace period: the next tick (one now) hands it out.
@@ -80,6 +87,9 @@ class EnginePolicy:
             if _free(replay, slots):
                 self.recent[job.per] += len(slots)
                 replay.start(job, slots, now)
+        for grown in decision.grown:
+            if grown.job_id in replay.running:
+                replay.grow(grown.job_id, now, self.policy.eviction_grace_s)
         self._held, self._held_since = self.tenants(replay), now
         return bool(decision.preempted)
 
@@ -94,9 +104,17 @@ class EnginePolicy:
             self.recent_use[tenant.id] = recent_use(before, tenant, seconds, self.half_life_s)
 
     def snapshot(self, replay, now: float) -> Snapshot:
+        gangs = self.smaller_gangs(replay) if self.grow_after_s is not None else []
+        elastic = {j.trace.id for j in gangs}
+        running = [self.running_job(j) for j in replay.running.values()]
+        # The replay keeps all of a stopped gang's work: it models a checkpoint in the grace
+        # period. So the core is told of a checkpoint a second ago and counts that work as
+        # kept; its last start as its checkpoint would count none of it as kept, and seldom
+        # find a restart worth its cost.
+        running = [replace(r, last_checkpoint=now - 1) if r.id in elastic else r for r in running]
         return Snapshot(
             nodes=tuple(self.node(n, i) for i, n in enumerate(replay.nodes.values())),
-            running=tuple(self.running_job(j) for j in replay.running.values()),
+            running=tuple(running),
             queued=tuple(self.queued_job(j) for j in replay.queue),
             tenants=self.tenants(replay),
             now=now,
@@ -105,7 +123,17 @@ class EnginePolicy:
                 ShapeCount(JOB_CPU_PER_GPU * per, 1000 * per, count)
                 for per, count in sorted(self.recent.items())
             ),
+            elastic=tuple(Elastic(self.queued_job(j), j.workers) for j in gangs),
         )
+
+    @staticmethod
+    def smaller_gangs(replay) -> list:
+        """The running elastic gangs that started smaller and are not stopping."""
+        return [
+            j
+            for j in replay.running.values()
+            if j.least < j.whole and j.workers < j.whole and j.stops_at is None
+        ]
 
     def tenants(self, replay) -> tuple[Tenant, ...]:
         """The replay's tenants with what their running jobs use, as the live snapshot gives
@@ -133,7 +161,8 @@ class EnginePolicy:
         job = self._queued.get(j.trace.id)
         if job is None:
             job = self._queued[j.trace.id] = _queued(j)
-        return job
+        # A gang requeued to restart larger claims the room until it starts.
+        return replace(job, preempting=True) if j.preempting else job
 
     def running_job(self, j) -> RunningJob:
         cached = self._running.get(j.trace.id)
@@ -201,9 +230,11 @@ def _running(j) -> RunningJob:
         tier=_tier(j),
         preemptible=_preemptible(j),
         allocations=allocations,
-        expected_end=j.start + j.limit,
+        # A gang stopping to restart larger is due back when its grace period ends.
+        expected_end=j.stops_at if j.stops_at is not None else j.start + j.limit,
         last_checkpoint=j.start,
         started_at=j.start,
+        stopping=j.stops_at is not None,
     )
 
 
