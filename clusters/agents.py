@@ -401,28 +401,33 @@ def desired_state(cluster: Cluster, known=()) -> dict:
     secrets = tenant_secrets.opened(a.job for a in new)
     pulls = tenant_secrets.pull_credentials(a.job for a in new)
     specs = []
+    none = tenant_secrets.Opened({}, {})
     for a in new:
-        opened, pull = secrets.get(a.job_id, {}), pulls.get(a.job_id, {})
+        opened, pull = secrets.get(a.job_id, none), pulls.get(a.job_id, {})
         if refused := next((x for x in (opened, pull) if isinstance(x, str)), ""):
             # It cannot start: it fails, saying why, whatever it asked of retries (another
             # attempt would fail the same way until a tenant owner mends it).
             actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused, retriable=False)
             continue
-        if lacking := agent_lacks(cluster, bool(a.job.secrets), bool(pull)):
+        assert isinstance(opened, tenant_secrets.Opened) and isinstance(pull, dict)
+        if lacking := agent_lacks(cluster, bool(a.job.secrets), bool(pull), bool(opened.files)):
             # The scheduler places such work elsewhere; this one was placed as the agent
             # changed release: it runs again, on an agent that keeps what it needs.
             actions.end_attempt(a.pk, Attempt.Outcome.INFRA_ERROR, reason=lacking)
             continue
-        assert isinstance(opened, dict) and isinstance(pull, dict)
         specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull)))
     return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
 
 
-def agent_lacks(cluster: Cluster, secrets: bool, pull_credential: bool) -> str:
+def agent_lacks(
+    cluster: Cluster, secrets: bool, pull_credential: bool, secret_files: bool = False
+) -> str:
     """Why the cluster's agent cannot be given an attempt needing these (its release would
     leave out a field of the run spec it needs); "" if it can."""
     kept = cluster.agent_spec_fields
-    lacking = base.spec_fields_lacking(kept, secrets, pull_credential, cluster.backend)
+    lacking = base.spec_fields_lacking(
+        kept, secrets, pull_credential, cluster.backend, secret_files
+    )
     if not lacking:
         return ""
     return (
@@ -461,7 +466,7 @@ def worker_specs(attempt_ids: list[int]) -> dict[int, list[base.WorkerSpec]]:
 def attempt_spec(
     attempt: Attempt,
     workers: list[base.WorkerSpec],
-    secrets: dict[str, str] | None = None,
+    secrets: tenant_secrets.Opened | None = None,
     pull_credential: dict[str, str] | None = None,
 ) -> base.AttemptSpec:
     job: Job = attempt.job
@@ -473,7 +478,8 @@ def attempt_spec(
         checkpoint_dir=job.checkpoint_dir, max_runtime_s=job.max_runtime_s,
         stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
         shards=job.shards, min_workers=job.min_workers or job.workers, max_workers=job.workers,
-        secrets=secrets or {}, pull_credential=pull_credential or {},
+        secrets=secrets.variables if secrets else {}, pull_credential=pull_credential or {},
+        secret_files=secrets.files if secrets else {},
     )  # fmt: skip
 
 

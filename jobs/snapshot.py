@@ -26,6 +26,7 @@ from jobs.commit import free_ranges, largest_gap
 from jobs.models import Attempt, Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
+from quotas import tenant_secrets
 from quotas.models import RecentUse, Tenant, TenantSecret, image_registry
 
 ALLOCATION_FIELDS = [
@@ -119,6 +120,7 @@ def read(
         )
     )
     credentials = registry_credentials()
+    files = tenant_secrets.file_secrets()
     inventory = nodes(rows, clusters, now)
     running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
@@ -134,7 +136,7 @@ def read(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ()), credentials)
+            to_queued(job, clusters, now, failed.get(job["id"], ()), credentials, files)
             for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now),
@@ -142,7 +144,7 @@ def read(
         seed=seed,
         policy=policy,
         recent_shapes=running_shapes(rows),
-        elastic=elastic_gangs(clusters, now, credentials) if growing else (),
+        elastic=elastic_gangs(clusters, now, credentials, files) if growing else (),
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
@@ -386,7 +388,7 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
     return milli
 
 
-def elastic_gangs(clusters, now: float, credentials) -> tuple[p.Elastic, ...]:
+def elastic_gangs(clusters, now: float, credentials, files) -> tuple[p.Elastic, ...]:
     """The running elastic training gangs whose attempt started with fewer than their whole
     gang and is not asked to stop: each as queued at its whole size, with the size it runs
     with (the core may restart one larger: jobs.placement.growth)."""
@@ -404,7 +406,8 @@ def elastic_gangs(clusters, now: float, credentials) -> tuple[p.Elastic, ...]:
         return ()
     jobs = Job.objects.filter(pk__in=sizes).order_by("id").values(*QUEUED_FIELDS)
     return tuple(
-        p.Elastic(to_queued(job, clusters, now, (), credentials), sizes[job["id"]]) for job in jobs
+        p.Elastic(to_queued(job, clusters, now, (), credentials, files), sizes[job["id"]])
+        for job in jobs
     )
 
 
@@ -466,6 +469,7 @@ def to_queued(
     now: float,
     avoid: tuple[str, ...] = (),
     credentials: dict[int, set[str]] | None = None,
+    files: dict[int, set[str]] | None = None,
 ) -> p.QueuedJob:
     claim = job["preempting_until"]
     return p.QueuedJob(
@@ -483,7 +487,7 @@ def to_queued(
         gpu_types=tuple(job["gpu_types"]),
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
-        clusters=cluster_ids(job, clusters, credentials or {}),
+        clusters=cluster_ids(job, clusters, credentials or {}, files or {}),
         may_preempt=job["priority_class__may_preempt"],
         preempting=claim is not None and claim.timestamp() > now,
         owner=str(job["owner_id"]),
@@ -498,14 +502,17 @@ def to_queued(
 NO_CLUSTER = "none"
 
 
-def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[str, ...]:
+def cluster_ids(
+    job: dict, clusters, credentials: dict[int, set[str]], files: dict[int, set[str]]
+) -> tuple[str, ...]:
     """The clusters a job may run on (empty: any cluster): those whose labels match its
-    selector, and whose agents keep what the job needs of its run spec (its secrets, its
-    team's registry credential: ``base.spec_fields_lacking``); ``p.NO_ABLE_AGENT`` when the
-    selector matches clusters but none of their agents does."""
+    selector, and whose agents keep what the job needs of its run spec (its secrets, those
+    given as files, its team's registry credential: ``base.spec_fields_lacking``);
+    ``p.NO_ABLE_AGENT`` when the selector matches clusters but none of their agents does."""
     selector = job["cluster_selector"]
     registries = credentials.get(job["tenant_id"])
     pulls = bool(registries) and image_registry(job["image"]) in registries
+    as_files = not files.get(job["tenant_id"], set()).isdisjoint(job["secrets"])
     if not (selector or job["secrets"] or pulls):
         return ()
     matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
@@ -513,7 +520,7 @@ def cluster_ids(job: dict, clusters, credentials: dict[int, set[str]]) -> tuple[
         able = [
             c for c in matching
             if not spec_fields_lacking(c["agent_spec_fields"], bool(job["secrets"]), pulls,
-                                       c["backend"])
+                                       c["backend"], as_files)
         ]  # fmt: skip
         if matching and not able:
             return (p.NO_ABLE_AGENT,)

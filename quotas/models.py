@@ -430,6 +430,9 @@ class TenantSecret(models.Model):
     of the cluster that runs such a job is given it with the job, and the job's log shows it
     as ``***``.
 
+    One ``as_file`` is given to jobs as a file instead (Kubernetes' Secret volumes): the
+    variable of its name holds the file's path.
+
     A secret with a ``registry`` is instead a private registry's pull credential (Kubernetes'
     imagePullSecrets): the password or token of ``username`` there. No job names it and none
     gets it: the Kubernetes backend pulls with it the images of the tenant's jobs that name
@@ -446,6 +449,11 @@ class TenantSecret(models.Model):
         max_length=MAX_USERNAME_CHARS, blank=True, default="",
         help_text="The user the registry credential signs in as.",
     )  # fmt: skip
+    as_file = models.BooleanField(
+        default=False,
+        help_text="Given to jobs as a file (a service account's key, a kubeconfig): the "
+        "variable of its name holds the file's path. Off: the variable holds the value.",
+    )
     sealed = models.TextField(editable=False)
     updated = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
@@ -469,6 +477,12 @@ class TenantSecret(models.Model):
                 name="tenant_secret_registry_has_username",
                 violation_error_message="A registry credential names its registry and its "
                 "user; a variable neither.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(as_file=False) | models.Q(registry=""),
+                name="tenant_secret_credential_not_a_file",
+                violation_error_message="A registry credential is given to no job, as a file "
+                "or otherwise.",
             ),
         ]
 

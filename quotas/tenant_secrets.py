@@ -19,6 +19,7 @@ import base64
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 from urllib.parse import quote, quote_plus
 
 from django.core.exceptions import ValidationError
@@ -77,14 +78,22 @@ def value_problem(value: object) -> str:
 
 @transaction.atomic
 def put(
-    tenant: Tenant, name: str, value: str, by=None, registry: str = "", username: str = ""
+    tenant: Tenant,
+    name: str,
+    value: str,
+    by=None,
+    registry: str = "",
+    username: str = "",
+    as_file: bool = False,
 ) -> tuple[TenantSecret, bool]:
     """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
     With a ``registry``, it is the tenant's pull credential there, of ``username``; without,
-    an environment variable its jobs name. ValidationError by field (``name``: a bad one, or
-    one secret past the tenant's limit; ``value``; ``registry``: a bad host, one the tenant has
-    another credential for, or a variable jobs not yet ended name; ``username``), nothing
-    written."""
+    one its jobs name: given to them in an environment variable, or ``as_file`` in a file
+    whose path that variable holds. ValidationError by field (``name``: a bad one, or one
+    secret past the tenant's limit; ``value``; ``registry``: a bad host, one the tenant has
+    another credential for, or a variable jobs not yet ended name; ``username``; ``as_file``:
+    not true or false, or with a registry), nothing written. A secret that jobs waiting to
+    start name may change kind: each attempt gets its secrets as they are when it starts."""
     try:
         validate_secret_name(name)
     except ValidationError as error:
@@ -92,7 +101,13 @@ def put(
     problem = value_problem(value)
     if problem:
         raise ValidationError({"value": [problem]})
+    if not isinstance(as_file, bool):
+        raise ValidationError({"as_file": ["Give true or false."]})
     registry, username = credential_fields(registry, username)
+    if registry and as_file:
+        raise ValidationError(
+            {"as_file": ["A registry credential is given to no job, as a file or otherwise."]}
+        )
     Tenant.objects.select_for_update().get(pk=tenant.pk)  # one writer of its secrets at once
     if registry:
         check_credential_room(tenant, name, registry)
@@ -105,7 +120,7 @@ def put(
             )
         secret = TenantSecret(tenant=tenant, name=name)
     assert secret is not None
-    secret.registry, secret.username = registry, username
+    secret.registry, secret.username, secret.as_file = registry, username, as_file
     secret.set_value(value)
     secret.updated, secret.updated_by = timezone.now(), by
     try:
@@ -196,32 +211,51 @@ def unusable(tenant: Tenant, names: Iterable[str]) -> str:
     return ""
 
 
-def opened(jobs: Iterable) -> dict[int, dict[str, str] | str]:
-    """For each job that names secrets, by id: their values by name, or why they cannot be
-    read (one of them is gone, or no key opens it). One query for them all."""
+class Opened(NamedTuple):
+    """A job's secrets, opened, by name: those given as environment variables, and those
+    given as files."""
+
+    variables: dict[str, str]
+    files: dict[str, str]
+
+
+def opened(jobs: Iterable) -> dict[int, Opened | str]:
+    """For each job that names secrets, by id: their values by name, as variables and as
+    files, or why they cannot be read (one of them is gone, or no key opens it). One query
+    for them all."""
     jobs = [job for job in jobs if job.secrets]
     if not jobs:
         return {}
     rows = TenantSecret.objects.filter(
         tenant_id__in={job.tenant_id for job in jobs},
         name__in={name for job in jobs for name in job.secrets},
-    ).values_list("tenant_id", "name", "sealed")
-    sealed = {(tenant, name): value for tenant, name, value in rows}
-    out: dict[int, dict[str, str] | str] = {}
+    ).values_list("tenant_id", "name", "sealed", "as_file")
+    sealed = {(tenant, name): (value, as_file) for tenant, name, value, as_file in rows}
+    out: dict[int, Opened | str] = {}
     for job in jobs:
-        values: dict[str, str] = {}
+        values = Opened({}, {})
         for name in job.secrets:
             if (job.tenant_id, name) not in sealed:
                 out[job.pk] = f"Its secret {name!r} is no longer set in its tenant."
                 break
+            value, as_file = sealed[job.tenant_id, name]
             try:
-                values[name] = vault.unseal(sealed[job.tenant_id, name])
+                (values.files if as_file else values.variables)[name] = vault.unseal(value)
             except vault.Unreadable:
                 out[job.pk] = unreadable(name)
                 break
         else:
             out[job.pk] = values
     return out
+
+
+def file_secrets() -> dict[int, set[str]]:
+    """The names of the secrets each tenant gives as files, by tenant id."""
+    found: dict[int, set[str]] = defaultdict(set)
+    rows = TenantSecret.objects.filter(as_file=True).values_list("tenant_id", "name")
+    for tenant, name in rows:
+        found[tenant].add(name)
+    return found
 
 
 def unreadable(name: str) -> str:

@@ -99,6 +99,10 @@ class AttemptSpec:
     # {"registry": host, "username": ..., "password": ...}; empty: the image is pulled with
     # what the node holds. A backend that pulls images uses it for this attempt's pulls only.
     pull_credential: dict[str, str] = field(default_factory=dict)
+    # The tenant's secrets the job names that its owners deliver as files (a service
+    # account's key, a kubeconfig), by name, opened: each worker gets the file, readable by
+    # its job alone, and the path to it in the variable of that name.
+    secret_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -118,13 +122,20 @@ KUBERNETES = "kubernetes"  # the backend that pulls images (clusters.models.Clus
 
 
 def spec_fields_lacking(
-    kept: list[str] | None, secrets: bool, pull_credential: bool, backend: str
+    kept: list[str] | None,
+    secrets: bool,
+    pull_credential: bool,
+    backend: str,
+    secret_files: bool = False,
 ) -> list[str]:
     """Of the run spec's fields an attempt's agent must keep for it to run as asked, those an
-    agent keeping ``kept`` (None: it did not say) leaves out: its job's secrets (else it would
-    start without them), and its team's registry credential on a backend that pulls images
-    (else the pull is refused). Fields every release keeps are not asked for."""
+    agent keeping ``kept`` (None: it did not say) leaves out: its job's secrets and secret
+    files (else it would start without them), and its team's registry credential on a
+    backend that pulls images (else the pull is refused). Fields every release keeps are not
+    asked for."""
     needed = {"secrets"} if secrets else set()
+    if secret_files:
+        needed.add("secret_files")
     if pull_credential and backend == KUBERNETES:
         needed.add("pull_credential")
     return sorted(needed - set(kept or ()))
