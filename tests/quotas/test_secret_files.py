@@ -97,9 +97,7 @@ def test_a_job_naming_a_file_runs_only_where_the_agent_keeps_files(alpha):
     assert where[variable.pk] == "before"
 
 
-def test_an_attempt_given_to_an_agent_that_would_leave_its_files_out_runs_again(
-    agent, east, alpha
-):
+def test_an_attempt_given_to_an_agent_that_would_leave_its_files_out_runs_again(agent, east, alpha):
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
     tenant_secrets.put(alpha, "GCP_KEY", KEY, as_file=True)
     job = JobFactory(tenant=alpha, family=Family.TRAINING, gpus=1, secrets=["GCP_KEY"])
