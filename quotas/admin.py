@@ -461,11 +461,13 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
 class TenantSecretForm(forms.ModelForm):
     """A secret's name and tenant, and its value, write-only: never drawn back into the page
     (not after a refused save either), required for a new secret, left blank to keep the stored
-    one (a registry credential's registry or user is changed with its value typed again). The
-    save is `tenant_secrets.put`, made here, once Django's own checks (a name's rules, one
-    secret of a name per tenant) have passed: the verb checks under the tenant's lock (at most
-    so many secrets, one credential a registry) and writes in one step, and what it refuses
-    still reaches the form's fields, nothing written."""
+    one (a registry credential's registry or user, or whether jobs get it as a file, is changed
+    with its value typed again). The save is `tenant_secrets.put`, made here, once Django's own
+    checks (a name's rules, one secret of a name per tenant) have passed: the verb checks under
+    the tenant's lock (at most so many secrets, one credential a registry, never a credential
+    as a file) and writes in one step, and what it refuses still reaches the form's fields
+    (`as_file` for a credential given as a file, as the model's constraint would not say),
+    nothing written."""
 
     value = forms.CharField(
         required=False,
@@ -478,7 +480,7 @@ class TenantSecretForm(forms.ModelForm):
 
     class Meta:
         model = TenantSecret
-        fields = ["tenant", "name", "registry", "username"]
+        fields = ["tenant", "name", "registry", "username", "as_file"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -488,9 +490,10 @@ class TenantSecretForm(forms.ModelForm):
             self.fields["value"].required = True
 
     def _get_validation_exclusions(self):
-        # The verb checks the registry and the user, saying which field is wrong (and which
-        # secret holds the registry already): the model's constraints on them would name none.
-        return super()._get_validation_exclusions() | {"registry", "username"}
+        # The verb checks the registry, the user and as_file, saying which field is wrong (and
+        # which secret holds the registry already): the model's constraints on them would name
+        # none.
+        return super()._get_validation_exclusions() | {"registry", "username", "as_file"}
 
     def _post_clean(self):
         super()._post_clean()
@@ -498,27 +501,33 @@ class TenantSecretForm(forms.ModelForm):
         if self.errors:
             return
         if not value:
-            if self.credential_changed() and self.instance.pk:
-                self.add_error("value", "Type the value again to change the registry or user.")
+            if self.kind_changed() and self.instance.pk:
+                self.add_error(
+                    "value",
+                    "Type the value again to change the registry or user, or whether jobs get "
+                    "it as a file.",
+                )
             return
         try:
             self.instance, _ = tenant_secrets.put(
                 self.instance.tenant, self.instance.name, value, by=self.by,
                 registry=self.cleaned_data.get("registry", ""),
                 username=self.cleaned_data.get("username", ""),
+                as_file=self.cleaned_data.get("as_file", False),
             )  # fmt: skip
         except ValidationError as refused:
             for field, problems in refused.message_dict.items():
                 # A stored secret's name is not a field of its form (a rename is a new secret).
                 self.add_error(field if field in self.fields else None, problems)
 
-    def credential_changed(self) -> bool:
-        """Whether the registry or user typed differ from the stored ones. The registry is
-        compared as the verb stores it (``registry_name``): GHCR.io for a stored ghcr.io, or
-        index.docker.io for docker.io, is the same registry, and asks for no value."""
+    def kind_changed(self) -> bool:
+        """Whether the registry, the user or as_file given differ from the stored ones. The
+        registry is compared as the verb stores it (``registry_name``): GHCR.io for a stored
+        ghcr.io, or index.docker.io for docker.io, is the same registry, and asks for no value."""
         typed = self.cleaned_data.get("registry") or ""
         stored = self.initial.get("registry") or ""
-        return "username" in self.changed_data or registry_name(typed) != registry_name(stored)
+        changed = {"username", "as_file"} & set(self.changed_data)
+        return bool(changed) or registry_name(typed) != registry_name(stored)
 
 
 @admin.register(TenantSecret)
@@ -529,7 +538,7 @@ class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.Mo
     is not deleted: the admin is told which jobs."""
 
     form = TenantSecretForm
-    list_display = ["name", "tenant", "registry", "username", "updated", "updated_by"]
+    list_display = ["name", "tenant", "registry", "username", "as_file", "updated", "updated_by"]
     list_select_related = ["tenant", "updated_by"]
     search_fields = ["name"]
     actions = ["delete_selected"]
@@ -537,11 +546,12 @@ class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.Mo
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["tenant", "name", "registry", "username", "value"]
+            return ["tenant", "name", "registry", "username", "as_file", "value"]
         # A page only to view shows every field it lists as read-only, and Django reads a
         # read-only `value` as TenantSecret.value(): the secret, opened.
         value = ["value"] if self.has_change_permission(request, obj) else []
-        return ["tenant", "name", "registry", "username", *value, "updated", "updated_by"]
+        fields = ["tenant", "name", "registry", "username", "as_file", *value]
+        return [*fields, "updated", "updated_by"]
 
     def get_readonly_fields(self, request, obj=None):
         # Another name or tenant is another secret: delete this one and add that.

@@ -1,8 +1,9 @@
 """The portal's secrets page (``/secrets/``): each of the user's teams' secrets by name, with
-its kind (a variable, or a registry credential's registry and user) and when and by whom each
-was set; a team's owners set one (name and value, and for a credential its registry and user:
-created, or replaced) and delete one there, through the verbs the API and the admin use
-(``quotas.tenant_secrets``). No value is ever drawn back into a page."""
+its kind (a variable, a file, or a registry credential's registry and user) and when and by
+whom each was set; a team's owners set one (name and value, whether jobs get it as a file, and
+for a credential its registry and user: created, or replaced) and delete one there, through
+the verbs the API and the admin use (``quotas.tenant_secrets``). No value is ever drawn back
+into a page."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -17,7 +18,7 @@ from jobs.forms import described
 from quotas import tenant_secrets
 from quotas.models import Membership, TenantSecret
 
-HELPS = {"registry": "registry-help", "username": "username-help"}
+HELPS = {"registry": "registry-help", "username": "username-help", "as_file": "as-file-help"}
 
 
 def owned_slugs(user) -> set[str]:
@@ -36,8 +37,10 @@ def owned_slugs(user) -> set[str]:
 def secrets_page(request):
     owned = owned_slugs(request.user)
     values, errors, status = dict.fromkeys(["tenant", "name", "registry", "username"], ""), {}, 200
+    as_file = False
     if request.method == "POST":
         values = {key: request.POST.get(key, "") for key in values}
+        as_file = "as_file" in request.POST  # an unchecked box is not sent
         tenant = access.report_tenants(request.user).filter(slug=values["tenant"]).first()
         if tenant is None or tenant.slug not in owned:
             errors, status = {"tenant": "Choose a team you own."}, 400
@@ -45,7 +48,7 @@ def secrets_page(request):
             try:
                 _, created = tenant_secrets.put(
                     tenant, values["name"], request.POST.get("value", ""), by=request.user,
-                    registry=values["registry"], username=values["username"],
+                    registry=values["registry"], username=values["username"], as_file=as_file,
                 )  # fmt: skip
             except ValidationError as refused:
                 errors = {field: " ".join(texts) for field, texts in refused.message_dict.items()}
@@ -64,6 +67,7 @@ def secrets_page(request):
         "teams": teams,
         "owned": owned,
         "values": values,
+        "as_file": as_file,
         "errors": errors,
         "fields": described(errors, helps=HELPS),
     }

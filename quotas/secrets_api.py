@@ -1,12 +1,13 @@
 """A tenant's secrets through the API (``quotas.tenant_secrets``), whose values never come
 back out:
 
-- ``GET /api/v1/tenants/<slug>/secrets/``: their names, when each was set and by whom, to
-  every member of the tenant (viewers included: a job names them) and platform admins;
+- ``GET /api/v1/tenants/<slug>/secrets/``: their names, kinds, when each was set and by whom,
+  to every member of the tenant (viewers included: a job names them) and platform admins;
 - ``PUT /api/v1/tenants/<slug>/secrets/<name>/`` with ``{"value": "..."}``: set one, created
-  (201) or replaced (200), by the tenant's owners and platform admins; with ``"registry"``
-  and ``"username"`` too, a pull credential for the images of that registry (its password or
-  token the value);
+  (201) or replaced (200), by the tenant's owners and platform admins; with ``"as_file":
+  true``, one its jobs get as a file; with ``"registry"`` and ``"username"`` instead, a pull
+  credential for the images of that registry (its password or token the value). A put
+  replaces the whole secret: without them, it is a variable;
 - ``DELETE`` of the same: 204, 409 while jobs not yet ended name it.
 
 Another team's tenant is a 404, as an unknown one is; a member who may not change its
@@ -40,7 +41,8 @@ def tenant_for(request, slug: str, change: bool = False) -> Tenant:
 def as_json(secret: TenantSecret) -> dict:
     by = secret.updated_by
     return {"name": secret.name, "registry": secret.registry or None,
-            "username": secret.username or None, "updated": secret.updated,
+            "username": secret.username or None, "as_file": secret.as_file,
+            "updated": secret.updated,
             "updated_by": by.get_username() if by else None}  # fmt: skip
 
 
@@ -59,6 +61,7 @@ class SecretView(APIView):
             secret, created = tenant_secrets.put(
                 tenant, name, data.get("value"), by=request.user,
                 registry=data.get("registry") or "", username=data.get("username") or "",
+                as_file=data.get("as_file", False),  # not true or false: the verb refuses it
             )  # fmt: skip
         except ModelValidationError as error:
             raise ValidationError(error.message_dict) from None

@@ -8,6 +8,10 @@ Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label),
 `w<rank>` and the Service as their subdomain, so rank 0 answers at
 `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 
+The job's secrets given as files are keys of its secrets' Secret too, mounted read-only in
+every worker at SECRET_FILES_DIR (a secret volume of those keys alone), each variable of their
+names holding the path.
+
 The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
 keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
 each pod names it in imagePullSecrets, so no pod spec holds the password.
@@ -35,6 +39,11 @@ LABEL_SHAREABLE = f"{GROUP}/gpu-shareable"  # on nodes: "true" allows fractional
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER = "worker"
 CHECKPOINT_VOLUME = "checkpoints"
+SECRET_FILES_VOLUME = "secret-files"
+SECRET_FILES_DIR = "/var/run/mlsched/secrets"
+# Readable, not writable: the volume is this pod's alone, its files the job's, and an image
+# that runs as a user of its own (no fsGroup is set) must still read them, owned by root.
+SECRET_FILES_MODE = 0o444
 NETWORK_POLICY = "mlsched-same-namespace-only"
 
 
@@ -78,8 +87,10 @@ def pull_secret_name(attempt_id: int) -> str:
 
 
 def secret_names(spec: AttemptSpec) -> tuple[str, ...]:
-    """The Secrets the attempt's start creates: its job's secrets', its registry credential's."""
-    wanted = [(spec.secrets, secret_name), (spec.pull_credential, pull_secret_name)]
+    """The Secrets the attempt's start creates: its job's secrets' (variables and files), its
+    registry credential's."""
+    wanted = [(spec.secrets or spec.secret_files, secret_name),
+              (spec.pull_credential, pull_secret_name)]  # fmt: skip
     return tuple(name(spec.attempt_id) for asked, name in wanted if asked)
 
 
@@ -171,17 +182,20 @@ def build_pod(
     With a checkpoint claim the pod mounts the job's own folder of the claim (subPath), not the
     claim's root: on a store shared by every tenant it can neither read nor overwrite another
     job's checkpoints. The folder is mounted at MLSCHED_CHECKPOINT_DIR, the path the job is told.
+    The job's secrets given as files are mounted at SECRET_FILES_DIR, each variable of their
+    names holding its file's path.
     """
     folder = checkpoint_dir(checkpoint_root, spec)
     env = worker_env(spec, worker, master_addr(spec, namespace, cluster_domain), folder)
     env.update(gpu_env(worker))
+    env = secret_file_paths(spec) | env  # a variable set literally wins, as over a secret
     container = client.V1Container(
         name=CONTAINER,
         image=spec.image,
         command=list(spec.command) or None,
         env=env_vars(env, spec),
         resources=resources(worker),
-        volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim),
+        volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim, spec),
     )
     gang = spec.world_size > 1
     pod_spec = client.V1PodSpec(
@@ -201,7 +215,7 @@ def build_pod(
         if spec.pull_credential
         else None,
         containers=[container],
-        volumes=_volumes(checkpoint_claim),
+        volumes=_volumes(checkpoint_claim, spec),
     )
     metadata = client.V1ObjectMeta(
         name=pod_name(spec.attempt_id, worker.rank),
@@ -231,18 +245,47 @@ def env_vars(env: dict[str, str], spec: AttemptSpec) -> list[client.V1EnvVar]:
     return sorted(literal + refs, key=lambda var: var.name)
 
 
-def _mounts(path: str, folder: str, claim: str | None) -> list[client.V1VolumeMount] | None:
-    if not claim:
-        return None
-    # The kubelet creates the folder on the volume if it is not there yet.
-    return [client.V1VolumeMount(name=CHECKPOINT_VOLUME, mount_path=path, sub_path=folder)]
+def secret_file_paths(spec: AttemptSpec) -> dict[str, str]:
+    """The variables naming the job's secret files: each one's path in the container."""
+    return {name: posixpath.join(SECRET_FILES_DIR, name) for name in spec.secret_files}
 
 
-def _volumes(claim: str | None) -> list[client.V1Volume] | None:
-    if not claim:
-        return None
-    source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
-    return [client.V1Volume(name=CHECKPOINT_VOLUME, persistent_volume_claim=source)]
+def _mounts(
+    path: str, folder: str, claim: str | None, spec: AttemptSpec
+) -> list[client.V1VolumeMount] | None:
+    mounts: list[client.V1VolumeMount] = []
+    if claim:
+        # The kubelet creates the folder on the volume if it is not there yet.
+        mounts.append(
+            client.V1VolumeMount(name=CHECKPOINT_VOLUME, mount_path=path, sub_path=folder)
+        )
+    if spec.secret_files:
+        mounts.append(
+            client.V1VolumeMount(
+                name=SECRET_FILES_VOLUME, mount_path=SECRET_FILES_DIR, read_only=True
+            )
+        )
+    return mounts or None
+
+
+def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume] | None:
+    volumes: list[client.V1Volume] = []
+    if claim:
+        source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+        volumes.append(client.V1Volume(name=CHECKPOINT_VOLUME, persistent_volume_claim=source))
+    if spec.secret_files:
+        volumes.append(_secret_files_volume(spec))
+    return volumes or None
+
+
+def _secret_files_volume(spec: AttemptSpec) -> client.V1Volume:
+    """The job's secret files: only their keys of the attempt's Secret (not its variables),
+    each as a file of its name."""
+    items = [client.V1KeyToPath(key=name, path=name) for name in sorted(spec.secret_files)]
+    source = client.V1SecretVolumeSource(
+        secret_name=secret_name(spec.attempt_id), items=items, default_mode=SECRET_FILES_MODE
+    )
+    return client.V1Volume(name=SECRET_FILES_VOLUME, secret=source)
 
 
 def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Service:
@@ -270,15 +313,17 @@ def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1S
 
 def build_secrets(spec: AttemptSpec, namespace: str, cluster: str) -> list[client.V1Secret]:
     """The attempt's Secrets, as it asks for them (``secret_names``)."""
-    wanted = [(spec.secrets, build_secret), (spec.pull_credential, build_pull_secret)]
+    wanted = [(spec.secrets or spec.secret_files, build_secret),
+              (spec.pull_credential, build_pull_secret)]  # fmt: skip
     return [build(spec, namespace, cluster) for asked, build in wanted if asked]
 
 
 def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:
-    """The job's secrets for the attempt's pods, one key per variable name; immutable, as the
-    attempt's values never change (a retry is a new attempt, with a Secret of its own)."""
+    """The job's secrets for the attempt's pods, one key per name, variables' and files' (a
+    tenant's secret names are unique, so they never share one); immutable, as the attempt's
+    values never change (a retry is a new attempt, with a Secret of its own)."""
     return _secret(spec, secret_name(spec.attempt_id), namespace, cluster, "Opaque",
-                   dict(spec.secrets))  # fmt: skip
+                   {**spec.secrets, **spec.secret_files})  # fmt: skip
 
 
 def build_pull_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:

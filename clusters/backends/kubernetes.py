@@ -7,16 +7,17 @@
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
   NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
   job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
-  refers to by secretKeyRef (a pod spec holds no secret's value), the team's credential for the
-  registry of the job's image in a Secret of type kubernetes.io/dockerconfigjson
-  (`mlsched-<attempt id>-pull`) that the pods pull with (imagePullSecrets); each Secret is made
-  owned by the pods it created, for Kubernetes' garbage collector; then the pods:
-  restartPolicy Never, requests equal to limits (Guaranteed QoS), labels
-  mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only the job's own
-  folder of it mounted (subPath). The claim is the platform team's to provide in every tenant
-  namespace: a start in a namespace without it fails at once (CreateFailed) instead of leaving
-  pods that never mount. Objects that already exist (409) are left alone, so starting twice is
-  harmless.
+  refers to by secretKeyRef (a pod spec holds no secret's value) or, for those given as files,
+  mounts read-only at /var/run/mlsched/secrets (a secret volume; the variables hold the
+  paths), the team's credential for the registry of the job's image in a Secret of type
+  kubernetes.io/dockerconfigjson (`mlsched-<attempt id>-pull`) that the pods pull with
+  (imagePullSecrets); each Secret is made owned by the pods it created, for Kubernetes'
+  garbage collector; then the pods: restartPolicy Never, requests equal to limits (Guaranteed
+  QoS), labels mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
+  the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
+  every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
+  instead of leaving pods that never mount. Objects that already exist (409) are left alone,
+  so starting twice is harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
   mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes; a node
   NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod in an image

@@ -7,7 +7,10 @@ without GPUs: CUDA_VISIBLE_DEVICES then names virtual GPUs.
 State lives in files under `state_dir/<attempt>/<rank>/` (spec, pid, log, exit status, stop
 request, the time of the last checkpoint line), not in this object: an agent that restarts
 builds a new LocalBackend on the same directory and finds every worker again. Those files are
-the agent's alone (mode 0600): the spec holds the job's environment.
+the agent's alone (mode 0600): the spec holds the job's environment. The job's secrets given
+as files are in the worker's `secrets/` there (mode 0700, each file 0600, the worker's user's),
+never under its checkpoint directory: forget removes them with the rest, a restarted agent's
+as well as the one that started the worker.
 
 Tenants: with ``worker_uids`` (a range of user ids, `run_agent --worker-uids 20000-29999`; the
 agent must run as root) each tenant's workers run as a user of their own, the range's start
@@ -46,6 +49,11 @@ ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
 KILLED_REASON = "killed by SIGKILL from outside (its node ran short, or went away)"
 OOM_REASON = "OOMKilled: its processes together passed its memory request"
+# A worker's secrets given as files: in this folder of its own directory, by name.
+SECRET_FILES = "secrets"
+# A secret's name as the control plane checks it (quotas.models.validate_secret_name): a
+# variable's name, so never a path that would leave the worker's folder.
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 USAGE_EPOCH = "usage-epoch"
@@ -223,6 +231,10 @@ class LocalBackend:
             uid = self.uid_of(spec.tenant_id)
         except ValueError as error:
             return self._refuse(spec, str(error))
+        if bad := [name for name in spec.secret_files if not SECRET_NAME.fullmatch(name)]:
+            return self._refuse(
+                spec, f"its secret file {bad[0][:100]!r} is not named as a variable"
+            )
         checkpoint = self.checkpoint_root / spec.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
         if uid is not None:
@@ -244,6 +256,7 @@ class LocalBackend:
                 "PYTHONUNBUFFERED": "1",
                 # Kept in the worker's spec.json (mode 0600, the agent's) until it is forgotten.
                 **spec.secrets,
+                **secret_file_paths(directory, spec.secret_files),
                 **base.worker_env(spec, worker, "127.0.0.1", str(checkpoint)),
             }
             self._launch(directory, spec, worker, env)
@@ -278,6 +291,9 @@ class LocalBackend:
             # The runtime limit's grace to checkpoint: as long as the control plane's stops give.
             "grace_s": spec.stop_grace_s,
         }))  # fmt: skip
+        # After spec.json: a worker directory with it is reported, and so forgotten (its files
+        # removed), even if the agent dies before the shim starts.
+        write_secret_files(directory / SECRET_FILES, spec.secret_files, self.uid_of(spec.tenant_id))
         with open(directory / "shim.out", "ab") as shim_out:
             shim = subprocess.Popen(
                 [sys.executable, "-m", SHIM, str(directory)], cwd=ROOT, start_new_session=True,
@@ -450,6 +466,31 @@ class LocalBackend:
 
     def worker_dirs(self, attempt_id: int) -> list[Path]:
         return sorted((self.state_dir / str(attempt_id)).glob("*"))
+
+
+def secret_file_paths(worker_dir: Path, files: dict[str, str]) -> dict[str, str]:
+    """The variables naming each of the worker's secret files: its absolute path, by name."""
+    folder = worker_dir.absolute() / SECRET_FILES
+    return {name: str(folder / name) for name in files}
+
+
+def write_secret_files(folder: Path, files: dict[str, str], uid: int | None) -> None:
+    """Write each secret as a file of its name in ``folder``, its value's UTF-8 bytes as they
+    are: the folder mode 0700 and each file 0600, owned by the worker's user (``uid``; None:
+    the agent's), so that no other tenant's worker reads them."""
+    if not files:
+        return
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)  # whatever the agent's umask
+    for name, value in files.items():
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        with os.fdopen(os.open(folder / name, flags, 0o600), "wb") as file:
+            os.fchmod(file.fileno(), 0o600)
+            if uid is not None:
+                os.fchown(file.fileno(), uid, uid)
+            file.write(value.encode())
+    if uid is not None:
+        os.chown(folder, uid, uid)
 
 
 def kill_left_behind(worker_dir: Path) -> None:

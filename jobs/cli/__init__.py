@@ -99,19 +99,25 @@
                      to its end only its tenant's work starts on its nodes, and other
                      tenants' work still there is requeued; before the start, only its
                      tenant's work and work sure to end by then is placed there
-    secrets TENANT   the tenant's secrets (values its jobs get as environment variables):
-                     each one's name, when it was set (UTC) and by whom, and of registry
-                     credentials their registry and user; never a value
-    secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER | --variable]
+    secrets TENANT   the tenant's secrets (values its jobs get as environment variables or
+                     files): each one's name, when it was set (UTC) and by whom, and of
+                     registry credentials their registry and user; once the tenant gives
+                     one as a file, each one's kind (variable, file, credential); never a
+                     value
+    secret-set TENANT NAME [--from-file PATH]
+               [--registry HOST --username USER | --as-file | --variable]
                      set a secret of a tenant you own (any tenant, for a platform admin),
                      created or replaced: its value read from standard input (asked for
                      without echo at a terminal) or from the file PATH, less one trailing
                      newline (echo's, an editor's); never from the command line, where the
-                     shell's history and the process list would keep it. With --registry,
-                     the team's pull credential for that registry (ghcr.io, docker.io, ...):
-                     its jobs' images from there are pulled with it, the value its password
-                     or token; a credential set again without them is refused unless
-                     --variable makes it an environment variable
+                     shell's history and the process list would keep it. With --as-file,
+                     jobs get it as a file (a service account's key, a kubeconfig), the
+                     variable NAME holding the file's path. With --registry, the team's pull
+                     credential for that registry (ghcr.io, docker.io, ...): its jobs'
+                     images from there are pulled with it, the value its password or token;
+                     a credential set again without them is refused unless --variable or
+                     --as-file replaces it, and so is a file set again without --as-file
+                     unless --variable makes it an environment variable
     secret-delete TENANT NAME
                      delete a secret; refused while jobs not yet ended name it (those
                      jobs' ids are in the error): replace it instead

@@ -202,10 +202,16 @@ def add_secrets(commands) -> None:
     setting.add_argument("--username", metavar="USER",
                          help="the user a registry credential signs in as")  # fmt: skip
     setting.add_argument(
+        "--as-file",
+        action="store_true",
+        help="a secret jobs get as a file, the variable NAME holding its path (a service "
+        "account's key, a kubeconfig); on a registry credential, it replaces the credential",
+    )
+    setting.add_argument(
         "--variable",
         action="store_true",
-        help="set NAME as an environment variable even if it is a registry credential now "
-        "(without it, that is refused: the credential would be replaced by a variable)",
+        help="set NAME as an environment variable even if it is a registry credential or a "
+        "file now (without it, that is refused: it would be replaced by a variable)",
     )
     deleting = commands.add_parser("secret-delete")
     deleting.add_argument("tenant", metavar="TENANT")

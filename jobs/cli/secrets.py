@@ -12,50 +12,85 @@ from jobs.cli.client import Api, show
 from jobs.cli.tables import minute, table
 
 SECRET_HEADER = ["name", "updated (UTC)", "by"]
-CREDENTIAL_COLUMNS = ["registry", "user"]  # after the name, once the tenant has a credential
+KIND_COLUMN = ["kind"]  # after the name, once the tenant gives a secret as a file
+CREDENTIAL_COLUMNS = ["registry", "user"]  # after the name and kind, once it has a credential
+FLAGS = {"--variable": "sets an environment variable",
+         "--as-file": "gives the secret to jobs as a file"}  # fmt: skip
+FILE = "given to jobs as a file"
 
 
 def secrets(api: Api, args) -> None:
     """`secrets TENANT`: its secrets' names, when each was set and by whom, and of its
-    registry credentials their registry and user."""
+    registry credentials their registry and user. Their kinds (variable, file, credential)
+    once it gives one as a file: without, the registry columns tell them apart."""
     listed = api.call("GET", f"{secrets_of(args.tenant)}/")["secrets"]
     if not listed:
         show(f"{args.tenant} has no secrets.")
         return
+    files = any(s.get("as_file") for s in listed)
     credentials = any(s["registry"] for s in listed)
-    header = SECRET_HEADER[:1] + CREDENTIAL_COLUMNS * credentials + SECRET_HEADER[1:]
-    rows = [[s["name"], *([s["registry"] or "-", s["username"] or "-"] * credentials),
+    header = [SECRET_HEADER[0], *KIND_COLUMN * files, *CREDENTIAL_COLUMNS * credentials,
+              *SECRET_HEADER[1:]]  # fmt: skip
+    rows = [[s["name"], *[kind(s)] * files,
+             *([s["registry"] or "-", s["username"] or "-"] * credentials),
              minute(s["updated"]), s["updated_by"] or "-"] for s in listed]  # fmt: skip
     table([header, *rows], names=len(header))
 
 
+def kind(secret: dict) -> str:
+    if secret["registry"]:
+        return "credential"
+    return "file" if secret.get("as_file") else "variable"
+
+
 def secret_set(api: Api, args) -> None:
-    """`secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER | --variable]`:
-    whether it was created or replaced. The server replaces a secret whole, so set without a
-    registry a registry credential would become an environment variable: unless --variable
-    says so, that is refused (exit 2) before the value is read, nothing written."""
+    """`secret-set TENANT NAME [--from-file PATH] [--registry HOST --username USER | --as-file
+    | --variable]`: whether it was created or replaced. The server replaces a secret whole, so
+    set without a registry a registry credential would become an environment variable, and
+    set without --as-file a file would too: unless --variable says so (or --as-file, for a
+    credential), that is refused (exit 2) before the value is read, nothing written."""
     credential = bool(args.registry or args.username)
-    if credential and args.variable:
-        usage_error("--variable sets an environment variable: give it without --registry and "
-                    "--username")  # fmt: skip
-    was = "" if credential else registry_of(api, args.tenant, args.name)
-    if was and not args.variable:
-        usage_error(f"{args.name} of {args.tenant} is the registry credential for {was}: set "
-                    "it with --registry HOST --username USER, or with --variable to make it "
-                    "an environment variable")  # fmt: skip
+    given = {"--variable": args.variable, "--as-file": args.as_file}
+    asked = [flag for flag in FLAGS if given[flag]]
+    if credential and asked:
+        usage_error(f"{asked[0]} {FLAGS[asked[0]]}: give it without --registry and --username")
+    if len(asked) > 1:
+        usage_error("--variable sets an environment variable and --as-file a file: give one")
+    was = "" if credential else kind_of(api, args.tenant, args.name)
+    replaced = bool(was) and (was != FILE or not args.as_file)  # its kind, not just its value
+    if replaced and not asked:
+        usage_error(refusal(args, was))
     body = {"value": value_given(args.from_file, args.name)}
     if credential:
         body |= {"registry": args.registry or "", "username": args.username or ""}
+    if args.as_file:
+        body["as_file"] = True
     code, answer = api.answer("PUT", f"{secrets_of(args.tenant)}/{segment(args.name)}/", json=body)
-    now = f" (the registry credential for {was} before: now an environment variable)" * bool(was)
+    becomes = FILE if args.as_file else "an environment variable"
+    now = f" ({was} before: now {becomes})" * replaced
     show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}{now}")
 
 
-def registry_of(api: Api, tenant: str, name: str) -> str:
-    """The registry of the tenant's credential ``name``; "" when it has none of that name (a
-    variable, or no secret)."""
+def kind_of(api: Api, tenant: str, name: str) -> str:
+    """What the tenant's secret ``name`` is when it is not an environment variable: "the
+    registry credential for HOST", or FILE; "" for a variable, or no secret."""
     listed = api.call("GET", f"{secrets_of(tenant)}/")["secrets"]
-    return next((s["registry"] for s in listed if s["name"] == name and s["registry"]), "")
+    secret = next((s for s in listed if s["name"] == name), None)
+    if secret is None:
+        return ""
+    if secret["registry"]:
+        return f"the registry credential for {secret['registry']}"
+    return FILE if secret.get("as_file") else ""
+
+
+def refusal(args, was: str) -> str:
+    """Why setting a credential or a file as asked is refused, and how to set it."""
+    if was == FILE:
+        return (f"{args.name} of {args.tenant} is {FILE}: set it with --as-file, or with "
+                "--variable to make it an environment variable")  # fmt: skip
+    return (f"{args.name} of {args.tenant} is {was}: set it with --registry HOST --username "
+            "USER, or with --variable or --as-file to replace it by an environment variable "
+            "or a file")  # fmt: skip
 
 
 def usage_error(message: str) -> NoReturn:

@@ -7,11 +7,15 @@ services, resource quotas, persistent volume claims and network policies (create
 delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
 events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
 are validated as the API server does (a known volume, a relative
-subPath without ".."), and so are their env (a name, and a value or a valueFrom, not both) and a
-secret's keys (a Docker config's must parse); a secret's stringData is merged into its data,
-base64, as the API server stores it. Watches stream newline-delimited JSON events in chunked
-encoding, the way the API server does, and honour resourceVersion, timeoutSeconds and
-labelSelector; a watch from before `compact()` gets the 410 Gone error event.
+subPath without ".."), and so are their secret volumes (a Secret named, items of valid keys at
+relative paths without "..", a mode of 0 to 0777), their env (a name, and a value or a
+valueFrom, not both) and a secret's keys (a Docker config's must parse); a secret's stringData
+is merged into its data, base64, as the API server stores it. The API server takes a pod whose
+secret volume names a Secret or a key that is not there; the kubelet then never starts it
+(`run_pod` leaves it ContainerCreating, with a FailedMount event). Watches stream
+newline-delimited JSON events in chunked encoding, the way the API server does, and honour
+resourceVersion, timeoutSeconds and labelSelector; a watch from before `compact()` gets the 410
+Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
@@ -249,7 +253,35 @@ class KubeTestServer:
             return {"node": {"nodeName": node}, "pods": pods}
 
     def run_pod(self, ns: str, name: str) -> None:
+        """The kubelet starts the container once it has mounted the pod's secret volumes: while
+        one names a Secret or a key the namespace does not hold, it waits ContainerCreating,
+        with a FailedMount event, as the kubelet retries the mount."""
+        with self.cond:
+            pod = self.store["pods"][(ns, name)]
+            problem = self._unmountable(ns, pod)
+            if problem:
+                event = _kubelet_event(pod, f"{name}.{self.rv + 1:016x}", "FailedMount", problem)
+                del event["involvedObject"]["fieldPath"]  # of the pod, not of a container
+                self.create("events", ns, event)
+                change = lambda p: objects.waiting(p, "ContainerCreating", "")  # noqa: E731
+                return self._set_pod_state(ns, name, change)
         self._set_pod_state(ns, name, objects.running)
+
+    def _unmountable(self, ns: str, pod: dict) -> str:
+        """Why the kubelet cannot mount one of the pod's secret volumes, as its FailedMount
+        event says it; "" if it can."""
+        for volume in pod["spec"].get("volumes") or []:
+            source = volume.get("secret")
+            if source is None or source.get("optional"):
+                continue
+            secret = self.store["secrets"].get((ns, source["secretName"]))
+            said = f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
+            if secret is None:
+                return said + f'secret "{source["secretName"]}" not found'
+            for item in source.get("items") or []:
+                if item["key"] not in secret["data"]:
+                    return said + f"references non-existent secret key: {item['key']}"
+        return ""
 
     def exit_pod(self, ns: str, name: str, exit_code: int, reason: str = "") -> None:
         """The container ends by itself: Succeeded on 0, Failed otherwise."""
@@ -745,9 +777,12 @@ def _fields_match(obj: dict, fields: str) -> bool:
 
 def _validate_pod(pod: dict) -> None:
     """The API server's checks of volume mounts: each names a volume of the pod, at an absolute
-    path, and a subPath is relative and never goes up ("..")."""
+    path, and a subPath is relative and never goes up (".."); and of secret volumes."""
     spec = pod.get("spec") or {}
     volumes = {v["name"] for v in spec.get("volumes") or []}
+    for volume in spec.get("volumes") or []:
+        if "secret" in volume:
+            _validate_secret_volume(volume["name"], volume["secret"] or {})
     for container in spec.get("containers") or []:
         _validate_env(container)
         for mount in container.get("volumeMounts") or []:
@@ -760,6 +795,27 @@ def _validate_pod(pod: dict) -> None:
             ]
             for problem in filter(None, problems):
                 raise ApiError(422, "Invalid", f"volumeMounts {mount.get('name')}: {problem}")
+
+
+def _validate_secret_volume(name: str, source: dict) -> None:
+    """The API server's checks of a secret volume: it names its Secret; each item a valid key,
+    at a relative path that never goes up (".."); modes from 0 to 0777. Whether the Secret and
+    its keys are there is the kubelet's to find (`run_pod`)."""
+    modes = [source.get("defaultMode")] + [item.get("mode") for item in source.get("items") or []]
+    problems = [
+        not source.get("secretName") and "secretName is required",
+        any(mode is not None and not 0 <= mode <= 0o777 for mode in modes)
+        and "mode must be between 0 and 0777",
+    ]
+    for item in source.get("items") or []:
+        path = item.get("path", "")
+        problems += [
+            not SECRET_KEY.fullmatch(item.get("key", "")) and "items key must be a valid key",
+            (not path or path.startswith("/")) and "items path must be a relative path",
+            ".." in path.split("/") and "items path must not contain '..'",
+        ]
+    for problem in filter(None, problems):
+        raise ApiError(422, "Invalid", f"volumes {name}: secret: {problem}")
 
 
 def _validate_env(container: dict) -> None:
