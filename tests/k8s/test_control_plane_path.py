@@ -1,7 +1,8 @@
-"""The whole way from the portal's API to a pod: a tenant's secret and registry credential set
-through the API, a gang submitted through it and placed by a real cycle, the agent's own
-client fetching the run spec from a live server, and the Kubernetes backend creating the pods
-and their Secrets on the Kubernetes test server, then deleting them once the job has ended."""
+"""The whole way from the portal's API to a pod: a tenant's secrets (a variable and a file)
+and registry credential set through the API, a gang submitted through it and placed by a real
+cycle, the agent's own client fetching the run spec from a live server, and the Kubernetes
+backend creating the pods and their Secrets on the Kubernetes test server, then deleting them
+once the job has ended."""
 
 import base64
 import json
@@ -19,6 +20,7 @@ from tests.k8s.conftest import NAMESPACE, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN, HF = "ghp_0123456789abcdefghij", "hf_abcdefghijklmnop"
+KEY = '{"type": "service_account", "private_key": "abcdefghijklmnop"}'
 SECRETS = "/api/v1/tenants/alpha/secrets/"
 
 
@@ -38,9 +40,10 @@ def test_a_job_reaches_its_pods_with_its_secrets_and_its_registrys_credential(ag
     PriorityClassFactory(name="normal", value=0)
     owner = client_for(alice)
     owner.put(f"{SECRETS}HF_TOKEN/", {"value": HF}, format="json")
+    owner.put(f"{SECRETS}GCP_KEY/", {"value": KEY, "as_file": True}, format="json")
     credential = {"value": TOKEN, "registry": "ghcr.io", "username": "acme-bot"}
     assert owner.put(f"{SECRETS}GHCR/", credential, format="json").status_code == 201
-    spec = {**SPEC, "image": "ghcr.io/acme/train:1", "gpus": 8, "secrets": ["HF_TOKEN"]}
+    spec = {**SPEC, "image": "ghcr.io/acme/train:1", "gpus": 8, "secrets": ["HF_TOKEN", "GCP_KEY"]}
     job = Job.objects.get(pk=owner.post("/api/v1/jobs/", spec, format="json").json()["id"])
 
     cycle.run_cycle()
@@ -52,10 +55,13 @@ def test_a_job_reaches_its_pods_with_its_secrets_and_its_registrys_credential(ag
     auths = json.loads(decoded(pull, ".dockerconfigjson"))["auths"]
     assert auths["ghcr.io"]["auth"] == base64.b64encode(f"acme-bot:{TOKEN}".encode()).decode()
     env = kube.get("secrets", NAMESPACE, f"mlsched-{attempt.pk}-secrets")
-    assert decoded(env, "HF_TOKEN") == HF
+    assert (decoded(env, "HF_TOKEN"), decoded(env, "GCP_KEY")) == (HF, KEY)
     for pod in pods:
         assert pod["spec"]["imagePullSecrets"] == [{"name": f"mlsched-{attempt.pk}-pull"}]
-        assert TOKEN not in json.dumps(pod) and HF not in json.dumps(pod)
+        told = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert told["GCP_KEY"] == "/var/run/mlsched/secrets/GCP_KEY"
+        shown = json.dumps(pod)
+        assert TOKEN not in shown and HF not in shown and "private_key" not in shown
 
     for rank in (0, 1):
         kube.exit_pod(NAMESPACE, f"mlsched-{attempt.pk}-{rank}", 0)
