@@ -8,7 +8,7 @@ become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import reduce
@@ -191,6 +191,7 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
     unhealthy = {c["id"] for c in clusters if c["health"] != Cluster.Health.HEALTHY}
     out = []
     inventory = list(Node.objects.order_by("id").values())
+    specific = specificity(node["topology"] for node in inventory)
     moment = datetime.fromtimestamp(now, UTC)
     windows = next_window(moment, ((n["id"], n["cluster_id"]) for n in inventory))
     for node in inventory:
@@ -209,7 +210,9 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
                 cpu_free_milli=node["cpu_milli"] - cpu[nid],
                 memory_free_mb=node["memory_mb"] - memory[nid],
                 gpu_shareable=node["gpu_shareable"],
-                topology=tuple(f"{k}={v}" for k, v in sorted(node["topology"].items())),
+                topology=tuple(
+                    f"{k}={v}" for k, v in sorted(node["topology"].items(), key=specific)
+                ),
                 schedulable=node["schedulable"],
                 healthy=node["healthy"] and node["cluster_id"] not in unhealthy,
                 closes_at=window[0].timestamp() if window else None,
@@ -219,6 +222,18 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
             )
         )
     return tuple(out)
+
+
+def specificity(labels) -> Callable[[tuple[str, str]], tuple[int, str]]:
+    """The order of a node's topology labels, most specific first, as the core reads them:
+    the key with the most distinct values over all nodes first (more racks than zones, more
+    NVLink domains than racks), then by name. Agents report them as a mapping, whose order
+    the database does not keep."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for topology in labels:
+        for key, value in topology.items():
+            values[key].add(value)
+    return lambda item: (-len(values[item[0]]), item[0])
 
 
 def after_booking(window: Span | None) -> tuple[float, float, str] | None:
