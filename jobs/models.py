@@ -93,6 +93,15 @@ class Job(models.Model):
         help_text="Elastic training: the fewest workers it may start with when its whole gang "
         "does not fit (empty: all of them).",
     )
+    # A training gang's topology domain (Kueue's required topology, Slurm's --switches): the
+    # key of a node topology label whose one value all its nodes share ("": any nodes).
+    topology = models.CharField(
+        max_length=63,
+        blank=True,
+        default="",
+        help_text="Training: a node topology label (rack, nvlink, zone) whose one value all "
+        "of its gang's nodes share. Empty: any nodes of one cluster and GPU type.",
+    )
     # A batch has a row per shard, each its `shard_index` (0..shards-1) among `shards`, which
     # its workers are told (MLSCHED_SHARD_INDEX, MLSCHED_SHARDS). A rerun of some of a batch's
     # shards (jobs.actions.resubmit) has a row for each shard chosen alone, keeping its index

@@ -54,6 +54,10 @@ def priority_class_named(name: str) -> PriorityClass:
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 
 
+# A node topology label's key, as agents report them (Kubernetes label names without prefix).
+TOPOLOGY_KEY = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"
+
+
 def min_workers_field(**options) -> serializers.IntegerField:
     """A training gang's min_workers, as a submission and a change of it take it: a number
     from 1, or null (rigid). Whether it fits the job is min_workers_problem's."""
@@ -110,6 +114,13 @@ class SubmitSerializer(serializers.Serializer):
     # with when its whole gang does not fit. Null, or left out: rigid, all its workers or none.
     # Equal to workers is rigid too, and stored as null: "elastic" means it may start smaller.
     min_workers = min_workers_field(default=None)
+    # A training gang's topology domain: the key of a node topology label all its nodes share
+    # one value of (Kueue's required topology, Slurm's --switches). Empty: any nodes.
+    topology = serializers.RegexField(
+        TOPOLOGY_KEY, max_length=63, default="", allow_blank=True,
+        error_messages={"invalid": "A topology label's key: lower-case letters, digits, '-', "
+                        "'_' and '.', from a letter or digit (rack, nvlink, zone)."},
+    )  # fmt: skip
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
     # Slurm's array throttle (--array=0-999%10): at most this many of the batch's shards run at
     # once; null, no limit.
@@ -183,6 +194,11 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"min_workers": problem})
         if data["min_workers"] == data["workers"]:  # its whole gang: rigid
             data["min_workers"] = None
+        if data["topology"] and family != Family.TRAINING:
+            raise serializers.ValidationError(
+                {"topology": "Only a training gang keeps its nodes in one topology domain: "
+                 "leave topology out."}
+            )  # fmt: skip
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):
@@ -366,7 +382,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
-            "secrets", "workers", "min_workers", "shards",
+            "secrets", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",

@@ -46,7 +46,7 @@ QUEUED_FIELDS = [
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
     "parent_id", "shards", "max_running_shards", "retries_used", "min_workers", "secrets",
-    "image",
+    "image", "topology",
 ]  # fmt: skip
 
 
@@ -510,6 +510,7 @@ def to_queued(
         max_running_shards=job["max_running_shards"],
         avoid_nodes=avoid,
         min_workers=job["min_workers"],
+        topology=job["topology"],
     )
 
 

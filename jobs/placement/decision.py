@@ -25,6 +25,10 @@ REASONS = {
     "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",
     "no_healthy_nodes": "Every node that could take the job is unhealthy or cordoned.",
     "worker_too_large": "One worker is larger than any node; the job can never fit.",
+    "topology_too_small": "No domain of the topology it asks for (the nodes sharing one rack, "
+    "say) could ever hold its whole gang.",
+    "topology": "It would fit, but not on nodes that share one domain of the topology it asks "
+    "for: it waits for room in one.",
     "insufficient_gpus": "Not enough free GPUs of an acceptable type right now.",
     "insufficient_cpu": "Not enough free CPU on the nodes that could take the job.",
     "insufficient_memory": "Not enough free memory on the nodes that could take the job.",

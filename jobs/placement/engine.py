@@ -247,6 +247,8 @@ class Cycle:
         least = job.sized(job.fewest)
         if self.too_large(least, groups):
             return explain.pending(least, "worker_too_large")
+        if least.topology and self.too_large(least, groups, domains=True):
+            return explain.pending(least, "topology_too_small")
         need, slots = self.fit_now(job, groups, avoided, keep=True)
         if least is not job and not isinstance(slots, list):
             # An elastic gang: the most workers that fit now, at least its fewest, unless its
@@ -278,13 +280,17 @@ class Cycle:
         need = self.need(job, allowed, avoided)
         return need, self.fit(job, need, keep=keep)
 
-    def too_large(self, job: QueuedJob, groups: list[Group]) -> bool:
-        """``explain.too_large``, asked once per shape and group list: what it reads (node
-        sizes) does not change in a cycle."""
+    def too_large(self, job: QueuedJob, groups: list[Group], domains: bool = False) -> bool:
+        """``explain.too_large``, or with ``domains`` ``explain.domains_too_small``, asked once
+        per shape and group list: what they read (node sizes, their labels) does not change
+        in a cycle."""
         key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb)
+        if domains:
+            key += (job.topology,)
         known = self._too_large_shapes.get(key)
         if known is None:
-            known = self._too_large_shapes[key] = explain.too_large(job, groups)
+            check = explain.domains_too_small if domains else explain.too_large
+            known = self._too_large_shapes[key] = check(job, groups)
         return known
 
     def groups_for(self, job: QueuedJob) -> list[Group]:
@@ -332,6 +338,7 @@ class Cycle:
         )
         self.held.flag(avoided)
         need.avoid_held = bool(avoided)
+        need.together = job.topology if explain.is_gang(job) else ""
         need.avoid = self.avoiding(job, groups)
         return off_limits.starting(self.capacity, need, job, self.now)
 
@@ -590,23 +597,33 @@ class Cycle:
         self.preempted.append(victim.id)
 
     def fits_but_for(
-        self, job: QueuedJob, need: Need, windows=False, held=False, failed=False, bookings=False
+        self,
+        job: QueuedJob,
+        need: Need,
+        windows=False,
+        held=False,
+        failed=False,
+        bookings=False,
+        topology=False,
     ) -> bool:
         """Whether the job would fit now if maintenance windows and bookings, the nodes held
-        for the reservations it avoids, the nodes it failed on, or bookings alone did not keep
-        it off."""
-        kept = need.windows, need.avoid_held, need.avoid, need.bookings_open
+        for the reservations it avoids, the nodes it failed on, bookings alone, or its
+        topology domain did not keep it off."""
+        kept = need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together
         if windows:
             need.windows = 0
         if held:
             need.avoid_held = False
         if failed:
             need.avoid = frozenset()
+        if topology:
+            need.together = ""
         need.bookings_open = bookings
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
-            need.windows, need.avoid_held, need.avoid, need.bookings_open = kept
+            (need.windows, need.avoid_held, need.avoid, need.bookings_open,
+             need.together) = kept  # fmt: skip
 
 
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:

@@ -58,11 +58,33 @@ def too_large(job: QueuedJob, groups: list[Group]) -> bool:
         for g in groups
     ):
         return True
-    return _is_gang(job) and not any(_holds_gang(job, g) for g in groups)
+    return is_gang(job) and not any(_holds_gang(job, g) for g in groups)
 
 
-def _is_gang(job: QueuedJob) -> bool:
+def is_gang(job: QueuedJob) -> bool:
+    """Whether the job's workers must start together on the nodes of one group."""
     return job.family == TRAINING and job.workers > 1
+
+
+def domains_too_small(job: QueuedJob, groups: list[Group]) -> bool:
+    """Whether no domain of the gang's topology key (the nodes of one group sharing one value
+    of it; a node without it is a domain alone) could hold every worker, even idle: the gang
+    can never start so."""
+    if not is_gang(job):
+        return False
+    prefix = job.topology + "="
+    for group in groups:
+        held: dict[str, int] = {}
+        for bucket in group.by_full:
+            for node in bucket:
+                label = next((t for t in node.topology if t.startswith(prefix)), node.id)
+                held[label] = held.get(label, 0) + _per_node(
+                    len(node.gpus), node.cap_cpu, node.cap_mem, job.gpus, job.cpu_milli,
+                    job.memory_mb,
+                )  # fmt: skip
+        if any(count >= job.workers for count in held.values()):
+            return False
+    return True
 
 
 def _holds_gang(job: QueuedJob, group: Group) -> bool:
@@ -78,7 +100,7 @@ def _holds_gang(job: QueuedJob, group: Group) -> bool:
 def holds_without(job: QueuedJob, groups: list[Group], avoid: frozenset[str]) -> bool:
     """Whether the groups' nodes other than ``avoid``, all idle, could hold every worker of the
     job (a gang's in one group)."""
-    if _is_gang(job):
+    if is_gang(job):
         return any(_holds(job, [g], avoid) for g in groups)
     return _holds(job, groups, avoid)
 
@@ -174,7 +196,7 @@ _BEYOND = REASONS["beyond_queue_depth"]
 
 
 def _sentence(job: QueuedJob, code: str) -> str:
-    text = _GANG_TOO_LARGE if code == "worker_too_large" and _is_gang(job) else REASONS[code]
+    text = _GANG_TOO_LARGE if code == "worker_too_large" and is_gang(job) else REASONS[code]
     return f"{_request(job)}: {text}"
 
 

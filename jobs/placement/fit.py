@@ -46,6 +46,8 @@ class Need:
     avoid: frozenset[str] = frozenset()
     tenant: str = ""
     bookings_open: bool = False
+    # A gang's topology domain: the label key all its nodes must share a value of ("": none).
+    together: str = ""
 
     @property
     def limited(self) -> bool:
@@ -378,6 +380,8 @@ def _greedy(ranked: list[tuple[NodeState, int]], workers: int) -> list | None:
 
 def _multi_node_plan(group, need, workers, ctx, index, topology):
     scorer, policy = ctx
+    if need.together:
+        return _domain_plan(group, need, workers, ctx, index)
     cands = _gang_candidates(group, need, workers, policy.gang_candidate_nodes)
     cands.sort(key=lambda c: (-c[1], c[0].order))
     plain = _greedy(cands, workers)
@@ -409,6 +413,31 @@ def _multi_node_plan(group, need, workers, ctx, index, topology):
                     best = rank
         if best[0][2] == 0:
             break  # a more specific shared label beats any broader one
+    return best
+
+
+def _domain_plan(group, need, workers, ctx, index):
+    """The best plan inside one domain of the gang's topology key (nodes sharing one value of
+    it), by the same ranks as any plan; None if no domain holds the gang now. Every node of
+    the group is a candidate: a domain's nodes may be none of the largest."""
+    scorer, _ = ctx
+    prefix = need.together + "="
+    domains: dict[str, list] = {}
+    for node, k in _gang_candidates(group, need, workers, 1 << 30):
+        label = next((t for t in node.topology if t.startswith(prefix)), None)
+        if label is not None:
+            domains.setdefault(label, []).append((node, k))
+    cost = scorer.cluster_costs.get(group.cluster, 0.0) if scorer.cluster_costs else 0.0
+    best = None
+    for label in sorted(domains):
+        members = sorted(domains[label], key=lambda c: (-c[1], c[0].order))
+        if sum(k for _, k in members) < workers:
+            continue
+        chosen = _greedy(members, workers)
+        if chosen is not None:
+            rank = (len(chosen), cost, 0, *_tie_break(chosen, need, scorer), index)
+            if best is None or rank < best[0]:
+                best = (rank, chosen)
     return best
 
 

@@ -23,6 +23,7 @@ def request_of(job: QueuedJob) -> tuple:
         job.gpu_types,
         job.clusters,
         job.avoid_nodes,
+        job.topology,
     )
 
 
@@ -41,5 +42,6 @@ def class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tup
     kind = (
         job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
         need.windows, need.avoid, need.tenant if need.windows else "", need.bookings_open,
+        need.together,
     )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)

@@ -166,6 +166,10 @@ class QueuedJob:
     # An elastic training gang's fewest workers (None: all of them): when its whole gang does
     # not fit it starts with the most that fit now, at least this many (``Cycle._decide``).
     min_workers: int | None = None
+    # A training gang's topology domain: the key of a node topology label (``"rack"``,
+    # ``"nvlink"``) whose one value all its nodes share, as Kueue's required topology and
+    # Slurm's --switches keep a gang under one switch ("": any nodes of a group; see the fit).
+    topology: str = ""
 
     @property
     def worker_gpu_milli(self) -> int:

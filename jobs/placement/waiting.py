@@ -35,6 +35,8 @@ def reason(cycle: Cycle, job: QueuedJob, need: Need) -> str:
         return "avoiding_failed_nodes"
     if need.avoid_held and cycle.fits_but_for(job, need, held=True):
         return "waiting_for_reservation"
+    if need.together and cycle.fits_but_for(job, need, topology=True):
+        return "topology"
     both = need.windows and need.avoid_held
     if both and cycle.fits_but_for(job, need, windows=True, held=True):
         return off_limits.window_reason(cycle, job, need)
