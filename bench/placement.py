@@ -2,7 +2,8 @@
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
                                  [--queue-depth none|N] [--shared-ranges] [--maintenance 0]
-                                 [--lend 1] [--fair-share-preemption]
+                                 [--lend 1] [--elastic 0] [--topology 0]
+                                 [--fair-share-preemption]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -126,14 +127,19 @@ def _running(job_id: str, node_id: str, gpus: int, rng: random.Random) -> Runnin
 
 
 def build_queue(
-    count: int, rng: random.Random, waited_s: float = 0.0, elastic: float = 0.0
+    count: int,
+    rng: random.Random,
+    waited_s: float = 0.0,
+    elastic: float = 0.0,
+    topology: float = 0.0,
 ) -> list[QueuedJob]:
     """A mixed queue: 30% training gangs, 30% batch shards, 40% evaluation tasks, submitted up to
     two hours (plus ``waited_s``) ago; about ``elastic`` of the gangs of several workers may
-    start with half of them (drawn from a generator of their own, so the queue is otherwise
-    the same)."""
+    start with half of them, and about ``topology`` of them keep their nodes in one rack (each
+    drawn from a generator of its own, so the queue is otherwise the same)."""
     jobs = []
     elastic_rng = random.Random(count)
+    topology_rng = random.Random(count + 1)
     for i in range(count):
         roll = rng.random()
         common = dict(
@@ -148,6 +154,8 @@ def build_queue(
         job = family(rng, common)
         if job.family == TRAINING and job.workers > 1 and elastic_rng.random() < elastic:
             job = dataclasses.replace(job, min_workers=job.workers // 2)
+        if job.family == TRAINING and job.workers > 1 and topology_rng.random() < topology:
+            job = dataclasses.replace(job, topology="rack")
         jobs.append(job)
     return jobs
 
@@ -214,11 +222,12 @@ def build_snapshot(
     maintenance: float = 0.0,
     lend: float = 1.0,
     elastic: float = 0.0,
+    topology: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng, ranges)
-    queue = build_queue(20_000 * scale, rng, waited_s, elastic)
+    queue = build_queue(20_000 * scale, rng, waited_s, elastic, topology)
     if maintenance:
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
     return Snapshot(
@@ -259,13 +268,16 @@ def run(
     maintenance: float = 0.0,
     lend: float = 1.0,
     elastic: float = 0.0,
+    topology: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
     CPU seconds are printed beside it: on a shared machine, wall time well above CPU time
     means other processes took the cores.
     """
-    snapshot = build_snapshot(scale, seed, waited_s, policy, ranges, maintenance, lend, elastic)
+    snapshot = build_snapshot(
+        scale, seed, waited_s, policy, ranges, maintenance, lend, elastic, topology
+    )
     walls, cpus = [], []
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -327,6 +339,12 @@ def main() -> None:
         help="the share of gangs of several workers that may start with half of them",
     )
     parser.add_argument(
+        "--topology",
+        type=float,
+        default=0.0,
+        help="the share of gangs of several workers that keep their nodes in one rack",
+    )
+    parser.add_argument(
         "--fair-share-preemption",
         action="store_true",
         help="Policy.fair_share_preemption: GPU jobs may evict tenants over their fair share",
@@ -341,7 +359,7 @@ def main() -> None:
     for scale in (int(s) for s in args.scales.split(",")):
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
-            args.maintenance, args.lend, args.elastic,
+            args.maintenance, args.lend, args.elastic, args.topology,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
