@@ -24,7 +24,7 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "shards",
+          "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "depends_on", "begin", "deadline", "form_key"]  # fmt: skip

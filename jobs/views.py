@@ -33,7 +33,8 @@ SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and th
 # The submit form's fields that have a help text, and its element's id.
 SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 SHARD_LIMIT: "max-running-shards-help",
-                "min_workers": "min-workers-help", "secrets": "secrets-help"}  # fmt: skip
+                "min_workers": "min-workers-help", "topology": "topology-help",
+                "secrets": "secrets-help"}  # fmt: skip
 
 
 def index(request):

@@ -1,7 +1,7 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
-                [--min-workers N] [--label KEY=VALUE ...] [--test-only]
+                [--min-workers N] [--topology KEY] [--label KEY=VALUE ...] [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -18,8 +18,11 @@
                      max_running_shards). --min-workers N makes a training gang elastic,
                      as torchrun's --nnodes=N:MAX: when all its workers do not fit, it
                      starts with as many as fit now, at least N (its min_workers; N equal
-                     to its workers: rigid). --label KEY=VALUE adds a label of your own to
-                     its labels (again for more), to find it by (list --label).
+                     to its workers: rigid). --topology KEY keeps a training gang's nodes
+                     in one domain: all share one value of that node topology label (rack,
+                     nvlink, zone), as Slurm's --switches. --label KEY=VALUE adds a label
+                     of your own to its labels (again for more), to find it by (list
+                     --label).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only

@@ -32,7 +32,7 @@ def submit(api: Api, args) -> None:
             raise SystemExit(f"{args.file}: not a job description with a mapping in labels")
         spec["labels"] = {**spec.get("labels", {}), **dict(args.label)}
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
-             "min_workers": args.min_workers}  # fmt: skip
+             "min_workers": args.min_workers, "topology": args.topology}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):

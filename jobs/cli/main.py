@@ -80,6 +80,11 @@ def add_submitting(commands) -> None:
              "at least N (torchrun's --nnodes=N:MAX)",
     )  # fmt: skip
     submitting.add_argument(
+        "--topology", metavar="KEY",
+        help="training: all of its gang's nodes share one value of this node topology label "
+             "(rack, nvlink, zone), as Slurm's --switches keeps a job under one switch",
+    )  # fmt: skip
+    submitting.add_argument(
         "--label", type=label_written, action="append", metavar="KEY=VALUE",
         help="a label of your own, to find the job by (list --label); again for more",
     )  # fmt: skip

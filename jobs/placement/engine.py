@@ -284,9 +284,9 @@ class Cycle:
         """``explain.too_large``, or with ``domains`` ``explain.domains_too_small``, asked once
         per shape and group list: what they read (node sizes, their labels) does not change
         in a cycle."""
-        key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb)
-        if domains:
-            key += (job.topology,)
+        topology = job.topology if domains else None
+        key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb,
+               topology)  # fmt: skip
         known = self._too_large_shapes.get(key)
         if known is None:
             check = explain.domains_too_small if domains else explain.too_large

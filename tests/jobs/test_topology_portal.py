@@ -1,0 +1,47 @@
+"""A training gang's topology domain in the portal: the submit form's "Keep its nodes in one"
+field, checked by the API's serializer, and the job page saying it."""
+
+import pytest
+
+from jobs.models import Job
+from tests.factories import JobFactory
+from tests.jobs.test_batch_shard_limit_portal import portal_of
+from tests.jobs.test_portal_submit import FORM
+
+pytestmark = pytest.mark.django_db
+
+GANG_FORM = {**FORM, "family": "training", "gpus": "8", "workers": "4"}
+
+
+def test_the_submit_form_offers_it_with_its_help(alice, normal_priority):
+    page = portal_of(alice).get("/jobs/new/").text
+
+    assert page.index('name="min_workers"') < page.index('name="topology"')
+    assert "Keep its nodes in one (training)" in page
+    assert 'aria-describedby="topology-help"' in page
+
+
+def test_the_submit_form_queues_a_gang_that_keeps_its_nodes_in_one_rack(alice, normal_priority):
+    response = portal_of(alice).post("/jobs/new/", {**GANG_FORM, "topology": "rack"})
+
+    job = Job.objects.get()
+    assert response.status_code == 302 and response.url == f"/jobs/{job.pk}/"
+    assert job.topology == "rack"
+
+
+def test_a_bad_key_is_refused_at_its_field_and_nothing_is_written(alice, normal_priority):
+    page = portal_of(alice).post("/jobs/new/", {**GANG_FORM, "topology": "Rack!"}).text
+
+    assert "A topology label&#x27;s key" in page or "A topology label's key" in page
+    assert 'aria-invalid="true"' in page.split('name="topology"')[1].split(">")[0]
+    assert not Job.objects.exists()
+
+
+def test_the_job_page_says_its_nodes_share_one_rack(alice):
+    job = JobFactory(owner=alice, tenant__slug="alpha", family="training", workers=2,
+                     topology="rack")  # fmt: skip
+    plain = JobFactory(owner=alice, tenant=job.tenant, family="training", workers=2)
+    portal = portal_of(alice)
+
+    assert "all in one rack" in portal.get(f"/jobs/{job.pk}/").text
+    assert 'id="topology"' not in portal.get(f"/jobs/{plain.pk}/").text
