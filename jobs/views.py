@@ -2,6 +2,7 @@
 tokens. What the job page's forms post (cancel, hold, requeue, resubmit, the changes of a job)
 is jobs/action_views.py's."""
 
+import re
 import secrets
 import shlex
 from urllib.parse import urlencode
@@ -16,13 +17,21 @@ from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
+from clusters.models import Node
 from jobs import access, actions, dependencies, efficiency, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
 from jobs.forms import described
 from jobs.models import Family, Job
-from jobs.serializers import FLAGS, SubmitSerializer, held_filter, labels_asked, whole_number
+from jobs.serializers import (
+    FLAGS,
+    TOPOLOGY_KEY,
+    SubmitSerializer,
+    held_filter,
+    labels_asked,
+    whole_number,
+)
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass
@@ -357,9 +366,19 @@ def submit(request):
         "fields": described(errors, helps=SUBMIT_HELPS),
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
+        "topology_keys": topology_keys(),
         "trial": answer,
     }
     return render(request, "portal/submit.html", context, status=status)
+
+
+def topology_keys() -> list[str]:
+    """The node topology labels' keys a gang may keep its nodes in one value of, as the
+    platform's nodes report them (rack, nvlink, zone, host): the submit form offers them."""
+    keys: set[str] = set()
+    for labels in Node.objects.values_list("topology", flat=True).distinct():
+        keys.update(key for key in labels if re.fullmatch(TOPOLOGY_KEY, key))
+    return sorted(keys)
 
 
 def within_rates(request, spec: dict, verb) -> tuple:

@@ -37,12 +37,14 @@
                      with any value), each --label narrowing the rest
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards; an elastic gang:
-                     its min_workers, and each attempt's workers, the size it started with)
+                     its min_workers, and each attempt's workers, the size it started with;
+                     a gang kept in one domain: its topology)
     efficiency ID    what each of its attempts used of what it asked for, as Slurm's seff:
                      how long it ran of its runtime limit, the cores it kept busy on
                      average over its run and its largest worker's memory peak, each
                      against the request ("1.8 of 4 cores (45 %)"); an elastic gang's
-                     fewest workers, and an attempt that started with fewer than all
+                     fewest workers, a gang's topology domain ("all in one rack"), and an
+                     attempt that started with fewer than all
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

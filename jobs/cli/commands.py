@@ -119,7 +119,8 @@ def efficiency(api: Api, args) -> None:
     per_worker = f"{job['cpu_milli'] / 1000:g} cores and {job['memory_mb']} MiB"
     workers = f"{job['workers']} workers of {per_worker} each" if job["workers"] > 1 else per_worker
     elastic = f" (elastic: at least {job['min_workers']})" if job.get("min_workers") else ""
-    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}{elastic}")
+    together = f", all in one {job['topology']}" if job.get("topology") else ""
+    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}{elastic}{together}")
     for a in job["attempts"]:
         where = f" on {a['cluster']}" if a["cluster"] else ""
         if a.get("workers", job["workers"]) < job["workers"]:  # an elastic gang started smaller

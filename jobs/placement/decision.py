@@ -26,7 +26,7 @@ REASONS = {
     "no_healthy_nodes": "Every node that could take the job is unhealthy or cordoned.",
     "worker_too_large": "One worker is larger than any node; the job can never fit.",
     "topology_too_small": "No domain of the topology it asks for (the nodes sharing one rack, "
-    "say) could ever hold its whole gang.",
+    "say) could ever hold its gang (an elastic one's fewest workers).",
     "topology": "It would fit, but not on nodes that share one domain of the topology it asks "
     "for: it waits for room in one.",
     "insufficient_gpus": "Not enough free GPUs of an acceptable type right now.",

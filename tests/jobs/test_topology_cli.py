@@ -1,11 +1,13 @@
-"""The command line's side of a training gang's topology domain: `submit --topology KEY`, and
-`status` with the job's topology; a bad key is the API's refusal, naming the field."""
+"""The command line's side of a training gang's topology domain: `submit --topology KEY`,
+`status` with the job's topology and `efficiency` saying it; a bad key is the API's refusal,
+naming the field. Run in this process: its HTTP requests are answered by the app itself."""
 
 import json
 
 import pytest
 
 from jobs.models import Job
+from tests.factories import JobFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_elastic_submission import BODY
 
@@ -21,9 +23,32 @@ def test_submit_sends_its_topology_and_status_shows_it(mlsched, normal_priority)
     assert json.loads(mlsched("status", str(job.pk))[1])["topology"] == "rack"
 
 
-def test_a_bad_key_is_refused_naming_the_field(mlsched, normal_priority):  # noqa: F811
+def test_submit_topology_replaces_the_files_own(mlsched, normal_priority):  # noqa: F811
+    spec = json.dumps({**BODY, "topology": "zone"})
+
+    status, out, err = mlsched("submit", "-", "--topology", "nvlink", stdin=spec)
+
+    assert status == 0, err
+    assert Job.objects.get(pk=int(out.split()[0])).topology == "nvlink"
+
+
+def test_a_bad_key_is_the_apis_refusal_naming_the_field(mlsched, normal_priority):  # noqa: F811
     status, _, err = mlsched("submit", "-", "--topology", "Rack!", stdin=json.dumps(BODY))
 
-    assert status != 0
-    assert "topology" in err
+    assert status == 1 and "error 400" in err and "topology" in err
     assert not Job.objects.exists()
+
+
+def test_efficiency_says_a_gangs_domain_when_it_asks_for_one(mlsched, alpha, alice):  # noqa: F811
+    job = JobFactory(tenant=alpha, owner=alice, name="llama", workers=4, topology="rack",
+                     cpu_milli=4000, memory_mb=8192)  # fmt: skip
+    plain = JobFactory(tenant=alpha, owner=alice, workers=4)
+
+    status, out, err = mlsched("efficiency", str(job.pk))
+
+    assert status == 0, err
+    assert out.splitlines()[0] == (
+        f"job {job.pk} llama (queued): asked for 4 workers of 4 cores and 8192 MiB each, "
+        "all in one rack"
+    )
+    assert "all in one" not in mlsched("efficiency", str(plain.pk))[1]

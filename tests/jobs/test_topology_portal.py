@@ -1,10 +1,11 @@
 """A training gang's topology domain in the portal: the submit form's "Keep its nodes in one"
-field, checked by the API's serializer, and the job page saying it."""
+field, offering the keys the nodes report and checked by the API's serializer, and the job
+page saying it."""
 
 import pytest
 
 from jobs.models import Job
-from tests.factories import JobFactory
+from tests.factories import JobFactory, NodeFactory
 from tests.jobs.test_batch_shard_limit_portal import portal_of
 from tests.jobs.test_portal_submit import FORM
 
@@ -19,6 +20,18 @@ def test_the_submit_form_offers_it_with_its_help(alice, normal_priority):
     assert page.index('name="min_workers"') < page.index('name="topology"')
     assert "Keep its nodes in one (training)" in page
     assert 'aria-describedby="topology-help"' in page
+
+
+def test_the_submit_form_offers_the_keys_the_nodes_report(alice, normal_priority):
+    NodeFactory(topology={"rack": "r1", "zone": "z1"})
+    NodeFactory(topology={"rack": "r2", "nvlink": "d7", "topology.kubernetes.io/zone": "z1"})
+    NodeFactory(topology={})
+
+    page = portal_of(alice).get("/jobs/new/").text
+
+    keys = page.split('<datalist id="topology-keys">')[1].split("</datalist>")[0]
+    assert keys == '<option value="nvlink"><option value="rack"><option value="zone">'
+    assert 'name="topology" list="topology-keys"' in page
 
 
 def test_the_submit_form_queues_a_gang_that_keeps_its_nodes_in_one_rack(alice, normal_priority):
