@@ -474,6 +474,12 @@ class Attempt(models.Model):
         help_text="Who asked the attempt to stop as preempted, set with the stop request "
         "(empty: nobody).",
     )
+    restart_workers = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Stopped to grow: the workers its elastic gang restarts with, whose room the "
+        "scheduler holds while it stops (null: not stopped to grow).",
+    )
     wasted_gpu_seconds = models.FloatField(
         default=0.0,
         help_text="GPU-seconds reserved but not doing useful work: the wait between scheduled "

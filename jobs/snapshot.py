@@ -132,6 +132,7 @@ def read(
         grow_after_s=settings.MLSCHED_ELASTIC_GROW_AFTER_S,
     )
     growing = policy.grow_after_s is not None
+    elastic, regrowing = elastic_gangs(clusters, now, credentials, files) if growing else ((), ())
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
@@ -144,7 +145,8 @@ def read(
         seed=seed,
         policy=policy,
         recent_shapes=running_shapes(rows),
-        elastic=elastic_gangs(clusters, now, credentials, files) if growing else (),
+        elastic=elastic,
+        regrowing=regrowing,
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
@@ -403,26 +405,30 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
     return milli
 
 
-def elastic_gangs(clusters, now: float, credentials, files) -> tuple[p.Elastic, ...]:
+def elastic_gangs(clusters, now: float, credentials, files) -> tuple[tuple, tuple]:
     """The running elastic training gangs whose attempt started with fewer than their whole
-    gang and is not asked to stop: each as queued at its whole size, with the size it runs
-    with (the core may restart one larger: jobs.placement.growth)."""
-    sizes = dict(
-        Attempt.objects.filter(
-            outcome="",
-            started_at__isnull=False,
-            stop_requested_at__isnull=True,
-            job__state=State.RUNNING,
-            job__min_workers__isnull=False,
-            workers__lt=F("job__workers"),
-        ).values_list("job_id", "workers")
+    gang and is not asked to stop (the core may restart one larger: jobs.placement.growth),
+    and those whose attempt is asked to stop to restart larger (the core holds their room):
+    each as queued at its whole size, with the size it runs with, or restarts with. One
+    query of the live attempts, then one of their jobs."""
+    live = Attempt.objects.filter(
+        outcome="", job__state=State.RUNNING, job__min_workers__isnull=False
     )
+    smaller = Q(started_at__isnull=False, stop_requested_at__isnull=True,
+                workers__lt=F("job__workers"))  # fmt: skip
+    stopping = Q(stop_cause=Attempt.StopCause.GROW, restart_workers__isnull=False)
+    rows = live.filter(smaller | stopping).values_list(
+        "job_id", "workers", "stop_requested_at", "restart_workers"
+    )
+    sizes = {job: (asked is None, restart or workers) for job, workers, asked, restart in rows}
     if not sizes:
-        return ()
+        return (), ()
     jobs = Job.objects.filter(pk__in=sizes).order_by("id").values(*QUEUED_FIELDS)
+    gangs = [(sizes[job["id"]], to_queued(job, clusters, now, (), credentials, files))
+             for job in jobs]  # fmt: skip
     return tuple(
-        p.Elastic(to_queued(job, clusters, now, (), credentials, files), sizes[job["id"]])
-        for job in jobs
+        tuple(p.Elastic(job, workers) for (runs, workers), job in gangs if runs == running)
+        for running in (True, False)
     )
 
 

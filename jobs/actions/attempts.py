@@ -114,6 +114,7 @@ def grow(sizes: dict[int, tuple[int, int]], now=None) -> list[int]:
         )
         if stop_attempts(Attempt.objects.filter(pk=attempt.pk), Attempt.Outcome.PREEMPTED,
                          message, now, cause=Attempt.StopCause.GROW):  # fmt: skip
+            Attempt.objects.filter(pk=attempt.pk).update(restart_workers=workers)
             asked.append(attempt.job_id)
     until = now + timedelta(seconds=2 * settings.MLSCHED_STOP_GRACE_S + 60)
     Job.objects.filter(id__in=asked).update(preempting_until=until)

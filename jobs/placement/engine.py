@@ -5,7 +5,8 @@
 3. For each: check the request, its candidate node groups and its quota; then place it, or
    preempt for it, or reserve nodes for it (the first blocked job of a node pool no earlier
    reservation holds), or explain why it waits.
-4. Then restart running elastic gangs larger where the queue left room (``growth.py``).
+4. Then restart running elastic gangs larger where the queue left room (``growth.py``);
+   before the queue, the room of those stopping to do so is held for them.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def place(snapshot: Snapshot) -> Decision:
     """Decide, for every queued job, where it runs now or why it waits. Pure and deterministic."""
     with _collector_paused():
         cycle = Cycle(snapshot)
+        growth.hold(cycle)  # the room of gangs stopping to restart larger
         # A job ordered above its tier comes again at its own place if it still waits there.
         outcomes: dict[str, Outcome] = {}
         # Placing is what a cycle is for; only jobs left waiting count toward the depth, and
@@ -208,7 +210,7 @@ class Cycle:
         groups = self.groups_for(job)
         avoided = self.held.avoided(end_of(job, self.now), groups)
         key = None
-        if not self._may_reserve(job, groups):
+        if not self.may_reserve(job, groups):
             key = (
                 kinds.request_of(job),
                 avoided,
@@ -227,7 +229,7 @@ class Cycle:
             self._repeats[key] = outcome
         return outcome
 
-    def _may_reserve(self, job: QueuedJob, groups: list[Group] | None = None) -> bool:
+    def may_reserve(self, job: QueuedJob, groups: list[Group] | None = None) -> bool:
         """Whether the job could reserve nodes if blocked: tries are left and some of its
         groups (by default every group it matches) is in a pool no reservation holds yet."""
         if (
@@ -456,7 +458,7 @@ class Cycle:
             return outcome
         # A job ordered above its tier for waiting long goes first for what is free, but holds
         # nothing back; it may reserve when it comes again at its own place.
-        if self._may_reserve(job, need.groups):
+        if self.may_reserve(job, need.groups):
             self.reservation_tries += 1
             outcome = waiting.reserve(self, job, need)
             if outcome is not None:

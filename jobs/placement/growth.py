@@ -19,6 +19,13 @@ in a node group the gang may use, the gang keeps its size. Beyond that it grows
   work, and the time the restart takes (``Policy.eviction_grace_s``), by more than that time
   again; without a runtime limit, when it has checkpointed since it started (a restart loses
   what it did since its last checkpoint, and without one, all of it).
+
+While a gang stopped to grow is in its grace period (``Snapshot.regrowing``) it still runs:
+before the queue, the room it restarts into is held for it from when its attempt should have
+gone (``hold``), as a blocked job's reservation is held, so work placed meanwhile keeps off
+those nodes unless it ends by then. Only where no reservation holds its pool yet, and only if
+that room is there by then: a gang that could not restart at that size then is held nothing
+(once requeued it starts with what fits, first of the queue by its claim).
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from jobs.placement import elastic, explain, preemption
+from jobs.placement import elastic, explain, off_limits, preemption
 from jobs.placement.decision import PENDING, PREEMPTS, RESERVED, Grow, Outcome
+from jobs.placement.fit import group_can_hold
 from jobs.placement.model import Elastic, RunningJob, gpu_flavor
 from jobs.placement.quota_gate import end_of
+from jobs.placement.reservation import earliest_fit
 
 if TYPE_CHECKING:
     from jobs.placement.capacity import Group
@@ -49,6 +58,66 @@ NOT_FOR_ROOM = explain.LIMITS | {
 }
 
 
+def hold(cycle: Cycle) -> None:
+    """Hold, for each gang stopping to restart larger, the nodes it restarts on, from when
+    its attempt should have gone (the highest tier first, then the oldest)."""
+    for gang in sorted(cycle.snapshot.regrowing, key=_seniority):
+        running = cycle.running.get(gang.job.id)
+        if running is None or not running.stopping or running.expected_end is None:
+            continue  # gone: requeued, its claim puts it first
+        job = replace(gang.job, min_workers=None).sized(gang.workers)
+        groups = cycle.groups_for(job)
+        if not groups or not cycle.may_reserve(job, groups):
+            continue
+        by = max(running.expected_end, cycle.now)
+        need = cycle.need(job, cycle.held.unreserved(groups), ())
+        found = _beside(cycle, job, running, need, by) or _freed_by(cycle, job, need, by)
+        if found is not None:
+            start, nodes = found
+            cycle.reservation_tries += 1
+            cycle.held.hold(job.id, start, nodes)
+
+
+def _beside(cycle: Cycle, job, running: RunningJob, need, by: float):
+    """(``by``, its own nodes and those the workers it adds fit on now), or None: what else
+    is free now stays free for others. Not for a topology domain, which its own nodes' domain
+    would have to hold (``_freed_by`` searches it)."""
+    per = job.worker_gpu_milli
+    own = [cycle.capacity.by_id[a.node_id] for a in running.allocations
+           if a.node_id in cycle.capacity.by_id]  # fmt: skip
+    adds = job.workers - running.gpu_milli // per if per else 0
+    if job.topology or not own or adds < 1 or not job.workers > adds:
+        return None
+    home = [g for g in need.groups if any(node.group is g for node in own)]
+    if len(home) != 1:
+        return None
+    groups, need.groups = need.groups, home
+    try:
+        extra = job.sized(adds)
+        slots = cycle.fits(extra, off_limits.starting(cycle.capacity, need, extra, by))
+    finally:
+        need.groups = groups
+    if slots is None:
+        return None
+    return by, list({n.id: n for n in [*own, *(s[0] for s in slots)]}.values())
+
+
+def _freed_by(cycle: Cycle, job, need, by: float):
+    """(the first moment by ``by`` its whole restart fits, the nodes it fits on), or None."""
+
+    def fit(when: float):
+        if not any(group_can_hold(g, need, job.workers) for g in need.groups):
+            return None
+        return cycle.fits(job, off_limits.starting(cycle.capacity, need, job, when))
+
+    ends = [(when, j) for when, j in cycle.ends if when <= by]
+    found = earliest_fit(cycle.capacity, ends, need.groups, fit)
+    if found is None:
+        return None
+    start, slots = found
+    return start, list({n.id: n for n, _, _, _ in slots}.values())
+
+
 def grow(cycle: Cycle, outcomes: Mapping[str, Outcome]) -> tuple[Grow, ...]:
     """The running elastic gangs to restart larger, the highest tier first, then the oldest."""
     after = cycle.policy.grow_after_s
@@ -56,8 +125,7 @@ def grow(cycle: Cycle, outcomes: Mapping[str, Outcome]) -> tuple[Grow, ...]:
         return ()
     wanted = _groups_wanted(cycle, outcomes)
     grown = []
-    gangs = sorted(cycle.snapshot.elastic, key=lambda e: (-e.job.tier, e.job.submit_time, e.job.id))
-    for gang in gangs:
+    for gang in sorted(cycle.snapshot.elastic, key=_seniority):
         running = cycle.running.get(gang.job.id)
         if running is None or running.stopping or running.id in cycle.evicted:
             continue
@@ -70,6 +138,10 @@ def grow(cycle: Cycle, outcomes: Mapping[str, Outcome]) -> tuple[Grow, ...]:
         if found is not None:
             grown.append(found)
     return tuple(grown)
+
+
+def _seniority(gang: Elastic) -> tuple:
+    return -gang.job.tier, gang.job.submit_time, gang.job.id
 
 
 def _groups_wanted(cycle: Cycle, outcomes: Mapping[str, Outcome]) -> set[tuple]:

@@ -373,6 +373,10 @@ class Snapshot:
     recent_shapes: tuple[ShapeCount, ...] = ()
     # Running elastic gangs below their whole gang, that might restart larger (``growth.py``).
     elastic: tuple[Elastic, ...] = ()
+    # Elastic gangs asked to stop to restart larger and still in their grace period, each with
+    # the size it restarts with (``Elastic.workers`` here): the room is held for them
+    # (``growth.hold``).
+    regrowing: tuple[Elastic, ...] = ()
 
 
 def allocation(node_id: str, takes: tuple[tuple[int, ...], ...], cpu: int, mem: int) -> Allocation:

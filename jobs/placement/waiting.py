@@ -69,7 +69,7 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
 
 def reserve(cycle: Cycle, job: QueuedJob, need: Need) -> Outcome | None:
     """Hold for the job the earliest nodes that free up in the pools no earlier reservation
-    holds (``Cycle._may_reserve`` made sure there is one)."""
+    holds (``Cycle.may_reserve`` made sure there is one)."""
     # Work placed in this cycle, as running work; only what was placed since the last
     # try is converted.
     placed = cycle.placed_running

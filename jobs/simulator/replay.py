@@ -81,6 +81,7 @@ class SimJob:
     whole: int = 0  # its whole gang (set from workers)
     least: int = 0  # the fewest workers it may start with (set from workers: all)
     stops_at: float | None = None  # stopping to restart larger: when its GPUs come back
+    restarts_with: int = 0  # stopping to restart larger: the workers it restarts with
     preempting: bool = False  # requeued to restart larger: its claim on the room until it starts
     grows: int = 0
 
@@ -258,15 +259,15 @@ class Replay:
         self._release(job)
         self.queue.append(job)
 
-    def grow(self, job_id: str, now: float, grace: float) -> bool:
-        """Stop a running elastic gang to restart it larger: it keeps its work so far (it
-        checkpoints in its grace period), its GPUs come back at ``now + grace`` and it is
-        requeued then. False, and nothing changes, if its work ends by then anyway."""
+    def grow(self, job_id: str, now: float, grace: float, workers: int) -> bool:
+        """Stop a running elastic gang to restart it with ``workers``: it keeps its work so
+        far (it checkpoints in its grace period), its GPUs come back at ``now + grace`` and it
+        is requeued then. False, and nothing changes, if its work ends by then anyway."""
         job = self.running[job_id]
         if job.start + job.seconds(job.remaining) <= now + grace:
             return False
         job.remaining -= (now - job.start) * job.workers / job.whole
-        job.stops_at = now + grace
+        job.stops_at, job.restarts_with = now + grace, workers
         job.version += 1
         job.grows += 1
         self.grows += 1

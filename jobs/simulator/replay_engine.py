@@ -89,7 +89,7 @@ class EnginePolicy:
                 replay.start(job, slots, now)
         for grown in decision.grown:
             if grown.job_id in replay.running:
-                replay.grow(grown.job_id, now, self.policy.eviction_grace_s)
+                replay.grow(grown.job_id, now, self.policy.eviction_grace_s, grown.workers)
         self._held, self._held_since = self.tenants(replay), now
         return bool(decision.preempted)
 
@@ -105,6 +105,7 @@ class EnginePolicy:
 
     def snapshot(self, replay, now: float) -> Snapshot:
         gangs = self.smaller_gangs(replay) if self.grow_after_s is not None else []
+        stopping = [j for j in replay.running.values() if j.stops_at is not None]
         elastic = {j.trace.id for j in gangs}
         running = [self.running_job(j) for j in replay.running.values()]
         # The replay keeps all of a stopped gang's work: it models a checkpoint in the grace
@@ -124,6 +125,7 @@ class EnginePolicy:
                 for per, count in sorted(self.recent.items())
             ),
             elastic=tuple(Elastic(self.queued_job(j), j.workers) for j in gangs),
+            regrowing=tuple(Elastic(self.queued_job(j), j.restarts_with) for j in stopping),
         )
 
     @staticmethod

@@ -102,3 +102,34 @@ def test_the_restart_takes_more_workers_only():
     assert actions.grow({gang.pk: (attempt.pk, 3)}) == []
     attempt.refresh_from_db()
     assert attempt.stop_requested_at is None
+
+
+@pytest.mark.django_db
+def test_while_it_stops_to_grow_a_job_submitted_meanwhile_does_not_take_its_room():
+    gang, attempt, cluster = started_gang(nodes=3, workers=4)
+    NodeFactory(cluster=cluster)  # room for its fourth worker
+    later = time.time() + 700
+    assert cycle.run_cycle(later).grown == [gang.pk]
+    attempt.refresh_from_db()
+    assert attempt.restart_workers == 4
+
+    # Submitted while the gang checkpoints: it would run past the gang's restart.
+    newcomer = JobFactory(family=Family.TRAINING, workers=1, gpus=8, max_runtime_s=DAY)
+    assert cycle.run_cycle(later + 5).placed == []
+    assert Job.objects.get(pk=newcomer.pk).pending_reason == "waiting_for_reservation"
+
+    # The gang has gone: it restarts whole, first by its claim.
+    actions.end_attempt(attempt.pk, Attempt.Outcome.PREEMPTED)
+    assert cycle.run_cycle(later + 10).placed == [gang.pk]
+    assert Attempt.objects.get(job=gang, number=2).workers == 4
+
+
+@pytest.mark.django_db
+def test_a_short_job_submitted_meanwhile_runs_in_its_room_before_it_restarts():
+    gang, attempt, cluster = started_gang(nodes=3, workers=4)
+    NodeFactory(cluster=cluster)
+    later = time.time() + 700
+    assert cycle.run_cycle(later).grown == [gang.pk]
+
+    short = JobFactory(family=Family.TRAINING, workers=1, gpus=8, max_runtime_s=5)
+    assert cycle.run_cycle(later + 5).placed == [short.pk]

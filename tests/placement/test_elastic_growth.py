@@ -14,6 +14,7 @@ from tests.placement.builders import (
     gpu_tenant,
     j_training,
     n8_a100_nodes,
+    nodes,
     running_on,
     snapshot,
 )
@@ -213,3 +214,96 @@ def test_requeued_to_grow_it_starts_with_what_fits_and_does_not_wait_for_its_who
 
     assert (with_claim.status, len(with_claim.workers)) == ("placed", 6)
     assert (without.status, without.reason) == ("reserved", "head_of_line")
+
+
+def stopping_to_grow(total=8, size=3, to=8, queued=(), others=(), inventory=None, policy=None):
+    """The gang's decision a cycle after it was asked to stop (its grace period ends in two
+    minutes) to restart with ``to`` workers."""
+    held, running = running_gang(inventory or n8_a100_nodes(total), size)
+    running = dataclasses.replace(running, stopping=True, expected_end=NOW + 120)
+    snap = snapshot(held, queued, [running, *others], (), policy, regrowing=(Elastic(gang(), to),))
+    return place(snap)
+
+
+def test_the_room_a_gang_stopping_to_grow_restarts_into_is_held_from_other_work():
+    newcomer = j_training("new", workers=2, gpus=8, tenant="beta", max_runtime=10 * H)
+
+    held = stopping_to_grow(queued=[newcomer]).by_job()["new"]
+    nodes, running = _with_gang_stopping()
+    free = place(snapshot(nodes, [newcomer], running)).by_job()["new"]  # no growth asked
+
+    assert (held.status, held.reason) == ("pending", "waiting_for_reservation")
+    assert free.status == "placed"
+
+
+def _with_gang_stopping():
+    nodes, running = running_gang(n8_a100_nodes(8), 3)
+    return nodes, [dataclasses.replace(running, stopping=True, expected_end=NOW + 120)]
+
+
+def test_work_that_ends_before_the_gang_restarts_may_use_its_room_meanwhile():
+    short = j_training("short", workers=2, gpus=8, tenant="beta", max_runtime=60)
+
+    assert stopping_to_grow(queued=[short]).by_job()["short"].status == "placed"
+
+
+def test_only_the_room_it_restarts_with_is_held_the_rest_is_free():
+    # 10 nodes: its own 3 and 3 more for 6 workers held, 4 left for the newcomer.
+    newcomer = j_training("new", workers=4, gpus=8, tenant="beta", max_runtime=10 * H)
+
+    decision = stopping_to_grow(total=10, to=6, queued=[newcomer])
+
+    assert decision.by_job()["new"].status == "placed"
+
+
+def test_room_that_is_not_there_by_its_restart_is_not_held():
+    # 2 of the 5 other nodes are busy for 20 h: 8 workers could not start then; a 6-worker
+    # gang of its own would, and the newcomer takes what it likes meanwhile.
+    inventory, soon = soon_ending(n8_a100_nodes(8), 6, 7, ends_in=20 * H)
+    newcomer = j_training("new", workers=1, gpus=8, tenant="beta", max_runtime=10 * H)
+
+    decision = stopping_to_grow(inventory=inventory, others=soon, queued=[newcomer])
+
+    assert decision.by_job()["new"].status == "placed"
+
+
+def test_without_backfill_nothing_is_held():
+    newcomer = j_training("new", workers=2, gpus=8, tenant="beta", max_runtime=10 * H)
+
+    decision = stopping_to_grow(queued=[newcomer], policy=Policy(backfill=False))
+
+    assert decision.by_job()["new"].status == "placed"
+
+
+def test_another_gang_does_not_grow_into_room_held_for_one_restarting():
+    nodes = list(n8_a100_nodes(10))
+    nodes[:3], first = running_gang(nodes[:3], 3)
+    first = dataclasses.replace(first, stopping=True, expected_end=NOW + 120)
+    second_nodes, second = running_gang(nodes[3:5], 2)
+    nodes[3:5] = second_nodes
+    second = dataclasses.replace(second, id="two")
+    other = dataclasses.replace(gang(workers=7), id="two")
+    snap = snapshot(
+        nodes, (), [first, second], (),
+        regrowing=(Elastic(gang(), 8),), elastic=(Elastic(other, 2),),
+    )  # fmt: skip
+
+    # The first restarts on its own 3 nodes and 5 of the others: the second may not grow
+    # into them (it would run on when they are due), and has none else.
+    assert place(snap).grown == ()
+
+
+def test_a_gang_keeping_one_rack_has_a_whole_rack_held_for_its_restart():
+    r1 = nodes(4, 8, "a100", prefix="r1-", topology=("rack=r1",))
+    r2 = nodes(4, 8, "a100", prefix="r2-", topology=("rack=r2",))
+    inventory, running = running_gang([*r1, *r2], 2)
+    running = dataclasses.replace(running, stopping=True, expected_end=NOW + 120)
+    wide = j_training("wide", workers=6, gpus=8, tenant="beta", max_runtime=10 * H)
+    racked = dataclasses.replace(gang(workers=4), topology="rack")
+
+    def newcomer(regrowing):
+        snap = snapshot(inventory, [wide], [running], regrowing=regrowing)
+        return place(snap).by_job()["wide"].status
+
+    assert newcomer((Elastic(racked, 4),)) == "pending"
+    assert newcomer(()) == "placed"
