@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.placement import explain, off_limits, preemption
-from jobs.placement.capacity import Group
+from jobs.placement.capacity import Group, NodeState
 from jobs.placement.decision import Outcome
 from jobs.placement.fit import Need, group_can_hold
 from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob, as_running
@@ -50,6 +50,8 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
     per = job.worker_gpu_milli
     if not per:
         return None
+    if job.family == TRAINING and need.together:
+        return _domain_estimate(cycle, job, need)
     options: list[tuple[str | tuple, list[Group]]]
     if job.family == TRAINING:
         options = [(g.key, [g]) for g in need.groups]
@@ -64,6 +66,42 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
             when = max(when, cycle.held.held_until(groups, cycle.now))
         if when is not None and (best is None or when < best):
             best = when
+    return best
+
+
+def _domain_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
+    """``estimate`` for a gang that keeps its nodes in one topology domain: when enough GPUs
+    should have freed up in one domain (a group's nodes sharing one value of the label, a
+    node without it alone), not across its whole group."""
+    prefix = need.together + "="
+    whole = bool(job.gpus)
+    domains: dict[NodeState, tuple] = {}
+    free: dict[tuple, int] = {}
+    for group in need.groups:
+        for bucket in group.by_full:
+            for node in bucket:
+                label = next((t for t in node.topology if t.startswith(prefix)), node.id)
+                domain = domains[node] = (group.key, label)
+                amount = node.full * WHOLE_GPU if whole else node.milli
+                free[domain] = free.get(domain, 0) + amount
+    wanted = job.worker_gpu_milli * job.workers
+    # As the whole group's estimate: enough free now is no start now (something else keeps
+    # it out), but a start once some work in its groups ends.
+    enough = any(amount >= wanted for amount in free.values())
+    best = None
+    for when, running in cycle.ends:
+        touched = False
+        for node, takes, _, _ in cycle.capacity.releases(running):
+            of = domains.get(node)
+            if of is not None:
+                touched = True
+                free[of] += sum(t[1] for t in takes)
+                enough = enough or free[of] >= wanted
+        if touched and enough:
+            best = when
+            break
+    if best is not None and need.avoid_held:
+        best = max(best, cycle.held.held_until(need.groups, cycle.now))
     return best
 
 

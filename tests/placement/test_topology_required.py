@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobs.placement import PENDING, PLACED, RESERVED, place
+from jobs.placement import PENDING, PLACED, RESERVED, Policy, place
 from tests.placement.builders import NOW, j_training, nodes, running_on, snapshot
 
 H = 3600.0
@@ -106,3 +106,23 @@ def test_a_gang_that_waits_for_its_rack_does_not_stop_a_gang_of_its_shape_that_m
 
     assert out["g"].status != PLACED
     assert out["cross"].status == PLACED
+
+
+def test_its_estimated_start_is_when_one_domain_has_room_not_its_whole_group():
+    # At 1 h one node of each rack is free (16 GPUs in the group, 8 in each rack); rack r2
+    # is whole at 2 h.
+    r1, r2 = list(rack("r1", 2)), list(rack("r2", 2))
+    r1[0], long = busy(r1[0], ends_in=3 * H)
+    r2[0], soon = busy(r2[0], ends_in=H)
+    r2[1], later = busy(r2[1], ends_in=2 * H)
+    inventory = [*r1, *r2]
+    waits = Policy(backfill=False)
+
+    def estimate(topology):
+        snap = snapshot(inventory, [gang(topology=topology)], [long, soon, later], policy=waits)
+        out = place(snap).by_job()["g"]
+        assert out.status == PENDING
+        return out.estimated_start
+
+    assert estimate("rack") == NOW + 2 * H
+    assert estimate("") == NOW + H
