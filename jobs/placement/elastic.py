@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from jobs.placement import waiting
 from jobs.placement.capacity import Group
 from jobs.placement.fit import Need
-from jobs.placement.model import QueuedJob
+from jobs.placement.model import QueuedJob, RunningJob
 
 if TYPE_CHECKING:
     from jobs.placement.engine import Cycle
@@ -69,15 +69,21 @@ def largest_fit(
 
 
 def sooner_smaller(
-    cycle: Cycle, whole: QueuedJob, sized: QueuedJob, need: Need, groups: list[Group]
+    cycle: Cycle,
+    whole: QueuedJob,
+    sized: QueuedJob,
+    need: Need,
+    groups: list[Group],
+    running: RunningJob | None = None,
 ) -> bool:
     """Whether an elastic gang that fits now as ``sized`` would end sooner by starting so than
     by waiting for its whole gang: its runtime limit is for its fewest workers, and a gang of
     more runs faster in proportion. Yes when that cannot be known (no runtime limit, a whole
-    gang that never fits or has no estimate)."""
+    gang that never fits or has no estimate). ``running``: the gang's own attempt, weighing a
+    restart, its room counted free already."""
     if whole.max_runtime is None or cycle.too_large(whole, groups):
         return True
-    whole_start = waiting.estimate(cycle, whole, need)
+    whole_start = waiting.estimate(cycle, whole, need, running)
     if whole_start is None:
         return True
     work = whole.max_runtime * whole.fewest  # worker-seconds

@@ -13,7 +13,8 @@ in a node group the gang may use, the gang keeps its size. Beyond that it grows
   which would stop it whole), its user's GPU limit and its tenant's GPU-hour budget, off the
   nodes held for a reservation, its own nodes counted free; to fewer than its limits allow
   only if that larger gang should not end sooner by waiting for more room, as
-  ``elastic.sooner_smaller`` decides a start (it would grow a second time);
+  ``elastic.sooner_smaller`` decides a start (it would grow a second time; its own end,
+  its room counted free already, frees nothing more in that estimate);
 - when it should end sooner so: its runtime limit read as its fewest workers' with a linear
   speed-up (as ``elastic.sooner_smaller`` reads it), what its last checkpoint kept of its
   work, and the time the restart takes (``Policy.eviction_grace_s``), by more than that time
@@ -168,7 +169,7 @@ def _larger(cycle: Cycle, gang: Elastic, running: RunningJob, groups: list[Group
         # kept on less capacity.
         cycle.failed = {}
         least = replace(gang.job, min_workers=gang.workers + 1).sized(gang.workers + 1)
-        sized = _largest(cycle, gang, least, groups)
+        sized = _largest(cycle, gang, running, least, groups)
         if sized is None:
             return None
         sooner = _sooner(cycle, gang, running, sized.workers)
@@ -192,7 +193,7 @@ def _larger(cycle: Cycle, gang: Elastic, running: RunningJob, groups: list[Group
             _count(cycle, running, used, 1)
 
 
-def _largest(cycle: Cycle, gang: Elastic, least, groups: list[Group]):
+def _largest(cycle: Cycle, gang: Elastic, running: RunningJob, least, groups: list[Group]):
     """The most workers, above what the gang runs with, that its limits allow and that fit
     now inside its tenant's guarantee (None: not one more, or fewer than its limits allow
     while that larger gang should end sooner by waiting: ``elastic.sooner_smaller``)."""
@@ -212,7 +213,9 @@ def _largest(cycle: Cycle, gang: Elastic, least, groups: list[Group]):
     sized = elastic.largest_fit(cycle, job, least, groups, avoided, guaranteed)
     # Not while the larger gang should end sooner by waiting for more room: it would grow
     # again then, a second restart.
-    if sized is None or need is None or not elastic.sooner_smaller(cycle, job, sized, need, groups):
+    if sized is None or need is None:
+        return None
+    if not elastic.sooner_smaller(cycle, job, sized, need, groups, running):
         return None
     return sized
 

@@ -12,13 +12,14 @@ is when enough GPUs should have freed up, from the running work's expected ends.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from jobs.placement import explain, off_limits, preemption
 from jobs.placement.capacity import Group, NodeState
 from jobs.placement.decision import Outcome
 from jobs.placement.fit import Need, group_can_hold
-from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob, as_running
+from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob, RunningJob, as_running
 from jobs.placement.reservation import earliest_fit
 
 if TYPE_CHECKING:
@@ -43,15 +44,29 @@ def reason(cycle: Cycle, job: QueuedJob, need: Need) -> str:
     return explain.shortage(job, need, cycle.initial)
 
 
-def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
+def estimate(
+    cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None = None
+) -> float | None:
     """When enough GPUs should have freed up: a gang needs them in one group (one cluster and
     type), independent workers in one GPU type; not before the start of the reservations it
-    must respect in every such group."""
+    must respect in every such group. ``gone``: running work the cycle already counts free
+    (a gang weighing its own restart), whose end frees nothing more."""
     per = job.worker_gpu_milli
     if not per:
         return None
     if job.family == TRAINING and need.together:
-        return _domain_estimate(cycle, job, need)
+        return _domain_estimate(cycle, job, need, gone)
+    counted: dict[str | tuple, int] = {}
+    gone_at = math.inf
+    if gone is not None and gone.expected_end is not None:
+        gone_at = max(gone.expected_end, cycle.now)
+        for node, takes, _, _ in cycle.capacity.releases(gone):
+            milli = sum(t[1] for t in takes)
+            keys: list[str | tuple] = [node.gpu_type]
+            if node.group is not None:
+                keys.append(node.group.key)
+            for key in keys:
+                counted[key] = counted.get(key, 0) + milli
     options: list[tuple[str | tuple, list[Group]]]
     if job.family == TRAINING:
         options = [(g.key, [g]) for g in need.groups]
@@ -62,6 +77,8 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
     for key, groups in options:
         free = sum(g.full_total * WHOLE_GPU if job.gpus else g.milli_total for g in groups)
         when = cycle.timeline.earliest(key, per * job.workers - free)
+        if when is not None and when >= gone_at:  # past its end, its GPUs count once
+            when = cycle.timeline.earliest(key, per * job.workers - free + counted.get(key, 0))
         if when is not None and need.avoid_held:
             when = max(when, cycle.held.held_until(groups, cycle.now))
         if when is not None and (best is None or when < best):
@@ -69,7 +86,9 @@ def estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
     return best
 
 
-def _domain_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
+def _domain_estimate(
+    cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None
+) -> float | None:
     """``estimate`` for a gang that keeps its nodes in one topology domain: when enough GPUs
     should have freed up in one domain (a group's nodes sharing one value of the label, a
     node without it alone), not across its whole group."""
@@ -90,6 +109,8 @@ def _domain_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
     enough = any(amount >= wanted for amount in free.values())
     best = None
     for when, running in cycle.ends:
+        if running is gone:
+            continue
         touched = False
         for node, takes, _, _ in cycle.capacity.releases(running):
             of = domains.get(node)

@@ -307,3 +307,15 @@ def test_a_gang_keeping_one_rack_has_a_whole_rack_held_for_its_restart():
 
     assert newcomer((Elastic(racked, 4),)) == "pending"
     assert newcomer(()) == "placed"
+
+
+def test_its_own_end_does_not_count_as_room_its_whole_gang_will_have():
+    # Its 3 nodes, 2 free, 3 busy for 30 h. Its own room already counts free for the restart:
+    # its attempt's end (due in half an hour) frees nothing more, so its whole gang is 30 h
+    # away, and 5 workers now end it sooner.
+    inventory, running = running_gang(n8_a100_nodes(8), 3)
+    running = dataclasses.replace(running, expected_end=NOW + 1800)
+    inventory, busy = soon_ending(inventory, 5, 6, 7, ends_in=30 * H)
+    snap = snapshot(inventory, (), [running, *busy], elastic=(Elastic(gang(), 3),))
+
+    assert [(g.workers, g.running) for g in place(snap).grown] == [(5, 3)]
