@@ -30,7 +30,7 @@ from jobs import actions, bulk, events
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
-from quotas import tenant_secrets
+from quotas import tenant_secrets, tenant_volumes
 
 Outcome = Attempt.Outcome
 log = logging.getLogger(__name__)
@@ -404,29 +404,35 @@ def desired_state(cluster: Cluster, known=()) -> dict:
     none = tenant_secrets.Opened({}, {})
     for a in new:
         opened, pull = secrets.get(a.job_id, none), pulls.get(a.job_id, {})
-        if refused := next((x for x in (opened, pull) if isinstance(x, str)), ""):
+        volumes, gone = tenant_volumes.for_spec(a.job.tenant_id, a.job.volumes)
+        if refused := next((x for x in (opened, pull, gone) if isinstance(x, str) and x), ""):
             # It cannot start: it fails, saying why, whatever it asked of retries (another
             # attempt would fail the same way until a tenant owner mends it).
             actions.end_attempt(a.pk, Attempt.Outcome.USER_ERROR, reason=refused, retriable=False)
             continue
         assert isinstance(opened, tenant_secrets.Opened) and isinstance(pull, dict)
-        if lacking := agent_lacks(cluster, bool(a.job.secrets), bool(pull), bool(opened.files)):
+        needs = (bool(a.job.secrets), bool(pull), bool(opened.files), bool(volumes))
+        if lacking := agent_lacks(cluster, *needs):
             # The scheduler places such work elsewhere; this one was placed as the agent
             # changed release: it runs again, on an agent that keeps what it needs.
             actions.end_attempt(a.pk, Attempt.Outcome.INFRA_ERROR, reason=lacking)
             continue
-        specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull)))
+        specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull, volumes)))
     return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
 
 
 def agent_lacks(
-    cluster: Cluster, secrets: bool, pull_credential: bool, secret_files: bool = False
+    cluster: Cluster,
+    secrets: bool,
+    pull_credential: bool,
+    secret_files: bool = False,
+    volumes: bool = False,
 ) -> str:
     """Why the cluster's agent cannot be given an attempt needing these (its release would
     leave out a field of the run spec it needs); "" if it can."""
     kept = cluster.agent_spec_fields
     lacking = base.spec_fields_lacking(
-        kept, secrets, pull_credential, cluster.backend, secret_files
+        kept, secrets, pull_credential, cluster.backend, secret_files, volumes
     )
     if not lacking:
         return ""
@@ -468,6 +474,7 @@ def attempt_spec(
     workers: list[base.WorkerSpec],
     secrets: tenant_secrets.Opened | None = None,
     pull_credential: dict[str, str] | None = None,
+    volumes: tuple[dict, ...] = (),
 ) -> base.AttemptSpec:
     job: Job = attempt.job
     return base.AttemptSpec(
@@ -479,7 +486,7 @@ def attempt_spec(
         stop_grace_s=settings.MLSCHED_STOP_GRACE_S, shard_index=job.shard_index or 0,
         shards=job.shards, min_workers=job.min_workers or job.workers, max_workers=job.workers,
         secrets=secrets.variables if secrets else {}, pull_credential=pull_credential or {},
-        secret_files=secrets.files if secrets else {},
+        secret_files=secrets.files if secrets else {}, volumes=volumes,
     )  # fmt: skip
 
 

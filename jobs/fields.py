@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from jobs.dependencies import Wait
 from jobs.models import Dependency
+from quotas import tenant_volumes
 
 # Kubernetes' rule for environment variable names, so a job runs on any backend.
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,255}")
@@ -213,4 +214,25 @@ def deadline_problem(data: dict) -> str:
         f"Not after {when}, when the job would end if it started {started} and ran its "
         f"max_runtime_s ({data['max_runtime_s']} s): it could not end by then. Give a later "
         "deadline, or none."
+    )
+
+
+class VolumeMount(serializers.Serializer):
+    """One of its tenant's data volumes a job mounts: the volume, the path its workers see it
+    at, and whether they only read it (the default)."""
+
+    name = serializers.CharField(max_length=63)
+    path = serializers.CharField(max_length=1024, trim_whitespace=False)
+    read_only = serializers.BooleanField(default=True)
+
+    def validate_path(self, path: str) -> str:
+        if problem := tenant_volumes.path_problem(path):
+            raise serializers.ValidationError(problem)
+        return path
+
+
+def volumes_field(**options) -> serializers.ListField:
+    """A job's data volumes, as a submission takes them."""
+    return serializers.ListField(
+        child=VolumeMount(), max_length=tenant_volumes.MAX_VOLUMES_PER_JOB, **options
     )

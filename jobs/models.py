@@ -81,6 +81,15 @@ class Job(models.Model):
         help_text="Names of its tenant's secrets (quotas.TenantSecret) its workers get as "
         "environment variables; the values are not stored with the job.",
     )
+    # Its tenant's data volumes (quotas.TenantVolume) its workers mount: each {"name": the
+    # volume, "path": where its workers see it, "read_only": true unless it writes}.
+    volumes = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Its tenant's data volumes its workers mount, each with the path they see "
+        "it at and whether it is read only.",
+    )
     workers = models.PositiveSmallIntegerField(
         default=1, help_text="Gang size: all workers start together or none does."
     )

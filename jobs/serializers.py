@@ -27,11 +27,12 @@ from jobs.fields import (
     at_most,
     deadline_problem,
     validate_env_names,
+    volumes_field,
     within,
 )
 from jobs.models import Family, Job, JobEvent, LogChunk
 from jobs.states import State
-from quotas import tenant_secrets
+from quotas import tenant_secrets, tenant_volumes
 from quotas.models import PriorityClass
 from quotas.tenant_secrets import MAX_SECRETS_PER_JOB
 
@@ -94,6 +95,8 @@ class SubmitSerializer(serializers.Serializer):
     secrets = serializers.ListField(
         child=serializers.CharField(max_length=100), default=list, max_length=MAX_SECRETS_PER_JOB
     )
+    # Its tenant's data volumes its workers mount, each with where they see it.
+    volumes = volumes_field(default=list)
     cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
     memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
     gpus = serializers.IntegerField(min_value=0, max_value=64, default=0)
@@ -212,7 +215,17 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"deadline": problem})
         if problem := secrets_problem(data["secrets"], data["env"], tenant):
             raise serializers.ValidationError({"secrets": problem})
+        data["volumes"] = [dict(mount) for mount in data["volumes"]]
+        if problem := volumes_problem(data["volumes"], tenant):
+            raise serializers.ValidationError({"volumes": problem})
         return data
+
+
+def volumes_problem(mounts: list[dict], tenant) -> str:
+    """Why a job may not mount these, "" if it may."""
+    if not mounts:
+        return ""
+    return tenant_volumes.mounts_problem(mounts) or tenant_volumes.unusable(tenant, mounts)
 
 
 def secrets_problem(names: list[str], env: dict, tenant) -> str:
@@ -382,7 +395,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
-            "secrets", "workers", "min_workers", "topology", "shards",
+            "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",

@@ -7,11 +7,14 @@ backoff, which the core never sees. Units
 become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 """
 
+from __future__ import annotations
+
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import reduce
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -26,7 +29,7 @@ from jobs.commit import free_ranges, largest_gap
 from jobs.models import Attempt, Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
-from quotas import tenant_secrets
+from quotas import tenant_secrets, tenant_volumes
 from quotas.models import RecentUse, Tenant, TenantSecret, image_registry
 
 ALLOCATION_FIELDS = [
@@ -46,8 +49,25 @@ QUEUED_FIELDS = [
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
     "parent_id", "shards", "max_running_shards", "retries_used", "min_workers", "secrets",
-    "image", "topology",
+    "image", "topology", "volumes",
 ]  # fmt: skip
+
+
+class Provisions(NamedTuple):
+    """What the tenants have that their jobs' run specs need, which decides where a job may
+    run: the registries each has a pull credential for and the secrets it gives as files, by
+    tenant id, and where its data volumes are (``tenant_volumes.places``)."""
+
+    credentials: Mapping[int, set[str]]
+    files: Mapping[int, set[str]]
+    volumes: tenant_volumes.Places
+
+    @classmethod
+    def read(cls) -> Provisions:
+        return cls(registry_credentials(), tenant_secrets.file_secrets(), tenant_volumes.places())
+
+
+NO_PROVISIONS = Provisions({}, {}, {})
 
 
 @dataclass
@@ -119,8 +139,7 @@ def read(
             "id", "labels", "health", "placement_cost", "backend", "agent_spec_fields"
         )
     )
-    credentials = registry_credentials()
-    files = tenant_secrets.file_secrets()
+    provisions = Provisions.read()
     inventory = nodes(rows, clusters, now)
     running = running_jobs(rows, now, closing(inventory))
     recent = recent_use.stored()
@@ -132,12 +151,12 @@ def read(
         grow_after_s=settings.MLSCHED_ELASTIC_GROW_AFTER_S,
     )
     growing = policy.grow_after_s is not None
-    elastic, regrowing = elastic_gangs(clusters, now, credentials, files) if growing else ((), ())
+    elastic, regrowing = elastic_gangs(clusters, now, provisions) if growing else ((), ())
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ()), credentials, files)
+            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions)
             for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now),
@@ -405,7 +424,7 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
     return milli
 
 
-def elastic_gangs(clusters, now: float, credentials, files) -> tuple[tuple, tuple]:
+def elastic_gangs(clusters, now: float, provisions: Provisions) -> tuple[tuple, tuple]:
     """The running elastic training gangs whose attempt started with fewer than their whole
     gang and is not asked to stop (the core may restart one larger: jobs.placement.growth),
     and those whose attempt is asked to stop to restart larger (the core holds their room):
@@ -424,8 +443,7 @@ def elastic_gangs(clusters, now: float, credentials, files) -> tuple[tuple, tupl
     if not sizes:
         return (), ()
     jobs = Job.objects.filter(pk__in=sizes).order_by("id").values(*QUEUED_FIELDS)
-    gangs = [(sizes[job["id"]], to_queued(job, clusters, now, (), credentials, files))
-             for job in jobs]  # fmt: skip
+    gangs = [(sizes[job["id"]], to_queued(job, clusters, now, (), provisions)) for job in jobs]
     return tuple(
         tuple(p.Elastic(job, workers) for (runs, workers), job in gangs if runs == running)
         for running in (True, False)
@@ -489,8 +507,7 @@ def to_queued(
     clusters,
     now: float,
     avoid: tuple[str, ...] = (),
-    credentials: dict[int, set[str]] | None = None,
-    files: dict[int, set[str]] | None = None,
+    provisions: Provisions = NO_PROVISIONS,
 ) -> p.QueuedJob:
     claim = job["preempting_until"]
     return p.QueuedJob(
@@ -508,7 +525,7 @@ def to_queued(
         gpu_types=tuple(job["gpu_types"]),
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
-        clusters=cluster_ids(job, clusters, credentials or {}, files or {}),
+        clusters=cluster_ids(job, clusters, provisions),
         may_preempt=job["priority_class__may_preempt"],
         preempting=claim is not None and claim.timestamp() > now,
         owner=str(job["owner_id"]),
@@ -524,25 +541,27 @@ def to_queued(
 NO_CLUSTER = "none"
 
 
-def cluster_ids(
-    job: dict, clusters, credentials: dict[int, set[str]], files: dict[int, set[str]]
-) -> tuple[str, ...]:
+def cluster_ids(job: dict, clusters, provisions: Provisions = NO_PROVISIONS) -> tuple[str, ...]:
     """The clusters a job may run on (empty: any cluster): those whose labels match its
-    selector, and whose agents keep what the job needs of its run spec (its secrets, those
-    given as files, its team's registry credential: ``base.spec_fields_lacking``);
-    ``p.NO_ABLE_AGENT`` when the selector matches clusters but none of their agents does."""
-    selector = job["cluster_selector"]
-    registries = credentials.get(job["tenant_id"])
+    selector, that have the data volumes it mounts, and whose agents keep what the job needs
+    of its run spec (its secrets, those given as files, its volumes, its team's registry
+    credential: ``base.spec_fields_lacking``); ``p.NO_ABLE_AGENT`` when the selector matches
+    clusters with its volumes but none of their agents does."""
+    selector, tenant, mounts = job["cluster_selector"], job["tenant_id"], job["volumes"]
+    registries = provisions.credentials.get(tenant)
     pulls = bool(registries) and image_registry(job["image"]) in registries
-    as_files = not files.get(job["tenant_id"], set()).isdisjoint(job["secrets"])
-    if not (selector or job["secrets"] or pulls):
+    as_files = not provisions.files.get(tenant, set()).isdisjoint(job["secrets"])
+    if not (selector or job["secrets"] or pulls or mounts):
         return ()
     matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
-    if job["secrets"] or pulls:
+    if mounts:
+        places = provisions.volumes
+        matching = [c for c in matching if tenant_volumes.on_cluster(places, tenant, mounts, c)]
+    if job["secrets"] or pulls or mounts:
         able = [
             c for c in matching
             if not spec_fields_lacking(c["agent_spec_fields"], bool(job["secrets"]), pulls,
-                                       c["backend"], as_files)
+                                       c["backend"], as_files, bool(mounts))
         ]  # fmt: skip
         if matching and not able:
             return (p.NO_ABLE_AGENT,)

@@ -495,3 +495,74 @@ class TenantSecret(models.Model):
     def value(self) -> str:
         """The secret, opened (``vault.Unreadable`` if no key opens it)."""
         return vault.unseal(self.sealed)
+
+
+# A data volume's name: a DNS label, as Kubernetes names volumes.
+VOLUME_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def validate_volume_name(name: str) -> None:
+    if not VOLUME_NAME.fullmatch(name):
+        raise ValidationError(
+            f"{name[:80]!r} is not a volume name: lower-case letters, digits and '-', from and "
+            "to a letter or digit, at most 63."
+        )
+
+
+# A PersistentVolumeClaim's name: a DNS subdomain.
+CLAIM_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def validate_claim_name(name: str) -> None:
+    if name and not (CLAIM_NAME.fullmatch(name) and len(name) <= 253):
+        raise ValidationError(
+            f"{name[:80]!r} is not a claim's name: lower-case letters, digits, '-' and '.', "
+            "from and to a letter or digit, at most 253."
+        )
+
+
+def validate_host_path(path: str) -> None:
+    if path and (not path.startswith("/") or "\x00" in path or "/../" in f"{path}/"):
+        raise ValidationError("An absolute folder path on the cluster's hosts, without '..'.")
+
+
+class TenantVolume(models.Model):
+    """Data a tenant's jobs may mount (a dataset, a shared model store, an output bucket's
+    mount), as Kubernetes' PersistentVolumeClaims and Slurm's shared file systems give it: a
+    platform admin registers where it is (a claim in the tenant's namespace on Kubernetes
+    clusters, a folder on the hosts of local clusters) and on which clusters; a job names it
+    with the path its workers see it at (``Job.volumes``) and is placed only on those
+    clusters. Read-only unless the platform admin lets jobs write to it and the job asks."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="volumes")
+    name = models.CharField(max_length=63, validators=[validate_volume_name])
+    description = models.CharField(max_length=200, blank=True, default="")
+    claim = models.CharField(
+        max_length=253, blank=True, default="", validators=[validate_claim_name],
+        help_text="Kubernetes clusters: the PersistentVolumeClaim in the tenant's namespace.",
+    )  # fmt: skip
+    host_path = models.CharField(
+        max_length=1024, blank=True, default="", validators=[validate_host_path],
+        help_text="Local clusters: the folder on every host that holds it.",
+    )  # fmt: skip
+    writable = models.BooleanField(
+        default=False, help_text="Jobs may ask to write to it. Off: every job reads it only."
+    )
+    clusters = models.ManyToManyField(
+        "clusters.Cluster", blank=True, related_name="+",
+        help_text="The clusters that have it. None chosen: every cluster.",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="tenant_volume_unique_name"),
+            models.CheckConstraint(
+                condition=~models.Q(claim="", host_path=""),
+                name="tenant_volume_has_a_place",
+                violation_error_message="A volume names its claim, its host folder, or both.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.tenant}"

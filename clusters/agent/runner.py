@@ -57,13 +57,16 @@ def spec_from_dict(data: dict) -> base.AttemptSpec:
         for w in data["workers"]
     )
     spec = known(base.AttemptSpec, data)
-    return base.AttemptSpec(**spec, command=tuple(data["command"]), workers=workers)
+    volumes = tuple(data.get("volumes", ()))
+    return base.AttemptSpec(
+        **spec, command=tuple(data["command"]), workers=workers, volumes=volumes
+    )
 
 
 def known(kind, data: dict) -> dict:
     """The items of `data` naming fields of the dataclass `kind`, but its tuples (set apart)."""
     names = {field.name for field in dataclasses.fields(kind)}
-    tuples = {"gpu_indices", "command", "workers"}
+    tuples = {"gpu_indices", "command", "workers", "volumes"}
     return {key: value for key, value in data.items() if key in names - tuples}
 
 

@@ -103,6 +103,11 @@ class AttemptSpec:
     # account's key, a kubeconfig), by name, opened: each worker gets the file, readable by
     # its job alone, and the path to it in the variable of that name.
     secret_files: dict[str, str] = field(default_factory=dict)
+    # The tenant's data volumes the job mounts (Job.volumes), each {"name", "path" (where its
+    # workers see it in their container), "read_only", "claim" (the PersistentVolumeClaim in
+    # the tenant's namespace: Kubernetes), "host_path" (the folder on every host: local)}.
+    # Every worker is told where each is in MLSCHED_VOLUME_<NAME> (``volume_variable``).
+    volumes: tuple[dict, ...] = ()
 
     @property
     def world_size(self) -> int:
@@ -121,21 +126,29 @@ SPEC_FIELDS = tuple(sorted(f.name for f in dataclasses.fields(AttemptSpec)))
 KUBERNETES = "kubernetes"  # the backend that pulls images (clusters.models.Cluster.Backend)
 
 
+def volume_variable(name: str) -> str:
+    """The variable that tells a worker where the data volume ``name`` is."""
+    return "MLSCHED_VOLUME_" + name.upper().replace("-", "_")
+
+
 def spec_fields_lacking(
     kept: list[str] | None,
     secrets: bool,
     pull_credential: bool,
     backend: str,
     secret_files: bool = False,
+    volumes: bool = False,
 ) -> list[str]:
     """Of the run spec's fields an attempt's agent must keep for it to run as asked, those an
-    agent keeping ``kept`` (None: it did not say) leaves out: its job's secrets and secret
-    files (else it would start without them), and its team's registry credential on a
-    backend that pulls images (else the pull is refused). Fields every release keeps are not
-    asked for."""
+    agent keeping ``kept`` (None: it did not say) leaves out: its job's secrets, secret
+    files and data volumes (else it would start without them), and its team's registry
+    credential on a backend that pulls images (else the pull is refused). Fields every
+    release keeps are not asked for."""
     needed = {"secrets"} if secrets else set()
     if secret_files:
         needed.add("secret_files")
+    if volumes:
+        needed.add("volumes")
     if pull_credential and backend == KUBERNETES:
         needed.add("pull_credential")
     return sorted(needed - set(kept or ()))
