@@ -17,10 +17,11 @@ REASONS = {
     "gpu_budget": "What it may use of GPUs does not fit in what its tenant's GPU-hour budget "
     "has left this period.",
     "batch_shard_limit": "As many of its batch's shards run as the batch lets run at once.",
-    "no_matching_cluster": "No cluster matches the job's cluster selector.",
+    "no_matching_cluster": "No cluster matches the job's cluster selector and has every data "
+    "volume it mounts.",
     "agent_release": "The agents of the clusters it may run on are of a release that would "
-    "start it without its secrets or its team's registry credential: it waits for one to be "
-    "upgraded.",
+    "start it without its secrets, its data volumes or its team's registry credential: it "
+    "waits for one to be upgraded.",
     "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",
     "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",
     "no_healthy_nodes": "Every node that could take the job is unhealthy or cordoned.",

@@ -188,3 +188,14 @@ def test_a_volume_deleted_before_its_attempt_starts_fails_it_saying_which(agent,
     job.refresh_from_db()
     assert (attempt.outcome, job.state) == (Attempt.Outcome.USER_ERROR, State.FAILED)
     assert "its team's volume 'imagenet' no longer exists" in attempt.reason
+
+
+def test_waiting_for_a_cluster_with_its_volume_it_says_so(alpha, east):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    job = JobFactory(tenant=alpha, gpus=8, volumes=[mount()])
+
+    cycle.run_cycle()
+
+    job.refresh_from_db()
+    assert job.pending_reason == "no_matching_cluster"
+    assert "has every data volume it mounts" in job.pending_message
