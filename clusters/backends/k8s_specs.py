@@ -15,6 +15,10 @@ names holding the path.
 The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
 keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
 each pod names it in imagePullSecrets, so no pod spec holds the password.
+
+The job's data volumes are the tenant's PersistentVolumeClaims, each a pod volume
+`data-<name>` (apart from the backend's own volumes) mounted at the path the job asked for,
+read-only as asked, its MLSCHED_VOLUME_<NAME> variable holding that path.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ import re
 
 from kubernetes import client
 
-from clusters.backends.base import DOCKER_HUB_NAMES, AttemptSpec, WorkerSpec, worker_env
+from clusters.backends.base import (
+    DOCKER_HUB_NAMES,
+    AttemptSpec,
+    WorkerSpec,
+    volume_variable,
+    worker_env,
+)
 
 GROUP = "mlsched.io"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
@@ -45,6 +55,10 @@ SECRET_FILES_DIR = "/var/run/mlsched/secrets"
 # that runs as a user of its own (no fsGroup is set) must still read them, owned by root.
 SECRET_FILES_MODE = 0o444
 NETWORK_POLICY = "mlsched-same-namespace-only"
+# The pod volumes of the job's data volumes start with it: never the name of one of the
+# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME).
+DATA_VOLUME_PREFIX = "data-"
+DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -183,11 +197,13 @@ def build_pod(
     claim's root: on a store shared by every tenant it can neither read nor overwrite another
     job's checkpoints. The folder is mounted at MLSCHED_CHECKPOINT_DIR, the path the job is told.
     The job's secrets given as files are mounted at SECRET_FILES_DIR, each variable of their
-    names holding its file's path.
+    names holding its file's path. Each data volume's claim is mounted at the path the job
+    asked for (``check_data_volumes`` first: each has a claim).
     """
     folder = checkpoint_dir(checkpoint_root, spec)
     env = worker_env(spec, worker, master_addr(spec, namespace, cluster_domain), folder)
     env.update(gpu_env(worker))
+    env.update(data_volume_paths(spec))
     env = secret_file_paths(spec) | env  # a variable set literally wins, as over a secret
     container = client.V1Container(
         name=CONTAINER,
@@ -250,6 +266,62 @@ def secret_file_paths(spec: AttemptSpec) -> dict[str, str]:
     return {name: posixpath.join(SECRET_FILES_DIR, name) for name in spec.secret_files}
 
 
+def check_data_volumes(spec: AttemptSpec) -> None:
+    """Raise ValueError, saying why, if a data volume of the attempt cannot be mounted in its
+    pods: it has no claim (a volume of local clusters alone: the control plane places its jobs
+    elsewhere, but its claim may have been removed since), or is not named as a DNS label, or
+    not at an absolute path."""
+    for volume in spec.volumes:
+        name, path = str(volume.get("name", "")), str(volume.get("path", ""))
+        if not DNS_LABEL.fullmatch(name):
+            raise ValueError(f"its data volume {name[:100]!r} is not named as a DNS label")
+        if not volume.get("claim"):
+            raise ValueError(f"its data volume {name!r} has no claim: a Kubernetes cluster "
+                             "cannot mount it")  # fmt: skip
+        if not path.startswith("/"):
+            raise ValueError(f"its data volume {name!r} is not at an absolute path: {path[:100]!r}")
+
+
+def data_volume_name(name: str) -> str:
+    """The pod's volume of the data volume ``name`` (a DNS label): `data-<name>`, or, for a
+    name too long for that to stay a label, its head and a hash of it."""
+    volume = DATA_VOLUME_PREFIX + name
+    if len(volume) <= 63:
+        return volume
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{DATA_VOLUME_PREFIX}{name[:49].rstrip('-')}-{digest}"
+
+
+def data_volume_paths(spec: AttemptSpec) -> dict[str, str]:
+    """The variables telling a worker where each data volume is: its path in the container."""
+    return {volume_variable(volume["name"]): volume["path"] for volume in spec.volumes}
+
+
+def _data_mounts(spec: AttemptSpec) -> list[client.V1VolumeMount]:
+    return [
+        client.V1VolumeMount(
+            name=data_volume_name(volume["name"]),
+            mount_path=volume["path"],
+            read_only=bool(volume.get("read_only", True)),
+        )
+        for volume in spec.volumes
+    ]
+
+
+def _data_volumes(spec: AttemptSpec) -> list[client.V1Volume]:
+    """Each data volume's claim; read-only at the volume too when the job only reads it, so
+    that no container of the pod writes it."""
+    return [
+        client.V1Volume(
+            name=data_volume_name(volume["name"]),
+            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                claim_name=volume["claim"], read_only=bool(volume.get("read_only", True))
+            ),
+        )
+        for volume in spec.volumes
+    ]
+
+
 def _mounts(
     path: str, folder: str, claim: str | None, spec: AttemptSpec
 ) -> list[client.V1VolumeMount] | None:
@@ -265,6 +337,7 @@ def _mounts(
                 name=SECRET_FILES_VOLUME, mount_path=SECRET_FILES_DIR, read_only=True
             )
         )
+    mounts += _data_mounts(spec)
     return mounts or None
 
 
@@ -275,6 +348,7 @@ def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume] | No
         volumes.append(client.V1Volume(name=CHECKPOINT_VOLUME, persistent_volume_claim=source))
     if spec.secret_files:
         volumes.append(_secret_files_volume(spec))
+    volumes += _data_volumes(spec)
     return volumes or None
 
 

@@ -16,8 +16,11 @@
   QoS), labels mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
   the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
-  instead of leaving pods that never mount. Objects that already exist (409) are left alone,
-  so starting twice is harmless.
+  instead of leaving pods that never mount. The job's data volumes are the tenant's claims,
+  mounted at the paths it asked for (read-only as asked): an attempt whose data volume has no
+  claim, or whose claim the namespace lacks or has not bound, fails at once (CreateFailed) in
+  the same way. Objects that already exist (409) are left alone, so starting twice is
+  harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
   mapping of pod states, OOMKilled, evictions, image pull failures and lost nodes; a node
   NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod in an image
@@ -210,6 +213,7 @@ class KubernetesBackend:
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         try:
             folder = specs.checkpoint_folder(spec)
+            specs.check_data_volumes(spec)
         except ValueError as error:
             folder, refused = "", error
         else:
@@ -226,6 +230,7 @@ class KubernetesBackend:
             tenancy.prepare(self.core, self.networking, namespace, spec.tenant,
                             self.namespace_quota, self.isolate_namespaces,
                             self.checkpoint_claim)  # fmt: skip
+            tenancy.check_data_claims(self.core, namespace, spec.volumes)
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 create(self.core.create_namespaced_service, namespace, service)

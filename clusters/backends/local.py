@@ -12,6 +12,9 @@ as files are in the worker's `secrets/` there (mode 0700, each file 0600, the wo
 never under its checkpoint directory: forget removes them with the rest, a restarted agent's
 as well as the one that started the worker.
 
+The job's data volumes are folders on the host, which each worker is told of and finds linked
+in its own `volumes/` (see local_volumes; read-only is not enforced).
+
 Tenants: with ``worker_uids`` (a range of user ids, `run_agent --worker-uids 20000-29999`; the
 agent must run as root) each tenant's workers run as a user of their own, the range's start
 plus the tenant's id, owning their job's checkpoint directory and working directory (mode
@@ -42,6 +45,7 @@ from pathlib import Path
 
 from clusters.backends import base, cgroups, local_shim, local_usage
 from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
+from clusters.backends.local_volumes import VOLUMES, link_volumes, volume_folders, volumes_problem
 from clusters.backends.state_files import read_number, write_state
 
 SHIM = "clusters.backends.local_shim"
@@ -235,6 +239,8 @@ class LocalBackend:
             return self._refuse(
                 spec, f"its secret file {bad[0][:100]!r} is not named as a variable"
             )
+        if problem := volumes_problem(spec.volumes):
+            return self._refuse(spec, problem)
         checkpoint = self.checkpoint_root / spec.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
         if uid is not None:
@@ -258,6 +264,7 @@ class LocalBackend:
                 **spec.secrets,
                 **secret_file_paths(directory, spec.secret_files),
                 **base.worker_env(spec, worker, "127.0.0.1", str(checkpoint)),
+                **volume_folders(spec.volumes),
             }
             self._launch(directory, spec, worker, env)
 
@@ -294,6 +301,7 @@ class LocalBackend:
         # After spec.json: a worker directory with it is reported, and so forgotten (its files
         # removed), even if the agent dies before the shim starts.
         write_secret_files(directory / SECRET_FILES, spec.secret_files, self.uid_of(spec.tenant_id))
+        link_volumes(directory / VOLUMES, spec.volumes, self.uid_of(spec.tenant_id))
         with open(directory / "shim.out", "ab") as shim_out:
             shim = subprocess.Popen(
                 [sys.executable, "-m", SHIM, str(directory)], cwd=ROOT, start_new_session=True,

@@ -84,16 +84,18 @@ def node(
     }
 
 
-def claim(name: str) -> dict:
-    """A ReadWriteMany claim, bound, as a platform team provisions one for the shared store."""
+def claim(name: str, phase: str = "Bound") -> dict:
+    """A ReadWriteMany claim, bound, as a platform team provisions one for the shared store; or
+    in another phase (a "Pending" one has no volume yet)."""
+    bound = phase == "Bound"
     return {
         "metadata": {"name": name},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "resources": {"requests": {"storage": "10Ti"}},
-            "volumeName": f"checkpoints-{name}",
+            **({"volumeName": f"checkpoints-{name}"} if bound else {}),
         },
-        "status": {"phase": "Bound", "accessModes": ["ReadWriteMany"]},
+        "status": {"phase": phase, **({"accessModes": ["ReadWriteMany"]} if bound else {})},
     }
 
 

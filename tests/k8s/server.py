@@ -6,13 +6,16 @@ timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
 delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
 events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
-are validated as the API server does (a known volume, a relative
-subPath without ".."), and so are their secret volumes (a Secret named, items of valid keys at
-relative paths without "..", a mode of 0 to 0777), their env (a name, and a value or a
-valueFrom, not both) and a secret's keys (a Docker config's must parse); a secret's stringData
-is merged into its data, base64, as the API server stores it. The API server takes a pod whose
-secret volume names a Secret or a key that is not there; the kubelet then never starts it
-(`run_pod` leaves it ContainerCreating, with a FailedMount event). Watches stream
+are validated as the API server does (a known volume, at an absolute path no other mount of the
+container has, a relative subPath without ".."), and so are their volumes (each named by a
+DNS label no other has, of exactly one type), secret volumes (a Secret named, items of valid
+keys at relative paths without "..", a mode of 0 to 0777), claim volumes (a claimName), their
+env (a name, and a value or a valueFrom, not both) and a secret's keys (a Docker config's must
+parse); a secret's stringData is merged into its data, base64, as the API server stores it.
+The API server takes a pod whose secret volume names a Secret or a key that is not there, or
+whose claim volume names a claim the namespace lacks or has not bound; the kubelet then never
+starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event). Pods are bound to
+their nodes (nodeName): no scheduler is modelled. Watches stream
 newline-delimited JSON events in chunked encoding, the way the API server does, and honour
 resourceVersion, timeoutSeconds and labelSelector; a watch from before `compact()` gets the 410
 Gone error event.
@@ -141,12 +144,13 @@ class KubeTestServer:
                 cond["lastTransitionTime"] = objects.now(-since_s)
             self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
 
-    def add_claim(self, ns: str, name: str) -> None:
-        """A platform team provisions a claim in a tenant namespace (made if need be)."""
+    def add_claim(self, ns: str, name: str, phase: str = "Bound") -> None:
+        """A platform team provisions a claim in a tenant namespace (made if need be); one
+        still "Pending" has no volume bound to it yet."""
         with self.cond:
             if ns not in self.namespaces:
                 self.create_namespace({"metadata": {"name": ns}})
-            self.create("persistentvolumeclaims", ns, objects.claim(name))
+            self.create("persistentvolumeclaims", ns, objects.claim(name, phase))
 
     def fail(self, method: str, path: str, error: ApiError, times: int | None = 1) -> None:
         """Answer the next `times` requests (None: all) whose path matches the regular
@@ -253,9 +257,10 @@ class KubeTestServer:
             return {"node": {"nodeName": node}, "pods": pods}
 
     def run_pod(self, ns: str, name: str) -> None:
-        """The kubelet starts the container once it has mounted the pod's secret volumes: while
-        one names a Secret or a key the namespace does not hold, it waits ContainerCreating,
-        with a FailedMount event, as the kubelet retries the mount."""
+        """The kubelet starts the container once it has mounted the pod's secret and claim
+        volumes: while one names a Secret or a key the namespace does not hold, or a claim it
+        lacks or has not bound, it waits ContainerCreating, with a FailedMount event, as the
+        kubelet retries the mount."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
             problem = self._unmountable(ns, pod)
@@ -268,9 +273,13 @@ class KubeTestServer:
         self._set_pod_state(ns, name, objects.running)
 
     def _unmountable(self, ns: str, pod: dict) -> str:
-        """Why the kubelet cannot mount one of the pod's secret volumes, as its FailedMount
-        event says it; "" if it can."""
+        """Why the kubelet cannot mount one of the pod's secret or claim volumes, as its
+        FailedMount event says it; "" if it can."""
         for volume in pod["spec"].get("volumes") or []:
+            if "persistentVolumeClaim" in volume:
+                if problem := self._unbound(ns, volume):
+                    return problem
+                continue
             source = volume.get("secret")
             if source is None or source.get("optional"):
                 continue
@@ -281,6 +290,22 @@ class KubeTestServer:
             for item in source.get("items") or []:
                 if item["key"] not in secret["data"]:
                     return said + f"references non-existent secret key: {item['key']}"
+        return ""
+
+    def _unbound(self, ns: str, volume: dict) -> str:
+        """Why the kubelet cannot mount a claim volume, as its volume manager says it: the
+        claim is not in the namespace, or no volume is bound to it; "" if it can."""
+        claim = volume["persistentVolumeClaim"]["claimName"]
+        found = self.store["persistentvolumeclaims"].get((ns, claim))
+        said = (f"Unable to attach or mount volumes: unmounted volumes=[{volume['name']}]: "
+                f"error processing PVC {ns}/{claim}: ")  # fmt: skip
+        if found is None:
+            return (
+                said
+                + f'failed to fetch PVC from API server: persistentvolumeclaims "{claim}" not found'
+            )
+        if (found.get("status") or {}).get("phase") != "Bound":
+            return said + "PVC is not bound"
         return ""
 
     def exit_pod(self, ns: str, name: str, exit_code: int, reason: str = "") -> None:
@@ -777,24 +802,61 @@ def _fields_match(obj: dict, fields: str) -> bool:
 
 def _validate_pod(pod: dict) -> None:
     """The API server's checks of volume mounts: each names a volume of the pod, at an absolute
-    path, and a subPath is relative and never goes up (".."); and of secret volumes."""
+    path no other mount of its container has, and a subPath is relative and never goes up
+    (".."); and of the pod's volumes."""
     spec = pod.get("spec") or {}
-    volumes = {v["name"] for v in spec.get("volumes") or []}
-    for volume in spec.get("volumes") or []:
-        if "secret" in volume:
-            _validate_secret_volume(volume["name"], volume["secret"] or {})
+    volumes = {v.get("name") for v in spec.get("volumes") or []}
+    _validate_volumes(spec.get("volumes") or [])
     for container in spec.get("containers") or []:
         _validate_env(container)
+        paths: set[str] = set()
         for mount in container.get("volumeMounts") or []:
-            sub_path = mount.get("subPath", "")
+            sub_path, path = mount.get("subPath", ""), mount.get("mountPath", "")
             problems = [
                 mount.get("name") not in volumes and "not a volume of the pod",
-                not mount.get("mountPath", "").startswith("/") and "mountPath must be absolute",
+                not path.startswith("/") and "mountPath must be absolute",
+                path in paths and "mountPath must be unique",
                 sub_path.startswith("/") and "subPath must be a relative path",
                 ".." in sub_path.split("/") and "subPath must not contain '..'",
             ]
             for problem in filter(None, problems):
                 raise ApiError(422, "Invalid", f"volumeMounts {mount.get('name')}: {problem}")
+            paths.add(path)
+
+
+DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def _validate_volumes(volumes: list[dict]) -> None:
+    """The API server's checks of a pod's volumes: each named by a DNS label no other volume of
+    the pod has, of exactly one type; a secret volume's and a claim volume's own."""
+    names: set[str] = set()
+    for volume in volumes:
+        name = volume.get("name", "")
+        types = [key for key in volume if key != "name"]
+        problems = [
+            not DNS_LABEL.fullmatch(name) and "name must be a DNS label",
+            name in names and "name must be unique",
+            len(types) != 1 and "must specify exactly one volume type",
+        ]
+        for problem in filter(None, problems):
+            raise ApiError(422, "Invalid", f"volumes {name}: {problem}")
+        names.add(name)
+        if "secret" in volume:
+            _validate_secret_volume(name, volume["secret"] or {})
+        if "persistentVolumeClaim" in volume:
+            _validate_claim_volume(name, volume["persistentVolumeClaim"] or {})
+
+
+def _validate_claim_volume(name: str, source: dict) -> None:
+    """The API server's check of a claim volume: it names its claim. Whether the claim is
+    there, and bound, is the kubelet's to find (`run_pod`)."""
+    if not source.get("claimName"):
+        raise ApiError(422, "Invalid", f"volumes {name}: persistentVolumeClaim: claimName is "
+                       "required")  # fmt: skip
+    if not isinstance(source.get("readOnly", False), bool):
+        raise ApiError(422, "Invalid", f"volumes {name}: persistentVolumeClaim: readOnly is "
+                       "a boolean")  # fmt: skip
 
 
 def _validate_secret_volume(name: str, source: dict) -> None:

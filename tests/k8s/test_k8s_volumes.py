@@ -1,0 +1,265 @@
+"""The job's data volumes on Kubernetes: each worker's pod mounts the tenant's claim at the path
+the job asked for, read-only as asked, in a pod volume apart from the backend's own, and is
+told the path; an attempt whose volume has no claim, or whose claim the namespace lacks or has
+not bound, fails at once as an infrastructure failure, before any pod."""
+
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clusters.backends import base
+from clusters.backends import k8s_specs as specs
+from tests.k8s.conftest import (
+    NAMESPACE,
+    env_of,
+    one_gpu_worker,
+    status_becomes,
+    two_worker_gang,
+)
+from tests.k8s.server import ApiError
+
+IMAGENET = {"name": "imagenet", "path": "/data/imagenet", "read_only": True,
+            "claim": "imagenet-pvc", "host_path": "/srv/imagenet"}  # fmt: skip
+WEIGHTS = {"name": "model-store", "path": "/models", "read_only": False,
+           "claim": "model-store", "host_path": ""}  # fmt: skip
+
+
+@pytest.fixture
+def claims(kube):
+    kube.add_claim(NAMESPACE, "imagenet-pvc")
+    kube.add_claim(NAMESPACE, "model-store")
+
+
+def by_name(items: list[dict]) -> dict[str, dict]:
+    return {item["name"]: item for item in items}
+
+
+def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, backend, claims):
+    backend.start(two_worker_gang(volumes=(IMAGENET, WEIGHTS)))
+
+    for name in ("mlsched-11-0", "mlsched-11-1"):
+        pod = kube.pod(NAMESPACE, name)
+        assert pod["spec"]["volumes"] == [
+            {"name": "data-imagenet",
+             "persistentVolumeClaim": {"claimName": "imagenet-pvc", "readOnly": True}},
+            {"name": "data-model-store",
+             "persistentVolumeClaim": {"claimName": "model-store", "readOnly": False}},
+        ]  # fmt: skip
+        assert pod["spec"]["containers"][0]["volumeMounts"] == [
+            {"name": "data-imagenet", "mountPath": "/data/imagenet", "readOnly": True},
+            {"name": "data-model-store", "mountPath": "/models", "readOnly": False},
+        ]
+
+
+def test_each_worker_is_told_where_each_volume_is(kube, backend, claims):
+    backend.start(two_worker_gang(volumes=(IMAGENET, WEIGHTS)))
+
+    for name in ("mlsched-11-0", "mlsched-11-1"):
+        env = env_of(kube.pod(NAMESPACE, name))
+        assert env["MLSCHED_VOLUME_IMAGENET"] == "/data/imagenet"
+        assert env["MLSCHED_VOLUME_MODEL_STORE"] == "/models"
+
+
+def test_a_pod_whose_claims_are_bound_runs(kube, backend, claims):
+    backend.start(one_gpu_worker(volumes=(IMAGENET, WEIGHTS)))
+
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+
+    assert status_becomes(backend, 7, 0, base.RUNNING)
+    assert kube.objects_of("events") == []
+
+
+def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
+    kube.add_claim(NAMESPACE, "checkpoints")
+    kube.add_claim(NAMESPACE, "other")
+    backend = make_backend(checkpoint_claim="checkpoints")
+    # Named as the backend's own volumes: the API server refuses two volumes of one name.
+    clashing = tuple(
+        {"name": name, "path": f"/mnt/{name}", "read_only": True, "claim": "other",
+         "host_path": ""}
+        for name in (specs.CHECKPOINT_VOLUME, specs.SECRET_FILES_VOLUME)
+    )  # fmt: skip
+
+    backend.start(one_gpu_worker(volumes=clashing, secret_files={"GCP_KEY": "k"}))
+
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+    mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts == {
+        "checkpoints": "/checkpoints/alpha/42",
+        "secret-files": "/var/run/mlsched/secrets",
+        "data-checkpoints": "/mnt/checkpoints",
+        "data-secret-files": "/mnt/secret-files",
+    }
+    volumes = by_name(pod["spec"]["volumes"])
+    assert volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == "checkpoints"
+    assert volumes["data-checkpoints"]["persistentVolumeClaim"]["claimName"] == "other"
+
+
+def test_a_long_volume_name_still_makes_a_pod_volume_name(kube, backend):
+    long_name = "a" * 60 + "-xy"
+    kube.add_claim(NAMESPACE, "long")
+    volume = {"name": long_name, "path": "/long", "read_only": True, "claim": "long",
+              "host_path": ""}  # fmt: skip
+
+    backend.start(one_gpu_worker(volumes=(volume,)))
+
+    (pod_volume,) = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]
+    assert len(pod_volume["name"]) == 63 and pod_volume["name"].startswith("data-aaaa")
+    assert pod_volume["name"] != specs.data_volume_name("a" * 60 + "-xz")
+    assert env_of(kube.pod(NAMESPACE, "mlsched-7-0"))["MLSCHED_VOLUME_" + "A" * 60 + "_XY"]
+
+
+# An attempt that cannot mount its volumes fails at once, as an infrastructure failure (like a
+# missing checkpoint claim): the control plane places it again where the volume is.
+
+
+def test_a_volume_without_a_claim_fails_the_attempt_before_any_pod(kube, backend):
+    local_only = {**IMAGENET, "claim": ""}
+
+    backend.start(two_worker_gang(volumes=(local_only,), secrets={"HF_TOKEN": "x"}))
+
+    said = (
+        "CreateFailed: its data volume 'imagenet' has no claim: a Kubernetes cluster cannot "
+        "mount it"
+    )
+    for rank in (0, 1):
+        status = status_becomes(backend, 11, rank, base.FAILED)
+        assert (status.exit_code, status.reason) == (None, said)
+    assert (kube.pods(), kube.objects_of("secrets"), kube.objects_of("services")) == ([], [], [])
+
+
+def test_a_claim_the_namespace_lacks_fails_the_attempt_before_any_pod(kube, backend):
+    kube.add_claim(NAMESPACE, "model-store")
+
+    backend.start(one_gpu_worker(volumes=(WEIGHTS, IMAGENET)))
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+    assert status.reason == (
+        'CreateFailed: data volume "imagenet": claim "imagenet-pvc" missing in mlsched-alpha'
+    )
+    assert kube.pods() == []
+
+
+def test_a_claim_not_yet_bound_fails_the_attempt_before_any_pod(kube, backend):
+    # A WaitForFirstConsumer claim never binds for pods that bypass kube-scheduler.
+    kube.add_claim(NAMESPACE, "imagenet-pvc", phase="Pending")
+
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+    assert status.reason == (
+        'CreateFailed: data volume "imagenet": claim "imagenet-pvc" in mlsched-alpha is '
+        "Pending, not Bound"
+    )
+    assert kube.pods() == []
+
+
+def test_the_attempt_starts_once_its_claim_is_there(kube, backend):
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    assert status_becomes(backend, 7, 0, base.FAILED)
+    kube.add_claim(NAMESPACE, "imagenet-pvc")
+
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+
+    assert status_becomes(backend, 7, 0, base.PENDING)
+    assert [p["metadata"]["name"] for p in kube.pods()] == ["mlsched-7-0"]
+
+
+def test_without_the_right_to_read_claims_a_pod_waits_pending_for_a_missing_one(kube, backend):
+    kube.fail("GET", "/persistentvolumeclaims/", ApiError(403, "Forbidden", "no"), times=None)
+
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+
+    # Pending until the control plane's start timeout (MLSCHED_START_TIMEOUT_S) retries it.
+    waiting = status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
+    assert waiting.exit_code is None
+    (event,) = kube.objects_of("events")
+    assert event["reason"] == "FailedMount"
+    assert event["message"].endswith(
+        "error processing PVC mlsched-alpha/imagenet-pvc: failed to fetch PVC from API server: "
+        'persistentvolumeclaims "imagenet-pvc" not found'
+    )
+
+
+def test_forget_leaves_the_tenants_claims(kube, backend, claims):
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    kube.exit_pod(NAMESPACE, "mlsched-7-0", 0)
+    status_becomes(backend, 7, 0, base.EXITED)
+
+    backend.forget(7)
+
+    assert kube.pods() == []
+    names = [c["metadata"]["name"] for c in kube.objects_of("persistentvolumeclaims")]
+    assert sorted(names) == ["imagenet-pvc", "model-store"]
+
+
+# The test server, as the API server judges a pod's volumes.
+
+
+def handmade_pod(volumes, mounts=()) -> client.V1Pod:
+    container = client.V1Container(
+        name="worker", image="registry.local/train:1", volume_mounts=list(mounts) or None
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name="handmade"),
+        spec=client.V1PodSpec(containers=[container], volumes=volumes),
+    )
+
+
+def claim_volume(name="data", claim="imagenet-pvc") -> client.V1Volume:
+    source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+    return client.V1Volume(name=name, persistent_volume_claim=source)
+
+
+def test_the_api_server_takes_a_claim_volume(kube, api_client):
+    kube.create_namespace({"metadata": {"name": NAMESPACE}})
+    mount = client.V1VolumeMount(name="data", mount_path="/data", read_only=True)
+
+    client.CoreV1Api(api_client).create_namespaced_pod(
+        NAMESPACE, handmade_pod([claim_volume()], [mount])
+    )
+
+    (pod,) = kube.pods()
+    assert pod["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet-pvc"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("volumes", "mounts", "said"),
+    [
+        ([claim_volume(claim="")], [], "claimName is required"),
+        ([claim_volume(), claim_volume()], [], "name must be unique"),
+        ([claim_volume(name="Data_1")], [], "name must be a DNS label"),
+        ([client.V1Volume(name="data")], [], "exactly one volume type"),
+        ([claim_volume(), claim_volume(name="more")],
+         [client.V1VolumeMount(name="data", mount_path="/data"),
+          client.V1VolumeMount(name="more", mount_path="/data")],
+         "mountPath must be unique"),
+    ],
+)  # fmt: skip
+def test_the_api_server_refuses_a_malformed_claim_volume(kube, api_client, volumes, mounts, said):
+    kube.create_namespace({"metadata": {"name": NAMESPACE}})
+
+    with pytest.raises(ApiException) as refused:
+        client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, handmade_pod(volumes, mounts))
+
+    assert refused.value.status == 422
+    assert said in json.loads(refused.value.body)["message"]
+    assert kube.pods() == []
+
+
+def test_the_kubelet_waits_to_mount_a_claim_not_bound(kube, api_client):
+    kube.add_claim(NAMESPACE, "imagenet-pvc", phase="Pending")
+    client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, handmade_pod([claim_volume()]))
+
+    kube.run_pod(NAMESPACE, "handmade")
+
+    assert kube.pod(NAMESPACE, "handmade")["status"]["phase"] == "Pending"
+    (event,) = kube.objects_of("events")
+    assert event["message"].endswith(
+        "error processing PVC mlsched-alpha/imagenet-pvc: PVC is not bound"
+    )
