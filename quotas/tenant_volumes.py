@@ -18,8 +18,11 @@ from clusters.backends.base import KUBERNETES
 from quotas.models import Tenant, TenantVolume
 
 MAX_VOLUMES_PER_JOB = 16
-# Where the platform puts what every worker needs: no volume is mounted over or under them.
-RESERVED_PATHS = ("/var/run/mlsched", "/proc", "/sys", "/dev", "/etc", "/bin", "/usr")
+# Where the platform puts what every worker needs (its secret files, the checkpoint volume of
+# Kubernetes clusters, the system): no volume is mounted over or under them.
+RESERVED_PATHS = (
+    "/var/run/mlsched", "/checkpoints", "/proc", "/sys", "/dev", "/etc", "/bin", "/usr",
+)  # fmt: skip
 
 
 def path_problem(path: str) -> str:
@@ -29,8 +32,8 @@ def path_problem(path: str) -> str:
     if posixpath.normpath(path) != path or path == "/" or "//" in path:
         return f"{path[:80]!r} is not a plain path: no '..', '.', '//' or trailing '/', not '/'."
     for reserved in RESERVED_PATHS:
-        if path == reserved or path.startswith(reserved + "/"):
-            return f"{path!r} is under {reserved}, which the platform keeps."
+        if path == reserved or path.startswith(reserved + "/") or reserved.startswith(path + "/"):
+            return f"{path!r} is at, under or over {reserved}, which the platform keeps."
     return ""
 
 

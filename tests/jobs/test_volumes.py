@@ -57,6 +57,8 @@ def test_a_job_mounting_its_teams_volume_stores_and_answers_it(alice, alpha, nor
         ([mount(path="/data/../etc")], "not a plain path"),
         ([mount(path="/")], "not a plain path"),
         ([mount(path="/var/run/mlsched/x")], "the platform keeps"),
+        ([mount(path="/checkpoints")], "the platform keeps"),
+        ([mount(path="/var/run")], "the platform keeps"),
         ([mount(), mount(path="/other")], "named twice"),
         ([mount(), mount(name="weights", path="/data/weights")], "inside '/data'"),
     ],
