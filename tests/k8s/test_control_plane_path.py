@@ -1,5 +1,6 @@
 """The whole way from the portal's API to a pod: a tenant's secrets (a variable and a file)
-and registry credential set through the API, a gang submitted through it and placed by a real
+and registry credential set through the API (or its data volume), a gang submitted through it
+and placed by a real
 cycle, the agent's own client fetching the run spec from a live server, and the Kubernetes
 backend creating the pods and their Secrets on the Kubernetes test server, then deleting them
 once the job has ended."""
@@ -11,9 +12,12 @@ import pytest
 
 from clusters.agent.client import ControlPlane
 from clusters.agent.runner import Agent
+from clusters.backends.base import KUBERNETES
+from clusters.models import Cluster
 from jobs import cycle
 from jobs.models import Job
 from jobs.states import State
+from quotas.models import TenantVolume
 from tests.factories import ClusterFactory, PriorityClassFactory
 from tests.jobs.test_api import SPEC, client_for
 from tests.k8s.conftest import NAMESPACE, eventually
@@ -68,3 +72,32 @@ def test_a_job_reaches_its_pods_with_its_secrets_and_its_registrys_credential(ag
     eventually(lambda: agent.step() or Job.objects.get(pk=job.pk).state == State.SUCCEEDED)
     eventually(lambda: agent.step() or not kube.objects_of("secrets"))
     assert kube.pods() == []
+
+
+def test_a_job_reaches_its_pods_with_its_teams_data_volume_mounted(agent, kube, alice):
+    PriorityClassFactory(name="normal", value=0)
+    Cluster.objects.filter(name="east").update(backend=KUBERNETES)  # where claims are
+    datasets = TenantVolume.objects.create(
+        tenant=alice.memberships.get().tenant, name="imagenet", claim="imagenet-pvc"
+    )
+    kube.add_claim(NAMESPACE, datasets.claim)
+    mounts = [{"name": "imagenet", "path": "/data/imagenet"}]
+    spec = {**SPEC, "gpus": 8, "volumes": mounts}
+    answer = client_for(alice).post("/api/v1/jobs/", spec, format="json")
+    job = Job.objects.get(pk=answer.json()["id"])
+
+    cycle.run_cycle()
+    agent.step()
+
+    attempt = job.attempts.get()
+    for rank in (0, 1):
+        pod = kube.pod(NAMESPACE, f"mlsched-{attempt.pk}-{rank}")
+        claims = [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert claims == [{"name": "data-imagenet", "persistentVolumeClaim": {
+            "claimName": "imagenet-pvc", "readOnly": True}}]  # fmt: skip
+        container = pod["spec"]["containers"][0]
+        mounted = [m for m in container["volumeMounts"] if m["name"] == "data-imagenet"]
+        assert mounted == [{"name": "data-imagenet", "mountPath": "/data/imagenet",
+                            "readOnly": True}]  # fmt: skip
+        told = {e["name"]: e.get("value") for e in container["env"]}
+        assert told["MLSCHED_VOLUME_IMAGENET"] == "/data/imagenet"
