@@ -1,9 +1,8 @@
 """The whole way from the portal's API to a pod: a tenant's secrets (a variable and a file)
 and registry credential set through the API (or its data volume), a gang submitted through it
-and placed by a real
-cycle, the agent's own client fetching the run spec from a live server, and the Kubernetes
-backend creating the pods and their Secrets on the Kubernetes test server, then deleting them
-once the job has ended."""
+and placed by a real cycle, the agent's own client fetching the run spec from a live server,
+and the Kubernetes backend creating the pods and their Secrets on the Kubernetes test server,
+then deleting them once the job has ended."""
 
 import base64
 import json
