@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from clusters import agents
 from clusters.backends import base
-from clusters.models import Cluster, validate_labels
+from clusters.models import Cluster, validate_topology
 from jobs.fields import Choice, TextKeys
 
 
@@ -74,7 +74,8 @@ class NodeSerializer(serializers.Serializer):
     gpu_type = serializers.CharField(max_length=64, allow_blank=True, default="")
     gpu_count = serializers.IntegerField(min_value=0, max_value=64, default=0)
     gpu_shareable = serializers.BooleanField(default=False)
-    topology = TextKeys(child=serializers.CharField(), default=dict, validators=[validate_labels])
+    # Keys a job could name (Job.topology): another would land where no job could ask for it.
+    topology = TextKeys(child=serializers.CharField(), default=dict, validators=[validate_topology])
     ready = serializers.BooleanField(default=True)
 
     def validate(self, data):

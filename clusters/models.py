@@ -29,6 +29,30 @@ def validate_labels(value) -> None:
         raise ValidationError("Label values may not contain NUL characters.")
 
 
+# A node topology label's key, a Kubernetes label's name without its prefix: what a training
+# gang may ask for (Job.topology) and so what agents may report (Node.topology). One the jobs
+# could not name would be a domain none could keep to.
+TOPOLOGY_KEY = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?\Z"
+TOPOLOGY_KEY_RULE = (
+    "lower-case letters, digits, '-', '_' and '.', from and to a letter or digit, at most 63 "
+    "(rack, nvlink, zone)"
+)
+
+
+def is_topology_key(key: str) -> bool:
+    return re.fullmatch(TOPOLOGY_KEY, key) is not None
+
+
+def validate_topology(value) -> None:
+    """A node's topology labels: labels whose every key a job could ask for."""
+    validate_labels(value)
+    bad = [key for key in value if not is_topology_key(key)]
+    if bad:
+        raise ValidationError(
+            f"{bad[0][:80]!r} is no key a job could ask for: a topology key is {TOPOLOGY_KEY_RULE}."
+        )
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

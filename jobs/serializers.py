@@ -8,7 +8,7 @@ from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 from rest_framework import serializers
 
-from clusters.models import LABEL_KEY, validate_labels
+from clusters.models import LABEL_KEY, TOPOLOGY_KEY, TOPOLOGY_KEY_RULE, validate_labels
 from jobs import access, efficiency
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.fields import (
@@ -53,10 +53,6 @@ def priority_class_named(name: str) -> PriorityClass:
 
 
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
-
-
-# A node topology label's key, as agents report them (Kubernetes label names without prefix).
-TOPOLOGY_KEY = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"
 
 
 def min_workers_field(**options) -> serializers.IntegerField:
@@ -121,8 +117,7 @@ class SubmitSerializer(serializers.Serializer):
     # one value of (Kueue's required topology, Slurm's --switches). Empty: any nodes.
     topology = serializers.RegexField(
         TOPOLOGY_KEY, max_length=63, default="", allow_blank=True,
-        error_messages={"invalid": "A topology label's key: lower-case letters, digits, '-', "
-                        "'_' and '.', from a letter or digit (rack, nvlink, zone)."},
+        error_messages={"invalid": f"A topology label's key: {TOPOLOGY_KEY_RULE}."},
     )  # fmt: skip
     shards = serializers.IntegerField(min_value=1, max_value=MAX_SHARDS, default=1)
     # Slurm's array throttle (--array=0-999%10): at most this many of the batch's shards run at

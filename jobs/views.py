@@ -2,7 +2,6 @@
 tokens. What the job page's forms post (cancel, hold, requeue, resubmit, the changes of a job)
 is jobs/action_views.py's."""
 
-import re
 import secrets
 import shlex
 from urllib.parse import urlencode
@@ -17,7 +16,7 @@ from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
-from clusters.models import Node
+from clusters.models import Node, is_topology_key
 from jobs import access, actions, dependencies, efficiency, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
@@ -26,7 +25,6 @@ from jobs.forms import described
 from jobs.models import Family, Job
 from jobs.serializers import (
     FLAGS,
-    TOPOLOGY_KEY,
     SubmitSerializer,
     held_filter,
     labels_asked,
@@ -377,7 +375,7 @@ def topology_keys() -> list[str]:
     platform's nodes report them (rack, nvlink, zone, host): the submit form offers them."""
     keys: set[str] = set()
     for labels in Node.objects.values_list("topology", flat=True).distinct():
-        keys.update(key for key in labels if re.fullmatch(TOPOLOGY_KEY, key))
+        keys.update(key for key in labels if is_topology_key(key))
     return sorted(keys)
 
 

@@ -31,7 +31,8 @@
     list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
-                     thousandths: 250m), name and why it waits; --held: only
+                     thousandths: 250m; a gang kept in one domain adds its topology:
+                     4x8@rack, all in one rack), name and why it waits; --held: only
                      the held ones; --batch: the shards of one batch (its id: the job its
                      submission returned); --label: those carrying the label (KEY alone:
                      with any value), each --label narrowing the rest

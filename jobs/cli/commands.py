@@ -86,7 +86,14 @@ def list_jobs(api: Api, args) -> None:
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
         show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['owner']:<12} "
-             f"{gpus_asked(job):<7} {job['name']}{why}")  # fmt: skip
+             f"{shape(job):<7} {job['name']}{why}")  # fmt: skip
+
+
+def shape(job: dict) -> str:
+    """The GPUs a job asks and, for a gang kept in one topology domain, which: "4x8@rack" (all
+    in one rack). One word, so that the columns before the name stay one word each."""
+    domain = f"@{job['topology']}" if job.get("topology") else ""
+    return gpus_asked(job) + domain
 
 
 def gpus_asked(job: dict) -> str:

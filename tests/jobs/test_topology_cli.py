@@ -1,5 +1,5 @@
 """The command line's side of a training gang's topology domain: `submit --topology KEY`,
-`status` with the job's topology and `efficiency` saying it; a bad key is the API's refusal,
+`status` with the job's topology, `efficiency` and `list` saying it; a bad key is the API's refusal,
 naming the field. Run in this process: its HTTP requests are answered by the app itself."""
 
 import json
@@ -52,3 +52,15 @@ def test_efficiency_says_a_gangs_domain_when_it_asks_for_one(mlsched, alpha, ali
         "all in one rack"
     )
     assert "all in one" not in mlsched("efficiency", str(plain.pk))[1]
+
+
+def test_list_gives_a_gangs_domain_with_its_gpus_in_one_word(mlsched, alpha, alice):  # noqa: F811
+    kept = JobFactory(tenant=alpha, owner=alice, name="kept", workers=4, gpus=8, topology="rack")
+    loose = JobFactory(tenant=alpha, owner=alice, name="loose", workers=4, gpus=8)
+
+    status, out, err = mlsched("list")
+
+    assert status == 0, err
+    rows = {int(row.split()[0]): row.split()[3:6] for row in out.splitlines()}
+    assert rows[kept.pk] == ["alice", "4x8@rack", "kept"]
+    assert rows[loose.pk] == ["alice", "4x8", "loose"]

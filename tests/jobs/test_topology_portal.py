@@ -1,6 +1,6 @@
 """A training gang's topology domain in the portal: the submit form's "Keep its nodes in one"
 field, offering the keys the nodes report and checked by the API's serializer, and the job
-page saying it."""
+page and the job list saying it."""
 
 import pytest
 
@@ -58,3 +58,14 @@ def test_the_job_page_says_its_nodes_share_one_rack(alice):
 
     assert "all in one rack" in portal.get(f"/jobs/{job.pk}/").text
     assert 'id="topology"' not in portal.get(f"/jobs/{plain.pk}/").text
+
+
+def test_the_job_list_says_a_gangs_domain_beside_its_gpus(alpha, alice):
+    JobFactory(tenant=alpha, owner=alice, family="training", workers=4, gpus=8, topology="rack")
+    JobFactory(tenant=alpha, owner=alice, family="training", workers=2, gpus=8)
+
+    page = portal_of(alice).get("/").text
+
+    assert '<td class="gpus">4 × 8 <span class="topology"' in page
+    assert ">in one rack</span></td>" in page
+    assert '<td class="gpus">2 × 8</td>' in page

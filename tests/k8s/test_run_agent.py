@@ -1,5 +1,12 @@
-"""`run_agent --backend kubernetes`: the backend it builds from its options and a kubeconfig."""
+"""`run_agent --backend kubernetes`: the backend it builds from its options and a kubeconfig,
+and the node labels it reports as topology (`--topology-label KEY=NODE_LABEL`)."""
 
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from clusters.management.commands import run_agent
 from clusters.management.commands.run_agent import kubernetes_backend
 
 KUBECONFIG = """apiVersion: v1
@@ -25,3 +32,82 @@ def test_the_agents_kubernetes_options_reach_the_backend(kube, tmp_path):
 
     assert names == ["gpu-a", "gpu-b"]  # it talks to the server the kubeconfig names
     assert (backend.not_ready_grace_s, backend.isolate_namespaces) == (45.0, False)
+
+
+class FirstInventory:
+    """Stands for the agent: reads its backend's nodes once instead of running."""
+
+    topology: dict[str, dict[str, str]] = {}
+
+    def __init__(self, control, backend, interval):
+        self.backend = backend
+
+    def run_forever(self, stop):
+        try:
+            FirstInventory.topology = {n.name: n.topology for n in self.backend.inventory()}
+        finally:
+            self.backend.close()
+
+
+def run_kubernetes_agent(config, *options):
+    call_command("run_agent", "--cluster", "east", "--backend", "kubernetes",
+                 "--kubeconfig", str(config), *options)  # fmt: skip
+
+
+@pytest.fixture
+def kubeconfig(kube, tmp_path, monkeypatch):
+    """A kubeconfig naming the test server; run_agent's agent is a FirstInventory."""
+    monkeypatch.setenv("MLSCHED_AGENT_TOKEN", "t")
+    monkeypatch.setattr(run_agent, "Agent", FirstInventory)
+    monkeypatch.setattr(FirstInventory, "topology", {})
+    monkeypatch.setattr(run_agent.signal, "signal", lambda *_: None)
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG % kube.url)
+    return config
+
+
+def test_topology_labels_given_replace_the_defaults_on_every_node(kube, kubeconfig):
+    kube.add_node("h100-1", gpus=8, labels={"cloud.example/nvlink-block": "b7",
+                                            "mlsched.io/rack": "r9"})  # fmt: skip
+
+    run_kubernetes_agent(kubeconfig, "--topology-label", "block=cloud.example/nvlink-block",
+                         "--topology-label", "zone=topology.kubernetes.io/zone")  # fmt: skip
+
+    assert FirstInventory.topology == {
+        "gpu-a": {"zone": "z1"},  # its mlsched.io/rack is no longer read
+        "gpu-b": {"zone": "z1"},
+        "h100-1": {"block": "b7"},
+    }
+
+
+def test_without_topology_labels_the_defaults_are_read(kube, kubeconfig):
+    run_kubernetes_agent(kubeconfig)
+
+    assert FirstInventory.topology["gpu-a"] == {"zone": "z1", "rack": "r1"}
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        (["Rack=mlsched.io/rack"], "'Rack=mlsched.io/rack': KEY is no key a job could ask for"),
+        (["mlsched.io/rack=mlsched.io/rack"], "KEY is no key a job could ask for"),
+        (["x" * 64 + "=mlsched.io/rack"], "KEY is no key a job could ask for"),
+        (["rack"], "'rack': NODE_LABEL is no node label's key"),
+        (["rack=mlsched.io/rack label"], "NODE_LABEL is no node label's key"),
+        (["rack=a", "rack=b"], "rack is given twice"),
+    ],
+)
+def test_a_bad_topology_label_is_refused_at_start_naming_it(kubeconfig, options, why):
+    pairs = [arg for pair in options for arg in ("--topology-label", pair)]
+
+    with pytest.raises(CommandError, match=f"--topology-label.*{re.escape(why)}"):
+        run_kubernetes_agent(kubeconfig, *pairs)
+
+    assert FirstInventory.topology == {}  # no agent started
+
+
+def test_topology_labels_are_refused_with_the_local_backend(monkeypatch):
+    monkeypatch.setenv("MLSCHED_AGENT_TOKEN", "t")
+
+    with pytest.raises(CommandError, match="--topology-label is for --backend kubernetes"):
+        call_command("run_agent", "--cluster", "east", "--topology-label", "rack=r")

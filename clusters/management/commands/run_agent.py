@@ -8,6 +8,7 @@ service account). It talks to the control plane over HTTP with the cluster's tok
 
 import argparse
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from clusters.agent.client import ControlPlane
 from clusters.agent.runner import Agent
 from clusters.backends.local import LocalBackend, detect_inventory, parse_inventory
+from clusters.models import TOPOLOGY_KEY_RULE, is_topology_key
 
 
 class Command(BaseCommand):
@@ -55,17 +57,26 @@ class Command(BaseCommand):
                             help="For --backend kubernetes: where the DCGM exporters run, read "
                                  "for GPU time (default gpu-operator/app=nvidia-dcgm-exporter:"
                                  "9400, the GPU Operator's; '' reads none).")  # fmt: skip
+        parser.add_argument("--topology-label", action="append", metavar="KEY=NODE_LABEL",
+                            help="For --backend kubernetes: report each node's value of its "
+                                 "label NODE_LABEL as its topology KEY, the key a training "
+                                 "gang names to keep its nodes in one value of (again for "
+                                 "more; given, it replaces the defaults: zone, rack, "
+                                 "nvlink).")  # fmt: skip
         parser.add_argument("--no-network-isolation", action="store_true",
                             help="For --backend kubernetes: make no NetworkPolicy in tenant "
                                  "namespaces (the platform isolates them itself).")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
                kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace,
-               no_network_isolation, worker_uids, gpu_metrics, **options):  # fmt: skip
+               no_network_isolation, worker_uids, gpu_metrics, topology_label,
+               **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
+        if topology_label and backend != "kubernetes":
+            raise CommandError("--topology-label is for --backend kubernetes (local: host)")
         if backend == "kubernetes":
             from clusters.backends.k8s_usage import GPU_OPERATOR, Exporters
 
@@ -73,11 +84,12 @@ class Command(BaseCommand):
                 exporters = GPU_OPERATOR if gpu_metrics is None else Exporters.parse(gpu_metrics)
             except ValueError as refusal:
                 raise CommandError(f"--gpu-metrics: {refusal}") from None
+            labels = topology_labels(topology_label)
             control = ControlPlane(url, cluster, token)
             kube = kubernetes_backend(
                 cluster, kubeconfig, checkpoint_claim, checkpoint_mount,
                 not_ready_grace_s=not_ready_grace, isolate_namespaces=not no_network_isolation,
-                gpu_exporters=exporters,
+                gpu_exporters=exporters, topology_labels=labels,
             )  # fmt: skip
             agent = Agent(control, kube, interval)
         else:
@@ -102,6 +114,34 @@ def uid_range(text: str) -> range:
     if not (first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
         raise argparse.ArgumentTypeError(f"user ids FIRST-LAST, e.g. 20000-29999: {text!r}")
     return range(int(first), int(last) + 1)
+
+
+# A Kubernetes label's key: an optional DNS subdomain prefix and "/", then its name.
+NODE_LABEL = (
+    r"([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?"  # prefix
+    r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"  # name
+)
+
+
+def topology_labels(pairs: list[str] | None) -> dict[str, str] | None:
+    """`--topology-label KEY=NODE_LABEL`s as a mapping of topology keys to node labels (None:
+    none given, the backend's defaults). A KEY no job could ask for is refused here, at start,
+    rather than by every inventory the control plane would turn away."""
+    if not pairs:
+        return None
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, _, label = pair.partition("=")
+        if not is_topology_key(key):
+            raise CommandError(f"--topology-label {pair!r}: KEY is no key a job could ask "
+                               f"for: {TOPOLOGY_KEY_RULE}")  # fmt: skip
+        if not re.fullmatch(NODE_LABEL, label):
+            raise CommandError(f"--topology-label {pair!r}: NODE_LABEL is no node label's key "
+                               "(mlsched.io/rack, topology.kubernetes.io/zone)")  # fmt: skip
+        if key in labels:
+            raise CommandError(f"--topology-label: {key} is given twice")
+        labels[key] = label
+    return labels
 
 
 def build_agent(
