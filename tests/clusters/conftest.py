@@ -1,3 +1,7 @@
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from clusters.backends.local import LocalBackend, parse_inventory
@@ -21,3 +25,13 @@ def gang(east):
     job = JobFactory(family=Family.TRAINING, workers=2, gpus=8, env={"LR": 0.1})
     cycle.run_cycle()
     return job
+
+
+@pytest.fixture
+def root():
+    """A folder the workers' users can pass through to their directories: not under pytest's
+    own temporary folder, which is root's alone (mode 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="mlsched-uids-"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -4,9 +4,7 @@ never the data; an attempt whose volume has no host folder here fails before it 
 
 import dataclasses
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -135,15 +133,6 @@ def test_a_volume_not_named_as_a_label_links_nothing_outside(backend, imagenet, 
     assert status.phase == base.FAILED
     assert "'../../escape' is not named as a DNS label" in status.reason
     assert not any(tmp_path.rglob("escape"))
-
-
-@pytest.fixture
-def root():
-    """A folder the workers' users can pass through (pytest's own is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="mlsched-uids-"))
-    path.chmod(0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")

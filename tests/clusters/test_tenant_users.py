@@ -4,11 +4,8 @@ Real processes switching to real user ids: the agent (this test) must be root.""
 
 import dataclasses
 import os
-import shutil
 import signal
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -40,16 +37,6 @@ print("neighbour checkpoint", read(os.environ["NEIGHBOUR"]))
 print("agent environment", read(f"/proc/{os.environ['AGENT_PID']}/environ"))
 print("own spec", read(pathlib.Path(os.environ["HOME"]).parent / "spec.json"))
 """
-
-
-@pytest.fixture
-def root():
-    # Not under pytest's own temporary folder: that one is root's alone (mode 0700), and the
-    # workers' users must be able to pass through to their directories.
-    path = Path(tempfile.mkdtemp(prefix="mlsched-uids-"))
-    path.chmod(0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
