@@ -97,6 +97,27 @@ NO_COMMAND = re.compile(
     r'exec: "[^"]*": (executable file not found|(stat [^:]*: )?no such file or directory)'
 )
 COMMAND_NOT_RUNNABLE = re.compile(r'exec: "[^"]*": permission denied')
+# A volume the kubelet cannot mount because the Secret or ConfigMap it names, or a key of it, is
+# not there: its FailedMount event says 'MountVolume.SetUp failed for volume "<volume>" :
+# secret "<name>" not found' (configmap, or "references non-existent secret key: <key>") while
+# the container waits ContainerCreating. The kubelet retries the mount, backing off from 0.5 s
+# to 2 min, and the same failure stays one event whose count grows and lastTimestamp moves.
+# At first it may pass: a new namespace's kube-root-ca.crt ConfigMap (every service account
+# volume's) comes a moment after the namespace, and a kubelet's cache may lag a Secret just
+# made. So it ends the attempt only once the kubelet has kept failing for a while (from the
+# event's first time to its last): a Secret that appears meanwhile ends the repeats. It is an
+# infrastructure failure, retried, and the platform's (base.PLATFORM_FAULT), not the job's nor
+# the node's: the Secrets a pod mounts are those the backend made for its attempt before the
+# pod, so one missing was deleted since or never made, and a new attempt makes its own.
+FAILED_MOUNT = "FailedMount"
+MISSING_FOR_MOUNT = re.compile(
+    r'MountVolume\.SetUp failed for volume "(?P<volume>[^"]+)" : '
+    r'(?P<missing>(?:secrets?|configmaps?) "[^"]+" not found|'
+    r"(?:configmap )?references non-existent (?:secret|config) key: \S+)"
+)
+# The worker's container is not made before the pod's volumes are mounted: it waits so, or
+# has no status yet.
+WAITS_TO_MOUNT = frozenset({"ContainerCreating", ""})
 NODE_READY, NODE_NOT_READY, NODE_MISSING = "ready", "not-ready", "missing"
 # NotReady for less than the grace period: the kubelet may only be cut off from the API server
 # while the node's pods still run, so they are reported as they were last seen.
@@ -116,6 +137,9 @@ class Seen:
     # tell it: kubelets before 1.32 do not repeat it in the ImagePullBackOff that follows, which
     # may be all a status read sees.
     pull_error: str = ""
+    # A volume the kubelet has failed to mount for long enough, its Secret or ConfigMap missing
+    # (mount_failure_in_events), "FailedMount: volume ...".
+    mount_error: str = ""
 
 
 def worker_status(attempt_id: int, rank: int, seen: Seen) -> base.WorkerStatus:
@@ -135,7 +159,7 @@ def _classify(seen: Seen) -> tuple[str, int | None, str]:
         return ended
     if seen.deleted:
         return base.LOST, None, _disruption(seen.pod) or "PodDeleted"
-    return _live(seen.pod, seen.node, seen.pull_error)
+    return _live(seen.pod, seen.node, seen.pull_error, seen.mount_error)
 
 
 def _stopping(seen: Seen) -> tuple[str, int | None, str]:
@@ -198,7 +222,9 @@ def _container_end(term: client.V1ContainerStateTerminated | None) -> tuple[str,
     return base.EXITED, exit_code, term.reason if term and term.reason == "OOMKilled" else ""
 
 
-def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[str, int | None, str]:
+def _live(
+    pod: client.V1Pod | None, node: str, pull_error: str = "", mount_error: str = ""
+) -> tuple[str, int | None, str]:
     if node == NODE_MISSING:
         return base.LOST, None, "NodeLost"
     if node == NODE_NOT_READY:
@@ -215,6 +241,8 @@ def _live(pod: client.V1Pod | None, node: str, pull_error: str = "") -> tuple[st
         return base.EXITED, NO_IMAGE_EXIT, said
     if waiting in STUCK_WAITING:
         return base.FAILED, None, said
+    if mount_error and waits_to_mount(pod):
+        return base.FAILED, None, mount_error
     if phase == "Running" and not waiting:  # an injected container may run while it waits
         return base.RUNNING, None, ""
     if phase == "Unknown":
@@ -283,6 +311,44 @@ def pull_error_in_events(events: list[client.CoreV1Event], pod_uid: str) -> str:
     # The runtime's named errors start the error as the kubelet gets it; others are plain.
     named = any(error.startswith(f"{reason}: ") for reason in PULL_FAILED)
     return error if named else f"ErrImagePull: {error}"
+
+
+def waits_to_mount(pod: client.V1Pod | None) -> bool:
+    """The worker's container has not been made yet: the kubelet may be mounting volumes."""
+    waiting, _ = _waiting(pod)
+    return _phase(pod) == "Pending" and waiting in WAITS_TO_MOUNT and not is_started(pod)
+
+
+def mount_failure_in_events(
+    events: list[client.CoreV1Event], pod_name: str, pod_uid: str, persisted_s: float
+) -> str:
+    """Why the pod cannot mount a volume, 'FailedMount: volume "<volume>": <what is missing>',
+    once the kubelet's FailedMount events about it (a pod of the same name before it excluded)
+    have said so for `persisted_s` from first to last; "" before then, or for other failures."""
+    times: dict[str, list[datetime]] = {}
+    for event in events:
+        if event.reason != FAILED_MOUNT or not _about_pod(event, pod_name, pod_uid):
+            continue
+        if found := MISSING_FOR_MOUNT.search(event.message or ""):
+            said = f'{FAILED_MOUNT}: volume "{found["volume"]}": {found["missing"]}'
+            times.setdefault(said, []).extend((_event_first_time(event), _event_time(event)))
+    lasting = [
+        (max(seen), said)
+        for said, seen in times.items()
+        if (max(seen) - min(seen)).total_seconds() >= persisted_s
+    ]
+    return max(lasting)[1] if lasting else ""
+
+
+def _about_pod(event: client.CoreV1Event, pod_name: str, pod_uid: str) -> bool:
+    about = event.involved_object
+    return about.name == pod_name and about.uid in (None, "", pod_uid)
+
+
+def _event_first_time(event: client.CoreV1Event) -> datetime:
+    """When the event first happened (a repeat keeps it, and counts)."""
+    at = event.first_timestamp or event.event_time or event.metadata.creation_timestamp
+    return at or _event_time(event)
 
 
 def _event_time(event: client.CoreV1Event) -> datetime:

@@ -26,7 +26,9 @@
   NotReady for less than `not_ready_grace_s` keeps its pods as they were). A pod in an image
   pull back-off that does not say why the pull failed (kubelets before 1.32), and whose failed
   pull the watch did not see (the agent restarted meanwhile), has its events read once, for the
-  kubelet's "Failed to pull image" event. A pod's end is
+  kubelet's "Failed to pull image" event. A pod whose container waits for a volume the kubelet
+  cannot mount, its Secret or ConfigMap missing, fails once the kubelet's FailedMount events
+  have said so for `mount_failure_s` (see k8s_mounts). A pod's end is
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
   the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
   checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
@@ -86,6 +88,7 @@ from clusters.backends.base import (
     with_checkpoint,
 )
 from clusters.backends.k8s_logs import LogFollowers
+from clusters.backends.k8s_mounts import MountFailures
 from clusters.backends.k8s_status import (
     NODE_MISSING,
     NODE_NOT_READY,
@@ -153,6 +156,8 @@ class KubernetesBackend:
         retry_s: float = 1.0,
         not_ready_grace_s: float = 300.0,
         log_catchup_s: float = 10.0,
+        mount_failure_s: float = 60.0,
+        mount_check_s: float = 5.0,
         isolate_namespaces: bool = True,
         gpu_exporters: Exporters | None = GPU_OPERATOR,
     ):
@@ -189,6 +194,12 @@ class KubernetesBackend:
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
         self._usage = NodeStats(self.core, gpu_exporters)
+        # A pod fails once the kubelet has kept failing to mount a missing Secret or ConfigMap
+        # for mount_failure_s (k8s_status.MISSING_FOR_MOUNT). 60 s: the kubelet's retries,
+        # backing off, pass it at their eighth try (63.5 s), far past a new namespace's
+        # kube-root-ca.crt or a lagging cache, and far before the control plane's start
+        # timeout (300 s). The events are read at most every mount_check_s.
+        self._mounts = MountFailures(self.core, mount_failure_s, mount_check_s)
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )
@@ -266,6 +277,7 @@ class KubernetesBackend:
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
         self._find_pull_errors(pods, deleted)
+        self._mounts.check(pods, deleted)
         with self._lock:
             expected = {
                 (a, r): att.nodes[r] for a, att in self._attempts.items() for r in att.nodes
@@ -355,6 +367,7 @@ class KubernetesBackend:
                 for key in [k for k in keys if k[0] == attempt_id]:
                     keys.pop(key)
             self._pull_events_read = {k for k in self._pull_events_read if k[0] != attempt_id}
+        self._mounts.forget(attempt_id)
         self._logs.drop(attempt_id)
         self._usage.forget(attempt_id)
 
@@ -519,6 +532,7 @@ class KubernetesBackend:
             node=NODE_READY if nodes is None or not node else nodes.get(node, NODE_MISSING),
             create_error=self._create_errors.get(key, ""),
             pull_error=self._pull_errors.get(key, ""),
+            mount_error=self._mounts.error(key),
         )
 
     def _find_pull_errors(self, pods, deleted) -> None:

@@ -5,7 +5,7 @@ It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes ba
 timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
 delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
-events (list, with a fieldSelector on involvedObject.name). Pods' volume mounts
+events (list, with a fieldSelector on involvedObject.name or reason). Pods' volume mounts
 are validated as the API server does (a known volume, at an absolute path no other mount of the
 container has, a relative subPath without ".."), and so are their volumes (each named by a
 DNS label no other has, of exactly one type), secret volumes (a Secret named, items of valid
@@ -14,7 +14,8 @@ env (a name, and a value or a valueFrom, not both) and a secret's keys (a Docker
 parse); a secret's stringData is merged into its data, base64, as the API server stores it.
 The API server takes a pod whose secret volume names a Secret or a key that is not there, or
 whose claim volume names a claim the namespace lacks or has not bound; the kubelet then never
-starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event). Pods are bound to
+starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event counted again at
+each try). Pods are bound to
 their nodes (nodeName): no scheduler is modelled. Watches stream
 newline-delimited JSON events in chunked encoding, the way the API server does, and honour
 resourceVersion, timeoutSeconds and labelSelector; a watch from before `compact()` gets the 410
@@ -259,18 +260,32 @@ class KubeTestServer:
     def run_pod(self, ns: str, name: str) -> None:
         """The kubelet starts the container once it has mounted the pod's secret and claim
         volumes: while one names a Secret or a key the namespace does not hold, or a claim it
-        lacks or has not bound, it waits ContainerCreating, with a FailedMount event, as the
-        kubelet retries the mount."""
+        lacks or has not bound, it waits ContainerCreating, with a FailedMount event. Called
+        again, the kubelet tries the mount again: the same failure counts on the same event."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
             problem = self._unmountable(ns, pod)
             if problem:
-                event = _kubelet_event(pod, f"{name}.{self.rv + 1:016x}", "FailedMount", problem)
-                del event["involvedObject"]["fieldPath"]  # of the pod, not of a container
-                self.create("events", ns, event)
+                self._failed_mount(ns, pod, problem)
                 change = lambda p: objects.waiting(p, "ContainerCreating", "")  # noqa: E731
                 return self._set_pod_state(ns, name, change)
         self._set_pod_state(ns, name, objects.running)
+
+    def _failed_mount(self, ns: str, pod: dict, problem: str) -> None:
+        """The kubelet's FailedMount event about the pod; a repeat of one it recorded already
+        is counted on it and moves its lastTimestamp, as its event correlator does."""
+        uid = pod["metadata"]["uid"]
+        for event in self.store["events"].values():
+            said = (event["involvedObject"]["uid"], event["reason"], event["message"])
+            if said == (uid, "FailedMount", problem):
+                event["count"] += 1
+                event["lastTimestamp"] = objects.now()
+                event["metadata"]["resourceVersion"] = self._next_rv()
+                return
+        name = f"{pod['metadata']['name']}.{self.rv + 1:016x}"
+        event = _kubelet_event(pod, name, "FailedMount", problem)
+        del event["involvedObject"]["fieldPath"]  # of the pod, not of a container
+        self.create("events", ns, event)
 
     def _unmountable(self, ns: str, pod: dict) -> str:
         """Why the kubelet cannot mount one of the pod's secret or claim volumes, as its

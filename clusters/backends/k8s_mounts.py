@@ -1,0 +1,83 @@
+"""Pods that cannot mount a volume because the Secret or ConfigMap it names is missing, found in
+the kubelet's FailedMount events (the rule: `k8s_status.mount_failure_in_events`).
+
+A pod in that state never changes (Pending, its container waiting ContainerCreating), so the
+pod watch tells nothing: the events are listed instead, those of reason FailedMount alone, one
+request per namespace with such a pod, at most every `check_s`. A pod younger than
+`persisted_s` cannot have failed for that long yet and reads none. Once found, a failure
+stands for the pod: its attempt is reported failed until it is forgotten.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from datetime import UTC, datetime
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from clusters.backends.k8s_status import FAILED_MOUNT, mount_failure_in_events, waits_to_mount
+from clusters.backends.k8s_watch import Key
+
+log = logging.getLogger(__name__)
+
+
+class MountFailures:
+    """Each pod's lasting failure to mount a volume, "" while it has none."""
+
+    def __init__(self, core: client.CoreV1Api, persisted_s: float, check_s: float):
+        self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
+        self._lock = threading.Lock()
+        self._errors: dict[Key, str] = {}
+        self._read_at: dict[str, float] = {}  # namespace -> when its events were last listed
+
+    def error(self, key: Key) -> str:
+        with self._lock:
+            return self._errors.get(key, "")
+
+    def forget(self, attempt_id: int) -> None:
+        with self._lock:
+            for key in [k for k in self._errors if k[0] == attempt_id]:
+                self._errors.pop(key)
+
+    def check(self, pods: dict[Key, client.V1Pod], deleted: set[Key]) -> None:
+        """Read the events of each namespace where a pod has waited to mount its volumes for
+        `persisted_s` at least, unless read less than `check_s` ago."""
+        now = time.monotonic()
+        waiting: dict[str, list[Key]] = {}
+        for key, pod in pods.items():
+            if key not in deleted and not self.error(key) and self._may_have_failed(pod):
+                waiting.setdefault(pod.metadata.namespace, []).append(key)
+        for namespace, keys in sorted(waiting.items()):
+            if now - self._read_at.get(namespace, -math.inf) < self.check_s:
+                continue
+            self._read_at[namespace] = now
+            events = self._events(namespace)
+            for key in keys:
+                meta = pods[key].metadata
+                found = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
+                if found:
+                    log.warning("attempt %s rank %s: %s", *key, found)
+                    with self._lock:
+                        self._errors[key] = found
+
+    def _may_have_failed(self, pod: client.V1Pod) -> bool:
+        """The pod waits to mount, and is old enough to have failed for `persisted_s`."""
+        if not waits_to_mount(pod):
+            return False
+        created = pod.metadata.creation_timestamp
+        return created is None or (datetime.now(UTC) - created).total_seconds() >= self.persisted_s
+
+    def _events(self, namespace: str) -> list[client.CoreV1Event]:
+        try:
+            return self.core.list_namespaced_event(
+                namespace, field_selector=f"reason={FAILED_MOUNT}"
+            ).items
+        except (ApiException, HTTPError) as error:
+            # Without them the pod waits for the control plane's start timeout, as before.
+            log.warning("FailedMount events in %s: %s", namespace, error)
+            return []
