@@ -18,7 +18,7 @@ from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Nod
 from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import names_listed, nodes_named, with_status
-from quotas.admin import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
+from quotas.admin_scope import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
 
 
 def unstorable(value) -> str:

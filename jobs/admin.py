@@ -10,7 +10,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
 from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
-from quotas.admin import CheckedLookups, SelectionChecked, TenantScoped
+from quotas.admin_scope import CheckedLookups, SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
 

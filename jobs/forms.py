@@ -4,7 +4,7 @@ form's errors tied to their fields for screen readers (`described`).
 
 Every rule stays in the serializers, as for the API. This module only turns the forms' strings
 (a command line, KEY=VALUE lines, comma-separated lists, dependencies as Slurm writes them,
-begin and deadline times in UTC without their zone)
+data volumes as NAME:PATH[:rw] lines, begin and deadline times in UTC without their zone)
 into the shapes the serializers read, and their nested errors back into one line per field.
 """
 
@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.cli import dependencies_written
+from jobs.cli.written import mount_written
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -28,7 +29,8 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
-TEXTAREAS = ["env", "cluster_selector", "labels"]
+PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
+TEXTAREAS = [*PAIRS, "volumes"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
@@ -57,11 +59,15 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         data["command"] = shlex.split(values["command"])
     except ValueError as error:  # an unclosed quote
         data["command"], errors["command"] = [], f"Cannot split the command: {error}."
-    for field in TEXTAREAS:
+    for field in PAIRS:
         try:
             data[field] = parse_pairs(values[field])
         except ValueError as error:
             data[field], errors[field] = {}, str(error)
+    try:
+        data["volumes"] = parse_mounts(values["volumes"])
+    except ValueError as error:
+        data["volumes"], errors["volumes"] = [], str(error)
     for field in ("gpu_types", "secrets"):  # comma-separated names
         data[field] = [name.strip() for name in values[field].split(",") if name.strip()]
     # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
@@ -137,6 +143,22 @@ def parse_pairs(text: str) -> dict[str, str]:
             raise ValueError(f"Line {number} gives {key!r} a second time.")
         pairs[key] = value
     return pairs
+
+
+def parse_mounts(text: str) -> list[dict]:
+    """NAME:PATH or NAME:PATH:rw lines (as the command line's --volume takes them) to the
+    API's volumes; blank lines are skipped."""
+    mounts = []
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            mounts.append(mount_written(line))
+        except ValueError:
+            raise ValueError(
+                f"Line {number} is not NAME:PATH or NAME:PATH:rw: write one volume a line."
+            ) from None
+    return mounts
 
 
 def error_text(detail) -> str:

@@ -32,7 +32,7 @@ from jobs.serializers import (
 )
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
-from quotas.models import PriorityClass
+from quotas.models import PriorityClass, TenantVolume
 
 PAGE = 50
 HISTORY = 20  # events the job page lists, newest first
@@ -41,7 +41,7 @@ SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and th
 SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 SHARD_LIMIT: "max-running-shards-help",
                 "min_workers": "min-workers-help", "topology": "topology-help",
-                "secrets": "secrets-help"}  # fmt: skip
+                "secrets": "secrets-help", "volumes": "volumes-help"}  # fmt: skip
 
 
 def index(request):
@@ -365,6 +365,7 @@ def submit(request):
         "tenants": tenants,
         "priority_classes": submit_form.open_classes(tenants),
         "topology_keys": topology_keys(),
+        "volumes": TenantVolume.objects.filter(tenant__in=tenants).select_related("tenant"),
         "trial": answer,
     }
     return render(request, "portal/submit.html", context, status=status)

@@ -1,98 +1,31 @@
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.db import DataError, transaction
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpResponseRedirect
-from django.urls import reverse
 
 from clusters.models import Node
-from quotas import tenant_secrets, tokens
+from quotas import (
+    provisions_admin,  # noqa: F401 (registers the secrets' and volumes' admins)
+    tokens,
+)
+from quotas.admin_scope import (
+    LookupsChecked,
+    PlatformOnly,
+    SelectionChecked,
+    TenantScoped,
+)
 from quotas.models import (
     ApiToken,
     Membership,
     PriorityClass,
     Quota,
     Tenant,
-    TenantSecret,
-    administered_tenants,
     new_notify_secret,
-    registry_name,
 )
 from quotas.usage import usage_by_tenant
-
-
-class TenantScoped:
-    """Rows of the tenants the staff user administers only (every tenant for a superuser): a
-    tenant admin's model permissions reach their own tenants and their records, no others."""
-
-    tenant_path = "job__tenant"
-
-    def get_queryset(self, request):
-        rows = super().get_queryset(request)
-        if request.user.is_superuser:
-            return rows
-        return rows.filter(**{f"{self.tenant_path}__in": administered_tenants(request.user)})
-
-
-class PlatformOnly:
-    """What a tenant could use to give itself more (quotas, fair share, who may preempt, the
-    clusters and nodes every tenant's work runs on) is changed by platform admins (superusers)
-    only; tenant admins may look."""
-
-    def has_add_permission(self, request, *args):
-        return request.user.is_superuser and super().has_add_permission(request, *args)
-
-    def has_change_permission(self, request, obj=None):
-        return request.user.is_superuser and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return request.user.is_superuser and super().has_delete_permission(request, obj)
-
-
-class SelectionChecked:
-    """A bulk action's selection checked before Django filters the rows by it: Django takes the
-    posted values as ids as they come, and one that is no id (a tampered form) fails the query
-    (a 500). Such a selection runs nothing and is answered as an empty one is."""
-
-    def response_action(self, request, queryset):
-        pk = self.model._meta.pk
-        try:
-            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
-                pk.to_python(value)
-        except ValidationError:
-            self.message_user(request, "The selection names no rows.", level=messages.ERROR)
-            return None  # Django redirects back to the list
-        return super().response_action(request, queryset)
-
-
-class CheckedLookups(ChangeList):
-    """A changelist whose lookups typed into the URL (Django takes any on the model's own
-    fields: `?name__regex=`, `?created__year=`) are a bad parameter, as Django answers one it
-    cannot parse (back to the list, `?e=1`), where Django or the database cannot run them: an
-    unbalanced regular expression, a year past 9999. Not a 500. The rows are counted first,
-    under the page's own filter: what fails, fails there."""
-
-    def get_results(self, request):
-        try:
-            with transaction.atomic():  # a savepoint: the connection stays usable after it
-                super().get_results(request)
-        except (DataError, ValueError, OverflowError) as refused:
-            raise IncorrectLookupParameters(refused) from refused
-
-
-class LookupsChecked:
-    """The admin's list as CheckedLookups."""
-
-    def get_changelist(self, request, **kwargs):
-        return CheckedLookups
 
 
 class Drawn(forms.ModelForm):
@@ -456,154 +389,3 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
             tokens.revoke_token(token, by=request.user)
             revoked += 1
         self.message_user(request, f"Revoked {revoked} API token(s).", level=messages.SUCCESS)
-
-
-class TenantSecretForm(forms.ModelForm):
-    """A secret's name and tenant, and its value, write-only: never drawn back into the page
-    (not after a refused save either), required for a new secret, left blank to keep the stored
-    one (a registry credential's registry or user, or whether jobs get it as a file, is changed
-    with its value typed again). The save is `tenant_secrets.put`, made here, once Django's own
-    checks (a name's rules, one secret of a name per tenant) have passed: the verb checks under
-    the tenant's lock (at most so many secrets, one credential a registry, never a credential
-    as a file) and writes in one step, and what it refuses still reaches the form's fields
-    (`as_file` for a credential given as a file, as the model's constraint would not say),
-    nothing written."""
-
-    value = forms.CharField(
-        required=False,
-        strip=False,  # stored as typed, as the API stores it
-        # new-password: the browser would otherwise fill in the admin's own saved password.
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Never shown again, here or anywhere.",
-    )
-    by = None  # the admin saving it: set per request by TenantSecretAdmin.get_form
-
-    class Meta:
-        model = TenantSecret
-        fields = ["tenant", "name", "registry", "username", "as_file"]
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.instance.pk is not None:
-            self.fields["value"].help_text += " Leave it blank to keep the value stored."
-        else:
-            self.fields["value"].required = True
-
-    def _get_validation_exclusions(self):
-        # The verb checks the registry, the user and as_file, saying which field is wrong (and
-        # which secret holds the registry already): the model's constraints on them would name
-        # none.
-        return super()._get_validation_exclusions() | {"registry", "username", "as_file"}
-
-    def _post_clean(self):
-        super()._post_clean()
-        value = self.cleaned_data.get("value")
-        if self.errors:
-            return
-        if not value:
-            if self.kind_changed() and self.instance.pk:
-                self.add_error(
-                    "value",
-                    "Type the value again to change the registry or user, or whether jobs get "
-                    "it as a file.",
-                )
-            return
-        try:
-            self.instance, _ = tenant_secrets.put(
-                self.instance.tenant, self.instance.name, value, by=self.by,
-                registry=self.cleaned_data.get("registry", ""),
-                username=self.cleaned_data.get("username", ""),
-                as_file=self.cleaned_data.get("as_file", False),
-            )  # fmt: skip
-        except ValidationError as refused:
-            for field, problems in refused.message_dict.items():
-                # A stored secret's name is not a field of its form (a rename is a new secret).
-                self.add_error(field if field in self.fields else None, problems)
-
-    def kind_changed(self) -> bool:
-        """Whether the registry, the user or as_file given differ from the stored ones. The
-        registry is compared as the verb stores it (``registry_name``): GHCR.io for a stored
-        ghcr.io, or index.docker.io for docker.io, is the same registry, and asks for no value."""
-        typed = self.cleaned_data.get("registry") or ""
-        stored = self.initial.get("registry") or ""
-        changed = {"username", "as_file"} & set(self.changed_data)
-        return bool(changed) or registry_name(typed) != registry_name(stored)
-
-
-@admin.register(TenantSecret)
-class TenantSecretAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
-    """Tenants' secrets, set and deleted by platform admins for every tenant and by tenant
-    admins for the tenants they own, through the verbs the API uses (quotas.tenant_secrets).
-    Their values are never shown, nor their sealed form. A secret that jobs not yet ended name
-    is not deleted: the admin is told which jobs."""
-
-    form = TenantSecretForm
-    list_display = ["name", "tenant", "registry", "username", "as_file", "updated", "updated_by"]
-    list_select_related = ["tenant", "updated_by"]
-    search_fields = ["name"]
-    actions = ["delete_selected"]
-    tenant_path = "tenant"
-
-    def get_fields(self, request, obj=None):
-        if obj is None:
-            return ["tenant", "name", "registry", "username", "as_file", "value"]
-        # A page only to view shows every field it lists as read-only, and Django reads a
-        # read-only `value` as TenantSecret.value(): the secret, opened.
-        value = ["value"] if self.has_change_permission(request, obj) else []
-        fields = ["tenant", "name", "registry", "username", "as_file", *value]
-        return [*fields, "updated", "updated_by"]
-
-    def get_readonly_fields(self, request, obj=None):
-        # Another name or tenant is another secret: delete this one and add that.
-        return () if obj is None else ("tenant", "name", "updated", "updated_by")
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change, **kwargs)  # a class of this request's
-        form.by = request.user
-        return form
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "tenant":
-            kwargs["queryset"] = administered_tenants(request.user)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def lookup_allowed(self, lookup, value, request):
-        # Nor is the sealed form read out through the list, guess by guess (`?sealed__regex=`).
-        if lookup.split(LOOKUP_SEP)[0] == "sealed":
-            return False
-        return super().lookup_allowed(lookup, value, request)
-
-    def save_model(self, request, obj, form, change):
-        pass  # saved by its form's put (TenantSecretForm), in the admin's same transaction
-
-    def delete_model(self, request, obj):
-        tenant_secrets.delete(obj.tenant, obj.name)  # InUse: refused, see delete_view
-
-    def delete_view(self, request, object_id, extra_context=None):
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except tenant_secrets.InUse as in_use:
-            # Out of Django's transaction: the deletion it logged is rolled back with it.
-            self.message_user(request, f"Not deleted. {in_use}", level=messages.ERROR)
-            opts = self.opts
-            page = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
-            return HttpResponseRedirect(page)
-
-    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
-    def delete_selected(self, request, queryset):
-        """Django's action, each secret deleted through the verb: those jobs not yet ended
-        name are kept, and the admin is told which jobs."""
-        if not request.POST.get("post"):
-            return django_delete_selected(self, request, queryset)  # its confirmation page
-        deleted = []
-        for secret in queryset.select_related("tenant"):
-            try:
-                tenant_secrets.delete(secret.tenant, secret.name)
-            except tenant_secrets.InUse as in_use:
-                self.message_user(request, f"{secret} not deleted. {in_use}", messages.ERROR)
-            else:
-                deleted.append(secret)
-        if deleted:
-            self.log_deletions(request, deleted)
-            self.message_user(request, f"Deleted {len(deleted)} secret(s).", level=messages.SUCCESS)
-        return None

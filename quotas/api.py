@@ -1,16 +1,19 @@
 """GET /api/v1/quotas/: the quota status (quotas.status) of the caller's teams, every team for
 a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (another
 team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
-those teams may submit at. Rate limited as every user endpoint."""
+those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. Rate limited as
+every user endpoint."""
 
 from django.conf import settings
+from django.db.models import Prefetch
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.models import Cluster
 from jobs import access, reports
 from quotas import status
-from quotas.models import PriorityClass
+from quotas.models import PriorityClass, TenantVolume
 
 
 def teams_asked(request) -> list:
@@ -53,3 +56,30 @@ class PriorityClassesView(APIView):
                     "open_to": open_to,
                 })  # fmt: skip
         return Response({"priority_classes": listed})
+
+
+class VolumesView(APIView):
+    """The data volumes of the caller's teams (every team's for a platform admin), by tenant
+    and name: what a job of theirs may mount (``volumes``), whether a job may write to it, and
+    the clusters that have it, by name (``[]``: every cluster), where such a job is placed.
+    Where each one is (its claim, its host folder) is the platform's affair: not given."""
+
+    def get(self, request):
+        clusters = Prefetch("clusters", queryset=Cluster.objects.order_by("name"))
+        volumes = (
+            TenantVolume.objects.filter(tenant__in=teams_asked(request))
+            .select_related("tenant")
+            .prefetch_related(clusters)
+            .order_by("tenant__slug", "name")
+        )
+        return Response({"volumes": [volume_json(volume) for volume in volumes]})
+
+
+def volume_json(volume: TenantVolume) -> dict:
+    return {
+        "tenant": volume.tenant.slug,
+        "name": volume.name,
+        "description": volume.description,
+        "writable": volume.writable,
+        "clusters": [cluster.name for cluster in volume.clusters.all()],
+    }

@@ -53,16 +53,21 @@ MAX_SECRETS_PER_JOB = 50
 
 
 class InUse(Exception):
-    """A secret that jobs not yet ended name."""
+    """A tenant's secret or data volume that jobs not yet ended use: ``what`` they do with it
+    ("name the secret 'X'") and what may be done ``then``."""
 
-    def __init__(self, name: str, job_ids: list[int]):
+    def __init__(self, what: str, job_ids: list[int], then: str):
         listed = ", ".join(str(pk) for pk in job_ids[:10])
         more = f" and {len(job_ids) - 10} more" if len(job_ids) > 10 else ""
-        super().__init__(
-            f"Jobs not yet ended name the secret {name!r} ({listed}{more}): it can be deleted "
-            "once they have ended, or replaced now."
-        )
+        super().__init__(f"Jobs not yet ended {what} ({listed}{more}): {then}")
         self.job_ids = job_ids
+
+
+def secret_in_use(name: str, job_ids: list[int]) -> InUse:
+    return InUse(
+        f"name the secret {name!r}", job_ids, "it can be deleted once they have ended, or "
+        "replaced now."
+    )  # fmt: skip
 
 
 def value_problem(value: object) -> str:
@@ -138,7 +143,7 @@ def delete(tenant: Tenant, name: str) -> bool:
     Tenant.objects.select_for_update().get(pk=tenant.pk)
     users = live_jobs_naming(tenant, name)
     if users:
-        raise InUse(name, users)
+        raise secret_in_use(name, users)
     deleted, _ = TenantSecret.objects.filter(tenant=tenant, name=name).delete()
     return bool(deleted)
 
@@ -190,7 +195,7 @@ def check_credential_room(tenant: Tenant, name: str, registry: str) -> None:
                           "replace or delete that one."]}
         )  # fmt: skip
     if users := live_jobs_naming(tenant, name):
-        raise ValidationError({"registry": [str(InUse(name, users))]})
+        raise ValidationError({"registry": [str(secret_in_use(name, users))]})
 
 
 def unusable(tenant: Tenant, names: Iterable[str]) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from clusters.backends.base import KUBERNETES
 from quotas.models import Tenant, TenantVolume
+from quotas.tenant_secrets import InUse
 
 MAX_VOLUMES_PER_JOB = 16
 # Where the platform puts what every worker needs (its secret files, the checkpoint volume of
@@ -63,6 +64,42 @@ def unusable(tenant: Tenant, mounts: list[dict]) -> str:
         if not mount["read_only"] and not writable[mount["name"]]:
             return f"The volume {mount['name']!r} is read only: set read_only."
     return ""
+
+
+def jobs_mounting(volume: TenantVolume, *, writing: bool = False) -> list[int]:
+    """The ids of the volume's tenant's jobs not yet ended that mount it (``writing``: to
+    write to it), under the tenant's row lock, which a submission naming volumes takes too
+    (jobs.actions.submission.check_volumes): neither passes the other unseen."""
+    from jobs.models import Job  # the jobs app loads after this one
+
+    Tenant.objects.select_for_update().get(pk=volume.tenant_id)
+    live = Job.objects.filter(tenant_id=volume.tenant_id).live().exclude(volumes=[])
+    # Read in Python, as the embedded mode's SQLite has no JSON containment.
+    rows = live.values_list("pk", "volumes")
+    named = [(pk, m) for pk, mounts in rows for m in mounts if m["name"] == volume.name]
+    return sorted(pk for pk, m in named if not (writing and m.get("read_only", True)))
+
+
+def volume_in_use(volume: TenantVolume, job_ids: list[int], change: str = "deleted") -> InUse:
+    return InUse(
+        f"mount the volume {volume.name!r}", job_ids, f"it can be {change} once they have ended."
+    )
+
+
+def delete(volume: TenantVolume) -> None:
+    """Delete the volume; InUse while jobs not yet ended mount it."""
+    if users := jobs_mounting(volume):
+        raise volume_in_use(volume, users)
+    TenantVolume.objects.filter(pk=volume.pk).delete()  # the instance keeps its id, to log
+
+
+def closing_problem(volume: TenantVolume) -> str:
+    """Why the writable volume cannot be made read only, "" if it can: jobs not yet ended write
+    to it, whose workers were promised it (the run spec reads each job's own read_only)."""
+    if volume.pk is None or not volume.writable:
+        return ""
+    writing = jobs_mounting(volume, writing=True)
+    return str(volume_in_use(volume, writing, "made read only")) if writing else ""
 
 
 def for_spec(tenant_id: int, mounts: list[dict]) -> tuple[tuple[dict, ...], str]:

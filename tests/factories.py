@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from clusters.backends.base import SPEC_FIELDS
 from clusters.models import Cluster, Node
 from jobs.models import Attempt, Family, Job
-from quotas.models import Membership, PriorityClass, Quota, Tenant
+from quotas.models import Membership, PriorityClass, Quota, Tenant, TenantVolume
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -106,3 +106,22 @@ class AttemptFactory(factory.django.DjangoModelFactory):
     cluster = factory.SubFactory(ClusterFactory)
     # Its job's whole gang, as the commit starts a rigid one (an elastic one: say fewer).
     workers = factory.SelfAttribute("job.workers")
+
+
+class TenantVolumeFactory(factory.django.DjangoModelFactory):
+    """A tenant's data volume with both a claim and a host folder, on every cluster unless
+    `clusters=[...]` is given."""
+
+    class Meta:
+        model = TenantVolume
+        skip_postgeneration_save = True
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = "imagenet"
+    claim = factory.LazyAttribute(lambda volume: f"{volume.name}-pvc")
+    host_path = factory.LazyAttribute(lambda volume: f"/srv/data/{volume.name}")
+
+    @factory.post_generation
+    def clusters(self, create, extracted, **kwargs):
+        if create and extracted:
+            self.clusters.set(extracted)

@@ -12,7 +12,7 @@ from jobs.actions.lifecycle import kick
 from jobs.models import Dependency, Job, JobEvent
 from jobs.serializers import SubmitSerializer, submission_of
 from jobs.states import State
-from quotas import tenant_secrets
+from quotas import tenant_secrets, tenant_volumes
 from quotas.models import Tenant
 
 
@@ -64,6 +64,7 @@ def submit(owner, tenant, spec: dict) -> tuple[Job, bool]:
         raise
     dependencies.hold(depends_on)
     check_secrets(tenant, spec.get("secrets", []))
+    check_volumes(tenant, spec.get("volumes", []))
     free = not (depends_on or spec.get("singleton"))
     if (begin := spec.get("begin")) is not None:
         spec["not_before"] = begin
@@ -108,6 +109,17 @@ def check_secrets(tenant, names: list[str]) -> None:
     Tenant.objects.select_for_update().get(pk=tenant.pk)
     if problem := tenant_secrets.unusable(tenant, names):
         raise ValidationError({"secrets": problem})
+
+
+def check_volumes(tenant, mounts: list[dict]) -> None:
+    """That the tenant still has the volumes the submission mounts, writable where it writes,
+    checked under the tenant's row lock, which the admin takes to delete a volume or make it
+    read only (quotas.tenant_volumes.jobs_mounting): neither passes the other unseen."""
+    if not mounts:
+        return
+    Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if problem := tenant_volumes.unusable(tenant, mounts):
+        raise ValidationError({"volumes": problem})
 
 
 def eligible_from(begin):

@@ -1,7 +1,8 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
-                [--min-workers N] [--topology KEY] [--label KEY=VALUE ...] [--test-only]
+                [--min-workers N] [--topology KEY] [--label KEY=VALUE ...]
+                [--volume NAME:PATH[:rw] ...] [--test-only]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -22,7 +23,9 @@
                      in one domain: all share one value of that node topology label (rack,
                      nvlink, zone), as Slurm's --switches. --label KEY=VALUE adds a label
                      of your own to its labels (again for more), to find it by (list
-                     --label).
+                     --label). --volume NAME:PATH mounts your team's data volume NAME (see
+                     volumes) at PATH in each worker, read only; NAME:PATH:rw to write to
+                     it, where the volume allows (again for more; added to its volumes).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only
@@ -39,7 +42,8 @@
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards; an elastic gang:
                      its min_workers, and each attempt's workers, the size it started with;
-                     a gang kept in one domain: its topology)
+                     a gang kept in one domain: its topology; its data volumes, each
+                     with its path and read_only)
     efficiency ID    what each of its attempts used of what it asked for, as Slurm's seff:
                      how long it ran of its runtime limit, the cores it kept busy on
                      average over its run and its largest worker's memory peak, each
@@ -105,6 +109,11 @@
                      to its end only its tenant's work starts on its nodes, and other
                      tenants' work still there is requeued; before the start, only its
                      tenant's work and work sure to end by then is placed there
+    volumes [--tenant SLUG]
+                     your tenants' data volumes (--tenant: one of them), which their jobs
+                     mount (submit --volume): each one's tenant, name, whether jobs may
+                     write to it, the clusters that have it ("all": every cluster; a job
+                     mounting it runs only there) and its description
     secrets TENANT   the tenant's secrets (values its jobs get as environment variables or
                      files): each one's name, when it was set (UTC) and by whom, and of
                      registry credentials their registry and user; once the tenant gives

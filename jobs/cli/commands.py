@@ -31,6 +31,10 @@ def submit(api: Api, args) -> None:
         if not isinstance(spec, dict) or not isinstance(spec.get("labels", {}), dict):
             raise SystemExit(f"{args.file}: not a job description with a mapping in labels")
         spec["labels"] = {**spec.get("labels", {}), **dict(args.label)}
+    if args.volume:
+        if not isinstance(spec, dict) or not isinstance(spec.get("volumes", []), list):
+            raise SystemExit(f"{args.file}: not a job description with a list in volumes")
+        spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology}  # fmt: skip
     for field, value in given.items():

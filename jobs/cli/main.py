@@ -24,7 +24,16 @@ from jobs.cli.commands import (
     submit,
 )
 from jobs.cli.secrets import secret_delete, secret_set, secrets
-from jobs.cli.tables import bookings, classes, clusters, maintenance, nodes, quota, usage
+from jobs.cli.tables import (
+    bookings,
+    classes,
+    clusters,
+    maintenance,
+    nodes,
+    quota,
+    usage,
+    volumes,
+)
 from jobs.cli.written import (
     http_address,
     label_written,
@@ -34,6 +43,7 @@ from jobs.cli.written import (
     sends_token_safely,
     shard_choice,
     time_written,
+    volume_option,
 )
 
 
@@ -87,6 +97,11 @@ def add_submitting(commands) -> None:
     submitting.add_argument(
         "--label", type=label_written, action="append", metavar="KEY=VALUE",
         help="a label of your own, to find the job by (list --label); again for more",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--volume", type=volume_option, action="append", metavar="NAME:PATH[:rw]",
+        help="mount your team's data volume NAME at PATH, read only unless :rw (see volumes); "
+             "again for more",
     )  # fmt: skip
     submitting.add_argument(
         "--test-only", action="store_true",
@@ -161,7 +176,8 @@ def add_changing(commands) -> None:
 
 
 def add_reading(commands) -> None:
-    """logs, usage, quota, classes, maintenance, clusters, nodes and bookings: read only."""
+    """logs, usage, quota, classes, maintenance, clusters, nodes, bookings and volumes: read
+    only."""
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
@@ -187,6 +203,8 @@ def add_reading(commands) -> None:
     listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    mountable = commands.add_parser("volumes")
+    mountable.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
 
 
 def add_secrets(commands) -> None:
@@ -245,7 +263,7 @@ def main(argv=None) -> int:
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
-           "nodes": nodes, "secrets": secrets, "secret-set": secret_set,
+           "nodes": nodes, "volumes": volumes, "secrets": secrets, "secret-set": secret_set,
            "secret-delete": secret_delete}  # fmt: skip
     try:
         run[args.command](api, args)

@@ -1,5 +1,5 @@
-"""The commands that print tables: usage, quota, classes, maintenance, bookings, clusters and
-nodes."""
+"""The commands that print tables: usage, quota, classes, maintenance, bookings, clusters,
+nodes and volumes."""
 
 from jobs.cli.client import Api, show
 
@@ -198,6 +198,22 @@ def windows_table(windows: list[dict], none: str, lead: tuple[str, ...] = ()) ->
              w["reason"]] for w in windows]  # fmt: skip
     header = [*lead, *WINDOW_HEADER]
     table([header, *rows], names=len(header))
+
+
+VOLUME_HEADER = ["tenant", "volume", "access", "clusters", "description"]
+
+
+def volumes(api: Api, args) -> None:
+    """`volumes [--tenant SLUG]`: the data volumes your teams' jobs may mount (submit
+    --volume), whether they may write to them, and the clusters that have them."""
+    answer = api.call("GET", "volumes/", params={"tenant": args.tenant} if args.tenant else None)
+    if not answer["volumes"]:
+        show("No volumes.")
+        return
+    rows = [[v["tenant"], v["name"], "read-write" if v["writable"] else "read only",
+             ",".join(v["clusters"]) or "all", v["description"]]
+            for v in answer["volumes"]]  # fmt: skip
+    table([VOLUME_HEADER, *rows], names=len(VOLUME_HEADER))
 
 
 def amount(value, none: str = "-") -> str:

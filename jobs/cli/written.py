@@ -1,5 +1,5 @@
 """What users write on the command line, read: times (now+2h), dependencies as Slurm writes
-them, shard lists, labels, limits, and the server's address."""
+them, data volumes, shard lists, labels, limits, and the server's address."""
 
 import argparse
 import re
@@ -77,6 +77,30 @@ def slurm_form(links: list[dict], singleton: bool) -> str:
         by_kind.setdefault(link["kind"], []).append(str(link["id"]))
     parts = [f"{kind}:{':'.join(ids)}" for kind, ids in by_kind.items()]
     return ",".join(parts + ([SINGLETON] if singleton else [])) or NONE
+
+
+WRITES, READS = ":rw", ":ro"
+
+
+def mount_written(text: str) -> dict:
+    """A data volume as --volume and the portal's field write it, NAME:PATH (read only, as
+    NAME:PATH:ro) or NAME:PATH:rw (to write to it, as docker run -v), as the API's volumes
+    item. ValueError for text without a name and a path; what they are goes on as written,
+    for the server to name. The command line's and the portal's one reading (jobs.forms)."""
+    name, colon, path = text.strip().partition(":")
+    read_only = not path.endswith(WRITES)
+    path = path.removesuffix(READS if read_only else WRITES)
+    if not (name and colon and path):
+        raise ValueError(f"not NAME:PATH or NAME:PATH:rw: {text!r}")
+    return {"name": name, "path": path, "read_only": read_only}
+
+
+def volume_option(text: str) -> dict:
+    """--volume's NAME:PATH[:rw] (mount_written)."""
+    try:
+        return mount_written(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # No limit on a batch's shards running at once, as shard-limit takes it; no fewest workers

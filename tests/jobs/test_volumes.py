@@ -10,20 +10,12 @@ from jobs import cycle
 from jobs.models import Attempt, Family, Job
 from jobs.states import State
 from quotas.models import TenantVolume
-from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, TenantVolumeFactory
 from tests.jobs.test_elastic_submission import submit
 
 pytestmark = pytest.mark.django_db
 # An agent of the release before data volumes: it keeps every other field.
 BEFORE_VOLUMES = sorted(set(SPEC_FIELDS) - {"volumes"})
-
-
-def volume(tenant, name="imagenet", clusters=(), **kw):
-    kw.setdefault("host_path", f"/srv/data/{name}")
-    kw.setdefault("claim", f"{name}-pvc")
-    made = TenantVolume.objects.create(tenant=tenant, name=name, **kw)
-    made.clusters.set(clusters)
-    return made
 
 
 def mount(name="imagenet", path="/data", **kw):
@@ -38,7 +30,7 @@ def heartbeat(agent) -> list[dict]:
 
 
 def test_a_job_mounting_its_teams_volume_stores_and_answers_it(alice, alpha, normal_priority):
-    volume(alpha)
+    TenantVolumeFactory(tenant=alpha)
 
     response = submit(alice, volumes=[mount()])
 
@@ -66,8 +58,8 @@ def test_a_job_mounting_its_teams_volume_stores_and_answers_it(alice, alpha, nor
 def test_a_mount_that_cannot_stand_is_a_400_naming_volumes(
     alice, alpha, normal_priority, mounts, says
 ):
-    volume(alpha)
-    volume(alpha, "weights")
+    TenantVolumeFactory(tenant=alpha)
+    TenantVolumeFactory(tenant=alpha, name="weights")
 
     response = submit(alice, volumes=mounts)
 
@@ -77,7 +69,7 @@ def test_a_mount_that_cannot_stand_is_a_400_naming_volumes(
 
 
 def test_another_teams_volume_is_not_for_its_jobs(alice, alpha, gamma, normal_priority):
-    volume(gamma)
+    TenantVolumeFactory(tenant=gamma)
 
     response = submit(alice, volumes=[mount()])
 
@@ -85,7 +77,7 @@ def test_another_teams_volume_is_not_for_its_jobs(alice, alpha, gamma, normal_pr
 
 
 def test_a_writable_volume_may_be_written_when_the_job_asks(alice, alpha, normal_priority):
-    volume(alpha, writable=True)
+    TenantVolumeFactory(tenant=alpha, writable=True)
 
     response = submit(alice, volumes=[mount(read_only=False)])
 
@@ -110,7 +102,7 @@ def test_a_job_runs_only_on_the_clusters_that_have_its_volumes(alpha):
     here, there = ClusterFactory(name="here"), ClusterFactory(name="there")
     for cluster in (here, there):
         NodeFactory(cluster=cluster, name=f"{cluster.name}-0", gpu_count=8)
-    volume(alpha, clusters=[there])
+    TenantVolumeFactory(tenant=alpha, clusters=[there])
     jobs = [JobFactory(tenant=alpha, gpus=8, volumes=[mount()]) for _ in range(2)]
     plain = JobFactory(tenant=alpha, gpus=8)
 
@@ -125,7 +117,7 @@ def test_a_volume_with_only_a_claim_is_on_kubernetes_clusters_alone(alpha):
     pods = ClusterFactory(name="pods", backend=KUBERNETES)
     for cluster in (local, pods):
         NodeFactory(cluster=cluster, name=f"{cluster.name}-0", gpu_count=8)
-    volume(alpha, host_path="")
+    TenantVolumeFactory(tenant=alpha, host_path="")
     jobs = [JobFactory(tenant=alpha, gpus=8, volumes=[mount()]) for _ in range(2)]
 
     cycle.run_cycle()
@@ -147,7 +139,7 @@ def test_a_job_with_volumes_runs_only_where_the_agent_keeps_them(alpha):
     now = ClusterFactory(name="now")
     for cluster in (before, now):
         NodeFactory(cluster=cluster, name=f"{cluster.name}-0", gpu_count=8)
-    volume(alpha)
+    TenantVolumeFactory(tenant=alpha)
     jobs = [JobFactory(tenant=alpha, gpus=8, volumes=[mount()]) for _ in range(2)]
 
     cycle.run_cycle()
@@ -160,8 +152,8 @@ def test_a_job_with_volumes_runs_only_where_the_agent_keeps_them(alpha):
 
 def test_the_agent_is_told_where_each_volume_is(agent, east, alpha):
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
-    volume(alpha)
-    volume(alpha, "out", claim="", host_path="/srv/out", writable=True)
+    TenantVolumeFactory(tenant=alpha)
+    TenantVolumeFactory(tenant=alpha, name="out", claim="", host_path="/srv/out", writable=True)
     mounts = [mount(), mount("out", "/out", read_only=False)]
     JobFactory(tenant=alpha, family=Family.TRAINING, gpus=1, volumes=mounts)
     cycle.run_cycle()
@@ -178,7 +170,7 @@ def test_the_agent_is_told_where_each_volume_is(agent, east, alpha):
 
 def test_a_volume_deleted_before_its_attempt_starts_fails_it_saying_which(agent, east, alpha):
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
-    made = volume(alpha)
+    made = TenantVolumeFactory(tenant=alpha)
     job = JobFactory(tenant=alpha, family=Family.TRAINING, gpus=1, volumes=[mount()],
                      max_retries=3)  # fmt: skip
     cycle.run_cycle()

@@ -6,11 +6,9 @@ import pytest
 
 from quotas import tenant_secrets
 from quotas.models import TenantSecret
-from tests.quotas import test_secrets_admin
 from tests.quotas.test_secrets_admin import SECRETS
 
 pytestmark = pytest.mark.django_db
-platform_admin = test_secrets_admin.platform_admin  # a superuser's admin client
 TOKEN = "ghp_0123456789abcdefghij"
 
 

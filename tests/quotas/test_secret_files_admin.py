@@ -10,7 +10,6 @@ from tests.quotas import test_secrets_admin
 from tests.quotas.test_secrets_admin import SECRETS
 
 pytestmark = pytest.mark.django_db
-platform_admin = test_secrets_admin.platform_admin  # a superuser's admin client
 tenant_admin = test_secrets_admin.tenant_admin  # Alice, owner of alpha, as staff
 KEY = '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEv"}'
 

@@ -4,48 +4,21 @@ save or a deletion goes through the verbs the API uses, and what they refuse is 
 written."""
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.contrib.messages import get_messages
-from django.test import Client
 
 from quotas import tenant_secrets
 from quotas.models import TenantSecret
-from tests.factories import JobFactory, UserFactory
-from tests.security.test_admin_scope import GRANTED
+from tests.factories import JobFactory
+from tests.quotas.admin_pages import delete_selected, said, staff_client, tenant_admin_of
 
 pytestmark = pytest.mark.django_db
 
 SECRETS = "/admin/quotas/tenantsecret/"
-SECRET_RIGHTS = ["view_tenantsecret", "add_tenantsecret", "change_tenantsecret",
-                 "delete_tenantsecret"]  # fmt: skip
-
-
-@pytest.fixture
-def platform_admin(db):
-    root = UserFactory(username="root", is_staff=True, is_superuser=True)
-    client = Client()
-    client.force_login(root)
-    client.user = root
-    return client
-
-
-def staff_client(user, rights) -> Client:
-    user.is_staff = True
-    user.save(update_fields=["is_staff"])
-    user.user_permissions.add(*Permission.objects.filter(codename__in=rights))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
 def tenant_admin(alice):
     """Alice, owner of alpha, as staff holding every model permission the admin asks for."""
-    return staff_client(alice, [*GRANTED, *SECRET_RIGHTS])
-
-
-def said(response) -> list[str]:
-    return [str(message) for message in get_messages(response.wsgi_request)]
+    return tenant_admin_of(alice, "tenantsecret")
 
 
 def test_a_platform_admin_adds_a_secret_stored_sealed(platform_admin, alpha):
@@ -175,14 +148,10 @@ def test_deleting_selected_secrets_deletes_the_free_ones_and_names_the_job_keepi
     kept, _ = tenant_secrets.put(alpha, "HF_TOKEN", "hf_value_1")
     free, _ = tenant_secrets.put(alpha, "OLD_TOKEN", "old-value")
     job = JobFactory(tenant=alpha, secrets=["HF_TOKEN"])
-    selection = {"action": "delete_selected", "_selected_action": [kept.pk, free.pk]}
 
-    confirm = tenant_admin.post(SECRETS, selection)
-    done = tenant_admin.post(SECRETS, {**selection, "post": "yes"})
+    refusal, success = delete_selected(tenant_admin, SECRETS, [kept, free])
 
-    assert confirm.status_code == 200 and "Are you sure" in confirm.text
     assert list(TenantSecret.objects.values_list("name", flat=True)) == ["HF_TOKEN"]
-    refusal, success = said(done)
     assert "HF_TOKEN of Alpha not deleted" in refusal and f"({job.pk})" in refusal
     assert success == "Deleted 1 secret(s)."
 

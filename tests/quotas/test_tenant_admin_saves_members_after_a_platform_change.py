@@ -4,11 +4,10 @@ platform admin's change is kept. Only a change to what their form writes (the pe
 limit) refuses their save."""
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.test import Client
 
 from quotas.models import Membership
 from tests.quotas import test_admin_concurrent_quota_edits as concurrent
+from tests.quotas.admin_pages import staff_client
 from tests.quotas.test_admin_concurrent_quota_edits import drawn_on
 from tests.security.test_admin_scope import GRANTED
 
@@ -21,12 +20,7 @@ admins, tenant_page = concurrent.admins, concurrent.tenant_page
 @pytest.fixture
 def owner_admin(alice):
     """Alice, owner of alpha, as staff with the admin's model permissions: a tenant admin."""
-    alice.is_staff = True
-    alice.save(update_fields=["is_staff"])
-    alice.user_permissions.add(*Permission.objects.filter(codename__in=GRANTED))
-    browser = Client()
-    browser.force_login(alice)
-    return browser
+    return staff_client(alice, GRANTED)
 
 
 def members_form(tenant, drawn: str, new_member, max_gpus_per_user: str = "") -> dict:

@@ -1,0 +1,127 @@
+"""What every admin page of mlsched shares: rows scoped to the tenants a staff user
+administers, changes kept to platform admins, bulk selections and typed lookups checked so bad
+ones are refused rather than failing, and deletions a verb refuses while jobs use the row."""
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
+from django.db import DataError, transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+from quotas.models import administered_tenants
+from quotas.tenant_secrets import InUse
+
+
+class TenantScoped:
+    """Rows of the tenants the staff user administers only (every tenant for a superuser): a
+    tenant admin's model permissions reach their own tenants and their records, no others."""
+
+    tenant_path = "job__tenant"
+
+    def get_queryset(self, request):
+        rows = super().get_queryset(request)
+        if request.user.is_superuser:
+            return rows
+        return rows.filter(**{f"{self.tenant_path}__in": administered_tenants(request.user)})
+
+
+class PlatformOnly:
+    """What a tenant could use to give itself more (quotas, fair share, who may preempt, the
+    clusters and nodes every tenant's work runs on) is changed by platform admins (superusers)
+    only; tenant admins may look."""
+
+    def has_add_permission(self, request, *args):
+        return request.user.is_superuser and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+
+class SelectionChecked:
+    """A bulk action's selection checked before Django filters the rows by it: Django takes the
+    posted values as ids as they come, and one that is no id (a tampered form) fails the query
+    (a 500). Such a selection runs nothing and is answered as an empty one is."""
+
+    def response_action(self, request, queryset):
+        pk = self.model._meta.pk
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                pk.to_python(value)
+        except ValidationError:
+            self.message_user(request, "The selection names no rows.", level=messages.ERROR)
+            return None  # Django redirects back to the list
+        return super().response_action(request, queryset)
+
+
+class CheckedLookups(ChangeList):
+    """A changelist whose lookups typed into the URL (Django takes any on the model's own
+    fields: `?name__regex=`, `?created__year=`) are a bad parameter, as Django answers one it
+    cannot parse (back to the list, `?e=1`), where Django or the database cannot run them: an
+    unbalanced regular expression, a year past 9999. Not a 500. The rows are counted first,
+    under the page's own filter: what fails, fails there."""
+
+    def get_results(self, request):
+        try:
+            with transaction.atomic():  # a savepoint: the connection stays usable after it
+                super().get_results(request)
+        except (DataError, ValueError, OverflowError) as refused:
+            raise IncorrectLookupParameters(refused) from refused
+
+
+class LookupsChecked:
+    """The admin's list as CheckedLookups."""
+
+    def get_changelist(self, request, **kwargs):
+        return CheckedLookups
+
+
+class RefusedWhileInUse:
+    """A tenant's row (a secret, a data volume) deleted through its verb (`delete_row`), which
+    refuses it while jobs not yet ended use it (InUse): on the row's page and row by row in the
+    bulk action, the admin is told which jobs, and nothing of a refused row is deleted or
+    logged."""
+
+    noun = "row"  # as the bulk action's message counts them
+
+    def delete_row(self, obj) -> None:
+        raise NotImplementedError
+
+    def delete_model(self, request, obj):
+        self.delete_row(obj)  # InUse: refused, see delete_view
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except InUse as in_use:
+            # Out of Django's transaction: the deletion it logged is rolled back with it.
+            self.message_user(request, f"Not deleted. {in_use}", level=messages.ERROR)
+            opts = self.opts
+            page = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
+            return HttpResponseRedirect(page)
+
+    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+    def delete_selected(self, request, queryset):
+        """Django's action, each row deleted through the verb: those jobs not yet ended use are
+        kept, and the admin is told which jobs."""
+        if not request.POST.get("post"):
+            return django_delete_selected(self, request, queryset)  # its confirmation page
+        deleted = []
+        for row in queryset.select_related("tenant"):
+            try:
+                with transaction.atomic():  # each under its tenant's lock, held to its deletion
+                    self.delete_row(row)
+            except InUse as in_use:
+                self.message_user(request, f"{row} not deleted. {in_use}", messages.ERROR)
+            else:
+                deleted.append(row)
+        if deleted:
+            self.log_deletions(request, deleted)
+            self.message_user(request, f"Deleted {len(deleted)} {self.noun}(s).", messages.SUCCESS)
+        return None
