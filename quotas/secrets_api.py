@@ -7,7 +7,10 @@ back out:
   (201) or replaced (200), by the tenant's owners and platform admins; with ``"as_file":
   true``, one its jobs get as a file; with ``"registry"`` and ``"username"`` instead, a pull
   credential for the images of that registry (its password or token the value). A put
-  replaces the whole secret: without them, it is a variable;
+  replaces the whole secret: without them, it is a variable. With ``"replaces"``, the kind
+  the caller read (``none``, ``variable``, ``file``, ``credential``, as the list gives them),
+  nothing is written if the secret is of another kind by then: 409 naming ``replaces``, with
+  the stored ``kind``;
 - ``DELETE`` of the same: 204, 409 while jobs not yet ended name it.
 
 Another team's tenant is a 404, as an unknown one is; a member who may not change its
@@ -40,7 +43,8 @@ def tenant_for(request, slug: str, change: bool = False) -> Tenant:
 
 def as_json(secret: TenantSecret) -> dict:
     by = secret.updated_by
-    return {"name": secret.name, "registry": secret.registry or None,
+    return {"name": secret.name, "kind": tenant_secrets.kind_of(secret),
+            "registry": secret.registry or None,
             "username": secret.username or None, "as_file": secret.as_file,
             "updated": secret.updated,
             "updated_by": by.get_username() if by else None}  # fmt: skip
@@ -62,9 +66,13 @@ class SecretView(APIView):
                 tenant, name, data.get("value"), by=request.user,
                 registry=data.get("registry") or "", username=data.get("username") or "",
                 as_file=data.get("as_file", False),  # not true or false: the verb refuses it
+                replaces=data.get("replaces"),
             )  # fmt: skip
         except ModelValidationError as error:
             raise ValidationError(error.message_dict) from None
+        except tenant_secrets.Changed as changed:
+            answer = {"replaces": [str(changed)], "kind": changed.stored}
+            return Response(answer, status=status.HTTP_409_CONFLICT)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(as_json(secret), status=code)
 

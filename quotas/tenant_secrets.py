@@ -70,6 +70,31 @@ def secret_in_use(name: str, job_ids: list[int]) -> InUse:
     )  # fmt: skip
 
 
+# What a tenant's secret is, as `put`'s ``replaces`` names it: "none" for no secret.
+KINDS = ("none", "variable", "file", "credential")
+SAID = {"none": "not set", "variable": "an environment variable", "file": "a file",
+        "credential": "a registry credential"}  # fmt: skip
+
+
+class Changed(Exception):
+    """A secret that is no longer of the kind its setter read."""
+
+    def __init__(self, name: str, stored: str, read: str):
+        super().__init__(
+            f"{name!r} changed meanwhile: it is {SAID[stored]} now, {SAID[read]} when read."
+        )
+        self.stored = stored
+
+
+def kind_of(secret: TenantSecret | None) -> str:
+    """The secret's kind (KINDS)."""
+    if secret is None:
+        return "none"
+    if secret.registry:
+        return "credential"
+    return "file" if secret.as_file else "variable"
+
+
 def value_problem(value: object) -> str:
     """Why a value cannot be a secret; "" if it can."""
     if not isinstance(value, str) or not value:
@@ -90,6 +115,7 @@ def put(
     registry: str = "",
     username: str = "",
     as_file: bool = False,
+    replaces: str | None = None,
 ) -> tuple[TenantSecret, bool]:
     """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
     With a ``registry``, it is the tenant's pull credential there, of ``username``; without,
@@ -97,8 +123,11 @@ def put(
     whose path that variable holds. ValidationError by field (``name``: a bad one, or one
     secret past the tenant's limit; ``value``; ``registry``: a bad host, one the tenant has
     another credential for, or a variable jobs not yet ended name; ``username``; ``as_file``:
-    not true or false, or with a registry), nothing written. A secret that jobs waiting to
-    start name may change kind: each attempt gets its secrets as they are when it starts."""
+    not true or false, or with a registry; ``replaces``: not a kind), nothing written. With
+    ``replaces``, the kind the caller read (KINDS: "none" for no secret), it is set only if
+    the stored secret is still of that kind, else Changed: what a user was told they replace
+    is what they replace. A secret that jobs waiting to start name may change kind: each
+    attempt gets its secrets as they are when it starts."""
     try:
         validate_secret_name(name)
     except ValidationError as error:
@@ -108,6 +137,8 @@ def put(
         raise ValidationError({"value": [problem]})
     if not isinstance(as_file, bool):
         raise ValidationError({"as_file": ["Give true or false."]})
+    if replaces is not None and replaces not in KINDS:
+        raise ValidationError({"replaces": [f"Give one of {', '.join(KINDS)}."]})
     registry, username = credential_fields(registry, username)
     if registry and as_file:
         raise ValidationError(
@@ -117,6 +148,8 @@ def put(
     if registry:
         check_credential_room(tenant, name, registry)
     secret = TenantSecret.objects.filter(tenant=tenant, name=name).first()
+    if replaces is not None and (stored := kind_of(secret)) != replaces:
+        raise Changed(name, stored, replaces)
     created = secret is None
     if created:
         if TenantSecret.objects.filter(tenant=tenant).count() >= MAX_SECRETS_PER_TENANT:

@@ -132,7 +132,9 @@
                      images from there are pulled with it, the value its password or token;
                      a credential set again without them is refused unless --variable or
                      --as-file replaces it, and so is a file set again without --as-file
-                     unless --variable makes it an environment variable
+                     unless --variable makes it an environment variable; a secret another
+                     owner changed to another kind meanwhile is not replaced (error 409),
+                     nor is a server's answer that stored another kind than asked taken
     secret-delete TENANT NAME
                      delete a secret; refused while jobs not yet ended name it (those
                      jobs' ids are in the error): replace it instead

@@ -17,6 +17,8 @@ CREDENTIAL_COLUMNS = ["registry", "user"]  # after the name and kind, once it ha
 FLAGS = {"--variable": "sets an environment variable",
          "--as-file": "gives the secret to jobs as a file"}  # fmt: skip
 FILE = "given to jobs as a file"
+KINDS = {"variable": "an environment variable", "file": "a file",
+         "credential": "a registry credential"}  # fmt: skip
 
 
 def secrets(api: Api, args) -> None:
@@ -37,8 +39,11 @@ def secrets(api: Api, args) -> None:
     table([header, *rows], names=len(header))
 
 
-def kind(secret: dict) -> str:
-    if secret["registry"]:
+def kind(secret: dict | None) -> str:
+    """The secret's kind, as the server names them (none: no secret)."""
+    if secret is None:
+        return "none"
+    if secret.get("registry"):
         return "credential"
     return "file" if secret.get("as_file") else "variable"
 
@@ -48,7 +53,10 @@ def secret_set(api: Api, args) -> None:
     | --variable]`: whether it was created or replaced. The server replaces a secret whole, so
     set without a registry a registry credential would become an environment variable, and
     set without --as-file a file would too: unless --variable says so (or --as-file, for a
-    credential), that is refused (exit 2) before the value is read, nothing written."""
+    credential), that is refused (exit 2) before the value is read, nothing written. The put
+    names the kind read (`replaces`): a secret changed meanwhile is the server's 409, nothing
+    written. A server that stored it otherwise than asked (one that gives no secret as a
+    file) is an error saying what it stored."""
     credential = bool(args.registry or args.username)
     given = {"--variable": args.variable, "--as-file": args.as_file}
     asked = [flag for flag in FLAGS if given[flag]]
@@ -56,26 +64,35 @@ def secret_set(api: Api, args) -> None:
         usage_error(f"{asked[0]} {FLAGS[asked[0]]}: give it without --registry and --username")
     if len(asked) > 1:
         usage_error("--variable sets an environment variable and --as-file a file: give one")
-    was = "" if credential else kind_of(api, args.tenant, args.name)
+    secret = stored(api, args.tenant, args.name)
+    was = "" if credential else described(secret)
     replaced = bool(was) and (was != FILE or not args.as_file)  # its kind, not just its value
     if replaced and not asked:
         usage_error(refusal(args, was))
-    body = {"value": value_given(args.from_file, args.name)}
+    body = {"value": value_given(args.from_file, args.name), "replaces": kind(secret)}
     if credential:
         body |= {"registry": args.registry or "", "username": args.username or ""}
     if args.as_file:
         body["as_file"] = True
     code, answer = api.answer("PUT", f"{secrets_of(args.tenant)}/{segment(args.name)}/", json=body)
+    wanted = "credential" if credential else "file" if args.as_file else "variable"
+    if kind(answer) != wanted:
+        raise SystemExit(f"{answer['name']} of {args.tenant} was stored as {KINDS[kind(answer)]}, "
+                         f"not as {KINDS[wanted]}: the server does not take that kind")  # fmt: skip
     becomes = FILE if args.as_file else "an environment variable"
     now = f" ({was} before: now {becomes})" * replaced
     show(f"{'created' if code == 201 else 'replaced'} {answer['name']} of {args.tenant}{now}")
 
 
-def kind_of(api: Api, tenant: str, name: str) -> str:
-    """What the tenant's secret ``name`` is when it is not an environment variable: "the
-    registry credential for HOST", or FILE; "" for a variable, or no secret."""
+def stored(api: Api, tenant: str, name: str) -> dict | None:
+    """The tenant's secret ``name`` as the list gives it, None if it has none."""
     listed = api.call("GET", f"{secrets_of(tenant)}/")["secrets"]
-    secret = next((s for s in listed if s["name"] == name), None)
+    return next((s for s in listed if s["name"] == name), None)
+
+
+def described(secret: dict | None) -> str:
+    """What the secret is when it is not an environment variable: "the registry credential
+    for HOST", or FILE; "" for a variable, or no secret."""
     if secret is None:
         return ""
     if secret["registry"]:

@@ -1,5 +1,6 @@
 """The command line against a live server, as a user would run it."""
 
+import contextlib
 import http.server
 import json
 import signal
@@ -236,37 +237,50 @@ def test_the_cli_says_when_it_cannot_reach_the_server():
     assert "Traceback" not in out.stderr
 
 
-class Answers(http.server.BaseHTTPRequestHandler):
+class Canned(http.server.BaseHTTPRequestHandler):
+    """A server of the tests' own, answering as each subclass says (`reply`), quietly."""
+
+    def reply(self, code: int, body: bytes, content_type="application/json", **headers) -> None:
+        self.send_response(code)
+        for header, value in {"Content-Type": content_type, **headers}.items():
+            self.send_header(header, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def answering(handler: type[Canned]):
+    """The handler's server, running, at its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+class Answers(Canned):
     """What a wrong MLSCHED_URL answers: a redirect (to https) or a login page."""
 
     redirect = True
 
     def do_GET(self):
         if self.redirect:
-            self.send_response(301)
-            self.send_header("Location", "https://mlsched.example/api/v1/jobs/")
-            self.end_headers()
+            self.reply(301, b"", Location="https://mlsched.example/api/v1/jobs/")
         else:
-            body = b"<html><body>Please log in</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, b"<html><body>Please log in</body></html>", "text/html")
 
     do_POST = do_GET
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(params=[True, False], ids=["redirect", "login page"])
 def wrong_server(request):
-    handler = type("Handler", (Answers,), {"redirect": request.param})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", request.param
-    server.shutdown()
+    with answering(type("Handler", (Answers,), {"redirect": request.param})) as url:
+        yield url, request.param
 
 
 def run_cli(url: str, token: str, *args):

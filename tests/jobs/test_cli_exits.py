@@ -1,10 +1,8 @@
 """The command line as scripts use it: an error exits non-zero with one line on stderr, a
 success exits 0, whatever reads its output; `--help` says what each command does."""
 
-import http.server
 import subprocess
 import sys
-import threading
 
 import pytest
 import requests
@@ -13,7 +11,7 @@ from jobs.cli.client import retry_after
 from jobs.models import Job
 from quotas.tokens import create_token, revoke_token
 from tests.factories import JobFactory
-from tests.jobs.test_cli import run_cli
+from tests.jobs.test_cli import Canned, answering, run_cli
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +55,7 @@ def test_list_piped_into_a_reader_that_stops_early_ends_quietly(live_server, ali
     assert listing.stderr.read() == b""
 
 
-class ThrottledOnce(http.server.BaseHTTPRequestHandler):
+class ThrottledOnce(Canned):
     """An API that refuses the first request with 429 and Retry-After: 1, then answers."""
 
     answered = 0
@@ -66,29 +64,19 @@ class ThrottledOnce(http.server.BaseHTTPRequestHandler):
         type(self).answered += 1
         if type(self).answered == 1:
             body = b'{"detail": "Request was throttled. Expected available in 1 second."}'
-            self.send_response(429)
-            self.send_header("Retry-After", "1")
+            self.reply(429, body, **{"Retry-After": "1"})
         else:
             body = b'{"jobs": [{"id": 7, "state": "queued", "family": "evaluation", ' \
                    b'"owner": "alice", "workers": 1, "gpus": 0, "gpu_milli": 250, ' \
                    b'"name": "eval", "pending_reason": ""}], "next": null}'  # fmt: skip
-            self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.reply(200, body)
 
 
 @pytest.fixture
 def throttled_once():
     handler = type("Handler", (ThrottledOnce,), {"answered": 0})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
+    with answering(handler) as url:
+        yield url, handler
 
 
 def test_a_429_is_waited_out_as_retry_after_says_and_the_command_goes_on(throttled_once):

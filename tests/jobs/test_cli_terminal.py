@@ -1,15 +1,12 @@
 """The command line shows what the server sends (log lines, job names, errors) without letting
 control characters in it act on the reader's terminal: they come out written as \\xNN."""
 
-import http.server
-import threading
-
 import pytest
 
 from jobs.models import LogChunk
 from quotas.tokens import create_token
 from tests.factories import AttemptFactory, JobFactory
-from tests.jobs.test_cli import run_cli
+from tests.jobs.test_cli import Canned, answering, run_cli
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,28 +42,16 @@ def test_the_cli_shows_control_characters_in_job_names_escaped(live_server, toke
     assert out.stdout.endswith(f" eval {SHOWN}  (quota)\n")
 
 
-class Refuses(http.server.BaseHTTPRequestHandler):
+class Refuses(Canned):
     """A server (or a proxy in front of it) whose error page holds control characters."""
 
     def do_GET(self):
-        body = f"bad gateway {HOSTILE}".encode()
-        self.send_response(502)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(502, f"bad gateway {HOSTILE}".encode(), "text/plain; charset=utf-8")
 
 
 def test_the_cli_shows_control_characters_in_an_error_escaped():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        out = run_cli(f"http://127.0.0.1:{server.server_address[1]}", "t", "list")
-    finally:
-        server.shutdown()
+    with answering(Refuses) as url:
+        out = run_cli(url, "t", "list")
 
     assert out.returncode != 0
     assert out.stderr == f"error 502: bad gateway {SHOWN}\n"
