@@ -13,7 +13,7 @@ never under its checkpoint directory: forget removes them with the rest, a resta
 as well as the one that started the worker.
 
 The job's data volumes are folders on the host, which each worker is told of and finds linked
-in its own `volumes/` (see local_volumes; read-only is not enforced).
+in its own `volumes/`, those it only reads made read-only to it (see local_volumes).
 
 Tenants: with ``worker_uids`` (a range of user ids, `run_agent --worker-uids 20000-29999`; the
 agent must run as root) each tenant's workers run as a user of their own, the range's start
@@ -45,7 +45,13 @@ from pathlib import Path
 
 from clusters.backends import base, cgroups, local_shim, local_usage
 from clusters.backends.base import AttemptSpec, LogLine, NodeInventory, WorkerStatus
-from clusters.backends.local_volumes import VOLUMES, link_volumes, volume_folders, volumes_problem
+from clusters.backends.local_volumes import (
+    VOLUMES,
+    link_volumes,
+    read_only_folders,
+    volume_folders,
+    volumes_problem,
+)
 from clusters.backends.state_files import read_number, write_state
 
 SHIM = "clusters.backends.local_shim"
@@ -297,6 +303,7 @@ class LocalBackend:
             "cpu_seconds": max(1, worker.cpu_milli * spec.max_runtime_s // 1000),
             # The runtime limit's grace to checkpoint: as long as the control plane's stops give.
             "grace_s": spec.stop_grace_s,
+            "read_only": read_only_folders(spec.volumes),
         }))  # fmt: skip
         # After spec.json: a worker directory with it is reported, and so forgotten (its files
         # removed), even if the agent dies before the shim starts.

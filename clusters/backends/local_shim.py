@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from clusters.backends import base, cgroups
+from clusters.backends.local_volumes import ReadOnly
 
 # After the main process ended, how long the output readers may take to drain the pipes.
 READERS_JOIN_S = 5.0
@@ -46,6 +47,8 @@ PR_SET_PDEATHSIG = 1
 # The control plane's characters of a line take at most 4 bytes each in UTF-8: a record holds
 # at most MAX_LINE_BYTES of a line's text.
 MAX_LINE_BYTES = 4 * base.MAX_LINE
+# What the child writes to its report pipe, before why, when it could not prepare the worker.
+REFUSED = b"!"
 
 
 def record(stream: str, text: bytes) -> bytes:
@@ -77,11 +80,13 @@ def parse_record(raw: bytes) -> tuple[str, str]:
     return name, text.decode(errors="replace")
 
 
-def prepare(spec: dict, group: cgroups.Group | None, report: int, die_with):
+def prepare(spec: dict, group: cgroups.Group | None, report: int, die_with, read_only):
     """In the child, before the command runs (in a session of its own already): default
-    SIGTERM handling, resource limits, the tenant's own user if the spec names one and, last
-    (a change of user clears it), death with the shim. One byte to the ``report`` pipe says
-    whether the child joined the cgroup."""
+    SIGTERM handling, resource limits, the data volumes it only reads made read-only
+    (``read_only``, a local_volumes.ReadOnly), the tenant's own user if the spec names one
+    and, last (a change of user clears it), death with the shim. One byte to the ``report``
+    pipe says whether the child joined the cgroup; or, where the volumes could not be made
+    read-only, REFUSED and why, and the command does not run."""
     shim = os.getpid()
 
     def apply():
@@ -92,6 +97,13 @@ def prepare(spec: dict, group: cgroups.Group | None, report: int, die_with):
             with contextlib.suppress(OSError):  # a host that refuses it: rlimits after all
                 group.join(os.getpid())  # its children are born in the group too
                 joined = True
+        if folders := spec.get("read_only"):
+            try:
+                read_only(folders)
+            except OSError as error:
+                said = f"its read-only data volumes could not be made read only here: {error}"
+                os.write(report, REFUSED + said.encode(errors="backslashreplace"))
+                raise
         os.write(report, b"1" if joined else b"0")
         os.close(report)
         if not joined and spec.get("memory_mb"):
@@ -214,11 +226,17 @@ def main(directory: Path) -> int:
         child = subprocess.Popen(
             spec["command"], env=spec["env"], cwd=spec["cwd"], stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True, pass_fds=(told,),
-            preexec_fn=prepare(spec, group, told, parent_death_signal()),
+            preexec_fn=prepare(spec, group, told, parent_death_signal(), ReadOnly()),
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as error:
-        return not_started(directory, error, group)
-    finally:
+        os.close(told)
+        said = os.read(report, 4096)
+        os.close(report)
+        failure: Exception = error
+        if said.startswith(REFUSED):  # the child's own account of what it could not prepare
+            failure = subprocess.SubprocessError(said.removeprefix(REFUSED).decode())
+        return not_started(directory, failure, group)
+    else:
         os.close(told)
     forward.started(child.pid)
     joined = os.read(report, 1) == b"1"

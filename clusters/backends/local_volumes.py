@@ -8,12 +8,18 @@ from there), which forget removes with the directory (the link, never what it po
 volume without a host folder, or whose folder is not on this host, fails the attempt before it
 runs.
 
-Read-only is not enforced: that takes a read-only bind mount in a mount namespace of the
-worker's own, which this backend does not make. A worker may write whatever its user may in the
-folder, read_only or not; the folder's own permissions are all that hold it (with
-`--worker-uids`, give the tenant's user read access alone where its jobs only read).
+A volume the job only reads is read-only to its workers: each worker runs in a mount namespace
+of its own in which the volume's folder is bound onto itself read-only (``ReadOnly``), so it
+and everything it starts can only read there, while the host, the agent and every other worker
+see the folder as it is. An agent running as root makes the namespace itself (before the
+worker takes its tenant's user); one that is not makes it inside a user namespace of the
+worker's own, which maps only its own user and group (the kernel must allow unprivileged user
+namespaces, as Debian's and most distributions' do). Where neither is allowed, the worker fails
+before it runs, saying so: a volume is never given writable where read-only was promised.
+What is mounted below the folder (another file system) is bound too and not made read-only.
 """
 
+import ctypes
 import os
 import re
 from pathlib import Path
@@ -52,8 +58,8 @@ def volume_folders(volumes: tuple[dict, ...]) -> dict[str, str]:
 def link_volumes(folder: Path, volumes: tuple[dict, ...], uid: int | None) -> None:
     """A symlink in ``folder`` to each data volume's host folder, by the volume's name, the
     folder mode 0700 and owned by the worker's user (``uid``; None: the agent's). Forget's
-    removal of the worker's directory unlinks them and never follows them. Nothing here makes a
-    volume read-only (see the module's docstring)."""
+    removal of the worker's directory unlinks them and never follows them. What the job only
+    reads is made read-only by its worker's shim (ReadOnly)."""
     if not volumes:
         return
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -64,3 +70,50 @@ def link_volumes(folder: Path, volumes: tuple[dict, ...], uid: int | None) -> No
             link.symlink_to(volume["host_path"], target_is_directory=True)
     if uid is not None:
         os.chown(folder, uid, uid)
+
+
+def read_only_folders(volumes: tuple[dict, ...]) -> list[str]:
+    """The host folders of the job's volumes that it only reads."""
+    return sorted({v["host_path"] for v in volumes if v.get("read_only", True)})
+
+
+# unshare(2) and mount(2) flags (linux/sched.h, linux/mount.h), and the statvfs flags of a
+# mount that a remount inside a user namespace must keep (their MS_ flag for each).
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+KEPT_FLAGS = {os.ST_NOSUID: 2, os.ST_NODEV: 4, os.ST_NOEXEC: 8, os.ST_NOATIME: 1024,
+              os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}  # fmt: skip
+
+
+class ReadOnly:
+    """Makes folders read-only for the calling process and what it starts, in a mount
+    namespace of its own (the module's docstring). libc is loaded when made, before the fork;
+    called in the child, before it takes its tenant's user. OSError naming the step the host
+    refused."""
+
+    def __init__(self):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+
+    def __call__(self, folders: list[str]) -> None:
+        if os.geteuid() == 0:
+            self._check(self.libc.unshare(CLONE_NEWNS), "a mount namespace")
+        else:
+            uid, gid = os.getuid(), os.getgid()
+            self._check(self.libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "a user namespace")
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+                Path("/proc/self", name).write_text(text)
+        # Nothing done here reaches the host's namespace, nor anything of the host's this one.
+        self._check(self.libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "/")
+        for folder in folders:
+            path = os.fsencode(folder)
+            self._check(self.libc.mount(path, path, None, MS_BIND | MS_REC, None), folder)
+            kept = os.statvfs(folder).f_flag
+            flags = sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
+            remount = MS_REMOUNT | MS_BIND | MS_RDONLY | flags
+            self._check(self.libc.mount(None, path, None, remount, None), folder)
+
+    def _check(self, result: int, what: str) -> None:
+        if result != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, os.strerror(number), what)

@@ -1,18 +1,23 @@
 """The job's data volumes on the local backend: each worker is told the volume's folder on the
-host and finds it linked at `volumes/<name>` in its own directory; forget removes the link and
-never the data; an attempt whose volume has no host folder here fails before it runs."""
+host and finds it linked at `volumes/<name>` in its own directory; a volume it only reads is
+read-only to it; forget removes the link and never the data; an attempt whose volume has no
+host folder here, or cannot be made read-only, fails before it runs."""
 
 import dataclasses
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from clusters.backends import base
-from clusters.backends.local import LocalBackend, parse_inventory
+from clusters.backends.base import AttemptSpec
+from clusters.backends.local import SHIM, LocalBackend, parse_inventory
 from tests.clusters.test_local_backend import ended, phases, spec
 from tests.clusters.test_tenant_users import PYTHON, UIDS, tenant_spec
+from tests.processes import ROOT
 
 # Prints where the variable says the volume is, then the file read there.
 BY_VARIABLE = """
@@ -135,8 +140,9 @@ def test_a_volume_not_named_as_a_label_links_nothing_outside(backend, imagenet, 
     assert not any(tmp_path.rglob("escape"))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
-def test_a_worker_running_as_its_tenants_user_reads_through_its_own_link(root):
+def as_tenants_user(root: Path, script: str) -> tuple[LocalBackend, Path, AttemptSpec]:
+    """An agent running tenants' workers as their own users, a volume's folder on its host
+    (holding labels.txt) and tenant 3's attempt running the script with that volume."""
     isolated = LocalBackend(
         root / "state", parse_inventory("1x8xA100", "local"), root / "ckpt", worker_uids=UIDS
     )
@@ -146,7 +152,13 @@ def test_a_worker_running_as_its_tenants_user_reads_through_its_own_link(root):
     (root / "datasets").chmod(0o755)
     volume = {"name": "imagenet", "path": "/data", "read_only": True, "claim": "",
               "host_path": str(folder)}  # fmt: skip
-    mine = dataclasses.replace(tenant_spec(3, 1, [PYTHON, "-c", BY_LINK]), volumes=(volume,))
+    mine = dataclasses.replace(tenant_spec(3, 1, [PYTHON, "-c", script]), volumes=(volume,))
+    return isolated, folder, mine
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_worker_running_as_its_tenants_user_reads_through_its_own_link(root):
+    isolated, folder, mine = as_tenants_user(root, BY_LINK)
 
     isolated.start(mine)
 
@@ -155,3 +167,123 @@ def test_a_worker_running_as_its_tenants_user_reads_through_its_own_link(root):
     assert output(isolated) == [str(folder), "n01440764 tench"]
     links = isolated.worker_dir(1, 0) / "volumes"
     assert (links.stat().st_uid, links.stat().st_mode & 0o777) == (40_003, 0o700)
+
+
+# A volume the job only reads is read-only to its workers, in a mount namespace of each
+# worker's own; the host, and a job that writes to its volume, see the folder as it is.
+
+# Writes a file in the volume's folder and says what became of it.
+WRITES = """
+import os, pathlib
+folder = pathlib.Path(os.environ["MLSCHED_VOLUME_IMAGENET"])
+for target in (folder / "written.txt", pathlib.Path("..", "volumes", "imagenet", "linked.txt")):
+    try:
+        target.write_text("by the job")
+        print("wrote", target.name)
+    except OSError as error:
+        print("refused", target.name, error.strerror)
+"""
+
+
+def test_a_volume_the_job_only_reads_is_read_only_to_its_workers(backend, imagenet):
+    backend.start(with_volumes([sys.executable, "-c", WRITES], [imagenet]))
+
+    assert ended(backend)
+    assert output(backend) == [
+        "refused written.txt Read-only file system",
+        "refused linked.txt Read-only file system",
+    ]
+    Path(imagenet["host_path"], "host.txt").write_text("the host still writes")
+    assert sorted(p.name for p in Path(imagenet["host_path"]).iterdir()) == [
+        "host.txt", "labels.txt"
+    ]  # fmt: skip
+
+
+def test_a_volume_the_job_writes_to_is_writable(backend, imagenet):
+    writable = {**imagenet, "read_only": False}
+
+    backend.start(with_volumes([sys.executable, "-c", WRITES], [writable]))
+
+    assert ended(backend)
+    assert output(backend) == ["wrote written.txt", "wrote linked.txt"]
+    assert Path(imagenet["host_path"], "written.txt").read_text() == "by the job"
+
+
+def test_a_read_only_volume_of_a_job_beside_another_writing_it_stays_writable_there(
+    backend, imagenet
+):
+    writer = dataclasses.replace(
+        with_volumes([sys.executable, "-c", WRITES], [{**imagenet, "read_only": False}]),
+        attempt_id=2,
+    )
+
+    backend.start(with_volumes([sys.executable, "-c", WRITES], [imagenet]))
+    backend.start(writer)
+
+    assert ended(backend) and ended(backend, attempt=2)
+    assert [line.text for line in backend.logs() if line.attempt_id == 2] == [
+        "wrote written.txt", "wrote linked.txt"
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_worker_running_as_its_tenants_user_cannot_write_a_read_only_volume(root):
+    isolated, folder, mine = as_tenants_user(root, WRITES)
+    folder.chmod(0o777)  # its own permissions would let anyone write
+
+    isolated.start(mine)
+
+    assert ended(isolated)
+    assert output(isolated) == [
+        "refused written.txt Read-only file system",
+        "refused linked.txt Read-only file system",
+    ]
+
+
+# Run by a user who is not root: the namespace is made inside a user namespace of its own.
+UNPRIVILEGED = """
+import sys, pathlib
+from clusters.backends.local_volumes import ReadOnly
+folder = pathlib.Path(sys.argv[1])
+ReadOnly()([str(folder)])
+try:
+    (folder / "written.txt").write_text("x")
+    print("wrote")
+except OSError as error:
+    print("refused", error.strerror)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user needs root")
+def test_a_worker_of_an_agent_that_is_not_root_cannot_write_a_read_only_volume(root):
+    folder = root / "imagenet"
+    folder.mkdir()
+    folder.chmod(0o777)
+
+    done = subprocess.run(
+        [PYTHON, "-c", UNPRIVILEGED, str(folder)], cwd=ROOT, user=UIDS.start + 9,
+        group=UIDS.start + 9, extra_groups=[], capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+    assert (done.returncode, done.stdout) == (0, "refused Read-only file system\n"), done.stderr
+    (folder / "host.txt").write_text("the host still writes")
+
+
+def test_a_worker_whose_volume_cannot_be_made_read_only_fails_before_it_runs(tmp_path):
+    worker = tmp_path / "worker"
+    worker.mkdir()
+    (worker / "spec.json").write_text(json.dumps({
+        "command": [sys.executable, "-c", "print('ran')"], "env": {"PATH": "/usr/bin:/bin"},
+        "cwd": str(worker / "work"), "max_runtime_s": 30,
+        "read_only": [str(tmp_path / "gone")],
+    }))  # fmt: skip
+
+    subprocess.run([sys.executable, "-m", SHIM, str(worker)], cwd=ROOT, timeout=30, check=True)
+
+    exit_record = json.loads((worker / "exit.json").read_text())
+    assert exit_record["code"] is None
+    assert exit_record["refused"].startswith(
+        "the worker could not be prepared: its read-only data volumes could not be made read "
+        "only here: [Errno 2] No such file or directory"
+    )
+    assert not (worker / "log").exists() or "ran" not in (worker / "log").read_text()
