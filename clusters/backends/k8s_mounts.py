@@ -1,5 +1,6 @@
-"""Pods that cannot mount a volume because the Secret or ConfigMap it names is missing, found in
-the kubelet's FailedMount events (the rule: `k8s_status.mount_failure_in_events`).
+"""Pods that cannot mount a volume because the Secret or ConfigMap it names is missing, or its
+claim is missing, being deleted or unbound, found in the kubelet's FailedMount events (the rule:
+`k8s_status.mount_failure_in_events`).
 
 A pod in that state never changes (Pending, its container waiting ContainerCreating), so the
 pod watch tells nothing: the events are listed instead, those of reason FailedMount alone, one

@@ -102,18 +102,35 @@ COMMAND_NOT_RUNNABLE = re.compile(r'exec: "[^"]*": permission denied')
 # secret "<name>" not found' (configmap, or "references non-existent secret key: <key>") while
 # the container waits ContainerCreating. The kubelet retries the mount, backing off from 0.5 s
 # to 2 min, and the same failure stays one event whose count grows and lastTimestamp moves.
+# A claim volume whose claim is not there, is being deleted, or is not bound fails before any
+# mount: the kubelet's volume manager cannot even add it to the volumes the pod needs
+# (desired_state_of_world_populator.go, getPVCExtractPV: 'failed to fetch PVC from API server:
+# persistentvolumeclaims "<claim>" not found', "PVC is being deleted", "PVC is not bound"), and
+# each sync of the pod records FailedMount 'Unable to attach or mount volumes: unmounted
+# volumes=[...], unattached volumes=[...], failed to process volumes=[<volume>]: error
+# processing PVC <namespace>/<claim>: <that error>' (volume_manager.go, WaitForAttachAndMount;
+# older kubelets leave out "failed to process volumes"), again at each retry of the sync (10 s
+# apart). A claim the pods use cannot be removed (the kubernetes.io/pvc-protection finalizer):
+# deleted after they were made (they are bound to their nodes), it stays, being deleted, until
+# they are gone.
 # At first it may pass: a new namespace's kube-root-ca.crt ConfigMap (every service account
 # volume's) comes a moment after the namespace, and a kubelet's cache may lag a Secret just
 # made. So it ends the attempt only once the kubelet has kept failing for a while (from the
 # event's first time to its last): a Secret that appears meanwhile ends the repeats. It is an
 # infrastructure failure, retried, and the platform's (base.PLATFORM_FAULT), not the job's nor
 # the node's: the Secrets a pod mounts are those the backend made for its attempt before the
-# pod, so one missing was deleted since or never made, and a new attempt makes its own.
+# pod, so one missing was deleted since or never made, and a new attempt makes its own; its
+# claims were there, bound, when the attempt started (k8s_tenancy.check_data_claims), so one
+# missing, being deleted or unbound was taken away since, on every node alike, and a new
+# attempt is refused at its start until the claim is back.
 FAILED_MOUNT = "FailedMount"
 MISSING_FOR_MOUNT = re.compile(
     r'MountVolume\.SetUp failed for volume "(?P<volume>[^"]+)" : '
     r'(?P<missing>(?:secrets?|configmaps?) "[^"]+" not found|'
     r"(?:configmap )?references non-existent (?:secret|config) key: \S+)"
+    r"|error processing PVC [^/\s]+/(?P<claim>[^:\s]+): "
+    r'(?:failed to fetch PVC from API server: (?P<claim_missing>persistentvolumeclaims "[^"]+" '
+    r"not found)|(?P<claim_unusable>PVC is being deleted|PVC is not bound))"
 )
 # The worker's container is not made before the pod's volumes are mounted: it waits so, or
 # has no status yet.
@@ -138,7 +155,7 @@ class Seen:
     # may be all a status read sees.
     pull_error: str = ""
     # A volume the kubelet has failed to mount for long enough, its Secret or ConfigMap missing
-    # (mount_failure_in_events), "FailedMount: volume ...".
+    # or its claim gone (mount_failure_in_events), "FailedMount: volume ..." or "... claim ...".
     mount_error: str = ""
 
 
@@ -322,15 +339,16 @@ def waits_to_mount(pod: client.V1Pod | None) -> bool:
 def mount_failure_in_events(
     events: list[client.CoreV1Event], pod_name: str, pod_uid: str, persisted_s: float
 ) -> str:
-    """Why the pod cannot mount a volume, 'FailedMount: volume "<volume>": <what is missing>',
-    once the kubelet's FailedMount events about it (a pod of the same name before it excluded)
+    """Why the pod cannot mount a volume, 'FailedMount: volume "<volume>": <what is missing>'
+    (a Secret, a ConfigMap, a key) or 'FailedMount: claim "<claim>": <what is wrong>', once the
+    kubelet's FailedMount events about it (a pod of the same name before it excluded)
     have said so for `persisted_s` from first to last; "" before then, or for other failures."""
     times: dict[str, list[datetime]] = {}
     for event in events:
         if event.reason != FAILED_MOUNT or not _about_pod(event, pod_name, pod_uid):
             continue
         if found := MISSING_FOR_MOUNT.search(event.message or ""):
-            said = f'{FAILED_MOUNT}: volume "{found["volume"]}": {found["missing"]}'
+            said = _mount_failure(found)
             times.setdefault(said, []).extend((_event_first_time(event), _event_time(event)))
     lasting = [
         (max(seen), said)
@@ -338,6 +356,14 @@ def mount_failure_in_events(
         if (max(seen) - min(seen)).total_seconds() >= persisted_s
     ]
     return max(lasting)[1] if lasting else ""
+
+
+def _mount_failure(found: re.Match[str]) -> str:
+    """A failure MISSING_FOR_MOUNT found, as a worker's reason: its volume, or its claim."""
+    if found["claim"]:
+        missing = found["claim_missing"] or found["claim_unusable"]
+        return f'{FAILED_MOUNT}: claim "{found["claim"]}": {missing}'
+    return f'{FAILED_MOUNT}: volume "{found["volume"]}": {found["missing"]}'
 
 
 def _about_pod(event: client.CoreV1Event, pod_name: str, pod_uid: str) -> bool:

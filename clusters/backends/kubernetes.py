@@ -18,7 +18,9 @@
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
   instead of leaving pods that never mount. The job's data volumes are the tenant's claims,
   mounted at the paths it asked for (read-only as asked): an attempt whose data volume has no
-  claim, or whose claim the namespace lacks or has not bound, fails at once (CreateFailed) in
+  claim, or whose claim the namespace lacks, has not bound, is deleting, or has no access mode
+  letting its pods on their nodes mount it as asked (ReadWriteOnce for a gang on one node
+  only, ReadWriteOncePod for one pod, ReadOnlyMany read-only), fails at once (CreateFailed) in
   the same way. Objects that already exist (409) are left alone, so starting twice is
   harmless.
 - status: from a pod watch (see k8s_watch) and a periodic node list (see k8s_status for the
@@ -27,8 +29,9 @@
   pull back-off that does not say why the pull failed (kubelets before 1.32), and whose failed
   pull the watch did not see (the agent restarted meanwhile), has its events read once, for the
   kubelet's "Failed to pull image" event. A pod whose container waits for a volume the kubelet
-  cannot mount, its Secret or ConfigMap missing, fails once the kubelet's FailedMount events
-  have said so for `mount_failure_s` (see k8s_mounts). A pod's end is
+  cannot mount, its Secret or ConfigMap missing, or its claim missing, being deleted or unbound
+  since the start, fails once the kubelet's FailedMount events have said so for
+  `mount_failure_s` (see k8s_mounts). A pod's end is
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
   the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
   checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
@@ -194,11 +197,12 @@ class KubernetesBackend:
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
         self._usage = NodeStats(self.core, gpu_exporters)
-        # A pod fails once the kubelet has kept failing to mount a missing Secret or ConfigMap
-        # for mount_failure_s (k8s_status.MISSING_FOR_MOUNT). 60 s: the kubelet's retries,
-        # backing off, pass it at their eighth try (63.5 s), far past a new namespace's
-        # kube-root-ca.crt or a lagging cache, and far before the control plane's start
-        # timeout (300 s). The events are read at most every mount_check_s.
+        # A pod fails once the kubelet has kept failing to mount a missing Secret or ConfigMap,
+        # or a claim gone since the start, for mount_failure_s (k8s_status.MISSING_FOR_MOUNT).
+        # 60 s: the kubelet's retries, backing off, pass it at their eighth try (63.5 s), far
+        # past a new namespace's kube-root-ca.crt or a lagging cache, and far before the
+        # control plane's start timeout (300 s). The events are read at most every
+        # mount_check_s.
         self._mounts = MountFailures(self.core, mount_failure_s, mount_check_s)
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
@@ -241,7 +245,9 @@ class KubernetesBackend:
             tenancy.prepare(self.core, self.networking, namespace, spec.tenant,
                             self.namespace_quota, self.isolate_namespaces,
                             self.checkpoint_claim)  # fmt: skip
-            tenancy.check_data_claims(self.core, namespace, spec.volumes)
+            tenancy.check_data_claims(self.core, namespace, spec.volumes,
+                                      nodes=len({w.node for w in spec.workers}),
+                                      pods=spec.world_size)  # fmt: skip
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 create(self.core.create_namespaced_service, namespace, service)

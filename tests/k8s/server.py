@@ -13,9 +13,11 @@ keys at relative paths without "..", a mode of 0 to 0777), claim volumes (a clai
 env (a name, and a value or a valueFrom, not both) and a secret's keys (a Docker config's must
 parse); a secret's stringData is merged into its data, base64, as the API server stores it.
 The API server takes a pod whose secret volume names a Secret or a key that is not there, or
-whose claim volume names a claim the namespace lacks or has not bound; the kubelet then never
-starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event counted again at
-each try). Pods are bound to
+whose claim volume names a claim the namespace lacks, has not bound or is deleting; the kubelet
+then never starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event, in the
+kubelet's words, counted again at each try). A claim a pod bound to a node names is not removed
+when deleted, only marked deleting until the last such pod is gone, as the
+kubernetes.io/pvc-protection finalizer keeps it. Pods are bound to
 their nodes (nodeName): no scheduler is modelled. Watches stream
 newline-delimited JSON events in chunked encoding, the way the API server does, and honour
 resourceVersion, timeoutSeconds and labelSelector; a watch from before `compact()` gets the 410
@@ -145,13 +147,20 @@ class KubeTestServer:
                 cond["lastTransitionTime"] = objects.now(-since_s)
             self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
 
-    def add_claim(self, ns: str, name: str, phase: str = "Bound") -> None:
-        """A platform team provisions a claim in a tenant namespace (made if need be); one
-        still "Pending" has no volume bound to it yet."""
+    def add_claim(
+        self, ns: str, name: str, phase: str = "Bound", access_modes=("ReadWriteMany",)
+    ) -> None:
+        """A platform team provisions a claim in a tenant namespace (made if need be), of the
+        access modes given (asked for, and those of the volume bound to it); one still
+        "Pending" has no volume bound to it yet, and so no access modes in its status."""
+        claim = objects.claim(name, phase)
+        claim["spec"]["accessModes"] = list(access_modes)
+        if "accessModes" in claim["status"]:
+            claim["status"]["accessModes"] = list(access_modes)
         with self.cond:
             if ns not in self.namespaces:
                 self.create_namespace({"metadata": {"name": ns}})
-            self.create("persistentvolumeclaims", ns, objects.claim(name, phase))
+            self.create("persistentvolumeclaims", ns, claim)
 
     def fail(self, method: str, path: str, error: ApiError, times: int | None = 1) -> None:
         """Answer the next `times` requests (None: all) whose path matches the regular
@@ -309,16 +318,28 @@ class KubeTestServer:
 
     def _unbound(self, ns: str, volume: dict) -> str:
         """Why the kubelet cannot mount a claim volume, as its volume manager says it: the
-        claim is not in the namespace, or no volume is bound to it; "" if it can."""
+        claim is not in the namespace, is being deleted, or no volume is bound to it; "" if it
+        can. The words are the kubelet's: getPVCExtractPV's errors
+        (pkg/kubelet/volumemanager/populator/desired_state_of_world_populator.go), in
+        createVolumeSpec's "error processing PVC <ns>/<claim>: ", in WaitForAttachAndMount's
+        "unmounted volumes=..., unattached volumes=..., failed to process volumes=...: "
+        (pkg/kubelet/volumemanager/volume_manager.go), in syncPod's FailedMount event "Unable
+        to attach or mount volumes: " (pkg/kubelet/kubelet.go). Its lists name the failing
+        volume alone, as at a retry once the pod's other volumes are mounted (a claim volume
+        never attaches before its claim is processed)."""
+        name = volume["name"]
         claim = volume["persistentVolumeClaim"]["claimName"]
         found = self.store["persistentvolumeclaims"].get((ns, claim))
-        said = (f"Unable to attach or mount volumes: unmounted volumes=[{volume['name']}]: "
-                f"error processing PVC {ns}/{claim}: ")  # fmt: skip
-        if found is None:
-            return (
-                said
-                + f'failed to fetch PVC from API server: persistentvolumeclaims "{claim}" not found'
+        said = (f"Unable to attach or mount volumes: unmounted volumes=[{name}], unattached "
+                f"volumes=[], failed to process volumes=[{name}]: error processing PVC "
+                f"{ns}/{claim}: ")  # fmt: skip
+        if found is None:  # the API server's NotFound, as the kubelet's client got it
+            fetch = (
+                f'failed to fetch PVC from API server: persistentvolumeclaims "{claim}" not found'
             )
+            return said + fetch
+        if found["metadata"].get("deletionTimestamp"):
+            return said + "PVC is being deleted"
         if (found.get("status") or {}).get("phase") != "Bound":
             return said + "PVC is not bound"
         return ""
@@ -464,7 +485,25 @@ class KubeTestServer:
         obj = self.store[kind].pop((ns, name))
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._record(kind, "DELETED", obj)
+        if kind == "pods":  # the pvc-protection controller lets go of claims no pod uses
+            for (claim_ns, claim), found in list(self.store["persistentvolumeclaims"].items()):
+                deleting = found["metadata"].get("deletionTimestamp")
+                if claim_ns == ns and deleting and not self._claim_in_use(ns, claim):
+                    self._remove("persistentvolumeclaims", ns, claim)
         return obj
+
+    def _claim_in_use(self, ns: str, claim: str) -> bool:
+        """A pod bound to a node names the claim: the kubernetes.io/pvc-protection finalizer
+        keeps it (pkg/controller/volume/pvcprotection, podUsesPVC), whatever the pod's phase."""
+        return any(
+            pod_ns == ns
+            and pod["spec"].get("nodeName")
+            and any(
+                (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim
+                for volume in pod["spec"].get("volumes") or []
+            )
+            for (pod_ns, _), pod in self.store["pods"].items()
+        )
 
     # API operations.
 
@@ -521,6 +560,11 @@ class KubeTestServer:
             if obj is None:
                 raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
             self.deletions.append((kind, ns, name, grace))
+            if kind == "persistentvolumeclaims" and self._claim_in_use(ns, name):
+                obj["metadata"]["deletionTimestamp"] = objects.now()
+                obj["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+                obj["metadata"]["resourceVersion"] = self._next_rv()
+                return copy.deepcopy(obj)
             if kind != "pods" or grace == 0 or objects.is_terminal(obj):
                 return self._remove(kind, ns, name)
             objects.mark_deleting(obj, grace)

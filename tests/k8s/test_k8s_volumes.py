@@ -1,7 +1,8 @@
 """The job's data volumes on Kubernetes: each worker's pod mounts the tenant's claim at the path
 the job asked for, read-only as asked, in a pod volume apart from the backend's own, and is
-told the path; an attempt whose volume has no claim, or whose claim the namespace lacks or has
-not bound, fails at once as an infrastructure failure, before any pod."""
+told the path; an attempt whose volume has no claim, or whose claim the namespace lacks, has
+not bound or is deleting, or whose claim's access modes do not let its pods on their nodes mount
+it as asked, fails at once as an infrastructure failure, before any pod."""
 
 import json
 
@@ -11,8 +12,10 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.backends import base
 from clusters.backends import k8s_specs as specs
+from clusters.backends.base import WorkerSpec
 from tests.k8s.conftest import (
     NAMESPACE,
+    attempt,
     env_of,
     one_gpu_worker,
     status_becomes,
@@ -173,7 +176,7 @@ def test_without_the_right_to_read_claims_a_pod_waits_pending_for_a_missing_one(
     backend.start(one_gpu_worker(volumes=(IMAGENET,)))
     kube.run_pod(NAMESPACE, "mlsched-7-0")
 
-    # Pending until the control plane's start timeout (MLSCHED_START_TIMEOUT_S) retries it.
+    # Pending until the kubelet has failed to mount it for mount_failure_s (test_mount_failures).
     waiting = status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
     assert waiting.exit_code is None
     (event,) = kube.objects_of("events")
@@ -182,6 +185,132 @@ def test_without_the_right_to_read_claims_a_pod_waits_pending_for_a_missing_one(
         "error processing PVC mlsched-alpha/imagenet-pvc: failed to fetch PVC from API server: "
         'persistentvolumeclaims "imagenet-pvc" not found'
     )
+
+
+def test_a_claim_being_deleted_fails_the_next_attempt_before_any_pod(kube, backend, claims):
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    kube.delete("persistentvolumeclaims", NAMESPACE, "imagenet-pvc", None)  # its pod keeps it
+
+    backend.start(one_gpu_worker(attempt_id=8, number=2, volumes=(IMAGENET,)))
+
+    status = status_becomes(backend, 8, 0, base.FAILED)
+    assert status.reason == (
+        'CreateFailed: data volume "imagenet": claim "imagenet-pvc" in mlsched-alpha is being '
+        "deleted"
+    )
+    assert [p["metadata"]["name"] for p in kube.pods()] == ["mlsched-7-0"]
+
+
+# Access modes: which pods may mount a claim at once. mlsched binds the pods to their nodes
+# itself, so nothing else keeps a gang off a claim it cannot share.
+
+ON_ONE_NODE = tuple(
+    WorkerSpec(rank=rank, node="gpu-a", gpu_indices=(rank,), cpu_milli=4000, memory_mb=16384)
+    for rank in (0, 1)
+)
+
+
+def gang_on_one_node(attempt_id=11, **kwargs):
+    return attempt(attempt_id, 1, ON_ONE_NODE, **kwargs)
+
+
+def pod_names(kube) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in kube.pods())
+
+
+def test_a_readwriteonce_claim_is_refused_for_a_gang_on_two_nodes_not_on_one(kube, backend):
+    kube.add_claim(NAMESPACE, "model-store", access_modes=("ReadWriteOnce",))
+
+    backend.start(two_worker_gang(volumes=(WEIGHTS,)))
+
+    for rank in (0, 1):
+        status = status_becomes(backend, 11, rank, base.FAILED)
+        assert (status.exit_code, status.reason) == (None, (
+            'CreateFailed: data volume "model-store": claim "model-store" in mlsched-alpha is '
+            "ReadWriteOnce: a gang on 2 nodes writing to it needs ReadWriteMany, or ReadOnlyMany "
+            "to read it"
+        ))  # fmt: skip
+    assert kube.pods() == []
+
+    backend.start(one_gpu_worker(volumes=(WEIGHTS,)))
+    backend.start(gang_on_one_node(attempt_id=12, volumes=(WEIGHTS,)))
+
+    assert status_becomes(backend, 7, 0, base.PENDING)
+    assert pod_names(kube) == ["mlsched-12-0", "mlsched-12-1", "mlsched-7-0"]
+
+
+def test_a_readwriteonce_claim_read_by_a_gang_on_two_nodes_needs_a_shared_mode(kube, backend):
+    kube.add_claim(NAMESPACE, "imagenet-pvc", access_modes=("ReadWriteOnce",))
+
+    backend.start(two_worker_gang(volumes=(IMAGENET,)))
+
+    assert status_becomes(backend, 11, 0, base.FAILED).reason == (
+        'CreateFailed: data volume "imagenet": claim "imagenet-pvc" in mlsched-alpha is '
+        "ReadWriteOnce: a gang on 2 nodes reading it needs ReadOnlyMany or ReadWriteMany"
+    )
+    assert kube.pods() == []
+
+
+def test_a_readonlymany_claim_is_read_by_a_gang_but_refused_to_a_writer(kube, backend):
+    kube.add_claim(NAMESPACE, "imagenet-pvc", access_modes=("ReadOnlyMany",))
+    writing = {**IMAGENET, "read_only": False}
+
+    backend.start(two_worker_gang(volumes=(IMAGENET,)))
+    backend.start(one_gpu_worker(volumes=(writing,)))
+
+    assert status_becomes(backend, 11, 0, base.PENDING)
+    assert status_becomes(backend, 7, 0, base.FAILED).reason == (
+        'CreateFailed: data volume "imagenet": claim "imagenet-pvc" in mlsched-alpha is '
+        "ReadOnlyMany: a job writing to it needs ReadWriteOnce, ReadWriteOncePod or "
+        "ReadWriteMany, or a read-only mount"
+    )
+    assert pod_names(kube) == ["mlsched-11-0", "mlsched-11-1"]
+
+
+def test_a_readwriteoncepod_claim_is_refused_for_two_pods_even_on_one_node(kube, backend):
+    kube.add_claim(NAMESPACE, "model-store", access_modes=("ReadWriteOncePod",))
+
+    backend.start(gang_on_one_node(volumes=(WEIGHTS,)))
+    backend.start(one_gpu_worker(volumes=(WEIGHTS,)))
+
+    assert status_becomes(backend, 11, 1, base.FAILED).reason == (
+        'CreateFailed: data volume "model-store": claim "model-store" in mlsched-alpha is '
+        "ReadWriteOncePod: a gang of 2 pods writing to it needs ReadWriteOnce or ReadWriteMany, "
+        "or ReadOnlyMany to read it"
+    )
+    assert status_becomes(backend, 7, 0, base.PENDING)
+    assert pod_names(kube) == ["mlsched-7-0"]
+
+
+def test_a_claim_of_several_modes_is_refused_only_when_none_will_do(kube, backend):
+    kube.add_claim(NAMESPACE, "model-store", access_modes=("ReadWriteOnce", "ReadOnlyMany"))
+    reading = {**WEIGHTS, "read_only": True}
+
+    backend.start(two_worker_gang(attempt_id=11, volumes=(reading,)))
+    backend.start(two_worker_gang(attempt_id=12, volumes=(WEIGHTS,)))
+
+    assert status_becomes(backend, 11, 0, base.PENDING)
+    assert status_becomes(backend, 12, 0, base.FAILED).reason == (
+        'CreateFailed: data volume "model-store": claim "model-store" in mlsched-alpha is '
+        "ReadWriteOnce and ReadOnlyMany: a gang on 2 nodes writing to it needs ReadWriteMany, "
+        "or a read-only mount"
+    )
+
+
+def test_the_modes_of_the_volume_bound_count_over_those_the_claim_asked(kube, backend):
+    # The volume bound offers what it does: an NFS volume asked ReadWriteOnce of is shared.
+    kube.add_claim(NAMESPACE, "model-store", access_modes=("ReadWriteOnce",))
+    kube.add_claim(NAMESPACE, "imagenet-pvc", access_modes=("ReadWriteMany",))
+    with kube.cond:
+        store = kube.store["persistentvolumeclaims"]
+        store[(NAMESPACE, "model-store")]["status"]["accessModes"] = ["ReadWriteMany"]
+        store[(NAMESPACE, "imagenet-pvc")]["status"]["accessModes"] = ["ReadWriteOnce"]
+
+    backend.start(two_worker_gang(attempt_id=11, volumes=(WEIGHTS,)))
+    backend.start(two_worker_gang(attempt_id=12, volumes=(IMAGENET,)))
+
+    assert status_becomes(backend, 11, 0, base.PENDING)
+    assert "ReadWriteOnce: a gang on 2 nodes" in status_becomes(backend, 12, 0, base.FAILED).reason
 
 
 def test_forget_leaves_the_tenants_claims(kube, backend, claims):
@@ -263,3 +392,37 @@ def test_the_kubelet_waits_to_mount_a_claim_not_bound(kube, api_client):
     assert event["message"].endswith(
         "error processing PVC mlsched-alpha/imagenet-pvc: PVC is not bound"
     )
+
+
+def test_the_kubelet_names_a_claim_the_namespace_lacks_as_the_api_server_did(kube, api_client):
+    kube.create_namespace({"metadata": {"name": NAMESPACE}})
+    client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, handmade_pod([claim_volume()]))
+
+    kube.run_pod(NAMESPACE, "handmade")
+
+    (event,) = kube.objects_of("events")
+    assert event["message"] == (
+        "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], "
+        "failed to process volumes=[data]: error processing PVC mlsched-alpha/imagenet-pvc: "
+        'failed to fetch PVC from API server: persistentvolumeclaims "imagenet-pvc" not found'
+    )
+
+
+def test_a_claim_deleted_under_a_bound_pod_stays_deleting_until_the_pod_is_gone(kube, api_client):
+    kube.add_claim(NAMESPACE, "imagenet-pvc")
+    pod = handmade_pod([claim_volume()])
+    pod.spec.node_name = "gpu-a"
+    client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, pod)
+
+    kube.delete("persistentvolumeclaims", NAMESPACE, "imagenet-pvc", None)
+    kube.run_pod(NAMESPACE, "handmade")
+
+    (claim,) = kube.objects_of("persistentvolumeclaims")
+    assert claim["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    assert claim["metadata"]["deletionTimestamp"]
+    (event,) = kube.objects_of("events")
+    assert event["message"].endswith(
+        "error processing PVC mlsched-alpha/imagenet-pvc: PVC is being deleted"
+    )
+    kube.delete_pod(NAMESPACE, "handmade")
+    assert kube.objects_of("persistentvolumeclaims") == []

@@ -1,7 +1,8 @@
-"""A pod whose volume the kubelet cannot mount, the Secret or ConfigMap it names missing: it waits
-ContainerCreating while the kubelet retries, and the attempt fails as the platform's fault once
-the kubelet's FailedMount events have said so for `mount_failure_s`, not at the control plane's
-start timeout; a failure that clears before then (the Secret appears) leaves the pod to run."""
+"""A pod whose volume the kubelet cannot mount, the Secret or ConfigMap it names missing, or its
+claim missing, being deleted or unbound since the attempt started: it waits ContainerCreating
+while the kubelet retries, and the attempt fails as the platform's fault once the kubelet's
+FailedMount events have said so for `mount_failure_s`, not at the control plane's start
+timeout; a failure that clears before then (the Secret appears) leaves the pod to run."""
 
 import time
 from datetime import UTC, datetime
@@ -13,7 +14,9 @@ from clusters.backends import base
 from clusters.backends.k8s_status import Seen, mount_failure_in_events, worker_status
 from jobs.models import Attempt
 from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, status_becomes
+from tests.k8s.server import ApiError
 from tests.k8s.test_k8s_secret_files import FILES
+from tests.k8s.test_k8s_volumes import IMAGENET
 
 POD = "mlsched-7-0"
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
@@ -32,18 +35,29 @@ def secret_deleted_before_the_kubelet_mounts(kube, backend):
     kube.run_pod(NAMESPACE, POD)
 
 
-def test_a_secret_that_stays_missing_fails_the_attempt_naming_it(kube, make_backend):
+def failed_once_the_kubelet_tried_again(kube, make_backend, broken) -> base.WorkerStatus:
+    """The worker's status once its pod, its volume `broken` before the kubelet mounts it,
+    waited ContainerCreating and the kubelet failed again after a retry: failed, within
+    seconds, not the start timeout (300 s)."""
     backend = fast(make_backend)
     began = time.monotonic()
-    secret_deleted_before_the_kubelet_mounts(kube, backend)
+    broken(kube, backend)
     status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
 
     time.sleep(KUBELET_RETRY_S)
     kube.run_pod(NAMESPACE, POD)  # the kubelet tries again, and fails again
 
     status = status_becomes(backend, 7, 0, base.FAILED)
+    assert time.monotonic() - began < 10
+    return status
+
+
+def test_a_secret_that_stays_missing_fails_the_attempt_naming_it(kube, make_backend):
+    status = failed_once_the_kubelet_tried_again(
+        kube, make_backend, secret_deleted_before_the_kubelet_mounts
+    )
+
     assert (status.exit_code, status.reason) == (None, SECRET_GONE)
-    assert time.monotonic() - began < 10  # not the start timeout (300 s)
     (event,) = kube.objects_of("events")
     assert event["count"] == 2
 
@@ -108,13 +122,62 @@ def test_a_namespaces_events_are_read_at_most_every_mount_check_s(kube, make_bac
     assert kube.count_requests("GET", EVENTS) == 1
 
 
+# A data volume's claim, there and bound when the attempt started, gone since.
+
+CLAIM_DELETING = 'FailedMount: claim "imagenet-pvc": PVC is being deleted'
+CLAIM_GONE = 'FailedMount: claim "imagenet-pvc": persistentvolumeclaims "imagenet-pvc" not found'
+
+
+def claim_deleted_after_the_start(kube, backend):
+    kube.add_claim(NAMESPACE, "imagenet-pvc")
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    # The pod bound to its node keeps it (pvc-protection): deleting, never mounted.
+    kube.delete("persistentvolumeclaims", NAMESPACE, "imagenet-pvc", None)
+    kube.run_pod(NAMESPACE, POD)
+
+
+def test_a_claim_deleted_after_the_start_fails_the_worker_naming_it(kube, make_backend):
+    status = failed_once_the_kubelet_tried_again(kube, make_backend, claim_deleted_after_the_start)
+
+    assert (status.exit_code, status.reason) == (None, CLAIM_DELETING)
+    ended = Attempt(outcome=Attempt.Outcome.INFRA_ERROR, reason=f"worker 0: {status.reason}")
+    assert ended.node_faulted is False
+
+
+def test_a_claim_missing_unseen_at_the_start_fails_the_worker_naming_it(kube, make_backend):
+    # Without the right to read claims the start cannot check it: the kubelet tells.
+    kube.fail("GET", "/persistentvolumeclaims/", ApiError(403, "Forbidden", "no"), times=None)
+    backend = fast(make_backend)
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    kube.run_pod(NAMESPACE, POD)
+    time.sleep(KUBELET_RETRY_S)
+    kube.run_pod(NAMESPACE, POD)
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+
+    assert (status.exit_code, status.reason) == (None, CLAIM_GONE)
+
+
 # The rule, on what the kubelet's events say.
 
 UID = "pod-uid"
-PVC = (
-    "Unable to attach or mount volumes: unmounted volumes=[data-imagenet]: error processing PVC "
-    "mlsched-alpha/imagenet-pvc: failed to fetch PVC from API server: persistentvolumeclaims "
-    '"imagenet-pvc" not found'
+
+
+def pvc(error, processed=", failed to process volumes=[data-imagenet]"):
+    """The kubelet's FailedMount for a claim it cannot use (older kubelets do not list the
+    volumes they failed to process)."""
+    return (
+        "Unable to attach or mount volumes: unmounted volumes=[data-imagenet], unattached "
+        f"volumes=[]{processed}: error processing PVC mlsched-alpha/imagenet-pvc: {error}"
+    )
+
+
+FETCH = "failed to fetch PVC from API server: "
+PVC = pvc(FETCH + 'persistentvolumeclaims "imagenet-pvc" not found')
+NO_RELATIONSHIP = pvc(
+    FETCH + 'persistentvolumeclaims "imagenet-pvc" is forbidden: User "system:node:gpu-a" cannot '
+    'get resource "persistentvolumeclaims" in API group "" in the namespace "mlsched-alpha": no '
+    "relationship found between node 'gpu-a' and this object"
 )
 
 
@@ -152,7 +215,19 @@ CASES = [
      'FailedMount: volume "c": configmap references non-existent config key: a.yaml'),
     ("earlier-pod", [failed_mount(SECRET, 0, 50, uid="before")], ""),
     ("other-pod", [failed_mount(SECRET, 0, 50, name="mlsched-7-1")], ""),
-    ("claim", [failed_mount(PVC, 0, 50)], ""),
+    ("claim", [failed_mount(PVC, 0, 50)], CLAIM_GONE),
+    ("claim-briefly", [failed_mount(PVC, 0, 29)], ""),
+    ("claim-deleting", [failed_mount(pvc("PVC is being deleted"), 0, 30)], CLAIM_DELETING),
+    ("claim-unbound", [failed_mount(pvc("PVC is not bound"), 0, 30)],
+     'FailedMount: claim "imagenet-pvc": PVC is not bound'),
+    ("claim-older-kubelet", [failed_mount(pvc("PVC is not bound", processed=""), 0, 30)],
+     'FailedMount: claim "imagenet-pvc": PVC is not bound'),
+    ("claim-first-sync", [failed_mount(PVC.replace("[data-imagenet]", "[data-imagenet s]", 1),
+                                       0, 10), failed_mount(PVC, 12, 30)], CLAIM_GONE),
+    ("claim-two", [failed_mount(pvc("PVC is being deleted; error processing PVC "
+                                    "mlsched-alpha/other: PVC is not bound"), 0, 30)],
+     CLAIM_DELETING),
+    ("claim-not-yet-authorized", [failed_mount(NO_RELATIONSHIP, 0, 50)], ""),
     ("cache-not-ready", [failed_mount(set_up("s", 'object "ns"/"s" not registered'), 0, 50)], ""),
     ("other-reason", [failed_mount(SECRET, 0, 50, reason="FailedAttachVolume")], ""),
 ]  # fmt: skip
