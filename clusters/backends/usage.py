@@ -64,17 +64,24 @@ class Samples:
         self._last[key] = Sample(now, cpu_seconds, memory_mb, gpu_busy_seconds, gpu_idle_since)
 
     def gpu_figures(
-        self, key: tuple[int, int], readings: list[float], now: float, start: float = 0.0
+        self,
+        key: tuple[int, int],
+        readings: list[float],
+        now: float,
+        start: float = 0.0,
+        held: list[float] | None = None,
     ) -> tuple[float, float | None]:
         """(GPU-seconds busy so far, idle since) of a worker whose GPUs read ``readings`` now
-        (each 0 to 1): its last sample's count plus their utilization times the time since
-        that sample (an estimate from one reading a sample), or ``start`` at its first sample
-        (counting begins then); and since when every one of them has read idle
-        (base.GPU_IDLE), kept from the first such sample, None while one is busy. Taken before
-        `keep` stores the sample."""
+        (each 0 to 1 of a whole GPU): its last sample's count plus their utilization times the
+        time since that sample (an estimate from one reading a sample), or ``start`` at its
+        first sample (counting begins then); and since when every one of them has read idle
+        (below base.GPU_IDLE of what the worker ``held`` of it: whole GPUs by default, a
+        share's fraction), kept from the first such sample, None while one is busy. Taken
+        before `keep` stores the sample."""
         last = self._last.get(key)
         idle = None
-        if all(reading < base.GPU_IDLE for reading in readings):
+        parts = held or [1.0] * len(readings)
+        if all(read < base.GPU_IDLE * part for read, part in zip(readings, parts, strict=True)):
             idle = last.gpu_idle_since if last and last.gpu_idle_since else time.time()
         if last is not None and last.gpu_busy_seconds is not None:
             return last.gpu_busy_seconds + sum(readings) * (now - last.taken), idle
