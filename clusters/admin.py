@@ -14,7 +14,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
 from clusters.backends.base import SPEC_FIELDS
-from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Node
+from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Node, validate_topology
 from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import names_listed, nodes_named, with_status
@@ -144,6 +144,18 @@ class Quarantined(admin.SimpleListFilter):
         return queryset
 
 
+class NodeForm(forms.ModelForm):
+    """A node's topology held to the rule the agents' inventory is: labels whose every key a
+    job could ask for, each value a string. A key no job could name is refused on its field,
+    naming it, and nothing is saved."""
+
+    def clean_topology(self):
+        topology = self.cleaned_data["topology"]
+        if topology not in self.fields["topology"].empty_values:
+            validate_topology(topology)
+        return topology
+
+
 @admin.register(Node)
 class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
@@ -156,6 +168,7 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
     readonly_fields = ["quarantined_at", "quarantine_reason"]
     search_fields = ["name"]
     list_select_related = ["cluster"]
+    form = NodeForm
     formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["cordon", "drain", "uncordon"]
 

@@ -95,9 +95,12 @@ def list_jobs(api: Api, args) -> None:
 
 def shape(job: dict) -> str:
     """The GPUs a job asks and, for a gang kept in one topology domain, which: "4x8@rack" (all
-    in one rack). One word, so that the columns before the name stay one word each."""
-    domain = f"@{job['topology']}" if job.get("topology") else ""
-    return gpus_asked(job) + domain
+    in one rack); a CPU-only gang kept in one gives its workers instead, "4w@rack". One word,
+    so that the columns before the name stay one word each."""
+    if not job.get("topology"):
+        return gpus_asked(job)
+    asked = gpus_asked(job) if job["gpus"] or job["gpu_milli"] else f"{workers(job)}w"
+    return f"{asked}@{job['topology']}"
 
 
 def gpus_asked(job: dict) -> str:
@@ -106,8 +109,13 @@ def gpus_asked(job: dict) -> str:
     each = str(job["gpus"]) if job["gpus"] else f"{job['gpu_milli']}m" if job["gpu_milli"] else ""
     if not each:
         return "none"
+    return f"{workers(job)}x{each}" if job["workers"] > 1 else each
+
+
+def workers(job: dict) -> str:
+    """A job's workers: "4", or an elastic gang's fewest first, "2-4"."""
     least = f"{job['min_workers']}-" if job.get("min_workers") else ""
-    return f"{least}{job['workers']}x{each}" if job["workers"] > 1 else each
+    return f"{least}{job['workers']}"
 
 
 def all_jobs(api: Api, params: dict):

@@ -64,3 +64,18 @@ def test_list_gives_a_gangs_domain_with_its_gpus_in_one_word(mlsched, alpha, ali
     rows = {int(row.split()[0]): row.split()[3:6] for row in out.splitlines()}
     assert rows[kept.pk] == ["alice", "4x8@rack", "kept"]
     assert rows[loose.pk] == ["alice", "4x8", "loose"]
+
+
+def test_list_gives_a_cpu_only_gangs_workers_and_domain_in_one_word(mlsched, alpha, alice):  # noqa: F811
+    kept = JobFactory(tenant=alpha, owner=alice, name="kept", workers=4, gpus=0, topology="rack")
+    elastic = JobFactory(tenant=alpha, owner=alice, name="elastic", workers=4, min_workers=2,
+                         gpus=0, topology="rack")  # fmt: skip
+    loose = JobFactory(tenant=alpha, owner=alice, name="loose", workers=4, gpus=0)
+
+    status, out, err = mlsched("list")
+
+    assert status == 0, err
+    rows = {int(row.split()[0]): row.split()[3:6] for row in out.splitlines()}
+    assert rows[kept.pk] == ["alice", "4w@rack", "kept"]
+    assert rows[elastic.pk] == ["alice", "2-4w@rack", "elastic"]
+    assert rows[loose.pk] == ["alice", "none", "loose"]

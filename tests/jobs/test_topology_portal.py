@@ -69,3 +69,19 @@ def test_the_job_list_says_a_gangs_domain_beside_its_gpus(alpha, alice):
     assert '<td class="gpus">4 × 8 <span class="topology"' in page
     assert ">in one rack</span></td>" in page
     assert '<td class="gpus">2 × 8</td>' in page
+
+
+def test_the_job_list_says_a_cpu_only_gangs_workers_in_its_domain(alpha, alice):
+    JobFactory(tenant=alpha, owner=alice, family="training", workers=4, gpus=0, topology="rack")
+    JobFactory(tenant=alpha, owner=alice, family="training", workers=4, min_workers=2, gpus=0,
+               topology="nvlink")  # fmt: skip
+    JobFactory(tenant=alpha, owner=alice, family="training", workers=4, gpus=0)
+
+    page = portal_of(alice).get("/").text
+
+    assert '<td class="gpus">4 workers <span class="topology"' in page
+    assert ">in one rack</span></td>" in page
+    assert '<td class="gpus">2–4 workers <span class="topology"' in page
+    assert ">in one nvlink</span></td>" in page
+    assert '<td class="gpus">none</td>' in page  # CPU only, kept in no domain
+    assert "none <span" not in page

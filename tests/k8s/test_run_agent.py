@@ -1,5 +1,6 @@
 """`run_agent --backend kubernetes`: the backend it builds from its options and a kubeconfig,
-and the node labels it reports as topology (`--topology-label KEY=NODE_LABEL`)."""
+the node labels it reports as topology (`--topology-label KEY=NODE_LABEL`), and how long a
+missing mount may fail before its worker does (`--mount-failure SECONDS`)."""
 
 import re
 
@@ -111,3 +112,34 @@ def test_topology_labels_are_refused_with_the_local_backend(monkeypatch):
 
     with pytest.raises(CommandError, match="--topology-label is for --backend kubernetes"):
         call_command("run_agent", "--cluster", "east", "--topology-label", "rack=r")
+
+
+class BackendKept:
+    """Stands for the agent: keeps the backend run_agent built instead of running."""
+
+    backend = None
+
+    def __init__(self, control, backend, interval):
+        BackendKept.backend = backend
+
+    def run_forever(self, stop):
+        self.backend.close()
+
+
+def test_mount_failure_sets_how_long_a_missing_mount_may_fail_before_the_worker_does(
+    kubeconfig, monkeypatch
+):
+    monkeypatch.setattr(run_agent, "Agent", BackendKept)
+
+    run_kubernetes_agent(kubeconfig, "--mount-failure", "90.5")
+
+    assert BackendKept.backend._mounts.persisted_s == 90.5
+
+
+@pytest.mark.parametrize("option", ["--mount-failure", "--not-ready-grace"])
+@pytest.mark.parametrize("seconds", ["0", "-5", "0.0", "soon", "", "nan", "inf"])
+def test_a_time_not_above_zero_seconds_is_refused_naming_its_option(kubeconfig, option, seconds):
+    with pytest.raises(CommandError, match=f"argument {option}: a number of seconds above 0"):
+        run_kubernetes_agent(kubeconfig, option, seconds)
+
+    assert FirstInventory.topology == {}  # no agent started

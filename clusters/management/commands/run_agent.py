@@ -7,6 +7,7 @@ service account). It talks to the control plane over HTTP with the cluster's tok
 """
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -50,9 +51,16 @@ class Command(BaseCommand):
         parser.add_argument("--checkpoint-mount",
                             help="For --backend kubernetes: where this agent mounts the same "
                                  "volume, to read when jobs last checkpointed.")  # fmt: skip
-        parser.add_argument("--not-ready-grace", type=float, default=300.0, metavar="SECONDS",
+        parser.add_argument("--not-ready-grace", type=positive_seconds, default=300.0,
+                            metavar="SECONDS",
                             help="For --backend kubernetes: how long pods on a NotReady node "
                                  "count as still running before they are lost.")  # fmt: skip
+        parser.add_argument("--mount-failure", type=positive_seconds, default=60.0,
+                            metavar="SECONDS",
+                            help="For --backend kubernetes: how long the kubelet must have "
+                                 "kept failing to mount a Secret, ConfigMap or claim that is "
+                                 "not there before the worker fails, the platform's "
+                                 "fault.")  # fmt: skip
         parser.add_argument("--gpu-metrics", default=None, metavar="NAMESPACE/SELECTOR:PORT",
                             help="For --backend kubernetes: where the DCGM exporters run, read "
                                  "for GPU time (default gpu-operator/app=nvidia-dcgm-exporter:"
@@ -68,7 +76,7 @@ class Command(BaseCommand):
                                  "namespaces (the platform isolates them itself).")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
-               kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace,
+               kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace, mount_failure,
                no_network_isolation, worker_uids, gpu_metrics, topology_label,
                **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
@@ -88,7 +96,8 @@ class Command(BaseCommand):
             control = ControlPlane(url, cluster, token)
             kube = kubernetes_backend(
                 cluster, kubeconfig, checkpoint_claim, checkpoint_mount,
-                not_ready_grace_s=not_ready_grace, isolate_namespaces=not no_network_isolation,
+                not_ready_grace_s=not_ready_grace, mount_failure_s=mount_failure,
+                isolate_namespaces=not no_network_isolation,
                 gpu_exporters=exporters, topology_labels=labels,
             )  # fmt: skip
             agent = Agent(control, kube, interval)
@@ -114,6 +123,17 @@ def uid_range(text: str) -> range:
     if not (first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
         raise argparse.ArgumentTypeError(f"user ids FIRST-LAST, e.g. 20000-29999: {text!r}")
     return range(int(first), int(last) + 1)
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds above 0, e.g. 90 or 2.5."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0, e.g. 90: {text!r}")
+    return seconds
 
 
 # A Kubernetes label's key: an optional DNS subdomain prefix and "/", then its name.
