@@ -97,7 +97,10 @@ def check_data_claims(
         where = f'{said} "{volume["claim"]}" in {namespace}'
         phase = (found.status.phase if found.status else None) or "Pending"
         if phase != "Bound":
-            raise Refused(f"{where} is {phase}, not Bound")
+            raise Refused(
+                f"{where} is {phase}, not Bound: bind it in advance (mlsched places pods "
+                "itself, so a WaitForFirstConsumer claim never binds)"
+            )
         if found.metadata is not None and found.metadata.deletion_timestamp is not None:
             raise Refused(f"{where} is being deleted")
         modes = _access_modes(found)

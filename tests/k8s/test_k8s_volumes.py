@@ -154,7 +154,8 @@ def test_a_claim_not_yet_bound_fails_the_attempt_before_any_pod(kube, backend):
     status = status_becomes(backend, 7, 0, base.FAILED)
     assert status.reason == (
         'CreateFailed: data volume "imagenet": claim "imagenet-pvc" in mlsched-alpha is '
-        "Pending, not Bound"
+        "Pending, not Bound: bind it in advance (mlsched places pods itself, so a "
+        "WaitForFirstConsumer claim never binds)"
     )
     assert kube.pods() == []
 
