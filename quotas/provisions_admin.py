@@ -1,6 +1,6 @@
-"""The admin of what a tenant's jobs are given beyond resources: their secrets (set by the
-tenant's own admins) and their data volumes (a platform admin's). Neither is deleted while jobs
-not yet ended use it (admin_scope.RefusedWhileInUse)."""
+"""The admin of what a tenant's jobs are given beyond resources: their secrets (set by
+platform admins and the tenant's own admins) and their data volumes (a platform admin's).
+Neither is deleted while jobs not yet ended use it (admin_scope.RefusedWhileInUse)."""
 
 from django import forms
 from django.contrib import admin
