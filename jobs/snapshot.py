@@ -30,7 +30,7 @@ from jobs.models import Attempt, Job
 from jobs.states import State
 from jobs.tenant_limits import core_tenant
 from quotas import tenant_secrets, tenant_volumes
-from quotas.models import RecentUse, Tenant, TenantSecret, image_registry
+from quotas.models import PriorityClass, RecentUse, Tenant, TenantSecret, image_registry
 
 ALLOCATION_FIELDS = [
     "node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli", "memory_mb", "borrowed",
@@ -47,10 +47,13 @@ QUEUED_FIELDS = [
     "id", "tenant_id", "family", "priority_class__value", "priority", "created", "workers",
     "cpu_milli", "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector",
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
-    "priority_class__may_preempt", "preempting_until", "eligible_at", "started_at", "owner_id",
-    "parent_id", "shards", "max_running_shards", "retries_used", "min_workers", "secrets",
-    "image", "topology", "volumes",
+    "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
+    "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
+    "retries_used", "min_workers", "secrets", "image", "topology", "volumes",
 ]  # fmt: skip
+# A priority class's fair-share preemption as the core reads it (None: as the platform).
+FAIR_SHARE = {PriorityClass.FairShare.PLATFORM: None, PriorityClass.FairShare.ON: True,
+              PriorityClass.FairShare.OFF: False}  # fmt: skip
 
 
 class Provisions(NamedTuple):
@@ -527,6 +530,7 @@ def to_queued(
         max_runtime=float(job["max_runtime_s"]),
         clusters=cluster_ids(job, clusters, provisions),
         may_preempt=job["priority_class__may_preempt"],
+        fair_share_preemption=FAIR_SHARE[job["priority_class__fair_share_preemption"]],
         preempting=claim is not None and claim.timestamp() > now,
         owner=str(job["owner_id"]),
         batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),

@@ -32,7 +32,13 @@ class QuotasView(APIView):
         return Response({
             "tenants": [team.as_json() for team in answer],
             "fair_share_preemption": settings.MLSCHED_FAIR_SHARE_PREEMPTION,
+            "fair_share_preemption_classes": fair_share_classes(),
         })  # fmt: skip
+
+
+def fair_share_classes() -> list[str]:
+    """The priority classes whose GPU jobs may evict by fair share, highest first."""
+    return [rank.name for rank in PriorityClass.objects.order_by("-value") if rank.fair_shares()]
 
 
 class PriorityClassesView(APIView):
@@ -51,6 +57,7 @@ class PriorityClassesView(APIView):
             if open_to or every:
                 listed.append({
                     "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
+                    "fair_share_preemption": rank.fair_shares(),
                     "preempt_exempt_s": rank.preempt_exempt_s,
                     "max_runtime_s": rank.max_runtime_s, "description": rank.description,
                     "open_to": open_to,

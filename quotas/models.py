@@ -314,6 +314,22 @@ class PriorityClass(models.Model):
         "MaxWall): a submission, or a move to this class, asking for more is refused on "
         "max_runtime_s. Jobs queued or running already keep theirs. Empty: no limit.",
     )
+
+    class FairShare(models.TextChoices):
+        PLATFORM = "", "as the platform (MLSCHED_FAIR_SHARE_PREEMPTION)"
+        ON = "on", "on for this class"
+        OFF = "off", "off for this class"
+
+    fair_share_preemption = models.CharField(
+        max_length=3,
+        choices=FairShare.choices,
+        blank=True,
+        default=FairShare.PLATFORM,
+        db_default=FairShare.PLATFORM,
+        help_text="Whether a GPU job of this class, waiting, may stop other teams' preemptible "
+        "work of its class or lower held beyond their fair share (Kueue's fair-sharing "
+        "preemption): on or off for this class, or as the platform is set.",
+    )
     description = models.CharField(max_length=200, blank=True)
     tenants = models.ManyToManyField(
         Tenant,
@@ -337,6 +353,12 @@ class PriorityClass(models.Model):
         if limit is None or max_runtime_s <= limit:
             return ""
         return f"At most {limit} s at {self.name!r} (the class's longest runtime limit)."
+
+    def fair_shares(self) -> bool:
+        """Whether its GPU jobs may evict by fair share: as it says, else as the platform."""
+        if self.fair_share_preemption == self.FairShare.PLATFORM:
+            return settings.MLSCHED_FAIR_SHARE_PREEMPTION
+        return self.fair_share_preemption == self.FairShare.ON
 
     def open_to(self, tenant: Tenant) -> bool:
         """Whether members of ``tenant`` may submit jobs at this class (one query, none when

@@ -1,12 +1,12 @@
 """The portal's quota page: what each of the user's teams may still start, and why its jobs
 wait for quota."""
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
 from jobs import access
 from quotas import status
+from quotas.api import fair_share_classes
 
 
 @login_required
@@ -14,6 +14,6 @@ def quotas(request):
     teams = list(access.report_tenants(request.user).order_by("name"))
     context = {
         "teams": status.of(teams, request.user),
-        "fair_share_preemption": settings.MLSCHED_FAIR_SHARE_PREEMPTION,
+        "fair_share_classes": fair_share_classes(),
     }
     return render(request, "portal/quotas.html", context)

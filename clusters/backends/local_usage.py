@@ -16,7 +16,8 @@ their utilization times the time since its last sample: an estimate from a readi
 SAMPLE_EVERY_S, kept in its state directory (``gpu_busy``) so that a restarted agent counts on
 from it. A worker holding a share of a GPU is counted busy for what its own processes use of
 it: the pass reads, once, each process's share of the streaming multiprocessors' time on each
-GPU (``nvidia-smi pmon``), and the worker's is the sum of its process group's on its GPU (in
+GPU (``nvidia-smi pmon``, which takes about a second to sample, only on a pass where a share
+runs), and the worker's is the sum of its process group's on its GPU (in
 fractions of the whole GPU, as its share is asked); it reads idle below base.GPU_IDLE of its
 share. A host whose nvidia-smi gives no per-process figures (pmon unsupported, as on MIG
 instances) leaves shares unmeasured.

@@ -105,12 +105,16 @@ def quota(api: Api, args) -> None:
         only = f", images only {' '.join(images)}" if images else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
-    if answer.get("fair_share_preemption"):
-        show("fair-share preemption is on: a team over its fair share may have preemptible "
-             "work stopped for a waiting team's")  # fmt: skip
+    on = answer.get("fair_share_preemption_classes")
+    if on is None and answer.get("fair_share_preemption"):  # a server without per-class ones
+        on = ["every class"]
+    if on:
+        show(f"fair-share preemption is on for jobs of {', '.join(on)}: a team over its fair "
+             "share may have preemptible work stopped for a waiting team's")  # fmt: skip
 
 
-CLASS_HEADER = ["class", "value", "preempts", "exempt s", "max runtime s", "open to"]
+CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
+                "open to"]  # fmt: skip
 
 
 def classes(api: Api, args) -> None:
@@ -119,8 +123,9 @@ def classes(api: Api, args) -> None:
     rows = [CLASS_HEADER]
     for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
         most = rank["max_runtime_s"]
+        fair = {True: "yes", False: "no"}.get(rank.get("fair_share_preemption"), "-")
         rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
-                     str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
+                     fair, str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
                      ",".join(rank["open_to"]) or "-"])  # fmt: skip
     table(rows, names=1)
 

@@ -559,8 +559,10 @@ class Cycle:
 
     def _fair_tier(self, job: QueuedJob) -> float:
         """The highest tier the job may evict by fair share (-inf: none): its own, for a GPU job
-        decided at its own place when the policy has it."""
-        fair = self.policy.fair_share_preemption and job.worker_gpu_milli
+        decided at its own place when its class has it on, or leaves it to the policy that
+        has it."""
+        on = job.fair_share_preemption
+        fair = (self.policy.fair_share_preemption if on is None else on) and job.worker_gpu_milli
         return job.tier if fair and not self.order.ahead_of_tier else -math.inf
 
     def leaving_makes_room(self, job: QueuedJob, need: Need) -> bool:

@@ -147,6 +147,9 @@ class QueuedJob:
     # Whether the job's priority class may evict lower tiers. Reclaiming the tenant's own
     # guarantee from borrowers is allowed either way.
     may_preempt: bool = True
+    # Whether it may evict by fair share (None: as Policy.fair_share_preemption), as its
+    # priority class says.
+    fair_share_preemption: bool | None = None
     # The job has evicted work for itself and not started since: the room its victims leave
     # is its claim (it is decided before the queue; see QueueOrder).
     preempting: bool = False

@@ -90,3 +90,20 @@ def test_a_cpu_only_job_evicts_nobody_for_fair_share():
 
     decision = place(snapshot(nodes, queue, running=running, tenants=teams, policy=FAIR))
     assert decision.preempted == ()
+
+
+def test_a_class_with_it_on_or_off_overrides_the_platforms_setting():
+    nodes, running = full()
+    teams = tenants(("alpha", 1.0), ("beta", 1.0), usage={"alpha": 16})
+
+    def decided(on: bool, policy: Policy):
+        queue = (j_training("beta-job", gpus=8, tenant="beta", fair_share_preemption=on),)
+        return place(snapshot(nodes, queue, running=running, tenants=teams, policy=policy))
+
+    on_in_class = decided(True, Policy())
+    off_in_class = decided(False, FAIR)
+
+    assert on_in_class.by_job()["beta-job"].status == "preempts"
+    assert on_in_class.by_job()["beta-job"].victim_causes == ("fair_share",)
+    assert off_in_class.by_job()["beta-job"].status == "pending"
+    assert off_in_class.preempted == ()

@@ -8,7 +8,8 @@ from rest_framework.test import APIClient
 from jobs import cycle
 from jobs.models import Attempt, Job
 from jobs.states import State
-from tests.factories import JobFactory, NodeFactory
+from quotas.models import PriorityClass
+from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
 from tests.jobs import test_cli
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,20 @@ def test_on_the_team_over_its_share_gives_back_as_far_as_both_are_even(settings,
     assert waiting.count() == 3  # until alpha's victims have gone
 
 
+@pytest.mark.parametrize(("platform", "in_class", "evicts"),
+                         [(False, "on", True), (True, "off", False), (True, "", True)])  # fmt: skip
+def test_a_priority_class_turns_it_on_or_off_for_its_jobs(
+    settings, filled, platform, in_class, evicts
+):
+    alpha, gamma = filled
+    settings.MLSCHED_FAIR_SHARE_PREEMPTION = platform
+    PriorityClass.objects.filter(name="normal").update(fair_share_preemption=in_class)
+    JobFactory(tenant=gamma, gpus=8, cpu_milli=1000, memory_mb=1000)
+    cycle.run_cycle()
+
+    assert (asked_to_stop(alpha) > 0) is evicts
+
+
 @pytest.mark.parametrize("on", [True, False])
 def test_the_quota_api_page_and_cli_say_whether_it_is_on(settings, alice, client, cli, on):
     settings.MLSCHED_FAIR_SHARE_PREEMPTION = on
@@ -72,5 +87,15 @@ def test_the_quota_api_page_and_cli_say_whether_it_is_on(settings, alice, client
     shown = cli("quota").stdout
 
     assert answer["fair_share_preemption"] is on
-    assert ("Fair-share preemption is on" in page) is on
-    assert ("fair-share preemption is on" in shown) is on
+    assert answer["fair_share_preemption_classes"] == (["normal"] if on else [])
+    assert ("Fair-share preemption is on for jobs of <code>normal</code>" in page) is on
+    assert ("fair-share preemption is on for jobs of normal" in shown) is on
+
+
+def test_the_quota_page_names_the_classes_that_turn_it_on(alice, client):
+    PriorityClassFactory(name="urgent", value=100, fair_share_preemption="on")
+    client.force_login(alice)
+
+    page = client.get("/quotas/").text
+
+    assert "Fair-share preemption is on for jobs of <code>urgent</code>:" in page

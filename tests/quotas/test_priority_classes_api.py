@@ -12,9 +12,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def classes(alpha, gamma):
-    """normal (open to all), urgent (preempts, open to alpha), secret (preempts, gamma's)."""
+    """normal (open to all), urgent (preempts, by fair share too, open to alpha), secret
+    (preempts, gamma's)."""
     urgent = PriorityClassFactory(name="urgent", value=100, may_preempt=True,
-                                  preempt_exempt_s=600, max_runtime_s=14_400)  # fmt: skip
+                                  preempt_exempt_s=600, max_runtime_s=14_400,
+                                  fair_share_preemption="on")  # fmt: skip
     urgent.tenants.add(alpha)
     secret = PriorityClassFactory(name="secret", value=50, may_preempt=True)
     secret.tenants.add(gamma)
@@ -33,10 +35,11 @@ def test_it_lists_the_classes_open_to_the_callers_teams_highest_first(alice, cla
 
     assert response.status_code == 200
     assert response.json()["priority_classes"] == [
-        {"name": "urgent", "value": 100, "may_preempt": True, "preempt_exempt_s": 600,
-         "max_runtime_s": 14_400, "description": "", "open_to": ["alpha"]},
-        {"name": "normal", "value": 0, "may_preempt": False, "preempt_exempt_s": 0,
-         "max_runtime_s": None, "description": "", "open_to": ["alpha"]},
+        {"name": "urgent", "value": 100, "may_preempt": True, "fair_share_preemption": True,
+         "preempt_exempt_s": 600, "max_runtime_s": 14_400, "description": "",
+         "open_to": ["alpha"]},
+        {"name": "normal", "value": 0, "may_preempt": False, "fair_share_preemption": False,
+         "preempt_exempt_s": 0, "max_runtime_s": None, "description": "", "open_to": ["alpha"]},
     ]  # fmt: skip
 
 
@@ -74,7 +77,7 @@ def test_the_cli_lists_them(cli, classes):  # noqa: F811
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["class", "value", "preempts", "exempt", "s", "max", "runtime",
-                                "s", "open", "to"]  # fmt: skip
-    assert lines[1].split() == ["urgent", "100", "yes", "600", "14400", "alpha"]
-    assert lines[2].split() == ["normal", "0", "no", "0", "-", "alpha"]
+    assert lines[0].split() == ["class", "value", "preempts", "fair", "share", "exempt", "s",
+                                "max", "runtime", "s", "open", "to"]  # fmt: skip
+    assert lines[1].split() == ["urgent", "100", "yes", "yes", "600", "14400", "alpha"]
+    assert lines[2].split() == ["normal", "0", "no", "no", "0", "-", "alpha"]
