@@ -9,12 +9,14 @@ half of them naming three secrets of their tenant. Two kinds of post of `--lines
 spread over half the attempts are timed through the agent API, `--repeat` times each after
 one warm-up, alternately: lines of the jobs that name no secret, and lines of the jobs that
 name three (one line in ten holding a value). Prints the median milliseconds and the queries
-of each, their ratio, and the median milliseconds of the masking alone on the lines of one post
-(`tenant_secrets.mask` with the texts `masks` gives), which the posts' times are too noisy to
-show.
+of each, their ratio, and the median milliseconds of the masking alone (`tenant_secrets.mask`
+with what `masks` gives), which the posts' times are too noisy to show: on the lines of one
+post, and on as many lines of unrelated base64 wrapped at 76 columns, whose ends are looked up
+among the values' base64 pieces.
 """
 
 import argparse
+import base64
 import itertools
 import json
 import statistics
@@ -103,15 +105,18 @@ def main() -> None:
     print(f"ratio: {medians['three secrets'] / medians['no secret']:.2f}x")
     hidden = tenant_secrets.masks(named)
     lines = json.loads(body(named, args.lines, 0))["lines"]
-    masking = []
-    for _ in range(args.repeat):
-        started = time.perf_counter()
-        for line in lines:
-            tenant_secrets.mask(line["text"], hidden[line["attempt_id"]])
-        masking.append((time.perf_counter() - started) * 1000)
-    texts = len(hidden[named[0]])
-    print(f"masking alone: {statistics.median(masking):.2f} ms, {texts} texts hidden an attempt")
-
+    dump = base64.encodebytes(bytes(range(256)) * (args.lines * 57 // 256 + 1)).decode()
+    wrapped = [{**line, "text": text} for line, text in zip(lines, dump.splitlines())]
+    for kind, batch in (("log lines", lines), ("lines of unrelated base64", wrapped)):
+        masking = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            for line in batch:
+                tenant_secrets.mask(line["text"], hidden[line["attempt_id"]])
+            masking.append((time.perf_counter() - started) * 1000)
+        print(f"masking alone, {kind}: {statistics.median(masking):.2f} ms")
+    texts, cut = hidden[named[0]]
+    print(f"hidden an attempt: {len(texts)} texts, {sum(len(c.forms) for c in cut)} cut forms")
 
 if __name__ == "__main__":
     main()

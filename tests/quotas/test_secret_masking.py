@@ -1,6 +1,7 @@
 """A secret's value hidden in the logs of the jobs that name it as they commonly print it
-encoded: base64 (alone, or inside a longer text such as an HTTP Basic header), percent-encoded
-and JSON-escaped; while text that only resembles it is left as printed."""
+encoded: base64 (alone, or inside a longer text such as an HTTP Basic header), hex,
+percent-encoded (in either case, once or twice) and JSON-escaped; base64 and hex wrapped across
+lines, piece by piece; while text that only resembles it is left as printed."""
 
 import base64
 import json
@@ -52,6 +53,13 @@ def attempt(east, alpha):
         (PASSWORD, f"https://u:{quote_plus(PASSWORD)}@db/", "https://u:***@db/"),
         (PASSWORD, f"GET /login/{quote(PASSWORD)}", "GET /login/***"),
         (PASSWORD, f"GET /login?p={quote(PASSWORD, safe='')}", "GET /login?p=***"),
+        # in lower-case hex, as some clients write it, and twice, as a URL inside another's query
+        (PASSWORD, f"GET /login/{quote(PASSWORD).lower()}", "GET /login/***"),
+        (PASSWORD, f"?next={quote(quote_plus(PASSWORD), safe='')}", "?next=***"),
+        (PASSWORD, f"?next={quote_plus(quote(PASSWORD, safe='')).lower()}", "?next=***"),
+        # hex, in either case, alone or inside a longer dump
+        (TOKEN, f"key={TOKEN.encode().hex()}", "key=***"),
+        (TOKEN, f"00FF{TOKEN.encode().hex().upper()}0A", "00FF***0A"),
         # JSON-escaped: a quote, a backslash and a newline
         (QUOTED, json.dumps({"password": QUOTED}), '{"password": "***"}'),
         (TOKEN + "\n", json.dumps({"token": TOKEN + "\n"}), '{"token": "***"}'),
@@ -59,6 +67,8 @@ def attempt(east, alpha):
         ("a b/c", f"{quote_plus('a b/c')} {b64('a b/c')}", f"*** {b64('a b/c')}"),
         # text that only resembles the value's base64 (its first 6 characters') is left
         (TOKEN, f"{b64(TOKEN)} {b64('hf_abc')} {b64('user:')}", "*** aGZfYWJj dXNlcjo="),
+        # a 5-byte value's hex (10 characters: 40 bits) is left, as its base64 is
+        ("ab cd", "61622063643f", "61622063643f"),
     ],
 )  # fmt: skip
 def test_it_hides_a_value_printed_encoded(alpha, attempt, value, printed, want):
@@ -77,6 +87,68 @@ def test_it_hides_a_basic_header_in_the_stored_log(agent, alpha, attempt):
     agent.post("/api/v1/agent/east/logs/", {"lines": [line]}, format="json")
 
     assert LogChunk.objects.get(attempt=attempt).text == "Authorization: Basic dXNlcjp***"
+
+
+LONG = "sk-" + "".join(chr(ord("a") + n * 7 % 26) for n in range(77))  # 80 bytes
+CONFIG = f'{{"user": "alice", "token": "{LONG}", "region": "eu-west-1", "retries": 3}}'
+
+
+def lines_of(text: str, width: int) -> list[str]:
+    return [text[at : at + width] for at in range(0, len(text), width)]
+
+
+def test_it_hides_base64_wrapped_across_lines_piece_by_piece(alpha, attempt):
+    """`base64` wraps at 76 columns, PEM at 64: each line holding the value's bits alone is
+    hidden, wholly or where the value starts or ends in it; the rest of the text stays."""
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    alone = base64.encodebytes(LONG.encode()).decode().splitlines()
+    inside = b64(CONFIG)  # the token is bytes 28-107: characters 38-143 hold its bits alone
+
+    assert [tenant_secrets.mask(line, hidden) for line in alone] == ["***", "***"]
+    assert [tenant_secrets.mask(line, hidden) for line in lines_of(inside, 64)] == [
+        inside[:38] + "***",
+        "***",
+        "***" + inside[144:192],
+        inside[192:],
+    ]
+
+
+def test_it_hides_hex_wrapped_across_lines(alpha, attempt):
+    """`xxd -p` prints 60 hex characters a line: the value's bytes 5-84 of a dump."""
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    dump = (b"head:" + LONG.encode() + b":tail").hex()
+
+    assert [tenant_secrets.mask(line, hidden) for line in lines_of(dump, 60)] == [
+        dump[:10] + "***",
+        "***",
+        "***" + dump[170:180],
+    ]
+
+
+def test_it_leaves_pieces_shorter_than_the_minimum_and_unrelated_base64(alpha, attempt):
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    encoded = b64(LONG)
+    other = base64.encodebytes(CONFIG.replace(LONG, "x" * 80).encode()).decode().splitlines()
+    # the value's base64 begins at the line's end with 7 characters, and ends its start with 7
+    short = [f"blob {encoded[:7]}", f"{encoded[-9:-2]} blob"]
+
+    assert [tenant_secrets.mask(line, hidden) for line in other + short] == other + short
+
+
+def test_it_hides_wrapped_base64_posted_a_line_at_a_time(agent, alpha, attempt):
+    """Each line is hidden on its own: the pieces of one value may come in separate posts."""
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    indented = [f"    {line}" for line in lines_of(b64(CONFIG), 64)]
+    for seq, text in enumerate(indented):
+        line = {"attempt_id": attempt.pk, "rank": 0, "seq": seq, "stream": "stdout", "text": text}
+        agent.post("/api/v1/agent/east/logs/", {"lines": [line]}, format="json")
+
+    stored = list(LogChunk.objects.filter(attempt=attempt).order_by("seq").values_list("text"))
+
+    assert [text for (text,) in stored][1:3] == ["    ***", "    ***" + indented[2][4 + 16 :]]
 
 
 def test_a_base64_run_shorter_than_the_minimum_is_not_a_mask():
