@@ -106,7 +106,8 @@ def main() -> None:
     hidden = tenant_secrets.masks(named)
     lines = json.loads(body(named, args.lines, 0))["lines"]
     dump = base64.encodebytes(bytes(range(256)) * (args.lines * 57 // 256 + 1)).decode()
-    wrapped = [{**line, "text": text} for line, text in zip(lines, dump.splitlines())]
+    texts = dump.splitlines()[: len(lines)]
+    wrapped = [{**line, "text": text} for line, text in zip(lines, texts, strict=True)]
     for kind, batch in (("log lines", lines), ("lines of unrelated base64", wrapped)):
         masking = []
         for _ in range(args.repeat):

@@ -1,7 +1,8 @@
 """Benchmark one placement cycle at 5,000 nodes / 20,000 queued jobs, then at 2x and 4x.
 
 Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--waited-hours 0]
-                                 [--queue-depth none|N] [--shared-ranges] [--maintenance 0]
+                                 [--queue-depth none|N] [--shared-ranges]
+                                 [--running-shares 0] [--maintenance 0]
                                  [--lend 1] [--elastic 0] [--topology 0]
                                  [--fair-share-preemption]
 
@@ -10,7 +11,10 @@ fifth of the GPUs held by running jobs with expected ends. Queue: training gangs
 inference shards and evaluation tasks (many of them GPU shares) from 40 tenants with quotas.
 With ``--shared-ranges`` the shareable nodes also give their GPUs' free ranges, as the live
 snapshot does, and the core keeps those ranges exactly: this measures that bookkeeping (no
-share runs at the start, so the decisions are those made without the ranges).
+share runs at the start, so the decisions are those made without the ranges). With
+``--running-shares F`` as well, that share of the shareable GPUs left idle holds one to three
+running shares, in ranges apart, so that waiting shares are placed and estimated among
+fragments.
 With ``--maintenance F`` about that share of the racks has a maintenance window planned from
 two hours on, for four hours, and a tenth of those racks are in one now (ending in an hour).
 With ``--lend F`` under 1 each tenant lends its cohort only that share of its guarantees (a lend
@@ -65,11 +69,12 @@ TENANTS = 40
 
 
 def build_nodes(
-    count: int, rng: random.Random, ranges: bool = False
+    count: int, rng: random.Random, ranges: bool = False, shares: float = 0.0
 ) -> tuple[list[Node], list[RunningJob]]:
     """Nodes in racks of 16 of one GPU type and cluster (4 InfiniBand domains of 4 each);
     about a fifth of the GPUs are held by running jobs (one job per busy node). With
-    ``ranges``, shareable nodes give their GPUs' free ranges."""
+    ``ranges``, shareable nodes give their GPUs' free ranges; with ``shares`` too, that share
+    of their idle GPUs holds running shares (``_running_shares``)."""
     nodes, running = [], []
     for i in range(count):
         gpus, cpu, mem = _node_shape(rng)
@@ -83,6 +88,14 @@ def build_nodes(
                 free[g] = 0
             running.append(_running(f"run-{i:06d}", node_id, busy, rng))
             cpu, mem = cpu - busy * 4000, mem - busy * 32_000
+        gaps: dict[int, tuple[tuple[int, int], ...]] = {}
+        if shares and ranges and gpu_type in SHAREABLE:
+            for g in range(busy, gpus):
+                if rng.random() < shares:
+                    gaps[g], held = _running_shares(f"run-{i:06d}-{g}", node_id, g, rng)
+                    running.extend(held)
+                    free[g] = max(milli for _, milli in gaps[g])
+                    cpu, mem = cpu - 500 * len(held), mem - 4000 * len(held)
         nodes.append(
             Node(
                 node_id,
@@ -94,13 +107,33 @@ def build_nodes(
                 gpu_type in SHAREABLE,
                 (f"ib={i // 4}", f"rack={rack}"),
                 gpu_free_ranges=(
-                    tuple(((0, m),) if m else () for m in free)
+                    tuple(gaps.get(g) or (((0, m),) if m else ()) for g, m in enumerate(free))
                     if ranges and gpu_type in SHAREABLE
                     else ()
                 ),
             )
         )
     return nodes, running
+
+
+def _running_shares(
+    prefix: str, node_id: str, gpu: int, rng: random.Random
+) -> tuple[tuple[tuple[int, int], ...], list[RunningJob]]:
+    """One to three running shares of 100 to 250 milli on the GPU, each at the start of one of
+    its four quarters, chosen at random (so the free milli lies in several ranges): the free
+    (start, milli) ranges left, and the shares."""
+    held, free, end = [], [], 0
+    for n, quarter in enumerate(sorted(rng.sample(range(4), rng.randint(1, 3)))):
+        start, milli = quarter * 250, rng.choice((100, 200, 250))
+        if start > end:
+            free.append((end, start - end))
+        end = start + milli
+        alloc = Allocation(node_id, ((gpu, milli),), 500, 4000, gpu_starts=(start,))
+        job = _running(f"{prefix}-{n}", node_id, 0, rng)
+        held.append(dataclasses.replace(job, allocations=(alloc,)))
+    if end < 1000:
+        free.append((end, 1000 - end))
+    return tuple(free), held
 
 
 def _node_shape(rng: random.Random) -> tuple[int, int, int]:
@@ -223,10 +256,11 @@ def build_snapshot(
     lend: float = 1.0,
     elastic: float = 0.0,
     topology: float = 0.0,
+    shares: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
-    nodes, running = build_nodes(5000 * scale, rng, ranges)
+    nodes, running = build_nodes(5000 * scale, rng, ranges, shares)
     queue = build_queue(20_000 * scale, rng, waited_s, elastic, topology)
     if maintenance:
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
@@ -269,6 +303,7 @@ def run(
     lend: float = 1.0,
     elastic: float = 0.0,
     topology: float = 0.0,
+    shares: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
@@ -276,7 +311,7 @@ def run(
     means other processes took the cores.
     """
     snapshot = build_snapshot(
-        scale, seed, waited_s, policy, ranges, maintenance, lend, elastic, topology
+        scale, seed, waited_s, policy, ranges, maintenance, lend, elastic, topology, shares
     )
     walls, cpus = [], []
     for _ in range(repeat):
@@ -321,6 +356,12 @@ def main() -> None:
         help="shareable nodes give their GPUs' free ranges, as the live snapshot does",
     )
     parser.add_argument(
+        "--running-shares",
+        type=float,
+        default=0.0,
+        help="with --shared-ranges, the share of shareable idle GPUs holding running shares",
+    )
+    parser.add_argument(
         "--maintenance",
         type=float,
         default=0.0,
@@ -359,7 +400,7 @@ def main() -> None:
     for scale in (int(s) for s in args.scales.split(",")):
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
-            args.maintenance, args.lend, args.elastic, args.topology,
+            args.maintenance, args.lend, args.elastic, args.topology, args.running_shares,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))

@@ -7,7 +7,8 @@ The reason names the one thing that keeps it out if there is one: work in its gr
 (``waiting_for_preemption``), maintenance windows or bookings (``off_limits.window_reason``),
 the nodes it failed on (``avoiding_failed_nodes``), the nodes held for a reservation it must
 respect (``waiting_for_reservation``), or else a shortage (``explain.shortage``). The estimate
-is when enough GPUs should have freed up, from the running work's expected ends.
+is when enough GPUs should have freed up, from the running work's expected ends (for shares
+of a GPU, enough room in the free ranges that ending work leaves).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from jobs.placement import explain, off_limits, preemption
+from jobs.placement import explain, off_limits, preemption, ranges
 from jobs.placement.capacity import Group, NodeState
 from jobs.placement.decision import Outcome
 from jobs.placement.fit import Need, group_can_hold
@@ -54,6 +55,8 @@ def estimate(
     per = job.worker_gpu_milli
     if not per:
         return None
+    if not job.gpus:  # shares: no gang takes them, so none weighs its own restart
+        return _share_estimate(cycle, job, need)
     if job.family == TRAINING and need.together:
         return _domain_estimate(cycle, job, need, gone)
     counted: dict[str | tuple, int] = {}
@@ -75,7 +78,7 @@ def estimate(
         options = [(t, [g for g in need.groups if g.gpu_type == t]) for t in types]
     best = None
     for key, groups in options:
-        free = sum(g.full_total * WHOLE_GPU if job.gpus else g.milli_total for g in groups)
+        free = sum(g.full_total * WHOLE_GPU for g in groups)
         when = cycle.timeline.earliest(key, per * job.workers - free)
         if when is not None and when >= gone_at:  # past its end, its GPUs count once
             when = cycle.timeline.earliest(key, per * job.workers - free + counted.get(key, 0))
@@ -89,11 +92,10 @@ def estimate(
 def _domain_estimate(
     cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None
 ) -> float | None:
-    """``estimate`` for a gang that keeps its nodes in one topology domain: when enough GPUs
-    should have freed up in one domain (a group's nodes sharing one value of the label, a
-    node without it alone), not across its whole group."""
+    """``estimate`` for a gang of whole GPUs that keeps its nodes in one topology domain: when
+    enough GPUs should have freed up in one domain (a group's nodes sharing one value of the
+    label, a node without it alone), not across its whole group."""
     prefix = need.together + "="
-    whole = bool(job.gpus)
     domains: dict[NodeState, tuple] = {}
     free: dict[tuple, int] = {}
     for group in need.groups:
@@ -101,8 +103,7 @@ def _domain_estimate(
             for node in bucket:
                 label = next((t for t in node.topology if t.startswith(prefix)), node.id)
                 domain = domains[node] = (group.key, label)
-                amount = node.full * WHOLE_GPU if whole else node.milli
-                free[domain] = free.get(domain, 0) + amount
+                free[domain] = free.get(domain, 0) + node.full * WHOLE_GPU
     wanted = job.worker_gpu_milli * job.workers
     # As the whole group's estimate: enough free now is no start now (something else keeps
     # it out), but a start once some work in its groups ends.
@@ -124,6 +125,75 @@ def _domain_estimate(
     if best is not None and need.avoid_held:
         best = max(best, cycle.held.held_until(need.groups, cycle.now))
     return best
+
+
+def _share_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
+    """``estimate`` for shares of a GPU (independent workers: no gang takes shares): each
+    needs its milli in one free range of one GPU, so what counts is how many shares the GPUs'
+    free ranges hold side by side (``ranges.shares``), not their free milli. As running work
+    reaches its expected end, in that order, its ranges join the free ranges they touch
+    (``ranges.give``), until the GPUs of one type hold all the workers; not before the
+    reservations the job must respect there. Enough room now is no start now (something else
+    keeps it out), but a start once some work on those GPUs ends."""
+    per, workers = job.worker_gpu_milli, job.workers
+    groups_of: dict[str, list[Group]] = {}
+    room: dict[str, int] = {}
+    for group in need.groups:
+        groups_of.setdefault(group.gpu_type, []).append(group)
+        # Idle GPUs hold WHOLE_GPU // per each; a partly used one only what its ranges hold,
+        # and none if its largest range is smaller than a share.
+        held = group.full_total * (WHOLE_GPU // per)
+        for level, nodes in group.partial.items():
+            if level >= per:
+                held += sum(_shares_now(node, per) for node in nodes)
+        room[group.gpu_type] = room.get(group.gpu_type, 0) + held
+    pools = {id(group): group.gpu_type for group in need.groups}
+    bound = dict.fromkeys(groups_of, -math.inf)
+    if need.avoid_held:
+        bound = {pool: cycle.held.held_until(of, cycle.now) for pool, of in groups_of.items()}
+    free: dict[tuple[NodeState, int], ranges.Ranges] = {}
+    best = math.inf
+    for when, running in cycle.ends:
+        if when >= best:
+            break
+        touched = set()
+        for node, takes, _, _ in cycle.capacity.releases(running):
+            pool = pools.get(id(node.group))
+            if pool is None:
+                continue
+            touched.add(pool)
+            for index, milli, *start in takes:
+                was = free.get((node, index))
+                if was is None:
+                    was = _free_ranges(node, index)
+                if milli >= WHOLE_GPU:
+                    now = ranges.IDLE
+                elif start:
+                    now = ranges.give(was, start[0], milli)
+                else:  # a node that keeps no ranges: its GPU's free milli, as one range
+                    now = ((0, ranges.total(was) + milli),)
+                free[node, index] = now
+                room[pool] += ranges.shares(now, per) - ranges.shares(was, per)
+        for pool in touched:
+            if room[pool] >= workers:
+                best = min(best, max(when, bound[pool]))
+    return None if best == math.inf else best
+
+
+def _free_ranges(node: NodeState, index: int) -> ranges.Ranges:
+    """The GPU's free ranges now: those the node keeps, else its free milli as one range."""
+    if node.ranges is not None:
+        return node.ranges[index]
+    return ((0, node.gpus[index]),) if node.gpus[index] else ()
+
+
+def _shares_now(node: NodeState, per: int) -> int:
+    """How many shares of ``per`` the node's partly used GPUs hold now."""
+    return sum(
+        ranges.shares(_free_ranges(node, index), per)
+        for index, largest in enumerate(node.gpus)
+        if per <= largest < WHOLE_GPU
+    )
 
 
 def reserve(cycle: Cycle, job: QueuedJob, need: Need) -> Outcome | None:

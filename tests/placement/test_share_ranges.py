@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.placement import PLACED, PREEMPTS, Decision, Node, Snapshot, place, ranges
+from jobs.placement import PLACED, PREEMPTS, Decision, Node, Policy, Snapshot, place, ranges
 from tests.placement.builders import (
     NOW,
     j_batch,
@@ -149,6 +149,47 @@ def test_a_share_reserves_from_when_a_range_that_joins_the_free_room_ends():
 
     big = decision.by_job()["big"]
     assert (big.status, big.estimated_start) == ("reserved", NOW + 1000)
+
+
+def test_a_waiting_share_is_estimated_from_when_a_range_that_joins_the_free_room_ends():
+    node = one_shared_t4()  # a [0, 200) ends first, yet only b [200, 600) joins [600, 1000)
+    node, a = share_running_on(node, "a", 0, 200, expected_end=NOW + 100)
+    node, b = share_running_on(node, "b", 200, 400, expected_end=NOW + 1000)
+    queue = (j_eval("big", gpu_milli=600),)
+
+    decision = place(snapshot((node,), queue, running=(a, b), policy=Policy(backfill=False)))
+
+    big = decision.by_job()["big"]
+    assert (big.status, big.estimated_start) == ("pending", NOW + 1000)
+
+
+def test_free_fragments_on_several_gpus_do_not_add_up_to_a_share_in_its_estimate():
+    # 250 free on each of two GPUs, and 250 more once a ends: 750 free, no 600 in one range
+    # until b ends and joins a's range and the free one.
+    one, two = (with_ranges(node) for node in n1_t4_shared_nodes(2))
+    one, a = share_running_on(one, "a", 0, 250, expected_end=NOW + 100)
+    one, b = share_running_on(one, "b", 250, 500, expected_end=NOW + 800)
+    two, c = share_running_on(two, "c", 0, 750, expected_end=NOW + 1500)
+    queue = (j_eval("big", gpu_milli=600),)
+
+    decision = place(snapshot((one, two), queue, running=(a, b, c), policy=Policy(backfill=False)))
+
+    big = decision.by_job()["big"]
+    assert (big.status, big.estimated_start) == ("pending", NOW + 800)
+
+
+def test_a_share_estimate_counts_the_shares_each_range_holds():
+    # Two shards of 350, free [0, 300) and [700, 1000): w's end makes [0, 400), which holds
+    # one (700 free, as much as both ask); x's makes [0, 1000), which holds both.
+    node = one_shared_t4()
+    node, w = share_running_on(node, "w", 300, 100, expected_end=NOW + 100)
+    node, x = share_running_on(node, "x", 400, 300, expected_end=NOW + 900)
+    queue = (j_batch("shards", 2, gpu_milli=350),)
+
+    decision = place(snapshot((node,), queue, running=(w, x), policy=Policy(backfill=False)))
+
+    shards = decision.by_job()["shards"]
+    assert (shards.status, shards.estimated_start) == ("pending", NOW + 900)
 
 
 def test_whole_gpu_work_on_a_node_that_gives_ranges_takes_entirely_free_gpus():
