@@ -119,5 +119,6 @@ def main() -> None:
     texts, cut = hidden[named[0]]
     print(f"hidden an attempt: {len(texts)} texts, {sum(len(c.forms) for c in cut)} cut forms")
 
+
 if __name__ == "__main__":
     main()
