@@ -1,5 +1,5 @@
 """Benchmark: the agents' log API storing lines of jobs that name secrets, whose values it
-writes *** (quotas.tenant_secrets.masks), beside lines of jobs that name none.
+writes *** (quotas.secret_masking.masks), beside lines of jobs that name none.
 
     python bench/log_masking.py [--attempts 500] [--lines 5000] [--repeat 9]
 
@@ -9,7 +9,7 @@ half of them naming three secrets of their tenant. Two kinds of post of `--lines
 spread over half the attempts are timed through the agent API, `--repeat` times each after
 one warm-up, alternately: lines of the jobs that name no secret, and lines of the jobs that
 name three (one line in ten holding a value). Prints the median milliseconds and the queries
-of each, their ratio, and the median milliseconds of the masking alone (`tenant_secrets.mask`
+of each, their ratio, and the median milliseconds of the masking alone (`secret_masking.mask`
 with what `masks` gives), which the posts' times are too noisy to show: on the lines of one
 post, and on as many lines of unrelated base64 wrapped at 76 columns, whose ends are looked up
 among the values' base64 pieces.
@@ -65,7 +65,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from jobs.models import Attempt, Job, LogChunk
-    from quotas import tenant_secrets
+    from quotas import secret_masking, tenant_secrets
     from quotas.models import Tenant
 
     tenant = Tenant.objects.get()
@@ -103,7 +103,7 @@ def main() -> None:
     for kind, ms in medians.items():
         print(f"{args.lines} lines of jobs naming {kind}: {ms:.1f} ms, {queries[kind]} queries")
     print(f"ratio: {medians['three secrets'] / medians['no secret']:.2f}x")
-    hidden = tenant_secrets.masks(named)
+    hidden = secret_masking.masks(named)
     lines = json.loads(body(named, args.lines, 0))["lines"]
     dump = base64.encodebytes(bytes(range(256)) * (args.lines * 57 // 256 + 1)).decode()
     texts = dump.splitlines()[: len(lines)]
@@ -113,7 +113,7 @@ def main() -> None:
         for _ in range(args.repeat):
             started = time.perf_counter()
             for line in batch:
-                tenant_secrets.mask(line["text"], hidden[line["attempt_id"]])
+                secret_masking.mask(line["text"], hidden[line["attempt_id"]])
             masking.append((time.perf_counter() - started) * 1000)
         print(f"masking alone, {kind}: {statistics.median(masking):.2f} ms")
     texts, cut = hidden[named[0]]

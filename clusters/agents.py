@@ -30,7 +30,7 @@ from jobs import actions, bulk, events
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, LogChunk
 from jobs.states import State
-from quotas import tenant_secrets, tenant_volumes
+from quotas import secret_masking, tenant_secrets, tenant_volumes
 
 Outcome = Attempt.Outcome
 log = logging.getLogger(__name__)
@@ -503,7 +503,7 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
     mine = within_tenant_rate(capped(fresh), tenants, now)
     named = [pk for pk, _, _, _, secrets in rows if secrets]
     if named:
-        mine = masked(mine, tenant_secrets.masks(named))
+        mine = masked(mine, secret_masking.masks(named))
     LogChunk.objects.bulk_create(
         [LogChunk(attempt_id=line.attempt_id, worker=line.rank, seq=line.seq,
                   stream=line.stream, text=line.text, logged_at=logged_at(line))
@@ -520,9 +520,9 @@ def store_logs(cluster: Cluster, lines: list[base.LogLine], now: float | None = 
 
 
 def masked(lines: list[base.LogLine], hidden: dict[int, list[str]]) -> list[base.LogLine]:
-    """The lines with the secrets their jobs name written *** (``tenant_secrets.masks``)."""
+    """The lines with the secrets their jobs name written *** (``secret_masking.masks``)."""
     return [
-        replace(line, text=tenant_secrets.mask(line.text, hidden[line.attempt_id]))
+        replace(line, text=secret_masking.mask(line.text, hidden[line.attempt_id]))
         if line.attempt_id in hidden
         else line
         for line in lines

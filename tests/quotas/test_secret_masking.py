@@ -11,7 +11,7 @@ import pytest
 
 from jobs import cycle
 from jobs.models import LogChunk
-from quotas import tenant_secrets
+from quotas import secret_masking, tenant_secrets
 from tests.factories import JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -74,9 +74,9 @@ def attempt(east, alpha):
 def test_it_hides_a_value_printed_encoded(alpha, attempt, value, printed, want):
     tenant_secrets.put(alpha, "HF_TOKEN", value)
 
-    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
 
-    assert tenant_secrets.mask(printed, hidden) == want
+    assert secret_masking.mask(printed, hidden) == want
 
 
 def test_it_hides_a_basic_header_in_the_stored_log(agent, alpha, attempt):
@@ -101,12 +101,12 @@ def test_it_hides_base64_wrapped_across_lines_piece_by_piece(alpha, attempt):
     """`base64` wraps at 76 columns, PEM at 64: each line holding the value's bits alone is
     hidden, wholly or where the value starts or ends in it; the rest of the text stays."""
     tenant_secrets.put(alpha, "HF_TOKEN", LONG)
-    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
     alone = base64.encodebytes(LONG.encode()).decode().splitlines()
     inside = b64(CONFIG)  # the token is bytes 28-107: characters 38-143 hold its bits alone
 
-    assert [tenant_secrets.mask(line, hidden) for line in alone] == ["***", "***"]
-    assert [tenant_secrets.mask(line, hidden) for line in lines_of(inside, 64)] == [
+    assert [secret_masking.mask(line, hidden) for line in alone] == ["***", "***"]
+    assert [secret_masking.mask(line, hidden) for line in lines_of(inside, 64)] == [
         inside[:38] + "***",
         "***",
         "***" + inside[144:192],
@@ -117,10 +117,10 @@ def test_it_hides_base64_wrapped_across_lines_piece_by_piece(alpha, attempt):
 def test_it_hides_hex_wrapped_across_lines(alpha, attempt):
     """`xxd -p` prints 60 hex characters a line: the value's bytes 5-84 of a dump."""
     tenant_secrets.put(alpha, "HF_TOKEN", LONG)
-    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
     dump = (b"head:" + LONG.encode() + b":tail").hex()
 
-    assert [tenant_secrets.mask(line, hidden) for line in lines_of(dump, 60)] == [
+    assert [secret_masking.mask(line, hidden) for line in lines_of(dump, 60)] == [
         dump[:10] + "***",
         "***",
         "***" + dump[170:180],
@@ -129,13 +129,13 @@ def test_it_hides_hex_wrapped_across_lines(alpha, attempt):
 
 def test_it_leaves_pieces_shorter_than_the_minimum_and_unrelated_base64(alpha, attempt):
     tenant_secrets.put(alpha, "HF_TOKEN", LONG)
-    (hidden,) = tenant_secrets.masks([attempt.pk]).values()
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
     encoded = b64(LONG)
     other = base64.encodebytes(CONFIG.replace(LONG, "x" * 80).encode()).decode().splitlines()
     # the value's base64 begins at the line's end with 7 characters, and ends its start with 7
     short = [f"blob {encoded[:7]}", f"{encoded[-9:-2]} blob"]
 
-    assert [tenant_secrets.mask(line, hidden) for line in other + short] == other + short
+    assert [secret_masking.mask(line, hidden) for line in other + short] == other + short
 
 
 def test_it_hides_wrapped_base64_posted_a_line_at_a_time(agent, alpha, attempt):
@@ -152,8 +152,8 @@ def test_it_hides_wrapped_base64_posted_a_line_at_a_time(agent, alpha, attempt):
 
 
 def test_a_base64_run_shorter_than_the_minimum_is_not_a_mask():
-    six_bytes = tenant_secrets.base64_forms(b"abcdef")
-    five_bytes = tenant_secrets.base64_forms(b"abcde")
+    six_bytes = secret_masking.base64_forms(b"abcdef")
+    five_bytes = secret_masking.base64_forms(b"abcde")
 
     assert six_bytes == {"YWJjZGVm"}  # aligned only: its other alignments have 7 characters
     assert five_bytes == set()

@@ -13,7 +13,7 @@ from clusters.backends import base
 from jobs import cycle
 from jobs.models import Attempt, Family, Job, LogChunk
 from jobs.states import State
-from quotas import tenant_secrets, vault
+from quotas import secret_masking, tenant_secrets, vault
 from quotas.models import TenantSecret
 from tests.factories import JobFactory, NodeFactory, TenantFactory
 
@@ -163,11 +163,11 @@ def test_the_secret_is_masked_in_the_log_of_a_job_that_names_it(agent, placed, a
 def test_each_long_enough_line_of_a_value_is_masked_and_a_short_one_left(alpha, placed):
     tenant_secrets.put(alpha, "HF_TOKEN", "-----BEGIN KEY-----\nab\nsecretline\n")
 
-    (hidden,) = tenant_secrets.masks([placed.attempts.get().pk]).values()
+    (hidden,) = secret_masking.masks([placed.attempts.get().pk]).values()
 
     assert {"-----BEGIN KEY-----", "secretline"} <= set(hidden.texts)
     assert "ab" not in hidden.texts
-    assert tenant_secrets.mask("ab secretline", hidden) == "ab ***"
+    assert secret_masking.mask("ab secretline", hidden) == "ab ***"
 
 
 def test_a_secret_named_by_a_job_not_yet_ended_cannot_be_deleted(alpha):
