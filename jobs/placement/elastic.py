@@ -78,13 +78,15 @@ def sooner_smaller(
 ) -> bool:
     """Whether an elastic gang that fits now as ``sized`` would end sooner by starting so than
     by waiting for its whole gang: its runtime limit is for its fewest workers, and a gang of
-    more runs faster in proportion. Yes when that cannot be known (no runtime limit, a whole
-    gang that never fits or has no estimate). ``running``: the gang's own attempt, weighing a
-    restart, its room counted free already."""
+    more runs faster in proportion; the whole gang's start is searched on the nodes as a
+    reservation's is (``waiting.earliest_start``: the running work's ends in order, a fit
+    after each). Yes when that cannot be known (no runtime limit, a whole gang that never
+    fits). ``running``: the gang's own attempt, weighing a restart, its room counted free
+    already."""
     if whole.max_runtime is None or cycle.too_large(whole, groups):
         return True
-    whole_start = waiting.estimate(cycle, whole, need, running)
-    if whole_start is None:
-        return True
     work = whole.max_runtime * whole.fewest  # worker-seconds
-    return cycle.now + work / sized.workers <= whole_start + work / whole.workers
+    whole_start = waiting.earliest_start(cycle, whole, need, running)
+    return whole_start is None or (
+        cycle.now + work / sized.workers <= whole_start + work / whole.workers
+    )

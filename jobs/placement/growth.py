@@ -14,7 +14,7 @@ in a node group the gang may use, the gang keeps its size. Beyond that it grows
   nodes held for a reservation, its own nodes counted free; to fewer than its limits allow
   only if that larger gang should not end sooner by waiting for more room, as
   ``elastic.sooner_smaller`` decides a start (it would grow a second time; its own end,
-  its room counted free already, frees nothing more in that estimate);
+  its room counted free already, frees nothing more in that search);
 - when it should end sooner so: its runtime limit read as its fewest workers' with a linear
   speed-up (as ``elastic.sooner_smaller`` reads it), what its last checkpoint kept of its
   work, and the time the restart takes (``Policy.eviction_grace_s``), by more than that time

@@ -199,31 +199,12 @@ def _shares_now(node: NodeState, per: int) -> int:
 def reserve(cycle: Cycle, job: QueuedJob, need: Need) -> Outcome | None:
     """Hold for the job the earliest nodes that free up in the pools no earlier reservation
     holds (``Cycle.may_reserve`` made sure there is one)."""
-    # Work placed in this cycle, as running work; only what was placed since the last
-    # try is converted.
-    placed = cycle.placed_running
-    placed += [(when, as_running(j, s)) for when, j, s in cycle.placed_ends[len(placed) :]]
-    early = {}
-    if cycle.exempt and job.may_preempt and cycle.policy.preemption:
-        grace = cycle.policy.eviction_grace_s
-        early = preemption.exempt_ends(cycle.exempt, job.tier, cycle.now, grace, cycle.evicted)
-    ends = [(early.get(j.id, end), j) for end, j in cycle.ends if j.id not in cycle.evicted]
-    unknown = [cycle.running[i] for i in early if cycle.running[i].expected_end is None]
-    ends += [(early[j.id], j) for j in unknown]
-    ends = sorted(ends + placed + cycle.leaving_ends, key=lambda e: (e[0], e[1].id))
-    workers = job.workers if job.family == TRAINING else 1
+    ends, early = _ends(cycle, job)
     groups, need.groups = need.groups, cycle.held.unreserved(need.groups)
-
-    def attempt(when: float):
-        if not any(group_can_hold(g, need, workers) for g in need.groups):
-            return None
-        return cycle.fits(job, off_limits.starting(cycle.capacity, need, job, when))
-
     try:
-        found = earliest_fit(cycle.capacity, ends, need.groups, attempt)
+        found = _earliest(cycle, job, need, ends)
     finally:
         need.groups = groups
-        off_limits.starting(cycle.capacity, need, job, cycle.now)
     if found is None:
         return None
     start, slots = found
@@ -235,3 +216,56 @@ def reserve(cycle: Cycle, job: QueuedJob, need: Need) -> Outcome | None:
     if reason == "head_of_line" and start in early.values():
         reason = "waiting_for_exempt_work"
     return explain.reserved(job, node_ids, start, reason)
+
+
+def earliest_start(
+    cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None = None
+) -> float | None:
+    """When the job would first fit on the nodes, searched as a reservation's start is (the
+    running work's ends in order, a fit after each that touches its groups) but holding
+    nothing, in all its groups. ``gone``: running work the cycle counts free already (a gang
+    weighing its own restart), whose end frees nothing more."""
+    ends, _ = _ends(cycle, job, gone)
+    found = _earliest(cycle, job, need, ends)
+    return None if found is None else found[0]
+
+
+def _ends(
+    cycle: Cycle, job: QueuedJob, gone: RunningJob | None = None
+) -> tuple[list[tuple[float, RunningJob]], dict[str, float]]:
+    """The running work's ends, in order, as a search for the job's start reads them: work
+    placed in this cycle and work leaving (its grace period) too, and exempt work the job may
+    evict once its exemption ends at that end (``early``, by job id); not work evicted, nor
+    ``gone``."""
+    # Work placed in this cycle, as running work; only what was placed since the last
+    # try is converted.
+    placed = cycle.placed_running
+    placed += [(when, as_running(j, s)) for when, j, s in cycle.placed_ends[len(placed) :]]
+    early = {}
+    if cycle.exempt and job.may_preempt and cycle.policy.preemption:
+        grace = cycle.policy.eviction_grace_s
+        early = preemption.exempt_ends(cycle.exempt, job.tier, cycle.now, grace, cycle.evicted)
+    ends = [(early.get(j.id, end), j) for end, j in cycle.ends if j.id not in cycle.evicted]
+    unknown = [cycle.running[i] for i in early if cycle.running[i].expected_end is None]
+    ends += [(early[j.id], j) for j in unknown]
+    if gone is not None:
+        ends = [(end, j) for end, j in ends if j is not gone]
+    return sorted(ends + placed + cycle.leaving_ends, key=lambda e: (e[0], e[1].id)), early
+
+
+def _earliest(
+    cycle: Cycle, job: QueuedJob, need: Need, ends: list[tuple[float, RunningJob]]
+) -> tuple[float, list] | None:
+    """The first of ``ends`` after which the job fits in ``need.groups``, and its slots,
+    with the windows and bookings as they will be then (``off_limits.starting``)."""
+    workers = job.workers if job.family == TRAINING else 1
+
+    def attempt(when: float):
+        if not any(group_can_hold(g, need, workers) for g in need.groups):
+            return None
+        return cycle.fits(job, off_limits.starting(cycle.capacity, need, job, when))
+
+    try:
+        return earliest_fit(cycle.capacity, ends, need.groups, attempt)
+    finally:
+        off_limits.starting(cycle.capacity, need, job, cycle.now)

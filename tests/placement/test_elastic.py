@@ -193,6 +193,22 @@ def test_an_elastic_gang_starts_smaller_when_that_ends_it_sooner():
     assert (out.status, len(out.workers)) == (PLACED, 2)
 
 
+def test_an_elastic_gang_starts_smaller_when_the_nodes_would_not_hold_its_whole_gang_sooner():
+    # Two nodes free; four others half held until 1 h, half until 20 h. At 1 h as many GPUs
+    # are free as its whole gang has (32), but in halves of nodes: no 8-GPU worker fits on
+    # those until 20 h, where whole it would end at 25 h, with 2 at 10 h.
+    nodes, running = list(n8_a100_nodes(2)), []
+    for n, node in enumerate(n8_a100_nodes(4)):
+        node, soon = running_on(node, f"soon{n}", 4, tenant="beta", expected_end=NOW + H)
+        node, late = running_on(node, f"late{n}", 4, tenant="beta", expected_end=NOW + 20 * H)
+        nodes.append(node)
+        running += [soon, late]
+
+    out = decided([elastic(workers=4, least=2, max_runtime=10 * H)], nodes, running)["el"]
+
+    assert (out.status, len(out.workers)) == (PLACED, 2)
+
+
 def test_without_a_runtime_limit_an_elastic_gang_starts_with_what_fits():
     nodes, running = half_busy_until(1)
 
