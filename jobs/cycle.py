@@ -43,6 +43,7 @@ from jobs.placement import (
     Snapshot,
     place,
 )
+from quotas.models import Tenant
 
 
 @dataclass
@@ -62,6 +63,8 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
     actions.stamp_eligible(loaded.unstamped)
+    for tenant in Tenant.objects.filter(pk__in=loaded.disallowed).order_by("id"):
+        actions.hold_disallowed_images(tenant, "the scheduler", admin=False)
     recent_use.update(loaded.snapshot.tenants, loaded.recent, now)
     result.considered, result.waiting = len(loaded.snapshot.queued), len(loaded.waiting)
     clock.lap(result, "load")

@@ -88,12 +88,14 @@ def hold(job: Job, by: str, *, admin: bool = False) -> int:
 
 
 @retrying.atomic
-def hold_disallowed_images(tenant, by: str) -> int:
+def hold_disallowed_images(tenant, by: str, *, admin: bool = True) -> int:
     """Hold, as a platform admin's hold, the tenant's queued jobs whose image its allowed
     images no longer let through (they were checked when submitted): once its patterns are
     narrowed, a queued job starts no image the team may no longer run. Only a platform admin
     releases one; its team may cancel it, or resubmit it with an allowed image. Jobs already
-    held by a platform admin are left as they are. Returns how many jobs it held.
+    held by a platform admin are left as they are. ``by``: the platform admin who narrowed
+    them, or, not ``admin``, who found them narrowed (the scheduler, where they were changed
+    outside the admin). Returns how many jobs it held.
 
     The jobs are locked in id order, as cancel() locks them: the scheduler's commit skips a
     job being held, and one it has placed already is no longer queued here."""
@@ -107,9 +109,10 @@ def hold_disallowed_images(tenant, by: str) -> int:
               rows.values_list("id", "tenant_id", "held")}  # fmt: skip
     if not shards:
         return 0
+    who = f"a platform admin ({by})" if admin else by
     message = (
-        f"Held by a platform admin ({by}): its image is no longer among its team's allowed "
-        "images. Only a platform admin releases it; resubmit it with an allowed image."
+        f"Held by {who}: its image is no longer among its team's allowed images. Only a "
+        "platform admin releases it; resubmit it with an allowed image."
     )
     Job.objects.filter(pk__in=shards).update(**held_fields(Job.Hold.ADMIN, message))
     _note(shards, list(shards), f"held by {by}: its image is no longer allowed")

@@ -59,6 +59,26 @@ def test_a_held_job_is_not_placed_and_only_a_platform_admin_releases_it(root, al
     assert actions.release_hold(Job.objects.get(pk=other.pk), "root", admin=True) == 1
 
 
+def test_patterns_narrowed_outside_the_admin_hold_the_queued_jobs_at_the_next_cycle(alpha):
+    NodeFactory(gpu_type="A100", gpu_count=8)
+    kept = JobFactory(tenant=alpha, image=ALLOWED, gpus=1)
+    other = JobFactory(tenant=alpha, image=OTHER, gpus=1)
+    alpha.allowed_images = ONLY  # as the shell or a data migration writes it: nothing held
+    alpha.save()
+
+    assert cycle.run_cycle().placed == [kept.pk]
+
+    held = Job.objects.get(pk=other.pk)
+    assert (held.state, held.held, held.pending_reason) == (State.QUEUED, Job.Hold.ADMIN, "held")
+    assert held.pending_message.startswith(
+        "Held by the scheduler: its image is no longer among its team's allowed images."
+    )
+    event = JobEvent.objects.get(job=other)
+    assert event.reason == "held by the scheduler: its image is no longer allowed"
+    with pytest.raises(actions.AdminHold):
+        actions.release_hold(held, "alice")
+
+
 def test_running_work_and_a_save_that_leaves_the_patterns_alone_hold_nothing(root, alpha):
     running = JobFactory(tenant=alpha, image=OTHER, state=State.RUNNING)
     alpha.allowed_images = ONLY
