@@ -163,17 +163,17 @@ def _share_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
                 continue
             touched.add(pool)
             for index, milli, *start in takes:
-                was = free.get((node, index))
-                if was is None:
-                    was = _free_ranges(node, index)
+                before = free.get((node, index))
+                if before is None:
+                    before = _free_ranges(node, index)
                 if milli >= WHOLE_GPU:
-                    now = ranges.IDLE
+                    after = ranges.IDLE
                 elif start:
-                    now = ranges.give(was, start[0], milli)
+                    after = ranges.give(before, start[0], milli)
                 else:  # a node that keeps no ranges: its GPU's free milli, as one range
-                    now = ((0, ranges.total(was) + milli),)
-                free[node, index] = now
-                room[pool] += ranges.shares(now, per) - ranges.shares(was, per)
+                    after = ((0, ranges.total(before) + milli),)
+                free[node, index] = after
+                room[pool] += ranges.shares(after, per) - ranges.shares(before, per)
         for pool in touched:
             if room[pool] >= workers:
                 best = min(best, max(when, bound[pool]))
