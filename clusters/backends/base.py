@@ -28,15 +28,16 @@ GPU_IDLE = 0.05
 # Reasons of infrastructure failures that are the platform's rather than their node's, as regular
 # expressions over a FAILED worker's reason (case ignored): an image pull the registry failed
 # (an outage, a rate limit: any node would have failed it) and a pod configuration the cluster
-# lacks (a missing secret, for the container's env or a volume it mounts: FailedMount), or a
-# pod the API server or the backend refused before it existed (CreateFailed: a claim the
-# namespace lacks, no right to make it) and a data volume with no host folder at all. A pull
-# that failed for the node's own full disk stays the node's, as does a volume folder missing on
-# one host. Quarantine and retries keeping off failed nodes count only the node's
+# lacks (a missing secret, for the container's env or a volume it mounts: FailedMount), a claim's
+# volume that will not attach (FailedAttachVolume: another node holds it, or the storage fails
+# to attach it), or a pod the API server or the backend refused before it existed (CreateFailed:
+# a claim the namespace lacks, no right to make it) and a data volume with no host folder at
+# all. A pull that failed for the node's own full disk stays the node's, as does a volume folder
+# missing on one host. Quarantine and retries keeping off failed nodes count only the node's
 # (Attempt.node_fault).
 PLATFORM_FAULT = (
     r"ErrImagePull|ImagePullBackOff|RegistryUnavailable|CreateContainerConfigError"
-    r"|FailedMount|CreateFailed|has no host folder"
+    r"|FailedMount|FailedAttachVolume|CreateFailed|has no host folder"
 )
 NODE_FAULT_ALL_THE_SAME = r"no space left on device"
 

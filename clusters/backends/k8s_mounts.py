@@ -1,12 +1,15 @@
 """Pods that cannot mount a volume because the Secret or ConfigMap it names is missing, or its
 claim is missing, being deleted or unbound, found in the kubelet's FailedMount events (the rule:
-`k8s_status.mount_failure_in_events`).
+`k8s_status.mount_failure_in_events`); or whose claim's volume cannot be attached to their node,
+found in the attach-detach controller's FailedAttachVolume events
+(`k8s_status.attach_failure_in_events`).
 
 A pod in that state never changes (Pending, its container waiting ContainerCreating), so the
-pod watch tells nothing: the events are listed instead, those of reason FailedMount alone, one
-request per namespace with such a pod, at most every `check_s`. A pod younger than
-`persisted_s` cannot have failed for that long yet and reads none. Once found, a failure
-stands for the pod: its attempt is reported failed until it is forgotten.
+pod watch tells nothing: the events are listed instead, the Warning ones alone (a field
+selector cannot ask for either of two reasons), one request per namespace with such a pod, at
+most every `check_s`. A pod younger than `persisted_s` cannot have failed for that long yet and
+reads none. Once found, a failure stands for the pod: its attempt is reported failed until it
+is forgotten.
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from clusters.backends.k8s_status import FAILED_MOUNT, mount_failure_in_events, waits_to_mount
+from clusters.backends.k8s_status import (
+    attach_failure_in_events,
+    mount_failure_in_events,
+    waits_to_mount,
+)
 from clusters.backends.k8s_watch import Key
 
 log = logging.getLogger(__name__)
 
 
 class MountFailures:
-    """Each pod's lasting failure to mount a volume, "" while it has none."""
+    """Each pod's lasting failure to mount or attach a volume, "" while it has none."""
 
     def __init__(self, core: client.CoreV1Api, persisted_s: float, check_s: float):
         self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
@@ -48,7 +55,7 @@ class MountFailures:
     def check(self, pods: dict[Key, client.V1Pod], deleted: set[Key]) -> None:
         """Read the events of each namespace where a pod has waited to mount its volumes for
         `persisted_s` at least, unless read less than `check_s` ago."""
-        now = time.monotonic()
+        now, wall = time.monotonic(), datetime.now(UTC)
         waiting: dict[str, list[Key]] = {}
         for key, pod in pods.items():
             if key not in deleted and not self.error(key) and self._may_have_failed(pod):
@@ -59,12 +66,18 @@ class MountFailures:
             self._read_at[namespace] = now
             events = self._events(namespace)
             for key in keys:
-                meta = pods[key].metadata
-                found = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
+                found = self._failure(events, pods[key].metadata, wall)
                 if found:
                     log.warning("attempt %s rank %s: %s", *key, found)
                     with self._lock:
                         self._errors[key] = found
+
+    def _failure(
+        self, events: list[client.CoreV1Event], meta: client.V1ObjectMeta, now: datetime
+    ) -> str:
+        """The pod's lasting failure to mount a volume, else to attach one; "" if none."""
+        mount = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
+        return mount or attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now)
 
     def _may_have_failed(self, pod: client.V1Pod) -> bool:
         """The pod waits to mount, and is old enough to have failed for `persisted_s`."""
@@ -75,10 +88,8 @@ class MountFailures:
 
     def _events(self, namespace: str) -> list[client.CoreV1Event]:
         try:
-            return self.core.list_namespaced_event(
-                namespace, field_selector=f"reason={FAILED_MOUNT}"
-            ).items
+            return self.core.list_namespaced_event(namespace, field_selector="type=Warning").items
         except (ApiException, HTTPError) as error:
             # Without them the pod waits for the control plane's start timeout, as before.
-            log.warning("FailedMount events in %s: %s", namespace, error)
+            log.warning("Warning events in %s: %s", namespace, error)
             return []

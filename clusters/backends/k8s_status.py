@@ -132,6 +132,39 @@ MISSING_FOR_MOUNT = re.compile(
     r'(?:failed to fetch PVC from API server: (?P<claim_missing>persistentvolumeclaims "[^"]+" '
     r"not found)|(?P<claim_unusable>PVC is being deleted|PVC is not bound))"
 )
+# A claim's volume that cannot be attached to the pod's node. The attach-detach controller
+# (kube-controller-manager) records Warning events of reason FailedAttachVolume about the pod,
+# in operationexecutor's wording (VolumeToAttach.GenerateMsg, pkg/volume/util/operationexecutor:
+# '<what> for volume "<volume>" <why>', the volume named by its PersistentVolume):
+# - 'Multi-Attach error for volume "<pv>" Volume is already exclusively attached to one node
+#   and can't be attached to another', or '... Volume is already used by pod(s) <pods>' when
+#   pods of the namespace use it there (pkg/controller/volume/attachdetach/reconciler,
+#   reportMultiAttachError): a volume of one node at a time (ReadWriteOnce) still attached to
+#   another, a former pod's not yet detached, or an unreachable node's, detached by force only
+#   after 6 minutes. The controller says it once for the pod (MultiAttachErrorReported: "to
+#   prevent reporting the error from being reported more than once"), and tries again without
+#   a word, so the failure stands from that event on while the pod waits.
+# - 'AttachVolume.Attach failed for volume "<pv>" : <the storage's error>' (e.g. "rpc error:
+#   code = ..."; operation_generator.go, GenerateAttachVolumeFunc's eventRecorderFunc, at each
+#   failed try, backing off from 0.5 s to 2 min as the kubelet's mounts do; its
+#   'AttachVolume.MarkVolumeAsAttached failed ...' alike): one event whose count grows while
+#   the error reads the same, a new one when it does not (a request id in it).
+# Meanwhile the kubelet only waits: after 2 min 3 s (podAttachAndMountTimeout) it records
+# FailedMount 'Unable to attach or mount volumes: unmounted volumes=[<volume>], unattached
+# volumes=[<volume> ...]: timed out waiting for the condition', which does not say why.
+# So a volume whose FailedAttachVolume events have said so for `mount_failure_s`, from the
+# first to the last (to now, while the last is a Multi-Attach error), fails the pod as a
+# FailedMount does: an infrastructure failure, retried, the platform's (base.PLATFORM_FAULT)
+# and not the node's: the claim was there and bound, of access modes the attempt's nodes may
+# share (k8s_tenancy.check_data_claims), and another node or the storage holds it.
+FAILED_ATTACH = "FailedAttachVolume"
+MULTI_ATTACH = re.compile(
+    r'Multi-Attach error for volume "(?P<volume>[^"]+)" Volume is already '
+    r"(?:exclusively attached to one node|used by )"
+)
+ATTACH_FAILED = re.compile(
+    r'AttachVolume\.\w+ failed for volume "(?P<volume>[^"]+)" : (?P<error>.+)', re.DOTALL
+)
 # The worker's container is not made before the pod's volumes are mounted: it waits so, or
 # has no status yet.
 WAITS_TO_MOUNT = frozenset({"ContainerCreating", ""})
@@ -155,7 +188,8 @@ class Seen:
     # may be all a status read sees.
     pull_error: str = ""
     # A volume the kubelet has failed to mount for long enough, its Secret or ConfigMap missing
-    # or its claim gone (mount_failure_in_events), "FailedMount: volume ..." or "... claim ...".
+    # or its claim gone (mount_failure_in_events), "FailedMount: volume ..." or "... claim ...";
+    # or that has failed to attach (attach_failure_in_events), "FailedAttachVolume: volume ...".
     mount_error: str = ""
 
 
@@ -364,6 +398,42 @@ def _mount_failure(found: re.Match[str]) -> str:
         missing = found["claim_missing"] or found["claim_unusable"]
         return f'{FAILED_MOUNT}: claim "{found["claim"]}": {missing}'
     return f'{FAILED_MOUNT}: volume "{found["volume"]}": {found["missing"]}'
+
+
+def attach_failure_in_events(
+    events: list[client.CoreV1Event],
+    pod_name: str,
+    pod_uid: str,
+    persisted_s: float,
+    now: datetime,
+) -> str:
+    """Why a volume of the pod cannot be attached to its node, 'FailedAttachVolume: volume
+    "<pv>": already attached to another node (Multi-Attach)' or 'FailedAttachVolume: volume
+    "<pv>": <the storage's error>', once the attach-detach controller's FailedAttachVolume
+    events about it (a pod of the same name before it excluded) have said so for `persisted_s`,
+    from the first to the last, or to `now` while the last is a Multi-Attach error, which the
+    controller does not repeat; "" before then."""
+    failures: dict[str, list[tuple[datetime, datetime, str, bool]]] = {}  # volume -> its events
+    for event in events:
+        if event.reason != FAILED_ATTACH or not _about_pod(event, pod_name, pod_uid):
+            continue
+        message = event.message or ""
+        if found := MULTI_ATTACH.match(message):
+            said, once = "already attached to another node (Multi-Attach)", True
+        elif found := ATTACH_FAILED.match(message):
+            said, once = found["error"].strip(), False
+        else:
+            continue
+        seen = (_event_time(event), _event_first_time(event), said, once)
+        failures.setdefault(found["volume"], []).append(seen)
+    lasting = []
+    for volume, seen in failures.items():
+        last, _, said, once = max(seen, key=lambda one: one[0])
+        first = min(one[1] for one in seen)
+        until = max(last, now) if once else last
+        if (until - first).total_seconds() >= persisted_s:
+            lasting.append((last, f'{FAILED_ATTACH}: volume "{volume}": {said}'))
+    return max(lasting)[1] if lasting else ""
 
 
 def _about_pod(event: client.CoreV1Event, pod_name: str, pod_uid: str) -> bool:

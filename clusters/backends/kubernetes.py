@@ -31,7 +31,8 @@
   kubelet's "Failed to pull image" event. A pod whose container waits for a volume the kubelet
   cannot mount, its Secret or ConfigMap missing, or its claim missing, being deleted or unbound
   since the start, fails once the kubelet's FailedMount events have said so for
-  `mount_failure_s` (see k8s_mounts). A pod's end is
+  `mount_failure_s`, and one whose claim's volume will not attach to its node once the
+  attach-detach controller's FailedAttachVolume events have (see k8s_mounts). A pod's end is
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
   the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
   checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
@@ -198,7 +199,9 @@ class KubernetesBackend:
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
         self._usage = NodeStats(self.core, gpu_exporters)
         # A pod fails once the kubelet has kept failing to mount a missing Secret or ConfigMap,
-        # or a claim gone since the start, for mount_failure_s (k8s_status.MISSING_FOR_MOUNT).
+        # or a claim gone since the start, for mount_failure_s (k8s_status.MISSING_FOR_MOUNT),
+        # or its claim's volume has failed to attach that long (k8s_status.MULTI_ATTACH,
+        # ATTACH_FAILED).
         # 60 s: the kubelet's retries, backing off, pass it at their eighth try (63.5 s), far
         # past a new namespace's kube-root-ca.crt or a lagging cache, and far before the
         # control plane's start timeout (300 s). The events are read at most every

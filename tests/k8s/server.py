@@ -5,7 +5,7 @@ It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes ba
 timestamps),
 services, resource quotas, persistent volume claims and network policies (create, get, list,
 delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
-events (list, with a fieldSelector on involvedObject.name or reason). Pods' volume mounts
+events (list, with a fieldSelector on involvedObject.name, reason or type). Pods' volume mounts
 are validated as the API server does (a known volume, at an absolute path no other mount of the
 container has, a relative subPath without ".."), and so are their volumes (each named by a
 DNS label no other has, of exactly one type), secret volumes (a Secret named, items of valid
@@ -15,7 +15,9 @@ parse); a secret's stringData is merged into its data, base64, as the API server
 The API server takes a pod whose secret volume names a Secret or a key that is not there, or
 whose claim volume names a claim the namespace lacks, has not bound or is deleting; the kubelet
 then never starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event, in the
-kubelet's words, counted again at each try). A claim a pod bound to a node names is not removed
+kubelet's words, counted again at each try). So does one whose claim's volume cannot be
+attached to its node (`attach_elsewhere`, `fail_attach`), with a FailedAttachVolume event in the
+attach-detach controller's words. A claim a pod bound to a node names is not removed
 when deleted, only marked deleting until the last such pod is gone, as the
 kubernetes.io/pvc-protection finalizer keeps it. Pods are bound to
 their nodes (nodeName): no scheduler is modelled. Watches stream
@@ -26,7 +28,8 @@ Gone error event.
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
 `append_log`, `rotate_log`,
-`set_node_ready` and `remove_node`, a kubelet's stats of a pod (`use`, read at
+`set_node_ready` and `remove_node`, the attach-detach controller (`attach_elsewhere`,
+`fail_attach`), a kubelet's stats of a pod (`use`, read at
 /api/v1/nodes/<node>/proxy/stats/summary), a node's DCGM exporter (`add_gpu_exporter`, and a
 pod's GPUs' utilization, `use_gpus`, read at its /metrics through the pod proxy), a platform
 team through `add_claim`, and a failing API server through `fail`.
@@ -107,6 +110,8 @@ class KubeTestServer:
         self.failures: list[list] = []  # [method, path pattern, error, times left or None]
         self.usage: dict[tuple[str, str], dict] = {}  # a pod's cpu and memory, kubelet's words
         self.gpu_usage: dict[tuple[str, str], list[float]] = {}  # a pod's GPUs, DCGM's words
+        self.attached: dict[tuple[str, str], str] = {}  # a claim's volume -> the node holding it
+        self.attach_errors: dict[tuple[str, str], str] = {}  # a claim's -> the storage's error
         self.watch_generation = 0
         self.log_streams = 0
         self.closed = False
@@ -148,19 +153,38 @@ class KubeTestServer:
             self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
 
     def add_claim(
-        self, ns: str, name: str, phase: str = "Bound", access_modes=("ReadWriteMany",)
+        self,
+        ns: str,
+        name: str,
+        phase: str = "Bound",
+        access_modes=("ReadWriteMany",),
+        volume: str = "",
     ) -> None:
         """A platform team provisions a claim in a tenant namespace (made if need be), of the
-        access modes given (asked for, and those of the volume bound to it); one still
-        "Pending" has no volume bound to it yet, and so no access modes in its status."""
+        access modes given (asked for, and those of the volume bound to it), bound to the
+        PersistentVolume `volume` if named; one still "Pending" has no volume bound to it yet,
+        and so no access modes in its status."""
         claim = objects.claim(name, phase)
         claim["spec"]["accessModes"] = list(access_modes)
+        if volume and phase == "Bound":
+            claim["spec"]["volumeName"] = volume
         if "accessModes" in claim["status"]:
             claim["status"]["accessModes"] = list(access_modes)
         with self.cond:
             if ns not in self.namespaces:
                 self.create_namespace({"metadata": {"name": ns}})
             self.create("persistentvolumeclaims", ns, claim)
+
+    def attach_elsewhere(self, ns: str, claim: str, node: str) -> None:
+        """The claim's volume, of one node at a time, stays attached to `node` (a former pod's,
+        not yet detached): the attach-detach controller cannot attach it to another node."""
+        with self.cond:
+            self.attached[ns, claim] = node
+
+    def fail_attach(self, ns: str, claim: str, error: str) -> None:
+        """The storage fails each attach of the claim's volume with `error`."""
+        with self.cond:
+            self.attach_errors[ns, claim] = error
 
     def fail(self, method: str, path: str, error: ApiError, times: int | None = 1) -> None:
         """Answer the next `times` requests (None: all) whose path matches the regular
@@ -269,32 +293,65 @@ class KubeTestServer:
     def run_pod(self, ns: str, name: str) -> None:
         """The kubelet starts the container once it has mounted the pod's secret and claim
         volumes: while one names a Secret or a key the namespace does not hold, or a claim it
-        lacks or has not bound, it waits ContainerCreating, with a FailedMount event. Called
-        again, the kubelet tries the mount again: the same failure counts on the same event."""
+        lacks or has not bound, it waits ContainerCreating, with a FailedMount event; while a
+        claim's volume cannot be attached to the pod's node, it waits so too, and the
+        attach-detach controller records a FailedAttachVolume event. Called again, the kubelet
+        tries the mount again, and the controller the attach: the same failure counts on the
+        same event, but for a Multi-Attach error, which the controller reports once a pod."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
-            problem = self._unmountable(ns, pod)
+            if problem := self._unmountable(ns, pod):
+                self._pod_event(ns, pod, "FailedMount", problem, "kubelet")
+            elif problem := self._unattachable(ns, pod):
+                once = problem.startswith("Multi-Attach error")
+                self._pod_event(ns, pod, "FailedAttachVolume", problem, ADC, repeat=not once)
             if problem:
-                self._failed_mount(ns, pod, problem)
                 change = lambda p: objects.waiting(p, "ContainerCreating", "")  # noqa: E731
                 return self._set_pod_state(ns, name, change)
         self._set_pod_state(ns, name, objects.running)
 
-    def _failed_mount(self, ns: str, pod: dict, problem: str) -> None:
-        """The kubelet's FailedMount event about the pod; a repeat of one it recorded already
-        is counted on it and moves its lastTimestamp, as its event correlator does."""
+    def _pod_event(
+        self, ns: str, pod: dict, reason: str, message: str, component: str, repeat=True
+    ) -> None:
+        """A Warning event about the pod (not one of its containers); a repeat of one recorded
+        already is counted on it and moves its lastTimestamp, as the event correlator does,
+        unless the recorder does not `repeat` it."""
         uid = pod["metadata"]["uid"]
         for event in self.store["events"].values():
             said = (event["involvedObject"]["uid"], event["reason"], event["message"])
-            if said == (uid, "FailedMount", problem):
-                event["count"] += 1
-                event["lastTimestamp"] = objects.now()
-                event["metadata"]["resourceVersion"] = self._next_rv()
+            if said == (uid, reason, message):
+                if repeat:
+                    event["count"] += 1
+                    event["lastTimestamp"] = objects.now()
+                    event["metadata"]["resourceVersion"] = self._next_rv()
                 return
         name = f"{pod['metadata']['name']}.{self.rv + 1:016x}"
-        event = _kubelet_event(pod, name, "FailedMount", problem)
+        event = _kubelet_event(pod, name, reason, message)
         del event["involvedObject"]["fieldPath"]  # of the pod, not of a container
+        event["source"]["component"] = component
         self.create("events", ns, event)
+
+    def _unattachable(self, ns: str, pod: dict) -> str:
+        """Why the attach-detach controller cannot attach one of the pod's claim volumes to its
+        node, as its FailedAttachVolume event says it; "" if it can. The words are
+        operationexecutor's (VolumeToAttach.GenerateMsg and GenerateError,
+        pkg/volume/util/operationexecutor/operation_executor.go), the volume named by its
+        PersistentVolume: the reconciler's Multi-Attach error for a volume attached to another
+        node with no pod there using it (reportMultiAttachError,
+        pkg/controller/volume/attachdetach/reconciler/reconciler.go), and a failed attach
+        (GenerateAttachVolumeFunc, pkg/volume/util/operationexecutor/operation_generator.go)."""
+        for volume in pod["spec"].get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim is None:
+                continue
+            pv = self.store["persistentvolumeclaims"][ns, claim]["spec"]["volumeName"]
+            holder = self.attached.get((ns, claim))
+            if holder is not None and holder != pod["spec"].get("nodeName"):
+                held = "Volume is already exclusively attached to one node and can't be attached"
+                return f'Multi-Attach error for volume "{pv}" {held} to another'
+            if error := self.attach_errors.get((ns, claim)):
+                return f'AttachVolume.Attach failed for volume "{pv}" : {error}'
+        return ""
 
     def _unmountable(self, ns: str, pod: dict) -> str:
         """Why the kubelet cannot mount one of the pod's secret or claim volumes, as its
@@ -826,6 +883,9 @@ def _log_parts(line: tuple[float, str], stamps: bool) -> list[bytes]:
     between two of them."""
     data = _log_line(line, stamps).encode()
     return [data[i : i + PARTIAL_ENTRY] for i in range(0, len(data), PARTIAL_ENTRY)]
+
+
+ADC = "attachdetach-controller"  # the attach-detach controller's events' source
 
 
 def _kubelet_event(pod: dict, name: str, reason: str, message: str) -> dict:

@@ -63,12 +63,9 @@ def test_a_secret_that_stays_missing_fails_the_attempt_naming_it(kube, make_back
 
 
 def test_a_lasting_mount_failure_is_the_platforms_not_the_nodes(kube, make_backend):
-    backend = fast(make_backend)
-    secret_deleted_before_the_kubelet_mounts(kube, backend)
-    time.sleep(KUBELET_RETRY_S)
-    kube.run_pod(NAMESPACE, POD)
-
-    status = status_becomes(backend, 7, 0, base.FAILED)
+    status = failed_once_the_kubelet_tried_again(
+        kube, make_backend, secret_deleted_before_the_kubelet_mounts
+    )
 
     ended = Attempt(outcome=Attempt.Outcome.INFRA_ERROR, reason=f"worker 0: {status.reason}")
     assert ended.node_faulted is False

@@ -59,8 +59,8 @@ class Command(BaseCommand):
                             metavar="SECONDS",
                             help="For --backend kubernetes: how long the kubelet must have "
                                  "kept failing to mount a Secret, ConfigMap or claim that is "
-                                 "not there before the worker fails, the platform's "
-                                 "fault.")  # fmt: skip
+                                 "not there, or a claim's volume to attach, before the worker "
+                                 "fails, the platform's fault.")  # fmt: skip
         parser.add_argument("--gpu-metrics", default=None, metavar="NAMESPACE/SELECTOR:PORT",
                             help="For --backend kubernetes: where the DCGM exporters run, read "
                                  "for GPU time (default gpu-operator/app=nvidia-dcgm-exporter:"

@@ -1,0 +1,149 @@
+"""A pod whose data volume cannot be attached to its node: another node still holds it
+(Multi-Attach), or the storage fails each attach. It waits ContainerCreating while the
+attach-detach controller tries again, and the attempt fails as the platform's fault once the
+controller's FailedAttachVolume events have said so for `mount_failure_s`, not at the control
+plane's start timeout. The secret and claim mount failures it sits beside, and the helpers
+used here, are in test_mount_failures."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from clusters.backends import base
+from clusters.backends.k8s_status import attach_failure_in_events
+from jobs.models import Attempt
+from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, status_becomes
+from tests.k8s.test_k8s_volumes import IMAGENET
+from tests.k8s.test_mount_failures import (
+    EVENTS,
+    KUBELET_RETRY_S,
+    POD,
+    SECRET_GONE,
+    UID,
+    failed_mount,
+    failed_once_the_kubelet_tried_again,
+    fast,
+    secret_deleted_before_the_kubelet_mounts,
+)
+
+PV = "pvc-0a1b2c3d"
+MULTI_ATTACH = f'FailedAttachVolume: volume "{PV}": already attached to another node (Multi-Attach)'
+STORAGE_ERROR = "rpc error: code = Internal desc = Could not attach volume: volume is in use"
+ATTACH_FAILED = f'FailedAttachVolume: volume "{PV}": {STORAGE_ERROR}'
+
+
+def held_by_another_node(kube, backend, attempt_id=7):
+    """The worker (on gpu-a) reads a claim of one node at a time whose volume a former pod's
+    node, gpu-b, has not let go of yet."""
+    kube.add_claim(NAMESPACE, "imagenet-pvc", access_modes=("ReadWriteOnce",), volume=PV)
+    kube.attach_elsewhere(NAMESPACE, "imagenet-pvc", "gpu-b")
+    backend.start(one_gpu_worker(attempt_id, volumes=(IMAGENET,)))
+    kube.run_pod(NAMESPACE, f"mlsched-{attempt_id}-0")
+
+
+def failing_to_attach(kube, backend):
+    """The worker reads a claim whose volume the storage fails to attach."""
+    kube.add_claim(NAMESPACE, "imagenet-pvc", access_modes=("ReadWriteOnce",), volume=PV)
+    kube.fail_attach(NAMESPACE, "imagenet-pvc", STORAGE_ERROR)
+    backend.start(one_gpu_worker(volumes=(IMAGENET,)))
+    kube.run_pod(NAMESPACE, POD)
+
+
+def test_a_volume_another_node_holds_fails_the_worker_as_multi_attach_within_seconds(
+    kube, make_backend
+):
+    # The controller tries again at the kubelet's retry, and says nothing more.
+    status = failed_once_the_kubelet_tried_again(kube, make_backend, held_by_another_node)
+
+    assert (status.exit_code, status.reason) == (None, MULTI_ATTACH)
+    (event,) = kube.objects_of("events")
+    assert (event["reason"], event["count"]) == ("FailedAttachVolume", 1)
+
+
+def test_an_attach_the_storage_keeps_failing_fails_the_worker_naming_its_error(kube, make_backend):
+    status = failed_once_the_kubelet_tried_again(kube, make_backend, failing_to_attach)
+
+    assert (status.exit_code, status.reason) == (None, ATTACH_FAILED)
+
+
+@pytest.mark.parametrize("broken", [held_by_another_node, failing_to_attach])
+def test_a_lasting_attach_failure_is_the_platforms_not_the_nodes(kube, make_backend, broken):
+    status = failed_once_the_kubelet_tried_again(kube, make_backend, broken)
+
+    ended = Attempt(outcome=Attempt.Outcome.INFRA_ERROR, reason=f"worker 0: {status.reason}")
+    assert ended.node_faulted is False
+
+
+def test_an_agent_restarted_reads_a_multi_attach_the_controller_reported_once(kube, make_backend):
+    held_by_another_node(kube, make_backend())
+    time.sleep(KUBELET_RETRY_S)
+
+    restarted = fast(make_backend)
+    eventually(lambda: restarted._watcher.get((7, 0))[0] is not None)
+
+    assert status_becomes(restarted, 7, 0, base.FAILED).reason == MULTI_ATTACH
+
+
+def test_one_listing_of_a_namespaces_events_finds_mount_and_attach_failures(kube, make_backend):
+    backend = fast(make_backend, mount_check_s=60)
+    secret_deleted_before_the_kubelet_mounts(kube, backend)  # attempt 7
+    held_by_another_node(kube, backend, attempt_id=8)
+    time.sleep(KUBELET_RETRY_S)
+    kube.run_pod(NAMESPACE, POD)
+    eventually(lambda: all(backend._watcher.get(key)[0] for key in ((7, 0), (8, 0))))
+
+    assert status_becomes(backend, 7, 0, base.FAILED).reason == SECRET_GONE
+    assert status_becomes(backend, 8, 0, base.FAILED).reason == MULTI_ATTACH
+    assert kube.count_requests("GET", EVENTS) == 1
+
+
+# The rule, on what the attach-detach controller's events say.
+
+NOW_S = 31
+
+
+EXCLUSIVE = "exclusively attached to one node and can't be attached to another"
+
+
+def multi_attach(first, uid=UID, name=POD, suffix=EXCLUSIVE, reason="FailedAttachVolume"):
+    message = f'Multi-Attach error for volume "{PV}" Volume is already {suffix}'
+    return failed_mount(message, first, first, uid=uid, name=name, reason=reason)
+
+
+def attach_failed(first, last, error=STORAGE_ERROR, reason="FailedAttachVolume"):
+    message = f'AttachVolume.Attach failed for volume "{PV}" : {error}'
+    return failed_mount(message, first, last, reason=reason)
+
+
+UNATTACHED = (
+    "Unable to attach or mount volumes: unmounted volumes=[data-imagenet], unattached "
+    "volumes=[data-imagenet kube-api-access-x]: timed out waiting for the condition"
+)
+CASES = [
+    ("multi-attach", [multi_attach(0)], NOW_S, MULTI_ATTACH),
+    ("multi-attach-pods", [multi_attach(0, suffix="used by pod(s) mlsched-6-0")], NOW_S,
+     MULTI_ATTACH),
+    ("multi-attach-briefly", [multi_attach(0)], 29, ""),
+    ("attach-repeated", [attach_failed(0, 30)], NOW_S, ATTACH_FAILED),
+    ("attach-once", [attach_failed(0, 0)], NOW_S, ""),
+    ("attach-stopped", [attach_failed(0, 20)], 50, ""),
+    ("attach-errors-differ", [attach_failed(0, 10, "rpc error: a"), attach_failed(12, 30)],
+     NOW_S, ATTACH_FAILED),
+    ("multi-attach-then-failing", [multi_attach(0), attach_failed(25, 31)], NOW_S,
+     ATTACH_FAILED),
+    ("multi-attach-then-attached", [multi_attach(0), attach_failed(25, 26)], 40, ""),
+    ("earlier-pod", [multi_attach(0, uid="before")], NOW_S, ""),
+    ("other-pod", [multi_attach(0, name="mlsched-7-1")], NOW_S, ""),
+    ("other-reason", [multi_attach(0, reason="FailedMount")], NOW_S, ""),
+    ("kubelet-timed-out", [failed_mount(UNATTACHED, 0, 0)], 200, ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("events", "now_s", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_an_attach_failure_counts_once_it_has_lasted_30_s(events, now_s, want):
+    now = datetime(2026, 5, 1, 10, 0, tzinfo=UTC) + timedelta(seconds=now_s)
+
+    assert attach_failure_in_events(events, POD, UID, persisted_s=30, now=now) == want
