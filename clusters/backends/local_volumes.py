@@ -16,7 +16,8 @@ worker takes its tenant's user); one that is not makes it inside a user namespac
 worker's own, which maps only its own user and group (the kernel must allow unprivileged user
 namespaces, as Debian's and most distributions' do). Where neither is allowed, the worker fails
 before it runs, saying so: a volume is never given writable where read-only was promised.
-What is mounted below the folder (another file system) is bound too and not made read-only.
+What is mounted below the folder (another file system) is bound along and made read-only too,
+each mount on its own.
 """
 
 import ctypes
@@ -108,12 +109,30 @@ class ReadOnly:
         for folder in folders:
             path = os.fsencode(folder)
             self._check(self.libc.mount(path, path, None, MS_BIND | MS_REC, None), folder)
-            kept = os.statvfs(folder).f_flag
-            flags = sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
-            remount = MS_REMOUNT | MS_BIND | MS_RDONLY | flags
-            self._check(self.libc.mount(None, path, None, remount, None), folder)
+            # The bind brought along what is mounted below the folder: each is made read-only
+            # on its own (a remount changes one mount only).
+            for mount in [folder, *mounts_below(os.path.realpath(folder))]:
+                kept = os.statvfs(mount).f_flag
+                flags = sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
+                remount = MS_REMOUNT | MS_BIND | MS_RDONLY | flags
+                self._check(self.libc.mount(None, os.fsencode(mount), None, remount, None), mount)
 
     def _check(self, result: int, what: str) -> None:
         if result != 0:
             number = ctypes.get_errno()
             raise OSError(number, os.strerror(number), what)
+
+
+def mounts_below(folder: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points strictly below ``folder`` in this mount namespace, as
+    /proc/self/mountinfo lists them (its fifth field, in the file system's bytes, with spaces,
+    tabs, newlines and backslashes written as octal escapes), each once."""
+    below, prefix = [], folder.rstrip("/") + "/"
+    for line in Path(mountinfo).read_bytes().splitlines():
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4]))
+        if point.startswith(prefix) and point not in below:
+            below.append(point)
+    return below

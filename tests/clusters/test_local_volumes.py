@@ -3,6 +3,7 @@ host and finds it linked at `volumes/<name>` in its own directory; a volume it o
 read-only to it; forget removes the link and never the data; an attempt whose volume has no
 host folder here, or cannot be made read-only, fails before it runs."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends import base
+from clusters.backends import base, local_volumes
 from clusters.backends.base import AttemptSpec
 from clusters.backends.local import SHIM, LocalBackend, parse_inventory
 from tests.clusters.test_local_backend import ended, phases, spec
@@ -287,3 +288,77 @@ def test_a_worker_whose_volume_cannot_be_made_read_only_fails_before_it_runs(tmp
         "only here: [Errno 2] No such file or directory"
     )
     assert not (worker / "log").exists() or "ran" not in (worker / "log").read_text()
+
+
+@contextlib.contextmanager
+def tmpfs_below(folder: Path):
+    """A file system of its own (a tmpfs) mounted at `cache` inside the folder, as a platform
+    mounts a faster disk below a dataset, writable by anyone; unmounted after."""
+    cache = folder / "cache"
+    cache.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(cache)], check=True)
+    try:
+        cache.chmod(0o777)
+        yield cache
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+
+
+@pytest.fixture
+def mounted_below(imagenet):
+    with tmpfs_below(Path(imagenet["host_path"])) as cache:
+        yield cache
+
+
+# Writes in the file system mounted below the volume's folder.
+WRITES_BELOW = """
+import os, pathlib
+target = pathlib.Path(os.environ["MLSCHED_VOLUME_IMAGENET"], "cache", "written.txt")
+try:
+    target.write_text("by the job")
+    print("wrote")
+except OSError as error:
+    print("refused", error.strerror)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_file_system_mounted_below_a_read_only_volume_is_read_only_too(
+    backend, imagenet, mounted_below
+):
+    backend.start(with_volumes([sys.executable, "-c", WRITES_BELOW], [imagenet]))
+
+    assert ended(backend)
+    assert output(backend) == ["refused Read-only file system"]
+    (mounted_below / "host.txt").write_text("the host still writes")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_file_system_below_a_volume_is_read_only_to_a_worker_of_an_agent_not_root(root):
+    folder = root / "imagenet"
+    folder.mkdir()
+    script = UNPRIVILEGED.replace('folder / "written.txt"', 'folder / "cache" / "written.txt"')
+
+    with tmpfs_below(folder):
+        done = subprocess.run(
+            [PYTHON, "-c", script, str(folder)], cwd=ROOT, user=UIDS.start + 9,
+            group=UIDS.start + 9, extra_groups=[], capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    assert (done.returncode, done.stdout) == (0, "refused Read-only file system\n"), done.stderr
+
+
+def test_the_mounts_below_a_folder_are_read_as_mountinfo_writes_them(tmp_path):
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_bytes(
+        b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        b"30 22 0:40 / /data/imagenet rw shared:2 - ext4 /dev/sdb1 rw\n"
+        b"31 30 0:41 / /data/imagenet/fast\\040cache rw - tmpfs tmpfs rw\n"
+        b"32 30 0:42 / /data/imagenet/fast\\040cache rw - tmpfs tmpfs rw\n"
+        b"33 22 0:43 / /data/imagenet-other rw - tmpfs tmpfs rw\n"
+        b"34 30 0:44 / /data/imagenet/caf\xc3\xa9 rw - tmpfs tmpfs rw\n"
+    )
+
+    below = local_volumes.mounts_below("/data/imagenet", str(mountinfo))
+
+    assert below == ["/data/imagenet/fast cache", "/data/imagenet/café"]
