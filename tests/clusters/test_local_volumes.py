@@ -362,3 +362,42 @@ def test_the_mounts_below_a_folder_are_read_as_mountinfo_writes_them(tmp_path):
     below = local_volumes.mounts_below("/data/imagenet", str(mountinfo))
 
     assert below == ["/data/imagenet/fast cache", "/data/imagenet/café"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_file_system_below_a_volume_is_read_only_to_a_worker_as_its_tenants_user(root):
+    isolated, folder, mine = as_tenants_user(root, WRITES_BELOW)
+
+    with tmpfs_below(folder):
+        isolated.start(mine)
+        assert ended(isolated)
+
+    assert output(isolated) == ["refused Read-only file system"]
+
+
+# Makes the folder read-only as a worker's shim does and says whether it could.
+MAKES_READ_ONLY = """
+import sys
+from clusters.backends.local_volumes import ReadOnly
+try:
+    ReadOnly()([sys.argv[1]])
+    print("made read-only")
+except OSError as error:
+    print("refused", error.strerror, error.filename)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+def test_a_file_system_below_a_volume_that_cannot_be_made_read_only_is_named(root):
+    folder = root / "imagenet"
+    private = folder / "private"
+    private.mkdir(parents=True)
+    private.chmod(0o700)  # root's: a worker's user cannot reach what is mounted in it
+
+    with tmpfs_below(private) as cache:
+        done = subprocess.run(
+            [PYTHON, "-c", MAKES_READ_ONLY, str(folder)], cwd=ROOT, user=UIDS.start + 9,
+            group=UIDS.start + 9, extra_groups=[], capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    assert done.stdout == f"refused Permission denied {cache}\n", done.stderr
