@@ -63,6 +63,8 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
     actions.stamp_eligible(loaded.unstamped)
+    # The tenants' patterns are read again and matched against their queued jobs as held:
+    # an admin may have widened them since the snapshot's read.
     for tenant in Tenant.objects.filter(pk__in=loaded.disallowed).order_by("id"):
         actions.hold_disallowed_images(tenant, "the scheduler", admin=False)
     recent_use.update(loaded.snapshot.tenants, loaded.recent, now)

@@ -135,7 +135,8 @@ def read(
 ) -> Loaded:
     rows = list(Allocation.objects.active().values(*ALLOCATION_FIELDS))
     queued = list(queued_jobs(now))
-    refused = disallowed(queued)
+    every = list(Tenant.objects.prefetch_related("quotas").order_by("id"))
+    refused = disallowed(queued, every)
     if refused:
         queued = [job for job in queued if job["id"] not in refused]
     failed = failed_nodes([job["id"] for job in queued if job["retries_used"]], now)
@@ -168,7 +169,7 @@ def read(
             to_queued(job, clusters, now, failed.get(job["id"], ()), provisions)
             for job in [*queued, *extra]
         ),
-        tenants=tenants(rows, recent, running, now),
+        tenants=tenants(rows, recent, running, now, every),
         now=now,
         seed=seed,
         policy=policy,
@@ -190,16 +191,12 @@ def read(
     )  # fmt: skip
 
 
-def disallowed(queued: list[dict]) -> dict[int, int]:
+def disallowed(queued: list[dict], every: list[Tenant]) -> dict[int, int]:
     """The queued jobs whose image their tenant's allowed images do not let through, by id,
     with their tenant's id: patterns narrowed where nothing held its queued jobs (the shell, a
-    data migration; the admin holds them as it saves). One query, for the tenants of the
-    queued jobs that have patterns; each image is matched once per tenant."""
-    tenants = {job["tenant_id"] for job in queued}
-    limited = {
-        tenant.pk: tenant
-        for tenant in Tenant.objects.filter(pk__in=tenants).exclude(allowed_images="")
-    }
+    data migration; the admin holds them as it saves). ``every``: the tenants, as the snapshot
+    reads them (no query here); each image is matched once per tenant."""
+    limited = {tenant.pk: tenant for tenant in every if tenant.allowed_images}
     if not limited:
         return {}
     refused: dict[tuple[int, str], bool] = {}
@@ -401,12 +398,17 @@ def running_shapes(rows) -> tuple[p.ShapeCount, ...]:
 
 
 def tenants(
-    rows, recent: dict[int, RecentUse], running: tuple[p.RunningJob, ...] = (), now=None
+    rows,
+    recent: dict[int, RecentUse],
+    running: tuple[p.RunningJob, ...] = (),
+    now=None,
+    every: list[Tenant] | None = None,
 ) -> tuple[p.Tenant, ...]:
     """Every tenant with its quotas, the use of its running work (`rows`) and its recent use
     (`recent`: jobs.recent_use.stored()); with `running`, its users' GPUs too (the quota
     status needs none: it reads no queue order); with `now`, what the budgeted ones used of
-    their GPU-hour budget this month (one query more, when any has a budget)."""
+    their GPU-hour budget this month (one query more, when any has a budget). ``every``: the
+    tenants with their quotas prefetched, where the caller has read them already."""
     usage: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         used = usage[row["attempt__job__tenant_id"]]
@@ -415,7 +417,8 @@ def tenants(
         if row["gpu_index"] is not None:
             used[p.gpu_flavor(row["node__gpu_type"])] += row["gpu_milli"]
     users = users_gpus(running)
-    every = list(Tenant.objects.prefetch_related("quotas").order_by("id"))
+    if every is None:
+        every = list(Tenant.objects.prefetch_related("quotas").order_by("id"))
     moment = None if now is None else datetime.fromtimestamp(now, tz=UTC)
     spent: dict[int, float] = {}
     renewal = None
