@@ -8,8 +8,10 @@ A pod in that state never changes (Pending, its container waiting ContainerCreat
 pod watch tells nothing: the events are listed instead, the Warning ones alone (a field
 selector cannot ask for either of two reasons), one request per namespace with such a pod, at
 most every `check_s`. A pod younger than `persisted_s` cannot have failed for that long yet and
-reads none. Once found, a failure stands for the pod: its attempt is reported failed until it
-is forgotten.
+reads none. An attach failure found so is checked against the controller's Normal
+SuccessfulAttachVolume events, listed then (one request more, in that namespace alone): a
+volume attached since its last failure is being mounted, not failing. Once found, a failure
+stands for the pod: its attempt is reported failed until it is forgotten.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from clusters.backends.k8s_status import (
+    ATTACHED,
     attach_failure_in_events,
     mount_failure_in_events,
     waits_to_mount,
@@ -64,20 +67,26 @@ class MountFailures:
             if now - self._read_at.get(namespace, -math.inf) < self.check_s:
                 continue
             self._read_at[namespace] = now
-            events = self._events(namespace)
+            events = self._events(namespace, "type=Warning") or []
+            attached: list[list[client.CoreV1Event] | None] = []  # listed once, if need be
             for key in keys:
-                found = self._failure(events, pods[key].metadata, wall)
+                meta = pods[key].metadata
+                found = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
+                if not found and self._attach_failure(events, meta, wall):
+                    if not attached:
+                        attached.append(self._events(namespace, f"reason={ATTACHED}"))
+                    # Unread, the attach failure waits for the next listing.
+                    if attached[0] is not None:
+                        found = self._attach_failure(events + attached[0], meta, wall)
                 if found:
                     log.warning("attempt %s rank %s: %s", *key, found)
                     with self._lock:
                         self._errors[key] = found
 
-    def _failure(
+    def _attach_failure(
         self, events: list[client.CoreV1Event], meta: client.V1ObjectMeta, now: datetime
     ) -> str:
-        """The pod's lasting failure to mount a volume, else to attach one; "" if none."""
-        mount = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
-        return mount or attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now)
+        return attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now)
 
     def _may_have_failed(self, pod: client.V1Pod) -> bool:
         """The pod waits to mount, and is old enough to have failed for `persisted_s`."""
@@ -86,10 +95,12 @@ class MountFailures:
         created = pod.metadata.creation_timestamp
         return created is None or (datetime.now(UTC) - created).total_seconds() >= self.persisted_s
 
-    def _events(self, namespace: str) -> list[client.CoreV1Event]:
+    def _events(self, namespace: str, selector: str) -> list[client.CoreV1Event] | None:
+        """The namespace's events the field selector picks; None if they could not be read
+        (without the Warning ones, a pod waits for the control plane's start timeout, as
+        before)."""
         try:
-            return self.core.list_namespaced_event(namespace, field_selector="type=Warning").items
+            return self.core.list_namespaced_event(namespace, field_selector=selector).items
         except (ApiException, HTTPError) as error:
-            # Without them the pod waits for the control plane's start timeout, as before.
-            log.warning("Warning events in %s: %s", namespace, error)
-            return []
+            log.warning("events (%s) in %s: %s", selector, namespace, error)
+            return None

@@ -165,6 +165,11 @@ MULTI_ATTACH = re.compile(
 ATTACH_FAILED = re.compile(
     r'AttachVolume\.\w+ failed for volume "(?P<volume>[^"]+)" : (?P<error>.+)', re.DOTALL
 )
+# Once the volume is attached, the controller records a Normal event, SuccessfulAttachVolume
+# 'AttachVolume.Attach succeeded for volume "<pv>"', and the kubelet goes on to mount it,
+# the pod waiting ContainerCreating still: a failure said before it is over.
+ATTACHED = "SuccessfulAttachVolume"
+ATTACH_SUCCEEDED = re.compile(r'AttachVolume\.Attach succeeded for volume "(?P<volume>[^"]+)"')
 # The worker's container is not made before the pod's volumes are mounted: it waits so, or
 # has no status yet.
 WAITS_TO_MOUNT = frozenset({"ContainerCreating", ""})
@@ -412,12 +417,21 @@ def attach_failure_in_events(
     "<pv>": <the storage's error>', once the attach-detach controller's FailedAttachVolume
     events about it (a pod of the same name before it excluded) have said so for `persisted_s`,
     from the first to the last, or to `now` while the last is a Multi-Attach error, which the
-    controller does not repeat; "" before then."""
+    controller does not repeat; "" before then, or once a SuccessfulAttachVolume event about
+    it, among `events`, is as late as the last failure (the volume is attached)."""
     failures: dict[str, list[tuple[datetime, datetime, str, bool]]] = {}  # volume -> its events
+    attached: dict[str, datetime] = {}  # volume -> when it was last attached for the pod
     for event in events:
-        if event.reason != FAILED_ATTACH or not _about_pod(event, pod_name, pod_uid):
+        if event.reason not in (FAILED_ATTACH, ATTACHED):
+            continue
+        if not _about_pod(event, pod_name, pod_uid):
             continue
         message = event.message or ""
+        if event.reason == ATTACHED:
+            if found := ATTACH_SUCCEEDED.match(message):
+                volume = found["volume"]
+                attached[volume] = max(_event_time(event), attached.get(volume, _NEVER))
+            continue
         if found := MULTI_ATTACH.match(message):
             said, once = "already attached to another node (Multi-Attach)", True
         elif found := ATTACH_FAILED.match(message):
@@ -429,6 +443,8 @@ def attach_failure_in_events(
     lasting = []
     for volume, seen in failures.items():
         last, _, said, once = max(seen, key=lambda one: one[0])
+        if attached.get(volume, _NEVER) >= last:
+            continue
         first = min(one[1] for one in seen)
         until = max(last, now) if once else last
         if (until - first).total_seconds() >= persisted_s:
@@ -447,10 +463,13 @@ def _event_first_time(event: client.CoreV1Event) -> datetime:
     return at or _event_time(event)
 
 
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
 def _event_time(event: client.CoreV1Event) -> datetime:
     """When the event last happened (the kubelet's events carry lastTimestamp)."""
     at = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
-    return at or datetime.min.replace(tzinfo=UTC)
+    return at or _NEVER
 
 
 def _phase(pod: client.V1Pod | None) -> str:

@@ -107,10 +107,14 @@ class KubeTestServer:
         self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.finish_deletions = True  # False keeps gracefully deleted pods "Terminating"
         self.reject: dict[str, ApiError] = {}  # kind -> the error its creations answer
-        self.failures: list[list] = []  # [method, path pattern, error, times left or None]
+        # [method, path pattern, error, times left or None, query]
+        self.failures: list[list] = []
         self.usage: dict[tuple[str, str], dict] = {}  # a pod's cpu and memory, kubelet's words
         self.gpu_usage: dict[tuple[str, str], list[float]] = {}  # a pod's GPUs, DCGM's words
         self.attached: dict[tuple[str, str], str] = {}  # a claim's volume -> the node holding it
+        # Claims of attachable storage (a cloud disk, not NFS): the controller attaches their
+        # volume to the pod's node and says so, SuccessfulAttachVolume.
+        self.attachable: set[tuple[str, str]] = set()
         self.attach_errors: dict[tuple[str, str], str] = {}  # a claim's -> the storage's error
         self.watch_generation = 0
         self.log_streams = 0
@@ -180,22 +184,42 @@ class KubeTestServer:
         not yet detached): the attach-detach controller cannot attach it to another node."""
         with self.cond:
             self.attached[ns, claim] = node
+            self.attachable.add((ns, claim))
+
+    def detach(self, ns: str, claim: str) -> None:
+        """The node holding the claim's volume lets it go: the controller may attach it."""
+        with self.cond:
+            self.attached.pop((ns, claim), None)
 
     def fail_attach(self, ns: str, claim: str, error: str) -> None:
         """The storage fails each attach of the claim's volume with `error`."""
         with self.cond:
             self.attach_errors[ns, claim] = error
+            self.attachable.add((ns, claim))
 
-    def fail(self, method: str, path: str, error: ApiError, times: int | None = 1) -> None:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        error: ApiError,
+        times: int | None = 1,
+        query: dict[str, str] | None = None,
+    ) -> None:
         """Answer the next `times` requests (None: all) whose path matches the regular
-        expression `path` with `error`, as an API server in trouble does."""
+        expression `path`, and whose query holds `query` if given, with `error`, as an API
+        server in trouble does."""
         with self.cond:
-            self.failures.append([method, re.compile(path), error, times])
+            self.failures.append([method, re.compile(path), error, times, query or {}])
 
-    def _failure(self, method: str, path: str) -> ApiError | None:
+    def _failure(self, method: str, path: str, query: dict[str, str]) -> ApiError | None:
         with self.cond:
             for failure in self.failures:
-                if failure[0] == method and failure[1].search(path) and failure[3] != 0:
+                if (
+                    failure[0] == method
+                    and failure[1].search(path)
+                    and failure[3] != 0
+                    and failure[4].items() <= query.items()
+                ):
                     if failure[3] is not None:
                         failure[3] -= 1
                     return failure[2]
@@ -290,14 +314,16 @@ class KubeTestServer:
             ]  # fmt: skip
             return {"node": {"nodeName": node}, "pods": pods}
 
-    def run_pod(self, ns: str, name: str) -> None:
+    def run_pod(self, ns: str, name: str, mounted: bool = True) -> None:
         """The kubelet starts the container once it has mounted the pod's secret and claim
         volumes: while one names a Secret or a key the namespace does not hold, or a claim it
         lacks or has not bound, it waits ContainerCreating, with a FailedMount event; while a
         claim's volume cannot be attached to the pod's node, it waits so too, and the
         attach-detach controller records a FailedAttachVolume event. Called again, the kubelet
         tries the mount again, and the controller the attach: the same failure counts on the
-        same event, but for a Multi-Attach error, which the controller reports once a pod."""
+        same event, but for a Multi-Attach error, which the controller reports once a pod.
+        Once the attachable volumes are attached (a Normal SuccessfulAttachVolume event each,
+        once a pod), the pod waits ContainerCreating still until they are `mounted`."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
             if problem := self._unmountable(ns, pod):
@@ -305,17 +331,40 @@ class KubeTestServer:
             elif problem := self._unattachable(ns, pod):
                 once = problem.startswith("Multi-Attach error")
                 self._pod_event(ns, pod, "FailedAttachVolume", problem, ADC, repeat=not once)
-            if problem:
+            else:
+                for said in self._attached(ns, pod):
+                    self._pod_event(ns, pod, "SuccessfulAttachVolume", said, ADC, False, "Normal")
+            if problem or not mounted:
                 change = lambda p: objects.waiting(p, "ContainerCreating", "")  # noqa: E731
                 return self._set_pod_state(ns, name, change)
         self._set_pod_state(ns, name, objects.running)
 
+    def _attached(self, ns: str, pod: dict) -> list[str]:
+        """What the controller says of each attachable claim volume of the pod once attached
+        (operation_generator.go's GenerateAttachVolumeFunc: GenerateMsg's words)."""
+        return [
+            f'AttachVolume.Attach succeeded for volume "{self._claim_volume(ns, claim)}" '
+            for volume in pod["spec"].get("volumes") or []
+            if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
+            and (ns, claim) in self.attachable
+        ]
+
+    def _claim_volume(self, ns: str, claim: str) -> str:
+        return self.store["persistentvolumeclaims"][ns, claim]["spec"]["volumeName"]
+
     def _pod_event(
-        self, ns: str, pod: dict, reason: str, message: str, component: str, repeat=True
+        self,
+        ns: str,
+        pod: dict,
+        reason: str,
+        message: str,
+        component: str,
+        repeat=True,
+        kind="Warning",
     ) -> None:
-        """A Warning event about the pod (not one of its containers); a repeat of one recorded
-        already is counted on it and moves its lastTimestamp, as the event correlator does,
-        unless the recorder does not `repeat` it."""
+        """An event about the pod (not one of its containers), a Warning unless `kind` says; a
+        repeat of one recorded already is counted on it and moves its lastTimestamp, as the
+        event correlator does, unless the recorder does not `repeat` it."""
         uid = pod["metadata"]["uid"]
         for event in self.store["events"].values():
             said = (event["involvedObject"]["uid"], event["reason"], event["message"])
@@ -329,6 +378,7 @@ class KubeTestServer:
         event = _kubelet_event(pod, name, reason, message)
         del event["involvedObject"]["fieldPath"]  # of the pod, not of a container
         event["source"]["component"] = component
+        event["type"] = kind
         self.create("events", ns, event)
 
     def _unattachable(self, ns: str, pod: dict) -> str:
@@ -344,7 +394,7 @@ class KubeTestServer:
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
             if claim is None:
                 continue
-            pv = self.store["persistentvolumeclaims"][ns, claim]["spec"]["volumeName"]
+            pv = self._claim_volume(ns, claim)
             holder = self.attached.get((ns, claim))
             if holder is not None and holder != pod["spec"].get("nodeName"):
                 held = "Volume is already exclusively attached to one node and can't be attached"
@@ -509,8 +559,15 @@ class KubeTestServer:
             self.watch_generation += 1
             self.cond.notify_all()
 
-    def count_requests(self, method: str, path_prefix: str, watch: bool | None = None) -> int:
-        """Requests made so far; `watch` True or False counts only watches or only the rest."""
+    def count_requests(
+        self,
+        method: str,
+        path_prefix: str,
+        watch: bool | None = None,
+        query: dict[str, str] | None = None,
+    ) -> int:
+        """Requests made so far; `watch` True or False counts only watches or only the rest,
+        `query` only those whose query holds it."""
         with self.cond:
             return sum(
                 1
@@ -518,6 +575,7 @@ class KubeTestServer:
                 if m == method
                 and p.startswith(path_prefix)
                 and (watch is None or (q.get("watch") in TRUE) == watch)
+                and (query or {}).items() <= q.items()
             )
 
     # Store internals; callers hold self.cond.
@@ -789,7 +847,7 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.requests.append((method, url.path, query))
         try:
-            failure = kube._failure(method, url.path)
+            failure = kube._failure(method, url.path, query)
             if failure is not None:
                 raise failure
             for pattern, route in ROUTES:

@@ -2,8 +2,9 @@
 (Multi-Attach), or the storage fails each attach. It waits ContainerCreating while the
 attach-detach controller tries again, and the attempt fails as the platform's fault once the
 controller's FailedAttachVolume events have said so for `mount_failure_s`, not at the control
-plane's start timeout. The secret and claim mount failures it sits beside, and the helpers
-used here, are in test_mount_failures."""
+plane's start timeout; a volume attached since (the controller's SuccessfulAttachVolume) is
+being mounted, and the pod waits. The secret and claim mount failures it sits beside, and the
+helpers used here, are in test_mount_failures."""
 
 import time
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from clusters.backends import base
 from clusters.backends.k8s_status import attach_failure_in_events
 from jobs.models import Attempt
 from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, status_becomes
+from tests.k8s.server import ApiError
 from tests.k8s.test_k8s_volumes import IMAGENET
 from tests.k8s.test_mount_failures import (
     EVENTS,
@@ -95,7 +97,52 @@ def test_one_listing_of_a_namespaces_events_finds_mount_and_attach_failures(kube
 
     assert status_becomes(backend, 7, 0, base.FAILED).reason == SECRET_GONE
     assert status_becomes(backend, 8, 0, base.FAILED).reason == MULTI_ATTACH
-    assert kube.count_requests("GET", EVENTS) == 1
+    assert kube.count_requests("GET", EVENTS, query=WARNINGS) == 1
+    assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 1
+
+
+WARNINGS = {"fieldSelector": "type=Warning"}
+ATTACHES = {"fieldSelector": "reason=SuccessfulAttachVolume"}
+
+
+def test_a_volume_attached_once_the_other_node_let_go_is_mounted_not_failed(kube, make_backend):
+    backend = fast(make_backend)
+    held_by_another_node(kube, backend)
+    status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
+    kube.detach(NAMESPACE, "imagenet-pvc")
+    kube.run_pod(NAMESPACE, POD, mounted=False)  # attached; the kubelet mounts it
+
+    time.sleep(KUBELET_RETRY_S)  # the Multi-Attach error said longer ago than the bound
+    for _ in range(3):
+        assert status_becomes(backend, 7, 0, base.PENDING).reason == "ContainerCreating"
+    assert kube.count_requests("GET", EVENTS, query=ATTACHES) > 0
+
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+    assert all(s.phase != base.FAILED for s in backend.status())
+
+
+def test_a_mount_failure_lists_no_attach_successes(kube, make_backend):
+    failed_once_the_kubelet_tried_again(
+        kube, make_backend, secret_deleted_before_the_kubelet_mounts
+    )
+
+    assert kube.count_requests("GET", EVENTS, query=WARNINGS) > 0
+    assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 0
+
+
+def test_attach_successes_unread_leave_the_failure_to_the_next_listing(kube, make_backend):
+    kube.fail("GET", EVENTS, ApiError(500, "InternalError", "etcd timeout"), query=ATTACHES)
+    backend = fast(make_backend)  # events read at each status
+    held_by_another_node(kube, backend)
+    status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
+    time.sleep(KUBELET_RETRY_S)
+
+    (first,) = backend.status()
+    assert (first.phase, first.reason) == (base.PENDING, "ContainerCreating")
+    assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 1
+    assert status_becomes(backend, 7, 0, base.FAILED).reason == MULTI_ATTACH
+    assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 2
 
 
 # The rule, on what the attach-detach controller's events say.
@@ -116,6 +163,11 @@ def attach_failed(first, last, error=STORAGE_ERROR, reason="FailedAttachVolume")
     return failed_mount(message, first, last, reason=reason)
 
 
+def attached(at, volume=PV, uid=UID):
+    message = f'AttachVolume.Attach succeeded for volume "{volume}" '
+    return failed_mount(message, at, at, uid=uid, reason="SuccessfulAttachVolume")
+
+
 UNATTACHED = (
     "Unable to attach or mount volumes: unmounted volumes=[data-imagenet], unattached "
     "volumes=[data-imagenet kube-api-access-x]: timed out waiting for the condition"
@@ -133,6 +185,13 @@ CASES = [
     ("multi-attach-then-failing", [multi_attach(0), attach_failed(25, 31)], NOW_S,
      ATTACH_FAILED),
     ("multi-attach-then-attached", [multi_attach(0), attach_failed(25, 26)], 40, ""),
+    ("multi-attach-then-attached-mounting", [multi_attach(0), attached(20)], 40, ""),
+    ("attached-the-same-second", [multi_attach(0), attached(0)], NOW_S, ""),
+    ("attached-then-failing", [attached(0), attach_failed(5, 36)], 40, ATTACH_FAILED),
+    ("other-volume-attached", [multi_attach(0), attached(20, volume="pvc-other")], NOW_S,
+     MULTI_ATTACH),
+    ("attached-for-an-earlier-pod", [multi_attach(5), attached(20, uid="before")], 40,
+     MULTI_ATTACH),
     ("earlier-pod", [multi_attach(0, uid="before")], NOW_S, ""),
     ("other-pod", [multi_attach(0, name="mlsched-7-1")], NOW_S, ""),
     ("other-reason", [multi_attach(0, reason="FailedMount")], NOW_S, ""),
