@@ -16,6 +16,7 @@ stands for the pod: its attempt is reported failed until it is forgotten.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -68,16 +69,18 @@ class MountFailures:
                 continue
             self._read_at[namespace] = now
             events = self._events(namespace, "type=Warning") or []
-            attached: list[list[client.CoreV1Event] | None] = []  # listed once, if need be
+            attached = functools.cache(lambda ns: self._events(ns, f"reason={ATTACHED}"))
             for key in keys:
                 meta = pods[key].metadata
                 found = mount_failure_in_events(events, meta.name, meta.uid, self.persisted_s)
-                if not found and self._attach_failure(events, meta, wall):
-                    if not attached:
-                        attached.append(self._events(namespace, f"reason={ATTACHED}"))
-                    # Unread, the attach failure waits for the next listing.
-                    if attached[0] is not None:
-                        found = self._attach_failure(events + attached[0], meta, wall)
+                # The successes are listed once, if need be; unread, the failure waits for
+                # the next listing.
+                if (
+                    not found
+                    and self._attach_failure(events, meta, wall)
+                    and (successes := attached(namespace)) is not None
+                ):
+                    found = self._attach_failure(events + successes, meta, wall)
                 if found:
                     log.warning("attempt %s rank %s: %s", *key, found)
                     with self._lock:
