@@ -8,7 +8,9 @@ A pod in that state never changes (Pending, its container waiting ContainerCreat
 pod watch tells nothing: the events are listed instead, the Warning ones alone (a field
 selector cannot ask for either of two reasons), one request per namespace with such a pod, at
 most every `check_s`. A pod younger than `persisted_s` cannot have failed for that long yet and
-reads none. An attach failure found so is checked against the controller's Normal
+reads none. Times are the control plane's (`k8s_clock`), as the events' are: a pod's age and a
+Multi-Attach error's span are measured on it, whatever the agent's clock says. An attach
+failure found so is checked against the controller's Normal
 SuccessfulAttachVolume events, listed then (one request more, in that namespace alone): a
 volume attached since its last failure is being mounted, not failing. Once found, a failure
 stands for the pod: its attempt is reported failed until it is forgotten.
@@ -21,12 +23,13 @@ import logging
 import math
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from clusters.backends.k8s_clock import ControlPlaneClock
 from clusters.backends.k8s_status import (
     ATTACHED,
     attach_failure_in_events,
@@ -41,8 +44,11 @@ log = logging.getLogger(__name__)
 class MountFailures:
     """Each pod's lasting failure to mount or attach a volume, "" while it has none."""
 
-    def __init__(self, core: client.CoreV1Api, persisted_s: float, check_s: float):
+    def __init__(
+        self, core: client.CoreV1Api, persisted_s: float, check_s: float, clock: ControlPlaneClock
+    ):
         self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
+        self.clock = clock
         self._lock = threading.Lock()
         self._errors: dict[Key, str] = {}
         self._read_at: dict[str, float] = {}  # namespace -> when its events were last listed
@@ -59,7 +65,7 @@ class MountFailures:
     def check(self, pods: dict[Key, client.V1Pod], deleted: set[Key]) -> None:
         """Read the events of each namespace where a pod has waited to mount its volumes for
         `persisted_s` at least, unless read less than `check_s` ago."""
-        now, wall = time.monotonic(), datetime.now(UTC)
+        now = time.monotonic()
         waiting: dict[str, list[Key]] = {}
         for key, pod in pods.items():
             if key not in deleted and not self.error(key) and self._may_have_failed(pod):
@@ -69,6 +75,7 @@ class MountFailures:
                 continue
             self._read_at[namespace] = now
             events = self._events(namespace, "type=Warning") or []
+            wall = self.clock.now()  # as the listing's answer tells it
             attached = functools.cache(lambda ns: self._events(ns, f"reason={ATTACHED}"))
             for key in keys:
                 meta = pods[key].metadata
@@ -96,14 +103,16 @@ class MountFailures:
         if not waits_to_mount(pod):
             return False
         created = pod.metadata.creation_timestamp
-        return created is None or (datetime.now(UTC) - created).total_seconds() >= self.persisted_s
+        return created is None or (self.clock.now() - created).total_seconds() >= self.persisted_s
 
     def _events(self, namespace: str, selector: str) -> list[client.CoreV1Event] | None:
         """The namespace's events the field selector picks; None if they could not be read
         (without the Warning ones, a pod waits for the control plane's start timeout, as
         before)."""
         try:
-            return self.core.list_namespaced_event(namespace, field_selector=selector).items
+            return self.clock.read(
+                self.core.list_namespaced_event_with_http_info, namespace, field_selector=selector
+            ).items
         except (ApiException, HTTPError) as error:
             log.warning("events (%s) in %s: %s", selector, namespace, error)
             return None

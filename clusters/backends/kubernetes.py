@@ -70,7 +70,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from kubernetes import client
@@ -91,6 +91,7 @@ from clusters.backends.base import (
     WorkerStatus,
     with_checkpoint,
 )
+from clusters.backends.k8s_clock import ControlPlaneClock
 from clusters.backends.k8s_logs import LogFollowers
 from clusters.backends.k8s_mounts import MountFailures
 from clusters.backends.k8s_status import (
@@ -195,6 +196,9 @@ class KubernetesBackend:
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
         self._nodes_at = -math.inf
         self._not_ready_noticed: dict[str, datetime] = {}  # nodes without a transition time
+        # The control plane's time, learned from the node and event listings' answers: the
+        # times its components stamp are measured against it, not the agent's own clock.
+        self._clock = ControlPlaneClock()
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
         self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
         self._usage = NodeStats(self.core, gpu_exporters)
@@ -206,7 +210,7 @@ class KubernetesBackend:
         # past a new namespace's kube-root-ca.crt or a lagging cache, and far before the
         # control plane's start timeout (300 s). The events are read at most every
         # mount_check_s.
-        self._mounts = MountFailures(self.core, mount_failure_s, mount_check_s)
+        self._mounts = MountFailures(self.core, mount_failure_s, mount_check_s, self._clock)
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )
@@ -221,7 +225,7 @@ class KubernetesBackend:
 
     def inventory(self) -> list[NodeInventory]:
         """Every node with its allocatable resources, GPU type, topology and readiness."""
-        nodes = self.core.list_node().items
+        nodes = self._list_nodes()
         self._remember_nodes(nodes)
         return [self._inventory_of(node) for node in nodes]
 
@@ -581,13 +585,13 @@ class KubernetesBackend:
         listed. A node NotReady for less than not_ready_grace_s is unreachable, not lost."""
         if time.monotonic() - self._nodes_at >= self.node_refresh_s:
             try:
-                self._remember_nodes(self.core.list_node().items)
+                self._remember_nodes(self._list_nodes())
             except (ApiException, HTTPError) as error:
                 # Keep the last known nodes: an API hiccup is not a lost node.
                 log.warning("node list failed: %s", error)
         if self._nodes is None:
             return None
-        now = datetime.now(UTC)
+        now = self._clock.now()
         states = {}
         for name, node in self._nodes.items():
             if node_state(node) == NODE_NOT_READY:
@@ -596,6 +600,9 @@ class KubernetesBackend:
                 noticed = self._not_ready_noticed.pop(name, None)
             states[name] = pods_node_state(node, now, self.not_ready_grace_s, noticed)
         return states
+
+    def _list_nodes(self) -> list[client.V1Node]:
+        return self._clock.read(self.core.list_node_with_http_info).items
 
     def _remember_nodes(self, nodes: list[client.V1Node]) -> None:
         self._nodes = {node.metadata.name: node for node in nodes}

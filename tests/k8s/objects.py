@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import copy
+import time
 from datetime import UTC, datetime, timedelta
 
 TERMINAL = ("Succeeded", "Failed")
 
 
+class Clock:
+    """The control plane's clock: this host's, unless a test sets it `ahead_s` seconds ahead
+    (behind, below 0), for every time the test server stamps and its answers' Date header."""
+
+    ahead_s = 0.0
+
+    @classmethod
+    def time(cls) -> float:
+        return time.time() + cls.ahead_s
+
+
 def now(offset_s: float = 0.0) -> str:
-    """The time, moved by `offset_s` seconds, as the API server writes it."""
-    return (datetime.now(UTC) + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The control plane's time, moved by `offset_s` seconds, as the API server writes it."""
+    at = datetime.fromtimestamp(Clock.time(), UTC) + timedelta(seconds=offset_s)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def status(code: int, reason: str, message: str) -> dict:

@@ -32,7 +32,8 @@ Tests play the kubelet and the node controller through methods such as `run_pod`
 `fail_attach`), a kubelet's stats of a pod (`use`, read at
 /api/v1/nodes/<node>/proxy/stats/summary), a node's DCGM exporter (`add_gpu_exporter`, and a
 pod's GPUs' utilization, `use_gpus`, read at its /metrics through the pod proxy), a platform
-team through `add_claim`, and a failing API server through `fail`.
+team through `add_claim`, a failing API server through `fail`, and a control plane whose clock
+is off the host's through `set_clock` (its stamps and its answers' Date header).
 Log lines are streamed in chunks of at most 16 KiB, as the kubelet streams a long line.
 """
 
@@ -128,7 +129,14 @@ class KubeTestServer:
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
+    def set_clock(self, ahead_s: float) -> None:
+        """Run the control plane's clock `ahead_s` seconds ahead of this host's (behind, below
+        0), as the agent's host would read it if its own clock were off the other way; the
+        server's stop sets it right again."""
+        objects.Clock.ahead_s = ahead_s
+
     def stop(self) -> None:
+        objects.Clock.ahead_s = 0.0
         with self.cond:
             self.closed = True
             self.cond.notify_all()
@@ -822,6 +830,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # noqa: A002 - the base class names it so
         pass
+
+    def date_time_string(self, timestamp=None):
+        """The Date header, on the control plane's clock."""
+        return super().date_time_string(objects.Clock.time() if timestamp is None else timestamp)
 
     def do_GET(self):
         self._dispatch("GET")
