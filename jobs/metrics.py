@@ -74,18 +74,19 @@ def escape(value) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def collect(now, jobs=None, attempts_of=None) -> list[Metric]:
-    """Every metric. ``jobs`` and ``attempts_of`` narrow the job and attempt figures (a
-    portal user's tenants); the cluster and scheduler figures are the whole platform's."""
-    jobs = Job.objects.all() if jobs is None else jobs
-    attempts_of = Attempt.objects.all() if attempts_of is None else attempts_of
+def collect(now, tenants=None) -> list[Metric]:
+    """Every metric. ``tenants`` narrows the tenant, job and attempt figures (a portal user's
+    teams; None: every tenant); the cluster and scheduler figures are the whole platform's.
+    A tenant's quota figures are given whether it has jobs or not (a new team's, a team whose
+    jobs retention has deleted)."""
+    if tenants is None:
+        tenants, jobs, attempts_of = Tenant.objects.all(), Job.objects.all(), Attempt.objects.all()
+    else:
+        jobs = Job.objects.filter(tenant__in=tenants)
+        attempts_of = Attempt.objects.filter(job__tenant__in=tenants)
     shared = platform(now)
-    # The tenants with jobs among them, read once for the per-tenant figures.
-    teams = list(
-        Tenant.objects.filter(pk__in=jobs.values("tenant_id"))
-        .order_by("slug")
-        .values_list("pk", "slug", "gpu_hours_per_month")
-    )
+    # The tenants read once for the per-tenant figures.
+    teams = list(tenants.order_by("slug").values_list("pk", "slug", "gpu_hours_per_month"))
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
         *queue_wait(now, jobs), *tenant_quotas(teams), *gpu_budgets(now, teams),

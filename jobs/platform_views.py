@@ -17,7 +17,6 @@ from jobs import access, nodes_api, reports
 from jobs import metrics as platform_metrics
 from jobs.forms import described
 from jobs.maintenance_api import bookings_of, nodes_named, planned
-from jobs.models import Attempt, Job
 
 
 @login_required
@@ -25,11 +24,7 @@ def overview(request):
     """The metrics, drawn: the clusters, their maintenance to come and the scheduler as
     everyone sees them; the bookings, job and attempt figures of the user's own tenants only."""
     tenants = access.tenants_of(request.user)
-    figures = platform_metrics.collect(
-        timezone.now(),
-        jobs=Job.objects.filter(tenant__in=tenants),
-        attempts_of=Attempt.objects.filter(job__tenant__in=tenants),
-    )
+    figures = platform_metrics.collect(timezone.now(), tenants)
     context = {
         "metrics": figures,
         "glance": platform_metrics.glance(figures),

@@ -8,6 +8,7 @@ from django.utils import timezone
 from jobs import cycle
 from quotas.models import RecentUse
 from tests.factories import JobFactory, NodeFactory, QuotaFactory
+from tests.jobs.test_overview import section
 
 pytestmark = pytest.mark.django_db
 
@@ -40,8 +41,29 @@ def test_metrics_give_each_tenants_usage_limits_and_recent_gpus(running, scrape)
 def test_a_member_sees_only_their_own_tenants_figures(running, client, alice):
     client.force_login(alice)
 
-    page = client.get("/overview/").content.decode()
-    start = page.index('id="mlsched_tenant_usage"')
-    section = page[start : page.index("</section>", start)]
+    usage = section(client.get("/overview/").content.decode(), "mlsched_tenant_usage")
 
-    assert "<td>alpha</td>" in section and "<td>gamma</td>" not in section
+    assert "<td>alpha</td>" in usage and "<td>gamma</td>" not in usage
+
+
+def test_a_tenant_without_jobs_has_its_quota_figures_too(alpha, gamma, scrape):
+    # A new team, or one whose jobs retention has deleted: its quota is still there.
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=4, borrow_limit=2)
+    QuotaFactory(tenant=gamma, flavor="gpu:A100", guaranteed=1, borrow_limit=0)
+    RecentUse.objects.create(tenant=gamma, use={"gpu": 500.0}, at=timezone.now())
+
+    lines = scrape()
+
+    assert 'mlsched_tenant_quota{tenant="alpha",flavor="gpu:A100",limit="guaranteed"} 4' in lines
+    assert 'mlsched_tenant_quota{tenant="gamma",flavor="gpu:A100",limit="guaranteed"} 1' in lines
+    assert 'mlsched_tenant_recent_gpus{tenant="gamma"} 0.5' in lines
+
+
+def test_a_member_sees_their_tenants_quota_before_its_first_job(alpha, gamma, client, alice):
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=4, borrow_limit=2)
+    QuotaFactory(tenant=gamma, flavor="gpu:A100", guaranteed=1, borrow_limit=0)
+    client.force_login(alice)
+
+    quota = section(client.get("/overview/").content.decode(), "mlsched_tenant_quota")
+
+    assert "<td>alpha</td>" in quota and "<td>gamma</td>" not in quota
