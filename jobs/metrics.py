@@ -15,6 +15,7 @@ per MLSCHED_METRICS_CACHE_S, shared by every web process through Redis; the job 
 figures, narrowed per portal user, are computed for each request.
 """
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -56,16 +57,42 @@ class Metric:
         return list(dict.fromkeys(k for labels, _ in self.samples for k in labels))
 
     def rows(self) -> list[list[str]]:
-        """Each sample as table cells: its label values, then the value."""
-        return [[str(labels.get(k, "")) for k in self.labels] + [f"{value:g}"]
+        """Each sample as table cells: its label values, then the value (a whole number in
+        full, a fraction to 6 significant digits)."""
+        return [[str(labels.get(k, "")) for k in self.labels] + [shown(value)]
                 for labels, value in self.samples]  # fmt: skip
 
     def lines(self) -> list[str]:
         out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         for labels, value in self.samples:
             text = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
-            out.append(f"{self.name}{{{text}}} {value:g}" if labels else f"{self.name} {value:g}")
+            sample = f"{self.name}{{{text}}}" if labels else self.name
+            out.append(f"{sample} {exact(value)}")
         return out
+
+
+def exact(value: float) -> str:
+    """A sample's value as the text format reads it back unchanged: a whole number in full,
+    else the shortest decimal that round-trips (Go's FormatFloat(v, 'g', -1, 64), as
+    Prometheus' own clients write it), NaN, +Inf, -Inf. Six significant digits would turn a
+    counter past a million into steps (1.23457e+06) and its rate into noise."""
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def shown(value: float) -> str:
+    """A sample's value for the overview: a whole number in full, else 6 significant digits
+    (without an exponent below a million)."""
+    value = float(value)
+    if not math.isfinite(value) or (value.is_integer() and abs(value) < 2**53):
+        return exact(value)
+    return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.1f}"
 
 
 def escape(value) -> str:
@@ -482,6 +509,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
     gpus, allocated = total("mlsched_gpus", state="total"), total("mlsched_gpus", state="allocated")
     share = f"{allocated / gpus:.0%} of the platform's GPUs" if gpus else "no GPU reported yet"
     fragmented = total("mlsched_gpus_fragmented")
+    queued = total("mlsched_jobs", state=State.QUEUED)
     running = sum(total("mlsched_jobs", state=s) for s in (State.SCHEDULED, State.RUNNING))
     rate = values("mlsched_job_success_rate")
     cycle_ages = values("mlsched_scheduler_last_cycle_age_seconds")
@@ -492,11 +520,11 @@ def glance(figures: list[Metric]) -> list[Glance]:
     tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
     stalled = not cycle_ages or min(cycle_ages) > max(30.0, 10 * tick)
     return [
-        Glance("GPUs allocated", f"{allocated:g} of {gpus:g}", share),
-        Glance("Idle but unusable", f"{fragmented:g} GPUs",
+        Glance("GPUs allocated", f"{shown(allocated)} of {shown(gpus)}", share),
+        Glance("Idle but unusable", f"{shown(fragmented)} GPUs",
                "idle GPUs the queued and running job mix could not use"),
         Glance("Your teams' jobs",
-               f"{total('mlsched_jobs', state=State.QUEUED):g} queued, {running:g} running",
+               f"{shown(queued)} queued, {shown(running)} running",
                "scheduled or running count as running"),
         Glance("Success rate", f"{rate[0]:.0%}" if rate else "none ended",
                "succeeded / (succeeded + failed), last day"),
@@ -506,10 +534,10 @@ def glance(figures: list[Metric]) -> list[Glance]:
         Glance("Agents", f"{reporting} of {len(beats)} reporting",
                f"silent over {settings.MLSCHED_AGENT_TIMEOUT_S:g} s: no new placements there",
                reporting < len(beats)),
-        Glance("Nodes quarantined", f"{quarantined:g}",
+        Glance("Nodes quarantined", shown(quarantined),
                "cordoned for failing several jobs; the admin's node list says why",
                quarantined > 0),
-        Glance("GPUs held idle", f"{held_idle:g}",
+        Glance("GPUs held idle", shown(held_idle),
                f"held by running jobs whose GPUs have read idle for "
                f"{efficiency.IDLE_SAID_S // 60} minutes or more (where measured)",
                held_idle > 0),

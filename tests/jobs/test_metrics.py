@@ -500,3 +500,25 @@ def test_it_counts_the_gpus_held_by_running_attempts_idle_for_ten_minutes_or_mor
                    outcome="succeeded", gpu_idle_since=now - HOUR)  # fmt: skip
 
     assert "mlsched_gpus_held_idle 8" in scrape()
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        (8, "8"),
+        (8.0, "8"),
+        (12_345_678, "12345678"),
+        (1_234_567.25, "1234567.25"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (2.0**60, "1.152921504606847e+18"),
+        (float("nan"), "NaN"),
+        (float("inf"), "+Inf"),
+        (-float("inf"), "-Inf"),
+    ],
+)
+def test_a_sample_is_written_as_its_value_reads_back(value, written):
+    metric = metrics.Metric("m", "gauge", "M.", [({}, value)])
+
+    assert metric.lines()[-1] == f"m {written}"
+    if written[-1].isdigit():
+        assert float(written) == float(value)

@@ -67,3 +67,17 @@ def test_a_member_sees_their_tenants_quota_before_its_first_job(alpha, gamma, cl
     quota = section(client.get("/overview/").content.decode(), "mlsched_tenant_quota")
 
     assert "<td>alpha</td>" in quota and "<td>gamma</td>" not in quota
+
+
+def test_a_figure_past_a_million_is_written_in_full_not_to_six_digits(alpha, scrape, client, alice):
+    # 6 significant digits would write 1.23457e+06: a counter read so moves in steps.
+    QuotaFactory(tenant=alpha, flavor="memory", guaranteed=1_234_567, borrow_limit=0)
+
+    lines = scrape()
+    client.force_login(alice)
+    quota = section(client.get("/overview/").content.decode(), "mlsched_tenant_quota")
+
+    assert (
+        'mlsched_tenant_quota{tenant="alpha",flavor="memory",limit="guaranteed"} 1234567' in lines
+    )
+    assert "<td>1234567</td>" in quota
