@@ -99,8 +99,8 @@ def heartbeat(
 
     What it writes (starts, ends, retry backoffs, checkpoints) is timed on the database's clock,
     as the scheduler and the janitor that read it are; the GPUs' idle times its workers report
-    on the agent's clock are moved onto it by how far the agent's is off (`sent_at`, the
-    agent's time as it sent the report: `clock_skew`)."""
+    on the agent's clock, and the times they started, are moved onto it by how far the agent's
+    is off (`sent_at`, the agent's time as it sent the report: `clock_skew`)."""
     mark_alive(cluster, spec_fields)
     now = database_now()
     by_attempt: dict[int, list[base.WorkerStatus]] = defaultdict(list)
@@ -117,11 +117,12 @@ def heartbeat(
         )
         .select_related("job")
     )
+    skew = clock_skew(now, sent_at)
     record_checkpoints(mine, by_attempt, now)
-    record_usage(mine, by_attempt, clock_skew(now, sent_at), usage_epoch)
+    record_usage(mine, by_attempt, skew, usage_epoch)
     with events.coalesced():  # a beat may end many attempts: one live message per tenant
         for attempt in mine:
-            apply_report(attempt, by_attempt.get(attempt.pk, []), now)
+            apply_report(attempt, by_attempt.get(attempt.pk, []), now, skew)
         for attempt_id in succeeded_while_lost(cluster, by_attempt):
             actions.late_success(attempt_id, now)
     state = desired_state(cluster, known=by_attempt.keys())
@@ -213,7 +214,9 @@ def live_attempts(cluster: Cluster):
     return Attempt.objects.filter(cluster=cluster, outcome="")
 
 
-def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -> None:
+def apply_report(
+    attempt: Attempt, workers: list[base.WorkerStatus], now=None, skew: float = 0.0
+) -> None:
     """Move the attempt's job on from what its workers do now.
 
     Once one of its workers has run, a worker the backend no longer reports has vanished (its
@@ -222,6 +225,11 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
     would run twice and number its log lines from 0 again). An attempt asked to stop that the
     backend does not report at all was never started (the agent is not told to start it once
     a stop is asked): it ends now, so its GPUs come back at once.
+
+    The attempt starts when its last rank started, as its workers say (`gang_start`), else
+    when the report shows them all running; one that ends before a report shows it running
+    has started all the same when they say so (a job of a second, between two beats), and
+    its run counts as used, not as waiting to start.
     """
     now = now or timezone.now()
     world_size = attempt.workers  # an elastic gang's may be fewer than its job's
@@ -235,6 +243,8 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
         outcome, exit_code, reason = ended
         if not any(w.phase in STILL_RUNNING for w in workers):
             reason = reason or attempt.reason or "stopped"
+            if attempt.started_at is None and (started := gang_start(attempt, workers, now, skew)):
+                actions.mark_running(attempt.pk, started)
             actions.end_attempt(attempt.pk, outcome, exit_code=exit_code, reason=reason, now=now)
         elif attempt.stop_requested_at is None:
             # The gang is over, but ranks still run: stop them, and keep its GPUs until they
@@ -246,7 +256,18 @@ def apply_report(attempt: Attempt, workers: list[base.WorkerStatus], now=None) -
         and all(w.phase in RAN for w in workers)
     ):
         # Once: a running attempt is reported every second, and this writes.
-        actions.mark_running(attempt.pk, now)
+        actions.mark_running(attempt.pk, gang_start(attempt, workers, now, skew) or now)
+
+
+def gang_start(attempt: Attempt, workers, now, skew: float = 0.0) -> datetime | None:
+    """When the attempt's whole gang was running: the latest start its ranks report, moved
+    onto the database's clock (`skew`), within its placement and `now`; None unless each of
+    its ranks reports one."""
+    stamps = [w.started_at for w in workers]
+    if not every_rank(workers, attempt.workers) or None in stamps:
+        return None
+    at = datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
+    return min(max(at, attempt.scheduled_at), now)
 
 
 def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.WorkerStatus]:

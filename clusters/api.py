@@ -99,8 +99,9 @@ class LeftOut:
 
 
 class LineStamp(LeftOut, serializers.FloatField):
-    """When a log line was written, or a worker's GPUs went idle (seconds since the epoch). One
-    that is no time the database can hold is left out: the line or report is kept without it."""
+    """When a log line was written, a worker started or its GPUs went idle (seconds since the
+    epoch). One that is no time the database can hold is left out: the line or report is kept
+    without it."""
 
 
 class BusySeconds(LeftOut, serializers.FloatField):
@@ -123,6 +124,7 @@ class WorkerStatusSerializer(serializers.Serializer):
     checkpoint_at = serializers.FloatField(
         allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP
     )
+    started_at = LineStamp(allow_null=True, default=None, min_value=0, max_value=MAX_TIMESTAMP)
     cpu_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)
     memory_peak_mb = MemoryPeak(allow_null=True, default=None, min_value=0, max_value=INT32)
     gpu_busy_seconds = BusySeconds(allow_null=True, default=None, min_value=0, max_value=MAX_BUSY_S)

@@ -173,6 +173,10 @@ class WorkerStatus:
     reason: str = ""
     # When the job last saved a checkpoint (seconds since the epoch), if the backend can see it.
     checkpoint_at: float | None = None
+    # When the worker's command started (seconds since the epoch, the agent's clock), once it
+    # has, where the backend can tell: an attempt that ends before a report shows it running
+    # has run all the same.
+    started_at: float | None = None
     # What the worker has used so far (all of it, once it has ended), where the backend can
     # measure it: CPU time of all its processes in seconds, its memory's high-water mark in
     # MiB, and the GPU-seconds its whole GPUs were busy (estimated from periodic readings of

@@ -520,6 +520,17 @@ def is_started(pod: client.V1Pod) -> bool:
     return bool(state and (state.running or state.terminated))
 
 
+def started_at(pod: client.V1Pod | None) -> datetime | None:
+    """When the worker's container started, as the kubelet says (running, or terminated after
+    it ran); None before it has, or without a time."""
+    container = _container(pod)
+    state = container.state if container else None
+    if state is None:
+        return None
+    ran = state.running or state.terminated
+    return ran.started_at if ran is not None else None
+
+
 def is_finished(pod: client.V1Pod | None) -> bool:
     """The pod, or the worker's container in it, has ended: it will not run again."""
     return _phase(pod) in ("Succeeded", "Failed") or _terminated(pod) is not None

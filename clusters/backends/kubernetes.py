@@ -69,7 +69,7 @@ import math
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -106,6 +106,7 @@ from clusters.backends.k8s_status import (
     pull_error,
     pull_error_in_events,
     pull_error_unknown,
+    started_at,
 )
 from clusters.backends.k8s_status import worker_status as classify
 from clusters.backends.k8s_tenancy import create
@@ -300,6 +301,7 @@ class KubernetesBackend:
             folders = {a: att.checkpoint_dir for a, att in self._attempts.items()}
         statuses = [classify(key[0], key[1], seen[key]) for key in sorted(seen)]
         statuses = [self._after_last_lines(status, pods, deleted) for status in statuses]
+        statuses = [self._with_start(s, pods.get((s.attempt_id, s.rank))) for s in statuses]
         return self._usage.add([self._with_checkpoint(s, folders) for s in statuses], pods)
 
     def _after_last_lines(self, status: WorkerStatus, pods, deleted) -> WorkerStatus:
@@ -329,6 +331,14 @@ class KubernetesBackend:
             self._ended_at[key] = -math.inf  # said once
         log.warning("attempt %s rank %s ended; its log could not be read to the end", *key)
         return status
+
+    def _with_start(self, status: WorkerStatus, pod: client.V1Pod | None) -> WorkerStatus:
+        """The status with when its container started, the kubelet's time moved onto the
+        agent's clock (`k8s_clock`)."""
+        at = started_at(pod)
+        if at is None:
+            return status
+        return replace(status, started_at=at.timestamp() - self._clock.offset_s)
 
     def _with_checkpoint(self, status: WorkerStatus, folders: dict[int, str]) -> WorkerStatus:
         """The status with the job's last checkpoint: the later of the pod's last checkpoint

@@ -332,11 +332,11 @@ class LocalBackend:
         for child in list(self._children.values()):
             if child.poll() is not None:  # reap, so a dead shim is not a zombie
                 self._children.pop(child.pid, None)
-        found = [
-            (d, with_printed_checkpoint(self._worker_status(int(d.parent.name), int(d.name), d), d))
-            for d in self._all_worker_dirs()
-            if (d / "spec.json").exists()
-        ]
+        found = []
+        for d in self._all_worker_dirs():
+            if (d / "spec.json").exists():
+                status = self._worker_status(int(d.parent.name), int(d.name), d)
+                found.append((d, with_start(with_printed_checkpoint(status, d), d)))
         return self._usage.add(found)
 
     def _live_shim(self, pid: int, directory: Path) -> bool:
@@ -550,6 +550,15 @@ def remove_cgroups(worker_dir: Path, wait_s: float = 2.0) -> None:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
+
+
+def with_start(status: WorkerStatus, worker_dir: Path) -> WorkerStatus:
+    """The status with when the worker's command started: when the shim wrote its pid, once
+    the command was running (a command that could not start has none)."""
+    try:
+        return dataclasses.replace(status, started_at=(worker_dir / "child.pid").stat().st_mtime)
+    except OSError:
+        return status
 
 
 def checkpoint_at(worker_dir: Path) -> float | None:

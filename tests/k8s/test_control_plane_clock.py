@@ -137,3 +137,21 @@ def test_a_node_not_ready_past_the_grace_on_a_clock_ahead_of_the_agents_loses_it
     kube.set_node_ready("gpu-a", False, since_s=301)
 
     assert status_becomes(backend, 7, 0, base.LOST).reason == "NodeNotReady"
+
+
+def test_a_workers_start_is_the_kubelets_moved_onto_the_agents_clock(kube, backend):
+    kube.set_clock(300)
+    backend.inventory()  # the offset learned
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+
+    status = status_becomes(backend, 7, 0, base.RUNNING)
+
+    # The container started "now" on the control plane's clock: 300 s ahead of the agent's.
+    assert abs(status.started_at - time.time()) < 2.5
+
+
+def test_a_pod_that_has_not_started_reports_no_start(kube, backend):
+    backend.start(one_gpu_worker())
+
+    assert status_becomes(backend, 7, 0, base.PENDING).started_at is None
