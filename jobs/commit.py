@@ -32,6 +32,7 @@ class NodeState:
     gpu_count: int
     available: bool
     cluster_id: int
+    name: str = ""
     window: Span | None = None  # its next maintenance window or booking not yet ended
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
@@ -94,7 +95,7 @@ def commit_batch(
                 limits.charge(outcome)
                 rows[job_id] = fitted
         if rows:
-            write([o for o in outcomes if int(o.job_id) in rows], rows, moment)
+            write([o for o in outcomes if int(o.job_id) in rows], rows, moment, nodes)
             count_placements(shard, len(rows), moment)
     return set(rows)
 
@@ -112,9 +113,17 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             gpu_count=n["gpu_count"],
             available=n["schedulable"] and n["healthy"],
             cluster_id=n["cluster_id"],
+            name=n["name"],
         )
         for n in locked.values(
-            "id", "cpu_milli", "memory_mb", "gpu_count", "schedulable", "healthy", "cluster_id"
+            "id",
+            "cpu_milli",
+            "memory_mb",
+            "gpu_count",
+            "schedulable",
+            "healthy",
+            "cluster_id",
+            "name",
         )
     }
     windows = next_window(moment, ((i, node.cluster_id) for i, node in nodes.items()))
@@ -233,7 +242,12 @@ def gpu_type_of(outcome: Outcome) -> str:
     return first.gpu_type if first.gpu_indices else ""
 
 
-def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime) -> None:
+def write(
+    outcomes: list[Outcome],
+    rows: dict[int, list[dict]],
+    moment: datetime,
+    nodes: dict[int, NodeState],
+) -> None:
     """Insert the attempts and allocations and move the jobs to scheduled, in bulk."""
     job_ids = [int(o.job_id) for o in outcomes]
     bulk.insert(
@@ -260,7 +274,7 @@ def write(outcomes: list[Outcome], rows: dict[int, list[dict]], moment: datetime
         job_ids,
         State.QUEUED,
         State.SCHEDULED,
-        reasons={int(o.job_id): placed_reason(o) for o in outcomes},
+        reasons={int(o.job_id): placed_reason(o, nodes) for o in outcomes},
         attempts=attempts,
         now=moment,
     )
@@ -282,7 +296,15 @@ def next_numbers(job_ids: Iterable[int]) -> list[int]:
     return [last.get(job_id, 0) + 1 for job_id in job_ids]
 
 
-def placed_reason(outcome: Outcome) -> str:
-    nodes = sorted({w.node_id for w in outcome.workers})
+# Nodes an event names before "and N more": a gang's node list fits the event's 300 characters.
+NAMED_NODES = 6
+
+
+def placed_reason(outcome: Outcome, nodes: dict[int, NodeState]) -> str:
+    """The job's event as it is placed: its nodes by name, as users and the nodes list know
+    them (the first NAMED_NODES of a larger gang's, and how many more)."""
+    names = sorted({nodes[int(w.node_id)].name for w in outcome.workers})
+    more = len(names) - NAMED_NODES
+    said = ", ".join(names[:NAMED_NODES]) + (f" and {more} more" if more > 0 else "")
     borrowed = ", on borrowed quota" if outcome.borrowed else ""
-    return f"placed on node(s) {', '.join(nodes)}{borrowed}"
+    return f"placed on {said}{borrowed}"
