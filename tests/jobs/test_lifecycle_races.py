@@ -76,12 +76,12 @@ def commit_after(monkeypatch, verb, *args, table: str = "jobs_job") -> list:
     first, the tenant's); the threads started."""
     real_write, started = commit.write, []
 
-    def write_while_it_waits(outcomes, rows, moment):
+    def write_while_it_waits(*written):
         started.append(in_a_thread(verb, *args))
         # Asked from outside: inside a transaction pg_stat_activity is read once and kept.
         with other_connection() as watcher:
             assert wait_until(lambda: a_session_waits(watcher, table), 10)
-        real_write(outcomes, rows, moment)
+        real_write(*written)
 
     monkeypatch.setattr(commit, "write", write_while_it_waits)
     return started
