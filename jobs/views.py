@@ -41,7 +41,8 @@ SHARD_LIMIT = "max_running_shards"  # a batch's limit, on the submit form and th
 SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 SHARD_LIMIT: "max-running-shards-help",
                 "min_workers": "min-workers-help", "topology": "topology-help",
-                "secrets": "secrets-help", "volumes": "volumes-help"}  # fmt: skip
+                "secrets": "secrets-help", "volumes": "volumes-help",
+                "command": "command-help"}  # fmt: skip
 
 
 def index(request):

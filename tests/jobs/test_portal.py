@@ -96,6 +96,16 @@ def test_the_submit_form_marks_the_bad_field_and_writes_nothing(client, alice, c
     assert not Job.objects.exists()
 
 
+def test_the_submit_form_says_its_command_is_run_without_a_shell(client, alice):
+    client.force_login(alice)
+
+    page = client.get("/jobs/new/").content.decode()
+
+    assert 'placeholder="python train.py --epochs 3" aria-describedby="command-help"' in page
+    help_text = page[page.index('<small id="command-help">') :]
+    assert "run without a shell" in help_text[:400] and "bash -c" in help_text[:400]
+
+
 def test_a_team_mate_cancels_from_the_job_page(client, alpha, alice, bob):
     job = JobFactory(tenant=alpha, owner=alice)
     client.force_login(bob)
