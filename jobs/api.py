@@ -45,6 +45,7 @@ from jobs.usage_api import UsageView
 
 PAGE = 100
 MAX_TAIL = 5000  # log lines a tail read gives at most
+MAX_EVENTS = 1000  # events a read of the last ones gives at most
 LOG_BATCH = 5000  # log rows a download reads at a time
 
 
@@ -356,13 +357,24 @@ class ResubmitView(APIView):
 
 
 class EventsView(APIView):
+    """The job's transitions, oldest first; `last=N` (at most MAX_EVENTS) gives its last N,
+    still oldest first, and `earlier`, whether there are more before them (the job page
+    redraws its history from them as the job moves)."""
+
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
-        answer = EventSerializer(job.events.all(), many=True).data
+        events, earlier = job.events.all(), False
+        if (last := request.query_params.get("last")) is not None:
+            count = whole_number(last)
+            if count is None or not 1 <= count <= MAX_EVENTS:
+                raise ValidationError({"last": f"A number of events from 1 to {MAX_EVENTS}."})
+            newest = list(job.events.order_by("-time", "-id")[: count + 1])
+            events, earlier = newest[:count][::-1], len(newest) > count
+        answer = EventSerializer(events, many=True).data
         if access.is_outsider(request.user, job):
             for event in answer:
                 event["reason"] = access.outsiders_reason(event["reason"])
-        return Response({"events": answer})
+        return Response({"events": answer, "earlier": earlier})
 
 
 class LogsView(APIView):

@@ -162,7 +162,7 @@ def job_page(
     # Only a reader from outside the job's tenant (a grant on this job alone) may be hidden from.
     outsider = access.is_outsider(request.user, job)
     hidden = access.hidden_from(request.user, [job]) if outsider else frozenset()
-    history = list(job.events.order_by("-id")[: HISTORY + 1])
+    history = list(job.events.order_by("-time", "-id")[: HISTORY + 1])
     if outsider:
         for event in history:
             event.reason = access.outsiders_reason(event.reason)

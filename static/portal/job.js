@@ -1,6 +1,6 @@
 // The job page: state and logs over a websocket; polling the REST API when it is not there.
-// Each state change also re-reads the job, to redraw its attempts (and, once a batch has ended,
-// the server's rerun form for it). Every 30 s the page re-reads the job and any log lines it
+// Each state change also re-reads the job, to redraw its attempts and its history (and, once a
+// batch has ended, the server's rerun form for it). Every 30 s the page re-reads the job and any log lines it
 // lacks even while the socket is live: the scheduler's reason for the wait and its estimated
 // start change without a message, and a push can be lost (Redis drops a group's members after
 // a day, and messages a busy channel has no room for).
@@ -10,6 +10,7 @@
   // Log lines the page keeps: it reads the end of a long log, not every line before it, and
   // drops its oldest rows as new ones come (the download has them all).
   const SHOWN_LINES = 5000;
+  const HISTORY = 20;  // the events the history lists, as the server draws it (views.HISTORY)
   const root = document.getElementById("job");
   const jobId = root.dataset.job;
   const stateEl = document.getElementById("state");
@@ -22,6 +23,8 @@
   const logNoteEl = document.getElementById("log-note");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
+  const historyEl = document.getElementById("history-rows");
+  const historySummaryEl = document.getElementById("history-summary");
   // Drawn by the server for an elastic gang: the workers each attempt started with.
   const workersColumn = document.getElementById("attempt-workers") !== null;
   const resubmitEl = document.getElementById("resubmit-form");  // drawn hidden while live
@@ -128,22 +131,46 @@
     return "started with " + workers + " of " + whole + " workers";
   }
 
+  function tableRow(values) {
+    // A row of text cells (never markup: reasons and logs are the jobs' own words).
+    const row = document.createElement("tr");
+    for (const value of values) {
+      const cell = document.createElement("td");
+      cell.textContent = value;
+      row.appendChild(cell);
+    }
+    return row;
+  }
+
   function showAttempts(job) {
     const rows = job.attempts.map(function (a) {
-      const row = document.createElement("tr");
       const cells = [a.number, a.cluster || "", where(a.nodes), a.outcome || "live",
                      a.exit_code === null ? "" : a.exit_code, a.reason,
                      clock(a.started_at), clock(a.ended_at), a.runtime_used, a.cpu_used,
                      a.memory_used, a.gpu_used];
       if (workersColumn) cells.splice(2, 0, startedWith(a.workers, job.workers));
-      for (const value of cells) {
-        const cell = document.createElement("td");
-        cell.textContent = value;
-        row.appendChild(cell);
-      }
-      return row;
+      return tableRow(cells);
     });
     if (rows.length) attemptsEl.replaceChildren(...rows);
+  }
+
+  async function fetchHistory() {
+    // The last HISTORY events, redrawn newest first as the server draws them.
+    let page;
+    try {
+      const response = await fetch("/api/v1/jobs/" + jobId + "/events/?last=" + HISTORY);
+      if (!response.ok) return;
+      page = await response.json();
+    } catch (error) {
+      return;  // the next read of the job asks again
+    }
+    const rows = page.events.slice().reverse().map(function (e) {
+      return tableRow([clock(e.time), e.from_state || "-", e.to_state, e.reason]);
+    });
+    historyEl.replaceChildren(...rows);
+    const n = rows.length;
+    historySummaryEl.textContent = "History (the last " + n + " event" + (n === 1 ? "" : "s") +
+      ", newest first" + (page.earlier ? "; the API's events has them all" : "") + ")";
   }
 
   function showHold(verb) {
@@ -202,6 +229,7 @@
     aheadEl.textContent = job.window_ahead ? job.window_ahead.sentence : "";
     showShards(job);
     showAttempts(job);
+    fetchHistory();
     // A batch has ended once every shard has, whatever became of the first.
     const states = job.shard_states ? Object.keys(job.shard_states) : [job.state];
     const ended = states.every(function (s) { return ENDED.includes(s); });

@@ -96,6 +96,30 @@ def open_running_job_with_lines(page, server, tenant, owner, count: int, width: 
     return cluster, attempt
 
 
+def test_the_job_pages_history_gains_each_transition_as_it_happens(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice, name="bert-finetune")
+    in_thread(lambda: actions.transition(job, State.SCHEDULED, "placed on gpu-a"))  # drawn
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    page.locator("#history summary").click()
+    expect(page.locator("#history-rows tr")).to_have_count(1)
+
+    in_thread(lambda: actions.transition(job, State.RUNNING, "attempt 1 running"))
+
+    rows = page.locator("#history-rows tr")
+    expect(rows).to_have_count(2, timeout=10_000)
+    expect(rows.first.locator("td").nth(1)).to_have_text("scheduled")
+    expect(rows.first.locator("td").nth(2)).to_have_text("running")
+    expect(rows.first.locator("td").nth(3)).to_have_text("attempt 1 running")
+    expect(page.locator("#history-summary")).to_have_text(
+        "History (the last 2 events, newest first)"
+    )
+
+
 def test_the_job_page_shows_every_stored_log_line_past_one_page_once_then_live_ones(
     server, browser_page, alpha, alice
 ):

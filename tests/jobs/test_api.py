@@ -331,6 +331,29 @@ def test_events_list_the_jobs_transitions(alice):
         ("", State.QUEUED), (State.QUEUED, State.CANCELED)]  # fmt: skip
 
 
+def test_the_last_events_are_the_newest_oldest_first_saying_whether_more_came_before(alice):
+    job_id = submit(alice).json()["id"]
+    client_for(alice).post(f"/api/v1/jobs/{job_id}/hold/")
+    client_for(alice).post(f"/api/v1/jobs/{job_id}/cancel/")
+    every = client_for(alice).get(f"/api/v1/jobs/{job_id}/events/").json()
+    assert len(every["events"]) == 3 and every["earlier"] is False
+
+    last = client_for(alice).get(f"/api/v1/jobs/{job_id}/events/?last=2").json()
+    whole = client_for(alice).get(f"/api/v1/jobs/{job_id}/events/?last=3").json()
+
+    assert last == {"events": every["events"][1:], "earlier": True}
+    assert whole == {"events": every["events"], "earlier": False}
+
+
+@pytest.mark.parametrize("last", ["0", "1001", "x", "-1", ""])
+def test_a_read_of_no_events_or_too_many_is_a_400_naming_last(alice, alpha, last):
+    job = JobFactory(tenant=alpha, owner=alice)
+
+    response = client_for(alice).get(f"/api/v1/jobs/{job.pk}/events/?last={last}")
+
+    assert response.status_code == 400 and "last" in response.json()
+
+
 def test_a_batch_inference_shard_of_several_workers_is_a_400_naming_workers(alice):
     response = submit(alice, family="batch_inference", workers=2, gpus=1, shards=4)
 
