@@ -44,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.backends import base
 from clusters.backends.base import LogLine, LogResume, is_checkpoint_line
+from clusters.backends.k8s_clock import ControlPlaneClock
 from clusters.backends.k8s_specs import CONTAINER
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,20 @@ class LogFollowers:
     """Log threads for pods; `drain()` hands over the lines read since the last call."""
 
     def __init__(
-        self, core: client.CoreV1Api, is_done: Callable[[Key], bool], retry_s: float = 1.0
+        self,
+        core: client.CoreV1Api,
+        is_done: Callable[[Key], bool],
+        retry_s: float = 1.0,
+        clock: ControlPlaneClock | None = None,
     ):
         self.core, self.is_done, self.retry_s = core, is_done, retry_s
+        # A checkpoint line's stamp is the cluster's time: it is moved onto the agent's clock.
+        self.clock = clock or ControlPlaneClock()
         self._lock = threading.Lock()
         self._lines: list[LogLine] = []
         self._seen: dict[Key, int] = {}  # lines read per pod: the next line's seq
-        self._checkpoints: dict[Key, float] = {}  # the latest checkpoint line's time per pod
+        # The latest checkpoint line's time per pod, on the agent's clock.
+        self._checkpoints: dict[Key, float] = {}
         # The log's line 0: its stamp and base.line_head.
         self._first: dict[Key, tuple[float | None, str]] = {}
         # The last line's stamp, and how many lines taken in a row had it.
@@ -290,7 +298,7 @@ class LogFollowers:
             elif at is None:
                 return  # taken before, when its checkpoint was noted with the time it was read
             if is_checkpoint_line(text):
-                at = time.time() if at is None else at
+                at = time.time() if at is None else at - self.clock.offset_s
                 self._checkpoints[key] = max(at, self._checkpoints.get(key, at))
 
     def _append(self, key: Key, seq: int, at: float | None, text: str) -> None:

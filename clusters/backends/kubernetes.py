@@ -36,7 +36,8 @@
   reported once its whole log has been read (at most `log_catchup_s` later), so the lines are in
   the logs() call the agent makes before its heartbeat. A worker reports its job's last saved
   checkpoint: the time Kubernetes stamped on the last checkpoint line in its pod's log (a line
-  that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), and, where the agent mounts the
+  that is exactly MLSCHED_CHECKPOINT_LINE; see k8s_logs), moved onto the agent's clock by the
+  control plane's offset (`k8s_clock`), and, where the agent mounts the
   checkpoint volume too (`checkpoint_mount`, a ReadWriteMany claim) and the worker runs, when
   its job last touched the checkpoint marker; the later of the two.
 - usage: what each running worker has used, from its kubelet's stats and its node's DCGM
@@ -201,7 +202,7 @@ class KubernetesBackend:
         # times its components stamp are measured against it, not the agent's own clock.
         self._clock = ControlPlaneClock()
         selector = f"{specs.LABEL_CLUSTER}={specs.label_value(cluster)}"
-        self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s)
+        self._logs = LogFollowers(self.core, self._pod_done, retry_s=retry_s, clock=self._clock)
         self._usage = NodeStats(self.core, gpu_exporters)
         # A pod fails once the kubelet has kept failing to mount a missing Secret or ConfigMap,
         # or a claim gone since the start, for mount_failure_s (k8s_status.MISSING_FOR_MOUNT),

@@ -9,7 +9,7 @@ import pytest
 
 from clusters.backends import base
 from clusters.backends.k8s_clock import ControlPlaneClock
-from tests.k8s.conftest import NAMESPACE, one_gpu_worker, status_becomes
+from tests.k8s.conftest import NAMESPACE, eventually, one_gpu_worker, status_becomes
 from tests.k8s.test_attach_failures import MULTI_ATTACH, held_by_another_node
 from tests.k8s.test_mount_failures import EVENTS, KUBELET_RETRY_S, POD, fast
 
@@ -155,3 +155,18 @@ def test_a_pod_that_has_not_started_reports_no_start(kube, backend):
     backend.start(one_gpu_worker())
 
     assert status_becomes(backend, 7, 0, base.PENDING).started_at is None
+
+
+def test_a_checkpoint_lines_stamp_is_moved_onto_the_agents_clock(kube, backend):
+    # On a cluster 300 s ahead, a checkpoint saved 60 s ago is stamped 240 s in the agent's
+    # future: taken as it is, a preemption would count nothing lost since.
+    kube.set_clock(300)
+    backend.inventory()  # the offset learned
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, POD)
+    status_becomes(backend, 7, 0, base.RUNNING)
+    saved = time.time() - 60
+
+    kube.append_log(NAMESPACE, POD, base.CHECKPOINT_LINE, at=saved + 300)
+
+    assert eventually(lambda: backend.status()[0].checkpoint_at) == pytest.approx(saved, abs=1.5)
