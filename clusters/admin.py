@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import connection, models
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.forms.fields import InvalidJSONInput
 from django.template.response import TemplateResponse
@@ -18,7 +18,9 @@ from clusters.models import Allocation, Booking, Cluster, MaintenanceWindow, Nod
 from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import names_listed, nodes_named, with_status
+from jobs.placement.model import gpu_flavor
 from quotas.admin_scope import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
+from quotas.models import Quota
 
 
 def unstorable(value) -> str:
@@ -402,6 +404,44 @@ class BookingAdmin(TenantScoped, NodeWindowAdmin):
     def get_queryset(self, request):
         # Django's list_select_related gives way to the cluster with_status reads already.
         return super().get_queryset(request).select_related("tenant")
+
+    def save_related(self, request, form, formsets, change):
+        """Once its nodes are saved, say which of its GPUs the tenant's quota will not let its
+        jobs hold: a booking sets nodes apart, not quota (those GPUs would stay idle)."""
+        super().save_related(request, form, formsets, change)
+        booking = form.instance
+        if booking.ends_at > timezone.now() and (beyond := beyond_quota(booking)):
+            self.message_user(request, beyond, messages.WARNING)
+
+
+def beyond_quota(booking: Booking) -> str:
+    """What of the booking's GPUs its tenant's quota keeps its jobs from holding at once
+    (past its guarantee and borrow limit, per GPU type), "" if none: three queries."""
+    nodes = booking.nodes.all() if booking.nodes.exists() else booking.cluster.nodes.all()
+    booked = {
+        row["gpu_type"]: row["gpus"]
+        for row in nodes.exclude(gpu_count=0).values("gpu_type").annotate(gpus=Sum("gpu_count"))
+    }
+    quotas = Quota.objects.filter(
+        tenant=booking.tenant, flavor__in=[gpu_flavor(kind) for kind in booked]
+    )
+    said = []
+    for quota in quotas.order_by("flavor"):
+        kind = quota.flavor.removeprefix("gpu:")
+        most = quota.guaranteed + quota.borrow_limit
+        if booked[kind] > most:
+            said.append(
+                f"{booked[kind]} {kind} GPUs booked, of which its quota lets its jobs hold "
+                f"{most} at once (guaranteed {quota.guaranteed}, borrow limit "
+                f"{quota.borrow_limit})"
+            )
+    if not said:
+        return ""
+    return (
+        f"{booking.tenant.name} ({booking.tenant.slug}): {'; '.join(said)}. A booking sets "
+        "nodes apart, not quota: the rest stays idle unless its quota is raised for the "
+        "booking's time."
+    )
 
 
 @admin.register(Allocation)

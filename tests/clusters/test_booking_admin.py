@@ -2,7 +2,8 @@
 each written into the admin's history; read by tenant admins, their own tenants' only; a bad
 booking refused on its field, nothing saved, and one overlapping another tenant's booking on a
 node they share refused, naming it (two saved at once take turns). A maintenance window over
-the same nodes is no reason to refuse."""
+the same nodes is no reason to refuse. A booking of more GPUs than the tenant's quota lets its
+jobs hold is saved with a warning saying so."""
 
 from datetime import datetime, timedelta
 
@@ -18,7 +19,7 @@ from clusters.admin import BOOKING_LOCK
 from clusters.models import Booking
 from tests.clusters.test_maintenance_admin import DAY, history, rows
 from tests.clusters.test_maintenance_admin import form as window_form
-from tests.factories import ClusterFactory, NodeFactory
+from tests.factories import ClusterFactory, NodeFactory, QuotaFactory
 from tests.jobs.test_booking_api import booking as booked
 from tests.jobs.test_lock_order import commit_once_waited_on, in_a_thread, other_connection
 from tests.jobs.test_maintenance_api import window
@@ -321,3 +322,60 @@ def list_queries(client) -> int:
     with CaptureQueriesContext(connection) as queries:
         assert client.get(LIST).status_code == 200
     return len(queries)
+
+
+def warnings(page) -> list[str]:
+    return [m.message for m in get_messages(page.wsgi_request) if m.level_tag == "warning"]
+
+
+def test_a_booking_past_what_the_tenants_quota_lets_it_hold_is_saved_with_a_warning(
+    admin_client, alpha
+):
+    east = ClusterFactory(name="east")
+    chosen = [NodeFactory(cluster=east, name=f"east-{i}") for i in range(2)]  # 16 A100
+    NodeFactory(cluster=east, name="east-t4", gpu_type="T4", gpu_count=4)  # not booked
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=4, borrow_limit=4)
+    QuotaFactory(tenant=alpha, flavor="gpu:T4", guaranteed=0, borrow_limit=0)
+
+    page = admin_client.post(ADD, form(alpha, east, chosen))
+
+    assert page.status_code == 302 and Booking.objects.count() == 1
+    assert warnings(page) == [
+        "Alpha (alpha): 16 A100 GPUs booked, of which its quota lets its jobs hold 8 at once "
+        "(guaranteed 4, borrow limit 4). A booking sets nodes apart, not quota: the rest stays "
+        "idle unless its quota is raised for the booking's time."
+    ]
+
+
+def test_a_booking_of_every_node_counts_the_clusters_gpus(admin_client, alpha):
+    east = ClusterFactory(name="east")
+    NodeFactory(cluster=east, gpu_type="T4", gpu_count=4)
+    QuotaFactory(tenant=alpha, flavor="gpu:T4", guaranteed=2, borrow_limit=1)
+
+    page = admin_client.post(ADD, form(alpha, east))
+
+    assert "4 T4 GPUs booked, of which its quota lets its jobs hold 3 at once" in warnings(page)[0]
+
+
+@pytest.mark.parametrize(("guaranteed", "borrow_limit"), [(16, 0), (8, 8)])
+def test_a_booking_the_tenants_quota_can_fill_gets_no_warning(
+    admin_client, alpha, guaranteed, borrow_limit
+):
+    east = ClusterFactory(name="east")
+    chosen = [NodeFactory(cluster=east, name=f"east-{i}") for i in range(2)]
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=guaranteed, borrow_limit=borrow_limit)
+
+    page = admin_client.post(ADD, form(alpha, east, chosen))
+
+    assert page.status_code == 302 and warnings(page) == []
+
+
+def test_a_booking_of_a_gpu_type_the_tenant_has_no_quota_row_for_gets_no_warning(
+    admin_client, alpha
+):
+    # No row: its cohort's rules apply (no limit of its own to compare with).
+    east = ClusterFactory(name="east")
+
+    page = admin_client.post(ADD, form(alpha, east, [NodeFactory(cluster=east)]))
+
+    assert page.status_code == 302 and warnings(page) == []
