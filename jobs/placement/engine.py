@@ -315,12 +315,13 @@ class Cycle:
         """The job's quota does not cover it: it evicts its tenant's own lower classes for it,
         or waits; then its tenant's room is held for it. A job ahead of its tier does neither."""
         if self.order.ahead_of_tier:
-            return explain.pending(job, "quota_exceeded")
+            return explain.over_quota(job, self.quota.shortfall(job, groups))
         outcome = own_quota.preempt_own(self, job, groups, avoided)
         if outcome is not None and outcome.status == PREEMPTS:
             return outcome
+        why = self.quota.shortfall(job, groups)  # before the hold: it says what is free now
         self.quota.hold_for(job, groups, self._known_ends)
-        return outcome or explain.pending(job, "quota_exceeded")
+        return outcome or explain.over_quota(job, why)
 
     def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
         """(end, amount of ``flavor``) of the tenant's work whose end is known: running (not

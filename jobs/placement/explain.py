@@ -157,12 +157,22 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
     return Outcome(job.id, PENDING, code, _sentence(job, code), estimated_start=estimate)
 
 
+QUOTA_EXCEEDED = "quota_exceeded"
 USER_GPU_LIMIT = "user_gpu_limit"
 BATCH_SHARD_LIMIT = "batch_shard_limit"
 GPU_BUDGET = "gpu_budget"
 # Limits no capacity lifts, checked before anything else: a job they hold is decided at no
 # cost, so it does not count toward the queue depth (Policy.queue_depth).
 LIMITS = frozenset({USER_GPU_LIMIT, BATCH_SHARD_LIMIT, GPU_BUDGET})
+
+
+def over_quota(job: QueuedJob, why: str) -> Outcome:
+    """A job its tenant's quota does not cover: ``why`` says what it lacks (``QuotaGate.
+    shortfall``); the plain sentence where it lacks nothing now (a hold keeps it off)."""
+    if not why:
+        return pending(job, QUOTA_EXCEEDED)
+    said = f"{REASONS[QUOTA_EXCEEDED].removesuffix('.')}: {why}."
+    return Outcome(job.id, PENDING, QUOTA_EXCEEDED, f"{_request(job)}: {said}")
 
 
 def over_user_limit(job: QueuedJob, why: str) -> Outcome:

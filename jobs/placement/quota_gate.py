@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from jobs.placement.capacity import Group
 from jobs.placement.fit import Slot
-from jobs.placement.model import TRAINING, QueuedJob, gpu_flavor
+from jobs.placement.model import TRAINING, WHOLE_GPU, QueuedJob, gpu_flavor
 from jobs.placement.quota import Ledger
 
 # (tenant, flavor) -> (end, amount of the flavor) of the tenant's work whose end is known.
@@ -24,6 +24,24 @@ def demand(job: QueuedJob, gpu_type: str, workers: int) -> dict[str, int]:
     if job.worker_gpu_milli and gpu_type:
         out[gpu_flavor(gpu_type)] = job.worker_gpu_milli * workers
     return out
+
+
+def amount_said(flavor: str, amount: int | None) -> str:
+    """An amount of a quota flavor as people read it: GPUs (the ledger counts thousandths),
+    cores (millicores), MiB."""
+    amount = amount or 0
+    if flavor.startswith("gpu:"):
+        gpus = amount / WHOLE_GPU
+        return f"{gpus:g} GPU{'' if gpus == 1 else 's'}"
+    if flavor == "cpu":
+        cores = amount / 1000
+        return f"{cores:g} core{'' if cores == 1 else 's'}"
+    return f"{amount} MiB"
+
+
+def flavor_first(flavor: str) -> tuple[int, str]:
+    """GPUs, then CPU, then memory: the order a job's shortfall is said in."""
+    return (0 if flavor.startswith("gpu:") else 1 if flavor == "cpu" else 2, flavor)
 
 
 def end_of(job: QueuedJob, now: float) -> float:
@@ -40,6 +58,7 @@ class QuotaGate:
         self._types: dict[int, tuple[str, ...]] = {}
         self._allowed: dict[tuple, list[Group]] = {}
         self._answers: dict[tuple, list[Group]] = {}
+        self._shortfalls: dict[tuple, str] = {}
 
     def end_key(self, job: QueuedJob) -> float | None:
         """The job's end where quota answers depend on it (some tenant's room is held)."""
@@ -109,6 +128,29 @@ class QuotaGate:
         return not any(
             self.ledger.within_guarantee(job.tenant, demand(job, t, job.workers)) for t in types
         )
+
+    def shortfall(self, job: QueuedJob, groups: list[Group]) -> str:
+        """What of the job its tenant's quota does not cover now, per GPU type of ``groups``:
+        "A100: it may start 0 more GPUs, the job asks 8" (a gang whole, a shard alone), the
+        flavors it lacks joined; "" when it covers the job (a hold for an earlier job keeps
+        it off). Kept while the ledger is unchanged, per tenant and shape."""
+        workers = job.workers if job.family == TRAINING else 1
+        shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
+        key = (job.tenant, shape, id(groups), self.ledger.version)
+        if (known := self._shortfalls.get(key)) is not None:
+            return known
+        said = []
+        for gpu_type in self.types_of(groups) or ("",):
+            wanted = demand(job, gpu_type, workers)
+            lacking = [
+                f"it may start {amount_said(flavor, self.ledger.headroom(job.tenant, flavor))} "
+                f"more, the job asks {amount_said(flavor, wanted[flavor])}"
+                for flavor in sorted(self.ledger.refused(job.tenant, wanted), key=flavor_first)
+            ]
+            if lacking:
+                said.append(f"{gpu_type or 'no GPU'}: {'; '.join(lacking)}")
+        self._shortfalls[key] = "; ".join(said)
+        return self._shortfalls[key]
 
     def hold_for(self, job: QueuedJob, groups: list[Group], known_ends: KnownEnds) -> None:
         """Hold for the job its tenant's room on each flavor it lacks: later jobs of the tenant
