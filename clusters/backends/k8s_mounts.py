@@ -40,15 +40,28 @@ from clusters.backends.k8s_watch import Key
 
 log = logging.getLogger(__name__)
 
+# How long the attach-detach controller waits before it detaches a volume by force from a node
+# that is not ready (maxWaitForUnmountDuration, 6 minutes): until then a ReadWriteOnce volume
+# that node held fails every other node's attach as Multi-Attach.
+FORCE_DETACH_S = 360.0
+
 
 class MountFailures:
     """Each pod's lasting failure to mount or attach a volume, "" while it has none."""
 
     def __init__(
-        self, core: client.CoreV1Api, persisted_s: float, check_s: float, clock: ControlPlaneClock
+        self,
+        core: client.CoreV1Api,
+        persisted_s: float,
+        check_s: float,
+        clock: ControlPlaneClock,
+        force_detach_s: float = FORCE_DETACH_S,
     ):
         self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
-        self.clock = clock
+        self.clock, self.force_detach_s = clock, force_detach_s
+        # Whether a node of the cluster is not ready: its volumes stay attached until the
+        # controller detaches them by force (`check`'s `unready`).
+        self._unready = False
         self._lock = threading.Lock()
         self._errors: dict[Key, str] = {}
         self._read_at: dict[str, float] = {}  # namespace -> when its events were last listed
@@ -62,9 +75,14 @@ class MountFailures:
             for key in [k for k in self._errors if k[0] == attempt_id]:
                 self._errors.pop(key)
 
-    def check(self, pods: dict[Key, client.V1Pod], deleted: set[Key]) -> None:
+    def check(
+        self, pods: dict[Key, client.V1Pod], deleted: set[Key], unready: bool = False
+    ) -> None:
         """Read the events of each namespace where a pod has waited to mount its volumes for
-        `persisted_s` at least, unless read less than `check_s` ago."""
+        `persisted_s` at least, unless read less than `check_s` ago. While a node of the
+        cluster is `unready`, a Multi-Attach error is given `force_detach_s` more: the volume
+        may be held by that node, which the controller detaches from by force only then."""
+        self._unready = unready
         now = time.monotonic()
         waiting: dict[str, list[Key]] = {}
         for key, pod in pods.items():
@@ -96,7 +114,8 @@ class MountFailures:
     def _attach_failure(
         self, events: list[client.CoreV1Event], meta: client.V1ObjectMeta, now: datetime
     ) -> str:
-        return attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now)
+        waits = self.persisted_s + self.force_detach_s if self._unready else None
+        return attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now, waits)
 
     def _may_have_failed(self, pod: client.V1Pod) -> bool:
         """The pod waits to mount, and is old enough to have failed for `persisted_s`."""

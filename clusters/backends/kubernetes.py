@@ -94,11 +94,12 @@ from clusters.backends.base import (
 )
 from clusters.backends.k8s_clock import ControlPlaneClock
 from clusters.backends.k8s_logs import LogFollowers
-from clusters.backends.k8s_mounts import MountFailures
+from clusters.backends.k8s_mounts import FORCE_DETACH_S, MountFailures
 from clusters.backends.k8s_status import (
     NODE_MISSING,
     NODE_NOT_READY,
     NODE_READY,
+    NODE_UNREACHABLE,
     Seen,
     is_finished,
     is_started,
@@ -165,6 +166,7 @@ class KubernetesBackend:
         log_catchup_s: float = 10.0,
         mount_failure_s: float = 60.0,
         mount_check_s: float = 5.0,
+        force_detach_s: float = FORCE_DETACH_S,
         isolate_namespaces: bool = True,
         gpu_exporters: Exporters | None = GPU_OPERATOR,
     ):
@@ -212,7 +214,11 @@ class KubernetesBackend:
         # past a new namespace's kube-root-ca.crt or a lagging cache, and far before the
         # control plane's start timeout (300 s). The events are read at most every
         # mount_check_s.
-        self._mounts = MountFailures(self.core, mount_failure_s, mount_check_s, self._clock)
+        # While a node is not ready, a Multi-Attach error waits force_detach_s more: the volume
+        # may be that node's until the controller detaches it by force.
+        self._mounts = MountFailures(
+            self.core, mount_failure_s, mount_check_s, self._clock, force_detach_s
+        )
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )
@@ -292,7 +298,10 @@ class KubernetesBackend:
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
         self._find_pull_errors(pods, deleted)
-        self._mounts.check(pods, deleted)
+        unready = nodes is not None and any(
+            state in (NODE_NOT_READY, NODE_UNREACHABLE) for state in nodes.values()
+        )
+        self._mounts.check(pods, deleted, unready)
         with self._lock:
             expected = {
                 (a, r): att.nodes[r] for a, att in self._attempts.items() for r in att.nodes

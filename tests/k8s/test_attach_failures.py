@@ -145,6 +145,31 @@ def test_attach_successes_unread_leave_the_failure_to_the_next_listing(kube, mak
     assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 2
 
 
+def test_while_a_node_is_not_ready_a_multi_attach_waits_for_its_force_detach(kube, make_backend):
+    # gpu-b, holding the volume, has gone NotReady: the controller detaches it by force only
+    # after its wait (6 minutes; 2 s here), and a failure before then would use up a retry.
+    kube.set_node_ready("gpu-b", False)
+    backend = fast(make_backend, force_detach_s=2)
+    held_by_another_node(kube, backend)
+    status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
+
+    time.sleep(KUBELET_RETRY_S)  # past the bound of 1 s, not past the force detach's
+
+    for _ in range(3):
+        assert status_becomes(backend, 7, 0, base.PENDING).reason == "ContainerCreating"
+    assert kube.count_requests("GET", EVENTS, query=WARNINGS) > 0
+    assert status_becomes(backend, 7, 0, base.FAILED, timeout=5).reason == MULTI_ATTACH
+
+
+def test_while_a_node_is_not_ready_a_storage_error_fails_at_the_bound(kube, make_backend):
+    kube.set_node_ready("gpu-b", False)
+    status = failed_once_the_kubelet_tried_again(
+        kube, lambda **kw: make_backend(force_detach_s=600, **kw), failing_to_attach
+    )
+
+    assert status.reason == ATTACH_FAILED
+
+
 # The rule, on what the attach-detach controller's events say.
 
 NOW_S = 31
