@@ -6,7 +6,9 @@ Each value's lines of ``MASK_MIN_CHARS`` or more characters, and the value as jo
 print it encoded (base64, hex, percent-encoded once or twice, JSON-escaped: ``hidden_forms``),
 are written ``***`` in the logs of the jobs that name it (``masks``, ``mask``), as the agents'
 API stores them. Base64 and hex that a program wraps across lines (``base64`` at 76 columns,
-PEM at 64, ``xxd -p`` at 60) are hidden piece by piece (``cut_forms``, ``cut_pieces``).
+PEM at 64, ``xxd -p`` at 60) are hidden piece by piece (``cut_forms``, ``cut_pieces``), and so
+are the lines of a hex dump (``xxd``, ``hexdump -C``, ``od -t x1z``) whose bytes hold the value
+or a piece of it, text column and all (``dumped``).
 """
 
 from __future__ import annotations
@@ -180,10 +182,47 @@ def base64_forms(data: bytes) -> set[str]:
     return forms | {form.translate(URL_SAFE) for form in forms}
 
 
+# A line of a hex dump: an offset, then the bytes in hex, grouped, then (mostly) the same bytes
+# as text, non-printing ones as ".": xxd's "00000010: 696a 6b6c ...  ijkl..." (any -g, -c,
+# -u), hexdump -C's "00000010  69 6a 6b 6c ...  |ijkl...|", od -A x -t x1z's
+# "000010 69 6a 6b 6c ...  >ijkl...<".
+DUMP_LINES = (
+    re.compile(r"(?P<offset>[0-9a-fA-F]{6,16}: )(?P<hex>[0-9a-fA-F]{2,}(?: [0-9a-fA-F]{2,})*)"
+               r"(?:  .*)?"),  # xxd: one space between groups, two before the text
+    re.compile(r"(?P<offset>[0-9a-fA-F]{6,16}  )(?P<hex>[0-9a-fA-F]{2}(?:  ?[0-9a-fA-F]{2})*)"
+               r"(?: +\|.*\|)?"),  # hexdump -C
+    re.compile(r"(?P<offset>[0-9a-fA-F]{6,16} )(?P<hex>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)"
+               r"(?: +>.*<)?"),  # od -t x1z
+)  # fmt: skip
+
+
+def dumped(line: str) -> tuple[str, bytes] | None:
+    """The offset and the bytes of a hex dump's line, None for any other line."""
+    if not line[:1].isalnum():
+        return None
+    for shape in DUMP_LINES:
+        if found := shape.fullmatch(line):
+            digits = found["hex"].replace(" ", "")
+            if len(digits) % 2 == 0:
+                return found["offset"], bytes.fromhex(digits)
+    return None
+
+
 def mask(text: str, hidden: Hidden) -> str:
     """The text with each of ``hidden.texts`` (longest first) written MASK: a substring search
     of the text for each, which replaces only those it finds; then each piece of a cut form at
-    an end of the text (``cut_pieces``)."""
+    an end of the text (``cut_pieces``). A line of a hex dump (``dumped``) whose bytes hold the
+    value, or a piece of it at their ends, is written MASK after its offset, its text column
+    with it (it prints those bytes as they are)."""
+    if (dump := dumped(text)) is not None:
+        offset, data = dump
+        if masked(data.hex(), hidden) != data.hex():
+            return offset + MASK
+    return masked(text, hidden)
+
+
+def masked(text: str, hidden: Hidden) -> str:
+    """``mask`` of a text read as it is (no hex dump's line taken apart)."""
     for secret in hidden.texts:
         if secret in text:
             text = text.replace(secret, MASK)

@@ -5,6 +5,7 @@ lines, piece by piece; while text that only resembles it is left as printed."""
 
 import base64
 import json
+import subprocess
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -125,6 +126,51 @@ def test_it_hides_hex_wrapped_across_lines(alpha, attempt):
         "***",
         "***" + dump[170:180],
     ]
+
+
+DUMPERS = [["xxd"], ["xxd", "-g1", "-u"], ["xxd", "-c", "32"], ["hexdump", "-C"],
+           ["od", "-A", "x", "-t", "x1z"]]  # fmt: skip
+
+
+def dump_of(data: bytes, dumper: list[str], tmp_path) -> list[str]:
+    """The lines the tool prints of a file holding ``data``, as a job would print them."""
+    path = tmp_path / "token"
+    path.write_bytes(data)
+    return subprocess.run(
+        [*dumper, str(path)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+
+
+@pytest.mark.parametrize("dumper", DUMPERS, ids=" ".join)
+def test_it_hides_the_lines_of_a_hex_dump_that_hold_the_value_text_column_and_all(
+    alpha, attempt, dumper, tmp_path
+):
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
+    data = b"head:" + LONG.encode() + b":tail-and-more-bytes-after-it\n"  # the value: bytes 5-84
+    lines = dump_of(data, dumper, tmp_path)
+
+    shown = [secret_masking.mask(line, hidden) for line in lines]
+
+    # Lines holding 6 bytes or more of the value (bytes 5-84); the last holds 5 (0x50-0x54),
+    # fewer than a piece must have, and shows them.
+    width = 32 if "32" in dumper else 16
+    holding = {n for n in range(len(lines)) if min(85, (n + 1) * width) - max(5, n * width) >= 6}
+    for n, (line, said) in enumerate(zip(lines, shown, strict=True)):
+        if n in holding:
+            assert said.endswith("***") and LONG[:4] not in said, (line, said)
+            assert said == line[: len(said) - 3] + "***"  # its offset stays
+        else:
+            assert said == line  # the tail's lines, and the dump's last offset
+    assert not any(piece in "\n".join(shown) for piece in lines_of(LONG, 8))
+
+
+def test_a_dump_of_other_bytes_is_left_as_it_is(alpha, attempt, tmp_path):
+    tenant_secrets.put(alpha, "HF_TOKEN", LONG)
+    (hidden,) = secret_masking.masks([attempt.pk]).values()
+    lines = dump_of(CONFIG.replace(LONG, "x" * 80).encode(), ["xxd"], tmp_path)
+
+    assert [secret_masking.mask(line, hidden) for line in lines] == lines
 
 
 def test_it_leaves_pieces_shorter_than_the_minimum_and_unrelated_base64(alpha, attempt):
