@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure PostgreSQL and Redis answer on 127.0.0.1: start them when installed but stopped,
-# install them from the distribution when absent. Used by `make test`.
+# install them from the distribution when absent (and xxd and hexdump, which some tests run).
+# Used by `make test`.
 set -euo pipefail
 
 PG_URL=${PG_ADMIN_URL:-postgresql://postgres:postgres@127.0.0.1:5432/postgres}
@@ -52,6 +53,13 @@ ensure_redis() {
   redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null
 }
 
+# The secret masking tests mask the hex dumps these tools print (od comes with coreutils).
+ensure_dump_tools() {
+  command -v xxd >/dev/null || apt_install xxd
+  command -v hexdump >/dev/null || apt_install bsdextrautils
+}
+
 ensure_postgres
 ensure_redis
+ensure_dump_tools
 echo "PostgreSQL and Redis are up on 127.0.0.1"
