@@ -131,8 +131,8 @@ class QuotaGate:
 
     def shortfall(self, job: QueuedJob, groups: list[Group]) -> str:
         """What of the job its tenant's quota does not cover now, per GPU type of ``groups``:
-        "A100: it may start 0 more GPUs, the job asks 8" (a gang whole, a shard alone), the
-        flavors it lacks joined; "" when it covers the job (a hold for an earlier job keeps
+        "a100: it may start 0 GPUs more, the job asks 8 GPUs" (a gang whole, a shard alone),
+        the flavors it lacks joined; "" when it covers the job (a hold for an earlier job keeps
         it off). Kept while the ledger is unchanged, per tenant and shape."""
         workers = job.workers if job.family == TRAINING else 1
         shape = (job.cpu_milli, job.memory_mb, job.worker_gpu_milli, workers)
