@@ -59,9 +59,6 @@ class MountFailures:
     ):
         self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
         self.clock, self.force_detach_s = clock, force_detach_s
-        # Whether a node of the cluster is not ready: its volumes stay attached until the
-        # controller detaches them by force (`check`'s `unready`).
-        self._unready = False
         self._lock = threading.Lock()
         self._errors: dict[Key, str] = {}
         self._read_at: dict[str, float] = {}  # namespace -> when its events were last listed
@@ -82,8 +79,9 @@ class MountFailures:
         `persisted_s` at least, unless read less than `check_s` ago. While a node of the
         cluster is `unready`, a Multi-Attach error is given `force_detach_s` more: the volume
         may be held by that node, which the controller detaches from by force only then."""
-        self._unready = unready
         now = time.monotonic()
+        # A Multi-Attach error's bound, None: mount_failure_s.
+        multi_attach_s = self.persisted_s + self.force_detach_s if unready else None
         waiting: dict[str, list[Key]] = {}
         for key, pod in pods.items():
             if key not in deleted and not self.error(key) and self._may_have_failed(pod):
@@ -102,20 +100,25 @@ class MountFailures:
                 # the next listing.
                 if (
                     not found
-                    and self._attach_failure(events, meta, wall)
+                    and self._attach_failure(events, meta, wall, multi_attach_s)
                     and (successes := attached(namespace)) is not None
                 ):
-                    found = self._attach_failure(events + successes, meta, wall)
+                    found = self._attach_failure(events + successes, meta, wall, multi_attach_s)
                 if found:
                     log.warning("attempt %s rank %s: %s", *key, found)
                     with self._lock:
                         self._errors[key] = found
 
     def _attach_failure(
-        self, events: list[client.CoreV1Event], meta: client.V1ObjectMeta, now: datetime
+        self,
+        events: list[client.CoreV1Event],
+        meta: client.V1ObjectMeta,
+        now: datetime,
+        multi_attach_s: float | None,
     ) -> str:
-        waits = self.persisted_s + self.force_detach_s if self._unready else None
-        return attach_failure_in_events(events, meta.name, meta.uid, self.persisted_s, now, waits)
+        return attach_failure_in_events(
+            events, meta.name, meta.uid, self.persisted_s, now, multi_attach_s
+        )
 
     def _may_have_failed(self, pod: client.V1Pod) -> bool:
         """The pod waits to mount, and is old enough to have failed for `persisted_s`."""
