@@ -11,8 +11,9 @@ one warm-up, alternately: lines of the jobs that name no secret, and lines of th
 name three (one line in ten holding a value). Prints the median milliseconds and the queries
 of each, their ratio, and the median milliseconds of the masking alone (`secret_masking.mask`
 with what `masks` gives), which the posts' times are too noisy to show: on the lines of one
-post, and on as many lines of unrelated base64 wrapped at 76 columns, whose ends are looked up
-among the values' base64 pieces.
+post, on as many lines of unrelated base64 wrapped at 76 columns, whose ends are looked up
+among the values' base64 pieces, and on as many lines of an `xxd` dump of unrelated bytes, each
+read back into its bytes and looked up.
 """
 
 import argparse
@@ -47,6 +48,14 @@ def body(attempt_ids: list[int], lines: int, seq: int) -> str:
         rows.append({"attempt_id": attempt, "rank": 0, "seq": row, "stream": "stdout",
                      "text": text})  # fmt: skip
     return json.dumps({"lines": rows})
+
+
+def xxd_line(n: int) -> str:
+    """Line ``n`` of `xxd`'s dump of bytes that hold no secret."""
+    data = bytes((n * 16 + i) * 7 % 256 for i in range(16))
+    groups = " ".join(data[i : i + 2].hex() for i in range(0, 16, 2))
+    text = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+    return f"{n * 16:08x}: {groups}  {text}"
 
 
 def main() -> None:
@@ -108,7 +117,9 @@ def main() -> None:
     dump = base64.encodebytes(bytes(range(256)) * (args.lines * 57 // 256 + 1)).decode()
     texts = dump.splitlines()[: len(lines)]
     wrapped = [{**line, "text": text} for line, text in zip(lines, texts, strict=True)]
-    for kind, batch in (("log lines", lines), ("lines of unrelated base64", wrapped)):
+    dumped = [{**line, "text": xxd_line(n)} for n, line in enumerate(lines)]
+    for kind, batch in (("log lines", lines), ("lines of unrelated base64", wrapped),
+                        ("lines of an unrelated hex dump", dumped)):  # fmt: skip
         masking = []
         for _ in range(args.repeat):
             started = time.perf_counter()

@@ -8,6 +8,7 @@ import pytest
 
 from jobs.models import Job
 from jobs.states import State
+from jobs.views import SUBMIT_HELPS
 from tests.factories import JobFactory, PriorityClassFactory
 from tests.jobs.test_portal import FORM
 
@@ -82,7 +83,9 @@ def test_a_submit_forms_error_describes_its_field(client, alice, changes, field)
     page = Page(response.text)
     assert response.status_code == 400
     assert_tied(page, field, response.context["errors"][field])
-    assert page.controls[field]["aria-describedby"] == f"id_{field}_error"
+    # A field with a help text is described by both.
+    described = [SUBMIT_HELPS[field]] if field in SUBMIT_HELPS else []
+    assert page.controls[field]["aria-describedby"] == " ".join([*described, f"id_{field}_error"])
     assert_untouched(page, "name")
 
 
