@@ -196,9 +196,13 @@ DUMP_LINES = (
 )  # fmt: skip
 
 
+# What every dump's line starts with: one look at a line that is no dump's.
+DUMP_START = re.compile(r"[0-9a-fA-F]{6,16}[: ]")
+
+
 def dumped(line: str) -> tuple[str, bytes] | None:
     """The offset and the bytes of a hex dump's line, None for any other line."""
-    if not line[:1].isalnum():
+    if not DUMP_START.match(line):
         return None
     for shape in DUMP_LINES:
         if found := shape.fullmatch(line):
