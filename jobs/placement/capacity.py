@@ -207,6 +207,14 @@ class Group:
     def max_gpus(self) -> int:
         return len(self.by_full) - 1
 
+    def could_hold(self, job: QueuedJob) -> bool:
+        """Whether one worker of the job fits the largest of these nodes, were they idle."""
+        return (
+            job.gpus <= self.max_gpus
+            and job.cpu_milli <= self.cap_cpu
+            and (job.memory_mb <= self.cap_mem)
+        )
+
     def admits(self, job: QueuedJob) -> bool:
         """Whether the job's workers may run on this group's nodes: its clusters, its GPU
         types, a share only on shareable GPUs."""

@@ -53,10 +53,7 @@ def too_large(job: QueuedJob, groups: list[Group]) -> bool:
     """Whether the job can never fit, even on idle nodes: one worker exceeds every candidate
     node's capacity, or a gang every group's (``fit.find_gang`` keeps a gang in one group: one
     GPU type, cluster and sharing kind)."""
-    if not any(
-        job.gpus <= g.max_gpus and job.cpu_milli <= g.cap_cpu and job.memory_mb <= g.cap_mem
-        for g in groups
-    ):
+    if not any(g.could_hold(job) for g in groups):
         return True
     return is_gang(job) and not any(_holds_gang(job, g) for g in groups)
 

@@ -140,7 +140,10 @@ class QuotaGate:
         if (known := self._shortfalls.get(key)) is not None:
             return known
         said = []
-        for gpu_type in self.types_of(groups) or ("",):
+        # The GPU types whose nodes could hold a worker: the quota of another is beside the
+        # point (an 8-GPU worker and 1-GPU nodes).
+        holding = sorted({g.gpu_type for g in groups if g.could_hold(job)})
+        for gpu_type in holding or self.types_of(groups) or ("",):
             wanted = demand(job, gpu_type, workers)
             lacking = [
                 f"it may start {amount_said(flavor, self.ledger.headroom(job.tenant, flavor))} "

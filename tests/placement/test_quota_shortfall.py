@@ -11,6 +11,7 @@ from tests.placement.builders import (
     j_training,
     n8_a100_nodes,
     n8_h100_nodes,
+    nodes,
     snapshot,
 )
 
@@ -66,4 +67,17 @@ def test_a_cpu_job_says_its_cores():
 
     assert waiting(decision, "cpu-job").endswith(
         "no GPU: it may start 1 core more, the job asks 2 cores."
+    )
+
+
+def test_a_gpu_type_whose_nodes_could_not_hold_a_worker_is_left_out():
+    # 1-GPU t4 nodes could never hold an 8-GPU worker: their quota is beside the point.
+    team = gpu_tenant("team", "a100", 0, borrow=0)
+    team = dataclasses.replace(team, quotas=(*team.quotas, Quota("gpu:t4", 0, 0)))
+    job = j_training("big", gpus=8, tenant="team")
+
+    decision = place(snapshot((*n8_a100_nodes(1), *nodes(8, 1, "t4")), (job,), tenants=(team,)))
+
+    assert waiting(decision, "big").endswith(
+        "does not cover the job: a100: it may start 0 GPUs more, the job asks 8 GPUs."
     )
