@@ -124,7 +124,8 @@ def heartbeat(
         for attempt in mine:
             apply_report(attempt, by_attempt.get(attempt.pk, []), now, skew)
         for attempt_id in succeeded_while_lost(cluster, by_attempt):
-            actions.late_success(attempt_id, now)
+            started = reported_start(by_attempt[attempt_id], skew)
+            actions.late_success(attempt_id, now, started)
     state = desired_state(cluster, known=by_attempt.keys())
     if resume_logs:
         state["resume_logs"] = log_resumes(cluster, resume_logs)
@@ -263,11 +264,18 @@ def gang_start(attempt: Attempt, workers, now, skew: float = 0.0) -> datetime | 
     """When the attempt's whole gang was running: the latest start its ranks report, moved
     onto the database's clock (`skew`), within its placement and `now`; None unless each of
     its ranks reports one."""
-    stamps = [w.started_at for w in workers]
-    if not every_rank(workers, attempt.workers) or None in stamps:
+    if not every_rank(workers, attempt.workers) or (at := reported_start(workers, skew)) is None:
         return None
-    at = datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
     return min(max(at, attempt.scheduled_at), now)
+
+
+def reported_start(workers, skew: float = 0.0) -> datetime | None:
+    """The latest start the workers report, on the database's clock; None unless each of them
+    reports one."""
+    stamps = [w.started_at for w in workers]
+    if not stamps or None in stamps:
+        return None
+    return datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
 
 
 def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.WorkerStatus]:

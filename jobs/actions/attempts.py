@@ -275,7 +275,7 @@ def retry(job: Job, attempt: Attempt, now) -> None:
 
 
 @retrying.atomic
-def late_success(attempt_id: int, now=None) -> None:
+def late_success(attempt_id: int, now=None, started=None) -> None:
     """Every worker of an attempt declared lost has exited 0 after all: its agent was away,
     not its workers (the janitor gives up the attempts of a silent cluster).
 
@@ -284,7 +284,8 @@ def late_success(attempt_id: int, now=None) -> None:
     stops it, if it was placed (take_late_success). A job that has ended keeps its end (its
     dependents were released or canceled by it): one event on the lost attempt records the
     report. Once per attempt: the exit code written marks the report as seen, so a report
-    sent again changes nothing.
+    sent again changes nothing. An attempt never seen running starts when its workers say
+    they started (`started`), within its placement and its end.
     """
     now = now or timezone.now()
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
@@ -296,6 +297,8 @@ def late_success(attempt_id: int, now=None) -> None:
     if attempt.outcome != Outcome.LOST or attempt.exit_code is not None:
         return
     lost_reason = attempt.reason
+    if attempt.started_at is None and started is not None:
+        attempt.started_at = min(max(started, attempt.scheduled_at), attempt.ended_at)
     attempt.exit_code = 0
     attempt.reason = f"exit code 0, reported after it was declared lost: {lost_reason}"[:300]
     if job.is_terminal:
@@ -316,7 +319,9 @@ def take_late_success(job: Job, attempt: Attempt, now) -> None:
     # Its run was not wasted; its allocations were released when it was declared lost.
     was_wasted = attempt.wasted_gpu_seconds
     attempt.wasted_gpu_seconds = wasted_gpu_seconds(attempt, attempt.ended_at)
-    attempt.save(update_fields=["outcome", "exit_code", "reason", "wasted_gpu_seconds"])
+    attempt.save(
+        update_fields=["outcome", "exit_code", "reason", "wasted_gpu_seconds", "started_at"]
+    )
     # Its end may be days back: a day the usage roll-up has written already is amended.
     change = attempt.wasted_gpu_seconds - was_wasted
     rollup.amend_waste(job.tenant_id, attempt.gpu_type, attempt.ended_at, change)
@@ -348,7 +353,7 @@ def late_start(job: Job, attempt: Attempt) -> dict:
 def note_late_success(job: Job, attempt: Attempt, now) -> None:
     """The job has ended: it keeps its end, and one event on the lost attempt says that its
     work was done (no transition: from and to are the job's state)."""
-    attempt.save(update_fields=["exit_code", "reason"])
+    attempt.save(update_fields=["exit_code", "reason", "started_at"])
     reason = (
         f"attempt {attempt.number} exited 0 after it was declared lost; not taken: the job "
         f"{ENDED_VERBS[job.state]}"

@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from clusters.backends.base import EXITED, FAILED, RUNNING, STOPPED
@@ -112,6 +113,30 @@ def test_a_late_success_counts_the_lost_run_as_work_not_waste(agent, lost):
     first.refresh_from_db()
     placed_to_start = (first.started_at - first.scheduled_at).total_seconds() * 8
     assert first.wasted_gpu_seconds == pytest.approx(placed_to_start)
+
+
+def test_a_late_success_never_seen_running_starts_when_its_workers_say(agent, east, west, settings):
+    # Placed, and its agent silent before any beat showed it running: its start was unknown.
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    job = JobFactory(family=Family.TRAINING, workers=2, gpus=4, max_retries=3)
+    cycle.run_cycle()
+    first = job.attempts.get()
+    silent = timezone.now() - timedelta(seconds=settings.MLSCHED_AGENT_LOST_GRACE_S + 60)
+    Cluster.objects.filter(pk=east.pk).update(last_heartbeat=silent)
+    Attempt.objects.filter(pk=first.pk).update(scheduled_at=F("scheduled_at") - timedelta(hours=1))
+    assert janitor.sweep()["lost"] == 1
+    began = timezone.now() - timedelta(minutes=50)
+
+    workers = [w | {"started_at": began.timestamp()} for w in exited_0(first)["workers"]]
+    post(agent, "east", "heartbeat", {"workers": workers})
+
+    first.refresh_from_db()
+    assert first.outcome == Outcome.SUCCEEDED
+    assert first.started_at.timestamp() == pytest.approx(began.timestamp(), abs=0.01)
+    waited = (first.started_at - first.scheduled_at).total_seconds()
+    assert first.wasted_gpu_seconds == pytest.approx(waited * 8)  # to its start, not its end
+    job.refresh_from_db()
+    assert job.started_at == first.started_at
 
 
 def test_a_late_success_reported_again_is_taken_once(agent, lost):
