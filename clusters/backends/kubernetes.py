@@ -591,8 +591,10 @@ class KubernetesBackend:
         """The pod's last failed pull, as the kubelet's events about it tell it; "" if none."""
         meta = pod.metadata
         try:
-            events = self.core.list_namespaced_event(
-                meta.namespace, field_selector=f"involvedObject.name={meta.name}"
+            events = self._clock.read(
+                self.core.list_namespaced_event_with_http_info,
+                meta.namespace,
+                field_selector=f"involvedObject.name={meta.name}",
             ).items
         except (ApiException, HTTPError) as error:
             # Without them the back-off counts as the platform's, as an unknown pull error does.
