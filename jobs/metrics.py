@@ -434,24 +434,25 @@ def attempts(now, attempts_of) -> list[Metric]:
                 [({}, wasted)]),
         *metric("mlsched_cpu_efficiency", "gauge",
                 "CPU time of the attempts ended in the last day whose use was measured, over "
-                "the core-seconds they asked for (0: none measured).",
-                [({}, (sums["busy_s"] or 0) / asked if asked else 0)]),
+                "the core-seconds they asked for (no sample: none measured).",
+                # None measured: no sample, not a 0 % read as jobs that used nothing.
+                [({}, (sums["busy_s"] or 0) / asked)] if asked else []),
         *metric("mlsched_memory_unused_gib_hours", "gauge",
                 "Memory the measured attempts ended in the last day asked for beyond their "
                 "largest worker's peak, times workers and run, in GiB-hours.",
                 [({}, (sums["unused_mib_s"] or 0) / 1024 / 3600)]),
         *metric("mlsched_gpu_efficiency", "gauge",
                 "GPU-seconds busy of the attempts ended in the last day whose GPU time was "
-                "measured, over the GPU-seconds they asked for (0: none measured).",
-                [({}, (sums["gpu_busy_s"] or 0) / gpu_asked if gpu_asked else 0)]),
+                "measured, over the GPU-seconds they asked for (no sample: none measured).",
+                [({}, (sums["gpu_busy_s"] or 0) / gpu_asked)] if gpu_asked else []),
         *metric("mlsched_gpus_held_idle", "gauge",
                 f"Whole GPUs held by running attempts whose GPUs have all read idle for "
                 f"{efficiency.IDLE_SAID_S // 60} minutes or more.",
                 [({}, held_idle or 0)]),
         *metric("mlsched_runtime_efficiency", "gauge",
                 "Runs of the attempts that succeeded in the last day over their runtime limits "
-                "(0: none succeeded).",
-                [({}, (sums["succeeded_run_s"] or 0) / limits if limits else 0)]),
+                "(no sample: none succeeded).",
+                [({}, (sums["succeeded_run_s"] or 0) / limits)] if limits else []),
     ]  # fmt: skip
 
 
@@ -479,66 +480,3 @@ def agents(now) -> list[Metric]:
                   "Seconds since each cluster's agent last reported.",
                   [({"cluster": name}, (now - beat).total_seconds())
                    for name, beat in clusters])  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Glance:
-    """One figure of the overview's first line, read off the metrics: a title, the figure, a
-    line saying what it counts, and whether it wants an operator's attention."""
-
-    title: str
-    figure: str
-    detail: str
-    alarm: bool = False
-
-
-def glance(figures: list[Metric]) -> list[Glance]:
-    """The platform at a glance: GPUs allocated, idle GPUs nothing queued or running could
-    use, jobs queued and running, the success rate, the scheduler's last cycle, the agents
-    reporting, the nodes quarantined and the GPUs running jobs hold idle. Read off `figures`
-    (collect()'s, as the reader may see them): no query."""
-    by_name = {m.name: m for m in figures}
-
-    def total(name: str, **match) -> float:
-        samples = by_name[name].samples if name in by_name else []
-        return sum(v for labels, v in samples if all(labels.get(k) == w for k, w in match.items()))
-
-    def values(name: str) -> list[float]:
-        return [v for _, v in by_name[name].samples] if name in by_name else []
-
-    gpus, allocated = total("mlsched_gpus", state="total"), total("mlsched_gpus", state="allocated")
-    share = f"{allocated / gpus:.0%} of the platform's GPUs" if gpus else "no GPU reported yet"
-    fragmented = total("mlsched_gpus_fragmented")
-    queued = total("mlsched_jobs", state=State.QUEUED)
-    running = sum(total("mlsched_jobs", state=s) for s in (State.SCHEDULED, State.RUNNING))
-    rate = values("mlsched_job_success_rate")
-    cycle_ages = values("mlsched_scheduler_last_cycle_age_seconds")
-    beats = values("mlsched_agent_heartbeat_age_seconds")
-    reporting = sum(1 for age in beats if age <= settings.MLSCHED_AGENT_TIMEOUT_S)
-    quarantined = total("mlsched_nodes_quarantined")
-    held_idle = total("mlsched_gpus_held_idle")
-    tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
-    stalled = not cycle_ages or min(cycle_ages) > max(30.0, 10 * tick)
-    return [
-        Glance("GPUs allocated", f"{shown(allocated)} of {shown(gpus)}", share),
-        Glance("Idle but unusable", f"{shown(fragmented)} GPUs",
-               "idle GPUs the queued and running job mix could not use"),
-        Glance("Your teams' jobs",
-               f"{shown(queued)} queued, {shown(running)} running",
-               "scheduled or running count as running"),
-        Glance("Success rate", f"{rate[0]:.0%}" if rate else "none ended",
-               "succeeded / (succeeded + failed), last day"),
-        Glance("Scheduler",
-               f"last cycle {min(cycle_ages):.0f} s ago" if cycle_ages else "no cycle yet",
-               f"one every {tick:g} s; none for {max(30.0, 10 * tick):g} s is marked", stalled),
-        Glance("Agents", f"{reporting} of {len(beats)} reporting",
-               f"silent over {settings.MLSCHED_AGENT_TIMEOUT_S:g} s: no new placements there",
-               reporting < len(beats)),
-        Glance("Nodes quarantined", shown(quarantined),
-               "cordoned for failing several jobs; the admin's node list says why",
-               quarantined > 0),
-        Glance("GPUs held idle", shown(held_idle),
-               f"held by running jobs whose GPUs have read idle for "
-               f"{efficiency.IDLE_SAID_S // 60} minutes or more (where measured)",
-               held_idle > 0),
-    ]  # fmt: skip

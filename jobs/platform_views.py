@@ -17,17 +17,19 @@ from jobs import access, nodes_api, reports
 from jobs import metrics as platform_metrics
 from jobs.forms import described
 from jobs.maintenance_api import bookings_of, nodes_named, planned
+from jobs.overview import panels
 
 
 @login_required
 def overview(request):
     """The metrics, drawn: the clusters, their maintenance to come and the scheduler as
-    everyone sees them; the bookings, job and attempt figures of the user's own tenants only."""
+    everyone sees them; the bookings, job and attempt figures of the user's own tenants only.
+    First the panels read off them (jobs.overview), then every metric in full."""
     tenants = access.tenants_of(request.user)
     figures = platform_metrics.collect(timezone.now(), tenants)
     context = {
+        **panels(figures),
         "metrics": figures,
-        "glance": platform_metrics.glance(figures),
         "maintenance": with_nodes_named(planned(MaintenanceWindow.objects)),
         "bookings": with_nodes_named(bookings_of(tenants)),
     }

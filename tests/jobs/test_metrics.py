@@ -522,3 +522,16 @@ def test_a_sample_is_written_as_its_value_reads_back(value, written):
     assert metric.lines()[-1] == f"m {written}"
     if written[-1].isdigit():
         assert float(written) == float(value)
+
+
+def test_right_sizing_gives_no_sample_while_nothing_was_measured(scrape):
+    now = timezone.now()
+    # Ended in the last day, its use never measured (a virtual inventory's GPUs, say).
+    AttemptFactory(job=JobFactory(gpus=1), started_at=now - 2 * HOUR, ended_at=now - HOUR,
+                   outcome="failed")  # fmt: skip
+
+    lines = scrape()
+
+    for name in ("mlsched_cpu_efficiency", "mlsched_gpu_efficiency", "mlsched_runtime_efficiency"):
+        assert f"# TYPE {name} gauge" in lines
+        assert not [line for line in lines if line.startswith(f"{name} ")]
