@@ -54,3 +54,15 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(cells.nth(9)).to_have_text("2.0 of 4 cores (50 %)")
     expect(cells.nth(10)).to_have_text("3.9 of 15.6 GiB (25 %)")
     expect(cells.nth(11)).to_have_text("0.8 of 1 GPU busy (80 %)")
+
+
+def test_a_commands_script_shows_its_lines_as_it_will_run_them(server, browser_page, alpha, alice):
+    script = "import time\nfor i in range(3):\n    print(i)"
+    job = JobFactory(tenant=alpha, owner=alice, command=["python", "-c", script])
+    log_in(browser_page, server, "alice")
+
+    browser_page.goto(f"{server}/jobs/{job.pk}/")
+
+    # innerText as drawn: collapsed into one line, the script would read as a syntax error.
+    shown = browser_page.locator("#command").inner_text()
+    assert shown == "python -c '" + script + "'"
