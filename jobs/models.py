@@ -267,6 +267,11 @@ class Job(models.Model):
             models.Index(fields=["started_at"], name="job_started_at"),
             # /metrics and the overview: jobs finished in the last day (success rate).
             models.Index(fields=["finished_at"], name="job_finished_at"),
+            # The portal's job list, each batch folded into its first shard (access.folded):
+            # newest first past a batch's other shards without reading them.
+            models.Index(
+                fields=["id"], condition=models.Q(parent__isnull=True), name="job_unsharded_id"
+            ),
             # `?batch=`: a batch's last shard, one probe (Job.rows_of_batch).
             models.Index(
                 fields=["parent", "id"],

@@ -7,7 +7,7 @@ import shlex
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, F, Q, Window
+from django.db.models import Count, Exists, F, OuterRef, Q, Window
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -60,6 +60,8 @@ def index(request):
     else:
         jobs = jobs.filter(filters).labelled(labels).prefetch_related("dependency_links")
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
+    if not request.GET.get("batch"):
+        count_shards(page)
     hidden = access.hidden_from(request.user, page)
     for job in page:
         job.wait_sentence = access.wait_sentence(job, hidden)
@@ -84,6 +86,21 @@ def index(request):
     return render(request, "portal/index.html", context, status=400 if errors else 200)
 
 
+def count_shards(page: list[Job]) -> None:
+    """Each batch of the (folded) list's page with its shards counted by state, in the
+    lifecycle's order, and its state the batch's (states.batch_state): one query."""
+    batches = {job.pk: job for job in page if job.is_batch}
+    counts = {pk: {job.state: 1} for pk, job in batches.items()}
+    rows = Job.objects.filter(parent_id__in=batches).order_by().values("parent_id", "state")
+    for row in rows.annotate(n=Count("pk")):
+        states = counts[row["parent_id"]]
+        states[row["state"]] = states.get(row["state"], 0) + row["n"]
+    for pk, job in batches.items():
+        job.shard_counts = {s: counts[pk][s] for s in State.values if s in counts[pk]}
+        job.shard_rows = sum(job.shard_counts.values())
+        job.listed_state = batch_state(job.shard_counts)
+
+
 def job_filters(request) -> tuple[Q, list, dict]:
     """The job list's query parameters as a queryset filter and the labels asked
     (JobQuerySet.labelled), and what is wrong with them."""
@@ -92,9 +109,10 @@ def job_filters(request) -> tuple[Q, list, dict]:
         labels = labels_asked(labels_written(request))
     except ValueError as bad:
         errors["label"] = str(bad)
+    shard = Q()  # what one of a folded batch's shards must match for the batch to be listed
     if state := request.GET.get("state"):
         if state in State.values:
-            filters["state"] = state
+            shard &= Q(state=state)
         else:
             errors["state"] = f"One of {', '.join(State.values)}."
     if tenant := request.GET.get("tenant"):
@@ -113,14 +131,23 @@ def job_filters(request) -> tuple[Q, list, dict]:
     batch, rows = filters.pop("batch", None), Q(**filters)
     if held := request.GET.get("held"):
         try:
-            rows &= held_filter(held)
+            shard &= held_filter(held)
         except ValueError as bad:
             errors["held"] = str(bad)
     if batch is None:
-        return rows, labels, errors
+        # Each batch folded into its first shard's row, listed when one of its shards matches.
+        return rows & access.folded(request.user) & any_shard(shard), labels, errors
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
-    return rows & Job.rows_of_batch(batch), labels, errors
+    return rows & shard & Job.rows_of_batch(batch), labels, errors
+
+
+def any_shard(matches: Q) -> Q:
+    """The rows that match, or are a batch one of whose other shards does."""
+    if not matches:
+        return matches
+    others = Job.objects.filter(matches, parent_id=OuterRef("pk"))
+    return matches | (Q(shards__gt=1, parent__isnull=True) & Exists(others))
 
 
 def labels_written(request) -> list[str]:
