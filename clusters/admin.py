@@ -19,6 +19,7 @@ from jobs import actions, janitor
 from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import names_listed, nodes_named, with_status
 from jobs.placement.model import gpu_flavor
+from jobs.placement.words import counted
 from quotas.admin_scope import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
 from quotas.models import Quota
 
@@ -207,7 +208,10 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         nodes = list(queryset.select_related("cluster"))
         stopped = actions.drain([node.pk for node in nodes], request.user.username)
         noted(request, nodes, "Drained: cordoned, the work on it asked to stop")
-        self.message_user(request, f"Node(s) drained: {stopped} attempt(s) asked to stop.")
+        drained = counted(len(nodes), "node")
+        self.message_user(
+            request, f"Drained {drained}: {counted(stopped, 'attempt')} asked to stop."
+        )
 
     @admin.action(description="Uncordon: place work on them again", permissions=["change"])
     def uncordon(self, request, queryset):
@@ -218,7 +222,7 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         changed = list(Node.objects.filter(pk__in=ids).select_related("cluster"))
         verb = "Uncordoned" if schedulable else "Cordoned"
         noted(request, changed, verb)
-        self.message_user(request, f"{verb} {len(changed)} node(s).")
+        self.message_user(request, f"{verb} {counted(len(changed), 'node')}.")
 
     def get_deleted_objects(self, objs, request):
         # A deleted node takes its released allocations (history only; a live one protects
@@ -377,9 +381,9 @@ class NodeWindowAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.Mode
             start = f"{window.starts_at:%Y-%m-%d %H:%M} UTC"
             self.message_user(
                 request,
-                f"{count} running job(s) on these nodes may run past {start} by their runtime "
-                "limit: they will be stopped then, with their grace period to checkpoint, and "
-                "requeued without using a retry.",
+                f"{counted(count, 'running job')} on these nodes may run past {start} by their "
+                "runtime limit: they will be stopped then, with their grace period to "
+                "checkpoint, and requeued without using a retry.",
                 messages.WARNING,
             )
 

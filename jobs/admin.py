@@ -10,6 +10,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
 from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
+from jobs.placement.words import counted
 from quotas.admin_scope import CheckedLookups, SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
@@ -182,7 +183,7 @@ class JobAdmin(
             canceled = sum(
                 actions.cancel(job, f"canceled by {request.user}") is not None for job in queryset
             )
-        self.message_user(request, f"Canceled {canceled} job(s).", level=messages.SUCCESS)
+        self.message_user(request, f"Canceled {counted(canceled, 'job')}.", level=messages.SUCCESS)
 
     @admin.action(description="Hold selected queued jobs", permissions=["cancel"])
     def hold_jobs(self, request, queryset):
@@ -207,7 +208,7 @@ class JobAdmin(
                     count += verb(job, str(request.user), admin=request.user.is_superuser)
                 except (actions.HoldRefused, actions.RequeueRefused) as refusal:
                     refused.append(str(refusal))
-        self.message_user(request, f"{done} {count} job(s).", level=messages.SUCCESS)
+        self.message_user(request, f"{done} {counted(count, 'job')}.", level=messages.SUCCESS)
         for message in refused[:10]:
             self.message_user(request, message, level=messages.WARNING)
 

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from jobs import efficiency
 from jobs.models import Job
+from jobs.placement.words import counted
 from jobs.states import batch_state
 from quotas.models import Tenant
 
@@ -94,7 +95,7 @@ def jobs_ended(ended: list[tuple[int, int]]) -> None:
         for job_id in due(ended):
             send(job_id)
     except Exception:
-        log.exception("job-end notifications of %d job(s) were not queued", len(ended))
+        log.exception("job-end notifications of %s were not queued", counted(len(ended), "job"))
 
 
 def due(ended: list[tuple[int, int]]) -> list[int]:

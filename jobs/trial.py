@@ -19,6 +19,7 @@ from clusters.models import Cluster
 from jobs import actions, cycle, dependencies, snapshot
 from jobs.models import Job
 from jobs.placement import PLACED, PREEMPTS, Outcome, place
+from jobs.placement.words import counted
 
 # A stored job's id is digits: these sort after every one of them, a batch's in shard order.
 TRIAL_ID = "trial-{:05d}"
@@ -61,10 +62,11 @@ def job_answer(index: int, outcome: Outcome, names: dict[str, str], back: dateti
     work first starts once its victims have gone (`back`)."""
     reason, message, start = cycle.explanation(outcome, skipped=False)
     if outcome.status == PREEMPTS:  # nothing is stopped for a trial: said as what would be
-        victims = len(outcome.victims)
+        victims = counted(len(outcome.victims), "lower-priority job")
         message = (
-            f"It would ask {victims} lower-priority job(s) to stop, and start once they have "
-            f"gone (their grace period: about {cycle.utc_time(back)})."
+            f"It would ask {victims} to stop, and start once "
+            f"{'it has' if len(outcome.victims) == 1 else 'they have'} gone (the grace period: "
+            f"about {cycle.utc_time(back)})."
         )
         start = back
     return {

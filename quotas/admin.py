@@ -7,6 +7,7 @@ from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
+from jobs.placement.words import counted
 from quotas import (
     provisions_admin,  # noqa: F401 (registers the secrets' and volumes' admins)
     tokens,
@@ -270,8 +271,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
             if held:
                 self.message_user(
                     request,
-                    f"Held {held} queued job(s) of {obj.name} whose image its allowed images "
-                    "no longer let through: only a platform admin releases them.",
+                    f"Held {counted(held, 'queued job')} of {obj.name} whose image its allowed "
+                    "images no longer let through: only a platform admin releases them.",
                     level=messages.WARNING,
                 )
 
@@ -291,8 +292,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         )
         self.message_user(
             request,
-            f"Gave {len(tenants)} tenant(s) a new notification secret, shown on each tenant's "
-            "page: their receivers need it to check notifications from now on.",
+            f"Gave {counted(len(tenants), 'tenant')} a new notification secret, shown on each "
+            "tenant's page: their receivers need it to check notifications from now on.",
             level=messages.SUCCESS,
         )
 
@@ -388,4 +389,6 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
         for token in queryset.select_related("user"):
             tokens.revoke_token(token, by=request.user)
             revoked += 1
-        self.message_user(request, f"Revoked {revoked} API token(s).", level=messages.SUCCESS)
+        self.message_user(
+            request, f"Revoked {counted(revoked, 'API token')}.", level=messages.SUCCESS
+        )

@@ -12,6 +12,7 @@ from django.db import DataError, transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from jobs.placement.words import counted
 from quotas.models import administered_tenants
 from quotas.tenant_secrets import InUse
 
@@ -123,5 +124,6 @@ class RefusedWhileInUse:
                 deleted.append(row)
         if deleted:
             self.log_deletions(request, deleted)
-            self.message_user(request, f"Deleted {len(deleted)} {self.noun}(s).", messages.SUCCESS)
+            deleted_rows = counted(len(deleted), self.noun)
+            self.message_user(request, f"Deleted {deleted_rows}.", messages.SUCCESS)
         return None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jobs.cli.client import TERMINAL, Api, show
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
+from jobs.placement.words import counted
 
 
 def submit(api: Api, args) -> None:
@@ -58,7 +59,7 @@ def trial_line(answer: dict) -> str:
     jobs = answer["jobs"]
     placed = [job for job in jobs if job["status"] == "placed"]
     where = ", ".join(sorted({name for job in placed for name in job["clusters"]}))
-    what = f"{len(jobs)} shards" if len(jobs) > 1 else f"{jobs[0]['nodes']} node(s)"
+    what = f"{len(jobs)} shards" if len(jobs) > 1 else counted(jobs[0]["nodes"], "node")
     if len(jobs) == 1 and jobs[0].get("workers", 1) > 1:
         what = f"{jobs[0]['workers']} workers on {what}"
     start = f"estimated start {answer['estimated_start'] or 'unknown'}"

@@ -14,6 +14,7 @@ from jobs.placement.decision import (
 )
 from jobs.placement.fit import Need, Slot
 from jobs.placement.model import FAMILIES, NO_ABLE_AGENT, TRAINING, WHOLE_GPU, QueuedJob
+from jobs.placement.words import counted
 
 
 def invalid(job: QueuedJob) -> str:
@@ -216,15 +217,17 @@ _GANG_TOO_LARGE = (
 
 def _request(job: QueuedJob) -> str:
     if job.gpus:
-        gpu = f"{job.gpus} GPU(s)"
+        gpu = counted(job.gpus, "GPU")
     elif job.gpu_milli:
         gpu = f"{job.gpu_milli / WHOLE_GPU:.2f} of a GPU"
     else:
         gpu = "no GPU"
     types = "/".join(job.gpu_types) if job.gpu_types and job.worker_gpu_milli else "any type"
     # An elastic gang waits for its fewest workers (Cycle._decide).
-    workers = f"at least {job.workers}" if job.min_workers == job.workers else str(job.workers)
-    return f"{workers} worker(s) x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MiB"
+    workers = counted(job.workers, "worker")
+    if job.min_workers == job.workers:
+        workers = f"at least {workers}"
+    return f"{workers} x {gpu} ({types}), {job.cpu_milli}m CPU, {job.memory_mb} MiB"
 
 
 def placed(
@@ -253,9 +256,10 @@ def placed(
     )
     nodes = len({w.node_id for w in workers})
     clusters = ", ".join(sorted({w.cluster for w in workers}))
-    message = f"{len(workers)} worker(s) on {nodes} node(s) in {clusters}"
+    message = f"{counted(len(workers), 'worker')} on {counted(nodes, 'node')} in {clusters}"
     if victims:
-        message += f" once {len(victims)} preempted job(s) have stopped"
+        have = "has" if len(victims) == 1 else "have"
+        message += f" once {counted(len(victims), 'preempted job')} {have} stopped"
     if borrowed:
         message += ", on capacity borrowed from other tenants"
     return Outcome(
@@ -268,7 +272,7 @@ def reserved(
 ) -> Outcome:
     """The head-of-line job: nodes held for it from ``start`` (``reason``: what it waits for,
     if not only for running work to end)."""
-    message = f"{_request(job)}: {REASONS[reason]} ({len(node_ids)} node(s) held)"
+    message = f"{_request(job)}: {REASONS[reason]} ({counted(len(node_ids), 'node')} held)"
     return Outcome(
         job.id, RESERVED, reason, message, reserved_nodes=node_ids, estimated_start=start
     )

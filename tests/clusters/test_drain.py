@@ -38,7 +38,7 @@ def test_draining_a_node_cordons_it_and_stops_the_gang_on_it_as_a_preemption(adm
         Outcome.PREEMPTED,
         "node drained by admin; requeued to run elsewhere",
     )
-    assert "1 attempt(s) asked to stop" in page.text
+    assert "1 attempt asked to stop" in page.text
 
 
 def test_drained_work_is_requeued_without_using_a_retry_and_runs_off_the_drained_node(

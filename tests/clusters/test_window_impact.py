@@ -46,7 +46,7 @@ def test_maintenance_says_how_many_running_jobs_it_will_stop(admin_client, busy)
     )
 
     (warning,) = warnings(page)
-    assert warning.startswith("1 running job(s) on these nodes may run past")
+    assert warning.startswith("1 running job on these nodes may run past")
     assert "will be stopped then" in warning
 
 

@@ -30,7 +30,7 @@ def test_the_cancel_action_cancels_live_jobs_only(admin_client):
         follow=True,
     )
 
-    assert "Canceled 1 job(s)." in page.text
+    assert "Canceled 1 job." in page.text
     queued.refresh_from_db()
     done.refresh_from_db()
     assert (queued.state, done.state) == (State.CANCELED, State.SUCCEEDED)

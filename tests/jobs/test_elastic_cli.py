@@ -108,8 +108,8 @@ def test_a_test_only_answer_says_how_many_workers_a_gang_would_start_with():
     }
     one = {**answer, "jobs": [{**answer["jobs"][0], "nodes": 1, "workers": 1}]}
 
-    assert commands.trial_line(answer) == "would start now on east (3 workers on 3 node(s))"
-    assert commands.trial_line(one) == "would start now on east (1 node(s))"
+    assert commands.trial_line(answer) == "would start now on east (3 workers on 3 nodes)"
+    assert commands.trial_line(one) == "would start now on east (1 node)"
 
 
 def test_the_job_list_gives_an_elastic_gangs_range_of_workers():

@@ -401,7 +401,7 @@ def test_a_broker_that_refuses_the_task_does_not_fail_the_end(
         end(job, Outcome.SUCCEEDED, exit_code=0)
 
     assert Job.objects.get(pk=job.pk).state == State.SUCCEEDED
-    assert "job-end notifications of 1 job(s) were not queued" in caplog.text
+    assert "job-end notifications of 1 job were not queued" in caplog.text
 
 
 # -- the receiver's answers -----------------------------------------------------------------

@@ -253,6 +253,6 @@ def test_a_job_that_would_evict_says_so_and_nothing_is_asked_to_stop(alpha, alic
 
     assert job["status"] == "preempts"
     assert job["pending_message"].startswith(
-        "It would ask 1 lower-priority job(s) to stop, and start once they have gone"
+        "It would ask 1 lower-priority job to stop, and start once it has gone"
     )
     assert running.attempts.get().stop_requested_at is None

@@ -19,7 +19,7 @@ def test_submit_test_only_prints_where_the_job_would_start_now_and_submits_nothi
     tested = cli("submit", "-", "--test-only", stdin=json.dumps(CLI_SPEC))
 
     assert tested.returncode == 0, tested.stderr
-    assert tested.stdout == "would start now on east (1 node(s))\n"
+    assert tested.stdout == "would start now on east (1 node)\n"
     assert not Job.objects.exists()
 
 

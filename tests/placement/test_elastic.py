@@ -67,9 +67,9 @@ def test_below_its_fewest_an_elastic_gang_waits_and_says_for_how_many():
     never = decided([elastic(workers=4, least=2)], n8_a100_nodes(1))["el"]
 
     assert (out.status, out.reason) == (PENDING, "insufficient_gpus")
-    assert out.message.startswith("at least 2 worker(s) x 8 GPU(s)")
+    assert out.message.startswith("at least 2 workers x 8 GPUs")
     assert (never.status, never.reason) == (PENDING, "worker_too_large")
-    assert never.message.startswith("at least 2 worker(s)")
+    assert never.message.startswith("at least 2 workers")
 
 
 SIZES = [(f, w, m) for f, w, m in itertools.product(range(7), range(1, 6), range(1, 6)) if m <= w]

@@ -31,7 +31,7 @@ def test_a_gang_over_its_tenants_gpu_quota_says_what_it_may_start_and_what_it_as
     decision = place(snapshot(n8_a100_nodes(4), (gang,), tenants=(team, idle)))
 
     assert waiting(decision, "gang") == (
-        "2 worker(s) x 8 GPU(s) (any type), 8000m CPU, 8000 MiB: The tenant's guarantee "
+        "2 workers x 8 GPUs (any type), 8000m CPU, 8000 MiB: The tenant's guarantee "
         "plus what it may borrow does not cover the job: a100: it may start 2 GPUs more, the "
         "job asks 16 GPUs."
     )

@@ -278,7 +278,7 @@ def test_every_pending_job_has_a_sentence():
     busy = with_free(busy, (0,) * 8)
     outcome = place(snapshot((free, busy), (j_training("g", workers=2),))).outcomes[0]
     assert outcome.reason == "insufficient_gpus"
-    assert "2 worker(s) x 8 GPU(s)" in outcome.message
+    assert "2 workers x 8 GPUs" in outcome.message
 
 
 def test_the_same_snapshot_gives_the_same_decision():

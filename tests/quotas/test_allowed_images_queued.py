@@ -36,7 +36,7 @@ def test_narrowing_the_patterns_holds_the_queued_jobs_of_other_images(root, alph
 
     page = narrow(root, alpha)
 
-    assert "Held 1 queued job(s) of" in page.text
+    assert "Held 1 queued job of" in page.text
     held = {j.pk: j for j in Job.objects.all()}
     assert (held[kept.pk].held, held[elsewhere.pk].held) == ("", "")
     assert held[other.pk].held == Job.Hold.ADMIN

@@ -153,7 +153,7 @@ def test_deleting_selected_secrets_deletes_the_free_ones_and_names_the_job_keepi
 
     assert list(TenantSecret.objects.values_list("name", flat=True)) == ["HF_TOKEN"]
     assert "HF_TOKEN of Alpha not deleted" in refusal and f"({job.pk})" in refusal
-    assert success == "Deleted 1 secret(s)."
+    assert success == "Deleted 1 secret."
 
 
 def test_the_sealed_form_cannot_be_looked_up_through_the_list(platform_admin, alpha):

@@ -202,5 +202,5 @@ def test_reseal_seals_every_secret_under_the_first_key_and_names_those_none_open
 
     with override_settings(MLSCHED_SECRETS_KEYS=["new-key"]):
         assert TenantSecret.objects.get(name="TOKEN").value() == "the-value"
-    assert "resealed 1 secret(s)" in out.getvalue()
+    assert "resealed 1 secret" in out.getvalue()
     assert "alpha/LOST" in err.getvalue()

@@ -7,6 +7,7 @@ A secret no key opens is left as it is and named: its tenant's owners set it aga
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from jobs.placement.words import counted
 from quotas import vault
 from quotas.models import TenantSecret
 
@@ -27,6 +28,6 @@ class Command(BaseCommand):
                     continue
                 secret.save(update_fields=["sealed"])
                 resealed += 1
-        self.stdout.write(f"resealed {resealed} secret(s)")
+        self.stdout.write(f"resealed {counted(resealed, 'secret')}")
         if unreadable:
             self.stderr.write(f"no key opens: {', '.join(unreadable)}")
