@@ -97,7 +97,8 @@ class Efficiency:
         used = self.cores_used
         if used is None:
             return ""
-        return f"{used:.1f} of {self.cores_asked:g} cores ({percent(self.cpu_efficiency)})"
+        cores = "core" if self.cores_asked == 1 else "cores"
+        return f"{used:.1f} of {self.cores_asked:g} {cores} ({percent(self.cpu_efficiency)})"
 
     def gpu_text(self) -> str:
         """For the job page, "1.4 of 2 GPUs busy (70 %)", and of a live attempt whose GPUs have

@@ -36,6 +36,14 @@ def test_the_cpu_share_is_of_every_workers_cores_over_the_run():
     assert used.cpu_text() == "3.0 of 4 cores (75 %)"
 
 
+def test_one_core_asked_is_said_as_one_core():
+    ran = attempt(cpu=50.0, ran=NOON, ended=NOON + timedelta(seconds=100))
+
+    assert efficiency.of_attempt(ran, job(cpu_milli=1000), NOON).cpu_text() == (
+        "0.5 of 1 core (50 %)"
+    )
+
+
 def test_a_running_attempts_run_counts_to_now_from_its_first_worker():
     running = attempt(cpu=30.0, ran=NOON, started=NOON + timedelta(seconds=50))
 
