@@ -48,18 +48,6 @@ def visible_jobs(user):
     return Job.objects.filter(Q(tenant__in=mine) | Q(pk__in=granted(user, "view_job")))
 
 
-def folded(user) -> Q:
-    """The job list's rows with each batch folded into its first shard (which stands for it):
-    jobs of no batch, batches' first shards, and the shards shared with the user alone whose
-    batch they cannot see."""
-    if not user.is_authenticated:
-        return Q(parent__isnull=True)
-    shared = granted(user, "view_job")
-    alone = Job.objects.filter(pk__in=shared, parent__isnull=False).exclude(parent__in=shared)
-    ids = list(alone.exclude(tenant__in=tenants_of(user)).values_list("pk", flat=True))
-    return Q(parent__isnull=True) | Q(pk__in=ids) if ids else Q(parent__isnull=True)
-
-
 def cancelable_jobs(user):
     """Jobs the user may cancel: their submit tenants' jobs, plus single jobs granted to them
     with guardian's cancel_job (which does not need the job to be visible to them)."""

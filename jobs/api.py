@@ -6,6 +6,7 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
+from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
@@ -15,7 +16,7 @@ from rest_framework.exceptions import PermissionDenied, Throttled, ValidationErr
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, actions, throttles, trial
+from jobs import access, actions, folding, throttles, trial
 from jobs.action_serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
@@ -31,6 +32,7 @@ from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
 from jobs.nodes_api import ClustersView, NodesView
 from jobs.serializers import (
+    FLAGS,
     EventSerializer,
     JobSerializer,
     LogLineSerializer,
@@ -68,15 +70,20 @@ class JobsView(APIView):
 
     def get(self, request):
         jobs = visible(request).order_by("-id")
+        shard = Q()  # what a job must match (folded: one of a batch's shards)
         if state := request.query_params.get("state"):
             if state not in State.values:
                 raise ValidationError({"state": f"One of {', '.join(State.values)}."})
-            jobs = jobs.filter(state=state)
+            shard &= Q(state=state)
         if held := request.query_params.get("held"):
             try:
-                jobs = jobs.filter(held_filter(held))
+                shard &= held_filter(held)
             except ValueError as bad:
                 raise ValidationError({"held": str(bad)}) from None
+        fold = flag_param(request, "fold")
+        if fold and "batch" in request.query_params:
+            raise ValidationError({"fold": "A batch's shards are listed one by one: not both."})
+        jobs = jobs.filter(folding.rows(request.user) & folding.any_shard(shard) if fold else shard)
         try:
             jobs = jobs.labelled(labels_asked(request.query_params.getlist("label")))
         except ValueError as bad:
@@ -91,14 +98,31 @@ class JobsView(APIView):
             jobs = jobs.filter(shard_index=shard)
         page = list(jobs[:PAGE])
         context = {"hidden": access.hidden_from(request.user, page)}
-        return Response({"jobs": JobSerializer(page, many=True, context=context).data,
-                         "next": page[-1].pk if len(page) == PAGE else None})  # fmt: skip
+        listed = JobSerializer(page, many=True, context=context).data
+        if fold:  # each batch's row with its shards counted, as the job's own answer has them
+            counted = folding.shard_states(page)
+            for job, data in zip(page, listed, strict=True):
+                if job.pk in counted:
+                    data["shard_states"] = counted[job.pk]
+                    data["batch_state"] = batch_state(counted[job.pk])
+        return Response({"jobs": listed, "next": page[-1].pk if len(page) == PAGE else None})
 
     def post(self, request):
         tenant, spec = submission(request)
         job, created = actions.submit(request.user, tenant, spec)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(job_json(request, visible(request).get(pk=job.pk)), status=code)
+
+
+def flag_param(request, name: str) -> bool:
+    """A yes-or-no query parameter (1, true, 0, false in any case; absent: no), else a 400
+    naming it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if (value := FLAGS.get(raw.lower())) is None:
+        raise ValidationError({name: "1 or 0 (or true or false)."})
+    return value
 
 
 def submission(request) -> tuple:

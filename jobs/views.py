@@ -7,7 +7,7 @@ import shlex
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Exists, F, OuterRef, Q, Window
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -17,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
 from clusters.models import Node, is_topology_key
-from jobs import access, actions, dependencies, efficiency, throttles, trial
+from jobs import access, actions, dependencies, efficiency, folding, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
@@ -87,18 +87,13 @@ def index(request):
 
 
 def count_shards(page: list[Job]) -> None:
-    """Each batch of the (folded) list's page with its shards counted by state, in the
-    lifecycle's order, and its state the batch's (states.batch_state): one query."""
-    batches = {job.pk: job for job in page if job.is_batch}
-    counts = {pk: {job.state: 1} for pk, job in batches.items()}
-    rows = Job.objects.filter(parent_id__in=batches).order_by().values("parent_id", "state")
-    for row in rows.annotate(n=Count("pk")):
-        states = counts[row["parent_id"]]
-        states[row["state"]] = states.get(row["state"], 0) + row["n"]
-    for pk, job in batches.items():
-        job.shard_counts = {s: counts[pk][s] for s in State.values if s in counts[pk]}
-        job.shard_rows = sum(job.shard_counts.values())
-        job.listed_state = batch_state(job.shard_counts)
+    """Each batch of the folded list's page with its shards counted by state and its state
+    the batch's (states.batch_state)."""
+    by_pk = {job.pk: job for job in page}
+    for pk, states in folding.shard_states(page).items():
+        job = by_pk[pk]
+        job.shard_counts, job.shard_rows = states, sum(states.values())
+        job.listed_state = batch_state(states)
 
 
 def job_filters(request) -> tuple[Q, list, dict]:
@@ -136,18 +131,10 @@ def job_filters(request) -> tuple[Q, list, dict]:
             errors["held"] = str(bad)
     if batch is None:
         # Each batch folded into its first shard's row, listed when one of its shards matches.
-        return rows & access.folded(request.user) & any_shard(shard), labels, errors
+        return rows & folding.rows(request.user) & folding.any_shard(shard), labels, errors
     # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
     # through every job submitted since.
     return rows & shard & Job.rows_of_batch(batch), labels, errors
-
-
-def any_shard(matches: Q) -> Q:
-    """The rows that match, or are a batch one of whose other shards does."""
-    if not matches:
-        return matches
-    others = Job.objects.filter(matches, parent_id=OuterRef("pk"))
-    return matches | (Q(shards__gt=1, parent__isnull=True) & Exists(others))
 
 
 def labels_written(request) -> list[str]:

@@ -85,12 +85,20 @@ def depend(api: Api, args) -> None:
 
 
 def list_jobs(api: Api, args) -> None:
+    """The jobs, newest first, a line each; a batch on one line, its state the batch's and its
+    shards counted by state after its name, unless its shards are asked for (`--batch`, or
+    `--shards` for every batch's)."""
+    fold = None if args.batch is not None or args.shards else 1
     params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
-              "label": args.label}  # fmt: skip
+              "label": args.label, "fold": fold}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
-        show(f"{job['id']:>8}  {job['state']:<10} {job['family']:<16} {job['owner']:<12} "
+        state = job.get("batch_state", job["state"])
+        if states := job.get("shard_states"):
+            counts = ", ".join(f"{n} {state}" for state, n in states.items())
+            why = f"  [{sum(states.values())} shards: {counts}]"
+        show(f"{job['id']:>8}  {state:<10} {job['family']:<16} {job['owner']:<12} "
              f"{shape(job):<7} {job['name']}{why}")  # fmt: skip
 
 

@@ -118,7 +118,11 @@ def add_checking(commands) -> None:
     listing = commands.add_parser("list")
     listing.add_argument("--state", choices=STATES, help="only jobs in this state")
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
-    listing.add_argument("--batch", type=int, metavar="ID", help="only the shards of this batch")
+    listing.add_argument("--batch", type=int, metavar="ID",
+                         help="only the shards of this batch, a line each")  # fmt: skip
+    listing.add_argument("--shards", action="store_true",
+                         help="every batch's shards a line each (else a batch is one line, its "
+                              "shards counted by state)")  # fmt: skip
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
