@@ -14,6 +14,14 @@ failure found so is checked against the controller's Normal
 SuccessfulAttachVolume events, listed then (one request more, in that namespace alone): a
 volume attached since its last failure is being mounted, not failing. Once found, a failure
 stands for the pod: its attempt is reported failed until it is forgotten.
+
+A Multi-Attach error names the volume another node holds. While that node is not ready, the
+controller detaches it by force after `force_detach_s`, so the error is given that much more;
+which node holds it is read from the VolumeAttachment objects (storage.k8s.io, cluster-scoped:
+RBAC `list` on volumeattachments), listed once a pass while a node of the cluster is not ready
+and a pod waits on such an error. A volume held by a ready node fails at `persisted_s`. Where
+they cannot be read (no RBAC, no CSI driver's attachment for the volume), every Multi-Attach
+error gets the longer wait while any node is not ready.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from kubernetes import client
@@ -32,6 +41,7 @@ from urllib3.exceptions import HTTPError
 from clusters.backends.k8s_clock import ControlPlaneClock
 from clusters.backends.k8s_status import (
     ATTACHED,
+    NODE_READY,
     attach_failure_in_events,
     mount_failure_in_events,
     waits_to_mount,
@@ -56,9 +66,10 @@ class MountFailures:
         check_s: float,
         clock: ControlPlaneClock,
         force_detach_s: float = FORCE_DETACH_S,
+        storage: client.StorageV1Api | None = None,
     ):
         self.core, self.persisted_s, self.check_s = core, persisted_s, check_s
-        self.clock, self.force_detach_s = clock, force_detach_s
+        self.clock, self.force_detach_s, self.storage = clock, force_detach_s, storage
         self._lock = threading.Lock()
         self._errors: dict[Key, str] = {}
         self._read_at: dict[str, float] = {}  # namespace -> when its events were last listed
@@ -73,15 +84,15 @@ class MountFailures:
                 self._errors.pop(key)
 
     def check(
-        self, pods: dict[Key, client.V1Pod], deleted: set[Key], unready: bool = False
+        self, pods: dict[Key, client.V1Pod], deleted: set[Key], nodes: dict[str, str] | None = None
     ) -> None:
         """Read the events of each namespace where a pod has waited to mount its volumes for
-        `persisted_s` at least, unless read less than `check_s` ago. While a node of the
-        cluster is `unready`, a Multi-Attach error is given `force_detach_s` more: the volume
-        may be held by that node, which the controller detaches from by force only then."""
+        `persisted_s` at least, unless read less than `check_s` ago. A Multi-Attach error on a
+        volume held by a node that is not ready (`nodes`: each node's state, k8s_status'
+        NODE_READY and the others; None: not known) is given `force_detach_s` more: the
+        controller detaches it from that node by force only then."""
         now = time.monotonic()
-        # A Multi-Attach error's bound, None: mount_failure_s.
-        multi_attach_s = self.persisted_s + self.force_detach_s if unready else None
+        multi_attach_s = self._multi_attach_bound(nodes)
         waiting: dict[str, list[Key]] = {}
         for key, pod in pods.items():
             if key not in deleted and not self.error(key) and self._may_have_failed(pod):
@@ -109,12 +120,46 @@ class MountFailures:
                     with self._lock:
                         self._errors[key] = found
 
+    def _multi_attach_bound(self, nodes: dict[str, str] | None) -> Callable[[str], float] | None:
+        """How long a Multi-Attach error on a volume lasts before it counts (None: every
+        volume's `persisted_s`): `force_detach_s` more while a node holding it is not ready or
+        gone, as the VolumeAttachments say (read once, when first asked); where they do not
+        say, while any node is not ready."""
+        if nodes is None or all(state == NODE_READY for state in nodes.values()):
+            return None
+        longer = self.persisted_s + self.force_detach_s
+        holders = functools.cache(self._volume_holders)
+
+        def bound(volume: str) -> float:
+            held_by = holders().get(volume)
+            if held_by is None or any(nodes.get(node) != NODE_READY for node in held_by):
+                return longer
+            return self.persisted_s
+
+        return bound
+
+    def _volume_holders(self) -> dict[str, set[str]]:
+        """PersistentVolume name -> the nodes its VolumeAttachments name; {} when unread."""
+        if self.storage is None:
+            return {}
+        try:
+            attachments = self.storage.list_volume_attachment().items
+        except (ApiException, HTTPError) as error:
+            log.warning("volume attachments: %s", error)
+            return {}
+        holders: dict[str, set[str]] = {}
+        for attachment in attachments:
+            volume = attachment.spec.source.persistent_volume_name
+            if volume:
+                holders.setdefault(volume, set()).add(attachment.spec.node_name)
+        return holders
+
     def _attach_failure(
         self,
         events: list[client.CoreV1Event],
         meta: client.V1ObjectMeta,
         now: datetime,
-        multi_attach_s: float | None,
+        multi_attach_s: Callable[[str], float] | None,
     ) -> str:
         return attach_failure_in_events(
             events, meta.name, meta.uid, self.persisted_s, now, multi_attach_s

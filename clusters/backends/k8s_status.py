@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -411,7 +412,7 @@ def attach_failure_in_events(
     pod_uid: str,
     persisted_s: float,
     now: datetime,
-    multi_attach_s: float | None = None,
+    multi_attach_s: Callable[[str], float] | None = None,
 ) -> str:
     """Why a volume of the pod cannot be attached to its node, 'FailedAttachVolume: volume
     "<pv>": already attached to another node (Multi-Attach)' or 'FailedAttachVolume: volume
@@ -420,7 +421,8 @@ def attach_failure_in_events(
     from the first to the last, or to `now` while the last is a Multi-Attach error, which the
     controller does not repeat; "" before then, or once a SuccessfulAttachVolume event about
     it, among `events`, is as late as the last failure (the volume is attached). A
-    Multi-Attach error lasts `multi_attach_s` (`persisted_s` if None) before it counts."""
+    Multi-Attach error on a volume lasts `multi_attach_s(volume)` (`persisted_s` if None)
+    before it counts."""
     failures: dict[str, list[tuple[datetime, datetime, str, bool]]] = {}  # volume -> its events
     attached: dict[str, datetime] = {}  # volume -> when it was last attached for the pod
     for event in events:
@@ -449,7 +451,7 @@ def attach_failure_in_events(
             continue
         first = min(one[1] for one in seen)
         until = max(last, now) if once else last
-        bound = multi_attach_s if once and multi_attach_s is not None else persisted_s
+        bound = multi_attach_s(volume) if once and multi_attach_s is not None else persisted_s
         if (until - first).total_seconds() >= bound:
             lasting.append((last, f'{FAILED_ATTACH}: volume "{volume}": {said}'))
     return max(lasting)[1] if lasting else ""

@@ -99,7 +99,6 @@ from clusters.backends.k8s_status import (
     NODE_MISSING,
     NODE_NOT_READY,
     NODE_READY,
-    NODE_UNREACHABLE,
     Seen,
     is_finished,
     is_started,
@@ -214,11 +213,13 @@ class KubernetesBackend:
         # past a new namespace's kube-root-ca.crt or a lagging cache, and far before the
         # control plane's start timeout (300 s). The events are read at most every
         # mount_check_s.
-        # While a node is not ready, a Multi-Attach error waits force_detach_s more: the volume
-        # may be that node's until the controller detaches it by force.
+        # While the node holding its volume is not ready, a Multi-Attach error waits
+        # force_detach_s more: the volume is that node's until the controller detaches it by
+        # force.
         self._mounts = MountFailures(
-            self.core, mount_failure_s, mount_check_s, self._clock, force_detach_s
-        )
+            self.core, mount_failure_s, mount_check_s, self._clock, force_detach_s,
+            client.StorageV1Api(api_client),
+        )  # fmt: skip
         self._watcher = PodWatcher(
             self.core, selector, self._pod_changed, timeout_s=watch_timeout_s, backoff_s=retry_s
         )
@@ -298,10 +299,7 @@ class KubernetesBackend:
         nodes = self._node_states()
         pods, deleted = self._watcher.snapshot()
         self._find_pull_errors(pods, deleted)
-        unready = nodes is not None and any(
-            state in (NODE_NOT_READY, NODE_UNREACHABLE) for state in nodes.values()
-        )
-        self._mounts.check(pods, deleted, unready)
+        self._mounts.check(pods, deleted, nodes)
         with self._lock:
             expected = {
                 (a, r): att.nodes[r] for a, att in self._attempts.items() for r in att.nodes

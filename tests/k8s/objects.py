@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 TERMINAL = ("Succeeded", "Failed")
@@ -49,6 +51,23 @@ def list_of(kind: str, api_version: str, items: list[dict], rv: str) -> dict:
         "metadata": {"resourceVersion": rv},
         "items": items,
     }
+
+
+def volume_attachment(volume: str, node: str) -> dict:
+    """The attach-detach controller's record that `volume` (a PersistentVolume) is attached to
+    `node`, named as it names them (csi-<sha256 of volume, driver and node>)."""
+    digest = hashlib.sha256(f"{volume}{ATTACHER}{node}".encode()).hexdigest()
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": f"csi-{digest}", "uid": str(uuid.uuid4())},
+        "spec": {"attacher": ATTACHER, "nodeName": node,
+                 "source": {"persistentVolumeName": volume}},
+        "status": {"attached": True},
+    }  # fmt: skip
+
+
+ATTACHER = "disk.csi.example.com"  # a CSI driver of attachable disks
 
 
 def created(

@@ -1,11 +1,12 @@
 """A small Kubernetes API server for tests: real HTTP on 127.0.0.1, objects kept in memory.
 
-It speaks enough of /api/v1 and /apis/networking.k8s.io/v1 for the Kubernetes backend: nodes
-(list), namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
-timestamps),
-services, resource quotas, persistent volume claims and network policies (create, get, list,
-delete), secrets (create, get, list, delete, and a JSON merge patch of their metadata), and
-events (list, with a fieldSelector on involvedObject.name, reason or type). Pods' volume mounts
+It speaks enough of /api/v1, /apis/networking.k8s.io/v1 and /apis/storage.k8s.io/v1 for the
+Kubernetes backend: nodes (list), volume attachments (list: those `attach_elsewhere` keeps),
+namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
+timestamps), services, resource quotas, persistent volume claims and network policies
+(create, get, list, delete), secrets (create, get, list, delete, and a JSON merge patch of
+their metadata), and events (list, with a fieldSelector on involvedObject.name, reason or
+type). Pods' volume mounts
 are validated as the API server does (a known volume, at an absolute path no other mount of the
 container has, a relative subPath without ".."), and so are their volumes (each named by a
 DNS label no other has, of exactly one type), secret volumes (a Secret named, items of valid
@@ -68,6 +69,7 @@ MERGE_PATCH = ("application/merge-patch+json", "application/strategic-merge-patc
 GROUP = r"(?P<group>api/v1|apis/networking\.k8s\.io/v1)"
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes"),
+    (re.compile(r"^/apis/storage\.k8s\.io/v1/volumeattachments$"), "volume_attachments"),
     (re.compile(r"^/api/v1/namespaces$"), "namespaces"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)$"), "namespace"),
     (re.compile(r"^/api/v1/pods$"), "all_pods"),
@@ -731,6 +733,16 @@ class KubeTestServer:
             items = [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]
             return objects.list_of("Node", "v1", items, str(self.rv))
 
+    def list_volume_attachments(self) -> dict:
+        """A CSI driver's VolumeAttachment for each claim volume `attach_elsewhere` keeps on a
+        node, as the attach-detach controller writes it (storage.k8s.io/v1, cluster-scoped)."""
+        with self.cond:
+            items = [
+                objects.volume_attachment(self._claim_volume(ns, claim), node)
+                for (ns, claim), node in sorted(self.attached.items())
+            ]
+            return objects.list_of("VolumeAttachment", "storage.k8s.io/v1", items, str(self.rv))
+
     def watch(self, handler, ns, selector: str, since: int, timeout_s: float, bookmarks=False):
         """Stream pod events after resourceVersion `since` until the timeout or a drop; a watch
         that times out ends on a BOOKMARK when asked to, as the API server does."""
@@ -1137,6 +1149,8 @@ def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> t
     match (route, method):
         case ("nodes", "GET"):
             return 200, kube.list_nodes()
+        case ("volume_attachments", "GET"):
+            return 200, kube.list_volume_attachments()
         case ("namespaces", "POST"):
             return 201, kube.create_namespace(body)
         case ("namespace", "GET"):

@@ -145,10 +145,34 @@ def test_attach_successes_unread_leave_the_failure_to_the_next_listing(kube, mak
     assert kube.count_requests("GET", EVENTS, query=ATTACHES) == 2
 
 
-def test_while_a_node_is_not_ready_a_multi_attach_waits_for_its_force_detach(kube, make_backend):
-    # gpu-b, holding the volume, has gone NotReady: the controller detaches it by force only
-    # after its wait (6 minutes; 2 s here), and a failure before then would use up a retry.
+ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
+
+
+def holder_not_ready(kube) -> None:
+    """gpu-b, holding the volume (its VolumeAttachment says so), has gone NotReady."""
     kube.set_node_ready("gpu-b", False)
+
+
+def another_node_not_ready(kube) -> None:
+    """gpu-c, which holds nothing the worker needs, has gone NotReady."""
+    kube.add_node("gpu-c", cpu="64", memory="512Gi", gpus=8)
+    kube.set_node_ready("gpu-c", False)
+
+
+def attachments_unreadable(kube) -> None:
+    """No RBAC on volumeattachments: which node holds the volume is not known, and a node has
+    gone NotReady."""
+    kube.fail("GET", ATTACHMENTS, ApiError(403, "Forbidden", "cannot list"), times=None)
+    another_node_not_ready(kube)
+
+
+@pytest.mark.parametrize("unready", [holder_not_ready, attachments_unreadable])
+def test_a_multi_attach_waits_for_the_force_detach_of_a_node_that_may_hold_its_volume(
+    kube, make_backend, unready
+):
+    # The controller detaches a volume by force from a node not ready only after its wait (6
+    # minutes; 2 s here), and a failure before then would use up a retry.
+    unready(kube)
     backend = fast(make_backend, force_detach_s=2)
     held_by_another_node(kube, backend)
     status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
@@ -158,7 +182,36 @@ def test_while_a_node_is_not_ready_a_multi_attach_waits_for_its_force_detach(kub
     for _ in range(3):
         assert status_becomes(backend, 7, 0, base.PENDING).reason == "ContainerCreating"
     assert kube.count_requests("GET", EVENTS, query=WARNINGS) > 0
+    assert kube.count_requests("GET", ATTACHMENTS) > 0
     assert status_becomes(backend, 7, 0, base.FAILED, timeout=5).reason == MULTI_ATTACH
+
+
+def test_a_volume_a_ready_node_holds_fails_at_the_bound_while_another_node_is_not_ready(
+    kube, make_backend
+):
+    # The VolumeAttachment says gpu-b, ready, holds it: no force detach is coming.
+    another_node_not_ready(kube)
+    status = failed_once_the_kubelet_tried_again(
+        kube, lambda **kw: make_backend(force_detach_s=600, **kw), held_by_another_node
+    )
+
+    assert status.reason == MULTI_ATTACH
+    assert kube.count_requests("GET", ATTACHMENTS) > 0
+
+
+def test_the_attachments_are_not_read_while_every_node_is_ready(kube, make_backend):
+    failed_once_the_kubelet_tried_again(kube, make_backend, held_by_another_node)
+
+    assert kube.count_requests("GET", ATTACHMENTS) == 0
+
+
+def test_a_multi_attach_lasts_the_bound_its_volume_is_given():
+    events = [multi_attach(0)]
+    now = datetime(2026, 5, 1, 10, 0, tzinfo=UTC) + timedelta(seconds=NOW_S)
+    bounds = {PV: 60.0}
+
+    assert attach_failure_in_events(events, POD, UID, 30, now, bounds.__getitem__) == ""
+    assert attach_failure_in_events(events, POD, UID, 30, now, lambda _: 30.0) == MULTI_ATTACH
 
 
 def test_while_a_node_is_not_ready_a_storage_error_fails_at_the_bound(kube, make_backend):
