@@ -9,8 +9,9 @@ folds each batch into its first shard's row, so its first page has to reach back
 shard to the single jobs: the worst case for the fold. Times, for a member of the tenant, the
 portal's list (`/`), narrowed by a state no shard is in (`?state=failed`: every shard is asked)
 and by one some are in (`?state=running`), the batch's shards one by one (`?batch=`), and the
-API's list, through Django's test client (the whole request, one warm-up first); prints the
-median of `--repeat` requests in milliseconds, one line each.
+API's list, unfolded and folded (`?fold=1`; code that does not know it lists the shards),
+through Django's test client (the whole request, one warm-up first); prints the median of
+`--repeat` requests in milliseconds, one line each.
 """
 
 import argparse
@@ -88,7 +89,8 @@ def main() -> None:
                       ("portal list ?state=failed", "/?state=failed"),
                       ("portal list ?state=running", "/?state=running"),
                       ("portal list ?batch=", f"/?batch={first.pk}"),
-                      ("API list", "/api/v1/jobs/")):  # fmt: skip
+                      ("API list", "/api/v1/jobs/"),
+                      ("API list ?fold=1", "/api/v1/jobs/?fold=1")):  # fmt: skip
         print(f"{name}: {median_ms(user, url, args.repeat):.1f} ms")
 
 
