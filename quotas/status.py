@@ -9,7 +9,7 @@ team uses it, with no limit.
 """
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 from django.db.models import Count, Q
@@ -69,6 +69,22 @@ class TeamQuotas:
 
 def unit(flavor: str) -> str:
     return {"cpu": "millicores", "memory": "MiB"}.get(flavor, "GPUs")
+
+
+# The portal's units for people: cores, not millicores; GiB, not MiB.
+PEOPLES_UNITS = {"cpu": ("cores", 1000), "memory": ("GiB", 1024)}
+
+
+def for_people(flavor: Flavor) -> Flavor:
+    """The flavor's figures in the portal's units (cores, GiB; GPUs as they are)."""
+    if flavor.flavor not in PEOPLES_UNITS:
+        return flavor
+    unit, per = PEOPLES_UNITS[flavor.flavor]
+    scaled = {name: None if value is None else value / per
+              for name in ("guaranteed", "borrow_limit", "lend_limit", "in_use", "borrowed",
+                           "may_start")
+              for value in [getattr(flavor, name)]}  # fmt: skip
+    return replace(flavor, unit=unit, **scaled)
 
 
 def in_units(flavor: str, amount: int | None) -> float | None:

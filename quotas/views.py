@@ -1,6 +1,8 @@
 """The portal's quota page: what each of the user's teams may still start, and why its jobs
 wait for quota."""
 
+from dataclasses import replace
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
@@ -12,8 +14,12 @@ from quotas.api import fair_share_classes
 @login_required
 def quotas(request):
     teams = list(access.report_tenants(request.user).order_by("name"))
+    shown = [
+        replace(team, flavors=[status.for_people(f) for f in team.flavors])
+        for team in status.of(teams, request.user)
+    ]
     context = {
-        "teams": status.of(teams, request.user),
+        "teams": shown,
         "fair_share_classes": fair_share_classes(),
     }
     return render(request, "portal/quotas.html", context)

@@ -125,6 +125,21 @@ def test_the_portal_page_draws_the_same_figures(client, alice, placed):
     assert 'id="team-alpha"' in page and 'id="team-gamma"' not in page
 
 
+def test_the_portal_page_gives_cpu_in_cores_and_memory_in_gib(client, alice, alpha, placed):
+    QuotaFactory(tenant=alpha, flavor="cpu", guaranteed=64_000)
+    QuotaFactory(tenant=alpha, flavor="memory", guaranteed=524_288, borrow_limit=1536)
+    client.force_login(alice)
+
+    page = client.get("/quotas/").content.decode()
+
+    def shown(flavor: str) -> list[str]:
+        row = page[page.index(f'data-flavor="{flavor}"') :].split("</tr>")[0]
+        return [cell.split("</td>")[0].split(">", 1)[1] for cell in row.split("<td")[1:]]
+
+    assert shown("cpu")[:3] == ["cpu", "cores", "64"] and shown("cpu")[5] == "8"
+    assert shown("memory")[:4] == ["memory", "GiB", "512", "1.50"]
+
+
 def test_the_portal_page_asks_to_log_in(client):
     assert client.get("/quotas/").status_code == 302
 
