@@ -320,6 +320,8 @@ class Cycle:
         if outcome is not None and outcome.status == PREEMPTS:
             return outcome
         why = self.quota.shortfall(job, groups)  # before the hold: it says what is free now
+        if why and outcome is None and (none := own_quota.nothing_to_free(self, job, groups)):
+            why = f"{why}; {none}"
         self.quota.hold_for(job, groups, self._known_ends)
         return outcome or explain.over_quota(job, why)
 

@@ -32,10 +32,13 @@ class OwnWork:
 
     def __init__(self, running: Iterable[RunningJob]):
         self.by_tenant: dict[str, list[RunningJob]] = {}
+        self.lowest_fixed: dict[str, int] = {}  # the lowest tier of its work not preemptible
         self._held: dict[tuple[str, int, int], dict[str, int]] = {}
         for job in sorted(running, key=lambda j: (j.tier, j.id)):
             if job.preemptible and not job.stopping:
                 self.by_tenant.setdefault(job.tenant, []).append(job)
+            elif not job.stopping:
+                self.lowest_fixed.setdefault(job.tenant, job.tier)
 
     def held_below(
         self, tenant: str, tier: int, gone: set[str], usage_of: Callable[[RunningJob], dict]
@@ -96,6 +99,27 @@ def preempt_own(
     ledger.charge(job.tenant, used, -1)
     ledger.leave(job.tenant, used, -1)
     return outcome
+
+
+def nothing_to_free(cycle: Cycle, job: QueuedJob, groups: list[Group]) -> str:
+    """Why a job of a class that may preempt evicts none of its tenant's own work for its
+    quota, when its tenant runs work of a lower priority: it may not be preempted, or all of
+    it would not free enough; "" otherwise (nothing of a lower priority runs, or eviction
+    could free enough and it waits for another reason: the room, the search's budget)."""
+    if not job.may_preempt:
+        return ""
+    held = cycle.own_work.held_below(job.tenant, job.tier, cycle.evicted, cycle.usage_of)
+    if not held:
+        fixed = cycle.own_work.lowest_fixed.get(job.tenant)
+        if fixed is not None and fixed < job.tier:
+            return "its tenant's work of a lower priority may not be preempted"
+        return ""
+    if not cycle.quota.allowed_if(job, groups, less=held):
+        return (
+            "evicting all of its tenant's preemptible work of a lower priority would not free "
+            "enough"
+        )
+    return ""
 
 
 def _choose(

@@ -326,3 +326,54 @@ def test_a_job_that_evicts_its_tenants_work_runs_on_borrowed_quota_only_beyond_w
 
     outcome = decision.by_job()["urgent"]
     assert (outcome.status, outcome.borrowed) == ("preempts", False)
+
+
+def test_a_job_that_may_preempt_says_its_tenants_lower_priority_work_may_not_be_preempted():
+    a, b = n8_a100_nodes(2)
+    a, fixed = running_on(a, "fixed", 8, tier=0, preemptible=False)
+    urgent = j_training("urgent", gpus=8, tier=5)
+
+    decision = place(snapshot((a, b), (urgent,), running=(fixed,), tenants=(alpha(8, 8),)))
+
+    outcome = decision.by_job()["urgent"]
+    assert outcome.reason == "quota_exceeded"
+    assert outcome.message.endswith(
+        "a100: it may start 0 GPUs more, the job asks 8 GPUs; its tenant's work of a lower "
+        "priority may not be preempted."
+    )
+
+
+def test_a_job_that_may_preempt_says_evicting_what_it_may_would_not_free_enough():
+    # 16 guaranteed, all held; the gang asks 16, and only 8 of the 16 held may be evicted.
+    a, b, c = n8_a100_nodes(3)
+    a, fixed = running_on(a, "fixed", 8, tier=0, preemptible=False)
+    b, low = running_on(b, "low", 8, tier=0, preemptible=True)
+    urgent = j_training("urgent", gpus=8, workers=2, tier=5)
+
+    decision = place(snapshot((a, b, c), (urgent,), running=(fixed, low), tenants=(alpha(16, 16),)))
+
+    outcome = decision.by_job()["urgent"]
+    assert (outcome.reason, decision.preempted) == ("quota_exceeded", ())
+    assert outcome.message.endswith(
+        "; evicting all of its tenant's preemptible work of a lower priority would not free enough."
+    )
+
+
+def test_a_job_whose_tenant_runs_nothing_of_a_lower_priority_says_nothing_of_eviction():
+    a, b = n8_a100_nodes(2)
+    a, peer = running_on(a, "peer", 8, tier=5, preemptible=False)
+    urgent = j_training("urgent", gpus=8, tier=5)
+
+    decision = place(snapshot((a, b), (urgent,), running=(peer,), tenants=(alpha(8, 8),)))
+
+    assert decision.by_job()["urgent"].message.endswith("the job asks 8 GPUs.")
+
+
+def test_a_job_that_may_not_preempt_says_nothing_of_eviction():
+    a, b = n8_a100_nodes(2)
+    a, low = running_on(a, "low", 8, preemptible=True)
+    urgent = j_training("urgent", gpus=8, tier=5, may_preempt=False)
+
+    decision = place(snapshot((a, b), (urgent,), running=(low,), tenants=(alpha(8, 8),)))
+
+    assert "evict" not in decision.by_job()["urgent"].message
