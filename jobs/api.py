@@ -100,11 +100,12 @@ class JobsView(APIView):
         context = {"hidden": access.hidden_from(request.user, page)}
         listed = JobSerializer(page, many=True, context=context).data
         if fold:  # each batch's row with its shards counted, as the job's own answer has them
-            counted = folding.shard_states(page)
+            batches = folding.shards_of(page)
             for job, data in zip(page, listed, strict=True):
-                if job.pk in counted:
-                    data["shard_states"] = counted[job.pk]
-                    data["batch_state"] = batch_state(counted[job.pk])
+                if (shards := batches.get(job.pk)) is not None:
+                    data["shard_states"] = shards.states
+                    data["batch_state"] = batch_state(shards.states)
+                    data["shards_waiting"] = shards.waiting
         return Response({"jobs": listed, "next": page[-1].pk if len(page) == PAGE else None})
 
     def post(self, request):

@@ -2,6 +2,8 @@
 batch, Job.is_batch), as Slurm's squeue folds an array's tasks: the portal's job list always,
 the API's with `?fold=1`, the CLI's `list` unless it asks for one batch's shards."""
 
+from dataclasses import dataclass, field
+
 from django.db.models import Count, Exists, OuterRef, Q
 
 from jobs.access import granted, tenants_of
@@ -29,13 +31,32 @@ def any_shard(matches: Q) -> Q:
     return matches | (Q(shards__gt=1, parent__isnull=True) & Exists(others))
 
 
-def shard_states(page: list[Job]) -> dict[int, dict[str, int]]:
-    """The shards of each batch of `page` counted by state, in the lifecycle's order, as
-    Job.shard_states() counts one batch's: one query for the page."""
+@dataclass
+class Shards:
+    """A batch's shards: how many are in each state, in the lifecycle's order, and why its
+    queued ones wait, how many for each reason code, the most first."""
+
+    states: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, int] = field(default_factory=dict)
+
+
+def shards_of(page: list[Job]) -> dict[int, Shards]:
+    """The shards of each batch of `page`, as Job.shard_states() counts one batch's, with why
+    its queued ones wait: one query for the page."""
     batches = {job.pk: job for job in page if job.is_batch}
-    counts = {pk: {job.state: 1} for pk, job in batches.items()}
-    found = Job.objects.filter(parent_id__in=batches).order_by().values("parent_id", "state")
-    for row in found.annotate(n=Count("pk")):
-        states = counts[row["parent_id"]]
-        states[row["state"]] = states.get(row["state"], 0) + row["n"]
-    return {pk: {s: c[s] for s in State.values if s in c} for pk, c in counts.items()}
+    rows = [(pk, job.state, job.pending_reason, 1) for pk, job in batches.items()]
+    found = Job.objects.filter(parent_id__in=batches).order_by()
+    rows += found.values_list("parent_id", "state", "pending_reason").annotate(n=Count("pk"))
+    states: dict[int, dict[str, int]] = {pk: {} for pk in batches}
+    waiting: dict[int, dict[str, int]] = {pk: {} for pk in batches}
+    for pk, state, reason, n in rows:
+        states[pk][state] = states[pk].get(state, 0) + n
+        if state == State.QUEUED:
+            waiting[pk][reason] = waiting[pk].get(reason, 0) + n
+    return {
+        pk: Shards(
+            {s: states[pk][s] for s in State.values if s in states[pk]},
+            dict(sorted(waiting[pk].items(), key=lambda item: (-item[1], item[0]))),
+        )
+        for pk in batches
+    }

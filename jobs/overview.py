@@ -164,14 +164,15 @@ class Reason:
     meaning: str
 
 
+def meaning(code: str) -> str:
+    """What a queued job's reason code means, "" for one not known here."""
+    return REASONS.get(code) or OTHER_REASONS.get(code, "")
+
+
 def waiting(figures: list[Metric]) -> list[Reason]:
     """The reader's queued jobs by why they wait, the most first, each with what it means."""
     counts = Figures(figures).keyed("mlsched_jobs_queued_by_reason", "reason")
-    rows = [
-        Reason(code, int(n), REASONS.get(code) or OTHER_REASONS.get(code, ""))
-        for (code,), n in counts.items()
-        if n
-    ]
+    rows = [Reason(code, int(n), meaning(code)) for (code,), n in counts.items() if n]
     return sorted(rows, key=lambda r: (-r.jobs, r.code))
 
 

@@ -17,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
 from clusters.models import Node, is_topology_key
-from jobs import access, actions, dependencies, efficiency, folding, throttles, trial
+from jobs import access, actions, dependencies, efficiency, folding, overview, throttles, trial
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
@@ -87,13 +87,15 @@ def index(request):
 
 
 def count_shards(page: list[Job]) -> None:
-    """Each batch of the folded list's page with its shards counted by state and its state
-    the batch's (states.batch_state)."""
+    """Each batch of the folded list's page with its shards counted by state, its state the
+    batch's (states.batch_state), and why its queued shards wait."""
     by_pk = {job.pk: job for job in page}
-    for pk, states in folding.shard_states(page).items():
+    for pk, shards in folding.shards_of(page).items():
         job = by_pk[pk]
-        job.shard_counts, job.shard_rows = states, sum(states.values())
-        job.listed_state = batch_state(states)
+        job.shard_counts, job.shard_rows = shards.states, sum(shards.states.values())
+        job.listed_state = batch_state(shards.states)
+        job.shards_waiting = [(reason, n, overview.meaning(reason))
+                              for reason, n in shards.waiting.items()]  # fmt: skip
 
 
 def job_filters(request) -> tuple[Q, list, dict]:

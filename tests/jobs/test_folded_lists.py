@@ -27,6 +27,7 @@ def test_folded_a_batch_is_one_row_with_its_shards_counted_and_its_state(api, al
     assert [job["id"] for job in jobs] == [first.pk, single.pk]
     assert jobs[0]["shard_states"] == {"queued": 1, "running": 1, "succeeded": 1}
     assert jobs[0]["batch_state"] == "running"
+    assert jobs[0]["shards_waiting"] == {"": 1}  # not decided by a cycle yet
     assert "shard_states" not in jobs[1]
 
 

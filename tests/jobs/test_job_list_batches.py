@@ -129,3 +129,18 @@ def test_older_pages_page_on_by_the_batches_rows(client, alpha, alice, monkeypat
 
     assert set(newest) == {firsts[2].pk, firsts[1].pk}
     assert set(older) == {firsts[0].pk}
+
+
+def test_a_batch_row_says_why_its_queued_shards_wait(client, alpha, alice):
+    first = batch(alpha, alice, State.RUNNING, State.QUEUED, State.QUEUED, State.QUEUED)
+    shards = Job.objects.filter(parent=first)
+    shards.filter(shard_index__in=(1, 2)).update(pending_reason="batch_shard_limit")
+    shards.filter(shard_index=3).update(pending_reason="quota_exceeded")
+    client.force_login(alice)
+
+    row = client.get("/").text.split("<tr class=")[1]
+    said = " ".join(re.sub(r"<[^>]+>", "", row.split('<span class="shards-waiting">')[1]
+                           .split("</span>")[0]).split())  # fmt: skip
+
+    assert said == "Queued shards wait as batch_shard_limit (2), quota_exceeded (1)."
+    assert 'title="As many of its batch&#x27;s shards run as the batch lets run at once."' in row
