@@ -25,7 +25,8 @@ def read_rows(
             if not (set(c) & header if isinstance(c, tuple) else c in header)
         ]
         if missing:
-            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+            columns_word = "column" if len(missing) == 1 else "columns"
+            raise ValueError(f"{path}: missing {columns_word} {', '.join(missing)}")
         out = []
         for row in reader:
             try:

@@ -145,7 +145,7 @@ def test_deleting_selected_volumes_deletes_the_free_ones_and_names_the_job_keepi
 
     assert list(TenantVolume.objects.values_list("name", flat=True)) == ["imagenet"]
     assert "imagenet of Alpha not deleted" in refusal and f"({job.pk})" in refusal
-    assert success == "Deleted 1 volume(s)."
+    assert success == "Deleted 1 volume."
     assert LogEntry.objects.get(action_flag=DELETION).object_id == str(free.pk)
 
 

@@ -107,7 +107,7 @@ ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
     "trace, clusters, says",
     [
         (ITP_HEADER + "a,0,60,1\n", "a:16x8", "bad cluster spec 'a:16x8'"),
-        ("job_id,submission_time,duration\na,0,60\n", "a:1x8xA100", "missing column(s) num_gpu"),
+        ("job_id,submission_time,duration\na,0,60\n", "a:1x8xA100", "missing column num_gpu"),
         (ITP_HEADER + "a,0,60,1\nb,5,soon,1\n", "a:1x8xA100", "line 3: could not convert"),
         (None, "a:1x8xA100", "No such file"),
         (ITP_HEADER + "a,0,60,1\n", "a:0x8xA100", "NODES and GPUS of 1 or more"),
@@ -155,7 +155,7 @@ def test_an_fgd_pod_list_without_its_columns_is_named(capsys, tmp_path, n4_gpu_n
     code = main(["fgd", "--nodes", str(n4_gpu_nodes), "--pods", str(pods), "--policy", "fgd"])
 
     assert code == 2
-    assert "missing column(s) memory_mib, num_gpu, gpu_milli" in capsys.readouterr().err
+    assert "missing columns memory_mib, num_gpu, gpu_milli" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("hours", ["-1", "nan", "inf", "soon"])
