@@ -65,12 +65,14 @@ class Tenant(models.Model):
         help_text="Tenants of one cohort lend each other their idle guaranteed quota.",
     )
     max_queued_jobs = models.PositiveIntegerField(
+        "most jobs queued",
         null=True,
         blank=True,
         help_text="At most this many of its jobs queued at once (a batch counts its shards): "
         "a submission past it is refused. Empty: no limit.",
     )
     max_gpus_per_user = models.PositiveIntegerField(
+        "most GPUs per user",
         null=True,
         blank=True,
         help_text="GPUs one user's running jobs may hold in this tenant at once (Slurm's "
@@ -78,6 +80,7 @@ class Tenant(models.Model):
         "Empty: no limit.",
     )
     gpu_hours_per_month = models.PositiveIntegerField(
+        "GPU-hours a month",
         null=True,
         blank=True,
         help_text="GPU-hours its jobs may use each calendar month (UTC), Slurm's GrpTRESMins: "
@@ -86,6 +89,7 @@ class Tenant(models.Model):
         "budget.",
     )
     gpu_idle_limit_min = models.PositiveIntegerField(
+        "GPU idle limit (minutes)",
         null=True,
         blank=True,
         validators=[MinValueValidator(10)],
@@ -99,6 +103,7 @@ class Tenant(models.Model):
     # Database defaults too: a tenant written by code that does not know these columns (an
     # older process during a rolling upgrade) gets none, and a secret on first use (below).
     notify_url = models.URLField(
+        "notification URL",
         max_length=500,
         blank=True,
         db_default="",
@@ -108,6 +113,7 @@ class Tenant(models.Model):
         "month's GPU-hour use reaches 80 % and 100 % of its budget. Empty: none.",
     )
     notify_secret = models.CharField(
+        "notification secret",
         max_length=64,
         default=new_notify_secret,
         db_default="",

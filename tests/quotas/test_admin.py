@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -33,6 +35,15 @@ def test_it_shows_quota_usage_beside_each_quota(admin_client, alpha):
     assert page.status_code == 200
     assert "2 GPUs (25% of guarantee)" in page.text
     assert "1000 millicores (10% of guarantee)" in page.text
+
+
+def test_the_tenant_page_names_its_limits_with_their_units(admin_client, alpha):
+    page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/").text
+
+    labels = re.findall(r'<label[^>]*for="id_[a-z_]+"[^>]*>([^<]+):</label>', page)
+    for label in ("Most jobs queued", "Most GPUs per user", "GPU-hours a month",
+                  "GPU idle limit (minutes)", "Notification URL"):  # fmt: skip
+        assert label in labels
 
 
 def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
