@@ -110,12 +110,16 @@ class Cluster(models.Model):
 class Node(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=253)
-    cpu_milli = models.PositiveIntegerField(help_text="Allocatable CPU, in millicores.")
-    memory_mb = models.PositiveIntegerField(help_text="Allocatable memory, in MiB.")
-    gpu_type = models.CharField(max_length=64, blank=True, help_text="Empty for CPU-only nodes.")
-    gpu_count = models.PositiveSmallIntegerField(default=0)
+    cpu_milli = models.PositiveIntegerField(
+        "CPU (millicores)", help_text="Allocatable CPU, in millicores."
+    )
+    memory_mb = models.PositiveIntegerField("memory (MiB)", help_text="Allocatable memory, in MiB.")
+    gpu_type = models.CharField(
+        "GPU type", max_length=64, blank=True, help_text="Empty for CPU-only nodes."
+    )
+    gpu_count = models.PositiveSmallIntegerField("GPUs", default=0)
     gpu_shareable = models.BooleanField(
-        default=False, help_text="Small jobs may share one of this node's GPUs."
+        "GPUs shareable", default=False, help_text="Small jobs may share one of this node's GPUs."
     )
     topology = models.JSONField(
         default=dict,

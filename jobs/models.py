@@ -55,12 +55,18 @@ class Job(models.Model):
 
     # Per-worker request. A worker wants `gpus` whole GPUs, or a share of one GPU in
     # `gpu_milli` (1..999, evaluation and batch inference on shareable GPU types only).
-    cpu_milli = models.PositiveIntegerField(validators=[MinValueValidator(1)])
-    memory_mb = models.PositiveIntegerField(validators=[MinValueValidator(1)])
-    gpus = models.PositiveSmallIntegerField(default=0)
-    gpu_milli = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(999)])
+    cpu_milli = models.PositiveIntegerField(
+        "CPU per worker (millicores)", validators=[MinValueValidator(1)]
+    )
+    memory_mb = models.PositiveIntegerField(
+        "memory per worker (MiB)", validators=[MinValueValidator(1)]
+    )
+    gpus = models.PositiveSmallIntegerField("GPUs per worker", default=0)
+    gpu_milli = models.PositiveSmallIntegerField(
+        "GPU share (thousandths)", default=0, validators=[MaxValueValidator(999)]
+    )
     gpu_types = models.JSONField(
-        default=list, blank=True, help_text="Acceptable GPU types; empty means any."
+        "GPU types", default=list, blank=True, help_text="Acceptable GPU types; empty means any."
     )
     cluster_selector = models.JSONField(
         default=dict, blank=True, help_text="Cluster labels the job requires."
