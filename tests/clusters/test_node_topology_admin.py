@@ -1,6 +1,6 @@
-"""A node's topology edited in the admin by a platform admin: held to the rule the agents'
+"""A node in the admin: its topology edited by a platform admin, held to the rule the agents'
 inventory is (every key one a job could ask for), a bad key refused on the topology field,
-naming it, and nothing saved."""
+naming it, and nothing saved; its fields named as people write them."""
 
 import json
 from html import unescape
@@ -65,3 +65,11 @@ def test_a_topology_refused_for_its_key_saves_once_the_key_is_one_a_job_could_as
     assert saved.status_code == 302
     node.refresh_from_db()
     assert node.topology == {"rack": "r2", "topology.zone": "z1"}
+
+
+def test_the_node_list_filters_by_gpu_type_as_people_write_it(admin_client):
+    NodeFactory(gpu_type="A100")
+
+    page = admin_client.get("/admin/clusters/node/").text
+
+    assert "By GPU type" in page and "By gpu type" not in page

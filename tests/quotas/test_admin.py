@@ -46,14 +46,6 @@ def test_the_tenant_page_names_its_limits_with_their_units(admin_client, alpha):
         assert label in labels
 
 
-def test_the_node_list_filters_by_gpu_type_as_people_write_it(admin_client):
-    NodeFactory(gpu_type="A100")
-
-    page = admin_client.get("/admin/clusters/node/").text
-
-    assert "By GPU type" in page and "By gpu type" not in page
-
-
 def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
     QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8)
     hold_gpus(gamma, NodeFactory(), 4)
