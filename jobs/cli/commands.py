@@ -97,7 +97,11 @@ def list_jobs(api: Api, args) -> None:
         state = job.get("batch_state", job["state"])
         if states := job.get("shard_states"):
             counts = ", ".join(f"{n} {state}" for state, n in states.items())
-            why = f"  [{sum(states.values())} shards: {counts}]"
+            waiting = ", ".join(f"{reason or 'undecided'} {n}"
+                                for reason, n in job.get("shards_waiting", {}).items())  # fmt: skip
+            why = f"  [{sum(states.values())} shards: {counts}" + (
+                f"; queued as {waiting}]" if waiting else "]"
+            )
         show(f"{job['id']:>8}  {state:<10} {job['family']:<16} {job['owner']:<12} "
              f"{shape(job):<7} {job['name']}{why}")  # fmt: skip
 

@@ -82,5 +82,7 @@ def test_the_cli_lists_a_batch_on_one_line_and_its_shards_when_asked(cli, alpha,
 
     assert len(folded) == 1
     assert folded[0].split()[:2] == [str(first.pk), "running"]
-    assert folded[0].endswith("embed  [3 shards: 1 queued, 1 running, 1 succeeded]")
+    assert folded[0].endswith(
+        "embed  [3 shards: 1 queued, 1 running, 1 succeeded; queued as undecided 1]"
+    )
     assert len(shards) == len(its_own) == 3
