@@ -1,7 +1,8 @@
 """The portal's secrets page (``/secrets/``): each of the user's teams' secrets by name, with
 its kind (a variable, a file, or a registry credential's registry and user) and when and by
-whom each was set; a team's owners set one (name and value, whether jobs get it as a file, and
-for a credential its registry and user: created, or replaced) and delete one there, through
+whom each was set; a team's owners set one (name and value, typed or read from a file chosen,
+whether jobs get it as a file, and for a credential its registry and user: created, or
+replaced) and delete one there, through
 the verbs the API and the admin use (``quotas.tenant_secrets``). No value is ever drawn back
 into a page."""
 
@@ -16,9 +17,10 @@ from django.views.decorators.http import require_POST
 from jobs import access
 from jobs.forms import described
 from quotas import tenant_secrets
-from quotas.models import Membership, TenantSecret
+from quotas.models import MAX_SECRET_CHARS, Membership, TenantSecret
 
-HELPS = {"registry": "registry-help", "username": "username-help", "as_file": "as-file-help"}
+HELPS = {"registry": "registry-help", "username": "username-help", "as_file": "as-file-help",
+         "value_file": "value-file-help"}  # fmt: skip
 
 
 def owned_slugs(user) -> set[str]:
@@ -31,6 +33,23 @@ def owned_slugs(user) -> set[str]:
             "tenant__slug", flat=True
         )
     )
+
+
+def value_posted(request) -> str:
+    """The value typed, or the whole text of the file chosen (its newlines kept, which a
+    password field drops: a key or a kubeconfig given as a file); a ValidationError on
+    `value` for both, or on `value_file` for a file too large or not UTF-8 text."""
+    typed, upload = request.POST.get("value", ""), request.FILES.get("value_file")
+    if upload is None:
+        return typed
+    if typed:
+        raise ValidationError({"value": ["Type the value or choose a file, not both."]})
+    if upload.size > MAX_SECRET_CHARS * 4:  # UTF-8: at most 4 bytes a character
+        raise ValidationError({"value_file": [f"At most {MAX_SECRET_CHARS:,} characters."]})
+    try:
+        return upload.read().decode()
+    except UnicodeDecodeError:
+        raise ValidationError({"value_file": ["A file of UTF-8 text."]}) from None
 
 
 @login_required
@@ -47,7 +66,7 @@ def secrets_page(request):
         else:
             try:
                 _, created = tenant_secrets.put(
-                    tenant, values["name"], request.POST.get("value", ""), by=request.user,
+                    tenant, values["name"], value_posted(request), by=request.user,
                     registry=values["registry"], username=values["username"], as_file=as_file,
                 )  # fmt: skip
             except ValidationError as refused:

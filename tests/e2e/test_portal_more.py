@@ -10,6 +10,7 @@ from clusters.models import Allocation
 from jobs import actions
 from jobs.models import Attempt
 from jobs.states import State
+from quotas.models import TenantSecret
 from tests.e2e.test_job_page import in_thread, log_in
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, NodeFactory
 
@@ -66,3 +67,27 @@ def test_a_commands_script_shows_its_lines_as_it_will_run_them(server, browser_p
     # innerText as drawn: collapsed into one line, the script would read as a syntax error.
     shown = browser_page.locator("#command").inner_text()
     assert shown == "python -c '" + script + "'"
+
+
+def test_a_secret_file_chosen_on_the_secrets_page_keeps_its_line_breaks(
+    server, browser_page, alpha, alice
+):
+    kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n"
+    page = browser_page
+    log_in(page, server, "alice")
+    page.goto(f"{server}/secrets/")
+    page.fill("input[name=name]", "KUBECONFIG")
+    # Typed (pasted) into the password field, the line breaks are gone before it is sent.
+    page.fill("input[name=value]", kubeconfig)
+    assert "\n" not in page.input_value("input[name=value]")
+    page.fill("input[name=value]", "")
+    page.check("input[name=as_file]")
+    page.set_input_files(
+        "input[name=value_file]",
+        {"name": "kubeconfig", "mimeType": "text/plain", "buffer": kubeconfig.encode()},
+    )
+
+    page.click("#secret-form button[type=submit]")
+
+    expect(page.locator("#messages")).to_contain_text("Secret KUBECONFIG of alpha created.")
+    assert TenantSecret.objects.get(name="KUBECONFIG").value() == kubeconfig

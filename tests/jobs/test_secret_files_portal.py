@@ -1,8 +1,10 @@
 """Secrets given as files on the portal's secrets page: the checkbox "Give it to jobs as a
-file" sets one, described by its help; the Kind column says "file"; one with a registry is
-named at the checkbox, nothing written."""
+file" sets one, described by its help; its value typed, or read from a file chosen, line
+breaks kept; the Kind column says "file"; one with a registry is named at the checkbox,
+nothing written."""
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from quotas import tenant_secrets
 from quotas.models import TenantSecret
@@ -62,4 +64,37 @@ def test_a_file_with_a_registry_is_named_at_the_checkbox_and_nothing_written(ali
         answer.text
     )
     assert "private_key" not in answer.text
+    assert not TenantSecret.objects.exists()
+
+
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n"
+
+
+def test_a_value_read_from_a_chosen_file_keeps_its_line_breaks(alice):
+    upload = SimpleUploadedFile("kubeconfig", KUBECONFIG.encode())
+    form = {"tenant": "alpha", "name": "KUBECONFIG", "as_file": "true", "value_file": upload}
+
+    answer = portal_of(alice).post("/secrets/", form)
+
+    assert answer.status_code == 302
+    assert TenantSecret.objects.get().value() == KUBECONFIG
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"value": "typed", "value_file": b"chosen"}, "value"),
+        ({"value_file": b"\xff\xfe not text"}, "value_file"),
+        ({"value_file": b"x" * (4 * 32 * 1024 + 1)}, "value_file"),
+    ],
+    ids=["both", "not-utf-8", "too-large"],
+)
+def test_a_file_refused_is_named_and_nothing_written(alice, form, field):
+    if "value_file" in form:
+        form = {**form, "value_file": SimpleUploadedFile("f", form["value_file"])}
+
+    answer = portal_of(alice).post("/secrets/", {"tenant": "alpha", "name": "K", **form})
+
+    assert answer.status_code == 400
+    assert f'data-field="{field}"' in answer.text
     assert not TenantSecret.objects.exists()
