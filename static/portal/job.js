@@ -71,7 +71,19 @@
     const rows = Object.values(job.shard_states).reduce(function (a, n) { return a + n; }, 0);
     const count = rows === job.shards ? String(rows) : rows + " of " + job.shards;
     const live = Object.keys(job.shard_states).some(function (s) { return !ENDED.includes(s); });
-    shardsEl.textContent = count + ": " + counts.join(", ") + (live ? " (cancel stops them all)" : "");
+    // Each count links to the batch's shards in that state, as drawn.
+    const list = document.getElementById("shard-list");
+    shardsEl.textContent = count + ": ";
+    Object.keys(job.shard_states).forEach(function (state, i) {
+      if (i) shardsEl.append(", ");
+      const link = document.createElement("a");
+      link.className = "shard-state";
+      link.href = list.getAttribute("href") + "&state=" + encodeURIComponent(state);
+      link.title = "List its shards " + state;
+      link.textContent = counts[i];
+      shardsEl.append(link);
+    });
+    if (live) shardsEl.append(" (cancel stops them all)");
     if (maxRunningEl) {
       const limit = job.max_running_shards;
       maxRunningEl.textContent = limit

@@ -106,3 +106,6 @@ def test_a_batchs_page_counts_its_other_shards_as_they_end(server, browser_page,
     # Well before the page's 30-second re-read: the socket said the other shards moved.
     expect(page.locator("#shards")).to_contain_text("4 succeeded", timeout=10_000)
     expect(page.locator("#shards")).to_contain_text("1 running")
+    # Redrawn, each count still lists the batch's shards in its state.
+    succeeded = page.locator("#shards a", has_text="4 succeeded")
+    expect(succeeded).to_have_attribute("href", f"/?batch={batch.pk}&state=succeeded")

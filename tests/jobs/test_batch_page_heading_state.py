@@ -24,6 +24,11 @@ def test_a_batch_whose_shards_failed_is_not_headed_succeeded(alice, ended):  # n
 
     page = browser.get(f"/jobs/{ended.pk}/").text
 
-    shards = re.search(r'<span id="shards">([^<]*)</span>', page).group(1)
+    shards = re.search(r'<span id="shards">(.*?)</span>', page).group(1)
     assert "3 succeeded" in shards and "2 failed" in shards  # in either order
+    # Each count lists the batch's shards in that state.
+    assert (
+        f'href="/?batch={ended.pk}&amp;state=failed" title="List its shards failed">2 failed'
+        in (shards)
+    )
     assert heading_state(page) == State.FAILED

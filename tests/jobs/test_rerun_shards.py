@@ -352,7 +352,7 @@ def test_the_rerun_form_runs_them_and_opens_the_new_batchs_page(browser, ended):
     assert answer.status_code == 302 and answer["Location"] == f"/jobs/{again.pk}/"
     assert [index for index, *_ in rows(again)] == [1, 3]
     page = browser.get(answer["Location"]).text
-    assert '<span id="shards">2 of 5: 2 queued' in page
+    assert '<span id="shards">2 of 5: <a class="shard-state"' in page and "2 queued</a>" in page
 
 
 def test_a_double_click_on_the_rerun_form_makes_one_batch(browser, ended):
