@@ -221,6 +221,9 @@ def job_page(
         "rerun": rerun_form(job, shard_states) if can_resubmit and not live else None,
         "live": live,
         "shard_states": shard_states if job.is_batch else None,
+        # A shard's batch, linked where the reader may see it (a shard shared alone: not).
+        "batch_visible": job.parent_id is not None
+        and visible_jobs(request.user).filter(pk=job.parent_id).exists(),
         "command_line": command_line(job.command),
         # A batch is headed with its own state, not its first shard's.
         "heading_state": batch_state(shard_states) if job.is_batch else job.state,

@@ -144,3 +144,28 @@ def test_a_batch_row_says_why_its_queued_shards_wait(client, alpha, alice):
 
     assert said == "Queued shards wait as batch_shard_limit (2), quota_exceeded (1)."
     assert 'title="As many of its batch&#x27;s shards run as the batch lets run at once."' in row
+
+
+def test_a_shards_page_links_its_batch(client, alpha, alice):
+    first = batch(alpha, alice, State.SUCCEEDED, State.FAILED, State.SUCCEEDED)
+    shard = first.batch().get(shard_index=1)
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{shard.pk}/").text
+
+    said = re.search(r'<dd id="shard-of">(.*?)</dd>', page).group(1)
+    assert said.startswith(f'1 of 3, of batch <a href="/jobs/{first.pk}/">#{first.pk}</a>')
+    assert f'href="/?batch={first.pk}"' in said
+
+
+def test_a_shard_shared_alone_does_not_link_the_batch_its_reader_cannot_see(
+    client, alpha, alice, charlie
+):
+    first = batch(alpha, alice, State.SUCCEEDED, State.FAILED)
+    shard = first.batch().get(shard_index=1)
+    assign_perm("jobs.view_job", charlie, shard)
+    client.force_login(charlie)
+
+    page = client.get(f"/jobs/{shard.pk}/").text
+
+    assert re.search(r'<dd id="shard-of">(.*?)</dd>', page).group(1) == "1 of 2"
