@@ -2,8 +2,8 @@
 
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
-mix could not use), jobs by state, queue wait (eligible to first start, as the usage reports
-count it) per family and per tenant, what each tenant holds beside its quotas' limits and what
+mix could not use), each cluster's nodes by state, jobs by state, queue wait (eligible to
+first start, as the usage reports count it) per family and per tenant, what each tenant holds beside its quotas' limits and what
 it held recently (fair share), jobs finished and the job success rate (failures split
 into the user's code and the infrastructure), attempt outcomes, attempts stopped to be
 requeued by who stopped them, the scheduler's preemption rate and wasted GPU-seconds (all over
@@ -17,7 +17,7 @@ figures, narrowed per portal user, are computed for each request.
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -28,7 +28,7 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import budgets, efficiency, events, snapshot, usage_queries
+from jobs import budgets, efficiency, events, nodes_api, snapshot, usage_queries
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
@@ -155,7 +155,9 @@ def compute_platform(now) -> Platform:
     # Heartbeats and cycles are stamped with the database's clock: ages are counted on it.
     clock = database_now()
     return Platform(
-        now, [*gpus(now), *idle_gpus(now), *quarantined()], [*scheduler(clock), *agents(clock)]
+        now,
+        [*gpus(now), *idle_gpus(now), *node_states(), *quarantined()],
+        [*scheduler(clock), *agents(clock)],
     )
 
 
@@ -249,6 +251,23 @@ def idle_gpus(now) -> list[Metric]:
                 "may use them until it ends.",
                 labelled(booked)),
     ]  # fmt: skip
+
+
+def node_states() -> list[Metric]:
+    """Each cluster's nodes by state, as the clusters page and `sinfo` count them (every state,
+    0 included, so that an alert on down nodes has a series to read), for no team's view: a
+    booking that has begun counts as booked."""
+    names = Cluster.objects.values_list("name", flat=True)
+    counts: dict[str, Counter] = {name: Counter() for name in names}
+    for row in nodes_api.listed(Node.objects.all()):
+        counts[row.node.cluster.name][row.state] += 1
+    samples = [({"cluster": name, "state": state}, states[state])
+               for name, states in sorted(counts.items())
+               for state in nodes_api.STATES]  # fmt: skip
+    return metric("mlsched_nodes", "gauge",
+                  "Nodes by state (down, maintenance, quarantined, drained, draining, booked, "
+                  "allocated, mixed, idle), as the clusters page counts them.",
+                  samples)  # fmt: skip
 
 
 def quarantined() -> list[Metric]:

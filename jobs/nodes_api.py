@@ -112,9 +112,9 @@ def state_of(row: Listed, cluster_healthy: bool, now: datetime) -> str:
     return ALLOCATED if full else MIXED if row.cpu_milli or row.gpu_milli else IDLE
 
 
-def listed(nodes, user) -> list[Listed]:
-    """`nodes` (a queryset), each with its allocations summed and its state for `user`, by
-    cluster and name."""
+def listed(nodes, user=None) -> list[Listed]:
+    """`nodes` (a queryset), each with its allocations summed and its state for `user` (None:
+    for no one's team, as the platform's metrics count them), by cluster and name."""
     nodes = list(nodes.select_related("cluster").order_by("cluster__name", "name"))
     use: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # milli, busy, cpu, memory
     per_gpu = (
@@ -132,7 +132,7 @@ def listed(nodes, user) -> list[Listed]:
         sums[3] += memory
     now = database_now()
     windows = next_window(now, [(n.pk, n.cluster_id) for n in nodes])
-    mine = set(access.tenants_of(user).values_list("pk", flat=True))
+    mine = set() if user is None else set(access.tenants_of(user).values_list("pk", flat=True))
     rows = []
     for node in nodes:
         span = windows.get(node.pk)

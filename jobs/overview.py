@@ -67,7 +67,7 @@ class Glance:
 def glance(figures: list[Metric]) -> list[Glance]:
     """The platform at a glance: GPUs allocated, idle GPUs nothing queued or running could
     use, jobs queued and running, the success rate, the scheduler's last cycle, the agents
-    reporting, the nodes quarantined and the GPUs running jobs hold idle."""
+    reporting, the nodes down and quarantined and the GPUs running jobs hold idle."""
     read = Figures(figures)
     gpus, allocated = (
         read.total("mlsched_gpus", state="total"),
@@ -82,6 +82,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
     beats = read.values("mlsched_agent_heartbeat_age_seconds")
     reporting = sum(1 for age in beats if age <= settings.MLSCHED_AGENT_TIMEOUT_S)
     quarantined = read.total("mlsched_nodes_quarantined")
+    down = read.total("mlsched_nodes", state="down")
     held_idle = read.total("mlsched_gpus_held_idle")
     tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
     stalled = not cycle_ages or min(cycle_ages) > stall_s()
@@ -100,6 +101,9 @@ def glance(figures: list[Metric]) -> list[Glance]:
         Glance("Agents", f"{reporting} of {len(beats)} reporting",
                f"silent over {settings.MLSCHED_AGENT_TIMEOUT_S:g} s: no new placements there",
                reporting < len(beats)),
+        Glance("Nodes down", shown(down),
+               "not ready as their agent reports them, or their cluster's agent silent: no "
+               "work is placed there", down > 0),
         Glance("Nodes quarantined", shown(quarantined),
                "cordoned for failing several jobs; the admin's node list says why",
                quarantined > 0),
@@ -321,13 +325,18 @@ class Shard:
 
 @dataclass(frozen=True)
 class Agent:
+    """A cluster's agent: its last report, and its cluster's nodes down of all."""
+
     cluster: str
     last_report: str
     silent: bool
+    nodes: int = 0
+    nodes_down: int = 0
 
 
 def control(figures: list[Metric]) -> tuple[list[Shard], list[Agent]]:
-    """The scheduler's shards and the clusters' agents, a silent one marked."""
+    """The scheduler's shards and the clusters' agents, with their clusters' nodes down, a
+    silent one marked."""
     read = Figures(figures)
     age = read.keyed("mlsched_scheduler_last_cycle_age_seconds", "shard")
     seconds = read.keyed("mlsched_scheduler_cycle_seconds", "shard")
@@ -340,10 +349,13 @@ def control(figures: list[Metric]) -> tuple[list[Shard], list[Agent]]:
         for key in dict.fromkeys([*placed, *age]) for (name,) in [key]
     ]  # fmt: skip
     beats = read.keyed("mlsched_agent_heartbeat_age_seconds", "cluster")
+    nodes = read.keyed("mlsched_nodes", "cluster")
+    down = read.keyed("mlsched_nodes", "cluster", state="down")
     agents = [
-        Agent(cluster, ago(value), value > settings.MLSCHED_AGENT_TIMEOUT_S)
+        Agent(cluster, ago(value), value > settings.MLSCHED_AGENT_TIMEOUT_S,
+              int(nodes.get((cluster,), 0)), int(down.get((cluster,), 0)))
         for (cluster,), value in beats.items()
-    ]
+    ]  # fmt: skip
     return shards, agents
 
 

@@ -19,7 +19,7 @@ from tests.processes import ROOT, process_env
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
     "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_gpus_booked_idle",
-    "mlsched_nodes_quarantined",
+    "mlsched_nodes", "mlsched_nodes_quarantined",
     "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_tenant_usage", "mlsched_tenant_quota",
@@ -535,3 +535,17 @@ def test_right_sizing_gives_no_sample_while_nothing_was_measured(scrape):
     for name in ("mlsched_cpu_efficiency", "mlsched_gpu_efficiency", "mlsched_runtime_efficiency"):
         assert f"# TYPE {name} gauge" in lines
         assert not [line for line in lines if line.startswith(f"{name} ")]
+
+
+def test_it_counts_each_clusters_nodes_by_state_every_state_given(scrape):
+    east = ClusterFactory(name="east", health="healthy")
+    NodeFactory(cluster=east, name="ready")
+    NodeFactory(cluster=east, name="lost", healthy=False)
+    NodeFactory(cluster=east, name="cordoned", schedulable=False)
+
+    lines = scrape()
+
+    assert 'mlsched_nodes{cluster="east",state="down"} 1' in lines
+    assert 'mlsched_nodes{cluster="east",state="drained"} 1' in lines
+    assert 'mlsched_nodes{cluster="east",state="idle"} 1' in lines
+    assert 'mlsched_nodes{cluster="east",state="maintenance"} 0' in lines

@@ -98,6 +98,16 @@ def test_at_a_glance_quarantined_nodes_are_marked(page):
     assert glance(page())["Nodes quarantined"] == ("1", True)
 
 
+def test_at_a_glance_nodes_down_are_marked(page):
+    east = ClusterFactory(name="east", last_heartbeat=timezone.now())
+    NodeFactory(cluster=east)
+    assert glance(page())["Nodes down"] == ("0", False)
+
+    NodeFactory(cluster=east, healthy=False)
+
+    assert glance(page())["Nodes down"] == ("1", True)
+
+
 def test_at_a_glance_a_silent_agent_is_marked(page):
     now = timezone.now()
     ClusterFactory(name="east", last_heartbeat=now)

@@ -120,6 +120,16 @@ def test_a_silent_agent_and_a_shard_without_a_recent_cycle_are_marked(settings):
     assert [(a.cluster, a.silent) for a in agents] == [("east", False), ("west", True)]
 
 
+def test_an_agents_row_counts_its_clusters_nodes_down_of_all():
+    _, agents = overview.control(figures(
+        agent_heartbeat_age_seconds=[({"cluster": "east"}, 3)],
+        nodes=[({"cluster": "east", "state": "down"}, 2), ({"cluster": "east", "state": "idle"}, 6),
+               ({"cluster": "west", "state": "down"}, 1)],
+    ))  # fmt: skip
+
+    assert [(a.cluster, a.nodes_down, a.nodes) for a in agents] == [("east", 2, 8)]
+
+
 @pytest.fixture
 def page(client, alice, settings):
     settings.MLSCHED_METRICS_CACHE_S = 0
