@@ -2,12 +2,13 @@
 
 GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPUs, slivers of
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
-mix could not use), each cluster's nodes by state, jobs by state, queue wait (eligible to
-first start, as the usage reports count it) per family and per tenant, what each tenant holds beside its quotas' limits and what
-it held recently (fair share), jobs finished and the job success rate (failures split
-into the user's code and the infrastructure), attempt outcomes, attempts stopped to be
-requeued by who stopped them, the scheduler's preemption rate and wasted GPU-seconds (all over
-the last day), the scheduler's cycle heartbeat, and each cluster agent's heartbeat age.
+mix could not use), each cluster's nodes by state, jobs by state, queue wait (eligible to first
+start, as the usage reports count it) per family and per tenant, what each tenant holds beside
+its quotas' limits and what it held recently (fair share), jobs finished and the job success
+rate (failures split into the user's code and the infrastructure), attempt outcomes, attempts
+stopped to be requeued by who stopped them, the scheduler's preemption rate and wasted
+GPU-seconds (all over the last day), the scheduler's cycle heartbeat, and each cluster agent's
+heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
 (the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
