@@ -245,7 +245,10 @@ def teams(figures: list[Metric]) -> list[Team]:
     p95 = read.keyed("mlsched_queue_wait_seconds_by_tenant", "tenant", quantile=0.95)
     budget = {labels["tenant"]: v for labels, v in read.samples("mlsched_gpu_budget_hours")}
     spent = {labels["tenant"]: v for labels, v in read.samples("mlsched_gpu_budget_spent_hours")}
-    slugs = sorted({*by_type, *recent, *(t for (t,) in p95), *budget})
+    # Every team the figures name, a team with CPU quota alone too.
+    named = (labels["tenant"] for name in ("mlsched_tenant_usage", "mlsched_tenant_quota")
+             for labels, _ in read.samples(name))  # fmt: skip
+    slugs = sorted({*by_type, *named, *recent, *(t for (t,) in p95), *budget})
     return [
         Team(
             slug,

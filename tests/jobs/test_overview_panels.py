@@ -86,6 +86,14 @@ def test_a_teams_gpus_in_use_are_given_by_type_beside_its_quota_there():
                                  "12.5 of 1000 GPU-hours")  # fmt: skip
 
 
+def test_a_team_with_no_gpu_quota_or_use_is_listed_all_the_same():
+    rows = overview.teams(figures(
+        tenant_quota=[({"tenant": "cpu-team", "flavor": "cpu", "limit": "guaranteed"}, 8000)],
+    ))  # fmt: skip
+
+    assert rows == [overview.Team("cpu-team")]
+
+
 def test_the_last_day_says_right_sizing_was_not_measured_when_its_figures_have_no_sample():
     facts = {f.title: f.text for f in overview.last_day(figures(
         jobs_finished=[({"outcome": "succeeded"}, 10), ({"outcome": "user_error"}, 1),
