@@ -1,8 +1,10 @@
 """A throwaway PostgreSQL database for a benchmark, on BENCH_SERVER_URL's server (default: the
 local PostgreSQL): `use(name)` before Django is imported, `create(name)` to drop, create and
-migrate it."""
+migrate it; `median_get_ms` to time a page or an endpoint as a user asks for it."""
 
 import os
+import statistics
+import time
 
 SERVER = os.environ.get("BENCH_SERVER_URL", "postgresql://postgres:postgres@127.0.0.1:5432")
 
@@ -25,3 +27,19 @@ def create(name: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def median_get_ms(user, url: str, repeat: int) -> float:
+    """The median of `repeat` GETs of `url` by `user` through Django's test client (the whole
+    request), in milliseconds, after a warm-up one, which must answer 200."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    assert client.get(url).status_code == 200  # warm-up
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        client.get(url)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)

@@ -15,9 +15,7 @@ through Django's test client (the whole request, one warm-up first); prints the 
 """
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,20 +58,6 @@ def build(jobs: int, shards: int):
     return user, first
 
 
-def median_ms(user, url: str, repeat: int) -> float:
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    assert client.get(url).status_code == 200  # warm-up
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        client.get(url)
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=50_000)
@@ -91,7 +75,7 @@ def main() -> None:
                       ("portal list ?batch=", f"/?batch={first.pk}"),
                       ("API list", "/api/v1/jobs/"),
                       ("API list ?fold=1", "/api/v1/jobs/?fold=1")):  # fmt: skip
-        print(f"{name}: {median_ms(user, url, args.repeat):.1f} ms")
+        print(f"{name}: {fresh_db.median_get_ms(user, url, args.repeat):.1f} ms")
 
 
 if __name__ == "__main__":

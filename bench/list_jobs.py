@@ -13,9 +13,7 @@ the caller's own jobs cost, not what the platform holds.
 """
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,20 +60,6 @@ def build(other_jobs: int, other_lines: int):
     return users
 
 
-def median_ms(user, url: str, repeat: int) -> float:
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    assert client.get(url).status_code == 200  # warm-up
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        client.get(url)
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--other-jobs", type=int, default=400_000)
@@ -95,7 +79,7 @@ def main() -> None:
                             ("small tenant, portal list", small, "/"),
                             ("small tenant, log poll with nothing new", small, poll),
                             ("big tenant, API list", big, "/api/v1/jobs/")):  # fmt: skip
-        print(f"{name}: {median_ms(user, url, args.repeat):.1f} ms")
+        print(f"{name}: {fresh_db.median_get_ms(user, url, args.repeat):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -32,11 +32,11 @@ from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
 from jobs.nodes_api import ClustersView, NodesView
 from jobs.serializers import (
-    FLAGS,
     EventSerializer,
     JobSerializer,
     LogLineSerializer,
     SubmitSerializer,
+    flag,
     held_filter,
     labels_asked,
     whole_number,
@@ -121,9 +121,10 @@ def flag_param(request, name: str) -> bool:
     raw = request.query_params.get(name)
     if raw is None:
         return False
-    if (value := FLAGS.get(raw.lower())) is None:
-        raise ValidationError({name: "1 or 0 (or true or false)."})
-    return value
+    try:
+        return flag(raw)
+    except ValueError as bad:
+        raise ValidationError({name: str(bad)}) from None
 
 
 def submission(request) -> tuple:

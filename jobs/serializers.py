@@ -318,13 +318,20 @@ def whole_number(text: str) -> int | None:
 FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
 
+def flag(raw: str) -> bool:
+    """A yes-or-no query parameter: 1 or true, 0 or false, in any case (FLAGS); ValueError,
+    saying what it takes, for anything else."""
+    value = FLAGS.get(raw.lower())
+    if value is None:
+        raise ValueError("1 or 0 (or true or false).")
+    return value
+
+
 def held_filter(raw: str) -> Q:
     """The job list's `?held=` (the API's and the portal's) as a filter: 1 or true for the held
     jobs, 0 or false for the others, in any case (FLAGS). ValueError, saying what it takes, for
     anything else."""
-    held = FLAGS.get(raw.lower())
-    if held is None:
-        raise ValueError("1 or 0 (or true or false).")
+    held = flag(raw)
     # Only a queued job is held (one that leaves the queue is released; one requeued held
     # while it runs is held once it is queued again): saying so lets the planner read the
     # queued jobs' indexes instead of walking back through every job.
