@@ -4,6 +4,8 @@ Every queryset starts from the caller's visible jobs (jobs.access): another tena
 404, never a 403 that would confirm it exists.
 """
 
+from dataclasses import dataclass
+
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Q
@@ -407,21 +409,23 @@ class LogsView(APIView):
     """Log lines in order; `after` (the last id seen) pages through them and lets a client
     follow a running job by polling. `last=N` (at most MAX_TAIL) gives the last N lines after
     `after` instead of the first, and `earlier`, whether lines between were left out: a page
-    opened on a log of millions of lines reads its end, not every page before it."""
+    opened on a log of millions of lines reads its end, not every page before it. `worker`
+    and `attempt` keep one worker's lines (by rank) and one attempt's (by number)."""
 
     def get(self, request, pk):
         job = get_object_or_404(visible(request), pk=pk)
+        source = log_source(request, job)
         after = id_param(request, "after") or 0
         last = request.query_params.get("last")
         if last is None:
-            lines = job_lines(job, after)
+            lines = job_lines(source, after)
             return Response({"lines": LogLineSerializer(lines, many=True).data,
                              "next": lines[-1].pk if lines else after})  # fmt: skip
         tail = whole_number(last)
         if tail is None or not 1 <= tail <= MAX_TAIL:
             raise ValidationError({"last": f"A number of lines from 1 to {MAX_TAIL}."})
-        lines = job_lines(job, after, tail, newest=True)
-        earlier = bool(lines) and job_lines(job, after, 1)[0].pk < lines[0].pk
+        lines = job_lines(source, after, tail, newest=True)
+        earlier = bool(lines) and job_lines(source, after, 1)[0].pk < lines[0].pk
         return Response({"lines": LogLineSerializer(lines, many=True).data,
                          "next": lines[-1].pk if lines else after, "earlier": earlier})  # fmt: skip
 
@@ -436,30 +440,64 @@ class LogDownloadView(APIView):
 
     def get(self, request, pk):
         job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
-        text = log_text(job)
+        source = log_source(request, job)
+        text = log_text(source)
         if isinstance(request._request, ASGIRequest):
             # Under ASGI (daphne) Django reads a sync iterator to its end, into a list, before
             # it sends a byte: hand it an async one, each batch read in Django's sync thread.
             text = stepped(text)
         response = StreamingHttpResponse(text, content_type="text/plain; charset=utf-8")
-        response["Content-Disposition"] = content_disposition_header(True, f"job-{job.pk}.log")
+        name = f"job-{job.pk}{source.suffix}.log"
+        response["Content-Disposition"] = content_disposition_header(True, name)
         return response
 
 
-def log_text(job: Job):
-    """The job's output, a piece per LOG_BATCH rows read in id order (the order of the logs
+@dataclass(frozen=True)
+class LogSource:
+    """The lines a log read keeps: its job's attempts' (or one of them), every worker's or one
+    worker's; `ranked`, whether a line written out says its worker's rank."""
+
+    attempts: list[int]
+    worker: int | None
+    ranked: bool
+    suffix: str  # a download's name after the job's: "-attempt-2-rank-3"
+
+    def lines(self):
+        lines = LogChunk.objects.filter(attempt_id__in=self.attempts)
+        return lines if self.worker is None else lines.filter(worker=self.worker)
+
+
+def log_source(request, job: Job) -> LogSource:
+    """The log a read asks for: `?attempt=` (an attempt's number) and `?worker=` (a rank, 0 to
+    the job's workers less one), each a 400 naming it otherwise."""
+    # The job's attempt ids first: a join would have PostgreSQL walk every later line stored.
+    attempts = job.attempts.all()
+    suffix = ""
+    if (number := id_param(request, "attempt", "An attempt's number")) is not None:
+        attempts, suffix = attempts.filter(number=number), f"-attempt-{number}"
+    worker = id_param(request, "worker", "A worker's rank")
+    if worker is not None:
+        if worker >= job.workers:
+            ranks = "0" if job.workers == 1 else f"0 to {job.workers - 1}"
+            raise ValidationError({"worker": f"A worker's rank: {ranks}."})
+        suffix += f"-rank-{worker}"
+    ids = list(attempts.values_list("pk", flat=True))
+    return LogSource(ids, worker, job.workers > 1 and worker is None, suffix)
+
+
+def log_text(source: LogSource):
+    """The log's lines, a piece per LOG_BATCH rows read in id order (the order of the logs
     endpoint); with more than one worker, each line starts with its worker's rank."""
-    attempts = list(job.attempts.values_list("pk", flat=True))
-    ranked = job.workers > 1
     after = 0
     while True:
         rows = list(
-            LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after)
+            source.lines()
+            .filter(pk__gt=after)
             .order_by("pk")
             .values_list("pk", "worker", "text")[:LOG_BATCH]
         )
         if rows:
-            yield "".join(as_lines(worker, text, ranked) for _, worker, text in rows)
+            yield "".join(as_lines(worker, text, source.ranked) for _, worker, text in rows)
         if len(rows) < LOG_BATCH:
             return
         after = rows[-1][0]
@@ -492,11 +530,9 @@ def id_param(request, name: str, what: str = "An id") -> int | None:
     return number
 
 
-def job_lines(job, after: int, limit: int = 1000, *, newest: bool = False):
-    """The job's first `limit` lines after the id `after`, in order; its last ones if `newest`."""
-    # The job's attempt ids first: a join would have PostgreSQL walk every later line stored.
-    attempts = list(job.attempts.values_list("pk", flat=True))
-    lines = LogChunk.objects.filter(attempt_id__in=attempts, pk__gt=after).select_related("attempt")
+def job_lines(source: LogSource, after: int, limit: int = 1000, *, newest: bool = False):
+    """The log's first `limit` lines after the id `after`, in order; its last ones if `newest`."""
+    lines = source.lines().filter(pk__gt=after).select_related("attempt")
     if newest:
         return list(lines.order_by("-pk")[:limit])[::-1]
     return list(lines.order_by("pk")[:limit])

@@ -196,6 +196,8 @@ def job_page(
         "attempts": attempts,
         # An elastic gang's attempts say the workers each started with (a column of its own).
         "elastic": job.min_workers is not None or any(a.workers != job.workers for a in attempts),
+        # The log shown for one worker (by rank) or one attempt, chosen above it.
+        "ranks": range(job.workers) if job.workers > 1 else (),
         "history": history[:HISTORY],
         "more_history": len(history) > HISTORY,
         "can_cancel": can_cancel,

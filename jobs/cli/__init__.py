@@ -83,11 +83,13 @@
                      it); --shards: only the batch's shards that did not succeed (failed or
                      were canceled), or those named, as Slurm's sbatch --array=3,17,512; each
                      keeps its index and the batch's shard count
-    logs ID [-f] [--shard N]
+    logs ID [-f] [--shard N] [--worker RANK] [--attempt N]
                      a job's output; -f follows it until the job ends. A batch's shards
                      each have their own: its id alone shows shard 0's (a rerun of some
                      shards: its lowest's; it says so on standard error), --shard N shard
-                     N's (0 to shards-1), as Slurm's ID_N names a task of a job array
+                     N's (0 to shards-1), as Slurm's ID_N names a task of a job array.
+                     --worker RANK: only that worker's lines (0 to workers-1), as kubectl
+                     logs reads one pod; --attempt N: only its attempt N's
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days); --by-label: then

@@ -252,8 +252,10 @@ def logs(api: Api, args) -> None:
     ended: the lines it wrote just before it ended are shown."""
     job_id = log_source(api, args.id, getattr(args, "shard", None))
     after, ended = 0, not args.follow
+    scope = {name: value for name in ("worker", "attempt")
+             if (value := getattr(args, name, None)) is not None}  # fmt: skip
     while True:
-        page = api.call("GET", f"jobs/{job_id}/logs/", params={"after": after})
+        page = api.call("GET", f"jobs/{job_id}/logs/", params={"after": after, **scope})
         for line in page["lines"]:
             out = sys.stderr if line["stream"] == "stderr" else sys.stdout
             show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)

@@ -188,6 +188,18 @@ def add_reading(commands) -> None:
     follow.add_argument("--shard", type=natural, metavar="N",
                         help="a batch's shard N (0 to shards-1); default: the batch's first "
                              "(shard 0; a rerun of some shards: its lowest)")  # fmt: skip
+    follow.add_argument(
+        "--worker",
+        type=natural,
+        metavar="RANK",
+        help="only the lines of the worker of that rank (0 to workers-1)",
+    )
+    follow.add_argument(
+        "--attempt",
+        type=natural,
+        metavar="N",
+        help="only the lines of its attempt N (status lists them)",
+    )
     report = commands.add_parser("usage")
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")

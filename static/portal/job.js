@@ -21,6 +21,12 @@
   const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
   const logNoteEl = document.getElementById("log-note");
+  const downloadEl = document.getElementById("download-log");
+  const downloadUrl = downloadEl.getAttribute("href");
+  // The log shown: one worker's (drawn for a gang) or one attempt's (shown from the second).
+  const workerEl = document.getElementById("log-worker");
+  const attemptEl = document.getElementById("log-attempt");
+  const attemptLabelEl = document.getElementById("log-attempt-label");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const historyEl = document.getElementById("history-rows");
@@ -43,6 +49,7 @@
   let after = 0;
   let pollTimer = null;
   let reading = null;  // the log read in flight: one at a time, each from the last line shown
+  let scopes = 0;  // bumped when another worker or attempt is chosen: reads of the last one stop
   let held = null;  // lines from the socket while the page catches up: shown after, in order
   // Whether #rerun-form is as the server draws it for the batch ended: it drew the page after
   // the end when it drew #resubmit-form shown (it draws both only for who may run it again).
@@ -91,8 +98,22 @@
     }
   }
 
+  function logScope() {
+    // The logs endpoint's parameters for the worker and the attempt chosen.
+    let query = "";
+    if (workerEl && workerEl.value) query += "&worker=" + workerEl.value;
+    if (attemptEl.value) query += "&attempt=" + attemptEl.value;
+    return query;
+  }
+
+  function inScope(line) {
+    return (!workerEl || !workerEl.value || String(line.worker) === workerEl.value) &&
+      (!attemptEl.value || String(line.attempt) === attemptEl.value);
+  }
+
   function addLines(lines) {
     for (const line of lines) {
+      if (!inScope(line)) continue;  // a line pushed live of another worker or attempt
       const key = line.attempt + "." + line.worker + "." + line.seq;
       if (seen.has(key)) continue;
       seen.add(key);
@@ -164,6 +185,12 @@
       return tableRow(cells);
     });
     if (rows.length) attemptsEl.replaceChildren(...rows);
+    for (const a of job.attempts) {  // each attempt may be chosen for the log
+      if (!attemptEl.querySelector('option[value="' + a.number + '"]')) {
+        attemptEl.append(new Option(String(a.number), String(a.number)));
+      }
+    }
+    attemptLabelEl.hidden = job.attempts.length < 2;
   }
 
   async function fetchHistory() {
@@ -279,15 +306,18 @@
     // shown, so the backlog never keeps a hole it does not mark.
     let failures = 0;
     let tail = "&last=" + SHOWN_LINES;
+    const scope = logScope();
+    const mine = scopes;
     for (;;) {
       let response = null;
       let page = null;
       try {
-        response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after + tail);
+        response = await fetch("/api/v1/jobs/" + jobId + "/logs/?after=" + after + tail + scope);
         if (response.ok) page = await response.json();
       } catch (error) {
         page = null;  // offline, or a broken answer: wait and ask again
       }
+      if (mine !== scopes) return;  // another worker or attempt was chosen meanwhile
       if (!page) {
         failures += 1;
         await sleep(backoff(response, failures));
@@ -305,6 +335,22 @@
   function fetchLogs() {
     if (!reading) reading = readLogs().finally(function () { reading = null; });
     return reading;
+  }
+
+  async function rescope() {
+    // Another worker or attempt chosen: its lines from the end of its log, the download its.
+    scopes += 1;
+    const mine = scopes;
+    const scope = logScope();
+    downloadEl.href = downloadUrl + (scope ? "?" + scope.substring(1) : "");
+    if (reading) await reading;  // it stops at its next step
+    if (mine !== scopes) return;  // chosen again meanwhile: the last choice reads
+    logEl.replaceChildren();
+    seen.clear();
+    shown = 0;
+    after = 0;
+    logNoteEl.hidden = true;
+    fetchLogs();
   }
 
   async function catchUp() {
@@ -375,6 +421,8 @@
     };
   }
 
+  if (workerEl) workerEl.addEventListener("change", rescope);
+  attemptEl.addEventListener("change", rescope);
   connect();
   setInterval(refresh, REFRESH_MS);
 })();

@@ -125,6 +125,25 @@ def test_the_cli_prints_a_jobs_logs(cli, alpha, alice):
     assert out.stderr.strip() == "[1.0] warning: slow"
 
 
+def test_the_cli_prints_one_workers_lines_of_one_attempt(cli, alpha, alice):
+    job_id = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
+    job = Job.objects.get(pk=job_id)
+    job.workers = 2
+    job.save()
+    for number in (1, 2):
+        attempt = AttemptFactory(job=job, number=number, outcome="lost" if number == 1 else "")
+        for rank in (0, 1):
+            LogChunk.objects.create(attempt=attempt, worker=rank, seq=0, text=f"{number}/{rank}")
+
+    rank_1 = cli("logs", str(job_id), "--worker", "1")
+    second = cli("logs", str(job_id), "--attempt", "2", "--worker", "0")
+    refused = cli("logs", str(job_id), "--worker", "2")
+
+    assert rank_1.stdout.splitlines() == ["[1.1] 1/1", "[2.1] 2/1"]
+    assert second.stdout.splitlines() == ["[2.0] 2/0"]
+    assert refused.returncode == 1 and "worker" in refused.stderr and "0 to 1" in refused.stderr
+
+
 def test_the_cli_resubmits_an_ended_job_as_a_new_one_and_refuses_a_live_one(cli):
     job_id = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
     live = cli("resubmit", str(job_id))
