@@ -1,6 +1,7 @@
 """Who may see and act on which jobs: tenant membership first, guardian grants for exceptions."""
 
 import re
+from collections.abc import Collection
 from itertools import chain
 
 from django.contrib.contenttypes.models import ContentType
@@ -24,6 +25,11 @@ def tenants_of(user):
     return Tenant.objects.filter(memberships__user=user)
 
 
+def tenant_ids(user) -> set[int]:
+    """The ids of the tenants the user belongs to."""
+    return set(tenants_of(user).values_list("pk", flat=True))
+
+
 def report_tenants(user):
     """The tenants whose usage the user may read: a platform admin (superuser) every tenant;
     anyone else the tenants they belong to in any role, viewers included. A tenant admin's
@@ -44,7 +50,7 @@ def visible_jobs(user):
     """Jobs of the user's tenants, plus single jobs shared with the user (guardian view_job)."""
     if not user.is_authenticated:
         return Job.objects.none()
-    mine = list(tenants_of(user).values_list("pk", flat=True))
+    mine = tenant_ids(user)
     return Job.objects.filter(Q(tenant__in=mine) | Q(pk__in=granted(user, "view_job")))
 
 
@@ -167,7 +173,7 @@ def hidden_from(user, jobs) -> frozenset[int]:
     each was resubmitted from): a guardian grant shows an outsider one job, not the ids and
     outcomes of its team's others. A job of the user's own tenants names only jobs of its
     tenant, which they see: only the jobs shared with them alone are looked at."""
-    mine = set(tenants_of(user).values_list("pk", flat=True))
+    mine = tenant_ids(user)
     shared = [job for job in jobs if job.tenant_id not in mine]
     if not shared:
         return frozenset()
@@ -207,6 +213,13 @@ def outsiders_reason(reason: str) -> str:
     this one job): without the ids of the team's other jobs it names ("dependency 12 failed",
     "dependencies afterok:12:13, set by ...")."""
     return KIND_NAMES.sub(r"\1:...", DEPENDENCY_NAMED.sub("a dependency", reason))
+
+
+def end_reason(job: Job, mine: Collection[int]) -> str:
+    """Why the job ended (Job.why_ended) as a reader of the tenants `mine` (their ids) reads
+    it: an outsider's without the ids of the team's other jobs."""
+    reason = job.why_ended()
+    return reason if job.tenant_id in mine else outsiders_reason(reason)
 
 
 def is_outsider(user, job: Job) -> bool:

@@ -58,11 +58,18 @@ def visible(request):
         access.visible_jobs(request.user)
         .select_related("tenant", "owner", "priority_class")
         .prefetch_related("attempts__cluster", "attempts__allocations__node", "dependency_links")
+        .with_end_reason()
     )
 
 
 def job_json(request, job) -> dict:
-    return JobSerializer(job, context={"hidden": access.hidden_from(request.user, [job])}).data
+    return JobSerializer(job, context=reading(request, [job])).data
+
+
+def reading(request, jobs: list[Job]) -> dict:
+    """JobSerializer's context for the reader of `jobs`."""
+    mine = access.tenant_ids(request.user)
+    return {"hidden": access.hidden_from(request.user, jobs), "mine": mine}
 
 
 class JobsView(APIView):
@@ -99,8 +106,7 @@ class JobsView(APIView):
                 raise ValidationError({"shard": "A shard of a batch: give its batch too."})
             jobs = jobs.filter(shard_index=shard)
         page = list(jobs[:PAGE])
-        context = {"hidden": access.hidden_from(request.user, page)}
-        listed = JobSerializer(page, many=True, context=context).data
+        listed = JobSerializer(page, many=True, context=reading(request, page)).data
         if fold:  # each batch's row with its shards counted, as the job's own answer has them
             batches = folding.shards_of(page)
             for job, data in zip(page, listed, strict=True):

@@ -43,6 +43,31 @@ class JobQuerySet(models.QuerySet):
     def live(self):
         return self.exclude(state__in=TERMINAL)
 
+    def with_end_reason(self):
+        """Each job with why it ended, `end_reason` (Job.why_ended), read with it: one
+        subquery per ended row read, by the index jobevent_job_time."""
+        return self.annotate(
+            end_reason=models.Case(
+                models.When(
+                    state__in=TERMINAL,
+                    then=models.Subquery(
+                        end_events(models.OuterRef("pk"), models.OuterRef("state"))
+                    ),
+                ),
+                default=models.Value(""),
+                output_field=models.CharField(),
+            )
+        )
+
+
+def end_events(job, state):
+    """The reasons of a job's moves into its ended `state`, the last first (a lost attempt's
+    late success not taken is recorded from the state to itself: not one)."""
+    moves = JobEvent.objects.filter(job=job, to_state=state).exclude(
+        from_state=models.F("to_state")
+    )
+    return moves.order_by("-time", "-id").values("reason")[:1]
+
 
 class Job(models.Model):
     tenant = models.ForeignKey("quotas.Tenant", on_delete=models.PROTECT, related_name="jobs")
@@ -322,6 +347,17 @@ class Job(models.Model):
         retry's backoff `eligible_at` already holds the backoff's end, which is still to come."""
         at = self.eligible_at
         return at if at is not None and at <= now else None
+
+    def why_ended(self) -> str:
+        """Why the job ended, as its last move into its ended state said it ("worker 0 exited
+        with code 3", "canceled by alice"); "" while it lives. Read with the job
+        (JobQuerySet.with_end_reason), or here."""
+        if self.state not in TERMINAL:
+            return ""
+        if not hasattr(self, "end_reason"):
+            last = end_events(self.pk, self.state).first()
+            self.end_reason = last["reason"] if last else ""
+        return self.end_reason or ""
 
     @property
     def is_batch(self) -> bool:

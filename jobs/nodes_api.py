@@ -132,7 +132,7 @@ def listed(nodes, user=None) -> list[Listed]:
         sums[3] += memory
     now = database_now()
     windows = next_window(now, [(n.pk, n.cluster_id) for n in nodes])
-    mine = set() if user is None else set(access.tenants_of(user).values_list("pk", flat=True))
+    mine = set() if user is None else access.tenant_ids(user)
     rows = []
     for node in nodes:
         span = windows.get(node.pk)

@@ -380,7 +380,8 @@ class JobSerializer(serializers.ModelSerializer):
     """A job as the API gives it. With `hidden` in its context (access.hidden_from), the jobs
     the reader may not see are left out of its dependencies and `resubmitted_from`, and a wait
     sentence naming one says less: a guardian grant shows an outsider one job, not its
-    team's."""
+    team's; with `mine` (the reader's tenants' ids), why a job of another tenant ended names
+    none either (api.reading gives both)."""
 
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -389,6 +390,7 @@ class JobSerializer(serializers.ModelSerializer):
     depends_on = serializers.SerializerMethodField()
     dependencies = serializers.SerializerMethodField()
     pending_message = serializers.SerializerMethodField()
+    end_reason = serializers.SerializerMethodField()
     eligible_at = serializers.SerializerMethodField()
     resubmitted_from = serializers.SerializerMethodField()
 
@@ -401,7 +403,8 @@ class JobSerializer(serializers.ModelSerializer):
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retries_used", "idempotency_key", "state", "held",
-            "pending_reason", "pending_message", "estimated_start", "created", "begin",
+            "pending_reason", "pending_message", "end_reason", "estimated_start", "created",
+            "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",
             "dependencies", "singleton", "attempts",
         ]  # fmt: skip
@@ -425,6 +428,11 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_pending_message(self, job) -> str:
         return access.wait_sentence(job, self.context.get("hidden", frozenset()))
+
+    def get_end_reason(self, job) -> str:
+        """Why it ended; read by an outsider (`mine`: the reader's tenants' ids), without the
+        ids of its team's other jobs."""
+        return access.end_reason(job, self.context.get("mine", ()))
 
     def get_resubmitted_from(self, job) -> int | None:
         hidden = self.context.get("hidden", frozenset())

@@ -55,6 +55,7 @@ def index(request):
     is not in just lists nothing."""
     filters, labels, errors = job_filters(request)
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class", "owner")
+    jobs = jobs.with_end_reason()
     if errors:
         jobs = jobs.none()
     else:
@@ -63,8 +64,11 @@ def index(request):
     if not request.GET.get("batch"):
         count_shards(page)
     hidden = access.hidden_from(request.user, page)
+    mine = access.tenant_ids(request.user)
     for job in page:
-        job.wait_sentence = access.wait_sentence(job, hidden)
+        # Why it waits, or why it ended (a batch's row: why its shards wait, or nothing).
+        ended = job.state in (State.FAILED, State.CANCELED)
+        job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)
     values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch")}
     written = labels_written(request)
     kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
@@ -187,7 +191,10 @@ def job_page(
         "job": job,
         # Said only when it is not the submission, and never of a time to come (a backoff).
         "eligible_since": eligible if eligible != job.created else None,
-        "wait_sentence": access.wait_sentence(job, hidden),
+        # Why it waits, or why it ended (a batch is headed with its own state: not its first
+        # shard's end).
+        "wait_sentence": access.wait_sentence(job, hidden)
+        or ("" if job.is_batch else access.end_reason(job, access.tenant_ids(request.user))),
         # The job it runs again, unless the reader may not see that one.
         "resubmitted_from": None if job.resubmitted_from_id in hidden else job.resubmitted_from_id,
         "resubmissions": resubmissions(request.user, job),

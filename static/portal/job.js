@@ -262,7 +262,9 @@
     }
     if (!response.ok) return;
     const job = await response.json();
-    showState(job.batch_state || job.state, job.pending_message);  // a batch: its own state
+    // A batch: its own state, and why its first shard waits; a job: why it waits or ended.
+    showState(job.batch_state || job.state,
+              job.shard_states ? job.pending_message : job.pending_message || job.end_reason);
     showEstimate(job.estimated_start);
     aheadEl.hidden = !job.window_ahead;
     aheadEl.textContent = job.window_ahead ? job.window_ahead.sentence : "";

@@ -232,3 +232,25 @@ def test_a_user_defers_a_job_from_the_portal_to_a_time_read_as_utc(
 
     expect(page.locator("h1")).to_contain_text("nightly-eval")
     expect(page.locator("#begin")).to_have_text(f"not placed before {begin:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def test_the_job_page_keeps_saying_why_the_job_failed_once_it_reads_the_job_again(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice, name="bert-finetune")
+    in_thread(lambda: actions.transition(job, State.SCHEDULED, "placed on gpu-a"))
+    in_thread(lambda: actions.transition(job, State.RUNNING, "attempt 1 running"))
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    page.locator("#history summary").click()
+
+    in_thread(lambda: actions.transition(job, State.FAILED, "worker 0 exited with code 3"))
+
+    # The history is redrawn after the job is read again, which redraws the state's line.
+    expect(page.locator("#history-rows tr").first.locator("td").nth(2)).to_have_text(
+        "failed", timeout=10_000
+    )
+    expect(page.locator("#state")).to_have_text("failed")
+    expect(page.locator("#reason")).to_have_text("worker 0 exited with code 3")
