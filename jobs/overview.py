@@ -12,6 +12,7 @@ from django.conf import settings
 
 from jobs import efficiency
 from jobs.metrics import Metric, shown
+from jobs.models import Family
 from jobs.placement import REASONS
 from jobs.states import State
 
@@ -87,8 +88,8 @@ def glance(figures: list[Metric]) -> list[Glance]:
     tick = settings.CELERY_BEAT_SCHEDULE["placement-cycle"]["schedule"]
     stalled = not cycle_ages or min(cycle_ages) > stall_s()
     return [
-        Glance("GPUs allocated", f"{shown(allocated)} of {shown(gpus)}", share),
-        Glance("Idle but unusable", f"{shown(fragmented)} GPUs",
+        Glance("GPUs allocated", f"{amount(allocated)} of {amount(gpus)}", share),
+        Glance("Idle but unusable", f"{amount(fragmented)} GPUs",
                "idle GPUs the queued and running job mix could not use"),
         Glance("Your teams' jobs",
                f"{shown(queued)} queued, {shown(running)} running",
@@ -107,7 +108,7 @@ def glance(figures: list[Metric]) -> list[Glance]:
         Glance("Nodes quarantined", shown(quarantined),
                "cordoned for failing several jobs; the admin's node list says why",
                quarantined > 0),
-        Glance("GPUs held idle", shown(held_idle),
+        Glance("GPUs held idle", amount(held_idle),
                f"held by running jobs whose GPUs have read idle for "
                f"{efficiency.IDLE_SAID_S // 60} minutes or more (where measured)",
                held_idle > 0),
@@ -191,14 +192,26 @@ class Wait:
     mean: str
 
 
+def amount(value: float) -> str:
+    """An amount of GPUs or GPU-hours for people: whole, or to at most two decimals ("2.5",
+    "0.29"), not a metric's six digits."""
+    return shown(value) if float(value).is_integer() else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 QUANTILES = (0.5, 0.95, 0.99, "mean")  # as metrics.summary writes them
 
 
-def waits(figures: list[Metric], name: str, label: str) -> list[Wait]:
-    """`name`'s quantiles and mean per value of `label` (a family, a tenant) as durations."""
+def waits(
+    figures: list[Metric], name: str, label: str, names: dict[str, str] | None = None
+) -> list[Wait]:
+    """`name`'s quantiles and mean per value of `label` (a family, a tenant) as durations, each
+    value called by its name in `names` where it has one."""
     quantiles = Figures(figures).keyed(name, label, "quantile")
     keys = dict.fromkeys(key for key, _ in quantiles)
-    return [Wait(key, *(efficiency.span(quantiles[key, q]) for q in QUANTILES)) for key in keys]
+    return [
+        Wait((names or {}).get(key, key), *(efficiency.span(quantiles[key, q]) for q in QUANTILES))
+        for key in keys
+    ]
 
 
 LIMITS = ("guaranteed", "borrow_limit")  # of a team's GPU quotas, shown beside their use
@@ -255,7 +268,7 @@ def teams(figures: list[Metric]) -> list[Team]:
             sorted(by_type[slug].values(), key=lambda g: g.gpu_type),
             recent.get(slug, 0.0),
             efficiency.span(p95[(slug,)]) if (slug,) in p95 else "",
-            f"{shown(spent.get(slug, 0.0))} of {shown(budget[slug])} GPU-hours"
+            f"{amount(spent.get(slug, 0.0))} of {amount(budget[slug])} GPU-hours"
             if slug in budget
             else "",
         )
@@ -374,7 +387,9 @@ def panels(figures: Iterable[Metric]) -> dict:
         "glance": glance(figures),
         "capacity": capacity(figures),
         "waiting": waiting(figures),
-        "waits_by_family": waits(figures, "mlsched_queue_wait_seconds", "family"),
+        "waits_by_family": waits(
+            figures, "mlsched_queue_wait_seconds", "family", dict(Family.choices)
+        ),
         "teams": teams(figures),
         "last_day": last_day(figures),
         "shards": shards,

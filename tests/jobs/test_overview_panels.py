@@ -63,6 +63,28 @@ def test_queue_waits_are_written_as_durations_per_family():
     assert rows == [overview.Wait("training", "30 s", "10 min", "2.0 h", "60 s")]
 
 
+def test_queue_waits_call_each_family_by_its_name_where_one_is_given():
+    samples = [({"family": family, "quantile": 0.5}, 30) for family in ("batch_inference", "new")]
+
+    rows = overview.waits(figures(queue_wait_seconds=samples), "mlsched_queue_wait_seconds",
+                          "family", {"batch_inference": "Batch inference"})  # fmt: skip
+
+    assert [row.of for row in rows] == ["Batch inference", "new"]
+
+
+def test_the_glance_gives_gpus_whole_or_to_two_decimals():
+    shown = {g.title: g.figure for g in overview.glance(figures(
+        gpus=[({"cluster": "east", "gpu_type": "T4", "state": "total"}, 20),
+              ({"cluster": "east", "gpu_type": "T4", "state": "allocated"}, 2.5)],
+        gpus_fragmented=[({"cluster": "east", "gpu_type": "T4"}, 2 / 7)],
+        gpus_held_idle=[({"cluster": "east", "gpu_type": "T4"}, 0.999)],
+    ))}  # fmt: skip
+
+    assert shown["GPUs allocated"] == "2.5 of 20"
+    assert shown["Idle but unusable"] == "0.29 GPUs"
+    assert shown["GPUs held idle"] == "1"
+
+
 def test_a_teams_gpus_in_use_are_given_by_type_beside_its_quota_there():
     rows = overview.teams(figures(
         tenant_usage=[({"tenant": "alpha", "flavor": "gpu:A100"}, 6),
