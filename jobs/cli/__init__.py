@@ -49,8 +49,9 @@
                      how long it ran of its runtime limit, the cores it kept busy on
                      average over its run and its largest worker's memory peak, each
                      against the request ("1.8 of 4 cores (45 %)"); an elastic gang's
-                     fewest workers, a gang's topology domain ("all in one rack"), and an
-                     attempt that started with fewer than all
+                     fewest workers, a gang's topology domain ("all in one rack"), an
+                     attempt that started with fewer than all, and why a failed or
+                     canceled job ended ("failed: worker 0 exited with code 3")
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

@@ -148,7 +148,13 @@ def status(api: Api, args) -> None:
 def efficiency(api: Api, args) -> None:
     """What each attempt of a job used of what it asked for, as Slurm's seff says it."""
     job = api.call("GET", f"jobs/{args.id}/")
-    per_worker = f"{job['cpu_milli'] / 1000:g} cores and {job['memory_mb']} MiB"
+    cores = job["cpu_milli"] / 1000
+    asked = [f"{cores:g} core{'' if cores == 1 else 's'}", f"{job['memory_mb']} MiB"]
+    if job["gpus"]:
+        asked.append(counted(job["gpus"], "GPU"))
+    elif job["gpu_milli"]:
+        asked.append(f"{job['gpu_milli']}m of a GPU")
+    per_worker = f"{', '.join(asked[:-1])} and {asked[-1]}"
     workers = f"{job['workers']} workers of {per_worker} each" if job["workers"] > 1 else per_worker
     elastic = f" (elastic: at least {job['min_workers']})" if job.get("min_workers") else ""
     together = f", all in one {job['topology']}" if job.get("topology") else ""
@@ -165,6 +171,8 @@ def efficiency(api: Api, args) -> None:
         show(f"attempt {a['number']} ({a['outcome'] or 'live'}){where}: {used}")
     if not job["attempts"]:
         show("not placed yet")
+    if job["state"] in ("failed", "canceled") and job.get("end_reason"):
+        show(f"{job['state']}: {job['end_reason']}")
 
 
 def cancel(api: Api, args) -> None:
