@@ -169,3 +169,17 @@ def test_a_shard_shared_alone_does_not_link_the_batch_its_reader_cannot_see(
     page = client.get(f"/jobs/{shard.pk}/").text
 
     assert re.search(r'<dd id="shard-of">(.*?)</dd>', page).group(1) == "1 of 2"
+
+
+def test_a_batchs_row_gives_the_gpus_each_shard_asks(client, alpha, alice):
+    first = batch(alpha, alice, State.RUNNING, State.QUEUED)
+    Job.objects.filter(pk__in=[first.pk, first.pk + 1]).update(gpus=0, gpu_milli=500)
+    single = JobFactory(tenant=alpha, owner=alice, gpus=0, gpu_milli=500)
+    client.force_login(alice)
+
+    rows = {int(re.search(r"<td>(\d+)</td>", row).group(1)): row
+            for row in client.get("/").text.split("<tr class=")[1:]}  # fmt: skip
+
+    cell = re.compile(r'<td class="gpus">(.*?)</td>', re.S)
+    assert re.sub(r"<[^>]+>", "", cell.search(rows[first.pk]).group(1)) == "500m each"
+    assert re.sub(r"<[^>]+>", "", cell.search(rows[single.pk]).group(1)) == "500m"
