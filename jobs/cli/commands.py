@@ -92,8 +92,12 @@ def list_jobs(api: Api, args) -> None:
     params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
               "label": args.label, "fold": fold}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
+    if sys.stdout.isatty():  # a header for people; none for a script reading the lines
+        show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} NAME")
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
+        if job["state"] in ("failed", "canceled") and job.get("end_reason"):
+            why = f"  ({job['end_reason']})"
         state = job.get("batch_state", job["state"])
         if states := job.get("shard_states"):
             counts = ", ".join(f"{n} {state}" for state, n in states.items())

@@ -3,6 +3,8 @@
 import contextlib
 import http.server
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import cycle
+from jobs import actions, cycle
 from jobs.cli import commands as cli_module
 from jobs.models import Job, LogChunk
 from jobs.states import State
@@ -142,6 +144,29 @@ def test_the_cli_prints_one_workers_lines_of_one_attempt(cli, alpha, alice):
     assert rank_1.stdout.splitlines() == ["[1.1] 1/1", "[2.1] 2/1"]
     assert second.stdout.splitlines() == ["[2.0] 2/0"]
     assert refused.returncode == 1 and "worker" in refused.stderr and "0 to 1" in refused.stderr
+
+
+def test_list_heads_its_columns_on_a_terminal_alone_and_says_why_a_job_failed(
+    cli, live_server, alpha, alice
+):
+    job = JobFactory(tenant=alpha, owner=alice, name="eval")
+    for state, reason in (("scheduled", "placed"), ("running", "attempt 1 running"),
+                          ("failed", "worker 0 exited with code 3")):  # fmt: skip
+        actions.transition(job, state, reason)
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": cli.token, "PATH": "/usr/bin:/bin"}
+    ours, theirs = pty.openpty()  # the CLI's standard output a terminal, as a person's is
+    with os.fdopen(ours, "rb") as terminal:
+        done = subprocess.run([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,
+                              stdout=theirs, stderr=subprocess.PIPE, timeout=60)  # fmt: skip
+        os.close(theirs)
+        shown = terminal.read1(65536).decode().splitlines()
+    piped = cli("list").stdout.splitlines()
+
+    assert done.returncode == 0, done.stderr
+    assert shown[0].split() == ["ID", "STATE", "FAMILY", "OWNER", "GPUS", "NAME"]
+    assert shown[1:] == piped
+    assert piped == [f"{job.pk:>8}  failed     training         alice        1       eval  "
+                     "(worker 0 exited with code 3)"]  # fmt: skip
 
 
 def test_the_cli_resubmits_an_ended_job_as_a_new_one_and_refuses_a_live_one(cli):
