@@ -95,6 +95,18 @@ def test_the_batch_page_counts_its_shards(alice, batch):
     assert re.sub(r"<[^>]+>", "", shards) == "4: 4 queued (cancel stops them all)"
 
 
+def test_the_batch_page_says_its_attempts_and_log_are_its_first_shards(alice, batch):
+    client = Client()
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{batch.pk}/").content.decode()
+    shard = client.get(f"/jobs/{shards(batch)[1].pk}/").content.decode()
+
+    assert page.count('<small class="of-shard">of shard 0</small>') == 2  # attempts, log
+    assert f'each shard\'s page has its own (<a href="/?batch={batch.pk}">' in page
+    assert "of-shard" not in shard
+
+
 def test_the_batch_page_offers_cancel_while_a_shard_lives(alice, batch):
     client = Client()
     client.force_login(alice)
