@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
@@ -18,7 +17,7 @@ from rest_framework.exceptions import PermissionDenied, Throttled, ValidationErr
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, actions, folding, throttles, trial
+from jobs import access, actions, folding, listing, throttles, trial
 from jobs.action_serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
@@ -38,9 +37,6 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     SubmitSerializer,
-    flag,
-    held_filter,
-    labels_asked,
     whole_number,
 )
 from jobs.states import State, batch_state
@@ -78,33 +74,16 @@ class JobsView(APIView):
         return [*super().get_throttles(), *extra]
 
     def get(self, request):
-        jobs = visible(request).order_by("-id")
-        shard = Q()  # what a job must match (folded: one of a batch's shards)
-        if state := request.query_params.get("state"):
-            if state not in State.values:
-                raise ValidationError({"state": f"One of {', '.join(State.values)}."})
-            shard &= Q(state=state)
-        if held := request.query_params.get("held"):
-            try:
-                shard &= held_filter(held)
-            except ValueError as bad:
-                raise ValidationError({"held": str(bad)}) from None
-        fold = flag_param(request, "fold")
+        """The caller's jobs, newest first, PAGE at a time, narrowed as jobs/listing.py reads
+        the parameters (the portal's list's), folded with `?fold=1`."""
+        asked = listing.asked(request.query_params, request.user,
+                              request.query_params.getlist("label"))  # fmt: skip
+        fold = listing.yes(request.query_params, "fold", asked.errors)
         if fold and "batch" in request.query_params:
-            raise ValidationError({"fold": "A batch's shards are listed one by one: not both."})
-        jobs = jobs.filter(folding.rows(request.user) & folding.any_shard(shard) if fold else shard)
-        try:
-            jobs = jobs.labelled(labels_asked(request.query_params.getlist("label")))
-        except ValueError as bad:
-            raise ValidationError({"label": str(bad)}) from None
-        if (before := id_param(request, "before")) is not None:
-            jobs = jobs.filter(id__lt=before)
-        if (batch := id_param(request, "batch")) is not None:
-            jobs = jobs.filter(Job.rows_of_batch(batch))
-        if (shard := id_param(request, "shard", "A shard's index")) is not None:
-            if batch is None:  # every job of the caller's tenants would be read for it
-                raise ValidationError({"shard": "A shard of a batch: give its batch too."})
-            jobs = jobs.filter(shard_index=shard)
+            asked.errors["fold"] = "A batch's shards are listed one by one: not both."
+        if asked.errors:
+            raise ValidationError(asked.errors)
+        jobs = asked.of(visible(request).order_by("-id"), request.user, fold=fold)
         page = list(jobs[:PAGE])
         listed = JobSerializer(page, many=True, context=reading(request, page)).data
         if fold:  # each batch's row with its shards counted, as the job's own answer has them
@@ -121,18 +100,6 @@ class JobsView(APIView):
         job, created = actions.submit(request.user, tenant, spec)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(job_json(request, visible(request).get(pk=job.pk)), status=code)
-
-
-def flag_param(request, name: str) -> bool:
-    """A yes-or-no query parameter (1, true, 0, false in any case; absent: no), else a 400
-    naming it."""
-    raw = request.query_params.get(name)
-    if raw is None:
-        return False
-    try:
-        return flag(raw)
-    except ValueError as bad:
-        raise ValidationError({name: str(bad)}) from None
 
 
 def submission(request) -> tuple:

@@ -17,7 +17,17 @@ from rest_framework.exceptions import ValidationError
 
 from clusters import maintenance
 from clusters.models import Node, is_topology_key
-from jobs import access, actions, dependencies, efficiency, folding, overview, throttles, trial
+from jobs import (
+    access,
+    actions,
+    dependencies,
+    efficiency,
+    folding,
+    listing,
+    overview,
+    throttles,
+    trial,
+)
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
@@ -26,9 +36,6 @@ from jobs.models import Family, Job
 from jobs.serializers import (
     FLAGS,
     SubmitSerializer,
-    held_filter,
-    labels_asked,
-    whole_number,
 )
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
@@ -46,20 +53,18 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
 
 
 def index(request):
-    """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed by
-    ``?state=``, ``?held=`` (1 or 0), ``?tenant=<slug>``, ``?q=`` (a part of the name) and
-    ``?batch=<id>`` (a batch's shards) and ``?label=`` (key=value, or a key alone; several:
-    the jobs carrying every one, as the API takes them). A state
-    that is none, a held that is neither, a name over 200 characters, a ``before`` or
-    ``batch`` that is no id or a label no job could carry is a 400 naming it; a team the user
-    is not in just lists nothing."""
-    filters, labels, errors = job_filters(request)
+    """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed as
+    the API's list is (jobs/listing.py: state, held, tenant, q, mine, label, batch, shard),
+    each batch folded into one row unless its shards are asked for (``?batch=<id>``). What is
+    wrong with them is a 400 naming it; a team the user is not in just lists nothing."""
+    asked = listing.asked(request.GET, request.user, labels_written(request))
+    errors = asked.errors
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class", "owner")
     jobs = jobs.with_end_reason()
     if errors:
         jobs = jobs.none()
     else:
-        jobs = jobs.filter(filters).labelled(labels).prefetch_related("dependency_links")
+        jobs = asked.of(jobs, request.user, fold=True).prefetch_related("dependency_links")
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     if not request.GET.get("batch"):
         count_shards(page)
@@ -69,7 +74,7 @@ def index(request):
         # Why it waits, or why it ended (a batch's row: why its shards wait, or nothing).
         ended = job.state in (State.FAILED, State.CANCELED)
         job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)
-    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "q", "batch")}
+    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "mine", "q", "batch")}
     written = labels_written(request)
     kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
     context = {
@@ -84,6 +89,7 @@ def index(request):
         "errors": errors,
         "fields": described(errors),
         "held": FLAGS.get(values["held"].lower()),  # the held select's choice: True, False, None
+        "mine": FLAGS.get(values["mine"].lower()),  # the box is ticked for a yes
         "states": State.values,
         "tenants": access.tenants_of(request.user).order_by("name"),
     }
@@ -100,47 +106,6 @@ def count_shards(page: list[Job]) -> None:
         job.listed_state = batch_state(shards.states)
         job.shards_waiting = [(reason, n, overview.meaning(reason))
                               for reason, n in shards.waiting.items()]  # fmt: skip
-
-
-def job_filters(request) -> tuple[Q, list, dict]:
-    """The job list's query parameters as a queryset filter and the labels asked
-    (JobQuerySet.labelled), and what is wrong with them."""
-    filters, errors, labels = {}, {}, []
-    try:
-        labels = labels_asked(labels_written(request))
-    except ValueError as bad:
-        errors["label"] = str(bad)
-    shard = Q()  # what one of a folded batch's shards must match for the batch to be listed
-    if state := request.GET.get("state"):
-        if state in State.values:
-            shard &= Q(state=state)
-        else:
-            errors["state"] = f"One of {', '.join(State.values)}."
-    if tenant := request.GET.get("tenant"):
-        filters["tenant__slug"] = tenant  # another tenant's slug just finds nothing
-    if q := request.GET.get("q", "").strip():
-        if len(q) > 200:
-            errors["q"] = "At most 200 characters."
-        else:
-            filters["name__icontains"] = q
-    for name, lookup in (("before", "id__lt"), ("batch", "batch")):
-        if value := request.GET.get(name):
-            if (number := whole_number(value)) is not None:
-                filters[lookup] = number
-            else:
-                errors[name] = "An id: a whole number."
-    batch, rows = filters.pop("batch", None), Q(**filters)
-    if held := request.GET.get("held"):
-        try:
-            shard &= held_filter(held)
-        except ValueError as bad:
-            errors["held"] = str(bad)
-    if batch is None:
-        # Each batch folded into its first shard's row, listed when one of its shards matches.
-        return rows & folding.rows(request.user) & folding.any_shard(shard), labels, errors
-    # Bounded by its last shard, as the API's ?batch= is: an index range, not a walk back
-    # through every job submitted since.
-    return rows & shard & Job.rows_of_batch(batch), labels, errors
 
 
 def labels_written(request) -> list[str]:

@@ -31,15 +31,17 @@
                      start, as Slurm's sbatch --test-only
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--limit N]
+    list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--tenant SLUG]
+         [--name TEXT] [--mine] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
                      4x8@rack, all in one rack; a CPU-only one gives its workers: 4w@rack),
-                     name and why it waits; --held: only the held ones; --batch: the
-                     shards of one batch (its id: the job its submission returned);
+                     name and why it waits or ended; --held: only the held ones; --batch:
+                     the shards of one batch (its id: the job its submission returned);
                      --label: those carrying the label (KEY alone: with any value), each
-                     --label narrowing the rest
+                     --label narrowing the rest; --tenant: one team's; --name: those whose
+                     name holds TEXT; --mine: those you submitted (Slurm's squeue --me)
     status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
                      limit on shards running at once, max_running_shards; an elastic gang:
                      its min_workers, and each attempt's workers, the size it started with;

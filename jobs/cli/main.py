@@ -124,6 +124,11 @@ def add_checking(commands) -> None:
                          help="every batch's shards a line each (else a batch is one line, its "
                               "shards counted by state)")  # fmt: skip
     listing.add_argument("--limit", type=positive, metavar="N", help="only the newest N jobs")
+    listing.add_argument("--tenant", metavar="SLUG", help="only this team's jobs")
+    listing.add_argument("--name", metavar="TEXT",
+                         help="only jobs whose name holds TEXT, in any case")  # fmt: skip
+    listing.add_argument("--mine", action="store_true",
+                         help="only the jobs you submitted (Slurm's squeue --me)")  # fmt: skip
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip

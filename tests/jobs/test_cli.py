@@ -169,6 +169,20 @@ def test_list_heads_its_columns_on_a_terminal_alone_and_says_why_a_job_failed(
                      "(worker 0 exited with code 3)"]  # fmt: skip
 
 
+def test_list_narrows_to_a_team_a_name_and_ones_own_jobs(cli, alpha, alice, bob):
+    mine = JobFactory(tenant=alpha, owner=alice, name="llama-train")
+    bobs = JobFactory(tenant=alpha, owner=bob, name="LLAMA-eval")
+    JobFactory(tenant=alpha, owner=alice, name="mmlu")
+
+    def listed(*args):
+        return [int(row.split()[0]) for row in cli("list", *args).stdout.splitlines()]
+
+    assert listed("--name", "llama") == [bobs.pk, mine.pk]
+    assert listed("--name", "llama", "--mine") == [mine.pk]
+    assert listed("--tenant", "alpha", "--name", "eval") == [bobs.pk]
+    assert listed("--tenant", "nobody") == []
+
+
 def test_the_cli_resubmits_an_ended_job_as_a_new_one_and_refuses_a_live_one(cli):
     job_id = int(cli("submit", "-", stdin=json.dumps(SPEC)).stdout.split()[0])
     live = cli("resubmit", str(job_id))

@@ -1,0 +1,113 @@
+"""The job lists' query parameters, read alike by the portal's list and the API's (and so the
+CLI's): what each asks of the reader's visible jobs, and what is wrong with them, each error
+naming its parameter (a 400).
+
+    state    one of the states            held     1 or 0 (true, false)
+    tenant   a team's slug                q        a part of the name (at most 200 characters)
+    mine     1: the jobs the reader submitted (Slurm's squeue --me)
+    label    key=value or key, repeated   before   an id: the jobs before it (paging)
+    batch    a batch's id: its shards     shard    with batch: its shard of that index
+
+A folded list (the portal's always, the API's with `?fold=1`) lists a batch as its first
+shard's row, there when one of its shards is in the state or held asked (jobs/folding.py).
+"""
+
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from jobs import folding
+from jobs.models import Job
+from jobs.serializers import flag, held_filter, labels_asked, whole_number
+from jobs.states import State
+
+MAX_NAME = 200  # the longest part of a name searched for
+
+
+@dataclass
+class Asked:
+    """What a list asks: `rows`, what each row listed must match; `shard`, what a job must
+    match, or, folded, one of a batch's shards; its labels; a batch's shards alone, and one
+    of them; and the errors, by parameter."""
+
+    rows: Q = field(default_factory=Q)
+    shard: Q = field(default_factory=Q)
+    labels: list[tuple[str, str | None]] = field(default_factory=list)
+    batch: int | None = None
+    shard_index: int | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def of(self, jobs, user, *, fold: bool):
+        """`jobs` (the reader's visible ones) narrowed as asked; folded unless a batch's shards
+        are asked for."""
+        if self.batch is not None:
+            # Bounded by its last shard: an index range, not a walk back through every job
+            # submitted since.
+            jobs = jobs.filter(self.rows & self.shard & Job.rows_of_batch(self.batch))
+            if self.shard_index is not None:
+                jobs = jobs.filter(shard_index=self.shard_index)
+        elif fold:
+            jobs = jobs.filter(self.rows & folding.rows(user) & folding.any_shard(self.shard))
+        else:
+            jobs = jobs.filter(self.rows & self.shard)
+        return jobs.labelled(self.labels)
+
+
+def asked(params, user, labels: list[str]) -> Asked:
+    """The list's query parameters (`params`, a QueryDict; `labels`, its `label` values as the
+    caller takes them) as filters on the jobs of `user`, and what is wrong with them."""
+    out = Asked()
+    try:
+        out.labels = labels_asked(labels)
+    except ValueError as bad:
+        out.errors["label"] = str(bad)
+    if state := params.get("state"):
+        if state in State.values:
+            out.shard &= Q(state=state)
+        else:
+            out.errors["state"] = f"One of {', '.join(State.values)}."
+    if held := params.get("held"):
+        try:
+            out.shard &= held_filter(held)
+        except ValueError as bad:
+            out.errors["held"] = str(bad)
+    if tenant := params.get("tenant"):
+        out.rows &= Q(tenant__slug=tenant)  # another tenant's slug just finds nothing
+    if q := params.get("q", "").strip():
+        if len(q) > MAX_NAME:
+            out.errors["q"] = f"At most {MAX_NAME} characters."
+        else:
+            out.rows &= Q(name__icontains=q)
+    if yes(params, "mine", out.errors):
+        out.rows &= Q(owner=user)
+    before = number(params, "before", "An id", out.errors)
+    if before is not None:
+        out.rows &= Q(id__lt=before)
+    out.batch = number(params, "batch", "An id", out.errors)
+    out.shard_index = number(params, "shard", "A shard's index", out.errors)
+    if out.shard_index is not None and out.batch is None and "batch" not in out.errors:
+        # Every job of the reader's tenants would be read for it.
+        out.errors["shard"] = "A shard of a batch: give its batch too."
+    return out
+
+
+def number(params, name: str, what: str, errors: dict[str, str]) -> int | None:
+    """A parameter holding an id or another whole number (jobs.serializers.whole_number); None
+    when it is not given, or, with an error naming it (`what`: a whole number), not one."""
+    if not (raw := params.get(name, "")):
+        return None
+    if (value := whole_number(raw)) is None:
+        errors[name] = f"{what}: a whole number."
+    return value
+
+
+def yes(params, name: str, errors: dict[str, str]) -> bool:
+    """A yes-or-no parameter (jobs.serializers.flag; not given: no), or no with an error
+    naming it."""
+    if (raw := params.get(name)) is None:
+        return False
+    try:
+        return flag(raw)
+    except ValueError as bad:
+        errors[name] = str(bad)
+        return False
