@@ -168,12 +168,13 @@ def named_jobs(job: Job) -> set[int]:
     return named - {job.pk}
 
 
-def hidden_from(user, jobs) -> frozenset[int]:
+def hidden_from(user, jobs, mine: set[int] | None = None) -> frozenset[int]:
     """The jobs these jobs name that the user may not see (those they wait for, and the one
     each was resubmitted from): a guardian grant shows an outsider one job, not the ids and
     outcomes of its team's others. A job of the user's own tenants names only jobs of its
-    tenant, which they see: only the jobs shared with them alone are looked at."""
-    mine = tenant_ids(user)
+    tenant, which they see: only the jobs shared with them alone are looked at. `mine`: the
+    user's tenant ids, where the caller has read them already."""
+    mine = tenant_ids(user) if mine is None else mine
     shared = [job for job in jobs if job.tenant_id not in mine]
     if not shared:
         return frozenset()

@@ -65,7 +65,7 @@ def job_json(request, job) -> dict:
 def reading(request, jobs: list[Job]) -> dict:
     """JobSerializer's context for the reader of `jobs`."""
     mine = access.tenant_ids(request.user)
-    return {"hidden": access.hidden_from(request.user, jobs), "mine": mine}
+    return {"hidden": access.hidden_from(request.user, jobs, mine), "mine": mine}
 
 
 class JobsView(APIView):

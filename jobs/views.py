@@ -68,8 +68,8 @@ def index(request):
     page = list(jobs.order_by("-id")[:PAGE])  # newest first, by the primary key's index
     if not request.GET.get("batch"):
         count_shards(page)
-    hidden = access.hidden_from(request.user, page)
     mine = access.tenant_ids(request.user)
+    hidden = access.hidden_from(request.user, page, mine)
     for job in page:
         # Why it waits, or why it ended (a batch's row: why its shards wait, or nothing).
         ended = job.state in (State.FAILED, State.CANCELED)

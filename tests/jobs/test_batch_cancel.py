@@ -23,8 +23,8 @@ SPEC = {
 # and its event (the COPY of the events is not a query Django sees); the rest is the API's
 # access checks and its answer (its depends_on one of them, the caller's tenants another: the
 # jobs a job shared with them alone names are narrowed to those they see; its attempts' nodes
-# another).
-QUERY_BUDGET = 35
+# another; why it ended, its cancel's event, another).
+QUERY_BUDGET = 36
 
 
 def batch_of(owner, tenant, shards: int, running_every: int = 10) -> Job:
