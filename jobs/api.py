@@ -495,11 +495,10 @@ def id_param(request, name: str, what: str = "An id") -> int | None:
     naming it if it is not a whole number. A number past the largest id a job can have stands
     for that largest, as no job lies between them (a database may refuse to compare an id with
     a larger number: SQLite does)."""
-    raw = request.query_params.get(name, "")
-    if not raw:
-        return None
-    if (number := whole_number(raw)) is None:
-        raise ValidationError({name: f"{what}: a whole number."})
+    errors: dict[str, str] = {}
+    number = listing.number(request.query_params, name, what, errors)
+    if errors:
+        raise ValidationError(errors)
     return number
 
 

@@ -56,8 +56,15 @@ def clusters(request):
         shown = [row for row in nodes_api.in_state(rows, state) if row.node.pk in wanted]
     except reports.BadParameter as bad:
         errors = {bad.field: bad.message}
+    clusters = nodes_api.clusters_json(rows)
     context = {
-        "clusters": nodes_api.clusters_json(rows),
+        "clusters": clusters,
+        # The node filter's choices: every cluster and GPU type, and one asked for that is
+        # neither (a link typed by hand), so the form shows what was asked.
+        "cluster_names": choices([c["name"] for c in clusters], values["cluster"]),
+        "gpu_types": choices(
+            [g["gpu_type"] for c in clusters for g in c["gpus"]], values["gpu_type"]
+        ),  # fmt: skip
         "nodes": shown,
         "states": nodes_api.STATES,
         "no_gpus": [None],
@@ -65,6 +72,11 @@ def clusters(request):
         "fields": described(errors),
     }
     return render(request, "portal/clusters.html", context, status=400 if errors else 200)
+
+
+def choices(known: list[str], asked: str) -> list[str]:
+    """A filter's options, sorted and each once, with the value asked for among them."""
+    return sorted({*known, *([asked] if asked else [])})
 
 
 @login_required

@@ -2,6 +2,7 @@
 each cluster's nodes counted by state and its GPUs by type, to any user, naming no team and no
 job, in a few queries whatever the number of nodes; and the CLI's `nodes` and `clusters`."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -214,3 +215,15 @@ def test_the_portal_page_lists_the_clusters_and_the_nodes_asked_for(client, alic
     assert "<td>2 of 8</td>" in nodes
     assert refused.status_code == 400
     assert "No cluster is named &#x27;nowhere&#x27;." in refused.content.decode()
+
+
+def test_the_portal_pages_node_filter_offers_every_cluster_and_gpu_type(client, alice, fleet):
+    client.force_login(alice)
+
+    page = client.get("/clusters/", {"cluster": "nowhere"}).content.decode()
+
+    clusters = re.search(r'<select name="cluster".*?</select>', page, re.S).group(0)
+    kinds = re.search(r'<select name="gpu_type".*?</select>', page, re.S).group(0)
+    assert re.findall(r'<option value="([^"]*)"', clusters) == ["", "east", "nowhere"]
+    assert '<option value="nowhere" selected>' in clusters  # what was asked, shown
+    assert re.findall(r'<option value="([^"]*)"', kinds) == ["", "A100"]
