@@ -26,6 +26,7 @@ from quotas.models import (
     Tenant,
     new_notify_secret,
 )
+from quotas.status import unit
 from quotas.usage import usage_by_tenant
 
 
@@ -346,10 +347,15 @@ class QuotaForm(DrawnQuota):
 @admin.register(Quota)
 class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
     form = QuotaForm
-    list_display = ["tenant", "flavor", "guaranteed", "borrow_limit", "lend_limit"]
+    list_display = ["tenant", "flavor", "unit", "guaranteed", "borrow_limit", "lend_limit"]
     list_filter = ["flavor"]
     list_select_related = ["tenant"]
     tenant_path = "tenant"
+
+    @admin.display(description="unit")
+    def unit(self, quota: Quota) -> str:
+        """What the amounts count: GPUs, millicores or MiB."""
+        return unit(quota.flavor)
 
 
 @admin.register(ApiToken)

@@ -37,6 +37,17 @@ def test_it_shows_quota_usage_beside_each_quota(admin_client, alpha):
     assert "1000 millicores (10% of guarantee)" in page.text
 
 
+def test_the_quota_list_gives_each_quotas_unit(admin_client, alpha):
+    for flavor in ("gpu:A100", "cpu", "memory"):
+        QuotaFactory(tenant=alpha, flavor=flavor, guaranteed=8)
+
+    page = admin_client.get("/admin/quotas/quota/").text
+
+    units = dict(re.findall(r'<td class="field-flavor">([^<]+)</td><td class="field-unit">([^<]+)<',
+                            page))  # fmt: skip
+    assert units == {"gpu:A100": "GPUs", "cpu": "millicores", "memory": "MiB"}
+
+
 def test_the_tenant_page_names_its_limits_with_their_units(admin_client, alpha):
     page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/").text
 
