@@ -82,7 +82,7 @@ def test_efficiency_says_the_fewest_workers_and_an_attempt_that_started_with_few
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == (
-        f"job {job.pk} llama (queued): asked for 4 workers of 4 cores and 8192 MiB each "
+        f"job {job.pk} llama (queued): asked for 4 workers of 4 cores, 8192 MiB and 1 GPU each "
         "(elastic: at least 2)"
     )
     assert lines[1].startswith("attempt 1 (preempted) on east, started with 3 of 4 workers: ")

@@ -48,7 +48,7 @@ def test_efficiency_says_a_gangs_domain_when_it_asks_for_one(mlsched, alpha, ali
 
     assert status == 0, err
     assert out.splitlines()[0] == (
-        f"job {job.pk} llama (queued): asked for 4 workers of 4 cores and 8192 MiB each, "
+        f"job {job.pk} llama (queued): asked for 4 workers of 4 cores, 8192 MiB and 1 GPU each, "
         "all in one rack"
     )
     assert "all in one" not in mlsched("efficiency", str(plain.pk))[1]
