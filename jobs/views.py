@@ -33,10 +33,7 @@ from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
 from jobs.forms import described
 from jobs.models import Family, Job
-from jobs.serializers import (
-    FLAGS,
-    SubmitSerializer,
-)
+from jobs.serializers import FLAGS, SubmitSerializer
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass, TenantVolume
