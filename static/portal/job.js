@@ -340,11 +340,13 @@
   }
 
   async function rescope() {
-    // Another worker or attempt chosen: its lines from the end of its log, the download its.
+    // Another worker or attempt chosen: its lines from the end of its log, the download its,
+    // and the page's address says it (#worker=3&attempt=2), to be shared or reloaded.
     scopes += 1;
     const mine = scopes;
     const scope = logScope();
     downloadEl.href = downloadUrl + (scope ? "?" + scope.substring(1) : "");
+    history.replaceState(null, "", scope ? "#" + scope.substring(1) : location.pathname);
     if (reading) await reading;  // it stops at its next step
     if (mine !== scopes) return;  // chosen again meanwhile: the last choice reads
     logEl.replaceChildren();
@@ -423,6 +425,24 @@
     };
   }
 
+  function chosenInAddress() {
+    // The choice an address brings (#worker=3&attempt=2), where the page offers it.
+    const asked = new URLSearchParams(location.hash.substring(1));
+    let chosen = false;
+    for (const [name, select] of [["worker", workerEl], ["attempt", attemptEl]]) {
+      const value = asked.get(name);
+      if (select && value && select.querySelector('option[value="' + CSS.escape(value) + '"]')) {
+        select.value = value;
+        chosen = true;
+      }
+    }
+    if (chosen) {
+      attemptLabelEl.hidden = attemptLabelEl.hidden && !attemptEl.value;
+      downloadEl.href = downloadUrl + "?" + logScope().substring(1);
+    }
+  }
+
+  chosenInAddress();
   if (workerEl) workerEl.addEventListener("change", rescope);
   attemptEl.addEventListener("change", rescope);
   connect();

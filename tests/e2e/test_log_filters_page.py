@@ -68,3 +68,31 @@ def test_a_single_worker_job_of_one_attempt_offers_no_choice(server, browser_pag
 
     expect(page.locator("#log-worker")).to_have_count(0)
     expect(page.locator("#log-attempt")).to_be_hidden()
+
+
+def test_the_choice_is_in_the_pages_address_and_a_shared_address_brings_it(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, workers=2, gpus=1, state=State.RUNNING)
+    attempt = AttemptFactory(job=job, cluster=cluster)
+    for rank in range(2):
+        LogChunk.objects.create(attempt=attempt, worker=rank, seq=0, text=f"rank {rank} up")
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+
+    page.select_option("#log-worker", "1")
+    expect(page.locator("#log > span")).to_have_text(["[1.1] rank 1 up\n"])
+    assert page.url == f"{server}/jobs/{job.pk}/#worker=1"
+
+    page.goto(f"{server}/jobs/{job.pk}/")  # the choice dropped with the address's
+    page.goto(f"{server}/jobs/{job.pk}/#worker=0")
+    page.reload()
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#log-worker")).to_have_value("0")
+    expect(page.locator("#log > span")).to_have_text(["[1.0] rank 0 up\n"])
+    expect(page.locator("#download-log")).to_have_attribute(
+        "href", f"/api/v1/jobs/{job.pk}/logs.txt?worker=0"
+    )
