@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL database for a benchmark, on BENCH_SERVER_URL's server (default: the
 local PostgreSQL): `use(name)` before Django is imported, `create(name)` to drop, create and
-migrate it; `median_get_ms` to time a page or an endpoint as a user asks for it."""
+migrate it; `finished_jobs` to fill it with a team's past jobs; `median_get_ms` to time a page or
+an endpoint as a user asks for it."""
 
 import os
 import statistics
@@ -27,6 +28,23 @@ def create(name: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+BATCH = 50_000  # rows a bulk insert writes at a time
+
+
+def finished_jobs(tenant, owner, count: int, priority_class) -> None:
+    """`count` finished single jobs of `tenant` submitted by `owner`, alike (1 GPU, a minute's
+    limit), BATCH rows an insert."""
+    from jobs.models import Job
+
+    for start in range(0, count, BATCH):
+        Job.objects.bulk_create(
+            Job(tenant=tenant, owner=owner, name="j", family="training", image="i",
+                command=["x"], cpu_milli=1, memory_mb=1, gpus=1, priority_class=priority_class,
+                max_runtime_s=60, state="succeeded")
+            for _ in range(min(BATCH, count - start))
+        )  # fmt: skip
 
 
 def median_get_ms(user, url: str, repeat: int) -> float:

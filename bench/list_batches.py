@@ -40,11 +40,7 @@ def build(jobs: int, shards: int):
     Membership.objects.create(tenant=tenant, user=user)
     common = dict(tenant=tenant, owner=user, image="i", command=["x"], cpu_milli=1,
                   memory_mb=1, gpus=1, priority_class=normal, max_runtime_s=60)  # fmt: skip
-    for start in range(0, jobs, 50_000):
-        Job.objects.bulk_create(
-            Job(**common, name="j", family="training", state="succeeded")
-            for _ in range(min(50_000, jobs - start))
-        )
+    fresh_db.finished_jobs(tenant, user, jobs, normal)
     first = Job.objects.create(**common, name="embed", family="batch_inference",
                                shards=shards, shard_index=0, state="running")  # fmt: skip
     for start in range(1, shards, 50_000):

@@ -28,7 +28,6 @@ def build(jobs: int, few: int):
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from jobs.models import Job
     from quotas.models import Membership, PriorityClass, Tenant
 
     normal = PriorityClass.objects.create(name="normal", value=0)
@@ -37,13 +36,7 @@ def build(jobs: int, few: int):
     for name, count in (("few", few), ("many", jobs)):
         user = User.objects.create(username=name)
         Membership.objects.create(tenant=tenant, user=user)
-        for start in range(0, count, 50_000):
-            Job.objects.bulk_create(
-                Job(tenant=tenant, owner=user, name="j", family="training", image="i",
-                    command=["x"], cpu_milli=1, memory_mb=1, gpus=1, priority_class=normal,
-                    max_runtime_s=60, state="succeeded")
-                for _ in range(min(50_000, count - start))
-            )  # fmt: skip
+        fresh_db.finished_jobs(tenant, user, count, normal)
         members.append(user)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
