@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from clusters.backends import base
+from jobs.placement.words import where_on
 from jobs.states import ACTIVE, TERMINAL, State
 
 
@@ -641,16 +642,6 @@ class Attempt(models.Model):
     def where(self) -> str:
         """nodes(), as the job page says it: "gpu-a (GPUs 0, 1), gpu-b (GPUs 0, 1)"."""
         return ", ".join(where_on(node) for node in self.nodes())
-
-
-def where_on(node: dict) -> str:
-    """One node of Attempt.nodes(), for people: its name and what it held there."""
-    gpus = node["gpus"]
-    if not gpus:
-        return node["node"]
-    said = ", ".join(map(str, gpus))
-    share = f", {node['gpu_milli']}m each" if node["gpu_milli"] < 1000 else ""
-    return f"{node['node']} (GPU{'s' if len(gpus) > 1 else ''} {said}{share})"
 
 
 # The rows kept beside the jobs (jobs/records.py) and the daily usage roll-up's

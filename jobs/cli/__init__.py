@@ -42,11 +42,19 @@
                      --label: those carrying the label (KEY alone: with any value), each
                      --label narrowing the rest; --tenant: one team's; --name: those whose
                      name holds TEXT; --mine: those you submitted (Slurm's squeue --me)
-    status ID        one job, as JSON (a batch: its shards by state, shard_states, and its
-                     limit on shards running at once, max_running_shards; an elastic gang:
-                     its min_workers, and each attempt's workers, the size it started with;
-                     a gang kept in one domain: its topology; its data volumes, each
-                     with its path and read_only)
+    status ID [--json]
+                     one job: on a terminal, described a field to a line, as kubectl
+                     describe and Slurm's scontrol show job give it (its state and why it
+                     waits or ended, what it asks, its image and command, labels, volumes,
+                     priority, retries, dependencies and times; a batch: its shards counted
+                     by state), then each attempt (how it ended, where, for how long, the
+                     nodes and GPUs it held) and its last moves; with --json, or when the
+                     output is not a terminal, the job as JSON (a batch: its shards by
+                     state, shard_states, and its limit on shards running at once,
+                     max_running_shards; an elastic gang: its min_workers, and each
+                     attempt's workers, the size it started with; a gang kept in one
+                     domain: its topology; its data volumes, each with its path and
+                     read_only)
     efficiency ID    what each of its attempts used of what it asked for, as Slurm's seff:
                      how long it ran of its runtime limit, the cores it kept busy on
                      average over its run and its largest worker's memory peak, each

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from jobs.cli.client import TERMINAL, Api, show
+from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
 from jobs.placement.words import counted
 
@@ -147,23 +148,21 @@ def all_jobs(api: Api, params: dict):
 
 
 def status(api: Api, args) -> None:
-    show(json.dumps(api.call("GET", f"jobs/{args.id}/"), indent=2))
+    """The job described for a person on a terminal, with its last moves; its JSON for a
+    script (output not a terminal, or --json)."""
+    job = api.call("GET", f"jobs/{args.id}/")
+    if args.json or not sys.stdout.isatty():
+        show(json.dumps(job, indent=2))
+        return
+    moves = api.call("GET", f"jobs/{args.id}/events/", params={"last": EVENTS_SHOWN})
+    for line in described(job, moves["events"], moves["earlier"]):
+        show(line)
 
 
 def efficiency(api: Api, args) -> None:
     """What each attempt of a job used of what it asked for, as Slurm's seff says it."""
     job = api.call("GET", f"jobs/{args.id}/")
-    cores = job["cpu_milli"] / 1000
-    asked = [f"{cores:g} core{'' if cores == 1 else 's'}", f"{job['memory_mb']} MiB"]
-    if job["gpus"]:
-        asked.append(counted(job["gpus"], "GPU"))
-    elif job["gpu_milli"]:
-        asked.append(f"{job['gpu_milli']}m of a GPU")
-    per_worker = f"{', '.join(asked[:-1])} and {asked[-1]}"
-    workers = f"{job['workers']} workers of {per_worker} each" if job["workers"] > 1 else per_worker
-    elastic = f" (elastic: at least {job['min_workers']})" if job.get("min_workers") else ""
-    together = f", all in one {job['topology']}" if job.get("topology") else ""
-    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {workers}{elastic}{together}")
+    show(f"job {job['id']} {job['name']} ({job['state']}): asked for {asked_for(job)}")
     for a in job["attempts"]:
         where = f" on {a['cluster']}" if a["cluster"] else ""
         if a.get("workers", job["workers"]) < job["workers"]:  # an elastic gang started smaller

@@ -132,8 +132,12 @@ def add_checking(commands) -> None:
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip
-    for name in ("status", "efficiency"):
-        commands.add_parser(name).add_argument("id", type=int)
+    showing = commands.add_parser("status")
+    showing.add_argument("id", type=int)
+    showing.add_argument("--json", action="store_true",
+                         help="the job as the API gives it, as JSON (what status writes "
+                              "when its output is not a terminal)")  # fmt: skip
+    commands.add_parser("efficiency").add_argument("id", type=int)
 
 
 def add_holding(commands) -> None:

@@ -150,10 +150,11 @@
   }
 
   function where(nodes) {
-    // As the server draws it (Attempt.where): "gpu-a (GPUs 0, 1), gpu-b (GPU 3, 250m each)".
+    // As the server draws it (Attempt.where): "gpu-a (GPUs 0, 1), gpu-b (GPU 3, 250m)".
     return nodes.map(function (n) {
       if (!n.gpus.length) return n.node;
-      const share = n.gpu_milli < 1000 ? ", " + n.gpu_milli + "m each" : "";
+      const each = n.gpus.length > 1 ? " each" : "";
+      const share = n.gpu_milli < 1000 ? ", " + n.gpu_milli + "m" + each : "";
       return n.node + " (GPU" + (n.gpus.length > 1 ? "s " : " ") + n.gpus.join(", ") + share + ")";
     }).join(", ");
   }

@@ -63,7 +63,7 @@ def test_the_job_page_says_where_each_attempt_ran(client, east, alpha, alice):
     cycle.run_cycle()
     client.force_login(alice)
 
-    assert "<td>t4 (GPU 0, 250m each)</td>" in client.get(f"/jobs/{share.pk}/").text
+    assert "<td>t4 (GPU 0, 250m)</td>" in client.get(f"/jobs/{share.pk}/").text
     # Both workers on one node (fewest nodes): its GPUs together.
     where = Attempt.objects.get(job=gang).where()
     assert re.fullmatch(r"gpu-[ab] \(GPUs 0, 1, 2, 3\)", where)
