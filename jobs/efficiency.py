@@ -130,7 +130,7 @@ class Efficiency:
         return f"{amounts} ({percent(self.memory_efficiency)})"
 
     def runtime_text(self) -> str:
-        """For the job page, "1.0 h of 24.0 h (4 %)"; empty before it ran."""
+        """For the job page, "1 h of 24 h (4 %)"; empty before it ran."""
         if self.run_s is None:
             return ""
         ran = f"{span(self.run_s)} of {span(self.limit_s)}"
@@ -138,14 +138,14 @@ class Efficiency:
 
 
 def span(seconds: float) -> str:
-    """A duration for people: "40 s", "12 min", "1.5 h", "3.2 d"."""
+    """A duration for people: "40 s", "12 min", "1.5 h", "2 h", "3.2 d"."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+        return f"{seconds / 3600:.1f} h".replace(".0 ", " ")
+    return f"{seconds / 86400:.1f} d".replace(".0 ", " ")
 
 
 def percent(fraction: float | None) -> str:

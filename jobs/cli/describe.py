@@ -7,6 +7,7 @@ import shlex
 from datetime import UTC, datetime
 
 from jobs.cli.written import slurm_form
+from jobs.efficiency import span
 from jobs.placement.words import counted, where_on
 
 WIDTH = 17  # the labels' column
@@ -186,16 +187,3 @@ def moment(text: str) -> str:
     except ValueError:
         return text
     return at.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def span(seconds: int) -> str:
-    """A length of time in its two largest units: "45 s", "90 min" stays "1 h 30 min"."""
-    units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
-    parts = []
-    for unit, size in units:
-        if seconds >= size or (unit == "s" and not parts):
-            parts.append(f"{seconds // size} {unit}")
-            seconds %= size
-        if len(parts) == 2 or (parts and not seconds):
-            break
-    return " ".join(parts)

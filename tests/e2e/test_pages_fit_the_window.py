@@ -47,3 +47,22 @@ def test_a_portal_page_needs_no_sideways_scrolling_in_a_1024_pixel_window(
     page.goto(f"{server}{path}")
 
     assert page.evaluate("document.documentElement.scrollWidth") <= 1024
+
+
+def test_a_queued_jobs_verbs_share_a_row_and_each_changes_help_sits_under_its_field(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    PriorityClassFactory(name="normal")
+    job = JobFactory(tenant=alpha, owner=alice, name="gang", workers=2, min_workers=1)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/jobs/{job.pk}/")
+    cancel, hold = (page.locator(f"#{id}").bounding_box() for id in ("cancel", "hold"))
+    field = page.locator("#min-workers-input").bounding_box()
+    help_text = page.locator("#min-workers-help").bounding_box()
+
+    assert abs(cancel["y"] - hold["y"]) < 2 and hold["x"] > cancel["x"] + cancel["width"]
+    assert help_text["y"] >= field["y"] + field["height"] - 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280

@@ -51,7 +51,7 @@ def test_the_cancel_button_goes_once_the_open_job_has_ended(server, browser_page
     expect(cells.nth(2)).to_have_text("gpu-7 (GPUs 2, 3)")  # redrawn by job.js
     expect(cells.nth(6)).to_have_text("2024-03-01 23:00:00")  # with the day
     expect(cells.nth(7)).to_have_text("2024-03-03 01:00:00")
-    expect(cells.nth(8)).to_have_text("26.0 h of 4.0 d (27 %)")
+    expect(cells.nth(8)).to_have_text("26 h of 4 d (27 %)")
     expect(cells.nth(9)).to_have_text("2.0 of 4 cores (50 %)")
     expect(cells.nth(10)).to_have_text("3.9 of 15.6 GiB (25 %)")
     expect(cells.nth(11)).to_have_text("0.8 of 1 GPU busy (80 %)")

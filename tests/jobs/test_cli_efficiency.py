@@ -32,7 +32,7 @@ def test_efficiency_says_what_each_attempt_used_of_the_request(cli, alpha, alice
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         f"job {job.pk} train (running): asked for 2 workers of 4 cores, 8192 MiB and 1 GPU each",
-        "attempt 1 (preempted) on east: ran 60 min of 24.0 h (4 %), CPU 2.0 of 8 cores (25 %), "
+        "attempt 1 (preempted) on east: ran 60 min of 24 h (4 %), CPU 2.0 of 8 cores (25 %), "
         "memory peak 2.0 of 8.0 GiB (25 %), 1.5 of 2 GPUs busy (75 %)",
         "attempt 2 (live) on east: not started, CPU not measured, memory peak not measured",
     ]

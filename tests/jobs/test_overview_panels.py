@@ -60,7 +60,7 @@ def test_queue_waits_are_written_as_durations_per_family():
     rows = overview.waits(figures(queue_wait_seconds=samples), "mlsched_queue_wait_seconds",
                           "family")  # fmt: skip
 
-    assert rows == [overview.Wait("training", "30 s", "10 min", "2.0 h", "60 s")]
+    assert rows == [overview.Wait("training", "30 s", "10 min", "2 h", "60 s")]
 
 
 def test_queue_waits_call_each_family_by_its_name_where_one_is_given():

@@ -78,7 +78,7 @@ def test_a_jobs_page_shows_what_it_asked_for_and_when_it_was_submitted(client, a
     assert re.search(r"<dt>GPU types</dt><dd>h100, a100</dd>", facts)
     assert "<dt>Cluster selector</dt><dd><code>region=eu</code></dd>" in facts
     assert "<dt>Preemptible</dt><dd>yes</dd>" in facts
-    assert "<dt>Runtime limit</dt><dd>7200 s</dd>" in facts
+    assert '<dt>Runtime limit</dt><dd id="runtime-limit">2 h (7200 s)</dd>' in facts
     assert "<dt>Retries</dt><dd>2 of at most 5</dd>" in facts
     assert "<dt>Submitted</dt><dd>2024-03-01 09:30:00 UTC by alice</dd>" in facts
 
