@@ -60,6 +60,23 @@ class JobQuerySet(models.QuerySet):
             )
         )
 
+    def with_started_workers(self):
+        """Each elastic gang that is placed with the workers its live attempt started with,
+        `started_workers` (None for any other job): one subquery per such row, by the index
+        attempt_one_live_per_job."""
+        live = Attempt.objects.filter(job=models.OuterRef("pk"), outcome="").values("workers")
+        return self.annotate(
+            started_workers=models.Case(
+                models.When(
+                    min_workers__isnull=False,
+                    state__in=(State.SCHEDULED, State.RUNNING),
+                    then=models.Subquery(live[:1]),
+                ),
+                default=None,
+                output_field=models.PositiveSmallIntegerField(),
+            )
+        )
+
 
 def end_events(job, state):
     """The reasons of a job's moves into its ended `state`, the last first (a lost attempt's

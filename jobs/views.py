@@ -57,7 +57,7 @@ def index(request):
     asked = listing.asked(request.GET, request.user, labels_written(request))
     errors = asked.errors
     jobs = visible_jobs(request.user).select_related("tenant", "priority_class", "owner")
-    jobs = jobs.with_end_reason()
+    jobs = jobs.with_end_reason().with_started_workers()
     if errors:
         jobs = jobs.none()
     else:

@@ -102,6 +102,23 @@ def test_the_job_list_gives_an_elastic_gangs_range_of_workers(alpha, alice):
     assert '<td class="gpus">4 × 8</td>' in page
 
 
+def test_the_job_list_gives_a_placed_elastic_gangs_workers_its_attempt_started_with(alpha, alice):
+    smaller = JobFactory(tenant=alpha, owner=alice, workers=8, min_workers=2, gpus=8,
+                         state="running")  # fmt: skip
+    AttemptFactory(job=smaller, number=1, workers=4, outcome=Attempt.Outcome.PREEMPTED)
+    AttemptFactory(job=smaller, number=2, workers=3)
+    rigid = JobFactory(tenant=alpha, owner=alice, workers=4, gpus=8, state="running")
+    AttemptFactory(job=rigid, workers=4)
+    queued = JobFactory(tenant=alpha, owner=alice, workers=8, min_workers=2, gpus=8)
+    AttemptFactory(job=queued, workers=2, outcome=Attempt.Outcome.PREEMPTED)
+
+    page = portal_of(alice).get("/").text
+
+    started = '<span class="started" title="The workers its attempt started with">'
+    assert f'<td class="gpus">2–8 × 8 {started}started with 3</span></td>' in page
+    assert page.count(started) == 1  # neither the rigid gang nor the queued elastic one
+
+
 def test_a_rigid_jobs_page_says_its_workers_alone_and_has_no_workers_column(alpha, alice):
     job = JobFactory(tenant=alpha, owner=alice, workers=8)
     AttemptFactory(job=job, workers=8)
