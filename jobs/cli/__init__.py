@@ -2,7 +2,7 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--label KEY=VALUE ...]
-                [--volume NAME:PATH[:rw] ...] [--test-only]
+                [--volume NAME:PATH[:rw] ...] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -28,7 +28,8 @@
                      it, where the volume allows (again for more; added to its volumes).
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
-                     start, as Slurm's sbatch --test-only
+                     start, as Slurm's sbatch --test-only. --wait then waits for it to
+                     end, as wait does, and exits as it did (Slurm's sbatch --wait)
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--tenant SLUG]
@@ -62,6 +63,15 @@
                      fewest workers, a gang's topology domain ("all in one rack"), an
                      attempt that started with fewer than all, and why a failed or
                      canceled job ended ("failed: worker 0 exited with code 3")
+    wait ID [--timeout SECONDS]
+                     block until the job has ended (a batch: every shard), as kubectl wait
+                     does, saying each change of its state on standard error, then print
+                     how it ended ("failed: worker 0 exited with code 3") and exit 0 if it
+                     succeeded, with its last attempt's exit code if it failed with one,
+                     else 1 (a batch that failed: 1); 124 if it has not ended within
+                     --timeout. It reads the job every second at first, every ten at most,
+                     and asks again for five minutes while the server does not answer or
+                     answers 5xx (a restart)
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

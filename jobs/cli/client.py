@@ -35,6 +35,11 @@ def show(line: str, out=None) -> None:
     print(printable(line), file=out or sys.stdout, flush=True)
 
 
+class Unavailable(SystemExit):
+    """No answer from the server, or a 5xx (a restart behind a proxy answers 502 or 503):
+    the CLI exits with it, unless it may ask again (`wait`)."""
+
+
 class Api:
     def __init__(self, url: str, token: str):
         self.url = url.rstrip("/") + "/api/v1/"
@@ -61,7 +66,8 @@ class Api:
             )
         if response.status_code >= 400:
             which = " (MLSCHED_TOKEN)" if response.status_code == 401 else ""
-            raise SystemExit(printable(f"error {response.status_code}{which}: {response.text}"))
+            error = Unavailable if response.status_code >= 500 else SystemExit
+            raise error(printable(f"error {response.status_code}{which}: {response.text}"))
         if response.status_code == 204:  # done, nothing to say: a deletion
             return 204, {}
         try:
@@ -82,7 +88,9 @@ class Api:
                 method, self.url + path, timeout=30, allow_redirects=False, **kwargs
             )
         except requests.RequestException as error:
-            raise SystemExit(printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")) from None
+            raise Unavailable(
+                printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")
+            ) from None
 
 
 def retry_after(response: requests.Response) -> int | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jobs.cli.client import TERMINAL, Api, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
+from jobs.cli.waiting import wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
 from jobs.placement.words import counted
 
@@ -52,6 +53,8 @@ def submit(api: Api, args) -> None:
         return
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
+    if args.wait:
+        raise SystemExit(wait_for(api, job["id"], None))
 
 
 def trial_line(answer: dict) -> str:

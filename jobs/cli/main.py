@@ -34,6 +34,7 @@ from jobs.cli.tables import (
     usage,
     volumes,
 )
+from jobs.cli.waiting import TIMED_OUT, wait
 from jobs.cli.written import (
     http_address,
     label_written,
@@ -104,6 +105,10 @@ def add_submitting(commands) -> None:
              "again for more",
     )  # fmt: skip
     submitting.add_argument(
+        "--wait", action="store_true",
+        help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--test-only", action="store_true",
         help="submit nothing: say whether it would start now, where, or why it would wait "
              "and until when (Slurm's sbatch --test-only)",
@@ -138,6 +143,10 @@ def add_checking(commands) -> None:
                          help="the job as the API gives it, as JSON (what status writes "
                               "when its output is not a terminal)")  # fmt: skip
     commands.add_parser("efficiency").add_argument("id", type=int)
+    waiting = commands.add_parser("wait")
+    waiting.add_argument("id", type=int)
+    waiting.add_argument("--timeout", type=positive, metavar="SECONDS",
+                         help=f"give up after this long, exiting {TIMED_OUT}")  # fmt: skip
 
 
 def add_holding(commands) -> None:
@@ -269,6 +278,8 @@ def add_secrets(commands) -> None:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "submit" and args.wait and args.test_only:
+        parser.error("--wait waits for a job: --test-only submits none")
     token = os.environ.get("MLSCHED_TOKEN", "").strip()
     if not token:
         parser.error("set MLSCHED_TOKEN to your API token")
@@ -283,7 +294,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
-           "cancel": cancel,
+           "wait": wait, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,

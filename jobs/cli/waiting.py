@@ -1,0 +1,71 @@
+"""`wait ID` and `submit FILE --wait`: block until a job has ended and exit as it did, as
+Slurm's `sbatch --wait` and `kubectl wait` let a pipeline run a job as one of its steps."""
+
+import sys
+import time
+
+from jobs.cli.client import TERMINAL, Api, Unavailable, show
+
+FIRST_POLL_S = 1.0  # a short job's end is seen within a second or two...
+LONGEST_POLL_S = 10.0  # ...a long one's within ten seconds, six reads a minute
+PATIENCE_S = 300.0  # how long the server may not answer (a restart) before waiting gives up
+TIMED_OUT = 124  # the exit status of a wait that ran out of time, as timeout(1)'s
+
+
+def wait(api: Api, args) -> None:
+    raise SystemExit(wait_for(api, args.id, args.timeout))
+
+
+def wait_for(api: Api, job_id: int, timeout: float | None) -> int:
+    """Read the job until it has ended (a batch: every shard), saying each change of its state
+    on standard error; print how it ended and return the exit status: 0 if it succeeded, its
+    last attempt's exit code if it failed with one (1 to 255), else 1; TIMED_OUT if it had
+    not ended `timeout` seconds from now."""
+    start = time.monotonic()
+    poll, said = FIRST_POLL_S, ""
+    while True:
+        job = read(api, job_id)
+        state = job.get("batch_state", job["state"])
+        saying = f"job {job_id} {state}"
+        if state == "queued" and job["pending_reason"] and "batch_state" not in job:
+            saying += f": waiting as {job['pending_reason']}"
+        if saying != said:
+            show(saying, sys.stderr)
+            said = saying
+        if state in TERMINAL:
+            return ended(job, state)
+        left = None if timeout is None else timeout - (time.monotonic() - start)
+        if left is not None and left <= 0:
+            show(f"job {job_id} still {state} after {timeout:g} s", sys.stderr)
+            return TIMED_OUT
+        time.sleep(poll if left is None else min(poll, left))
+        poll = min(poll * 1.5, LONGEST_POLL_S)
+
+
+def read(api: Api, job_id: int) -> dict:
+    """The job, asked again while the server does not answer, up to PATIENCE_S: a wait of
+    hours outlives a restart of the web app."""
+    gone_since, pause = None, FIRST_POLL_S
+    while True:
+        try:
+            return api.call("GET", f"jobs/{job_id}/")
+        except Unavailable as error:
+            now = time.monotonic()
+            gone_since = gone_since or now
+            if now - gone_since >= PATIENCE_S:
+                raise
+            show(f"{error}: asking again", sys.stderr)
+            time.sleep(min(pause, PATIENCE_S - (now - gone_since)))
+            pause = min(pause * 2, LONGEST_POLL_S)
+
+
+def ended(job: dict, state: str) -> int:
+    """Print how the job ended (why, for a failed or canceled one); its exit status."""
+    reason = job.get("end_reason") if state in ("failed", "canceled") else ""
+    # A batch's end_reason is its first shard's: its state alone is the batch's.
+    show(f"{state}: {reason}" if reason and "batch_state" not in job else state)
+    if state == "succeeded":
+        return 0
+    attempts = sorted(job["attempts"], key=lambda attempt: attempt["number"])
+    code = attempts[-1]["exit_code"] if attempts and "batch_state" not in job else None
+    return code if state == "failed" and code is not None and 1 <= code <= 255 else 1
