@@ -110,7 +110,9 @@
                      shards: its lowest's; it says so on standard error), --shard N shard
                      N's (0 to shards-1), as Slurm's ID_N names a task of a job array.
                      --worker RANK: only that worker's lines (0 to workers-1), as kubectl
-                     logs reads one pod; --attempt N: only its attempt N's
+                     logs reads one pod; --attempt N: only its attempt N's. Followed, it
+                     asks again for five minutes while the server does not answer or
+                     answers 5xx (a restart), as wait does
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days); --by-label: then

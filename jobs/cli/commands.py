@@ -1,6 +1,7 @@
 """The commands over one job or a few: submit, list, status, cancel, hold, release, requeue,
 priority, shard-limit, min-workers, depend, resubmit and logs."""
 
+import functools
 import itertools
 import json
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from jobs.cli.client import TERMINAL, Api, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
-from jobs.cli.waiting import wait_for
+from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
 from jobs.placement.words import counted
 
@@ -269,8 +270,10 @@ def logs(api: Api, args) -> None:
     after, ended = 0, not args.follow
     scope = {name: value for name in ("worker", "attempt")
              if (value := getattr(args, name, None)) is not None}  # fmt: skip
+    # Followed, a log outlives a restart of the web app; read once, an error ends it.
+    read = functools.partial(patiently, api) if args.follow else api.call
     while True:
-        page = api.call("GET", f"jobs/{job_id}/logs/", params={"after": after, **scope})
+        page = read("GET", f"jobs/{job_id}/logs/", params={"after": after, **scope})
         for line in page["lines"]:
             out = sys.stderr if line["stream"] == "stderr" else sys.stdout
             show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)
@@ -279,7 +282,7 @@ def logs(api: Api, args) -> None:
             continue
         if ended:
             return
-        ended = api.call("GET", f"jobs/{job_id}/")["state"] in TERMINAL
+        ended = read("GET", f"jobs/{job_id}/")["state"] in TERMINAL
         if not ended:
             time.sleep(1)
 

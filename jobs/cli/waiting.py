@@ -43,12 +43,16 @@ def wait_for(api: Api, job_id: int, timeout: float | None) -> int:
 
 
 def read(api: Api, job_id: int) -> dict:
-    """The job, asked again while the server does not answer, up to PATIENCE_S: a wait of
-    hours outlives a restart of the web app."""
+    return patiently(api, "GET", f"jobs/{job_id}/")
+
+
+def patiently(api: Api, method: str, path: str, **kwargs) -> dict:
+    """Api.call, asked again while the server does not answer or answers 5xx, up to
+    PATIENCE_S: a wait of hours (`wait`, `logs -f`) outlives a restart of the web app."""
     gone_since, pause = None, FIRST_POLL_S
     while True:
         try:
-            return api.call("GET", f"jobs/{job_id}/")
+            return api.call(method, path, **kwargs)
         except Unavailable as error:
             now = time.monotonic()
             gone_since = gone_since or now

@@ -175,3 +175,33 @@ def test_any_other_refusal_ends_the_wait_at_once(start_cli):
     code, _, err = said(start_cli("wait", str(theirs.pk)))
 
     assert code == 1 and err.startswith("error 404")
+
+
+class RestartingLogs(Canned):
+    """A job's log read while the web app restarts: its first page a 503, then its line."""
+
+    answered = 0
+
+    def do_GET(self):
+        if self.path.startswith("/api/v1/jobs/5/logs/"):
+            type(self).answered += 1
+            if self.answered == 1:
+                self.reply(503, b"Service Unavailable", "text/plain")
+                return
+            after = 0 if "after=0" in self.path else 1
+            lines = [{"attempt": 1, "worker": 0, "stream": "stdout", "text": "hello"}]
+            self.reply(200, json.dumps({"lines": lines[after:], "next": 1}).encode())
+            return
+        job = {"id": 5, "state": "succeeded", "parent": None, "shards": 1, "shard_index": 0}
+        self.reply(200, json.dumps(job).encode())
+
+
+def test_a_followed_log_is_read_again_once_the_server_answers_after_a_503(start_cli):
+    with answering(type("Handler", (RestartingLogs,), {"answered": 0})) as url:
+        code, out, err = said(start_cli("logs", "5", "-f", url=url))
+    with answering(type("Handler", (RestartingLogs,), {"answered": 0})) as url:
+        once = said(start_cli("logs", "5", url=url))
+
+    assert (code, out) == (0, "[1.0] hello\n"), err
+    assert "error 503: Service Unavailable: asking again" in err
+    assert once[0] == 1 and once[2].startswith("error 503")  # read once: an error ends it
