@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Collection
+from contextvars import ContextVar
 from itertools import chain
 
 from django.contrib.contenttypes.models import ContentType
@@ -25,9 +26,42 @@ def tenants_of(user):
     return Tenant.objects.filter(memberships__user=user)
 
 
-def tenant_ids(user) -> set[int]:
-    """The ids of the tenants the user belongs to."""
-    return set(tenants_of(user).values_list("pk", flat=True))
+def tenant_ids(user) -> frozenset[int]:
+    """The ids of the tenants the user belongs to (read once per request)."""
+    return read_once(
+        user, "tenants", lambda: frozenset(tenants_of(user).values_list("pk", flat=True))
+    )
+
+
+# What one request has read of who its user is (opened by read_once_per_request).
+READ: ContextVar[dict | None] = ContextVar("access_read", default=None)
+
+
+def read_once(user, key: str, read):
+    """`read()`, read once per request for its user (the visibility filter, the folded list
+    and the answer's reader each ask the same); outside a request (a task, a consumer, a
+    script), read each time. Kept no longer than the request, so the next one sees a change of
+    membership or grant."""
+    kept = READ.get()
+    if kept is None:
+        return read()
+    slot = (user.pk, key)
+    if slot not in kept:
+        kept[slot] = read()
+    return kept[slot]
+
+
+def read_once_per_request(get_response):
+    """Middleware: each request its own store of what read_once has read."""
+
+    def middleware(request):
+        opened = READ.set({})
+        try:
+            return get_response(request)
+        finally:
+            READ.reset(opened)
+
+    return middleware
 
 
 def report_tenants(user):
@@ -68,13 +102,17 @@ def granted(user, codename: str) -> list[int]:
     a group (global permissions do not count). Like the tenants, a short list read first, so
     that a job query is an index lookup on ids the planner can see, not a subquery over every
     job on the platform."""
+    return list(read_once(user, f"granted {codename}", lambda: grants(user, codename)))
+
+
+def grants(user, codename: str) -> tuple[int, ...]:
     kind = ContentType.objects.get_for_model(Job)
     rows = {"permission__codename": codename, "content_type": kind}
     direct = UserObjectPermission.objects.filter(user=user, **rows)
     via_groups = GroupObjectPermission.objects.filter(group__user=user, **rows)
     ids = chain(direct.values_list("object_pk", flat=True),
                 via_groups.values_list("object_pk", flat=True))  # fmt: skip
-    return sorted({int(pk) for pk in ids})
+    return tuple(sorted({int(pk) for pk in ids}))
 
 
 def cancel_targets(user):
@@ -168,7 +206,7 @@ def named_jobs(job: Job) -> set[int]:
     return named - {job.pk}
 
 
-def hidden_from(user, jobs, mine: set[int] | None = None) -> frozenset[int]:
+def hidden_from(user, jobs, mine: Collection[int] | None = None) -> frozenset[int]:
     """The jobs these jobs name that the user may not see (those they wait for, and the one
     each was resubmitted from): a guardian grant shows an outsider one job, not the ids and
     outcomes of its team's others. A job of the user's own tenants names only jobs of its
@@ -225,4 +263,4 @@ def end_reason(job: Job, mine: Collection[int]) -> str:
 
 def is_outsider(user, job: Job) -> bool:
     """Whether the user reads the job from outside its tenant (through a grant on it alone)."""
-    return not tenants_of(user).filter(pk=job.tenant_id).exists()
+    return job.tenant_id not in tenant_ids(user)

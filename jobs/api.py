@@ -363,7 +363,8 @@ class EventsView(APIView):
     redraws its history from them as the job moves)."""
 
     def get(self, request, pk):
-        job = get_object_or_404(visible(request), pk=pk)
+        # Its events alone: not the attempts and dependencies the job's own answer reads.
+        job = get_object_or_404(access.visible_jobs(request.user).only("tenant_id"), pk=pk)
         events, earlier = job.events.all(), False
         if (last := request.query_params.get("last")) is not None:
             count = whole_number(last)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q
 
-from jobs.access import granted, tenants_of
+from jobs.access import granted, tenant_ids
 from jobs.models import Job
 from jobs.states import State
 
@@ -18,7 +18,7 @@ def rows(user) -> Q:
         return Q(parent__isnull=True)
     shared = granted(user, "view_job")
     alone = Job.objects.filter(pk__in=shared, parent__isnull=False).exclude(parent__in=shared)
-    ids = list(alone.exclude(tenant__in=tenants_of(user)).values_list("pk", flat=True))
+    ids = list(alone.exclude(tenant__in=tenant_ids(user)).values_list("pk", flat=True))
     return Q(parent__isnull=True) | Q(pk__in=ids) if ids else Q(parent__isnull=True)
 
 
