@@ -37,6 +37,7 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     SubmitSerializer,
+    submission_of,
     whole_number,
 )
 from jobs.states import State, batch_state
@@ -357,6 +358,22 @@ class ResubmitView(APIView):
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
+class SpecView(APIView):
+    """The job as a submission of it would be written (`POST /api/v1/jobs/` takes it as it
+    is): to keep, or to change and submit, as Slurm's scontrol write batch_script and
+    kubectl get -o yaml give a job back. A batch's shard gives its batch's; the jobs it
+    waits for that the reader may not see are left out."""
+
+    def get(self, request, pk):
+        job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
+        # A batch's dependencies are held by its first shard, for every shard.
+        source = job if job.parent_id is None else Job.objects.get(pk=job.parent_id)
+        spec = submission_of(source)
+        hidden = access.hidden_from(request.user, [source])
+        spec["depends_on"] = [item for item in spec["depends_on"] if item["id"] not in hidden]
+        return Response(spec)
+
+
 class EventsView(APIView):
     """The job's transitions, oldest first; `last=N` (at most MAX_EVENTS) gives its last N,
     still oldest first, and `earlier`, whether there are more before them (the job page
@@ -530,6 +547,7 @@ urlpatterns = [
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
+    path("jobs/<int:pk>/spec/", SpecView.as_view(), name="api-job-spec"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),

@@ -363,16 +363,19 @@ def submission_of(job: Job) -> dict:
     Read from the serializer's own fields, so a field a submission gains is copied too. The
     idempotency key stays behind: under it, the submission would be answered with `job` itself.
     """
-    related = {"tenant", "priority_class", "idempotency_key", "depends_on"}
-    spec = {name: getattr(job, name) for name in SubmitSerializer().fields.keys() - related}
-    return {
-        **spec,
-        "tenant": job.tenant.slug,
-        "priority_class": job.priority_class.name,
-        "depends_on": [
+    related = {
+        "tenant": lambda: job.tenant.slug,
+        "priority_class": lambda: job.priority_class.name,
+        "depends_on": lambda: [
             {"id": on, "kind": kind}
             for on, kind in job.dependency_links.order_by("on_id").values_list("on_id", "kind")
         ],
+    }
+    # In the serializer's order, as a person writes a submission (tenant, name, family, ...).
+    return {
+        name: related[name]() if name in related else getattr(job, name)
+        for name in SubmitSerializer().fields
+        if name != "idempotency_key"
     }
 
 

@@ -63,6 +63,9 @@
                      fewest workers, a gang's topology domain ("all in one rack"), an
                      attempt that started with fewer than all, and why a failed or
                      canceled job ended ("failed: worker 0 exited with code 3")
+    spec ID          the job as a submission of it is written (JSON), to keep or to change
+                     and submit: `spec 12 > job.json`, then `submit job.json` (a batch's
+                     shard: its batch's), as Slurm's scontrol write batch_script
     wait ID [--timeout SECONDS]
                      block until the job has ended (a batch: every shard), as kubectl wait
                      does, saying each change of its state on standard error, then print

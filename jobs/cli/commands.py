@@ -163,6 +163,12 @@ def status(api: Api, args) -> None:
         show(line)
 
 
+def spec(api: Api, args) -> None:
+    """The job as a submission of it is written, to keep or to change and submit (submit FILE
+    takes it as it is)."""
+    show(json.dumps(api.call("GET", f"jobs/{args.id}/spec/"), indent=2, ensure_ascii=False))
+
+
 def efficiency(api: Api, args) -> None:
     """What each attempt of a job used of what it asked for, as Slurm's seff says it."""
     job = api.call("GET", f"jobs/{args.id}/")

@@ -20,6 +20,7 @@ from jobs.cli.commands import (
     requeue,
     resubmit,
     shard_limit,
+    spec,
     status,
     submit,
 )
@@ -143,6 +144,7 @@ def add_checking(commands) -> None:
                          help="the job as the API gives it, as JSON (what status writes "
                               "when its output is not a terminal)")  # fmt: skip
     commands.add_parser("efficiency").add_argument("id", type=int)
+    commands.add_parser("spec").add_argument("id", type=int)
     waiting = commands.add_parser("wait")
     waiting.add_argument("id", type=int)
     waiting.add_argument("--timeout", type=positive, metavar="SECONDS",
@@ -294,7 +296,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
-           "wait": wait, "cancel": cancel,
+           "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,
