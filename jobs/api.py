@@ -37,7 +37,7 @@ from jobs.serializers import (
     JobSerializer,
     LogLineSerializer,
     SubmitSerializer,
-    submission_of,
+    spec_as_read,
     whole_number,
 )
 from jobs.states import State, batch_state
@@ -366,12 +366,7 @@ class SpecView(APIView):
 
     def get(self, request, pk):
         job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
-        # A batch's dependencies are held by its first shard, for every shard.
-        source = job if job.parent_id is None else Job.objects.get(pk=job.parent_id)
-        spec = submission_of(source)
-        hidden = access.hidden_from(request.user, [source])
-        spec["depends_on"] = [item for item in spec["depends_on"] if item["id"] not in hidden]
-        return Response(spec)
+        return Response(spec_as_read(request.user, job))
 
 
 class EventsView(APIView):

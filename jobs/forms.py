@@ -13,14 +13,14 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.cli import dependencies_written
-from jobs.cli.written import mount_written
+from jobs.cli.written import WRITES, mount_written, slurm_form
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -56,7 +56,8 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         data["idempotency_key"] = key
     errors = {}
     try:
-        data["command"] = shlex.split(values["command"])
+        # A textarea's line breaks come as CRLF: a script inside quotes keeps them as LF.
+        data["command"] = shlex.split(values["command"].replace("\r\n", "\n"))
     except ValueError as error:  # an unclosed quote
         data["command"], errors["command"] = [], f"Cannot split the command: {error}."
     for field in PAIRS:
@@ -79,6 +80,33 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         if values[field]:
             data[field] = as_utc(values[field])
     return data, errors
+
+
+def typed(spec: dict, now: datetime) -> dict[str, str]:
+    """A submission's spec (serializers.submission_of) as the form's fields hold it, the way
+    a person types them: the inverse of serializer_input. A begin or deadline already past is
+    left out, as it would defer nothing or refuse the copy."""
+    values = {field: "" if spec.get(field) is None else str(spec[field]) for field in FIELDS}
+    values["command"] = shlex.join(spec["command"])
+    for field in PAIRS:
+        values[field] = "".join(f"{key}={value}\n" for key, value in spec[field].items())
+    values["volumes"] = "".join(mount_typed(mount) + "\n" for mount in spec["volumes"])
+    for field in ("gpu_types", "secrets"):
+        values[field] = ", ".join(spec[field])
+    waits = spec["depends_on"] or spec["singleton"]
+    values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
+    for field in ("preemptible", "retry_user_errors"):
+        values[field] = "true" if spec[field] else "false" if field == "preemptible" else ""
+    for field in ("begin", "deadline"):
+        moment = spec[field]
+        values[field] = (
+            moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M") if moment and moment > now else ""
+        )
+    return values
+
+
+def mount_typed(mount: dict) -> str:
+    return f"{mount['name']}:{mount['path']}{'' if mount['read_only'] else WRITES}"
 
 
 def as_utc(text: str) -> str:

@@ -379,6 +379,17 @@ def submission_of(job: Job) -> dict:
     }
 
 
+def spec_as_read(user, job: Job) -> dict:
+    """submission_of(job) as `user` may read it: a batch's shard gives its batch's (whose first
+    shard holds the dependencies), and the jobs it waits for that they may not see are left
+    out. The API's spec and the portal's copy of a job."""
+    source = job if job.parent_id is None else Job.objects.get(pk=job.parent_id)
+    spec = submission_of(source)
+    hidden = access.hidden_from(user, [source])
+    spec["depends_on"] = [item for item in spec["depends_on"] if item["id"] not in hidden]
+    return spec
+
+
 class JobSerializer(serializers.ModelSerializer):
     """A job as the API gives it. With `hidden` in its context (access.hidden_from), the jobs
     the reader may not see are left out of its dependencies and `resubmitted_from`, and a wait

@@ -33,7 +33,7 @@ from jobs.access import visible_jobs
 from jobs.fields import MAX_LABELS
 from jobs.forms import described
 from jobs.models import Family, Job
-from jobs.serializers import FLAGS, SubmitSerializer
+from jobs.serializers import FLAGS, SubmitSerializer, spec_as_read, whole_number
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass, TenantVolume
@@ -342,6 +342,10 @@ def submit(request):
     tenants = access.submit_tenants(request.user)
     # One key per form drawn, kept when it is drawn again with an error (forms.idempotency_key).
     values = {**submit_form.INITIAL, "form_key": secrets.token_hex(16)}
+    copied = copy_of(request) if request.method == "GET" else None
+    if copied is not None:  # a job's spec, to change and submit as a new job
+        values = {**submit_form.typed(spec_as_read(request.user, copied), timezone.now()),
+                  "form_key": values["form_key"]}  # fmt: skip
     errors, status, answer = {}, 200, None
     if request.method == "POST":
         values = submit_form.read(request.POST)
@@ -366,8 +370,18 @@ def submit(request):
         "topology_keys": topology_keys(),
         "volumes": TenantVolume.objects.filter(tenant__in=tenants).select_related("tenant"),
         "trial": answer,
+        "copied": copied,
     }
     return render(request, "portal/submit.html", context, status=status)
+
+
+def copy_of(request) -> Job | None:
+    """The job `?copy=<id>` names, which the form is filled from; a 404 for one the user may
+    not see, or for an id that is none."""
+    if "copy" not in request.GET:
+        return None
+    pk = whole_number(request.GET["copy"])
+    return get_object_or_404(visible_jobs(request.user), pk=pk if pk is not None else 0)
 
 
 def topology_keys() -> list[str]:

@@ -196,7 +196,7 @@ def fill_an_evaluation(page, name: str, command: str) -> None:
     page.fill("input[name=name]", name)
     page.select_option("select[name=family]", "evaluation")
     page.fill("input[name=image]", "python:3.11")
-    page.fill("input[name=command]", command)
+    page.fill("[name=command]", command)
     page.fill("input[name=gpus]", "0")
     page.fill("input[name=gpu_milli]", "500")
 

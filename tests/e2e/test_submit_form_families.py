@@ -45,7 +45,7 @@ def test_a_part_hidden_after_it_was_filled_in_is_not_sent(server, browser_page, 
     open_form(page, server)
     page.fill('input[name="name"]', "mmlu")
     page.fill('input[name="image"]', "python:3.11")
-    page.fill('input[name="command"]', "python eval.py")
+    page.fill('[name="command"]', "python eval.py")
     page.fill('input[name="workers"]', "4")  # typed for training, then another family chosen
     page.fill('input[name="min_workers"]', "2")
     page.select_option('select[name="family"]', "evaluation")
@@ -64,7 +64,7 @@ def test_a_part_the_server_refused_stays_in_sight(server, browser_page, alpha, a
     page.evaluate("document.querySelectorAll('fieldset').forEach(f => f.disabled = false)")
     page.fill('input[name="name"]', "mmlu")
     page.fill('input[name="image"]', "python:3.11")
-    page.fill('input[name="command"]', "python eval.py")
+    page.fill('[name="command"]', "python eval.py")
     page.select_option('select[name="family"]', "evaluation")
     page.evaluate("document.querySelector('input[name=\"workers\"]').value = '4'")
     page.evaluate("document.querySelectorAll('fieldset').forEach(f => f.disabled = false)")
