@@ -343,9 +343,12 @@ def submit(request):
     # One key per form drawn, kept when it is drawn again with an error (forms.idempotency_key).
     values = {**submit_form.INITIAL, "form_key": secrets.token_hex(16)}
     copied = copy_of(request) if request.method == "GET" else None
+    untypable: list[str] = []
     if copied is not None:  # a job's spec, to change and submit as a new job
-        values = {**submit_form.typed(spec_as_read(request.user, copied), timezone.now()),
-                  "form_key": values["form_key"]}  # fmt: skip
+        spec = spec_as_read(request.user, copied)
+        values = {**submit_form.typed(spec, timezone.now()), "form_key": values["form_key"]}
+        # A KEY=VALUE line cannot hold a value of several lines: said, not silently cut.
+        untypable = [key for key, value in spec["env"].items() if "\n" in value]
     errors, status, answer = {}, 200, None
     if request.method == "POST":
         values = submit_form.read(request.POST)
@@ -371,6 +374,7 @@ def submit(request):
         "volumes": TenantVolume.objects.filter(tenant__in=tenants).select_related("tenant"),
         "trial": answer,
         "copied": copied,
+        "untypable": untypable,
     }
     return render(request, "portal/submit.html", context, status=status)
 

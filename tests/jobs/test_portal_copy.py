@@ -111,6 +111,16 @@ def test_an_outsiders_copy_leaves_out_the_jobs_of_the_team_they_cannot_see(
     assert values["depends_on"] == ""
 
 
+def test_a_copy_says_which_variables_hold_values_of_several_lines_the_form_cannot(
+    browser, alpha, alice
+):
+    job = JobFactory(tenant=alpha, owner=alice, env={"KEY": "-----BEGIN\nabc\n-----END", "A": "1"})
+
+    page = browser.get(f"/jobs/new/?copy={job.pk}").text
+
+    assert '<p class="error" id="untypable">Its environment gives KEY a value of several' in page
+
+
 @pytest.mark.parametrize("copy", ["999999", "abc", ""])
 def test_a_copy_of_a_job_one_cannot_see_or_of_no_job_is_a_404(browser, alpha, copy):
     theirs = JobFactory()  # another team's
