@@ -2,8 +2,9 @@
 CLI's): what each asks of the reader's visible jobs, and what is wrong with them, each error
 naming its parameter (a 400).
 
-    state    one of the states            held     1 or 0 (true, false)
-    tenant   a team's slug                q        a part of the name (at most 200 characters)
+    state    a state, or several (queued,running)
+    held     1 or 0 (true, false)         tenant   a team's slug
+    q        a part of the name (at most 200 characters)
     mine     1: the jobs the reader submitted (Slurm's squeue --me)
     label    key=value or key, repeated   before   an id: the jobs before it (paging)
     batch    a batch's id: its shards     shard    with batch: its shard of that index
@@ -61,11 +62,12 @@ def asked(params, user, labels: list[str]) -> Asked:
         out.labels = labels_asked(labels)
     except ValueError as bad:
         out.errors["label"] = str(bad)
-    if state := params.get("state"):
-        if state in State.values:
-            out.shard &= Q(state=state)
+    if state := params.get("state"):  # one, or several with commas (Slurm's squeue -t PD,R)
+        states = list(dict.fromkeys(filter(None, (s.strip() for s in state.split(",")))))
+        if states and all(s in State.values for s in states):
+            out.shard &= Q(state=states[0]) if len(states) == 1 else Q(state__in=states)
         else:
-            out.errors["state"] = f"One of {', '.join(State.values)}."
+            out.errors["state"] = f"One of {', '.join(State.values)}, or several with commas."
     if held := params.get("held"):
         try:
             out.shard &= held_filter(held)

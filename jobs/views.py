@@ -88,6 +88,8 @@ def index(request):
         "held": FLAGS.get(values["held"].lower()),  # the held select's choice: True, False, None
         "mine": FLAGS.get(values["mine"].lower()),  # the box is ticked for a yes
         "states": State.values,
+        # Jobs that have not ended, as one choice (the list takes states with commas).
+        "live_states": ",".join(s for s in State.values if s not in TERMINAL),
         "tenants": access.tenants_of(request.user).order_by("name"),
     }
     return render(request, "portal/index.html", context, status=400 if errors else 200)

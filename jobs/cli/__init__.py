@@ -32,13 +32,14 @@
                      end, as wait does, and exits as it did (Slurm's sbatch --wait)
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S] [--held] [--batch ID] [--label KEY=VALUE ...] [--tenant SLUG]
+    list [--state S[,S...]] [--held] [--batch ID] [--label KEY=VALUE ...] [--tenant SLUG]
          [--name TEXT] [--mine] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
                      4x8@rack, all in one rack; a CPU-only one gives its workers: 4w@rack),
-                     name and why it waits or ended; --held: only the held ones; --batch:
+                     name and why it waits or ended; --state: those in that state, or in any
+                     of several (queued,running); --held: only the held ones; --batch:
                      the shards of one batch (its id: the job its submission returned);
                      --label: those carrying the label (KEY alone: with any value), each
                      --label narrowing the rest; --tenant: one team's; --name: those whose

@@ -44,6 +44,7 @@ from jobs.cli.written import (
     positive,
     sends_token_safely,
     shard_choice,
+    states_written,
     time_written,
     volume_option,
 )
@@ -122,7 +123,9 @@ def add_submitting(commands) -> None:
 def add_checking(commands) -> None:
     """list, status and efficiency: how your jobs stand."""
     listing = commands.add_parser("list")
-    listing.add_argument("--state", choices=STATES, help="only jobs in this state")
+    listing.add_argument("--state", type=states_written, metavar="S[,S...]",
+                         help="only jobs in this state, or in any of these: queued,running "
+                              f"({', '.join(STATES)})")  # fmt: skip
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")
     listing.add_argument("--batch", type=int, metavar="ID",
                          help="only the shards of this batch, a line each")  # fmt: skip

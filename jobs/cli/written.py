@@ -7,6 +7,8 @@ import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from jobs.cli.client import STATES
+
 RELATIVE = re.compile(r"now(?:\+(\d{1,9})([smhd]?))?")
 
 
@@ -133,6 +135,17 @@ def label_written(text: str) -> tuple[str, str]:
     if not (key and equals):
         raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
     return key, value
+
+
+def states_written(text: str) -> str:
+    """list --state: a job state, or several with commas ("queued,running", as Slurm's
+    squeue -t PD,R), as the API's `state` takes them."""
+    states = [state.strip() for state in text.split(",") if state.strip()]
+    unknown = [state for state in states if state not in STATES]
+    if not states or unknown:
+        said = ", ".join(unknown) or repr(text)
+        raise argparse.ArgumentTypeError(f"not a state: {said} (one of {', '.join(STATES)})")
+    return ",".join(states)
 
 
 def positive(text: str) -> int:
