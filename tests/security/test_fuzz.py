@@ -219,6 +219,8 @@ def test_any_dependencies_are_a_4xx_naming_them_and_write_nothing(
 JOB_PATHS = [
     ("get", "/api/v1/jobs/{}/"),
     ("get", "/api/v1/jobs/{}/events/"),
+    ("get", "/api/v1/jobs/{}/spec/"),
+    ("get", "/jobs/new/?copy={}"),
     ("get", "/api/v1/jobs/{}/logs/"),
     ("get", "/api/v1/jobs/{}/logs.txt"),
     ("post", "/api/v1/jobs/{}/cancel/"),
@@ -261,6 +263,7 @@ def test_an_odd_or_foreign_id_in_a_path_is_a_404(api, portal, ids, where, pk):
 
 QUERIES = [
     ("/api/v1/jobs/", "state"),
+    ("/jobs/new/", "copy"),
     ("/api/v1/jobs/", "before"),
     ("/api/v1/jobs/", "batch"),
     ("/api/v1/jobs/@mine/logs/", "after"),

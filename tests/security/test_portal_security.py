@@ -58,6 +58,8 @@ def text_of(response) -> str:
         "/api/v1/jobs/",
         "/api/v1/jobs/{job}/",
         "/api/v1/jobs/{job}/logs/",
+        "/api/v1/jobs/{job}/spec/",
+        "/jobs/new/?copy={job}",
     ],
 )
 def test_it_shows_what_a_job_controls_as_text_on_every_page(browser, hostile, url):
