@@ -6,6 +6,7 @@ import itertools
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from jobs.cli.client import TERMINAL, Api, show
@@ -99,7 +100,9 @@ def list_jobs(api: Api, args) -> None:
               "mine": 1 if args.mine else None}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
     if sys.stdout.isatty():  # a header for people; none for a script reading the lines
-        show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} NAME")
+        show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} {'TIME':>10}"
+             " NAME")  # fmt: skip
+    now = datetime.now(UTC)
     for job in itertools.islice(all_jobs(api, params), args.limit):
         why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
         if job["state"] in ("failed", "canceled") and job.get("end_reason"):
@@ -113,7 +116,30 @@ def list_jobs(api: Api, args) -> None:
                 f"; queued as {waiting}]" if waiting else "]"
             )
         show(f"{job['id']:>8}  {state:<10} {job['family']:<16} {job['owner']:<12} "
-             f"{shape(job):<7} {job['name']}{why}")  # fmt: skip
+             f"{shape(job):<7} {time_in(job, now):>10} {job['name']}{why}")  # fmt: skip
+
+
+def time_in(job: dict, now: datetime) -> str:
+    """squeue's TIME, one word: how long a live job has run (a queued one, waited since it
+    was submitted), and how long an ended one ran ("-" if it never did); D-HH:MM:SS."""
+    if job["state"] == "queued":
+        since, until = job.get("created"), None
+    else:
+        since, until = job.get("started_at"), job.get("finished_at")
+    if since is None:
+        return "-"
+    end = now if until is None else datetime.fromisoformat(until)
+    return clock(max((end - datetime.fromisoformat(since)).total_seconds(), 0))
+
+
+def clock(seconds: float) -> str:
+    """Seconds as Slurm writes a job's time: M:SS, H:MM:SS, D-HH:MM:SS."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def shape(job: dict) -> str:

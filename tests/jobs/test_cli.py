@@ -97,7 +97,8 @@ def test_the_cli_list_shows_each_jobs_submitter_and_the_gpus_it_asks(cli, alpha,
     probe = JobFactory(tenant=alpha, owner=bob, name="probe", gpus=0, gpu_milli=250)
     tokenize = JobFactory(tenant=alpha, owner=bob, name="tokenize", gpus=0)
 
-    rows = {int(row.split()[0]): row.split()[3:6] for row in cli("list").stdout.splitlines()}
+    listed = cli("list").stdout.splitlines()
+    rows = {int(row.split()[0]): [*row.split()[3:5], row.split()[6]] for row in listed}
 
     assert rows[gang.pk] == ["alice", "4x8", "gang"]
     assert rows[probe.pk] == ["bob", "250m", "probe"]
@@ -163,10 +164,10 @@ def test_list_heads_its_columns_on_a_terminal_alone_and_says_why_a_job_failed(
     piped = cli("list").stdout.splitlines()
 
     assert done.returncode == 0, done.stderr
-    assert shown[0].split() == ["ID", "STATE", "FAMILY", "OWNER", "GPUS", "NAME"]
+    assert shown[0].split() == ["ID", "STATE", "FAMILY", "OWNER", "GPUS", "TIME", "NAME"]
     assert shown[1:] == piped
-    assert piped == [f"{job.pk:>8}  failed     training         alice        1       eval  "
-                     "(worker 0 exited with code 3)"]  # fmt: skip
+    assert piped == [f"{job.pk:>8}  failed     training         alice        1             "
+                     "0:00 eval  (worker 0 exited with code 3)"]  # ran for under a second
 
 
 def test_list_narrows_to_a_team_a_name_and_ones_own_jobs(cli, alpha, alice, bob):

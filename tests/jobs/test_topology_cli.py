@@ -61,7 +61,7 @@ def test_list_gives_a_gangs_domain_with_its_gpus_in_one_word(mlsched, alpha, ali
     status, out, err = mlsched("list")
 
     assert status == 0, err
-    rows = {int(row.split()[0]): row.split()[3:6] for row in out.splitlines()}
+    rows = {int(row.split()[0]): [*row.split()[3:5], row.split()[6]] for row in out.splitlines()}
     assert rows[kept.pk] == ["alice", "4x8@rack", "kept"]
     assert rows[loose.pk] == ["alice", "4x8", "loose"]
 
@@ -75,7 +75,7 @@ def test_list_gives_a_cpu_only_gangs_workers_and_domain_in_one_word(mlsched, alp
     status, out, err = mlsched("list")
 
     assert status == 0, err
-    rows = {int(row.split()[0]): row.split()[3:6] for row in out.splitlines()}
+    rows = {int(row.split()[0]): [*row.split()[3:5], row.split()[6]] for row in out.splitlines()}
     assert rows[kept.pk] == ["alice", "4w@rack", "kept"]
     assert rows[elastic.pk] == ["alice", "2-4w@rack", "elastic"]
     assert rows[loose.pk] == ["alice", "none", "loose"]
