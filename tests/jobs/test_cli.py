@@ -166,8 +166,10 @@ def test_list_heads_its_columns_on_a_terminal_alone_and_says_why_a_job_failed(
     assert done.returncode == 0, done.stderr
     assert shown[0].split() == ["ID", "STATE", "FAMILY", "OWNER", "GPUS", "TIME", "NAME"]
     assert shown[1:] == piped
-    assert piped == [f"{job.pk:>8}  failed     training         alice        1             "
-                     "0:00 eval  (worker 0 exited with code 3)"]  # ran for under a second
+    assert piped == [
+        f"{job.pk:>8}  failed     training         alice        1             "
+        "0:00 eval  (worker 0 exited with code 3)"
+    ]  # ran for under a second
 
 
 def test_list_narrows_to_a_team_a_name_and_ones_own_jobs(cli, alpha, alice, bob):
