@@ -1,5 +1,6 @@
-"""The commands over one job or a few: submit, list, status, cancel, hold, release, requeue,
-priority, shard-limit, min-workers, depend, resubmit and logs."""
+"""The commands over one job or a few: submit, list, status, efficiency, spec, cancel, hold,
+release, requeue, priority, shard-limit, min-workers, depend, resubmit and logs (wait is in
+waiting.py, status's description for people in describe.py)."""
 
 import functools
 import itertools

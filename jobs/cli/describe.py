@@ -76,12 +76,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Labels", ", ".join(f"{k}={v}" for k, v in job["labels"].items())),
         ("Priority", priority(job)),
         ("Retries", retries(job)),
-        (
-            "Dependencies",
-            slurm_form(job["dependencies"], job["singleton"])
-            if job["dependencies"] or job["singleton"]
-            else "",
-        ),  # fmt: skip
+        ("Dependencies", dependencies(job)),
         ("Begin", moment(job["begin"]) if job["begin"] else ""),
         ("Deadline", moment(job["deadline"]) if job["deadline"] else ""),
         ("Submitted", moment(job["created"])),
@@ -89,6 +84,12 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Started", moment(job["started_at"]) if job["started_at"] and not batch else ""),
         ("Ended", moment(job["finished_at"]) if job["finished_at"] and not batch else ""),
     ]
+
+
+def dependencies(job: dict) -> str:
+    if not (job["dependencies"] or job["singleton"]):
+        return ""
+    return slurm_form(job["dependencies"], job["singleton"])
 
 
 def whose(job: dict) -> str:

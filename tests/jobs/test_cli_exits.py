@@ -162,3 +162,14 @@ def test_retry_after_is_read_as_a_short_whole_number_of_seconds_only(header, wan
     response.headers["Retry-After"] = header
 
     assert retry_after(response) == want
+
+
+def test_the_cli_runs_without_django_installed():
+    # Any import of django fails, as on a laptop with the CLI's requirements alone.
+    script = ("import sys; sys.modules['django'] = None; sys.argv = ['mlsched', '--help']; "
+              "from jobs.cli.main import main; main()")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+
+    assert out.returncode == 0, out.stderr
+    assert "status ID [--json]" in out.stdout
