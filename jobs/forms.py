@@ -95,8 +95,8 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
         values[field] = ", ".join(spec[field])
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
-    for field in ("preemptible", "retry_user_errors"):
-        values[field] = "true" if spec[field] else "false" if field == "preemptible" else ""
+    values["preemptible"] = "true" if spec["preemptible"] else "false"  # a choice of a select
+    values["retry_user_errors"] = "true" if spec["retry_user_errors"] else ""  # a checkbox
     for field in ("begin", "deadline"):
         moment = spec[field]
         values[field] = (
