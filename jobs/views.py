@@ -67,10 +67,13 @@ def index(request):
         count_shards(page)
     mine = access.tenant_ids(request.user)
     hidden = access.hidden_from(request.user, page, mine)
+    now = timezone.now()
     for job in page:
         # Why it waits, or why it ended (a batch's row: why its shards wait, or nothing).
         ended = job.state in (State.FAILED, State.CANCELED)
         job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)
+        if not job.is_batch:
+            job.for_what, job.for_how_long = time_in_state(job, now)
     values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "mine", "q", "batch")}
     written = labels_written(request)
     kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
@@ -93,6 +96,17 @@ def index(request):
         "tenants": access.tenants_of(request.user).order_by("name"),
     }
     return render(request, "portal/index.html", context, status=400 if errors else 200)
+
+
+def time_in_state(job: Job, now) -> tuple[str, str]:
+    """How long a live job has been where it is (the CLI's TIME column): a queued one since
+    its submission, a placed one since its start (or its placement, before it starts)."""
+    since = {State.QUEUED: (job.created, "Waited since its submission"),
+             State.SCHEDULED: (job.scheduled_at, "Since it was placed"),
+             State.RUNNING: (job.started_at, "Run since it started")}.get(job.state)  # fmt: skip
+    if since is None or since[0] is None:
+        return "", ""
+    return since[1], efficiency.span(max((now - since[0]).total_seconds(), 0))
 
 
 def count_shards(page: list[Job]) -> None:

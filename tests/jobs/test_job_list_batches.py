@@ -3,10 +3,12 @@ its shards counted by state, as Slurm's squeue folds an array's pending tasks; `
 them one by one."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from jobs import views
@@ -36,7 +38,9 @@ def listed(client, query: str = "") -> dict[int, str]:
 
 
 def state_text(row: str) -> str:
+    """The state cell's text, without how long the job has been in it."""
     cell = re.search(r'<span class="state">.*?</td>', row, re.S).group(0)
+    cell = re.sub(r'<small class="for".*?</small>', "", cell)
     return " ".join(re.sub(r"<[^>]+>", "", cell.replace("<br>", " ")).split())
 
 
@@ -183,3 +187,25 @@ def test_a_batchs_row_gives_the_gpus_each_shard_asks(client, alpha, alice):
     cell = re.compile(r'<td class="gpus">(.*?)</td>', re.S)
     assert re.sub(r"<[^>]+>", "", cell.search(rows[first.pk]).group(1)) == "500m each"
     assert re.sub(r"<[^>]+>", "", cell.search(rows[single.pk]).group(1)) == "500m"
+
+
+def test_a_live_jobs_row_says_how_long_it_has_been_where_it_is(client, alpha, alice):
+    now = timezone.now()
+    queued = JobFactory(tenant=alpha, owner=alice, state=State.QUEUED)
+    Job.objects.filter(pk=queued.pk).update(created=now - timedelta(minutes=12))
+    running = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING,
+                         started_at=now - timedelta(hours=3))  # fmt: skip
+    ended = JobFactory(tenant=alpha, owner=alice, state=State.SUCCEEDED,
+                       started_at=now - timedelta(hours=1))  # fmt: skip
+    client.force_login(alice)
+
+    page = client.get("/").text
+    rows = {int(re.search(r"<td>(\d+)</td>", row).group(1)): row
+            for row in page.split("<tr class=")[1:]}  # fmt: skip
+
+    assert (
+        '<small class="for" title="Waited since its submission">for 12 min</small>'
+        in rows[queued.pk]
+    )
+    assert '<small class="for" title="Run since it started">for 3 h</small>' in rows[running.pk]
+    assert 'class="for"' not in rows[ended.pk]
