@@ -39,8 +39,9 @@
                      thousandths: 250m; a gang kept in one domain adds its topology:
                      4x8@rack, all in one rack; a CPU-only one gives its workers: 4w@rack),
                      time (squeue's TIME, D-HH:MM:SS: how long a queued job has waited
-                     since its submission, a live one has run, an ended one ran, "-" if it
-                     never did; a batch: its first shard's), name and why it waits or
+                     since its submission, a scheduled one since its placement, a running
+                     one has run, an ended one ran, "-" if it never did; a batch: its
+                     first shard's), name and why it waits or
                      ended; --state: those in that state, or in any of several
                      (queued,running); --held: only the held ones; --batch:
                      the shards of one batch (its id: the job its submission returned);

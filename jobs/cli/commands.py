@@ -122,9 +122,11 @@ def list_jobs(api: Api, args) -> None:
 
 def time_in(job: dict, now: datetime) -> str:
     """squeue's TIME, one word: how long a live job has run (a queued one, waited since it
-    was submitted), and how long an ended one ran ("-" if it never did); D-HH:MM:SS."""
-    if job["state"] == "queued":
-        since, until = job.get("created"), None
+    was submitted; a scheduled one, since it was placed), and how long an ended one ran ("-"
+    if it never did); D-HH:MM:SS. The portal's list says the same (views.time_in_state)."""
+    if job["state"] in ("queued", "scheduled"):
+        since = job.get("created" if job["state"] == "queued" else "scheduled_at")
+        until = None
     else:
         since, until = job.get("started_at"), job.get("finished_at")
     if since is None:

@@ -182,6 +182,9 @@ def test_list_gives_a_queued_jobs_wait_a_running_ones_run_and_an_ended_ones_leng
     at = "2026-12-06T11:{}:00Z".format
 
     assert time_in({"state": "queued", "created": at(50)}, now) == "10:00"
+    assert (
+        time_in({"state": "scheduled", "scheduled_at": at(59), "started_at": None}, now) == "1:00"
+    )
     assert time_in({"state": "running", "started_at": at(30), "finished_at": None}, now) == "30:00"
     ended = {"state": "failed", "started_at": at(10), "finished_at": at(12)}
     assert time_in(ended, now) == "2:00"
