@@ -71,15 +71,17 @@
     spec ID          the job as a submission of it is written (JSON), to keep or to change
                      and submit: `spec 12 > job.json`, then `submit job.json` (a batch's
                      shard: its batch's), as Slurm's scontrol write batch_script
-    wait ID [--timeout SECONDS]
+    wait ID [ID ...] [--timeout SECONDS]
                      block until the job has ended (a batch: every shard), as kubectl wait
                      does, saying each change of its state on standard error, then print
                      how it ended ("failed: worker 0 exited with code 3") and exit 0 if it
                      succeeded, with its last attempt's exit code if it failed with one,
                      else 1 (a batch that failed: 1); 124 if it has not ended within
-                     --timeout. It reads the job every second at first, every ten at most,
-                     and asks again for five minutes while the server does not answer or
-                     answers 5xx (a restart)
+                     --timeout. Several jobs (a sweep's): a line each as it ends, after its
+                     id, and 0 once all succeeded, else 1. It reads a job every second at
+                     first, every ten at most (several, two a second at most), and asks
+                     again for five minutes while the server does not answer or answers
+                     5xx (a restart)
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]
                      cancel a job (a batch: every shard), or every live job you may cancel
                      that the ids and filters name together, as Slurm's scancel does

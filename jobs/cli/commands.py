@@ -57,7 +57,7 @@ def submit(api: Api, args) -> None:
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
     if args.wait:
-        raise SystemExit(wait_for(api, job["id"], None))
+        raise SystemExit(wait_for(api, [job["id"]], None))
 
 
 def trial_line(answer: dict) -> str:

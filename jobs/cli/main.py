@@ -149,7 +149,7 @@ def add_checking(commands) -> None:
     commands.add_parser("efficiency").add_argument("id", type=int)
     commands.add_parser("spec").add_argument("id", type=int)
     waiting = commands.add_parser("wait")
-    waiting.add_argument("id", type=int)
+    waiting.add_argument("ids", type=int, nargs="+", metavar="ID")
     waiting.add_argument("--timeout", type=positive, metavar="SECONDS",
                          help=f"give up after this long, exiting {TIMED_OUT}")  # fmt: skip
 

@@ -1,5 +1,6 @@
-"""`wait ID` and `submit FILE --wait`: block until a job has ended and exit as it did, as
-Slurm's `sbatch --wait` and `kubectl wait` let a pipeline run a job as one of its steps."""
+"""`wait ID ...` and `submit FILE --wait`: block until jobs have ended and exit as they did, as
+Slurm's `sbatch --wait` and `kubectl wait` let a pipeline run jobs (a sweep's) as one of its
+steps."""
 
 import sys
 import time
@@ -13,32 +14,38 @@ TIMED_OUT = 124  # the exit status of a wait that ran out of time, as timeout(1)
 
 
 def wait(api: Api, args) -> None:
-    raise SystemExit(wait_for(api, args.id, args.timeout))
+    raise SystemExit(wait_for(api, args.ids, args.timeout))
 
 
-def wait_for(api: Api, job_id: int, timeout: float | None) -> int:
-    """Read the job until it has ended (a batch: every shard), saying each change of its state
-    on standard error; print how it ended and return the exit status: 0 if it succeeded, its
-    last attempt's exit code if it failed with one (1 to 255), else 1; TIMED_OUT if it had
-    not ended `timeout` seconds from now."""
-    start = time.monotonic()
-    poll, said = FIRST_POLL_S, ""
+def wait_for(api: Api, job_ids: list[int], timeout: float | None) -> int:
+    """Read the jobs until each has ended (a batch: every shard), saying each change of their
+    states on standard error; print how each ended (one job: its end alone; several: a line
+    each, after its id) and return the exit status: one job's as `ended` gives it; several
+    jobs' 0 if all succeeded, else 1; TIMED_OUT if one had not ended `timeout` seconds from
+    now. Several jobs are read two a second at most."""
+    start, ids = time.monotonic(), list(dict.fromkeys(job_ids))
+    poll, said, states, statuses = FIRST_POLL_S, {}, {}, {}
     while True:
-        job = read(api, job_id)
-        state = job.get("batch_state", job["state"])
-        saying = f"job {job_id} {state}"
-        if state == "queued" and job["pending_reason"] and "batch_state" not in job:
-            saying += f": waiting as {job['pending_reason']}"
-        if saying != said:
-            show(saying, sys.stderr)
-            said = saying
-        if state in TERMINAL:
-            return ended(job, state)
+        for job_id in [pk for pk in ids if pk not in statuses]:
+            job = read(api, job_id)
+            states[job_id] = state = job.get("batch_state", job["state"])
+            saying = f"job {job_id} {state}"
+            if state == "queued" and job["pending_reason"] and "batch_state" not in job:
+                saying += f": waiting as {job['pending_reason']}"
+            if saying != said.get(job_id):
+                show(saying, sys.stderr)
+                said[job_id] = saying
+            if state in TERMINAL:
+                statuses[job_id] = ended(job, state, f"{job_id} " if len(ids) > 1 else "")
+        if len(statuses) == len(ids):
+            return statuses[ids[0]] if len(ids) == 1 else int(any(statuses.values()))
         left = None if timeout is None else timeout - (time.monotonic() - start)
         if left is not None and left <= 0:
-            show(f"job {job_id} still {state} after {timeout:g} s", sys.stderr)
+            for job_id in (pk for pk in ids if pk not in statuses):
+                show(f"job {job_id} still {states[job_id]} after {timeout:g} s", sys.stderr)
             return TIMED_OUT
-        time.sleep(poll if left is None else min(poll, left))
+        pause = max(poll, (len(ids) - len(statuses)) / 2)
+        time.sleep(pause if left is None else min(pause, left))
         poll = min(poll * 1.5, LONGEST_POLL_S)
 
 
@@ -63,11 +70,12 @@ def patiently(api: Api, method: str, path: str, **kwargs) -> dict:
             pause = min(pause * 2, LONGEST_POLL_S)
 
 
-def ended(job: dict, state: str) -> int:
-    """Print how the job ended (why, for a failed or canceled one); its exit status."""
+def ended(job: dict, state: str, which: str = "") -> int:
+    """Print how the job ended (why, for a failed or canceled one), after `which` (its id,
+    when several are waited for); its exit status."""
     reason = job.get("end_reason") if state in ("failed", "canceled") else ""
     # A batch's end_reason is its first shard's: its state alone is the batch's.
-    show(f"{state}: {reason}" if reason and "batch_state" not in job else state)
+    show(which + (f"{state}: {reason}" if reason and "batch_state" not in job else state))
     if state == "succeeded":
         return 0
     attempts = sorted(job["attempts"], key=lambda attempt: attempt["number"])

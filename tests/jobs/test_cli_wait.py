@@ -205,3 +205,32 @@ def test_a_followed_log_is_read_again_once_the_server_answers_after_a_503(start_
     assert (code, out) == (0, "[1.0] hello\n"), err
     assert "error 503: Service Unavailable: asking again" in err
     assert once[0] == 1 and once[2].startswith("error 503")  # read once: an error ends it
+
+
+def test_wait_for_several_jobs_says_how_each_ended_and_fails_if_one_did(start_cli, alpha, alice):
+    first = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    second = JobFactory(tenant=alpha, owner=alice, state=State.RUNNING)
+    attempts = [AttemptFactory(job=first), AttemptFactory(job=second)]
+
+    waiting = start_cli("wait", str(first.pk), str(second.pk))
+    until_read(waiting)
+    actions.end_attempt(attempts[1].pk, Attempt.Outcome.USER_ERROR, exit_code=3,
+                        reason="worker 0 exited with code 3")  # fmt: skip
+    until_read(waiting)  # the first still runs: the wait goes on
+    actions.end_attempt(attempts[0].pk, Attempt.Outcome.SUCCEEDED, exit_code=0)
+    code, out, _ = said(waiting)
+
+    assert code == 1  # not one job's exit code: 1 for any that did not succeed
+    assert out.splitlines() == [
+        f"{second.pk} failed: worker 0 exited with code 3",
+        f"{first.pk} succeeded",
+    ]
+
+
+def test_wait_for_several_jobs_that_all_succeeded_exits_0(start_cli, alpha, alice):
+    jobs = [JobFactory(tenant=alpha, owner=alice, state=State.SUCCEEDED) for _ in range(3)]
+
+    code, out, _ = said(start_cli("wait", *(str(job.pk) for job in jobs)))
+
+    assert code == 0
+    assert out.splitlines() == [f"{job.pk} succeeded" for job in jobs]
