@@ -399,7 +399,9 @@ class LogsView(APIView):
     and `attempt` keep one worker's lines (by rank) and one attempt's (by number)."""
 
     def get(self, request, pk):
-        job = get_object_or_404(visible(request), pk=pk)
+        # Polled every second while followed: the job's workers alone, not what its answer
+        # reads (attempts with their nodes, dependencies, why it ended).
+        job = get_object_or_404(access.visible_jobs(request.user).only("workers"), pk=pk)
         source = log_source(request, job)
         after = id_param(request, "after") or 0
         last = request.query_params.get("last")
