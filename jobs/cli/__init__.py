@@ -114,8 +114,10 @@
                      it); --shards: only the batch's shards that did not succeed (failed or
                      were canceled), or those named, as Slurm's sbatch --array=3,17,512; each
                      keeps its index and the batch's shard count
-    logs ID [-f] [--shard N] [--worker RANK] [--attempt N]
-                     a job's output; -f follows it until the job ends. A batch's shards
+    logs ID [-f] [--tail N] [--shard N] [--worker RANK] [--attempt N]
+                     a job's output; -f follows it until the job ends; --tail N: only its
+                     last N lines (1 to 5000; as kubectl logs --tail), then on from
+                     there with -f. A batch's shards
                      each have their own: its id alone shows shard 0's (a rerun of some
                      shards: its lowest's; it says so on standard error), --shard N shard
                      N's (0 to shards-1), as Slurm's ID_N names a task of a job array.

@@ -307,12 +307,21 @@ def logs(api: Api, args) -> None:
              if (value := getattr(args, name, None)) is not None}  # fmt: skip
     # Followed, a log outlives a restart of the web app; read once, an error ends it.
     read = functools.partial(patiently, api) if args.follow else api.call
+    # --tail N: its last N lines first (kubectl logs --tail), then on from there if followed.
+    tail = {"last": args.tail} if getattr(args, "tail", None) else {}
     while True:
-        page = read("GET", f"jobs/{job_id}/logs/", params={"after": after, **scope})
+        page = read("GET", f"jobs/{job_id}/logs/", params={"after": after, **scope, **tail})
+        if tail and page.get("earlier"):
+            show(f"(the last {args.tail} lines: earlier ones left out)", sys.stderr)
         for line in page["lines"]:
             out = sys.stderr if line["stream"] == "stderr" else sys.stdout
             show(f"[{line['attempt']}.{line['worker']}] {line['text']}", out)
         after = page["next"]
+        if tail:  # the tail read once: the rest of the log, if followed, comes after it
+            tail = {}
+            if not args.follow:
+                return
+            continue
         if page["lines"]:
             continue
         if ended:

@@ -45,6 +45,7 @@ from jobs.cli.written import (
     sends_token_safely,
     shard_choice,
     states_written,
+    tail_written,
     time_written,
     volume_option,
 )
@@ -211,6 +212,9 @@ def add_reading(commands) -> None:
     follow.add_argument("--shard", type=natural, metavar="N",
                         help="a batch's shard N (0 to shards-1); default: the batch's first "
                              "(shard 0; a rerun of some shards: its lowest)")  # fmt: skip
+    follow.add_argument("--tail", type=tail_written, metavar="N",
+                        help="only its last N lines (1 to 5000), then on from there with -f "
+                             "(kubectl logs --tail)")  # fmt: skip
     follow.add_argument(
         "--worker",
         type=natural,

@@ -148,6 +148,16 @@ def states_written(text: str) -> str:
     return ",".join(states)
 
 
+MAX_TAIL = 5000  # the lines a tail read gives at most (the API's, jobs.api.MAX_TAIL)
+
+
+def tail_written(text: str) -> int:
+    """logs --tail N: a whole number of lines from 1 to MAX_TAIL."""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_TAIL):
+        raise argparse.ArgumentTypeError(f"not a number of lines from 1 to {MAX_TAIL}: {text!r}")
+    return int(text)
+
+
 def positive(text: str) -> int:
     if not (text.isascii() and text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")

@@ -15,8 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import actions, cycle
+from jobs import actions, api, cycle
 from jobs.cli import commands as cli_module
+from jobs.cli import written
 from jobs.models import Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token
@@ -114,6 +115,28 @@ def test_the_cli_lists_every_page_of_jobs_newest_first_or_stops_at_the_limit(cli
     assert listed.returncode == 0, listed.stderr
     assert [int(row.split()[0]) for row in listed.stdout.splitlines()] == ids[::-1]
     assert [int(row.split()[0]) for row in limited.stdout.splitlines()] == ids[:-4:-1]
+
+
+def test_logs_tail_prints_the_last_lines_and_follows_on_from_them(cli, alpha, alice):
+    job = JobFactory(tenant=alpha, owner=alice, state=State.FAILED)
+    attempt = AttemptFactory(job=job, outcome="user_error")
+    for seq in range(10):
+        LogChunk.objects.create(attempt=attempt, seq=seq, text=f"line {seq}")
+
+    tail = cli("logs", str(job.pk), "--tail", "3")
+    followed = cli("logs", str(job.pk), "--tail", "3", "-f")  # ended: the tail, and no more
+    whole = cli("logs", str(job.pk), "--tail", "10")
+    refused = cli("logs", str(job.pk), "--tail", "0")
+
+    assert tail.stdout.splitlines() == ["[1.0] line 7", "[1.0] line 8", "[1.0] line 9"]
+    assert "earlier ones left out" in tail.stderr
+    assert followed.returncode == 0 and followed.stdout == tail.stdout
+    assert len(whole.stdout.splitlines()) == 10 and "left out" not in whole.stderr
+    assert refused.returncode == 2 and "from 1 to 5000" in refused.stderr
+
+
+def test_the_cli_and_the_api_take_the_same_longest_tail():
+    assert written.MAX_TAIL == api.MAX_TAIL
 
 
 def test_the_cli_prints_a_jobs_logs(cli, alpha, alice):
