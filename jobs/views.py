@@ -365,6 +365,8 @@ def submit(request):
         values = {**submit_form.typed(spec, timezone.now()), "form_key": values["form_key"]}
         # A KEY=VALUE line cannot hold a value of several lines: said, not silently cut.
         untypable = [key for key, value in spec["env"].items() if "\n" in value]
+        if not tenants.filter(slug=spec["tenant"]).exists():  # a viewer's, an outsider's copy
+            values["tenant"] = ""  # chosen by the user, not the first team listed
     errors, status, answer = {}, 200, None
     if request.method == "POST":
         values = submit_form.read(request.POST)

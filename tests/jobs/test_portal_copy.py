@@ -121,6 +121,21 @@ def test_a_copy_says_which_variables_hold_values_of_several_lines_the_form_canno
     assert '<p class="error" id="untypable">Its environment gives KEY a value of several' in page
 
 
+def test_a_copy_of_another_teams_job_asks_for_a_team_rather_than_take_the_first(
+    client, alpha, alice, charlie, normal_priority
+):
+    theirs = JobFactory(tenant=alpha, owner=alice)
+    assign_perm("view_job", charlie, theirs)
+    client.force_login(charlie)
+
+    page = client.get(f"/jobs/new/?copy={theirs.pk}").text
+    sent = client.post("/jobs/new/", form_of(page))
+
+    assert '<option value="" selected>choose a team</option>' in page
+    assert form_of(page)["tenant"] == ""
+    assert sent.status_code == 400 and Job.objects.count() == 1
+
+
 @pytest.mark.parametrize("copy", ["999999", "abc", ""])
 def test_a_copy_of_a_job_one_cannot_see_or_of_no_job_is_a_404(browser, alpha, copy):
     theirs = JobFactory()  # another team's
