@@ -367,6 +367,9 @@ def submit(request):
         untypable = [key for key, value in spec["env"].items() if "\n" in value]
         if not tenants.filter(slug=spec["tenant"]).exists():  # a viewer's, an outsider's copy
             values["tenant"] = ""  # chosen by the user, not the first team listed
+    classes = submit_form.open_classes(tenants)
+    if copied is not None and values["priority_class"] not in {c.name for c in classes}:
+        values["priority_class"] = ""  # likewise: a class the user may not submit at
     errors, status, answer = {}, 200, None
     if request.method == "POST":
         values = submit_form.read(request.POST)
@@ -387,7 +390,7 @@ def submit(request):
         "errors": errors,
         "fields": described(errors, helps=SUBMIT_HELPS),
         "tenants": tenants,
-        "priority_classes": submit_form.open_classes(tenants),
+        "priority_classes": classes,
         "topology_keys": topology_keys(),
         "volumes": TenantVolume.objects.filter(tenant__in=tenants).select_related("tenant"),
         "trial": answer,

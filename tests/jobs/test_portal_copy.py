@@ -10,7 +10,7 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from jobs.models import Job
-from tests.factories import JobFactory, TenantVolumeFactory
+from tests.factories import JobFactory, PriorityClassFactory, TenantVolumeFactory
 
 
 class FormFields(HTMLParser):
@@ -134,6 +134,25 @@ def test_a_copy_of_another_teams_job_asks_for_a_team_rather_than_take_the_first(
     assert '<option value="" selected>choose a team</option>' in page
     assert form_of(page)["tenant"] == ""
     assert sent.status_code == 400 and Job.objects.count() == 1
+
+
+def test_a_copy_at_a_class_one_may_not_use_asks_for_a_class(
+    client, alpha, alice, charlie, normal_priority
+):
+    urgent = PriorityClassFactory(name="urgent", value=10)
+    urgent.tenants.add(alpha)  # open to alpha alone
+    theirs = JobFactory(tenant=alpha, owner=alice, priority_class=urgent)
+    assign_perm("view_job", charlie, theirs)
+    client.force_login(charlie)
+    client_of_alice = type(client)()
+    client_of_alice.force_login(alice)
+
+    page = client.get(f"/jobs/new/?copy={theirs.pk}").text
+    alices = form_of(client_of_alice.get(f"/jobs/new/?copy={theirs.pk}").text)
+
+    assert '<option value="" selected>choose a class</option>' in page
+    assert form_of(page)["priority_class"] == ""
+    assert alices["priority_class"] == "urgent"
 
 
 @pytest.mark.parametrize("copy", ["999999", "abc", ""])
