@@ -3,6 +3,7 @@ CLI's): what each asks of the reader's visible jobs, and what is wrong with them
 naming its parameter (a 400).
 
     state    a state, or several (queued,running)
+    id       job ids with commas (12,13,14): these jobs alone, at most 100
     held     1 or 0 (true, false)         tenant   a team's slug
     q        a part of the name (at most 200 characters)
     mine     1: the jobs the reader submitted (Slurm's squeue --me)
@@ -23,6 +24,7 @@ from jobs.serializers import flag, held_filter, labels_asked, whole_number
 from jobs.states import State
 
 MAX_NAME = 200  # the longest part of a name searched for
+MAX_IDS = 100  # the jobs one list may name, a page's worth
 
 
 @dataclass
@@ -73,6 +75,12 @@ def asked(params, user, labels: list[str]) -> Asked:
             out.shard &= held_filter(held)
         except ValueError as bad:
             out.errors["held"] = str(bad)
+    if ids := params.get("id"):  # Slurm's squeue -j 12,13: these jobs alone
+        asked_ids = [whole_number(written.strip()) for written in ids.split(",")]
+        if None in asked_ids or len(asked_ids) > MAX_IDS:
+            out.errors["id"] = f"Job ids with commas, at most {MAX_IDS}."
+        else:
+            out.rows &= Q(pk__in=asked_ids)
     if tenant := params.get("tenant"):
         out.rows &= Q(tenant__slug=tenant)  # another tenant's slug just finds nothing
     if q := params.get("q", "").strip():

@@ -78,8 +78,8 @@
                      succeeded, with its last attempt's exit code if it failed with one,
                      else 1 (a batch that failed: 1); 124 if it has not ended within
                      --timeout. Several jobs (a sweep's): a line each as it ends, after its
-                     id, and 0 once all succeeded, else 1. It reads a job every second at
-                     first, every ten at most (several, two a second at most), and asks
+                     id, and 0 once all succeeded, else 1. It reads the jobs every second at
+                     first, every ten at most (several by the list, 100 a request), and asks
                      again for five minutes while the server does not answer or answers
                      5xx (a restart)
     cancel [ID ...] [--name NAME] [--state S] [--tenant SLUG] [--mine] [--label KEY=VALUE ...]

@@ -11,6 +11,7 @@ FIRST_POLL_S = 1.0  # a short job's end is seen within a second or two...
 LONGEST_POLL_S = 10.0  # ...a long one's within ten seconds, six reads a minute
 PATIENCE_S = 300.0  # how long the server may not answer (a restart) before waiting gives up
 TIMED_OUT = 124  # the exit status of a wait that ran out of time, as timeout(1)'s
+IDS_A_READ = 100  # the jobs one list read names (the API's most, a page)
 
 
 def wait(api: Api, args) -> None:
@@ -22,12 +23,11 @@ def wait_for(api: Api, job_ids: list[int], timeout: float | None) -> int:
     states on standard error; print how each ended (one job: its end alone; several: a line
     each, after its id) and return the exit status: one job's as `ended` gives it; several
     jobs' 0 if all succeeded, else 1; TIMED_OUT if one had not ended `timeout` seconds from
-    now. Several jobs are read two a second at most."""
+    now."""
     start, ids = time.monotonic(), list(dict.fromkeys(job_ids))
     poll, said, states, statuses = FIRST_POLL_S, {}, {}, {}
     while True:
-        for job_id in [pk for pk in ids if pk not in statuses]:
-            job = read(api, job_id)
+        for job_id, job in read_all(api, [pk for pk in ids if pk not in statuses]):
             states[job_id] = state = job.get("batch_state", job["state"])
             saying = f"job {job_id} {state}"
             if state == "queued" and job["pending_reason"] and "batch_state" not in job:
@@ -44,9 +44,22 @@ def wait_for(api: Api, job_ids: list[int], timeout: float | None) -> int:
             for job_id in (pk for pk in ids if pk not in statuses):
                 show(f"job {job_id} still {states[job_id]} after {timeout:g} s", sys.stderr)
             return TIMED_OUT
-        pause = max(poll, (len(ids) - len(statuses)) / 2)
-        time.sleep(pause if left is None else min(pause, left))
+        time.sleep(poll if left is None else min(poll, left))
         poll = min(poll * 1.5, LONGEST_POLL_S)
+
+
+def read_all(api: Api, job_ids: list[int]):
+    """Each job and its id, in the order asked: several read by the list, a page (100) a
+    request, each batch with its shards counted; one the folded list leaves out (a batch's
+    later shard) read alone."""
+    found: dict[int, dict] = {}
+    if len(job_ids) > 1:
+        for first in range(0, len(job_ids), IDS_A_READ):
+            asked = ",".join(map(str, job_ids[first : first + IDS_A_READ]))
+            page = patiently(api, "GET", "jobs/", params={"id": asked, "fold": 1})
+            found.update((job["id"], job) for job in page["jobs"])
+    for job_id in job_ids:
+        yield job_id, found[job_id] if job_id in found else read(api, job_id)
 
 
 def read(api: Api, job_id: int) -> dict:

@@ -264,6 +264,7 @@ def test_an_odd_or_foreign_id_in_a_path_is_a_404(api, portal, ids, where, pk):
 QUERIES = [
     ("/api/v1/jobs/", "state"),
     ("/jobs/new/", "copy"),
+    ("/api/v1/jobs/", "id"),
     ("/api/v1/jobs/", "before"),
     ("/api/v1/jobs/", "batch"),
     ("/api/v1/jobs/@mine/logs/", "after"),
