@@ -32,8 +32,8 @@
                      end, as wait does, and exits as it did (Slurm's sbatch --wait)
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
-    list [--state S[,S...]] [--held] [--batch ID] [--label KEY=VALUE ...] [--tenant SLUG]
-         [--name TEXT] [--mine] [--limit N]
+    list [--state S[,S...]] [--id ID[,ID...]] [--held] [--batch ID] [--label KEY=VALUE ...]
+         [--tenant SLUG] [--name TEXT] [--mine] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
@@ -43,8 +43,9 @@
                      one has run, an ended one ran, "-" if it never did; a batch: its
                      first shard's), name and why it waits or
                      ended; --state: those in that state, or in any of several
-                     (queued,running); --held: only the held ones; --batch:
-                     the shards of one batch (its id: the job its submission returned);
+                     (queued,running); --id: those jobs alone (squeue -j); --held: only
+                     the held ones; --batch: the shards of one batch (its id: the job its
+                     submission returned);
                      --label: those carrying the label (KEY alone: with any value), each
                      --label narrowing the rest; --tenant: one team's; --name: those whose
                      name holds TEXT; --mine: those you submitted (Slurm's squeue --me)

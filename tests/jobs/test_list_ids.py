@@ -8,6 +8,7 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
+from quotas.tokens import create_token
 from tests.factories import JobFactory
 from tests.jobs.test_cli import Canned, answering
 from tests.processes import ROOT
@@ -62,3 +63,16 @@ def test_wait_reads_several_jobs_in_one_list_request():
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["1 succeeded", "2 succeeded", "3 succeeded"]
     assert handler.asked == ["/api/v1/jobs/?id=1%2C2%2C3&fold=1"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_lists_the_jobs_named(live_server, alpha, alice):
+    jobs = [JobFactory(tenant=alpha, owner=alice) for _ in range(3)]
+    _, token = create_token(alice, "list ids")
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "list", "--id",
+                           f"{jobs[0].pk},{jobs[2].pk}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert [int(row.split()[0]) for row in done.stdout.splitlines()] == [jobs[2].pk, jobs[0].pk]
