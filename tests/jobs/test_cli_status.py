@@ -6,13 +6,11 @@ import os
 import pty
 import subprocess
 import sys
-from datetime import UTC, datetime
 
 import pytest
 from django.utils import timezone
 
 from jobs import actions, cycle
-from jobs.cli.commands import clock, time_in
 from jobs.cli.describe import COMMAND_SHOWN, EVENTS_SHOWN, moment
 from jobs.models import Attempt, Family
 from jobs.states import State
@@ -166,26 +164,3 @@ def test_status_shows_a_long_command_cut_and_the_last_moves_of_a_long_history(
 def test_an_api_time_is_shown_to_the_second_in_utc():
     assert moment("2026-12-06T03:19:32.343000Z") == "2026-12-06 03:19:32 UTC"
     assert moment("2026-12-06T05:19:32+02:00") == "2026-12-06 03:19:32 UTC"
-
-
-@pytest.mark.parametrize(
-    ("seconds", "written"),
-    [(0, "0:00"), (59, "0:59"), (61, "1:01"), (3600, "1:00:00"), (86_399, "23:59:59"),
-     (90_061, "1-01:01:01")],
-)  # fmt: skip
-def test_list_writes_a_jobs_time_as_slurm_does(seconds, written):
-    assert clock(seconds) == written
-
-
-def test_list_gives_a_queued_jobs_wait_a_running_ones_run_and_an_ended_ones_length():
-    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-    at = "2026-12-06T11:{}:00Z".format
-
-    assert time_in({"state": "queued", "created": at(50)}, now) == "10:00"
-    assert (
-        time_in({"state": "scheduled", "scheduled_at": at(59), "started_at": None}, now) == "1:00"
-    )
-    assert time_in({"state": "running", "started_at": at(30), "finished_at": None}, now) == "30:00"
-    ended = {"state": "failed", "started_at": at(10), "finished_at": at(12)}
-    assert time_in(ended, now) == "2:00"
-    assert time_in({"state": "canceled", "started_at": None, "finished_at": at(12)}, now) == "-"
