@@ -105,7 +105,7 @@ def test_a_shard_that_is_no_index_is_a_usage_error(live_server, token, batch, sh
 def test_the_logs_help_says_how_to_pick_a_shard(live_server, token):
     out = run_cli(live_server.url, token, "--help")
 
-    assert "logs ID [-f] [--shard N]" in out.stdout
+    assert "logs ID [-f] [--tail N] [--shard N]" in out.stdout
 
 
 def test_following_a_shard_reads_until_that_shard_ends(live_server, alice, alpha, token,
