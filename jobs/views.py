@@ -30,6 +30,7 @@ from jobs import (
 )
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
+from jobs.cli.client import COUNTED_FROM
 from jobs.fields import MAX_LABELS
 from jobs.forms import described
 from jobs.models import Family, Job
@@ -101,12 +102,14 @@ def index(request):
 def time_in_state(job: Job, now) -> tuple[str, str]:
     """How long a live job has been where it is (the CLI's TIME column): a queued one since
     its submission, a placed one since its start (or its placement, before it starts)."""
-    since = {State.QUEUED: (job.created, "Waited since its submission"),
-             State.SCHEDULED: (job.scheduled_at, "Since it was placed"),
-             State.RUNNING: (job.started_at, "Run since it started")}.get(job.state)  # fmt: skip
-    if since is None or since[0] is None:
+    field = COUNTED_FROM.get(job.state)
+    if field is None or (since := getattr(job, field)) is None:
         return "", ""
-    return since[1], efficiency.span(max((now - since[0]).total_seconds(), 0))
+    return SINCE_SAID[field], efficiency.span(max((now - since).total_seconds(), 0))
+
+
+SINCE_SAID = {"created": "Waited since its submission", "scheduled_at": "Since it was placed",
+              "started_at": "Run since it started"}  # fmt: skip
 
 
 def count_shards(page: list[Job]) -> None:

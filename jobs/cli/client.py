@@ -13,6 +13,12 @@ TERMINAL = {"succeeded", "failed", "canceled"}
 STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]
 
 
+# The field each state's time is counted from (the API's names, the Job model's too): the
+# CLI's TIME column and the portal's "running for 3 h" (jobs.views.time_in_state). An ended
+# job's is its run, from its start to its end.
+COUNTED_FROM = {"queued": "created", "scheduled": "scheduled_at", "running": "started_at"}
+
+
 MAX_RETRY_AFTER_S = 60  # a 429 asking for a longer wait is reported, not waited out
 
 

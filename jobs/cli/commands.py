@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.cli.client import TERMINAL, Api, show
+from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
@@ -124,11 +124,8 @@ def time_in(job: dict, now: datetime) -> str:
     """squeue's TIME, one word: how long a live job has run (a queued one, waited since it
     was submitted; a scheduled one, since it was placed), and how long an ended one ran ("-"
     if it never did); D-HH:MM:SS. The portal's list says the same (views.time_in_state)."""
-    if job["state"] in ("queued", "scheduled"):
-        since = job.get("created" if job["state"] == "queued" else "scheduled_at")
-        until = None
-    else:
-        since, until = job.get("started_at"), job.get("finished_at")
+    since = job.get(COUNTED_FROM.get(job["state"], "started_at"))
+    until = None if job["state"] in COUNTED_FROM else job.get("finished_at")
     if since is None:
         return "-"
     end = now if until is None else datetime.fromisoformat(until)
