@@ -17,7 +17,7 @@ from rest_framework.exceptions import PermissionDenied, Throttled, ValidationErr
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import access, actions, folding, listing, throttles, trial
+from jobs import access, actions, folding, listing, standing, throttles, trial
 from jobs.action_serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
@@ -136,6 +136,7 @@ class JobView(APIView):
         states = job.shard_states() if job.is_batch else {job.state: 1}
         running = job.state in (State.SCHEDULED, State.RUNNING)
         data["window_ahead"] = window_ahead(job) if running else None
+        data["standing"] = standing.as_json(standing.of(job), job)
         if job.is_batch:
             data["shard_states"] = states
             data["batch_state"] = batch_state(states)

@@ -14,7 +14,8 @@
     5. explain   store each waiting job's reason code, sentence and estimated start (jobs the
                  core never saw: one waiting for a dependency, waiting_for_dependency; one
                  waiting out its retry backoff, retry_backoff, until its backoff ends; one
-                 deferred, deferred, until its begin)
+                 deferred, deferred, until its begin); and record the line the jobs left
+                 waiting stand in (standing.py)
     6. notify    after commit: agents and live views hear of the changes
 
 Correctness never rests on this being the only scheduler: the node locks serialise commits that
@@ -30,7 +31,7 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs import actions, dependencies, recent_use, snapshot, tenant_limits
+from jobs import actions, dependencies, recent_use, snapshot, standing, tenant_limits
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
 from jobs.placement import (
@@ -77,6 +78,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result.preempted = preempt(decision, now, loaded)  # 4
     result.grown = grow(decision, now, loaded)
     explain(decision, loaded, result)  # 5
+    standing.record(decision, loaded.snapshot, set(result.placed))
     clock.lap(result, "explain")
     beat(seconds=sum(result.seconds.values()), jobs=result.considered)
     return result  # 6 runs from transaction.on_commit hooks inside the steps

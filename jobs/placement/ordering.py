@@ -41,6 +41,7 @@ import functools
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from jobs.placement.model import Policy, QueuedJob, RunningJob, Tenant
 
@@ -127,9 +128,8 @@ class QueueOrder:
         """Priority points the owner's jobs lose inside the tenant for the GPUs it holds."""
         penalty = self._penalties.get((tenant, owner))
         if penalty is None:
-            use = max(self.user_use.get(tenant, {}).get(owner, 0.0), 0.0)
-            penalty = self._per_user_doubling * math.log2(1.0 + use)
-            self._penalties[tenant, owner] = penalty
+            use = self.user_use.get(tenant, {}).get(owner, 0.0)
+            penalty = self._penalties[tenant, owner] = owner_points(self.policy, use)
         return penalty
 
     def share(self, tenant: str) -> float:
@@ -289,6 +289,47 @@ class TenantQueue:
         return (priority + penalty, submit, job_id, owner, penalty)
 
 
+class Points(NamedTuple):
+    """A job's effective priority inside its tenant's queue, term by term (Slurm's sprio):
+    ``priority + waited - size - owner``, as ``QueueOrder`` orders a tenant's jobs by it."""
+
+    priority: float
+    waited: float  # gained for the hours it has waited
+    size: float  # lost for its GPU-hours at its runtime limit
+    owner: float  # lost for the GPUs its owner holds in the tenant (0: not counted)
+
+    @property
+    def total(self) -> float:
+        return self.priority + self.waited - self.size - self.owner
+
+
+def points(job: QueuedJob, policy: Policy, now: float, owner_gpus: float | None) -> Points:
+    """The job's points at ``now``; ``owner_gpus``: the GPUs its owner holds in the tenant,
+    None where the order does not count them (its tenant's jobs of its tier have one owner).
+    The order reads the same terms inline (``QueueOrder._job_key``, ``user_penalty``): it keys
+    every queued job every cycle."""
+    wait = max(now - job.submit_time, 0.0) / HOUR
+    return Points(
+        job.priority,
+        policy.aging_priority_per_hour * wait,
+        policy.size_priority_per_doubling * size_doublings(job),
+        0.0 if owner_gpus is None else owner_points(policy, owner_gpus),
+    )
+
+
+def owner_points(policy: Policy, gpus: float) -> float:
+    """Priority points a user's jobs lose inside a tenant for the ``gpus`` the user holds."""
+    return policy.user_share_priority_per_doubling * math.log2(1.0 + max(gpus, 0.0))
+
+
+def gpu_hours(job: QueuedJob) -> float | None:
+    """The job's size as the order counts it: GPU-hours at its runtime limit (a CPU-only
+    worker as a fraction of a GPU); None without a limit."""
+    if job.max_runtime is None:
+        return None
+    return _hours(job.workers, job.worker_gpu_milli, job.max_runtime)
+
+
 def size_doublings(job: QueuedJob) -> float:
     """How many times the job's size (GPU-hours by its runtime limit) doubles 1 GPU-minute."""
     return _doublings(job.workers, job.worker_gpu_milli, job.max_runtime)
@@ -299,9 +340,12 @@ def size_doublings(job: QueuedJob) -> float:
 def _doublings(workers: int, gpu_milli: int, max_runtime: float | None) -> float:
     if max_runtime is None:
         return MAX_SIZE_DOUBLINGS
-    gpus = worker_gpus(gpu_milli)
-    hours = workers * gpus * max_runtime / HOUR
+    hours = _hours(workers, gpu_milli, max_runtime)
     return min(math.log2(max(hours, MIN_SIZE_HOURS) / MIN_SIZE_HOURS), MAX_SIZE_DOUBLINGS)
+
+
+def _hours(workers: int, gpu_milli: int, max_runtime: float) -> float:
+    return workers * worker_gpus(gpu_milli) * max_runtime / HOUR
 
 
 def worker_gpus(gpu_milli: int) -> float:

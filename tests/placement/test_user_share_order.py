@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.placement import Policy, QueuedJob, Tenant
-from jobs.placement.ordering import HOUR, QueueOrder, size_doublings
+from jobs.placement.ordering import HOUR, QueueOrder, points, size_doublings
 
 NOW = 1_000_000.0
 TENANTS = ("alpha", "beta", "gamma")
@@ -179,3 +180,15 @@ def test_each_owners_jobs_keep_their_order(queue):
     for owner in {(job.tenant, job.owner, job.tier) for job in jobs}:
         mine = [job for job in jobs if (job.tenant, job.owner, job.tier) == owner]
         assert sorted(mine, key=lambda job: place[job.id]) == sorted(mine, key=old_job_key)
+
+
+@EXAMPLES
+@given(queues(one_owner_per_tenant=False))
+def test_a_jobs_points_are_the_key_its_tenant_orders_it_by(queue):
+    jobs, tenants, _, _ = queue
+    user_use = {t.id: dict(t.user_use) for t in tenants}
+    for job in jobs:
+        use = user_use[job.tenant].get(job.owner, 0.0)
+        total = points(job, POLICY, NOW, use).total
+        assert -total == pytest.approx(user_job_key(job, user_use)[0], abs=1e-9)
+        assert points(job, POLICY, NOW, None).total == pytest.approx(-old_job_key(job)[0])

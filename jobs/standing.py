@@ -1,0 +1,235 @@
+"""Where a waiting job stands in line, as the last placement cycle ordered the queue (Kueue's
+pending-workloads positions, Slurm's sprio): its place among the jobs left waiting, in all
+and in its team; the jobs ahead of it by why they are ahead (its team's, of a higher class,
+other teams' turns by fair share); and the points of its effective priority inside its team
+(``ordering.points``).
+
+The cycle records it once a cycle (``record``) in the shared cache (Redis when there is one),
+for the first ``RECORDED`` jobs in line, as Kueue keeps a bounded head of each queue: a job
+further back is said to be. The owner's GPUs are as the cycle began, before it placed anything.
+Nothing depends on it: a cycle whose record fails (Redis down) goes on, and a reader then
+finds none.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.core.cache import caches
+from rest_framework import serializers
+
+from jobs import events
+from jobs.efficiency import span
+from jobs.models import State
+from jobs.placement import PENDING, PLACED, Decision, Snapshot
+from jobs.placement.ordering import Points, gpu_hours, points
+
+KEY = "queue-standing"
+BEYOND = "beyond_queue_depth"
+# What a queued job waits for that keeps it out of the cycle's line (cycle.explain).
+NOT_IN_LINE = frozenset({"waiting_for_dependency", "retry_backoff", "deferred"})
+RECORDED = 10_000
+# Kept past its cycle long enough for a stalled scheduler's line to read as old, not as gone.
+KEPT_S = 3600
+# Per job in line: its priority, waited, size and owner points, its owner's GPUs (-1: not
+# counted) and its GPU-hours (-1: no runtime limit).
+TERMS = 6
+
+
+@dataclass(frozen=True)
+class Standing:
+    at: datetime  # the cycle's time
+    waiting: int  # jobs in line after that cycle
+    team_waiting: int  # of them, its team's
+    # Its place (from 1) in line and in its team's; None: further back than RECORDED.
+    position: int | None = None
+    in_team: int | None = None
+    # The jobs ahead of it: its team's, other teams' of a higher class, other teams' others.
+    ahead_in_team: int = 0
+    ahead_higher_class: int = 0
+    ahead_other_teams: int = 0
+    points: Points | None = None
+    owner_gpus: float | None = None  # None: its team's order does not count them
+    gpu_hours: float | None = None  # None: no runtime limit
+
+
+def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
+    """Keep the line the cycle left: its outcomes in the order it considered the jobs, less
+    the jobs it ``placed``, and the jobs it did not reach, counted at the back."""
+    queued = {job.id: job for job in snapshot.queued}
+    users = {tenant.id: tenant.user_use for tenant in snapshot.tenants}
+    owners: dict[tuple[int, str], set[str]] = {}
+    for job in snapshot.queued:
+        owners.setdefault((job.tier, job.tenant), set()).add(job.owner)
+    counts_owners = bool(snapshot.policy.user_share_priority_per_doubling)
+    ids, tenants, higher, terms = array("q"), array("q"), array("q"), array("d")
+    teams: Counter[int] = Counter()
+    by_tier: Counter[int] = Counter()  # the recorded jobs ahead, by class
+    by_team_tier: Counter[tuple[str, int]] = Counter()  # and by team and class
+    for outcome in decision.outcomes:
+        if outcome.status == PLACED and int(outcome.job_id) in placed:
+            continue
+        job = queued[outcome.job_id]
+        teams[int(job.tenant)] += 1
+        if len(ids) == RECORDED or (outcome.status == PENDING and outcome.reason == BEYOND):
+            continue
+        ids.append(int(job.id))
+        tenants.append(int(job.tenant))
+        higher.append(
+            sum(n - by_team_tier[job.tenant, t] for t, n in by_tier.items() if t > job.tier)
+        )
+        by_tier[job.tier] += 1
+        by_team_tier[job.tenant, job.tier] += 1
+        counted = counts_owners and len(owners[job.tier, job.tenant]) > 1
+        owner_gpus = users.get(job.tenant, {}).get(job.owner, 0.0) if counted else None
+        hours = gpu_hours(job)
+        terms.extend(points(job, snapshot.policy, snapshot.now, owner_gpus))
+        terms.extend((-1.0 if owner_gpus is None else owner_gpus, -1.0 if hours is None else hours))
+    line = {
+        "at": snapshot.now,
+        "teams": dict(teams),
+        "ids": ids.tobytes(),
+        "tenants": tenants.tobytes(),
+        "higher": higher.tobytes(),
+        "terms": terms.tobytes(),
+    }
+    with events.best_effort("recording the queue's line"):
+        caches["shared"].set(KEY, line, timeout=KEPT_S)
+
+
+def of(job) -> Standing | None:
+    """The queued job's standing in the last recorded line; None if it is not in it: not
+    queued, held, waiting for a dependency, its begin or a retry's backoff, or submitted
+    since that cycle (or no line is recorded)."""
+    if job.state != State.QUEUED or job.held or job.pending_reason in NOT_IN_LINE:
+        return None
+    line = None
+    with events.best_effort("reading the queue's line"):
+        line = caches["shared"].get(KEY)
+    if line is None or job.tenant_id not in line["teams"]:
+        return None
+    at = datetime.fromtimestamp(line["at"], tz=UTC)
+    if job.created > at:
+        return None
+    ids = _read("q", line["ids"])
+    waiting, team_waiting = sum(line["teams"].values()), line["teams"][job.tenant_id]
+    try:
+        at_index = ids.index(job.pk)
+    except ValueError:
+        # Further back than the cycle reached, or than the line records.
+        if job.pending_reason == BEYOND or len(ids) == RECORDED:
+            return Standing(at, waiting, team_waiting)
+        return None
+    tenants = _read("q", line["tenants"])
+    in_team = tenants[:at_index].count(job.tenant_id)
+    higher = _read("q", line["higher"])[at_index]
+    terms = _read("d", line["terms"])[at_index * TERMS : (at_index + 1) * TERMS]
+    return Standing(
+        at,
+        waiting,
+        team_waiting,
+        position=at_index + 1,
+        in_team=in_team + 1,
+        ahead_in_team=in_team,
+        ahead_higher_class=higher,
+        ahead_other_teams=at_index - in_team - higher,
+        points=Points(*terms[:4]),
+        owner_gpus=None if terms[4] < 0 else terms[4],
+        gpu_hours=None if terms[5] < 0 else terms[5],
+    )
+
+
+def _read(kind: str, data: bytes) -> array:
+    values = array(kind)
+    values.frombytes(data)
+    return values
+
+
+def line_sentence(standing: Standing) -> str:
+    """Where it stands, for people: "4th in line of 230 waiting jobs (2nd of its team's 12);
+    ahead of it: 1 of its team's, 1 of a higher class, 1 of another team's turn"."""
+    of_all = f"of {standing.waiting:,} waiting {_jobs(standing.waiting)}"
+    of_team = f"of its team's {standing.team_waiting:,}"
+    if standing.position is None:
+        back = f"Further back in line than the last cycle looked, {of_all}"
+        return f"{back} ({standing.team_waiting:,} its team's)."
+    said = f"{ordinal(standing.position)} in line {of_all} ({ordinal(standing.in_team)} {of_team})"
+    ahead = [
+        f"{n:,} {what}"
+        for n, what in (
+            (standing.ahead_in_team, "of its team's"),
+            (standing.ahead_higher_class, "of other teams at a higher class"),
+            (standing.ahead_other_teams, "of other teams whose turn came first (fair share)"),
+        )
+        if n
+    ]
+    return f"{said}; ahead of it: {', '.join(ahead)}." if ahead else f"{said}."
+
+
+def points_sentence(standing: Standing, waited_s: float) -> str:
+    """Its effective priority in its team's line, term by term, for people."""
+    p = standing.points
+    if p is None:
+        return ""
+    size = (
+        f"{_number(standing.gpu_hours)} GPU-hours at its runtime limit"
+        if standing.gpu_hours is not None
+        else "no runtime limit, the largest"
+    )
+    terms = [
+        f"{_number(p.priority)} its priority",
+        f"+ {_number(p.waited)} for {span(waited_s)} waited",
+        f"- {_number(p.size)} for its size ({size})",
+    ]
+    if standing.owner_gpus:
+        gpus = f"{_number(standing.owner_gpus)} GPU{'' if standing.owner_gpus == 1 else 's'}"
+        terms.append(f"- {_number(p.owner)} for the {gpus} its owner holds in the team")
+    elif standing.owner_gpus is not None:
+        terms.append("- 0 (its owner holds no GPUs in the team)")
+    return f"Its priority in its team's line: {_number(p.total)} = {' '.join(terms)}."
+
+
+def as_json(standing: Standing | None, job) -> dict | None:
+    """The job document's ``standing``: the numbers, and the sentences the portal shows."""
+    if standing is None:
+        return None
+    p = standing.points
+    return {
+        "as_of": serializers.DateTimeField().to_representation(standing.at),
+        "position": standing.position,
+        "waiting": standing.waiting,
+        "in_team": standing.in_team,
+        "team_waiting": standing.team_waiting,
+        "ahead": {
+            "in_team": standing.ahead_in_team,
+            "higher_class": standing.ahead_higher_class,
+            "other_teams": standing.ahead_other_teams,
+        },
+        "points": None if p is None else {**p._asdict(), "total": p.total},
+        "owner_gpus": standing.owner_gpus,
+        "gpu_hours": standing.gpu_hours,
+        "sentence": line_sentence(standing),
+        "points_sentence": points_sentence(standing, waited(standing, job)),
+    }
+
+
+def waited(standing: Standing, job) -> float:
+    """The seconds the job had waited at the line's cycle, as its points count them."""
+    return max((standing.at - job.created).total_seconds(), 0.0)
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st..."""
+    last = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{last}"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.1f}".removesuffix(".0")
+
+
+def _jobs(n: int) -> str:
+    return "job" if n == 1 else "jobs"
