@@ -64,6 +64,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("State", state(job)),
         ("Why", why(job)),
         ("Estimated start", moment(job["estimated_start"]) if job["estimated_start"] else ""),
+        ("In line", in_line(job)),
         ("Asks", f"{asked_for(job)}; runtime limit {span(job['max_runtime_s'])}"),
         ("Shards", shards(job)),
         ("GPU types", ", ".join(job["gpu_types"])),
@@ -121,6 +122,15 @@ def why(job: dict) -> str:
     if said and "shard_states" in job:
         return f"shard {job['shard_index']}: {said}"
     return said
+
+
+def in_line(job: dict) -> str:
+    """Where it stands in line and its priority points (a batch: its first shard's, so said)."""
+    standing = job.get("standing")
+    if not standing:
+        return ""
+    said = "\n".join(filter(None, (standing["sentence"], standing["points_sentence"])))
+    return f"shard {job['shard_index']}: {said}" if "shard_states" in job else said
 
 
 def shards(job: dict) -> str:

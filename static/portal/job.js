@@ -18,6 +18,8 @@
   const estimateEl = document.getElementById("estimate");
   const startEl = document.getElementById("estimated-start");
   const aheadEl = document.getElementById("window-ahead");  // the window that will stop it
+  const standingEl = document.getElementById("standing");  // where it stands in line
+  const pointsEl = document.getElementById("standing-points");
   const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
   const logNoteEl = document.getElementById("log-note");
@@ -67,6 +69,13 @@
     estimateEl.hidden = !iso;
     startEl.dateTime = iso || "";
     startEl.textContent = iso ? minute + " UTC" : "";
+  }
+
+  function showStanding(standing) {
+    standingEl.hidden = !standing;
+    standingEl.textContent = standing ? standing.sentence : "";
+    pointsEl.hidden = !(standing && standing.points_sentence);
+    pointsEl.textContent = standing ? standing.points_sentence : "";
   }
 
   function showShards(job) {
@@ -267,6 +276,7 @@
     showState(job.batch_state || job.state,
               job.shard_states ? job.pending_message : job.pending_message || job.end_reason);
     showEstimate(job.estimated_start);
+    showStanding(job.standing);
     aheadEl.hidden = !job.window_ahead;
     aheadEl.textContent = job.window_ahead ? job.window_ahead.sentence : "";
     showShards(job);

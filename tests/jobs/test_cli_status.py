@@ -120,6 +120,22 @@ def test_status_says_why_a_queued_job_waits_and_what_it_waits_for(run_cli, alpha
     assert f"Why:             Waiting for job #{first.pk} to end." in lines
     assert f"Dependencies:    afterany:{first.pk}" in lines
     assert "Attempts:        none yet" in lines
+    assert not any(line.startswith("In line:") for line in lines)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_says_where_a_queued_job_stands_in_line(run_cli, alpha, alice):
+    JobFactory(tenant=alpha, owner=alice, priority=5)
+    job = JobFactory(tenant=alpha, owner=alice)
+    cycle.run_cycle()  # no cluster: both wait
+
+    lines = run_cli("status", str(job.pk)).splitlines()
+
+    at = lines.index(
+        "In line:         2nd in line of 2 waiting jobs (2nd of its team's 2); "
+        "ahead of it: 1 of its team's."
+    )
+    assert lines[at + 1].startswith("                 Its priority in its team's line: ")
 
 
 @pytest.mark.django_db(transaction=True)

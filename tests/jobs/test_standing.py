@@ -219,3 +219,20 @@ def test_another_user_reads_no_standing_of_a_job_they_cannot_see(alpha, alice, n
     client.force_authenticate(UserFactory(username="mallory"))
 
     assert client.get(f"/api/v1/jobs/{job.pk}/").status_code == 404
+
+
+def test_the_job_page_says_where_it_stands(alpha, alice, normal, client):
+    ahead = waiting(alpha, alice, normal, priority=3)
+    job = waiting(alpha, alice, normal)
+    cycle.run_cycle()
+    client.force_login(alice)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    first_page = client.get(f"/jobs/{ahead.pk}/").content.decode()
+
+    assert (
+        '<p id="standing">2nd in line of 2 waiting jobs (2nd of its team&#x27;s 2); '
+        "ahead of it: 1 of its team&#x27;s.</p>"
+    ) in page
+    assert "Its priority in its team&#x27;s line: " in page
+    assert '<p id="standing">1st in line' in first_page

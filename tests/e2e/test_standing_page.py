@@ -1,0 +1,34 @@
+"""A queued job's page says where it stands in line, and says it again, without a reload, as
+the line moves. Run in its own pytest process."""
+
+import pytest
+from playwright.sync_api import expect
+
+from jobs import actions, cycle
+from tests.e2e.test_job_page import in_thread, log_in
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice):
+    page = browser_page
+    first = JobFactory(tenant=alpha, owner=alice, gpus=8, priority=10)  # no node holds them
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8)
+    in_thread(cycle.run_cycle)
+    page.clock.install()
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+
+    expect(page.locator("#standing")).to_have_text(
+        "2nd in line of 2 waiting jobs (2nd of its team's 2); ahead of it: 1 of its team's."
+    )
+    expect(page.locator("#standing-points")).to_contain_text("Its priority in its team's line: ")
+
+    in_thread(lambda: actions.cancel(first, "canceled by alice"))
+    in_thread(cycle.run_cycle)
+    page.clock.run_for(31_000)  # the page re-reads its job every 30 s
+
+    expect(page.locator("#standing")).to_have_text(
+        "1st in line of 1 waiting job (1st of its team's 1).", timeout=10_000
+    )
