@@ -1,12 +1,12 @@
 """Jobs, their dependencies and their attempts (the records kept beside them: jobs/records.py)."""
 
+import json
 import re
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
-from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -19,6 +19,26 @@ class Family(models.TextChoices):
     TRAINING = "training"
     BATCH_INFERENCE = "batch_inference", "Batch inference"  # as the submit form says it
     EVALUATION = "evaluation"
+
+
+class LabelValue(models.Func):
+    """A label's value, as text, by its key, whatever the key looks like: Django's key
+    transforms read a key of digits ("2024", "-5") as an array index, which finds nothing in
+    the labels' object (and on PostgreSQL a number past its integers fails the query)."""
+
+    output_field = models.TextField()
+
+    def __init__(self, key: str, labels: str):
+        super().__init__(models.F(labels))
+        self.key = key
+
+    def as_postgresql(self, compiler, connection, **extra):
+        labels, params = compiler.compile(self.get_source_expressions()[0])
+        return f"({labels} ->> %s)", (*params, self.key)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        labels, params = compiler.compile(self.get_source_expressions()[0])
+        return f"JSON_EXTRACT({labels}, %s)", (*params, "$." + json.dumps(self.key))
 
 
 class JobQuerySet(models.QuerySet):
@@ -37,7 +57,7 @@ class JobQuerySet(models.QuerySet):
                 jobs = jobs.filter(labels__contains={key: value})
             else:
                 alias = f"label_{number}"
-                jobs = jobs.alias(**{alias: KeyTransform(key, "labels")})
+                jobs = jobs.alias(**{alias: LabelValue(key, "labels")})
                 jobs = jobs.filter(**{alias: value})
         return jobs
 

@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
-from django.db.models.fields.json import KeyTextTransform
 
 from clusters.models import LABEL_KEY
 from jobs import rollup
 from jobs.clock import database_now
+from jobs.models import LabelValue
 from jobs.usage_queries import (
     FIGURES,
     OUTCOMES,
@@ -310,7 +310,7 @@ def usage(
     whole = Part.merge(parts)
     by_label = {}
     if label:
-        by_label = attempt_usage(ids, since, until, now, KeyTextTransform(label, "job__labels"))
+        by_label = attempt_usage(ids, since, until, now, LabelValue(label, "job__labels"))
     found = []
     for t in tenants:
         waits = whole.waits.get(t.pk, Waits())

@@ -161,3 +161,16 @@ def test_the_split_as_csv_says_when_retention_has_deleted_jobs_of_its_window(alp
 
     rows = list(csv.reader(io.StringIO(download.content.decode())))
     assert {row[-1] for row in rows[1:]} == {"true"}
+
+
+@pytest.mark.parametrize("key", ["2024", "-5", "-99999999999999999999"])
+def test_a_key_of_digits_is_a_key_not_an_array_index(key):
+    # Django's key transforms would read "2024" as the labels' element 2024 (none: an object),
+    # and a number past PostgreSQL's integers would fail the query.
+    alpha = TenantFactory(slug="alpha")
+    run(alpha, SINCE, SINCE + 2 * H, labels={key: "q1"})
+    run(alpha, SINCE, SINCE + H, labels={key: "q2"})
+
+    (usage,) = reports.usage([alpha], SINCE, UNTIL, LATER, key).tenants
+
+    assert split(usage) == {"q1": (2.0, 0.0), "q2": (1.0, 0.0)}
