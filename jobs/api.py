@@ -32,6 +32,7 @@ from jobs.action_serializers import (
 from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
 from jobs.nodes_api import ClustersView, NodesView
+from jobs.queue_api import QueueView
 from jobs.serializers import (
     EventSerializer,
     JobSerializer,
@@ -549,6 +550,7 @@ urlpatterns = [
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/logs/", LogsView.as_view(), name="api-job-logs"),
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
+    path("queue/", QueueView.as_view(), name="api-queue"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
     path("bookings/", BookingsView.as_view(), name="api-bookings"),

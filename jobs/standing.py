@@ -142,6 +142,54 @@ def of(job) -> Standing | None:
     )
 
 
+@dataclass(frozen=True)
+class InLine:
+    """One job of a team's in the recorded line (``line_of``)."""
+
+    job_id: int
+    position: int
+    in_team: int
+    points: Points
+
+
+@dataclass(frozen=True)
+class TeamsLine:
+    at: datetime
+    waiting: int  # jobs in line after that cycle, every team's
+    teams: dict[int, int]  # of them, each of the asked teams'
+    jobs: list[InLine]  # the asked teams' recorded jobs in line, from `after`, at most `limit`
+    more: bool  # whether more of theirs are recorded past these
+
+
+def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
+    """The recorded line's jobs of the teams ``tenant_ids`` past the position ``after``, at
+    most ``limit``; None when no line is recorded."""
+    line = None
+    with events.best_effort("reading the queue's line"):
+        line = caches["shared"].get(KEY)
+    if line is None:
+        return None
+    ids, tenants = _read("q", line["ids"]), _read("q", line["tenants"])
+    terms = _read("d", line["terms"])
+    seen: Counter[int] = Counter()
+    jobs: list[InLine] = []
+    more = False
+    for index, tenant in enumerate(tenants):
+        if tenant not in tenant_ids:
+            continue
+        seen[tenant] += 1
+        if index < after:
+            continue
+        if len(jobs) == limit:
+            more = True
+            break
+        term = terms[index * TERMS : index * TERMS + 4]
+        jobs.append(InLine(ids[index], index + 1, seen[tenant], Points(*term)))
+    teams = {t: n for t, n in line["teams"].items() if t in tenant_ids}
+    at = datetime.fromtimestamp(line["at"], tz=UTC)
+    return TeamsLine(at, sum(line["teams"].values()), teams, jobs, more)
+
+
 def _read(kind: str, data: bytes) -> array:
     values = array(kind)
     values.frombytes(data)

@@ -31,6 +31,7 @@ from jobs.cli.tables import (
     clusters,
     maintenance,
     nodes,
+    queue,
     quota,
     usage,
     volumes,
@@ -122,7 +123,7 @@ def add_submitting(commands) -> None:
 
 
 def add_checking(commands) -> None:
-    """list, status and efficiency: how your jobs stand."""
+    """list, status, efficiency, queue, spec and wait: how your jobs stand."""
     listing = commands.add_parser("list")
     listing.add_argument("--state", type=states_written, metavar="S[,S...]",
                          help="only jobs in this state, or in any of these: queued,running "
@@ -150,6 +151,9 @@ def add_checking(commands) -> None:
                          help="the job as the API gives it, as JSON (what status writes "
                               "when its output is not a terminal)")  # fmt: skip
     commands.add_parser("efficiency").add_argument("id", type=int)
+    lining = commands.add_parser("queue")
+    lining.add_argument("--tenant", metavar="SLUG", help="only this team's waiting jobs")
+    lining.add_argument("--limit", type=positive, metavar="N", help="only the first N in line")
     commands.add_parser("spec").add_argument("id", type=int)
     waiting = commands.add_parser("wait")
     waiting.add_argument("ids", type=int, nargs="+", metavar="ID")
@@ -305,7 +309,7 @@ def main(argv=None) -> int:
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     api = Api(url, token)
     run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
-           "wait": wait, "spec": spec, "cancel": cancel,
+           "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,

@@ -1,7 +1,11 @@
-"""The commands that print tables: usage, quota, classes, maintenance, bookings, clusters,
-nodes and volumes."""
+"""The commands that print tables: queue, usage, quota, classes, maintenance, bookings,
+clusters, nodes and volumes."""
+
+import itertools
+from datetime import datetime
 
 from jobs.cli.client import Api, show
+from jobs.cli.commands import clock, gpus_asked
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
                 "succeeded", "failed", "canceled", "started", "mean wait s",
@@ -30,6 +34,44 @@ def usage(api: Api, args) -> None:
                  *(f"{u[k]:.2f}" for k in FIGURES)]
                 for t in report["tenants"] for u in t["by_label"]]  # fmt: skip
         table([header, *rows])
+
+
+QUEUE_HEADER = ["tenant", "owner", "place", "in team", "id", "gpus", "waited", "points",
+                "class", "name", "why"]  # fmt: skip
+
+
+def queue(api: Api, args) -> None:
+    """`queue [--tenant SLUG] [--limit N]`: your teams' waiting jobs in the order the last
+    cycle left them, with their places and priority points (Slurm's squeue and sprio)."""
+    params = {"tenant": args.tenant} if args.tenant else {}
+    pages = in_line(api, params)
+    first = next(pages)
+    if first["as_of"] is None:
+        show("no line recorded yet: the scheduler has not run a cycle")
+        return
+    as_of = datetime.fromisoformat(first["as_of"])
+    yours = ", ".join(f"{slug} {n:,}" for slug, n in first["teams"].items())
+    show(f"line as of {as_of:%Y-%m-%d %H:%M:%S} UTC: {first['waiting']:,} waiting jobs"
+         + (f"; your teams': {yours}" if yours else ""))  # fmt: skip
+    rows = [QUEUE_HEADER]
+    jobs = itertools.chain(first["jobs"], (job for page in pages for job in page["jobs"]))
+    for job in itertools.islice(jobs, args.limit):
+        waited = clock(max((as_of - datetime.fromisoformat(job["created"])).total_seconds(), 0))
+        rows.append([job["tenant"], job["owner"], str(job["position"]), str(job["in_team"]),
+                     str(job["id"]), gpus_asked(job), waited, f"{job['points']:.1f}",
+                     job["priority_class"], job["name"], job["pending_reason"]])  # fmt: skip
+    if len(rows) > 1:
+        table(rows, names=2, notes=3)
+
+
+def in_line(api: Api, params: dict):
+    """The queue's pages: a full page's `next` is its last place, to ask for those after."""
+    while True:
+        page = api.call("GET", "queue/", params=params)
+        yield page
+        if page["next"] is None:
+            return
+        params = {**params, "after": page["next"]}
 
 
 def table(rows: list[list[str]], names: int = 2, notes: int = 0) -> None:

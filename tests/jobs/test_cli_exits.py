@@ -16,8 +16,8 @@ from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-COMMANDS = ["submit", "depend", "list", "status", "spec", "wait", "cancel", "hold", "release",
-            "resubmit", "logs", "usage", "quota", "priority", "shard-limit"]  # fmt: skip
+COMMANDS = ["submit", "depend", "list", "status", "queue", "spec", "wait", "cancel", "hold",
+            "release", "resubmit", "logs", "usage", "quota", "priority", "shard-limit"]  # fmt: skip
 
 
 @pytest.mark.parametrize("url", ["http://[::1", "mlsched.example.com:8000", "ftp://mlsched"])

@@ -1,0 +1,75 @@
+"""GET /api/v1/queue/: the caller's teams' waiting jobs in the order the last placement cycle
+left them (Kueue's pending workloads of a queue, Slurm's `squeue -t PD` sorted as the scheduler
+takes them, with `sprio`'s points): each with its place in line and in its team, its effective
+priority inside its team and why it waits (jobs.standing).
+
+Tenant first: only the caller's teams' jobs are listed; the other teams' are counted, in
+`waiting`, as the job document's standing counts them. A job placed, canceled or held since
+that cycle is left out; those listed keep their places as of it (`as_of`).
+"""
+
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import access, listing, standing
+from jobs.models import Job
+from jobs.states import State
+from quotas.models import Tenant
+
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+TIME = serializers.DateTimeField()
+
+
+class QueueView(APIView):
+    def get(self, request):
+        params, errors = request.query_params, {}
+        limit = listing.number(params, "limit", "How many jobs", errors)
+        after = listing.number(params, "after", "A place in line", errors)
+        if limit is not None and not 1 <= limit <= MAX_LIMIT:
+            errors["limit"] = f"From 1 to {MAX_LIMIT}."
+        if errors:
+            raise ValidationError(errors)
+        teams = Tenant.objects.filter(pk__in=access.tenant_ids(request.user))
+        if slug := params.get("tenant"):
+            teams = teams.filter(slug=slug)  # another team's slug just finds nothing
+        slugs = dict(teams.values_list("pk", "slug"))
+        line = standing.line_of(frozenset(slugs), after or 0, limit or DEFAULT_LIMIT)
+        if line is None:
+            return Response({"as_of": None, "waiting": 0, "teams": {}, "jobs": [], "next": None})
+        rows = Job.objects.filter(
+            pk__in=[entry.job_id for entry in line.jobs],
+            tenant__in=slugs,
+            state=State.QUEUED,
+            held="",
+        ).select_related("owner", "priority_class")
+        still = {job.pk: job for job in rows}
+        jobs = [in_line(e, still[e.job_id], slugs) for e in line.jobs if e.job_id in still]
+        return Response({
+            "as_of": TIME.to_representation(line.at),
+            "waiting": line.waiting,
+            "teams": {slugs[tenant]: n for tenant, n in line.teams.items()},
+            "jobs": jobs,
+            "next": line.jobs[-1].position if line.more else None,
+        })  # fmt: skip
+
+
+def in_line(entry: standing.InLine, job: Job, slugs: dict[int, str]) -> dict:
+    return {
+        "position": entry.position,
+        "in_team": entry.in_team,
+        "points": round(entry.points.total, 3),
+        "id": job.pk,
+        "name": job.name,
+        "tenant": slugs[job.tenant_id],
+        "owner": job.owner.username,
+        "priority_class": job.priority_class.name,
+        "priority": job.priority,
+        "workers": job.workers,
+        "min_workers": job.min_workers,
+        "gpus": job.gpus,
+        "gpu_milli": job.gpu_milli,
+        "created": TIME.to_representation(job.created),
+        "pending_reason": job.pending_reason,
+    }

@@ -1,0 +1,139 @@
+"""GET /api/v1/queue/ and the CLI's `queue`: a user's teams' waiting jobs in the order the last
+cycle left them, each with its place in line, in its team, and its priority points."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs import actions, cycle
+from jobs.models import Job
+from tests.factories import JobFactory, MembershipFactory, PriorityClassFactory
+from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def waiting(tenant, owner, minutes_ago=0, **kw):
+    """A job of one 8-GPU worker (no node here holds it), submitted `minutes_ago`."""
+    job = JobFactory(tenant=tenant, owner=owner, gpus=8, **kw)
+    Job.objects.filter(pk=job.pk).update(created=timezone.now() - timedelta(minutes=minutes_ago))
+    return job
+
+
+@pytest.fixture
+def line(alpha, gamma, alice, charlie):
+    """Gamma's job first (it has waited longest), then Alice's two, the second her teammate's
+    turn behind her first."""
+    normal = PriorityClassFactory(name="normal", value=0)
+    jobs = {
+        "gamma": waiting(gamma, charlie, minutes_ago=60, priority_class=normal),
+        "first": waiting(alpha, alice, minutes_ago=30, priority_class=normal, priority=5),
+        "second": waiting(alpha, alice, minutes_ago=10, priority_class=normal),
+    }
+    cycle.run_cycle()
+    return jobs
+
+
+def test_it_lists_the_callers_teams_jobs_in_line_counting_every_teams(line, alice):
+    answer = api(alice).get("/api/v1/queue/").json()
+
+    assert answer["waiting"] == 3
+    assert answer["teams"] == {"alpha": 2}
+    assert [(j["id"], j["position"], j["in_team"]) for j in answer["jobs"]] == [
+        (line["first"].pk, 2, 1),
+        (line["second"].pk, 3, 2),
+    ]
+    assert answer["jobs"][0]["points"] > answer["jobs"][1]["points"]
+    assert answer["jobs"][0]["tenant"] == "alpha"
+    assert answer["jobs"][0]["owner"] == "alice"
+    assert answer["next"] is None
+
+
+def test_another_teams_member_sees_only_their_own(line, charlie):
+    answer = api(charlie).get("/api/v1/queue/").json()
+
+    assert [j["id"] for j in answer["jobs"]] == [line["gamma"].pk]
+    assert answer["teams"] == {"gamma": 1}
+
+
+def test_tenant_picks_one_of_the_callers_teams_and_another_finds_nothing(line, alice, gamma):
+    MembershipFactory(tenant=gamma, user=alice)
+
+    both = api(alice).get("/api/v1/queue/").json()
+    one = api(alice).get("/api/v1/queue/", {"tenant": "gamma"}).json()
+
+    assert [j["position"] for j in both["jobs"]] == [1, 2, 3]
+    assert [j["id"] for j in one["jobs"]] == [line["gamma"].pk]
+
+
+def test_a_full_page_says_where_the_next_one_starts(line, alice):
+    first = api(alice).get("/api/v1/queue/", {"limit": 1}).json()
+    rest = api(alice).get("/api/v1/queue/", {"limit": 1, "after": first["next"]}).json()
+
+    assert [j["id"] for j in first["jobs"]] == [line["first"].pk]
+    assert first["next"] == 2
+    assert [j["id"] for j in rest["jobs"]] == [line["second"].pk]
+    assert rest["next"] is None
+
+
+def test_a_job_canceled_since_the_cycle_is_left_out(line, alice):
+    actions.cancel(line["first"], "canceled by alice")
+
+    answer = api(alice).get("/api/v1/queue/").json()
+
+    assert [(j["id"], j["position"]) for j in answer["jobs"]] == [(line["second"].pk, 3)]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"), ({"limit": "x"}, "limit"),
+     ({"after": "-1"}, "after"), ({"after": "two"}, "after")],
+)  # fmt: skip
+def test_a_bad_parameter_is_a_400_naming_it(line, alice, params, field):
+    response = api(alice).get("/api/v1/queue/", params)
+
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+
+
+def test_before_any_cycle_there_is_no_line(alice):
+    answer = api(alice).get("/api/v1/queue/").json()
+
+    assert answer == {"as_of": None, "waiting": 0, "teams": {}, "jobs": [], "next": None}
+
+
+def test_an_anonymous_caller_is_refused(line):
+    assert APIClient().get("/api/v1/queue/").status_code in (401, 403)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_prints_the_line_with_places_and_points(cli, line):  # noqa: F811
+    done = cli("queue")
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("line as of ")
+    assert lines[0].endswith(" UTC: 3 waiting jobs; your teams': alpha 2")
+    assert lines[1].split() == ["tenant", "owner", "place", "in", "team", "id", "gpus", "waited",
+                                "points", "class", "name", "why"]  # fmt: skip
+    first = lines[2].split()
+    assert first[:6] == ["alpha", "alice", "2", "1", str(line["first"].pk), "8"]
+    assert first[6].startswith("3") and first[6].count(":") == 1  # about 30 min: 30:00
+    assert first[8:] == ["normal", line["first"].name, "no_such_gpu_type"]  # no node at all
+    assert lines[3].split()[2:5] == ["3", "2", str(line["second"].pk)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_says_when_no_cycle_has_run(cli):  # noqa: F811
+    done = cli("queue")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "no line recorded yet: the scheduler has not run a cycle\n"
