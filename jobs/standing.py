@@ -218,7 +218,9 @@ def line_sentence(standing: Standing) -> str:
 
 
 def points_sentence(standing: Standing, waited_s: float) -> str:
-    """Its effective priority in its team's line, term by term, for people."""
+    """Its effective priority in its team's line, term by term, for people: "Its points in its
+    team's line: -151.4 (priority 5, + 2 for 2 h waited, - 158.4 for its size: 16 GPU-hours at
+    its runtime limit, - 0: its owner holds no GPUs in the team)"."""
     p = standing.points
     if p is None:
         return ""
@@ -228,16 +230,16 @@ def points_sentence(standing: Standing, waited_s: float) -> str:
         else "no runtime limit, the largest"
     )
     terms = [
-        f"{_number(p.priority)} its priority",
+        f"priority {_number(p.priority)}",
         f"+ {_number(p.waited)} for {span(waited_s)} waited",
-        f"- {_number(p.size)} for its size ({size})",
+        f"- {_number(p.size)} for its size: {size}",
     ]
     if standing.owner_gpus:
         gpus = f"{_number(standing.owner_gpus)} GPU{'' if standing.owner_gpus == 1 else 's'}"
         terms.append(f"- {_number(p.owner)} for the {gpus} its owner holds in the team")
     elif standing.owner_gpus is not None:
-        terms.append("- 0 (its owner holds no GPUs in the team)")
-    return f"Its priority in its team's line: {_number(p.total)} = {' '.join(terms)}."
+        terms.append("- 0: its owner holds no GPUs in the team")
+    return f"Its points in its team's line: {_number(p.total)} ({', '.join(terms)})."
 
 
 def as_json(standing: Standing | None, job) -> dict | None:

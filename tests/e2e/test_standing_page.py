@@ -23,7 +23,7 @@ def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice
     expect(page.locator("#standing")).to_have_text(
         "2nd in line of 2 waiting jobs (2nd of its team's 2); ahead of it: 1 of its team's."
     )
-    expect(page.locator("#standing-points")).to_contain_text("Its priority in its team's line: ")
+    expect(page.locator("#standing-points")).to_contain_text("Its points in its team's line: ")
 
     in_thread(lambda: actions.cancel(first, "canceled by alice"))
     in_thread(cycle.run_cycle)

@@ -135,7 +135,7 @@ def test_status_says_where_a_queued_job_stands_in_line(run_cli, alpha, alice):
         "In line:         2nd in line of 2 waiting jobs (2nd of its team's 2); "
         "ahead of it: 1 of its team's."
     )
-    assert lines[at + 1].startswith("                 Its priority in its team's line: ")
+    assert lines[at + 1].startswith("                 Its points in its team's line: ")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from jobs import cycle, standing
 from jobs.models import Job
 from jobs.placement.model import Policy
-from jobs.placement.ordering import owner_points
+from jobs.placement.ordering import Points, owner_points
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, UserFactory
 
@@ -171,7 +171,7 @@ def test_the_job_document_gives_its_standing(alpha, alice, normal):
         7 + data["points"]["waited"] - data["points"]["size"]
     )
     assert data["sentence"] == "1st in line of 1 waiting job (1st of its team's 1)."
-    assert data["points_sentence"].startswith("Its priority in its team's line: ")
+    assert data["points_sentence"].startswith("Its points in its team's line: ")
     assert "for 1.5 h waited" in data["points_sentence"]
 
 
@@ -234,5 +234,23 @@ def test_the_job_page_says_where_it_stands(alpha, alice, normal, client):
         '<p id="standing">2nd in line of 2 waiting jobs (2nd of its team&#x27;s 2); '
         "ahead of it: 1 of its team&#x27;s.</p>"
     ) in page
-    assert "Its priority in its team&#x27;s line: " in page
+    assert "Its points in its team&#x27;s line: " in page
     assert '<p id="standing">1st in line' in first_page
+
+
+def test_the_points_read_term_by_term():
+    at = timezone.now()
+    held = standing.Standing(at, 2, 2, 1, 1, points=Points(5, 2, 158.4, 0), owner_gpus=0.0,
+                             gpu_hours=16.0)  # fmt: skip
+    docked = standing.Standing(at, 2, 2, 2, 2, points=Points(0, 0.5, 142.4, 32), owner_gpus=3.0,
+                               gpu_hours=8.0)  # fmt: skip
+
+    assert standing.points_sentence(held, 7200) == (
+        "Its points in its team's line: -151.4 (priority 5, + 2 for 2 h waited, - 158.4 for its "
+        "size: 16 GPU-hours at its runtime limit, - 0: its owner holds no GPUs in the team)."
+    )
+    assert standing.points_sentence(docked, 1800) == (
+        "Its points in its team's line: -173.9 (priority 0, + 0.5 for 30 min waited, - 142.4 for "
+        "its size: 8 GPU-hours at its runtime limit, - 32 for the 3 GPUs its owner holds in the "
+        "team)."
+    )
