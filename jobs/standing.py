@@ -4,11 +4,11 @@ and in its team; the jobs ahead of it by why they are ahead (its team's, of a hi
 other teams' turns by fair share); and the points of its effective priority inside its team
 (``ordering.points``).
 
-The cycle records it once a cycle (``record``) in the shared cache (Redis when there is one),
-for the first ``RECORDED`` jobs in line, as Kueue keeps a bounded head of each queue: a job
-further back is said to be. The owner's GPUs are as the cycle began, before it placed anything.
-Nothing depends on it: a cycle whose record fails (Redis down) goes on, and a reader then
-finds none.
+The cycle records it (``record``), at most every MLSCHED_LINE_EVERY_S seconds, in the shared
+cache (Redis when there is one), for the first ``RECORDED`` jobs in line, as Kueue keeps a
+bounded head of each queue: a job further back is said to be. The owner's GPUs are as the
+cycle began, before it placed anything. Nothing depends on it: a cycle whose record fails
+(Redis down) goes on, and a reader then finds none.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.core.cache import caches
 from rest_framework import serializers
 
@@ -28,6 +29,7 @@ from jobs.placement import PENDING, PLACED, Decision, Snapshot
 from jobs.placement.ordering import Points, gpu_hours, points
 
 KEY = "queue-standing"
+DUE = "queue-standing-kept"  # set while the line kept is recent enough
 BEYOND = "beyond_queue_depth"
 # What a queued job waits for that keeps it out of the cycle's line (cycle.explain).
 NOT_IN_LINE = frozenset({"waiting_for_dependency", "retry_backoff", "deferred"})
@@ -57,8 +59,19 @@ class Standing:
 
 
 def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
-    """Keep the line the cycle left: its outcomes in the order it considered the jobs, less
-    the jobs it ``placed``, and the jobs it did not reach, counted at the back."""
+    """Keep the line the cycle left, unless one was kept less than MLSCHED_LINE_EVERY_S ago
+    (Kueue's visibility updates every 5 s too): a cycle every second need not pay for it
+    every second."""
+    every = settings.MLSCHED_LINE_EVERY_S
+    with events.best_effort("recording the queue's line"):
+        if every > 0 and not caches["shared"].add(DUE, 1, timeout=every):
+            return
+        caches["shared"].set(KEY, line(decision, snapshot, placed), timeout=KEPT_S)
+
+
+def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
+    """The line the cycle left: its outcomes in the order it considered the jobs, less the
+    jobs it ``placed``, and the jobs it did not reach, counted at the back."""
     queued = {job.id: job for job in snapshot.queued}
     users = {tenant.id: tenant.user_use for tenant in snapshot.tenants}
     owners: dict[tuple[int, str], set[str]] = {}
@@ -88,7 +101,7 @@ def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
         hours = gpu_hours(job)
         terms.extend(points(job, snapshot.policy, snapshot.now, owner_gpus))
         terms.extend((-1.0 if owner_gpus is None else owner_gpus, -1.0 if hours is None else hours))
-    line = {
+    return {
         "at": snapshot.now,
         "teams": dict(teams),
         "ids": ids.tobytes(),
@@ -96,8 +109,6 @@ def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
         "higher": higher.tobytes(),
         "terms": terms.tobytes(),
     }
-    with events.best_effort("recording the queue's line"):
-        caches["shared"].set(KEY, line, timeout=KEPT_S)
 
 
 def of(job) -> Standing | None:

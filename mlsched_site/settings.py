@@ -239,6 +239,10 @@ MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # the "default" cache; 0 computes them at each request. Job and attempt figures are always
 # current.
 MLSCHED_METRICS_CACHE_S = int(os.environ.get("MLSCHED_METRICS_CACHE_S", "10"))
+# The line the queued jobs stand in (their places and priority points: the job document's
+# standing, GET /api/v1/queue/) is kept by the placement cycle at most once per this many
+# seconds; 0 keeps it at every cycle.
+MLSCHED_LINE_EVERY_S = int(os.environ.get("MLSCHED_LINE_EVERY_S", "5"))
 # Requests per user to the users' API (429 past it; agents are not limited), and submissions
 # per user on top of that. Django REST framework's "N/second|minute|hour|day" form.
 MLSCHED_API_RATE = os.environ.get("MLSCHED_API_RATE", "1200/minute")

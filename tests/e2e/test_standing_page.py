@@ -11,7 +11,8 @@ from tests.factories import JobFactory
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice):
+def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice, settings):
+    settings.MLSCHED_LINE_EVERY_S = 0  # each cycle keeps its line
     page = browser_page
     first = JobFactory(tenant=alpha, owner=alice, gpus=8, priority=10)  # no node holds them
     job = JobFactory(tenant=alpha, owner=alice, gpus=8)

@@ -1,13 +1,14 @@
 """Where a waiting job stands in line: recorded by the cycle, read by the job's document."""
 
 import math
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import cycle, standing
+from jobs import actions, cycle, standing
 from jobs.models import Job
 from jobs.placement.model import Policy
 from jobs.placement.ordering import Points, owner_points
@@ -72,7 +73,10 @@ def test_it_counts_the_jobs_ahead_by_why_they_are_ahead(alpha, gamma, alice, cha
     )
 
 
-def test_its_points_add_up_to_the_priority_its_team_orders_it_by(alpha, alice, bob, east, normal):
+def test_its_points_add_up_to_the_priority_its_team_orders_it_by(
+    alpha, alice, bob, east, normal, settings
+):
+    settings.MLSCHED_LINE_EVERY_S = 0  # each cycle keeps its line
     # Bob holds 3 GPUs in the team; his job and Alice's wait behind a full node.
     NodeFactory(cluster=east, gpu_count=3)
     JobFactory(tenant=alpha, owner=bob, priority_class=normal, gpus=3)
@@ -186,6 +190,21 @@ def test_a_running_jobs_document_has_no_standing(alpha, alice, east, normal):
 
     assert data["state"] == State.SCHEDULED
     assert data["standing"] is None
+
+
+def test_the_line_is_kept_at_most_every_mlsched_line_every_s(alpha, alice, normal, settings):
+    settings.MLSCHED_LINE_EVERY_S = 1
+    first, second = waiting(alpha, alice, normal, priority=1), waiting(alpha, alice, normal)
+    cycle.run_cycle()
+    actions.cancel(first, "canceled by alice")
+
+    cycle.run_cycle()  # within the second: the line kept is the first cycle's
+    kept = standing_of(second)
+    time.sleep(1.1)
+    cycle.run_cycle()
+
+    assert (kept.position, kept.waiting) == (2, 2)
+    assert (standing_of(second).position, standing_of(second).waiting) == (1, 1)
 
 
 def test_the_cycle_places_jobs_while_the_line_cannot_be_kept(alpha, alice, east, normal, settings):
