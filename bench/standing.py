@@ -8,10 +8,11 @@ queued jobs from 40 tenants at scale 1), its jobs given numeric ids and five own
 as the database's snapshot has them, decided once by `place()` (timed: the cycle's decide
 step, for scale). Then, medians of `--repeat` runs: `standing.record` of that decision (what
 a cycle adds when the line is due, every MLSCHED_LINE_EVERY_S, 5 s: the line of the jobs left
-waiting, the first 10,000 with their points, written to the shared cache); and of `--reads` reads each: `standing.of` for the job recorded last in
-line (the longest search) and `standing.line_of` for one tenant's first 100 (the queue API's
-page). The shared cache is Redis when REDIS_URL is set (as deployed; MLSCHED_THROTTLE_REDIS_DB
-names its database), else this process's memory.
+waiting, the first 10,000 with their points, written to the shared cache); and of `--reads`
+reads each: `standing.of` for the job recorded last in line (the longest search) and
+`standing.line_of` for one tenant's first 100 (the queue API's page). The shared cache is
+Redis when REDIS_URL is set (as deployed; MLSCHED_THROTTLE_REDIS_DB names its database), else
+this process's memory.
 """
 
 import argparse
@@ -52,9 +53,7 @@ def numbered(snapshot, seed: int):
         for i, job in enumerate(snapshot.queued)
     )  # fmt: skip
     users = {f"user-{n}": float(rng.choice((0, 1, 8, 64))) for n in range(5)}
-    kept = tuple(
-        dataclasses.replace(t, id=tenants[t.id], user_use=users) for t in snapshot.tenants
-    )
+    kept = tuple(dataclasses.replace(t, id=tenants[t.id], user_use=users) for t in snapshot.tenants)
     return dataclasses.replace(snapshot, queued=queued, tenants=kept)
 
 
