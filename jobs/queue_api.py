@@ -1,12 +1,14 @@
-"""GET /api/v1/queue/: the caller's teams' waiting jobs in the order the last placement cycle
-left them (Kueue's pending workloads of a queue, Slurm's `squeue -t PD` sorted as the scheduler
-takes them, with `sprio`'s points): each with its place in line and in its team, its effective
-priority inside its team and why it waits (jobs.standing).
+"""GET /api/v1/queue/ and the portal's queue page: the caller's teams' waiting jobs in the order
+the last placement cycle left them (Kueue's pending workloads of a queue, Slurm's `squeue -t PD`
+sorted as the scheduler takes them, with `sprio`'s points): each with its place in line and in
+its team, its effective priority inside its team and why it waits (jobs.standing).
 
 Tenant first: only the caller's teams' jobs are listed; the other teams' are counted, in
 `waiting`, as the job document's standing counts them. A job placed, canceled or held since
 that cycle is left out; those listed keep their places as of it (`as_of`).
 """
+
+from dataclasses import dataclass, field
 
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -22,40 +24,71 @@ DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 TIME = serializers.DateTimeField()
 
 
+@dataclass
+class Asked:
+    tenant: str = ""
+    after: int = 0
+    limit: int = DEFAULT_LIMIT
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def asked(params) -> Asked:
+    """The query's `tenant`, `after` (a place in line) and `limit`, and what is wrong with them."""
+    out = Asked(tenant=params.get("tenant", ""))
+    limit = listing.number(params, "limit", "How many jobs", out.errors)
+    after = listing.number(params, "after", "A place in line", out.errors)
+    if limit is not None and not 1 <= limit <= MAX_LIMIT:
+        out.errors["limit"] = f"From 1 to {MAX_LIMIT}."
+    out.after, out.limit = after or 0, limit or out.limit
+    return out
+
+
+@dataclass
+class InLine:
+    line: standing.TeamsLine | None  # None: no line recorded yet
+    jobs: list[tuple[standing.InLine, Job]]
+    slugs: dict[int, str]  # the teams read, by id
+
+
+def in_line(user, asked: Asked) -> InLine:
+    """The user's teams' (one, if asked) jobs of the recorded line, as asked, with their rows:
+    one query for the teams, one for the jobs still queued and not held."""
+    teams = Tenant.objects.filter(pk__in=access.tenant_ids(user))
+    if asked.tenant:
+        teams = teams.filter(slug=asked.tenant)  # another team's slug just finds nothing
+    slugs = dict(teams.values_list("pk", "slug"))
+    line = standing.line_of(frozenset(slugs), asked.after, asked.limit)
+    if line is None:
+        return InLine(None, [], slugs)
+    rows = Job.objects.filter(
+        pk__in=[entry.job_id for entry in line.jobs],
+        tenant__in=slugs,
+        state=State.QUEUED,
+        held="",
+    ).select_related("owner", "priority_class")
+    still = {job.pk: job for job in rows}
+    return InLine(line, [(e, still[e.job_id]) for e in line.jobs if e.job_id in still], slugs)
+
+
 class QueueView(APIView):
     def get(self, request):
-        params, errors = request.query_params, {}
-        limit = listing.number(params, "limit", "How many jobs", errors)
-        after = listing.number(params, "after", "A place in line", errors)
-        if limit is not None and not 1 <= limit <= MAX_LIMIT:
-            errors["limit"] = f"From 1 to {MAX_LIMIT}."
-        if errors:
-            raise ValidationError(errors)
-        teams = Tenant.objects.filter(pk__in=access.tenant_ids(request.user))
-        if slug := params.get("tenant"):
-            teams = teams.filter(slug=slug)  # another team's slug just finds nothing
-        slugs = dict(teams.values_list("pk", "slug"))
-        line = standing.line_of(frozenset(slugs), after or 0, limit or DEFAULT_LIMIT)
+        query = asked(request.query_params)
+        if query.errors:
+            raise ValidationError(query.errors)
+        found = in_line(request.user, query)
+        line = found.line
         if line is None:
             return Response({"as_of": None, "waiting": 0, "teams": {}, "jobs": [], "next": None})
-        rows = Job.objects.filter(
-            pk__in=[entry.job_id for entry in line.jobs],
-            tenant__in=slugs,
-            state=State.QUEUED,
-            held="",
-        ).select_related("owner", "priority_class")
-        still = {job.pk: job for job in rows}
-        jobs = [in_line(e, still[e.job_id], slugs) for e in line.jobs if e.job_id in still]
         return Response({
             "as_of": TIME.to_representation(line.at),
             "waiting": line.waiting,
-            "teams": {slugs[tenant]: n for tenant, n in line.teams.items()},
-            "jobs": jobs,
+            "teams": {found.slugs[tenant]: n for tenant, n in line.teams.items()},
+            "jobs": [job_json(entry, job, found.slugs) for entry, job in found.jobs],
             "next": line.jobs[-1].position if line.more else None,
         })  # fmt: skip
 
 
-def in_line(entry: standing.InLine, job: Job, slugs: dict[int, str]) -> dict:
+def job_json(entry: standing.InLine, job: Job, slugs: dict[int, str]) -> dict:
     return {
         "position": entry.position,
         "in_team": entry.in_team,

@@ -25,6 +25,7 @@ from jobs import (
     folding,
     listing,
     overview,
+    queue_api,
     standing,
     throttles,
     trial,
@@ -32,6 +33,7 @@ from jobs import (
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import COUNTED_FROM
+from jobs.cli.commands import gpus_asked
 from jobs.fields import MAX_LABELS
 from jobs.forms import described
 from jobs.models import Family, Job
@@ -98,6 +100,33 @@ def index(request):
         "tenants": access.tenants_of(request.user).order_by("name"),
     }
     return render(request, "portal/index.html", context, status=400 if errors else 200)
+
+
+@login_required
+def queue(request):
+    """The user's teams' waiting jobs in line, as GET /api/v1/queue/ gives them (`tenant`,
+    `after`, `limit`; what is wrong with them is a 400 naming it)."""
+    query = queue_api.asked(request.GET)
+    found = queue_api.in_line(request.user, query) if not query.errors else None
+    line = found.line if found else None
+    rows = []
+    for entry, job in found.jobs if found else ():
+        listed = queue_api.job_json(entry, job, found.slugs)
+        waited = max((line.at - job.created).total_seconds(), 0) if line else 0
+        rows.append({**listed, "gpus": gpus_asked(listed), "waited": efficiency.span(waited),
+                     "why": job.pending_message})  # fmt: skip
+    context = {
+        "line": line,
+        "teams": sorted((found.slugs[t], n) for t, n in line.teams.items()) if line else (),
+        "slugs": found.slugs if found else {},
+        "rows": rows,
+        "next": line.jobs[-1].position if line and line.more else None,
+        "tenant": query.tenant,
+        "tenants": access.tenants_of(request.user).order_by("name"),
+        "errors": query.errors,
+        "fields": described(query.errors),
+    }
+    return render(request, "portal/queue.html", context, status=400 if query.errors else 200)
 
 
 def time_in_state(job: Job, now) -> tuple[str, str]:

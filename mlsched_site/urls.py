@@ -14,6 +14,7 @@ from quotas.views import quotas
 
 urlpatterns = [
     path("", portal.index, name="index"),
+    path("queue/", portal.queue, name="queue"),
     path("jobs/new/", portal.submit, name="submit"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", on_job.cancel, name="cancel"),

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from jobs import actions, cycle
 from tests.e2e.test_job_page import in_thread, log_in
-from tests.factories import JobFactory
+from tests.factories import ClusterFactory, JobFactory, NodeFactory, QuotaFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,3 +33,25 @@ def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice
     expect(page.locator("#standing")).to_have_text(
         "1st in line of 1 waiting job (1st of its team's 1).", timeout=10_000
     )
+
+
+def test_the_queue_page_lists_the_line_and_fits_a_1024_pixel_window(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    east = ClusterFactory(name="a-cluster-with-a-long-name-east-1")
+    NodeFactory(cluster=east, name="a-node-with-a-long-name-0001", gpu_count=8, gpu_type="A100")
+    QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8)
+    JobFactory(tenant=alpha, owner=alice, gpus=8, priority=5)  # placed: the node is its
+    job = JobFactory(tenant=alpha, owner=alice, name="a-job-with-a-rather-long-name", gpus=8)
+    in_thread(cycle.run_cycle)
+    page.set_viewport_size({"width": 1024, "height": 800})
+    log_in(page, server, "alice")
+
+    page.click("nav >> text=Queue")
+
+    rows = page.locator("#queue tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("a-job-with-a-rather-long-name")
+    assert rows.first.locator("td").nth(2).inner_text() == str(job.pk)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1024

@@ -137,3 +137,32 @@ def test_the_cli_says_when_no_cycle_has_run(cli):  # noqa: F811
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == "no line recorded yet: the scheduler has not run a cycle\n"
+
+
+def test_the_portal_page_lists_the_line(line, alice, client):
+    client.force_login(alice)
+
+    page = client.get("/queue/").content.decode()
+
+    assert "waiting jobs; your teams': alpha 2." in page
+    places = [page.index(f"<td>{line[name].pk}</td>") for name in ("first", "second")]
+    assert places == sorted(places)
+    assert f"<td>{line['gamma'].pk}</td>" not in page
+    assert "<tr><td>2</td><td>1</td>" in page and "<tr><td>3</td><td>2</td>" in page
+
+
+def test_the_portal_page_names_a_bad_parameter(line, alice, client):
+    client.force_login(alice)
+
+    response = client.get("/queue/", {"limit": "0"})
+
+    assert response.status_code == 400
+    assert 'data-field="limit">limit: From 1 to 1000.' in response.content.decode()
+
+
+def test_the_portal_page_says_when_there_is_no_line(alice, client):
+    client.force_login(alice)
+
+    page = client.get("/queue/").content.decode()
+
+    assert "No line yet: the scheduler has not run a cycle." in page

@@ -296,6 +296,9 @@ QUERIES = [
     ("/usage.csv", "tenant"),
     ("/usage-by-label.csv", "by_label"),
     ("/overview/", "x"),
+    ("/queue/", "limit"),
+    ("/queue/", "after"),
+    ("/queue/", "tenant"),
     ("/tokens/", "x"),
     ("/metrics", "x"),
 ]

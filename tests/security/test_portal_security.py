@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from jobs import cycle
 from jobs.models import Dependency
 from mlsched_site.asgi import application
 from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
@@ -70,6 +71,23 @@ def test_it_shows_what_a_job_controls_as_text_on_every_page(browser, hostile, ur
     page = text_of(response)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
+    assert PAYLOAD not in page
+    assert ESCAPED in page or ESCAPED_IN_JSON in page
+
+
+@pytest.mark.parametrize(
+    ("url", "in_line"),
+    [("/queue/", "<tr><td>1</td><td>1</td>"), ("/jobs/{job}/", "1st in line"),
+     ("/api/v1/queue/", "&quot;position&quot;: 1,")],
+)  # fmt: skip
+def test_it_shows_a_waiting_jobs_name_as_text_in_the_line(browser, hostile, url, in_line):
+    cycle.run_cycle()  # no node: it waits in line
+
+    response = browser.get(url.format(job=hostile.pk), HTTP_ACCEPT="text/html")
+
+    page = text_of(response)
+    assert response.status_code == 200
+    assert in_line in page
     assert PAYLOAD not in page
     assert ESCAPED in page or ESCAPED_IN_JSON in page
 
