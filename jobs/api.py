@@ -137,7 +137,7 @@ class JobView(APIView):
         states = job.shard_states() if job.is_batch else {job.state: 1}
         running = job.state in (State.SCHEDULED, State.RUNNING)
         data["window_ahead"] = window_ahead(job) if running else None
-        data["standing"] = standing.as_json(standing.of(job), job)
+        data["standing"] = standing.read_by(request.user, job)
         if job.is_batch:
             data["shard_states"] = states
             data["batch_state"] = batch_state(states)

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.cache import caches
 from rest_framework import serializers
 
-from jobs import events
+from jobs import access, events
 from jobs.efficiency import span
 from jobs.models import State
 from jobs.placement import PENDING, PLACED, Decision, Snapshot
@@ -251,6 +251,15 @@ def points_sentence(standing: Standing, waited_s: float) -> str:
     elif standing.owner_gpus is not None:
         terms.append("- 0: its owner holds no GPUs in the team")
     return f"Its points in its team's line: {_number(p.total)} ({', '.join(terms)})."
+
+
+def read_by(user, job) -> dict | None:
+    """The job's standing as its reader reads it (the job document's, the job page's): none
+    for a reader from outside its team (a grant on the job alone), whom its team's queue is
+    not shown to."""
+    if access.is_outsider(user, job):
+        return None
+    return as_json(of(job), job)
 
 
 def as_json(standing: Standing | None, job) -> dict | None:

@@ -212,7 +212,7 @@ def job_page(
         # The maintenance window or another team's booking that will stop it, if one will.
         "window_ahead": maintenance.ahead_of_job(job) if live else None,
         # Where it stands in line, as the job document's `standing` says it.
-        "standing": standing.as_json(standing.of(job), job),
+        "standing": standing.read_by(request.user, job),
         "attempts": attempts,
         # An elastic gang's attempts say the workers each started with (a column of its own).
         "elastic": job.min_workers is not None or any(a.workers != job.workers for a in attempts),

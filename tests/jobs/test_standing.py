@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
 from jobs import actions, cycle, standing
@@ -34,6 +35,12 @@ def waiting(tenant, owner, klass, minutes_ago=0, **kw):
     Job.objects.filter(pk=job.pk).update(created=timezone.now() - timedelta(minutes=minutes_ago))
     job.refresh_from_db()
     return job
+
+
+def api_of(user):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
 
 
 def standing_of(job):
@@ -273,3 +280,19 @@ def test_the_points_read_term_by_term():
         "its size: 8 GPU-hours at its runtime limit, - 32 for the 3 GPUs its owner holds in the "
         "team)."
     )
+
+
+def test_a_reader_granted_the_job_alone_is_not_shown_its_teams_line(
+    alpha, alice, charlie, normal, client
+):
+    job = waiting(alpha, alice, normal)
+    cycle.run_cycle()
+    assign_perm("view_job", charlie, job)
+    client.force_login(charlie)
+
+    document = api_of(charlie).get(f"/api/v1/jobs/{job.pk}/")
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert document.status_code == 200 and document.json()["standing"] is None
+    assert api_of(alice).get(f"/api/v1/jobs/{job.pk}/").json()["standing"]["position"] == 1
+    assert '<p id="standing" hidden></p>' in page
