@@ -7,12 +7,14 @@ other teams' turns by fair share); and the points of its effective priority insi
 The cycle records it (``record``), at most every MLSCHED_LINE_EVERY_S seconds, in the shared
 cache (Redis when there is one), for the first ``RECORDED`` jobs in line, as Kueue keeps a
 bounded head of each queue: a job further back is said to be. The owner's GPUs are as the
-cycle began, before it placed anything. Nothing depends on it: a cycle whose record fails
-(Redis down) goes on, and a reader then finds none.
+cycle began, before it placed anything. A reader reads a small stamp, and the line itself
+once per process per line recorded (``Line.read``). Nothing depends on it: a cycle whose
+record fails (Redis down) goes on, and a reader then finds none.
 """
 
 from __future__ import annotations
 
+import secrets
 from array import array
 from collections import Counter
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from jobs.placement.ordering import Points, gpu_hours, points
 
 KEY = "queue-standing"
 DUE = "queue-standing-kept"  # set while the line kept is recent enough
+STAMP = "queue-standing-stamp"  # which line is kept: a reader reads a line once per process
 BEYOND = "beyond_queue_depth"
 # What a queued job waits for that keeps it out of the cycle's line (cycle.explain).
 NOT_IN_LINE = frozenset({"waiting_for_dependency", "retry_backoff", "deferred"})
@@ -66,7 +69,10 @@ def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
     with events.best_effort("recording the queue's line"):
         if every > 0 and not caches["shared"].add(DUE, 1, timeout=every):
             return
-        caches["shared"].set(KEY, line(decision, snapshot, placed), timeout=KEPT_S)
+        kept = line(decision, snapshot, placed)
+        # The stamp after the line: a reader that finds a new stamp finds its line.
+        caches["shared"].set(KEY, kept, timeout=KEPT_S)
+        caches["shared"].set(STAMP, kept["stamp"], timeout=KEPT_S)
 
 
 def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
@@ -102,6 +108,7 @@ def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
         terms.extend(points(job, snapshot.policy, snapshot.now, owner_gpus))
         terms.extend((-1.0 if owner_gpus is None else owner_gpus, -1.0 if hours is None else hours))
     return {
+        "stamp": secrets.token_hex(8),
         "at": snapshot.now,
         "teams": dict(teams),
         "ids": ids.tobytes(),
@@ -117,29 +124,21 @@ def of(job) -> Standing | None:
     since that cycle (or no line is recorded)."""
     if job.state != State.QUEUED or job.held or job.pending_reason in NOT_IN_LINE:
         return None
-    line = None
-    with events.best_effort("reading the queue's line"):
-        line = caches["shared"].get(KEY)
-    if line is None or job.tenant_id not in line["teams"]:
+    line = Line.read()
+    if line is None or job.tenant_id not in line.teams or job.created > line.at:
         return None
-    at = datetime.fromtimestamp(line["at"], tz=UTC)
-    if job.created > at:
-        return None
-    ids = _read("q", line["ids"])
-    waiting, team_waiting = sum(line["teams"].values()), line["teams"][job.tenant_id]
-    try:
-        at_index = ids.index(job.pk)
-    except ValueError:
+    waiting, team_waiting = line.waiting, line.teams[job.tenant_id]
+    at_index = line.index.get(job.pk)
+    if at_index is None:
         # Further back than the cycle reached, or than the line records.
-        if job.pending_reason == BEYOND or len(ids) == RECORDED:
-            return Standing(at, waiting, team_waiting)
+        if job.pending_reason == BEYOND or len(line.ids) == RECORDED:
+            return Standing(line.at, waiting, team_waiting)
         return None
-    tenants = _read("q", line["tenants"])
-    in_team = tenants[:at_index].count(job.tenant_id)
-    higher = _read("q", line["higher"])[at_index]
-    terms = _read("d", line["terms"])[at_index * TERMS : (at_index + 1) * TERMS]
+    in_team = line.tenants[:at_index].count(job.tenant_id)
+    higher = line.higher[at_index]
+    terms = line.terms[at_index * TERMS : (at_index + 1) * TERMS]
     return Standing(
-        at,
+        line.at,
         waiting,
         team_waiting,
         position=at_index + 1,
@@ -151,6 +150,38 @@ def of(job) -> Standing | None:
         owner_gpus=None if terms[4] < 0 else terms[4],
         gpu_hours=None if terms[5] < 0 else terms[5],
     )
+
+
+class Line:
+    """A recorded line as read: its arrays, and each recorded job's index in it."""
+
+    def __init__(self, kept: dict):
+        self.stamp: str = kept["stamp"]
+        self.at = datetime.fromtimestamp(kept["at"], tz=UTC)
+        self.teams: dict[int, int] = kept["teams"]
+        self.waiting = sum(self.teams.values())
+        self.ids, self.tenants = _read("q", kept["ids"]), _read("q", kept["tenants"])
+        self.higher, self.terms = _read("q", kept["higher"]), _read("d", kept["terms"])
+        self.index = {job_id: i for i, job_id in enumerate(self.ids)}
+
+    # This process's copy of the line last read: read again once another is recorded.
+    _last: Line | None = None
+
+    @classmethod
+    def read(cls) -> Line | None:
+        """The line last recorded; None if none is (or Redis does not answer)."""
+        with events.best_effort("reading the queue's line"):
+            stamp = caches["shared"].get(STAMP)
+            if stamp is None:
+                return None
+            if cls._last is not None and cls._last.stamp == stamp:
+                return cls._last
+            kept = caches["shared"].get(KEY)
+            if kept is None:
+                return None
+            cls._last = line = cls(kept)
+            return line
+        return None
 
 
 @dataclass(frozen=True)
@@ -175,17 +206,13 @@ class TeamsLine:
 def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
     """The recorded line's jobs of the teams ``tenant_ids`` past the position ``after``, at
     most ``limit``; None when no line is recorded."""
-    line = None
-    with events.best_effort("reading the queue's line"):
-        line = caches["shared"].get(KEY)
+    line = Line.read()
     if line is None:
         return None
-    ids, tenants = _read("q", line["ids"]), _read("q", line["tenants"])
-    terms = _read("d", line["terms"])
     seen: Counter[int] = Counter()
     jobs: list[InLine] = []
     more = False
-    for index, tenant in enumerate(tenants):
+    for index, tenant in enumerate(line.tenants):
         if tenant not in tenant_ids:
             continue
         seen[tenant] += 1
@@ -194,11 +221,10 @@ def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
         if len(jobs) == limit:
             more = True
             break
-        term = terms[index * TERMS : index * TERMS + 4]
-        jobs.append(InLine(ids[index], index + 1, seen[tenant], Points(*term)))
-    teams = {t: n for t, n in line["teams"].items() if t in tenant_ids}
-    at = datetime.fromtimestamp(line["at"], tz=UTC)
-    return TeamsLine(at, sum(line["teams"].values()), teams, jobs, more)
+        term = line.terms[index * TERMS : index * TERMS + 4]
+        jobs.append(InLine(line.ids[index], index + 1, seen[tenant], Points(*term)))
+    teams = {t: n for t, n in line.teams.items() if t in tenant_ids}
+    return TeamsLine(line.at, line.waiting, teams, jobs, more)
 
 
 def _read(kind: str, data: bytes) -> array:

@@ -5,6 +5,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.core.cache import caches
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
@@ -296,3 +297,20 @@ def test_a_reader_granted_the_job_alone_is_not_shown_its_teams_line(
     assert document.status_code == 200 and document.json()["standing"] is None
     assert api_of(alice).get(f"/api/v1/jobs/{job.pk}/").json()["standing"]["position"] == 1
     assert '<p id="standing" hidden></p>' in page
+
+
+def test_a_process_reads_each_recorded_line_once(alpha, alice, normal, settings, monkeypatch):
+    settings.MLSCHED_LINE_EVERY_S = 0
+    job = waiting(alpha, alice, normal)
+    cycle.run_cycle()
+    shared, read = caches["shared"], []
+    real_get = shared.get
+    monkeypatch.setattr(shared, "get", lambda key, *a, **kw: read.append(key) or real_get(key))
+
+    first = [standing_of(job).position for _ in range(3)]
+    cycle.run_cycle()
+    again = standing_of(job)
+
+    assert first == [1, 1, 1] and again.position == 1
+    assert read.count(standing.KEY) == 2  # once per line recorded
+    assert read.count(standing.STAMP) == 4  # once per read
