@@ -10,7 +10,9 @@ step, for scale). Then, medians of `--repeat` runs: `standing.record` of that de
 a cycle adds when the line is due, every MLSCHED_LINE_EVERY_S, 5 s: the line of the jobs left
 waiting, the first 10,000 with their points, written to the shared cache); and of `--reads`
 reads each: `standing.of` for the job recorded last in line (the longest search) and
-`standing.line_of` for one tenant's first 100 (the queue API's page). The shared cache is
+`standing.line_of` for one tenant's first 100 (the queue API's page), both reading the line
+as a web process does (a stamp, and the line once per line recorded); and, for comparison,
+what each read would cost fetching and parsing the whole record (`whole_read`). The shared cache is
 Redis when REDIS_URL is set (as deployed; MLSCHED_THROTTLE_REDIS_DB names its database), else
 this process's memory.
 """
@@ -37,6 +39,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
+from django.core.cache import caches  # noqa: E402
 from placement import build_snapshot  # noqa: E402
 
 from jobs import standing  # noqa: E402
@@ -87,6 +90,8 @@ def run(scale: int, seed: int, repeat: int, reads: int) -> dict:
     assert found is not None and found.position is not None
     of_s = timed(lambda: standing.of(job), reads)
     page_s = timed(lambda: standing.line_of(frozenset({1}), limit=100), reads)
+    # What every read would cost without the process's copy: the record fetched and parsed.
+    whole_s = timed(lambda: standing.Line(caches["shared"].get(standing.KEY)), reads)
     return {
         "queued": len(snapshot.queued),
         "waiting": line.waiting,
@@ -95,6 +100,7 @@ def run(scale: int, seed: int, repeat: int, reads: int) -> dict:
         "record_ms": record_s * 1000,
         "of_ms": of_s * 1000,
         "page_ms": page_s * 1000,
+        "whole_ms": whole_s * 1000,
     }
 
 
@@ -108,12 +114,13 @@ def main() -> None:
     args = parser.parse_args()
     cache = "Redis" if os.environ.get("REDIS_URL") else "this process's memory"
     print(f"shared cache: {cache}; line records the first {standing.RECORDED:,} jobs")
-    print("queued  waiting  decide_s  record_ms  record/decide  of(last)_ms  line_of(100)_ms")
+    print("queued  waiting  decide_s  record_ms  record/decide  of(last)_ms  line_of(100)_ms"
+          "  whole_read_ms")  # fmt: skip
     for scale in (int(s) for s in args.scales.split(",")):
         r = run(scale, args.seed, args.repeat, args.reads)
         print(f"{r['queued']:>6}  {r['waiting']:>7}  {r['decide_s']:>8.2f}  "
               f"{r['record_ms']:>9.1f}  {r['record_ms'] / 1000 / r['decide_s']:>12.1%}  "
-              f"{r['of_ms']:>11.2f}  {r['page_ms']:>15.2f}")  # fmt: skip
+              f"{r['of_ms']:>11.2f}  {r['page_ms']:>15.2f}  {r['whole_ms']:>13.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
