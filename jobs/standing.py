@@ -152,6 +152,20 @@ def of(job) -> Standing | None:
     )
 
 
+def places(jobs, tenant_ids) -> dict[int, int]:
+    """The places in the recorded line (from 1) of those of ``jobs`` (a list's page) that
+    are queued, not held, of the teams ``tenant_ids`` and recorded in it, by id."""
+    wanted = [
+        job.pk
+        for job in jobs
+        if job.state == State.QUEUED and not job.held and job.tenant_id in tenant_ids
+    ]
+    line = Line.read() if wanted else None
+    if line is None:
+        return {}
+    return {pk: line.index[pk] + 1 for pk in wanted if pk in line.index}
+
+
 class Line:
     """A recorded line as read: its arrays, and each recorded job's index in it."""
 

@@ -72,7 +72,9 @@ def index(request):
     mine = access.tenant_ids(request.user)
     hidden = access.hidden_from(request.user, page, mine)
     now = timezone.now()
+    places = standing.places([job for job in page if not job.is_batch], mine)
     for job in page:
+        job.place = standing.ordinal(places[job.pk]) if job.pk in places else ""
         # Why it waits, or why it ended (a batch's row: why its shards wait, or nothing).
         ended = job.state in (State.FAILED, State.CANCELED)
         job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)

@@ -166,3 +166,13 @@ def test_the_portal_page_says_when_there_is_no_line(alice, client):
     page = client.get("/queue/").content.decode()
 
     assert "No line yet: the scheduler has not run a cycle." in page
+
+
+def test_the_job_list_says_a_queued_jobs_place_in_line(line, alice, client):
+    client.force_login(alice)
+
+    page = client.get("/").content.decode()
+
+    assert page.count(" in line</small>") == 2
+    second = page.index(f"<td>{line['second'].pk}</td>")
+    assert page.index("3rd in line</small>", second) < page.index("</tr>", second)
