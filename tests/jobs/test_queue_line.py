@@ -176,3 +176,12 @@ def test_the_job_list_says_a_queued_jobs_place_in_line(line, alice, client):
     assert page.count(" in line</small>") == 2
     second = page.index(f"<td>{line['second'].pk}</td>")
     assert page.index("3rd in line</small>", second) < page.index("</tr>", second)
+
+
+def test_the_overviews_queue_links_to_the_line(line, alice, client, settings):
+    settings.MLSCHED_METRICS_CACHE_S = 0
+    client.force_login(alice)
+
+    page = client.get("/overview/").content.decode()
+
+    assert '<a id="in-line" href="/queue/">Your teams\' jobs in line</a>' in page
