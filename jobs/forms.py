@@ -27,7 +27,7 @@ from quotas.models import PriorityClass
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
           "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
-          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
+          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors", "notify_start",
           "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 TEXTAREAS = [*PAIRS, "volumes"]
@@ -48,7 +48,8 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     """SubmitSerializer's input, and the errors of fields too malformed to hand it.
 
     A blank field is left out, as an API client leaves it out, so the serializer's default
-    applies: "family default" for preemptible, no for an unchecked retry_user_errors.
+    applies: "family default" for preemptible, no for an unchecked retry_user_errors or
+    notify_start.
     """
     data = {field: value for field, value in values.items() if value != ""}
     data.pop("form_key", None)
@@ -96,7 +97,8 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
     values["preemptible"] = "true" if spec["preemptible"] else "false"  # a choice of a select
-    values["retry_user_errors"] = "true" if spec["retry_user_errors"] else ""  # a checkbox
+    for box in ("retry_user_errors", "notify_start"):  # checkboxes
+        values[box] = "true" if spec[box] else ""
     for field in ("begin", "deadline"):
         moment = spec[field]
         values[field] = (

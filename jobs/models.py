@@ -242,6 +242,12 @@ class Job(models.Model):
         help_text="Retry a non-zero exit of the job's own code too, within max_retries (code "
         "known to fail now and then). Off, such an exit fails the job at once.",
     )
+    notify_start = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Tell its team's webhook when it starts (a batch: when its first shard "
+        "does), as Slurm's --mail-type=BEGIN; its end is told in any case.",
+    )
     retries_used = models.PositiveSmallIntegerField(default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001

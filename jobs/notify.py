@@ -1,8 +1,9 @@
 """Notifications to a tenant's webhook (`Tenant.notify_url`, set by a platform admin): small
 JSON documents the control plane POSTs. Job ends (Slurm's --mail-type=END, what teams wire to
 Slack, Teams or PagerDuty): once per job; a batch once, when its last shard has ended, with its
-shards counted by state. The thresholds of its GPU-hour budget a tenant's month reaches are
-told the same way (jobs.budget_alerts).
+shards counted by state. The first start of a job that asks for it (`notify_start`, Slurm's
+--mail-type=BEGIN): once; a batch once, for its shard that started first. The thresholds of
+its GPU-hour budget a tenant's month reaches are told the same way (jobs.budget_alerts).
 
 After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
 the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
@@ -23,6 +24,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypedDict
 from urllib.parse import urlsplit
 
@@ -70,13 +72,29 @@ class JobEnded(TypedDict):
     used: dict[str, float | int | None] | None
 
 
+class JobStarted(TypedDict):
+    event: str  # "job.started"
+    job: int  # a batch: its first shard, which stands for it
+    name: str
+    tenant: str
+    owner: str
+    labels: dict[str, str]
+    started_at: str  # its first start (a batch: its first shard's to start), ISO 8601
+    waited_s: float  # from when it could run (eligible_at) to that start: its queue wait
+    cluster: str | None  # where that attempt runs
+    workers: int | None  # the workers it started with (an elastic gang: maybe fewer)
+    url: str | None
+    shards: int | None  # a batch: its shard count
+    shard: int | None  # a batch: the shard that started first
+
+
 @dataclass(frozen=True)
 class Notification:
     """A document for a tenant's webhook, and its delivery id: the same each time this
     notification is sent (retries included), so that a receiver can drop one it has had."""
 
     tenant: Tenant
-    delivery: str  # "job.ended:42", "budget.threshold:alpha:2026-12:80"
+    delivery: str  # "job.ended:42", "job.started:42", "budget.threshold:alpha:2026-12:80"
     document: Mapping[str, object]
 
 
@@ -114,6 +132,56 @@ def due(ended: list[tuple[int, int]]) -> list[int]:
     return sorted(singles + [batch for batch in ended_batches(batches) if claim(batch)])
 
 
+def jobs_started(started: list[tuple[int, int, datetime]]) -> None:
+    """After the commit that started these jobs, (job id, tenant id, when): queue the start
+    notifications due. Never raises, as jobs_ended."""
+    try:
+        for job_id in starts_due(started):
+            queue_start(job_id)
+    except Exception:
+        log.exception("job-start notifications of %s were not queued", counted(len(started), "job"))
+
+
+def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
+    """The start notifications these starts call for, by the id of the job that started: the
+    first start of a job that asks for it (`notify_start`), of a tenant with a URL; a batch's
+    once, for the shard that started first (the lowest id of those that started at once).
+    A first start is one whose time is the job's `started_at`, which keeps the first: a
+    retry's start is none."""
+    tenants = {tenant_id for _, tenant_id, _ in started}
+    with_url = set(
+        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
+    )
+    when = {job_id: time for job_id, tenant_id, time in started if tenant_id in with_url}
+    if not when:
+        return []
+    rows = Job.objects.filter(pk__in=when, notify_start=True).values_list(
+        "pk", "parent_id", "shards", "started_at"
+    )
+    firsts = [(pk, parent, shards) for pk, parent, shards, at in rows if at == when[pk]]
+    singles = [pk for pk, parent, shards in firsts if parent is None and shards <= 1]
+    batches = {parent or pk for pk, parent, shards in firsts if parent is not None or shards > 1}
+    return sorted(singles + [pk for pk in first_started(batches) if pk in when])
+
+
+def first_started(batches: set[int]) -> list[int]:
+    """Each batch's shard that started first (the lowest id of those that started at the
+    earliest time), by batch (its first shard's id)."""
+    if not batches:
+        return []
+    shards = (
+        Job.objects.filter(Q(pk__in=batches) | Q(parent_id__in=batches))
+        .exclude(started_at=None)
+        .values_list("pk", "parent_id", "started_at")
+    )
+    first: dict[int, tuple] = {}
+    for pk, parent, at in shards:
+        batch = parent or pk
+        if batch not in first or (at, pk) < first[batch]:
+            first[batch] = (at, pk)
+    return sorted(pk for _, pk in first.values())
+
+
 def ended_batches(batches: set[int]) -> list[int]:
     """Those of these batches (first shard ids) with no shard left that has not ended."""
     if not batches:
@@ -135,6 +203,13 @@ def send(job_id: int) -> None:
     from jobs import tasks  # the tasks import this module
 
     queue(tasks.notify_job_end, job_id)
+
+
+def queue_start(job_id: int) -> None:
+    """Queue the notification of job `job_id`'s first start (a batch's shard: its batch's)."""
+    from jobs import tasks  # the tasks import this module
+
+    queue(tasks.notify_job_start, job_id)
 
 
 def queue(task, *ids: int) -> None:
@@ -164,6 +239,31 @@ def job_end(job_id: int) -> Notification | None:
     if job is None or not job.tenant.notify_url:
         return None
     return Notification(job.tenant, f"job.ended:{job.pk}", document(job))
+
+
+def job_start(job_id: int) -> Notification | None:
+    """The notification of job `job_id`'s first start (a batch's shard: its batch's, named by
+    its first shard); None when there is nothing to send, as job_end."""
+    started = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
+    if started is None or not started.tenant.notify_url:
+        return None
+    job = started
+    if started.parent_id is not None:
+        job = Job.objects.select_related("tenant", "owner").get(pk=started.parent_id)
+    attempt = started.attempts.select_related("cluster").order_by("-number").first()
+    waited = started.started_at - (started.eligible_at or started.created)
+    document = JobStarted(
+        event="job.started", job=job.pk, name=job.name, tenant=job.tenant.slug,
+        owner=job.owner.get_username(), labels=job.labels,
+        started_at=started.started_at.isoformat(),
+        waited_s=round(max(waited.total_seconds(), 0.0), 3),
+        cluster=attempt.cluster.name if attempt and attempt.cluster else None,
+        workers=attempt.workers if attempt else None,
+        url=portal_url(reverse("job", args=[job.pk])),
+        shards=job.shards if job.is_batch else None,
+        shard=started.shard_index if job.is_batch else None,
+    )  # fmt: skip
+    return Notification(job.tenant, f"job.started:{job.pk}", document)
 
 
 def deliver(notification: Notification | None) -> None:

@@ -52,6 +52,13 @@ def notify_job_end(job_id: int) -> None:
 
 
 @notification_task
+def notify_job_start(job_id: int) -> None:
+    """POST the notification of a job's first start (a batch: of its shard that started
+    first) to its tenant's webhook (jobs.notify)."""
+    notify.deliver(notify.job_start(job_id))
+
+
+@notification_task
 def notify_budget(alert_id: int) -> None:
     """POST the notification of a GPU-hour budget threshold reached (a BudgetAlert's id) to its
     tenant's webhook (jobs.budget_alerts)."""

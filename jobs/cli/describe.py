@@ -77,6 +77,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Labels", ", ".join(f"{k}={v}" for k, v in job["labels"].items())),
         ("Priority", priority(job)),
         ("Retries", retries(job)),
+        ("Notifies", "its start, to its team's webhook" if job.get("notify_start") else ""),
         ("Dependencies", dependencies(job)),
         ("Begin", moment(job["begin"]) if job["begin"] else ""),
         ("Deadline", moment(job["deadline"]) if job["deadline"] else ""),
