@@ -2,7 +2,7 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--label KEY=VALUE ...]
-                [--volume NAME:PATH[:rw] ...] [--test-only | --wait]
+                [--volume NAME:PATH[:rw] ...] [--notify-start] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -26,6 +26,8 @@
                      --label). --volume NAME:PATH mounts your team's data volume NAME (see
                      volumes) at PATH in each worker, read only; NAME:PATH:rw to write to
                      it, where the volume allows (again for more; added to its volumes).
+                     --notify-start: your team's webhook is told when it starts (its
+                     notify_start), as Slurm's --mail-type=BEGIN.
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only. --wait then waits for it to

@@ -42,7 +42,8 @@ def submit(api: Api, args) -> None:
             raise SystemExit(f"{args.file}: not a job description with a list in volumes")
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
-             "min_workers": args.min_workers, "topology": args.topology}  # fmt: skip
+             "min_workers": args.min_workers, "topology": args.topology,
+             "notify_start": True if args.notify_start else None}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):

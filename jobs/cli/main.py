@@ -109,6 +109,11 @@ def add_submitting(commands) -> None:
              "again for more",
     )  # fmt: skip
     submitting.add_argument(
+        "--notify-start", action="store_true",
+        help="tell your team's webhook when it starts (its notify_start; Slurm's "
+             "--mail-type=BEGIN)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--wait", action="store_true",
         help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
     )  # fmt: skip

@@ -4,6 +4,7 @@ first. The same receiver as the job-end notifications' plays the webhook."""
 
 # ruff: noqa: F811 (the job-end tests' fixtures, imported, are the tests' arguments)
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from rest_framework.test import APIClient
 from jobs import actions, cycle, tasks
 from jobs.models import Attempt, Job
 from tests.factories import JobFactory, PriorityClassFactory
+from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
 from tests.jobs.test_notify import (  # noqa: F401 (fixtures)
     BATCH,
     hooked,
@@ -156,3 +158,15 @@ def test_the_submit_form_takes_it_and_a_copy_keeps_it_ticked(alpha, alice, clien
     assert job.notify_start
     assert 'name="notify_start" value="true" checked' in copy
     assert '<dd id="notifies">its start to its team\'s webhook</dd>' in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_submits_it_with_notify_start(cli):
+    spec = {"tenant": "alpha", "name": "told", "family": "training", "image": "i",
+            "command": ["x"], "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1,
+            "max_runtime_s": 60}  # fmt: skip
+
+    done = cli("submit", "-", "--notify-start", stdin=json.dumps(spec))
+
+    assert done.returncode == 0, done.stderr
+    assert Job.objects.get(name="told").notify_start
