@@ -95,6 +95,10 @@ class JobsView(APIView):
                     data["shard_states"] = shards.states
                     data["batch_state"] = batch_state(shards.states)
                     data["shards_waiting"] = shards.waiting
+        # A queued job's place in line, as the portal's list says it (a folded batch: none).
+        places = standing.places(page, access.tenant_ids(request.user))
+        for job, data in zip(page, listed, strict=True):
+            data["place"] = None if "shard_states" in data else places.get(job.pk)
         return Response({"jobs": listed, "next": page[-1].pk if len(page) == PAGE else None})
 
     def post(self, request):

@@ -25,6 +25,7 @@ from django.core.cache import caches
 from rest_framework import serializers
 
 from jobs import access, events
+from jobs.cli.client import ordinal
 from jobs.efficiency import span
 from jobs.models import State
 from jobs.placement import PENDING, PLACED, Decision, Snapshot
@@ -329,12 +330,6 @@ def as_json(standing: Standing | None, job) -> dict | None:
 def waited(standing: Standing, job) -> float:
     """The seconds the job had waited at the line's cycle, as its points count them."""
     return max((standing.at - job.created).total_seconds(), 0.0)
-
-
-def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st..."""
-    last = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n:,}{last}"
 
 
 def _number(value: float) -> str:

@@ -43,11 +43,11 @@
                      time (squeue's TIME, D-HH:MM:SS: how long a queued job has waited
                      since its submission, a scheduled one since its placement, a running
                      one has run, an ended one ran, "-" if it never did; a batch: its
-                     first shard's), name and why it waits or
-                     ended; --state: those in that state, or in any of several
-                     (queued,running); --id: those jobs alone (squeue -j); --held: only
-                     the held ones; --batch: the shards of one batch (its id: the job its
-                     submission returned);
+                     first shard's), name and why it waits (a queued one's place in
+                     line first: "4th in line, quota_exceeded") or ended; --state: those
+                     in that state, or in any of several (queued,running); --id: those
+                     jobs alone (squeue -j); --held: only the held ones; --batch: the
+                     shards of one batch (its id: the job its submission returned);
                      --label: those carrying the label (KEY alone: with any value), each
                      --label narrowing the rest; --tenant: one team's; --name: those whose
                      name holds TEXT; --mine: those you submitted (Slurm's squeue --me)

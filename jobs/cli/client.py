@@ -29,6 +29,13 @@ MAX_RETRY_AFTER_S = 60  # a 429 asking for a longer wait is reported, not waited
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st... (a place in line, as the job page, the
+    portal's lists and the CLI say it)."""
+    last = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{last}"
+
+
 def printable(text: str) -> str:
     """Text from the server made safe to show: each control character written out as \\xNN,
     as `less` does; tab, newline, carriage return and the rest of Unicode kept. Every line the

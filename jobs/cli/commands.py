@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, show
+from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
@@ -106,7 +106,9 @@ def list_jobs(api: Api, args) -> None:
              " NAME")  # fmt: skip
     now = datetime.now(UTC)
     for job in itertools.islice(all_jobs(api, params), args.limit):
-        why = f"  ({job['pending_reason']})" if job["pending_reason"] else ""
+        waits = [ordinal(job["place"]) + " in line"] if job.get("place") else []
+        waits += [job["pending_reason"]] if job["pending_reason"] else []
+        why = f"  ({', '.join(waits)})" if waits else ""
         if job["state"] in ("failed", "canceled") and job.get("end_reason"):
             why = f"  ({job['end_reason']})"
         state = job.get("batch_state", job["state"])

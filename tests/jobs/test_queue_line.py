@@ -185,3 +185,19 @@ def test_the_overviews_queue_links_to_the_line(line, alice, client, settings):
     page = client.get("/overview/").content.decode()
 
     assert '<a id="in-line" href="/queue/">Your teams\' jobs in line</a>' in page
+
+
+def test_the_api_list_gives_a_queued_jobs_place_and_the_cli_says_it(line, alice):
+    listed = {j["id"]: j["place"] for j in api(alice).get("/api/v1/jobs/").json()["jobs"]}
+
+    assert listed == {line["first"].pk: 2, line["second"].pk: 3}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_list_says_a_queued_jobs_place_before_why_it_waits(cli, line):  # noqa: F811
+    done = cli("list")
+
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    (second,) = [row for row in rows if row.split()[0] == str(line["second"].pk)]
+    assert second.endswith(f"{line['second'].name}  (3rd in line, no_such_gpu_type)")
