@@ -145,7 +145,8 @@ def jobs_started(started: list[tuple[int, int, datetime]]) -> None:
 def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
     """The start notifications these starts call for, by the id of the job that started: the
     first start of a job that asks for it (`notify_start`), of a tenant with a URL; a batch's
-    once, for the shard that started first (the lowest id of those that started at once).
+    once, for the shard that started first (the lowest id of those that started at once:
+    `started_first`).
     A first start is one whose time is the job's `started_at`, which keeps the first: a
     retry's start is none."""
     tenants = {tenant_id for _, tenant_id, _ in started}
@@ -160,26 +161,23 @@ def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
     )
     firsts = [(pk, parent, shards) for pk, parent, shards, at in rows if at == when[pk]]
     singles = [pk for pk, parent, shards in firsts if parent is None and shards <= 1]
-    batches = {parent or pk for pk, parent, shards in firsts if parent is not None or shards > 1}
-    return sorted(singles + [pk for pk in first_started(batches) if pk in when])
+    of_batches = [
+        pk
+        for pk, parent, count in firsts
+        if (parent is not None or count > 1) and started_first(pk, parent or pk, when[pk])
+    ]
+    return sorted(singles + of_batches)
 
 
-def first_started(batches: set[int]) -> list[int]:
-    """Each batch's shard that started first (the lowest id of those that started at the
-    earliest time), by batch (its first shard's id)."""
-    if not batches:
-        return []
-    shards = (
-        Job.objects.filter(Q(pk__in=batches) | Q(parent_id__in=batches))
-        .exclude(started_at=None)
-        .values_list("pk", "parent_id", "started_at")
+def started_first(shard: int, batch: int, at: datetime) -> bool:
+    """Whether no shard of the batch (its first shard's id) started before the shard that
+    started `at`, nor at that time with a lower id. One query by the batch's index, which
+    stops at the first earlier shard found: for a batch's later shards, soon."""
+    return not (
+        Job.objects.filter(Q(pk=batch) | Q(parent_id=batch))
+        .filter(Q(started_at__lt=at) | Q(started_at=at, pk__lt=shard))
+        .exists()
     )
-    first: dict[int, tuple] = {}
-    for pk, parent, at in shards:
-        batch = parent or pk
-        if batch not in first or (at, pk) < first[batch]:
-            first[batch] = (at, pk)
-    return sorted(pk for _, pk in first.values())
 
 
 def ended_batches(batches: set[int]) -> list[int]:

@@ -50,7 +50,8 @@ class Standing:
     at: datetime  # the cycle's time
     waiting: int  # jobs in line after that cycle
     team_waiting: int  # of them, its team's
-    # Its place (from 1) in line and in its team's; None: further back than RECORDED.
+    # Its place (from 1) in line and in its team's; None: further back than the cycle looked,
+    # or than the RECORDED jobs.
     position: int | None = None
     in_team: int | None = None
     # The jobs ahead of it: its team's, other teams' of a higher class, other teams' others.

@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -170,3 +171,20 @@ def test_the_cli_submits_it_with_notify_start(cli):
 
     assert done.returncode == 0, done.stderr
     assert Job.objects.get(name="told").notify_start
+
+
+def test_two_shards_starting_in_one_commit_are_told_once_as_the_lower(
+    hooked, alice, room, receiver, sent, django_capture_on_commit_callbacks
+):
+    spec = {**BATCH, "shards": 3, "notify_start": True, "priority_class": PriorityClassFactory()}
+    first, _ = actions.submit(alice, hooked, spec)
+    cycle.run_cycle()
+    shards = list(first.batch().order_by("shard_index"))
+    now = timezone.now()
+
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        actions.mark_running(shards[2].attempts.get().pk, now=now)
+        actions.mark_running(shards[1].attempts.get().pk, now=now)
+
+    assert sent == [shards[1].pk]
+    assert len(receiver.received) == 1
