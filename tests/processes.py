@@ -44,6 +44,17 @@ def manage(*args, env=None, **popen) -> Child:
     return Child([sys.executable, "manage.py", *args], cwd=ROOT, env=env or process_env(), **popen)
 
 
+def sqlite_shell(script: str, var_dir: Path) -> subprocess.CompletedProcess:
+    """`script` run by `manage.py shell` in the embedded mode (no DATABASE_URL nor REDIS_URL:
+    SQLite in `var_dir`), as `make run` serves it; its output captured."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", script],
+        cwd=ROOT, env=dict(env, MLSCHED_VAR_DIR=str(var_dir)), capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+
+
 def wait_until(predicate, timeout: float, interval: float = 0.1):
     """Poll until `predicate()` is truthy; return its value, or None after `timeout` seconds."""
     deadline = time.monotonic() + timeout

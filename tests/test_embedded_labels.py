@@ -2,11 +2,7 @@
 filter and by the usage report's split. Run in a child process on a SQLite database of its
 own, as `make run` serves it."""
 
-import os
-import subprocess
-import sys
-
-from tests.processes import ROOT
+from tests.processes import sqlite_shell
 
 LABELLED = """
 from datetime import UTC, datetime, timedelta
@@ -31,12 +27,7 @@ print("SPLIT", sorted((u.gpu_type, round(u.gpu_hours, 3)) for u in usage.by_labe
 
 
 def test_a_label_key_of_digits_is_a_key_on_sqlite(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    run = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-v", "0", "-c", LABELLED],
-        cwd=ROOT, env=dict(env, MLSCHED_VAR_DIR=str(tmp_path)), capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    run = sqlite_shell(LABELLED, tmp_path)
 
     first = run.stdout.split("FIRST ")[-1].split("\n")[0]
     assert "VENDOR sqlite" in run.stdout, (run.stdout, run.stderr)

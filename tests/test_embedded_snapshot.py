@@ -1,11 +1,7 @@
 """The scheduler's snapshot in the embedded mode: on SQLite too it reads one moment. Run in a
 child process on a SQLite database of its own, as `make run` serves it."""
 
-import os
-import subprocess
-import sys
-
-from tests.processes import ROOT
+from tests.processes import sqlite_shell
 
 # An attempt lost (its job requeued, its backoff passed) by another thread between the
 # snapshot's query of the allocations and its query of the queued jobs.
@@ -48,12 +44,7 @@ print("JOB", job.pk)
 def test_the_snapshot_reads_one_moment_on_sqlite_when_an_attempt_ends_between_its_queries(
     tmp_path,
 ):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    run = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-v", "0", "-c", SNAPSHOT_ACROSS_AN_END],
-        cwd=ROOT, env=dict(env, MLSCHED_VAR_DIR=str(tmp_path)), capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    run = sqlite_shell(SNAPSHOT_ACROSS_AN_END, tmp_path)
 
     job = run.stdout.split("JOB ")[-1].strip()
     assert f"RUNNING ['{job}'] QUEUED []" in run.stdout, (run.stdout, run.stderr)

@@ -39,6 +39,15 @@ def placed(job: Job) -> Attempt:
     return job.attempts.get(outcome="")
 
 
+def placed_batch(owner, tenant) -> tuple[Job, list[Job]]:
+    """A batch of 3 shards that asks for its start to be told, placed: its first shard and
+    its shards by index."""
+    spec = {**BATCH, "shards": 3, "notify_start": True, "priority_class": PriorityClassFactory()}
+    first, _ = actions.submit(owner, tenant, spec)
+    cycle.run_cycle()
+    return first, list(first.batch().order_by("shard_index"))
+
+
 def starts(attempt: Attempt, capture) -> None:
     with capture(execute=True):
         actions.mark_running(attempt.pk)
@@ -101,10 +110,7 @@ def test_a_retrys_start_is_not_told_again(
 def test_a_batch_is_told_once_for_its_shard_that_started_first(
     hooked, alice, room, receiver, sent, django_capture_on_commit_callbacks
 ):
-    spec = {**BATCH, "shards": 3, "notify_start": True, "priority_class": PriorityClassFactory()}
-    first, _ = actions.submit(alice, hooked, spec)
-    cycle.run_cycle()
-    shards = list(first.batch().order_by("shard_index"))
+    first, shards = placed_batch(alice, hooked)
 
     starts(shards[2].attempts.get(), django_capture_on_commit_callbacks)
     starts(shards[0].attempts.get(), django_capture_on_commit_callbacks)
@@ -176,10 +182,7 @@ def test_the_cli_submits_it_with_notify_start(cli):
 def test_two_shards_starting_in_one_commit_are_told_once_as_the_lower(
     hooked, alice, room, receiver, sent, django_capture_on_commit_callbacks
 ):
-    spec = {**BATCH, "shards": 3, "notify_start": True, "priority_class": PriorityClassFactory()}
-    first, _ = actions.submit(alice, hooked, spec)
-    cycle.run_cycle()
-    shards = list(first.batch().order_by("shard_index"))
+    _, shards = placed_batch(alice, hooked)
     now = timezone.now()
 
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():

@@ -16,6 +16,7 @@ from jobs.placement.model import Policy
 from jobs.placement.ordering import Points, owner_points
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, UserFactory
+from tests.jobs.test_queue_line import api
 
 pytestmark = pytest.mark.django_db
 
@@ -36,12 +37,6 @@ def waiting(tenant, owner, klass, minutes_ago=0, **kw):
     Job.objects.filter(pk=job.pk).update(created=timezone.now() - timedelta(minutes=minutes_ago))
     job.refresh_from_db()
     return job
-
-
-def api_of(user):
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def standing_of(job):
@@ -291,11 +286,11 @@ def test_a_reader_granted_the_job_alone_is_not_shown_its_teams_line(
     assign_perm("view_job", charlie, job)
     client.force_login(charlie)
 
-    document = api_of(charlie).get(f"/api/v1/jobs/{job.pk}/")
+    document = api(charlie).get(f"/api/v1/jobs/{job.pk}/")
     page = client.get(f"/jobs/{job.pk}/").content.decode()
 
     assert document.status_code == 200 and document.json()["standing"] is None
-    assert api_of(alice).get(f"/api/v1/jobs/{job.pk}/").json()["standing"]["position"] == 1
+    assert api(alice).get(f"/api/v1/jobs/{job.pk}/").json()["standing"]["position"] == 1
     assert '<p id="standing" hidden></p>' in page
 
 
