@@ -6,6 +6,9 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres:postgres@127.0.0.1:5432/mlsched
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_ENV = DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=mlsched-test-key
+# The main suite runs in this many processes, each with its own test database and Redis databases
+# (tests/worker_env.py).
+TEST_WORKERS ?= 2
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: run test check services install clean
@@ -28,10 +31,10 @@ services:
 	@scripts/services.sh
 	@scripts/browser.sh
 
-# The browser tests run in a pytest process of their own: Playwright's event loop would break
-# the asyncio tests that follow it in the same process.
+# The browser tests run in a pytest process of their own, after the rest: Playwright's event loop
+# would break the asyncio tests that follow it in the same process.
 test: install services
-	$(TEST_ENV) $(BIN)/pytest -q tests --ignore=tests/e2e
+	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.worker_env -n $(TEST_WORKERS) tests --ignore=tests/e2e
 	$(TEST_ENV) $(BIN)/pytest -q tests/e2e
 
 check: install
