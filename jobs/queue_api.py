@@ -1,7 +1,8 @@
 """GET /api/v1/queue/ and the portal's queue page: the caller's teams' waiting jobs in the order
 the last placement cycle left them (Kueue's pending workloads of a queue, Slurm's `squeue -t PD`
 sorted as the scheduler takes them, with `sprio`'s points): each with its place in line and in
-its team, its effective priority inside its team and why it waits (jobs.standing).
+its team, its effective priority inside its team and why it waits (jobs.standing); and each
+of the caller's teams' fair share and turn among the teams waiting (Slurm's sshare).
 
 Tenant first: only the caller's teams' jobs are listed; the other teams' are counted, in
 `waiting`, as the job document's standing counts them. A job placed, canceled or held since
@@ -48,6 +49,7 @@ class InLine:
     line: standing.TeamsLine | None  # None: no line recorded yet
     jobs: list[tuple[standing.InLine, Job]]
     slugs: dict[int, str]  # the teams read, by id
+    names: dict[int, str]
 
 
 def in_line(user, asked: Asked) -> InLine:
@@ -56,10 +58,11 @@ def in_line(user, asked: Asked) -> InLine:
     teams = Tenant.objects.filter(pk__in=access.tenant_ids(user))
     if asked.tenant:
         teams = teams.filter(slug=asked.tenant)  # another team's slug just finds nothing
-    slugs = dict(teams.values_list("pk", "slug"))
+    read = list(teams.values_list("pk", "slug", "name"))
+    slugs, names = {pk: slug for pk, slug, _ in read}, {pk: name for pk, _, name in read}
     line = standing.line_of(frozenset(slugs), asked.after, asked.limit)
     if line is None:
-        return InLine(None, [], slugs)
+        return InLine(None, [], slugs, names)
     rows = Job.objects.filter(
         pk__in=[entry.job_id for entry in line.jobs],
         tenant__in=slugs,
@@ -67,7 +70,18 @@ def in_line(user, asked: Asked) -> InLine:
         held="",
     ).select_related("owner", "priority_class")
     still = {job.pk: job for job in rows}
-    return InLine(line, [(e, still[e.job_id]) for e in line.jobs if e.job_id in still], slugs)
+    jobs = [(e, still[e.job_id]) for e in line.jobs if e.job_id in still]
+    return InLine(line, jobs, slugs, names)
+
+
+def fair_shares(found: InLine) -> dict[str, dict]:
+    """Each of the found teams' fair share and turn, by slug, said with its name."""
+    if found.line is None:
+        return {}
+    return {
+        found.slugs[tenant]: standing.turn_json(turn, found.names[tenant])
+        for tenant, turn in sorted(found.line.turns.items(), key=lambda item: item[1].turn)
+    }
 
 
 class QueueView(APIView):
@@ -78,11 +92,13 @@ class QueueView(APIView):
         found = in_line(request.user, query)
         line = found.line
         if line is None:
-            return Response({"as_of": None, "waiting": 0, "teams": {}, "jobs": [], "next": None})
+            return Response({"as_of": None, "waiting": 0, "teams": {}, "fair_share": {},
+                             "jobs": [], "next": None})  # fmt: skip
         return Response({
             "as_of": TIME.to_representation(line.at),
             "waiting": line.waiting,
             "teams": {found.slugs[tenant]: n for tenant, n in line.teams.items()},
+            "fair_share": fair_shares(found),
             "jobs": [job_json(entry, job, found.slugs) for entry, job in found.jobs],
             "next": line.jobs[-1].position if line.more else None,
         })  # fmt: skip

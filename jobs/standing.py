@@ -2,7 +2,8 @@
 pending-workloads positions, Slurm's sprio): its place among the jobs left waiting, in all
 and in its team; the jobs ahead of it by why they are ahead (its team's, of a higher class,
 other teams' turns by fair share); and the points of its effective priority inside its team
-(``ordering.points``).
+(``ordering.points``); and its team's fair share, which decides the other teams' turns
+(``ordering.team_share``, Slurm's sshare).
 
 The cycle records it (``record``), at most every MLSCHED_LINE_EVERY_S seconds, in the shared
 cache (Redis when there is one), for the first ``RECORDED`` jobs in line, as Kueue keeps a
@@ -29,7 +30,7 @@ from jobs.cli.client import ordinal
 from jobs.efficiency import span
 from jobs.models import State
 from jobs.placement import PENDING, PLACED, Decision, Snapshot
-from jobs.placement.ordering import Points, gpu_hours, points
+from jobs.placement.ordering import HOUR, Points, TeamShare, gpu_hours, points, team_share
 
 KEY = "queue-standing"
 DUE = "queue-standing-kept"  # set while the line kept is recent enough
@@ -43,6 +44,16 @@ KEPT_S = 3600
 # Per job in line: its priority, waited, size and owner points, its owner's GPUs (-1: not
 # counted) and its GPU-hours (-1: no runtime limit).
 TERMS = 6
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A team's fair share as the cycle began, and its turn (from 1) among the ``teams`` with
+    jobs in line: the lowest share less the aging of its next job's wait goes first."""
+
+    share: TeamShare
+    turn: int
+    teams: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ class Standing:
     points: Points | None = None
     owner_gpus: float | None = None  # None: its team's order does not count them
     gpu_hours: float | None = None  # None: no runtime limit
+    turn: Turn | None = None  # its team's; None: not recorded
 
 
 def record(decision: Decision, snapshot: Snapshot, placed: set[int]) -> None:
@@ -88,6 +100,7 @@ def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
     counts_owners = bool(snapshot.policy.user_share_priority_per_doubling)
     ids, tenants, higher, terms = array("q"), array("q"), array("q"), array("d")
     teams: Counter[int] = Counter()
+    heads: dict[str, float] = {}  # each team's next job's submit time
     by_tier: Counter[int] = Counter()  # the recorded jobs ahead, by class
     by_team_tier: Counter[tuple[str, int]] = Counter()  # and by team and class
     for outcome in decision.outcomes:
@@ -95,6 +108,7 @@ def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
             continue
         job = queued[outcome.job_id]
         teams[int(job.tenant)] += 1
+        heads.setdefault(job.tenant, job.submit_time)
         if len(ids) == RECORDED or (outcome.status == PENDING and outcome.reason == BEYOND):
             continue
         ids.append(int(job.id))
@@ -113,11 +127,25 @@ def line(decision: Decision, snapshot: Snapshot, placed: set[int]) -> dict:
         "stamp": secrets.token_hex(8),
         "at": snapshot.now,
         "teams": dict(teams),
+        "shares": _shares(decision, snapshot, heads),
         "ids": ids.tobytes(),
         "tenants": tenants.tobytes(),
         "higher": higher.tobytes(),
         "terms": terms.tobytes(),
     }
+
+
+def _shares(decision: Decision, snapshot: Snapshot, heads: dict[str, float]) -> dict:
+    """The fair share of each team with jobs in line (``ordering.team_share``), and the key of
+    its turn, as the queue order keys it: its share less its aging for its next job's wait."""
+    aging = snapshot.policy.aging_share_per_hour
+    out = {}
+    for tenant in snapshot.tenants:
+        if tenant.id in heads:
+            share = team_share(tenant, decision.totals, snapshot.policy)
+            wait = max(snapshot.now - heads[tenant.id], 0.0) / HOUR
+            out[int(tenant.id)] = (*share, share.share - aging * wait)
+    return out
 
 
 def of(job) -> Standing | None:
@@ -134,7 +162,7 @@ def of(job) -> Standing | None:
     if at_index is None:
         # Further back than the cycle reached, or than the line records.
         if job.pending_reason == BEYOND or len(line.ids) == RECORDED:
-            return Standing(line.at, waiting, team_waiting)
+            return Standing(line.at, waiting, team_waiting, turn=line.turns.get(job.tenant_id))
         return None
     in_team = line.tenants[:at_index].count(job.tenant_id)
     higher = line.higher[at_index]
@@ -151,6 +179,7 @@ def of(job) -> Standing | None:
         points=Points(*terms[:4]),
         owner_gpus=None if terms[4] < 0 else terms[4],
         gpu_hours=None if terms[5] < 0 else terms[5],
+        turn=line.turns.get(job.tenant_id),
     )
 
 
@@ -179,6 +208,13 @@ class Line:
         self.ids, self.tenants = _read("q", kept["ids"]), _read("q", kept["tenants"])
         self.higher, self.terms = _read("q", kept["higher"]), _read("d", kept["terms"])
         self.index = {job_id: i for i, job_id in enumerate(self.ids)}
+        # Each team's turn by fair share, the teams keyed as the queue order keys them.
+        shares = kept.get("shares", {})
+        by_key = sorted(shares, key=lambda tenant: (shares[tenant][-1], str(tenant)))
+        self.turns = {
+            tenant: Turn(TeamShare(*shares[tenant][:-1]), turn, len(by_key))
+            for turn, tenant in enumerate(by_key, 1)
+        }
 
     # This process's copy of the line last read: read again once another is recorded.
     _last: Line | None = None
@@ -215,6 +251,7 @@ class TeamsLine:
     at: datetime
     waiting: int  # jobs in line after that cycle, every team's
     teams: dict[int, int]  # of them, each of the asked teams'
+    turns: dict[int, Turn]  # the asked teams' fair shares and turns
     jobs: list[InLine]  # the asked teams' recorded jobs in line, from `after`, at most `limit`
     more: bool  # whether more of theirs are recorded past these
 
@@ -240,7 +277,8 @@ def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
         term = line.terms[index * TERMS : index * TERMS + 4]
         jobs.append(InLine(line.ids[index], index + 1, seen[tenant], Points(*term)))
     teams = {t: n for t, n in line.teams.items() if t in tenant_ids}
-    return TeamsLine(line.at, line.waiting, teams, jobs, more)
+    turns = {t: turn for t, turn in line.turns.items() if t in tenant_ids}
+    return TeamsLine(line.at, line.waiting, teams, turns, jobs, more)
 
 
 def _read(kind: str, data: bytes) -> array:
@@ -295,6 +333,46 @@ def points_sentence(standing: Standing, waited_s: float) -> str:
     return f"Its points in its team's line: {_number(p.total)} ({', '.join(terms)})."
 
 
+RESOURCES = {"gpu": "GPUs", "cpu": "CPU", "memory": "memory"}
+
+
+def share_sentence(turn: Turn, team: str = "Its team") -> str:
+    """A team's fair share and turn, for people: "Its team's fair share: 0.31 (it holds 25 %
+    of the platform's GPUs, and counts 6 % more for its recent use, for a weight of 1); its
+    turn comes 2nd of the 4 teams with jobs waiting." """
+    share = turn.share
+    if not share.resource:
+        made_of = "it holds nothing and has used nothing recently"
+    else:
+        what = RESOURCES.get(share.resource, share.resource)
+        if share.resource_weight != 1:
+            what += f", weighed at {_number(share.resource_weight, 2)}"
+        made_of = f"it holds {_percent(share.held)} of the platform's {what}"
+        if share.recent:
+            made_of += f", and counts {_percent(share.recent)} more for its recent use"
+        made_of += f", for a weight of {_number(share.weight, 2)}"
+    turns = (
+        f"its turn comes {ordinal(turn.turn)} of the {turn.teams:,} teams with jobs waiting"
+        if turn.teams > 1
+        else "no other team has jobs waiting"
+    )
+    return (
+        f"{team}'s fair share: {_number(share.share, 3)} ({made_of}); {turns} (the lowest "
+        "share goes first, less its aging for how long its next job has waited)."
+    )
+
+
+def turn_json(turn: Turn | None, team: str = "Its team") -> dict | None:
+    if turn is None:
+        return None
+    return {
+        **turn.share._asdict(),
+        "turn": turn.turn,
+        "teams": turn.teams,
+        "sentence": share_sentence(turn, team),
+    }
+
+
 def read_by(user, job) -> dict | None:
     """The job's standing as its reader reads it (the job document's, the job page's): none
     for a reader from outside its team (a grant on the job alone), whom its team's queue is
@@ -325,6 +403,7 @@ def as_json(standing: Standing | None, job) -> dict | None:
         "gpu_hours": standing.gpu_hours,
         "sentence": line_sentence(standing),
         "points_sentence": points_sentence(standing, waited(standing, job)),
+        "team_share": turn_json(standing.turn),
     }
 
 
@@ -333,8 +412,14 @@ def waited(standing: Standing, job) -> float:
     return max((standing.at - job.created).total_seconds(), 0.0)
 
 
-def _number(value: float) -> str:
-    return f"{value:,.1f}".removesuffix(".0")
+def _number(value: float, digits: int = 1) -> str:
+    """``value`` to ``digits`` decimals, without trailing zeros: "158.4", "2", "0.31"."""
+    said = f"{value:,.{digits}f}"
+    return said.rstrip("0").removesuffix(".") if "." in said else said
+
+
+def _percent(fraction: float) -> str:
+    return f"{_number(100 * fraction)} %"
 
 
 def _jobs(n: int) -> str:

@@ -121,6 +121,7 @@ def queue(request):
         "line": line,
         "teams": sorted((found.slugs[t], n) for t, n in line.teams.items()) if line else (),
         "slugs": found.slugs if found else {},
+        "fair_shares": queue_api.fair_shares(found).values() if found else (),
         "rows": rows,
         "next": line.jobs[-1].position if line and line.more else None,
         "tenant": query.tenant,

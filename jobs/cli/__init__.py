@@ -78,8 +78,9 @@
                      counted) and in its team's, id, GPUs asked, time waited, priority
                      points inside its team (its priority, plus points for its wait, less
                      points for its size and its submitter's GPUs: status says them term by
-                     term), class, name and why it waits; --tenant: one team's; --limit N:
-                     the first N
+                     term), class, name and why it waits, after each team's fair share
+                     and its turn among the teams waiting (sshare); --tenant: one team's;
+                     --limit N: the first N
     spec ID          the job as a submission of it is written (JSON), to keep or to change
                      and submit: `spec 12 > job.json`, then `submit job.json` (a batch's
                      shard: its batch's), as Slurm's scontrol write batch_script

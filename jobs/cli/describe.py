@@ -130,7 +130,8 @@ def in_line(job: dict) -> str:
     standing = job.get("standing")
     if not standing:
         return ""
-    said = "\n".join(filter(None, (standing["sentence"], standing["points_sentence"])))
+    share = (standing.get("team_share") or {}).get("sentence")
+    said = "\n".join(filter(None, (standing["sentence"], standing["points_sentence"], share)))
     return f"shard {job['shard_index']}: {said}" if "shard_states" in job else said
 
 

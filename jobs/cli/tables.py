@@ -53,6 +53,8 @@ def queue(api: Api, args) -> None:
     yours = ", ".join(f"{slug} {n:,}" for slug, n in first["teams"].items())
     show(f"line as of {as_of:%Y-%m-%d %H:%M:%S} UTC: {first['waiting']:,} waiting jobs"
          + (f"; your teams': {yours}" if yours else ""))  # fmt: skip
+    for share in first.get("fair_share", {}).values():
+        show(share["sentence"])
     rows = [QUEUE_HEADER]
     jobs = itertools.chain(first["jobs"], (job for page in pages for job in page["jobs"]))
     for job in itertools.islice(jobs, args.limit):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 PLACED = "placed"
 PREEMPTS = "preempts"
@@ -128,12 +129,14 @@ class Grow:
 
 @dataclass(frozen=True)
 class Decision:
-    """Outcomes in the order jobs were considered, the victims of this cycle, and the
-    running elastic gangs to restart larger."""
+    """Outcomes in the order jobs were considered, the victims of this cycle, the running
+    elastic gangs to restart larger, and the platform's totals by resource that fair share
+    divides each tenant's use by (``ordering.team_share``)."""
 
     outcomes: tuple[Outcome, ...]
     preempted: tuple[str, ...] = ()
     grown: tuple[Grow, ...] = ()
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     def by_job(self) -> dict[str, Outcome]:
         """Outcomes keyed by job id."""

@@ -86,7 +86,7 @@ def place(snapshot: Snapshot) -> Decision:
                 if job.id not in outcomes:
                     outcomes[job.id] = explain.beyond_depth(job)
         grown = growth.grow(cycle, outcomes)  # with what the queue left
-        return Decision(tuple(outcomes.values()), tuple(cycle.preempted), grown)
+        return Decision(tuple(outcomes.values()), tuple(cycle.preempted), grown, cycle.order.totals)
 
 
 @contextlib.contextmanager

@@ -141,14 +141,8 @@ class QueueOrder:
 
     def _share(self, tenant: str) -> float:
         used = self.used.get(tenant)
-        dominant = 0.0
-        if used:
-            weights = self.policy.resource_weights
-            for resource, total in self.totals.items():
-                value = weights.get(resource, 0.0) * used.get(resource, 0.0) / total
-                if value > dominant:
-                    dominant = value
-        return dominant / max(self.weights.get(tenant, 1.0), 1e-9)
+        share = dominant(used, self.totals, self.policy.resource_weights)[0] if used else 0.0
+        return share / max(self.weights.get(tenant, 1.0), 1e-9)
 
     def _tenant_key(self, tenant: str, head: QueuedJob) -> tuple:
         wait = max(self.now - head.submit_time, 0.0) / HOUR
@@ -315,6 +309,50 @@ def points(job: QueuedJob, policy: Policy, now: float, owner_gpus: float | None)
         policy.size_priority_per_doubling * size_doublings(job),
         0.0 if owner_gpus is None else owner_points(policy, owner_gpus),
     )
+
+
+def dominant(
+    used: Mapping[str, float], totals: Mapping[str, float], weights: Mapping[str, float]
+) -> tuple[float, str]:
+    """The largest of ``used``'s fractions of the ``totals``, each times its resource's weight,
+    and its resource ("" when it uses nothing)."""
+    largest, name = 0.0, ""
+    for resource, total in totals.items():
+        value = weights.get(resource, 0.0) * used.get(resource, 0.0) / total
+        if value > largest:
+            largest, name = value, resource
+    return largest, name
+
+
+class TeamShare(NamedTuple):
+    """A tenant's fair share as the queue order keys its turn (``QueueOrder.share``), and what
+    it is made of (Slurm's sshare): ``share`` is ``resource_weight x (held + recent) /
+    weight``, where ``held`` is the fraction of the platform's ``resource`` (its dominant one;
+    "" for none) its running work holds, ``recent`` the fraction its recent use counts for
+    (``Policy.recent_use_weight`` times its recent average) and ``weight`` its fair-share
+    weight. Inside a tier the tenant with the lowest share less ``Policy.aging_share_per_hour``
+    per hour its next job has waited goes next."""
+
+    share: float
+    resource: str
+    held: float
+    recent: float
+    resource_weight: float
+    weight: float
+
+
+def team_share(tenant: Tenant, totals: Mapping[str, float], policy: Policy) -> TeamShare:
+    """The tenant's share of the platform's ``totals`` (``Decision.totals``) as a cycle with
+    it begins."""
+    totals = {k: max(v, 1.0) for k, v in totals.items()}
+    weights = policy.resource_weights
+    largest, resource = dominant(_usage(tenant, policy.recent_use_weight), totals, weights)
+    weight = max(tenant.weight, 1e-9)
+    if not resource:
+        return TeamShare(0.0, "", 0.0, 0.0, 0.0, tenant.weight)
+    held = _usage(tenant).get(resource, 0.0) / totals[resource]
+    recent = policy.recent_use_weight * tenant.recent_use.get(resource, 0.0) / totals[resource]
+    return TeamShare(largest / weight, resource, held, recent, weights[resource], tenant.weight)
 
 
 def owner_points(policy: Policy, gpus: float) -> float:

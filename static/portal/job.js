@@ -20,6 +20,7 @@
   const aheadEl = document.getElementById("window-ahead");  // the window that will stop it
   const standingEl = document.getElementById("standing");  // where it stands in line
   const pointsEl = document.getElementById("standing-points");
+  const shareEl = document.getElementById("standing-share");
   const shardsEl = document.getElementById("shards");
   const logEl = document.getElementById("log");
   const logNoteEl = document.getElementById("log-note");
@@ -76,6 +77,9 @@
     standingEl.textContent = standing ? standing.sentence : "";
     pointsEl.hidden = !(standing && standing.points_sentence);
     pointsEl.textContent = standing ? standing.points_sentence : "";
+    const share = standing && standing.team_share;
+    shareEl.hidden = !share;
+    shareEl.textContent = share ? share.sentence : "";
   }
 
   function showShards(job) {

@@ -11,7 +11,9 @@ from tests.factories import ClusterFactory, JobFactory, NodeFactory, QuotaFactor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice, settings):
+def test_the_page_follows_the_job_up_the_line(
+    server, browser_page, alpha, gamma, alice, charlie, settings
+):
     settings.MLSCHED_LINE_EVERY_S = 0  # each cycle keeps its line
     page = browser_page
     first = JobFactory(tenant=alpha, owner=alice, gpus=8, priority=10)  # no node holds them
@@ -25,13 +27,21 @@ def test_the_page_follows_the_job_up_the_line(server, browser_page, alpha, alice
         "2nd in line of 2 waiting jobs (2nd of its team's 2); ahead of it: 1 of its team's."
     )
     expect(page.locator("#standing-points")).to_contain_text("Its points in its team's line: ")
+    expect(page.locator("#standing-share")).to_contain_text(
+        "Its team's fair share: 0 (it holds nothing and has used nothing recently); no other "
+        "team has jobs waiting"
+    )
 
     in_thread(lambda: actions.cancel(first, "canceled by alice"))
+    JobFactory(tenant=gamma, owner=charlie, gpus=8)  # another team's turn comes after
     in_thread(cycle.run_cycle)
     page.clock.run_for(31_000)  # the page re-reads its job every 30 s
 
     expect(page.locator("#standing")).to_have_text(
-        "1st in line of 1 waiting job (1st of its team's 1).", timeout=10_000
+        "1st in line of 2 waiting jobs (1st of its team's 1).", timeout=10_000
+    )
+    expect(page.locator("#standing-share")).to_contain_text(
+        "has used nothing recently); its turn comes 1st of the 2 teams with jobs waiting"
     )
 
 

@@ -107,7 +107,14 @@ def test_a_bad_parameter_is_a_400_naming_it(line, alice, params, field):
 def test_before_any_cycle_there_is_no_line(alice):
     answer = api(alice).get("/api/v1/queue/").json()
 
-    assert answer == {"as_of": None, "waiting": 0, "teams": {}, "jobs": [], "next": None}
+    assert answer == {
+        "as_of": None,
+        "waiting": 0,
+        "teams": {},
+        "fair_share": {},
+        "jobs": [],
+        "next": None,
+    }
 
 
 def test_an_anonymous_caller_is_refused(line):
@@ -122,13 +129,14 @@ def test_the_cli_prints_the_line_with_places_and_points(cli, line):  # noqa: F81
     lines = done.stdout.splitlines()
     assert lines[0].startswith("line as of ")
     assert lines[0].endswith(" UTC: 3 waiting jobs; your teams': alpha 2")
-    assert lines[1].split() == ["tenant", "owner", "place", "in", "team", "id", "gpus", "waited",
+    assert lines[1].startswith("Alpha's fair share: 0 (it holds nothing")
+    assert lines[2].split() == ["tenant", "owner", "place", "in", "team", "id", "gpus", "waited",
                                 "points", "class", "name", "why"]  # fmt: skip
-    first = lines[2].split()
+    first = lines[3].split()
     assert first[:6] == ["alpha", "alice", "2", "1", str(line["first"].pk), "8"]
     assert first[6].startswith("3") and first[6].count(":") == 1  # about 30 min: 30:00
     assert first[8:] == ["normal", line["first"].name, "no_such_gpu_type"]  # no node at all
-    assert lines[3].split()[2:5] == ["3", "2", str(line["second"].pk)]
+    assert lines[4].split()[2:5] == ["3", "2", str(line["second"].pk)]
 
 
 @pytest.mark.django_db(transaction=True)

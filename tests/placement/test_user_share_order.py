@@ -4,6 +4,7 @@ tenant's next job is the best of its owners' next jobs, keyed with their use at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.placement import Policy, QueuedJob, Tenant
-from jobs.placement.ordering import HOUR, QueueOrder, points, size_doublings
+from jobs.placement.ordering import HOUR, QueueOrder, points, size_doublings, team_share
 
 NOW = 1_000_000.0
 TENANTS = ("alpha", "beta", "gamma")
@@ -192,3 +193,35 @@ def test_a_jobs_points_are_the_key_its_tenant_orders_it_by(queue):
         total = points(job, POLICY, NOW, use).total
         assert -total == pytest.approx(user_job_key(job, user_use)[0], abs=1e-9)
         assert points(job, POLICY, NOW, None).total == pytest.approx(-old_job_key(job)[0])
+
+
+@EXAMPLES
+@given(queues(one_owner_per_tenant=False), st.data())
+def test_a_tenants_turn_is_its_team_share_less_its_next_jobs_aging(queue, data):
+    jobs, tenants, _, _ = queue
+    recent = st.sampled_from((0.0, 0.0, 500.0, 4000.0, 64_000.0))
+    tenants = [
+        dataclasses.replace(t, recent_use={"gpu": data.draw(recent), "cpu": data.draw(recent)})
+        for t in tenants
+    ]
+    strict_tiers = Policy(tier_wait_limit_hours=None)  # the top tier's jobs come first
+    order = QueueOrder(jobs, tenants, TOTALS, strict_tiers, NOW)
+    shares = {t.id: team_share(t, TOTALS, strict_tiers) for t in tenants}
+    for t in tenants:
+        share = shares[t.id]
+        assert share.share == pytest.approx(order.share(t.id), abs=1e-12)
+        assert share.share == pytest.approx(
+            share.resource_weight * (share.held + share.recent) / share.weight, abs=1e-12
+        )
+    # The top tier's tenants first come in the order of their turns' keys: the share less the
+    # aging of the first job each yields.
+    top = max(job.tier for job in jobs)
+    heads: dict[str, QueuedJob] = {}
+    for job in order:
+        if job.tier == top:
+            heads.setdefault(job.tenant, job)
+    keys = {
+        t: shares[t].share - POLICY.aging_share_per_hour * (NOW - head.submit_time) / HOUR
+        for t, head in heads.items()
+    }
+    assert list(heads) == sorted(keys, key=lambda t: (keys[t], t))
