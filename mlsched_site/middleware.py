@@ -3,6 +3,7 @@
 from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
+from django.utils.http import http_date
 
 from mlsched_site.health import healthz
 
@@ -44,5 +45,28 @@ def health_before_host_check(get_response):
             if is_probe(request):
                 return async_to_sync(healthz)(request)
             return get_response(request)
+
+    return middleware
+
+
+@sync_and_async_middleware
+def date_header(get_response):
+    """Every answer says when it was made (HTTP's Date header, which daphne does not add): the
+    CLI counts how long jobs have waited or run from the server's clock, not from its own
+    machine's, which may be off."""
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            response = await get_response(request)
+            response.headers.setdefault("Date", http_date())
+            return response
+
+    else:
+
+        def middleware(request):
+            response = get_response(request)
+            response.headers.setdefault("Date", http_date())
+            return response
 
     return middleware

@@ -4,6 +4,8 @@ prints of what the server sends, made safe for a terminal."""
 import re
 import sys
 import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 import requests
 
@@ -58,6 +60,7 @@ class Api:
         self.url = url.rstrip("/") + "/api/v1/"
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
+        self.date: datetime | None = None  # the server's clock, as its last answer said it
 
     def call(self, method: str, path: str, **kwargs) -> dict:
         return self.answer(method, path, **kwargs)[1]
@@ -94,16 +97,32 @@ class Api:
                 )
             ) from None
 
+    def now(self) -> datetime:
+        """The server's time at its last answer (its Date header, to the second), else this
+        machine's: what a job's time waited or run is counted to."""
+        return self.date or datetime.now(UTC)
+
     def send(self, method: str, path: str, **kwargs) -> requests.Response:
         try:
             # Not followed: a redirect would turn a submission into a GET and submit nothing.
-            return self.session.request(
+            response = self.session.request(
                 method, self.url + path, timeout=30, allow_redirects=False, **kwargs
             )
         except requests.RequestException as error:
             raise Unavailable(
                 printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")
             ) from None
+        self.date = server_date(response) or self.date
+        return response
+
+
+def server_date(response: requests.Response) -> datetime | None:
+    """The time the answer's Date header gives (UTC), None without a readable one."""
+    try:
+        date = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError):
+        return None
+    return date.astimezone(UTC) if date.tzinfo else date.replace(tzinfo=UTC)
 
 
 def retry_after(response: requests.Response) -> int | None:

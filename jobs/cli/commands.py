@@ -7,7 +7,7 @@ import itertools
 import json
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show
@@ -104,8 +104,8 @@ def list_jobs(api: Api, args) -> None:
     if sys.stdout.isatty():  # a header for people; none for a script reading the lines
         show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} {'TIME':>10}"
              " NAME")  # fmt: skip
-    now = datetime.now(UTC)
     for job in itertools.islice(all_jobs(api, params), args.limit):
+        now = api.now()  # counted to the server's clock as it answered
         waits = [ordinal(job["place"]) + " in line"] if job.get("place") else []
         waits += [job["pending_reason"]] if job["pending_reason"] else []
         why = f"  ({', '.join(waits)})" if waits else ""
