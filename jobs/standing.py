@@ -338,19 +338,19 @@ RESOURCES = {"gpu": "GPUs", "cpu": "CPU", "memory": "memory"}
 
 def share_sentence(turn: Turn, team: str = "Its team") -> str:
     """A team's fair share and turn, for people: "Its team's fair share: 0.31 (it holds 25 %
-    of the platform's GPUs, and counts 6 % more for its recent use, for a weight of 1); its
-    turn comes 2nd of the 4 teams with jobs waiting." """
+    of the platform's GPUs, and counts 6 % more for its recent use, for a fair-share weight of
+    1); its turn comes 2nd of the 4 teams with jobs waiting (...)"."""
     share = turn.share
     if not share.resource:
         made_of = "it holds nothing and has used nothing recently"
     else:
         what = RESOURCES.get(share.resource, share.resource)
         if share.resource_weight != 1:
-            what += f", weighed at {_number(share.resource_weight, 2)}"
+            what += f" (a resource counted at {_number(share.resource_weight, 2)})"
         made_of = f"it holds {_percent(share.held)} of the platform's {what}"
         if share.recent:
             made_of += f", and counts {_percent(share.recent)} more for its recent use"
-        made_of += f", for a weight of {_number(share.weight, 2)}"
+        made_of += f", for a fair-share weight of {_number(share.weight, 2)}"
     turns = (
         f"its turn comes {ordinal(turn.turn)} of the {turn.teams:,} teams with jobs waiting"
         if turn.teams > 1

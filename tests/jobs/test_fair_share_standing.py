@@ -18,9 +18,9 @@ from tests.jobs.test_queue_line import api
 pytestmark = pytest.mark.django_db
 
 ALPHAS = (
-    "Alpha's fair share: 0.25 (it holds 50 % of the platform's GPUs, for a weight of 2); its "
-    "turn comes 1st of the 2 teams with jobs waiting (the lowest share goes first, less its "
-    "aging for how long its next job has waited)."
+    "Alpha's fair share: 0.25 (it holds 50 % of the platform's GPUs, for a fair-share weight "
+    "of 2); its turn comes 1st of the 2 teams with jobs waiting (the lowest share goes first, "
+    "less its aging for how long its next job has waited)."
 )
 
 
@@ -76,7 +76,7 @@ def test_the_queue_gives_the_callers_teams_shares_alone(shares, alice, charlie):
     assert theirs["gamma"]["recent"] == 0.5
     assert theirs["gamma"]["sentence"].startswith(
         "Gamma's fair share: 0.5 (it holds 0 % of the platform's GPUs, and counts 50 % more "
-        "for its recent use, for a weight of 1); its turn comes 2nd of the 2 teams"
+        "for its recent use, for a fair-share weight of 1); its turn comes 2nd of the 2 teams"
     )
 
 
@@ -108,12 +108,12 @@ def test_a_team_alone_in_line_is_said_to_be(alpha, alice):
     [
         (
             TeamShare(0.125, "cpu", 0.4, 0.1, 0.25, 1.0),
-            "it holds 40 % of the platform's CPU, weighed at 0.25, and counts 10 % more for its "
-            "recent use, for a weight of 1",
+            "it holds 40 % of the platform's CPU (a resource counted at 0.25), and counts 10 % "
+            "more for its recent use, for a fair-share weight of 1",
         ),
         (
             TeamShare(1 / 3, "memory", 1 / 3, 0.0, 1.0, 1.5),
-            "it holds 33.3 % of the platform's memory, for a weight of 1.5",
+            "it holds 33.3 % of the platform's memory, for a fair-share weight of 1.5",
         ),
     ],
 )
