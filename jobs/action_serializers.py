@@ -20,6 +20,7 @@ from jobs.fields import (
 from jobs.serializers import (
     LARGEST_ID,
     dependency_problem,
+    max_runtime_field,
     min_workers_field,
     priority_class_named,
 )
@@ -92,6 +93,14 @@ class MinWorkersSerializer(serializers.Serializer):
     jobs.actions.set_min_workers."""
 
     min_workers = min_workers_field()
+
+
+class RuntimeLimitSerializer(serializers.Serializer):
+    """A queued job's runtime limit from now on (Slurm's `scontrol update TimeLimit=` for a
+    pending job), in seconds as at submit. Whether its class allows it, its deadline can still
+    be met and the job is queued is asked by jobs.actions.set_runtime_limit."""
+
+    max_runtime_s = max_runtime_field()
 
 
 class RelabelSerializer(serializers.Serializer):

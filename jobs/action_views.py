@@ -19,6 +19,7 @@ from jobs.action_serializers import (
     PrioritySerializer,
     RelabelSerializer,
     ResubmitSerializer,
+    RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
 from jobs.forms import dependencies_input, refusal_text
@@ -132,6 +133,16 @@ def change_min_workers(request, pk):
     return number_change(request, pk, "change its fewest workers", "min_workers",
                          MinWorkersSerializer, actions.set_min_workers,
                          actions.MinWorkersRefused)  # fmt: skip
+
+
+@login_required
+@require_POST
+def change_runtime_limit(request, pk):
+    """Change a queued job's runtime limit (seconds), as the API does, for whoever may cancel
+    it. A refusal is the job page with why (400, or 409 once it has left the queue)."""
+    return number_change(request, pk, "change its runtime limit", "max_runtime_s",
+                         RuntimeLimitSerializer, actions.set_runtime_limit,
+                         actions.NotQueued)  # fmt: skip
 
 
 def number_change(request, pk, doing: str, name: str, serializer, verb, conflict: type[Exception]):

@@ -27,6 +27,7 @@ from jobs.action_serializers import (
     RelabelSerializer,
     RequeueSerializer,
     ResubmitSerializer,
+    RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
 from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
@@ -259,15 +260,8 @@ class ShardLimitView(APIView):
     first shard, while it lives: whoever may change its priority may."""
 
     def post(self, request, pk):
-        job = access.to_change(request.user, pk, "change its limit")
-        change = ShardLimitSerializer(data=request.data)
-        change.is_valid(raise_exception=True)
-        limit = change.validated_data["max_running_shards"]
-        try:
-            changed = actions.set_shard_limit(job, limit, str(request.user))
-        except actions.ShardLimitRefused as refusal:
-            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        return changed_answer(request, job, changed, lambda job: {"max_running_shards": limit})
+        return number_change(request, pk, "change its limit", ShardLimitSerializer,
+                             actions.set_shard_limit, actions.ShardLimitRefused)  # fmt: skip
 
 
 class MinWorkersView(APIView):
@@ -285,6 +279,32 @@ class MinWorkersView(APIView):
         # One job changed: a training job is no batch.
         return changed_answer(request, job, 1, lambda job: {
             "workers": job.workers, "min_workers": job.min_workers})  # fmt: skip
+
+
+class RuntimeLimitView(APIView):
+    """Change a queued job's runtime limit (actions.set_runtime_limit; a batch: its queued
+    shards'): whoever may change its priority may."""
+
+    def post(self, request, pk):
+        verb, refused = actions.set_runtime_limit, actions.NotQueued
+        return number_change(request, pk, "change its runtime limit", RuntimeLimitSerializer,
+                             verb, refused, "priority_class")  # fmt: skip
+
+
+def number_change(request, pk, doing: str, serializer, verb, conflict: type[Exception], *related):
+    """A job's one number, the `serializer`'s one field, changed by `verb(job, number, by)`
+    for whoever may cancel it (`doing`, for the refusal of anyone else; `related`: the rows
+    the verb reads with the job): 400 for what the serializer or the verb refuses as invalid,
+    409 for the verb's `conflict`; else the job, the number and how many jobs changed."""
+    job = access.to_change(request.user, pk, doing, *related)
+    change = serializer(data=request.data)
+    change.is_valid(raise_exception=True)
+    [(name, number)] = change.validated_data.items()
+    try:
+        changed = verb(job, number, str(request.user))
+    except conflict as refusal:
+        return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+    return changed_answer(request, job, changed, lambda job: {name: number})
 
 
 class LabelsView(APIView):
@@ -547,6 +567,7 @@ urlpatterns = [
     path("jobs/<int:pk>/priority/", PriorityView.as_view(), name="api-job-priority"),
     path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
     path("jobs/<int:pk>/min-workers/", MinWorkersView.as_view(), name="api-job-min-workers"),
+    path("jobs/<int:pk>/runtime-limit/", RuntimeLimitView.as_view(), name="api-job-runtime-limit"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),

@@ -55,6 +55,11 @@ def priority_class_named(name: str) -> PriorityClass:
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 
 
+def max_runtime_field() -> serializers.IntegerField:
+    """A runtime limit in seconds, as a submission and a change of a queued job's give it."""
+    return serializers.IntegerField(min_value=1, max_value=int(MAX_RUNTIME.total_seconds()))
+
+
 def min_workers_field(**options) -> serializers.IntegerField:
     """A training gang's min_workers, as a submission and a change of it take it: a number
     from 1, or null (rigid). Whether it fits the job is min_workers_problem's."""
@@ -128,9 +133,7 @@ class SubmitSerializer(serializers.Serializer):
     priority_class = serializers.SlugField(default="normal")
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
-    max_runtime_s = serializers.IntegerField(
-        min_value=1, max_value=int(MAX_RUNTIME.total_seconds())
-    )
+    max_runtime_s = max_runtime_field()
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     notify_start = serializers.BooleanField(default=False)

@@ -34,7 +34,7 @@ from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import COUNTED_FROM
 from jobs.cli.commands import gpus_asked
-from jobs.fields import MAX_LABELS
+from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
 from jobs.models import Family, Job
 from jobs.serializers import FLAGS, SubmitSerializer, spec_as_read, whole_number
@@ -228,6 +228,7 @@ def job_page(
         # Drawn for whoever may cancel the job while it lives: job.js shows it while queued.
         "priority_classes": open_classes(job) if can_cancel else None,
         "queued": queued,
+        "max_runtime_s": int(MAX_RUNTIME.total_seconds()),  # the runtime limit form's largest
         # Who may cancel may requeue a scheduled or running job (job.js shows it then).
         "requeue": can_cancel and bool({State.SCHEDULED, State.RUNNING} & set(shard_states)),
         # A batch's limit on its shards running at once, on its first shard's page, changed
@@ -269,6 +270,7 @@ def job_page(
                 "dependencies": "dependencies-help",
                 SHARD_LIMIT: "shard-limit-help",
                 "min_workers": "min-workers-help",
+                "max_runtime_s": "runtime-limit-help",
             },
         ),
     }

@@ -46,6 +46,7 @@ from jobs.actions.edits import (
     requeue,
     set_dependencies,
     set_min_workers,
+    set_runtime_limit,
     set_shard_limit,
 )
 from jobs.actions.lifecycle import (
@@ -152,5 +153,6 @@ __all__ = [
     "requeue",
     "set_dependencies",
     "set_min_workers",
+    "set_runtime_limit",
     "set_shard_limit",
 ]

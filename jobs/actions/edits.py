@@ -17,7 +17,8 @@ from jobs.actions.lifecycle import (
     write_events,
 )
 from jobs.clock import database_now
-from jobs.fields import MAX_LABELS
+from jobs.efficiency import span
+from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
 from jobs.serializers import min_workers_problem
 from jobs.states import State
@@ -197,6 +198,36 @@ def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = 
     first = Job.objects.select_related("priority_class").get(pk=min(shards))
     _note(shards, list(shards),
           f"priority set to {first.priority_class.name} {first.priority:+d} by {by}")  # fmt: skip
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+@retrying.atomic
+def set_runtime_limit(job: Job, seconds: int, by: str) -> int:
+    """Set a queued job's runtime limit (Slurm's `scontrol update TimeLimit=` for a pending
+    job); for a batch (its first shard), every shard still queued. From the next cycle it is
+    ordered, placed and backfilled by it (a shorter limit is a smaller job, and fits before a
+    reservation or a window sooner); a job placed keeps the limit it started with, which its
+    agent enforces. Records an event on each job and wakes the scheduler; returns how many
+    jobs it changed.
+
+    Raises the serializer's ValidationError, on max_runtime_s, for a limit its priority class
+    does not allow, or past which its deadline could not be met; NotQueued when nothing of
+    the job is queued."""
+    if too_long := job.priority_class.runtime_refusal(seconds):
+        raise ValidationError({"max_runtime_s": [too_long]})
+    begin = job.begin if job.begin and job.begin > timezone.now() else None
+    if late := deadline_problem({"deadline": job.deadline, "begin": begin,
+                                 "max_runtime_s": seconds}):  # fmt: skip
+        raise ValidationError({"max_runtime_s": [late]})
+    shards = _queued_shards(job)
+    if not shards:
+        raise NotQueued(
+            f"Only a queued job's runtime limit changes: job #{job.pk} is not queued (a job "
+            "placed keeps the limit it started with)."
+        )
+    Job.objects.filter(pk__in=shards).update(max_runtime_s=seconds)
+    _note(shards, list(shards), f"runtime limit set to {span(seconds)} ({seconds} s) by {by}")
     transaction.on_commit(kick)
     return len(shards)
 

@@ -122,6 +122,12 @@
                      place in the queue, as Slurm's scontrol update NumNodes=MIN-MAX does
                      for a pending job; "none" (or N equal to its workers): all of them start
                      together (rigid)
+    runtime-limit ID DURATION
+                     change a queued job's (a batch: its queued shards') runtime limit:
+                     seconds, or N with m, h or d (90m, 12h, 2d), as Slurm's scontrol update
+                     TimeLimit= for a pending job; a shorter limit is a smaller job, which
+                     starts sooner in a gap before other work or a maintenance window; a
+                     job placed keeps the limit it started with
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

@@ -1,6 +1,6 @@
 """The commands over one job or a few: submit, list, status, efficiency, spec, cancel, hold,
-release, requeue, priority, shard-limit, min-workers, depend, resubmit and logs (wait is in
-waiting.py, status's description for people in describe.py)."""
+release, requeue, priority, shard-limit, min-workers, runtime-limit, depend, resubmit and logs
+(wait is in waiting.py, status's description for people in describe.py)."""
 
 import functools
 import itertools
@@ -14,6 +14,7 @@ from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
+from jobs.efficiency import span
 from jobs.placement.words import counted
 
 
@@ -274,6 +275,16 @@ def min_workers(api: Api, args) -> None:
     least, workers = answer["min_workers"], answer["workers"]
     said = f"at least {least} of its {workers}" if least else f"all {workers} of its"
     show(f"job {answer['id']}: starts with {said} workers{'' if least else ' together'}")
+
+
+def runtime_limit(api: Api, args) -> None:
+    """The queued job's runtime limit now, and how many jobs changed (a batch's queued
+    shards)."""
+    answer = api.call("POST", f"jobs/{args.id}/runtime-limit/",
+                      json={"max_runtime_s": args.seconds})  # fmt: skip
+    changed = answer["changed"]
+    show(f"runtime limit {span(answer['max_runtime_s'])} ({answer['max_runtime_s']} s) for "
+         f"{changed} job{'s' if changed != 1 else ''}")  # fmt: skip
 
 
 def requeue(api: Api, args) -> None:

@@ -19,6 +19,7 @@ from jobs.cli.commands import (
     priority,
     requeue,
     resubmit,
+    runtime_limit,
     shard_limit,
     spec,
     status,
@@ -38,6 +39,7 @@ from jobs.cli.tables import (
 )
 from jobs.cli.waiting import TIMED_OUT, wait
 from jobs.cli.written import (
+    duration_written,
     http_address,
     label_written,
     limit_written,
@@ -183,7 +185,8 @@ def add_holding(commands) -> None:
 
 
 def add_changing(commands) -> None:
-    """label, priority, shard-limit, min-workers and cancel: changing jobs already submitted."""
+    """label, priority, shard-limit, min-workers, runtime-limit and cancel: changing jobs
+    already submitted."""
     labelling = commands.add_parser("label")
     labelling.add_argument("id", type=int)
     labelling.add_argument("labels", type=label_written, nargs="*", metavar="KEY=VALUE",
@@ -204,6 +207,10 @@ def add_changing(commands) -> None:
         limiting = commands.add_parser(name)
         limiting.add_argument("id", type=int)
         limiting.add_argument("limit", type=limit_written, metavar="N|none", help=meaning)
+    runtime = commands.add_parser("runtime-limit")
+    runtime.add_argument("id", type=int)
+    runtime.add_argument("seconds", type=duration_written, metavar="DURATION",
+                         help="seconds, or N with m, h or d: 90m, 12h, 2d")  # fmt: skip
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -317,7 +324,8 @@ def main(argv=None) -> int:
            "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
-           "shard-limit": shard_limit, "min-workers": min_workers, "maintenance": maintenance,
+           "shard-limit": shard_limit, "min-workers": min_workers,
+           "runtime-limit": runtime_limit, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "volumes": volumes, "secrets": secrets, "secret-set": secret_set,
            "secret-delete": secret_delete}  # fmt: skip

@@ -115,6 +115,19 @@ def limit_written(text: str) -> int | str:
     return text if text == NO_LIMIT else positive(text)
 
 
+DURATION = re.compile(r"(\d{1,9})([smhd]?)")
+
+
+def duration_written(text: str) -> int:
+    """runtime-limit's DURATION: a whole number of seconds, or of minutes, hours or days with
+    a unit ("90m", "12h", "2d"), made seconds (the server says what it allows)."""
+    written = DURATION.fullmatch(text)
+    if written is None:
+        raise argparse.ArgumentTypeError(f"not N[s|m|h|d]: {text!r}")
+    count, unit = written.groups()
+    return int(count) * UNIT_SECONDS[unit]
+
+
 UNSUCCEEDED = "unsucceeded"
 
 

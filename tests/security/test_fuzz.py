@@ -230,6 +230,7 @@ JOB_PATHS = [
     ("post", "/api/v1/jobs/{}/resubmit/"),
     ("post", "/api/v1/jobs/{}/dependencies/"),
     ("post", "/api/v1/jobs/{}/labels/"),
+    ("post", "/api/v1/jobs/{}/runtime-limit/"),
     ("get", "/jobs/{}/"),
     ("post", "/jobs/{}/cancel/"),
     ("post", "/jobs/{}/hold/"),
@@ -237,6 +238,7 @@ JOB_PATHS = [
     ("post", "/jobs/{}/requeue/"),
     ("post", "/jobs/{}/resubmit/"),
     ("post", "/jobs/{}/dependencies/"),
+    ("post", "/jobs/{}/runtime-limit/"),
     ("post", "/tokens/{}/revoke/"),
 ]
 

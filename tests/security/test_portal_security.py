@@ -144,6 +144,9 @@ POSTS = [
     "/jobs/{job}/requeue/",
     "/jobs/{job}/resubmit/",
     "/jobs/{job}/dependencies/",
+    "/jobs/{job}/priority/",
+    "/jobs/{job}/min-workers/",
+    "/jobs/{job}/runtime-limit/",
     "/tokens/",
     "/tokens/{token}/revoke/",
     "/accounts/logout/",
@@ -156,6 +159,9 @@ POSTS = [
     "/api/v1/jobs/{job}/requeue/",
     "/api/v1/jobs/{job}/resubmit/",
     "/api/v1/jobs/{job}/dependencies/",
+    "/api/v1/jobs/{job}/priority/",
+    "/api/v1/jobs/{job}/min-workers/",
+    "/api/v1/jobs/{job}/runtime-limit/",
 ]
 
 
