@@ -1,8 +1,8 @@
 """What a team's quotas allow now, for its members: per flavor the guarantee, the borrow limit,
 what the team uses, what it borrows, and how much more it may start, as the scheduler's own
 quota ledger (jobs.placement.quota.Ledger) judges it from the same snapshot of running work;
-with how many of its jobs are queued, and how many of them wait for quota, and its GPU-hour
-budget with what this month used of it.
+with how many of its jobs are queued, and how many of them wait for quota, its GPU-hour
+budget with what this month used of it, and its fair share as the last cycle's line has it.
 
 A flavor that nobody in the team's cohort has a quota on is not limited: it is listed while the
 team uses it, with no limit.
@@ -16,7 +16,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import budgets, recent_use, snapshot
+from jobs import budgets, recent_use, snapshot, standing
 from jobs.models import Job
 from jobs.placement.quota import Ledger
 from jobs.states import State
@@ -62,6 +62,9 @@ class TeamQuotas:
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
     allowed_images: list[str]  # the image patterns its jobs may run; []: any image
+    # Its fair share and turn among the teams waiting as the last placement cycle's line
+    # recorded them (GET /api/v1/queue/'s fair_share); None: no job of it waited then.
+    fair_share: dict | None = None
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -109,6 +112,8 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
         [team.pk for team in teams if team.gpu_hours_per_month is not None], now
     )
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
+    line = standing.Line.read()
+    turns = line.turns if line is not None else {}
     # Each tenant's flavors, read off the ledger's keys once (not once per team).
     named: dict[str, set[str]] = defaultdict(set)
     for tenant, flavor in [*ledger.quota, *(k for k, amount in ledger.usage.items() if amount)]:
@@ -137,6 +142,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
             allowed_images=team.image_patterns(),
+            fair_share=standing.turn_json(turns.get(team.pk), team.name),
         )
         for team in teams
     ]  # fmt: skip

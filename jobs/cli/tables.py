@@ -149,6 +149,8 @@ def quota(api: Api, args) -> None:
         only = f", images only {' '.join(images)}" if images else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
+        if share := team.get("fair_share"):
+            show(f"  {share['sentence']}")
     on = answer.get("fair_share_preemption_classes")
     if on is None and answer.get("fair_share_preemption"):  # a server without per-class ones
         on = ["every class"]

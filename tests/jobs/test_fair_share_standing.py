@@ -137,3 +137,14 @@ def test_a_line_recorded_before_shares_were_reads_without_them(shares, alice):
     assert document["standing"]["position"] == 1
     assert document["standing"]["team_share"] is None
     assert json.dumps(api(alice).get("/api/v1/queue/").json()["fair_share"]) == "{}"
+
+
+def test_the_quotas_api_page_and_cli_say_each_teams_share_too(shares, alice, client, cli):  # noqa: F811
+    teams = api(alice).get("/api/v1/quotas/").json()["tenants"]
+    client.force_login(alice)
+    page = client.get("/quotas/").content.decode()
+    printed = cli("quota").stdout
+
+    assert [team["fair_share"]["sentence"] for team in teams] == [ALPHAS]
+    assert f'<span class="fair-share">{escape(ALPHAS)}</span>' in page
+    assert f"  {ALPHAS}\n" in printed
