@@ -357,9 +357,14 @@ def share_sentence(turn: Turn, team: str = "Its team") -> str:
         else "no other team has jobs waiting"
     )
     return (
-        f"{team}'s fair share: {_number(share.share, 3)} ({made_of}); {turns} (the lowest "
-        "share goes first, less its aging for how long its next job has waited)."
+        f"{team}'s fair share: {share_of(turn)} ({made_of}); {turns} (the lowest share goes "
+        "first, less its aging for how long its next job has waited)."
     )
+
+
+def share_of(turn: Turn) -> str:
+    """The share, as people read it: "0.25"."""
+    return _number(turn.share.share, 3)
 
 
 def turn_json(turn: Turn | None, team: str = "Its team") -> dict | None:

@@ -7,6 +7,8 @@ from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
+from jobs import standing
+from jobs.cli.client import ordinal
 from jobs.placement.words import counted
 from quotas import (
     provisions_admin,  # noqa: F401 (registers the secrets' and volumes' admins)
@@ -224,7 +226,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
 
     form = TenantForm
     list_display = [
-        "name", "slug", "fair_share_weight", "max_queued_jobs", "max_gpus_per_user", "created"
+        "name", "slug", "fair_share_weight", "fair_share_now", "max_queued_jobs",
+        "max_gpus_per_user", "created"
     ]  # fmt: skip
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -241,12 +244,23 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser:
             # Never typed in (generated); a new tenant's is shown once it is saved.
-            return ("notify_secret",) if obj is not None else ()
+            return ("notify_secret", "fair_share_now") if obj is not None else ()
         # The URL: an outbound request from the control plane to any address is the
         # platform's decision, as what images run is. The secret (not editable) is not shown.
-        return ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
-                "gpu_hours_per_month", "gpu_idle_limit_min", "allowed_images",
-                "notify_url")  # fmt: skip
+        return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
+                "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
+                "allowed_images", "notify_url")  # fmt: skip
+
+    @admin.display(description="fair share now")
+    def fair_share_now(self, obj) -> str:
+        """Its fair share and turn among the teams waiting as the last placement cycle's line
+        recorded them (Slurm's sshare), what a weight is chosen by; "-" when none of its jobs
+        waited then. Read from the line each process keeps, no query."""
+        line = standing.Line.read()
+        turn = line.turns.get(obj.pk) if line is not None else None
+        if turn is None:
+            return "-"
+        return f"{standing.share_of(turn)} ({ordinal(turn.turn)} of {turn.teams} teams waiting)"
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

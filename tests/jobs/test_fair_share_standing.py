@@ -148,3 +148,12 @@ def test_the_quotas_api_page_and_cli_say_each_teams_share_too(shares, alice, cli
     assert [team["fair_share"]["sentence"] for team in teams] == [ALPHAS]
     assert f'<span class="fair-share">{escape(ALPHAS)}</span>' in page
     assert f"  {ALPHAS}\n" in printed
+
+
+def test_the_tenant_admin_lists_each_teams_share_and_turn(shares, admin_client, alpha):
+    listed = admin_client.get("/admin/quotas/tenant/").content.decode()
+    page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/").content.decode()
+
+    assert '<td class="field-fair_share_now">0.25 (1st of 2 teams waiting)</td>' in listed
+    assert '<td class="field-fair_share_now">0.5 (2nd of 2 teams waiting)</td>' in listed
+    assert "0.25 (1st of 2 teams waiting)" in page
