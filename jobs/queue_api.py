@@ -28,14 +28,17 @@ TIME = serializers.DateTimeField()
 @dataclass
 class Asked:
     tenant: str = ""
+    mine: bool = False  # only the caller's own jobs (squeue --me)
     after: int = 0
     limit: int = DEFAULT_LIMIT
     errors: dict[str, str] = field(default_factory=dict)
 
 
 def asked(params) -> Asked:
-    """The query's `tenant`, `after` (a place in line) and `limit`, and what is wrong with them."""
+    """The query's `tenant`, `mine`, `after` (a place in line) and `limit`, and what is wrong
+    with them."""
     out = Asked(tenant=params.get("tenant", ""))
+    out.mine = listing.yes(params, "mine", out.errors)
     limit = listing.number(params, "limit", "How many jobs", out.errors)
     after = listing.number(params, "after", "A place in line", out.errors)
     if limit is not None and not 1 <= limit <= MAX_LIMIT:
@@ -53,14 +56,19 @@ class InLine:
 
 
 def in_line(user, asked: Asked) -> InLine:
-    """The user's teams' (one, if asked) jobs of the recorded line, as asked, with their rows:
-    one query for the teams, one for the jobs still queued and not held."""
+    """The user's teams' (one, if asked) jobs of the recorded line (the user's own, if asked),
+    as asked, with their rows: one query for the teams, one for the jobs still queued and not
+    held, and for the user's own one for their ids."""
     teams = Tenant.objects.filter(pk__in=access.tenant_ids(user))
     if asked.tenant:
         teams = teams.filter(slug=asked.tenant)  # another team's slug just finds nothing
     read = list(teams.values_list("pk", "slug", "name"))
     slugs, names = {pk: slug for pk, slug, _ in read}, {pk: name for pk, _, name in read}
-    line = standing.line_of(frozenset(slugs), asked.after, asked.limit)
+    own = None
+    if asked.mine:
+        mine = Job.objects.filter(owner=user, tenant__in=slugs, state=State.QUEUED, held="")
+        own = frozenset(mine.values_list("pk", flat=True))
+    line = standing.line_of(frozenset(slugs), asked.after, asked.limit, own)
     if line is None:
         return InLine(None, [], slugs, names)
     rows = Job.objects.filter(

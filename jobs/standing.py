@@ -256,9 +256,9 @@ class TeamsLine:
     more: bool  # whether more of theirs are recorded past these
 
 
-def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
-    """The recorded line's jobs of the teams ``tenant_ids`` past the position ``after``, at
-    most ``limit``; None when no line is recorded."""
+def line_of(tenant_ids, after: int = 0, limit: int = 100, only=None) -> TeamsLine | None:
+    """The recorded line's jobs of the teams ``tenant_ids`` (those of them in ``only``, if
+    given) past the position ``after``, at most ``limit``; None when no line is recorded."""
     line = Line.read()
     if line is None:
         return None
@@ -269,7 +269,7 @@ def line_of(tenant_ids, after: int = 0, limit: int = 100) -> TeamsLine | None:
         if tenant not in tenant_ids:
             continue
         seen[tenant] += 1
-        if index < after:
+        if index < after or (only is not None and line.ids[index] not in only):
             continue
         if len(jobs) == limit:
             more = True

@@ -107,7 +107,7 @@ def index(request):
 @login_required
 def queue(request):
     """The user's teams' waiting jobs in line, as GET /api/v1/queue/ gives them (`tenant`,
-    `after`, `limit`; what is wrong with them is a 400 naming it)."""
+    `mine`, `after`, `limit`; what is wrong with them is a 400 naming it)."""
     query = queue_api.asked(request.GET)
     found = queue_api.in_line(request.user, query) if not query.errors else None
     line = found.line if found else None
@@ -125,6 +125,7 @@ def queue(request):
         "rows": rows,
         "next": line.jobs[-1].position if line and line.more else None,
         "tenant": query.tenant,
+        "mine": query.mine,
         "tenants": access.tenants_of(request.user).order_by("name"),
         "errors": query.errors,
         "fields": described(query.errors),

@@ -71,7 +71,7 @@
                      fewest workers, a gang's topology domain ("all in one rack"), an
                      attempt that started with fewer than all, and why a failed or
                      canceled job ended ("failed: worker 0 exited with code 3")
-    queue [--tenant SLUG] [--limit N]
+    queue [--tenant SLUG] [--mine] [--limit N]
                      your teams' waiting jobs in the order the last placement cycle left
                      them, as Kueue's pending workloads and Slurm's squeue with sprio give
                      them: each one's team, submitter, place in line (every team's jobs
@@ -80,7 +80,7 @@
                      points for its size and its submitter's GPUs: status says them term by
                      term), class, name and why it waits, after each team's fair share
                      and its turn among the teams waiting (sshare); --tenant: one team's;
-                     --limit N: the first N
+                     --mine: the ones you submitted (squeue --me); --limit N: the first N
     spec ID          the job as a submission of it is written (JSON), to keep or to change
                      and submit: `spec 12 > job.json`, then `submit job.json` (a batch's
                      shard: its batch's), as Slurm's scontrol write batch_script

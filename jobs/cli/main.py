@@ -161,6 +161,7 @@ def add_checking(commands) -> None:
     lining = commands.add_parser("queue")
     lining.add_argument("--tenant", metavar="SLUG", help="only this team's waiting jobs")
     lining.add_argument("--limit", type=positive, metavar="N", help="only the first N in line")
+    lining.add_argument("--mine", action="store_true", help="only the jobs you submitted")
     commands.add_parser("spec").add_argument("id", type=int)
     waiting = commands.add_parser("wait")
     waiting.add_argument("ids", type=int, nargs="+", metavar="ID")

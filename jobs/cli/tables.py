@@ -41,9 +41,12 @@ QUEUE_HEADER = ["tenant", "owner", "place", "in team", "id", "gpus", "waited", "
 
 
 def queue(api: Api, args) -> None:
-    """`queue [--tenant SLUG] [--limit N]`: your teams' waiting jobs in the order the last
-    cycle left them, with their places and priority points (Slurm's squeue and sprio)."""
+    """`queue [--tenant SLUG] [--mine] [--limit N]`: your teams' waiting jobs (your own) in the
+    order the last cycle left them, with their places and priority points (Slurm's squeue and
+    sprio)."""
     params = {"tenant": args.tenant} if args.tenant else {}
+    if args.mine:
+        params["mine"] = 1
     pages = in_line(api, params)
     first = next(pages)
     if first["as_of"] is None:

@@ -84,6 +84,46 @@ def test_a_full_page_says_where_the_next_one_starts(line, alice):
     assert rest["next"] is None
 
 
+@pytest.fixture
+def teammates(alpha, alice, bob):
+    """Alice's job first in line, then Bob's, then Alice's second."""
+    normal = PriorityClassFactory(name="normal", value=0)
+    jobs = [
+        waiting(alpha, alice, minutes_ago=30, priority_class=normal, priority=9),
+        waiting(alpha, bob, minutes_ago=20, priority_class=normal, priority=5),
+        waiting(alpha, alice, minutes_ago=10, priority_class=normal),
+    ]
+    cycle.run_cycle()
+    return jobs
+
+
+def test_mine_lists_the_callers_own_jobs_at_their_places(teammates, alice, bob):
+    hers = api(alice).get("/api/v1/queue/", {"mine": "1"}).json()
+    his = api(bob).get("/api/v1/queue/", {"mine": "true"}).json()
+    paged = api(alice).get("/api/v1/queue/", {"mine": "1", "limit": 1}).json()
+
+    assert [(j["id"], j["position"], j["in_team"]) for j in hers["jobs"]] == [
+        (teammates[0].pk, 1, 1),
+        (teammates[2].pk, 3, 3),
+    ]
+    assert [j["id"] for j in his["jobs"]] == [teammates[1].pk]
+    assert his["teams"] == {"alpha": 3}  # the team's count, every owner's
+    assert paged["next"] == 1
+    rest = api(alice).get("/api/v1/queue/", {"mine": "1", "after": 1}).json()
+    assert [j["id"] for j in rest["jobs"]] == [teammates[2].pk]
+
+
+def test_the_page_and_the_cli_keep_to_the_callers_own(teammates, bob, client, cli):  # noqa: F811
+    client.force_login(bob)
+    page = client.get("/queue/", {"mine": "1"}).content.decode()
+    printed = cli("queue", "--mine").stdout.splitlines()
+
+    assert f"<td>{teammates[1].pk}</td>" in page
+    assert f"<td>{teammates[0].pk}</td>" not in page
+    assert 'name="mine" value="1" checked' in page
+    assert [row.split()[4] for row in printed[3:]] == [str(teammates[0].pk), str(teammates[2].pk)]
+
+
 def test_a_job_canceled_since_the_cycle_is_left_out(line, alice):
     actions.cancel(line["first"], "canceled by alice")
 
@@ -95,7 +135,7 @@ def test_a_job_canceled_since_the_cycle_is_left_out(line, alice):
 @pytest.mark.parametrize(
     ("params", "field"),
     [({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"), ({"limit": "x"}, "limit"),
-     ({"after": "-1"}, "after"), ({"after": "two"}, "after")],
+     ({"after": "-1"}, "after"), ({"after": "two"}, "after"), ({"mine": "maybe"}, "mine")],
 )  # fmt: skip
 def test_a_bad_parameter_is_a_400_naming_it(line, alice, params, field):
     response = api(alice).get("/api/v1/queue/", params)

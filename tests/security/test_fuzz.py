@@ -282,6 +282,8 @@ QUERIES = [
     ("/api/v1/queue/", "limit"),
     ("/api/v1/queue/", "after"),
     ("/api/v1/queue/", "tenant"),
+    ("/api/v1/queue/", "mine"),
+    ("/queue/", "mine"),
     ("/", "label"),
     ("/clusters/", "state"),
     ("/clusters/", "cluster"),
