@@ -348,7 +348,7 @@ def share_sentence(turn: Turn, team: str = "Its team") -> str:
         if share.resource_weight != 1:
             what += f" (a resource counted at {_number(share.resource_weight, 2)})"
         made_of = f"it holds {_percent(share.held)} of the platform's {what}"
-        if share.recent:
+        if round(100 * share.recent, 1):  # not "0 %" for a use just begun
             made_of += f", and counts {_percent(share.recent)} more for its recent use"
         made_of += f", for a fair-share weight of {_number(share.weight, 2)}"
     turns = (

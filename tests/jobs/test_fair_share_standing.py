@@ -157,3 +157,11 @@ def test_the_tenant_admin_lists_each_teams_share_and_turn(shares, admin_client, 
     assert '<td class="field-fair_share_now">0.25 (1st of 2 teams waiting)</td>' in listed
     assert '<td class="field-fair_share_now">0.5 (2nd of 2 teams waiting)</td>' in listed
     assert "0.25 (1st of 2 teams waiting)" in page
+
+
+def test_a_recent_use_under_a_twentieth_of_a_percent_is_not_said():
+    share = TeamShare(0.8, "gpu", 0.8, 0.0004, 1.0, 1.0)
+
+    sentence = standing.share_sentence(standing.Turn(share, 1, 1))
+
+    assert "(it holds 80 % of the platform's GPUs, for a fair-share weight of 1)" in sentence
