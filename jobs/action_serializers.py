@@ -23,6 +23,7 @@ from jobs.serializers import (
     max_runtime_field,
     min_workers_field,
     priority_class_named,
+    request_field,
 )
 from jobs.states import State
 
@@ -101,6 +102,26 @@ class RuntimeLimitSerializer(serializers.Serializer):
     be met and the job is queued is asked by jobs.actions.set_runtime_limit."""
 
     max_runtime_s = max_runtime_field()
+
+
+class RequestSerializer(serializers.Serializer):
+    """A queued job's request per worker from now on (Slurm's `scontrol update` of a pending
+    job's NumCPUs, MinMemoryNode and Gres): any of cpu_milli, memory_mb, gpus and gpu_milli,
+    within a submission's bounds, the others as they are; one at least. Whether the whole
+    request is one a job of its family may make, and the job is queued, is asked by
+    jobs.actions.change_request."""
+
+    cpu_milli = request_field("cpu_milli", required=False)
+    memory_mb = request_field("memory_mb", required=False)
+    gpus = request_field("gpus", required=False)
+    gpu_milli = request_field("gpu_milli", required=False)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError(
+                "Give cpu_milli, memory_mb, gpus or gpu_milli: what each worker asks for."
+            )
+        return data
 
 
 class RelabelSerializer(serializers.Serializer):

@@ -18,11 +18,13 @@ from jobs.action_serializers import (
     MinWorkersSerializer,
     PrioritySerializer,
     RelabelSerializer,
+    RequestSerializer,
     ResubmitSerializer,
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
 from jobs.forms import dependencies_input, refusal_text
+from jobs.serializers import REQUEST
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
 
 PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
@@ -143,6 +145,26 @@ def change_runtime_limit(request, pk):
     return number_change(request, pk, "change its runtime limit", "max_runtime_s",
                          RuntimeLimitSerializer, actions.set_runtime_limit,
                          actions.NotQueued)  # fmt: skip
+
+
+@login_required
+@require_POST
+def change_request(request, pk):
+    """Change what each worker of a queued job asks for (the fields typed; those left empty
+    are kept), as the API does, for whoever may cancel it. A refusal is the job page with why
+    (400, on the fields at fault, or 409 once it has left the queue)."""
+    job = access.to_change(request.user, pk, "change what it asks for")
+    typed = {name: value for name in REQUEST if (value := request.POST.get(name, "").strip())}
+    change = RequestSerializer(data=typed)
+    try:
+        change.is_valid(raise_exception=True)
+        actions.change_request(job, change.validated_data, str(request.user))
+    except ValidationError as refusal:
+        at_fault = [name for name in REQUEST if name in refusal.detail] or list(REQUEST)
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
+    except actions.NotQueued as refusal:
+        return refused(request, pk, str(refusal), 409)
+    return back_to(request, job)
 
 
 def number_change(request, pk, doing: str, name: str, serializer, verb, conflict: type[Exception]):

@@ -25,6 +25,7 @@ from jobs.action_serializers import (
     MinWorkersSerializer,
     PrioritySerializer,
     RelabelSerializer,
+    RequestSerializer,
     RequeueSerializer,
     ResubmitSerializer,
     RuntimeLimitSerializer,
@@ -35,6 +36,7 @@ from jobs.models import Job, LogChunk
 from jobs.nodes_api import ClustersView, NodesView
 from jobs.queue_api import QueueView
 from jobs.serializers import (
+    REQUEST,
     EventSerializer,
     JobSerializer,
     LogLineSerializer,
@@ -307,6 +309,26 @@ def number_change(request, pk, doing: str, serializer, verb, conflict: type[Exce
     return changed_answer(request, job, changed, lambda job: {name: number})
 
 
+class RequestView(APIView):
+    """Change what each worker of a queued job asks for (actions.change_request; a batch: its
+    queued shards'): whoever may change its priority may."""
+
+    def post(self, request, pk):
+        job = access.to_change(request.user, pk, "change what it asks for")
+        change = RequestSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            changed = actions.change_request(job, change.validated_data, str(request.user))
+        except actions.NotQueued as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        return changed_answer(request, job, changed, asks)
+
+
+def asks(job: Job) -> dict:
+    """What each worker of the job asks for, as the API names it."""
+    return {name: getattr(job, name) for name in REQUEST}
+
+
 class LabelsView(APIView):
     """Set or remove a job's labels (actions.relabel; a batch, through its first shard: every
     shard's), in any state: whoever may cancel it may."""
@@ -568,6 +590,7 @@ urlpatterns = [
     path("jobs/<int:pk>/shard-limit/", ShardLimitView.as_view(), name="api-job-shard-limit"),
     path("jobs/<int:pk>/min-workers/", MinWorkersView.as_view(), name="api-job-min-workers"),
     path("jobs/<int:pk>/runtime-limit/", RuntimeLimitView.as_view(), name="api-job-runtime-limit"),
+    path("jobs/<int:pk>/request/", RequestView.as_view(), name="api-job-request"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),

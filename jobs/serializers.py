@@ -55,6 +55,26 @@ def priority_class_named(name: str) -> PriorityClass:
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 
 
+# A worker's request: each number's bounds (a submission's, and a queued job's change's).
+REQUEST = {"cpu_milli": (1, 10_000_000), "memory_mb": (1, 100_000_000), "gpus": (0, 64),
+           "gpu_milli": (0, 999)}  # fmt: skip
+
+
+def request_field(name: str, **options) -> serializers.IntegerField:
+    low, high = REQUEST[name]
+    return serializers.IntegerField(min_value=low, max_value=high, **options)
+
+
+def request_problem(family: str, request: dict) -> dict[str, str]:
+    """What is wrong with a worker's whole request for a job of the family, on the field at
+    fault ({} if nothing): whole GPUs and a share of one at once, a share for training."""
+    if request["gpus"] and request["gpu_milli"]:
+        return {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}
+    if family == Family.TRAINING and request["gpu_milli"]:
+        return {"gpu_milli": "Training gets whole, exclusive GPUs: use gpus."}
+    return {}
+
+
 def max_runtime_field() -> serializers.IntegerField:
     """A runtime limit in seconds, as a submission and a change of a queued job's give it."""
     return serializers.IntegerField(min_value=1, max_value=int(MAX_RUNTIME.total_seconds()))
@@ -98,10 +118,10 @@ class SubmitSerializer(serializers.Serializer):
     )
     # Its tenant's data volumes its workers mount, each with where they see it.
     volumes = volumes_field(default=list)
-    cpu_milli = serializers.IntegerField(min_value=1, max_value=10_000_000)
-    memory_mb = serializers.IntegerField(min_value=1, max_value=100_000_000)
-    gpus = serializers.IntegerField(min_value=0, max_value=64, default=0)
-    gpu_milli = serializers.IntegerField(min_value=0, max_value=999, default=0)
+    cpu_milli = request_field("cpu_milli")
+    memory_mb = request_field("memory_mb")
+    gpus = request_field("gpus", default=0)
+    gpu_milli = request_field("gpu_milli", default=0)
     gpu_types = serializers.ListField(
         child=serializers.CharField(max_length=64), default=list, max_length=16
     )
@@ -176,14 +196,8 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"max_runtime_s": too_long})
         if refused := tenant.image_refusal(data["image"]):
             raise serializers.ValidationError({"image": refused})
-        if data["gpus"] and data["gpu_milli"]:
-            raise serializers.ValidationError(
-                {"gpu_milli": "Ask for whole GPUs or for a share of one, not both."}
-            )
-        if family == Family.TRAINING and data["gpu_milli"]:
-            raise serializers.ValidationError(
-                {"gpu_milli": "Training gets whole, exclusive GPUs: use gpus."}
-            )
+        if problem := request_problem(family, data):
+            raise serializers.ValidationError(problem)
         if family == Family.EVALUATION and data["workers"] != 1:
             raise serializers.ValidationError({"workers": "An evaluation job has one worker."})
         # An attempt runs on one cluster; the core places a batch job's workers apart, each

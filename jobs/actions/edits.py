@@ -20,7 +20,7 @@ from jobs.clock import database_now
 from jobs.efficiency import span
 from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
-from jobs.serializers import min_workers_problem
+from jobs.serializers import REQUEST, min_workers_problem, request_problem
 from jobs.states import State
 
 
@@ -228,6 +228,35 @@ def set_runtime_limit(job: Job, seconds: int, by: str) -> int:
         )
     Job.objects.filter(pk__in=shards).update(max_runtime_s=seconds)
     _note(shards, list(shards), f"runtime limit set to {span(seconds)} ({seconds} s) by {by}")
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+@retrying.atomic
+def change_request(job: Job, asked: dict, by: str) -> int:
+    """Set what each worker of a queued job asks for, any of cpu_milli, memory_mb, gpus and
+    gpu_milli in `asked`, the others kept (Slurm's `scontrol update` of a pending job's
+    NumCPUs, MinMemoryNode and Gres); for a batch (its first shard), every shard still
+    queued. It keeps its place: its submit time, and so its wait's aging, stay. From the next
+    cycle it is placed, counted against quotas and ordered by its size as it asks now; a job
+    placed keeps what it started with. Records an event on each job and wakes the scheduler;
+    returns how many jobs it changed.
+
+    Raises the serializer's ValidationError, on the field at fault, for a request a job of
+    its family may not make; NotQueued when nothing of the job is queued."""
+    wanted = {name: asked.get(name, getattr(job, name)) for name in REQUEST}
+    if problem := request_problem(job.family, wanted):
+        raise ValidationError({field: [message] for field, message in problem.items()})
+    shards = _queued_shards(job)
+    if not shards:
+        raise NotQueued(
+            f"Only a queued job's request changes: job #{job.pk} is not queued (a job placed "
+            "keeps what it started with)."
+        )
+    Job.objects.filter(pk__in=shards).update(**wanted)
+    gpus = f"{wanted['gpus']} GPUs" if not wanted["gpu_milli"] else f"{wanted['gpu_milli']}m GPU"
+    said = f"{wanted['cpu_milli']}m CPU, {wanted['memory_mb']} MiB, {gpus}"
+    _note(shards, list(shards), f"request per worker set to {said} by {by}")
     transaction.on_commit(kick)
     return len(shards)
 

@@ -128,6 +128,11 @@
                      TimeLimit= for a pending job; a shorter limit is a smaller job, which
                      starts sooner in a gap before other work or a maintenance window; a
                      job placed keeps the limit it started with
+    resize ID [--cpu-milli N] [--memory-mb N] [--gpus N] [--gpu-milli N]
+                     change what each worker of a queued job (a batch: its queued shards)
+                     asks for, the rest kept, as Slurm's scontrol update of a pending job's
+                     NumCPUs, MinMemoryNode and Gres; it keeps its place in the queue; a job
+                     placed keeps what it started with
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

@@ -1,6 +1,6 @@
 """The commands over one job or a few: submit, list, status, efficiency, spec, cancel, hold,
-release, requeue, priority, shard-limit, min-workers, runtime-limit, depend, resubmit and logs
-(wait is in waiting.py, status's description for people in describe.py)."""
+release, requeue, priority, shard-limit, min-workers, runtime-limit, resize, depend, resubmit
+and logs (wait is in waiting.py, status's description for people in describe.py)."""
 
 import functools
 import itertools
@@ -285,6 +285,17 @@ def runtime_limit(api: Api, args) -> None:
     changed = answer["changed"]
     show(f"runtime limit {span(answer['max_runtime_s'])} ({answer['max_runtime_s']} s) for "
          f"{changed} job{'s' if changed != 1 else ''}")  # fmt: skip
+
+
+def resize(api: Api, args) -> None:
+    """`resize ID [--cpu-milli N] [--memory-mb N] [--gpus N] [--gpu-milli N]`: what each worker
+    of the queued job asks for now, and how many jobs changed (a batch's queued shards)."""
+    asked = {name: getattr(args, name) for name in ("cpu_milli", "memory_mb", "gpus", "gpu_milli")}
+    answer = api.call("POST", f"jobs/{args.id}/request/",
+                      json={k: v for k, v in asked.items() if v is not None})  # fmt: skip
+    changed = answer["changed"]
+    each = asked_for({**answer, "workers": 1, "min_workers": None, "topology": ""})
+    show(f"each worker asks for {each} ({changed} job{'s' if changed != 1 else ''})")
 
 
 def requeue(api: Api, args) -> None:

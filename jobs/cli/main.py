@@ -18,6 +18,7 @@ from jobs.cli.commands import (
     min_workers,
     priority,
     requeue,
+    resize,
     resubmit,
     runtime_limit,
     shard_limit,
@@ -186,8 +187,8 @@ def add_holding(commands) -> None:
 
 
 def add_changing(commands) -> None:
-    """label, priority, shard-limit, min-workers, runtime-limit and cancel: changing jobs
-    already submitted."""
+    """label, priority, shard-limit, min-workers, runtime-limit, resize and cancel: changing
+    jobs already submitted."""
     labelling = commands.add_parser("label")
     labelling.add_argument("id", type=int)
     labelling.add_argument("labels", type=label_written, nargs="*", metavar="KEY=VALUE",
@@ -212,6 +213,15 @@ def add_changing(commands) -> None:
     runtime.add_argument("id", type=int)
     runtime.add_argument("seconds", type=duration_written, metavar="DURATION",
                          help="seconds, or N with m, h or d: 90m, 12h, 2d")  # fmt: skip
+    resizing = commands.add_parser("resize")
+    resizing.add_argument("id", type=int)
+    for option, meaning in (
+        ("--cpu-milli", "millicores each worker asks for"),
+        ("--memory-mb", "MiB of memory each worker asks for"),
+        ("--gpus", "whole GPUs each worker asks for (0 with --gpu-milli)"),
+        ("--gpu-milli", "a share of one GPU, in thousandths (0 with --gpus)"),
+    ):
+        resizing.add_argument(option, type=natural, metavar="N", help=meaning)
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -326,7 +336,7 @@ def main(argv=None) -> int:
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers,
-           "runtime-limit": runtime_limit, "maintenance": maintenance,
+           "runtime-limit": runtime_limit, "resize": resize, "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "volumes": volumes, "secrets": secrets, "secret-set": secret_set,
            "secret-delete": secret_delete}  # fmt: skip

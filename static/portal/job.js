@@ -44,6 +44,7 @@
   const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
   const minWorkersEl = document.getElementById("min-workers-form");  // a training job: shown while queued
   const runtimeLimitEl = document.getElementById("runtime-limit-form");  // shown while a shard is queued
+  const requestEl = document.getElementById("request-form");  // shown while a shard is queued
   const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
   const maxRunningEl = document.getElementById("max-running-shards");  // a batch's limit, as drawn
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
@@ -301,6 +302,7 @@
     if (priorityEl) priorityEl.hidden = !states.includes("queued");
     if (minWorkersEl) minWorkersEl.hidden = !states.includes("queued");
     if (runtimeLimitEl) runtimeLimitEl.hidden = !states.includes("queued");
+    if (requestEl) requestEl.hidden = !states.includes("queued");
     if (requeueEl) {
       requeueEl.hidden = !states.some(function (s) { return s === "scheduled" || s === "running"; });
     }

@@ -157,7 +157,7 @@ def test_a_long_log_shows_its_last_lines_and_keeps_only_as_many_as_new_ones_come
     expect(page.locator("#log .gap")).to_have_count(0)
 
 
-def test_the_hold_button_and_the_runtime_limit_form_follow_changes_made_elsewhere(
+def test_the_hold_button_and_the_queued_jobs_forms_follow_changes_made_elsewhere(
     server, browser_page, alpha, alice
 ):
     page = browser_page
@@ -167,6 +167,7 @@ def test_the_hold_button_and_the_runtime_limit_form_follow_changes_made_elsewher
     expect(page.locator("#live")).to_have_text("live", timeout=15_000)
     expect(page.locator("#hold")).to_have_text("Hold: do not start it yet")
     expect(page.locator("#runtime-limit-form")).to_be_visible()
+    expect(page.locator("#request-form")).to_be_visible()
 
     in_thread(lambda: actions.hold(job, "alice from the CLI"))  # not through this page
 
@@ -177,11 +178,13 @@ def test_the_hold_button_and_the_runtime_limit_form_follow_changes_made_elsewher
     in_thread(lambda: actions.transition(job, State.SCHEDULED, "placed"))
     expect(page.locator("#hold-form")).to_be_hidden(timeout=10_000)
     expect(page.locator("#runtime-limit-form")).to_be_hidden()  # a job placed keeps its limit
+    expect(page.locator("#request-form")).to_be_hidden()  # and what it asked for
 
     page.reload()  # drawn by the server for a job no longer queued: hidden too
     expect(page.locator("#state")).to_have_text("scheduled")
     expect(page.locator("#hold-form")).to_be_hidden()
     expect(page.locator("#runtime-limit-form")).to_be_hidden()
+    expect(page.locator("#request-form")).to_be_hidden()
 
 
 def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):

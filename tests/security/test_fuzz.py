@@ -231,6 +231,7 @@ JOB_PATHS = [
     ("post", "/api/v1/jobs/{}/dependencies/"),
     ("post", "/api/v1/jobs/{}/labels/"),
     ("post", "/api/v1/jobs/{}/runtime-limit/"),
+    ("post", "/api/v1/jobs/{}/request/"),
     ("get", "/jobs/{}/"),
     ("post", "/jobs/{}/cancel/"),
     ("post", "/jobs/{}/hold/"),
@@ -239,6 +240,7 @@ JOB_PATHS = [
     ("post", "/jobs/{}/resubmit/"),
     ("post", "/jobs/{}/dependencies/"),
     ("post", "/jobs/{}/runtime-limit/"),
+    ("post", "/jobs/{}/request/"),
     ("post", "/tokens/{}/revoke/"),
 ]
 

@@ -147,6 +147,7 @@ POSTS = [
     "/jobs/{job}/priority/",
     "/jobs/{job}/min-workers/",
     "/jobs/{job}/runtime-limit/",
+    "/jobs/{job}/request/",
     "/tokens/",
     "/tokens/{token}/revoke/",
     "/accounts/logout/",
@@ -162,6 +163,7 @@ POSTS = [
     "/api/v1/jobs/{job}/priority/",
     "/api/v1/jobs/{job}/min-workers/",
     "/api/v1/jobs/{job}/runtime-limit/",
+    "/api/v1/jobs/{job}/request/",
 ]
 
 
