@@ -86,6 +86,15 @@ class Claimed:
     # whole gang. A queued gang made rigid since the snapshot (actions.set_min_workers) does
     # not start with the fewer workers the core gave it.
     fewest: int
+    # What each worker asks for as its row says now, as a placed worker holds it: CPU, memory,
+    # GPUs and milli of each. A request changed since the snapshot (actions.change_request)
+    # does not start on what the core gave the old one.
+    request: tuple[int, int, int, int]
+
+
+def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
+    """What a placed worker holds, as ``Claimed.request`` says a request."""
+    return (worker.cpu_milli, worker.memory_mb, len(worker.gpu_indices), worker.gpu_milli)
 
 
 class BudgetCheck:
@@ -172,6 +181,7 @@ class Limits:
         limit = job.max_running_shards
         return (
             len(outcome.workers) >= job.fewest
+            and all(held(worker) == job.request for worker in outcome.workers)
             and (job.batch is None or limit is None or self.shards[job.batch] < limit)
             and self.ledger.allows(job.tenant, used)
             and self.users.room(job.tenant, job.owner, gpus)
@@ -213,7 +223,7 @@ def read(
     ``budget``, the cycle's budgets and what other schedulers placed since its snapshot."""
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
-        "max_runtime_s", "min_workers", "workers",
+        "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -223,9 +233,11 @@ def read(
             limit,
             runtime,
             least or workers,
+            (cpu, memory, gpus or int(share > 0), GPU_MILLI if gpus else share),
         )
-        for pk, tenant, owner, parent, shards, limit, runtime, least, workers in rows
-    }
+        for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
+             gpus, share) in rows
+    }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.
     guarded = {tenant.cohort for tenant in locked if tenant.quotas.all()}

@@ -3,13 +3,17 @@ job's NumCPUs, MinMemoryNode and Gres): actions.change_request, POST
 /api/v1/jobs/<id>/request/, the job page's form and the CLI's `resize`. The job keeps its place
 in the queue; a job placed keeps what it started with."""
 
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
-from jobs import cycle
+from clusters.models import Allocation
+from jobs import actions, cycle, snapshot
+from jobs.commit import commit_batch
 from jobs.models import Family, Job, JobEvent
+from jobs.placement import PLACED, place
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
 from tests.jobs.test_batch_cancel import api
@@ -145,3 +149,19 @@ def test_the_cli_resizes_and_says_what_each_worker_asks(mlsched, alice, alpha): 
 
     assert (status, out) == (0, "each worker asks for 8 cores, 4096 MiB and 4 GPUs (1 job)\n"), err
     assert asks(job) == (8000, 4096, 4, 0)
+
+
+def test_a_request_changed_after_the_snapshot_does_not_start_on_the_old_ones_room(
+    alice, alpha, east
+):
+    NodeFactory(cluster=east, gpu_count=8)
+    job = JobFactory(tenant=alpha, owner=alice, gpus=2)
+    placed = [o for o in place(snapshot.load(time.time()).snapshot).outcomes if o.status == PLACED]
+    assert [len(o.workers[0].gpu_indices) for o in placed] == [2]  # decided for 2 GPUs
+
+    actions.change_request(job, {"gpus": 4}, "alice")
+
+    assert commit_batch(placed, datetime.now(tz=UTC)) == set()
+    assert Job.objects.get(pk=job.pk).state == State.QUEUED
+    cycle.run_cycle()  # decided again on what it asks now
+    assert Allocation.objects.filter(attempt__job=job).count() == 4
