@@ -214,6 +214,12 @@ class MembershipInline(admin.TabularInline):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+def turns_now() -> dict:
+    """The teams' fair shares and turns in the line last recorded, by tenant id ({}: none)."""
+    line = standing.Line.read()
+    return line.turns if line is not None else {}
+
+
 @admin.register(Tenant)
 class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
@@ -251,13 +257,22 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
                 "allowed_images", "notify_url")  # fmt: skip
 
+    def get_changelist_instance(self, request):
+        """The list's page, each tenant given its turn from one read of the line (a row's
+        own read would ask Redis for the line's stamp once per row)."""
+        listed = super().get_changelist_instance(request)
+        turns = turns_now()
+        for tenant in listed.result_list:
+            tenant.turn = turns.get(tenant.pk)
+        return listed
+
     @admin.display(description="fair share now")
     def fair_share_now(self, obj) -> str:
         """Its fair share and turn among the teams waiting as the last placement cycle's line
         recorded them (Slurm's sshare), what a weight is chosen by; "-" when none of its jobs
-        waited then. Read from the line each process keeps, no query."""
-        line = standing.Line.read()
-        turn = line.turns.get(obj.pk) if line is not None else None
+        waited then. Read from the line each process keeps, no query: once for the list's
+        page (`get_changelist_instance`), once for a tenant's page."""
+        turn = obj.turn if hasattr(obj, "turn") else turns_now().get(obj.pk)
         if turn is None:
             return "-"
         return f"{standing.share_of(turn)} ({ordinal(turn.turn)} of {turn.teams} teams waiting)"

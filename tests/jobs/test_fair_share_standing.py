@@ -11,7 +11,7 @@ from jobs import cycle, standing
 from jobs.cli.describe import in_line
 from jobs.placement.ordering import TeamShare
 from quotas.models import RecentUse
-from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
+from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, TenantFactory
 from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
 from tests.jobs.test_queue_line import api
 
@@ -165,3 +165,21 @@ def test_a_recent_use_under_a_twentieth_of_a_percent_is_not_said():
     sentence = standing.share_sentence(standing.Turn(share, 1, 1))
 
     assert "(it holds 80 % of the platform's GPUs, for a fair-share weight of 1)" in sentence
+
+
+def test_the_tenant_list_reads_the_line_once_for_its_page(shares, admin_client, monkeypatch):
+    for n in range(5):
+        TenantFactory(slug=f"idle-{n}")
+    reads = []
+    read = standing.Line.read.__func__
+
+    def counted(cls):
+        reads.append(1)
+        return read(cls)
+
+    monkeypatch.setattr(standing.Line, "read", classmethod(counted))
+
+    listed = admin_client.get("/admin/quotas/tenant/").content.decode()
+
+    assert listed.count('<td class="field-fair_share_now">-</td>') == 5
+    assert len(reads) == 1
