@@ -413,12 +413,18 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
 def desired_state(cluster: Cluster, known=()) -> dict:
     """The attempts that should run on the cluster, and those to stop.
 
-    An attempt the agent reported (``known``) is already started: it is named by its id alone.
-    The others come with everything needed to start them, so a beat costs what is new, not
-    what runs."""
-    live = live_attempts(cluster).only("id", "stop_requested_at", "stop_reason")
+    An attempt the agent reported (``known``) is already started: it is named by its id and
+    its job's runtime limit alone (lowered while it runs, the agent lowers its workers'). The
+    others come with everything needed to start them, so a beat costs what is new, not what
+    runs."""
+    live = (
+        live_attempts(cluster)
+        .select_related("job")
+        .only("id", "stop_requested_at", "stop_reason", "job__max_runtime_s")
+    )
     known = set(known)
-    run = [a.pk for a in live if a.stop_requested_at is None]
+    limits = {a.pk: a.job.max_runtime_s for a in live if a.stop_requested_at is None}
+    run = list(limits)
     stop = [
         {"attempt_id": a.pk, "grace_s": settings.MLSCHED_STOP_GRACE_S, "reason": a.stop_reason}
         for a in live
@@ -447,7 +453,8 @@ def desired_state(cluster: Cluster, known=()) -> dict:
             actions.end_attempt(a.pk, Attempt.Outcome.INFRA_ERROR, reason=lacking)
             continue
         specs.append(asdict(attempt_spec(a, workers[a.pk], opened, pull, volumes)))
-    return {"run": [{"attempt_id": pk} for pk in run if pk in known] + specs, "stop": stop}
+    started = [{"attempt_id": pk, "max_runtime_s": limits[pk]} for pk in run if pk in known]
+    return {"run": started + specs, "stop": stop}
 
 
 def agent_lacks(

@@ -97,9 +97,9 @@ class MinWorkersSerializer(serializers.Serializer):
 
 
 class RuntimeLimitSerializer(serializers.Serializer):
-    """A queued job's runtime limit from now on (Slurm's `scontrol update TimeLimit=` for a
-    pending job), in seconds as at submit. Whether its class allows it, its deadline can still
-    be met and the job is queued is asked by jobs.actions.set_runtime_limit."""
+    """A job's runtime limit from now on (Slurm's `scontrol update TimeLimit=`), in seconds as
+    at submit. Whether its class allows it, its deadline can still be met and the job takes it
+    (queued, or placed and lowered) is asked by jobs.actions.set_runtime_limit."""
 
     max_runtime_s = max_runtime_field()
 

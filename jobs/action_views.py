@@ -140,8 +140,9 @@ def change_min_workers(request, pk):
 @login_required
 @require_POST
 def change_runtime_limit(request, pk):
-    """Change a queued job's runtime limit (seconds), as the API does, for whoever may cancel
-    it. A refusal is the job page with why (400, or 409 once it has left the queue)."""
+    """Change a job's runtime limit (seconds), as the API does, for whoever may cancel it: a
+    queued job's, or a placed job's to a lower one. A refusal is the job page with why (400,
+    or 409 for a higher limit once it is placed, or once it has ended)."""
     return number_change(request, pk, "change its runtime limit", "max_runtime_s",
                          RuntimeLimitSerializer, actions.set_runtime_limit,
                          actions.NotQueued)  # fmt: skip

@@ -284,8 +284,8 @@ class MinWorkersView(APIView):
 
 
 class RuntimeLimitView(APIView):
-    """Change a queued job's runtime limit (actions.set_runtime_limit; a batch: its queued
-    shards'): whoever may change its priority may."""
+    """Change a job's runtime limit (actions.set_runtime_limit: a queued job's, or a placed
+    one's to a lower one; a batch: its shards'): whoever may change its priority may."""
 
     def post(self, request, pk):
         verb, refused = actions.set_runtime_limit, actions.NotQueued

@@ -179,6 +179,9 @@ class Agent:
         self.log_failures = 0
         # Attempts asked to stop, and when to ask again if they still run (monotonic clock).
         self.stopping: dict[int, float] = {}
+        # The runtime limit the backend was given for each attempt it runs (at its start, or
+        # lowered since); one found running after a restart is given its limit once again.
+        self.limits: dict[int, int] = {}
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -282,8 +285,12 @@ class Agent:
         for status in statuses:
             phases[status.attempt_id].add(status.phase)
         for attempt_id, spec in wanted.items():
+            limit = spec.get("max_runtime_s")
             if attempt_id not in phases:
-                self.act("start", self.backend.start, spec_from_dict(spec))
+                if self.act("start", self.backend.start, spec_from_dict(spec)) and limit:
+                    self.limits[attempt_id] = limit
+            elif self.lowered(attempt_id, limit, phases[attempt_id]):
+                self.limits[attempt_id] = limit
         for attempt_id, seen in phases.items():
             running = bool(seen & ACTIVE)
             if attempt_id in to_stop or (attempt_id not in wanted and running):
@@ -296,13 +303,24 @@ class Agent:
                     self.stopping[attempt_id] = time.monotonic() + grace + self.restop_after_s
             elif attempt_id not in wanted and not running:
                 # Ended, reported, and its logs are shipped.
-                self.act("forget", self.backend.forget, attempt_id)
+                if self.act("forget", self.backend.forget, attempt_id):
+                    self.limits.pop(attempt_id, None)
                 self.stopping.pop(attempt_id, None)
 
-    def act(self, what: str, fn, *args) -> None:
-        """One backend action; its failure is logged and leaves the others to be done (the
-        next step sees the same state and tries again)."""
+    def lowered(self, attempt_id: int, limit: int | None, seen: set[str]) -> bool:
+        """Give a running attempt the runtime limit its job has now, if it is not the one the
+        backend was given (the backend lowers a worker's limit only); whether it was done."""
+        if not limit or self.limits.get(attempt_id) == limit or not seen & ACTIVE:
+            return False
+        return self.act("lower the runtime limit of", self.backend.lower_runtime_limit,
+                        attempt_id, limit)  # fmt: skip
+
+    def act(self, what: str, fn, *args) -> bool:
+        """One backend action, and whether it was done; its failure is logged and leaves the
+        others to be done (the next step sees the same state and tries again)."""
         try:
             fn(*args)
         except Exception:
             log.exception("%s %s failed; the next step tries again", what, args[0])
+            return False
+        return True

@@ -261,6 +261,12 @@ class Backend(Protocol):
     def forget(self, attempt_id: int) -> None:
         """Drop what is kept for an ended attempt once the control plane has it."""
 
+    def lower_runtime_limit(self, attempt_id: int, max_runtime_s: int) -> None:
+        """Bring the runtime limit of a started attempt's workers down to `max_runtime_s`,
+        counted from their launch as the limit they started with is: a worker that has run
+        that long is stopped as timed out, with its stop grace. A limit not lower than a
+        worker's own leaves it; asking again for the same limit does nothing."""
+
 
 def with_checkpoint(status: WorkerStatus, *times: float | None) -> WorkerStatus:
     """The status with the latest of its checkpoint time and `times` (None: none seen): a job

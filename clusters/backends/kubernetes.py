@@ -51,6 +51,11 @@
   Service and, once every pod's delete has succeeded, the Secrets. Idempotent: calling it again
   deletes what is still there and not yet terminating, and a delete the API server failed is
   tried again at the next status() (every retry_s).
+- lower_runtime_limit: patches each pod of the attempt that has not ended and is not being
+  deleted down to the new limit (spec.activeDeadlineSeconds, which the kubelet counts from the
+  pod's start, as the job's limit is counted, and which the API server only lets go down); a
+  pod whose deadline is not above it is left; a failed patch is raised after the others, for
+  the agent to ask again at its next step.
 - forget: deletes what is left of an ended attempt (pods, Service, Secrets) and drops its state,
   once every delete has succeeded (or found the object gone); until then the attempt is still
   reported, so the next forget tries again. An attempt found on the cluster after a restart may
@@ -59,8 +64,9 @@
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
 events, get nodes/proxy (usage), list pods and get pods/proxy in the DCGM exporters'
-namespace (GPU time), create and delete pods and services in the tenants' namespaces, and
-create, patch (ownerReferences) and delete secrets there.
+namespace (GPU time), create, patch (activeDeadlineSeconds) and delete pods, create and delete
+services in the tenants' namespaces, and create, patch (ownerReferences) and delete secrets
+there.
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ DEFAULT_TOPOLOGY_LABELS = {
 }
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIB = 2**20
+MAX_DEADLINE_S = 2**31 - 1  # the API server's largest activeDeadlineSeconds
 
 
 @dataclass
@@ -196,6 +203,9 @@ class KubernetesBackend:
         self._pull_errors: dict[Key, str] = {}  # k8s_status.Seen.pull_error
         self._pull_events_read: set[Key] = set()  # pods whose events were read for it
         self._ended_at: dict[Key, float] = {}  # ended pods whose log is still being read
+        # Deadlines this backend lowered, by pod (its uid, the seconds): the watch may not
+        # have brought the patched pod yet.
+        self._lowered: dict[Key, tuple[str, int]] = {}
         self._nodes: dict[str, client.V1Node] | None = None  # None: not listed yet
         self._nodes_at = -math.inf
         self._not_ready_noticed: dict[str, datetime] = {}  # nodes without a transition time
@@ -394,13 +404,67 @@ class KubernetesBackend:
         with self._lock:
             self._attempts.pop(attempt_id, None)
             self._stopping.pop(attempt_id, None)
-            for keys in (self._create_errors, self._pull_errors, self._ended_at):
+            for keys in (self._create_errors, self._pull_errors, self._ended_at, self._lowered):
                 for key in [k for k in keys if k[0] == attempt_id]:
                     keys.pop(key)
             self._pull_events_read = {k for k in self._pull_events_read if k[0] != attempt_id}
         self._mounts.forget(attempt_id)
         self._logs.drop(attempt_id)
         self._usage.forget(attempt_id)
+
+    def lower_runtime_limit(self, attempt_id: int, max_runtime_s: int) -> None:
+        """Bring the activeDeadlineSeconds of the attempt's pods down to `max_runtime_s` (from 1
+        to the API server's largest): the kubelet ends a pod past it, DeadlineExceeded, which
+        is reported TIMED_OUT. Pods ended or being deleted are left, and so are those whose
+        deadline is not above it, without a request: asking again costs nothing. Raises
+        RuntimeError, as status() does, before the pod watch has listed the cluster's pods,
+        and once the others are patched when a patch failed (the agent asks again)."""
+        if not self._watcher.synced.wait(self.sync_timeout_s):
+            raise RuntimeError("the pod watch has not listed the cluster's pods yet")
+        seconds = min(max(int(max_runtime_s), 1), MAX_DEADLINE_S)
+        pods, deleted = self._watcher.snapshot()
+        failed = 0
+        for key, pod in sorted(pods.items()):
+            if key[0] != attempt_id or key in deleted or is_finished(pod):
+                continue
+            if pod.metadata.deletion_timestamp is not None:
+                continue
+            deadline = self._deadline_of(key, pod)
+            if deadline is None or deadline > seconds:
+                failed += not self._lower_deadline(key, pod, seconds)
+        if failed:
+            raise RuntimeError(f"{failed} pods of attempt {attempt_id} not lowered to {seconds} s")
+
+    # Runtime limit.
+
+    def _deadline_of(self, key: Key, pod: client.V1Pod) -> int | None:
+        """The pod's activeDeadlineSeconds: as last seen, or as this backend lowered it since."""
+        own = pod.spec.active_deadline_seconds if pod.spec else None
+        with self._lock:
+            uid, lowered = self._lowered.get(key, ("", None))
+        if lowered is None or uid != pod.metadata.uid:
+            return own
+        return lowered if own is None else min(own, lowered)
+
+    def _lower_deadline(self, key: Key, pod: client.V1Pod, seconds: int) -> bool:
+        """Patch the pod's activeDeadlineSeconds to `seconds`; whether it was (a failure
+        warns)."""
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        body = {"spec": {"activeDeadlineSeconds": seconds}}
+        try:
+            patched = self.core.patch_namespaced_pod(
+                name, namespace, body, _content_type="application/merge-patch+json"
+            )
+        except (ApiException, HTTPError) as error:
+            detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
+            log.warning("attempt %s: pod %s/%s runtime limit not lowered to %s s: %s",
+                        key[0], namespace, name, seconds, detail.strip())  # fmt: skip
+            return False
+        with self._lock:
+            self._lowered[key] = (patched.metadata.uid, seconds)
+        log.info("attempt %s: pod %s/%s runtime limit lowered to %s s",
+                 key[0], namespace, name, seconds)  # fmt: skip
+        return True
 
     # Starting.
 

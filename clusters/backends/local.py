@@ -328,6 +328,21 @@ class LocalBackend:
             # The shim passes it on to the worker's own process group.
             self._signal(directory, signal.SIGTERM)
 
+    def lower_runtime_limit(self, attempt_id: int, max_runtime_s: int) -> None:
+        """Write the lower limit to each live worker's `limit` file, which its shim reads
+        again every second or so; a worker whose limit is already that or lower is left."""
+        for directory in self.worker_dirs(attempt_id):
+            if (directory / "exit.json").exists():
+                continue
+            now = read_number(directory / local_shim.LIMIT, int)
+            if now is None:
+                try:
+                    now = json.loads((directory / "spec.json").read_text())["max_runtime_s"]
+                except (OSError, ValueError, KeyError):
+                    now = None  # a torn spec: its shim reads the file all the same
+            if now is None or max_runtime_s < now:
+                write_state(directory / local_shim.LIMIT, str(max_runtime_s))
+
     def status(self) -> list[WorkerStatus]:
         for child in list(self._children.values()):
             if child.poll() is not None:  # reap, so a dead shim is not a zombie

@@ -8,7 +8,8 @@ output line to `log` (`record`; a line longer than MAX_LINE_BYTES as its head, a
 for a line that is exactly the checkpoint line (base.CHECKPOINT_LINE), the time it read it
 to `checkpoint` (the output is read as the job writes it, so that is when the job printed it,
 give or take its own buffering), enforces the runtime limit (SIGTERM to the command's process
-group, SIGKILL to it and its cgroup after the grace period), passes the agent's stop (SIGTERM
+group, SIGKILL to it and its cgroup after the grace period; a lower limit the agent writes to
+`limit` since the start counts from the same launch), passes the agent's stop (SIGTERM
 to the shim's group) on to the command's group, and writes `exit.json` when the command ends,
 with what it used (`used`).
 
@@ -33,10 +34,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from clusters.backends import base, cgroups
 from clusters.backends.local_volumes import ReadOnly
+from clusters.backends.state_files import read_number
 
 # After the main process ended, how long the output readers may take to drain the pipes.
 READERS_JOIN_S = 5.0
@@ -49,6 +52,10 @@ PR_SET_PDEATHSIG = 1
 MAX_LINE_BYTES = 4 * base.MAX_LINE
 # What the child writes to its report pipe, before why, when it could not prepare the worker.
 REFUSED = b"!"
+# A runtime limit lowered since the start (seconds from the launch), as the agent writes it;
+# read again every LIMIT_READ_S.
+LIMIT = "limit"
+LIMIT_READ_S = 1.0
 
 
 def record(stream: str, text: bytes) -> bytes:
@@ -262,7 +269,7 @@ def main(directory: Path) -> int:
     ]
     for t in pumps:
         t.start()
-    timed_out = supervise(child.pid, spec["max_runtime_s"], spec.get("grace_s", 10), group)
+    timed_out = supervise(child.pid, limit_of(directory, spec), spec.get("grace_s", 10), group)
     # The main process has ended: what it left behind goes at once, the group while its
     # leader is unreaped (so that its id names no one else's), the cgroup once it is reaped.
     forward.ended()
@@ -321,12 +328,37 @@ def not_started(directory: Path, error: Exception, group: cgroups.Group | None) 
     return 0
 
 
-def supervise(pid: int, max_runtime_s: float, grace_s: float, group: cgroups.Group | None) -> bool:
+def limit_of(directory: Path, spec: dict) -> Callable[[], float]:
+    """The worker's runtime limit as it stands: the one it started with, or the lower one the
+    agent wrote since (`LIMIT`; a missing or torn file leaves the last one read)."""
+    last = [float(spec["max_runtime_s"])]
+
+    def limit() -> float:
+        lowered = read_number(directory / LIMIT, float)
+        if lowered is not None:
+            last[0] = min(last[0], lowered)
+        return last[0]
+
+    return limit
+
+
+def supervise(
+    pid: int, limit: Callable[[], float], grace_s: float, group: cgroups.Group | None
+) -> bool:
     """Wait for the command's main process to end, leaving it unreaped; past the runtime
-    limit, SIGTERM its process group, and after the grace SIGKILL that and its cgroup. Return
+    limit (`limit()` seconds from now, read again every LIMIT_READ_S: the agent may lower it),
+    SIGTERM its process group, and after the grace SIGKILL that and its cgroup. Return
     whether it timed out."""
     with Watch(pid) as ended:
-        if ended(max_runtime_s):
+        launched = time.monotonic()
+
+        def left() -> float:
+            return launched + limit() - time.monotonic()
+
+        while not ended(min(max(left(), 0.0), LIMIT_READ_S)):
+            if left() <= 0:
+                break
+        else:
             return False
         signal_group(pid, signal.SIGTERM)
         if not ended(grace_s):

@@ -204,32 +204,48 @@ def reprioritize(job: Job, by: str, priority_class=None, priority: int | None = 
 
 @retrying.atomic
 def set_runtime_limit(job: Job, seconds: int, by: str) -> int:
-    """Set a queued job's runtime limit (Slurm's `scontrol update TimeLimit=` for a pending
-    job); for a batch (its first shard), every shard still queued. From the next cycle it is
-    ordered, placed and backfilled by it (a shorter limit is a smaller job, and fits before a
-    reservation or a window sooner); a job placed keeps the limit it started with, which its
-    agent enforces. Records an event on each job and wakes the scheduler; returns how many
-    jobs it changed.
+    """Set a job's runtime limit (Slurm's `scontrol update TimeLimit=`): a queued job's to any
+    its class and deadline allow; a placed one's (scheduled or running) only lower, as Slurm
+    lets a user lower a running job's. For a batch (its first shard), every shard still
+    queued and, for a lower limit, every placed shard whose limit is higher. From the next
+    cycle it is ordered, placed and backfilled by it (a shorter limit is a smaller job, and
+    fits before a reservation or a window sooner; a running job's ends sooner). A running
+    job's agent lowers its workers' limit, counted from their launch as the one they started
+    with, at its next heartbeat: one that has run that long stops then, timed out, with its
+    stop grace to checkpoint. Records an event on each job and wakes the scheduler; returns
+    how many jobs it changed.
 
     Raises the serializer's ValidationError, on max_runtime_s, for a limit its priority class
-    does not allow, or past which its deadline could not be met; NotQueued when nothing of
-    the job is queued."""
+    does not allow, or past which its deadline could not be met; NotQueued when no job of it
+    takes the limit: a higher one asked of a job placed, or a job that has ended."""
     if too_long := job.priority_class.runtime_refusal(seconds):
         raise ValidationError({"max_runtime_s": [too_long]})
     begin = job.begin if job.begin and job.begin > timezone.now() else None
     if late := deadline_problem({"deadline": job.deadline, "begin": begin,
                                  "max_runtime_s": seconds}):  # fmt: skip
         raise ValidationError({"max_runtime_s": [late]})
-    shards = _queued_shards(job)
-    if not shards:
+    live = _live_shards(job)
+    changed = {
+        pk: (tenant, state)
+        for pk, (tenant, state, limit) in live.items()
+        if state == State.QUEUED or seconds < limit
+    }
+    if not changed:
+        if not live:
+            raise NotQueued(f"Job #{job.pk} has ended: its runtime limit no longer changes.")
+        limit = min(limit for _, _, limit in live.values())
         raise NotQueued(
-            f"Only a queued job's runtime limit changes: job #{job.pk} is not queued (a job "
-            "placed keeps the limit it started with)."
+            f"A placed job's runtime limit can only be lowered: job #{job.pk} runs under "
+            f"{span(limit)} ({limit} s)."
         )
-    Job.objects.filter(pk__in=shards).update(max_runtime_s=seconds)
-    _note(shards, list(shards), f"runtime limit set to {span(seconds)} ({seconds} s) by {by}")
+    Job.objects.filter(pk__in=changed).update(max_runtime_s=seconds)
+    reason = f"runtime limit set to {span(seconds)} ({seconds} s) by {by}"
+    now = timezone.now()
+    for state in sorted({state for _, state in changed.values()}):
+        jobs = {pk: (tenant, was) for pk, (tenant, was) in changed.items() if was == state}
+        write_events(jobs, state, dict.fromkeys(jobs, reason), {}, now)
     transaction.on_commit(kick)
-    return len(shards)
+    return len(changed)
 
 
 @retrying.atomic
@@ -381,6 +397,14 @@ def hold_verb(job: Job, *, admin: bool) -> str:
     if any(may_release(held, admin=admin) for held in holds):
         return "release"
     return "hold" if "" in holds else ""
+
+
+def _live_shards(job: Job) -> dict[int, tuple[int, str, int]]:
+    """The job's live jobs (a batch: its live shards), {id: (tenant id, state, runtime
+    limit)}, locked in id order, as cancel() locks them."""
+    rows = job.batch().exclude(state__in=states.TERMINAL).select_for_update()
+    fields = ("id", "tenant_id", "state", "max_runtime_s")
+    return {pk: (tenant, state, limit) for pk, tenant, state, limit in rows.values_list(*fields)}
 
 
 def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:

@@ -123,11 +123,11 @@
                      for a pending job; "none" (or N equal to its workers): all of them start
                      together (rigid)
     runtime-limit ID DURATION
-                     change a queued job's (a batch: its queued shards') runtime limit:
-                     seconds, or N with m, h or d (90m, 12h, 2d), as Slurm's scontrol update
-                     TimeLimit= for a pending job; a shorter limit is a smaller job, which
-                     starts sooner in a gap before other work or a maintenance window; a
-                     job placed keeps the limit it started with
+                     change a job's (a batch: its live shards') runtime limit: seconds, or N
+                     with m, h or d (90m, 12h, 2d), as Slurm's scontrol update TimeLimit=;
+                     while queued, a shorter limit is a smaller job, which starts sooner in a
+                     gap before other work or a maintenance window; a job placed takes only a
+                     lower limit, and stops as timed out once it has run that long
     resize ID [--cpu-milli N] [--memory-mb N] [--gpus N] [--gpu-milli N]
                      change what each worker of a queued job (a batch: its queued shards)
                      asks for, the rest kept, as Slurm's scontrol update of a pending job's

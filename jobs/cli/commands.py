@@ -278,8 +278,7 @@ def min_workers(api: Api, args) -> None:
 
 
 def runtime_limit(api: Api, args) -> None:
-    """The queued job's runtime limit now, and how many jobs changed (a batch's queued
-    shards)."""
+    """The job's runtime limit now, and how many jobs changed (a batch's shards)."""
     answer = api.call("POST", f"jobs/{args.id}/runtime-limit/",
                       json={"max_runtime_s": args.seconds})  # fmt: skip
     changed = answer["changed"]

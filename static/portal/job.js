@@ -43,7 +43,7 @@
   const dependsEl = document.getElementById("dependencies-form");  // shown while every shard is queued
   const priorityEl = document.getElementById("priority-form");  // shown while a shard is queued
   const minWorkersEl = document.getElementById("min-workers-form");  // a training job: shown while queued
-  const runtimeLimitEl = document.getElementById("runtime-limit-form");  // shown while a shard is queued
+  const runtimeLimitEl = document.getElementById("runtime-limit-form");  // shown while a shard lives
   const requestEl = document.getElementById("request-form");  // shown while a shard is queued
   const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
   const maxRunningEl = document.getElementById("max-running-shards");  // a batch's limit, as drawn
@@ -301,7 +301,7 @@
     if (dependsEl) dependsEl.hidden = !states.every(function (s) { return s === "queued"; });
     if (priorityEl) priorityEl.hidden = !states.includes("queued");
     if (minWorkersEl) minWorkersEl.hidden = !states.includes("queued");
-    if (runtimeLimitEl) runtimeLimitEl.hidden = !states.includes("queued");
+    if (runtimeLimitEl) runtimeLimitEl.hidden = ended;
     if (requestEl) requestEl.hidden = !states.includes("queued");
     if (requeueEl) {
       requeueEl.hidden = !states.some(function (s) { return s === "scheduled" || s === "running"; });

@@ -281,13 +281,13 @@ def test_a_rank_that_failed_with_a_long_reason_while_another_runs_is_stopped(age
     assert attempt.reason.startswith("worker 1 exited with code 1")
 
 
-def test_an_attempt_the_agent_reports_is_named_by_its_id_alone(agent, gang):
+def test_an_attempt_the_agent_reports_is_named_by_its_id_and_runtime_limit_alone(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)
 
     response = post(agent, "east", "heartbeat", {"workers": running})
 
-    assert response.json()["run"] == [{"attempt_id": attempt.pk}]
+    assert response.json()["run"] == [{"attempt_id": attempt.pk, "max_runtime_s": 3600}]
 
 
 def test_an_attempt_the_agent_lost_track_of_before_it_ran_comes_with_its_spec_again(agent, gang):

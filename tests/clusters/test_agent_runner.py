@@ -220,6 +220,7 @@ class Reports:
     def __init__(self, *steps: list[base.WorkerStatus]):
         self.steps = list(steps)
         self.asked: list[tuple[str, int]] = []
+        self.lowered: list[tuple[int, int]] = []  # the runtime limits given, apart
 
     def inventory(self):
         return parse_inventory("1x8xA100", "east")
@@ -244,6 +245,9 @@ class Reports:
 
     def forget(self, attempt_id):
         self.asked.append(("forget", attempt_id))
+
+    def lower_runtime_limit(self, attempt_id, max_runtime_s):
+        self.lowered.append((attempt_id, max_runtime_s))
 
 
 def running(attempt, rank=0):

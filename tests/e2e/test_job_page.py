@@ -177,14 +177,17 @@ def test_the_hold_button_and_the_queued_jobs_forms_follow_changes_made_elsewhere
     expect(page.locator("#hold")).to_be_visible(timeout=10_000)
     in_thread(lambda: actions.transition(job, State.SCHEDULED, "placed"))
     expect(page.locator("#hold-form")).to_be_hidden(timeout=10_000)
-    expect(page.locator("#runtime-limit-form")).to_be_hidden()  # a job placed keeps its limit
-    expect(page.locator("#request-form")).to_be_hidden()  # and what it asked for
+    expect(page.locator("#runtime-limit-form")).to_be_visible()  # a job placed: a lower limit
+    expect(page.locator("#request-form")).to_be_hidden()  # it keeps what it asked for
 
     page.reload()  # drawn by the server for a job no longer queued: hidden too
     expect(page.locator("#state")).to_have_text("scheduled")
     expect(page.locator("#hold-form")).to_be_hidden()
-    expect(page.locator("#runtime-limit-form")).to_be_hidden()
+    expect(page.locator("#runtime-limit-form")).to_be_visible()
     expect(page.locator("#request-form")).to_be_hidden()
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    in_thread(lambda: actions.transition(job, State.CANCELED, "canceled by alice"))
+    expect(page.locator("#runtime-limit-form")).to_be_hidden(timeout=10_000)  # ended: none
 
 
 def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):

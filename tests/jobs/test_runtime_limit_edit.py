@@ -1,7 +1,8 @@
-"""Changing a queued job's runtime limit (Slurm's `scontrol update TimeLimit=` for a pending
-job): actions.set_runtime_limit, POST /api/v1/jobs/<id>/runtime-limit/, the job page's form and
-the CLI's `runtime-limit ID DURATION`. A shorter limit is a smaller job, which starts in a gap
-a longer one does not fit; a job placed keeps the limit it started with."""
+"""Changing a job's runtime limit (Slurm's `scontrol update TimeLimit=`):
+actions.set_runtime_limit, POST /api/v1/jobs/<id>/runtime-limit/, the job page's form and the
+CLI's `runtime-limit ID DURATION`. A shorter limit is a smaller job, which starts in a gap a
+longer one does not fit; a job placed takes only a lower limit (its agent then lowers its
+workers': tests/clusters/test_runtime_limit_lowered.py)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -57,30 +58,77 @@ def test_a_shorter_limit_starts_a_job_before_a_maintenance_window(alice, alpha, 
     ).exists()
 
 
-def test_a_batchs_queued_shards_change_and_its_placed_ones_keep_theirs(alice, alpha, east):
+def test_a_batchs_queued_shards_take_a_higher_limit_and_its_placed_ones_keep_theirs(
+    alice, alpha, east
+):
     NodeFactory(cluster=east, gpu_count=8)
     first = batch(alice, alpha, PriorityClassFactory(name="normal"), shards=6, limit=2)
     cycle.run_cycle()
     shards = Job.objects.filter(pk__gte=first.pk, tenant=alpha).order_by("pk")
     placed = [s.pk for s in shards if s.state != State.QUEUED]
+    higher = first.max_runtime_s * 2
 
-    answer = change(alice, first, {"max_runtime_s": 1800})
+    answer = change(alice, first, {"max_runtime_s": higher})
 
     assert answer.status_code == 200 and answer.json()["changed"] == 4
     limits = {s.pk: s.max_runtime_s for s in shards.all()}
     assert len(placed) == 2 and all(limits[pk] == first.max_runtime_s for pk in placed)
-    assert sorted(v for pk, v in limits.items() if pk not in placed) == [1800] * 4
+    assert sorted(v for pk, v in limits.items() if pk not in placed) == [higher] * 4
 
 
-def test_a_placed_job_keeps_the_limit_it_started_with(alice, alpha, east):
+def test_a_lower_limit_takes_every_live_shard_of_a_batch_and_leaves_the_ended(alice, alpha, east):
+    NodeFactory(cluster=east, gpu_count=8)
+    first = batch(alice, alpha, PriorityClassFactory(name="normal"), shards=6, limit=2)
+    cycle.run_cycle()
+    shards = Job.objects.filter(pk__gte=first.pk, tenant=alpha).order_by("pk")
+    ended = shards.filter(state=State.SCHEDULED).last()
+    Job.objects.filter(pk=ended.pk).update(state=State.SUCCEEDED)
+
+    answer = change(alice, first, {"max_runtime_s": 60})
+
+    assert answer.status_code == 200 and answer.json()["changed"] == 5
+    limits = {s.pk: s.max_runtime_s for s in shards.all()}
+    assert limits.pop(ended.pk) == first.max_runtime_s
+    assert set(limits.values()) == {60}
+    events = JobEvent.objects.filter(reason="runtime limit set to 60 s (60 s) by alice")
+    assert sorted(events.values_list("from_state", "to_state")) == [
+        (State.QUEUED, State.QUEUED)
+    ] * 4 + [(State.SCHEDULED, State.SCHEDULED)]
+
+
+def test_a_running_job_takes_a_lower_limit_and_refuses_a_higher_one(alice, alpha, east):
     NodeFactory(cluster=east, gpu_count=8)
     job = JobFactory(tenant=alpha, owner=alice, gpus=1, max_runtime_s=3600)
     cycle.run_cycle()
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
 
-    answer = change(alice, job, {"max_runtime_s": 7200})
+    higher = change(alice, job, {"max_runtime_s": 7200})
+    same = change(alice, job, {"max_runtime_s": 3600})
+    lower = change(alice, job, {"max_runtime_s": 1800})
+
+    assert (higher.status_code, same.status_code) == (409, 409)
+    assert higher.json()["detail"] == (
+        f"A placed job's runtime limit can only be lowered: job #{job.pk} runs under 60 min "
+        "(3600 s)."
+    )
+    assert lower.status_code == 200, lower.content
+    assert (lower.json()["max_runtime_s"], lower.json()["changed"]) == (1800, 1)
+    assert limit_of(job) == 1800
+    assert JobEvent.objects.filter(
+        job=job, from_state=State.RUNNING, to_state=State.RUNNING,
+        reason="runtime limit set to 30 min (1800 s) by alice",
+    ).exists()  # fmt: skip
+
+
+def test_an_ended_job_is_a_409_and_keeps_its_limit(alice, alpha):
+    job = JobFactory(tenant=alpha, owner=alice, max_runtime_s=3600, state=State.SUCCEEDED)
+
+    answer = change(alice, job, {"max_runtime_s": 60})
 
     assert answer.status_code == 409
-    assert "a job placed keeps the limit it started with" in answer.json()["detail"]
+    assert answer.json()["detail"] == (
+        f"Job #{job.pk} has ended: its runtime limit no longer changes."
+    )
     assert limit_of(job) == 3600
 
 
@@ -146,6 +194,21 @@ def test_the_job_page_changes_it_and_says_a_refusal_on_the_field(alice, bob, alp
     assert refused.status_code == 400
     assert 'aria-invalid="true"' in refused.text.split('id="runtime-limit-input"')[1][:200]
     assert limit_of(job) == 1200
+
+
+def test_a_running_jobs_page_offers_only_a_lower_limit_and_an_ended_ones_none(alice, alpha):
+    running = JobFactory(tenant=alpha, owner=alice, max_runtime_s=3600, state=State.RUNNING)
+    ended = JobFactory(tenant=alpha, owner=alice, max_runtime_s=3600, state=State.FAILED)
+    portal = portal_of(alice)
+
+    page = portal.get(f"/jobs/{running.pk}/").text
+    gone = portal.get(f"/jobs/{ended.pk}/").text
+
+    form = page.split('<form id="runtime-limit-form"')[1].split("</form>")[0]
+    assert not form.split(">")[0].endswith("hidden")
+    assert 'type="number" min="1" max="3600" value="3600"' in form
+    assert "once it is placed, only lower" in form
+    assert 'id="runtime-limit-form"' not in gone
 
 
 def test_the_cli_takes_a_duration_with_its_unit(mlsched, alice, alpha):  # noqa: F811

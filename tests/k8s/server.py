@@ -3,16 +3,17 @@
 It speaks enough of /api/v1, /apis/networking.k8s.io/v1 and /apis/storage.k8s.io/v1 for the
 Kubernetes backend: nodes (list), volume attachments (list: those `attach_elsewhere` keeps),
 namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
-timestamps), services, resource quotas, persistent volume claims and network policies
-(create, get, list, delete), secrets (create, get, list, delete, and a JSON merge patch of
-their metadata), and events (list, with a fieldSelector on involvedObject.name, reason or
-type). Pods' volume mounts
-are validated as the API server does (a known volume, at an absolute path no other mount of the
-container has, a relative subPath without ".."), and so are their volumes (each named by a
-DNS label no other has, of exactly one type), secret volumes (a Secret named, items of valid
-keys at relative paths without "..", a mode of 0 to 0777), claim volumes (a claimName), their
-env (a name, and a value or a valueFrom, not both) and a secret's keys (a Docker config's must
-parse); a secret's stringData is merged into its data, base64, as the API server stores it.
+timestamps, and a JSON merge patch of their spec.activeDeadlineSeconds, which may only go down,
+as ValidatePodUpdate lets it: any other change of their spec is Invalid), services, resource
+quotas, persistent volume claims and network policies (create, get, list, delete), secrets
+(create, get, list, delete, and a JSON merge patch of their metadata), and events (list, with a
+fieldSelector on involvedObject.name, reason or type). Pods' volume mounts are validated as the
+API server does (a known volume, at an absolute path no other mount of the container has, a
+relative subPath without ".."), and so are their volumes (each named by a DNS label no other
+has, of exactly one type), secret volumes (a Secret named, items of valid keys at relative paths
+without "..", a mode of 0 to 0777), claim volumes (a claimName), their env (a name, and a value
+or a valueFrom, not both) and a secret's keys (a Docker config's must parse); a secret's
+stringData is merged into its data, base64, as the API server stores it.
 The API server takes a pod whose secret volume names a Secret or a key that is not there, or
 whose claim volume names a claim the namespace lacks, has not bound or is deleting; the kubelet
 then never starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event, in the
@@ -85,12 +86,15 @@ ROUTES = [
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self) -> dict:
-        return objects.status(self.code, self.reason, self.message)
+        status = objects.status(self.code, self.reason, self.message)
+        if self.details is not None:
+            status["details"] = self.details
+        return status
 
 
 class KubeTestServer:
@@ -660,12 +664,15 @@ class KubeTestServer:
             return copy.deepcopy(self.store[kind][(ns, name)])
 
     def patch(self, kind: str, ns: str, name: str, body: dict, content_type: str) -> dict:
-        """A JSON merge patch (RFC 7386) of a secret's metadata, as the API server applies one
-        (a JSON Patch, a list of operations, is answered 415)."""
+        """A JSON merge patch (RFC 7386) of a secret's metadata or of a pod's spec, as the API
+        server applies one (a JSON Patch, a list of operations, is answered 415); a pod's spec
+        is validated as ValidatePodUpdate does (`_validate_pod_update`)."""
         if content_type.split(";")[0].strip() not in MERGE_PATCH:
             raise ApiError(415, "UnsupportedMediaType", f"not a merge patch: {content_type}")
-        if kind != "secrets" or set(body) - {"metadata"}:
-            raise ApiError(405, "MethodNotAllowed", "only a secret's metadata is patched here")
+        patched = {"secrets": {"metadata"}, "pods": {"spec"}}.get(kind)
+        if patched is None or not isinstance(body, dict) or set(body) - patched:
+            raise ApiError(405, "MethodNotAllowed",
+                           "only a secret's metadata or a pod's spec is patched here")  # fmt: skip
         with self.cond:
             obj = self.store[kind].get((ns, name))
             if obj is None:
@@ -674,6 +681,10 @@ class KubeTestServer:
             for key in ("name", "namespace", "uid"):
                 if meta.get(key) != obj["metadata"].get(key):
                     raise ApiError(422, "Invalid", f"metadata.{key}: field is immutable")
+            if "spec" in body:
+                spec = _merge_patch(obj, {"spec": body["spec"]}).get("spec") or {}
+                _validate_pod_update(name, obj["spec"], spec)
+                obj["spec"] = spec
             obj["metadata"] = meta
             obj["metadata"]["resourceVersion"] = self._next_rv()
             self._record(kind, "MODIFIED", obj)
@@ -1023,6 +1034,44 @@ def _validate_pod(pod: dict) -> None:
             for problem in filter(None, problems):
                 raise ApiError(422, "Invalid", f"volumeMounts {mount.get('name')}: {problem}")
             paths.add(path)
+
+
+MAX_INT32 = 2**31 - 1
+POD_UPDATABLE = (
+    "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _validate_pod_update(name: str, old: dict, new: dict) -> None:
+    """ValidatePodUpdate's checks of a pod's new spec (pkg/apis/core/validation): of the fields
+    this server keeps only activeDeadlineSeconds may change, to 1 to 2^31 - 1 seconds
+    (ValidatePodSpec), no more than it was, and never from a value back to none."""
+    field = "spec.activeDeadlineSeconds"
+    before, after = old.get("activeDeadlineSeconds"), new.get("activeDeadlineSeconds")
+    rest = [{k: v for k, v in spec.items() if k != "activeDeadlineSeconds"} for spec in (old, new)]
+    if rest[0] != rest[1]:
+        said = f"Forbidden: pod updates may not change fields other than {POD_UPDATABLE}"
+        raise _pod_invalid(name, "spec", "FieldValueForbidden", said)
+    if after is None:
+        if before is not None:
+            said = 'Invalid value: "null": must not update from a positive integer to nil value'
+            raise _pod_invalid(name, field, "FieldValueInvalid", said)
+    elif isinstance(after, bool) or not isinstance(after, int) or not 1 <= after <= MAX_INT32:
+        said = f"Invalid value: {json.dumps(after)}: must be between 1 and {MAX_INT32}, inclusive"
+        raise _pod_invalid(name, field, "FieldValueInvalid", said)
+    elif before is not None and after > before:
+        said = f"Invalid value: {after}: must be less than or equal to previous value"
+        raise _pod_invalid(name, field, "FieldValueInvalid", said)
+
+
+def _pod_invalid(name: str, field: str, reason: str, said: str) -> ApiError:
+    """The API server's 422 for an invalid pod: its message and its details' cause name the
+    field."""
+    cause = {"reason": reason, "message": said, "field": field}
+    details = {"name": name, "kind": "Pod", "causes": [cause]}
+    return ApiError(422, "Invalid", f'Pod "{name}" is invalid: {field}: {said}', details)
 
 
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
