@@ -118,6 +118,7 @@ class DependencyItem(serializers.Field):
 
 
 MAX_BEGIN_AHEAD = timedelta(days=366)
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 MAX_RUNTIME = timedelta(days=30)  # a job's max_runtime_s at most
@@ -166,6 +167,29 @@ class ZonedTime(serializers.Field):
 
     def to_representation(self, value) -> str:
         return serializers.DateTimeField().to_representation(value)
+
+
+class Moment(ZonedTime):
+    """A time a list asks about, as UTC, past or to come: ISO 8601 with its zone, or a day,
+    YYYY-MM-DD, from its 00:00 UTC (as the usage report's days are)."""
+
+    ahead = timedelta(days=3660)
+    default_error_messages = {
+        "invalid": "A time with its zone, as ISO 8601 writes it (2026-12-03T02:00:00Z for "
+        "UTC, or 2026-12-03T03:00:00+01:00), or a day, 2026-12-03, from 00:00 UTC.",
+        "too_far": "More than ten years ahead.",
+    }
+
+    def to_internal_value(self, data) -> datetime | None:
+        if isinstance(data, str) and DAY.fullmatch(data.strip()):
+            try:
+                data = datetime.fromisoformat(data.strip()).replace(tzinfo=UTC)
+            except ValueError:  # well formed, yet no day (a 13th month)
+                self.fail("invalid")
+        return super().to_internal_value(data)
+
+    def read(self, value: datetime, now: datetime) -> datetime:
+        return value.astimezone(UTC)
 
 
 class Begin(ZonedTime):

@@ -9,6 +9,9 @@ naming its parameter (a 400).
     mine     1: the jobs the reader submitted (Slurm's squeue --me)
     label    key=value or key, repeated   before   an id: the jobs before it (paging)
     batch    a batch's id: its shards     shard    with batch: its shard of that index
+    since    a time: the jobs not ended before it     until    a time: those submitted before
+             it (Slurm's sacct -S and -E: together, the jobs alive at some moment between;
+             ISO 8601 with its zone, or a day, YYYY-MM-DD, from 00:00 UTC)
 
 A folded list (the portal's always, the API's with `?fold=1`) lists a batch as its first
 shard's row, there when one of its shards is in the state or held asked (jobs/folding.py).
@@ -17,8 +20,10 @@ shard's row, there when one of its shards is in the state or held asked (jobs/fo
 from dataclasses import dataclass, field
 
 from django.db.models import Q
+from rest_framework.exceptions import ValidationError
 
 from jobs import folding
+from jobs.fields import Moment
 from jobs.models import Job
 from jobs.serializers import flag, held_filter, labels_asked, whole_number
 from jobs.states import State
@@ -90,6 +95,13 @@ def asked(params, user, labels: list[str]) -> Asked:
             out.rows &= Q(name__icontains=q)
     if yes(params, "mine", out.errors):
         out.rows &= Q(owner=user)
+    since, until = (moment(params, name, out.errors) for name in ("since", "until"))
+    if since is not None:  # alive at it or after: not ended before it
+        out.shard &= Q(finished_at__isnull=True) | Q(finished_at__gte=since)
+    if until is not None:
+        out.shard &= Q(created__lt=until)
+        if since is not None and until <= since:
+            out.errors["until"] = "Not after since: no job could be alive between them."
     before = number(params, "before", "An id", out.errors)
     if before is not None:
         out.rows &= Q(id__lt=before)
@@ -109,6 +121,18 @@ def number(params, name: str, what: str, errors: dict[str, str]) -> int | None:
     if (value := whole_number(raw)) is None:
         errors[name] = f"{what}: a whole number."
     return value
+
+
+def moment(params, name: str, errors: dict[str, str]):
+    """A parameter holding a time (jobs.fields.Moment), as UTC; None when it is not given,
+    or, with an error naming it, not a time."""
+    if not (raw := params.get(name, "").strip()):
+        return None
+    try:
+        return Moment().run_validation(raw)
+    except ValidationError as bad:
+        errors[name] = str(bad.detail[0])
+        return None
 
 
 def yes(params, name: str, errors: dict[str, str]) -> bool:

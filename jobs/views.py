@@ -55,7 +55,8 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
 
 def index(request):
     """The user's jobs, newest first, PAGE at a time (``?before=<id>`` pages on), narrowed as
-    the API's list is (jobs/listing.py: state, held, tenant, q, mine, label, batch, shard),
+    the API's list is (jobs/listing.py: state, held, tenant, q, mine, label, since, until,
+    batch, shard),
     each batch folded into one row unless its shards are asked for (``?batch=<id>``). What is
     wrong with them is a 400 naming it; a team the user is not in just lists nothing."""
     asked = listing.asked(request.GET, request.user, labels_written(request))
@@ -80,7 +81,8 @@ def index(request):
         job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)
         if not job.is_batch:
             job.for_what, job.for_how_long = time_in_state(job, now)
-    values = {k: request.GET.get(k, "") for k in ("state", "held", "tenant", "mine", "q", "batch")}
+    shown = ("state", "held", "tenant", "mine", "q", "since", "until", "batch")
+    values = {k: request.GET.get(k, "") for k in shown}
     written = labels_written(request)
     kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
     context = {

@@ -35,7 +35,7 @@
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S[,S...]] [--id ID[,ID...]] [--held] [--batch ID] [--label KEY=VALUE ...]
-         [--tenant SLUG] [--name TEXT] [--mine] [--limit N]
+         [--tenant SLUG] [--name TEXT] [--mine] [--since TIME] [--until TIME] [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
@@ -50,7 +50,11 @@
                      shards of one batch (its id: the job its submission returned);
                      --label: those carrying the label (KEY alone: with any value), each
                      --label narrowing the rest; --tenant: one team's; --name: those whose
-                     name holds TEXT; --mine: those you submitted (Slurm's squeue --me)
+                     name holds TEXT; --mine: those you submitted (Slurm's squeue --me);
+                     --since: those not ended before TIME, --until: those submitted before
+                     it (Slurm's sacct -S and -E; now-1d, a day: 2026-12-05, from 00:00
+                     UTC, or ISO 8601 with its zone): --state failed --since now-1d, what
+                     failed in the last day
     status ID [--json]
                      one job: on a terminal, described a field to a line, as kubectl
                      describe and Slurm's scontrol show job give it (its state and why it

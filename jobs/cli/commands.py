@@ -100,7 +100,8 @@ def list_jobs(api: Api, args) -> None:
     fold = None if args.batch is not None or args.shards else 1
     params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
               "label": args.label, "fold": fold, "tenant": args.tenant, "q": args.name,
-              "mine": 1 if args.mine else None, "id": args.ids}  # fmt: skip
+              "mine": 1 if args.mine else None, "id": args.ids, "since": args.since,
+              "until": args.until}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
     if sys.stdout.isatty():  # a header for people; none for a script reading the lines
         show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} {'TIME':>10}"

@@ -153,6 +153,14 @@ def add_checking(commands) -> None:
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip
+    for option, meaning in (
+        ("--since", "only jobs not ended before TIME (Slurm's sacct -S)"),
+        ("--until", "only jobs submitted before TIME (Slurm's sacct -E)"),
+    ):
+        listing.add_argument(option, type=time_written, metavar="TIME",
+                             help=f"{meaning}: now-N with s, m, h or d (now-1d), a day "
+                                  "(2026-12-05, from 00:00 UTC) or an ISO 8601 time with its "
+                                  "zone")  # fmt: skip
     showing = commands.add_parser("status")
     showing.add_argument("id", type=int)
     showing.add_argument("--json", action="store_true",

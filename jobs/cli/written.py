@@ -9,28 +9,28 @@ from urllib.parse import urlsplit
 
 from jobs.cli.client import STATES
 
-RELATIVE = re.compile(r"now(?:\+(\d{1,9})([smhd]?))?")
+RELATIVE = re.compile(r"now(?:([+-])(\d{1,9})([smhd]?))?")
 
 
 UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def time_written(text: str) -> str:
-    """--begin's and --deadline's TIME as the API takes it: "now+N" with a unit (s, m, h or d;
-    seconds without one), or "now", made a UTC time from this machine's clock, to the second;
-    anything else goes as written (the server wants ISO 8601 with a zone and says what is
-    wrong)."""
+    """A TIME as the API takes it (--begin's, --deadline's, list's --since and --until):
+    "now+N" or "now-N" with a unit (s, m, h or d; seconds without one), or "now", made a UTC
+    time from this machine's clock, to the second; anything else goes as written (the server
+    wants ISO 8601 with a zone, or for a list a day, and says what is wrong)."""
     if not text.startswith("now"):
         return text
     relative = RELATIVE.fullmatch(text)
     if relative is None:
-        raise argparse.ArgumentTypeError(f"not now+N[s|m|h|d] nor a time: {text!r}")
-    count, unit = relative.groups()
-    ahead = int(count or 0) * UNIT_SECONDS[unit or ""]
+        raise argparse.ArgumentTypeError(f"not now+N[s|m|h|d], now-N nor a time: {text!r}")
+    sign, count, unit = relative.groups()
+    ahead = int(count or 0) * UNIT_SECONDS[unit or ""] * (-1 if sign == "-" else 1)
     try:
         moment = datetime.fromtimestamp(int(time.time()) + ahead, tz=UTC)
-    except (OverflowError, OSError, ValueError):  # past the year 9999
-        raise argparse.ArgumentTypeError(f"too far ahead: {text!r}") from None
+    except (OverflowError, OSError, ValueError):  # past the year 9999, or before the year 1
+        raise argparse.ArgumentTypeError(f"too far off: {text!r}") from None
     return moment.isoformat().replace("+00:00", "Z")
 
 
