@@ -8,7 +8,7 @@ jobs.tenant_limits.
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -74,9 +74,12 @@ def commit_batch(
     moment: datetime,
     shard: str = "default",
     budget: tenant_limits.BudgetCheck | None = None,
+    decided: Mapping[int, float | None] | None = None,
 ) -> set[int]:
     """Commit what still fits of `outcomes` in one transaction; return the placed job ids.
-    `budget`: the cycle's GPU-hour budgets, re-checked as its batches commit."""
+    `budget`: the cycle's GPU-hour budgets, re-checked as its batches commit; `decided`: the
+    runtime limits the jobs were placed with (the snapshot's), a job whose limit was raised
+    since is left for the next cycle (actions.set_runtime_limit)."""
     node_ids = sorted({int(w.node_id) for o in outcomes for w in o.workers})
     with transaction.atomic():
         nodes = lock_nodes(node_ids, moment)
@@ -88,6 +91,8 @@ def commit_batch(
         for outcome in outcomes:
             job_id = int(outcome.job_id)
             if job_id not in claimed or not limits.allows(outcome):
+                continue
+            if raised(limits.jobs[job_id], decided, job_id):
                 continue
             if windowed(outcome, limits.jobs[job_id], nodes, moment):
                 continue
@@ -161,6 +166,16 @@ def claim(job_ids: list[int], moment: datetime) -> set[int]:
     locked = list(still_queued.values_list("id", flat=True))
     ready = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
     return set(ready.values_list("id", flat=True))
+
+
+def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | None, job_id: int):
+    """Whether the job's runtime limit is longer now than the one it was placed with: where
+    the core fitted it before another job's reservation, or backfilled it, it could outlast
+    the room it was given (a shorter one only ends sooner). Windows are checked on the row's
+    limit as they are now (`windowed`)."""
+    if decided is None or (limit := decided.get(job_id)) is None:
+        return False
+    return job.max_runtime_s > limit
 
 
 def windowed(outcome: Outcome, job: tenant_limits.Claimed, nodes, moment: datetime) -> bool:

@@ -88,15 +88,22 @@ def commit(
     decision: Decision, now: float, result: CycleResult, snapshot: Snapshot | None = None
 ) -> None:
     """Commit the placements in batches; with the `snapshot` they were decided on, its
-    tenants' GPU-hour budgets are checked again as they commit (tenant_limits.BudgetCheck)."""
+    tenants' GPU-hour budgets are checked again as they commit (tenant_limits.BudgetCheck),
+    and so is each job's runtime limit (one raised since may outlast what the core fitted it
+    before: another job's reservation)."""
     placed = [o for o in decision.outcomes if o.status == PLACED]
+    decided = (
+        {int(job.id): job.max_runtime for job in snapshot.queued}
+        if snapshot is not None and placed
+        else None
+    )
     moment = datetime.fromtimestamp(now, tz=UTC)
     size = settings.MLSCHED_COMMIT_BATCH
     budgeted = snapshot is not None and any(t.gpu_budget is not None for t in snapshot.tenants)
     budget = tenant_limits.BudgetCheck(snapshot) if snapshot and budgeted and placed else None
     for start in range(0, len(placed), size):
         batch = placed[start : start + size]
-        committed = commit_batch(batch, moment, budget=budget)
+        committed = commit_batch(batch, moment, budget=budget, decided=decided)
         result.placed.extend(committed)
         result.skipped.extend(int(o.job_id) for o in batch if int(o.job_id) not in committed)
 

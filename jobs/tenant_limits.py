@@ -81,7 +81,7 @@ class Claimed:
     owner: str
     batch: str | None
     max_running_shards: int | None
-    max_runtime_s: int  # (the commit's window check)
+    max_runtime_s: int  # (the commit's window check, and commit.raised)
     # The fewest workers it may start with as its row says now: its min_workers, else its
     # whole gang. A queued gang made rigid since the snapshot (actions.set_min_workers) does
     # not start with the fewer workers the core gave it.

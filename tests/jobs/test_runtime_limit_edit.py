@@ -4,13 +4,16 @@ CLI's `runtime-limit ID DURATION`. A shorter limit is a smaller job, which start
 longer one does not fit; a job placed takes only a lower limit (its agent then lowers its
 workers': tests/clusters/test_runtime_limit_lowered.py)."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from clusters.models import MaintenanceWindow
-from jobs import cycle
+from jobs import actions, cycle, snapshot
+from jobs.cycle import CycleResult
 from jobs.models import Job, JobEvent
+from jobs.placement import place
 from jobs.states import State
 from quotas.models import Membership
 from tests.factories import (
@@ -56,6 +59,31 @@ def test_a_shorter_limit_starts_a_job_before_a_maintenance_window(alice, alpha, 
     assert JobEvent.objects.filter(
         job=job, reason="runtime limit set to 10 min (600 s) by alice"
     ).exists()
+
+
+def test_a_limit_raised_after_the_decision_does_not_outlast_a_reservation_it_was_backfilled_in(
+    alice, alpha, east
+):
+    NodeFactory(cluster=east, gpu_count=8)
+    JobFactory(tenant=alpha, owner=alice, gpus=4, max_runtime_s=3600)
+    cycle.run_cycle()  # half the node, for an hour
+    head = JobFactory(tenant=alpha, owner=alice, gpus=8, priority=100)  # reserved in an hour
+    small = JobFactory(tenant=alpha, owner=alice, gpus=4, max_runtime_s=1800)
+    loaded = snapshot.load(time.time()).snapshot
+    decision = place(loaded)
+    statuses = {o.job_id: o.status for o in decision.outcomes}
+    assert statuses == {str(head.pk): "reserved", str(small.pk): "placed"}  # backfilled
+
+    actions.set_runtime_limit(small, 7200, "alice")
+    result = CycleResult()
+    cycle.commit(decision, time.time(), result, loaded)
+
+    assert (result.placed, result.skipped) == ([], [small.pk])
+    cycle.run_cycle()  # decided again on its limit now: it would outlast the reservation
+    assert Job.objects.get(pk=small.pk).state == State.QUEUED
+    actions.set_runtime_limit(small, 1800, "alice")
+    cycle.run_cycle()
+    assert Job.objects.get(pk=small.pk).state == State.SCHEDULED
 
 
 def test_a_batchs_queued_shards_take_a_higher_limit_and_its_placed_ones_keep_theirs(
