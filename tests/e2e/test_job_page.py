@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from clusters import agents
 from clusters.backends.base import LogLine
 from jobs import actions
-from jobs.models import LogChunk
+from jobs.models import Family, LogChunk
 from jobs.states import State
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory, PriorityClassFactory
 
@@ -188,6 +188,24 @@ def test_the_hold_button_and_the_queued_jobs_forms_follow_changes_made_elsewhere
     expect(page.locator("#live")).to_have_text("live", timeout=15_000)
     in_thread(lambda: actions.transition(job, State.CANCELED, "canceled by alice"))
     expect(page.locator("#runtime-limit-form")).to_be_hidden(timeout=10_000)  # ended: none
+
+
+def test_the_request_form_asks_for_a_gpu_share_once_one_is_typed(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    job = JobFactory(tenant=alpha, owner=alice, family=Family.EVALUATION, gpus=1)
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+
+    page.fill("#request-gpu-milli", "500")
+    expect(page.locator("#request-gpus")).to_have_value("0")
+    with page.expect_navigation():
+        page.click("#change-request")
+
+    expect(page.locator("#request-gpu-milli")).to_have_value("500")  # drawn again from the job
+    job.refresh_from_db()
+    assert (job.gpus, job.gpu_milli) == (0, 500)
 
 
 def test_the_front_page_links_to_the_jobs_of_the_users_tenant(server, browser_page, alpha, alice):
