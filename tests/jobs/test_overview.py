@@ -79,7 +79,9 @@ def test_at_a_glance_it_gives_the_gpus_allocated_of_all_and_the_users_jobs(page,
 
 def test_at_a_glance_a_scheduler_without_a_recent_cycle_is_marked(page):
     shard = SchedulerShard.objects.create(name="default", last_cycle_at=timezone.now())
-    assert glance(page())["Scheduler"] == ("last cycle 0 s ago", False)
+    figure, marked = glance(page())["Scheduler"]
+    # A second or more may pass before the page is drawn on a busy machine.
+    assert re.fullmatch(r"last cycle \d s ago", figure) and not marked, figure
 
     SchedulerShard.objects.filter(pk=shard.pk).update(
         last_cycle_at=timezone.now() - timedelta(minutes=5)
