@@ -27,7 +27,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from redis.exceptions import RedisError
 
-from jobs.states import TERMINAL, State
+from jobs.states import ACTIVE, TERMINAL, State
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +102,13 @@ def publish_on_commit(events: Iterable[tuple[dict, int]]) -> None:
     (`job_id`, `from_state`, `to_state`, `reason`, `time`), as a dict or `vars(event)`.
     Each call registers its own on-commit hook, so a savepoint rolled back takes its events
     with it; inside `coalesced()` the hooks merge into the block's messages. The same hook
-    hands the jobs the events end, and those they start, to `jobs.notify` (a from = to note
-    ends nothing).
+    hands the jobs the events end, those they start and those they queue again after a start
+    or a placement to `jobs.notify` (a from = to note ends nothing).
     """
     by_tenant: dict[int, list[JobChange]] = defaultdict(list)
     ended: list[tuple[int, int]] = []  # (job, tenant) of the jobs these events end
     started: list[tuple[int, int, datetime]] = []  # (job, tenant, when) of those they start
+    requeued: list[tuple[int, int, datetime]] = []  # (job, tenant, when) of those requeued
     for event, tenant_id in events:
         by_tenant[tenant_id].append(
             JobChange(job=event["job_id"], from_state=event["from_state"],
@@ -118,26 +119,31 @@ def publish_on_commit(events: Iterable[tuple[dict, int]]) -> None:
             ended.append((event["job_id"], tenant_id))
         elif event["to_state"] == State.RUNNING and event["from_state"] != State.RUNNING:
             started.append((event["job_id"], tenant_id, event["time"]))
+        elif event["to_state"] == State.QUEUED and event["from_state"] in ACTIVE:
+            requeued.append((event["job_id"], tenant_id, event["time"]))
     if by_tenant:
-        transaction.on_commit(lambda: committed(by_tenant, ended, started))
+        transaction.on_commit(lambda: committed(by_tenant, ended, started, requeued))
 
 
 def committed(
     by_tenant: dict[int, list[JobChange]],
     ended: list[tuple[int, int]],
     started: list[tuple[int, int, datetime]],
+    requeued: list[tuple[int, int, datetime]],
 ) -> None:
     """A transaction's changes have committed: to the live pages, and the jobs it ended (or
-    started, for those that ask) to their tenants' webhooks (jobs.notify), once each, as every
-    end and start passes here once."""
+    started or queued again, for those that ask) to their tenants' webhooks (jobs.notify),
+    once each, as every end, start and requeue passes here once."""
     deliver(by_tenant)
-    if ended or started:
+    if ended or started or requeued:
         from jobs import notify  # it imports the models: kept out of this module's own imports
 
         if ended:
             notify.jobs_ended(ended)
         if started:
             notify.jobs_started(started)
+        if requeued:
+            notify.jobs_requeued(requeued)
 
 
 # The changes committed inside the open `coalesced()` block (the outermost), awaiting its end.

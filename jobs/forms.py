@@ -28,7 +28,7 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors", "notify_start",
-          "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
+          "notify_requeue", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 TEXTAREAS = [*PAIRS, "volumes"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
@@ -97,7 +97,7 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
     values["preemptible"] = "true" if spec["preemptible"] else "false"  # a choice of a select
-    for box in ("retry_user_errors", "notify_start"):  # checkboxes
+    for box in ("retry_user_errors", "notify_start", "notify_requeue"):  # checkboxes
         values[box] = "true" if spec[box] else ""
     for field in ("begin", "deadline"):
         moment = spec[field]

@@ -248,6 +248,13 @@ class Job(models.Model):
         help_text="Tell its team's webhook when it starts (a batch: when its first shard "
         "does), as Slurm's --mail-type=BEGIN; its end is told in any case.",
     )
+    notify_requeue = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Tell its team's webhook each time it is stopped and queued again (preempted, "
+        "drained, requeued, retried after an infrastructure failure), as Slurm's "
+        "--mail-type=REQUEUE.",
+    )
     retries_used = models.PositiveSmallIntegerField(default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001

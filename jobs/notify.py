@@ -2,8 +2,11 @@
 JSON documents the control plane POSTs. Job ends (Slurm's --mail-type=END, what teams wire to
 Slack, Teams or PagerDuty): once per job; a batch once, when its last shard has ended, with its
 shards counted by state. The first start of a job that asks for it (`notify_start`, Slurm's
---mail-type=BEGIN): once; a batch once, for its shard that started first. The thresholds of
-its GPU-hour budget a tenant's month reaches are told the same way (jobs.budget_alerts).
+--mail-type=BEGIN): once; a batch once, for its shard that started first. Each requeue of a job
+that asks for it (`notify_requeue`, Slurm's --mail-type=REQUEUE): a placed job stopped and queued
+again (preempted, drained, requeued, retried after an infrastructure failure); a batch's shards
+queued again in one commit, once. The thresholds of its GPU-hour budget a tenant's month
+reaches are told the same way (jobs.budget_alerts).
 
 After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
 the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
@@ -22,9 +25,10 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 from urllib.parse import urlsplit
 
@@ -37,9 +41,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import efficiency
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.placement.words import counted
-from jobs.states import batch_state
+from jobs.states import ACTIVE, State, batch_state
 from quotas.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -49,15 +53,22 @@ DELIVERY_HEADER = "X-Mlsched-Delivery"
 TIMEOUT_S = (5.0, 5.0)  # to connect, and between bytes of the answer
 # How long a batch's notification stays claimed: far longer than two ends committing together.
 CLAIM_S = 24 * 3600
+# A batch's shards queued again within this many seconds of the first are told together.
+REQUEUE_GATHER_S = 30
 
 
-class JobEnded(TypedDict):
-    event: str  # "job.ended"
+class JobNotice(TypedDict):
+    """What every notification of a job says first."""
+
+    event: str  # "job.ended", "job.started", "job.requeued"
     job: int  # a batch: its first shard, which stands for it
     name: str
     tenant: str  # its slug
     owner: str  # the submitter's username
     labels: dict[str, str]  # the submitter's own labels
+
+
+class JobEnded(JobNotice):
     state: str  # succeeded, failed or canceled (a batch: see states.batch_state)
     outcome: str  # the last attempt's outcome ("" when none ran)
     exit_code: int | None  # the last attempt's exit code
@@ -72,13 +83,7 @@ class JobEnded(TypedDict):
     used: dict[str, float | int | None] | None
 
 
-class JobStarted(TypedDict):
-    event: str  # "job.started"
-    job: int  # a batch: its first shard, which stands for it
-    name: str
-    tenant: str
-    owner: str
-    labels: dict[str, str]
+class JobStarted(JobNotice):
     started_at: str  # its first start (a batch: its first shard's to start), ISO 8601
     waited_s: float  # from when it could run (eligible_at) to that start: its queue wait
     cluster: str | None  # where that attempt runs
@@ -86,6 +91,19 @@ class JobStarted(TypedDict):
     url: str | None
     shards: int | None  # a batch: its shard count
     shard: int | None  # a batch: the shard that started first
+
+
+class JobRequeued(JobNotice):
+    requeued_at: str  # when it was queued again (a batch: its lowest shard told), ISO 8601
+    outcome: str  # how it ended: preempted, lost, infra_error
+    cause: str  # who stopped a preempted one (preemption, grow, requeue, drain, ...), else ""
+    reason: str  # the attempt's end, as the job page says it
+    attempt: int | None  # its number
+    retries_used: int  # a preemption uses none; a retry after an infrastructure failure one
+    max_retries: int
+    url: str | None
+    shards: int | None  # a batch: its shard count
+    requeued_shards: list[int] | None  # a batch: the indices of those queued again at once
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,15 @@ def jobs_started(started: list[tuple[int, int, datetime]]) -> None:
         log.exception("job-start notifications of %s were not queued", counted(len(started), "job"))
 
 
+def hooked(moves: list[tuple[int, int, datetime]]) -> dict[int, datetime]:
+    """{job id: when} of these moves, (job id, tenant id, when), of tenants with a URL."""
+    tenants = {tenant_id for _, tenant_id, _ in moves}
+    with_url = set(
+        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
+    )
+    return {job_id: time for job_id, tenant_id, time in moves if tenant_id in with_url}
+
+
 def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
     """The start notifications these starts call for, by the id of the job that started: the
     first start of a job that asks for it (`notify_start`), of a tenant with a URL; a batch's
@@ -149,12 +176,7 @@ def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
     `started_first`).
     A first start is one whose time is the job's `started_at`, which keeps the first: a
     retry's start is none."""
-    tenants = {tenant_id for _, tenant_id, _ in started}
-    with_url = set(
-        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
-    )
-    when = {job_id: time for job_id, tenant_id, time in started if tenant_id in with_url}
-    if not when:
+    if not (when := hooked(started)):
         return []
     rows = Job.objects.filter(pk__in=when, notify_start=True).values_list(
         "pk", "parent_id", "shards", "started_at"
@@ -167,6 +189,44 @@ def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
         if (parent is not None or count > 1) and started_first(pk, parent or pk, when[pk])
     ]
     return sorted(singles + of_batches)
+
+
+def jobs_requeued(requeued: list[tuple[int, int, datetime]]) -> None:
+    """After the commit that queued these placed jobs again, (job id, tenant id, when): queue
+    the requeue notifications due. Never raises, as jobs_ended."""
+    try:
+        for job_id, since, gather in requeues_due(requeued):
+            queue(tasks_module().notify_job_requeue, job_id, since, countdown=gather)
+    except Exception:
+        log.exception("requeue notifications of %s were not queued", counted(len(requeued), "job"))
+
+
+def requeues_due(requeued: list[tuple[int, int, datetime]]) -> list[tuple[int, float, float]]:
+    """The requeue notifications these requeues call for, each (the job it tells of, since
+    when, seconds to wait): a job that asks for it (`notify_requeue`), of a tenant with a URL,
+    at once; a batch (its first shard) once for its shards queued again within
+    REQUEUE_GATHER_S of the first (`claim_requeue`), after that time, when they have been."""
+    if not (when := hooked(requeued)):
+        return []
+    rows = Job.objects.filter(pk__in=when, notify_requeue=True).values_list(
+        "pk", "parent_id", "shards"
+    )
+    singles, batches = [], {}
+    for pk, parent, shards in rows:
+        if parent is None and shards <= 1:
+            singles.append((pk, when[pk].timestamp(), 0.0))
+        else:  # a shard goes with its batch (its first shard's id), from its earliest
+            batch = parent or pk
+            batches[batch] = min(batches.get(batch, when[pk]), when[pk])
+    gathered = [(batch, at.timestamp(), float(REQUEUE_GATHER_S))
+                for batch, at in sorted(batches.items()) if claim_requeue(batch)]  # fmt: skip
+    return sorted(singles) + gathered
+
+
+def claim_requeue(batch: int) -> bool:
+    """Whether this commit opens a gathering of the batch's requeues (none is open): the first
+    to add `requeued-batch-<id>` to the shared cache for REQUEUE_GATHER_S tells of them."""
+    return caches["shared"].add(f"requeued-batch-{batch}", 1, REQUEUE_GATHER_S)
 
 
 def started_first(shard: int, batch: int, at: datetime) -> bool:
@@ -198,31 +258,41 @@ def claim(batch: int) -> bool:
 
 def send(job_id: int) -> None:
     """Queue the notification of job `job_id`'s end."""
-    from jobs import tasks  # the tasks import this module
-
-    queue(tasks.notify_job_end, job_id)
+    queue(tasks_module().notify_job_end, job_id)
 
 
 def queue_start(job_id: int) -> None:
     """Queue the notification of job `job_id`'s first start (a batch's shard: its batch's)."""
-    from jobs import tasks  # the tasks import this module
-
-    queue(tasks.notify_job_start, job_id)
+    queue(tasks_module().notify_job_start, job_id)
 
 
-def queue(task, *ids: int) -> None:
-    """Send a notification's task (jobs.tasks) with the ids it takes, to the worker."""
+def tasks_module():
+    """jobs.tasks, which imports this module."""
+    from jobs import tasks
+
+    return tasks
+
+
+def queue(task, *args: float, countdown: float = 0.0) -> None:
+    """Send a notification's task (jobs.tasks) with the arguments it takes, to the worker; run
+    `countdown` seconds from now."""
     if not task.app.conf.task_always_eager:
-        task.delay(*ids)
+        if countdown:
+            task.apply_async(args=args, countdown=countdown)
+        else:
+            task.delay(*args)
         return
     # The embedded mode has no worker: the task would run inside the request or cycle that
     # queued it, timeouts and retries included. A thread of its own runs it.
-    threading.Thread(target=run_here, args=(task, ids), name="notify", daemon=True).start()
+    runs = threading.Thread(target=run_here, args=(task, args, countdown), name="notify",
+                            daemon=True)  # fmt: skip
+    runs.start()
 
 
-def run_here(task, ids: tuple[int, ...]) -> None:
+def run_here(task, args: tuple[float, ...], countdown: float = 0.0) -> None:
+    time.sleep(countdown)
     try:
-        task.apply(args=ids)
+        task.apply(args=args)
     finally:
         connection.close()  # this thread's own
 
@@ -262,6 +332,41 @@ def job_start(job_id: int) -> Notification | None:
         shard=started.shard_index if job.is_batch else None,
     )  # fmt: skip
     return Notification(job.tenant, f"job.started:{job.pk}", document)
+
+
+def job_requeue(job_id: int, since: float) -> Notification | None:
+    """The notification of job `job_id`'s requeue at `since` (epoch seconds), from its event;
+    of a batch (its first shard), of its shards queued again from then to REQUEUE_GATHER_S
+    after, the lowest one's first event telling how. None when there is nothing to send: the
+    job deleted since, its tenant's URL removed since, or no such event kept."""
+    job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
+    if job is None or not job.tenant.notify_url:
+        return None
+    start = datetime.fromtimestamp(since, tz=UTC) - timedelta(milliseconds=1)  # its float
+    moves = JobEvent.objects.filter(job__in=job.batch().values("pk"), from_state__in=ACTIVE,
+                                    to_state=State.QUEUED, time__gte=start)  # fmt: skip
+    if job.is_batch:
+        moves = moves.filter(time__lt=start + timedelta(seconds=REQUEUE_GATHER_S))
+    firsts: dict[int, JobEvent] = {}
+    for move in moves.select_related("job", "attempt").order_by("time", "id"):
+        firsts.setdefault(move.job_id, move)
+    if not firsts:
+        return None
+    lowest = firsts[min(firsts)]
+    stopped = lowest.attempt
+    document = JobRequeued(
+        event="job.requeued", job=job.pk, name=job.name, tenant=job.tenant.slug,
+        owner=job.owner.get_username(), labels=job.labels,
+        requeued_at=lowest.time.isoformat(),
+        outcome=stopped.outcome if stopped else "", cause=stopped.stop_cause if stopped else "",
+        reason=stopped.reason if stopped else lowest.reason,
+        attempt=stopped.number if stopped else None, retries_used=lowest.job.retries_used,
+        max_retries=lowest.job.max_retries, url=portal_url(reverse("job", args=[job.pk])),
+        shards=job.shards if job.is_batch else None,
+        requeued_shards=sorted(m.job.shard_index for m in firsts.values()) if job.is_batch
+        else None,
+    )  # fmt: skip
+    return Notification(job.tenant, f"job.requeued:{job.pk}:{lowest.pk}", document)
 
 
 def deliver(notification: Notification | None) -> None:

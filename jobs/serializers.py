@@ -157,6 +157,7 @@ class SubmitSerializer(serializers.Serializer):
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     notify_start = serializers.BooleanField(default=False)
+    notify_requeue = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
     depends_on = serializers.ListField(
         child=DependencyItem(),
@@ -434,9 +435,9 @@ class JobSerializer(serializers.ModelSerializer):
             "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
-            "retry_user_errors", "notify_start", "retries_used", "idempotency_key", "state", "held",
-            "pending_reason", "pending_message", "end_reason", "estimated_start", "created",
-            "begin",
+            "retry_user_errors", "notify_start", "notify_requeue", "retries_used",
+            "idempotency_key", "state", "held", "pending_reason", "pending_message",
+            "end_reason", "estimated_start", "created", "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",
             "dependencies", "singleton", "attempts",
         ]  # fmt: skip

@@ -59,6 +59,13 @@ def notify_job_start(job_id: int) -> None:
 
 
 @notification_task
+def notify_job_requeue(job_id: int, since: float) -> None:
+    """POST the notification of a job's requeue at `since` (a batch: of its shards queued
+    again from then on, gathered) to its tenant's webhook (jobs.notify)."""
+    notify.deliver(notify.job_requeue(job_id, since))
+
+
+@notification_task
 def notify_budget(alert_id: int) -> None:
     """POST the notification of a GPU-hour budget threshold reached (a BudgetAlert's id) to its
     tenant's webhook (jobs.budget_alerts)."""

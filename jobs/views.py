@@ -50,7 +50,8 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 SHARD_LIMIT: "max-running-shards-help",
                 "min_workers": "min-workers-help", "topology": "topology-help",
                 "secrets": "secrets-help", "volumes": "volumes-help",
-                "command": "command-help", "notify_start": "notify-start-help"}  # fmt: skip
+                "command": "command-help", "notify_start": "notify-start-help",
+                "notify_requeue": "notify-requeue-help"}  # fmt: skip
 
 
 def index(request):

@@ -27,7 +27,9 @@
                      volumes) at PATH in each worker, read only; NAME:PATH:rw to write to
                      it, where the volume allows (again for more; added to its volumes).
                      --notify-start: your team's webhook is told when it starts (its
-                     notify_start), as Slurm's --mail-type=BEGIN.
+                     notify_start), as Slurm's --mail-type=BEGIN; --notify-requeue: each
+                     time it is stopped and queued again (notify_requeue), as
+                     --mail-type=REQUEUE.
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only. --wait then waits for it to

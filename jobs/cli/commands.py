@@ -44,7 +44,8 @@ def submit(api: Api, args) -> None:
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
-             "notify_start": True if args.notify_start else None}  # fmt: skip
+             "notify_start": True if args.notify_start else None,
+             "notify_requeue": True if args.notify_requeue else None}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):

@@ -77,7 +77,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Labels", ", ".join(f"{k}={v}" for k, v in job["labels"].items())),
         ("Priority", priority(job)),
         ("Retries", retries(job)),
-        ("Notifies", "its start, to its team's webhook" if job.get("notify_start") else ""),
+        ("Notifies", notifies(job)),
         ("Dependencies", dependencies(job)),
         ("Begin", moment(job["begin"]) if job["begin"] else ""),
         ("Deadline", moment(job["deadline"]) if job["deadline"] else ""),
@@ -159,6 +159,13 @@ def volume(mount: dict) -> str:
 def priority(job: dict) -> str:
     preemptible = "preemptible" if job["preemptible"] else "not preemptible"
     return f"{job['priority_class']} {job['priority']:+d}, {preemptible}"
+
+
+def notifies(job: dict) -> str:
+    """What its team's webhook is told of it beyond its end: its start, each requeue."""
+    kinds = (("notify_start", "its start"), ("notify_requeue", "each requeue"))
+    told = [said for field, said in kinds if job.get(field)]
+    return f"{' and '.join(told)}, to its team's webhook" if told else ""
 
 
 def retries(job: dict) -> str:

@@ -117,6 +117,11 @@ def add_submitting(commands) -> None:
              "--mail-type=BEGIN)",
     )  # fmt: skip
     submitting.add_argument(
+        "--notify-requeue", action="store_true",
+        help="tell your team's webhook each time it is stopped and queued again (its "
+             "notify_requeue; Slurm's --mail-type=REQUEUE)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--wait", action="store_true",
         help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
     )  # fmt: skip

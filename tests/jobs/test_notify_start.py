@@ -26,6 +26,14 @@ from tests.jobs.test_notify import (  # noqa: F401 (fixtures)
 )
 
 pytestmark = pytest.mark.django_db
+# A training job as the submit form posts it, and as the CLI reads it, named "x" and "told".
+FORM = {"tenant": "alpha", "name": "x", "family": "training", "image": "i", "command": "x",
+        "cpu_milli": "1000", "memory_mb": "1000", "gpus": "1", "gpu_milli": "0",
+        "workers": "1", "shards": "1", "priority_class": "normal", "priority": "0",
+        "max_runtime_s": "60", "max_retries": "3"}  # fmt: skip
+SPEC = {"tenant": "alpha", "name": "told", "family": "training", "image": "i",
+        "command": ["x"], "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1,
+        "max_runtime_s": 60}  # fmt: skip
 
 
 @pytest.fixture
@@ -152,12 +160,7 @@ def test_the_api_takes_it_and_gives_it_back_in_the_job_and_its_spec(alpha, alice
 def test_the_submit_form_takes_it_and_a_copy_keeps_it_ticked(alpha, alice, client):
     PriorityClassFactory(name="normal")
     client.force_login(alice)
-    form = {"tenant": "alpha", "name": "x", "family": "training", "image": "i", "command": "x",
-            "cpu_milli": "1000", "memory_mb": "1000", "gpus": "1", "gpu_milli": "0",
-            "workers": "1", "shards": "1", "priority_class": "normal", "priority": "0",
-            "max_runtime_s": "60", "max_retries": "3", "notify_start": "true"}  # fmt: skip
-
-    client.post("/jobs/new/", form)
+    client.post("/jobs/new/", {**FORM, "notify_start": "true"})
     job = Job.objects.get(name="x")
     copy = client.get(f"/jobs/new/?copy={job.pk}").content.decode()
     page = client.get(f"/jobs/{job.pk}/").content.decode()
@@ -169,11 +172,7 @@ def test_the_submit_form_takes_it_and_a_copy_keeps_it_ticked(alpha, alice, clien
 
 @pytest.mark.django_db(transaction=True)
 def test_the_cli_submits_it_with_notify_start(cli):
-    spec = {"tenant": "alpha", "name": "told", "family": "training", "image": "i",
-            "command": ["x"], "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1,
-            "max_runtime_s": 60}  # fmt: skip
-
-    done = cli("submit", "-", "--notify-start", stdin=json.dumps(spec))
+    done = cli("submit", "-", "--notify-start", stdin=json.dumps(SPEC))
 
     assert done.returncode == 0, done.stderr
     assert Job.objects.get(name="told").notify_start
