@@ -148,6 +148,13 @@ def span(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d".replace(".0 ", " ")
 
 
+def limit_said(seconds: int) -> str:
+    """A runtime limit as the attempts' time used says it ("60 min"), and in the seconds it
+    was given in where that says more: "60 min (3600 s)", "40 s"."""
+    said = span(seconds)
+    return said if said == f"{seconds} s" else f"{said} ({seconds} s)"
+
+
 def percent(fraction: float | None) -> str:
     return f"{(fraction or 0) * 100:.0f} %"
 

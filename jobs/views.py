@@ -256,7 +256,7 @@ def job_page(
         and visible_jobs(request.user).filter(pk=job.parent_id).exists(),
         "command_line": command_line(job.command),
         # In the unit the attempts' time used is read in, and in the seconds it was given in.
-        "runtime_limit": runtime_limit(job.max_runtime_s),
+        "runtime_limit": efficiency.limit_said(job.max_runtime_s),
         # A batch is headed with its own state, not its first shard's.
         "heading_state": batch_state(shard_states) if job.is_batch else job.state,
         "shard_count": shard_count(job, sum(shard_states.values())),
@@ -288,12 +288,6 @@ def started_with(workers: int, whole: int) -> str:
     if workers == whole:
         return f"all {whole}"
     return f"started with {workers} of {whole} workers"
-
-
-def runtime_limit(seconds: int) -> str:
-    """As the attempts' time used says it ("60 min"), and in the seconds it was given in."""
-    said = efficiency.span(seconds)
-    return said if said == f"{seconds} s" else f"{said} ({seconds} s)"
 
 
 def command_line(command) -> str:

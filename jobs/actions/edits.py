@@ -17,7 +17,7 @@ from jobs.actions.lifecycle import (
     write_events,
 )
 from jobs.clock import database_now
-from jobs.efficiency import span
+from jobs.efficiency import limit_said
 from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
 from jobs.serializers import REQUEST, min_workers_problem, request_problem
@@ -236,10 +236,10 @@ def set_runtime_limit(job: Job, seconds: int, by: str) -> int:
         limit = min(limit for _, _, limit in live.values())
         raise NotQueued(
             f"A placed job's runtime limit can only be lowered: job #{job.pk} runs under "
-            f"{span(limit)} ({limit} s)."
+            f"{limit_said(limit)}."
         )
     Job.objects.filter(pk__in=changed).update(max_runtime_s=seconds)
-    reason = f"runtime limit set to {span(seconds)} ({seconds} s) by {by}"
+    reason = f"runtime limit set to {limit_said(seconds)} by {by}"
     now = timezone.now()
     for state in sorted({state for _, state in changed.values()}):
         jobs = {pk: (tenant, was) for pk, (tenant, was) in changed.items() if was == state}

@@ -14,7 +14,7 @@ from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
-from jobs.efficiency import span
+from jobs.efficiency import limit_said
 from jobs.placement.words import counted
 
 
@@ -284,7 +284,7 @@ def runtime_limit(api: Api, args) -> None:
     answer = api.call("POST", f"jobs/{args.id}/runtime-limit/",
                       json={"max_runtime_s": args.seconds})  # fmt: skip
     changed = answer["changed"]
-    show(f"runtime limit {span(answer['max_runtime_s'])} ({answer['max_runtime_s']} s) for "
+    show(f"runtime limit {limit_said(answer['max_runtime_s'])} for "
          f"{changed} job{'s' if changed != 1 else ''}")  # fmt: skip
 
 

@@ -118,7 +118,7 @@ def test_a_lower_limit_takes_every_live_shard_of_a_batch_and_leaves_the_ended(al
     limits = {s.pk: s.max_runtime_s for s in shards.all()}
     assert limits.pop(ended.pk) == first.max_runtime_s
     assert set(limits.values()) == {60}
-    events = JobEvent.objects.filter(reason="runtime limit set to 60 s (60 s) by alice")
+    events = JobEvent.objects.filter(reason="runtime limit set to 60 s by alice")
     assert sorted(events.values_list("from_state", "to_state")) == [
         (State.QUEUED, State.QUEUED)
     ] * 4 + [(State.SCHEDULED, State.SCHEDULED)]
@@ -244,7 +244,10 @@ def test_the_cli_takes_a_duration_with_its_unit(mlsched, alice, alpha):  # noqa:
 
     status, out, err = mlsched("runtime-limit", str(job.pk), "90m")
     wrong = mlsched("runtime-limit", str(job.pk), "2w")
+    changed = limit_of(job)
+    short = mlsched("runtime-limit", str(job.pk), "45")
 
     assert (status, out) == (0, "runtime limit 1.5 h (5400 s) for 1 job\n"), err
-    assert limit_of(job) == 5400
+    assert changed == 5400
     assert wrong[0] == 2 and "not N[s|m|h|d]: '2w'" in wrong[2]
+    assert short[1] == "runtime limit 45 s for 1 job\n"  # in seconds, said once
