@@ -131,9 +131,11 @@ def test_the_portal_keeps_the_window_typed_and_marks_one_at_fault(week, alice):
 
     kept = client.get("/?since=2026-12-05&until=2026-12-06T00:00:00Z").content.decode()
     refused = client.get("/?since=soon")
+    none = client.get("/?until=2000-01-01").content.decode()
 
     assert 'name="since" value="2026-12-05"' in kept
     assert 'name="until" value="2026-12-06T00:00:00Z"' in kept
+    assert "No jobs match." in none  # not "No jobs yet."
     assert refused.status_code == 400
     assert re.search(r'name="since" value="soon"[^>]*class="invalid" data-field="since"',
                      refused.content.decode())  # fmt: skip
