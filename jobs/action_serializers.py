@@ -19,7 +19,9 @@ from jobs.fields import (
 )
 from jobs.serializers import (
     LARGEST_ID,
+    cluster_selector_field,
     dependency_problem,
+    gpu_types_field,
     max_runtime_field,
     min_workers_field,
     priority_class_named,
@@ -120,6 +122,22 @@ class RequestSerializer(serializers.Serializer):
         if not data:
             raise serializers.ValidationError(
                 "Give cpu_milli, memory_mb, gpus or gpu_milli: what each worker asks for."
+            )
+        return data
+
+
+class ConstraintsSerializer(serializers.Serializer):
+    """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
+    Features and Partition): its GPU types, most preferred first, and its cluster selector,
+    either or both, as a submission gives them (empty: any); one at least."""
+
+    gpu_types = gpu_types_field(required=False)
+    cluster_selector = cluster_selector_field(required=False)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError(
+                "Give gpu_types, cluster_selector or both: where the job may run."
             )
         return data
 

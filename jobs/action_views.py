@@ -14,6 +14,7 @@ from jobs import access, actions, throttles
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.action_serializers import (
+    ConstraintsSerializer,
     DependenciesSerializer,
     MinWorkersSerializer,
     PrioritySerializer,
@@ -24,7 +25,7 @@ from jobs.action_serializers import (
     ShardLimitSerializer,
 )
 from jobs.forms import dependencies_input, refusal_text
-from jobs.serializers import REQUEST
+from jobs.serializers import CONSTRAINTS, REQUEST
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
 
 PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
@@ -156,15 +157,40 @@ def change_request(request, pk):
     (400, on the fields at fault, or 409 once it has left the queue)."""
     job = access.to_change(request.user, pk, "change what it asks for")
     typed = {name: value for name in REQUEST if (value := request.POST.get(name, "").strip())}
-    change = RequestSerializer(data=typed)
+    return queued_change(request, job, typed, RequestSerializer, actions.change_request, REQUEST)
+
+
+@login_required
+@require_POST
+def change_constraints(request, pk):
+    """Change where a queued job may run, as the API does, for whoever may cancel it: its GPU
+    types (comma-separated, most preferred first) and its cluster selector (KEY=VALUE a line),
+    each empty for any. A refusal is the job page with why (400, on the field at fault, or 409
+    once it has left the queue)."""
+    job = access.to_change(request.user, pk, "change where it may run")
+    typed = request.POST.get("gpu_types", "").split(",")
+    try:
+        selector = submit_form.parse_pairs(request.POST.get("cluster_selector", ""))
+    except ValueError as error:
+        return refused(request, pk, str(error), 400, invalid=["cluster_selector"])
+    asked = {"gpu_types": [t.strip() for t in typed if t.strip()], "cluster_selector": selector}
+    verb = actions.change_constraints
+    return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)
+
+
+def queued_change(request, job, typed: dict, serializer, verb, fields) -> HttpResponse:
+    """A queued job's `fields` changed from its page's form (`typed`, once `serializer` has
+    read it) by `verb(job, asked, by)`. A refusal is the job page with why: 400 on the fields
+    at fault (all of them when the refusal names none), 409 once it has left the queue."""
+    change = serializer(data=typed)
     try:
         change.is_valid(raise_exception=True)
-        actions.change_request(job, change.validated_data, str(request.user))
+        verb(job, change.validated_data, str(request.user))
     except ValidationError as refusal:
-        at_fault = [name for name in REQUEST if name in refusal.detail] or list(REQUEST)
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
+        at_fault = [name for name in fields if name in refusal.detail] or list(fields)
+        return refused(request, job.pk, refusal_text(refusal.detail), 400, invalid=at_fault)
     except actions.NotQueued as refusal:
-        return refused(request, pk, str(refusal), 409)
+        return refused(request, job.pk, str(refusal), 409)
     return back_to(request, job)
 
 

@@ -21,6 +21,7 @@ from jobs import access, actions, folding, listing, standing, throttles, trial
 from jobs.action_serializers import (
     MAX_CANCELED,
     CancelJobsSerializer,
+    ConstraintsSerializer,
     DependenciesSerializer,
     MinWorkersSerializer,
     PrioritySerializer,
@@ -36,6 +37,7 @@ from jobs.models import Job, LogChunk
 from jobs.nodes_api import ClustersView, NodesView
 from jobs.queue_api import QueueView
 from jobs.serializers import (
+    CONSTRAINTS,
     REQUEST,
     EventSerializer,
     JobSerializer,
@@ -314,19 +316,43 @@ class RequestView(APIView):
     queued shards'): whoever may change its priority may."""
 
     def post(self, request, pk):
-        job = access.to_change(request.user, pk, "change what it asks for")
-        change = RequestSerializer(data=request.data)
-        change.is_valid(raise_exception=True)
-        try:
-            changed = actions.change_request(job, change.validated_data, str(request.user))
-        except actions.NotQueued as refusal:
-            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        return changed_answer(request, job, changed, asks)
+        verb = actions.change_request
+        return queued_change(request, pk, "change what it asks for", RequestSerializer, verb, asks)
+
+
+class ConstraintsView(APIView):
+    """Change where a queued job may run (actions.change_constraints; a batch: its queued
+    shards'): whoever may change its priority may."""
+
+    def post(self, request, pk):
+        verb = actions.change_constraints
+        return queued_change(request, pk, "change where it may run", ConstraintsSerializer, verb,
+                             where_to)  # fmt: skip
+
+
+def queued_change(request, pk, doing: str, serializer, verb, told) -> Response:
+    """A queued job's fields, those the `serializer` reads, changed by `verb(job, asked, by)`
+    for whoever may cancel it (`doing`, for the refusal of anyone else): 400 for what the
+    serializer refuses, 409 once nothing of the job is queued; else the job and how many
+    jobs changed (`told(job)`: what the change set, for a caller who may not see the job)."""
+    job = access.to_change(request.user, pk, doing)
+    change = serializer(data=request.data)
+    change.is_valid(raise_exception=True)
+    try:
+        changed = verb(job, change.validated_data, str(request.user))
+    except actions.NotQueued as refusal:
+        return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+    return changed_answer(request, job, changed, told)
 
 
 def asks(job: Job) -> dict:
     """What each worker of the job asks for, as the API names it."""
     return {name: getattr(job, name) for name in REQUEST}
+
+
+def where_to(job: Job) -> dict:
+    """Where the job may run, as the API names it."""
+    return {name: getattr(job, name) for name in CONSTRAINTS}
 
 
 class LabelsView(APIView):
@@ -591,6 +617,7 @@ urlpatterns = [
     path("jobs/<int:pk>/min-workers/", MinWorkersView.as_view(), name="api-job-min-workers"),
     path("jobs/<int:pk>/runtime-limit/", RuntimeLimitView.as_view(), name="api-job-runtime-limit"),
     path("jobs/<int:pk>/request/", RequestView.as_view(), name="api-job-request"),
+    path("jobs/<int:pk>/constraints/", ConstraintsView.as_view(), name="api-job-constraints"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),

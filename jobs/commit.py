@@ -34,6 +34,8 @@ class NodeState:
     cluster_id: int
     name: str = ""
     window: Span | None = None  # its next maintenance window or booking not yet ended
+    gpu_type: str = ""
+    cluster_labels: dict[str, str] = field(default_factory=dict)
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
@@ -94,6 +96,8 @@ def commit_batch(
                 continue
             if raised(limits.jobs[job_id], decided, job_id):
                 continue
+            if not allowed_on(outcome, limits.jobs[job_id], nodes):
+                continue
             if windowed(outcome, limits.jobs[job_id], nodes, moment):
                 continue
             if (fitted := fit(outcome, nodes)) is not None:
@@ -119,6 +123,8 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             available=n["schedulable"] and n["healthy"],
             cluster_id=n["cluster_id"],
             name=n["name"],
+            gpu_type=n["gpu_type"],
+            cluster_labels=n["cluster__labels"],
         )
         for n in locked.values(
             "id",
@@ -129,6 +135,8 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             "healthy",
             "cluster_id",
             "name",
+            "gpu_type",
+            "cluster__labels",
         )
     }
     windows = next_window(moment, ((i, node.cluster_id) for i, node in nodes.items()))
@@ -176,6 +184,21 @@ def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | Non
     if decided is None or (limit := decided.get(job_id)) is None:
         return False
     return job.max_runtime_s > limit
+
+
+def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
+    """Whether every node the job's workers go to is one its row takes now: a GPU type it
+    lists (a GPU worker's), a cluster its selector matches. Where it may run changed since the
+    snapshot (actions.change_constraints) is decided again next cycle."""
+    for worker in outcome.workers:
+        node = nodes.get(int(worker.node_id))
+        if node is None:
+            continue  # the fit finds it gone
+        if job.gpu_types and worker.gpu_indices and node.gpu_type not in job.gpu_types:
+            return False
+        if any(node.cluster_labels.get(k) != v for k, v in job.cluster_selector.items()):
+            return False
+    return True
 
 
 def windowed(outcome: Outcome, job: tenant_limits.Claimed, nodes, moment: datetime) -> bool:

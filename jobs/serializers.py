@@ -58,6 +58,8 @@ AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 # A worker's request: each number's bounds (a submission's, and a queued job's change's).
 REQUEST = {"cpu_milli": (1, 10_000_000), "memory_mb": (1, 100_000_000), "gpus": (0, 64),
            "gpu_milli": (0, 999)}  # fmt: skip
+# Where a job may run, as a queued job's change of it names the fields.
+CONSTRAINTS = ("gpu_types", "cluster_selector")
 
 
 def request_field(name: str, **options) -> serializers.IntegerField:
@@ -73,6 +75,20 @@ def request_problem(family: str, request: dict) -> dict[str, str]:
     if family == Family.TRAINING and request["gpu_milli"]:
         return {"gpu_milli": "Training gets whole, exclusive GPUs: use gpus."}
     return {}
+
+
+def gpu_types_field(**options) -> serializers.ListField:
+    """The GPU types a job takes, most preferred first (empty: any), as a submission and a
+    change of a queued job's give them."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=64), max_length=16, **options
+    )
+
+
+def cluster_selector_field(**options) -> serializers.Field:
+    """The labels a cluster must carry to take a job (empty: any cluster), as a submission
+    and a change of a queued job's give them."""
+    return TextKeys(child=serializers.CharField(), validators=[validate_labels], **options)
 
 
 def max_runtime_field() -> serializers.IntegerField:
@@ -122,12 +138,8 @@ class SubmitSerializer(serializers.Serializer):
     memory_mb = request_field("memory_mb")
     gpus = request_field("gpus", default=0)
     gpu_milli = request_field("gpu_milli", default=0)
-    gpu_types = serializers.ListField(
-        child=serializers.CharField(max_length=64), default=list, max_length=16
-    )
-    cluster_selector = TextKeys(
-        child=serializers.CharField(), default=dict, validators=[validate_labels]
-    )
+    gpu_types = gpu_types_field(default=list)
+    cluster_selector = cluster_selector_field(default=dict)
     labels = TextKeys(
         child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
         default=dict,

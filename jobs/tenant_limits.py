@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Q, Sum
 
@@ -90,6 +90,10 @@ class Claimed:
     # GPUs and milli of each. A request changed since the snapshot (actions.change_request)
     # does not start on what the core gave the old one.
     request: tuple[int, int, int, int]
+    # Where it may run as its row says now (commit.allowed_on): changed since the snapshot
+    # (actions.change_constraints), it does not start where the core put it.
+    gpu_types: tuple[str, ...] = ()
+    cluster_selector: dict[str, str] = field(default_factory=dict)
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -224,6 +228,7 @@ def read(
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
+        "gpu_types", "cluster_selector",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -234,9 +239,11 @@ def read(
             runtime,
             least or workers,
             (cpu, memory, gpus or int(share > 0), GPU_MILLI if gpus else share),
+            tuple(types),
+            selector,
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
-             gpus, share) in rows
+             gpus, share, types, selector) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

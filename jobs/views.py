@@ -276,6 +276,7 @@ def job_page(
                 "min_workers": "min-workers-help",
                 "max_runtime_s": "runtime-limit-help",
                 **dict.fromkeys(REQUEST, "request-help"),
+                **dict.fromkeys(("gpu_types", "cluster_selector"), "constraints-help"),
             },
         ),
     }

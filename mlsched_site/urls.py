@@ -28,6 +28,7 @@ urlpatterns = [
     path("jobs/<int:pk>/min-workers/", on_job.change_min_workers, name="change_min_workers"),
     path("jobs/<int:pk>/runtime-limit/", on_job.change_runtime_limit, name="change_runtime_limit"),
     path("jobs/<int:pk>/request/", on_job.change_request, name="change_request"),
+    path("jobs/<int:pk>/constraints/", on_job.change_constraints, name="change_constraints"),
     path("jobs/<int:pk>/labels/", on_job.change_labels, name="change_labels"),
     path("metrics", platform.metrics, name="metrics"),
     path("overview/", platform.overview, name="overview"),

@@ -16,11 +16,12 @@ from jobs.actions.lifecycle import (
     stop_attempts,
     write_events,
 )
+from jobs.cli.client import where
 from jobs.clock import database_now
 from jobs.efficiency import limit_said
 from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
-from jobs.serializers import REQUEST, min_workers_problem, request_problem
+from jobs.serializers import CONSTRAINTS, REQUEST, min_workers_problem, request_problem
 from jobs.states import State
 
 
@@ -273,6 +274,30 @@ def change_request(job: Job, asked: dict, by: str) -> int:
     gpus = f"{wanted['gpus']} GPUs" if not wanted["gpu_milli"] else f"{wanted['gpu_milli']}m GPU"
     said = f"{wanted['cpu_milli']}m CPU, {wanted['memory_mb']} MiB, {gpus}"
     _note(shards, list(shards), f"request per worker set to {said} by {by}")
+    transaction.on_commit(kick)
+    return len(shards)
+
+
+@retrying.atomic
+def change_constraints(job: Job, asked: dict, by: str) -> int:
+    """Set where a queued job may run, either or both of gpu_types (most preferred first) and
+    cluster_selector in `asked`, the other kept (Slurm's `scontrol update` of a pending job's
+    Features and Partition); for a batch (its first shard), every shard still queued. It
+    keeps its place; from the next cycle it is placed on the GPU types and clusters it takes
+    now; a job placed keeps where it runs. Records an event on each job and wakes the
+    scheduler; returns how many jobs it changed.
+
+    Raises NotQueued when nothing of the job is queued."""
+    shards = _queued_shards(job)
+    if not shards:
+        raise NotQueued(
+            f"Only a queued job's GPU types and clusters change: job #{job.pk} is not queued "
+            "(a job placed keeps where it runs)."
+        )
+    wanted = {name: asked.get(name, getattr(job, name)) for name in CONSTRAINTS}
+    Job.objects.filter(pk__in=shards).update(**wanted)
+    said = where(wanted["gpu_types"], wanted["cluster_selector"])
+    _note(shards, list(shards), f"may run on {said} by {by}")
     transaction.on_commit(kick)
     return len(shards)
 

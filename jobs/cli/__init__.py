@@ -139,6 +139,13 @@
                      asks for, the rest kept, as Slurm's scontrol update of a pending job's
                      NumCPUs, MinMemoryNode and Gres; it keeps its place in the queue; a job
                      placed keeps what it started with
+    constrain ID [--gpu-types T[,T...] | --any-gpu-type]
+                 [--cluster-selector KEY=VALUE ... | --any-cluster]
+                     change where a queued job (a batch: its queued shards) may run: the GPU
+                     types it takes, most preferred first, and the labels a cluster must
+                     carry, as Slurm's scontrol update of a pending job's Features and
+                     Partition; it keeps its place in the queue; a job placed keeps where it
+                     runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

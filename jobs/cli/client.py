@@ -38,6 +38,14 @@ def ordinal(n: int) -> str:
     return f"{n:,}{last}"
 
 
+def where(gpu_types, selector: dict) -> str:
+    """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
+    clusters with region=eu", "any GPU type of any cluster"."""
+    gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
+    labels = ", ".join(f"{k}={v}" for k, v in selector.items())
+    return f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}"
+
+
 def printable(text: str) -> str:
     """Text from the server made safe to show: each control character written out as \\xNN,
     as `less` does; tab, newline, carriage return and the rest of Unicode kept. Every line the

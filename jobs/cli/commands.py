@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show
+from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show, where
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
@@ -297,6 +297,21 @@ def resize(api: Api, args) -> None:
     changed = answer["changed"]
     each = asked_for({**answer, "workers": 1, "min_workers": None, "topology": ""})
     show(f"each worker asks for {each} ({changed} job{'s' if changed != 1 else ''})")
+
+
+def constrain(api: Api, args) -> None:
+    """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
+    --any-cluster]`: where the queued job may run now, and how many jobs changed (a batch's
+    queued shards)."""
+    body: dict = {}
+    if args.gpu_types is not None or args.any_gpu_type:
+        body["gpu_types"] = [] if args.any_gpu_type else args.gpu_types
+    if args.selector or args.any_cluster:
+        body["cluster_selector"] = {} if args.any_cluster else dict(args.selector)
+    answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
+    changed = answer["changed"]
+    show(f"may run on {where(answer['gpu_types'], answer['cluster_selector'])} "
+         f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 
 
 def requeue(api: Api, args) -> None:

@@ -9,6 +9,7 @@ import jobs.cli
 from jobs.cli.client import STATES, Api
 from jobs.cli.commands import (
     cancel,
+    constrain,
     depend,
     efficiency,
     hold,
@@ -44,6 +45,7 @@ from jobs.cli.written import (
     http_address,
     label_written,
     limit_written,
+    names_written,
     natural,
     positive,
     sends_token_safely,
@@ -235,6 +237,17 @@ def add_changing(commands) -> None:
         ("--gpu-milli", "a share of one GPU, in thousandths (0 with --gpus)"),
     ):
         resizing.add_argument(option, type=natural, metavar="N", help=meaning)
+    constraining = commands.add_parser("constrain")
+    constraining.add_argument("id", type=int)
+    types = constraining.add_mutually_exclusive_group()
+    types.add_argument("--gpu-types", type=names_written, metavar="T[,T...]",
+                       help="the GPU types it takes, most preferred first")  # fmt: skip
+    types.add_argument("--any-gpu-type", action="store_true", help="any GPU type")
+    clusters = constraining.add_mutually_exclusive_group()
+    clusters.add_argument("--cluster-selector", dest="selector", type=label_written,
+                          action="append", metavar="KEY=VALUE",
+                          help="only clusters with this label; again for more")  # fmt: skip
+    clusters.add_argument("--any-cluster", action="store_true", help="any cluster")
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -349,7 +362,8 @@ def main(argv=None) -> int:
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers,
-           "runtime-limit": runtime_limit, "resize": resize, "maintenance": maintenance,
+           "runtime-limit": runtime_limit, "resize": resize, "constrain": constrain,
+           "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "volumes": volumes, "secrets": secrets, "secret-set": secret_set,
            "secret-delete": secret_delete}  # fmt: skip

@@ -150,6 +150,14 @@ def label_written(text: str) -> tuple[str, str]:
     return key, value
 
 
+def names_written(text: str) -> list[str]:
+    """Names with commas (h100,a100), as the submit form takes GPU types."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no names: {text!r}")
+    return names
+
+
 def states_written(text: str) -> str:
     """list --state: a job state, or several with commas ("queued,running", as Slurm's
     squeue -t PD,R), as the API's `state` takes them."""

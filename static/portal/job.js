@@ -45,6 +45,7 @@
   const minWorkersEl = document.getElementById("min-workers-form");  // a training job: shown while queued
   const runtimeLimitEl = document.getElementById("runtime-limit-form");  // shown while a shard lives
   const requestEl = document.getElementById("request-form");  // shown while a shard is queued
+  const constraintsEl = document.getElementById("constraints-form");  // shown while a shard is queued
   const shardLimitEl = document.getElementById("shard-limit-form");  // drawn while live: hidden once ended
   const maxRunningEl = document.getElementById("max-running-shards");  // a batch's limit, as drawn
   const HOLD_LABELS = {hold: "Hold: do not start it yet", release: "Release the hold"};
@@ -303,6 +304,7 @@
     if (minWorkersEl) minWorkersEl.hidden = !states.includes("queued");
     if (runtimeLimitEl) runtimeLimitEl.hidden = ended;
     if (requestEl) requestEl.hidden = !states.includes("queued");
+    if (constraintsEl) constraintsEl.hidden = !states.includes("queued");
     if (requeueEl) {
       requeueEl.hidden = !states.some(function (s) { return s === "scheduled" || s === "running"; });
     }

@@ -168,6 +168,7 @@ def test_the_hold_button_and_the_queued_jobs_forms_follow_changes_made_elsewhere
     expect(page.locator("#hold")).to_have_text("Hold: do not start it yet")
     expect(page.locator("#runtime-limit-form")).to_be_visible()
     expect(page.locator("#request-form")).to_be_visible()
+    expect(page.locator("#constraints-form")).to_be_visible()
 
     in_thread(lambda: actions.hold(job, "alice from the CLI"))  # not through this page
 
@@ -179,6 +180,7 @@ def test_the_hold_button_and_the_queued_jobs_forms_follow_changes_made_elsewhere
     expect(page.locator("#hold-form")).to_be_hidden(timeout=10_000)
     expect(page.locator("#runtime-limit-form")).to_be_visible()  # a job placed: a lower limit
     expect(page.locator("#request-form")).to_be_hidden()  # it keeps what it asked for
+    expect(page.locator("#constraints-form")).to_be_hidden()  # and where it runs
 
     page.reload()  # drawn by the server for a job no longer queued: hidden too
     expect(page.locator("#state")).to_have_text("scheduled")

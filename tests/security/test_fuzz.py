@@ -232,6 +232,7 @@ JOB_PATHS = [
     ("post", "/api/v1/jobs/{}/labels/"),
     ("post", "/api/v1/jobs/{}/runtime-limit/"),
     ("post", "/api/v1/jobs/{}/request/"),
+    ("post", "/api/v1/jobs/{}/constraints/"),
     ("get", "/jobs/{}/"),
     ("post", "/jobs/{}/cancel/"),
     ("post", "/jobs/{}/hold/"),
@@ -241,6 +242,7 @@ JOB_PATHS = [
     ("post", "/jobs/{}/dependencies/"),
     ("post", "/jobs/{}/runtime-limit/"),
     ("post", "/jobs/{}/request/"),
+    ("post", "/jobs/{}/constraints/"),
     ("post", "/tokens/{}/revoke/"),
 ]
 

@@ -148,6 +148,7 @@ POSTS = [
     "/jobs/{job}/min-workers/",
     "/jobs/{job}/runtime-limit/",
     "/jobs/{job}/request/",
+    "/jobs/{job}/constraints/",
     "/tokens/",
     "/tokens/{token}/revoke/",
     "/accounts/logout/",
@@ -164,6 +165,7 @@ POSTS = [
     "/api/v1/jobs/{job}/min-workers/",
     "/api/v1/jobs/{job}/runtime-limit/",
     "/api/v1/jobs/{job}/request/",
+    "/api/v1/jobs/{job}/constraints/",
 ]
 
 
