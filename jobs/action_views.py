@@ -24,6 +24,7 @@ from jobs.action_serializers import (
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
+from jobs.cli.written import names_in
 from jobs.forms import dependencies_input, refusal_text
 from jobs.serializers import CONSTRAINTS, REQUEST
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
@@ -168,12 +169,11 @@ def change_constraints(request, pk):
     each empty for any. A refusal is the job page with why (400, on the field at fault, or 409
     once it has left the queue)."""
     job = access.to_change(request.user, pk, "change where it may run")
-    typed = request.POST.get("gpu_types", "").split(",")
     try:
         selector = submit_form.parse_pairs(request.POST.get("cluster_selector", ""))
     except ValueError as error:
         return refused(request, pk, str(error), 400, invalid=["cluster_selector"])
-    asked = {"gpu_types": [t.strip() for t in typed if t.strip()], "cluster_selector": selector}
+    asked = {"gpu_types": names_in(request.POST.get("gpu_types", "")), "cluster_selector": selector}
     verb = actions.change_constraints
     return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)
 

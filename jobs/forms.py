@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.cli import dependencies_written
-from jobs.cli.written import WRITES, mount_written, slurm_form
+from jobs.cli.written import WRITES, mount_written, names_in, slurm_form
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -71,7 +71,7 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
     except ValueError as error:
         data["volumes"], errors["volumes"] = [], str(error)
     for field in ("gpu_types", "secrets"):  # comma-separated names
-        data[field] = [name.strip() for name in values[field].split(",") if name.strip()]
+        data[field] = names_in(values[field])
     # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
     # as typed, for the serializer to name.
     data["depends_on"], singleton = dependencies_written(values["depends_on"])

@@ -150,9 +150,15 @@ def label_written(text: str) -> tuple[str, str]:
     return key, value
 
 
+def names_in(text: str) -> list[str]:
+    """Names with commas, spaces around them and empty ones left out ("h100, a100"), as the
+    portal's forms and the command line take GPU types and secrets."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def names_written(text: str) -> list[str]:
-    """Names with commas (h100,a100), as the submit form takes GPU types."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    """Names with commas (h100,a100), at least one."""
+    names = names_in(text)
     if not names:
         raise argparse.ArgumentTypeError(f"no names: {text!r}")
     return names
