@@ -113,8 +113,10 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
     """Lock the nodes in id order (so concurrent schedulers cannot deadlock) and read them,
     with their next windows. A window's save locks the nodes it covers first (the admin's
     ``NodeWindowForm``): one saved since the snapshot is read here, or waits for this commit
-    and counts the work it placed among the jobs it will stop."""
-    locked = Node.objects.select_for_update().filter(id__in=node_ids).order_by("id")
+    and counts the work it placed among the jobs it will stop. The nodes alone are locked,
+    not their clusters, whose labels are read with them: a cluster's row is the agents' and
+    the tenants' commits' to lock, in their own order."""
+    locked = Node.objects.select_for_update(of=("self",)).filter(id__in=node_ids).order_by("id")
     nodes = {
         n["id"]: NodeState(
             cpu_free=n["cpu_milli"],
