@@ -256,8 +256,9 @@ def change_request(job: Job, asked: dict, by: str) -> int:
     NumCPUs, MinMemoryNode and Gres); for a batch (its first shard), every shard still
     queued. It keeps its place: its submit time, and so its wait's aging, stay. From the next
     cycle it is placed, counted against quotas and ordered by its size as it asks now; a job
-    placed keeps what it started with. Records an event on each job and wakes the scheduler;
-    returns how many jobs it changed.
+    placed keeps what it started with. One that had evicted work for itself gives up its
+    claim on that room, which was made for what it asked before. Records an event on each
+    job and wakes the scheduler; returns how many jobs it changed.
 
     Raises the serializer's ValidationError, on the field at fault, for a request a job of
     its family may not make; NotQueued when nothing of the job is queued."""
@@ -270,7 +271,7 @@ def change_request(job: Job, asked: dict, by: str) -> int:
             f"Only a queued job's request changes: job #{job.pk} is not queued (a job placed "
             "keeps what it started with)."
         )
-    Job.objects.filter(pk__in=shards).update(**wanted)
+    Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)
     gpus = f"{wanted['gpus']} GPUs" if not wanted["gpu_milli"] else f"{wanted['gpu_milli']}m GPU"
     said = f"{wanted['cpu_milli']}m CPU, {wanted['memory_mb']} MiB, {gpus}"
     _note(shards, list(shards), f"request per worker set to {said} by {by}")
@@ -284,8 +285,9 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
     cluster_selector in `asked`, the other kept (Slurm's `scontrol update` of a pending job's
     Features and Partition); for a batch (its first shard), every shard still queued. It
     keeps its place; from the next cycle it is placed on the GPU types and clusters it takes
-    now; a job placed keeps where it runs. Records an event on each job and wakes the
-    scheduler; returns how many jobs it changed.
+    now; a job placed keeps where it runs. One that had evicted work for itself gives up its
+    claim on that room, which may no longer be where it runs. Records an event on each job
+    and wakes the scheduler; returns how many jobs it changed.
 
     Raises NotQueued when nothing of the job is queued."""
     shards = _queued_shards(job)
@@ -295,7 +297,7 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
             "(a job placed keeps where it runs)."
         )
     wanted = {name: asked.get(name, getattr(job, name)) for name in CONSTRAINTS}
-    Job.objects.filter(pk__in=shards).update(**wanted)
+    Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)
     said = where(wanted["gpu_types"], wanted["cluster_selector"])
     _note(shards, list(shards), f"may run on {said} by {by}")
     transaction.on_commit(kick)

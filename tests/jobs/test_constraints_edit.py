@@ -27,6 +27,7 @@ from tests.jobs.test_batch_cancel import api
 from tests.jobs.test_batch_shard_limit import batch
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_min_workers_edit import portal_of
+from tests.jobs.test_request_edit import a_preemptor
 
 pytestmark = pytest.mark.django_db
 
@@ -58,6 +59,14 @@ def test_a_job_that_takes_another_gpu_type_starts_on_it_and_keeps_its_place(alic
     assert JobEvent.objects.filter(
         job=job, reason="may run on GPU types H100, A100 of any cluster by alice"
     ).exists()
+
+
+def test_a_preemptor_that_may_run_elsewhere_gives_up_its_claim_on_the_room(alice):
+    high = a_preemptor()
+
+    actions.change_constraints(high, {"gpu_types": ["H100"]}, "alice")
+
+    assert Job.objects.get(pk=high.pk).preempting_until is None
 
 
 def test_a_cluster_selector_keeps_it_off_the_clusters_without_the_labels(alice, alpha):

@@ -19,6 +19,7 @@ from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
 from tests.jobs.test_batch_cancel import api
 from tests.jobs.test_batch_shard_limit import batch
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
+from tests.jobs.test_lifecycle_races import high_job, low_job, n8_a100_node
 from tests.jobs.test_min_workers_edit import portal_of
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +52,25 @@ def test_a_job_asking_less_starts_where_it_fits_and_keeps_its_submit_time(alice,
     assert JobEvent.objects.filter(
         job=job, reason="request per worker set to 2000m CPU, 4096 MiB, 4 GPUs by alice"
     ).exists()
+
+
+def a_preemptor() -> Job:
+    """A queued job that evicted lower-priority work for itself and holds a claim on its room."""
+    n8_a100_node()
+    low_job()
+    cycle.run_cycle()
+    high = high_job()
+    cycle.run_cycle()
+    assert Job.objects.get(pk=high.pk).preempting_until > timezone.now()
+    return high
+
+
+def test_a_preemptor_asking_otherwise_gives_up_its_claim_on_the_room(alice):
+    high = a_preemptor()
+
+    actions.change_request(high, {"gpus": 4}, "alice")
+
+    assert Job.objects.get(pk=high.pk).preempting_until is None
 
 
 def test_a_share_replaces_whole_gpus_when_both_are_given(alice, alpha):
