@@ -265,7 +265,8 @@ class Backend(Protocol):
         """Bring the runtime limit of a started attempt's workers down to `max_runtime_s`,
         counted from their launch as the limit they started with is: a worker that has run
         that long is stopped as timed out, with its stop grace. A limit not lower than a
-        worker's own leaves it; asking again for the same limit does nothing."""
+        worker's own leaves it; asking again for the same limit does nothing. The worker's
+        MLSCHED_STOP_AT_FILE then says the sooner stop (`stop_at_lowered`)."""
 
 
 def with_checkpoint(status: WorkerStatus, *times: float | None) -> WorkerStatus:
@@ -295,6 +296,16 @@ CHECKPOINT_MARKER = ".mlsched-checkpoint"
 # ... or by printing this line, alone on its line, to stdout or stderr (MLSCHED_CHECKPOINT_LINE),
 # which every backend reads in the worker's output and which needs no shared volume.
 CHECKPOINT_LINE = "mlsched: checkpoint saved"
+# The file MLSCHED_STOP_AT_FILE names, in a folder each backend keeps for it: MLSCHED_STOP_AT as
+# it stands, rewritten when the runtime limit is lowered while the worker runs (the variable
+# keeps the time the worker started with).
+STOP_AT_FILE = "stop_at"
+
+
+def stop_at_lowered(stop_at: int, limit_s: int, lowered_s: int) -> int:
+    """MLSCHED_STOP_AT once a runtime limit of `limit_s` seconds that it was counted with is
+    lowered to `lowered_s`, counted from the same start."""
+    return stop_at - (limit_s - lowered_s)
 
 
 def is_checkpoint_line(text: str) -> bool:
@@ -335,7 +346,8 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
     start (a backend counts its limit from the start, later: the time is never late), and
     MLSCHED_STOP_GRACE_S how long it then has to save a checkpoint: a job whose checkpoint
-    takes longer saves one before that time instead.
+    takes longer saves one before that time instead. Each backend adds MLSCHED_STOP_AT_FILE,
+    where the time stands after a lower limit (STOP_AT_FILE).
     """
     same_node = [w.rank for w in spec.workers if w.node == worker.node]
     nodes = list(dict.fromkeys(w.node for w in sorted(spec.workers, key=lambda w: w.rank)))

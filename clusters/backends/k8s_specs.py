@@ -10,7 +10,8 @@ Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label),
 
 The job's secrets given as files are keys of its secrets' Secret too, mounted read-only in
 every worker at SECRET_FILES_DIR (a secret volume of those keys alone), each variable of their
-names holding the path.
+names holding the path. A job with a runtime limit finds MLSCHED_STOP_AT as it stands in
+STOP_AT_DIR (the pod's STOP_AT_ANNOTATION through the downward API, lowered with its limit).
 
 The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
 keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
@@ -33,8 +34,10 @@ from kubernetes import client
 
 from clusters.backends.base import (
     DOCKER_HUB_NAMES,
+    STOP_AT_FILE,
     AttemptSpec,
     WorkerSpec,
+    stop_at_lowered,
     volume_variable,
     worker_env,
 )
@@ -54,9 +57,15 @@ SECRET_FILES_DIR = "/var/run/mlsched/secrets"
 # Readable, not writable: the volume is this pod's alone, its files the job's, and an image
 # that runs as a user of its own (no fsGroup is set) must still read them, owned by root.
 SECRET_FILES_MODE = 0o444
+# MLSCHED_STOP_AT as it stands: an annotation of the pod, which the backend lowers with the
+# pod's activeDeadlineSeconds, projected by the downward API into a file of this folder, which
+# the kubelet rewrites when the annotation changes (MLSCHED_STOP_AT_FILE).
+STOP_AT_ANNOTATION = f"{GROUP}/stop-at"
+STOP_AT_VOLUME = "stop-at"
+STOP_AT_DIR = "/var/run/mlsched/stop-at"
 NETWORK_POLICY = "mlsched-same-namespace-only"
 # The pod volumes of the job's data volumes start with it: never the name of one of the
-# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME).
+# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME).
 DATA_VOLUME_PREFIX = "data-"
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
@@ -205,6 +214,8 @@ def build_pod(
     env.update(gpu_env(worker))
     env.update(data_volume_paths(spec))
     env = secret_file_paths(spec) | env  # a variable set literally wins, as over a secret
+    if stop_at := env.get("MLSCHED_STOP_AT"):
+        env["MLSCHED_STOP_AT_FILE"] = posixpath.join(STOP_AT_DIR, STOP_AT_FILE)
     container = client.V1Container(
         name=CONTAINER,
         image=spec.image,
@@ -237,7 +248,11 @@ def build_pod(
         name=pod_name(spec.attempt_id, worker.rank),
         namespace=namespace,
         labels=pod_labels(spec, worker.rank, cluster),
-        annotations={f"{GROUP}/job-name": spec.name, f"{GROUP}/attempt-number": str(spec.number)},
+        annotations={
+            f"{GROUP}/job-name": spec.name,
+            f"{GROUP}/attempt-number": str(spec.number),
+            **({STOP_AT_ANNOTATION: stop_at} if stop_at else {}),
+        },
     )
     return client.V1Pod(api_version="v1", kind="Pod", metadata=metadata, spec=pod_spec)
 
@@ -337,6 +352,10 @@ def _mounts(
                 name=SECRET_FILES_VOLUME, mount_path=SECRET_FILES_DIR, read_only=True
             )
         )
+    if spec.max_runtime_s:
+        mounts.append(
+            client.V1VolumeMount(name=STOP_AT_VOLUME, mount_path=STOP_AT_DIR, read_only=True)
+        )
     mounts += _data_mounts(spec)
     return mounts or None
 
@@ -348,8 +367,30 @@ def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume] | No
         volumes.append(client.V1Volume(name=CHECKPOINT_VOLUME, persistent_volume_claim=source))
     if spec.secret_files:
         volumes.append(_secret_files_volume(spec))
+    if spec.max_runtime_s:
+        volumes.append(_stop_at_volume())
     volumes += _data_volumes(spec)
     return volumes or None
+
+
+def stop_at_after(pod: client.V1Pod, seconds: int) -> int | None:
+    """The pod's STOP_AT_ANNOTATION once its activeDeadlineSeconds, as this version of the pod
+    has it beside the annotation, is `seconds`; None for a pod without both."""
+    annotations = pod.metadata.annotations or {}
+    deadline = pod.spec.active_deadline_seconds if pod.spec else None
+    try:
+        stop_at = int(annotations[STOP_AT_ANNOTATION])
+    except (KeyError, ValueError):
+        return None
+    return stop_at_lowered(stop_at, deadline, seconds) if deadline else None
+
+
+def _stop_at_volume() -> client.V1Volume:
+    """The pod's STOP_AT_ANNOTATION as the file STOP_AT_FILE (the downward API)."""
+    field = client.V1ObjectFieldSelector(field_path=f"metadata.annotations['{STOP_AT_ANNOTATION}']")
+    item = client.V1DownwardAPIVolumeFile(path=STOP_AT_FILE, field_ref=field)
+    source = client.V1DownwardAPIVolumeSource(items=[item], default_mode=SECRET_FILES_MODE)
+    return client.V1Volume(name=STOP_AT_VOLUME, downward_api=source)
 
 
 def _secret_files_volume(spec: AttemptSpec) -> client.V1Volume:

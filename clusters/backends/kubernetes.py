@@ -447,10 +447,12 @@ class KubernetesBackend:
         return lowered if own is None else min(own, lowered)
 
     def _lower_deadline(self, key: Key, pod: client.V1Pod, seconds: int) -> bool:
-        """Patch the pod's activeDeadlineSeconds to `seconds`; whether it was (a failure
-        warns)."""
+        """Patch the pod's activeDeadlineSeconds to `seconds`, and its stop-at annotation (the
+        worker's MLSCHED_STOP_AT_FILE) as much sooner; whether it was (a failure warns)."""
         namespace, name = pod.metadata.namespace, pod.metadata.name
-        body = {"spec": {"activeDeadlineSeconds": seconds}}
+        body: dict = {"spec": {"activeDeadlineSeconds": seconds}}
+        if stop_at := specs.stop_at_after(pod, seconds):
+            body["metadata"] = {"annotations": {specs.STOP_AT_ANNOTATION: str(stop_at)}}
         try:
             patched = self.core.patch_namespaced_pod(
                 name, namespace, body, _content_type="application/merge-patch+json"

@@ -272,6 +272,8 @@ class LocalBackend:
                 **base.worker_env(spec, worker, "127.0.0.1", str(checkpoint)),
                 **volume_folders(spec.volumes),
             }
+            if "MLSCHED_STOP_AT" in env:
+                env["MLSCHED_STOP_AT_FILE"] = str(directory.absolute() / base.STOP_AT_FILE)
             self._launch(directory, spec, worker, env)
 
     def _refuse(self, spec: AttemptSpec, reason: str) -> None:
@@ -307,6 +309,8 @@ class LocalBackend:
         }))  # fmt: skip
         # After spec.json: a worker directory with it is reported, and so forgotten (its files
         # removed), even if the agent dies before the shim starts.
+        if "MLSCHED_STOP_AT" in env:  # readable by the worker's user: its folder lets it pass
+            write_state(directory / base.STOP_AT_FILE, env["MLSCHED_STOP_AT"], mode=0o644)
         write_secret_files(directory / SECRET_FILES, spec.secret_files, self.uid_of(spec.tenant_id))
         link_volumes(directory / VOLUMES, spec.volumes, self.uid_of(spec.tenant_id))
         with open(directory / "shim.out", "ab") as shim_out:
@@ -330,18 +334,23 @@ class LocalBackend:
 
     def lower_runtime_limit(self, attempt_id: int, max_runtime_s: int) -> None:
         """Write the lower limit to each live worker's `limit` file, which its shim reads
-        again every second or so; a worker whose limit is already that or lower is left."""
+        again every second or so, and the sooner stop to its MLSCHED_STOP_AT_FILE; a worker
+        whose limit is already that or lower is left."""
         for directory in self.worker_dirs(attempt_id):
             if (directory / "exit.json").exists():
                 continue
-            now = read_number(directory / local_shim.LIMIT, int)
-            if now is None:
-                try:
-                    now = json.loads((directory / "spec.json").read_text())["max_runtime_s"]
-                except (OSError, ValueError, KeyError):
-                    now = None  # a torn spec: its shim reads the file all the same
-            if now is None or max_runtime_s < now:
-                write_state(directory / local_shim.LIMIT, str(max_runtime_s))
+            try:
+                spec = json.loads((directory / "spec.json").read_text())
+                started, stop_at = spec["max_runtime_s"], int(spec["env"]["MLSCHED_STOP_AT"])
+            except (OSError, ValueError, KeyError, TypeError):
+                started = stop_at = None  # a torn spec: its shim reads the limit all the same
+            now = read_number(directory / local_shim.LIMIT, int) or started
+            if now is not None and max_runtime_s >= now:
+                continue
+            write_state(directory / local_shim.LIMIT, str(max_runtime_s))
+            if stop_at is not None and started:
+                lowered = base.stop_at_lowered(stop_at, started, max_runtime_s)
+                write_state(directory / base.STOP_AT_FILE, str(lowered), mode=0o644)
 
     def status(self) -> list[WorkerStatus]:
         for child in list(self._children.values()):

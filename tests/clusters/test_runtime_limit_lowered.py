@@ -103,6 +103,43 @@ def test_a_lowered_limit_counts_from_the_launch_and_a_higher_one_is_left(backend
     assert ended(backend)
 
 
+# The worker prints its MLSCHED_STOP_AT, then its MLSCHED_STOP_AT_FILE as it reads it at once
+# and once it has changed.
+READS_STOP_AT = [
+    sys.executable,
+    "-c",
+    """
+import os, time
+path = os.environ["MLSCHED_STOP_AT_FILE"]
+first = open(path).read()
+print(os.environ["MLSCHED_STOP_AT"], first, flush=True)
+while open(path).read() == first:
+    time.sleep(0.05)
+print(open(path).read(), flush=True)
+""",
+]
+
+
+def log_text(directory) -> str:
+    """The worker's output lines so far, each ended by a newline."""
+    records = (directory / "log").read_bytes().splitlines()
+    return "".join(local_shim.parse_record(record)[1] + "\n" for record in records)
+
+
+def test_the_stop_at_file_says_the_stop_sooner_by_what_the_limit_lost(backend):
+    started(backend, command=READS_STOP_AT)
+    directory = backend.worker_dir(1, 0)
+    assert wait_until(lambda: (directory / "log").exists() and "\n" in log_text(directory), 10)
+
+    backend.lower_runtime_limit(1, 600)
+
+    assert ended(backend)
+    variable, at_start, lowered = log_text(directory).split()
+    assert at_start == variable
+    assert int(lowered) == int(variable) - (3600 - 600)
+    assert (directory / base.STOP_AT_FILE).stat().st_mode & 0o777 == 0o644  # the worker's user
+
+
 def test_a_worker_that_ended_is_given_no_limit(backend):
     started(backend, command=[sys.executable, "-c", "pass"])
     assert ended(backend)

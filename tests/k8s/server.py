@@ -3,15 +3,18 @@
 It speaks enough of /api/v1, /apis/networking.k8s.io/v1 and /apis/storage.k8s.io/v1 for the
 Kubernetes backend: nodes (list), volume attachments (list: those `attach_elsewhere` keeps),
 namespaces (create, get), pods (create, get, list, delete, watch, log with follow and
-timestamps, and a JSON merge patch of their spec.activeDeadlineSeconds, which may only go down,
-as ValidatePodUpdate lets it: any other change of their spec is Invalid), services, resource
+timestamps, and a JSON merge patch of their metadata and of their spec.activeDeadlineSeconds,
+which may only go down, as ValidatePodUpdate lets it: any other change of their spec is
+Invalid), services, resource
 quotas, persistent volume claims and network policies (create, get, list, delete), secrets
 (create, get, list, delete, and a JSON merge patch of their metadata), and events (list, with a
 fieldSelector on involvedObject.name, reason or type). Pods' volume mounts are validated as the
 API server does (a known volume, at an absolute path no other mount of the container has, a
 relative subPath without ".."), and so are their volumes (each named by a DNS label no other
 has, of exactly one type), secret volumes (a Secret named, items of valid keys at relative paths
-without "..", a mode of 0 to 0777), claim volumes (a claimName), their env (a name, and a value
+without "..", a mode of 0 to 0777), downward API volumes (items at relative paths, each one label
+or annotation of the pod: `downward_file` is the file as the kubelet projects it), claim
+volumes (a claimName), their env (a name, and a value
 or a valueFrom, not both) and a secret's keys (a Docker config's must parse); a secret's
 stringData is merged into its data, base64, as the API server stores it.
 The API server takes a pod whose secret volume names a Secret or a key that is not there, or
@@ -506,6 +509,17 @@ class KubeTestServer:
         change = lambda p: objects.failed_by_kubelet(p, "DeadlineExceeded", message)  # noqa: E731
         self._set_pod_state(ns, name, change)
 
+    def downward_file(self, ns: str, name: str, volume: str, path: str) -> str:
+        """The file `path` of the pod's downward API volume `volume` as the kubelet projects
+        it from the pod as it is now (and again after each change of its metadata): a label's
+        or an annotation's value, "" when the pod has none of that key."""
+        with self.cond:
+            pod = self.store["pods"][(ns, name)]
+            source = next(v["downwardAPI"] for v in pod["spec"]["volumes"] if v["name"] == volume)
+            item = next(i for i in source["items"] if i["path"] == path)
+            kind, key = DOWNWARD_FIELD.fullmatch(item["fieldRef"]["fieldPath"]).groups()
+            return (pod["metadata"].get(kind) or {}).get(key, "")
+
     def image_pull_backoff(self, ns: str, name: str, error: str = "") -> None:
         """The kubelet waits to pull the image again; since Kubernetes 1.32 its message ends
         with the last pull's error."""
@@ -669,10 +683,11 @@ class KubeTestServer:
         is validated as ValidatePodUpdate does (`_validate_pod_update`)."""
         if content_type.split(";")[0].strip() not in MERGE_PATCH:
             raise ApiError(415, "UnsupportedMediaType", f"not a merge patch: {content_type}")
-        patched = {"secrets": {"metadata"}, "pods": {"spec"}}.get(kind)
+        patched = {"secrets": {"metadata"}, "pods": {"metadata", "spec"}}.get(kind)
         if patched is None or not isinstance(body, dict) or set(body) - patched:
             raise ApiError(405, "MethodNotAllowed",
-                           "only a secret's metadata or a pod's spec is patched here")  # fmt: skip
+                           "only a secret's metadata or a pod's metadata and spec are patched "
+                           "here")  # fmt: skip
         with self.cond:
             obj = self.store[kind].get((ns, name))
             if obj is None:
@@ -681,6 +696,10 @@ class KubeTestServer:
             for key in ("name", "namespace", "uid"):
                 if meta.get(key) != obj["metadata"].get(key):
                     raise ApiError(422, "Invalid", f"metadata.{key}: field is immutable")
+            for key, value in (meta.get("annotations") or {}).items():
+                if not isinstance(value, str):
+                    raise ApiError(422, "Invalid", f"metadata.annotations[{key}]: must be a "
+                                   "string")  # fmt: skip
             if "spec" in body:
                 spec = _merge_patch(obj, {"spec": body["spec"]}).get("spec") or {}
                 _validate_pod_update(name, obj["spec"], spec)
@@ -1096,6 +1115,8 @@ def _validate_volumes(volumes: list[dict]) -> None:
             _validate_secret_volume(name, volume["secret"] or {})
         if "persistentVolumeClaim" in volume:
             _validate_claim_volume(name, volume["persistentVolumeClaim"] or {})
+        if "downwardAPI" in volume:
+            _validate_downward_volume(name, volume["downwardAPI"] or {})
 
 
 def _validate_claim_volume(name: str, source: dict) -> None:
@@ -1107,6 +1128,31 @@ def _validate_claim_volume(name: str, source: dict) -> None:
     if not isinstance(source.get("readOnly", False), bool):
         raise ApiError(422, "Invalid", f"volumes {name}: persistentVolumeClaim: readOnly is "
                        "a boolean")  # fmt: skip
+
+
+# The fields of a pod's own metadata a downward API volume file may hold, one key each (the
+# whole labels and annotations, and name, namespace, uid, are not needed here).
+DOWNWARD_FIELD = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+def _validate_downward_volume(name: str, source: dict) -> None:
+    """The API server's checks of a downward API volume, for the fields this server projects:
+    each item at a relative path that never goes up, holding one label or annotation of the
+    pod (`metadata.annotations['<key>']`); modes from 0 to 0777."""
+    modes = [source.get("defaultMode")] + [item.get("mode") for item in source.get("items") or []]
+    problems = [
+        any(mode is not None and not 0 <= mode <= 0o777 for mode in modes)
+        and "mode must be between 0 and 0777",
+    ]
+    for item in source.get("items") or []:
+        path, field = item.get("path", ""), (item.get("fieldRef") or {}).get("fieldPath", "")
+        problems += [
+            (not path or path.startswith("/")) and "items path must be a relative path",
+            ".." in path.split("/") and "items path must not contain '..'",
+            not DOWNWARD_FIELD.fullmatch(field) and f"fieldRef: unsupported value: {field!r}",
+        ]
+    for problem in filter(None, problems):
+        raise ApiError(422, "Invalid", f"volumes {name}: downwardAPI: {problem}")
 
 
 def _validate_secret_volume(name: str, source: dict) -> None:

@@ -62,7 +62,8 @@ def test_a_job_naming_files_alone_gets_the_secret_owned_by_its_pods(kube, backen
 
 
 def test_each_pod_mounts_the_files_alone_and_is_told_their_paths(kube, backend):
-    backend.start(two_worker_gang(secrets=VARIABLES, secret_files=FILES))
+    # No runtime limit: no stop-at file (test_runtime_limit_lowered) beside them.
+    backend.start(two_worker_gang(secrets=VARIABLES, secret_files=FILES, max_runtime_s=0))
 
     for name in ("mlsched-11-0", "mlsched-11-1"):
         pod = kube.pod(NAMESPACE, name)
@@ -91,7 +92,11 @@ def test_the_files_are_mounted_beside_the_checkpoint_folder(kube, make_backend):
     mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
     assert volumes["secret-files"]["secret"]["secretName"] == "mlsched-7-secrets"
     assert "persistentVolumeClaim" in volumes["checkpoints"]
-    assert mounts == {"checkpoints": "/checkpoints/alpha/42", "secret-files": FOLDER}
+    assert mounts == {
+        "checkpoints": "/checkpoints/alpha/42",
+        "secret-files": FOLDER,
+        "stop-at": "/var/run/mlsched/stop-at",
+    }
 
 
 def test_stop_deletes_the_secret_holding_the_files(kube, backend):

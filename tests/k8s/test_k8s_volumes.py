@@ -40,7 +40,8 @@ def by_name(items: list[dict]) -> dict[str, dict]:
 
 
 def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, backend, claims):
-    backend.start(two_worker_gang(volumes=(IMAGENET, WEIGHTS)))
+    # No runtime limit: no stop-at file (test_runtime_limit_lowered) beside them.
+    backend.start(two_worker_gang(volumes=(IMAGENET, WEIGHTS), max_runtime_s=0))
 
     for name in ("mlsched-11-0", "mlsched-11-1"):
         pod = kube.pod(NAMESPACE, name)
@@ -82,7 +83,7 @@ def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
     clashing = tuple(
         {"name": name, "path": f"/mnt/{name}", "read_only": True, "claim": "other",
          "host_path": ""}
-        for name in (specs.CHECKPOINT_VOLUME, specs.SECRET_FILES_VOLUME)
+        for name in (specs.CHECKPOINT_VOLUME, specs.SECRET_FILES_VOLUME, specs.STOP_AT_VOLUME)
     )  # fmt: skip
 
     backend.start(one_gpu_worker(volumes=clashing, secret_files={"GCP_KEY": "k"}))
@@ -92,8 +93,10 @@ def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
     assert mounts == {
         "checkpoints": "/checkpoints/alpha/42",
         "secret-files": "/var/run/mlsched/secrets",
+        "stop-at": "/var/run/mlsched/stop-at",
         "data-checkpoints": "/mnt/checkpoints",
         "data-secret-files": "/mnt/secret-files",
+        "data-stop-at": "/mnt/stop-at",
     }
     volumes = by_name(pod["spec"]["volumes"])
     assert volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == "checkpoints"
@@ -106,7 +109,7 @@ def test_a_long_volume_name_still_makes_a_pod_volume_name(kube, backend):
     volume = {"name": long_name, "path": "/long", "read_only": True, "claim": "long",
               "host_path": ""}  # fmt: skip
 
-    backend.start(one_gpu_worker(volumes=(volume,)))
+    backend.start(one_gpu_worker(volumes=(volume,), max_runtime_s=0))
 
     (pod_volume,) = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]
     assert len(pod_volume["name"]) == 63 and pod_volume["name"].startswith("data-aaaa")

@@ -9,6 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clusters.backends import base
+from clusters.backends import k8s_specs as specs
 from tests.k8s.conftest import (
     NAMESPACE,
     eventually,
@@ -56,6 +57,29 @@ def test_lowering_the_limit_patches_every_running_pods_deadline_to_it(kube, back
     assert patches(kube) == 2
 
 
+def stop_at_file(kube, name: str) -> str:
+    """The worker's MLSCHED_STOP_AT_FILE as the kubelet projects it."""
+    return kube.downward_file(NAMESPACE, name, specs.STOP_AT_VOLUME, base.STOP_AT_FILE)
+
+
+def test_the_pods_stop_at_file_says_the_stop_sooner_by_what_the_limit_lost(kube, backend):
+    backend.start(one_gpu_worker())  # 3600 s
+    running(kube, backend, 7, 0)
+    container = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["containers"][0]
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    mounts = {m["name"]: (m["mountPath"], m.get("readOnly")) for m in container["volumeMounts"]}
+    assert env["MLSCHED_STOP_AT_FILE"] == f"{specs.STOP_AT_DIR}/{base.STOP_AT_FILE}"
+    assert mounts[specs.STOP_AT_VOLUME] == (specs.STOP_AT_DIR, True)
+    assert stop_at_file(kube, "mlsched-7-0") == env["MLSCHED_STOP_AT"]
+
+    backend.lower_runtime_limit(7, 600)
+    lowered = int(stop_at_file(kube, "mlsched-7-0"))
+    backend.lower_runtime_limit(7, 60)
+
+    assert lowered == int(env["MLSCHED_STOP_AT"]) - (3600 - 600)
+    assert int(stop_at_file(kube, "mlsched-7-0")) == int(env["MLSCHED_STOP_AT"]) - (3600 - 60)
+
+
 def test_a_pod_without_a_limit_is_given_one(kube, backend):
     backend.start(one_gpu_worker(max_runtime_s=0))
     running(kube, backend, 7, 0)
@@ -64,6 +88,9 @@ def test_a_pod_without_a_limit_is_given_one(kube, backend):
     backend.lower_runtime_limit(7, 900)
 
     assert deadline(kube, "mlsched-7-0") == 900
+    assert specs.STOP_AT_ANNOTATION not in kube.pod(NAMESPACE, "mlsched-7-0")["metadata"].get(
+        "annotations", {}
+    )  # nor told a stop: it had none to count from
 
 
 def test_a_limit_not_lower_than_the_pods_own_sends_no_patch(kube, backend):
