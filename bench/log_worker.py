@@ -1,5 +1,6 @@
 """Benchmark: reading one worker's lines of a long log (`?worker=`), as the job page and the CLI
-read a log, when that worker wrote most of it and when it wrote almost nothing.
+read a log, when that worker wrote most of it and when it wrote almost nothing; and the lines
+holding a text (`?grep=`), one most lines hold, one a single line holds, one none holds.
 
     python bench/log_worker.py [--lines 1000000] [--workers 8] [--repeat 7]
 
@@ -7,10 +8,10 @@ In a fresh database (`mlsched_bench_log_worker` on BENCH_SERVER_URL's server, de
 PostgreSQL): one job of `--workers` workers and one attempt whose log holds `--lines` lines,
 rank 0 writing all of them but one for each other rank, at the log's start (frameworks often
 log on rank 0 alone), then ANALYZE. Times, for a member of the job's tenant, the logs
-endpoint's first page and its tail (`last=5000`, the job page's first read), for every worker
-and for rank 0 and the last rank (the quiet one), through Django's test client (the whole
-request, one warm-up first); prints the median of `--repeat` requests in milliseconds, one
-line each.
+endpoint's first page and its tail (`last=5000`, the job page's first read), for every worker,
+for rank 0 and the last rank (the quiet one) and for the three texts, through Django's test
+client (the whole request, one warm-up first); prints the median of `--repeat` requests in
+milliseconds, one line each.
 """
 
 import argparse
@@ -76,6 +77,13 @@ def main() -> None:
                       ("tail, rank 0", f"{logs}?worker=0&last=5000"),
                       (f"first page, rank {quiet}", f"{logs}?worker={quiet}"),
                       (f"tail, rank {quiet}", f"{logs}?worker={quiet}&last=5000"),
+                      # `?grep=`: a text most lines hold, one line holds, none holds.
+                      ("first page, grep=LOSS", f"{logs}?grep=LOSS"),
+                      ("tail, grep=LOSS", f"{logs}?grep=LOSS&last=5000"),
+                      (f"first page, grep=rank {quiet} up", f"{logs}?grep=rank+{quiet}+up"),
+                      (f"tail, grep=rank {quiet} up", f"{logs}?grep=rank+{quiet}+up&last=5000"),
+                      ("first page, grep=Traceback", f"{logs}?grep=Traceback"),
+                      ("tail, grep=Traceback", f"{logs}?grep=Traceback&last=5000"),
                       ):  # fmt: skip
         print(f"{name}: {fresh_db.median_get_ms(user, url, args.repeat):.1f} ms")
 

@@ -54,6 +54,7 @@ PAGE = 100
 MAX_TAIL = 5000  # log lines a tail read gives at most
 MAX_EVENTS = 1000  # events a read of the last ones gives at most
 LOG_BATCH = 5000  # log rows a download reads at a time
+MAX_GREP = 200  # characters of the text a log read keeps the lines holding
 
 
 def visible(request):
@@ -470,7 +471,8 @@ class LogsView(APIView):
     follow a running job by polling. `last=N` (at most MAX_TAIL) gives the last N lines after
     `after` instead of the first, and `earlier`, whether lines between were left out: a page
     opened on a log of millions of lines reads its end, not every page before it. `worker`
-    and `attempt` keep one worker's lines (by rank) and one attempt's (by number)."""
+    and `attempt` keep one worker's lines (by rank) and one attempt's (by number), `grep`
+    the lines holding its text, in any case (`last`, `earlier` and the pages count those)."""
 
     def get(self, request, pk):
         # Polled every second while followed: the job's workers alone, not what its answer
@@ -523,15 +525,23 @@ class LogSource:
     worker: int | None
     ranked: bool
     suffix: str  # a download's name after the job's: "-attempt-2-rank-3"
+    grep: str = ""  # only the lines holding it, in any case ("": every line)
 
     def lines(self):
         lines = LogChunk.objects.filter(attempt_id__in=self.attempts)
-        return lines if self.worker is None else lines.filter(worker=self.worker)
+        if self.worker is not None:
+            lines = lines.filter(worker=self.worker)
+        return lines.filter(text__icontains=self.grep) if self.grep else lines
+
+    def holds(self, line: str) -> bool:
+        """Whether a line of a stored chunk (which may hold several) is one the read keeps."""
+        return self.grep.lower() in line.lower()
 
 
 def log_source(request, job: Job) -> LogSource:
-    """The log a read asks for: `?attempt=` (an attempt's number) and `?worker=` (a rank, 0 to
-    the job's workers less one), each a 400 naming it otherwise."""
+    """The log a read asks for: `?attempt=` (an attempt's number), `?worker=` (a rank, 0 to
+    the job's workers less one) and `?grep=` (text its lines hold, in any case, at most
+    MAX_GREP characters; empty: every line), each a 400 naming it otherwise."""
     # The job's attempt ids first: a join would have PostgreSQL walk every later line stored.
     attempts = job.attempts.all()
     suffix = ""
@@ -543,8 +553,13 @@ def log_source(request, job: Job) -> LogSource:
             ranks = "0" if job.workers == 1 else f"0 to {job.workers - 1}"
             raise ValidationError({"worker": f"A worker's rank: {ranks}."})
         suffix += f"-rank-{worker}"
+    grep = request.query_params.get("grep", "")
+    if len(grep) > MAX_GREP:
+        raise ValidationError({"grep": f"At most {MAX_GREP} characters."})
+    if grep:
+        suffix += "-grep"
     ids = list(attempts.values_list("pk", flat=True))
-    return LogSource(ids, worker, job.workers > 1 and worker is None, suffix)
+    return LogSource(ids, worker, job.workers > 1 and worker is None, suffix, grep)
 
 
 def log_text(source: LogSource):
@@ -559,16 +574,18 @@ def log_text(source: LogSource):
             .values_list("pk", "worker", "text")[:LOG_BATCH]
         )
         if rows:
-            yield "".join(as_lines(worker, text, source.ranked) for _, worker, text in rows)
+            yield "".join(as_lines(worker, text, source) for _, worker, text in rows)
         if len(rows) < LOG_BATCH:
             return
         after = rows[-1][0]
 
 
-def as_lines(worker: int, text: str, ranked: bool) -> str:
-    # A stored chunk may hold several lines: each gets the rank, and the chunk ends its line.
-    prefix = f"[rank {worker}] " if ranked else ""
-    return "".join(f"{prefix}{line}\n" for line in text.removesuffix("\n").split("\n"))
+def as_lines(worker: int, text: str, source: LogSource) -> str:
+    # A stored chunk may hold several lines: each the read keeps gets the rank, and the chunk
+    # ends its line.
+    prefix = f"[rank {worker}] " if source.ranked else ""
+    lines = text.removesuffix("\n").split("\n")
+    return "".join(f"{prefix}{line}\n" for line in lines if source.holds(line))
 
 
 async def stepped(pieces):

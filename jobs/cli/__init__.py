@@ -151,7 +151,7 @@
                      it); --shards: only the batch's shards that did not succeed (failed or
                      were canceled), or those named, as Slurm's sbatch --array=3,17,512; each
                      keeps its index and the batch's shard count
-    logs ID [-f] [--tail N] [--shard N] [--worker RANK] [--attempt N]
+    logs ID [-f] [--tail N] [--shard N] [--worker RANK] [--attempt N] [--grep TEXT]
                      a job's output; -f follows it until the job ends; --tail N: only its
                      last N lines (1 to 5000; as kubectl logs --tail), then on from
                      there with -f. A batch's shards
@@ -159,9 +159,10 @@
                      shards: its lowest's; it says so on standard error), --shard N shard
                      N's (0 to shards-1), as Slurm's ID_N names a task of a job array.
                      --worker RANK: only that worker's lines (0 to workers-1), as kubectl
-                     logs reads one pod; --attempt N: only its attempt N's. Followed, it
-                     asks again for five minutes while the server does not answer or
-                     answers 5xx (a restart), as wait does
+                     logs reads one pod; --attempt N: only its attempt N's; --grep TEXT:
+                     only the lines holding TEXT, in any case (with --tail, the last N of
+                     those). Followed, it asks again for five minutes while the server
+                     does not answer or answers 5xx (a restart), as wait does
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days); --by-label: then

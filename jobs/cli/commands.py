@@ -341,8 +341,8 @@ def logs(api: Api, args) -> None:
     ended: the lines it wrote just before it ended are shown."""
     job_id = log_source(api, args.id, getattr(args, "shard", None))
     after, ended = 0, not args.follow
-    scope = {name: value for name in ("worker", "attempt")
-             if (value := getattr(args, name, None)) is not None}  # fmt: skip
+    scope = {name: value for name in ("worker", "attempt", "grep")
+             if (value := getattr(args, name, None)) not in (None, "")}  # fmt: skip
     # Followed, a log outlives a restart of the web app; read once, an error ends it.
     read = functools.partial(patiently, api) if args.follow else api.call
     # --tail N: its last N lines first (kubectl logs --tail), then on from there if followed.

@@ -282,6 +282,9 @@ def add_reading(commands) -> None:
         metavar="N",
         help="only the lines of its attempt N (status lists them)",
     )
+    follow.add_argument(
+        "--grep", metavar="TEXT", help="only the lines holding TEXT, in any case (at most 200)"
+    )
     report = commands.add_parser("usage")
     report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 30 days ago)")
     report.add_argument("--until", metavar="YYYY-MM-DD", help="day after the last (default: now)")

@@ -30,6 +30,7 @@
   const workerEl = document.getElementById("log-worker");
   const attemptEl = document.getElementById("log-attempt");
   const attemptLabelEl = document.getElementById("log-attempt-label");
+  const grepEl = document.getElementById("log-grep");
   const liveEl = document.getElementById("live");
   const attemptsEl = document.getElementById("attempts");
   const historyEl = document.getElementById("history-rows");
@@ -119,12 +120,16 @@
     let query = "";
     if (workerEl && workerEl.value) query += "&worker=" + workerEl.value;
     if (attemptEl.value) query += "&attempt=" + attemptEl.value;
+    if (grepEl.value) query += "&grep=" + encodeURIComponent(grepEl.value);
     return query;
   }
 
   function inScope(line) {
+    // As the server keeps them: its worker, its attempt, and its text holding the text asked,
+    // in any case.
     return (!workerEl || !workerEl.value || String(line.worker) === workerEl.value) &&
-      (!attemptEl.value || String(line.attempt) === attemptEl.value);
+      (!attemptEl.value || String(line.attempt) === attemptEl.value) &&
+      line.text.toLowerCase().includes(grepEl.value.toLowerCase());
   }
 
   function addLines(lines) {
@@ -360,12 +365,16 @@
     return reading;
   }
 
+  let scoped = "";  // the scope the lines shown were read for
   async function rescope() {
-    // Another worker or attempt chosen: its lines from the end of its log, the download its,
-    // and the page's address says it (#worker=3&attempt=2), to be shared or reloaded.
+    // Another worker, attempt or text chosen: its lines from the end of its log, the download
+    // its, and the page's address says it (#worker=3&attempt=2&grep=loss), to be shared or
+    // reloaded.
+    const scope = logScope();
+    if (scope === scoped) return;  // the same choice again (Enter after typing)
+    scoped = scope;
     scopes += 1;
     const mine = scopes;
-    const scope = logScope();
     downloadEl.href = downloadUrl + (scope ? "?" + scope.substring(1) : "");
     history.replaceState(null, "", scope ? "#" + scope.substring(1) : location.pathname);
     if (reading) await reading;  // it stops at its next step
@@ -447,7 +456,7 @@
   }
 
   function chosenInAddress() {
-    // The choice an address brings (#worker=3&attempt=2), where the page offers it.
+    // The choice an address brings (#worker=3&attempt=2&grep=loss), where the page offers it.
     const asked = new URLSearchParams(location.hash.substring(1));
     let chosen = false;
     for (const [name, select] of [["worker", workerEl], ["attempt", attemptEl]]) {
@@ -457,6 +466,11 @@
         chosen = true;
       }
     }
+    const grep = (asked.get("grep") || "").substring(0, grepEl.maxLength);
+    if (grep) {
+      grepEl.value = grep;
+      chosen = true;
+    }
     if (chosen) {
       attemptLabelEl.hidden = attemptLabelEl.hidden && !attemptEl.value;
       downloadEl.href = downloadUrl + "?" + logScope().substring(1);
@@ -464,8 +478,19 @@
   }
 
   chosenInAddress();
+  scoped = logScope();
   if (workerEl) workerEl.addEventListener("change", rescope);
   attemptEl.addEventListener("change", rescope);
+  // Typing narrows the lines once it pauses; Enter or leaving the box at once.
+  let typing = null;
+  grepEl.addEventListener("input", function () {
+    clearTimeout(typing);
+    typing = setTimeout(rescope, 400);
+  });
+  grepEl.addEventListener("change", function () {
+    clearTimeout(typing);
+    rescope();
+  });
   connect();
   setInterval(refresh, REFRESH_MS);
 })();

@@ -96,3 +96,38 @@ def test_the_choice_is_in_the_pages_address_and_a_shared_address_brings_it(
     expect(page.locator("#download-log")).to_have_attribute(
         "href", f"/api/v1/jobs/{job.pk}/logs.txt?worker=0"
     )
+
+
+def test_typing_a_text_shows_the_lines_holding_it_live_and_in_the_address(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    cluster = ClusterFactory(name="east")
+    job = JobFactory(tenant=alpha, owner=alice, gpus=1, state=State.RUNNING)
+    attempt = AttemptFactory(job=job, cluster=cluster)
+    for seq, text in enumerate(["step 1", "Loss 2.3", "step 2", "loss 1.9"]):
+        LogChunk.objects.create(attempt=attempt, seq=seq, text=text)
+    log_in(page, server, "alice")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)
+    expect(page.locator("#log > span")).to_have_count(4, timeout=10_000)
+
+    page.fill("#log-grep", "LOSS")
+
+    expect(page.locator("#log > span")).to_have_text(["[1.0] Loss 2.3\n", "[1.0] loss 1.9\n"])
+    assert page.url == f"{server}/jobs/{job.pk}/#grep=LOSS"
+    expect(page.locator("#download-log")).to_have_attribute(
+        "href", f"/api/v1/jobs/{job.pk}/logs.txt?grep=LOSS"
+    )
+    lines = [LogLine(attempt.pk, 0, 4, "stdout", "step 3"),
+             LogLine(attempt.pk, 0, 5, "stdout", "loss 1.2")]  # fmt: skip
+    in_thread(lambda: agents.store_logs(cluster, lines))
+    expect(page.locator("#log > span").last).to_have_text("[1.0] loss 1.2\n")
+    expect(page.locator("#log")).not_to_contain_text("step")
+
+    page.fill("#log-grep", "")
+    expect(page.locator("#log > span")).to_have_count(6)
+    page.goto(f"{server}/jobs/{job.pk}/#grep=step%203")
+    page.reload()
+    expect(page.locator("#log-grep")).to_have_value("step 3")
+    expect(page.locator("#log > span")).to_have_text(["[1.0] step 3\n"])
