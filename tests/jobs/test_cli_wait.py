@@ -2,6 +2,7 @@
 so a pipeline can run a job as one of its steps (Slurm's sbatch --wait, kubectl wait)."""
 
 import json
+import select
 import subprocess
 import sys
 import time
@@ -38,6 +39,13 @@ def start_cli(live_server, alice):
 def said(waiting: subprocess.Popen, stdin: str | None = None) -> tuple[int, str, str]:
     out, err = waiting.communicate(stdin, timeout=60)
     return waiting.returncode, out, err
+
+
+def next_line(waiting: subprocess.Popen, timeout: float = 30) -> str:
+    """The next line the CLI prints on its standard output (each is flushed whole)."""
+    ready, _, _ = select.select([waiting.stdout], [], [], timeout)
+    assert ready, f"no line in {timeout} s"
+    return waiting.stdout.readline()
 
 
 def until_read(waiting: subprocess.Popen, seconds: float = 1.5) -> None:
@@ -216,12 +224,13 @@ def test_wait_for_several_jobs_says_how_each_ended_and_fails_if_one_did(start_cl
     until_read(waiting)
     actions.end_attempt(attempts[1].pk, Attempt.Outcome.USER_ERROR, exit_code=3,
                         reason="worker 0 exited with code 3")  # fmt: skip
-    until_read(waiting)  # the first still runs: the wait goes on
+    told = next_line(waiting)  # said as it ends; the first still runs: the wait goes on
+    assert waiting.poll() is None
     actions.end_attempt(attempts[0].pk, Attempt.Outcome.SUCCEEDED, exit_code=0)
     code, out, _ = said(waiting)
 
     assert code == 1  # not one job's exit code: 1 for any that did not succeed
-    assert out.splitlines() == [
+    assert [told.rstrip("\n"), *out.splitlines()] == [
         f"{second.pk} failed: worker 0 exited with code 3",
         f"{first.pk} succeeded",
     ]
