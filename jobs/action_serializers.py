@@ -21,6 +21,7 @@ from jobs.serializers import (
     LARGEST_ID,
     cluster_selector_field,
     dependency_problem,
+    exclude_nodes_field,
     gpu_types_field,
     max_runtime_field,
     min_workers_field,
@@ -128,16 +129,18 @@ class RequestSerializer(serializers.Serializer):
 
 class ConstraintsSerializer(serializers.Serializer):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
-    Features and Partition): its GPU types, most preferred first, and its cluster selector,
-    either or both, as a submission gives them (empty: any); one at least."""
+    Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
+    selector and the nodes it excludes, any of them, as a submission gives them (empty: any,
+    none excluded); one at least."""
 
     gpu_types = gpu_types_field(required=False)
     cluster_selector = cluster_selector_field(required=False)
+    exclude_nodes = exclude_nodes_field(required=False)
 
     def validate(self, data):
         if not data:
             raise serializers.ValidationError(
-                "Give gpu_types, cluster_selector or both: where the job may run."
+                "Give gpu_types, cluster_selector, exclude_nodes or several: where the job may run."
             )
         return data
 

@@ -165,15 +165,19 @@ def change_request(request, pk):
 @require_POST
 def change_constraints(request, pk):
     """Change where a queued job may run, as the API does, for whoever may cancel it: its GPU
-    types (comma-separated, most preferred first) and its cluster selector (KEY=VALUE a line),
-    each empty for any. A refusal is the job page with why (400, on the field at fault, or 409
-    once it has left the queue)."""
+    types (comma-separated, most preferred first), its cluster selector (KEY=VALUE a line),
+    each empty for any, and the nodes it excludes (comma-separated, empty for none). A refusal
+    is the job page with why (400, on the field at fault, or 409 once it has left the queue)."""
     job = access.to_change(request.user, pk, "change where it may run")
     try:
         selector = submit_form.parse_pairs(request.POST.get("cluster_selector", ""))
     except ValueError as error:
         return refused(request, pk, str(error), 400, invalid=["cluster_selector"])
-    asked = {"gpu_types": names_in(request.POST.get("gpu_types", "")), "cluster_selector": selector}
+    asked = {
+        "gpu_types": names_in(request.POST.get("gpu_types", "")),
+        "cluster_selector": selector,
+        "exclude_nodes": names_in(request.POST.get("exclude_nodes", "")),
+    }
     verb = actions.change_constraints
     return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)
 

@@ -190,8 +190,9 @@ def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | Non
 
 def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
     """Whether every node the job's workers go to is one its row takes now: a GPU type it
-    lists (a GPU worker's), a cluster its selector matches. Where it may run changed since the
-    snapshot (actions.change_constraints) is decided again next cycle."""
+    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude. Where
+    it may run changed since the snapshot (actions.change_constraints) is decided again next
+    cycle."""
     for worker in outcome.workers:
         node = nodes.get(int(worker.node_id))
         if node is None:
@@ -199,6 +200,8 @@ def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
         if job.gpu_types and worker.gpu_indices and node.gpu_type not in job.gpu_types:
             return False
         if any(node.cluster_labels.get(k) != v for k, v in job.cluster_selector.items()):
+            return False
+        if node.name in job.exclude_nodes:
             return False
     return True
 

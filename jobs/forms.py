@@ -25,11 +25,13 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "secrets", "workers", "min_workers", "topology", "shards",
+          "gpu_milli", "gpu_types", "exclude_nodes", "secrets", "workers", "min_workers",
+          "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors", "notify_start",
           "notify_requeue", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
+NAMES = ["gpu_types", "exclude_nodes", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
@@ -70,7 +72,7 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         data["volumes"] = parse_mounts(values["volumes"])
     except ValueError as error:
         data["volumes"], errors["volumes"] = [], str(error)
-    for field in ("gpu_types", "secrets"):  # comma-separated names
+    for field in NAMES:
         data[field] = names_in(values[field])
     # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
     # as typed, for the serializer to name.
@@ -92,7 +94,7 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
     for field in PAIRS:
         values[field] = "".join(f"{key}={value}\n" for key, value in spec[field].items())
     values["volumes"] = "".join(mount_typed(mount) + "\n" for mount in spec["volumes"])
-    for field in ("gpu_types", "secrets"):
+    for field in NAMES:
         values[field] = ", ".join(spec[field])
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""

@@ -134,6 +134,12 @@ class Job(models.Model):
     cluster_selector = models.JSONField(
         default=dict, blank=True, help_text="Cluster labels the job requires."
     )
+    exclude_nodes = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Names of nodes it never runs on, in any cluster (Slurm's --exclude).",
+    )
     labels = models.JSONField(
         default=dict,
         # In the database too: rows written without it (by an older release while this one

@@ -8,7 +8,7 @@ from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 from rest_framework import serializers
 
-from clusters.models import LABEL_KEY, TOPOLOGY_KEY, TOPOLOGY_KEY_RULE, validate_labels
+from clusters.models import LABEL_KEY, TOPOLOGY_KEY, TOPOLOGY_KEY_RULE, Node, validate_labels
 from jobs import access, efficiency
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.fields import (
@@ -59,7 +59,9 @@ AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 REQUEST = {"cpu_milli": (1, 10_000_000), "memory_mb": (1, 100_000_000), "gpus": (0, 64),
            "gpu_milli": (0, 999)}  # fmt: skip
 # Where a job may run, as a queued job's change of it names the fields.
-CONSTRAINTS = ("gpu_types", "cluster_selector")
+CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes")
+# How many nodes a job may exclude.
+MAX_EXCLUDED_NODES = 100
 
 
 def request_field(name: str, **options) -> serializers.IntegerField:
@@ -89,6 +91,26 @@ def cluster_selector_field(**options) -> serializers.Field:
     """The labels a cluster must carry to take a job (empty: any cluster), as a submission
     and a change of a queued job's give them."""
     return TextKeys(child=serializers.CharField(), validators=[validate_labels], **options)
+
+
+def exclude_nodes_field(**options) -> serializers.ListField:
+    """The names of the nodes a job never runs on (Slurm's --exclude; empty: none), as a
+    submission and a change of a queued job's give them: each a node's, in any cluster (a
+    name no node has is refused: a typo would exclude nothing), each once."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=253), max_length=MAX_EXCLUDED_NODES,
+        validators=[known_nodes], **options,
+    )  # fmt: skip
+
+
+def known_nodes(names: list[str]) -> None:
+    """Refuse a list naming a node twice, or a node no cluster has."""
+    if len(set(names)) < len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise serializers.ValidationError(f"Node {twice!r} is named twice.")
+    found = set(Node.objects.filter(name__in=names).values_list("name", flat=True))
+    if missing := [name for name in names if name not in found]:
+        raise serializers.ValidationError(f"No cluster has a node named {missing[0]!r}.")
 
 
 def max_runtime_field() -> serializers.IntegerField:
@@ -140,6 +162,7 @@ class SubmitSerializer(serializers.Serializer):
     gpu_milli = request_field("gpu_milli", default=0)
     gpu_types = gpu_types_field(default=list)
     cluster_selector = cluster_selector_field(default=dict)
+    exclude_nodes = exclude_nodes_field(default=list)
     labels = TextKeys(
         child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
         default=dict,
@@ -443,8 +466,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
-            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "labels",
-            "secrets", "volumes", "workers", "min_workers", "topology", "shards",
+            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "exclude_nodes",
+            "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "notify_start", "notify_requeue", "retries_used",

@@ -49,7 +49,7 @@ QUEUED_FIELDS = [
     "preemptible", "max_runtime_s", "pending_reason", "pending_message", "estimated_start",
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
-    "retries_used", "min_workers", "secrets", "image", "topology", "volumes",
+    "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
 FAIR_SHARE = {PriorityClass.FairShare.PLATFORM: None, PriorityClass.FairShare.ON: True,
@@ -161,12 +161,13 @@ def read(
         grow_after_s=settings.MLSCHED_ELASTIC_GROW_AFTER_S,
     )
     growing = policy.grow_after_s is not None
-    elastic, regrowing = elastic_gangs(clusters, now, provisions) if growing else ((), ())
+    named = ids_by_name(inventory)
+    elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions)
+            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions, named)
             for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now, every),
@@ -462,7 +463,9 @@ def workers_milli(rows) -> dict[tuple[int, int], int]:
     return milli
 
 
-def elastic_gangs(clusters, now: float, provisions: Provisions) -> tuple[tuple, tuple]:
+def elastic_gangs(
+    clusters, now: float, provisions: Provisions, named: dict[str, tuple[str, ...]]
+) -> tuple[tuple, tuple]:
     """The running elastic training gangs whose attempt started with fewer than their whole
     gang and is not asked to stop (the core may restart one larger: jobs.placement.growth),
     and those whose attempt is asked to stop to restart larger (the core holds their room):
@@ -481,7 +484,8 @@ def elastic_gangs(clusters, now: float, provisions: Provisions) -> tuple[tuple, 
     if not sizes:
         return (), ()
     jobs = Job.objects.filter(pk__in=sizes).order_by("id").values(*QUEUED_FIELDS)
-    gangs = [(sizes[job["id"]], to_queued(job, clusters, now, (), provisions)) for job in jobs]
+    gangs = [(sizes[job["id"]], to_queued(job, clusters, now, (), provisions, named))
+             for job in jobs]  # fmt: skip
     return tuple(
         tuple(p.Elastic(job, workers) for (runs, workers), job in gangs if runs == running)
         for running in (True, False)
@@ -534,6 +538,15 @@ def failed_nodes(job_ids: list[int], now: float) -> dict[int, tuple[str, ...]]:
     return {job_id: tuple(sorted(nodes)) for job_id, nodes in by_job.items()}
 
 
+def ids_by_name(inventory: Sequence[p.Node]) -> dict[str, tuple[str, ...]]:
+    """Each node name's ids: a job's `exclude_nodes` names a node of every cluster that has
+    one of that name."""
+    named: dict[str, list[str]] = defaultdict(list)
+    for node in inventory:
+        named[node.name].append(node.id)
+    return {name: tuple(ids) for name, ids in named.items()}
+
+
 def row_of(job: Job) -> dict:
     """A job not stored (its priority class set) as queued_jobs reads a stored one, for
     to_queued."""
@@ -546,8 +559,12 @@ def to_queued(
     now: float,
     avoid: tuple[str, ...] = (),
     provisions: Provisions = NO_PROVISIONS,
+    named: dict[str, tuple[str, ...]] | None = None,
 ) -> p.QueuedJob:
+    """The job row as the core reads it; `avoid`: the ids of the nodes it failed on
+    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes."""
     claim = job["preempting_until"]
+    excluded = (i for name in job["exclude_nodes"] for i in (named or {}).get(name, ()))
     return p.QueuedJob(
         id=str(job["id"]),
         tenant=str(job["tenant_id"]),
@@ -571,6 +588,7 @@ def to_queued(
         batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),
         max_running_shards=job["max_running_shards"],
         avoid_nodes=avoid,
+        exclude_nodes=tuple(sorted(excluded)),
         min_workers=job["min_workers"],
         topology=job["topology"],
     )

@@ -94,6 +94,7 @@ class Claimed:
     # (actions.change_constraints), it does not start where the core put it.
     gpu_types: tuple[str, ...] = ()
     cluster_selector: dict[str, str] = field(default_factory=dict)
+    exclude_nodes: tuple[str, ...] = ()
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -228,7 +229,7 @@ def read(
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
-        "gpu_types", "cluster_selector",
+        "gpu_types", "cluster_selector", "exclude_nodes",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -241,9 +242,10 @@ def read(
             (cpu, memory, gpus or int(share > 0), GPU_MILLI if gpus else share),
             tuple(types),
             selector,
+            tuple(excluded),
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
-             gpus, share, types, selector) in rows
+             gpus, share, types, selector, excluded) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

@@ -37,7 +37,14 @@ from jobs.cli.commands import gpus_asked
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
 from jobs.models import Family, Job
-from jobs.serializers import FLAGS, REQUEST, SubmitSerializer, spec_as_read, whole_number
+from jobs.serializers import (
+    CONSTRAINTS,
+    FLAGS,
+    REQUEST,
+    SubmitSerializer,
+    spec_as_read,
+    whole_number,
+)
 from jobs.states import TERMINAL, State, batch_state
 from quotas import tokens
 from quotas.models import PriorityClass, TenantVolume
@@ -276,7 +283,7 @@ def job_page(
                 "min_workers": "min-workers-help",
                 "max_runtime_s": "runtime-limit-help",
                 **dict.fromkeys(REQUEST, "request-help"),
-                **dict.fromkeys(("gpu_types", "cluster_selector"), "constraints-help"),
+                **dict.fromkeys(CONSTRAINTS, "constraints-help"),
             },
         ),
     }

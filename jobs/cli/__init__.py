@@ -1,7 +1,8 @@
 """mlsched's command line, over the REST API: `python -m jobs.cli COMMAND ...`.
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
-                [--min-workers N] [--topology KEY] [--label KEY=VALUE ...]
+                [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
+                [--label KEY=VALUE ...]
                 [--volume NAME:PATH[:rw] ...] [--notify-start] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
@@ -21,7 +22,9 @@
                      starts with as many as fit now, at least N (its min_workers; N equal
                      to its workers: rigid). --topology KEY keeps a training gang's nodes
                      in one domain: all share one value of that node topology label (rack,
-                     nvlink, zone), as Slurm's --switches. --label KEY=VALUE adds a label
+                     nvlink, zone), as Slurm's --switches. --exclude NODE,NODE: it never
+                     runs on these nodes (its exclude_nodes; Slurm's --exclude; any
+                     cluster's node of that name). --label KEY=VALUE adds a label
                      of your own to its labels (again for more), to find it by (list
                      --label). --volume NAME:PATH mounts your team's data volume NAME (see
                      volumes) at PATH in each worker, read only; NAME:PATH:rw to write to
@@ -141,11 +144,12 @@
                      placed keeps what it started with
     constrain ID [--gpu-types T[,T...] | --any-gpu-type]
                  [--cluster-selector KEY=VALUE ... | --any-cluster]
+                 [--exclude NODE[,NODE...] | --no-exclude]
                      change where a queued job (a batch: its queued shards) may run: the GPU
-                     types it takes, most preferred first, and the labels a cluster must
-                     carry, as Slurm's scontrol update of a pending job's Features and
-                     Partition; it keeps its place in the queue; a job placed keeps where it
-                     runs
+                     types it takes, most preferred first, the labels a cluster must carry
+                     and the nodes it never runs on, as Slurm's scontrol update of a pending
+                     job's Features, Partition and ExcNodeList; it keeps its place in the
+                     queue; a job placed keeps where it runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

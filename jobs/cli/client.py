@@ -38,12 +38,15 @@ def ordinal(n: int) -> str:
     return f"{n:,}{last}"
 
 
-def where(gpu_types, selector: dict) -> str:
+def where(gpu_types, selector: dict, excluded=()) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
-    clusters with region=eu", "any GPU type of any cluster"."""
+    clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9"."""
     gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
     labels = ", ".join(f"{k}={v}" for k, v in selector.items())
-    return f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}"
+    off = f", not on node{'s' if len(excluded) > 1 else ''} {', '.join(excluded)}"
+    return f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}" + (
+        off if excluded else ""
+    )
 
 
 def printable(text: str) -> str:

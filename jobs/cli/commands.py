@@ -44,6 +44,7 @@ def submit(api: Api, args) -> None:
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
+             "exclude_nodes": args.exclude,
              "notify_start": True if args.notify_start else None,
              "notify_requeue": True if args.notify_requeue else None}  # fmt: skip
     for field, value in given.items():
@@ -301,16 +302,19 @@ def resize(api: Api, args) -> None:
 
 def constrain(api: Api, args) -> None:
     """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
-    --any-cluster]`: where the queued job may run now, and how many jobs changed (a batch's
-    queued shards)."""
+    --any-cluster] [--exclude NODE,NODE | --no-exclude]`: where the queued job may run now, and
+    how many jobs changed (a batch's queued shards)."""
     body: dict = {}
     if args.gpu_types is not None or args.any_gpu_type:
         body["gpu_types"] = [] if args.any_gpu_type else args.gpu_types
     if args.selector or args.any_cluster:
         body["cluster_selector"] = {} if args.any_cluster else dict(args.selector)
+    if args.exclude is not None or args.no_exclude:
+        body["exclude_nodes"] = [] if args.no_exclude else args.exclude
     answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
     changed = answer["changed"]
-    show(f"may run on {where(answer['gpu_types'], answer['cluster_selector'])} "
+    said = where(answer["gpu_types"], answer["cluster_selector"], answer["exclude_nodes"])
+    show(f"may run on {said} "
          f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 
 

@@ -69,6 +69,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Shards", shards(job)),
         ("GPU types", ", ".join(job["gpu_types"])),
         ("Clusters", ", ".join(f"{k}={v}" for k, v in job["cluster_selector"].items())),
+        ("Never on nodes", ", ".join(job.get("exclude_nodes", ()))),
         ("Image", job["image"]),
         ("Command", command(job["command"])),
         ("Environment", ", ".join(job["env"])),

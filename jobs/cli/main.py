@@ -105,6 +105,10 @@ def add_submitting(commands) -> None:
              "(rack, nvlink, zone), as Slurm's --switches keeps a job under one switch",
     )  # fmt: skip
     submitting.add_argument(
+        "--exclude", type=names_written, metavar="NODE[,NODE...]",
+        help="never run on these nodes (Slurm's --exclude; nodes lists them)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--label", type=label_written, action="append", metavar="KEY=VALUE",
         help="a label of your own, to find the job by (list --label); again for more",
     )  # fmt: skip
@@ -248,6 +252,10 @@ def add_changing(commands) -> None:
                           action="append", metavar="KEY=VALUE",
                           help="only clusters with this label; again for more")  # fmt: skip
     clusters.add_argument("--any-cluster", action="store_true", help="any cluster")
+    off = constraining.add_mutually_exclusive_group()
+    off.add_argument("--exclude", type=names_written, metavar="NODE[,NODE...]",
+                     help="never run on these nodes (replaces those it excluded)")  # fmt: skip
+    off.add_argument("--no-exclude", action="store_true", help="exclude no node")
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")

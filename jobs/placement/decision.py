@@ -42,6 +42,7 @@ REASONS = {
     "runtime limit would end it.",
     "avoiding_failed_nodes": "It would fit, but only on nodes where an earlier attempt of it "
     "failed for the infrastructure: it waits for others.",
+    "excluded_nodes": "It would fit, but only on nodes it excludes: it waits for others.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "

@@ -345,6 +345,7 @@ class Cycle:
         need.avoid_held = bool(avoided)
         need.together = job.topology if explain.is_gang(job) else ""
         need.avoid = self.avoiding(job, groups)
+        need.exclude = frozenset(job.exclude_nodes)
         return off_limits.starting(self.capacity, need, job, self.now)
 
     # -- fitting, with a memo of failures ----------------------------------------------------
@@ -612,11 +613,13 @@ class Cycle:
         failed=False,
         bookings=False,
         topology=False,
+        excluded=False,
     ) -> bool:
         """Whether the job would fit now if maintenance windows and bookings, the nodes held
-        for the reservations it avoids, the nodes it failed on, bookings alone, or its
-        topology domain did not keep it off."""
-        kept = need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together
+        for the reservations it avoids, the nodes it failed on, bookings alone, its topology
+        domain, or the nodes it excludes did not keep it off."""
+        kept = (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
+                need.exclude)  # fmt: skip
         if windows:
             need.windows = 0
         if held:
@@ -625,12 +628,14 @@ class Cycle:
             need.avoid = frozenset()
         if topology:
             need.together = ""
+        if excluded:
+            need.exclude = frozenset()
         need.bookings_open = bookings
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
-            (need.windows, need.avoid_held, need.avoid, need.bookings_open,
-             need.together) = kept  # fmt: skip
+            (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
+             need.exclude) = kept  # fmt: skip
 
 
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:

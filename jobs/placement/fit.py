@@ -32,7 +32,7 @@ class Need:
     with any, a node whose window starts before that end and ends after that start is off
     limits, unless the window is booked for the job's ``tenant`` (or ``bookings_open``, to ask
     whether bookings alone keep it off); and so is a node in ``avoid``, where the job failed
-    before (``shut``)."""
+    before, or in ``exclude``, one it never runs on (``shut``)."""
 
     gpus: int
     milli: int
@@ -44,6 +44,7 @@ class Need:
     start: float = 0.0
     end: float = float("inf")
     avoid: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
     tenant: str = ""
     bookings_open: bool = False
     # A gang's topology domain: the label key all its nodes must share a value of ("": none).
@@ -52,11 +53,11 @@ class Need:
     @property
     def limited(self) -> bool:
         """Whether some node may be off limits for it (``shut``)."""
-        return bool(self.windows or self.avoid)
+        return bool(self.windows or self.avoid or self.exclude)
 
     def shut(self, node: NodeState) -> bool:
-        """Whether the node's maintenance window, or the job's failure there, keeps the worker
-        off it."""
+        """Whether the node's maintenance window, the job's failure there or its exclusion
+        keeps the worker off it."""
         if self.windows:
             if node.closes < self.end and self.start < node.opens:
                 booked = node.reserved_for
@@ -67,7 +68,7 @@ class Need:
                 booked = after[2]
                 if not booked or (booked != self.tenant and not self.bookings_open):
                     return True
-        return node.id in self.avoid
+        return node.id in self.avoid or node.id in self.exclude
 
 
 def gpu_options(node: NodeState, gpus: int, milli: int) -> list[Takes]:

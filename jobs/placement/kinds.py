@@ -23,6 +23,7 @@ def request_of(job: QueuedJob) -> tuple:
         job.gpu_types,
         job.clusters,
         job.avoid_nodes,
+        job.exclude_nodes,
         job.topology,
     )
 
@@ -36,12 +37,12 @@ def class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tup
     """Jobs of one kind fit, or fail, alike; a larger shape of a kind is never easier.
 
     Group lists are cached and shared, so their identity stands for their contents; the
-    reservations whose held nodes the job avoids, the maintenance windows and the nodes it
-    failed on that it must keep off, are part of the kind.
+    reservations whose held nodes the job avoids, the maintenance windows, the nodes it
+    failed on and those it excludes, that it must keep off, are part of the kind.
     """
     kind = (
         job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
-        need.windows, need.avoid, need.tenant if need.windows else "", need.bookings_open,
-        need.together,
+        need.windows, need.avoid, need.exclude, need.tenant if need.windows else "",
+        need.bookings_open, need.together,
     )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)

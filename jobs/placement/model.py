@@ -166,6 +166,9 @@ class QueuedJob:
     # fault: a GPU error, a pod evicted, a worker that never started): it keeps off them
     # unless no other node could ever hold it (``off_limits.Avoiding``).
     avoid_nodes: tuple[str, ...] = ()
+    # Nodes the job never runs on (its ``exclude_nodes``, Slurm's --exclude, by the names the
+    # snapshot found): unlike ``avoid_nodes``, never given up, whatever else is free.
+    exclude_nodes: tuple[str, ...] = ()
     # An elastic training gang's fewest workers (None: all of them): when its whole gang does
     # not fit it starts with the most that fit now, at least this many (``Cycle._decide``).
     min_workers: int | None = None

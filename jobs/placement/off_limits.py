@@ -49,16 +49,18 @@ class Avoiding:
         self._known: dict[tuple, frozenset[str]] = {}
 
     def __call__(self, job: QueuedJob, groups: list[Group]) -> frozenset[str]:
-        """The job's ``avoid_nodes``; none if no other nodes of its groups could hold it even
-        idle, so that it runs again where it failed rather than never."""
+        """The job's ``avoid_nodes``; none if no other nodes of its groups (nor those it
+        excludes) could hold it even idle, so that it runs again where it failed rather than
+        never."""
         if not job.avoid_nodes:
             return frozenset()
-        key = (id(groups), job.avoid_nodes, job.family, job.workers, job.gpus, job.gpu_milli,
-               job.cpu_milli, job.memory_mb)  # fmt: skip
+        key = (id(groups), job.avoid_nodes, job.exclude_nodes, job.family, job.workers,
+               job.gpus, job.gpu_milli, job.cpu_milli, job.memory_mb)  # fmt: skip
         known = self._known.get(key)
         if known is None:
             avoid = frozenset(job.avoid_nodes)
-            known = avoid if explain.holds_without(job, groups, avoid) else frozenset()
+            off = avoid | frozenset(job.exclude_nodes)
+            known = avoid if explain.holds_without(job, groups, off) else frozenset()
             self._known[key] = known
         return known
 

@@ -5,8 +5,9 @@ capacity epoch.
 
 The reason names the one thing that keeps it out if there is one: work in its grace period
 (``waiting_for_preemption``), maintenance windows or bookings (``off_limits.window_reason``),
-the nodes it failed on (``avoiding_failed_nodes``), the nodes held for a reservation it must
-respect (``waiting_for_reservation``), or else a shortage (``explain.shortage``). The estimate
+the nodes it failed on (``avoiding_failed_nodes``), the nodes it excludes (``excluded_nodes``),
+the nodes held for a reservation it must respect (``waiting_for_reservation``), or else a
+shortage (``explain.shortage``). The estimate
 is when enough GPUs should have freed up, from the running work's expected ends (for shares
 of a GPU, enough room in the free ranges that ending work leaves).
 """
@@ -35,6 +36,8 @@ def reason(cycle: Cycle, job: QueuedJob, need: Need) -> str:
         return off_limits.window_reason(cycle, job, need)
     if need.avoid and cycle.fits_but_for(job, need, failed=True):
         return "avoiding_failed_nodes"
+    if need.exclude and cycle.fits_but_for(job, need, excluded=True):
+        return "excluded_nodes"
     if need.avoid_held and cycle.fits_but_for(job, need, held=True):
         return "waiting_for_reservation"
     if need.together and cycle.fits_but_for(job, need, topology=True):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from jobs.placement import Policy, place
 from tests.placement.builders import (
     NOW,
@@ -86,27 +88,36 @@ def test_a_gang_that_needs_every_node_runs_again_on_the_one_it_failed_on():
     assert nodes_of(outcome) == {bad.id, other.id}
 
 
-def test_an_equal_request_that_did_not_fail_there_is_not_given_its_answer():
+# The nodes it failed on, and those it excludes (test_excluded_nodes.py), keep a job off alike.
+KEPT_OFF = pytest.mark.parametrize(
+    ("field", "reason"),
+    [("avoid_nodes", "avoiding_failed_nodes"), ("exclude_nodes", "excluded_nodes")],
+)
+
+
+@KEPT_OFF
+def test_an_equal_request_that_did_not_fail_there_is_not_given_its_answer(field, reason):
     bad, other = n8_a100_nodes(2)
     other, busy = running_on(other, "busy", 8, expected_end=NOW + 600)
-    retried = [j_batch(f"retry-{i}", gpus=4, avoid_nodes=(bad.id,), priority=100) for i in range(3)]
+    kept_off = [j_batch(f"off-{i}", gpus=4, priority=100, **{field: (bad.id,)}) for i in range(3)]
     fresh = j_batch("fresh", gpus=4)
 
     decision = place(
-        snapshot([bad, other], [*retried, fresh], [busy], policy=Policy(backfill=False))
+        snapshot([bad, other], [*kept_off, fresh], [busy], policy=Policy(backfill=False))
     )
 
     outcomes = decision.by_job()
-    assert {outcomes[j.id].reason for j in retried} == {"avoiding_failed_nodes"}
+    assert {outcomes[j.id].reason for j in kept_off} == {reason}
     assert nodes_of(outcomes["fresh"]) == {bad.id}
 
 
-def test_a_victim_search_evicts_only_where_the_job_may_go():
+@KEPT_OFF
+def test_a_victim_search_evicts_only_where_the_job_may_go(field, reason):
     bad, other = n8_a100_nodes(2)
-    # The cheaper victim (started later) is on the node the job failed on.
+    # The cheaper victim (started later) is on the node the job failed on, or excludes.
     bad, on_bad = running_on(bad, "low-bad", 8, preemptible=True, started_at=NOW - 60)
     other, on_other = running_on(other, "low-other", 8, preemptible=True)
-    urgent = j_training("urgent", gpus=8, tier=5, avoid_nodes=(bad.id,))
+    urgent = j_training("urgent", gpus=8, tier=5, **{field: (bad.id,)})
 
     decision = place(snapshot([bad, other], [urgent], [on_bad, on_other]))
 
