@@ -36,7 +36,7 @@ TEXTAREAS = [*PAIRS, "volumes"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
-           "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "normal", "priority": 0,
+           "gpu_milli": 0, "workers": 1, "shards": 1, "priority_class": "", "priority": 0,
            "preemptible": "", "max_runtime_s": 3600, "max_retries": 3}  # fmt: skip
 
 
@@ -205,6 +205,14 @@ def error_text(detail) -> str:
 
 def label(key) -> str:
     return f"item {key + 1}" if isinstance(key, int) else repr(key)
+
+
+def default_said(tenants) -> str:
+    """The submit form's choice of no class, said: "its team's default", with its name where
+    every one of `tenants` has the same ("its team's default (normal)")."""
+    names = {t.default_priority_class.name if t.default_priority_class else "normal"
+             for t in tenants.select_related("default_priority_class")}  # fmt: skip
+    return "its team's default" + (f" ({names.pop()})" if len(names) == 1 else "")
 
 
 def open_classes(tenants) -> list[PriorityClass]:

@@ -52,6 +52,17 @@ def priority_class_named(name: str) -> PriorityClass:
     return found
 
 
+def default_class(tenant) -> PriorityClass:
+    """The class of the tenant's jobs submitted without one: its default (Slurm's DefaultQOS),
+    else `normal`; a 400 naming priority_class when there is none of that name."""
+    if tenant.default_priority_class is not None:
+        return tenant.default_priority_class
+    try:
+        return priority_class_named("normal")
+    except serializers.ValidationError as missing:
+        raise serializers.ValidationError({"priority_class": missing.detail}) from None
+
+
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
 
 
@@ -185,7 +196,8 @@ class SubmitSerializer(serializers.Serializer):
     max_running_shards = serializers.IntegerField(
         min_value=1, max_value=MAX_SHARDS, default=None, allow_null=True
     )
-    priority_class = serializers.SlugField(default="normal")
+    # Left out: its tenant's default class, else normal (default_class).
+    priority_class = serializers.SlugField(required=False)
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
     max_runtime_s = max_runtime_field()
@@ -224,7 +236,9 @@ class SubmitSerializer(serializers.Serializer):
 
     def validate(self, data):
         family = data["family"]
-        tenant, priority_class = data["tenant"], data["priority_class"]
+        tenant = data["tenant"]
+        data["priority_class"] = data.get("priority_class") or default_class(tenant)
+        priority_class = data["priority_class"]
         if not priority_class.open_to(tenant):
             message = f"Tenant {tenant.slug!r} may not submit at {priority_class.name!r}."
             raise serializers.ValidationError({"priority_class": message})

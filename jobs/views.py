@@ -438,6 +438,7 @@ def submit(request):
         "fields": described(errors, helps=SUBMIT_HELPS),
         "tenants": tenants,
         "priority_classes": classes,
+        "default_class": submit_form.default_said(tenants),
         "topology_keys": topology_keys(),
         "volumes": TenantVolume.objects.filter(tenant__in=tenants).select_related("tenant"),
         "trial": answer,

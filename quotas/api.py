@@ -44,23 +44,27 @@ def fair_share_classes() -> list[str]:
 class PriorityClassesView(APIView):
     """The priority classes open to the caller's teams (Slurm's `sacctmgr show qos`), highest
     first, with what a job at each meets (whether it may preempt, its exempt time, its longest
-    runtime limit) and `open_to`, those of the teams that may submit at it; a class open to
-    none of them is left out, unless a platform admin lists every team. The tenants a class
-    lists are other teams' affair: only the caller's are named."""
+    runtime limit), `open_to`, those of the teams that may submit at it, and `default_for`,
+    those whose jobs submitted without a class get it (Tenant.default_priority_class, else
+    normal); a class open to none of them is left out, unless a platform admin lists every
+    team. The tenants a class lists are other teams' affair: only the caller's are named."""
 
     def get(self, request):
         teams = teams_asked(request)
         every = request.user.is_superuser and not request.query_params.get("tenant")
         listed = []
+        defaults = {team.slug: team.default_priority_class_id for team in teams}
         for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
             open_to = [team.slug for team in teams if rank.open_to(team)]
+            default_for = [slug for slug, pk in defaults.items()
+                           if pk == rank.pk or (pk is None and rank.name == "normal")]  # fmt: skip
             if open_to or every:
                 listed.append({
                     "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
                     "fair_share_preemption": rank.fair_shares(),
                     "preempt_exempt_s": rank.preempt_exempt_s,
                     "max_runtime_s": rank.max_runtime_s, "description": rank.description,
-                    "open_to": open_to,
+                    "open_to": open_to, "default_for": default_for,
                 })  # fmt: skip
         return Response({"priority_classes": listed})
 

@@ -134,6 +134,16 @@ class Tenant(models.Model):
         "queued jobs of another image are held when the patterns change (a platform admin "
         "releases them). Empty: any image.",
     )
+    default_priority_class = models.ForeignKey(
+        "PriorityClass",
+        verbose_name="default priority class",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The class of its jobs submitted without one (Slurm's DefaultQOS): one open "
+        "to the tenant. Empty: normal.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -141,6 +151,14 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        default = self.default_priority_class
+        if default is not None and not default.open_to(self):
+            raise ValidationError(
+                {"default_priority_class": f"Class {default.name!r} is not open to this tenant: "
+                 "list it among the class's tenants first."}
+            )  # fmt: skip
 
     def image_patterns(self) -> list[str]:
         """The allowed image patterns; [] for any image."""

@@ -163,11 +163,12 @@ def quota(api: Api, args) -> None:
 
 
 CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
-                "open to"]  # fmt: skip
+                "open to", "default for"]  # fmt: skip
 
 
 def classes(api: Api, args) -> None:
-    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at."""
+    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at, and which
+    is each one's default (a job submitted without a class gets it)."""
     params = {"tenant": args.tenant} if args.tenant else None
     rows = [CLASS_HEADER]
     for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
@@ -175,7 +176,8 @@ def classes(api: Api, args) -> None:
         fair = {True: "yes", False: "no"}.get(rank.get("fair_share_preemption"), "-")
         rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
                      fair, str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
-                     ",".join(rank["open_to"]) or "-"])  # fmt: skip
+                     ",".join(rank["open_to"]) or "-",
+                     ",".join(rank.get("default_for", ())) or "-"])  # fmt: skip
     table(rows, names=1)
 
 

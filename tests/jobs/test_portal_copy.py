@@ -150,7 +150,7 @@ def test_a_copy_at_a_class_one_may_not_use_asks_for_a_class(
     page = client.get(f"/jobs/new/?copy={theirs.pk}").text
     alices = form_of(client_of_alice.get(f"/jobs/new/?copy={theirs.pk}").text)
 
-    assert '<option value="" selected>choose a class</option>' in page
+    assert '<option value="" selected>its team&#x27;s default (normal)</option>' in page
     assert form_of(page)["priority_class"] == ""
     assert alices["priority_class"] == "urgent"
 
