@@ -124,9 +124,11 @@ def known_nodes(names: list[str]) -> None:
         raise serializers.ValidationError(f"No cluster has a node named {missing[0]!r}.")
 
 
-def max_runtime_field() -> serializers.IntegerField:
+def max_runtime_field(**options) -> serializers.IntegerField:
     """A runtime limit in seconds, as a submission and a change of a queued job's give it."""
-    return serializers.IntegerField(min_value=1, max_value=int(MAX_RUNTIME.total_seconds()))
+    return serializers.IntegerField(
+        min_value=1, max_value=int(MAX_RUNTIME.total_seconds()), **options
+    )
 
 
 def min_workers_field(**options) -> serializers.IntegerField:
@@ -200,7 +202,8 @@ class SubmitSerializer(serializers.Serializer):
     priority_class = serializers.SlugField(required=False)
     priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
     preemptible = serializers.BooleanField(required=False)
-    max_runtime_s = max_runtime_field()
+    # Left out: its class's default (PriorityClass.default_runtime_s), if it has one.
+    max_runtime_s = max_runtime_field(required=False)
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     notify_start = serializers.BooleanField(default=False)
@@ -242,6 +245,12 @@ class SubmitSerializer(serializers.Serializer):
         if not priority_class.open_to(tenant):
             message = f"Tenant {tenant.slug!r} may not submit at {priority_class.name!r}."
             raise serializers.ValidationError({"priority_class": message})
+        if "max_runtime_s" not in data:
+            if priority_class.default_runtime_s is None:
+                raise serializers.ValidationError({"max_runtime_s": (
+                    f"This field is required: class {priority_class.name!r} has no default "
+                    "runtime limit.")})  # fmt: skip
+            data["max_runtime_s"] = priority_class.default_runtime_s
         if too_long := priority_class.runtime_refusal(data["max_runtime_s"]):
             raise serializers.ValidationError({"max_runtime_s": too_long})
         if refused := tenant.image_refusal(data["image"]):

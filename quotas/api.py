@@ -44,10 +44,11 @@ def fair_share_classes() -> list[str]:
 class PriorityClassesView(APIView):
     """The priority classes open to the caller's teams (Slurm's `sacctmgr show qos`), highest
     first, with what a job at each meets (whether it may preempt, its exempt time, its longest
-    runtime limit), `open_to`, those of the teams that may submit at it, and `default_for`,
-    those whose jobs submitted without a class get it (Tenant.default_priority_class, else
-    normal); a class open to none of them is left out, unless a platform admin lists every
-    team. The tenants a class lists are other teams' affair: only the caller's are named."""
+    runtime limit and the one a job submitted without one gets), `open_to`, those of the
+    teams that may submit at it, and `default_for`, those whose jobs submitted without a class
+    get it (Tenant.default_priority_class, else normal); a class open to none of them is left
+    out, unless a platform admin lists every team. The tenants a class lists are other teams'
+    affair: only the caller's are named."""
 
     def get(self, request):
         teams = teams_asked(request)
@@ -63,7 +64,8 @@ class PriorityClassesView(APIView):
                     "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
                     "fair_share_preemption": rank.fair_shares(),
                     "preempt_exempt_s": rank.preempt_exempt_s,
-                    "max_runtime_s": rank.max_runtime_s, "description": rank.description,
+                    "max_runtime_s": rank.max_runtime_s,
+                    "default_runtime_s": rank.default_runtime_s, "description": rank.description,
                     "open_to": open_to, "default_for": default_for,
                 })  # fmt: skip
         return Response({"priority_classes": listed})

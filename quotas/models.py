@@ -338,6 +338,14 @@ class PriorityClass(models.Model):
         "MaxWall): a submission, or a move to this class, asking for more is refused on "
         "max_runtime_s. Jobs queued or running already keep theirs. Empty: no limit.",
     )
+    default_runtime_s = models.PositiveIntegerField(
+        "default runtime limit (s)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The runtime limit of a job of this class submitted without one (Slurm's "
+        "partition DefaultTime): at most its longest. Empty: a submission must give one.",
+    )
 
     class FairShare(models.TextChoices):
         PLATFORM = "", "as the platform (MLSCHED_FAIR_SHARE_PREEMPTION)"
@@ -370,6 +378,13 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
+
+    def clean(self) -> None:
+        longest, default = self.max_runtime_s, self.default_runtime_s
+        if longest is not None and default is not None and default > longest:
+            raise ValidationError(
+                {"default_runtime_s": f"At most the class's longest runtime limit, {longest} s."}
+            )
 
     def runtime_refusal(self, max_runtime_s: int) -> str:
         """Why a job asking for this runtime limit may not run at this class, "" if it may."""

@@ -163,7 +163,7 @@ def quota(api: Api, args) -> None:
 
 
 CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
-                "open to", "default for"]  # fmt: skip
+                "default runtime s", "open to", "default for"]  # fmt: skip
 
 
 def classes(api: Api, args) -> None:
@@ -172,10 +172,11 @@ def classes(api: Api, args) -> None:
     params = {"tenant": args.tenant} if args.tenant else None
     rows = [CLASS_HEADER]
     for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
-        most = rank["max_runtime_s"]
+        most, default = rank["max_runtime_s"], rank.get("default_runtime_s")
         fair = {True: "yes", False: "no"}.get(rank.get("fair_share_preemption"), "-")
         rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
                      fair, str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
+                     "-" if default is None else str(default),
                      ",".join(rank["open_to"]) or "-",
                      ",".join(rank.get("default_for", ())) or "-"])  # fmt: skip
     table(rows, names=1)

@@ -30,8 +30,8 @@ def batch_low(alpha, gamma):
     return low
 
 
-def submitted(user, **fields) -> Job:
-    answer = api(user).post("/api/v1/jobs/", {**SPEC, **fields}, format="json")
+def submitted(user, spec=SPEC, **fields) -> Job:
+    answer = api(user).post("/api/v1/jobs/", {**spec, **fields}, format="json")
     assert answer.status_code == 201, answer.content
     return Job.objects.get(pk=answer.json()["id"])
 
@@ -87,3 +87,37 @@ def test_the_submit_form_offers_the_default_first_and_submits_at_it(alice, batch
     assert '<option value="" selected>its team&#x27;s default (batch-low)</option>' in page
     assert done.status_code == 302, done.text[:2000]
     assert Job.objects.get(name=FORM["name"]).priority_class == batch_low
+
+
+# A class's default runtime limit (Slurm's partition DefaultTime).
+
+
+def test_a_job_without_a_runtime_limit_gets_its_classs_default(alice, batch_low):
+    batch_low.default_runtime_s = 1800
+    batch_low.save()
+    spec = {k: v for k, v in SPEC.items() if k != "max_runtime_s"}
+
+    job = submitted(alice, spec)
+
+    assert (job.priority_class, job.max_runtime_s) == (batch_low, 1800)
+
+
+def test_without_a_default_runtime_limit_one_is_required_naming_its_class(alice, batch_low):
+    spec = {k: v for k, v in SPEC.items() if k != "max_runtime_s"}
+
+    answer = api(alice).post("/api/v1/jobs/", spec, format="json")
+
+    assert answer.status_code == 400
+    assert answer.json() == {"max_runtime_s": [
+        "This field is required: class 'batch-low' has no default runtime limit."]}  # fmt: skip
+
+
+def test_a_default_runtime_limit_past_the_classs_longest_is_refused_on_its_field(batch_low):
+    batch_low.max_runtime_s, batch_low.default_runtime_s = 3600, 7200
+
+    with pytest.raises(ValidationError) as refused:
+        batch_low.full_clean()
+
+    assert refused.value.message_dict == {
+        "default_runtime_s": ["At most the class's longest runtime limit, 3600 s."]
+    }

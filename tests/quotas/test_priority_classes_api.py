@@ -36,10 +36,12 @@ def test_it_lists_the_classes_open_to_the_callers_teams_highest_first(alice, cla
     assert response.status_code == 200
     assert response.json()["priority_classes"] == [
         {"name": "urgent", "value": 100, "may_preempt": True, "fair_share_preemption": True,
-         "preempt_exempt_s": 600, "max_runtime_s": 14_400, "description": "",
+         "preempt_exempt_s": 600, "max_runtime_s": 14_400, "default_runtime_s": None,
+         "description": "",
          "open_to": ["alpha"], "default_for": []},
         {"name": "normal", "value": 0, "may_preempt": False, "fair_share_preemption": False,
-         "preempt_exempt_s": 0, "max_runtime_s": None, "description": "", "open_to": ["alpha"],
+         "preempt_exempt_s": 0, "max_runtime_s": None, "default_runtime_s": None,
+         "description": "", "open_to": ["alpha"],
          "default_for": ["alpha"]},
     ]  # fmt: skip
 
@@ -79,6 +81,7 @@ def test_the_cli_lists_them(cli, classes):  # noqa: F811
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["class", "value", "preempts", "fair", "share", "exempt", "s",
-                                "max", "runtime", "s", "open", "to", "default", "for"]  # fmt: skip
-    assert lines[1].split() == ["urgent", "100", "yes", "yes", "600", "14400", "alpha", "-"]
-    assert lines[2].split() == ["normal", "0", "no", "no", "0", "-", "alpha", "alpha"]
+                                "max", "runtime", "s", "default", "runtime", "s", "open", "to",
+                                "default", "for"]  # fmt: skip
+    assert lines[1].split() == ["urgent", "100", "yes", "yes", "600", "14400", "-", "alpha", "-"]
+    assert lines[2].split() == ["normal", "0", "no", "no", "0", "-", "-", "alpha", "alpha"]
