@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
+from jobs.cli.written import seconds_from_now
 from jobs.dependencies import Wait
 from jobs.models import Dependency
 from quotas import tenant_volumes
@@ -129,14 +130,15 @@ MAX_DEADLINE_AHEAD = MAX_BEGIN_AHEAD + MAX_RUNTIME
 
 
 class ZonedTime(serializers.Field):
-    """An ISO 8601 time with its zone, at most `ahead` from now; `read` says what it means.
+    """An ISO 8601 time with its zone, or one from now by this server's clock ("now+2h",
+    "now-1d": jobs.cli.written.RELATIVE), at most `ahead` from now; `read` says what it means.
     A time without a zone is refused rather than read in some zone: the caller's and the
     server's may differ."""
 
     ahead: timedelta
     default_error_messages = {
         "invalid": "A time with its zone, as ISO 8601 writes it: 2026-12-03T02:00:00Z for UTC, "
-        "or 2026-12-03T03:00:00+01:00.",
+        "or 2026-12-03T03:00:00+01:00; or from now, now+2h, now-1d (s, m, h, d).",
         "naive": "No time zone: UTC is expected, written with a Z (2026-12-03T02:00:00Z), or "
         "give the zone's offset (+01:00).",
     }
@@ -157,6 +159,11 @@ class ZonedTime(serializers.Field):
         # Not quoted back: the text may hold a lone surrogate, which no answer can encode.
         if not isinstance(data, str) or len(data) > 64:
             self.fail("invalid")
+        if (ahead := seconds_from_now(data.strip())) is not None:
+            try:
+                return timezone.now() + timedelta(seconds=ahead)
+            except OverflowError:  # past the year 9999, or before the year 1
+                self.fail("invalid")
         try:
             value = parse_datetime(data.strip())
         except ValueError:  # well formed, yet no time (a 13th month)
@@ -176,7 +183,8 @@ class Moment(ZonedTime):
     ahead = timedelta(days=3660)
     default_error_messages = {
         "invalid": "A time with its zone, as ISO 8601 writes it (2026-12-03T02:00:00Z for "
-        "UTC, or 2026-12-03T03:00:00+01:00), or a day, 2026-12-03, from 00:00 UTC.",
+        "UTC, or 2026-12-03T03:00:00+01:00), a day, 2026-12-03, from 00:00 UTC, or a time from "
+        "now, now-1d (s, m, h, d).",
         "too_far": "More than ten years ahead.",
     }
 

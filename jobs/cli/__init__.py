@@ -11,8 +11,9 @@
                      and "singleton" to wait for your earlier jobs of its name to end
                      ("afterok:12,singleton"); --depends-on is the same option. --begin
                      TIME sets its begin, as Slurm's --begin: not started before then, a time
-                     with its zone ("2026-12-03T02:00:00Z") or from now ("now+90m", "now+2h";
-                     s, m, h, d, seconds without a unit). --deadline TIME, written the same
+                     with its zone ("2026-12-03T02:00:00Z") or from now by the server's
+                     clock ("now+90m", "now+2h"; s, m, h, d, seconds without a unit).
+                     --deadline TIME, written the same
                      way, as Slurm's --deadline: canceled while queued once it could no longer
                      end by then (started at once and running its max_runtime_s).
                      --max-running N: at most N of a batch's shards run at once, the others

@@ -3,35 +3,36 @@ them, data volumes, shard lists, labels, limits, and the server's address."""
 
 import argparse
 import re
-import time
-from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from jobs.cli.client import STATES
 
+# A time from now, as Slurm's sbatch --begin and sacct -S write it: "now", "now+2h", "now-1d"
+# (s, m, h or d; seconds without a unit). The API reads it by the server's clock
+# (jobs.fields.ZonedTime); the CLI checks it and sends it as written.
 RELATIVE = re.compile(r"now(?:([+-])(\d{1,9})([smhd]?))?")
 
 
 UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def time_written(text: str) -> str:
-    """A TIME as the API takes it (--begin's, --deadline's, list's --since and --until):
-    "now+N" or "now-N" with a unit (s, m, h or d; seconds without one), or "now", made a UTC
-    time from this machine's clock, to the second; anything else goes as written (the server
-    wants ISO 8601 with a zone, or for a list a day, and says what is wrong)."""
-    if not text.startswith("now"):
-        return text
+def seconds_from_now(text: str) -> int | None:
+    """The seconds a RELATIVE time is from now (negative: before), None for another text."""
     relative = RELATIVE.fullmatch(text)
     if relative is None:
-        raise argparse.ArgumentTypeError(f"not now+N[s|m|h|d], now-N nor a time: {text!r}")
+        return None
     sign, count, unit = relative.groups()
-    ahead = int(count or 0) * UNIT_SECONDS[unit or ""] * (-1 if sign == "-" else 1)
-    try:
-        moment = datetime.fromtimestamp(int(time.time()) + ahead, tz=UTC)
-    except (OverflowError, OSError, ValueError):  # past the year 9999, or before the year 1
-        raise argparse.ArgumentTypeError(f"too far off: {text!r}") from None
-    return moment.isoformat().replace("+00:00", "Z")
+    return int(count or 0) * UNIT_SECONDS[unit or ""] * (-1 if sign == "-" else 1)
+
+
+def time_written(text: str) -> str:
+    """A TIME as the API takes it (--begin's, --deadline's, list's --since and --until):
+    "now+N" or "now-N" with a unit (s, m, h or d; seconds without one), or "now", sent as
+    written, for the server to read by its own clock; anything else goes as written too (the
+    server wants ISO 8601 with a zone, or for a list a day, and says what is wrong)."""
+    if text.startswith("now") and seconds_from_now(text) is None:
+        raise argparse.ArgumentTypeError(f"not now+N[s|m|h|d], now-N nor a time: {text!r}")
+    return text
 
 
 SINGLETON = "singleton"

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db.models import F
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs import actions, cycle, dependencies, reports
@@ -69,6 +70,18 @@ def test_a_begin_with_an_offset_is_the_same_time_in_utc(alice, alpha):
 
     assert response.status_code == 201
     assert Job.objects.get().begin == begin
+
+
+def test_a_begin_from_now_is_read_by_the_servers_clock(alice, alpha, monkeypatch):
+    later = timezone.now() + timedelta(days=1)  # the server's clock, a day ahead of the caller's
+    monkeypatch.setattr("jobs.fields.timezone.now", lambda: later)
+
+    response = post(alice, {**SPEC, "begin": "now+2h"})
+    refused = post(alice, {**SPEC, "begin": "now+2w"})
+
+    assert response.status_code == 201, response.content
+    assert Job.objects.get().begin == later + 2 * H
+    assert refused.status_code == 400 and "now+2h, now-1d" in refused.json()["begin"][0]
 
 
 @pytest.mark.parametrize("ago", [timedelta(0), H, timedelta(days=3000)])

@@ -76,6 +76,17 @@ def test_a_window_keeps_the_jobs_alive_in_it(week, alice, read, window, names):
     assert read(alice, query) == expected(week, *names)
 
 
+@pytest.mark.parametrize("read", [api_ids, portal_ids])
+def test_a_time_from_now_is_read_by_the_servers_clock(week, alice, read, monkeypatch):
+    # The server's clock a day ahead: its "now-1d" is the caller's now, so the job that failed
+    # an hour ago has ended before it (by the caller's clock it would be in).
+    later = timezone.now() + DAY
+    monkeypatch.setattr("jobs.fields.timezone.now", lambda: later)
+
+    assert read(alice, "since=now-1d") == expected(week, "running", "new")
+    assert read(alice, "since=now-2d&until=now-1d") == expected(week, "failed", "running", "new")
+
+
 def test_a_state_and_a_window_give_what_failed_in_it(week, alice):
     since = zulu(timezone.now() - DAY)
 
@@ -108,8 +119,8 @@ def test_a_folded_batch_is_listed_when_one_of_its_shards_lived_in_the_window(alp
 @pytest.mark.parametrize(
     ("query", "field", "said"),
     [
-        ("since=yesterday", "since", "or a day, 2026-12-03, from 00:00 UTC"),
-        ("since=2026-13-01", "since", "or a day, 2026-12-03, from 00:00 UTC"),
+        ("since=yesterday", "since", "a day, 2026-12-03, from 00:00 UTC, or a time from now"),
+        ("since=2026-13-01", "since", "a day, 2026-12-03, from 00:00 UTC, or a time from now"),
         ("until=2026-12-05T08:00:00", "until", "No time zone"),
         ("since=2026-12-05&until=2026-12-05", "until", "Not after since"),
         ("until=2999-01-01", "until", "More than ten years ahead."),
