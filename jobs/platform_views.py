@@ -83,7 +83,8 @@ def choices(known: list[str], asked: str) -> list[str]:
 def usage(request):
     """The usage report of the user's tenants (every tenant for a platform admin) over a
     window, as a table; a bad date or team is a 400 with the form's error."""
-    values = {name: request.GET.get(name, "") for name in ("since", "until", "tenant", "by_label")}
+    values = {name: request.GET.get(name, "")
+              for name in ("since", "until", "tenant", "by_label", "by_user")}  # fmt: skip
     tenants = access.report_tenants(request.user)
     report, errors = None, {}
     try:
@@ -120,6 +121,15 @@ def usage_by_label_csv(request):
                             content_type="text/plain")  # fmt: skip
     split = reports.Report.label_split
     return report_csv(request, "usage-by-label", reports.LABEL_COLUMNS, split,
+                      lambda report: report.label_incomplete)  # fmt: skip
+
+
+@login_required
+def usage_by_user_csv(request):
+    """The usage page's split by the users who submitted the jobs as a CSV file (Slurm's
+    sreport user top): a row per tenant and user, every figure, and how complete the window is
+    (read from the jobs, as the split by label is)."""
+    return report_csv(request, "usage-by-user", reports.USER_COLUMNS, reports.Report.user_split,
                       lambda report: report.label_incomplete)  # fmt: skip
 
 

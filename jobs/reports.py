@@ -36,9 +36,10 @@ after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.prune
 
 Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
 the finished jobs and the started jobs; one more for a split by a label's values (``by_label``,
-from the attempts over the whole window: the roll-up keeps no labels). The 95th percentile
-is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started jobs' waits are read
-and interpolated the same way.
+from the attempts over the whole window: the roll-up keeps no labels), and one for a split by
+the users who submitted the jobs (``by_user``, Slurm's sreport user top, read the same way).
+The 95th percentile is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started
+jobs' waits are read and interpolated the same way.
 
 The queries, and TypeUsage, the figures they give, are jobs/usage_queries.py's; here the request
 is read, the window split between the roll-up's whole days and the jobs, and the report laid out
@@ -50,11 +51,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
+from django.db.models import F
 
 from clusters.models import LABEL_KEY
 from jobs import rollup
 from jobs.clock import database_now
 from jobs.models import LabelValue
+from jobs.serializers import flag
 from jobs.usage_queries import (
     FIGURES,
     OUTCOMES,
@@ -89,6 +92,8 @@ HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours
 # The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
 # its jobs without the label), and every figure.
 LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
+# The split by user likewise: a row per tenant and user who submitted its jobs.
+USER_COLUMNS = ["tenant", "user", *COLUMNS[2:6], *COLUMNS[12:]]
 
 
 class BadParameter(ValueError):
@@ -105,12 +110,21 @@ class BadParameter(ValueError):
 def requested(params, tenants) -> "Report":
     """The report a request's parameters ask for: ``since`` and ``until`` (YYYY-MM-DD, midnight
     UTC; until defaults to now, since to 30 days before until), ``tenant`` (a slug; every
-    one of ``tenants`` without it) and ``by_label`` (a label key: each tenant's usage split by
-    its jobs' values of that label too). BadParameter names the first one wrong."""
+    one of ``tenants`` without it), ``by_label`` (a label key: each tenant's usage split by
+    its jobs' values of that label too) and ``by_user`` (1: split by the users who submitted
+    its jobs too). BadParameter names the first one wrong."""
     now = database_now()
     since, until = window(params.get("since"), params.get("until"), now)
     key = label_key(params.get("by_label"))
-    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now, key)
+    users = by_users(params.get("by_user"))
+    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now, key, users)
+
+
+def by_users(text: str | None) -> bool:
+    try:
+        return flag(text) if text else False
+    except ValueError as bad:
+        raise BadParameter("by_user", str(bad)) from None
 
 
 def label_key(text: str | None) -> str | None:
@@ -165,6 +179,8 @@ class TenantUsage:
     # Split by the values of a label (Report.label): each TypeUsage's gpu_type is a value, None
     # for the jobs without the label.
     by_label: list[TypeUsage] = field(default_factory=list)
+    # Split by the users who submitted its jobs (Report.by_user): each gpu_type is a username.
+    by_user: list[TypeUsage] = field(default_factory=list)
     finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     started: int = 0
     mean_wait_s: float | None = None
@@ -184,11 +200,12 @@ class Report:
     tenants: list[TenantUsage]
     rolled_up: tuple[date, date] | None = None  # the days [first, end) read from the roll-up
     label: str | None = None  # the label key each tenant's by_label splits its usage by
+    by_user: bool = False  # whether each tenant's by_user splits its usage by its users
 
     @property
     def label_incomplete(self) -> bool:
-        """Whether the split by label, read from the attempts over the whole window (the
-        roll-up keeps no labels), reaches back before what retention keeps."""
+        """Whether a split (by label, by user), read from the attempts over the whole window
+        (the roll-up keeps neither), reaches back before what retention keeps."""
         return self.pruned_before is not None and self.since < self.pruned_before
 
     @property
@@ -218,6 +235,15 @@ class Report:
         return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u)]
                 for t in self.tenants for u in t.by_label]  # fmt: skip
 
+    def user_rows(self) -> list[list[str]]:
+        """The split by user as table cells: per tenant a row for each user."""
+        return [[t.slug, u.gpu_type or "", *hours(u)] for t in self.tenants for u in t.by_user]
+
+    def user_split(self) -> list[list[str]]:
+        """The split by user as USER_COLUMNS' cells, every figure."""
+        return [[t.slug, u.gpu_type or "", *hours(u), *sizing(u)]
+                for t in self.tenants for u in t.by_user]  # fmt: skip
+
     def label_split(self) -> list[list[str]]:
         """The split by label as LABEL_COLUMNS' cells, every figure."""
         return [[t.slug, self.label or "", u.gpu_type or "", "false" if u.gpu_type is None
@@ -236,9 +262,10 @@ class Report:
             "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
             if self.rolled_up
             else None,
-            "tenants": [tenant_json(t, self.label) for t in self.tenants],
+            "tenants": [tenant_json(t, self.label, self.by_user) for t in self.tenants],
             **({"by_label": self.label, "by_label_incomplete": self.label_incomplete}
                if self.label else {}),
+            **({"by_user_incomplete": self.label_incomplete} if self.by_user else {}),
         }  # fmt: skip
 
 
@@ -264,8 +291,9 @@ def type_label(gpu_type: str | None) -> str:
     return {None: "unknown", "": "none"}.get(gpu_type, gpu_type)
 
 
-def tenant_json(t: TenantUsage, label: str | None = None) -> dict:
+def tenant_json(t: TenantUsage, label: str | None = None, by_user: bool = False) -> dict:
     split = {"by_label": [{"value": u.gpu_type, **figures_json(u)} for u in t.by_label]}
+    users = {"by_user": [{"user": u.gpu_type, **figures_json(u)} for u in t.by_user]}
     return {
         "tenant": t.slug,
         "name": t.name,
@@ -278,6 +306,7 @@ def tenant_json(t: TenantUsage, label: str | None = None) -> dict:
         },
         "by_gpu_type": [{"gpu_type": u.gpu_type, **figures_json(u)} for u in t.by_type],
         **(split if label else {}),
+        **(users if by_user else {}),
     }
 
 
@@ -295,12 +324,18 @@ def rounded(value: float | None) -> float | None:
 
 
 def usage(
-    tenants: list, since: datetime, until: datetime, now: datetime, label: str | None = None
+    tenants: list,
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    label: str | None = None,
+    by_user: bool = False,
 ) -> Report:
     """The tenants' usage over [since, until), attempts still running counted up to ``now``:
     the whole days the daily roll-up has written read from it, the rest from the jobs. With a
-    `label` key, each tenant's usage split by its jobs' values of it too, from the attempts
-    over the whole window (the roll-up keeps no labels)."""
+    `label` key, each tenant's usage split by its jobs' values of it too, and `by_user`, by
+    the users who submitted them, each from the attempts over the whole window (the roll-up
+    keeps neither)."""
     ids = [t.pk for t in tenants]
     span = rolled_span(since, until)
     live = live_pieces(since, until, span)
@@ -311,14 +346,16 @@ def usage(
     by_label = {}
     if label:
         by_label = attempt_usage(ids, since, until, now, LabelValue(label, "job__labels"))
+    users = attempt_usage(ids, since, until, now, F("job__owner__username")) if by_user else {}
     found = []
     for t in tenants:
         waits = whole.waits.get(t.pk, Waits())
         jobs = whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
         by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
-        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []), jobs,
-                                 waits.started, waits.mean(), waits.p95()))  # fmt: skip
-    return Report(since, until, now, pruned_before(now), found, span, label)
+        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []),
+                                 users.get(t.pk, []), jobs, waits.started, waits.mean(),
+                                 waits.p95()))  # fmt: skip
+    return Report(since, until, now, pruned_before(now), found, span, label, by_user)
 
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:

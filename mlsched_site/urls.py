@@ -36,6 +36,7 @@ urlpatterns = [
     path("usage/", platform.usage, name="usage"),
     path("usage.csv", platform.usage_csv, name="usage_csv"),
     path("usage-by-label.csv", platform.usage_by_label_csv, name="usage_by_label_csv"),
+    path("usage-by-user.csv", platform.usage_by_user_csv, name="usage_by_user_csv"),
     path("quotas/", quotas, name="quotas"),
     path("secrets/", secrets_page, name="secrets"),
     path("secrets/<slug:slug>/<str:name>/delete/", delete_secret, name="delete_secret"),

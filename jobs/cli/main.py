@@ -300,6 +300,10 @@ def add_reading(commands) -> None:
     report.add_argument(
         "--by-label", metavar="KEY", help="also each tenant's usage by its jobs' values of KEY"
     )
+    report.add_argument(
+        "--by-user", action="store_true",
+        help="also each tenant's usage by the users who submitted its jobs (sreport user top)",
+    )  # fmt: skip
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     ranks = commands.add_parser("classes")

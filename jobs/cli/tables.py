@@ -18,6 +18,7 @@ FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hou
 
 def usage(api: Api, args) -> None:
     params = {name: getattr(args, name) for name in ("since", "until", "tenant", "by_label")}
+    params["by_user"] = "1" if getattr(args, "by_user", False) else None
     report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
     show(f"from {report['since']} to {report['until']}, running attempts counted to "
          f"{report['counted_to']}")  # fmt: skip
@@ -34,6 +35,14 @@ def usage(api: Api, args) -> None:
                  *(f"{u[k]:.2f}" for k in FIGURES)]
                 for t in report["tenants"] for u in t["by_label"]]  # fmt: skip
         table([header, *rows])
+    if params["by_user"]:
+        show("")
+        if report["by_user_incomplete"]:
+            show(f"note: by user, read from the jobs kept: those finished before "
+                 f"{report['pruned_before']} are not counted")  # fmt: skip
+        rows = [[t["tenant"], u["user"], *(f"{u[k]:.2f}" for k in FIGURES)]
+                for t in report["tenants"] for u in t["by_user"]]  # fmt: skip
+        table([["tenant", "user", *USAGE_HEADER[2:6]], *rows])
 
 
 QUEUE_HEADER = ["tenant", "owner", "place", "in team", "id", "gpus", "waited", "points",
