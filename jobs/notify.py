@@ -195,30 +195,33 @@ def jobs_requeued(requeued: list[tuple[int, int, datetime]]) -> None:
     """After the commit that queued these placed jobs again, (job id, tenant id, when): queue
     the requeue notifications due. Never raises, as jobs_ended."""
     try:
-        for job_id, since, gather in requeues_due(requeued):
-            queue(tasks_module().notify_job_requeue, job_id, since, countdown=gather)
+        for job_id, since, gather, retries in requeues_due(requeued):
+            queue(tasks_module().notify_job_requeue, job_id, since, retries, countdown=gather)
     except Exception:
         log.exception("requeue notifications of %s were not queued", counted(len(requeued), "job"))
 
 
-def requeues_due(requeued: list[tuple[int, int, datetime]]) -> list[tuple[int, float, float]]:
+def requeues_due(
+    requeued: list[tuple[int, int, datetime]],
+) -> list[tuple[int, float, float, int | None]]:
     """The requeue notifications these requeues call for, each (the job it tells of, since
-    when, seconds to wait): a job that asks for it (`notify_requeue`), of a tenant with a URL,
-    at once; a batch (its first shard) once for its shards queued again within
-    REQUEUE_GATHER_S of the first (`claim_requeue`), after that time, when they have been."""
+    when, seconds to wait, its retries used as the requeue left them): a job that asks for it
+    (`notify_requeue`), of a tenant with a URL, at once; a batch (its first shard) once for its
+    shards queued again within REQUEUE_GATHER_S of the first (`claim_requeue`), after that
+    time, when they have been (its retries used read then: None)."""
     if not (when := hooked(requeued)):
         return []
     rows = Job.objects.filter(pk__in=when, notify_requeue=True).values_list(
-        "pk", "parent_id", "shards"
+        "pk", "parent_id", "shards", "retries_used"
     )
     singles, batches = [], {}
-    for pk, parent, shards in rows:
+    for pk, parent, shards, retries in rows:
         if parent is None and shards <= 1:
-            singles.append((pk, when[pk].timestamp(), 0.0))
+            singles.append((pk, when[pk].timestamp(), 0.0, retries))
         else:  # a shard goes with its batch (its first shard's id), from its earliest
             batch = parent or pk
             batches[batch] = min(batches.get(batch, when[pk]), when[pk])
-    gathered = [(batch, at.timestamp(), float(REQUEUE_GATHER_S))
+    gathered = [(batch, at.timestamp(), float(REQUEUE_GATHER_S), None)
                 for batch, at in sorted(batches.items()) if claim_requeue(batch)]  # fmt: skip
     return sorted(singles) + gathered
 
@@ -273,7 +276,7 @@ def tasks_module():
     return tasks
 
 
-def queue(task, *args: float, countdown: float = 0.0) -> None:
+def queue(task, *args: float | None, countdown: float = 0.0) -> None:
     """Send a notification's task (jobs.tasks) with the arguments it takes, to the worker; run
     `countdown` seconds from now."""
     if not task.app.conf.task_always_eager:
@@ -334,11 +337,12 @@ def job_start(job_id: int) -> Notification | None:
     return Notification(job.tenant, f"job.started:{job.pk}", document)
 
 
-def job_requeue(job_id: int, since: float) -> Notification | None:
+def job_requeue(job_id: int, since: float, retries_used: int | None = None) -> Notification | None:
     """The notification of job `job_id`'s requeue at `since` (epoch seconds), from its event;
     of a batch (its first shard), of its shards queued again from then to REQUEUE_GATHER_S
-    after, the lowest one's first event telling how. None when there is nothing to send: the
-    job deleted since, its tenant's URL removed since, or no such event kept."""
+    after, the lowest one's first event telling how. `retries_used` as the requeue left them
+    (None: the lowest one's row's now). None when there is nothing to send: the job deleted
+    since, its tenant's URL removed since, or no such event kept."""
     job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
     if job is None or not job.tenant.notify_url:
         return None
@@ -360,7 +364,8 @@ def job_requeue(job_id: int, since: float) -> Notification | None:
         requeued_at=lowest.time.isoformat(),
         outcome=stopped.outcome if stopped else "", cause=stopped.stop_cause if stopped else "",
         reason=stopped.reason if stopped else lowest.reason,
-        attempt=stopped.number if stopped else None, retries_used=lowest.job.retries_used,
+        attempt=stopped.number if stopped else None,
+        retries_used=lowest.job.retries_used if retries_used is None else retries_used,
         max_retries=lowest.job.max_retries, url=portal_url(reverse("job", args=[job.pk])),
         shards=job.shards if job.is_batch else None,
         requeued_shards=sorted(m.job.shard_index for m in firsts.values()) if job.is_batch

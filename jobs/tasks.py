@@ -59,10 +59,11 @@ def notify_job_start(job_id: int) -> None:
 
 
 @notification_task
-def notify_job_requeue(job_id: int, since: float) -> None:
+def notify_job_requeue(job_id: int, since: float, retries_used: int | None = None) -> None:
     """POST the notification of a job's requeue at `since` (a batch: of its shards queued
-    again from then on, gathered) to its tenant's webhook (jobs.notify)."""
-    notify.deliver(notify.job_requeue(job_id, since))
+    again from then on, gathered), with its retries used as the requeue left them (None: as
+    they are when sent), to its tenant's webhook (jobs.notify)."""
+    notify.deliver(notify.job_requeue(job_id, since, retries_used))
 
 
 @notification_task

@@ -72,7 +72,7 @@ def test_a_job_requeued_by_its_user_is_told_with_its_cause_signed(
     (post,) = receiver.received
     attempt.refresh_from_db()
     move = job.events.get(from_state=State.RUNNING, to_state=State.QUEUED)
-    assert sent == [(job.pk, move.time.timestamp(), 0)]
+    assert sent == [(job.pk, move.time.timestamp(), 0, 0)]  # no retry used
     assert post.headers["X-Mlsched-Delivery"] == f"job.requeued:{job.pk}:{move.pk}"
     assert verifies(post, hooked.notify_secret)
     assert post.document == {
@@ -105,6 +105,21 @@ def test_a_retry_after_an_infrastructure_failure_is_told_each_time_with_its_retr
     assert {d["reason"] for d in told} == {"node east-0 went away"}
     deliveries = {post.headers["X-Mlsched-Delivery"] for post in receiver.received}
     assert len(deliveries) == 2  # each requeue its own
+
+
+def test_the_retries_told_are_those_the_requeue_left_though_it_is_sent_later(
+    hooked, alice, room, receiver, sent, django_capture_on_commit_callbacks, monkeypatch
+):
+    job = running(hooked, alice, notify_requeue=True, max_retries=3)
+    monkeypatch.setattr(tasks.notify_job_requeue, "delay", lambda *args: sent.append((*args, 0)))
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.end_attempt(job.attempts.get().pk, Outcome.INFRA_ERROR, reason="node lost")
+    Job.objects.filter(pk=job.pk).update(retries_used=2)  # another retry before it is sent
+
+    tasks.notify_job_requeue.apply(args=sent[0][:-1])
+
+    assert sent[0][-2] == 1
+    assert receiver.received[0].document["retries_used"] == 1
 
 
 def test_a_job_that_does_not_ask_or_ends_instead_is_not_told(
@@ -152,7 +167,8 @@ def test_a_batchs_shards_requeued_one_after_another_are_told_together_once(
 
     (post,) = receiver.received
     (gathering,) = sent
-    assert (gathering[0], gathering[2]) == (first.pk, notify.REQUEUE_GATHER_S)
+    # Its retries read when it is sent (None), the countdown the gathering's.
+    assert (gathering[0], *gathering[2:]) == (first.pk, None, notify.REQUEUE_GATHER_S)
     assert post.document["job"] == first.pk
     assert (post.document["shards"], post.document["requeued_shards"]) == (3, [1, 2])
     assert post.document["cause"] == "requeue"
