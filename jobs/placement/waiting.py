@@ -7,9 +7,9 @@ The reason names the one thing that keeps it out if there is one: work in its gr
 (``waiting_for_preemption``), maintenance windows or bookings (``off_limits.window_reason``),
 the nodes it failed on (``avoiding_failed_nodes``), the nodes it excludes (``excluded_nodes``),
 the nodes held for a reservation it must respect (``waiting_for_reservation``), or else a
-shortage (``explain.shortage``). The estimate
-is when enough GPUs should have freed up, from the running work's expected ends (for shares
-of a GPU, enough room in the free ranges that ending work leaves).
+shortage (``explain.shortage``). The estimate is when enough GPUs should have freed up, from
+the running work's expected ends (for shares of a GPU, enough room in the free ranges that
+ending work leaves).
 """
 
 from __future__ import annotations
