@@ -2,6 +2,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import Count, OuterRef, Subquery, Sum
@@ -159,16 +160,29 @@ class NodeForm(forms.ModelForm):
         return topology
 
 
+class NodeActionForm(ActionForm):
+    """The node list's actions, with why a cordon or a drain is done (Slurm's scontrol update
+    NodeName=... State=DRAIN Reason=...): users read it beside the node's state."""
+
+    reason = forms.CharField(
+        required=False, max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": "why (cordon, drain)", "size": 30}),
+    )  # fmt: skip
+
+
 @admin.register(Node)
 class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
-    stops every tenant's work there); a tenant admin may look. A node the control plane
-    quarantined (jobs.quarantine) says why; uncordoning it ends the quarantine."""
+    stops every tenant's work there), with a reason users see (`action_form`); a tenant admin
+    may look. A node the control plane quarantined (jobs.quarantine) says why; uncordoning it
+    ends the quarantine."""
 
     list_display = ["name", "cluster", "gpu_type", "gpu_count", "schedulable", "healthy",
-                    "workers", "quarantined"]  # fmt: skip
+                    "workers", "quarantined", "cordoned"]  # fmt: skip
     list_filter = ["cluster", "gpu_type", "schedulable", "healthy", Quarantined]
-    readonly_fields = ["quarantined_at", "quarantine_reason"]
+    readonly_fields = ["quarantined_at", "quarantine_reason", "cordon_reason", "cordoned_by",
+                       "cordoned_at"]  # fmt: skip
+    action_form = NodeActionForm
     search_fields = ["name"]
     list_select_related = ["cluster"]
     form = NodeForm
@@ -192,6 +206,12 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
             return ""
         return f"{node.quarantined_at:%Y-%m-%d %H:%M} UTC: {node.quarantine_reason}"
 
+    @admin.display(description="cordoned", ordering="cordoned_at")
+    def cordoned(self, node) -> str:
+        if node.cordoned_at is None or node.schedulable:
+            return ""
+        return f"{node.cordoned_at:%Y-%m-%d %H:%M} UTC by {node.cordoned_by}: {node.cordon_reason}"
+
     @admin.action(
         description="Cordon: place nothing new on them (running work goes on)",
         permissions=["change"],
@@ -206,7 +226,8 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
     )
     def drain(self, request, queryset):
         nodes = list(queryset.select_related("cluster"))
-        stopped = actions.drain([node.pk for node in nodes], request.user.username)
+        stopped = actions.drain([node.pk for node in nodes], request.user.username,
+                                reason=asked_reason(request))  # fmt: skip
         noted(request, nodes, "Drained: cordoned, the work on it asked to stop")
         drained = counted(len(nodes), "node")
         self.message_user(
@@ -218,7 +239,8 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         self._set_schedulable(request, queryset, True)
 
     def _set_schedulable(self, request, queryset, schedulable: bool) -> None:
-        ids = actions.set_schedulable(list(queryset.values_list("pk", flat=True)), schedulable)
+        ids = actions.set_schedulable(list(queryset.values_list("pk", flat=True)), schedulable,
+                                      request.user.username, asked_reason(request))  # fmt: skip
         changed = list(Node.objects.filter(pk__in=ids).select_related("cluster"))
         verb = "Uncordoned" if schedulable else "Cordoned"
         noted(request, changed, verb)
@@ -231,6 +253,11 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         perms_needed.discard(Allocation._meta.verbose_name)
         return deleted, counts, perms_needed, protected
+
+
+def asked_reason(request) -> str:
+    """The reason typed beside the node list's actions (NodeActionForm), trimmed."""
+    return request.POST.get("reason", "").strip()[:200]
 
 
 BOOKING_LOCK = 0x6D6C_6262  # advisory lock space: one key per cluster, while a booking is saved

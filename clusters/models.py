@@ -139,6 +139,15 @@ class Node(models.Model):
     # When an admin last put it back in service (uncordoned it): the faults of attempts that
     # ended here before then are no longer held against it (jobs.quarantine.held_against).
     faults_cleared_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Why a platform admin cordoned or drained it, who and when (Slurm's sinfo -R: REASON,
+    # USER, TIMESTAMP); cleared when it is uncordoned.
+    cordon_reason = models.CharField(
+        max_length=200, blank=True, default="", db_default="", editable=False
+    )
+    cordoned_by = models.CharField(
+        max_length=150, blank=True, default="", db_default="", editable=False
+    )
+    cordoned_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["cluster", "name"]

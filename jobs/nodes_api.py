@@ -85,6 +85,10 @@ class Listed:
         return self.memory_mb / 1024
 
     @property
+    def reason(self) -> str:
+        return reason_of(self)
+
+    @property
     def window_kind(self) -> str | None:
         if self.window is None:
             return None
@@ -110,6 +114,30 @@ def state_of(row: Listed, cluster_healthy: bool, now: datetime) -> str:
     else:
         full = row.cpu_milli >= node.cpu_milli
     return ALLOCATED if full else MIXED if row.cpu_milli or row.gpu_milli else IDLE
+
+
+def reason_of(row: Listed) -> str:
+    """Why a node that takes no work is in its state (Slurm's sinfo -R), "" for one that
+    takes work: its agent's or its cluster's silence, its maintenance window or another team's
+    booking and until when, why the control plane quarantined it, or why, by whom and when a
+    platform admin cordoned it."""
+    node, window = row.node, row.window
+    until = f"until {window.ends:%Y-%m-%d %H:%M} UTC" if window else ""
+    if row.state == DOWN:
+        return "its agent does not report it ready" if not node.healthy else (
+            "its cluster's agent is not reporting")  # fmt: skip
+    if row.state == MAINTENANCE:
+        return f"in a maintenance window {until}"
+    if row.state == BOOKED:
+        return f"booked for another team {until}"
+    if row.state == QUARANTINED:
+        return node.quarantine_reason
+    if row.state in (DRAINED, DRAINING):
+        who = [node.cordoned_by] if node.cordoned_by else []
+        who += [f"{node.cordoned_at:%Y-%m-%d %H:%M} UTC"] if node.cordoned_at else []
+        said = node.cordon_reason or "cordoned, no reason given"
+        return f"{said} ({', '.join(who)})" if who else said
+    return ""
 
 
 def listed(nodes, user=None) -> list[Listed]:
@@ -156,7 +184,7 @@ def node_json(row: Listed) -> dict:
         "gpus_allocated": row.gpus_allocated, "gpus_idle": row.gpus_idle,
         "cpu_milli": node.cpu_milli, "cpu_milli_allocated": row.cpu_milli,
         "memory_mb": node.memory_mb, "memory_mb_allocated": row.memory_mb,
-        "topology": node.topology, "window": window,
+        "topology": node.topology, "window": window, "reason": row.reason,
         "last_seen": node.last_seen and TIME.to_representation(node.last_seen),
     }  # fmt: skip
 

@@ -122,35 +122,49 @@ def grow(sizes: dict[int, tuple[int, int]], now=None) -> list[int]:
 
 
 @retrying.atomic
-def set_schedulable(node_ids: list[int], schedulable: bool) -> list[int]:
+def set_schedulable(
+    node_ids: list[int], schedulable: bool, by: str = "", reason: str = ""
+) -> list[int]:
     """Cordon these nodes (nothing new is placed there; what runs goes on) or uncordon them;
-    the ids of those it changed. The nodes are locked in id order, as the commit locks them:
-    one changed by someone else meanwhile is not counted twice."""
+    the ids of those it changed. A cordon records who and why (`by`, `reason`; a reason given
+    replaces that of a node cordoned already), an uncordon clears it. The nodes are locked in
+    id order, as the commit locks them: one changed by someone else meanwhile is not counted
+    twice."""
     changing = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
     ids = list(changing.exclude(schedulable=schedulable).values_list("id", flat=True))
     if schedulable:  # back in service: its quarantine, if any, is over, its faults forgiven
         Node.objects.filter(pk__in=ids).update(
-            schedulable=True, quarantined_at=None, quarantine_reason="", faults_cleared_at=Now()
-        )
+            schedulable=True, quarantined_at=None, quarantine_reason="", faults_cleared_at=Now(),
+            cordon_reason="", cordoned_by="", cordoned_at=None,
+        )  # fmt: skip
     else:
-        Node.objects.filter(pk__in=ids).update(schedulable=False)
+        cordoned(node_ids if reason else ids, by, reason)
     return ids
 
 
+def cordoned(node_ids: list[int], by: str, reason: str) -> None:
+    """Cordon these nodes (locked by the caller), recording who and why."""
+    Node.objects.filter(pk__in=node_ids).update(
+        schedulable=False, cordon_reason=reason[:200], cordoned_by=by[:150], cordoned_at=Now()
+    )
+
+
 @retrying.atomic
-def drain(node_ids: list[int], by: str, now=None) -> int:
+def drain(node_ids: list[int], by: str, now=None, reason: str = "") -> int:
     """Take nodes out of service (Slurm's drain, `kubectl drain`): cordon them, so nothing new
     is placed there, and ask the work on them to stop as a preemption does, with the grace
     period for a checkpoint, to be requeued without using a retry and placed elsewhere. A gang
-    with one worker there stops whole. How many attempts were asked to stop.
+    with one worker there stops whole. Records who and why (`reason`: a node cordoned already
+    keeps its own unless one is given). How many attempts were asked to stop.
 
     The nodes are locked first, in id order, as the commit locks them: a placement on them
     committed meanwhile is waited for and stopped with the rest, and any later one sees them
     cordoned. Then the jobs and their attempts, as cancel() locks them (lock_live)."""
     now = now or database_now()  # the scheduler reads the stop request's time on this clock
     nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
-    list(nodes.values_list("id", flat=True))
-    Node.objects.filter(pk__in=node_ids, schedulable=True).update(schedulable=False)
+    ids = list(nodes.values_list("id", flat=True))
+    fresh = [pk for pk, open_ in nodes.values_list("id", "schedulable") if open_]
+    cordoned(ids if reason else fresh, by, reason)
     on_nodes = Allocation.objects.active().filter(node_id__in=node_ids).values("attempt_id")
     live = Attempt.objects.filter(pk__in=on_nodes)
     lock_live(live)

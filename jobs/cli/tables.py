@@ -210,12 +210,13 @@ def clusters(api: Api, args) -> None:
     table(rows, names=2)
 
 
-NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "window"]
+NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "window",
+               "reason"]  # fmt: skip
 
 
 def nodes(api: Api, args) -> None:
-    """`nodes [--cluster NAME] [--state S] [--gpu-type T]`: every node, with its state and
-    what of it is allocated (Slurm's sinfo -N)."""
+    """`nodes [--cluster NAME] [--state S] [--gpu-type T]`: every node, with its state, what of
+    it is allocated (Slurm's sinfo -N) and why one takes no work (sinfo -R)."""
     params = {k: v for k, v in (("cluster", args.cluster), ("state", args.state),
                                 ("gpu_type", args.gpu_type)) if v}  # fmt: skip
     rows = [NODE_HEADER]
@@ -224,8 +225,8 @@ def nodes(api: Api, args) -> None:
                      f"{amount(n['gpus_allocated'])}/{n['gpus']}",
                      f"{amount(n['cpu_milli_allocated'] / 1000)}/{amount(n['cpu_milli'] / 1000)}",
                      f"{n['memory_mb_allocated'] / 1024:.0f}/{n['memory_mb'] / 1024:.0f}",
-                     window_of(n["window"])])  # fmt: skip
-    table(rows, names=4, notes=1)
+                     window_of(n["window"]), n.get("reason") or "-"])  # fmt: skip
+    table(rows, names=4, notes=2)
 
 
 def window_of(window: dict | None) -> str:
