@@ -11,7 +11,9 @@ naming its parameter (a 400).
     batch    a batch's id: its shards     shard    with batch: its shard of that index
     since    a time: the jobs not ended before it     until    a time: those submitted before
              it (Slurm's sacct -S and -E: together, the jobs alive at some moment between;
-             ISO 8601 with its zone, or a day, YYYY-MM-DD, from 00:00 UTC)
+             ISO 8601 with its zone, a day, YYYY-MM-DD, from 00:00 UTC, or now-1d)
+    node     a node's name: the jobs that ran there (Slurm's squeue -w, sacct -N), as their
+             attempts' allocations record it (kept MLSCHED_LOG_RETENTION_DAYS)
 
 A folded list (the portal's always, the API's with `?fold=1`) lists a batch as its first
 shard's row, there when one of its shards is in the state or held asked (jobs/folding.py).
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 from rest_framework.exceptions import ValidationError
 
+from clusters.models import Allocation, Node
 from jobs import folding
 from jobs.fields import Moment
 from jobs.models import Job
@@ -86,6 +89,12 @@ def asked(params, user, labels: list[str]) -> Asked:
             out.errors["id"] = f"Job ids with commas, at most {MAX_IDS}."
         else:
             out.rows &= Q(pk__in=asked_ids)
+    if node := params.get("node"):
+        if not Node.objects.filter(name=node[:253]).exists():
+            out.errors["node"] = "No cluster has a node of this name."
+        else:  # each shard by its own attempts; through the allocations' index by node
+            ran = Allocation.objects.filter(node__name=node).values("attempt__job_id")
+            out.shard &= Q(pk__in=ran)
     if tenant := params.get("tenant"):
         out.rows &= Q(tenant__slug=tenant)  # another tenant's slug just finds nothing
     if q := params.get("q", "").strip():

@@ -41,7 +41,8 @@
     depend ID DEPS   replace a queued job's dependencies with DEPS, written as above ("" or
                      "none" for none): Slurm's scontrol update dependency=
     list [--state S[,S...]] [--id ID[,ID...]] [--held] [--batch ID] [--label KEY=VALUE ...]
-         [--tenant SLUG] [--name TEXT] [--mine] [--since TIME] [--until TIME] [--limit N]
+         [--tenant SLUG] [--name TEXT] [--mine] [--since TIME] [--until TIME] [--node NAME]
+         [--limit N]
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
@@ -60,7 +61,8 @@
                      --since: those not ended before TIME, --until: those submitted before
                      it (Slurm's sacct -S and -E; now-1d, a day: 2026-12-05, from 00:00
                      UTC, or ISO 8601 with its zone): --state failed --since now-1d, what
-                     failed in the last day
+                     failed in the last day; --node: those that ran on that node (Slurm's
+                     squeue -w)
     status ID [--json]
                      one job: on a terminal, described a field to a line, as kubectl
                      describe and Slurm's scontrol show job give it (its state and why it

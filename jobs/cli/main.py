@@ -164,6 +164,8 @@ def add_checking(commands) -> None:
     listing.add_argument("--label", action="append", metavar="KEY=VALUE",
                          help="only jobs with this label (a KEY alone: with any value); "
                               "again for jobs with all of them")  # fmt: skip
+    listing.add_argument("--node", metavar="NAME",
+                         help="only jobs that ran on this node (Slurm's squeue -w)")  # fmt: skip
     for option, meaning in (
         ("--since", "only jobs not ended before TIME (Slurm's sacct -S)"),
         ("--until", "only jobs submitted before TIME (Slurm's sacct -E)"),
