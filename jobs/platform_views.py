@@ -115,13 +115,13 @@ def usage_by_label_csv(request):
     """The usage page's split by a label (``?by_label=``, needed) as a CSV file: chargeback by
     project. A row per tenant and value of the label, ``labelled`` false for the jobs without
     it (their value empty), and how complete the window is: the split is read from the jobs
-    (`Report.label_incomplete`)."""
+    (`Report.split_incomplete`)."""
     if not request.GET.get("by_label"):
         return HttpResponse("by_label: Name the label to split by.\n", status=400,
                             content_type="text/plain")  # fmt: skip
     split = reports.Report.label_split
     return report_csv(request, "usage-by-label", reports.LABEL_COLUMNS, split,
-                      lambda report: report.label_incomplete)  # fmt: skip
+                      lambda report: report.split_incomplete)  # fmt: skip
 
 
 @login_required
@@ -130,7 +130,7 @@ def usage_by_user_csv(request):
     sreport user top): a row per tenant and user, every figure, and how complete the window is
     (read from the jobs, as the split by label is)."""
     return report_csv(request, "usage-by-user", reports.USER_COLUMNS, reports.Report.user_split,
-                      lambda report: report.label_incomplete)  # fmt: skip
+                      lambda report: report.split_incomplete)  # fmt: skip
 
 
 def report_csv(request, name: str, columns: list[str], rows, incomplete) -> HttpResponse:

@@ -203,7 +203,7 @@ class Report:
     by_user: bool = False  # whether each tenant's by_user splits its usage by its users
 
     @property
-    def label_incomplete(self) -> bool:
+    def split_incomplete(self) -> bool:
         """Whether a split (by label, by user), read from the attempts over the whole window
         (the roll-up keeps neither), reaches back before what retention keeps."""
         return self.pruned_before is not None and self.since < self.pruned_before
@@ -263,9 +263,9 @@ class Report:
             if self.rolled_up
             else None,
             "tenants": [tenant_json(t, self.label, self.by_user) for t in self.tenants],
-            **({"by_label": self.label, "by_label_incomplete": self.label_incomplete}
+            **({"by_label": self.label, "by_label_incomplete": self.split_incomplete}
                if self.label else {}),
-            **({"by_user_incomplete": self.label_incomplete} if self.by_user else {}),
+            **({"by_user_incomplete": self.split_incomplete} if self.by_user else {}),
         }  # fmt: skip
 
 

@@ -138,15 +138,10 @@ def set_schedulable(
             cordon_reason="", cordoned_by="", cordoned_at=None,
         )  # fmt: skip
     else:
-        cordoned(node_ids if reason else ids, by, reason)
+        Node.objects.filter(pk__in=node_ids if reason else ids).update(
+            schedulable=False, cordon_reason=reason[:200], cordoned_by=by[:150], cordoned_at=Now()
+        )
     return ids
-
-
-def cordoned(node_ids: list[int], by: str, reason: str) -> None:
-    """Cordon these nodes (locked by the caller), recording who and why."""
-    Node.objects.filter(pk__in=node_ids).update(
-        schedulable=False, cordon_reason=reason[:200], cordoned_by=by[:150], cordoned_at=Now()
-    )
 
 
 @retrying.atomic
@@ -157,14 +152,12 @@ def drain(node_ids: list[int], by: str, now=None, reason: str = "") -> int:
     with one worker there stops whole. Records who and why (`reason`: a node cordoned already
     keeps its own unless one is given). How many attempts were asked to stop.
 
-    The nodes are locked first, in id order, as the commit locks them: a placement on them
-    committed meanwhile is waited for and stopped with the rest, and any later one sees them
-    cordoned. Then the jobs and their attempts, as cancel() locks them (lock_live)."""
+    The nodes are cordoned first (set_schedulable, which locks them in id order, as the commit
+    locks them): a placement on them committed meanwhile is waited for and stopped with the
+    rest, and any later one sees them cordoned. Then the jobs and their attempts, as cancel()
+    locks them (lock_live)."""
     now = now or database_now()  # the scheduler reads the stop request's time on this clock
-    nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("id")
-    ids = list(nodes.values_list("id", flat=True))
-    fresh = [pk for pk, open_ in nodes.values_list("id", "schedulable") if open_]
-    cordoned(ids if reason else fresh, by, reason)
+    set_schedulable(node_ids, False, by, reason)
     on_nodes = Allocation.objects.active().filter(node_id__in=node_ids).values("attempt_id")
     live = Attempt.objects.filter(pk__in=on_nodes)
     lock_live(live)
