@@ -3,9 +3,10 @@ make; the job page's dependencies, and the DependenciesSerializer input they mak
 form's errors tied to their fields for screen readers (`described`).
 
 Every rule stays in the serializers, as for the API. This module only turns the forms' strings
-(a command line, KEY=VALUE lines, comma-separated lists, dependencies as Slurm writes them,
-data volumes as NAME:PATH[:rw] lines, begin and deadline times in UTC without their zone)
-into the shapes the serializers read, and their nested errors back into one line per field.
+(a command line, KEY=VALUE lines, comma-separated lists, exit codes with runs of them (128-255),
+dependencies as Slurm writes them, data volumes as NAME:PATH[:rw] lines, begin and deadline
+times in UTC without their zone) into the shapes the serializers read, and their nested errors
+back into one line per field.
 """
 
 import hashlib
@@ -20,7 +21,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.cli import dependencies_written
-from jobs.cli.written import WRITES, mount_written, names_in, slurm_form
+from jobs.cli.written import (
+    WRITES,
+    exit_codes_in,
+    exit_codes_said,
+    mount_written,
+    names_in,
+    slurm_form,
+)
 from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
@@ -28,8 +36,9 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "gpu_milli", "gpu_types", "exclude_nodes", "secrets", "workers", "min_workers",
           "topology", "shards",
           "max_running_shards", "priority_class", "priority",
-          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors", "notify_start",
-          "notify_requeue", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
+          "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
+          "retry_exit_codes", "notify_start", "notify_requeue", "depends_on", "begin",
+          "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 NAMES = ["gpu_types", "exclude_nodes", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
@@ -74,6 +83,10 @@ def serializer_input(values: dict[str, str]) -> tuple[dict, dict[str, str]]:
         data["volumes"], errors["volumes"] = [], str(error)
     for field in NAMES:
         data[field] = names_in(values[field])
+    try:
+        data["retry_exit_codes"] = exit_codes_in(values["retry_exit_codes"])
+    except ValueError as error:
+        data["retry_exit_codes"], errors["retry_exit_codes"] = [], str(error)
     # As the command line takes them: "#12, 13, afterany:14, singleton"; what is no id goes on
     # as typed, for the serializer to name.
     data["depends_on"], singleton = dependencies_written(values["depends_on"])
@@ -96,6 +109,7 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
     values["volumes"] = "".join(mount_typed(mount) + "\n" for mount in spec["volumes"])
     for field in NAMES:
         values[field] = ", ".join(spec[field])
+    values["retry_exit_codes"] = exit_codes_said(spec["retry_exit_codes"])
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
     values["preemptible"] = "true" if spec["preemptible"] else "false"  # a choice of a select

@@ -248,6 +248,16 @@ class Job(models.Model):
         help_text="Retry a non-zero exit of the job's own code too, within max_retries (code "
         "known to fail now and then). Off, such an exit fails the job at once.",
     )
+    # Kubernetes' podFailurePolicy onExitCodes, Volcano's exitCode policy: the exits of its
+    # own code that are transient (a NCCL timeout's, EX_TEMPFAIL), retried as an
+    # infrastructure failure is; the others fail it. A process killed by signal N is 128+N.
+    retry_exit_codes = models.JSONField(
+        default=list,
+        blank=True,
+        db_default=[],
+        help_text="Exit codes of the job's own code to retry within max_retries (1 to 255; "
+        "killed by signal N: 128+N); another exit fails it, unless retry_user_errors.",
+    )
     notify_start = models.BooleanField(
         default=False,
         db_default=False,
@@ -469,6 +479,11 @@ class Job(models.Model):
     def is_active(self) -> bool:
         return self.state in ACTIVE
 
+    def retries_exit(self, exit_code: int | None) -> bool:
+        """Whether an exit of its own code with this code is retried (within max_retries):
+        any, with retry_user_errors; else those of retry_exit_codes, a signal's as 128+N."""
+        return self.retry_user_errors or shell_code(exit_code) in self.retry_exit_codes
+
     @property
     def gpu_milli_per_worker(self) -> int:
         return self.gpus * 1000 or self.gpu_milli
@@ -477,6 +492,12 @@ class Job(models.Model):
     def checkpoint_dir(self) -> str:
         """The same directory for every attempt of the job, so a retry can resume."""
         return f"{self.tenant.slug}/{self.pk}"
+
+
+def shell_code(exit_code: int | None) -> int | None:
+    """An exit code as a shell and Kubernetes give it: a process killed by signal N, which
+    the local backend reports as -N (Python's returncode), is 128+N."""
+    return 128 - exit_code if exit_code is not None and exit_code < 0 else exit_code
 
 
 def duration_of(field: str, unit_s: int = 1) -> models.ExpressionWrapper:

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from clusters.models import LABEL_KEY, TOPOLOGY_KEY, TOPOLOGY_KEY_RULE, Node, validate_labels
 from jobs import access, efficiency
+from jobs.cli.written import EXIT_CODES
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
 from jobs.fields import (
     MAX_BATCH_SPEC_CHARS,
@@ -64,6 +65,7 @@ def default_class(tenant) -> PriorityClass:
 
 
 AT_LEAST_ONE = "At least 1: the fewest workers an elastic gang may start with."
+RETRIES_EVERY_CODE = "retry_user_errors retries every exit code already: leave one of them out."
 
 
 # A worker's request: each number's bounds (a submission's, and a queued job's change's).
@@ -114,11 +116,21 @@ def exclude_nodes_field(**options) -> serializers.ListField:
     )  # fmt: skip
 
 
+def each_once(what: str):
+    """A list field's validator refusing an item given twice, naming it: "Node 'a' is named
+    twice."."""
+
+    def validate(items: list) -> None:
+        if len(set(items)) < len(items):
+            twice = next(item for item in items if items.count(item) > 1)
+            raise serializers.ValidationError(f"{what} {twice!r} is named twice.")
+
+    return validate
+
+
 def known_nodes(names: list[str]) -> None:
     """Refuse a list naming a node twice, or a node no cluster has."""
-    if len(set(names)) < len(names):
-        twice = next(name for name in names if names.count(name) > 1)
-        raise serializers.ValidationError(f"Node {twice!r} is named twice.")
+    each_once("Node")(names)
     found = set(Node.objects.filter(name__in=names).values_list("name", flat=True))
     if missing := [name for name in names if name not in found]:
         raise serializers.ValidationError(f"No cluster has a node named {missing[0]!r}.")
@@ -206,6 +218,11 @@ class SubmitSerializer(serializers.Serializer):
     max_runtime_s = max_runtime_field(required=False)
     max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
     retry_user_errors = serializers.BooleanField(default=False)
+    # The exits of its own code to retry (Kubernetes' podFailurePolicy onExitCodes).
+    retry_exit_codes = serializers.ListField(
+        child=serializers.IntegerField(min_value=EXIT_CODES.start, max_value=EXIT_CODES[-1]),
+        max_length=len(EXIT_CODES), default=list, validators=[each_once("Exit code")],
+    )  # fmt: skip
     notify_start = serializers.BooleanField(default=False)
     notify_requeue = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
@@ -285,6 +302,9 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"depends_on": problem})
         if problem := deadline_problem(data):
             raise serializers.ValidationError({"deadline": problem})
+        if data["retry_exit_codes"] and data["retry_user_errors"]:
+            raise serializers.ValidationError({"retry_exit_codes": RETRIES_EVERY_CODE})
+        data["retry_exit_codes"] = sorted(data["retry_exit_codes"])
         if problem := secrets_problem(data["secrets"], data["env"], tenant):
             raise serializers.ValidationError({"secrets": problem})
         data["volumes"] = [dict(mount) for mount in data["volumes"]]
@@ -493,7 +513,8 @@ class JobSerializer(serializers.ModelSerializer):
             "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
-            "retry_user_errors", "notify_start", "notify_requeue", "retries_used",
+            "retry_user_errors", "retry_exit_codes", "notify_start", "notify_requeue",
+            "retries_used",
             "idempotency_key", "state", "held", "pending_reason", "pending_message",
             "end_reason", "estimated_start", "created", "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",

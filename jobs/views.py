@@ -34,6 +34,7 @@ from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import COUNTED_FROM
 from jobs.cli.commands import gpus_asked
+from jobs.cli.written import exit_codes_said
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
 from jobs.models import Family, Job
@@ -58,7 +59,8 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 "min_workers": "min-workers-help", "topology": "topology-help",
                 "secrets": "secrets-help", "volumes": "volumes-help",
                 "command": "command-help", "notify_start": "notify-start-help",
-                "notify_requeue": "notify-requeue-help"}  # fmt: skip
+                "notify_requeue": "notify-requeue-help",
+                "retry_exit_codes": "retry-exit-codes-help"}  # fmt: skip
 
 
 def index(request):
@@ -264,6 +266,8 @@ def job_page(
         "command_line": command_line(job.command),
         # In the unit the attempts' time used is read in, and in the seconds it was given in.
         "runtime_limit": efficiency.limit_said(job.max_runtime_s),
+        # The exit codes it retries on, a run of them as the form takes it (128-255).
+        "retry_exit_codes": exit_codes_said(job.retry_exit_codes),
         # A batch is headed with its own state, not its first shard's.
         "heading_state": batch_state(shard_states) if job.is_batch else job.state,
         "shard_count": shard_count(job, sum(shard_states.values())),

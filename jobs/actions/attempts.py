@@ -210,9 +210,10 @@ def end_attempt(
     """End an attempt: record its outcome, release its resources, move its job on.
 
     Ending an attempt that has already ended changes nothing. The job follows the failure
-    rules: user errors, timeouts and GPUs idle past the team's limit fail it visibly;
-    infrastructure failures and lost attempts requeue it with exponential backoff until
-    max_retries is used; preemption requeues it without using a retry. A user error that
+    rules: user errors (but those it asked to retry: retry_user_errors, retry_exit_codes),
+    timeouts and GPUs idle past the team's limit fail it visibly; infrastructure failures
+    and lost attempts requeue it with exponential backoff until max_retries is used;
+    preemption requeues it without using a retry. A user error that
     is not ``retriable`` (the job's set-up, which no run of it mends: a secret gone) fails it
     even if it asked to retry its own errors.
     """
@@ -246,13 +247,12 @@ def follow_outcome(job: Job, attempt: Attempt, now, retriable: bool = True) -> N
         if job.state == State.SCHEDULED:
             transition(job, State.RUNNING, "started", attempt=attempt, now=now)
         transition(job, State.SUCCEEDED, reason or "exit code 0", attempt=attempt, now=now)
-    elif (
-        outcome == Outcome.USER_ERROR
-        and job.retry_user_errors
-        and retriable
-        and job.retries_used < job.max_retries
-    ):
-        retry(job, attempt, now)
+    elif outcome == Outcome.USER_ERROR and retriable and job.retries_exit(attempt.exit_code):
+        if job.retries_used < job.max_retries:
+            retry(job, attempt, now)
+        else:
+            transition(job, State.FAILED, f"{reason or f'exit code {attempt.exit_code}'} "
+                       "(retries exhausted)", attempt=attempt, now=now)  # fmt: skip
     elif outcome in (Outcome.USER_ERROR, Outcome.TIMEOUT, Outcome.GPU_IDLE):
         transition(job, State.FAILED, reason or f"exit code {attempt.exit_code}",
                    attempt=attempt, now=now)  # fmt: skip

@@ -2,7 +2,7 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
-                [--label KEY=VALUE ...]
+                [--retry-exit-codes CODE[,CODE...]] [--label KEY=VALUE ...]
                 [--volume NAME:PATH[:rw] ...] [--notify-start] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
@@ -25,7 +25,10 @@
                      in one domain: all share one value of that node topology label (rack,
                      nvlink, zone), as Slurm's --switches. --exclude NODE,NODE: it never
                      runs on these nodes (its exclude_nodes; Slurm's --exclude; any
-                     cluster's node of that name). --label KEY=VALUE adds a label
+                     cluster's node of that name). --retry-exit-codes 75,134-139:
+                     these exits of its own code are retried within its retries, as
+                     infrastructure failures are (its retry_exit_codes; a worker killed
+                     by signal N exits 128+N). --label KEY=VALUE adds a label
                      of your own to its labels (again for more), to find it by (list
                      --label). --volume NAME:PATH mounts your team's data volume NAME (see
                      volumes) at PATH in each worker, read only; NAME:PATH:rw to write to

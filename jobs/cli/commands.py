@@ -44,7 +44,7 @@ def submit(api: Api, args) -> None:
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
-             "exclude_nodes": args.exclude,
+             "exclude_nodes": args.exclude, "retry_exit_codes": args.retry_exit_codes,
              "notify_start": True if args.notify_start else None,
              "notify_requeue": True if args.notify_requeue else None}  # fmt: skip
     for field, value in given.items():

@@ -6,7 +6,7 @@ terminal)."""
 import shlex
 from datetime import UTC, datetime
 
-from jobs.cli.written import slurm_form
+from jobs.cli.written import exit_codes_said, slurm_form
 from jobs.efficiency import span
 from jobs.placement.words import counted, where_on
 
@@ -170,7 +170,12 @@ def notifies(job: dict) -> str:
 
 
 def retries(job: dict) -> str:
-    errors = "any failure" if job["retry_user_errors"] else "infrastructure failures alone"
+    if job["retry_user_errors"]:
+        errors = "any failure"
+    elif codes := job.get("retry_exit_codes"):
+        errors = f"infrastructure failures and exit codes {exit_codes_said(codes)}"
+    else:
+        errors = "infrastructure failures alone"
     return f"{job['retries_used']} of {job['max_retries']} used ({errors})"
 
 

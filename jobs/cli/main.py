@@ -42,6 +42,7 @@ from jobs.cli.tables import (
 from jobs.cli.waiting import TIMED_OUT, wait
 from jobs.cli.written import (
     duration_written,
+    exit_codes_written,
     http_address,
     label_written,
     limit_written,
@@ -107,6 +108,11 @@ def add_submitting(commands) -> None:
     submitting.add_argument(
         "--exclude", type=names_written, metavar="NODE[,NODE...]",
         help="never run on these nodes (Slurm's --exclude; nodes lists them)",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--retry-exit-codes", type=exit_codes_written, metavar="CODE[,CODE...]",
+        help="retry these exits of its own code within its retries, as infrastructure "
+             "failures are (1 to 255, a run as 128-255; killed by signal N: 128+N)",
     )  # fmt: skip
     submitting.add_argument(
         "--label", type=label_written, action="append", metavar="KEY=VALUE",

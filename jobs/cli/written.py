@@ -1,5 +1,5 @@
 """What users write on the command line, read: times (now+2h), dependencies as Slurm writes
-them, data volumes, shard lists, labels, limits, and the server's address."""
+them, data volumes, shard lists, labels, limits, exit codes, and the server's address."""
 
 import argparse
 import re
@@ -163,6 +163,51 @@ def names_written(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"no names: {text!r}")
     return names
+
+
+# The exit codes a job may ask to retry on: a process's own (a process killed by signal N is
+# 128+N, as a shell and Kubernetes give it).
+EXIT_CODES = range(1, 256)
+EXIT_CODE_RANGE = re.compile(r"([0-9]{1,3})(?:-([0-9]{1,3}))?")
+
+
+def exit_codes_in(text: str) -> list[int]:
+    """Exit codes with commas or spaces, a run of them as FIRST-LAST ("75, 128-255"), each
+    from 1 to 255, in order and once each, as the portal's form and the command line take
+    retry_exit_codes; ValueError naming what is not one."""
+    codes: set[int] = set()
+    for word in filter(None, re.split(r"[\s,]+", text)):
+        written = EXIT_CODE_RANGE.fullmatch(word)
+        first, last = (int(written[1]), int(written[2] or written[1])) if written else (0, -1)
+        if not (written and first in EXIT_CODES and last in EXIT_CODES and first <= last):
+            raise ValueError(f"{word[:20]!r} is no exit code from 1 to 255, nor a run of them "
+                             "(128-255).")  # fmt: skip
+        codes.update(range(first, last + 1))
+    return sorted(codes)
+
+
+def exit_codes_written(text: str) -> list[int]:
+    """submit --retry-exit-codes: exit codes as exit_codes_in reads them, at least one."""
+    try:
+        codes = exit_codes_in(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if not codes:
+        raise argparse.ArgumentTypeError(f"no exit codes: {text!r}")
+    return codes
+
+
+def exit_codes_said(codes: list[int]) -> str:
+    """Exit codes as exit_codes_in reads them, three or more in a row as a run: "75, 128-255"."""
+    runs: list[list[int]] = []
+    for code in sorted(codes):
+        if runs and code == runs[-1][-1] + 1:
+            runs[-1].append(code)
+        else:
+            runs.append([code])
+    return ", ".join(
+        f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs
+    )
 
 
 def states_written(text: str) -> str:

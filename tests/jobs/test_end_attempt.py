@@ -67,7 +67,9 @@ def test_a_job_that_asks_for_it_retries_user_errors_until_its_retries_are_used(p
 
     end(placed, Outcome.USER_ERROR, exit_code=3, reason="exit code 3")
 
-    assert (placed.state, placed.events.last().reason) == (State.FAILED, "exit code 3")
+    assert (placed.state, placed.events.last().reason) == (
+        State.FAILED, "exit code 3 (retries exhausted)"
+    )  # fmt: skip
 
 
 def test_a_timeout_is_not_retried_even_when_user_errors_are(placed):
