@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
+from django.db.models import Max
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
@@ -481,17 +482,21 @@ class LogsView(APIView):
         source = log_source(request, job)
         after = id_param(request, "after") or 0
         last = request.query_params.get("last")
-        if last is None:
-            lines = job_lines(source, after)
-            return Response({"lines": LogLineSerializer(lines, many=True).data,
-                             "next": lines[-1].pk if lines else after})  # fmt: skip
-        tail = whole_number(last)
-        if tail is None or not 1 <= tail <= MAX_TAIL:
+        tail = None if last is None else whole_number(last)
+        if last is not None and (tail is None or not 1 <= tail <= MAX_TAIL):
             raise ValidationError({"last": f"A number of lines from 1 to {MAX_TAIL}."})
-        lines = job_lines(source, after, tail, newest=True)
-        earlier = bool(lines) and job_lines(source, after, 1)[0].pk < lines[0].pk
-        return Response({"lines": LogLineSerializer(lines, many=True).data,
-                         "next": lines[-1].pk if lines else after, "earlier": earlier})  # fmt: skip
+        # A narrowed read scans the log up to its last line stored now, matching or not: the
+        # next poll goes on from there, not from the last match (a text nothing holds would
+        # have every poll read the whole log again).
+        scanned = source.last_stored(after) if source.narrowed else None
+        lines = job_lines(source, after, tail or PAGE_LINES, newest=tail is not None,
+                          upto=scanned)  # fmt: skip
+        whole = tail is not None or len(lines) < PAGE_LINES
+        next_after = scanned if scanned and whole else (lines[-1].pk if lines else after)
+        answer = {"lines": LogLineSerializer(lines, many=True).data, "next": next_after}
+        if tail is not None:
+            answer["earlier"] = bool(lines) and job_lines(source, after, 1)[0].pk < lines[0].pk
+        return Response(answer)
 
 
 class LogDownloadView(APIView):
@@ -527,11 +532,22 @@ class LogSource:
     suffix: str  # a download's name after the job's: "-attempt-2-rank-3"
     grep: str = ""  # only the lines holding it, in any case ("": every line)
 
+    @property
+    def narrowed(self) -> bool:
+        """Whether it keeps some of its attempts' lines alone (one worker's, or a text's)."""
+        return self.worker is not None or bool(self.grep)
+
     def lines(self):
         lines = LogChunk.objects.filter(attempt_id__in=self.attempts)
         if self.worker is not None:
             lines = lines.filter(worker=self.worker)
         return lines.filter(text__icontains=self.grep) if self.grep else lines
+
+    def last_stored(self, after: int) -> int | None:
+        """The id of its attempts' last line stored after `after`, whichever it keeps (None:
+        none): one step back along the (attempt, id) index per attempt."""
+        lines = LogChunk.objects.filter(attempt_id__in=self.attempts, pk__gt=after)
+        return lines.aggregate(last=Max("pk"))["last"]
 
     def holds(self, line: str) -> bool:
         """Whether a line of a stored chunk (which may hold several) is one the read keeps."""
@@ -608,9 +624,17 @@ def id_param(request, name: str, what: str = "An id") -> int | None:
     return number
 
 
-def job_lines(source: LogSource, after: int, limit: int = 1000, *, newest: bool = False):
-    """The log's first `limit` lines after the id `after`, in order; its last ones if `newest`."""
+PAGE_LINES = 1000  # the lines a read from `after` gives at most
+
+
+def job_lines(
+    source: LogSource, after: int, limit: int = PAGE_LINES, *, newest: bool = False, upto=None
+):
+    """The log's first `limit` lines after the id `after` (to the id `upto`, if given), in
+    order; its last ones if `newest`."""
     lines = source.lines().filter(pk__gt=after).select_related("attempt")
+    if upto is not None:
+        lines = lines.filter(pk__lte=upto)
     if newest:
         return list(lines.order_by("-pk")[:limit])[::-1]
     return list(lines.order_by("pk")[:limit])

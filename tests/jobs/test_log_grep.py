@@ -4,6 +4,7 @@ tests/e2e/test_log_filters_page.py)."""
 
 import pytest
 
+from jobs import api as api_module
 from jobs.models import LogChunk
 from tests.factories import AttemptFactory, JobFactory
 from tests.jobs.test_batch_cancel import api
@@ -33,6 +34,37 @@ def test_paging_on_from_the_last_match_keeps_the_text(gang, alice):  # noqa: F81
     first = read(alice, gang, "grep=loss").json()["lines"][0]["id"]
 
     assert texts(read(alice, gang, f"grep=loss&after={first}")) == [(2, 1, "loss 2")]
+
+
+def last_line(job) -> int:
+    return LogChunk.objects.filter(attempt__job=job).latest("pk").pk
+
+
+@pytest.mark.parametrize("query", ["grep=nothing holds this", "grep=up", "worker=0",
+                                   "grep=loss&last=5"])  # fmt: skip
+def test_a_narrowed_read_goes_on_from_the_last_line_stored_not_the_last_match(gang, alice, query):  # noqa: F811
+    """A poll for a text nothing new holds does not read the log again from the last match."""
+    stored = last_line(gang)
+
+    assert read(alice, gang, query).json()["next"] == stored
+    attempt = gang.attempts.get(number=2)
+    LogChunk.objects.create(attempt=attempt, worker=0, seq=1, text="up and nothing holds this")
+    follow = read(alice, gang, f"{query}&after={stored}").json()
+    assert follow["next"] == last_line(gang)
+    assert [line["text"] for line in follow["lines"]] == (
+        [] if query == "grep=loss&last=5" else ["up and nothing holds this"]
+    )
+
+
+def test_a_narrowed_page_that_is_full_goes_on_from_its_last_line(gang, alice, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(api_module, "PAGE_LINES", 1)
+    first = read(alice, gang, "grep=again").json()  # two lines of the second attempt hold it
+    second = read(alice, gang, f"grep=again&after={first['next']}").json()
+    third = read(alice, gang, f"grep=again&after={second['next']}").json()
+
+    assert [line["text"] for line in first["lines"] + second["lines"]] == ["again", "again"]
+    assert first["next"] == first["lines"][0]["id"] < second["next"] == second["lines"][0]["id"]
+    assert (third["lines"], third["next"]) == ([], last_line(gang))
 
 
 def test_the_texts_like_wildcards_are_read_as_written(alpha, alice):
