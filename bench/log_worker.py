@@ -9,9 +9,10 @@ PostgreSQL): one job of `--workers` workers and one attempt whose log holds `--l
 rank 0 writing all of them but one for each other rank, at the log's start (frameworks often
 log on rank 0 alone), then ANALYZE. Times, for a member of the job's tenant, the logs
 endpoint's first page and its tail (`last=5000`, the job page's first read), for every worker,
-for rank 0 and the last rank (the quiet one) and for the three texts, through Django's test
-client (the whole request, one warm-up first); prints the median of `--repeat` requests in
-milliseconds, one line each.
+for rank 0 and the last rank (the quiet one) and for the three texts, and a poll on from the
+`next` the text none holds answered (as the job page polls it, nothing stored since), through
+Django's test client (the whole request, one warm-up first); prints the median of `--repeat`
+requests in milliseconds, one line each.
 """
 
 import argparse
@@ -86,6 +87,15 @@ def main() -> None:
                       ("tail, grep=Traceback", f"{logs}?grep=Traceback&last=5000"),
                       ):  # fmt: skip
         print(f"{name}: {fresh_db.median_get_ms(user, url, args.repeat):.1f} ms")
+    # A poll on from what a read answered: nothing new stored, the text held by none.
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    after = client.get(f"{logs}?grep=Traceback").json()["next"]
+    polled = f"{logs}?grep=Traceback&after={after}"
+    polled_ms = fresh_db.median_get_ms(user, polled, args.repeat)
+    print(f"poll on from next, grep=Traceback: {polled_ms:.1f} ms")
 
 
 if __name__ == "__main__":
