@@ -128,10 +128,15 @@ def each_once(what: str):
     return validate
 
 
+def existing_nodes(names: list[str]) -> set[str]:
+    """Those of the names that some cluster has a node of."""
+    return set(Node.objects.filter(name__in=names).values_list("name", flat=True))
+
+
 def known_nodes(names: list[str]) -> None:
     """Refuse a list naming a node twice, or a node no cluster has."""
     each_once("Node")(names)
-    found = set(Node.objects.filter(name__in=names).values_list("name", flat=True))
+    found = existing_nodes(names)
     if missing := [name for name in names if name not in found]:
         raise serializers.ValidationError(f"No cluster has a node named {missing[0]!r}.")
 

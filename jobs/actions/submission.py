@@ -10,7 +10,7 @@ from jobs import access, dependencies, events, retrying, states
 from jobs.action_serializers import UNSUCCEEDED
 from jobs.actions.lifecycle import kick
 from jobs.models import Dependency, Job, JobEvent
-from jobs.serializers import SubmitSerializer, submission_of
+from jobs.serializers import SubmitSerializer, existing_nodes, submission_of
 from jobs.states import State
 from quotas import tenant_secrets, tenant_volumes
 from quotas.models import Tenant
@@ -259,6 +259,11 @@ def resubmit(
     data = submission_of(job)
     if idempotency_key:
         data["idempotency_key"] = idempotency_key
+    # A node it excluded that no cluster has any more (renamed, removed) excludes nothing: left
+    # out, not refused as a name typed wrong would be.
+    if data["exclude_nodes"]:
+        found = existing_nodes(data["exclude_nodes"])
+        data["exclude_nodes"] = [name for name in data["exclude_nodes"] if name in found]
     checked = SubmitSerializer(
         data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user)
     )

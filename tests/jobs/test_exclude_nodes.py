@@ -21,6 +21,7 @@ from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixtu
 from tests.jobs.test_constraints_edit import change
 from tests.jobs.test_min_workers_edit import portal_of
 from tests.jobs.test_portal import FORM
+from tests.jobs.test_resubmit import resubmit
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +171,16 @@ def test_the_cli_submits_constrains_and_describes_them(mlsched, alice, alpha, ea
     )
     assert cleared[1] == "may run on any GPU type of any cluster (1 job)\n"
     assert Job.objects.get(pk=job.pk).exclude_nodes == []
+
+
+def test_a_resubmission_leaves_out_a_node_no_cluster_has_any_more(alice, alpha, east):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    gone = NodeFactory(cluster=east, name="east-9", gpu_count=8)
+    job = JobFactory(tenant=alpha, owner=alice, exclude_nodes=["east-9", "east-0"],
+                     state=State.FAILED)  # fmt: skip
+    gone.delete()
+
+    answer = resubmit(alice, job)
+
+    assert answer.status_code == 201, answer.content
+    assert Job.objects.get(pk=answer.json()["id"]).exclude_nodes == ["east-0"]
