@@ -28,7 +28,7 @@ from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Attempt, Job
 from jobs.states import State
-from jobs.tenant_limits import core_tenant
+from jobs.tenant_limits import core_tenant, in_milli
 from quotas import tenant_secrets, tenant_volumes
 from quotas.models import PriorityClass, RecentUse, Tenant, TenantSecret, image_registry
 
@@ -50,6 +50,7 @@ QUEUED_FIELDS = [
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
     "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
+    "priority_class__max_gpus_per_user", "priority_class__max_gpus",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
 FAIR_SHARE = {PriorityClass.FairShare.PLATFORM: None, PriorityClass.FairShare.ON: True,
@@ -591,6 +592,8 @@ def to_queued(
         exclude_nodes=tuple(sorted(excluded)),
         min_workers=job["min_workers"],
         topology=job["topology"],
+        class_user_gpu_limit=in_milli(job["priority_class__max_gpus_per_user"]),
+        class_gpu_limit=in_milli(job["priority_class__max_gpus"]),
     )
 
 

@@ -1,14 +1,16 @@
 """Tenants as the core sees them, and the commit's re-check of the limits the core decides on
 its snapshot besides capacity: quotas (guarantee, borrow limit, the cohort's pool), the GPUs one
-user may hold in a tenant, a batch's shards running at once, an elastic gang's fewest workers,
-and a tenant's GPU-hour budget (``BudgetCheck``).
+user may hold in a tenant, the GPUs a priority class's work (and one user's of it) may hold, a
+batch's shards running at once, an elastic gang's fewest workers, and a tenant's GPU-hour
+budget (``BudgetCheck``).
 
 The core decides them on the snapshot, but another scheduler (``MLSCHED_SINGLE_FLIGHT=0``) may
 have placed work of the same tenants since, and an admin may have lowered a quota (a team its
 batch's limit, or raised its gang's fewest workers). So a batch of placements' commit locks
 every tenant of the cohorts it places work for (in id order, after the nodes and before the
-jobs), reads what their live allocations hold, and asks the core's own ledgers
-(``quota.Ledger``, ``user_limit.UserLimits``) and the limits as the job rows give them now,
+jobs), then the priority classes that limit GPUs of the jobs it places (in id order), reads what
+their live allocations hold, and asks the core's own ledgers (``quota.Ledger``,
+``gpu_limits.GpuLimits``) and the limits as the job rows give them now,
 placement by placement, charging what it commits. A placement past a limit is skipped: the job
 stays queued, and the next cycle, reading the truth, explains it.
 """
@@ -25,9 +27,9 @@ from clusters.models import GPU_MILLI, Allocation
 from jobs import placement as p
 from jobs.models import Job
 from jobs.placement.budget import Budgets
+from jobs.placement.gpu_limits import GpuLimits
 from jobs.placement.quota import Ledger
-from jobs.placement.user_limit import UserLimits
-from quotas.models import RecentUse, Tenant
+from quotas.models import PriorityClass, RecentUse, Tenant
 
 
 def gpu_scale(flavor: str) -> int:
@@ -95,6 +97,11 @@ class Claimed:
     gpu_types: tuple[str, ...] = ()
     cluster_selector: dict[str, str] = field(default_factory=dict)
     exclude_nodes: tuple[str, ...] = ()
+    # Its priority class (its value, the core's tier) and the class's GPU limits as its row
+    # says now, in GPU milli (gpu_limits.GpuLimits).
+    tier: int = 0
+    class_user_gpu_limit: int | None = None
+    class_gpu_limit: int | None = None
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -158,8 +165,9 @@ class BudgetCheck:
 
 
 class Limits:
-    """The locked tenants' quotas, users' GPUs and batches' running shards as their live
-    allocations hold them now, and their GPU-hour budgets (``budget``), for one commit batch."""
+    """The locked tenants' quotas, users' GPUs, the locked classes' GPUs (``classes``: each
+    tier's by owner) and batches' running shards as their live allocations hold them now, and
+    the tenants' GPU-hour budgets (``budget``), for one commit batch."""
 
     def __init__(
         self,
@@ -168,18 +176,22 @@ class Limits:
         users: list[tuple[str, str, int]],
         shards: Counter[str],
         budget: BudgetCheck | None = None,
+        classes: Collection[tuple[int, int, int]] = (),
     ):
         self.jobs = jobs
         self.ledger = Ledger(tenants)
-        self.users = UserLimits(tenants, ())
+        self.gpus = GpuLimits(tenants, ())
         for tenant, owner, gpu_milli in users:
-            self.users.charge(tenant, owner, gpu_milli)
+            self.gpus.charge_user(tenant, owner, gpu_milli)
+        for tier, owner_id, gpu_milli in classes:
+            self.gpus.charge_class(tier, str(owner_id), gpu_milli)
         self.shards = shards  # batch -> its shards running (batches with a limit only)
         self.budget = budget
 
     def allows(self, outcome: p.Outcome) -> bool:
         """Whether the placement keeps its tenant within its quotas and its GPU-hour budget,
-        its user within the tenant's GPU limit and its batch within its shards' limit, with
+        its user within the tenant's GPU limit, its class within its GPU limits and its batch
+        within its shards' limit, with
         everything charged so far, and starts at least the fewest workers its job allows."""
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
@@ -189,7 +201,7 @@ class Limits:
             and all(held(worker) == job.request for worker in outcome.workers)
             and (job.batch is None or limit is None or self.shards[job.batch] < limit)
             and self.ledger.allows(job.tenant, used)
-            and self.users.room(job.tenant, job.owner, gpus)
+            and self.gpus.room(job, gpus)
             and (self.budget is None or self.budget.fits(job, gpus))
         )
 
@@ -198,7 +210,7 @@ class Limits:
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
         self.ledger.charge(job.tenant, used)
-        self.users.charge(job.tenant, job.owner, gpus)
+        self.gpus.charge(job, gpus)
         if job.batch is not None:
             self.shards[job.batch] += 1
         if self.budget is not None:
@@ -206,18 +218,29 @@ class Limits:
 
 
 def lock(job_ids: Collection[int]) -> list[Tenant]:
-    """Lock every tenant of the cohorts of the jobs' tenants, in id order, with their quotas:
-    commits placing work for one cohort take turns from here to their end. After the nodes
+    """Lock every tenant of the cohorts of the jobs' tenants, in id order, with their quotas,
+    then the jobs' classes that limit GPUs: commits placing work for one cohort, or of one
+    such class, take turns from here to their end. After the nodes
     (commit.lock_nodes) and before the job rows (commit.claim), as a change of dependencies
     locks its tenant before its job rows (dependencies.lock_change)."""
     tenants = Job.objects.filter(pk__in=job_ids).values("tenant_id")
     cohorts = Tenant.objects.filter(pk__in=tenants).values("cohort")
-    return list(
+    locked = list(
         Tenant.objects.select_for_update(of=("self",), no_key=True)
         .filter(cohort__in=cohorts)
         .order_by("id")
         .prefetch_related("quotas")
     )
+    # Then the classes limiting the GPUs their work holds: commits placing work of one take
+    # turns too (a class's limit spans tenants, which lock apart).
+    classes = Job.objects.filter(pk__in=job_ids).values("priority_class_id")
+    list(
+        PriorityClass.objects.select_for_update(no_key=True)
+        .filter(GPU_LIMITED, pk__in=classes)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
+    return locked
 
 
 def read(
@@ -229,7 +252,8 @@ def read(
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
-        "gpu_types", "cluster_selector", "exclude_nodes",
+        "gpu_types", "cluster_selector", "exclude_nodes", "priority_class__value",
+        "priority_class__max_gpus_per_user", "priority_class__max_gpus",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -243,9 +267,12 @@ def read(
             tuple(types),
             selector,
             tuple(excluded),
+            tier,
+            in_milli(per_user),
+            in_milli(whole),
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
-             gpus, share, types, selector, excluded) in rows
+             gpus, share, types, selector, excluded, tier, per_user, whole) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.
@@ -276,7 +303,31 @@ def read(
     tenants = [core_tenant(t, usage[t.pk]) for t in locked]
     if budget is not None:
         budget.add_others(locked)
-    return Limits(jobs, tenants, users, running_shards(limited), budget)
+    return Limits(jobs, tenants, users, running_shards(limited), budget, class_gpus(jobs))
+
+
+# A priority class that limits the GPUs its work holds.
+GPU_LIMITED = Q(max_gpus_per_user__isnull=False) | Q(max_gpus__isnull=False)
+
+
+def in_milli(gpus: int | None) -> int | None:
+    """A limit in whole GPUs (None: none) in the core's GPU milli."""
+    return None if gpus is None else gpus * GPU_MILLI
+
+
+def class_gpus(jobs: dict[int, Claimed]) -> list[tuple[int, int, int]]:
+    """What the live allocations of the jobs' classes that limit GPUs hold: (tier, owner id,
+    GPU milli); none read without such a class."""
+    tiers = {j.tier for j in jobs.values() if j.class_user_gpu_limit or j.class_gpu_limit}
+    if not tiers:
+        return []
+    return list(
+        Allocation.objects.active()
+        .filter(attempt__job__priority_class__value__in=tiers, gpu_index__isnull=False)
+        .values_list("attempt__job__priority_class__value", "attempt__job__owner_id")
+        .annotate(gpu=Sum("gpu_milli"))
+        .order_by()
+    )
 
 
 def running_shards(batches: set[int]) -> Counter[str]:

@@ -331,7 +331,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
 @admin.register(PriorityClass)
 class PriorityClassAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "fair_share_preemption", "preempt_exempt_s",
-                    "max_runtime_s", "default_runtime_s", "description"]  # fmt: skip
+                    "max_runtime_s", "default_runtime_s", "max_gpus_per_user", "max_gpus",
+                    "description"]  # fmt: skip
     filter_horizontal = ["tenants"]
 
     def get_fields(self, request, obj=None):

@@ -44,7 +44,8 @@ def fair_share_classes() -> list[str]:
 class PriorityClassesView(APIView):
     """The priority classes open to the caller's teams (Slurm's `sacctmgr show qos`), highest
     first, with what a job at each meets (whether it may preempt, its exempt time, its longest
-    runtime limit and the one a job submitted without one gets), `open_to`, those of the
+    runtime limit and the one a job submitted without one gets, the GPUs one user's work of it
+    and all its work may hold at once), `open_to`, those of the
     teams that may submit at it, and `default_for`, those whose jobs submitted without a class
     get it (Tenant.default_priority_class, else normal); a class open to none of them is left
     out, unless a platform admin lists every team. The tenants a class lists are other teams'
@@ -65,7 +66,9 @@ class PriorityClassesView(APIView):
                     "fair_share_preemption": rank.fair_shares(),
                     "preempt_exempt_s": rank.preempt_exempt_s,
                     "max_runtime_s": rank.max_runtime_s,
-                    "default_runtime_s": rank.default_runtime_s, "description": rank.description,
+                    "default_runtime_s": rank.default_runtime_s,
+                    "max_gpus_per_user": rank.max_gpus_per_user, "max_gpus": rank.max_gpus,
+                    "description": rank.description,
                     "open_to": open_to, "default_for": default_for,
                 })  # fmt: skip
         return Response({"priority_classes": listed})

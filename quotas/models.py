@@ -347,6 +347,25 @@ class PriorityClass(models.Model):
         "partition DefaultTime): at most its longest. Empty: a submission must give one.",
     )
 
+    max_gpus_per_user = models.PositiveIntegerField(
+        "GPUs one user may hold at this class",
+        null=True,
+        blank=True,
+        help_text="The most GPUs one user's running jobs of this class may hold at once, "
+        "across their tenants (Slurm's QOS MaxTRESPerUser=gres/gpu): a job that would take "
+        "its submitter past it waits as class_gpu_limit; a lower class still runs their "
+        "work. Jobs running already are not stopped for it. Empty: no limit.",
+    )
+    max_gpus = models.PositiveIntegerField(
+        "GPUs this class may hold",
+        null=True,
+        blank=True,
+        help_text="The most GPUs all running jobs of this class may hold at once, every "
+        "tenant's together (Slurm's QOS GrpTRES=gres/gpu): a job that would take the class "
+        "past it waits as class_gpu_limit. Jobs running already are not stopped for it. "
+        "Empty: no limit.",
+    )
+
     class FairShare(models.TextChoices):
         PLATFORM = "", "as the platform (MLSCHED_FAIR_SHARE_PREEMPTION)"
         ON = "on", "on for this class"

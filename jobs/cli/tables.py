@@ -172,20 +172,22 @@ def quota(api: Api, args) -> None:
 
 
 CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
-                "default runtime s", "open to", "default for"]  # fmt: skip
+                "default runtime s", "gpus per user", "gpus", "open to",
+                "default for"]  # fmt: skip
 
 
 def classes(api: Api, args) -> None:
-    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at, and which
-    is each one's default (a job submitted without a class gets it)."""
+    """`classes [--tenant SLUG]`: the priority classes your tenants may submit at, their
+    limits ("-": none; a server without a limit leaves it out), and which is each one's
+    default (a job submitted without a class gets it)."""
     params = {"tenant": args.tenant} if args.tenant else None
     rows = [CLASS_HEADER]
     for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
-        most, default = rank["max_runtime_s"], rank.get("default_runtime_s")
         fair = {True: "yes", False: "no"}.get(rank.get("fair_share_preemption"), "-")
+        limits = ("max_runtime_s", "default_runtime_s", "max_gpus_per_user", "max_gpus")
         rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
-                     fair, str(rank["preempt_exempt_s"]), "-" if most is None else str(most),
-                     "-" if default is None else str(default),
+                     fair, str(rank["preempt_exempt_s"]),
+                     *("-" if rank.get(name) is None else str(rank[name]) for name in limits),
                      ",".join(rank["open_to"]) or "-",
                      ",".join(rank.get("default_for", ())) or "-"])  # fmt: skip
     table(rows, names=1)

@@ -13,7 +13,7 @@ the whole budget can never start while it stands. Jobs without GPUs are not coun
 limit on a user's GPUs it neither evicts work nor reserves nodes: no capacity would let it
 start. A job whose runtime limit is unknown asks nothing beyond a budget not yet spent.
 
-The cycle charges what it places (a preemptor from its decision, as ``user_limit`` does); the
+The cycle charges what it places (a preemptor from its decision, as ``gpu_limits`` does); the
 commit counts it again with what other schedulers placed since (``jobs.tenant_limits``).
 """
 

@@ -15,6 +15,8 @@ STATUSES = (PLACED, PREEMPTS, RESERVED, PENDING)
 REASONS = {
     "quota_exceeded": "The tenant's guarantee plus what it may borrow does not cover the job.",
     "user_gpu_limit": "Its submitter would hold more GPUs than one user may in the tenant.",
+    "class_gpu_limit": "It would take its priority class past the GPUs its jobs, or one "
+    "user's jobs of it, may hold at once.",
     "gpu_budget": "What it may use of GPUs does not fit in what its tenant's GPU-hour budget "
     "has left this period.",
     "batch_shard_limit": "As many of its batch's shards run as the batch lets run at once.",

@@ -23,15 +23,16 @@ if TYPE_CHECKING:
 
 
 def within_limits(cycle: Cycle, job: QueuedJob) -> QueuedJob:
-    """An elastic gang cut to the most workers its user's GPU limit and its tenant's GPU-hour
-    budget let it start with (its fewest if none: they then refuse it)."""
+    """An elastic gang cut to the most workers the GPU limits over it (its user's in its
+    tenant, its class's) and its tenant's GPU-hour budget let it start with (its fewest if
+    none: they then refuse it)."""
     per = job.worker_gpu_milli
     if job.fewest == job.workers or not per:
         return job
     runtime = job.max_runtime or 0.0
     workers = job.workers
     while workers > job.fewest and not (
-        cycle.user_limits.room(job.tenant, job.owner, workers * per)
+        cycle.gpu_limits.room(job, workers * per)
         and cycle.budgets.fits(job.tenant, workers * per, runtime)
     ):
         workers -= 1

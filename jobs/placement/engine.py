@@ -38,6 +38,7 @@ from jobs.placement.decision import (
     Outcome,
 )
 from jobs.placement.fit import Need, Slot, find_gang, find_task, find_tasks
+from jobs.placement.gpu_limits import GpuLimits
 from jobs.placement.model import (
     BATCH_INFERENCE,
     TRAINING,
@@ -53,7 +54,6 @@ from jobs.placement.quota import Ledger, amount_of, flavors_held
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
 from jobs.placement.reservation import Held, Timeline, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
-from jobs.placement.user_limit import UserLimits
 
 # Marks a task search that stopped on quota rather than capacity.
 QUOTA = "quota"
@@ -112,7 +112,7 @@ class Cycle:
         self.now = snapshot.now
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
-        self.user_limits = UserLimits(snapshot.tenants, snapshot.running)
+        self.gpu_limits = GpuLimits(snapshot.tenants, snapshot.running)
         self.budgets = Budgets(snapshot.tenants, snapshot.running, self.now)
         self.batch_limits = BatchLimits(snapshot.queued, snapshot.running, self.now)
         self.quota = QuotaGate(self.ledger, self.now)
@@ -199,9 +199,9 @@ class Cycle:
         if refusal:
             return explain.over_batch_limit(job, refusal, self.batch_limits.estimate(job))
         job = elastic.within_limits(self, job)
-        refusal = self.user_limits.refusal(job)
+        code, refusal = self.gpu_limits.refusal(job)
         if refusal:
-            return explain.over_user_limit(job, refusal)
+            return explain.over_gpu_limit(job, code, refusal)
         refusal = self.budgets.refusal(job)
         if refusal:
             return explain.over_budget(job, refusal, self.budgets.estimate(job))
@@ -434,7 +434,7 @@ class Cycle:
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
         if not job.preempting:  # a preemptor is counted from its decision (decide)
-            self.user_limits.charge(job.tenant, job.owner, sum(gpu.values()))
+            self.gpu_limits.charge(job, sum(gpu.values()))
             self.budgets.charge(job)
             self.batch_limits.charge(job)
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker

@@ -157,11 +157,12 @@ def pending(job: QueuedJob, code: str, estimate: float | None = None) -> Outcome
 
 QUOTA_EXCEEDED = "quota_exceeded"
 USER_GPU_LIMIT = "user_gpu_limit"
+CLASS_GPU_LIMIT = "class_gpu_limit"
 BATCH_SHARD_LIMIT = "batch_shard_limit"
 GPU_BUDGET = "gpu_budget"
 # Limits no capacity lifts, checked before anything else: a job they hold is decided at no
 # cost, so it does not count toward the queue depth (Policy.queue_depth).
-LIMITS = frozenset({USER_GPU_LIMIT, BATCH_SHARD_LIMIT, GPU_BUDGET})
+LIMITS = frozenset({USER_GPU_LIMIT, CLASS_GPU_LIMIT, BATCH_SHARD_LIMIT, GPU_BUDGET})
 
 
 def over_quota(job: QueuedJob, why: str) -> Outcome:
@@ -173,10 +174,11 @@ def over_quota(job: QueuedJob, why: str) -> Outcome:
     return Outcome(job.id, PENDING, QUOTA_EXCEEDED, f"{_request(job)}: {said}")
 
 
-def over_user_limit(job: QueuedJob, why: str) -> Outcome:
-    """A job that would take its user past the tenant's limit (``user_limit``): ``why`` says
-    how far, and the estimate is unknown (it depends on that user's work alone)."""
-    return Outcome(job.id, PENDING, USER_GPU_LIMIT, f"{_request(job)}: {why}")
+def over_gpu_limit(job: QueuedJob, code: str, why: str) -> Outcome:
+    """A job that would take a scope past a limit on the GPUs it holds (``gpu_limits``:
+    ``code`` says whose, ``why`` how far); the estimate is unknown (it depends on that
+    scope's work alone)."""
+    return Outcome(job.id, PENDING, code, f"{_request(job)}: {why}")
 
 
 def over_budget(job: QueuedJob, why: str, estimate: float | None) -> Outcome:

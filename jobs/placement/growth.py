@@ -179,7 +179,7 @@ def _larger(cycle: Cycle, gang: Elastic, running: RunningJob, groups: list[Group
         _, slots = cycle.fit_now(sized, groups, avoided, keep=True)
         assert isinstance(slots, list)
         cycle.ledger.charge(sized.tenant, _demand(sized, slots))
-        cycle.user_limits.charge(sized.tenant, sized.owner, sized.workers * sized.worker_gpu_milli)
+        cycle.gpu_limits.charge(sized, sized.workers * sized.worker_gpu_milli)
         cycle.budgets.charge(sized)
         back = cycle.now + cycle.policy.eviction_grace_s
         for _, rest in preemption.left_over([running], slots, cycle.capacity, back):
@@ -198,7 +198,7 @@ def _largest(cycle: Cycle, gang: Elastic, running: RunningJob, least, groups: li
     now inside its tenant's guarantee (None: not one more, or fewer than its limits allow
     while that larger gang should end sooner by waiting: ``elastic.sooner_smaller``)."""
     job = elastic.within_limits(cycle, replace(gang.job, min_workers=least.workers))
-    if cycle.user_limits.refusal(job) or cycle.budgets.refusal(job):
+    if cycle.gpu_limits.refusal(job)[1] or cycle.budgets.refusal(job):
         return None
     avoided = cycle.held.avoided(end_of(job, cycle.now), groups)
 
@@ -247,14 +247,14 @@ def _demand(job, slots) -> dict[str, int]:
 
 
 def _count(cycle: Cycle, running: RunningJob, used: Mapping[str, int], sign: int) -> None:
-    """Take the running gang's hold off the cycle's capacity, quota, user limit and budget
+    """Take the running gang's hold off the cycle's capacity, quota, GPU limits and budget
     (``sign`` -1), or put it back (1)."""
     if sign < 0:
         preemption.release(cycle.capacity, running)
     else:
         preemption.restore(cycle.capacity, running)
     cycle.ledger.charge(running.tenant, used, sign)
-    cycle.user_limits.charge(running.tenant, running.owner, sign * running.gpu_milli)
+    cycle.gpu_limits.charge(running, sign * running.gpu_milli)
     if running.expected_end is not None:
         runs = cycle.budgets.in_period(running.tenant, running.expected_end - cycle.now)
         cycle.budgets.take(running.tenant, sign * running.gpu_milli * runs)

@@ -176,6 +176,11 @@ class QueuedJob:
     # ``"nvlink"``) whose one value all its nodes share, as Kueue's required topology and
     # Slurm's --switches keep a gang under one switch ("": any nodes of a group; see the fit).
     topology: str = ""
+    # Its priority class's limits on GPUs held at once (GPU milli; None: none), on one user's
+    # work of the class across tenants and on all the class's work (Slurm's QOS
+    # MaxTRESPerUser and GrpTRES): past either it waits (``gpu_limits.py``).
+    class_user_gpu_limit: int | None = None
+    class_gpu_limit: int | None = None
 
     @property
     def worker_gpu_milli(self) -> int:
@@ -215,7 +220,7 @@ class Tenant:
     running workers in this tenant hold: GPU milli / 1000 per worker, or
     ``ordering.CPU_WORKER_GPUS`` for a CPU-only worker (the measure a job's size counts in).
     ``user_gpu_limit``: the GPU milli one user may hold in the tenant at once (None: no limit;
-    ``user_limit.py``). ``recent_use``: what the tenant's running work held in the recent past,
+    ``gpu_limits.py``). ``recent_use``: what the tenant's running work held in the recent past,
     by resource (``"gpu"`` in milli-GPU, ``"cpu"`` in millicores, ``"memory"`` in MiB), an
     average in which each moment weighs half as much every half-life (``ordering.recent_use``);
     fair share counts it beside what the tenant holds now (``Policy.recent_use_weight``).
