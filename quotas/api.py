@@ -5,12 +5,12 @@ those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. Rate
 every user endpoint."""
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Sum
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.models import Cluster
+from clusters.models import GPU_MILLI, Allocation, Cluster
 from jobs import access, reports
 from quotas import status
 from quotas.models import PriorityClass, TenantVolume
@@ -45,7 +45,8 @@ class PriorityClassesView(APIView):
     """The priority classes open to the caller's teams (Slurm's `sacctmgr show qos`), highest
     first, with what a job at each meets (whether it may preempt, its exempt time, its longest
     runtime limit and the one a job submitted without one gets, the GPUs one user's work of it
-    and all its work may hold at once), `open_to`, those of the
+    and all its work may hold at once, and those its running work holds now, every team's and
+    the caller's), `open_to`, those of the
     teams that may submit at it, and `default_for`, those whose jobs submitted without a class
     get it (Tenant.default_priority_class, else normal); a class open to none of them is left
     out, unless a platform admin lists every team. The tenants a class lists are other teams'
@@ -56,6 +57,7 @@ class PriorityClassesView(APIView):
         every = request.user.is_superuser and not request.query_params.get("tenant")
         listed = []
         defaults = {team.slug: team.default_priority_class_id for team in teams}
+        held, yours = gpus_held(request.user)
         for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
             open_to = [team.slug for team in teams if rank.open_to(team)]
             default_for = [slug for slug, pk in defaults.items()
@@ -68,10 +70,30 @@ class PriorityClassesView(APIView):
                     "max_runtime_s": rank.max_runtime_s,
                     "default_runtime_s": rank.default_runtime_s,
                     "max_gpus_per_user": rank.max_gpus_per_user, "max_gpus": rank.max_gpus,
+                    "gpus_held": held.get(rank.pk, 0), "your_gpus_held": yours.get(rank.pk, 0),
                     "description": rank.description,
                     "open_to": open_to, "default_for": default_for,
                 })  # fmt: skip
         return Response({"priority_classes": listed})
+
+
+def gpus_held(user) -> tuple[dict[int, float], dict[int, float]]:
+    """The GPUs the live allocations hold by priority class (its id), every team's together
+    (no team named) and `user`'s own, as its class's limits count them: one grouped query."""
+    held: dict[int, float] = {}
+    yours: dict[int, float] = {}
+    rows = (
+        Allocation.objects.active()
+        .filter(gpu_index__isnull=False)
+        .values_list("attempt__job__priority_class_id", "attempt__job__owner_id")
+        .annotate(milli=Sum("gpu_milli"))
+        .order_by()
+    )
+    for rank, owner, milli in rows:
+        held[rank] = held.get(rank, 0) + milli / GPU_MILLI
+        if owner == user.pk:
+            yours[rank] = yours.get(rank, 0) + milli / GPU_MILLI
+    return held, yours
 
 
 class VolumesView(APIView):

@@ -172,14 +172,15 @@ def quota(api: Api, args) -> None:
 
 
 CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
-                "default runtime s", "gpus per user", "gpus", "open to",
+                "default runtime s", "gpus per user", "gpus", "held", "yours", "open to",
                 "default for"]  # fmt: skip
 
 
 def classes(api: Api, args) -> None:
     """`classes [--tenant SLUG]`: the priority classes your tenants may submit at, their
-    limits ("-": none; a server without a limit leaves it out), and which is each one's
-    default (a job submitted without a class gets it)."""
+    limits ("-": none; a server without a limit leaves it out), the GPUs their running work
+    holds, everyone's and yours, and which is each one's default (a job submitted without a
+    class gets it)."""
     params = {"tenant": args.tenant} if args.tenant else None
     rows = [CLASS_HEADER]
     for rank in api.call("GET", "priority-classes/", params=params)["priority_classes"]:
@@ -188,6 +189,8 @@ def classes(api: Api, args) -> None:
         rows.append([rank["name"], str(rank["value"]), "yes" if rank["may_preempt"] else "no",
                      fair, str(rank["preempt_exempt_s"]),
                      *("-" if rank.get(name) is None else str(rank[name]) for name in limits),
+                     *(f"{rank[name]:g}" if name in rank else "-"
+                       for name in ("gpus_held", "your_gpus_held")),
                      ",".join(rank["open_to"]) or "-",
                      ",".join(rank.get("default_for", ())) or "-"])  # fmt: skip
     table(rows, names=1)

@@ -16,6 +16,7 @@ from jobs.states import State
 from quotas.models import PriorityClass
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, TenantFactory
 from tests.jobs.test_commit_limits import commit_both, decided_apart, roomy  # noqa: F401
+from tests.quotas.test_priority_classes_api import listed
 
 pytestmark = pytest.mark.django_db
 
@@ -73,3 +74,18 @@ def test_a_limit_lowered_after_the_snapshot_holds_at_the_commit(roomy, urgent): 
 
     assert commit_batch(placed, datetime.now(tz=UTC)) == set()
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
+
+
+def test_the_classes_api_says_what_the_classs_work_and_yours_hold(east, alice, bob, alpha,
+                                                                 urgent):  # fmt: skip
+    for i in range(2):
+        NodeFactory(cluster=east, name=f"east-{i}", gpu_count=8)
+    JobFactory(tenant=alpha, owner=alice, gpus=3, priority_class=urgent)
+    JobFactory(tenant=alpha, owner=bob, gpus=2, priority_class=urgent)
+    JobFactory(tenant=alpha, owner=alice, gpus=1)  # the normal class
+    cycle.run_cycle()
+
+    ranks = {c["name"]: c for c in listed(alice).json()["priority_classes"]}
+
+    assert (ranks["urgent"]["gpus_held"], ranks["urgent"]["your_gpus_held"]) == (5, 3)
+    assert (ranks["normal"]["gpus_held"], ranks["normal"]["your_gpus_held"]) == (1, 1)

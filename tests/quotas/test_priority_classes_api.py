@@ -38,11 +38,13 @@ def test_it_lists_the_classes_open_to_the_callers_teams_highest_first(alice, cla
     assert response.json()["priority_classes"] == [
         {"name": "urgent", "value": 100, "may_preempt": True, "fair_share_preemption": True,
          "preempt_exempt_s": 600, "max_runtime_s": 14_400, "default_runtime_s": None,
-         "max_gpus_per_user": 8, "max_gpus": 64, "description": "",
+         "max_gpus_per_user": 8, "max_gpus": 64, "gpus_held": 0, "your_gpus_held": 0,
+         "description": "",
          "open_to": ["alpha"], "default_for": []},
         {"name": "normal", "value": 0, "may_preempt": False, "fair_share_preemption": False,
          "preempt_exempt_s": 0, "max_runtime_s": None, "default_runtime_s": None,
-         "max_gpus_per_user": None, "max_gpus": None, "description": "", "open_to": ["alpha"],
+         "max_gpus_per_user": None, "max_gpus": None, "gpus_held": 0, "your_gpus_held": 0,
+         "description": "", "open_to": ["alpha"],
          "default_for": ["alpha"]},
     ]  # fmt: skip
 
@@ -83,8 +85,9 @@ def test_the_cli_lists_them(cli, classes):  # noqa: F811
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["class", "value", "preempts", "fair", "share", "exempt", "s",
                                 "max", "runtime", "s", "default", "runtime", "s", "gpus", "per",
-                                "user", "gpus", "open", "to", "default", "for"]  # fmt: skip
+                                "user", "gpus", "held", "yours", "open", "to", "default",
+                                "for"]  # fmt: skip
     assert lines[1].split() == ["urgent", "100", "yes", "yes", "600", "14400", "-", "8", "64",
-                                "alpha", "-"]  # fmt: skip
-    assert lines[2].split() == ["normal", "0", "no", "no", "0", "-", "-", "-", "-", "alpha",
-                                "alpha"]  # fmt: skip
+                                "0", "0", "alpha", "-"]  # fmt: skip
+    assert lines[2].split() == ["normal", "0", "no", "no", "0", "-", "-", "-", "-", "0", "0",
+                                "alpha", "alpha"]  # fmt: skip
