@@ -412,6 +412,18 @@ class PriorityClass(models.Model):
             return ""
         return f"At most {limit} s at {self.name!r} (the class's longest runtime limit)."
 
+    @property
+    def limits_said(self) -> str:
+        """Its limits on a job as the portal's forms say them beside its name ("": none):
+        "runtime limit at most 14400 s; at most 4 GPUs a user, 16 in all"."""
+        said = [f"runtime limit at most {self.max_runtime_s} s"] if self.max_runtime_s else []
+        per_user, whole = self.max_gpus_per_user, self.max_gpus
+        if per_user is not None:
+            said.append(f"at most {per_user} GPUs a user" + (f", {whole} in all" if whole else ""))
+        elif whole is not None:
+            said.append(f"at most {whole} GPUs in all")
+        return "; ".join(said)
+
     def fair_shares(self) -> bool:
         """Whether its GPU jobs may evict by fair share: as it says, else as the platform."""
         if self.fair_share_preemption == self.FairShare.PLATFORM:

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from jobs.models import Job
+from quotas.models import PriorityClass
 from tests.factories import JobFactory, PriorityClassFactory
 from tests.jobs.test_api import SPEC, submit
 from tests.jobs.test_reprioritize import change
@@ -80,3 +81,19 @@ def test_the_forms_say_a_classs_limit_beside_its_name(alice, alpha, urgent):
 
     assert ">urgent (runtime limit at most 14400 s)</option>" in submit_page
     assert ">urgent (100; runtime limit at most 14400 s)</option>" in job_page
+
+
+def test_the_forms_say_a_classs_gpu_limits_beside_its_name(alice, alpha, urgent):
+    PriorityClass.objects.filter(pk=urgent.pk).update(max_gpus_per_user=4, max_gpus=16)
+    portal = Client()
+    portal.force_login(alice)
+    job = JobFactory(tenant=alpha, owner=alice)
+
+    submit_page = portal.get("/jobs/new/").text
+    job_page = portal.get(f"/jobs/{job.pk}/").text
+
+    said = "runtime limit at most 14400 s; at most 4 GPUs a user, 16 in all"
+    assert f">urgent ({said})</option>" in submit_page
+    assert f">urgent (100; {said})</option>" in job_page
+    PriorityClass.objects.filter(pk=urgent.pk).update(max_runtime_s=None, max_gpus_per_user=None)
+    assert ">urgent (at most 16 GPUs in all)</option>" in portal.get("/jobs/new/").text
