@@ -37,11 +37,12 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
-          "retry_exit_codes", "notify_start", "notify_requeue", "depends_on", "begin",
-          "deadline", "form_key"]  # fmt: skip
+          "retry_exit_codes", "notify_start", "notify_requeue", "notify_time_limit",
+          "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 NAMES = ["gpu_types", "exclude_nodes", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
+BOXES = ["retry_user_errors", "notify_start", "notify_requeue", "notify_time_limit"]
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,
@@ -113,7 +114,7 @@ def typed(spec: dict, now: datetime) -> dict[str, str]:
     waits = spec["depends_on"] or spec["singleton"]
     values["depends_on"] = slurm_form(spec["depends_on"], spec["singleton"]) if waits else ""
     values["preemptible"] = "true" if spec["preemptible"] else "false"  # a choice of a select
-    for box in ("retry_user_errors", "notify_start", "notify_requeue"):  # checkboxes
+    for box in BOXES:
         values[box] = "true" if spec[box] else ""
     for field in ("begin", "deadline"):
         moment = spec[field]

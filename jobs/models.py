@@ -271,6 +271,12 @@ class Job(models.Model):
         "drained, requeued, retried after an infrastructure failure), as Slurm's "
         "--mail-type=REQUEUE.",
     )
+    notify_time_limit = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Tell its team's webhook when a run of it has used 90 % of its runtime "
+        "limit, as Slurm's --mail-type=TIME_LIMIT_90: time to save what it must.",
+    )
     retries_used = models.PositiveSmallIntegerField(default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
@@ -597,6 +603,9 @@ class Attempt(models.Model):
     )
     ended_at = models.DateTimeField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    # When its job's webhook was told it had used 90 % of its runtime limit (its claim:
+    # jobs.time_limit_alerts); null: not told.
+    time_limit_told_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=12, choices=Outcome.choices, blank=True)
     stop_cause = models.CharField(

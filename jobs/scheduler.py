@@ -133,12 +133,20 @@ def prune_forever(stop: threading.Event, every: float = 24 * 3600.0) -> None:
     repeat(stop, "prune", tasks.prune, every)
 
 
-def alert_budgets_forever(stop: threading.Event, every: float = 60.0) -> None:
-    """The embedded mode's GPU-hour budget alerts (beat sends jobs.tasks.alert_budgets
-    elsewhere): at start, then every `every` seconds."""
+def alerts_forever(stop: threading.Event, every: float = 60.0) -> None:
+    """The embedded mode's webhook alerts, GPU-hour budget thresholds and time-limit warnings
+    (beat sends jobs.tasks.alert_budgets and jobs.tasks.warn_time_limits elsewhere): at start,
+    then every `every` seconds, each on its own (one failing keeps the other from nothing)."""
     from jobs import tasks
 
-    repeat(stop, "budget alerts", tasks.alert_budgets, every)
+    def work() -> None:
+        for task in (tasks.alert_budgets, tasks.warn_time_limits):
+            try:
+                task()
+            except Exception:
+                log.exception("%s failed; it runs again in %s s", task.name, every)
+
+    repeat(stop, "alerts", work, every)
 
 
 def repeat(stop: threading.Event, name: str, work: Callable[[], object], every: float) -> None:

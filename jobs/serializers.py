@@ -230,6 +230,8 @@ class SubmitSerializer(serializers.Serializer):
     )  # fmt: skip
     notify_start = serializers.BooleanField(default=False)
     notify_requeue = serializers.BooleanField(default=False)
+    # Slurm's --mail-type=TIME_LIMIT_90: told when a run has used 90 % of its runtime limit.
+    notify_time_limit = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
     depends_on = serializers.ListField(
         child=DependencyItem(),
@@ -300,6 +302,9 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):
             raise serializers.ValidationError({"shards": problem})
+        if data["notify_time_limit"] and data["shards"] > 1:
+            raise serializers.ValidationError({"notify_time_limit": (
+                "A batch's shards would each be told: ask it of a job of one shard.")})  # fmt: skip
         if data["max_running_shards"] is not None and data["shards"] == 1:
             raise serializers.ValidationError({"max_running_shards": NOT_A_BATCH})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
@@ -519,7 +524,7 @@ class JobSerializer(serializers.ModelSerializer):
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retry_exit_codes", "notify_start", "notify_requeue",
-            "retries_used",
+            "notify_time_limit", "retries_used",
             "idempotency_key", "state", "held", "pending_reason", "pending_message",
             "end_reason", "estimated_start", "created", "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",

@@ -1,11 +1,12 @@
 """Celery tasks: thin wrappers around the scheduler, retention and the webhook notifications
-(job ends, GPU-hour budget thresholds). Tasks take ids, never model instances."""
+(job ends, starts, requeues and time-limit warnings, GPU-hour budget thresholds). Tasks take
+ids, never model instances."""
 
 import logging
 
 from celery import shared_task
 
-from jobs import budget_alerts, notify, retention, scheduler
+from jobs import budget_alerts, notify, retention, scheduler, time_limit_alerts
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +80,18 @@ def alert_budgets() -> None:
     """Tell budgeted tenants' webhooks of the thresholds their month's use has reached
     (jobs.budget_alerts); beat sends it every minute."""
     budget_alerts.check()
+
+
+@notification_task
+def notify_time_limit(attempt_id: int) -> None:
+    """POST the notification of a job's run that has used 90 % of its runtime limit (the
+    attempt's id) to its tenant's webhook (jobs.time_limit_alerts)."""
+    notify.deliver(time_limit_alerts.notification(attempt_id))
+
+
+# As the budget alerts: a check nobody ran within its minute is stale.
+@shared_task(ignore_result=True, expires=60)
+def warn_time_limits() -> None:
+    """Tell the webhooks of jobs that ask of their runs that have used 90 % of their runtime
+    limits (jobs.time_limit_alerts); beat sends it every minute."""
+    time_limit_alerts.check()

@@ -34,6 +34,7 @@ from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import COUNTED_FROM
 from jobs.cli.commands import gpus_asked
+from jobs.cli.describe import and_joined
 from jobs.cli.written import exit_codes_said
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
@@ -60,6 +61,7 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 "secrets": "secrets-help", "volumes": "volumes-help",
                 "command": "command-help", "notify_start": "notify-start-help",
                 "notify_requeue": "notify-requeue-help",
+                "notify_time_limit": "notify-time-limit-help",
                 "retry_exit_codes": "retry-exit-codes-help"}  # fmt: skip
 
 
@@ -266,6 +268,8 @@ def job_page(
         "command_line": command_line(job.command),
         # In the unit the attempts' time used is read in, and in the seconds it was given in.
         "runtime_limit": efficiency.limit_said(job.max_runtime_s),
+        # What its team's webhook is told of it beyond its end.
+        "notifies": notifies(job),
         # The exit codes it retries on, a run of them as the form takes it (128-255).
         "retry_exit_codes": exit_codes_said(job.retry_exit_codes),
         # A batch is headed with its own state, not its first shard's.
@@ -292,6 +296,21 @@ def job_page(
         ),
     }
     return render(request, "portal/job.html", context, status=status)
+
+
+def notifies(job: Job) -> str:
+    """What its team's webhook is told of it beyond its end, as its page says it ("": only
+    that)."""
+    told = [
+        said
+        for asked, said in (
+            (job.notify_start, "its start" + (" (its first shard's)" if job.is_batch else "")),
+            (job.notify_requeue, "each requeue"),
+            (job.notify_time_limit, "90 % of its runtime limit used"),
+        )
+        if asked
+    ]
+    return and_joined(told)
 
 
 def started_with(workers: int, whole: int) -> str:

@@ -198,6 +198,8 @@ CELERY_BEAT_SCHEDULE = {
     # GPU-hour budget alerts (jobs.budget_alerts): one query a minute while no tenant has both a
     # budget and a webhook.
     "budget-alerts": {"task": "jobs.tasks.alert_budgets", "schedule": 60.0},
+    # Time-limit warnings (jobs.time_limit_alerts): one query a minute.
+    "time-limit-warnings": {"task": "jobs.tasks.warn_time_limits", "schedule": 60.0},
 }
 
 # Scheduler

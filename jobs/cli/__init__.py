@@ -3,7 +3,8 @@
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
                 [--retry-exit-codes CODE[,CODE...]] [--label KEY=VALUE ...]
-                [--volume NAME:PATH[:rw] ...] [--notify-start] [--test-only | --wait]
+                [--volume NAME:PATH[:rw] ...] [--notify-start] [--notify-requeue]
+                [--notify-time-limit] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -36,7 +37,9 @@
                      --notify-start: your team's webhook is told when it starts (its
                      notify_start), as Slurm's --mail-type=BEGIN; --notify-requeue: each
                      time it is stopped and queued again (notify_requeue), as
-                     --mail-type=REQUEUE.
+                     --mail-type=REQUEUE; --notify-time-limit: when a run has used 90 %
+                     of its runtime limit (notify_time_limit), as
+                     --mail-type=TIME_LIMIT_90.
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only. --wait then waits for it to

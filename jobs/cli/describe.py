@@ -164,9 +164,15 @@ def priority(job: dict) -> str:
 
 def notifies(job: dict) -> str:
     """What its team's webhook is told of it beyond its end: its start, each requeue."""
-    kinds = (("notify_start", "its start"), ("notify_requeue", "each requeue"))
+    kinds = (("notify_start", "its start"), ("notify_requeue", "each requeue"),
+             ("notify_time_limit", "90 % of its runtime limit used"))  # fmt: skip
     told = [said for field, said in kinds if job.get(field)]
-    return f"{' and '.join(told)}, to its team's webhook" if told else ""
+    return f"{and_joined(told)}, to its team's webhook" if told else ""
+
+
+def and_joined(items: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 2 else items)
 
 
 def retries(job: dict) -> str:

@@ -134,6 +134,11 @@ def add_submitting(commands) -> None:
              "notify_requeue; Slurm's --mail-type=REQUEUE)",
     )  # fmt: skip
     submitting.add_argument(
+        "--notify-time-limit", action="store_true",
+        help="tell your team's webhook when a run has used 90%% of its runtime limit (its "
+             "notify_time_limit; Slurm's --mail-type=TIME_LIMIT_90)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--wait", action="store_true",
         help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
     )  # fmt: skip

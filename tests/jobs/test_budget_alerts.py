@@ -344,7 +344,7 @@ def test_the_embedded_mode_checks_at_start_and_posts_from_a_thread(alpha, webhoo
     budget(alpha, 10)
     used(alpha, 9)
 
-    scheduler.alert_budgets_forever(Once())
+    scheduler.alerts_forever(Once())
 
     assert wait_until(lambda: webhook.received, timeout=10)
     assert [post.document["percent"] for post in webhook.received] == [80]

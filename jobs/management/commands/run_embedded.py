@@ -60,7 +60,7 @@ class Command(BaseCommand):
             target=scheduler.prune_forever, args=(stop,), name="prune", daemon=True
         ).start()
         threading.Thread(
-            target=scheduler.alert_budgets_forever, args=(stop,), name="budget-alerts", daemon=True
+            target=scheduler.alerts_forever, args=(stop,), name="alerts", daemon=True
         ).start()
         for name, _, inventory in DEMO_CLUSTERS:
             start_agent(name, inventory, f"http://{host}:{port}", stop)
