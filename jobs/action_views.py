@@ -1,12 +1,14 @@
 """The job page's actions, its forms posted: cancel, hold and release, requeue, resubmit, and
 the changes of a job's dependencies, priority, batch limit on shards running at once, fewest
-workers and labels. Each does what the API does, for whoever may; a refusal is the job page
-with why."""
+workers and labels; and the job list's, cancel, hold and release of the jobs ticked. Each does
+what the API does, for whoever may; a refusal is the job page with why."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
@@ -26,6 +28,7 @@ from jobs.action_serializers import (
 )
 from jobs.cli.written import names_in
 from jobs.forms import dependencies_input, refusal_text
+from jobs.placement.words import counted
 from jobs.serializers import CONSTRAINTS, REQUEST
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
 
@@ -285,3 +288,57 @@ def back_to(request, job):
     if not access.can_see(request.user, job):
         return redirect("index")
     return redirect("job", pk=job.pk)
+
+
+# The job list's verbs on the jobs ticked: each as the job page's button does it, and how the
+# list then says what it did.
+SELECTED_VERBS = {
+    "cancel": (lambda job, request: actions.cancel(job, f"canceled by {request.user}"),
+               "Canceled", "had already ended"),
+    "hold": (lambda job, request: actions.hold(job, str(request.user),
+                                               admin=request.user.is_superuser),
+             "Held", "had nothing queued"),
+    "release": (lambda job, request: actions.release_hold(job, str(request.user),
+                                                          admin=request.user.is_superuser),
+                "Released", "had no hold you may release"),
+}  # fmt: skip
+MAX_SELECTED = 100  # jobs ticked at once: two pages of the list
+
+
+@login_required
+@require_POST
+def act_on_selected(request):
+    """Cancel, hold or release (`verb`) each job ticked on the job list (`id`, repeated; a
+    batch's row: its shards, as its page's button), of those the user may cancel, then show the
+    list again (`next`, the list's address with its filters) with what was done. A verb or an
+    id that is not one is a 400 naming it; a job the user may not cancel is left alone."""
+    verb = request.POST.get("verb", "")
+    if verb not in SELECTED_VERBS:
+        return HttpResponse(f"verb: one of {', '.join(SELECTED_VERBS)}.", status=400,
+                            content_type="text/plain; charset=utf-8")  # fmt: skip
+    written = request.POST.getlist("id")
+    if not all(text.isascii() and text.isdigit() for text in written):
+        return HttpResponse("id: job ids, whole numbers.", status=400,
+                            content_type="text/plain; charset=utf-8")  # fmt: skip
+    if len(written) > MAX_SELECTED:
+        return HttpResponse(f"id: at most {MAX_SELECTED} jobs at once.", status=400,
+                            content_type="text/plain; charset=utf-8")  # fmt: skip
+    act, done_said, left_said = SELECTED_VERBS[verb]
+    done, left = [], []
+    ids = sorted({int(text) for text in written})
+    for job in access.cancelable_jobs(request.user).filter(pk__in=ids).order_by("pk"):
+        try:
+            (done if act(job, request) else left).append(job.pk)
+        except actions.HoldRefused:
+            left.append(job.pk)
+    if not ids:
+        messages.info(request, "No job was ticked.")
+    else:
+        said = f"{done_said} {counted(len(done), 'job')}"
+        if left:
+            said += f"; {', '.join(f'#{pk}' for pk in left)} {left_said}"
+        messages.success(request, f"{said}.")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
+        back = "/"
+    return redirect(back)

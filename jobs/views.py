@@ -93,6 +93,12 @@ def index(request):
         job.why = access.end_reason(job, mine) if ended else access.wait_sentence(job, hidden)
         if not job.is_batch:
             job.for_what, job.for_how_long = time_in_state(job, now)
+    # The rows the user may cancel, hold or release, ticked for the list's actions: live ones.
+    live = [job.pk for job in page if getattr(job, "listed_state", job.state) not in TERMINAL]
+    mayed = access.cancelable_jobs(request.user).filter(pk__in=live) if live else Job.objects.none()
+    ticks = set(mayed.values_list("pk", flat=True))
+    for job in page:
+        job.selectable = job.pk in ticks
     shown = ("state", "held", "tenant", "mine", "q", "since", "until", "batch")
     values = {k: request.GET.get(k, "") for k in shown}
     written = labels_written(request)
@@ -114,6 +120,9 @@ def index(request):
         # Jobs that have not ended, as one choice (the list takes states with commas).
         "live_states": ",".join(s for s in State.values if s not in TERMINAL),
         "tenants": access.tenants_of(request.user).order_by("name"),
+        # Whether the list's actions on the rows ticked are drawn, and where they come back to.
+        "selectable": bool(ticks),
+        "here": request.get_full_path(),
     }
     return render(request, "portal/index.html", context, status=400 if errors else 200)
 
