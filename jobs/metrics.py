@@ -36,8 +36,8 @@ from jobs.placement.fragmentation import FragmentationTable
 from jobs.placement.scoring import learn_workload
 from jobs.states import State
 from jobs.usage_queries import eligible_since, percentile_cont
-from quotas.models import Quota, RecentUse, Tenant
-from quotas.usage import usage_by_tenant
+from quotas.models import PriorityClass, Quota, RecentUse, Tenant
+from quotas.usage import class_gpus_held, usage_by_tenant
 
 WINDOW = timedelta(days=1)
 PLATFORM_KEY = "mlsched-metrics-platform"
@@ -157,7 +157,7 @@ def compute_platform(now) -> Platform:
     clock = database_now()
     return Platform(
         now,
-        [*gpus(now), *idle_gpus(now), *node_states(), *quarantined()],
+        [*gpus(now), *idle_gpus(now), *node_states(), *quarantined(), *classes()],
         [*scheduler(clock), *agents(clock)],
     )
 
@@ -280,6 +280,28 @@ def quarantined() -> list[Metric]:
     return metric("mlsched_nodes_quarantined", "gauge",
                   "Nodes cordoned by the control plane for failing several jobs.",
                   [({"cluster": c.name}, c.n) for c in clusters])  # fmt: skip
+
+
+def classes() -> list[Metric]:
+    """What each priority class's running work holds in GPUs, every team's together (no team
+    named), and its GPU limits where set, which count it: two queries."""
+    held, _ = class_gpus_held()
+    ranks = PriorityClass.objects.order_by("-value").values_list(
+        "pk", "name", "max_gpus", "max_gpus_per_user"
+    )
+    limits = []
+    for _, name, whole, per_user in ranks:
+        for kind, value in (("max_gpus", whole), ("max_gpus_per_user", per_user)):
+            if value is not None:
+                limits.append(({"class": name, "limit": kind}, value))
+    return [
+        *metric("mlsched_class_gpus", "gauge",
+                "GPUs each priority class's running work holds, every team's together.",
+                [({"class": name}, round(held.get(pk, 0.0), 3)) for pk, name, _, _ in ranks]),
+        *metric("mlsched_class_gpu_limit", "gauge",
+                "Each priority class's GPU limits where set: max_gpus (all its work), "
+                "max_gpus_per_user (one user's).", limits),
+    ]  # fmt: skip
 
 
 def labelled(values: dict[tuple[str, str], float], **extra) -> list:

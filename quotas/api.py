@@ -5,15 +5,16 @@ those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. Rate
 every user endpoint."""
 
 from django.conf import settings
-from django.db.models import Prefetch, Sum
+from django.db.models import Prefetch
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.models import GPU_MILLI, Allocation, Cluster
+from clusters.models import Cluster
 from jobs import access, reports
 from quotas import status
 from quotas.models import PriorityClass, TenantVolume
+from quotas.usage import class_gpus_held
 
 
 def teams_asked(request) -> list:
@@ -57,7 +58,7 @@ class PriorityClassesView(APIView):
         every = request.user.is_superuser and not request.query_params.get("tenant")
         listed = []
         defaults = {team.slug: team.default_priority_class_id for team in teams}
-        held, yours = gpus_held(request.user)
+        held, yours = class_gpus_held(request.user.pk)
         for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
             open_to = [team.slug for team in teams if rank.open_to(team)]
             default_for = [slug for slug, pk in defaults.items()
@@ -75,25 +76,6 @@ class PriorityClassesView(APIView):
                     "open_to": open_to, "default_for": default_for,
                 })  # fmt: skip
         return Response({"priority_classes": listed})
-
-
-def gpus_held(user) -> tuple[dict[int, float], dict[int, float]]:
-    """The GPUs the live allocations hold by priority class (its id), every team's together
-    (no team named) and `user`'s own, as its class's limits count them: one grouped query."""
-    held: dict[int, float] = {}
-    yours: dict[int, float] = {}
-    rows = (
-        Allocation.objects.active()
-        .filter(gpu_index__isnull=False)
-        .values_list("attempt__job__priority_class_id", "attempt__job__owner_id")
-        .annotate(milli=Sum("gpu_milli"))
-        .order_by()
-    )
-    for rank, owner, milli in rows:
-        held[rank] = held.get(rank, 0) + milli / GPU_MILLI
-        if owner == user.pk:
-            yours[rank] = yours.get(rank, 0) + milli / GPU_MILLI
-    return held, yours
 
 
 class VolumesView(APIView):

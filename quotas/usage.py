@@ -23,3 +23,23 @@ def usage_by_tenant(tenant_ids) -> dict[int, dict[str, float]]:
         if row["gpu"]:
             tenant[f"gpu:{row['node__gpu_type']}"] += row["gpu"] / GPU_MILLI
     return usage
+
+
+def class_gpus_held(user_id: int | None = None) -> tuple[dict[int, float], dict[int, float]]:
+    """The GPUs the live allocations hold by priority class (its id), every team's together
+    (no team named) and those of the user `user_id`, as a class's GPU limits count them: one
+    grouped query."""
+    held: dict[int, float] = defaultdict(float)
+    theirs: dict[int, float] = defaultdict(float)
+    rows = (
+        Allocation.objects.active()
+        .filter(gpu_index__isnull=False)
+        .values_list("attempt__job__priority_class_id", "attempt__job__owner_id")
+        .annotate(milli=Sum("gpu_milli"))
+        .order_by()
+    )
+    for rank, owner, milli in rows:
+        held[rank] += milli / GPU_MILLI
+        if owner == user_id:
+            theirs[rank] += milli / GPU_MILLI
+    return held, theirs

@@ -13,13 +13,20 @@ from clusters.models import Cluster, MaintenanceWindow
 from jobs import actions, cycle, janitor, metrics, snapshot
 from jobs.models import Attempt, Job
 from jobs.states import State
-from tests.factories import AttemptFactory, ClusterFactory, JobFactory, NodeFactory, UserFactory
+from tests.factories import (
+    AttemptFactory,
+    ClusterFactory,
+    JobFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    UserFactory,
+)
 from tests.processes import ROOT, process_env
 
 ORDER = [
     "mlsched_gpus", "mlsched_gpus_idle", "mlsched_gpus_largest_free_block",
     "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_gpus_booked_idle",
-    "mlsched_nodes", "mlsched_nodes_quarantined",
+    "mlsched_nodes", "mlsched_nodes_quarantined", "mlsched_class_gpus", "mlsched_class_gpu_limit",
     "mlsched_jobs",
     "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_tenant_usage", "mlsched_tenant_quota",
@@ -108,6 +115,22 @@ def test_it_counts_the_quarantined_nodes_of_each_cluster(scrape):
 
     assert 'mlsched_nodes_quarantined{cluster="east"} 1' in lines
     assert 'mlsched_nodes_quarantined{cluster="west"} 0' in lines
+
+
+def test_it_says_what_each_priority_class_holds_and_its_gpu_limits(scrape):
+    NodeFactory(gpu_count=8)
+    urgent = PriorityClassFactory(name="urgent", value=100, max_gpus=8)
+    JobFactory(gpus=3, priority_class=urgent)
+    PriorityClassFactory(name="low", value=-10, max_gpus_per_user=2)
+    cycle.run_cycle()
+
+    lines = scrape()
+
+    assert 'mlsched_class_gpus{class="urgent"} 3' in lines
+    assert 'mlsched_class_gpus{class="low"} 0' in lines
+    assert 'mlsched_class_gpu_limit{class="urgent",limit="max_gpus"} 8' in lines
+    assert 'mlsched_class_gpu_limit{class="low",limit="max_gpus_per_user"} 2' in lines
+    assert 'mlsched_class_gpu_limit{class="urgent",limit="max_gpus_per_user"}' not in "".join(lines)
 
 
 def test_gpus_in_maintenance_are_counted_apart_not_as_idle(scrape):
