@@ -4,7 +4,7 @@ Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--wai
                                  [--queue-depth none|N] [--shared-ranges]
                                  [--running-shares 0] [--maintenance 0]
                                  [--lend 1] [--elastic 0] [--topology 0]
-                                 [--fair-share-preemption]
+                                 [--fair-share-preemption] [--class-gpus 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -20,7 +20,8 @@ two hours on, for four hours, and a tenth of those racks are in one now (ending 
 With ``--lend F`` under 1 each tenant lends its cohort only that share of its guarantees (a lend
 limit), keeping the rest for itself. ``--fair-share-preemption`` turns on
 ``Policy.fair_share_preemption``: blocked GPU jobs of tenants under their fair share look for
-victims among tenants over it.
+victims among tenants over it. With ``--class-gpus F`` the top tier's work may hold that share
+of all GPUs at once (its class's ``max_gpus``: ``QueuedJob.class_gpu_limit``).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -257,11 +258,17 @@ def build_snapshot(
     elastic: float = 0.0,
     topology: float = 0.0,
     shares: float = 0.0,
+    class_gpus: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
     nodes, running = build_nodes(5000 * scale, rng, ranges, shares)
     queue = build_queue(20_000 * scale, rng, waited_s, elastic, topology)
+    if class_gpus:
+        limit = int(sum(len(node.gpu_free_milli) for node in nodes) * 1000 * class_gpus)
+        top = max(job.tier for job in queue)
+        queue = [dataclasses.replace(job, class_gpu_limit=limit) if job.tier == top else job
+                 for job in queue]  # fmt: skip
     if maintenance:
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
     return Snapshot(
@@ -304,6 +311,7 @@ def run(
     elastic: float = 0.0,
     topology: float = 0.0,
     shares: float = 0.0,
+    class_gpus: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
@@ -311,7 +319,17 @@ def run(
     means other processes took the cores.
     """
     snapshot = build_snapshot(
-        scale, seed, waited_s, policy, ranges, maintenance, lend, elastic, topology, shares
+        scale,
+        seed,
+        waited_s,
+        policy,
+        ranges,
+        maintenance,
+        lend,
+        elastic,
+        topology,
+        shares,
+        class_gpus,
     )
     walls, cpus = [], []
     for _ in range(repeat):
@@ -390,6 +408,12 @@ def main() -> None:
         action="store_true",
         help="Policy.fair_share_preemption: GPU jobs may evict tenants over their fair share",
     )
+    parser.add_argument(
+        "--class-gpus",
+        type=float,
+        default=0.0,
+        help="the share of all GPUs the top tier's work may hold at once (its class's max_gpus)",
+    )
     args = parser.parse_args()
     policy = Policy(fair_share_preemption=args.fair_share_preemption)
     if args.queue_depth:
@@ -401,6 +425,7 @@ def main() -> None:
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
             args.maintenance, args.lend, args.elastic, args.topology, args.running_shares,
+            args.class_gpus,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
