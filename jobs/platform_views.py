@@ -7,8 +7,9 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 
@@ -84,7 +85,8 @@ def usage(request):
     """The usage report of the user's tenants (every tenant for a platform admin) over a
     window, as a table; a bad date or team is a 400 with the form's error."""
     values = {name: request.GET.get(name, "")
-              for name in ("since", "until", "tenant", "by_label", "by_user")}  # fmt: skip
+              for name in ("since", "until", "tenant", "by_label",
+                           *(f"by_{split}" for split in reports.SPLITS))}  # fmt: skip
     tenants = access.report_tenants(request.user)
     report, errors = None, {}
     try:
@@ -98,6 +100,17 @@ def usage(request):
         "fields": described(errors),
         "tenants": tenants.order_by("name"),
         "headings": reports.HEADINGS,
+        # The splits by what every job has, those asked drawn: name, column, rows, CSV's name.
+        "splits": [
+            (
+                name,
+                heading,
+                report.split_rows(name) if report else [],
+                reverse("usage_split_csv", args=[name]),
+                bool(report) and name in report.splits,
+            )
+            for name, (_, heading) in reports.SPLITS.items()
+        ],  # fmt: skip
         "csv_query": urlencode({name: value for name, value in values.items() if value}),
     }
     return render(request, "portal/usage.html", context, status=400 if errors else 200)
@@ -125,11 +138,14 @@ def usage_by_label_csv(request):
 
 
 @login_required
-def usage_by_user_csv(request):
-    """The usage page's split by the users who submitted the jobs as a CSV file (Slurm's
-    sreport user top): a row per tenant and user, every figure, and how complete the window is
-    (read from the jobs, as the split by label is)."""
-    return report_csv(request, "usage-by-user", reports.USER_COLUMNS, reports.Report.user_split,
+def usage_split_csv(request, split: str):
+    """The usage page's split by the users who submitted the jobs (Slurm's sreport user top),
+    or by their priority classes, as a CSV file: a row per tenant and value, every figure, and
+    how complete the window is (read from the jobs, as the split by label is)."""
+    if split not in reports.SPLITS:
+        raise Http404(f"No split by {split}.")
+    return report_csv(request, f"usage-by-{split}", reports.split_columns(split),
+                      lambda report: report.split_cells(split),
                       lambda report: report.split_incomplete)  # fmt: skip
 
 

@@ -36,8 +36,9 @@ after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.prune
 
 Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
 the finished jobs and the started jobs; one more for a split by a label's values (``by_label``,
-from the attempts over the whole window: the roll-up keeps no labels), and one for a split by
-the users who submitted the jobs (``by_user``, Slurm's sreport user top, read the same way).
+from the attempts over the whole window: the roll-up keeps no labels), and one for each split by
+what every job has (``SPLITS``: the users who submitted the jobs, ``by_user``, Slurm's sreport
+user top; their priority classes, ``by_class``, as sreport splits by QOS; read the same way).
 The 95th percentile is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started
 jobs' waits are read and interpolated the same way.
 
@@ -92,8 +93,18 @@ HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours
 # The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
 # its jobs without the label), and every figure.
 LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
-# The split by user likewise: a row per tenant and user who submitted its jobs.
-USER_COLUMNS = ["tenant", "user", *COLUMNS[2:6], *COLUMNS[12:]]
+# The splits by what every job has (`?by_<name>=1`): what each reads of an attempt's job, and
+# the heading of its column on the usage page.
+SPLITS = {"user": (F("job__owner__username"), "User"),
+          "class": (F("job__priority_class__name"), "Priority class")}  # fmt: skip
+
+
+def split_columns(name: str) -> list[str]:
+    """A split's CSV columns, as the split by label's: a row per tenant and value."""
+    return ["tenant", name, *COLUMNS[2:6], *COLUMNS[12:]]
+
+
+USER_COLUMNS = split_columns("user")
 
 
 class BadParameter(ValueError):
@@ -111,20 +122,23 @@ def requested(params, tenants) -> "Report":
     """The report a request's parameters ask for: ``since`` and ``until`` (YYYY-MM-DD, midnight
     UTC; until defaults to now, since to 30 days before until), ``tenant`` (a slug; every
     one of ``tenants`` without it), ``by_label`` (a label key: each tenant's usage split by
-    its jobs' values of that label too) and ``by_user`` (1: split by the users who submitted
-    its jobs too). BadParameter names the first one wrong."""
+    its jobs' values of that label too) and, for each of SPLITS, ``by_<name>`` (1: split by
+    the users who submitted its jobs, or their priority classes, too). BadParameter names the
+    first one wrong."""
     now = database_now()
     since, until = window(params.get("since"), params.get("until"), now)
     key = label_key(params.get("by_label"))
-    users = by_users(params.get("by_user"))
-    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now, key, users)
+    splits = tuple(name for name in SPLITS if split_asked(params, name))
+    return usage(pick_tenants(tenants, params.get("tenant")), since, until, now, key, splits)
 
 
-def by_users(text: str | None) -> bool:
+def split_asked(params, name: str) -> bool:
+    """Whether `by_<name>` asks for the split by it."""
+    text = params.get(f"by_{name}")
     try:
         return flag(text) if text else False
     except ValueError as bad:
-        raise BadParameter("by_user", str(bad)) from None
+        raise BadParameter(f"by_{name}", str(bad)) from None
 
 
 def label_key(text: str | None) -> str | None:
@@ -179,8 +193,9 @@ class TenantUsage:
     # Split by the values of a label (Report.label): each TypeUsage's gpu_type is a value, None
     # for the jobs without the label.
     by_label: list[TypeUsage] = field(default_factory=list)
-    # Split by the users who submitted its jobs (Report.by_user): each gpu_type is a username.
-    by_user: list[TypeUsage] = field(default_factory=list)
+    # Split by what every job has (Report.splits): by name of SPLITS, each gpu_type a value
+    # of it (a username, a class's name).
+    by_split: dict[str, list[TypeUsage]] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     started: int = 0
     mean_wait_s: float | None = None
@@ -200,7 +215,7 @@ class Report:
     tenants: list[TenantUsage]
     rolled_up: tuple[date, date] | None = None  # the days [first, end) read from the roll-up
     label: str | None = None  # the label key each tenant's by_label splits its usage by
-    by_user: bool = False  # whether each tenant's by_user splits its usage by its users
+    splits: tuple[str, ...] = ()  # of SPLITS, those each tenant's by_split splits its usage by
 
     @property
     def split_incomplete(self) -> bool:
@@ -235,14 +250,15 @@ class Report:
         return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u)]
                 for t in self.tenants for u in t.by_label]  # fmt: skip
 
-    def user_rows(self) -> list[list[str]]:
-        """The split by user as table cells: per tenant a row for each user."""
-        return [[t.slug, u.gpu_type or "", *hours(u)] for t in self.tenants for u in t.by_user]
+    def split_rows(self, name: str) -> list[list[str]]:
+        """A split of SPLITS as table cells: per tenant a row for each value (a user)."""
+        return [[t.slug, u.gpu_type or "", *hours(u)]
+                for t in self.tenants for u in t.by_split.get(name, ())]  # fmt: skip
 
-    def user_split(self) -> list[list[str]]:
-        """The split by user as USER_COLUMNS' cells, every figure."""
+    def split_cells(self, name: str) -> list[list[str]]:
+        """A split of SPLITS as split_columns' cells, every figure."""
         return [[t.slug, u.gpu_type or "", *hours(u), *sizing(u)]
-                for t in self.tenants for u in t.by_user]  # fmt: skip
+                for t in self.tenants for u in t.by_split.get(name, ())]  # fmt: skip
 
     def label_split(self) -> list[list[str]]:
         """The split by label as LABEL_COLUMNS' cells, every figure."""
@@ -262,10 +278,10 @@ class Report:
             "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
             if self.rolled_up
             else None,
-            "tenants": [tenant_json(t, self.label, self.by_user) for t in self.tenants],
+            "tenants": [tenant_json(t, self.label, self.splits) for t in self.tenants],
             **({"by_label": self.label, "by_label_incomplete": self.split_incomplete}
                if self.label else {}),
-            **({"by_user_incomplete": self.split_incomplete} if self.by_user else {}),
+            **{f"by_{name}_incomplete": self.split_incomplete for name in self.splits},
         }  # fmt: skip
 
 
@@ -291,9 +307,8 @@ def type_label(gpu_type: str | None) -> str:
     return {None: "unknown", "": "none"}.get(gpu_type, gpu_type)
 
 
-def tenant_json(t: TenantUsage, label: str | None = None, by_user: bool = False) -> dict:
+def tenant_json(t: TenantUsage, label: str | None = None, splits: tuple[str, ...] = ()) -> dict:
     split = {"by_label": [{"value": u.gpu_type, **figures_json(u)} for u in t.by_label]}
-    users = {"by_user": [{"user": u.gpu_type, **figures_json(u)} for u in t.by_user]}
     return {
         "tenant": t.slug,
         "name": t.name,
@@ -306,7 +321,10 @@ def tenant_json(t: TenantUsage, label: str | None = None, by_user: bool = False)
         },
         "by_gpu_type": [{"gpu_type": u.gpu_type, **figures_json(u)} for u in t.by_type],
         **(split if label else {}),
-        **(users if by_user else {}),
+        **{
+            f"by_{name}": [{name: u.gpu_type, **figures_json(u)} for u in t.by_split[name]]
+            for name in splits
+        },
     }
 
 
@@ -329,13 +347,13 @@ def usage(
     until: datetime,
     now: datetime,
     label: str | None = None,
-    by_user: bool = False,
+    splits: tuple[str, ...] = (),
 ) -> Report:
     """The tenants' usage over [since, until), attempts still running counted up to ``now``:
     the whole days the daily roll-up has written read from it, the rest from the jobs. With a
-    `label` key, each tenant's usage split by its jobs' values of it too, and `by_user`, by
-    the users who submitted them, each from the attempts over the whole window (the roll-up
-    keeps neither)."""
+    `label` key, each tenant's usage split by its jobs' values of it too, and by each of
+    `splits` (SPLITS: the users who submitted them, their classes), each from the attempts
+    over the whole window (the roll-up keeps none of them)."""
     ids = [t.pk for t in tenants]
     span = rolled_span(since, until)
     live = live_pieces(since, until, span)
@@ -346,16 +364,16 @@ def usage(
     by_label = {}
     if label:
         by_label = attempt_usage(ids, since, until, now, LabelValue(label, "job__labels"))
-    users = attempt_usage(ids, since, until, now, F("job__owner__username")) if by_user else {}
+    by_split = {name: attempt_usage(ids, since, until, now, SPLITS[name][0]) for name in splits}
     found = []
     for t in tenants:
         waits = whole.waits.get(t.pk, Waits())
         jobs = whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
         by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
-        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []),
-                                 users.get(t.pk, []), jobs, waits.started, waits.mean(),
-                                 waits.p95()))  # fmt: skip
-    return Report(since, until, now, pruned_before(now), found, span, label, by_user)
+        split = {name: rows.get(t.pk, []) for name, rows in by_split.items()}
+        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []), split, jobs,
+                                 waits.started, waits.mean(), waits.p95()))  # fmt: skip
+    return Report(since, until, now, pruned_before(now), found, span, label, splits)
 
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:

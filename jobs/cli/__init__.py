@@ -177,12 +177,13 @@
                      those). Followed, it asks again for five minutes while the server
                      does not answer or answers 5xx (a restart), as wait does
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
-          [--by-user]
+          [--by-user] [--by-class]
                      GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
                      tenants, by GPU type (default: the last 30 days); --by-label: then
                      each tenant's usage by its jobs' values of that label ("(none)": jobs
                      without it), as chargeback by project; --by-user: then by the users
-                     who submitted its jobs, as Slurm's sreport user top
+                     who submitted its jobs, as Slurm's sreport user top; --by-class:
+                     then by the priority classes its jobs ran at
     quota [--tenant SLUG]
                      per tenant and flavor: guaranteed, borrow limit, lend limit (how much
                      of its idle guarantee its cohort may borrow), in use, borrowed, and

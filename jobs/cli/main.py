@@ -317,6 +317,10 @@ def add_reading(commands) -> None:
         "--by-user", action="store_true",
         help="also each tenant's usage by the users who submitted its jobs (sreport user top)",
     )  # fmt: skip
+    report.add_argument(
+        "--by-class", action="store_true",
+        help="also each tenant's usage by the priority classes its jobs ran at",
+    )  # fmt: skip
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     ranks = commands.add_parser("classes")

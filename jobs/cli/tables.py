@@ -18,7 +18,8 @@ FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hou
 
 def usage(api: Api, args) -> None:
     params = {name: getattr(args, name) for name in ("since", "until", "tenant", "by_label")}
-    params["by_user"] = "1" if getattr(args, "by_user", False) else None
+    splits = [name for name in ("user", "class") if getattr(args, f"by_{name}", False)]
+    params |= {f"by_{name}": "1" for name in splits}
     report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
     show(f"from {report['since']} to {report['until']}, running attempts counted to "
          f"{report['counted_to']}")  # fmt: skip
@@ -35,14 +36,14 @@ def usage(api: Api, args) -> None:
                  *(f"{u[k]:.2f}" for k in FIGURES)]
                 for t in report["tenants"] for u in t["by_label"]]  # fmt: skip
         table([header, *rows])
-    if params["by_user"]:
+    for name in splits:
         show("")
-        if report["by_user_incomplete"]:
-            show(f"note: by user, read from the jobs kept: those finished before "
+        if report[f"by_{name}_incomplete"]:
+            show(f"note: by {name}, read from the jobs kept: those finished before "
                  f"{report['pruned_before']} are not counted")  # fmt: skip
-        rows = [[t["tenant"], u["user"], *(f"{u[k]:.2f}" for k in FIGURES)]
-                for t in report["tenants"] for u in t["by_user"]]  # fmt: skip
-        table([["tenant", "user", *USAGE_HEADER[2:6]], *rows])
+        rows = [[t["tenant"], u[name], *(f"{u[k]:.2f}" for k in FIGURES)]
+                for t in report["tenants"] for u in t[f"by_{name}"]]  # fmt: skip
+        table([["tenant", name, *USAGE_HEADER[2:6]], *rows])
 
 
 QUEUE_HEADER = ["tenant", "owner", "place", "in team", "id", "gpus", "waited", "points",

@@ -37,11 +37,11 @@ def alpha_usage():
 def test_a_tenants_usage_is_split_by_its_users(alpha_usage):
     alpha, _ = alpha_usage
 
-    (usage,) = reports.usage([alpha], SINCE, UNTIL, LATER, by_user=True).tenants
+    (usage,) = reports.usage([alpha], SINCE, UNTIL, LATER, splits=("user",)).tenants
 
-    assert {u.gpu_type: (u.gpu_hours, u.wasted_gpu_hours) for u in usage.by_user} == {
+    assert {u.gpu_type: (u.gpu_hours, u.wasted_gpu_hours) for u in usage.by_split["user"]} == {
         "alice": (3.0, 0.0), "bob": (1.0, 0.5)}  # fmt: skip
-    assert reports.usage([alpha], SINCE, UNTIL, LATER).tenants[0].by_user == []
+    assert reports.usage([alpha], SINCE, UNTIL, LATER).tenants[0].by_split == {}
 
 
 def test_the_api_gives_the_split_and_names_a_bad_value(alpha_usage, settings):
