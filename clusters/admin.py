@@ -64,8 +64,9 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
     """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
     the cluster's agent, which reads every tenant's work placed there)."""
 
-    list_display = ["name", "backend", "region", "placement_cost", "health", "last_heartbeat"]
-    list_filter = ["backend", "health"]
+    list_display = ["name", "backend", "region", "placement_cost", "interruptible", "health",
+                    "last_heartbeat"]  # fmt: skip
+    list_filter = ["backend", "interruptible", "health"]
     readonly_fields = ["health", "last_heartbeat", "agent_release", "node_table"]
     formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["rotate_agent_token"]

@@ -81,6 +81,14 @@ class Cluster(models.Model):
         "your own first and burst there when it is full. A gang needing fewer nodes elsewhere "
         "still goes there. Equal costs: the best fit decides. It moves no running work.",
     )
+    interruptible = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its nodes may be taken back at any time (a cloud's spot or preemptible "
+        "instances): only preemptible jobs are placed on it, and a job whose node is lost "
+        "there is queued again without using a retry, as a preemption is. Give it a lower "
+        "placement cost to run preemptible work there first.",
+    )
     # The fields of the run spec its agent keeps (``base.AttemptSpec``'s, as the agent's
     # release knows them), from its heartbeats; None: it has not said (a release before they
     # did), so none of the newer fields can be relied on: work needing one is placed elsewhere.

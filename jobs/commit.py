@@ -36,6 +36,7 @@ class NodeState:
     window: Span | None = None  # its next maintenance window or booking not yet ended
     gpu_type: str = ""
     cluster_labels: dict[str, str] = field(default_factory=dict)
+    interruptible: bool = False  # its cluster's nodes may be taken back at any time
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
@@ -127,6 +128,7 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             name=n["name"],
             gpu_type=n["gpu_type"],
             cluster_labels=n["cluster__labels"],
+            interruptible=n["cluster__interruptible"],
         )
         for n in locked.values(
             "id",
@@ -139,6 +141,7 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             "name",
             "gpu_type",
             "cluster__labels",
+            "cluster__interruptible",
         )
     }
     windows = next_window(moment, ((i, node.cluster_id) for i, node in nodes.items()))
@@ -190,9 +193,10 @@ def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | Non
 
 def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
     """Whether every node the job's workers go to is one its row takes now: a GPU type it
-    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude. Where
-    it may run changed since the snapshot (actions.change_constraints) is decided again next
-    cycle."""
+    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude, and
+    for a job that is not preemptible, a cluster whose nodes are not taken back at any time.
+    Where it may run changed since the snapshot (actions.change_constraints, the admin's
+    cluster) is decided again next cycle."""
     for worker in outcome.workers:
         node = nodes.get(int(worker.node_id))
         if node is None:
@@ -202,6 +206,8 @@ def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
         if any(node.cluster_labels.get(k) != v for k, v in job.cluster_selector.items()):
             return False
         if node.name in job.exclude_nodes:
+            return False
+        if node.interruptible and not job.preemptible:
             return False
     return True
 

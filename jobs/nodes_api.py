@@ -209,7 +209,7 @@ def clusters_json(rows: list[Listed]) -> list[dict]:
                 kind["idle_for_you"] += row.gpus_idle if row.takes_your_work else 0
         answer.append({
             "name": cluster.name, "region": cluster.region, "health": cluster.health,
-            "placement_cost": cluster.placement_cost,
+            "placement_cost": cluster.placement_cost, "interruptible": cluster.interruptible,
             "last_heartbeat": cluster.last_heartbeat
             and TIME.to_representation(cluster.last_heartbeat),
             "nodes": {state: states[state] for state in STATES},

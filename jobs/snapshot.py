@@ -147,7 +147,13 @@ def read(
     backing_off = [job for job in backoff_jobs(now) if job["id"] not in waiting]
     clusters = list(
         Cluster.objects.order_by("id").values(
-            "id", "labels", "health", "placement_cost", "backend", "agent_spec_fields"
+            "id",
+            "labels",
+            "health",
+            "placement_cost",
+            "backend",
+            "agent_spec_fields",
+            "interruptible",
         )
     )
     provisions = Provisions.read()
@@ -603,17 +609,21 @@ NO_CLUSTER = "none"
 
 def cluster_ids(job: dict, clusters, provisions: Provisions = NO_PROVISIONS) -> tuple[str, ...]:
     """The clusters a job may run on (empty: any cluster): those whose labels match its
-    selector, that have the data volumes it mounts, and whose agents keep what the job needs
-    of its run spec (its secrets, those given as files, its volumes, its team's registry
-    credential: ``base.spec_fields_lacking``); ``p.NO_ABLE_AGENT`` when the selector matches
-    clusters with its volumes but none of their agents does."""
+    selector, that have the data volumes it mounts, whose agents keep what the job needs of
+    its run spec (its secrets, those given as files, its volumes, its team's registry
+    credential: ``base.spec_fields_lacking``), and, for a job that is not preemptible, those
+    whose nodes are not taken back at any time (``Cluster.interruptible``);
+    ``p.NO_ABLE_AGENT`` when the selector matches clusters with its volumes but none of their
+    agents does."""
     selector, tenant, mounts = job["cluster_selector"], job["tenant_id"], job["volumes"]
     registries = provisions.credentials.get(tenant)
     pulls = bool(registries) and image_registry(job["image"]) in registries
     as_files = not provisions.files.get(tenant, set()).isdisjoint(job["secrets"])
-    if not (selector or job["secrets"] or pulls or mounts):
+    steady = not job["preemptible"] and any(c["interruptible"] for c in clusters)
+    if not (selector or job["secrets"] or pulls or mounts or steady):
         return ()
-    matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
+    matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())
+                and not (steady and c["interruptible"])]  # fmt: skip
     if mounts:
         places = provisions.volumes
         matching = [c for c in matching if tenant_volumes.on_cluster(places, tenant, mounts, c)]

@@ -102,6 +102,8 @@ class Claimed:
     tier: int = 0
     class_user_gpu_limit: int | None = None
     class_gpu_limit: int | None = None
+    # Whether it may be stopped for others: only such a job runs on an interruptible cluster.
+    preemptible: bool = True
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -253,7 +255,7 @@ def read(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
         "gpu_types", "cluster_selector", "exclude_nodes", "priority_class__value",
-        "priority_class__max_gpus_per_user", "priority_class__max_gpus",
+        "priority_class__max_gpus_per_user", "priority_class__max_gpus", "preemptible",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -270,9 +272,10 @@ def read(
             tier,
             in_milli(per_user),
             in_milli(whole),
+            preemptible,
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
-             gpus, share, types, selector, excluded, tier, per_user, whole) in rows
+             gpus, share, types, selector, excluded, tier, per_user, whole, preemptible) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

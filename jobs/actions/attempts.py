@@ -9,7 +9,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
-from clusters.models import Allocation, Node
+from clusters.models import Allocation, Cluster, Node
 from jobs import dependencies, events, quarantine, retrying, rollup
 from jobs.actions.lifecycle import (
     ENDED_VERBS,
@@ -213,9 +213,10 @@ def end_attempt(
     rules: user errors (but those it asked to retry: retry_user_errors, retry_exit_codes),
     timeouts and GPUs idle past the team's limit fail it visibly; infrastructure failures
     and lost attempts requeue it with exponential backoff until max_retries is used;
-    preemption requeues it without using a retry. A user error that
-    is not ``retriable`` (the job's set-up, which no run of it mends: a secret gone) fails it
-    even if it asked to retry its own errors.
+    preemption requeues it without using a retry, and so does a node's failure or loss on an
+    interruptible cluster (its node taken back). A user error that is not ``retriable`` (the
+    job's set-up, which no run of it mends: a secret gone) fails it even if it asked to retry
+    its own errors.
     """
     now = now or timezone.now()
     job_id = Attempt.objects.values_list("job_id", flat=True).get(pk=attempt_id)
@@ -260,11 +261,23 @@ def follow_outcome(job: Job, attempt: Attempt, now, retriable: bool = True) -> N
         transition(job, State.CANCELED, reason or "canceled", attempt=attempt, now=now)
     elif outcome == Outcome.PREEMPTED:
         transition(job, State.QUEUED, reason or "preempted", attempt=attempt, now=now)
+    elif attempt.node_faulted and on_interruptible(attempt):
+        # Its node taken back (a spot instance): queued again as a preemption is.
+        transition(job, State.QUEUED, f"{outcome}: {reason} ({INTERRUPTED})", attempt=attempt,
+                   now=now)  # fmt: skip
     elif job.retries_used < job.max_retries:
         retry(job, attempt, now)
     else:
         transition(job, State.FAILED, f"{outcome}: {reason} (retries exhausted)",
                    attempt=attempt, now=now)  # fmt: skip
+
+
+INTERRUPTED = "an interruptible cluster's node: queued again, no retry used"
+
+
+def on_interruptible(attempt: Attempt) -> bool:
+    """Whether the attempt ran on a cluster whose nodes may be taken back at any time."""
+    return Cluster.objects.filter(pk=attempt.cluster_id, interruptible=True).exists()
 
 
 def retry(job: Job, attempt: Attempt, now) -> None:

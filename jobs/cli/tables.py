@@ -198,11 +198,13 @@ def classes(api: Api, args) -> None:
 
 
 CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",
-                  "gpu type", "gpus", "allocated", "idle for you", "cost"]  # fmt: skip
+                  "gpu type", "gpus", "allocated", "idle for you", "cost", "spot"]  # fmt: skip
 
 
 def clusters(api: Api, args) -> None:
-    """`clusters`: each cluster's nodes by state and its GPUs by type (Slurm's sinfo)."""
+    """`clusters`: each cluster's nodes by state and its GPUs by type (Slurm's sinfo), its
+    placement cost and whether its nodes may be taken back at any time (spot: "-" from a
+    server that does not say)."""
     rows = [CLUSTER_HEADER]
     for c in api.call("GET", "clusters/")["clusters"]:
         count, every = c["nodes"], sum(c["nodes"].values())
@@ -212,7 +214,8 @@ def clusters(api: Api, args) -> None:
             gpus = ["-"] * 4 if kind is None else [
                 kind["gpu_type"], str(kind["total"]), amount(kind["allocated"]),
                 str(kind["idle_for_you"])]  # fmt: skip
-            rows.append([c["name"], c["health"], *nodes, *gpus, str(c["placement_cost"])])
+            spot = {True: "yes", False: "no"}.get(c.get("interruptible"), "-")
+            rows.append([c["name"], c["health"], *nodes, *gpus, str(c["placement_cost"]), spot])
     table(rows, names=2)
 
 

@@ -37,7 +37,9 @@ def portal_ids(user, query: str) -> list[int]:
     client = Client()
     client.force_login(user)
     page = client.get(f"/?{query}").content.decode()
-    return [int(n) for n in re.findall(r"<tr class=[^>]*>\s*<td>(\d+)</td>", page)]
+    # Each row's id: its first cell, or its second after the tick of a job one may change.
+    row = r"<tr class=[^>]*>\s*(?:<td>(?:<input [^>]*>)?</td>)?<td>(\d+)</td>"
+    return [int(n) for n in re.findall(row, page)]
 
 
 def ids(jobs, *names) -> list[int]:

@@ -194,7 +194,8 @@ def test_the_cli_lists_the_clusters_and_their_nodes(cli, fleet):  # noqa: F811
 
     assert clusters.returncode == 0, clusters.stderr
     assert clusters.stdout.split("\n")[1].split() == [
-        "east", "healthy", "11", "3", "1", "2", "5", "A100", "80", "10.5", "31", "0"]  # fmt: skip
+        "east", "healthy", "11", "3", "1", "2", "5", "A100", "80", "10.5", "31", "0",
+        "no"]  # fmt: skip
     assert nodes.returncode == 0, nodes.stderr
     assert [line.split()[:4] for line in nodes.stdout.splitlines()] == [
         ["cluster", "node", "state", "gpu"], ["east", "mixed", "mixed", "A100"]]  # fmt: skip
