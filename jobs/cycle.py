@@ -14,7 +14,8 @@
     5. explain   store each waiting job's reason code, sentence and estimated start (jobs the
                  core never saw: one waiting for a dependency, waiting_for_dependency; one
                  waiting out its retry backoff, retry_backoff, until its backoff ends; one
-                 deferred, deferred, until its begin); and record the line the jobs left
+                 deferred, deferred, until its begin; one of a team whose placements a
+                 platform admin paused, team_paused); and record the line the jobs left
                  waiting stand in (standing.py)
     6. notify    after commit: agents and live views hear of the changes
 
@@ -162,7 +163,19 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         why = ("waiting_for_dependency", dependencies.sentence(waits_for), None)
         if loaded.pending.get(job_id) != why:
             changes[job_id] = why
+    for job_id, because in loaded.paused.items():
+        why = (PAUSED, paused_sentence(because), None)
+        if loaded.pending.get(job_id) != why:
+            changes[job_id] = why
     actions.record_pending(changes)
+
+
+PAUSED = "team_paused"  # a job of a tenant whose placements a platform admin paused
+
+
+def paused_sentence(because: str) -> str:
+    """Why a job of a tenant whose placements a platform admin paused waits."""
+    return f"Its team's placements are paused by a platform admin: {because.rstrip('.')}."[:300]
 
 
 def not_yet(until: datetime, begin: datetime | None) -> tuple[str, str, datetime]:

@@ -101,6 +101,9 @@ class Loaded:
     # Tenants with queued jobs whose image their allowed images no longer let through, left
     # out of the snapshot (``disallowed``): the cycle holds those jobs.
     disallowed: set[int] = field(default_factory=set)
+    # Queued jobs of tenants whose placements a platform admin paused, left out of the
+    # snapshot: {id: why} (Tenant.placements_paused), which the cycle stores as they wait.
+    paused: dict[int, str] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -140,6 +143,11 @@ def read(
     refused = disallowed(queued, every)
     if refused:
         queued = [job for job in queued if job["id"] not in refused]
+    # A paused tenant's queued jobs are not the core's to place: they wait, saying why.
+    pauses = {tenant.pk: tenant.placements_paused for tenant in every if tenant.placements_paused}
+    paused_rows = [job for job in queued if job["tenant_id"] in pauses]
+    if paused_rows:
+        queued = [job for job in queued if job["tenant_id"] not in pauses]
     failed = failed_nodes([job["id"] for job in queued if job["retries_used"]], now)
     waiting_pending, waiting = dependencies.waiting()
     # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
@@ -187,7 +195,7 @@ def read(
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
-        for job in queued + backing_off
+        for job in queued + backing_off + paused_rows
     }
     claims = {job["id"]: job["preempting_until"] for job in queued}
     backoff = {job["id"]: (job["not_before"], job["begin"]) for job in backing_off}
@@ -196,6 +204,7 @@ def read(
     return Loaded(
         snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped,
         recent, set(refused.values()),
+        paused={job["id"]: pauses[job["tenant_id"]] for job in paused_rows},
     )  # fmt: skip
 
 

@@ -179,8 +179,10 @@ class Limits:
         shards: Counter[str],
         budget: BudgetCheck | None = None,
         classes: Collection[tuple[int, int, int]] = (),
+        paused: Collection[str] = (),
     ):
         self.jobs = jobs
+        self.paused = set(paused)  # tenants whose placements a platform admin paused
         self.ledger = Ledger(tenants)
         self.gpus = GpuLimits(tenants, ())
         for tenant, owner, gpu_milli in users:
@@ -191,15 +193,16 @@ class Limits:
         self.budget = budget
 
     def allows(self, outcome: p.Outcome) -> bool:
-        """Whether the placement keeps its tenant within its quotas and its GPU-hour budget,
-        its user within the tenant's GPU limit, its class within its GPU limits and its batch
-        within its shards' limit, with
-        everything charged so far, and starts at least the fewest workers its job allows."""
+        """Whether the placement's tenant is not paused, and it keeps the tenant within its
+        quotas and its GPU-hour budget, its user within the tenant's GPU limit, its class within
+        its GPU limits and its batch within its shards' limit, with everything charged so far,
+        and starts at least the fewest workers its job allows."""
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
         limit = job.max_running_shards
         return (
-            len(outcome.workers) >= job.fewest
+            job.tenant not in self.paused
+            and len(outcome.workers) >= job.fewest
             and all(held(worker) == job.request for worker in outcome.workers)
             and (job.batch is None or limit is None or self.shards[job.batch] < limit)
             and self.ledger.allows(job.tenant, used)
@@ -306,7 +309,8 @@ def read(
     tenants = [core_tenant(t, usage[t.pk]) for t in locked]
     if budget is not None:
         budget.add_others(locked)
-    return Limits(jobs, tenants, users, running_shards(limited), budget, class_gpus(jobs))
+    paused = [str(t.pk) for t in locked if t.placements_paused]
+    return Limits(jobs, tenants, users, running_shards(limited), budget, class_gpus(jobs), paused)
 
 
 # A priority class that limits the GPUs its work holds.

@@ -7,7 +7,8 @@ added to the queue, built as submit builds them and read as the snapshot reads a
 stored job's, as a new job's id would: so they take their place in the real queue's order.
 The Decision is only read: no job, event, pending reason, eviction or reservation is written.
 What the core never sees, the answer says in its `notes`: a begin to come, dependencies not
-met yet, a deadline the job could not end by if it started at its estimated start.
+met yet, a deadline the job could not end by if it started at its estimated start, its team's
+placements paused by a platform admin.
 """
 
 import time
@@ -53,7 +54,7 @@ def estimate(owner, tenant, spec: dict) -> dict:
     jobs = [job_answer(index, outcomes[job_id], names, back) for index, job_id in enumerate(ids)]
     group = {"tenant_id": tenant.pk, "owner_id": owner.pk, "name": spec["name"]}
     waiting_for = dependencies.unmet_now(waits, spec["singleton"], group)
-    return answer(jobs, spec, waiting_for, created)
+    return answer(jobs, spec, waiting_for, created, tenant.placements_paused)
 
 
 def job_answer(index: int, outcome: Outcome, names: dict[str, str], back: datetime) -> dict:
@@ -81,11 +82,17 @@ def job_answer(index: int, outcome: Outcome, names: dict[str, str], back: dateti
     }
 
 
-def answer(jobs: list[dict], spec: dict, waiting_for: list, now: datetime) -> dict:
+def answer(
+    jobs: list[dict], spec: dict, waiting_for: list, now: datetime, paused: str = ""
+) -> dict:
     """The submission's answer: whether every job of it starts now, when the last would start
-    (None: no estimate), and what the core did not see."""
+    (None: no estimate), and what the core did not see (`paused`: why a platform admin paused
+    its tenant's placements, which keeps it from starting however the core placed it)."""
     starts = [now if job["status"] == PLACED else job["estimated_start"] for job in jobs]
-    start = None if None in starts or waiting_for else max(starts)
+    start = None if None in starts or waiting_for or paused else max(starts)
+    if paused:
+        return {"starts_now": False, "estimated_start": None, "jobs": jobs,
+                "notes": [cycle.paused_sentence(paused)]}  # fmt: skip
     begin, notes = spec["begin"], []
     if begin is not None:
         notes.append(cycle.not_yet(begin, begin)[1])

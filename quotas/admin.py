@@ -97,7 +97,7 @@ class TenantForm(Drawn):
 
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
-                    "allowed_images", "notify_url")  # fmt: skip
+                    "allowed_images", "notify_url", "placements_paused")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -225,7 +225,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
     share, cohort, its GPU-hour budget and idle-GPU limit, the images its jobs may run, its
-    job-end notifications' URL, its default priority class) and
+    job-end notifications' URL, its default priority class, a pause of its placements) and
     new tenants are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
@@ -255,7 +255,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         # platform's decision, as what images run is. The secret (not editable) is not shown.
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
-                "allowed_images", "notify_url", "default_priority_class")  # fmt: skip
+                "allowed_images", "notify_url", "default_priority_class",
+                "placements_paused")  # fmt: skip
 
     def get_changelist_instance(self, request):
         """The list's page, each tenant given its turn from one read of the line (a row's

@@ -144,6 +144,17 @@ class Tenant(models.Model):
         help_text="The class of its jobs submitted without one (Slurm's DefaultQOS): one open "
         "to the tenant. Empty: normal.",
     )
+    # Kueue's ClusterQueue stopPolicy Hold, a platform admin's: none of its queued work starts
+    # while set; what runs runs on.
+    placements_paused = models.CharField(
+        "placements paused, because",
+        max_length=200,
+        blank=True,
+        db_default="",
+        help_text="Why none of the tenant's queued jobs may start now (an incident, a team "
+        "over what it should run): while set, they stay queued, saying it; its running jobs "
+        "run on and it may still submit. Empty: its work is placed as any.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -62,6 +62,9 @@ class TeamQuotas:
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
     allowed_images: list[str]  # the image patterns its jobs may run; []: any image
+    # Why a platform admin paused its placements ("": they are not): none of its queued jobs
+    # starts meanwhile.
+    placements_paused: str = ""
     # Its fair share and turn among the teams waiting as the last placement cycle's line
     # recorded them (GET /api/v1/queue/'s fair_share); None: no job of it waited then.
     fair_share: dict | None = None
@@ -142,6 +145,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
             allowed_images=team.image_patterns(),
+            placements_paused=team.placements_paused,
             fair_share=standing.turn_json(turns.get(team.pk), team.name),
         )
         for team in teams

@@ -162,6 +162,8 @@ def quota(api: Api, args) -> None:
         only = f", images only {' '.join(images)}" if images else ""
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
+        if paused := team.get("placements_paused"):
+            show(f"  placements paused by a platform admin: {paused}")
         if share := team.get("fair_share"):
             show(f"  {share['sentence']}")
     on = answer.get("fair_share_preemption_classes")

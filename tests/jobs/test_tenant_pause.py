@@ -1,0 +1,124 @@
+"""A tenant's placements paused by a platform admin (Kueue's ClusterQueue stopPolicy Hold):
+while `Tenant.placements_paused` says why, none of its queued jobs starts (they wait as
+`team_paused`, saying it), its running jobs run on, and the commit checks it again under the
+tenant's lock; the quotas API, page and CLI, and a test-only submission, say it."""
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from rest_framework.test import APIClient
+
+from jobs import cycle, snapshot
+from jobs.commit import commit_batch
+from jobs.models import Job
+from jobs.placement import PLACED, place
+from jobs.states import State
+from quotas.models import Tenant
+from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, UserFactory
+from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
+from tests.quotas.test_notify_admin import change_page, tenant_form
+
+pytestmark = pytest.mark.django_db
+WHY = "an incident: its jobs flood the shared storage"
+SAID = f"Its team's placements are paused by a platform admin: {WHY}."
+
+
+@pytest.fixture
+def room(east):
+    PriorityClassFactory(name="normal", value=0)
+    return NodeFactory(cluster=east, gpu_count=8)
+
+
+def pause(tenant, why: str = WHY) -> None:
+    Tenant.objects.filter(pk=tenant.pk).update(placements_paused=why)
+
+
+def test_a_paused_teams_jobs_wait_saying_why_while_others_start(room, alpha, gamma):
+    running = JobFactory(tenant=alpha, gpus=2)
+    cycle.run_cycle()
+    pause(alpha)
+    waiting = JobFactory(tenant=alpha, gpus=2)
+    other = JobFactory(tenant=gamma, gpus=2)
+
+    cycle.run_cycle()
+
+    states = {job.pk: job for job in Job.objects.all()}
+    assert (states[waiting.pk].state, states[waiting.pk].pending_reason) == (
+        State.QUEUED, "team_paused"
+    )  # fmt: skip
+    assert states[waiting.pk].pending_message == SAID
+    assert states[other.pk].state == State.SCHEDULED
+    assert states[running.pk].state == State.SCHEDULED  # runs on
+
+
+def test_its_jobs_start_once_the_pause_is_lifted(room, alpha):
+    pause(alpha)
+    job = JobFactory(tenant=alpha, gpus=2)
+    cycle.run_cycle()
+
+    pause(alpha, "")
+    cycle.run_cycle()
+
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
+
+
+def test_a_pause_after_the_snapshot_holds_at_the_commit(room, alpha):
+    job = JobFactory(tenant=alpha, gpus=2)
+    placed = [o for o in place(snapshot.load(time.time()).snapshot).outcomes
+              if o.status == PLACED]  # fmt: skip
+
+    pause(alpha)
+
+    assert commit_batch(placed, datetime.now(tz=UTC)) == set()
+    assert Job.objects.get(pk=job.pk).state == State.QUEUED
+
+
+def test_a_test_only_submission_says_it_would_not_start(room, alpha, alice):
+    pause(alpha)
+    client = APIClient()
+    client.force_authenticate(alice)
+    body = {"tenant": "alpha", "name": "x", "family": "training", "image": "i",
+            "command": ["x"], "cpu_milli": 1000, "memory_mb": 1000, "gpus": 1,
+            "max_runtime_s": 60}  # fmt: skip
+
+    answer = client.post("/api/v1/jobs/test/", body, format="json").json()
+
+    assert (answer["starts_now"], answer["estimated_start"], answer["notes"]) == (
+        False, None, [SAID]
+    )  # fmt: skip
+
+
+def test_the_quotas_api_page_and_cli_say_it(room, alpha, alice, mlsched):  # noqa: F811
+    pause(alpha)
+    client = APIClient()
+    client.force_authenticate(alice)
+
+    (team,) = client.get("/api/v1/quotas/").json()["tenants"]
+    client.force_login(alice)
+    page = client.get("/quotas/").content.decode()
+    status, out, err = mlsched("quota")
+
+    assert team["placements_paused"] == WHY
+    assert f"Its placements are paused by a platform admin ({WHY})" in page
+    assert status == 0, err
+    assert f"  placements paused by a platform admin: {WHY}" in out.splitlines()
+
+
+def test_a_platform_admin_pauses_it_in_the_admin_and_a_tenant_admin_may_not_lift_it(alpha, alice):
+    root, owner = Client(), Client()
+    root.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    User.objects.filter(pk=alice.pk).update(is_staff=True)
+    alice.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_tenant", "change_tenant"])
+    )
+    owner.force_login(alice)
+
+    paused = root.post(change_page(alpha), tenant_form(alpha, placements_paused=WHY))
+    lifted = owner.post(change_page(alpha), tenant_form(alpha, placements_paused=""))
+
+    alpha.refresh_from_db()
+    assert (paused.status_code, lifted.status_code, alpha.placements_paused) == (302, 302, WHY)
+    assert 'name="placements_paused"' not in owner.get(change_page(alpha)).text
