@@ -178,6 +178,8 @@ def read(
     growing = policy.grow_after_s is not None
     named = ids_by_name(inventory)
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
+    # Nor does a paused tenant's running elastic gang grow (more workers: a new placement).
+    elastic = tuple(gang for gang in elastic if int(gang.job.tenant) not in pauses)
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,

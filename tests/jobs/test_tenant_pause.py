@@ -13,12 +13,13 @@ from rest_framework.test import APIClient
 
 from jobs import cycle, snapshot
 from jobs.commit import commit_batch
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Tenant
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, UserFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
+from tests.jobs.test_elastic_growth_cycle import started_gang
 from tests.quotas.test_notify_admin import change_page, tenant_form
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +123,12 @@ def test_a_platform_admin_pauses_it_in_the_admin_and_a_tenant_admin_may_not_lift
     alpha.refresh_from_db()
     assert (paused.status_code, lifted.status_code, alpha.placements_paused) == (302, 302, WHY)
     assert 'name="placements_paused"' not in owner.get(change_page(alpha)).text
+
+
+def test_a_paused_teams_running_elastic_gang_does_not_grow(alpha):
+    gang, attempt, cluster = started_gang(nodes=3, workers=4, tenant=alpha)
+    NodeFactory(cluster=cluster)  # room for its fourth worker
+    pause(alpha)
+
+    assert cycle.run_cycle(time.time() + 700).grown == []
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested_at is None
