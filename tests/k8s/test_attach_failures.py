@@ -177,7 +177,7 @@ def test_a_multi_attach_waits_for_the_force_detach_of_a_node_that_may_hold_its_v
     held_by_another_node(kube, backend)
     status_becomes(backend, 7, 0, base.PENDING, reason="ContainerCreating")
 
-    time.sleep(KUBELET_RETRY_S)  # past the bound of 1 s, not past the force detach's
+    time.sleep(KUBELET_RETRY_S)  # past the bound (MOUNT_FAILURE_S), not past the force detach's
 
     for _ in range(3):
         assert status_becomes(backend, 7, 0, base.PENDING).reason == "ContainerCreating"
