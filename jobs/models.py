@@ -502,7 +502,7 @@ class Job(models.Model):
 
 def shell_code(exit_code: int | None) -> int | None:
     """An exit code as a shell and Kubernetes give it: a process killed by signal N, which
-    the local backend reports as -N (Python's returncode), is 128+N."""
+    a local agent of an earlier release reported as -N (Python's returncode), is 128+N."""
     return 128 - exit_code if exit_code is not None and exit_code < 0 else exit_code
 
 

@@ -602,8 +602,11 @@ def with_printed_checkpoint(status: WorkerStatus, worker_dir: Path) -> WorkerSta
 
 
 def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
-    """(phase, exit code, reason) of a worker that ended, from its exit record."""
+    """(phase, exit code, reason) of a worker that ended, from its exit record; a worker
+    killed by signal N (Python's returncode -N) exits 128+N, as a shell and Kubernetes say it."""
     code = record.get("code")
+    if code is not None and code < 0:
+        code = 128 - code
     if record.get("refused"):
         return base.FAILED, None, record["refused"]
     if stopping:
@@ -614,4 +617,6 @@ def classify(record: dict, stopping: bool) -> tuple[str, int | None, str]:
         return base.EXITED, code, OOM_REASON
     if record.get("signal") == "SIGKILL":
         return base.FAILED, code, KILLED_REASON
+    if signal_name := record.get("signal"):
+        return base.EXITED, code, f"killed by {signal_name}"
     return base.EXITED, code, record.get("reason", "")

@@ -135,6 +135,16 @@ def test_it_reports_a_non_zero_exit_with_its_code(backend):
     assert (status.phase, status.exit_code) == (base.EXITED, 3)
 
 
+def test_a_worker_killed_by_another_signal_exits_128_and_its_number_and_says_which(backend):
+    backend.start(spec([sys.executable, "-c", "import os, signal; os.abort()"]))
+
+    status = ended(backend)[0]
+
+    assert (status.phase, status.exit_code, status.reason) == (
+        base.EXITED, 128 + signal.SIGABRT, "killed by SIGABRT"
+    )  # fmt: skip
+
+
 def test_a_worker_killed_with_sigkill_is_an_infrastructure_failure(backend):
     backend.start(spec([sys.executable, "-c", "import time; time.sleep(60)"]))
     child = backend.worker_dir(1, 0) / "child.pid"
@@ -311,7 +321,7 @@ def test_a_worker_past_its_memory_request_is_oom_killed_and_says_so(backend):
 
     assert ended(backend)
     status = phases(backend)[0]
-    assert (status.phase, status.exit_code, status.reason) == (base.EXITED, -9, OOM_REASON)
+    assert (status.phase, status.exit_code, status.reason) == (base.EXITED, 137, OOM_REASON)
     assert "allocated" not in [line.text for line in backend.logs()]
 
 
@@ -455,7 +465,7 @@ def test_the_runtime_limit_ends_the_commands_whole_process_group(backend):
 
     assert ended(backend)
     status = phases(backend)[0]
-    assert (status.phase, status.exit_code) == (base.TIMED_OUT, -signal.SIGKILL)
+    assert (status.phase, status.exit_code) == (base.TIMED_OUT, 128 + signal.SIGKILL)
     assert wait_until(lambda: gone(left), timeout=10)
 
 
@@ -469,7 +479,7 @@ def test_the_runtime_limit_gives_the_grace_the_control_plane_gives_its_stops(bac
 
     assert ended(backend)
     assert time.monotonic() - started >= 1 + 4
-    assert phases(backend)[0].exit_code == -signal.SIGKILL
+    assert phases(backend)[0].exit_code == 128 + signal.SIGKILL
 
 
 def test_the_runtime_limit_reaches_a_child_of_the_main_process(backend):

@@ -84,7 +84,7 @@ def test_a_signals_death_reads_as_a_shell_gives_it(code, as_shell):
 def test_a_real_worker_killed_by_a_signal_it_names_is_retried_and_an_other_exit_fails_it(
     east, tmp_path
 ):
-    """The local backend reports a worker killed by SIGSEGV as -11: the job names 139."""
+    """The local backend reports a worker killed by SIGSEGV as 139, as a shell does."""
     NodeFactory(cluster=east, name="east-0", gpu_count=8)
     backend = LocalBackend(tmp_path / "state", parse_inventory("1x8xA100", "local"),
                            tmp_path / "ckpt", default_grace_s=2)  # fmt: skip
@@ -99,7 +99,8 @@ def test_a_real_worker_killed_by_a_signal_it_names_is_retried_and_an_other_exit_
 
     retried, failed = Job.objects.get(pk=retried.pk), Job.objects.get(pk=failed.pk)
     assert (retried.state, retried.retries_used) == (State.QUEUED, 1)
-    assert retried.attempts.get().exit_code == -11
+    assert retried.attempts.get().exit_code == 139
+    assert retried.attempts.get().reason == "worker 0 exited with code 139 (killed by SIGSEGV)"
     assert (failed.state, failed.retries_used) == (State.FAILED, 0)
     assert failed.attempts.get().exit_code == 3
 
