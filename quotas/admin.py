@@ -295,9 +295,11 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        if change and "allowed_images" in form.changed_data:
-            from jobs import actions  # the jobs app's verbs (it loads after this one)
+        from jobs import actions  # the jobs app's verbs (it loads after this one)
 
+        if change and "placements_paused" in form.changed_data:
+            actions.pause_changed(obj)
+        if change and "allowed_images" in form.changed_data:
             held = actions.hold_disallowed_images(obj, request.user.get_username())
             if held:
                 self.message_user(

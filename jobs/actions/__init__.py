@@ -6,7 +6,7 @@
 - attempts: preemption, cordon and drain, an attempt's start and end, retries, late successes;
 - submission: submit and resubmit;
 - edits: a job's dependencies, holds, requeue, priority, a batch's shard limit and a
-  training gang's fewest workers.
+  training gang's fewest workers; a tenant's placements paused or resumed.
 """
 
 from jobs.actions.attempts import (
@@ -41,6 +41,7 @@ from jobs.actions.edits import (
     hold_disallowed_images,
     hold_verb,
     may_release,
+    pause_changed,
     recheck_eligible,
     relabel,
     release_hold,
@@ -150,6 +151,7 @@ __all__ = [
     "hold_disallowed_images",
     "hold_verb",
     "may_release",
+    "pause_changed",
     "recheck_eligible",
     "relabel",
     "release_hold",

@@ -442,6 +442,25 @@ def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
     return {pk: (tenant, held) for pk, tenant, held in rows.values_list("id", "tenant_id", "held")}
 
 
+@retrying.atomic
+def pause_changed(tenant) -> int:
+    """A platform admin paused or resumed a tenant's placements (`Tenant.placements_paused`):
+    its queued jobs not started are not eligible while it is paused, so their queue wait
+    stops, as a hold stops it, and are again from now, or from their `not_before`, once it is
+    lifted (recheck_eligible). Their rows locked in id order, as cancel() locks them; returns
+    how many it read."""
+    rows = Job.objects.select_for_update().filter(
+        tenant=tenant, state=State.QUEUED, started_at=None
+    ).order_by("id")
+    ids = list(rows.values_list("id", flat=True))
+    if tenant.placements_paused:
+        Job.objects.filter(pk__in=ids).update(eligible_at=None)
+    else:
+        recheck_eligible(ids)
+    transaction.on_commit(kick)
+    return len(ids)
+
+
 def recheck_eligible(job_ids: list[int]) -> None:
     """Whether these queued jobs, whose rows the caller holds, are free to run, once a hold
     was released or their dependencies changed. One that must wait (held, a dependency not

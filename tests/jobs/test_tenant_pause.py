@@ -132,3 +132,19 @@ def test_a_paused_teams_running_elastic_gang_does_not_grow(alpha):
 
     assert cycle.run_cycle(time.time() + 700).grown == []
     assert Attempt.objects.get(pk=attempt.pk).stop_requested_at is None
+
+
+def test_its_queue_wait_stops_while_paused_and_starts_again_once_lifted(room, alpha):
+    job = JobFactory(tenant=alpha, gpus=2, held="user")  # kept from placement meanwhile
+    Job.objects.filter(pk=job.pk).update(held="", eligible_at=datetime(2026, 1, 1, tzinfo=UTC))
+    root = Client()
+    root.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+
+    root.post(change_page(alpha), tenant_form(alpha, placements_paused=WHY))
+    paused = Job.objects.get(pk=job.pk).eligible_at
+    before = datetime.now(tz=UTC)
+    alpha.refresh_from_db()
+    root.post(change_page(alpha), tenant_form(alpha, placements_paused=""))
+
+    assert paused is None
+    assert Job.objects.get(pk=job.pk).eligible_at >= before
