@@ -449,9 +449,11 @@ def pause_changed(tenant) -> int:
     stops, as a hold stops it, and are again from now, or from their `not_before`, once it is
     lifted (recheck_eligible). Their rows locked in id order, as cancel() locks them; returns
     how many it read."""
-    rows = Job.objects.select_for_update().filter(
-        tenant=tenant, state=State.QUEUED, started_at=None
-    ).order_by("id")
+    rows = (
+        Job.objects.select_for_update()
+        .filter(tenant=tenant, state=State.QUEUED, started_at=None)
+        .order_by("id")
+    )
     ids = list(rows.values_list("id", flat=True))
     if tenant.placements_paused:
         Job.objects.filter(pk__in=ids).update(eligible_at=None)
