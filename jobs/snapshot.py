@@ -623,9 +623,9 @@ def cluster_ids(job: dict, clusters, provisions: Provisions = NO_PROVISIONS) -> 
     selector, that have the data volumes it mounts, whose agents keep what the job needs of
     its run spec (its secrets, those given as files, its volumes, its team's registry
     credential: ``base.spec_fields_lacking``), and, for a job that is not preemptible, those
-    whose nodes are not taken back at any time (``Cluster.interruptible``);
-    ``p.NO_ABLE_AGENT`` when the selector matches clusters with its volumes but none of their
-    agents does."""
+    whose nodes are not taken back at any time (``Cluster.interruptible``: ``p.ONLY_INTERRUPTIBLE``
+    when those are all the selector matches); ``p.NO_ABLE_AGENT`` when the selector matches
+    clusters with its volumes but none of their agents does."""
     selector, tenant, mounts = job["cluster_selector"], job["tenant_id"], job["volumes"]
     registries = provisions.credentials.get(tenant)
     pulls = bool(registries) and image_registry(job["image"]) in registries
@@ -633,8 +633,11 @@ def cluster_ids(job: dict, clusters, provisions: Provisions = NO_PROVISIONS) -> 
     steady = not job["preemptible"] and any(c["interruptible"] for c in clusters)
     if not (selector or job["secrets"] or pulls or mounts or steady):
         return ()
-    matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())
-                and not (steady and c["interruptible"])]  # fmt: skip
+    matching = [c for c in clusters if all(c["labels"].get(k) == v for k, v in selector.items())]
+    if steady:
+        selected, matching = matching, [c for c in matching if not c["interruptible"]]
+        if selected and not matching:
+            return (p.ONLY_INTERRUPTIBLE,)
     if mounts:
         places = provisions.volumes
         matching = [c for c in matching if tenant_volumes.on_cluster(places, tenant, mounts, c)]

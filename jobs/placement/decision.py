@@ -20,6 +20,8 @@ REASONS = {
     "gpu_budget": "What it may use of GPUs does not fit in what its tenant's GPU-hour budget "
     "has left this period.",
     "batch_shard_limit": "As many of its batch's shards run as the batch lets run at once.",
+    "only_interruptible_clusters": "It is not preemptible, and the only clusters that would "
+    "take it are interruptible (spot): their nodes may be taken back at any time.",
     "no_matching_cluster": "No cluster matches the job's cluster selector and has every data "
     "volume it mounts.",
     "agent_release": "The agents of the clusters it may run on are of a release that would "

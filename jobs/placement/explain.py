@@ -13,7 +13,14 @@ from jobs.placement.decision import (
     WorkerPlacement,
 )
 from jobs.placement.fit import Need, Slot
-from jobs.placement.model import FAMILIES, NO_ABLE_AGENT, TRAINING, WHOLE_GPU, QueuedJob
+from jobs.placement.model import (
+    FAMILIES,
+    NO_ABLE_AGENT,
+    ONLY_INTERRUPTIBLE,
+    TRAINING,
+    WHOLE_GPU,
+    QueuedJob,
+)
 from jobs.placement.words import counted
 
 
@@ -34,6 +41,8 @@ def missing(job: QueuedJob, capacity: Capacity) -> str:
     """Why no healthy node group matches the job at all."""
     if job.clusters == (NO_ABLE_AGENT,):
         return "agent_release"
+    if job.clusters == (ONLY_INTERRUPTIBLE,):
+        return "only_interruptible_clusters"
     if job.clusters and not set(job.clusters) & set(capacity.clusters):
         return "no_matching_cluster"
     present = [

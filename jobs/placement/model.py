@@ -116,6 +116,9 @@ class RunningJob:
 # A cluster id that never exists, naming why: the clusters the job selects have agents of a
 # release that would start it without what it needs (its secrets, its registry credential).
 NO_ABLE_AGENT = "no-able-agent"
+# Another, naming why: every cluster its selector matches is interruptible (spot), and the job
+# is not preemptible.
+ONLY_INTERRUPTIBLE = "only-interruptible"
 
 
 @dataclass(frozen=True)

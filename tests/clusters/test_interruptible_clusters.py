@@ -56,6 +56,17 @@ def test_a_job_that_is_not_preemptible_waits_rather_than_run_there(spot):
     assert Cluster.objects.get(name="spot").nodes.get().allocations.filter(active=True).count() == 0
 
 
+def test_where_every_cluster_is_spot_a_steady_job_says_why_it_waits(spot):
+    Cluster.objects.exclude(pk=spot.pk).delete()
+    steady = JobFactory(family=Family.TRAINING, gpus=8, preemptible=False)
+
+    cycle.run_cycle()
+
+    waiting = Job.objects.get(pk=steady.pk)
+    assert (waiting.state, waiting.pending_reason) == (State.QUEUED, "only_interruptible_clusters")
+    assert "the only clusters that would take it are interruptible" in waiting.pending_message
+
+
 def placed_on_spot(spot) -> tuple[Job, Attempt]:
     job = JobFactory(family=Family.BATCH_INFERENCE, gpus=1, preemptible=True, max_retries=1)
     cycle.run_cycle()
