@@ -56,26 +56,32 @@ class PriorityClassesView(APIView):
     def get(self, request):
         teams = teams_asked(request)
         every = request.user.is_superuser and not request.query_params.get("tenant")
-        listed = []
-        defaults = {team.slug: team.default_priority_class_id for team in teams}
-        held, yours = class_gpus_held(request.user.pk)
-        for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
-            open_to = [team.slug for team in teams if rank.open_to(team)]
-            default_for = [slug for slug, pk in defaults.items()
-                           if pk == rank.pk or (pk is None and rank.name == "normal")]  # fmt: skip
-            if open_to or every:
-                listed.append({
-                    "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
-                    "fair_share_preemption": rank.fair_shares(),
-                    "preempt_exempt_s": rank.preempt_exempt_s,
-                    "max_runtime_s": rank.max_runtime_s,
-                    "default_runtime_s": rank.default_runtime_s,
-                    "max_gpus_per_user": rank.max_gpus_per_user, "max_gpus": rank.max_gpus,
-                    "gpus_held": held.get(rank.pk, 0), "your_gpus_held": yours.get(rank.pk, 0),
-                    "description": rank.description,
-                    "open_to": open_to, "default_for": default_for,
-                })  # fmt: skip
-        return Response({"priority_classes": listed})
+        return Response({"priority_classes": classes_of(teams, request.user, every=every)})
+
+
+def classes_of(teams: list, user, *, every: bool = False) -> list[dict]:
+    """The priority classes open to `teams` (every class with `every`), highest first, as the
+    classes API gives them to `user`; the quotas page lists the same."""
+    listed = []
+    defaults = {team.slug: team.default_priority_class_id for team in teams}
+    held, yours = class_gpus_held(user.pk)
+    for rank in PriorityClass.objects.prefetch_related("tenants").order_by("-value"):
+        open_to = [team.slug for team in teams if rank.open_to(team)]
+        default_for = [slug for slug, pk in defaults.items()
+                       if pk == rank.pk or (pk is None and rank.name == "normal")]  # fmt: skip
+        if open_to or every:
+            listed.append({
+                "name": rank.name, "value": rank.value, "may_preempt": rank.may_preempt,
+                "fair_share_preemption": rank.fair_shares(),
+                "preempt_exempt_s": rank.preempt_exempt_s,
+                "max_runtime_s": rank.max_runtime_s,
+                "default_runtime_s": rank.default_runtime_s,
+                "max_gpus_per_user": rank.max_gpus_per_user, "max_gpus": rank.max_gpus,
+                "gpus_held": held.get(rank.pk, 0), "your_gpus_held": yours.get(rank.pk, 0),
+                "description": rank.description,
+                "open_to": open_to, "default_for": default_for,
+            })  # fmt: skip
+    return listed
 
 
 class VolumesView(APIView):

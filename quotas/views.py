@@ -8,7 +8,7 @@ from django.shortcuts import render
 
 from jobs import access
 from quotas import status
-from quotas.api import fair_share_classes
+from quotas.api import classes_of, fair_share_classes
 
 
 @login_required
@@ -21,5 +21,7 @@ def quotas(request):
     context = {
         "teams": shown,
         "fair_share_classes": fair_share_classes(),
+        # The classes open to those teams, with their limits and what their work holds now.
+        "classes": classes_of(teams, request.user),
     }
     return render(request, "portal/quotas.html", context)

@@ -89,3 +89,18 @@ def test_the_classes_api_says_what_the_classs_work_and_yours_hold(east, alice, b
 
     assert (ranks["urgent"]["gpus_held"], ranks["urgent"]["your_gpus_held"]) == (5, 3)
     assert (ranks["normal"]["gpus_held"], ranks["normal"]["your_gpus_held"]) == (1, 1)
+
+
+def test_the_quotas_page_lists_the_classes_with_their_limits_and_what_they_hold(
+    east, alice, alpha, urgent, client
+):
+    NodeFactory(cluster=east, name="east-0", gpu_count=8)
+    JobFactory(tenant=alpha, owner=alice, gpus=3, priority_class=urgent)
+    cycle.run_cycle()
+    client.force_login(alice)
+
+    page = client.get("/quotas/").content.decode()
+
+    table = page[page.index('id="priority-classes"') :]
+    assert ("<tr><td>urgent</td><td>100</td><td>no</td><td>-</td><td>4</td><td>6</td>"
+            "<td>3</td><td>3</td><td>-</td></tr>") in table  # fmt: skip
