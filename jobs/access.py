@@ -146,9 +146,15 @@ def cancel_matches(user, *, ids=None, name=None, tenant=None, mine=False, state=
         jobs = jobs.filter(tenant=tenant)
     if mine:
         jobs = jobs.filter(owner=user)
-    batches = jobs.filter(parent_id=None, shards__gt=1).values("pk")
-    named = Job.objects.filter(Q(pk__in=jobs.values("pk")) | Q(parent_id__in=batches)).live()
+    named = with_shards(jobs).live()
     return named.filter(state=state) if state is not None else named
+
+
+def with_shards(jobs):
+    """These jobs (a queryset) and, for each that is a batch's first shard, its other shards:
+    a batch named by its first shard stands for all of them, as a cancel of it does."""
+    batches = jobs.filter(parent_id=None, shards__gt=1).values("pk")
+    return Job.objects.filter(Q(pk__in=jobs.values("pk")) | Q(parent_id__in=batches))
 
 
 def can_cancel(user, job: Job) -> bool:

@@ -3,6 +3,8 @@ the changes of a job's dependencies, priority, batch limit on shards running at 
 workers and labels; and the job list's, cancel, hold and release of the jobs ticked. Each does
 what the API does, for whoever may; a refusal is the job page with why."""
 
+import contextlib
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -28,6 +30,7 @@ from jobs.action_serializers import (
 )
 from jobs.cli.written import names_in
 from jobs.forms import dependencies_input, refusal_text
+from jobs.models import Job
 from jobs.placement.words import counted
 from jobs.serializers import CONSTRAINTS, REQUEST
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
@@ -290,18 +293,16 @@ def back_to(request, job):
     return redirect("job", pk=job.pk)
 
 
-# The job list's verbs on the jobs ticked: each as the job page's button does it, and how the
-# list then says what it did.
-SELECTED_VERBS = {
-    "cancel": (lambda job, request: actions.cancel(job, f"canceled by {request.user}"),
-               "Canceled", "had already ended"),
-    "hold": (lambda job, request: actions.hold(job, str(request.user),
-                                               admin=request.user.is_superuser),
-             "Held", "had nothing queued"),
-    "release": (lambda job, request: actions.release_hold(job, str(request.user),
-                                                          admin=request.user.is_superuser),
-                "Released", "had no hold you may release"),
+# The job list's verbs on the jobs ticked, but cancel (one cancel of them all: cancel_ticked):
+# each as the job page's button does it. And how the list then says what each did.
+TICKED_VERBS = {
+    "hold": lambda job, request: actions.hold(job, str(request.user),
+                                              admin=request.user.is_superuser),
+    "release": lambda job, request: actions.release_hold(job, str(request.user),
+                                                         admin=request.user.is_superuser),
 }  # fmt: skip
+TICKED_SAID = {"cancel": ("Canceled", "had already ended"), "hold": ("Held", "had nothing queued"),
+               "release": ("Released", "had no hold you may release")}  # fmt: skip
 MAX_SELECTED = 100  # jobs ticked at once: two pages of the list
 
 
@@ -313,27 +314,32 @@ def act_on_selected(request):
     list again (`next`, the list's address with its filters) with what was done. A verb or an
     id that is not one is a 400 naming it; a job the user may not cancel is left alone."""
     verb = request.POST.get("verb", "")
-    if verb not in SELECTED_VERBS:
-        return HttpResponse(f"verb: one of {', '.join(SELECTED_VERBS)}.", status=400,
-                            content_type="text/plain; charset=utf-8")  # fmt: skip
     written = request.POST.getlist("id")
-    if not all(text.isascii() and text.isdigit() for text in written):
-        return HttpResponse("id: job ids, whole numbers.", status=400,
-                            content_type="text/plain; charset=utf-8")  # fmt: skip
-    if len(written) > MAX_SELECTED:
-        return HttpResponse(f"id: at most {MAX_SELECTED} jobs at once.", status=400,
-                            content_type="text/plain; charset=utf-8")  # fmt: skip
-    act, done_said, left_said = SELECTED_VERBS[verb]
-    done, left = [], []
+    if verb not in TICKED_SAID:
+        problem = f"verb: one of {', '.join(TICKED_SAID)}."
+    elif not all(text.isascii() and text.isdigit() for text in written):
+        problem = "id: job ids, whole numbers."
+    elif len(written) > MAX_SELECTED:
+        problem = f"id: at most {MAX_SELECTED} jobs at once."
+    else:
+        problem = ""
+    if problem:
+        return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
     ids = sorted({int(text) for text in written})
-    for job in access.cancelable_jobs(request.user).filter(pk__in=ids).order_by("pk"):
-        try:
-            (done if act(job, request) else left).append(job.pk)
-        except actions.HoldRefused:
-            left.append(job.pk)
+    mayed = list(access.cancelable_jobs(request.user).filter(pk__in=ids).order_by("pk"))
+    if verb == "cancel":
+        done = cancel_ticked([job.pk for job in mayed], f"canceled by {request.user}")
+    else:
+        done = set()
+        for job in mayed:
+            with contextlib.suppress(actions.HoldRefused):
+                if TICKED_VERBS[verb](job, request):
+                    done.add(job.pk)
+    left = [job.pk for job in mayed if job.pk not in done]
     if not ids:
         messages.info(request, "No job was ticked.")
     else:
+        done_said, left_said = TICKED_SAID[verb]
         said = f"{done_said} {counted(len(done), 'job')}"
         if left:
             said += f"; {', '.join(f'#{pk}' for pk in left)} {left_said}"
@@ -342,3 +348,12 @@ def act_on_selected(request):
     if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
         back = "/"
     return redirect(back)
+
+
+def cancel_ticked(ticked: list[int], reason: str) -> set[int]:
+    """Cancel the jobs ticked (a batch's first shard: every shard of it), all in one cancel
+    (actions.cancel_jobs, as the API's cancel of many), and return those of them something
+    of which was canceled."""
+    canceled = actions.cancel_jobs(access.with_shards(Job.objects.filter(pk__in=ticked)), reason)
+    parents = Job.objects.filter(pk__in=canceled).values_list("parent_id", flat=True)
+    return set(ticked) & {*canceled, *parents}

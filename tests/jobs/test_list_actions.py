@@ -35,10 +35,26 @@ def test_the_ticked_jobs_are_canceled_and_the_list_says_so(alice, alpha):
 def test_a_batchs_row_stands_for_its_shards(alice, alpha):
     first, _ = actions.submit(alice, alpha, {**SPEC, "shards": 3,
                                              "priority_class": PriorityClassFactory()})  # fmt: skip
+    portal = portal_of(alice)
 
-    act(portal_of(alice), "hold", first.pk)
+    act(portal, "hold", first.pk)
+    held = list(first.batch().values_list("held", flat=True))
+    Job.objects.filter(pk=first.pk).update(state=State.SUCCEEDED)  # its other shards live on
+    page = act(portal, "cancel", first.pk)
 
-    assert list(first.batch().values_list("held", flat=True)) == ["user"] * 3
+    assert held == ["user"] * 3
+    assert "Canceled 1 job." in page.text
+    assert list(first.batch().order_by("shard_index").values_list("state", flat=True)) == [
+        State.SUCCEEDED, State.CANCELED, State.CANCELED]  # fmt: skip
+
+
+def test_a_ticked_job_that_has_ended_is_said_so(alice, alpha):
+    ended = JobFactory(tenant=alpha, owner=alice, state=State.FAILED)
+    live = JobFactory(tenant=alpha, owner=alice)
+
+    page = act(portal_of(alice), "cancel", ended.pk, live.pk)
+
+    assert f"Canceled 1 job; #{ended.pk} had already ended." in page.text
 
 
 def test_hold_then_release_say_the_jobs_they_could_not_change(alice, alpha):
