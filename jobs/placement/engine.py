@@ -112,7 +112,7 @@ class Cycle:
         self.now = snapshot.now
         self.capacity = Capacity(snapshot.nodes, snapshot.running, snapshot.seed)
         self.ledger = Ledger(snapshot.tenants)
-        self.gpu_limits = GpuLimits(snapshot.tenants, snapshot.running)
+        self.gpu_limits = GpuLimits(snapshot.tenants, snapshot.running, self.now)
         self.budgets = Budgets(snapshot.tenants, snapshot.running, self.now)
         self.batch_limits = BatchLimits(snapshot.queued, snapshot.running, self.now)
         self.quota = QuotaGate(self.ledger, self.now)
@@ -201,7 +201,7 @@ class Cycle:
         job = elastic.within_limits(self, job)
         code, refusal = self.gpu_limits.refusal(job)
         if refusal:
-            return explain.over_gpu_limit(job, code, refusal)
+            return explain.over_gpu_limit(job, code, refusal, self.gpu_limits.estimate(job))
         refusal = self.budgets.refusal(job)
         if refusal:
             return explain.over_budget(job, refusal, self.budgets.estimate(job))
@@ -434,7 +434,7 @@ class Cycle:
         used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
         self.ledger.charge(job.tenant, used)
         if not job.preempting:  # a preemptor is counted from its decision (decide)
-            self.gpu_limits.charge(job, sum(gpu.values()))
+            self.gpu_limits.charge(job, sum(gpu.values()), end_of(job, self.now))
             self.budgets.charge(job)
             self.batch_limits.charge(job)
         gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker

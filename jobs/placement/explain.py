@@ -183,11 +183,11 @@ def over_quota(job: QueuedJob, why: str) -> Outcome:
     return Outcome(job.id, PENDING, QUOTA_EXCEEDED, f"{_request(job)}: {said}")
 
 
-def over_gpu_limit(job: QueuedJob, code: str, why: str) -> Outcome:
+def over_gpu_limit(job: QueuedJob, code: str, why: str, estimate: float | None) -> Outcome:
     """A job that would take a scope past a limit on the GPUs it holds (``gpu_limits``:
-    ``code`` says whose, ``why`` how far); the estimate is unknown (it depends on that
-    scope's work alone)."""
-    return Outcome(job.id, PENDING, code, f"{_request(job)}: {why}")
+    ``code`` says whose, ``why`` how far); ``estimate``, when enough of that scope's work
+    should have ended (``GpuLimits.estimate``)."""
+    return Outcome(job.id, PENDING, code, f"{_request(job)}: {why}", estimated_start=estimate)
 
 
 def over_budget(job: QueuedJob, why: str, estimate: float | None) -> Outcome:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from jobs.placement import elastic, explain, off_limits, preemption
 from jobs.placement.decision import PENDING, PREEMPTS, RESERVED, Grow, Outcome
 from jobs.placement.fit import group_can_hold
+from jobs.placement.gpu_limits import held_until
 from jobs.placement.model import Elastic, RunningJob, gpu_flavor
 from jobs.placement.quota_gate import end_of
 from jobs.placement.reservation import earliest_fit
@@ -179,7 +180,9 @@ def _larger(cycle: Cycle, gang: Elastic, running: RunningJob, groups: list[Group
         _, slots = cycle.fit_now(sized, groups, avoided, keep=True)
         assert isinstance(slots, list)
         cycle.ledger.charge(sized.tenant, _demand(sized, slots))
-        cycle.gpu_limits.charge(sized, sized.workers * sized.worker_gpu_milli)
+        cycle.gpu_limits.charge(
+            sized, sized.workers * sized.worker_gpu_milli, end_of(sized, cycle.now)
+        )
         cycle.budgets.charge(sized)
         back = cycle.now + cycle.policy.eviction_grace_s
         for _, rest in preemption.left_over([running], slots, cycle.capacity, back):
@@ -254,7 +257,7 @@ def _count(cycle: Cycle, running: RunningJob, used: Mapping[str, int], sign: int
     else:
         preemption.restore(cycle.capacity, running)
     cycle.ledger.charge(running.tenant, used, sign)
-    cycle.gpu_limits.charge(running, sign * running.gpu_milli)
+    cycle.gpu_limits.charge(running, sign * running.gpu_milli, held_until(running))
     if running.expected_end is not None:
         runs = cycle.budgets.in_period(running.tenant, running.expected_end - cycle.now)
         cycle.budgets.take(running.tenant, sign * running.gpu_milli * runs)

@@ -20,7 +20,7 @@ from tests.placement.builders import (
     running_on,
     snapshot,
 )
-from tests.placement.test_user_share import ANN_FIRST_TEN, BOB_LATER_TWO, two_gpu_jobs
+from tests.placement.test_user_share import ANN_FIRST_TEN, BOB_LATER_TWO, HOUR, two_gpu_jobs
 
 
 def limited(gpus: int | None, tenant: str = "alpha") -> Tenant:
@@ -133,7 +133,8 @@ def test_the_reason_says_what_the_user_holds_and_may_hold():
     decision = place(snapshot(n8_a100_nodes(1), queued, tenants=(limited(5),)))
 
     waiting = decision.by_job()["ann2"]
-    assert (waiting.reason, waiting.estimated_start) == ("user_gpu_limit", None)
+    # ann0 and ann1 were placed for an hour: the first of them to end makes room.
+    assert (waiting.reason, waiting.estimated_start) == ("user_gpu_limit", NOW + HOUR)
     assert "2000m CPU, 2000 MiB: Its submitter holds" in waiting.message  # as pages count memory
     assert waiting.message.endswith(
         "Its submitter holds 4 of the 5 GPUs one user may hold in the tenant; it starts once "

@@ -57,6 +57,26 @@ def test_a_users_jobs_past_the_limit_wait_while_a_teammates_start(alpha, alice, 
     )
 
 
+def test_a_job_past_the_limit_is_estimated_to_start_when_enough_of_their_work_ends(
+    alpha, alice, room
+):
+    limit(alpha, 4)
+    short = JobFactory(tenant=alpha, owner=alice, gpus=2, max_runtime_s=3600)
+    long = JobFactory(tenant=alpha, owner=alice, gpus=2, max_runtime_s=7200)
+    big = JobFactory(tenant=alpha, owner=alice, gpus=4)
+    cycle.run_cycle()
+    later = JobFactory(tenant=alpha, owner=alice, gpus=2)
+
+    cycle.run_cycle()
+
+    assert states([short, long, big]) == [State.SCHEDULED, State.SCHEDULED, State.QUEUED]
+    for job, hours in ((Job.objects.get(pk=later.pk), 1), (Job.objects.get(pk=big.pk), 2)):
+        assert job.pending_reason == "user_gpu_limit"
+        ran_from = Job.objects.get(pk=short.pk).attempts.get().scheduled_at
+        off = (job.estimated_start - ran_from).total_seconds() - hours * 3600
+        assert abs(off) < 60, (job.pk, off)
+
+
 def test_what_a_user_already_runs_counts_against_a_limit_set_later(alpha, alice, room):
     running = [JobFactory(tenant=alpha, owner=alice, gpus=2) for _ in range(2)]
     cycle.run_cycle()
