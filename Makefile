@@ -34,7 +34,7 @@ services:
 # The browser tests run in a pytest process of their own, after the rest: Playwright's event loop
 # would break the asyncio tests that follow it in the same process.
 test: install services
-	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.worker_env -n $(TEST_WORKERS) tests --ignore=tests/e2e
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests --ignore=tests/e2e
 	$(TEST_ENV) $(BIN)/pytest -q tests/e2e
 
 check: install

@@ -1,8 +1,9 @@
-"""Loaded by ``make test`` (``-p tests.worker_env``) before Django reads its settings: each
-pytest-xdist worker gets Redis databases of its own, as pytest-django gives each its own test
-database. Worker N uses REDIS_URL's database and MLSCHED_THROTTLE_REDIS_DB each moved up by
-2 (N + 1): tests that clear the caches or run a Celery worker on the broker touch only their
-own. With the defaults (0 and 1), worker 0 uses databases 2 and 3, worker 1 4 and 5."""
+"""Loaded by every pytest run (``-p tests.worker_env`` in pyproject.toml's ``addopts``)
+before Django reads its settings: each pytest-xdist worker gets Redis databases of its own,
+as pytest-django gives each its own test database. Worker N uses REDIS_URL's database and
+MLSCHED_THROTTLE_REDIS_DB each moved up by 2 (N + 1): tests that clear the caches or run a
+Celery worker on the broker touch only their own. With the defaults (0 and 1), worker 0 uses
+databases 2 and 3, worker 1 4 and 5."""
 
 import os
 from urllib.parse import urlsplit, urlunsplit
