@@ -121,6 +121,7 @@ def submission(request) -> tuple:
         data=request.data,
         tenants=access.submit_tenants(request.user),
         jobs=access.visible_jobs(request.user),
+        user=request.user,
     )
     checked.is_valid(raise_exception=True)
     spec = dict(checked.validated_data)

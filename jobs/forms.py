@@ -38,11 +38,12 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "retry_exit_codes", "notify_start", "notify_requeue", "notify_time_limit",
-          "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
+          "notify_email", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 NAMES = ["gpu_types", "exclude_nodes", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
-BOXES = ["retry_user_errors", "notify_start", "notify_requeue", "notify_time_limit"]
+BOXES = ["retry_user_errors", "notify_start", "notify_requeue", "notify_time_limit",
+         "notify_email"]  # fmt: skip
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,

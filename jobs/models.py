@@ -277,6 +277,12 @@ class Job(models.Model):
         help_text="Tell its team's webhook when a run of it has used 90 % of its runtime "
         "limit, as Slurm's --mail-type=TIME_LIMIT_90: time to save what it must.",
     )
+    notify_email = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Email its submitter what its team's webhook is told of it (its end, and "
+        "what the other notify fields ask), as Slurm's --mail-user.",
+    )
     retries_used = models.PositiveSmallIntegerField(default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001

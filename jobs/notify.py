@@ -1,12 +1,14 @@
-"""Notifications to a tenant's webhook (`Tenant.notify_url`, set by a platform admin): small
-JSON documents the control plane POSTs. Job ends (Slurm's --mail-type=END, what teams wire to
-Slack, Teams or PagerDuty): once per job; a batch once, when its last shard has ended, with its
-shards counted by state. The first start of a job that asks for it (`notify_start`, Slurm's
---mail-type=BEGIN): once; a batch once, for its shard that started first. Each requeue of a job
-that asks for it (`notify_requeue`, Slurm's --mail-type=REQUEUE): a placed job stopped and queued
-again (preempted, drained, requeued, retried after an infrastructure failure); a batch's shards
-queued again in one commit, once. The thresholds of its GPU-hour budget a tenant's month
-reaches are told the same way (jobs.budget_alerts).
+"""Notifications to a tenant's webhook (`Tenant.notify_url`, set by a platform admin): small JSON
+documents the control plane POSTs; and the same notices of a job that asks for it
+(`notify_email`, Slurm's --mail-user) emailed to its submitter, through MLSCHED_SMTP_URL. Job
+ends (Slurm's --mail-type=END, what teams wire to Slack, Teams or PagerDuty): once per job; a
+batch once, when its last shard has ended, with its shards counted by state. The first start of
+a job that asks for it (`notify_start`, Slurm's --mail-type=BEGIN): once; a batch once, for its
+shard that started first. Each requeue of a job that asks for it (`notify_requeue`, Slurm's
+--mail-type=REQUEUE): a placed job stopped and queued again (preempted, drained, requeued,
+retried after an infrastructure failure); a batch's shards queued again in one commit, once. The
+thresholds of its GPU-hour budget a tenant's month reaches are told the same way
+(jobs.budget_alerts).
 
 After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
 the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
@@ -17,6 +19,10 @@ receiver can check that it came from the control plane,
 carrying its delivery id, `X-Mlsched-Delivery`, the same at every try of one notification, on
 which a receiver drops one it has had.
 
+An email is queued once per notification (its delivery id claimed in the shared cache), before
+the webhook's post, so retrying the post does not send it again: a task of its own
+(`jobs.tasks.mail_notification`), retried as a post is while the mail server cannot take it.
+
 A notification that cannot be delivered is logged and dropped; the job never hears of it.
 """
 
@@ -24,6 +30,7 @@ import hashlib
 import hmac
 import json
 import logging
+import smtplib
 import threading
 import time
 from collections.abc import Mapping
@@ -35,6 +42,7 @@ from urllib.parse import urlsplit
 import requests
 from django.conf import settings
 from django.core.cache import caches
+from django.core.mail import EmailMessage
 from django.db import connection
 from django.db.models import F, Max, Min, Q
 from django.urls import reverse
@@ -109,16 +117,34 @@ class JobRequeued(JobNotice):
 @dataclass(frozen=True)
 class Notification:
     """A document for a tenant's webhook, and its delivery id: the same each time this
-    notification is sent (retries included), so that a receiver can drop one it has had."""
+    notification is sent (retries included), so that a receiver can drop one it has had;
+    `mail_to`, the address it is emailed to as well ("": none)."""
 
     tenant: Tenant
     delivery: str  # "job.ended:42", "job.started:42", "budget.threshold:alpha:2026-12:80"
     document: Mapping[str, object]
+    mail_to: str = ""
 
 
 class Unreachable(Exception):
     """The receiver could not be reached, did not answer in time, or failed (a 5xx): worth
     another try."""
+
+
+def told_of(path: str = "") -> Q:
+    """The jobs someone is told of: their tenant has a webhook, or they ask to be emailed
+    (`path`: the way to the job from the rows filtered, "job__" from its attempts)."""
+    return ~Q(**{f"{path}tenant__notify_url": ""}) | Q(**{f"{path}notify_email": True})
+
+
+def told(job: Job) -> bool:
+    """Whether anyone is told of the job (told_of, of one job)."""
+    return bool(job.tenant.notify_url) or job.notify_email
+
+
+def mail_to(job: Job) -> str:
+    """Where the job's notices are emailed: its submitter's address, if it asks ("": none)."""
+    return job.owner.email if job.notify_email and settings.MLSCHED_SMTP_URL else ""
 
 
 # -- after commit: which ends are due -----------------------------------------------------
@@ -136,15 +162,10 @@ def jobs_ended(ended: list[tuple[int, int]]) -> None:
 
 def due(ended: list[tuple[int, int]]) -> list[int]:
     """The notifications these ends call for, by job id (a batch: its first shard's): the jobs
-    of tenants with a URL; a batch's shards only once the batch has no live shard left."""
-    tenants = {tenant_id for _, tenant_id in ended}
-    with_url = set(
-        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
-    )
-    if not with_url:
-        return []  # most tenants: one query per commit that ends jobs, and nothing queued
-    ids = [job_id for job_id, tenant_id in ended if tenant_id in with_url]
-    rows = Job.objects.filter(pk__in=ids).values_list("pk", "parent_id", "shards")
+    someone is told of (told_of); a batch's shards only once the batch has no live shard left.
+    One query per commit that ends jobs when nobody is told of them."""
+    ids = [job_id for job_id, _ in ended]
+    rows = Job.objects.filter(told_of(), pk__in=ids).values_list("pk", "parent_id", "shards")
     singles = [pk for pk, parent, shards in rows if parent is None and shards <= 1]
     batches = {parent or pk for pk, parent, shards in rows if parent is not None or shards > 1}
     return sorted(singles + [batch for batch in ended_batches(batches) if claim(batch)])
@@ -161,17 +182,16 @@ def jobs_started(started: list[tuple[int, int, datetime]]) -> None:
 
 
 def hooked(moves: list[tuple[int, int, datetime]]) -> dict[int, datetime]:
-    """{job id: when} of these moves, (job id, tenant id, when), of tenants with a URL."""
-    tenants = {tenant_id for _, tenant_id, _ in moves}
-    with_url = set(
-        Tenant.objects.filter(pk__in=tenants).exclude(notify_url="").values_list("pk", flat=True)
-    )
-    return {job_id: time for job_id, tenant_id, time in moves if tenant_id in with_url}
+    """{job id: when} of these moves, (job id, tenant id, when), of the jobs someone is told
+    of (told_of)."""
+    ids = [job_id for job_id, _, _ in moves]
+    found = set(Job.objects.filter(told_of(), pk__in=ids).values_list("pk", flat=True))
+    return {job_id: time for job_id, _, time in moves if job_id in found}
 
 
 def starts_due(started: list[tuple[int, int, datetime]]) -> list[int]:
     """The start notifications these starts call for, by the id of the job that started: the
-    first start of a job that asks for it (`notify_start`), of a tenant with a URL; a batch's
+    first start of a job that asks for it (`notify_start`), someone told of it; a batch's
     once, for the shard that started first (the lowest id of those that started at once:
     `started_first`).
     A first start is one whose time is the job's `started_at`, which keeps the first: a
@@ -206,7 +226,7 @@ def requeues_due(
 ) -> list[tuple[int, float, float, int | None]]:
     """The requeue notifications these requeues call for, each (the job it tells of, since
     when, seconds to wait, its retries used as the requeue left them): a job that asks for it
-    (`notify_requeue`), of a tenant with a URL, at once; a batch (its first shard) once for its
+    (`notify_requeue`), someone told of it, at once; a batch (its first shard) once for its
     shards queued again within REQUEUE_GATHER_S of the first (`claim_requeue`), after that
     time, when they have been (its retries used read then: None)."""
     if not (when := hooked(requeued)):
@@ -276,7 +296,7 @@ def tasks_module():
     return tasks
 
 
-def queue(task, *args: float | None, countdown: float = 0.0) -> None:
+def queue(task, *args: float | str | None, countdown: float = 0.0) -> None:
     """Send a notification's task (jobs.tasks) with the arguments it takes, to the worker; run
     `countdown` seconds from now."""
     if not task.app.conf.task_always_eager:
@@ -292,7 +312,7 @@ def queue(task, *args: float | None, countdown: float = 0.0) -> None:
     runs.start()
 
 
-def run_here(task, args: tuple[float, ...], countdown: float = 0.0) -> None:
+def run_here(task, args: tuple[float | str | None, ...], countdown: float = 0.0) -> None:
     time.sleep(countdown)
     try:
         task.apply(args=args)
@@ -305,18 +325,19 @@ def run_here(task, args: tuple[float, ...], countdown: float = 0.0) -> None:
 
 def job_end(job_id: int) -> Notification | None:
     """The notification of job `job_id`'s end (a batch: its first shard's); None when there is
-    nothing to send: the job deleted since, or its tenant's URL removed since."""
+    nothing to send: the job deleted since, or nobody to tell now (its tenant's URL removed
+    since, and no email asked)."""
     job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
-    if job is None or not job.tenant.notify_url:
+    if job is None or not told(job):
         return None
-    return Notification(job.tenant, f"job.ended:{job.pk}", document(job))
+    return Notification(job.tenant, f"job.ended:{job.pk}", document(job), mail_to(job))
 
 
 def job_start(job_id: int) -> Notification | None:
     """The notification of job `job_id`'s first start (a batch's shard: its batch's, named by
     its first shard); None when there is nothing to send, as job_end."""
     started = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
-    if started is None or not started.tenant.notify_url:
+    if started is None or not told(started):
         return None
     job = started
     if started.parent_id is not None:
@@ -334,7 +355,7 @@ def job_start(job_id: int) -> Notification | None:
         shards=job.shards if job.is_batch else None,
         shard=started.shard_index if job.is_batch else None,
     )  # fmt: skip
-    return Notification(job.tenant, f"job.started:{job.pk}", document)
+    return Notification(job.tenant, f"job.started:{job.pk}", document, mail_to(job))
 
 
 def job_requeue(job_id: int, since: float, retries_used: int | None = None) -> Notification | None:
@@ -342,9 +363,9 @@ def job_requeue(job_id: int, since: float, retries_used: int | None = None) -> N
     of a batch (its first shard), of its shards queued again from then to REQUEUE_GATHER_S
     after, the lowest one's first event telling how. `retries_used` as the requeue left them
     (None: the lowest one's row's now). None when there is nothing to send: the job deleted
-    since, its tenant's URL removed since, or no such event kept."""
+    since, nobody to tell now, or no such event kept."""
     job = Job.objects.select_related("tenant", "owner").filter(pk=job_id).first()
-    if job is None or not job.tenant.notify_url:
+    if job is None or not told(job):
         return None
     start = datetime.fromtimestamp(since, tz=UTC) - timedelta(milliseconds=1)  # its float
     moves = JobEvent.objects.filter(job__in=job.batch().values("pk"), from_state__in=ACTIVE,
@@ -371,15 +392,28 @@ def job_requeue(job_id: int, since: float, retries_used: int | None = None) -> N
         requeued_shards=sorted(m.job.shard_index for m in firsts.values()) if job.is_batch
         else None,
     )  # fmt: skip
-    return Notification(job.tenant, f"job.requeued:{job.pk}:{lowest.pk}", document)
+    return Notification(job.tenant, f"job.requeued:{job.pk}:{lowest.pk}", document, mail_to(job))
 
 
 def deliver(notification: Notification | None) -> None:
-    """Post the notification to its tenant's URL, once (None: nothing to send). Raises
-    Unreachable for a failure worth another try; any other answer is final: a 2xx delivered,
-    a redirect (not followed) or a 4xx logged and dropped."""
-    if notification is not None:
+    """Queue the notification's email, the first time (None: nothing to send), then post it
+    to its tenant's URL, if it has one. Raises Unreachable for a failure worth another try;
+    any other answer is final: a 2xx delivered, a redirect (not followed) or a 4xx logged and
+    dropped."""
+    if notification is None:
+        return
+    if notification.mail_to and claim_mail(notification.delivery):
+        subject, body = mail_text(notification.document)
+        args = (notification.delivery, notification.mail_to, subject, body)
+        queue(tasks_module().mail_notification, *args)
+    if notification.tenant.notify_url:
         post(notification.tenant, encode(notification.document), notification.delivery)
+
+
+def claim_mail(delivery: str) -> bool:
+    """Whether this try of the notification emails it: the first to add `mailed-<delivery>`
+    to the shared cache does (a retried post, or the task run twice, finds it there)."""
+    return caches["shared"].add(f"mailed-{delivery}", 1, CLAIM_S)
 
 
 def document(job: Job) -> JobEnded:
@@ -463,3 +497,59 @@ def post(tenant: Tenant, body: bytes, delivery: str) -> None:
         raise Unreachable(f"{host} answered {status}")
     if status >= 300:
         log.warning("%s: %s answered %d; dropped, not sent again", which, host, status)
+
+
+# -- email ----------------------------------------------------------------------------------
+
+# What an email's subject says of a job, by its notification's event.
+SUBJECTS = {
+    "job.ended": lambda d: f"{d['state']}" + (f": {d['reason']}" if d.get("reason") else ""),
+    "job.started": lambda d: "started" + (f" on {d['cluster']}" if d.get("cluster") else ""),
+    "job.requeued": lambda d: "queued again" + (f": {d['reason']}" if d.get("reason") else ""),
+    "job.time_limit": lambda d: f"has used {d['percent']} % of its runtime limit",
+}
+
+
+def mail_text(document: Mapping[str, object]) -> tuple[str, str]:
+    """An email's subject and plain-text body for a job's notification: what happened in the
+    subject ("Job #42 train-llm failed: exit code 3"), then the document a field a line, its
+    link first."""
+    told = SUBJECTS[str(document["event"])](document)
+    subject = f"Job #{document['job']} {document['name']} {told}"
+    lines = [subject, ""]
+    if document.get("url"):
+        lines += [str(document["url"]), ""]
+    for key, value in document.items():
+        if key in ("event", "url") or value is None or value == "":
+            continue
+        shown = json.dumps(value) if isinstance(value, dict | list) else value
+        lines.append(f"{key}: {shown}")
+    # One line: a job's name or reason cannot add headers.
+    return " ".join(subject.split())[:200], "\n".join(lines) + "\n"
+
+
+def mail(delivery: str, to: str, subject: str, body: str) -> None:
+    """Email a notification once, through MLSCHED_SMTP_URL, with its delivery id in
+    `X-Mlsched-Delivery`. Raises Unreachable while the server cannot take it (not reached, or
+    a 4xx: try later); a 5xx refusal is logged and dropped."""
+    which = f"email of notification {delivery}"
+    message = EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [to],
+                           headers={DELIVERY_HEADER: delivery})  # fmt: skip
+    try:
+        message.send()
+    except smtplib.SMTPRecipientsRefused as error:
+        codes = [code for code, _ in error.recipients.values()]
+        final(which, f"recipient refused ({', '.join(map(str, codes))})", min(codes))
+    except smtplib.SMTPResponseException as error:
+        final(which, f"answered {error.smtp_code}", error.smtp_code)
+    except (OSError, smtplib.SMTPException) as error:  # not reached, cut off, timed out
+        log.warning("%s: %s", which, type(error).__name__)
+        raise Unreachable(f"mail server: {type(error).__name__}") from None
+
+
+def final(which: str, failure: str, code: int) -> None:
+    """A mail server's refusal: worth another try if temporary (4xx), else dropped."""
+    if 400 <= code < 500:
+        log.warning("%s: %s", which, failure)
+        raise Unreachable(f"mail server {failure}")
+    log.warning("%s: %s; dropped, not sent again", which, failure)

@@ -4,6 +4,7 @@ cancel, a resubmission) is jobs/action_serializers.py's."""
 
 import re
 
+from django.conf import settings
 from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 from rest_framework import serializers
@@ -128,6 +129,15 @@ def each_once(what: str):
     return validate
 
 
+def mail_problem(user) -> str:
+    """Why the user's jobs cannot be emailed of ("": they can)."""
+    if not settings.MLSCHED_SMTP_URL:
+        return "This platform sends no email: its admins have set no mail server."
+    if user is not None and not user.email:
+        return "Your account has no email address to send to: a platform admin sets it."
+    return ""
+
+
 def existing_nodes(names: list[str]) -> set[str]:
     """Those of the names that some cluster has a node of."""
     return set(Node.objects.filter(name__in=names).values_list("name", flat=True))
@@ -232,6 +242,8 @@ class SubmitSerializer(serializers.Serializer):
     notify_requeue = serializers.BooleanField(default=False)
     # Slurm's --mail-type=TIME_LIMIT_90: told when a run has used 90 % of its runtime limit.
     notify_time_limit = serializers.BooleanField(default=False)
+    # Slurm's --mail-user: what its team's webhook is told of it, emailed to its submitter too.
+    notify_email = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(max_length=128, required=False)
     depends_on = serializers.ListField(
         child=DependencyItem(),
@@ -246,11 +258,16 @@ class SubmitSerializer(serializers.Serializer):
     # Slurm's --deadline: canceled while queued once it could no longer end by this time.
     deadline = Deadline(default=None, allow_null=True)
 
-    def __init__(self, *args, tenants=None, jobs=None, **kwargs):
+    def __init__(self, *args, tenants=None, jobs=None, user=None, **kwargs):
         """`tenants`: those the caller may submit to; `jobs`: those the caller can see (only
-        those may be named in depends_on)."""
+        those may be named in depends_on); `user`: the caller, its submitter."""
         super().__init__(*args, **kwargs)
-        self.tenants, self.jobs = tenants, jobs
+        self.tenants, self.jobs, self.user = tenants, jobs, user
+
+    def validate_notify_email(self, asked: bool) -> bool:
+        if asked and (problem := mail_problem(self.user)):
+            raise serializers.ValidationError(problem)
+        return asked
 
     def validate_tenant(self, slug):
         tenant = self.tenants.filter(slug=slug).first()
@@ -524,7 +541,7 @@ class JobSerializer(serializers.ModelSerializer):
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retry_exit_codes", "notify_start", "notify_requeue",
-            "notify_time_limit", "retries_used",
+            "notify_time_limit", "notify_email", "retries_used",
             "idempotency_key", "state", "held", "pending_reason", "pending_message",
             "end_reason", "estimated_start", "created", "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",

@@ -68,6 +68,13 @@ def notify_job_requeue(job_id: int, since: float, retries_used: int | None = Non
 
 
 @notification_task
+def mail_notification(delivery: str, to: str, subject: str, body: str) -> None:
+    """Email a job's notification to its submitter (jobs.notify.mail), as its webhook's post
+    is tried: again while the mail server cannot take it."""
+    notify.mail(delivery, to, subject, body)
+
+
+@notification_task
 def notify_budget(alert_id: int) -> None:
     """POST the notification of a GPU-hour budget threshold reached (a BudgetAlert's id) to its
     tenant's webhook (jobs.budget_alerts)."""

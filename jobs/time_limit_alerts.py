@@ -1,13 +1,13 @@
 """Time-limit warnings (Slurm's --mail-type=TIME_LIMIT_90): a job that asks for it
-(`notify_time_limit`) has its tenant's webhook told when a run of it has used 90 % of its
-runtime limit, while there is time left to save a checkpoint or its results; each run once, a
-retry's run again (its limit starts again with it). A batch of several shards does not ask:
-each shard would be told apart.
+(`notify_time_limit`) has its tenant's webhook told, and its submitter emailed if it asks
+(`notify_email`), when a run of it has used 90 % of its runtime limit, while there is time left
+to save a checkpoint or its results; each run once, a retry's run again (its limit starts again
+with it). A batch of several shards does not ask: each shard would be told apart.
 
 `check` runs once a minute (beat sends `jobs.tasks.warn_time_limits`; the embedded mode runs it
 in a thread of the server), so a warning comes at most a minute late. It reads the running
-attempts of jobs that ask, of tenants with a URL, not told yet (one query; most deployments have
-none), and claims each that has reached 90 % with a conditional update of its
+attempts of jobs that ask, with someone to tell (a webhook, an email), not told yet (one query;
+most deployments have none), and claims each that has reached 90 % with a conditional update of its
 `time_limit_told_at`: of two checkers racing, one updates the row, and only that one queues the
 notification, after its commit; a broker that refuses the task gives the claim back. A limit
 lowered while the job runs is read as it stands.
@@ -48,7 +48,7 @@ def check(now: datetime | None = None) -> int:
             outcome="", started_at__isnull=False, time_limit_told_at__isnull=True,
             job__notify_time_limit=True,
         )
-        .exclude(job__tenant__notify_url="")
+        .filter(notify.told_of("job__"))
         .values_list("pk", "started_at", "job__max_runtime_s")
     )  # fmt: skip
     due = [pk for pk, started, limit in live if reached(started, limit, now)]
@@ -85,13 +85,13 @@ def send(attempt_id: int) -> None:
 
 def notification(attempt_id: int) -> notify.Notification | None:
     """The notification of run `attempt_id` nearing its runtime limit; None when there is
-    nothing to send: the run or its job deleted since, or its tenant's URL removed since."""
+    nothing to send: the run or its job deleted since, or nobody to tell now."""
     attempt = (
         Attempt.objects.select_related("job__tenant", "job__owner", "cluster")
         .filter(pk=attempt_id, started_at__isnull=False)
         .first()
     )
-    if attempt is None or not attempt.job.tenant.notify_url:
+    if attempt is None or not notify.told(attempt.job):
         return None
     job = attempt.job
     stops = attempt.started_at + timedelta(seconds=job.max_runtime_s)
@@ -103,4 +103,5 @@ def notification(attempt_id: int) -> notify.Notification | None:
         cluster=attempt.cluster.name if attempt.cluster else None,
         url=notify.portal_url(reverse("job", args=[job.pk])),
     )  # fmt: skip
-    return notify.Notification(job.tenant, f"job.time_limit:{attempt.pk}", document)
+    delivery = f"job.time_limit:{attempt.pk}"
+    return notify.Notification(job.tenant, delivery, document, notify.mail_to(job))

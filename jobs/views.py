@@ -44,6 +44,7 @@ from jobs.serializers import (
     FLAGS,
     REQUEST,
     SubmitSerializer,
+    mail_problem,
     spec_as_read,
     whole_number,
 )
@@ -62,6 +63,7 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 "command": "command-help", "notify_start": "notify-start-help",
                 "notify_requeue": "notify-requeue-help",
                 "notify_time_limit": "notify-time-limit-help",
+                "notify_email": "notify-email-help",
                 "retry_exit_codes": "retry-exit-codes-help"}  # fmt: skip
 
 
@@ -309,7 +311,7 @@ def job_page(
 
 def notifies(job: Job) -> str:
     """What its team's webhook is told of it beyond its end, as its page says it ("": only
-    that)."""
+    that); the page says apart whether its submitter is emailed (`notify_email`)."""
     told = [
         said
         for asked, said in (
@@ -453,7 +455,9 @@ def submit(request):
     if request.method == "POST":
         values = submit_form.read(request.POST)
         data, errors = submit_form.serializer_input(values)
-        checked = SubmitSerializer(data=data, tenants=tenants, jobs=visible_jobs(request.user))
+        checked = SubmitSerializer(
+            data=data, tenants=tenants, jobs=visible_jobs(request.user), user=request.user
+        )
         if checked.is_valid() and not errors:
             spec = dict(checked.validated_data)
             if "test_only" in request.POST:  # the same form drawn again, with the answer
@@ -476,6 +480,7 @@ def submit(request):
         "trial": answer,
         "copied": copied,
         "untypable": untypable,
+        "mail_problem": mail_problem(request.user),
     }
     return render(request, "portal/submit.html", context, status=status)
 

@@ -10,7 +10,7 @@ SECRET_KEY, DEBUG, ALLOWED_HOSTS as usual.
 
 import os
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -283,6 +283,33 @@ MLSCHED_SECRETS_KEYS = [k for k in os.environ.get("MLSCHED_SECRETS_KEYS", "").sp
 # notifications (jobs.notify) link to the job's page under it, budget alerts to the quota page.
 # Unset: they carry no link.
 MLSCHED_PUBLIC_URL = os.environ.get("MLSCHED_PUBLIC_URL", "")
+
+
+def smtp_settings(url: str) -> tuple[str, int, str, str, bool, bool]:
+    """Django's EMAIL_HOST, _PORT, _HOST_USER, _HOST_PASSWORD, _USE_TLS (STARTTLS) and
+    _USE_SSL from MLSCHED_SMTP_URL: `smtp://` (plain), `smtp+starttls://` or `smtps://` (TLS
+    from the start), a user and password if given, a port (25, 587, 465 by scheme if not)."""
+    parts = urlsplit(url)
+    schemes = {"smtp": (25, False, False), "smtp+starttls": (587, True, False),
+               "smtps": (465, False, True)}  # fmt: skip
+    if parts.scheme not in schemes or not parts.hostname:
+        raise ImproperlyConfigured(
+            "MLSCHED_SMTP_URL: smtp://, smtp+starttls:// or smtps:// and a host, e.g. "
+            "smtp+starttls://user:password@mail.example.com:587"
+        )
+    port, starttls, tls = schemes[parts.scheme]
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    return parts.hostname, parts.port or port, user, password, starttls, tls
+
+
+# The mail server that emails jobs' submitters what they asked to be told (`notify_email`,
+# jobs.notify). Unset: no email is sent, and a job asking for it is refused.
+MLSCHED_SMTP_URL = os.environ.get("MLSCHED_SMTP_URL", "")
+if MLSCHED_SMTP_URL:
+    (EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS,
+     EMAIL_USE_SSL) = smtp_settings(MLSCHED_SMTP_URL)  # fmt: skip
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("MLSCHED_EMAIL_FROM", "mlsched@localhost")
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

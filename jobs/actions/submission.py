@@ -265,7 +265,7 @@ def resubmit(
         found = existing_nodes(data["exclude_nodes"])
         data["exclude_nodes"] = [name for name in data["exclude_nodes"] if name in found]
     checked = SubmitSerializer(
-        data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user)
+        data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user), user=user
     )
     if not checked.is_valid():
         raise ValidationError(resubmit_errors(job, checked.errors))

@@ -4,7 +4,7 @@
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
                 [--retry-exit-codes CODE[,CODE...]] [--label KEY=VALUE ...]
                 [--volume NAME:PATH[:rw] ...] [--notify-start] [--notify-requeue]
-                [--notify-time-limit] [--test-only | --wait]
+                [--notify-time-limit] [--notify-email] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
@@ -39,7 +39,8 @@
                      time it is stopped and queued again (notify_requeue), as
                      --mail-type=REQUEUE; --notify-time-limit: when a run has used 90 %
                      of its runtime limit (notify_time_limit), as
-                     --mail-type=TIME_LIMIT_90.
+                     --mail-type=TIME_LIMIT_90; --notify-email: you are emailed what
+                     your team's webhook is told of it (notify_email), as --mail-user.
                      --test-only submits nothing: it prints whether the scheduler would
                      start the job now and where, or why it would wait and its estimated
                      start, as Slurm's sbatch --test-only. --wait then waits for it to

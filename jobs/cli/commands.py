@@ -47,7 +47,8 @@ def submit(api: Api, args) -> None:
              "exclude_nodes": args.exclude, "retry_exit_codes": args.retry_exit_codes,
              "notify_start": True if args.notify_start else None,
              "notify_requeue": True if args.notify_requeue else None,
-             "notify_time_limit": True if args.notify_time_limit else None}  # fmt: skip
+             "notify_time_limit": True if args.notify_time_limit else None,
+             "notify_email": True if args.notify_email else None}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):

@@ -79,6 +79,10 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("Priority", priority(job)),
         ("Retries", retries(job)),
         ("Notifies", notifies(job)),
+        (
+            "Emails",
+            "its submitter, what its team's webhook is told" if job.get("notify_email") else "",
+        ),
         ("Dependencies", dependencies(job)),
         ("Begin", moment(job["begin"]) if job["begin"] else ""),
         ("Deadline", moment(job["deadline"]) if job["deadline"] else ""),

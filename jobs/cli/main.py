@@ -139,6 +139,11 @@ def add_submitting(commands) -> None:
              "notify_time_limit; Slurm's --mail-type=TIME_LIMIT_90)",
     )  # fmt: skip
     submitting.add_argument(
+        "--notify-email", action="store_true",
+        help="email yourself what your team's webhook is told of it: its end, and what the "
+             "other --notify flags ask (its notify_email; Slurm's --mail-user)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--wait", action="store_true",
         help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
     )  # fmt: skip
