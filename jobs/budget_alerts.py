@@ -1,16 +1,18 @@
 """GPU-hour budget alerts, as cloud budgets alert: once a budgeted tenant's attempts have used
 80 % and then 100 % of its month's GPU-hours (`Tenant.gpu_hours_per_month`), its webhook is
-told (jobs.notify), once per threshold and month. What counts is what the month's attempts
+told (jobs.notify), and its owners with an email address emailed where the platform sends email
+(MLSCHED_SMTP_URL), once per threshold and month. What counts is what the month's attempts
 used, as the scheduler counts it (`budgets.spent_gpu_seconds`), not what running jobs may still
 use: a threshold is told once its hours are spent, never on a reservation.
 
 `check` runs once a minute (beat sends `jobs.tasks.alert_budgets`; the embedded mode runs it in
-a thread of the server). It reads the tenants that have both a budget and a URL (most
-deployments have none: one query, and nothing more) and counts the month's use of those with a
-threshold left to tell. A threshold reached is claimed by inserting its BudgetAlert row: of two
-checkers racing, the unique constraint lets one insert it, and only that one queues the
-notification, after its commit. Both thresholds reached at once: both are claimed, the higher
-told. A budget raised later in the month tells no threshold again that month.
+a thread of the server). It reads the tenants that have a budget and someone to tell, a URL or
+an owner to email (most deployments have none: one query, and nothing more) and counts the
+month's use of those with a threshold left to tell. A threshold reached is claimed by inserting
+its BudgetAlert row: of two checkers racing, the unique constraint lets one insert it, and only
+that one queues the notification, after its commit. Both thresholds reached at once: both are
+claimed, the higher told. A budget raised later in the month tells no threshold again that
+month.
 """
 
 import logging
@@ -20,6 +22,7 @@ from functools import partial
 from typing import TypedDict
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -54,19 +57,21 @@ class Reached:
 
 
 def check(now: datetime | None = None) -> int:
-    """Claim the thresholds budgeted tenants with a webhook have reached this month and not
-    told, and queue their notifications after the commit; how many notifications it claimed."""
+    """Claim the thresholds budgeted tenants with someone to tell have reached this month and
+    not told, and queue their notifications after the commit; how many notifications it claimed."""
     now = now or timezone.now()
     return sum(claim(reached, now) for reached in untold(now))
 
 
 def untold(now: datetime) -> list[Reached]:
-    """The thresholds the month of `now` has reached and not told, of each tenant with both a
-    budget and a URL; its use is counted only for a tenant with a threshold left to tell."""
+    """The thresholds the month of `now` has reached and not told, of each tenant with a budget
+    and someone to tell (a URL, an owner to email); its use is counted only for a tenant with a
+    threshold left to tell."""
     watched = dict(
         Tenant.objects.filter(gpu_hours_per_month__isnull=False)
-        .exclude(notify_url="")
+        .filter(~Q(notify_url="") | notify.owners_mailed())
         .values_list("pk", "gpu_hours_per_month")
+        .distinct()
     )
     if not watched:
         return []  # most deployments: this one query a minute
@@ -131,9 +136,13 @@ def send(claimed: list[int]) -> None:
 
 def notification(alert_id: int) -> notify.Notification | None:
     """The notification of the threshold BudgetAlert `alert_id` claimed; None when there is
-    nothing to send: the row deleted since, or its tenant's URL removed since."""
+    nothing to send: the row deleted since, or nobody to tell now (its tenant's URL removed
+    since, no owner with an address)."""
     alert = BudgetAlert.objects.select_related("tenant").filter(pk=alert_id).first()
-    if alert is None or not alert.tenant.notify_url:
+    if alert is None:
+        return None
+    owners = notify.owners_of(alert.tenant)
+    if not (alert.tenant.notify_url or owners):
         return None
     tenant, month = alert.tenant, f"{alert.month:%Y-%m}"
     document = BudgetThreshold(
@@ -142,4 +151,4 @@ def notification(alert_id: int) -> notify.Notification | None:
         url=notify.portal_url(f"{reverse('quotas')}#team-{tenant.slug}"),
     )  # fmt: skip
     delivery = f"budget.threshold:{tenant.slug}:{month}:{alert.percent}"
-    return notify.Notification(tenant, delivery, document)
+    return notify.Notification(tenant, delivery, document, owners)

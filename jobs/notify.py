@@ -52,7 +52,7 @@ from jobs import efficiency
 from jobs.models import Job, JobEvent
 from jobs.placement.words import counted
 from jobs.states import ACTIVE, State, batch_state
-from quotas.models import Tenant
+from quotas.models import Membership, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,12 @@ class JobRequeued(JobNotice):
 class Notification:
     """A document for a tenant's webhook, and its delivery id: the same each time this
     notification is sent (retries included), so that a receiver can drop one it has had;
-    `mail_to`, the address it is emailed to as well ("": none)."""
+    `mail_to`, the addresses it is emailed to as well (none: not emailed)."""
 
     tenant: Tenant
     delivery: str  # "job.ended:42", "job.started:42", "budget.threshold:alpha:2026-12:80"
     document: Mapping[str, object]
-    mail_to: str = ""
+    mail_to: tuple[str, ...] = ()
 
 
 class Unreachable(Exception):
@@ -142,9 +142,26 @@ def told(job: Job) -> bool:
     return bool(job.tenant.notify_url) or job.notify_email
 
 
-def mail_to(job: Job) -> str:
-    """Where the job's notices are emailed: its submitter's address, if it asks ("": none)."""
-    return job.owner.email if job.notify_email and settings.MLSCHED_SMTP_URL else ""
+def mail_to(job: Job) -> tuple[str, ...]:
+    """Where the job's notices are emailed: its submitter's address, if it asks."""
+    asks = job.notify_email and settings.MLSCHED_SMTP_URL and job.owner.email
+    return (job.owner.email,) if asks else ()
+
+
+def owners_mailed() -> Q:
+    """The tenants whose owners with an address are emailed what concerns the tenant itself
+    (its budget): those that have such an owner, where the platform sends email."""
+    if not settings.MLSCHED_SMTP_URL:
+        return Q(pk__in=[])
+    return Q(memberships__role=Membership.Role.OWNER, memberships__user__email__gt="")
+
+
+def owners_of(tenant: Tenant) -> tuple[str, ...]:
+    """The addresses of the tenant's owners (none where the platform sends no email)."""
+    if not settings.MLSCHED_SMTP_URL:
+        return ()
+    found = tenant.memberships.filter(role=Membership.Role.OWNER).exclude(user__email="")
+    return tuple(sorted(found.values_list("user__email", flat=True)))
 
 
 # -- after commit: which ends are due -----------------------------------------------------
@@ -296,7 +313,7 @@ def tasks_module():
     return tasks
 
 
-def queue(task, *args: float | str | None, countdown: float = 0.0) -> None:
+def queue(task, *args: float | str | list[str] | None, countdown: float = 0.0) -> None:
     """Send a notification's task (jobs.tasks) with the arguments it takes, to the worker; run
     `countdown` seconds from now."""
     if not task.app.conf.task_always_eager:
@@ -312,7 +329,7 @@ def queue(task, *args: float | str | None, countdown: float = 0.0) -> None:
     runs.start()
 
 
-def run_here(task, args: tuple[float | str | None, ...], countdown: float = 0.0) -> None:
+def run_here(task, args: tuple, countdown: float = 0.0) -> None:
     time.sleep(countdown)
     try:
         task.apply(args=args)
@@ -404,7 +421,7 @@ def deliver(notification: Notification | None) -> None:
         return
     if notification.mail_to and claim_mail(notification.delivery):
         subject, body = mail_text(notification.document)
-        args = (notification.delivery, notification.mail_to, subject, body)
+        args = (notification.delivery, list(notification.mail_to), subject, body)
         queue(tasks_module().mail_notification, *args)
     if notification.tenant.notify_url:
         post(notification.tenant, encode(notification.document), notification.delivery)
@@ -501,21 +518,27 @@ def post(tenant: Tenant, body: bytes, delivery: str) -> None:
 
 # -- email ----------------------------------------------------------------------------------
 
-# What an email's subject says of a job, by its notification's event.
+# An email's subject, by its notification's event.
 SUBJECTS = {
-    "job.ended": lambda d: f"{d['state']}" + (f": {d['reason']}" if d.get("reason") else ""),
-    "job.started": lambda d: "started" + (f" on {d['cluster']}" if d.get("cluster") else ""),
-    "job.requeued": lambda d: "queued again" + (f": {d['reason']}" if d.get("reason") else ""),
-    "job.time_limit": lambda d: f"has used {d['percent']} % of its runtime limit",
-}
+    "job.ended": lambda d: f"{job(d)} {d['state']}" + (f": {d['reason']}" if d["reason"] else ""),
+    "job.started": lambda d: f"{job(d)} started" + (f" on {d['cluster']}" if d["cluster"] else ""),
+    "job.requeued": lambda d: f"{job(d)} queued again" + (f": {d['reason']}" if d["reason"]
+                                                          else ""),
+    "job.time_limit": lambda d: f"{job(d)} has used {d['percent']} % of its runtime limit",
+    "budget.threshold": lambda d: (f"Team {d['tenant']} has used {d['percent']} % of its "
+                                   f"GPU-hour budget for {d['month']}"),
+}  # fmt: skip
+
+
+def job(document: Mapping[str, object]) -> str:
+    return f"Job #{document['job']} {document['name']}"
 
 
 def mail_text(document: Mapping[str, object]) -> tuple[str, str]:
-    """An email's subject and plain-text body for a job's notification: what happened in the
+    """An email's subject and plain-text body for a notification: what happened in the
     subject ("Job #42 train-llm failed: exit code 3"), then the document a field a line, its
     link first."""
-    told = SUBJECTS[str(document["event"])](document)
-    subject = f"Job #{document['job']} {document['name']} {told}"
+    subject = SUBJECTS[str(document["event"])](document)
     lines = [subject, ""]
     if document.get("url"):
         lines += [str(document["url"]), ""]
@@ -528,12 +551,12 @@ def mail_text(document: Mapping[str, object]) -> tuple[str, str]:
     return " ".join(subject.split())[:200], "\n".join(lines) + "\n"
 
 
-def mail(delivery: str, to: str, subject: str, body: str) -> None:
-    """Email a notification once, through MLSCHED_SMTP_URL, with its delivery id in
-    `X-Mlsched-Delivery`. Raises Unreachable while the server cannot take it (not reached, or
-    a 4xx: try later); a 5xx refusal is logged and dropped."""
+def mail(delivery: str, to: list[str], subject: str, body: str) -> None:
+    """Email a notification once to these addresses, through MLSCHED_SMTP_URL, with its
+    delivery id in `X-Mlsched-Delivery`. Raises Unreachable while the server cannot take it
+    (not reached, or a 4xx: try later); a 5xx refusal is logged and dropped."""
     which = f"email of notification {delivery}"
-    message = EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [to],
+    message = EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, to,
                            headers={DELIVERY_HEADER: delivery})  # fmt: skip
     try:
         message.send()

@@ -68,9 +68,10 @@ def notify_job_requeue(job_id: int, since: float, retries_used: int | None = Non
 
 
 @notification_task
-def mail_notification(delivery: str, to: str, subject: str, body: str) -> None:
-    """Email a job's notification to its submitter (jobs.notify.mail), as its webhook's post
-    is tried: again while the mail server cannot take it."""
+def mail_notification(delivery: str, to: list[str], subject: str, body: str) -> None:
+    """Email a notification (a job's, to its submitter; a budget's, to its team's owners:
+    jobs.notify.mail), as a webhook's post is tried: again while the mail server cannot take
+    it."""
     notify.mail(delivery, to, subject, body)
 
 

@@ -16,12 +16,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import actions, notify, tasks, time_limit_alerts
+from jobs import actions, budget_alerts, notify, tasks, time_limit_alerts
 from jobs.cli import describe
 from jobs.models import Attempt, Job
 from mlsched_site.settings import smtp_settings
 from quotas.models import Membership
 from tests.factories import JobFactory, MembershipFactory, PriorityClassFactory, UserFactory
+from tests.jobs.test_budget_alerts import NOW, budget, used
 from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
 from tests.jobs.test_notify import end, hooked, receiver, room, run_when_sent  # noqa: F401
 from tests.jobs.test_notify_start import FORM, SPEC, placed, starts
@@ -170,10 +171,10 @@ def test_its_start_and_its_time_limit_are_emailed_as_it_asks(
 def test_a_mail_server_refusing_for_now_is_tried_again_and_for_good_is_not(mailbox):
     mailbox.refusal = "451 4.3.0 Try again later"
     with pytest.raises(notify.Unreachable, match="451"):
-        notify.mail("job.ended:1", "carol@example.com", "Job #1 x failed", "body\n")
+        notify.mail("job.ended:1", ["carol@example.com"], "Job #1 x failed", "body\n")
 
     mailbox.refusal = "550 5.1.1 No such user"
-    notify.mail("job.ended:1", "carol@example.com", "Job #1 x failed", "body\n")  # dropped
+    notify.mail("job.ended:1", ["carol@example.com"], "Job #1 x failed", "body\n")  # dropped
 
     assert (mailbox.tries, mailbox.messages) == (2, [])
 
@@ -183,17 +184,48 @@ def test_a_mail_server_not_answering_is_tried_again(settings):
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()  # nothing listens
 
     with pytest.raises(notify.Unreachable, match="ConnectionRefusedError"):
-        notify.mail("job.ended:1", "carol@example.com", "Job #1 x failed", "body\n")
+        notify.mail("job.ended:1", ["carol@example.com"], "Job #1 x failed", "body\n")
 
 
 def test_the_mail_task_is_tried_as_the_webhooks_are(mailbox):
     mailbox.refusal = "421 4.7.0 Too busy"
 
-    result = tasks.mail_notification.apply(args=("job.ended:1", "c@example.com", "s", "b"))
+    result = tasks.mail_notification.apply(args=("job.ended:1", ["c@example.com"], "s", "b"))
 
     assert isinstance(result.result, notify.Unreachable)
     assert mailbox.tries == 1 + tasks.mail_notification.max_retries
     assert tasks.mail_notification.autoretry_for == tasks.notify_job_end.autoretry_for
+
+
+def test_a_budget_threshold_is_emailed_to_the_teams_owners_with_an_address(
+    alpha, alice, bob, carol, mailbox, mailed, monkeypatch, django_capture_on_commit_callbacks
+):
+    # Carol owns alpha and has an address; Alice owns it without one; Bob is a member.
+    UserFactory._meta.model.objects.filter(pk=bob.pk).update(email="bob@example.com")
+    run_when_sent(monkeypatch, tasks.notify_budget)
+    budget(alpha, 10)
+    used(alpha, 8.5)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        claimed = budget_alerts.check(NOW)
+
+    ((_, to, message),) = mailbox.messages
+    assert (claimed, mailed) == (1, ["budget.threshold:alpha:2026-12:80"])
+    assert to == ["carol@example.com"]
+    assert message["Subject"] == "Team alpha has used 80 % of its GPU-hour budget for 2026-12"
+
+
+def test_a_budget_is_not_watched_without_a_webhook_or_an_owner_to_email(
+    alpha, alice, mailbox, mailed, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = run_when_sent(monkeypatch, tasks.notify_budget)
+    budget(alpha, 10)
+    used(alpha, 8.5)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        claimed = budget_alerts.check(NOW)
+
+    assert (claimed, sent, mailed) == (0, [], [])
 
 
 def test_a_name_or_reason_of_several_lines_is_one_subject_line():
