@@ -52,6 +52,7 @@ class NodeState:
         "opens",
         "reserved_for",
         "after",
+        "features",
     )
 
     def __init__(self, node: Node, order: int):
@@ -64,6 +65,7 @@ class NodeState:
         self.mem = node.memory_free_mb
         self.shareable = node.gpu_shareable
         self.topology = node.topology
+        self.features = node.features
         self.group: Group | None = None
         # True while the node belongs to a reservation the job being decided must avoid.
         self.held = False
@@ -225,6 +227,12 @@ class Group:
         if not self.gpu_type or (job.gpu_types and self.gpu_type not in job.gpu_types):
             return False
         return self.shareable or bool(job.gpus)
+
+    def offers(self, features: frozenset[str]) -> bool:
+        """Whether some node of the group offers every one of these features."""
+        return not features or any(
+            features <= node.features for bucket in self.by_full for node in bucket
+        )
 
     @property
     def totals(self) -> tuple[int, int, int, int]:

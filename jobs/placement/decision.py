@@ -30,7 +30,8 @@ REASONS = {
     "no_such_gpu_type": "No node in the selected clusters has an acceptable GPU type.",
     "gpu_sharing_not_allowed": "A GPU share was asked for training or on a non-shareable type.",
     "no_healthy_nodes": "Every node that could take the job is unhealthy or cordoned.",
-    "worker_too_large": "One worker is larger than any node; the job can never fit.",
+    "worker_too_large": "One worker is larger than any node that could take it; the job can "
+    "never fit.",
     "topology_too_small": "No domain of the topology it asks for (the nodes sharing one rack, "
     "say) could ever hold its gang (an elastic one's fewest workers).",
     "topology": "It would fit, but not on nodes that share one domain of the topology it asks "
@@ -47,6 +48,9 @@ REASONS = {
     "avoiding_failed_nodes": "It would fit, but only on nodes where an earlier attempt of it "
     "failed for the infrastructure: it waits for others.",
     "excluded_nodes": "It would fit, but only on nodes it excludes: it waits for others.",
+    "lacking_features": "It would fit, but only on nodes without a feature it requires: it "
+    "waits for nodes that have them all.",
+    "no_node_with_features": "No node that could take it offers every feature it requires.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "

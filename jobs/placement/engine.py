@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from dataclasses import replace
 
 from jobs.placement import (
     elastic,
@@ -245,6 +246,8 @@ class Cycle:
         if problem:
             return explain.pending(job, problem)
         if not groups:
+            if job.features and self.groups_for(replace(job, features=frozenset())):
+                return explain.pending(job, "no_node_with_features")
             return explain.pending(job, explain.missing(job, self.capacity))
         least = job.sized(job.fewest)
         if self.too_large(least, groups):
@@ -288,7 +291,7 @@ class Cycle:
         in a cycle."""
         topology = job.topology if domains else None
         key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb,
-               topology)  # fmt: skip
+               topology, job.features)  # fmt: skip
         known = self._too_large_shapes.get(key)
         if known is None:
             check = explain.domains_too_small if domains else explain.too_large
@@ -296,12 +299,14 @@ class Cycle:
         return known
 
     def groups_for(self, job: QueuedJob) -> list[Group]:
-        """Healthy node groups that match the job's GPU types, sharing and cluster selector."""
+        """Healthy node groups that match the job's GPU types, sharing and cluster selector,
+        with a node that offers every feature it requires."""
         share = not job.gpus and job.gpu_milli > 0
-        key = (job.gpu_types, job.clusters, share, job.worker_gpu_milli > 0)
+        key = (job.gpu_types, job.clusters, share, job.worker_gpu_milli > 0, job.features)
         groups = self._groups.get(key)
         if groups is None:
-            groups = [g for _, g in sorted(self.capacity.groups.items()) if g.admits(job)]
+            groups = [g for _, g in sorted(self.capacity.groups.items())
+                      if g.admits(job) and g.offers(job.features)]  # fmt: skip
             # The job lists its GPU types most preferred first; ties between nodes go that way.
             groups.sort(key=lambda g: _preference(job.gpu_types, g.gpu_type))
             self._groups[key] = groups
@@ -346,6 +351,7 @@ class Cycle:
         need.together = job.topology if explain.is_gang(job) else ""
         need.avoid = self.avoiding(job, groups)
         need.exclude = frozenset(job.exclude_nodes)
+        need.features = job.features
         return off_limits.starting(self.capacity, need, job, self.now)
 
     # -- fitting, with a memo of failures ----------------------------------------------------
@@ -614,12 +620,13 @@ class Cycle:
         bookings=False,
         topology=False,
         excluded=False,
+        features=False,
     ) -> bool:
         """Whether the job would fit now if maintenance windows and bookings, the nodes held
         for the reservations it avoids, the nodes it failed on, bookings alone, its topology
-        domain, or the nodes it excludes did not keep it off."""
+        domain, the nodes it excludes, or the features it requires did not keep it off."""
         kept = (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
-                need.exclude)  # fmt: skip
+                need.exclude, need.features)  # fmt: skip
         if windows:
             need.windows = 0
         if held:
@@ -630,12 +637,14 @@ class Cycle:
             need.together = ""
         if excluded:
             need.exclude = frozenset()
+        if features:
+            need.features = frozenset()
         need.bookings_open = bookings
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
             (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
-             need.exclude) = kept  # fmt: skip
+             need.exclude, need.features) = kept  # fmt: skip
 
 
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:

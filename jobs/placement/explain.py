@@ -62,7 +62,10 @@ def missing(job: QueuedJob, capacity: Capacity) -> str:
 def too_large(job: QueuedJob, groups: list[Group]) -> bool:
     """Whether the job can never fit, even on idle nodes: one worker exceeds every candidate
     node's capacity, or a gang every group's (``fit.find_gang`` keeps a gang in one group: one
-    GPU type, cluster and sharing kind)."""
+    GPU type, cluster and sharing kind). A job that requires features counts only the nodes
+    that offer them all."""
+    if job.features:
+        return not holds_without(job, groups, frozenset())
     if not any(g.could_hold(job) for g in groups):
         return True
     return is_gang(job) and not any(_holds_gang(job, g) for g in groups)
@@ -84,6 +87,8 @@ def domains_too_small(job: QueuedJob, groups: list[Group]) -> bool:
         held: dict[str, int] = {}
         for bucket in group.by_full:
             for node in bucket:
+                if not job.features <= node.features:
+                    continue
                 label = next((t for t in node.topology if t.startswith(prefix)), node.id)
                 held[label] = held.get(label, 0) + _per_node(
                     len(node.gpus), node.cap_cpu, node.cap_mem, job.gpus, job.cpu_milli,
@@ -105,8 +110,8 @@ def _holds_gang(job: QueuedJob, group: Group) -> bool:
 
 
 def holds_without(job: QueuedJob, groups: list[Group], avoid: frozenset[str]) -> bool:
-    """Whether the groups' nodes other than ``avoid``, all idle, could hold every worker of the
-    job (a gang's in one group)."""
+    """Whether the groups' nodes other than ``avoid`` (and those without a feature it
+    requires), all idle, could hold every worker of the job (a gang's in one group)."""
     if is_gang(job):
         return any(_holds(job, [g], avoid) for g in groups)
     return _holds(job, groups, avoid)
@@ -117,7 +122,7 @@ def _holds(job: QueuedJob, groups: list[Group], avoid: frozenset[str] = frozense
     for group in groups:
         for bucket in group.by_full:
             for node in bucket:
-                if node.id not in avoid:
+                if node.id not in avoid and job.features <= node.features:
                     left -= _per_node(len(node.gpus), node.cap_cpu, node.cap_mem, gpus, cpu, memory)
                     if left <= 0:
                         return True

@@ -32,7 +32,8 @@ class Need:
     with any, a node whose window starts before that end and ends after that start is off
     limits, unless the window is booked for the job's ``tenant`` (or ``bookings_open``, to ask
     whether bookings alone keep it off); and so is a node in ``avoid``, where the job failed
-    before, or in ``exclude``, one it never runs on (``shut``)."""
+    before, in ``exclude``, one it never runs on, or without one of the ``features`` it
+    requires (``shut``)."""
 
     gpus: int
     milli: int
@@ -45,6 +46,7 @@ class Need:
     end: float = float("inf")
     avoid: frozenset[str] = frozenset()
     exclude: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()
     tenant: str = ""
     bookings_open: bool = False
     # A gang's topology domain: the label key all its nodes must share a value of ("": none).
@@ -53,11 +55,11 @@ class Need:
     @property
     def limited(self) -> bool:
         """Whether some node may be off limits for it (``shut``)."""
-        return bool(self.windows or self.avoid or self.exclude)
+        return bool(self.windows or self.avoid or self.exclude or self.features)
 
     def shut(self, node: NodeState) -> bool:
-        """Whether the node's maintenance window, the job's failure there or its exclusion
-        keeps the worker off it."""
+        """Whether the node's maintenance window, the job's failure there, its exclusion or a
+        feature it lacks keeps the worker off it."""
         if self.windows:
             if node.closes < self.end and self.start < node.opens:
                 booked = node.reserved_for
@@ -68,6 +70,8 @@ class Need:
                 booked = after[2]
                 if not booked or (booked != self.tenant and not self.bookings_open):
                     return True
+        if self.features and not self.features <= node.features:
+            return True
         return node.id in self.avoid or node.id in self.exclude
 
 

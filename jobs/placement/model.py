@@ -42,7 +42,8 @@ class Node:
     window is booked for ("": maintenance, for nobody); that tenant's work ignores it, and
     keeps off ``after`` instead: the first window after that booking of another kind, as
     (start, end or None, the tenant it is booked for or ""), which applies to everyone's work
-    that would run into it.
+    that would run into it. ``features``: what it offers that a job may require of its nodes
+    (Slurm's node Features: ``ib``, ``nvme``).
     """
 
     id: str
@@ -61,6 +62,7 @@ class Node:
     opens_at: float | None = None
     reserved_for: str = ""
     after: tuple[float, float | None, str] | None = None
+    features: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,9 @@ class QueuedJob:
     # Nodes the job never runs on (its ``exclude_nodes``, Slurm's --exclude, by the names the
     # snapshot found): unlike ``avoid_nodes``, never given up, whatever else is free.
     exclude_nodes: tuple[str, ...] = ()
+    # What every node it runs on must offer (Slurm's --constraint=ib&nvme): a node without one
+    # of them is off limits to it (``Node.features``).
+    features: frozenset[str] = frozenset()
     # An elastic training gang's fewest workers (None: all of them): when its whole gang does
     # not fit it starts with the most that fit now, at least this many (``Cycle._decide``).
     min_workers: int | None = None

@@ -54,8 +54,8 @@ class Avoiding:
         never."""
         if not job.avoid_nodes:
             return frozenset()
-        key = (id(groups), job.avoid_nodes, job.exclude_nodes, job.family, job.workers,
-               job.gpus, job.gpu_milli, job.cpu_milli, job.memory_mb)  # fmt: skip
+        key = (id(groups), job.avoid_nodes, job.exclude_nodes, job.features, job.family,
+               job.workers, job.gpus, job.gpu_milli, job.cpu_milli, job.memory_mb)  # fmt: skip
         known = self._known.get(key)
         if known is None:
             avoid = frozenset(job.avoid_nodes)

@@ -145,7 +145,9 @@ def test_a_single_worker_larger_than_any_node_keeps_the_worker_sentence():
     outcome = place(snapshot(n8_a100_nodes(2), (j_training("g", gpus=16),))).by_job()["g"]
 
     assert outcome.reason == "worker_too_large"
-    assert outcome.message.endswith("One worker is larger than any node; the job can never fit.")
+    assert outcome.message.endswith(
+        "One worker is larger than any node that could take it; the job can never fit."
+    )
 
 
 def test_a_never_fitting_gang_leaves_the_reservation_to_the_next_blocked_job():
