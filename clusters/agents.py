@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shareable",
-                    "topology", "healthy", "last_seen"]  # fmt: skip
+                    "topology", "features", "healthy", "last_seen"]  # fmt: skip
 
 
 @transaction.atomic
@@ -57,7 +57,8 @@ def record_inventory(
     Node.objects.bulk_create(
         [Node(cluster=cluster, name=inv.name, cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
               gpu_type=inv.gpu_type, gpu_count=inv.gpu_count, gpu_shareable=inv.gpu_shareable,
-              topology=inv.topology, healthy=inv.ready, last_seen=Now())
+              topology=inv.topology, features=sorted(inv.features), healthy=inv.ready,
+              last_seen=Now())
          for inv in reported.values()],
         update_conflicts=True, unique_fields=["cluster", "name"], update_fields=INVENTORY_FIELDS,
     )  # fmt: skip

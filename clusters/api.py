@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from clusters import agents
 from clusters.backends import base
-from clusters.models import Cluster, validate_topology
+from clusters.models import Cluster, validate_features, validate_topology
 from jobs.fields import Choice, TextKeys
 
 
@@ -77,6 +77,10 @@ class NodeSerializer(serializers.Serializer):
     # Keys a job could name (Job.topology): another would land where no job could ask for it.
     topology = TextKeys(child=serializers.CharField(), default=dict, validators=[validate_topology])
     ready = serializers.BooleanField(default=True)
+    # Names a job could require (Job.features); an agent of an earlier release sends none.
+    features = serializers.ListField(
+        child=serializers.CharField(max_length=63), default=list, validators=[validate_features]
+    )
 
     def validate(self, data):
         if data["gpu_count"] and not data["gpu_type"]:

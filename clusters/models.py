@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from clusters.backends.base import FEATURE_RULE, NAME, is_name
+
 GPU_MILLI = 1000  # one whole GPU, in milli-GPU
 
 
@@ -32,15 +34,14 @@ def validate_labels(value) -> None:
 # A node topology label's key, a Kubernetes label's name without its prefix: what a training
 # gang may ask for (Job.topology) and so what agents may report (Node.topology). One the jobs
 # could not name would be a domain none could keep to.
-TOPOLOGY_KEY = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?\Z"
+TOPOLOGY_KEY = NAME
 TOPOLOGY_KEY_RULE = (
     "lower-case letters, digits, '-', '_' and '.', from and to a letter or digit, at most 63 "
     "(rack, nvlink, zone)"
 )
 
 
-def is_topology_key(key: str) -> bool:
-    return re.fullmatch(TOPOLOGY_KEY, key) is not None
+is_topology_key = is_name
 
 
 def validate_topology(value) -> None:
@@ -51,6 +52,25 @@ def validate_topology(value) -> None:
         raise ValidationError(
             f"{bad[0][:80]!r} is no key a job could ask for: a topology key is {TOPOLOGY_KEY_RULE}."
         )
+
+
+# A node feature's name (Slurm's node Features: ib, nvme), what a job may require of its nodes
+# (Job.features): written as a topology key is.
+MAX_FEATURES = 32  # of a node, and of a job
+
+
+def validate_features(value) -> None:
+    """A list of feature names, each once."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ValidationError('Give a list of names, e.g. ["ib", "nvme"].')
+    bad = [name for name in value if not is_name(name)]
+    if bad:
+        raise ValidationError(f"{bad[0][:80]!r} is no feature name: a feature is {FEATURE_RULE}.")
+    if len(set(value)) < len(value):
+        twice = next(name for name in value if value.count(name) > 1)
+        raise ValidationError(f"Feature {twice!r} is named twice.")
+    if len(value) > MAX_FEATURES:
+        raise ValidationError(f"At most {MAX_FEATURES} features.")
 
 
 def hash_token(token: str) -> str:
@@ -134,6 +154,14 @@ class Node(models.Model):
         blank=True,
         validators=[validate_labels],
         help_text='Topology labels, e.g. {"rack": "r1"}.',
+    )
+    features = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        validators=[validate_features],
+        help_text="What it offers that a job may require of its nodes (Slurm's node Features: "
+        "ib, nvme), as its agent reports them.",
     )
     schedulable = models.BooleanField(default=True)
     healthy = models.BooleanField(default=True)

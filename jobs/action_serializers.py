@@ -22,6 +22,7 @@ from jobs.serializers import (
     cluster_selector_field,
     dependency_problem,
     exclude_nodes_field,
+    features_field,
     gpu_types_field,
     max_runtime_field,
     min_workers_field,
@@ -130,17 +131,19 @@ class RequestSerializer(serializers.Serializer):
 class ConstraintsSerializer(serializers.Serializer):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
     Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
-    selector and the nodes it excludes, any of them, as a submission gives them (empty: any,
-    none excluded); one at least."""
+    selector, the nodes it excludes and the features its nodes must offer, any of them, as a
+    submission gives them (empty: any, none excluded, none required); one at least."""
 
     gpu_types = gpu_types_field(required=False)
     cluster_selector = cluster_selector_field(required=False)
     exclude_nodes = exclude_nodes_field(required=False)
+    features = features_field(required=False)
 
     def validate(self, data):
         if not data:
             raise serializers.ValidationError(
-                "Give gpu_types, cluster_selector, exclude_nodes or several: where the job may run."
+                "Give gpu_types, cluster_selector, exclude_nodes, features or several: where the "
+                "job may run."
             )
         return data
 

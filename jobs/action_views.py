@@ -183,6 +183,7 @@ def change_constraints(request, pk):
         "gpu_types": names_in(request.POST.get("gpu_types", "")),
         "cluster_selector": selector,
         "exclude_nodes": names_in(request.POST.get("exclude_nodes", "")),
+        "features": names_in(request.POST.get("features", "")),
     }
     verb = actions.change_constraints
     return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)

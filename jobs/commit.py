@@ -37,6 +37,7 @@ class NodeState:
     gpu_type: str = ""
     cluster_labels: dict[str, str] = field(default_factory=dict)
     interruptible: bool = False  # its cluster's nodes may be taken back at any time
+    features: frozenset[str] = frozenset()  # what it offers that a job may require
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
@@ -129,6 +130,7 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             gpu_type=n["gpu_type"],
             cluster_labels=n["cluster__labels"],
             interruptible=n["cluster__interruptible"],
+            features=frozenset(n["features"]),
         )
         for n in locked.values(
             "id",
@@ -142,6 +144,7 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
             "gpu_type",
             "cluster__labels",
             "cluster__interruptible",
+            "features",
         )
     }
     windows = next_window(moment, ((i, node.cluster_id) for i, node in nodes.items()))
@@ -193,8 +196,9 @@ def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | Non
 
 def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
     """Whether every node the job's workers go to is one its row takes now: a GPU type it
-    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude, and
-    for a job that is not preemptible, a cluster whose nodes are not taken back at any time.
+    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude that
+    offers every feature it requires, and for a job that is not preemptible, a cluster whose
+    nodes are not taken back at any time.
     Where it may run changed since the snapshot (actions.change_constraints, the admin's
     cluster) is decided again next cycle."""
     for worker in outcome.workers:
@@ -205,7 +209,7 @@ def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
             return False
         if any(node.cluster_labels.get(k) != v for k, v in job.cluster_selector.items()):
             return False
-        if node.name in job.exclude_nodes:
+        if node.name in job.exclude_nodes or not job.features <= node.features:
             return False
         if node.interruptible and not job.preemptible:
             return False

@@ -33,14 +33,14 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "exclude_nodes", "secrets", "workers", "min_workers",
-          "topology", "shards",
+          "gpu_milli", "gpu_types", "exclude_nodes", "features", "secrets", "workers",
+          "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "retry_exit_codes", "notify_start", "notify_requeue", "notify_time_limit",
           "notify_email", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
-NAMES = ["gpu_types", "exclude_nodes", "secrets"]  # comma-separated names
+NAMES = ["gpu_types", "exclude_nodes", "features", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
 BOXES = ["retry_user_errors", "notify_start", "notify_requeue", "notify_time_limit",
          "notify_email"]  # fmt: skip

@@ -317,13 +317,24 @@ def jobs_by_state(now, jobs) -> list[Metric]:
 
 def queued_by_reason(now, jobs) -> list[Metric]:
     """Why the queued jobs wait, by the reason code the cycle stored ("" for none yet, held
-    jobs as "held"): quota, a user's GPU limit, capacity, a dependency, a begin to come..."""
-    counts = (
-        jobs.filter(state=State.QUEUED).order_by().values("pending_reason").annotate(n=Count("id"))
-    )
-    return metric("mlsched_jobs_queued_by_reason", "gauge", "Queued jobs by why they wait.",
-                  [({"reason": c["pending_reason"]}, c["n"])
-                   for c in sorted(counts, key=lambda c: c["pending_reason"])])  # fmt: skip
+    jobs as "held"): quota, a user's GPU limit, capacity, a dependency, a begin to come...; and
+    the GPUs they ask for, whole and shares (the demand a cluster autoscaler or a capacity plan
+    reads: what waits for capacity, `insufficient_gpus`, against what waits for its quota)."""
+    asked = F("workers") * (F("gpus") * GPU_MILLI + F("gpu_milli"))
+    counts = sorted(
+        jobs.filter(state=State.QUEUED).order_by().values("pending_reason")
+        .annotate(n=Count("id"), milli=Sum(asked)),
+        key=lambda c: c["pending_reason"],
+    )  # fmt: skip
+    return [
+        *metric("mlsched_jobs_queued_by_reason", "gauge", "Queued jobs by why they wait.",
+                [({"reason": c["pending_reason"]}, c["n"]) for c in counts]),
+        *metric("mlsched_gpus_queued_by_reason", "gauge",
+                "GPUs the queued jobs ask for (every worker's, shares in fractions), by why "
+                "they wait.",
+                [({"reason": c["pending_reason"]}, (c["milli"] or 0) / GPU_MILLI)
+                 for c in counts]),
+    ]  # fmt: skip
 
 
 LIMITS = ("guaranteed", "borrow_limit", "lend_limit")

@@ -140,6 +140,12 @@ class Job(models.Model):
         blank=True,
         help_text="Names of nodes it never runs on, in any cluster (Slurm's --exclude).",
     )
+    features = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="What every node it runs on must offer (Slurm's --constraint=ib&nvme).",
+    )
     labels = models.JSONField(
         default=dict,
         # In the database too: rows written without it (by an older release while this one

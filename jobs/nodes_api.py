@@ -184,7 +184,8 @@ def node_json(row: Listed) -> dict:
         "gpus_allocated": row.gpus_allocated, "gpus_idle": row.gpus_idle,
         "cpu_milli": node.cpu_milli, "cpu_milli_allocated": row.cpu_milli,
         "memory_mb": node.memory_mb, "memory_mb_allocated": row.memory_mb,
-        "topology": node.topology, "window": window, "reason": row.reason,
+        "topology": node.topology, "features": node.features, "window": window,
+        "reason": row.reason,
         "last_seen": node.last_seen and TIME.to_representation(node.last_seen),
     }  # fmt: skip
 

@@ -9,7 +9,15 @@ from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 from rest_framework import serializers
 
-from clusters.models import LABEL_KEY, TOPOLOGY_KEY, TOPOLOGY_KEY_RULE, Node, validate_labels
+from clusters.backends.base import FEATURE_RULE, is_name
+from clusters.models import (
+    LABEL_KEY,
+    MAX_FEATURES,
+    TOPOLOGY_KEY,
+    TOPOLOGY_KEY_RULE,
+    Node,
+    validate_labels,
+)
 from jobs import access, efficiency
 from jobs.cli.written import EXIT_CODES
 from jobs.dependencies import MAX_DEPENDENCIES, Wait
@@ -73,7 +81,7 @@ RETRIES_EVERY_CODE = "retry_user_errors retries every exit code already: leave o
 REQUEST = {"cpu_milli": (1, 10_000_000), "memory_mb": (1, 100_000_000), "gpus": (0, 64),
            "gpu_milli": (0, 999)}  # fmt: skip
 # Where a job may run, as a queued job's change of it names the fields.
-CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes")
+CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features")
 # How many nodes a job may exclude.
 MAX_EXCLUDED_NODES = 100
 
@@ -115,6 +123,27 @@ def exclude_nodes_field(**options) -> serializers.ListField:
         child=serializers.CharField(max_length=253), max_length=MAX_EXCLUDED_NODES,
         validators=[known_nodes], **options,
     )  # fmt: skip
+
+
+def features_field(**options) -> serializers.ListField:
+    """The features every node of a job must offer (Slurm's --constraint=ib&nvme; empty:
+    none), as a submission and a change of a queued job's give them: each one some node offers
+    (a name none offers is refused: a typo would keep the job waiting), each once."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=63), max_length=MAX_FEATURES,
+        validators=[offered_features], **options,
+    )  # fmt: skip
+
+
+def offered_features(names: list[str]) -> None:
+    """Refuse a feature named twice, a name no feature could have, or one no node offers."""
+    each_once("Feature")(names)
+    if bad := [name for name in names if not is_name(name)]:
+        raise serializers.ValidationError(f"{bad[0]!r} is no feature: a feature is {FEATURE_RULE}.")
+    offered = {feature for offers in Node.objects.exclude(features=[]).values_list(
+        "features", flat=True) for feature in offers}  # fmt: skip
+    if missing := [name for name in names if name not in offered]:
+        raise serializers.ValidationError(f"No node offers feature {missing[0]!r}.")
 
 
 def each_once(what: str):
@@ -203,6 +232,8 @@ class SubmitSerializer(serializers.Serializer):
     gpu_types = gpu_types_field(default=list)
     cluster_selector = cluster_selector_field(default=dict)
     exclude_nodes = exclude_nodes_field(default=list)
+    # Slurm's --constraint=ib&nvme: what every node it runs on must offer.
+    features = features_field(default=list)
     labels = TextKeys(
         child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
         default=dict,
@@ -537,6 +568,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "exclude_nodes",
+            "features",
             "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",

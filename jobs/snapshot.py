@@ -50,6 +50,7 @@ QUEUED_FIELDS = [
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
     "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
+    "features",
     "priority_class__max_gpus_per_user", "priority_class__max_gpus",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
@@ -291,6 +292,7 @@ def nodes(rows, clusters, now: float) -> tuple[p.Node, ...]:
                 opens_at=window[1].timestamp() if window else None,
                 reserved_for=str(window[2]) if window and window[2] else "",
                 after=after_booking(window),
+                features=frozenset(node["features"]),
             )
         )
     return tuple(out)
@@ -607,6 +609,7 @@ def to_queued(
         max_running_shards=job["max_running_shards"],
         avoid_nodes=avoid,
         exclude_nodes=tuple(sorted(excluded)),
+        features=frozenset(job["features"]),
         min_workers=job["min_workers"],
         topology=job["topology"],
         class_user_gpu_limit=in_milli(job["priority_class__max_gpus_per_user"]),

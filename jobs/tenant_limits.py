@@ -97,6 +97,7 @@ class Claimed:
     gpu_types: tuple[str, ...] = ()
     cluster_selector: dict[str, str] = field(default_factory=dict)
     exclude_nodes: tuple[str, ...] = ()
+    features: frozenset[str] = frozenset()
     # Its priority class (its value, the core's tier) and the class's GPU limits as its row
     # says now, in GPU milli (gpu_limits.GpuLimits).
     tier: int = 0
@@ -257,7 +258,7 @@ def read(
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "pk", "tenant_id", "owner_id", "parent_id", "shards", "max_running_shards",
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
-        "gpu_types", "cluster_selector", "exclude_nodes", "priority_class__value",
+        "gpu_types", "cluster_selector", "exclude_nodes", "features", "priority_class__value",
         "priority_class__max_gpus_per_user", "priority_class__max_gpus", "preemptible",
     )  # fmt: skip
     jobs = {
@@ -272,13 +273,15 @@ def read(
             tuple(types),
             selector,
             tuple(excluded),
+            frozenset(features),
             tier,
             in_milli(per_user),
             in_milli(whole),
             preemptible,
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
-             gpus, share, types, selector, excluded, tier, per_user, whole, preemptible) in rows
+             gpus, share, types, selector, excluded, features, tier, per_user, whole,
+             preemptible) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

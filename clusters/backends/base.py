@@ -8,9 +8,24 @@ sees. Backends never talk to the control plane and never touch the database.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
+
+# A node topology label's key and a node feature's name alike (clusters.models checks both):
+# lower-case letters, digits, '-', '_' and '.', from and to a letter or digit, at most 63.
+NAME = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?\Z"
+FEATURE_RULE = (
+    "lower-case letters, digits, '-', '_' and '.', from and to a letter or digit, at most 63 "
+    "(ib, nvme)"
+)
+
+
+def is_name(text: str) -> bool:
+    """Whether the text is a topology key or a feature name (NAME)."""
+    return re.fullmatch(NAME, text) is not None
+
 
 # Worker and attempt phases as a backend reports them.
 PENDING = "pending"  # accepted, not yet running (pod scheduling, image pull)
@@ -54,6 +69,8 @@ class NodeInventory:
     gpu_shareable: bool = False
     topology: dict[str, str] = field(default_factory=dict)
     ready: bool = True
+    # What it offers that a job may require (Slurm's node Features: ib, nvme).
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ from clusters.backends.base import (
     LogResume,
     NodeInventory,
     WorkerStatus,
+    is_name,
     with_checkpoint,
 )
 from clusters.backends.k8s_clock import ControlPlaneClock
@@ -128,6 +129,9 @@ DEFAULT_TOPOLOGY_LABELS = {
     "nvlink": "mlsched.io/nvlink-domain",
 }
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# A node offers feature NAME (what a job may require, Slurm's node Features) when it carries the
+# label FEATURE_PREFIX + NAME with the value "true", as node-feature-discovery writes its own.
+FEATURE_PREFIX = "feature.mlsched.io/"
 MIB = 2**20
 MAX_DEADLINE_S = 2**31 - 1  # the API server's largest activeDeadlineSeconds
 
@@ -707,6 +711,7 @@ class KubernetesBackend:
             gpu_shareable=labels.get(specs.LABEL_SHAREABLE) == "true",
             topology={k: labels[v] for k, v in self.topology_labels.items() if v in labels},
             ready=node_state(node) == NODE_READY and not cordoned,
+            features=features_of(labels),
         )
 
     # Watch and log callbacks.
@@ -738,3 +743,17 @@ def _delete(method, name: str, namespace: str, options) -> bool:
         log.warning("delete %s/%s: %r", namespace, name, error)
         return False
     return True
+
+
+def features_of(labels: dict[str, str]) -> tuple[str, ...]:
+    """The features a node's labels say it offers: FEATURE_PREFIX + a name a job could require,
+    "true"."""
+    return tuple(
+        sorted(
+            key.removeprefix(FEATURE_PREFIX)
+            for key, value in labels.items()
+            if key.startswith(FEATURE_PREFIX)
+            and value == "true"
+            and is_name(key.removeprefix(FEATURE_PREFIX))
+        )
+    )

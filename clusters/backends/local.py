@@ -56,7 +56,7 @@ from clusters.backends.state_files import read_number, write_state
 
 SHIM = "clusters.backends.local_shim"
 ROOT = Path(__file__).resolve().parents[2]
-INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?$")
+INVENTORY = re.compile(r"^(\d+)x(\d+)x([A-Za-z0-9_.-]+)(:shared)?(?:@([A-Za-z0-9_.+-]+))?$")
 KILLED_REASON = "killed by SIGKILL from outside (its node ran short, or went away)"
 OOM_REASON = "OOMKilled: its processes together passed its memory request"
 # A worker's secrets given as files: in this folder of its own directory, by name.
@@ -82,7 +82,8 @@ def usage_epoch_in(state_dir: Path) -> str:
 
 
 def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
-    """`2x8xA100,4x1xT4:shared`: node count x GPUs per node x GPU type, optionally shareable.
+    """`2x8xA100@ib+nvme,4x1xT4:shared`: node count x GPUs per node x GPU type, optionally
+    shareable, then optionally the features they offer (what a job may require), joined by +.
 
     Virtual nodes get 8 cores and 64 GiB per GPU (at least one GPU's worth).
     """
@@ -91,7 +92,10 @@ def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
         match = INVENTORY.match(part)
         if not match:
             raise ValueError(f"inventory {part!r}: expected COUNTxGPUSxTYPE, e.g. 2x8xA100")
-        count, gpus, gpu_type, shared = match.groups()
+        count, gpus, gpu_type, shared, offers = match.groups()
+        features = tuple(sorted(set(offers.split("+")))) if offers else ()
+        if bad := [name for name in features if not base.is_name(name)]:
+            raise ValueError(f"inventory {part!r}: {bad[0]!r} is no feature: {base.FEATURE_RULE}")
         size = max(int(gpus), 1)
         for _ in range(int(count)):
             nodes.append(
@@ -103,6 +107,7 @@ def parse_inventory(text: str, cluster: str) -> list[NodeInventory]:
                     gpu_count=int(gpus),
                     gpu_shareable=bool(shared),
                     topology={"host": os.uname().nodename},
+                    features=features,
                 )
             )
     return nodes

@@ -282,11 +282,11 @@ def change_request(job: Job, asked: dict, by: str) -> int:
 @retrying.atomic
 def change_constraints(job: Job, asked: dict, by: str) -> int:
     """Set where a queued job may run, any of gpu_types (most preferred first),
-    cluster_selector and exclude_nodes in `asked`, the others kept (Slurm's `scontrol update`
-    of a pending job's Features, Partition and ExcNodeList); for a batch (its first shard),
-    every shard still queued. It keeps its place; from the next cycle it is placed on the GPU
-    types, clusters and nodes it takes now; a job placed keeps where it runs. One that had
-    evicted work for itself gives up its claim on that room, which may no longer be where it
+    cluster_selector, exclude_nodes and features in `asked`, the others kept (Slurm's `scontrol
+    update` of a pending job's Features, Partition and ExcNodeList); for a batch (its first
+    shard), every shard still queued. It keeps its place; from the next cycle it is placed on
+    the GPU types, clusters and nodes it takes now; a job placed keeps where it runs. One that
+    had evicted work for itself gives up its claim on that room, which may no longer be where it
     runs. Records an event on each job and wakes the scheduler; returns how many jobs it
     changed.
 
@@ -299,7 +299,7 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
         )
     wanted = {name: asked.get(name, getattr(job, name)) for name in CONSTRAINTS}
     Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)
-    said = where(wanted["gpu_types"], wanted["cluster_selector"], wanted["exclude_nodes"])
+    said = where(*(wanted[name] for name in CONSTRAINTS))
     _note(shards, list(shards), f"may run on {said} by {by}")
     transaction.on_commit(kick)
     return len(shards)

@@ -38,15 +38,18 @@ def ordinal(n: int) -> str:
     return f"{n:,}{last}"
 
 
-def where(gpu_types, selector: dict, excluded=()) -> str:
+def where(gpu_types, selector: dict, excluded=(), features=()) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
-    clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9"."""
+    clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",
+    "... of any cluster, on nodes with ib, nvme"."""
     gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
     labels = ", ".join(f"{k}={v}" for k, v in selector.items())
-    off = f", not on node{'s' if len(excluded) > 1 else ''} {', '.join(excluded)}"
-    return f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}" + (
-        off if excluded else ""
-    )
+    said = f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}"
+    if excluded:
+        said += f", not on node{'s' if len(excluded) > 1 else ''} {', '.join(excluded)}"
+    if features:
+        said += f", on nodes with {', '.join(features)}"
+    return said
 
 
 def printable(text: str) -> str:

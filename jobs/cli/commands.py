@@ -44,7 +44,8 @@ def submit(api: Api, args) -> None:
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
-             "exclude_nodes": args.exclude, "retry_exit_codes": args.retry_exit_codes,
+             "exclude_nodes": args.exclude, "features": args.constraint,
+             "retry_exit_codes": args.retry_exit_codes,
              "notify_start": True if args.notify_start else None,
              "notify_requeue": True if args.notify_requeue else None,
              "notify_time_limit": True if args.notify_time_limit else None,
@@ -304,7 +305,8 @@ def resize(api: Api, args) -> None:
 
 def constrain(api: Api, args) -> None:
     """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
-    --any-cluster] [--exclude NODE,NODE | --no-exclude]`: where the queued job may run now, and
+    --any-cluster] [--exclude NODE,NODE | --no-exclude] [--constraint F&F | --no-constraint]`:
+    where the queued job may run now, and
     how many jobs changed (a batch's queued shards)."""
     body: dict = {}
     if args.gpu_types is not None or args.any_gpu_type:
@@ -313,9 +315,13 @@ def constrain(api: Api, args) -> None:
         body["cluster_selector"] = {} if args.any_cluster else dict(args.selector)
     if args.exclude is not None or args.no_exclude:
         body["exclude_nodes"] = [] if args.no_exclude else args.exclude
+    if args.constraint is not None or args.no_constraint:
+        body["features"] = [] if args.no_constraint else args.constraint
     answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
     changed = answer["changed"]
-    said = where(answer["gpu_types"], answer["cluster_selector"], answer["exclude_nodes"])
+    said = where(
+        answer["gpu_types"], answer["cluster_selector"], answer["exclude_nodes"], answer["features"]
+    )
     show(f"may run on {said} "
          f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 

@@ -70,6 +70,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("GPU types", ", ".join(job["gpu_types"])),
         ("Clusters", ", ".join(f"{k}={v}" for k, v in job["cluster_selector"].items())),
         ("Never on nodes", ", ".join(job.get("exclude_nodes", ()))),
+        ("Only on nodes with", ", ".join(job.get("features", ()))),
         ("Image", job["image"]),
         ("Command", command(job["command"])),
         ("Environment", ", ".join(job["env"])),

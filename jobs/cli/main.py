@@ -43,6 +43,7 @@ from jobs.cli.waiting import TIMED_OUT, wait
 from jobs.cli.written import (
     duration_written,
     exit_codes_written,
+    features_written,
     http_address,
     label_written,
     limit_written,
@@ -108,6 +109,11 @@ def add_submitting(commands) -> None:
     submitting.add_argument(
         "--exclude", type=names_written, metavar="NODE[,NODE...]",
         help="never run on these nodes (Slurm's --exclude; nodes lists them)",
+    )  # fmt: skip
+    submitting.add_argument(
+        "--constraint", type=features_written, metavar="FEATURE[&FEATURE...]",
+        help="run only on nodes that offer all these features (its features; Slurm's "
+             "--constraint=ib&nvme; nodes lists what each offers)",
     )  # fmt: skip
     submitting.add_argument(
         "--retry-exit-codes", type=exit_codes_written, metavar="CODE[,CODE...]",
@@ -274,6 +280,11 @@ def add_changing(commands) -> None:
     off.add_argument("--exclude", type=names_written, metavar="NODE[,NODE...]",
                      help="never run on these nodes (replaces those it excluded)")  # fmt: skip
     off.add_argument("--no-exclude", action="store_true", help="exclude no node")
+    needs = constraining.add_mutually_exclusive_group()
+    needs.add_argument("--constraint", type=features_written, metavar="FEATURE[&FEATURE...]",
+                       help="only on nodes offering all these features (replaces those "
+                            "it required)")  # fmt: skip
+    needs.add_argument("--no-constraint", action="store_true", help="require no feature")
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")

@@ -221,8 +221,8 @@ def clusters(api: Api, args) -> None:
     table(rows, names=2)
 
 
-NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "window",
-               "reason"]  # fmt: skip
+NODE_HEADER = ["cluster", "node", "state", "gpu", "gpus", "cpus", "memory GiB", "features",
+               "window", "reason"]  # fmt: skip
 
 
 def nodes(api: Api, args) -> None:
@@ -236,8 +236,9 @@ def nodes(api: Api, args) -> None:
                      f"{amount(n['gpus_allocated'])}/{n['gpus']}",
                      f"{amount(n['cpu_milli_allocated'] / 1000)}/{amount(n['cpu_milli'] / 1000)}",
                      f"{n['memory_mb_allocated'] / 1024:.0f}/{n['memory_mb'] / 1024:.0f}",
-                     window_of(n["window"]), n.get("reason") or "-"])  # fmt: skip
-    table(rows, names=4, notes=2)
+                     ",".join(n.get("features", ())) or "-", window_of(n["window"]),
+                     n.get("reason") or "-"])  # fmt: skip
+    table(rows, names=4, notes=3)
 
 
 def window_of(window: dict | None) -> str:

@@ -165,6 +165,12 @@ def names_written(text: str) -> list[str]:
     return names
 
 
+def features_written(text: str) -> list[str]:
+    """Features as Slurm's --constraint writes those all required, joined by & ("ib&nvme"),
+    or with commas, at least one."""
+    return names_written(text.replace("&", ","))
+
+
 # The exit codes a job may ask to retry on: a process's own (a process killed by signal N is
 # 128+N, as a shell and Kubernetes give it).
 EXIT_CODES = range(1, 256)

@@ -28,7 +28,7 @@ ORDER = [
     "mlsched_gpus_fragmented", "mlsched_gpus_in_maintenance", "mlsched_gpus_booked_idle",
     "mlsched_nodes", "mlsched_nodes_quarantined", "mlsched_class_gpus", "mlsched_class_gpu_limit",
     "mlsched_jobs",
-    "mlsched_jobs_queued_by_reason", "mlsched_queue_wait_seconds",
+    "mlsched_jobs_queued_by_reason", "mlsched_gpus_queued_by_reason", "mlsched_queue_wait_seconds",
     "mlsched_queue_wait_seconds_by_tenant", "mlsched_tenant_usage", "mlsched_tenant_quota",
     "mlsched_tenant_recent_gpus", "mlsched_gpu_budget_hours",
     "mlsched_gpu_budget_spent_hours", "mlsched_jobs_finished", "mlsched_job_success_rate",
@@ -461,6 +461,21 @@ def test_queued_jobs_are_counted_by_why_they_wait(snapshot_loads):
     )
 
     assert got.samples == [({"reason": "quota_exceeded"}, 2), ({"reason": "user_gpu_limit"}, 1)]
+
+
+def test_the_gpus_queued_jobs_ask_for_are_summed_by_why_they_wait(snapshot_loads):
+    JobFactory(pending_reason="insufficient_gpus", workers=4, gpus=8)
+    JobFactory(pending_reason="insufficient_gpus", gpus=0, gpu_milli=250)
+    JobFactory(pending_reason="quota_exceeded", gpus=2)
+    JobFactory(pending_reason="deferred", gpus=0, gpu_milli=0)  # a CPU job
+    JobFactory(state=State.RUNNING, pending_reason="", gpus=8)
+
+    got = next(
+        m for m in metrics.collect(timezone.now()) if m.name == "mlsched_gpus_queued_by_reason"
+    )
+
+    assert got.samples == [({"reason": "deferred"}, 0.0), ({"reason": "insufficient_gpus"}, 32.25),
+                           ({"reason": "quota_exceeded"}, 2.0)]  # fmt: skip
 
 
 def test_attempts_stopped_before_the_cause_was_stored_have_it_read_off_their_stop_message():
