@@ -148,6 +148,24 @@ class ConstraintsSerializer(serializers.Serializer):
         return data
 
 
+class NotificationsSerializer(serializers.Serializer):
+    """What a job is told of from now on (Slurm's `scontrol update MailType= MailUser=`): any
+    of its notify fields, as a submission gives them; one at least."""
+
+    notify_start = serializers.BooleanField(required=False)
+    notify_requeue = serializers.BooleanField(required=False)
+    notify_time_limit = serializers.BooleanField(required=False)
+    notify_email = serializers.BooleanField(required=False)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError(
+                "Give notify_start, notify_requeue, notify_time_limit, notify_email or several: "
+                "what the job is told of."
+            )
+        return data
+
+
 class RelabelSerializer(serializers.Serializer):
     """A change of a job's labels (`kubectl label`): `labels` to set (a value replaces the one
     its key had) and `remove`, keys to drop; one of them at least. How many the job is left

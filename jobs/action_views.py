@@ -32,7 +32,7 @@ from jobs.cli.written import names_in
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Job
 from jobs.placement.words import counted
-from jobs.serializers import CONSTRAINTS, REQUEST
+from jobs.serializers import CONSTRAINTS, REQUEST, mail_problem
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
 
 PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
@@ -243,6 +243,27 @@ def change_labels(request, pk):
     except ValidationError as refusal:
         return refused(request, pk, refusal_text(refusal.detail), 400, invalid=["labels"])
     except actions.RelabelRefused as refusal:
+        return refused(request, pk, str(refusal), 409)
+    return back_to(request, job)
+
+
+@login_required
+@require_POST
+def change_notifications(request, pk):
+    """Set what a job is told of to the boxes ticked, as the API sets it, for whoever may
+    cancel it while it lives. A refusal is the job page with why (400, or 409 for a job that
+    has ended or a shard other than a batch's first)."""
+    job = access.to_change(request.user, pk, "change its notifications")
+    # A box not drawn (time-limit warnings on a batch, email the platform cannot send) is left.
+    drawn = [name for name in actions.TOLD if name != "notify_time_limit" or not job.is_batch]
+    if "notify_email" in drawn and not job.notify_email and mail_problem(job.owner):
+        drawn.remove("notify_email")
+    asked = {name: request.POST.get(name) == "true" for name in drawn}
+    try:
+        actions.set_notifications(job, asked, str(request.user))
+    except ValidationError as refusal:
+        return refused(request, pk, refusal_text(refusal.detail), 400)
+    except actions.NotifyRefused as refusal:
         return refused(request, pk, str(refusal), 409)
     return back_to(request, job)
 

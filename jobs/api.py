@@ -25,6 +25,7 @@ from jobs.action_serializers import (
     ConstraintsSerializer,
     DependenciesSerializer,
     MinWorkersSerializer,
+    NotificationsSerializer,
     PrioritySerializer,
     RelabelSerializer,
     RequestSerializer,
@@ -376,6 +377,24 @@ class LabelsView(APIView):
         return changed_answer(request, job, changed, lambda job: {"labels": labels})
 
 
+class NotificationsView(APIView):
+    """Change what a job's team's webhook is told of it and whether its submitter is emailed
+    (actions.set_notifications; a batch, through its first shard: every shard's), while it has
+    not ended: whoever may cancel it may."""
+
+    def post(self, request, pk):
+        job = access.to_change(request.user, pk, "change its notifications")
+        change = NotificationsSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            changed = actions.set_notifications(job, change.validated_data, str(request.user))
+        except actions.NotifyRefused as refusal:
+            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
+        told = actions.TOLD
+        return changed_answer(request, job, changed,
+                              lambda job: {name: getattr(job, name) for name in told})  # fmt: skip
+
+
 class DependenciesView(APIView):
     """Replace a queued job's dependencies (Slurm's `scontrol update dependency=`), as a
     submission gives them: whoever may cancel a job and sees every job it waits for may change
@@ -662,6 +681,7 @@ urlpatterns = [
     path("jobs/<int:pk>/constraints/", ConstraintsView.as_view(), name="api-job-constraints"),
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
+    path("jobs/<int:pk>/notifications/", NotificationsView.as_view(), name="api-job-notifications"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/spec/", SpecView.as_view(), name="api-job-spec"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),

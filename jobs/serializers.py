@@ -158,12 +158,17 @@ def each_once(what: str):
     return validate
 
 
-def mail_problem(user) -> str:
-    """Why the user's jobs cannot be emailed of ("": they can)."""
+# A batch of several shards asking for time-limit warnings: each shard would be told.
+BATCH_TIME_LIMIT = "A batch's shards would each be told: ask it of a job of one shard."
+
+
+def mail_problem(user, whose: str = "Your") -> str:
+    """Why the user's jobs cannot be emailed of ("": they can); `whose` account it is, said
+    to the asker."""
     if not settings.MLSCHED_SMTP_URL:
         return "This platform sends no email: its admins have set no mail server."
     if user is not None and not user.email:
-        return "Your account has no email address to send to: a platform admin sets it."
+        return f"{whose} account has no email address to send to: a platform admin sets it."
     return ""
 
 
@@ -351,8 +356,7 @@ class SubmitSerializer(serializers.Serializer):
         if problem := batch_too_large(data):
             raise serializers.ValidationError({"shards": problem})
         if data["notify_time_limit"] and data["shards"] > 1:
-            raise serializers.ValidationError({"notify_time_limit": (
-                "A batch's shards would each be told: ask it of a job of one shard.")})  # fmt: skip
+            raise serializers.ValidationError({"notify_time_limit": BATCH_TIME_LIMIT})
         if data["max_running_shards"] is not None and data["shards"] == 1:
             raise serializers.ValidationError({"max_running_shards": NOT_A_BATCH})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])

@@ -32,7 +32,7 @@ from jobs import (
 )
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
-from jobs.cli.client import COUNTED_FROM
+from jobs.cli.client import COUNTED_FROM, NOTICES
 from jobs.cli.commands import gpus_asked
 from jobs.cli.describe import and_joined
 from jobs.cli.written import exit_codes_said
@@ -267,6 +267,10 @@ def job_page(
         # Labels are changed in any state by whoever may cancel the job (a batch: its first
         # shard's page).
         "change_labels": job.parent_id is None and access.can_cancel(request.user, job),
+        # What it is told of, changed while it lives by whoever may cancel it (a batch: its
+        # first shard's page).
+        "change_notifications": can_cancel and job.parent_id is None,
+        "mail_problem": mail_problem(job.owner, "Its submitter's") if can_cancel else "",
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": can_resubmit,
         # One key per page drawn: a double click resubmits once.
@@ -314,13 +318,9 @@ def notifies(job: Job) -> str:
     """What its team's webhook is told of it beyond its end, as its page says it ("": only
     that); the page says apart whether its submitter is emailed (`notify_email`)."""
     told = [
-        said
-        for asked, said in (
-            (job.notify_start, "its start" + (" (its first shard's)" if job.is_batch else "")),
-            (job.notify_requeue, "each requeue"),
-            (job.notify_time_limit, "90 % of its runtime limit used"),
-        )
-        if asked
+        said + (" (its first shard's)" if name == "notify_start" and job.is_batch else "")
+        for name, said in NOTICES.items()
+        if getattr(job, name)
     ]
     return and_joined(told)
 

@@ -31,6 +31,7 @@ urlpatterns = [
     path("jobs/<int:pk>/request/", on_job.change_request, name="change_request"),
     path("jobs/<int:pk>/constraints/", on_job.change_constraints, name="change_constraints"),
     path("jobs/<int:pk>/labels/", on_job.change_labels, name="change_labels"),
+    path("jobs/<int:pk>/notifications/", on_job.change_notifications, name="change_notifications"),
     path("metrics", platform.metrics, name="metrics"),
     path("overview/", platform.overview, name="overview"),
     path("clusters/", platform.clusters, name="clusters"),

@@ -27,10 +27,12 @@ from jobs.actions.attempts import (
     wasted_gpu_seconds,
 )
 from jobs.actions.edits import (
+    TOLD,
     AdminHold,
     DependenciesRefused,
     HoldRefused,
     MinWorkersRefused,
+    NotifyRefused,
     NotQueued,
     RelabelRefused,
     RequeueRefused,
@@ -49,6 +51,7 @@ from jobs.actions.edits import (
     requeue,
     set_dependencies,
     set_min_workers,
+    set_notifications,
     set_runtime_limit,
     set_shard_limit,
 )
@@ -141,6 +144,8 @@ __all__ = [
     "DependenciesRefused",
     "HoldRefused",
     "MinWorkersRefused",
+    "TOLD",
+    "NotifyRefused",
     "NotQueued",
     "RelabelRefused",
     "RequeueRefused",
@@ -159,6 +164,7 @@ __all__ = [
     "requeue",
     "set_dependencies",
     "set_min_workers",
+    "set_notifications",
     "set_runtime_limit",
     "set_shard_limit",
 ]

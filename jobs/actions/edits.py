@@ -16,12 +16,19 @@ from jobs.actions.lifecycle import (
     stop_attempts,
     write_events,
 )
-from jobs.cli.client import where
+from jobs.cli.client import NOTICES, where
 from jobs.clock import database_now
 from jobs.efficiency import limit_said
 from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
-from jobs.serializers import CONSTRAINTS, REQUEST, min_workers_problem, request_problem
+from jobs.serializers import (
+    BATCH_TIME_LIMIT,
+    CONSTRAINTS,
+    REQUEST,
+    mail_problem,
+    min_workers_problem,
+    request_problem,
+)
 from jobs.states import State
 
 
@@ -321,10 +328,7 @@ def set_shard_limit(job: Job, limit: int | None, by: str) -> int:
     Raises ShardLimitRefused for a shard other than the batch's first, or a batch that has
     ended; the serializer's ValidationError, on max_running_shards, for a job of no batch."""
     if job.parent_id is not None:
-        raise ShardLimitRefused(
-            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
-            f"batch's limit, #{job.parent_id}."
-        )
+        raise ShardLimitRefused(not_first_shard(job, "limit"))
     if not job.is_batch:
         raise ValidationError({"max_running_shards": [
             f"Job #{job.pk} is not a batch: only a batch limits how many of its shards run at "
@@ -391,10 +395,7 @@ def relabel(job: Job, labels: dict[str, str], remove: list[str], by: str) -> tup
     Raises RelabelRefused for a shard other than a batch's first; the serializer's
     ValidationError, on labels, when the job would carry more than MAX_LABELS."""
     if job.parent_id is not None:
-        raise RelabelRefused(
-            f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
-            f"batch's labels, #{job.parent_id}."
-        )
+        raise RelabelRefused(not_first_shard(job, "labels"))
     rows = job.batch().select_for_update().order_by("id")
     current, state = {pk: (labels, state) for pk, labels, state
                       in rows.values_list("id", "labels", "state")}[job.pk]  # fmt: skip
@@ -409,6 +410,54 @@ def relabel(job: Job, labels: dict[str, str], remove: list[str], by: str) -> tup
     reason = f"labels changed by {by}: " + "; ".join(part for part in said if part)
     write_events({job.pk: (job.tenant_id, state)}, state, {job.pk: reason}, {}, timezone.now())
     return kept, changed
+
+
+def not_first_shard(job: Job, what: str) -> str:
+    """Why a change of a batch's `what` asked of one of its shards other than its first is
+    refused, for people."""
+    return (
+        f"Job #{job.pk} is shard {job.shard_index} of batch #{job.parent_id}: change the "
+        f"batch's {what}, #{job.parent_id}."
+    )
+
+
+# What a job may ask to be told of beyond its end, and whether by email, as its events say it.
+TOLD = {**NOTICES, "notify_email": "email to its submitter"}
+
+
+class NotifyRefused(Exception):
+    """A change of what a job is told of that it does not allow (a conflict): a shard other
+    than its batch's first, or a job that has ended."""
+
+
+@retrying.atomic
+def set_notifications(job: Job, asked: dict[str, bool], by: str) -> int:
+    """Set what a job's team's webhook is told of it and whether its submitter is emailed
+    (any of TOLD in `asked`, the others kept), as Slurm's `scontrol update MailType=
+    MailUser=`, while it has not ended; a batch, through its first shard: every shard. From
+    then on its notifications go as they say: a start already told is not told again, a run
+    past 90 % of its runtime limit is warned by the next check. Its rows are locked in id
+    order, as cancel() locks them; an event on the job says what changed and who changed it.
+    Returns how many jobs it changed.
+
+    Raises NotifyRefused for a shard other than a batch's first, or a job that has ended; the
+    serializer's ValidationError, on notify_time_limit for a batch of several shards, and on
+    notify_email when its submitter cannot be emailed."""
+    if job.parent_id is not None:
+        raise NotifyRefused(not_first_shard(job, "notifications"))
+    rows = dict(job.batch().select_for_update().order_by("id").values_list("id", "state"))
+    if all(state in states.TERMINAL for state in rows.values()):
+        raise NotifyRefused(f"Job #{job.pk} has ended: nothing more is told of it.")
+    if asked.get("notify_time_limit") and job.is_batch:
+        raise ValidationError({"notify_time_limit": [BATCH_TIME_LIMIT]})
+    if asked.get("notify_email") and (problem := mail_problem(job.owner, "Its submitter's")):
+        raise ValidationError({"notify_email": [problem]})
+    changed = job.batch().update(**asked)
+    said = ", ".join(f"{TOLD[name]} {'on' if on else 'off'}" for name, on in asked.items())
+    reason = f"notifications changed by {by}: {said}"
+    write_events({job.pk: (job.tenant_id, rows[job.pk])}, rows[job.pk], {job.pk: reason}, {},
+                 timezone.now())  # fmt: skip
+    return changed
 
 
 def may_release(held: str, *, admin: bool) -> bool:

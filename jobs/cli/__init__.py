@@ -127,6 +127,12 @@
     label ID [KEY=VALUE ...] [--remove KEY ...]
                      set labels of your own on a job (a batch: every shard), in any state, and
                      remove others, as kubectl label does; it prints the labels it is left with
+    notify ID [--start | --no-start] [--requeue | --no-requeue] [--time-limit | --no-time-limit]
+              [--email | --no-email]
+                     change what a job that has not ended is told of (a batch: every shard),
+                     as Slurm's scontrol update MailType= MailUser=: its start, each requeue,
+                     90 % of its runtime limit used, to its team's webhook, and an email of
+                     them and its end to its submitter; the others are kept
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)

@@ -38,6 +38,15 @@ def ordinal(n: int) -> str:
     return f"{n:,}{last}"
 
 
+# What a job may ask its team's webhook to be told of beyond its end (its notify fields), as
+# the job page, `status` and its events say each.
+NOTICES = {
+    "notify_start": "its start",
+    "notify_requeue": "each requeue",
+    "notify_time_limit": "90 % of its runtime limit used",
+}
+
+
 def where(gpu_types, selector: dict, excluded=(), features=()) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
     clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",

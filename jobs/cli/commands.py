@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from jobs.cli.client import COUNTED_FROM, TERMINAL, Api, ordinal, show, where
+from jobs.cli.client import COUNTED_FROM, NOTICES, TERMINAL, Api, ordinal, show, where
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
@@ -253,6 +253,19 @@ def label(api: Api, args) -> None:
     written = ", ".join(f"{k}={v}" for k, v in answer["labels"].items()) or "none"
     changed = answer["changed"]
     show(f"labels {written} on {changed} job{'s' if changed != 1 else ''}")
+
+
+def notify(api: Api, args) -> None:
+    """`notify ID [--start | --no-start] [--requeue | --no-requeue] [--time-limit |
+    --no-time-limit] [--email | --no-email]`: what the job is told of now."""
+    fields = ("notify_start", "notify_requeue", "notify_time_limit", "notify_email")
+    asked = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
+    answer = api.call("POST", f"jobs/{args.id}/notifications/", json=asked)
+    told = [said for name, said in NOTICES.items() if answer[name]]
+    by = " and by email to its submitter" if answer["notify_email"] else ""
+    changed = answer["changed"]
+    show(f"its team's webhook is told of its end{''.join(', ' + t for t in told)}{by} "
+         f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 
 
 def priority(api: Api, args) -> None:

@@ -6,6 +6,7 @@ terminal)."""
 import shlex
 from datetime import UTC, datetime
 
+from jobs.cli.client import NOTICES
 from jobs.cli.written import exit_codes_said, slurm_form
 from jobs.efficiency import span
 from jobs.placement.words import counted, where_on
@@ -169,9 +170,7 @@ def priority(job: dict) -> str:
 
 def notifies(job: dict) -> str:
     """What its team's webhook is told of it beyond its end: its start, each requeue."""
-    kinds = (("notify_start", "its start"), ("notify_requeue", "each requeue"),
-             ("notify_time_limit", "90 % of its runtime limit used"))  # fmt: skip
-    told = [said for field, said in kinds if job.get(field)]
+    told = [said for field, said in NOTICES.items() if job.get(field)]
     return f"{and_joined(told)}, to its team's webhook" if told else ""
 
 

@@ -17,6 +17,7 @@ from jobs.cli.commands import (
     list_jobs,
     logs,
     min_workers,
+    notify,
     priority,
     requeue,
     resize,
@@ -229,8 +230,21 @@ def add_holding(commands) -> None:
     )  # fmt: skip
 
 
+# `notify`'s flags, each with --no- to turn it off: the job's field and what it tells.
+NOTIFY_FLAGS = (
+    ("start", "notify_start", "tell your team's webhook of its start"),
+    ("requeue", "notify_requeue", "tell your team's webhook of each requeue"),
+    (
+        "time-limit",
+        "notify_time_limit",
+        "tell your team's webhook when a run has used 90%% of its runtime limit",
+    ),
+    ("email", "notify_email", "email its submitter what the webhook is told"),
+)
+
+
 def add_changing(commands) -> None:
-    """label, priority, shard-limit, min-workers, runtime-limit, resize and cancel: changing
+    """label, notify, priority, shard-limit, min-workers, runtime-limit, resize and cancel: changing
     jobs already submitted."""
     labelling = commands.add_parser("label")
     labelling.add_argument("id", type=int)
@@ -238,6 +252,11 @@ def add_changing(commands) -> None:
                            help="labels to set (a value replaces the one its key had)")  # fmt: skip
     labelling.add_argument("--remove", action="append", metavar="KEY",
                            help="a label to remove; again for more")  # fmt: skip
+    telling = commands.add_parser("notify")
+    telling.add_argument("id", type=int)
+    for flag, field, said in NOTIFY_FLAGS:
+        telling.add_argument(f"--{flag}", dest=field, action=argparse.BooleanOptionalAction,
+                             help=said)  # fmt: skip
     reprioritizing = commands.add_parser("priority")
     reprioritizing.add_argument("id", type=int)
     reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",
@@ -408,7 +427,8 @@ def main(argv=None) -> int:
     run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
            "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
-           "requeue": requeue, "label": label, "usage": usage, "quota": quota, "priority": priority,
+           "requeue": requeue, "label": label, "notify": notify, "usage": usage, "quota": quota,
+           "priority": priority,
            "shard-limit": shard_limit, "min-workers": min_workers,
            "runtime-limit": runtime_limit, "resize": resize, "constrain": constrain,
            "maintenance": maintenance,
