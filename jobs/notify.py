@@ -133,13 +133,15 @@ class Unreachable(Exception):
 
 def told_of(path: str = "") -> Q:
     """The jobs someone is told of: their tenant has a webhook, or they ask to be emailed
-    (`path`: the way to the job from the rows filtered, "job__" from its attempts)."""
-    return ~Q(**{f"{path}tenant__notify_url": ""}) | Q(**{f"{path}notify_email": True})
+    where the platform sends email (`path`: the way to the job from the rows filtered, "job__"
+    from its attempts)."""
+    hooked = ~Q(**{f"{path}tenant__notify_url": ""})
+    return hooked | Q(**{f"{path}notify_email": True}) if settings.MLSCHED_SMTP_URL else hooked
 
 
 def told(job: Job) -> bool:
     """Whether anyone is told of the job (told_of, of one job)."""
-    return bool(job.tenant.notify_url) or job.notify_email
+    return bool(job.tenant.notify_url) or bool(mail_to(job))
 
 
 def mail_to(job: Job) -> tuple[str, ...]:

@@ -132,6 +132,18 @@ def test_a_job_that_does_not_ask_is_not_emailed_nor_queued_without_a_webhook(
     assert (ends, mailed, mailbox.messages) == ([], [], [])
 
 
+def test_without_a_mail_server_since_nothing_is_queued_for_a_job_that_asked(
+    alpha, carol, room, ends, django_capture_on_commit_callbacks, settings
+):
+    settings.MLSCHED_SMTP_URL = ""  # taken away after the job asked
+    job = running(JobFactory(tenant=alpha, owner=carol, notify_email=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        end(job, Outcome.SUCCEEDED, exit_code=0)
+
+    assert ends == []
+
+
 def test_the_webhook_and_the_email_both_hear_and_a_retried_post_emails_once(
     hooked, carol, room, receiver, mailbox, mailed
 ):
