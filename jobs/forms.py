@@ -33,7 +33,8 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "exclude_nodes", "features", "secrets", "workers",
+          "gpu_milli", "gpu_types", "first_type_wait_s", "exclude_nodes", "features", "secrets",
+          "workers",
           "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",

@@ -131,6 +131,13 @@ class Job(models.Model):
     gpu_types = models.JSONField(
         "GPU types", default=list, blank=True, help_text="Acceptable GPU types; empty means any."
     )
+    first_type_wait_s = models.PositiveIntegerField(
+        "waits for its first GPU type (s)",
+        null=True,
+        blank=True,
+        help_text="Takes only the first of its GPU types for this many seconds from when it may "
+        "run, then any of them: worth a wait for the fastest.",
+    )
     cluster_selector = models.JSONField(
         default=dict, blank=True, help_text="Cluster labels the job requires."
     )

@@ -158,6 +158,19 @@ def each_once(what: str):
     return validate
 
 
+FIRST_TYPE_WAIT_MAX = 7 * 86400  # the longest a job waits for its first GPU type
+
+
+def first_type_problem(data: dict) -> str:
+    """Why a job may not wait for its first GPU type ("": it may): it lists fewer than two, or
+    asks for no GPU."""
+    if not (data["gpus"] or data["gpu_milli"]):
+        return "A job without GPUs has no GPU type to wait for."
+    if len(data["gpu_types"]) < 2:
+        return "It waits for the first of its GPU types before the others: list two or more."
+    return ""
+
+
 # A batch of several shards asking for time-limit warnings: each shard would be told.
 BATCH_TIME_LIMIT = "A batch's shards would each be told: ask it of a job of one shard."
 
@@ -235,6 +248,10 @@ class SubmitSerializer(serializers.Serializer):
     gpus = request_field("gpus", default=0)
     gpu_milli = request_field("gpu_milli", default=0)
     gpu_types = gpu_types_field(default=list)
+    # Takes only the first of its GPU types for this long, from when it may run, then any.
+    first_type_wait_s = serializers.IntegerField(
+        min_value=1, max_value=FIRST_TYPE_WAIT_MAX, default=None, allow_null=True
+    )
     cluster_selector = cluster_selector_field(default=dict)
     exclude_nodes = exclude_nodes_field(default=list)
     # Slurm's --constraint=ib&nvme: what every node it runs on must offer.
@@ -357,6 +374,8 @@ class SubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError({"shards": problem})
         if data["notify_time_limit"] and data["shards"] > 1:
             raise serializers.ValidationError({"notify_time_limit": BATCH_TIME_LIMIT})
+        if data["first_type_wait_s"] is not None and (problem := first_type_problem(data)):
+            raise serializers.ValidationError({"first_type_wait_s": problem})
         if data["max_running_shards"] is not None and data["shards"] == 1:
             raise serializers.ValidationError({"max_running_shards": NOT_A_BATCH})
         data.setdefault("preemptible", PREEMPTIBLE_BY_DEFAULT[family])
@@ -571,7 +590,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
-            "memory_mb", "gpus", "gpu_milli", "gpu_types", "cluster_selector", "exclude_nodes",
+            "memory_mb", "gpus", "gpu_milli", "gpu_types", "first_type_wait_s",
+            "cluster_selector", "exclude_nodes",
             "features",
             "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",

@@ -50,7 +50,7 @@ QUEUED_FIELDS = [
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
     "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
-    "features",
+    "features", "first_type_wait_s",
     "priority_class__max_gpus_per_user", "priority_class__max_gpus",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
@@ -573,6 +573,19 @@ def row_of(job: Job) -> dict:
     return {name: reduce(getattr, name.split("__"), job) for name in QUEUED_FIELDS}
 
 
+def types_taken(job: dict, now: float) -> tuple[str, ...]:
+    """The GPU types the job takes now: its first alone while it waits for it
+    (`first_type_wait_s`, from when it may run: a held job's wait starts at its release), then
+    all it lists."""
+    types = tuple(job["gpu_types"])
+    wait = job["first_type_wait_s"]
+    if wait and len(types) > 1:
+        since = job["eligible_at"] or job["created"]
+        if since.timestamp() + wait > now:
+            return types[:1]
+    return types
+
+
 def to_queued(
     job: dict,
     clusters,
@@ -597,7 +610,7 @@ def to_queued(
         memory_mb=job["memory_mb"],
         gpus=job["gpus"],
         gpu_milli=job["gpu_milli"],
-        gpu_types=tuple(job["gpu_types"]),
+        gpu_types=types_taken(job, now),
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
         clusters=cluster_ids(job, clusters, provisions),

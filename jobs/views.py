@@ -34,7 +34,7 @@ from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import COUNTED_FROM, NOTICES
 from jobs.cli.commands import gpus_asked
-from jobs.cli.describe import and_joined
+from jobs.cli.describe import and_joined, first_type_wait
 from jobs.cli.written import exit_codes_said
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
@@ -61,6 +61,7 @@ SUBMIT_HELPS = {"begin": "begin-help", "deadline": "deadline-help",
                 "min_workers": "min-workers-help", "topology": "topology-help",
                 "secrets": "secrets-help", "volumes": "volumes-help",
                 "features": "features-help",
+                "first_type_wait_s": "first-type-wait-help",
                 "command": "command-help", "notify_start": "notify-start-help",
                 "notify_requeue": "notify-requeue-help",
                 "notify_time_limit": "notify-time-limit-help",
@@ -270,6 +271,7 @@ def job_page(
         # What it is told of, changed while it lives by whoever may cancel it (a batch: its
         # first shard's page).
         "change_notifications": can_cancel and job.parent_id is None,
+        "first_type_wait": first_type_wait(job.gpu_types, job.first_type_wait_s),
         "mail_problem": mail_problem(job.owner, "Its submitter's") if can_cancel else "",
         # Drawn hidden while the job lives: job.js shows it once the job has ended.
         "can_resubmit": can_resubmit,

@@ -2,7 +2,8 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
-                [--retry-exit-codes CODE[,CODE...]] [--label KEY=VALUE ...]
+                [--constraint FEATURE[&FEATURE...]] [--retry-exit-codes CODE[,CODE...]]
+                [--first-type-wait DURATION] [--label KEY=VALUE ...]
                 [--volume NAME:PATH[:rw] ...] [--notify-start] [--notify-requeue]
                 [--notify-time-limit] [--notify-email] [--test-only | --wait]
                      submit the job described in a JSON file ("-" for standard input); DEPS
@@ -161,10 +162,12 @@
     constrain ID [--gpu-types T[,T...] | --any-gpu-type]
                  [--cluster-selector KEY=VALUE ... | --any-cluster]
                  [--exclude NODE[,NODE...] | --no-exclude]
+                 [--constraint FEATURE[&FEATURE...] | --no-constraint]
                      change where a queued job (a batch: its queued shards) may run: the GPU
-                     types it takes, most preferred first, the labels a cluster must carry
-                     and the nodes it never runs on, as Slurm's scontrol update of a pending
-                     job's Features, Partition and ExcNodeList; it keeps its place in the
+                     types it takes, most preferred first, the labels a cluster must carry,
+                     the nodes it never runs on and the features its nodes must offer, as
+                     Slurm's scontrol update of a pending job's Features, Partition and
+                     ExcNodeList; it keeps its place in the
                      queue; a job placed keeps where it runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of

@@ -45,6 +45,7 @@ def submit(api: Api, args) -> None:
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
              "exclude_nodes": args.exclude, "features": args.constraint,
+             "first_type_wait_s": args.first_type_wait,
              "retry_exit_codes": args.retry_exit_codes,
              "notify_start": True if args.notify_start else None,
              "notify_requeue": True if args.notify_requeue else None,

@@ -68,7 +68,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("In line", in_line(job)),
         ("Asks", f"{asked_for(job)}; runtime limit {span(job['max_runtime_s'])}"),
         ("Shards", shards(job)),
-        ("GPU types", ", ".join(job["gpu_types"])),
+        ("GPU types", gpu_types(job)),
         ("Clusters", ", ".join(f"{k}={v}" for k, v in job["cluster_selector"].items())),
         ("Never on nodes", ", ".join(job.get("exclude_nodes", ()))),
         ("Only on nodes with", ", ".join(job.get("features", ()))),
@@ -166,6 +166,20 @@ def volume(mount: dict) -> str:
 def priority(job: dict) -> str:
     preemptible = "preemptible" if job["preemptible"] else "not preemptible"
     return f"{job['priority_class']} {job['priority']:+d}, {preemptible}"
+
+
+def gpu_types(job: dict) -> str:
+    """Its GPU types, most preferred first, and how long it waits for the first."""
+    waits = first_type_wait(job["gpu_types"], job.get("first_type_wait_s"))
+    return ", ".join(job["gpu_types"]) + (f" ({waits})" if waits else "")
+
+
+def first_type_wait(types: list[str], wait: int | None) -> str:
+    """How long a job takes its first GPU type alone (`first_type_wait_s`), as its page and
+    `status` say it beside its types ("" when it takes any at once)."""
+    if not wait or len(types) < 2:
+        return ""
+    return f"{types[0]} alone for its first {span(wait)} free to run, then any"
 
 
 def notifies(job: dict) -> str:

@@ -112,6 +112,11 @@ def add_submitting(commands) -> None:
         help="never run on these nodes (Slurm's --exclude; nodes lists them)",
     )  # fmt: skip
     submitting.add_argument(
+        "--first-type-wait", type=duration_written, metavar="DURATION",
+        help="take only the first of its gpu_types for this long from when it may run (90m, "
+             "2h), then any of them (its first_type_wait_s)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--constraint", type=features_written, metavar="FEATURE[&FEATURE...]",
         help="run only on nodes that offer all these features (its features; Slurm's "
              "--constraint=ib&nvme; nodes lists what each offers)",
