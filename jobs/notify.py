@@ -426,7 +426,8 @@ def deliver(notification: Notification | None) -> None:
         args = (notification.delivery, list(notification.mail_to), subject, body)
         queue(tasks_module().mail_notification, *args)
     if notification.tenant.notify_url:
-        post(notification.tenant, encode(notification.document), notification.delivery)
+        body = encode({**notification.document, "text": summary(notification.document)})
+        post(notification.tenant, body, notification.delivery)
 
 
 def claim_mail(delivery: str) -> bool:
@@ -534,6 +535,14 @@ SUBJECTS = {
 
 def job(document: Mapping[str, object]) -> str:
     return f"Job #{document['job']} {document['name']}"
+
+
+def summary(document: Mapping[str, object]) -> str:
+    """The notification in a line, and its link: the `text` every posted document carries, which
+    Slack's and Mattermost's incoming webhooks show as the message ("Job #42 train-llm failed:
+    exit code 3 https://mlsched.example.com/jobs/42/")."""
+    line = " ".join(SUBJECTS[str(document["event"])](document).split())
+    return f"{line} {document['url']}" if document.get("url") else line
 
 
 def mail_text(document: Mapping[str, object]) -> tuple[str, str]:

@@ -90,6 +90,8 @@ def test_it_posts_the_threshold_reached_signed_with_the_tenants_secret(
         "event": "budget.threshold", "tenant": "alpha", "month": "2026-12", "percent": 80,
         "budget_gpu_hours": 100, "spent_gpu_hours": 81.24,
         "url": "https://mlsched.example.com/quotas/#team-alpha",
+        "text": "Team alpha has used 80 % of its GPU-hour budget for 2026-12 "
+                "https://mlsched.example.com/quotas/#team-alpha",
     }  # fmt: skip
 
 

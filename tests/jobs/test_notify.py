@@ -175,6 +175,8 @@ def test_a_job_that_succeeds_posts_its_end_signed_with_the_tenants_secret(
         "reason": "exit code 0", "started_at": job.started_at.isoformat(),
         "finished_at": job.finished_at.isoformat(),
         "url": f"https://mlsched.example.com/jobs/{job.pk}/", "shards": None, "shard": None,
+        "text": f"Job #{job.pk} train-llm succeeded: exit code 0 "
+                f"https://mlsched.example.com/jobs/{job.pk}/",
         "used": {"cpu_seconds": 200.0, "memory_peak_mb": 1024, "memory_efficiency": 0.25,
                  "gpu_busy_seconds": None, "gpu_efficiency": None,
                  "cpu_efficiency": round(200 / ran / (job.cpu_milli / 1000), 3),

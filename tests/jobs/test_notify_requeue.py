@@ -82,6 +82,8 @@ def test_a_job_requeued_by_its_user_is_told_with_its_cause_signed(
         "cause": "requeue", "reason": attempt.reason, "attempt": 1, "retries_used": 0,
         "max_retries": job.max_retries, "url": f"https://mlsched.example.com/jobs/{job.pk}/",
         "shards": None, "requeued_shards": None,
+        "text": f"Job #{job.pk} train-llm queued again: {attempt.reason} "
+                f"https://mlsched.example.com/jobs/{job.pk}/",
     }  # fmt: skip
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
 

@@ -84,6 +84,8 @@ def test_a_job_that_asks_is_told_started_signed_with_its_wait(
         "owner": "alice", "labels": {"project": "llm"},
         "started_at": job.started_at.isoformat(), "cluster": room.cluster.name, "workers": 1,
         "url": f"https://mlsched.example.com/jobs/{job.pk}/", "shards": None, "shard": None,
+        "text": f"Job #{job.pk} train-llm started on {room.cluster.name} "
+                f"https://mlsched.example.com/jobs/{job.pk}/",
     }  # fmt: skip
     assert waited == pytest.approx((job.started_at - job.eligible_at).total_seconds(), abs=1e-3)
     assert 300 <= waited < 360  # submitted five minutes before it started, free to run since

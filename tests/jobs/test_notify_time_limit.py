@@ -67,6 +67,8 @@ def test_a_run_past_90_percent_of_its_limit_is_told_once_signed(
         "stops_at": (attempt.started_at + timedelta(seconds=1000)).isoformat(),
         "max_runtime_s": 1000, "cluster": room.cluster.name,
         "url": f"https://mlsched.example.com/jobs/{job.pk}/",
+        "text": f"Job #{job.pk} train-llm has used 90 % of its runtime limit "
+                f"https://mlsched.example.com/jobs/{job.pk}/",
     }  # fmt: skip
 
 
