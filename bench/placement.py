@@ -4,7 +4,7 @@ Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--wai
                                  [--queue-depth none|N] [--shared-ranges]
                                  [--running-shares 0] [--maintenance 0]
                                  [--lend 1] [--elastic 0] [--topology 0]
-                                 [--fair-share-preemption] [--class-gpus 0]
+                                 [--fair-share-preemption] [--class-gpus 0] [--features 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -21,7 +21,10 @@ With ``--lend F`` under 1 each tenant lends its cohort only that share of its gu
 limit), keeping the rest for itself. ``--fair-share-preemption`` turns on
 ``Policy.fair_share_preemption``: blocked GPU jobs of tenants under their fair share look for
 victims among tenants over it. With ``--class-gpus F`` the top tier's work may hold that share
-of all GPUs at once (its class's ``max_gpus``: ``QueuedJob.class_gpu_limit``).
+of all GPUs at once (its class's ``max_gpus``: ``QueuedJob.class_gpu_limit``). With
+``--features F`` that share of the nodes offers ``ib`` (whole clusters' racks alike: every
+node whose index is under F of each block of 100) and that share of the training gangs
+requires it (``Node.features``, ``QueuedJob.features``).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -259,6 +262,7 @@ def build_snapshot(
     topology: float = 0.0,
     shares: float = 0.0,
     class_gpus: float = 0.0,
+    features: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
@@ -271,6 +275,8 @@ def build_snapshot(
                  for job in queue]  # fmt: skip
     if maintenance:
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
+    if features:
+        nodes, queue = with_features(nodes, queue, features, random.Random(seed + 2))
     return Snapshot(
         tuple(nodes),
         tuple(running),
@@ -280,6 +286,18 @@ def build_snapshot(
         seed=seed,
         policy=policy or Policy(),
     )
+
+
+def with_features(nodes: list[Node], queue: list, share: float, rng: random.Random):
+    """About ``share`` of the nodes offering ``ib`` (the first of every hundred), and of the
+    training gangs requiring it."""
+    ib = frozenset({"ib"})
+    nodes = [dataclasses.replace(node, features=ib) if i % 100 < share * 100 else node
+             for i, node in enumerate(nodes)]  # fmt: skip
+    queue = [dataclasses.replace(job, features=ib)
+             if job.family == "training" and rng.random() < share else job
+             for job in queue]  # fmt: skip
+    return nodes, queue
 
 
 def with_windows(nodes: list[Node], share: float, rng: random.Random) -> list[Node]:
@@ -312,6 +330,7 @@ def run(
     topology: float = 0.0,
     shares: float = 0.0,
     class_gpus: float = 0.0,
+    features: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
@@ -330,6 +349,7 @@ def run(
         topology,
         shares,
         class_gpus,
+        features,
     )
     walls, cpus = [], []
     for _ in range(repeat):
@@ -414,6 +434,12 @@ def main() -> None:
         default=0.0,
         help="the share of all GPUs the top tier's work may hold at once (its class's max_gpus)",
     )
+    parser.add_argument(
+        "--features",
+        type=float,
+        default=0.0,
+        help="the share of the nodes offering a feature, and of the training gangs requiring it",
+    )
     args = parser.parse_args()
     policy = Policy(fair_share_preemption=args.fair_share_preemption)
     if args.queue_depth:
@@ -425,7 +451,7 @@ def main() -> None:
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
             args.maintenance, args.lend, args.elastic, args.topology, args.running_shares,
-            args.class_gpus,
+            args.class_gpus, args.features,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
