@@ -36,7 +36,7 @@ from jobs.action_serializers import (
 )
 from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
 from jobs.models import Job, LogChunk
-from jobs.nodes_api import ClustersView, NodesView
+from jobs.nodes_api import NODE_VERBS, ClustersView, NodeServiceView, NodesView
 from jobs.queue_api import QueueView
 from jobs.serializers import (
     CONSTRAINTS,
@@ -693,4 +693,12 @@ urlpatterns = [
     path("bookings/", BookingsView.as_view(), name="api-bookings"),
     path("clusters/", ClustersView.as_view(), name="api-clusters"),
     path("nodes/", NodesView.as_view(), name="api-nodes"),
+    *(
+        path(
+            f"nodes/<str:cluster>/<str:name>/{verb}/",
+            NodeServiceView.as_view(verb=verb),
+            name=f"api-node-{verb}",
+        )
+        for verb in NODE_VERBS
+    ),  # fmt: skip
 ]

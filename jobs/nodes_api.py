@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Sum
+from django.shortcuts import get_object_or_404
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import access
+from jobs import access, actions
 from jobs.clock import database_now
 from jobs.reports import BadParameter
 
@@ -254,3 +255,38 @@ class NodesView(APIView):
             raise ValidationError({bad.field: bad.message}) from None
         rows = in_state(listed(nodes, request.user), state)
         return Response({"nodes": [node_json(row) for row in rows]})
+
+
+# What a platform admin may do to a node through the API (Slurm's `scontrol update NodeName=
+# State=DRAIN|RESUME Reason=`), as the admin's node list does it.
+NODE_VERBS = ("cordon", "drain", "uncordon")
+MAX_REASON = 200  # characters, as the admin's reason field takes them
+
+
+class NodeServiceView(APIView):
+    """Cordon, drain or uncordon one node (`verb`), for platform admins alone: what a health
+    checker or a maintenance script does without the admin's pages. `reason` (at most 200
+    characters) is shown beside the node's state, with who and when, as a cordon in the admin
+    is. 200 with the node as the nodes API gives it and what changed (`changed`: 0 for a node
+    already in that state; a drain's `stopped`, the attempts asked to stop); 403 for anyone
+    else, 404 for a node no cluster of that name has, 400 naming `reason`."""
+
+    verb = "cordon"
+
+    def post(self, request, cluster, name):
+        if not request.user.is_superuser:
+            raise PermissionDenied(f"Only a platform admin may {self.verb} a node.")
+        node = get_object_or_404(Node, cluster__name=cluster, name=name)
+        reason = request.data.get("reason", "")
+        if not isinstance(reason, str) or len(reason.strip()) > MAX_REASON:
+            raise ValidationError({"reason": f"At most {MAX_REASON} characters of text."})
+        by, reason = request.user.get_username(), reason.strip()
+        told: dict = {}
+        if self.verb == "drain":
+            told["stopped"] = actions.drain([node.pk], by, reason=reason)
+            told["changed"] = int(node.schedulable)  # as it was before
+        else:
+            changed = actions.set_schedulable([node.pk], self.verb == "uncordon", by, reason)
+            told["changed"] = len(changed)
+        (row,) = listed(Node.objects.filter(pk=node.pk), request.user)
+        return Response({**node_json(row), **told})

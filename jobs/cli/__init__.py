@@ -247,8 +247,14 @@
                      placement cost (work starts on the cheapest that can hold it)
     nodes [--cluster NAME] [--state S] [--gpu-type TYPE]
                      every node, as Slurm's sinfo -N: its state, GPU type, GPUs, CPUs and
-                     memory (GiB) allocated of all, and its next maintenance window or
-                     booking (yours: for one of your teams)
+                     memory (GiB) allocated of all, the features it offers, and its next
+                     maintenance window or booking (yours: for one of your teams)
+    cordon CLUSTER NODE [--reason TEXT] | drain CLUSTER NODE [--reason TEXT] |
+    uncordon CLUSTER NODE
+                     platform admins: place nothing new on a node, or also stop its work
+                     (asked to stop with the grace to checkpoint, requeued without using a
+                     retry), or place work there again, as Slurm's scontrol update
+                     NodeName= State=DRAIN|RESUME Reason=; it prints the node's state after
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.

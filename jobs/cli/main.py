@@ -37,6 +37,7 @@ from jobs.cli.tables import (
     nodes,
     queue,
     quota,
+    service_node,
     usage,
     volumes,
 )
@@ -371,6 +372,14 @@ def add_reading(commands) -> None:
     listing_nodes.add_argument("--cluster", metavar="NAME", help="one cluster's nodes")
     listing_nodes.add_argument("--state", help="only nodes in this state (idle, mixed, ...)")
     listing_nodes.add_argument("--gpu-type", metavar="TYPE", help="only nodes of this GPU type")
+    for verb, does in (("cordon", "place nothing new on a node (what runs goes on)"),
+                       ("drain", "cordon a node and stop its work, requeued (a grace first)"),
+                       ("uncordon", "place work on a node again")):  # fmt: skip
+        servicing = commands.add_parser(verb, help=f"platform admins: {does}")
+        servicing.add_argument("cluster")
+        servicing.add_argument("node")
+        if verb != "uncordon":
+            servicing.add_argument("--reason", default="", help="why, shown beside its state")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -438,8 +447,9 @@ def main(argv=None) -> int:
            "runtime-limit": runtime_limit, "resize": resize, "constrain": constrain,
            "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
-           "nodes": nodes, "volumes": volumes, "secrets": secrets, "secret-set": secret_set,
-           "secret-delete": secret_delete}  # fmt: skip
+           "nodes": nodes, "cordon": service_node, "drain": service_node,
+           "uncordon": service_node, "volumes": volumes, "secrets": secrets,
+           "secret-set": secret_set, "secret-delete": secret_delete}  # fmt: skip
     try:
         run[args.command](api, args)
     except KeyboardInterrupt:

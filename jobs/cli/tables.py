@@ -3,6 +3,7 @@ clusters, nodes and volumes."""
 
 import itertools
 from datetime import datetime
+from urllib.parse import quote
 
 from jobs.cli.client import Api, show
 from jobs.cli.commands import clock, gpus_asked
@@ -239,6 +240,21 @@ def nodes(api: Api, args) -> None:
                      ",".join(n.get("features", ())) or "-", window_of(n["window"]),
                      n.get("reason") or "-"])  # fmt: skip
     table(rows, names=4, notes=3)
+
+
+def service_node(api: Api, args) -> None:
+    """`cordon|drain CLUSTER NODE [--reason TEXT]`, `uncordon CLUSTER NODE`: a platform admin's
+    change of a node's service (Slurm's scontrol update NodeName= State=DRAIN|RESUME), and
+    the node's state after it."""
+    body = {"reason": args.reason} if getattr(args, "reason", "") else {}
+    n = api.call("POST", f"nodes/{quote(args.cluster)}/{quote(args.node)}/{args.command}/",
+                 json=body)  # fmt: skip
+    done = {"cordon": "cordoned", "drain": "drained", "uncordon": "uncordoned"}[args.command]
+    said = done if n["changed"] else f"already {done}"
+    if "stopped" in n:
+        said += f", {n['stopped']} attempt{'s' if n['stopped'] != 1 else ''} asked to stop"
+    show(f"{n['cluster']}/{n['name']}: {said}; now {n['state']}"
+         + (f" ({n['reason']})" if n["reason"] else ""))  # fmt: skip
 
 
 def window_of(window: dict | None) -> str:
