@@ -34,7 +34,12 @@ from jobs.action_serializers import (
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
-from jobs.maintenance_api import BookingsView, MaintenanceView, window_ahead
+from jobs.maintenance_api import (
+    BookingsView,
+    MaintenanceView,
+    MaintenanceWindowView,
+    window_ahead,
+)
 from jobs.models import Job, LogChunk
 from jobs.nodes_api import NODE_VERBS, ClustersView, NodeServiceView, NodesView
 from jobs.queue_api import QueueView
@@ -690,6 +695,7 @@ urlpatterns = [
     path("queue/", QueueView.as_view(), name="api-queue"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
+    path("maintenance/<int:pk>/", MaintenanceWindowView.as_view(), name="api-maintenance-window"),
     path("bookings/", BookingsView.as_view(), name="api-bookings"),
     path("clusters/", ClustersView.as_view(), name="api-clusters"),
     path("nodes/", NodesView.as_view(), name="api-nodes"),

@@ -10,19 +10,22 @@ the query itself: the windows and their status come from one statement, their no
 more. Rate limited as every user endpoint (the default throttles).
 """
 
+from django.db import transaction
 from django.db.models import Case, Prefetch, Value, When
 from django.db.models.functions import Now
+from django.shortcuts import get_object_or_404
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters import maintenance
-from clusters.models import Booking, MaintenanceWindow, Node
-from jobs import access, reports
+from clusters.models import Booking, Cluster, MaintenanceWindow, Node
+from clusters.window_forms import MaintenanceWindowForm, names_listed
+from jobs import access, janitor, reports
+from jobs.fields import Moment
 
 UPCOMING, IN_PROGRESS, ENDED = "upcoming", "in progress", "ended"
-NODES_NAMED = 10  # node names a window's line gives before "and N more"
 
 
 def with_status(windows):
@@ -56,13 +59,6 @@ def nodes_named(window) -> str:
     return names_listed([node.name for node in window.nodes.all()]) or "all nodes"
 
 
-def names_listed(names: list[str]) -> str:
-    """Node names for a line of text: the first NODES_NAMED of them and how many more."""
-    more = len(names) - NODES_NAMED
-    shown = ", ".join(names[:NODES_NAMED])
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 class WindowSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
     nodes = serializers.SerializerMethodField()
@@ -88,10 +84,59 @@ class BookingSerializer(WindowSerializer):
         fields = ["id", "tenant", *WindowSerializer.Meta.fields[1:]]
 
 
+class WindowAsked(serializers.Serializer):
+    """A maintenance window a platform admin plans through the API, its nodes by name ([]:
+    every node of the cluster), checked then as the admin's form checks it."""
+
+    cluster = serializers.CharField(max_length=200)
+    nodes = serializers.ListField(child=serializers.CharField(max_length=253), default=list)
+    starts_at = Moment()
+    ends_at = Moment()
+    reason = serializers.CharField(max_length=200, allow_blank=True, default="")
+
+
 class MaintenanceView(APIView):
+    """The maintenance windows not yet ended, to anyone; a platform admin plans one (POST), as
+    the admin's form does (`window_forms.MaintenanceWindowForm`: its end after its start and
+    not past, its nodes of its cluster, locked as a commit locks them while it is saved)."""
+
     def get(self, request):
         windows = planned(MaintenanceWindow.objects)
         return Response({"windows": WindowSerializer(windows, many=True).data})
+
+    def post(self, request):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin plans maintenance.")
+        asked = WindowAsked(data=request.data)
+        asked.is_valid(raise_exception=True)
+        data = asked.validated_data
+        cluster = Cluster.objects.filter(name=data["cluster"]).first()
+        if cluster is None:
+            raise ValidationError({"cluster": f"No cluster is named {data['cluster'][:80]!r}."})
+        named = dict(cluster.nodes.filter(name__in=data["nodes"]).values_list("name", "pk"))
+        if missing := [name for name in data["nodes"] if name not in named]:
+            raise ValidationError({"nodes": f"{cluster.name} has no node {missing[0][:80]!r}."})
+        fields = {**data, "cluster": cluster.pk, "nodes": [named[n] for n in data["nodes"]]}
+        with transaction.atomic():
+            form = MaintenanceWindowForm(data=fields)
+            if not form.is_valid():
+                raise ValidationError({field: [str(e) for e in errors]
+                                       for field, errors in form.errors.items()})  # fmt: skip
+            window = form.save()
+        shown = WindowSerializer(with_status(MaintenanceWindow.objects).get(pk=window.pk)).data
+        # The running jobs on its nodes that may run past its start: stopped then.
+        return Response({**shown, "stops": janitor.running_into(window)}, status=201)
+
+
+class MaintenanceWindowView(APIView):
+    """A platform admin takes a maintenance window back (its work called off): its nodes take
+    work again at once. 204; 403 for anyone else; 404 for no such window."""
+
+    def delete(self, request, pk):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin takes maintenance back.")
+        get_object_or_404(MaintenanceWindow, pk=pk).delete()
+        return Response(status=204)
 
 
 class BookingsView(APIView):

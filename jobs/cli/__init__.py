@@ -201,10 +201,16 @@
     classes [--tenant SLUG]
                      the priority classes your tenants may submit at: value, whether it may
                      preempt, its exempt time and longest runtime limit, which tenants
-    maintenance      the clusters' maintenance windows not yet ended: cluster, nodes ("all":
-                     every node of it), from, to (UTC), in progress or upcoming, reason. Until
-                     a window starts only work sure to end by then is placed on its nodes;
-                     from then to its end nothing is, and work still there is requeued
+    maintenance      the clusters' maintenance windows not yet ended: id, cluster, nodes
+                     ("all": every node of it), from, to (UTC), in progress or upcoming,
+                     reason. Until a window starts only work sure to end by then is placed on
+                     its nodes; from then to its end nothing is, and work still there is
+                     requeued
+    maintenance-add CLUSTER --from TIME --to TIME [--nodes NODE[,NODE...]] [--reason TEXT]
+    maintenance-delete ID
+                     platform admins: plan a maintenance window (TIME as --begin takes it,
+                     its nodes by name, every node of the cluster without --nodes), saying
+                     how many running jobs it will stop at its start; take one back
     bookings [--tenant SLUG]
                      your tenants' bookings not yet ended (--tenant: one of them), as
                      maintenance lists windows, each with its tenant. From a booking's start

@@ -274,7 +274,26 @@ WINDOW_HEADER = ["cluster", "nodes", "from", "to", "status", "reason"]
 
 
 def maintenance(api: Api, args) -> None:
-    windows_table(api.call("GET", "maintenance/")["windows"], "No maintenance planned.")
+    windows_table(api.call("GET", "maintenance/")["windows"], "No maintenance planned.",
+                  lead=("id",))  # fmt: skip
+
+
+def maintenance_add(api: Api, args) -> None:
+    """`maintenance-add CLUSTER --from TIME --to TIME [--nodes N,N] [--reason TEXT]`: a
+    platform admin's window, and how many running jobs it will stop at its start."""
+    body = {"cluster": args.cluster, "nodes": args.nodes or [], "starts_at": args.starts,
+            "ends_at": args.ends, "reason": args.reason}  # fmt: skip
+    w = api.call("POST", "maintenance/", json=body)
+    on = ",".join(w["nodes"]) or "all nodes"
+    show(f"maintenance #{w['id']} of {w['cluster']} ({on}) from {w['starts_at']} to "
+         f"{w['ends_at']}: {w['stops']} running job{'s' if w['stops'] != 1 else ''} "
+         "stopped at its start")  # fmt: skip
+
+
+def maintenance_delete(api: Api, args) -> None:
+    """`maintenance-delete ID`: a platform admin takes a window back."""
+    api.call("DELETE", f"maintenance/{args.id}/")
+    show(f"maintenance #{args.id} taken back: its nodes take work again")
 
 
 def bookings(api: Api, args) -> None:
@@ -288,7 +307,7 @@ def windows_table(windows: list[dict], none: str, lead: tuple[str, ...] = ()) ->
     if not windows:
         show(none)
         return
-    rows = [[*(w[name] for name in lead), w["cluster"], ",".join(w["nodes"]) or "all",
+    rows = [[*(str(w[name]) for name in lead), w["cluster"], ",".join(w["nodes"]) or "all",
              w["starts_at"], w["ends_at"], "in progress" if w["in_progress"] else "upcoming",
              w["reason"]] for w in windows]  # fmt: skip
     header = [*lead, *WINDOW_HEADER]

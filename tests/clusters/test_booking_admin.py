@@ -15,8 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters.admin import BOOKING_LOCK
 from clusters.models import Booking
+from clusters.window_forms import BOOKING_LOCK
 from tests.clusters.test_maintenance_admin import DAY, history, rows
 from tests.clusters.test_maintenance_admin import form as window_form
 from tests.factories import ClusterFactory, NodeFactory, QuotaFactory

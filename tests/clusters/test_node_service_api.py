@@ -29,6 +29,18 @@ def as_user(user) -> APIClient:
     return client
 
 
+def cli_of(live_server, user):
+    """The command line against the live server, as `user` (with a token of theirs)."""
+    _, token = create_token(user, "ops")
+
+    def run(*args):
+        env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
+        return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    return run
+
+
 def service(user, cluster, node, verb, **body):
     return as_user(user).post(f"/api/v1/nodes/{cluster}/{node}/{verb}/", body, format="json")
 
@@ -85,12 +97,7 @@ def test_an_unknown_node_is_a_404_and_a_long_reason_a_400(platform_admin, east):
 @pytest.mark.django_db(transaction=True)
 def test_the_cli_drains_and_uncordons_a_node(live_server, east, platform_admin):
     NodeFactory(cluster=east, name="gpu-0")
-    _, token = create_token(platform_admin, "ops")
-
-    def cli(*args):
-        env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
-        return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    cli = cli_of(live_server, platform_admin)
 
     drained = cli("drain", "east", "gpu-0", "--reason", "bad DIMM")
     back = cli("uncordon", "east", "gpu-0")

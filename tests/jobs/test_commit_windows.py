@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import transaction
 
-from clusters.admin import BookingForm, MaintenanceWindowForm
 from clusters.models import Booking, MaintenanceWindow
+from clusters.window_forms import BookingForm, MaintenanceWindowForm
 from jobs import cycle, snapshot
 from jobs.commit import commit_batch
 from jobs.models import Job

@@ -17,10 +17,10 @@ def test_the_cli_lists_the_windows_not_yet_ended_in_a_table(cli):  # noqa: F811
     east, west = ClusterFactory(name="east"), ClusterFactory(name="west")
     begun = timezone.now().replace(microsecond=0) - timedelta(hours=1)
     window(east, begun - timedelta(hours=5), hours=1, reason="long over")
-    window(east, begun, reason="firmware")
+    now = window(east, begun, reason="firmware")
     nodes = [NodeFactory(cluster=west, name=name) for name in ("gpu-b", "gpu-a")]
     starts = next_month()
-    window(west, starts, nodes=nodes, reason="new PSUs")
+    later = window(west, starts, nodes=nodes, reason="new PSUs")
 
     done = cli("maintenance")
 
@@ -28,11 +28,11 @@ def test_the_cli_lists_the_windows_not_yet_ended_in_a_table(cli):  # noqa: F811
     header, *rows = [line.split("  ") for line in done.stdout.splitlines()]
     cells = [[cell.strip() for cell in row if cell.strip()] for row in [header, *rows]]
     assert cells == [
-        ["cluster", "nodes", "from", "to", "status", "reason"],
-        ["east", "all", begun.isoformat().replace("+00:00", "Z"),
+        ["id", "cluster", "nodes", "from", "to", "status", "reason"],
+        [str(now.pk), "east", "all", begun.isoformat().replace("+00:00", "Z"),
          (begun + timedelta(hours=4)).isoformat().replace("+00:00", "Z"), "in progress",
          "firmware"],
-        ["west", "gpu-a,gpu-b", f"{starts:%Y-%m-%dT%H}:00:00Z",
+        [str(later.pk), "west", "gpu-a,gpu-b", f"{starts:%Y-%m-%dT%H}:00:00Z",
          f"{starts + timedelta(hours=4):%Y-%m-%dT%H}:00:00Z", "upcoming", "new PSUs"],
     ]  # fmt: skip
 
