@@ -18,6 +18,7 @@ from rest_framework.exceptions import PermissionDenied, Throttled, ValidationErr
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.models import Booking
 from jobs import access, actions, folding, listing, standing, throttles, trial
 from jobs.action_serializers import (
     MAX_CANCELED,
@@ -37,7 +38,7 @@ from jobs.action_serializers import (
 from jobs.maintenance_api import (
     BookingsView,
     MaintenanceView,
-    MaintenanceWindowView,
+    WindowView,
     window_ahead,
 )
 from jobs.models import Job, LogChunk
@@ -695,7 +696,8 @@ urlpatterns = [
     path("queue/", QueueView.as_view(), name="api-queue"),
     path("usage/", UsageView.as_view(), name="api-usage"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
-    path("maintenance/<int:pk>/", MaintenanceWindowView.as_view(), name="api-maintenance-window"),
+    path("maintenance/<int:pk>/", WindowView.as_view(), name="api-maintenance-window"),
+    path("bookings/<int:pk>/", WindowView.as_view(model=Booking), name="api-booking"),
     path("bookings/", BookingsView.as_view(), name="api-bookings"),
     path("clusters/", ClustersView.as_view(), name="api-clusters"),
     path("nodes/", NodesView.as_view(), name="api-nodes"),

@@ -21,9 +21,10 @@ from rest_framework.views import APIView
 
 from clusters import maintenance
 from clusters.models import Booking, Cluster, MaintenanceWindow, Node
-from clusters.window_forms import MaintenanceWindowForm, names_listed
+from clusters.window_forms import BookingForm, MaintenanceWindowForm, names_listed
 from jobs import access, janitor, reports
 from jobs.fields import Moment
+from quotas.models import Tenant
 
 UPCOMING, IN_PROGRESS, ENDED = "upcoming", "in progress", "ended"
 
@@ -105,43 +106,67 @@ class MaintenanceView(APIView):
         return Response({"windows": WindowSerializer(windows, many=True).data})
 
     def post(self, request):
-        if not request.user.is_superuser:
-            raise PermissionDenied("Only a platform admin plans maintenance.")
-        asked = WindowAsked(data=request.data)
-        asked.is_valid(raise_exception=True)
-        data = asked.validated_data
-        cluster = Cluster.objects.filter(name=data["cluster"]).first()
-        if cluster is None:
-            raise ValidationError({"cluster": f"No cluster is named {data['cluster'][:80]!r}."})
-        named = dict(cluster.nodes.filter(name__in=data["nodes"]).values_list("name", "pk"))
-        if missing := [name for name in data["nodes"] if name not in named]:
-            raise ValidationError({"nodes": f"{cluster.name} has no node {missing[0][:80]!r}."})
-        fields = {**data, "cluster": cluster.pk, "nodes": [named[n] for n in data["nodes"]]}
-        with transaction.atomic():
-            form = MaintenanceWindowForm(data=fields)
-            if not form.is_valid():
-                raise ValidationError({field: [str(e) for e in errors]
-                                       for field, errors in form.errors.items()})  # fmt: skip
-            window = form.save()
-        shown = WindowSerializer(with_status(MaintenanceWindow.objects).get(pk=window.pk)).data
-        # The running jobs on its nodes that may run past its start: stopped then.
-        return Response({**shown, "stops": janitor.running_into(window)}, status=201)
+        return plan(request, WindowAsked, MaintenanceWindowForm, WindowSerializer, "maintenance")
 
 
-class MaintenanceWindowView(APIView):
-    """A platform admin takes a maintenance window back (its work called off): its nodes take
-    work again at once. 204; 403 for anyone else; 404 for no such window."""
+class BookingAsked(WindowAsked):
+    tenant = serializers.CharField(max_length=100)  # its slug
+
+
+def plan(request, asked_as, form_class, serializer_class, what: str) -> Response:
+    """A window (maintenance, a booking) a platform admin plans through the API, read by
+    `asked_as` (nodes, and a tenant, by name) and checked and saved by the admin's own form, in
+    one transaction. 201 with the window as listed, and `stops`: the running jobs on its nodes,
+    not let in, that may run past its start by their runtime limits, stopped then."""
+    if not request.user.is_superuser:
+        raise PermissionDenied(f"Only a platform admin plans {what}.")
+    asked = asked_as(data=request.data)
+    asked.is_valid(raise_exception=True)
+    data = asked.validated_data
+    cluster = Cluster.objects.filter(name=data["cluster"]).first()
+    if cluster is None:
+        raise ValidationError({"cluster": f"No cluster is named {data['cluster'][:80]!r}."})
+    named = dict(cluster.nodes.filter(name__in=data["nodes"]).values_list("name", "pk"))
+    if missing := [name for name in data["nodes"] if name not in named]:
+        raise ValidationError({"nodes": f"{cluster.name} has no node {missing[0][:80]!r}."})
+    fields = {**data, "cluster": cluster.pk, "nodes": [named[n] for n in data["nodes"]]}
+    if "tenant" in data:
+        tenant = Tenant.objects.filter(slug=data["tenant"]).first()
+        if tenant is None:
+            raise ValidationError({"tenant": f"No tenant is named {data['tenant'][:80]!r}."})
+        fields["tenant"] = tenant.pk
+    model = form_class._meta.model
+    with transaction.atomic():
+        form = form_class(data=fields)
+        if not form.is_valid():
+            raise ValidationError({field: [str(e) for e in errors]
+                                   for field, errors in form.errors.items()})  # fmt: skip
+        window = form.save()
+    shown = serializer_class(with_status(model.objects).get(pk=window.pk)).data
+    return Response({**shown, "stops": janitor.running_into(window)}, status=201)
+
+
+class WindowView(APIView):
+    """A platform admin takes a window (`model`: maintenance, a booking) back, its work called
+    off: its nodes take work again at once. 204; 403 for anyone else; 404 for no such window."""
+
+    model = MaintenanceWindow
 
     def delete(self, request, pk):
         if not request.user.is_superuser:
-            raise PermissionDenied("Only a platform admin takes maintenance back.")
-        get_object_or_404(MaintenanceWindow, pk=pk).delete()
+            raise PermissionDenied(
+                f"Only a platform admin takes a {self.model._meta.verbose_name} back."
+            )
+        get_object_or_404(self.model, pk=pk).delete()
         return Response(status=204)
 
 
 class BookingsView(APIView):
     """The caller's tenants' bookings not yet ended; ``?tenant=<slug>`` for one of them (another
     tenant's slug is refused as an unknown one is, so the answer never confirms it exists)."""
+
+    def post(self, request):
+        return plan(request, BookingAsked, BookingForm, BookingSerializer, "bookings")
 
     def get(self, request):
         tenants = access.report_tenants(request.user)

@@ -208,9 +208,12 @@
                      requeued
     maintenance-add CLUSTER --from TIME --to TIME [--nodes NODE[,NODE...]] [--reason TEXT]
     maintenance-delete ID
-                     platform admins: plan a maintenance window (TIME as --begin takes it,
-                     its nodes by name, every node of the cluster without --nodes), saying
-                     how many running jobs it will stop at its start; take one back
+    booking-add TENANT CLUSTER --from TIME --to TIME [--nodes NODE[,NODE...]] [--reason TEXT]
+    booking-delete ID
+                     platform admins: plan a maintenance window, or book nodes for a tenant
+                     (TIME as --begin takes it, its nodes by name, every node of the cluster
+                     without --nodes), saying how many running jobs it will stop at its
+                     start; take one back
     bookings [--tenant SLUG]
                      your tenants' bookings not yet ended (--tenant: one of them), as
                      maintenance lists windows, each with its tenant. From a booking's start

@@ -34,14 +34,14 @@ from jobs.cli.tables import (
     classes,
     clusters,
     maintenance,
-    maintenance_add,
-    maintenance_delete,
     nodes,
     queue,
     quota,
     service_node,
     usage,
     volumes,
+    window_add,
+    window_delete,
 )
 from jobs.cli.waiting import TIMED_OUT, wait
 from jobs.cli.written import (
@@ -369,19 +369,21 @@ def add_reading(commands) -> None:
     ranks = commands.add_parser("classes")
     ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     commands.add_parser("maintenance")
-    planning = commands.add_parser("maintenance-add",
-                                   help="platform admins: plan a maintenance window")  # fmt: skip
-    planning.add_argument("cluster")
-    planning.add_argument("--from", dest="starts", required=True, metavar="TIME",
-                          help="its start, ISO 8601 with its zone, or now+2h")  # fmt: skip
-    planning.add_argument("--to", dest="ends", required=True, metavar="TIME",
-                          help="its end, written as --from is")  # fmt: skip
-    planning.add_argument("--nodes", type=names_written, metavar="NODE[,NODE...]",
-                          help="its nodes (default: every node of the cluster)")  # fmt: skip
-    planning.add_argument("--reason", default="", help="why, shown to users")
-    taking_back = commands.add_parser("maintenance-delete",
-                                      help="platform admins: take a window back")  # fmt: skip
-    taking_back.add_argument("id", type=int)
+    for kind in ("maintenance", "booking"):
+        planning = commands.add_parser(f"{kind}-add", help=f"platform admins: plan a {kind}")
+        if kind == "booking":
+            planning.add_argument("tenant", help="the tenant it is for (its slug)")
+        planning.add_argument("cluster")
+        planning.add_argument("--from", dest="starts", required=True, metavar="TIME",
+                              help="its start, ISO 8601 with its zone, or now+2h")  # fmt: skip
+        planning.add_argument("--to", dest="ends", required=True, metavar="TIME",
+                              help="its end, written as --from is")  # fmt: skip
+        planning.add_argument("--nodes", type=names_written, metavar="NODE[,NODE...]",
+                              help="its nodes (default: every node of the cluster)")  # fmt: skip
+        planning.add_argument("--reason", default="", help="why, shown to users")
+        taking_back = commands.add_parser(f"{kind}-delete",
+                                          help=f"platform admins: take a {kind} back")  # fmt: skip
+        taking_back.add_argument("id", type=int)
     commands.add_parser("clusters")
     listing_nodes = commands.add_parser("nodes")
     listing_nodes.add_argument("--cluster", metavar="NAME", help="one cluster's nodes")
@@ -463,8 +465,9 @@ def main(argv=None) -> int:
            "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
-           "uncordon": service_node, "maintenance-add": maintenance_add,
-           "maintenance-delete": maintenance_delete, "volumes": volumes, "secrets": secrets,
+           "uncordon": service_node, "maintenance-add": window_add,
+           "maintenance-delete": window_delete, "booking-add": window_add,
+           "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,
            "secret-set": secret_set, "secret-delete": secret_delete}  # fmt: skip
     try:
         run[args.command](api, args)

@@ -278,27 +278,42 @@ def maintenance(api: Api, args) -> None:
                   lead=("id",))  # fmt: skip
 
 
-def maintenance_add(api: Api, args) -> None:
-    """`maintenance-add CLUSTER --from TIME --to TIME [--nodes N,N] [--reason TEXT]`: a
-    platform admin's window, and how many running jobs it will stop at its start."""
+def window_add(api: Api, args) -> None:
+    """`maintenance-add CLUSTER ...`, `booking-add TENANT CLUSTER ...` (`--from TIME --to TIME
+    [--nodes N,N] [--reason TEXT]`): a platform admin's window, and how many running jobs it
+    will stop at its start."""
     body = {"cluster": args.cluster, "nodes": args.nodes or [], "starts_at": args.starts,
             "ends_at": args.ends, "reason": args.reason}  # fmt: skip
-    w = api.call("POST", "maintenance/", json=body)
+    kind, path = WINDOW_KINDS[args.command]
+    if kind == "booking":
+        body["tenant"] = args.tenant
+    w = api.call("POST", path, json=body)
     on = ",".join(w["nodes"]) or "all nodes"
-    show(f"maintenance #{w['id']} of {w['cluster']} ({on}) from {w['starts_at']} to "
+    of = f" for {w['tenant']}" if kind == "booking" else ""
+    show(f"{kind} #{w['id']}{of} of {w['cluster']} ({on}) from {w['starts_at']} to "
          f"{w['ends_at']}: {w['stops']} running job{'s' if w['stops'] != 1 else ''} "
          "stopped at its start")  # fmt: skip
 
 
-def maintenance_delete(api: Api, args) -> None:
-    """`maintenance-delete ID`: a platform admin takes a window back."""
-    api.call("DELETE", f"maintenance/{args.id}/")
-    show(f"maintenance #{args.id} taken back: its nodes take work again")
+def window_delete(api: Api, args) -> None:
+    """`maintenance-delete ID`, `booking-delete ID`: a platform admin takes a window back."""
+    kind, path = WINDOW_KINDS[args.command]
+    api.call("DELETE", f"{path}{args.id}/")
+    show(f"{kind} #{args.id} taken back: its nodes take work again")
+
+
+# Each window command's kind, and its calls' path.
+WINDOW_KINDS = {
+    "maintenance-add": ("maintenance", "maintenance/"),
+    "maintenance-delete": ("maintenance", "maintenance/"),
+    "booking-add": ("booking", "bookings/"),
+    "booking-delete": ("booking", "bookings/"),
+}
 
 
 def bookings(api: Api, args) -> None:
     answer = api.call("GET", "bookings/", params={"tenant": args.tenant} if args.tenant else None)
-    windows_table(answer["bookings"], "No bookings.", lead=("tenant",))
+    windows_table(answer["bookings"], "No bookings.", lead=("id", "tenant"))
 
 
 def windows_table(windows: list[dict], none: str, lead: tuple[str, ...] = ()) -> None:

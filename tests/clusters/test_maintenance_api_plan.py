@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from clusters.models import MaintenanceWindow
+from clusters.models import Booking, MaintenanceWindow
 from tests.clusters.test_node_service_api import as_user, cli_of, platform_admin  # noqa: F401
 from tests.factories import NodeFactory
 
@@ -99,3 +99,53 @@ def test_the_cli_plans_and_takes_back_a_window(live_server, east, platform_admin
     assert listed.stdout.splitlines()[1].split()[:3] == [str(window.pk), "east", "gpu-0"]
     assert taken_back.stdout == f"maintenance #{window.pk} taken back: its nodes take work again\n"
     assert not MaintenanceWindow.objects.exists()
+
+
+def test_a_booking_is_planned_for_a_tenant_and_taken_back(platform_admin, alpha, gang):
+    answer = plan_booking(platform_admin, tenant="alpha", cluster="east", nodes=["east-1"],
+                          starts_at="now+30m", ends_at="now+2h", reason="deadline")  # fmt: skip
+    unknown = plan_booking(platform_admin, tenant="nobody", cluster="east",
+                           starts_at="now+1h", ends_at="now+2h")  # fmt: skip
+    gone = as_user(platform_admin).delete(f"/api/v1/bookings/{answer.json()['id']}/")
+
+    assert answer.status_code == 201, answer.json()
+    # The gang on east-0 and east-1 is not alpha's: it runs past the start, stopped then.
+    assert (answer.json()["tenant"], answer.json()["nodes"], answer.json()["stops"]) == (
+        "alpha", ["east-1"], 1)  # fmt: skip
+    assert unknown.status_code == 400 and list(unknown.json()) == ["tenant"]
+    assert gone.status_code == 204 and not Booking.objects.exists()
+
+
+def test_a_booking_overlapping_another_tenants_is_refused_as_the_admin_refuses_it(
+    platform_admin, alpha, gamma, east
+):
+    NodeFactory(cluster=east, name="gpu-0")
+    plan_booking(platform_admin, tenant="gamma", cluster="east", starts_at="now+1h",
+                 ends_at="now+3h")  # fmt: skip
+
+    clash = plan_booking(platform_admin, tenant="alpha", cluster="east", nodes=["gpu-0"],
+                         starts_at="now+2h", ends_at="now+4h")  # fmt: skip
+
+    assert clash.status_code == 400 and "Overlaps booking #" in str(clash.json()["nodes"])
+    assert Booking.objects.count() == 1
+
+
+def plan_booking(user, **body):
+    return as_user(user).post("/api/v1/bookings/", body, format="json")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_books_nodes_for_a_tenant_and_takes_the_booking_back(
+    live_server, alpha, east, platform_admin
+):
+    NodeFactory(cluster=east, name="gpu-0")
+    cli = cli_of(live_server, platform_admin)
+
+    booked = cli("booking-add", "alpha", "east", "--from", "now+1h", "--to", "now+3h")
+    booking = Booking.objects.get()
+    taken_back = cli("booking-delete", str(booking.pk))
+
+    assert booked.returncode == 0, booked.stderr
+    assert booked.stdout.startswith(f"booking #{booking.pk} for alpha of east (all nodes) from ")
+    assert taken_back.stdout == f"booking #{booking.pk} taken back: its nodes take work again\n"
+    assert not Booking.objects.exists()

@@ -24,20 +24,20 @@ def test_the_cli_lists_the_bookings_not_yet_ended_in_a_table_with_their_tenant(c
     east, west = ClusterFactory(name="east"), ClusterFactory(name="west")
     begun = timezone.now().replace(microsecond=0) - timedelta(hours=1)
     booking(alpha, east, begun - timedelta(hours=5), hours=1, reason="long over")
-    booking(alpha, east, begun, reason="pretraining")
+    now = booking(alpha, east, begun, reason="pretraining")
     nodes = [NodeFactory(cluster=west, name=name) for name in ("gpu-b", "gpu-a")]
     starts = next_month()
-    booking(alpha, west, starts, nodes=nodes, reason="deadline")
+    later = booking(alpha, west, starts, nodes=nodes, reason="deadline")
 
     done = cli("bookings")
 
     assert done.returncode == 0, done.stderr
     assert cells(done.stdout) == [
-        ["tenant", "cluster", "nodes", "from", "to", "status", "reason"],
-        ["alpha", "east", "all", begun.isoformat().replace("+00:00", "Z"),
+        ["id", "tenant", "cluster", "nodes", "from", "to", "status", "reason"],
+        [str(now.pk), "alpha", "east", "all", begun.isoformat().replace("+00:00", "Z"),
          (begun + timedelta(hours=4)).isoformat().replace("+00:00", "Z"), "in progress",
          "pretraining"],
-        ["alpha", "west", "gpu-a,gpu-b", f"{starts:%Y-%m-%dT%H}:00:00Z",
+        [str(later.pk), "alpha", "west", "gpu-a,gpu-b", f"{starts:%Y-%m-%dT%H}:00:00Z",
          f"{starts + timedelta(hours=4):%Y-%m-%dT%H}:00:00Z", "upcoming", "deadline"],
     ]  # fmt: skip
 
@@ -53,8 +53,8 @@ def test_the_cli_narrows_to_one_tenant_and_never_shows_another_tenants(cli, alic
     every = cli("bookings")
     one = cli("bookings", "--tenant", "delta")
 
-    assert [row[0] for row in cells(every.stdout)] == ["tenant", "alpha", "delta"]
-    assert [row[0] for row in cells(one.stdout)] == ["tenant", "delta"]
+    assert [row[1] for row in cells(every.stdout)] == ["tenant", "alpha", "delta"]
+    assert [row[1] for row in cells(one.stdout)] == ["tenant", "delta"]
 
 
 def test_the_cli_refuses_a_tenant_not_yours_as_an_unknown_one(cli, gamma):  # noqa: F811
