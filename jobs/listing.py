@@ -3,6 +3,8 @@ CLI's): what each asks of the reader's visible jobs, and what is wrong with them
 naming its parameter (a 400).
 
     state    a state, or several (queued,running)
+    reason   why a queued job waits, a code or several (quota_exceeded,user_gpu_limit): the
+             queued jobs waiting so, as the last cycle stored it (Slurm's squeue's REASON)
     id       job ids with commas (12,13,14): these jobs alone, at most 100
     held     1 or 0 (true, false)         tenant   a team's slug
     q        a part of the name (at most 200 characters)
@@ -25,7 +27,7 @@ from django.db.models import Q
 from rest_framework.exceptions import ValidationError
 
 from clusters.models import Allocation, Node
-from jobs import folding
+from jobs import folding, reasons
 from jobs.fields import Moment
 from jobs.models import Job
 from jobs.serializers import flag, held_filter, labels_asked, whole_number
@@ -78,6 +80,15 @@ def asked(params, user, labels: list[str]) -> Asked:
             out.shard &= Q(state=states[0]) if len(states) == 1 else Q(state__in=states)
         else:
             out.errors["state"] = f"One of {', '.join(State.values)}, or several with commas."
+    if reason := params.get("reason"):
+        codes = list(dict.fromkeys(filter(None, (c.strip() for c in reason.split(",")))))
+        if codes and all(c in reasons.CODES for c in codes):
+            out.shard &= Q(state=State.QUEUED, pending_reason__in=codes)
+        else:
+            out.errors["reason"] = (
+                "A code a queued job waits for (quota_exceeded, insufficient_gpus, held...), "
+                "or several with commas."
+            )
     if held := params.get("held"):
         try:
             out.shard &= held_filter(held)

@@ -13,17 +13,8 @@ from django.conf import settings
 from jobs import efficiency
 from jobs.metrics import Metric, shown
 from jobs.models import Family
-from jobs.placement import REASONS
+from jobs.reasons import meaning
 from jobs.states import State
-
-# The reasons a queued job waits that the cycle gives outside the placement core.
-OTHER_REASONS = {
-    "": "Not seen by a placement cycle yet.",
-    "held": "Held: it is not offered to the scheduler until released.",
-    "waiting_for_dependency": "Waiting for the jobs it depends on.",
-    "deferred": "Deferred until the begin its submitter asked for.",
-    "retry_backoff": "Waiting out the backoff before its retry.",
-}
 
 
 class Figures:
@@ -167,11 +158,6 @@ class Reason:
     code: str
     jobs: int
     meaning: str
-
-
-def meaning(code: str) -> str:
-    """What a queued job's reason code means, "" for one not known here."""
-    return REASONS.get(code) or OTHER_REASONS.get(code, "")
 
 
 def waiting(figures: list[Metric]) -> list[Reason]:

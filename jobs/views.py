@@ -24,8 +24,8 @@ from jobs import (
     efficiency,
     folding,
     listing,
-    overview,
     queue_api,
+    reasons,
     standing,
     throttles,
     trial,
@@ -103,7 +103,7 @@ def index(request):
     ticks = set(mayed.values_list("pk", flat=True))
     for job in page:
         job.selectable = job.pk in ticks
-    shown = ("state", "held", "tenant", "mine", "q", "since", "until", "batch")
+    shown = ("state", "held", "tenant", "mine", "q", "since", "until", "batch", "reason")
     values = {k: request.GET.get(k, "") for k in shown}
     written = labels_written(request)
     kept = [*((k, v) for k, v in values.items() if v), *(("label", text) for text in written)]
@@ -181,7 +181,7 @@ def count_shards(page: list[Job]) -> None:
         job = by_pk[pk]
         job.shard_counts, job.shard_rows = shards.states, sum(shards.states.values())
         job.listed_state = batch_state(shards.states)
-        job.shards_waiting = [(reason, n, overview.meaning(reason))
+        job.shards_waiting = [(reason, n, reasons.meaning(reason))
                               for reason, n in shards.waiting.items()]  # fmt: skip
 
 

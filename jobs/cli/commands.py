@@ -107,7 +107,7 @@ def list_jobs(api: Api, args) -> None:
     params = {"state": args.state, "held": 1 if args.held else None, "batch": args.batch,
               "label": args.label, "fold": fold, "tenant": args.tenant, "q": args.name,
               "mine": 1 if args.mine else None, "id": args.ids, "since": args.since,
-              "until": args.until, "node": args.node}  # fmt: skip
+              "until": args.until, "node": args.node, "reason": args.reason}  # fmt: skip
     params = {key: value for key, value in params.items() if value is not None}
     if sys.stdout.isatty():  # a header for people; none for a script reading the lines
         show(f"{'ID':>8}  {'STATE':<10} {'FAMILY':<16} {'OWNER':<12} {'GPUS':<7} {'TIME':>10}"

@@ -178,6 +178,9 @@ def add_checking(commands) -> None:
     listing.add_argument("--state", type=states_written, metavar="S[,S...]",
                          help="only jobs in this state, or in any of these: queued,running "
                               f"({', '.join(STATES)})")  # fmt: skip
+    listing.add_argument("--reason", metavar="CODE[,CODE...]",
+                         help="only queued jobs waiting for this reason, or any of these "
+                              "(quota_exceeded,user_gpu_limit; Slurm's squeue REASON)")  # fmt: skip
     listing.add_argument("--id", dest="ids", metavar="ID[,ID...]",
                          help="only these jobs (at most 100; Slurm's squeue -j)")  # fmt: skip
     listing.add_argument("--held", action="store_true", help="only held jobs (see hold)")

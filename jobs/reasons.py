@@ -1,0 +1,22 @@
+"""Why a queued job waits: the reason codes the cycle stores (`Job.pending_reason`), those of
+the placement core (`jobs.placement.REASONS`) and those it gives outside the core, each with
+what it means, as the overview page and the job lists' `reason` filter read them."""
+
+from jobs.placement import REASONS
+
+# The reasons a queued job waits that the cycle gives outside the placement core.
+OTHER_REASONS = {
+    "": "Not seen by a placement cycle yet.",
+    "held": "Held: it is not offered to the scheduler until released.",
+    "waiting_for_dependency": "Waiting for the jobs it depends on.",
+    "deferred": "Deferred until the begin its submitter asked for.",
+    "retry_backoff": "Waiting out the backoff before its retry.",
+    "team_paused": "Its team's placements are paused by a platform admin.",
+}
+# Every code a queued job may wait for ("" aside: not decided yet).
+CODES = frozenset(REASONS) | (frozenset(OTHER_REASONS) - {""})
+
+
+def meaning(code: str) -> str:
+    """What a queued job's reason code means, "" for one not known here."""
+    return REASONS.get(code) or OTHER_REASONS.get(code, "")
