@@ -703,7 +703,7 @@ urlpatterns = [
     path("nodes/", NodesView.as_view(), name="api-nodes"),
     *(
         path(
-            f"nodes/<str:cluster>/<str:name>/{verb}/",
+            f"nodes/<cluster>/<node>/{verb}/",
             NodeServiceView.as_view(verb=verb),
             name=f"api-node-{verb}",
         )

@@ -273,20 +273,20 @@ class NodeServiceView(APIView):
 
     verb = "cordon"
 
-    def post(self, request, cluster, name):
+    def post(self, request, cluster, node):
         if not request.user.is_superuser:
             raise PermissionDenied(f"Only a platform admin may {self.verb} a node.")
-        node = get_object_or_404(Node, cluster__name=cluster, name=name)
+        found = get_object_or_404(Node, cluster__name=cluster, name=node)
         reason = request.data.get("reason", "")
         if not isinstance(reason, str) or len(reason.strip()) > MAX_REASON:
             raise ValidationError({"reason": f"At most {MAX_REASON} characters of text."})
         by, reason = request.user.get_username(), reason.strip()
         told: dict = {}
         if self.verb == "drain":
-            told["stopped"] = actions.drain([node.pk], by, reason=reason)
-            told["changed"] = int(node.schedulable)  # as it was before
+            told["stopped"] = actions.drain([found.pk], by, reason=reason)
+            told["changed"] = int(found.schedulable)  # as it was before
         else:
-            changed = actions.set_schedulable([node.pk], self.verb == "uncordon", by, reason)
+            changed = actions.set_schedulable([found.pk], self.verb == "uncordon", by, reason)
             told["changed"] = len(changed)
-        (row,) = listed(Node.objects.filter(pk=node.pk), request.user)
+        (row,) = listed(Node.objects.filter(pk=found.pk), request.user)
         return Response({**node_json(row), **told})
