@@ -10,7 +10,7 @@ become the core's: milli-CPU, MiB, milli-GPU, float seconds.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import reduce
@@ -178,6 +178,7 @@ def read(
     )
     growing = policy.grow_after_s is not None
     named = ids_by_name(inventory)
+    present = {node.gpu_type for node in inventory if node.gpu_type}
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
     # Nor does a paused tenant's running elastic gang grow (more workers: a new placement).
     elastic = tuple(gang for gang in elastic if int(gang.job.tenant) not in pauses)
@@ -185,7 +186,7 @@ def read(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions, named)
+            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions, named, present)
             for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now, every),
@@ -573,13 +574,14 @@ def row_of(job: Job) -> dict:
     return {name: reduce(getattr, name.split("__"), job) for name in QUEUED_FIELDS}
 
 
-def types_taken(job: dict, now: float) -> tuple[str, ...]:
+def types_taken(job: dict, now: float, present: Collection[str] = ()) -> tuple[str, ...]:
     """The GPU types the job takes now: its first alone while it waits for it
     (`first_type_wait_s`, from when it may run: a held job's wait starts at its release), then
-    all it lists."""
+    all it lists; all at once if no node has its first (`present`: the types some node has,
+    none given: not known)."""
     types = tuple(job["gpu_types"])
     wait = job["first_type_wait_s"]
-    if wait and len(types) > 1:
+    if wait and len(types) > 1 and (not present or types[0] in present):
         since = job["eligible_at"] or job["created"]
         if since.timestamp() + wait > now:
             return types[:1]
@@ -593,9 +595,11 @@ def to_queued(
     avoid: tuple[str, ...] = (),
     provisions: Provisions = NO_PROVISIONS,
     named: dict[str, tuple[str, ...]] | None = None,
+    present: Collection[str] = (),
 ) -> p.QueuedJob:
     """The job row as the core reads it; `avoid`: the ids of the nodes it failed on
-    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes."""
+    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes;
+    `present`: the GPU types some node has (types_taken)."""
     claim = job["preempting_until"]
     excluded = (i for name in job["exclude_nodes"] for i in (named or {}).get(name, ()))
     return p.QueuedJob(
@@ -610,7 +614,7 @@ def to_queued(
         memory_mb=job["memory_mb"],
         gpus=job["gpus"],
         gpu_milli=job["gpu_milli"],
-        gpu_types=types_taken(job, now),
+        gpu_types=types_taken(job, now, present),
         preemptible=job["preemptible"],
         max_runtime=float(job["max_runtime_s"]),
         clusters=cluster_ids(job, clusters, provisions),

@@ -132,3 +132,12 @@ def test_the_cli_submits_it_and_its_status_says_it(cli):
     assert dict(describe.fields(described))["GPU types"] == (
         "H100, A100 (H100 alone for its first 2 h free to run, then any)"
     )
+
+
+def test_a_first_type_no_node_has_is_not_waited_for(alpha, alice, fleet):
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=["B200", "A100"],
+                     first_type_wait_s=600)  # fmt: skip
+
+    cycle.run_cycle()
+
+    assert placed_on(Job.objects.get(pk=job.pk)) == {"A100"}
