@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from jobs import access, reports
 from quotas import status
-from quotas.models import PriorityClass, TenantVolume
+from quotas.models import ApiToken, PriorityClass, TenantVolume
 from quotas.usage import class_gpus_held
 
 
@@ -109,3 +109,23 @@ def volume_json(volume: TenantVolume) -> dict:
         "writable": volume.writable,
         "clusters": [cluster.name for cluster in volume.clusters.all()],
     }
+
+
+class MeView(APIView):
+    """Who the caller is, as the API sees them (Slurm's `sacctmgr show assoc user=...`): their
+    username and email address (where jobs that ask are emailed), whether they are a platform
+    admin, their teams with their role in each (owner, member, viewer), and the API token the
+    call came with, its name and when it expires (null: a session, or a token that does not)."""
+
+    def get(self, request):
+        user = request.user
+        memberships = user.memberships.select_related("tenant").order_by("tenant__slug")
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return Response({
+            "username": user.get_username(),
+            "email": user.email,
+            "platform_admin": user.is_superuser,
+            "tenants": [{"slug": m.tenant.slug, "name": m.tenant.name, "role": m.role}
+                        for m in memberships],
+            "token": token and {"name": token.name, "expires": token.expires},
+        })  # fmt: skip

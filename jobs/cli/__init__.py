@@ -258,6 +258,8 @@
                      every node, as Slurm's sinfo -N: its state, GPU type, GPUs, CPUs and
                      memory (GiB) allocated of all, the features it offers, and its next
                      maintenance window or booking (yours: for one of your teams)
+    whoami           who your token speaks for: your username, email address (where jobs
+                     that ask are emailed), your teams and your role in each, the token's name
     cordon CLUSTER NODE [--reason TEXT] | drain CLUSTER NODE [--reason TEXT] |
     uncordon CLUSTER NODE
                      platform admins: place nothing new on a node, or also stop its work

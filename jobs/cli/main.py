@@ -40,6 +40,7 @@ from jobs.cli.tables import (
     service_node,
     usage,
     volumes,
+    whoami,
     window_add,
     window_delete,
 )
@@ -372,6 +373,7 @@ def add_reading(commands) -> None:
     ranks = commands.add_parser("classes")
     ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     commands.add_parser("maintenance")
+    commands.add_parser("whoami", help="who your token speaks for: email, teams and roles")
     for kind in ("maintenance", "booking"):
         planning = commands.add_parser(f"{kind}-add", help=f"platform admins: plan a {kind}")
         if kind == "booking":
@@ -468,7 +470,7 @@ def main(argv=None) -> int:
            "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
-           "uncordon": service_node, "maintenance-add": window_add,
+           "uncordon": service_node, "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,
            "secret-set": secret_set, "secret-delete": secret_delete}  # fmt: skip

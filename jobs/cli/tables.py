@@ -242,6 +242,18 @@ def nodes(api: Api, args) -> None:
     table(rows, names=4, notes=3)
 
 
+def whoami(api: Api, args) -> None:
+    """`whoami`: who the token speaks for, their email address, their teams and roles."""
+    me = api.call("GET", "me/")
+    admin = " (platform admin)" if me["platform_admin"] else ""
+    show(f"{me['username']}{admin}, {me['email'] or 'no email address'}")
+    for team in me["tenants"]:
+        show(f"  {team['slug']}: {team['role']}")
+    if token := me["token"]:
+        expires = f", expires {token['expires']}" if token["expires"] else ""
+        show(f"token {token['name']!r}{expires}")
+
+
 def service_node(api: Api, args) -> None:
     """`cordon|drain CLUSTER NODE [--reason TEXT]`, `uncordon CLUSTER NODE`: a platform admin's
     change of a node's service (Slurm's scontrol update NodeName= State=DRAIN|RESUME), and

@@ -1,0 +1,45 @@
+"""Who the caller is, as the API sees them (`GET /api/v1/me/`, CLI `whoami`): username, email
+address, platform admin or not, teams with their roles, and the token the call came with."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from quotas.models import Membership
+from quotas.tokens import create_token
+from tests.clusters.test_node_service_api import cli_of
+from tests.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_user_reads_their_address_teams_and_roles_and_the_token_used(alice, alpha, gamma):
+    alice.email = "alice@example.com"
+    alice.save(update_fields=["email"])
+    MembershipFactory(tenant=gamma, user=alice, role=Membership.Role.VIEWER)
+    _, key = create_token(alice, "laptop")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+
+    me = client.get("/api/v1/me/").json()
+
+    assert me == {
+        "username": "alice", "email": "alice@example.com", "platform_admin": False,
+        "tenants": [{"slug": "alpha", "name": "Alpha", "role": "owner"},
+                    {"slug": "gamma", "name": "Gamma", "role": "viewer"}],
+        "token": {"name": "laptop", "expires": None},
+    }  # fmt: skip
+
+
+def test_a_session_has_no_token_and_a_stranger_is_refused(client, alice):
+    client.force_login(alice)
+
+    assert client.get("/api/v1/me/").json()["token"] is None
+    assert APIClient().get("/api/v1/me/").status_code in (401, 403)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_says_who_its_token_speaks_for(live_server, alice):
+    done = cli_of(live_server, alice)("whoami")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "alice, no email address\n  alpha: owner\ntoken 'ops'\n"
