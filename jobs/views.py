@@ -554,6 +554,8 @@ def api_tokens(request):
         "expiry_days": tokens.EXPIRY_DAYS,
         "name_max": tokens.NAME_MAX,
         "now": timezone.now(),
+        # Who the tokens speak for, as GET /api/v1/me/ says it.
+        "memberships": request.user.memberships.select_related("tenant").order_by("tenant__slug"),
     }
     return render(request, "portal/tokens.html", context, status=status)
 

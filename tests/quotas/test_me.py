@@ -43,3 +43,13 @@ def test_the_cli_says_who_its_token_speaks_for(live_server, alice):
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == "alice, no email address\n  alpha: owner\ntoken 'ops'\n"
+
+
+def test_the_tokens_page_says_who_its_tokens_speak_for(client, alice, alpha, gamma):
+    MembershipFactory(tenant=gamma, user=alice, role=Membership.Role.VIEWER)
+    client.force_login(alice)
+
+    page = client.get("/tokens/").content.decode()
+
+    assert ('<p id="who">They speak for <strong>alice</strong>: no email address (a platform '
+            "admin sets it); owner of Alpha, viewer of Gamma.") in page  # fmt: skip
