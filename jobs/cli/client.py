@@ -47,6 +47,20 @@ NOTICES = {
 }
 
 
+# The notify fields a submission's and `notify`'s flags set: each flag's name (`--notify-start`
+# on `submit`, `--start` and `--no-start` on `notify`), its field, what it asks, and Slurm's
+# option for it.
+NOTIFY_FLAGS = (
+    ("start", "notify_start", "tell your team's webhook when it starts", "--mail-type=BEGIN"),
+    ("requeue", "notify_requeue", "tell your team's webhook each time it is stopped and queued "
+     "again", "--mail-type=REQUEUE"),
+    ("time-limit", "notify_time_limit", "tell your team's webhook when a run has used 90%% of "
+     "its runtime limit", "--mail-type=TIME_LIMIT_90"),
+    ("email", "notify_email", "email its submitter what your team's webhook is told of it: its "
+     "end, and what the other flags ask", "--mail-user"),
+)  # fmt: skip
+
+
 def where(gpu_types, selector: dict, excluded=(), features=()) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
     clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",

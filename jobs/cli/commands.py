@@ -10,7 +10,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from jobs.cli.client import COUNTED_FROM, NOTICES, TERMINAL, Api, ordinal, show, where
+from jobs.cli.client import (
+    COUNTED_FROM,
+    NOTICES,
+    NOTIFY_FLAGS,
+    TERMINAL,
+    Api,
+    ordinal,
+    show,
+    where,
+)
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
@@ -47,10 +56,8 @@ def submit(api: Api, args) -> None:
              "exclude_nodes": args.exclude, "features": args.constraint,
              "first_type_wait_s": args.first_type_wait,
              "retry_exit_codes": args.retry_exit_codes,
-             "notify_start": True if args.notify_start else None,
-             "notify_requeue": True if args.notify_requeue else None,
-             "notify_time_limit": True if args.notify_time_limit else None,
-             "notify_email": True if args.notify_email else None}  # fmt: skip
+             **{field: True if getattr(args, field) else None
+                for _, field, *_ in NOTIFY_FLAGS}}  # fmt: skip
     for field, value in given.items():
         if value is not None:
             if not isinstance(spec, dict):
@@ -259,7 +266,7 @@ def label(api: Api, args) -> None:
 def notify(api: Api, args) -> None:
     """`notify ID [--start | --no-start] [--requeue | --no-requeue] [--time-limit |
     --no-time-limit] [--email | --no-email]`: what the job is told of now."""
-    fields = ("notify_start", "notify_requeue", "notify_time_limit", "notify_email")
+    fields = [field for _, field, *_ in NOTIFY_FLAGS]
     asked = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
     answer = api.call("POST", f"jobs/{args.id}/notifications/", json=asked)
     told = [said for name, said in NOTICES.items() if answer[name]]

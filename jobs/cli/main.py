@@ -6,7 +6,7 @@ import os
 import sys
 
 import jobs.cli
-from jobs.cli.client import STATES, Api
+from jobs.cli.client import NOTIFY_FLAGS, STATES, Api
 from jobs.cli.commands import (
     cancel,
     constrain,
@@ -139,26 +139,9 @@ def add_submitting(commands) -> None:
         help="mount your team's data volume NAME at PATH, read only unless :rw (see volumes); "
              "again for more",
     )  # fmt: skip
-    submitting.add_argument(
-        "--notify-start", action="store_true",
-        help="tell your team's webhook when it starts (its notify_start; Slurm's "
-             "--mail-type=BEGIN)",
-    )  # fmt: skip
-    submitting.add_argument(
-        "--notify-requeue", action="store_true",
-        help="tell your team's webhook each time it is stopped and queued again (its "
-             "notify_requeue; Slurm's --mail-type=REQUEUE)",
-    )  # fmt: skip
-    submitting.add_argument(
-        "--notify-time-limit", action="store_true",
-        help="tell your team's webhook when a run has used 90%% of its runtime limit (its "
-             "notify_time_limit; Slurm's --mail-type=TIME_LIMIT_90)",
-    )  # fmt: skip
-    submitting.add_argument(
-        "--notify-email", action="store_true",
-        help="email yourself what your team's webhook is told of it: its end, and what the "
-             "other --notify flags ask (its notify_email; Slurm's --mail-user)",
-    )  # fmt: skip
+    for flag, field, said, slurm in NOTIFY_FLAGS:
+        submitting.add_argument(f"--notify-{flag}", dest=field, action="store_true",
+                                help=f"{said} (its {field}; Slurm's {slurm})")  # fmt: skip
     submitting.add_argument(
         "--wait", action="store_true",
         help="then wait until it has ended, and exit as it did (see wait; Slurm's sbatch --wait)",
@@ -242,19 +225,6 @@ def add_holding(commands) -> None:
     )  # fmt: skip
 
 
-# `notify`'s flags, each with --no- to turn it off: the job's field and what it tells.
-NOTIFY_FLAGS = (
-    ("start", "notify_start", "tell your team's webhook of its start"),
-    ("requeue", "notify_requeue", "tell your team's webhook of each requeue"),
-    (
-        "time-limit",
-        "notify_time_limit",
-        "tell your team's webhook when a run has used 90%% of its runtime limit",
-    ),
-    ("email", "notify_email", "email its submitter what the webhook is told"),
-)
-
-
 def add_changing(commands) -> None:
     """label, notify, priority, shard-limit, min-workers, runtime-limit, resize and cancel: changing
     jobs already submitted."""
@@ -266,7 +236,7 @@ def add_changing(commands) -> None:
                            help="a label to remove; again for more")  # fmt: skip
     telling = commands.add_parser("notify")
     telling.add_argument("id", type=int)
-    for flag, field, said in NOTIFY_FLAGS:
+    for flag, field, said, _ in NOTIFY_FLAGS:  # each with --no- to turn it off
         telling.add_argument(f"--{flag}", dest=field, action=argparse.BooleanOptionalAction,
                              help=said)  # fmt: skip
     reprioritizing = commands.add_parser("priority")
