@@ -140,7 +140,9 @@ class Cycle:
         )
         self.running = {j.id: j for j in snapshot.running}
         self.ends = ending_jobs(snapshot.running, self.now)
-        self.timeline = Timeline(self.ends, self.capacity)
+        self.timelines: dict[frozenset[str], Timeline] = {
+            frozenset(): Timeline(self.ends, self.capacity)
+        }
         self.placed_ends: list[tuple[float, QueuedJob, list[Slot]]] = []
         self.placed_running: list[tuple[float, RunningJob]] = []
         # What victims of this cycle hold beyond their preemptor's slots, by their end.
@@ -609,6 +611,14 @@ class Cycle:
         )
         self.evicted.add(victim.id)
         self.preempted.append(victim.id)
+
+    def timeline_of(self, features: frozenset[str]) -> Timeline:
+        """The GPU milli the running work's ends free, on the nodes offering ``features``
+        (built once a cycle for each set of features its jobs require)."""
+        timeline = self.timelines.get(features)
+        if timeline is None:
+            timeline = self.timelines[features] = Timeline(self.ends, self.capacity, features)
+        return timeline
 
     def fits_but_for(
         self,

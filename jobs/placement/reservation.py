@@ -177,13 +177,21 @@ def earliest_fit(
 
 class Timeline:
     """Cumulative GPU milli freed over time, for cheap start estimates: per GPU type (key: the
-    type) and per node group (key: the group's (GPU type, cluster, shareable))."""
+    type) and per node group (key: the group's (GPU type, cluster, shareable)); of the nodes
+    offering every one of ``features`` alone."""
 
-    def __init__(self, ends: list[tuple[float, RunningJob]], capacity: Capacity):
+    def __init__(
+        self,
+        ends: list[tuple[float, RunningJob]],
+        capacity: Capacity,
+        features: frozenset[str] = frozenset(),
+    ):
         self.times: dict[str | tuple, list[float]] = {}
         self.freed: dict[str | tuple, list[int]] = {}
         for when, job in ends:
             for node, takes, _, _ in releases_of(job, capacity):
+                if features and not features <= node.features:
+                    continue
                 milli = sum(t[1] for t in takes)
                 if milli:
                     self._add(node.gpu_type, when, milli)

@@ -54,9 +54,10 @@ def estimate(
     cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None = None
 ) -> float | None:
     """When enough GPUs should have freed up: a gang needs them in one group (one cluster and
-    type), independent workers in one GPU type; not before the start of the reservations it
-    must respect in every such group. ``gone``: running work the cycle already counts free
-    (a gang weighing its own restart), whose end frees nothing more."""
+    type), independent workers in one GPU type, on the nodes offering every feature it
+    requires; not before the start of the reservations it must respect in every such group.
+    ``gone``: running work the cycle already counts free (a gang weighing its own restart),
+    whose end frees nothing more."""
     per = job.worker_gpu_milli
     if not per:
         return None
@@ -64,11 +65,15 @@ def estimate(
         return _share_estimate(cycle, job, need)
     if job.family == TRAINING and need.together:
         return _domain_estimate(cycle, job, need, gone)
+    features = need.features
+    timeline = cycle.timeline_of(features)
     counted: dict[str | tuple, int] = {}
     gone_at = math.inf
     if gone is not None and gone.expected_end is not None:
         gone_at = max(gone.expected_end, cycle.now)
         for node, takes, _, _ in cycle.capacity.releases(gone):
+            if not features <= node.features:
+                continue
             milli = sum(t[1] for t in takes)
             keys: list[str | tuple] = [node.gpu_type]
             if node.group is not None:
@@ -83,10 +88,10 @@ def estimate(
         options = [(t, [g for g in need.groups if g.gpu_type == t]) for t in types]
     best = None
     for key, groups in options:
-        free = sum(g.full_total * WHOLE_GPU for g in groups)
-        when = cycle.timeline.earliest(key, per * job.workers - free)
+        free = sum(_full(g, features) for g in groups) * WHOLE_GPU
+        when = timeline.earliest(key, per * job.workers - free)
         if when is not None and when >= gone_at:  # past its end, its GPUs count once
-            when = cycle.timeline.earliest(key, per * job.workers - free + counted.get(key, 0))
+            when = timeline.earliest(key, per * job.workers - free + counted.get(key, 0))
         if when is not None and need.avoid_held:
             when = max(when, cycle.held.held_until(groups, cycle.now))
         if when is not None and (best is None or when < best):
@@ -94,18 +99,28 @@ def estimate(
     return best
 
 
+def _full(group: Group, features: frozenset[str]) -> int:
+    """The group's idle GPUs, on its nodes offering every one of ``features``."""
+    if not features:
+        return group.full_total
+    return sum(n.full for b in group.by_full for n in b if features <= n.features)
+
+
 def _domain_estimate(
     cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None
 ) -> float | None:
     """``estimate`` for a gang of whole GPUs that keeps its nodes in one topology domain: when
     enough GPUs should have freed up in one domain (a group's nodes sharing one value of the
-    label, a node without it alone), not across its whole group."""
+    label, a node without it alone, of those offering every feature it requires), not across
+    its whole group."""
     prefix = need.together + "="
     domains: dict[NodeState, tuple] = {}
     free: dict[tuple, int] = {}
     for group in need.groups:
         for bucket in group.by_full:
             for node in bucket:
+                if need.features and not need.features <= node.features:
+                    continue
                 label = next((t for t in node.topology if t.startswith(prefix)), node.id)
                 domain = domains[node] = (group.key, label)
                 free[domain] = free.get(domain, 0) + node.full * WHOLE_GPU
@@ -133,13 +148,14 @@ def _domain_estimate(
 
 
 def _share_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
-    """``estimate`` for shares of a GPU (independent workers: no gang takes shares): each
-    needs its milli in one free range of one GPU, so what counts is how many shares the GPUs'
-    free ranges hold side by side (``ranges.shares``), not their free milli. As running work
-    reaches its expected end, in that order, its ranges join the free ranges they touch
-    (``ranges.give``), until the GPUs of one type hold all the workers; not before the
-    reservations the job must respect there. Enough room now is no start now (something else
-    keeps it out), but a start once some work on those GPUs ends."""
+    """``estimate`` for shares of a GPU (independent workers: no gang takes shares): each needs
+    its milli in one free range of one GPU, so what counts is how many shares the GPUs' free
+    ranges hold side by side (``ranges.shares``), not their free milli. As running work reaches
+    its expected end, in that order, its ranges join the free ranges they touch
+    (``ranges.give``), until the GPUs of one type (on the nodes offering every feature the job
+    requires) hold all the workers; not before the reservations the job must respect there.
+    Enough room now is no start now (something else keeps it out), but a start once some work
+    on those GPUs ends."""
     per, workers = job.worker_gpu_milli, job.workers
     groups_of: dict[str, list[Group]] = {}
     room: dict[str, int] = {}
@@ -147,10 +163,15 @@ def _share_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
         groups_of.setdefault(group.gpu_type, []).append(group)
         # Idle GPUs hold WHOLE_GPU // per each; a partly used one only what its ranges hold,
         # and none if its largest range is smaller than a share.
-        held = group.full_total * (WHOLE_GPU // per)
-        for level, nodes in group.partial.items():
-            if level >= per:
-                held += sum(_shares_now(node, per) for node in nodes)
+        if need.features:  # the nodes offering them alone
+            featured = [n for b in group.by_full for n in b if need.features <= n.features]
+            held = sum(n.full for n in featured) * (WHOLE_GPU // per)
+            held += sum(_shares_now(node, per) for node in featured if node.partial >= per)
+        else:
+            held = group.full_total * (WHOLE_GPU // per)
+            for level, nodes in group.partial.items():
+                if level >= per:
+                    held += sum(_shares_now(node, per) for node in nodes)
         room[group.gpu_type] = room.get(group.gpu_type, 0) + held
     pools = {id(group): group.gpu_type for group in need.groups}
     bound = dict.fromkeys(groups_of, -math.inf)
@@ -164,7 +185,7 @@ def _share_estimate(cycle: Cycle, job: QueuedJob, need: Need) -> float | None:
         touched = set()
         for node, takes, _, _ in cycle.capacity.releases(running):
             pool = pools.get(id(node.group))
-            if pool is None:
+            if pool is None or not need.features <= node.features:
                 continue
             touched.add(pool)
             for index, milli, *start in takes:

@@ -10,10 +10,14 @@ from jobs.placement import Policy, place
 from tests.placement.builders import (
     NOW,
     j_batch,
+    j_eval,
     j_training,
+    n1_t4_shared_nodes,
     n8_a100_nodes,
     running_on,
+    share_running_on,
     snapshot,
+    with_ranges,
 )
 from tests.placement.test_failed_nodes import nodes_of
 
@@ -128,3 +132,69 @@ def test_no_victim_on_a_node_without_its_features_is_evicted_for_it():
     decision = place(snapshot([plain, ib], [urgent], [low, on_ib]))
 
     assert decision.preempted == ("on-ib",)
+
+
+# -- start estimates ---------------------------------------------------------------------------
+# A job that holds nothing (backfill off) is estimated to start when enough GPUs should have
+# freed up on the nodes offering its features, however soon others free up.
+
+NO_HOLD = Policy(backfill=False)
+
+
+def waiting(nodes, job, running) -> tuple[str, float | None]:
+    outcome = place(snapshot(nodes, [job], running, policy=NO_HOLD)).by_job()[job.id]
+    assert outcome.status == "pending"
+    return outcome.reason, outcome.estimated_start
+
+
+def busy_pair() -> tuple[list, list]:
+    """A plain node freed soon, and an InfiniBand one freed later."""
+    plain, ib = n8_a100_nodes(2)
+    plain, soon = running_on(plain, "soon", 8, expected_end=NOW + 300)
+    ib, late = running_on(offering(ib, "ib"), "late", 8, expected_end=NOW + 900)
+    return [plain, ib], [soon, late]
+
+
+def test_a_gang_is_estimated_from_when_its_featured_nodes_free_up():
+    nodes, running = busy_pair()
+
+    assert waiting(nodes, j_training("train", gpus=8, features=IB), running)[1] == NOW + 900
+
+
+def test_independent_workers_are_estimated_from_when_their_featured_nodes_free_up():
+    nodes, running = busy_pair()
+
+    assert waiting(nodes, j_batch("shards", 2, gpus=4, features=IB), running)[1] == NOW + 900
+
+
+def test_a_job_requiring_no_feature_is_estimated_from_the_first_node_to_free_up():
+    nodes, running = busy_pair()
+
+    assert waiting(nodes, j_training("train", gpus=8), running)[1] == NOW + 300
+
+
+def test_a_gang_in_one_domain_is_estimated_from_its_featured_nodes_alone():
+    # Two racks of two nodes; rack a frees up first but only one of its nodes offers ib.
+    a1, a2, b1, b2 = (
+        dataclasses.replace(node, topology=(f"rack={rack}",))
+        for node, rack in zip(n8_a100_nodes(4), "aabb", strict=True)
+    )
+    a1, a2, b1, b2 = offering(a1, "ib"), a2, offering(b1, "ib"), offering(b2, "ib")
+    running = []
+    for i, (node, end) in enumerate([(a1, 300), (a2, 300), (b1, 900), (b2, 900)]):
+        node, job = running_on(node, f"r{i}", 8, expected_end=NOW + end)
+        running.append((node, job))
+    gang = j_training("gang", workers=2, gpus=8, features=IB, topology="rack")
+
+    _, start = waiting([n for n, _ in running], gang, [j for _, j in running])
+
+    assert start == NOW + 900
+
+
+def test_shares_are_estimated_from_the_featured_gpus_alone():
+    plain, ib = (with_ranges(node) for node in n1_t4_shared_nodes(2))
+    plain, soon = share_running_on(plain, "soon", 0, 800, expected_end=NOW + 300)
+    ib, late = share_running_on(offering(ib, "ib"), "late", 0, 800, expected_end=NOW + 900)
+    job = j_eval("eval", gpu_milli=500, features=IB)
+
+    assert waiting([plain, ib], job, [soon, late])[1] == NOW + 900
