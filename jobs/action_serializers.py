@@ -23,6 +23,7 @@ from jobs.serializers import (
     dependency_problem,
     exclude_nodes_field,
     features_field,
+    first_type_wait_field,
     gpu_types_field,
     max_runtime_field,
     min_workers_field,
@@ -131,19 +132,21 @@ class RequestSerializer(serializers.Serializer):
 class ConstraintsSerializer(serializers.Serializer):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
     Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
-    selector, the nodes it excludes and the features its nodes must offer, any of them, as a
-    submission gives them (empty: any, none excluded, none required); one at least."""
+    selector, the nodes it excludes, the features its nodes must offer and how long it takes
+    its first GPU type alone, any of them, as a submission gives them (empty: any, none
+    excluded, none required; null: no wait); one at least."""
 
     gpu_types = gpu_types_field(required=False)
     cluster_selector = cluster_selector_field(required=False)
     exclude_nodes = exclude_nodes_field(required=False)
     features = features_field(required=False)
+    first_type_wait_s = first_type_wait_field(required=False)
 
     def validate(self, data):
         if not data:
             raise serializers.ValidationError(
-                "Give gpu_types, cluster_selector, exclude_nodes, features or several: where the "
-                "job may run."
+                "Give gpu_types, cluster_selector, exclude_nodes, features, first_type_wait_s "
+                "or several: where the job may run."
             )
         return data
 

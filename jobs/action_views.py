@@ -28,11 +28,12 @@ from jobs.action_serializers import (
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
+from jobs.cli.client import CONSTRAINTS
 from jobs.cli.written import names_in
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Job
 from jobs.placement.words import counted
-from jobs.serializers import CONSTRAINTS, REQUEST, mail_problem
+from jobs.serializers import REQUEST, mail_problem
 from jobs.views import SHARD_LIMIT, job_page, page_jobs
 
 PRIORITY_FIELDS = ["priority_class", "priority"]  # the job page's priority form
@@ -172,8 +173,10 @@ def change_request(request, pk):
 def change_constraints(request, pk):
     """Change where a queued job may run, as the API does, for whoever may cancel it: its GPU
     types (comma-separated, most preferred first), its cluster selector (KEY=VALUE a line),
-    each empty for any, and the nodes it excludes (comma-separated, empty for none). A refusal
-    is the job page with why (400, on the field at fault, or 409 once it has left the queue)."""
+    each empty for any, the nodes it excludes and the features it requires (comma-separated,
+    empty for none), and how long it takes its first GPU type alone (seconds, empty for no
+    wait). A refusal is the job page with why (400, on the field at fault, or 409 once it has
+    left the queue)."""
     job = access.to_change(request.user, pk, "change where it may run")
     try:
         selector = submit_form.parse_pairs(request.POST.get("cluster_selector", ""))
@@ -184,6 +187,7 @@ def change_constraints(request, pk):
         "cluster_selector": selector,
         "exclude_nodes": names_in(request.POST.get("exclude_nodes", "")),
         "features": names_in(request.POST.get("features", "")),
+        "first_type_wait_s": request.POST.get("first_type_wait_s", "").strip() or None,
     }
     verb = actions.change_constraints
     return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)

@@ -35,6 +35,7 @@ from jobs.action_serializers import (
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
+from jobs.cli.client import CONSTRAINTS
 from jobs.maintenance_api import (
     BookingsView,
     MaintenanceView,
@@ -45,7 +46,6 @@ from jobs.models import Job, LogChunk
 from jobs.nodes_api import NODE_VERBS, ClustersView, NodeServiceView, NodesView
 from jobs.queue_api import QueueView
 from jobs.serializers import (
-    CONSTRAINTS,
     REQUEST,
     EventSerializer,
     JobSerializer,

@@ -297,6 +297,9 @@ class Job(models.Model):
         "what the other notify fields ask), as Slurm's --mail-user.",
     )
     retries_used = models.PositiveSmallIntegerField(default=0)
+    # Times it was queued again, no retry used, for its node on an interruptible cluster
+    # (MLSCHED_INTERRUPTION_REQUEUES bounds them: past them, each uses a retry).
+    interruptions = models.PositiveIntegerField(default=0, db_default=0)
     # NULL, not "": jobs submitted without a key must not collide in the unique constraint.
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
 

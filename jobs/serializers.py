@@ -80,8 +80,6 @@ RETRIES_EVERY_CODE = "retry_user_errors retries every exit code already: leave o
 # A worker's request: each number's bounds (a submission's, and a queued job's change's).
 REQUEST = {"cpu_milli": (1, 10_000_000), "memory_mb": (1, 100_000_000), "gpus": (0, 64),
            "gpu_milli": (0, 999)}  # fmt: skip
-# Where a job may run, as a queued job's change of it names the fields.
-CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features")
 # How many nodes a job may exclude.
 MAX_EXCLUDED_NODES = 100
 
@@ -159,6 +157,14 @@ def each_once(what: str):
 
 
 FIRST_TYPE_WAIT_MAX = 7 * 86400  # the longest a job waits for its first GPU type
+
+
+def first_type_wait_field(**options) -> serializers.IntegerField:
+    """How long a job takes the first of its GPU types alone, from when it may run, as a
+    submission and a change of a queued job's give it (null: any type at once)."""
+    return serializers.IntegerField(
+        min_value=1, max_value=FIRST_TYPE_WAIT_MAX, allow_null=True, **options
+    )
 
 
 def first_type_problem(data: dict) -> str:
@@ -249,9 +255,7 @@ class SubmitSerializer(serializers.Serializer):
     gpu_milli = request_field("gpu_milli", default=0)
     gpu_types = gpu_types_field(default=list)
     # Takes only the first of its GPU types for this long, from when it may run, then any.
-    first_type_wait_s = serializers.IntegerField(
-        min_value=1, max_value=FIRST_TYPE_WAIT_MAX, default=None, allow_null=True
-    )
+    first_type_wait_s = first_type_wait_field(default=None)
     cluster_selector = cluster_selector_field(default=dict)
     exclude_nodes = exclude_nodes_field(default=list)
     # Slurm's --constraint=ib&nvme: what every node it runs on must offer.
@@ -597,7 +601,7 @@ class JobSerializer(serializers.ModelSerializer):
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",
             "retry_user_errors", "retry_exit_codes", "notify_start", "notify_requeue",
-            "notify_time_limit", "notify_email", "retries_used",
+            "notify_time_limit", "notify_email", "retries_used", "interruptions",
             "idempotency_key", "state", "held", "pending_reason", "pending_message",
             "end_reason", "estimated_start", "created", "begin",
             "deadline", "eligible_at", "scheduled_at", "started_at", "finished_at", "depends_on",

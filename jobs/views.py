@@ -32,15 +32,14 @@ from jobs import (
 )
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
-from jobs.cli.client import COUNTED_FROM, NOTICES
+from jobs.cli.client import CONSTRAINTS, COUNTED_FROM, NOTICES, first_type_wait
 from jobs.cli.commands import gpus_asked
-from jobs.cli.describe import and_joined, first_type_wait
+from jobs.cli.describe import and_joined
 from jobs.cli.written import exit_codes_said
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
 from jobs.forms import described
 from jobs.models import Family, Job
 from jobs.serializers import (
-    CONSTRAINTS,
     FLAGS,
     REQUEST,
     SubmitSerializer,

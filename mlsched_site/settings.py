@@ -227,6 +227,10 @@ MLSCHED_START_TIMEOUT_S = int(os.environ.get("MLSCHED_START_TIMEOUT_S", "300"))
 MLSCHED_RUNTIME_LIMIT_SLACK_S = int(os.environ.get("MLSCHED_RUNTIME_LIMIT_SLACK_S", "300"))
 # First retry of an infrastructure failure waits this long; each further retry doubles it.
 MLSCHED_RETRY_BACKOFF_S = float(os.environ.get("MLSCHED_RETRY_BACKOFF_S", "10"))
+# A job is queued again this many times, no retry used, for its node on an interruptible
+# cluster (taken back); past them, each such end uses a retry, as an infrastructure failure does
+# (a job whose own run brings its node down cannot requeue forever).
+MLSCHED_INTERRUPTION_REQUEUES = int(os.environ.get("MLSCHED_INTERRUPTION_REQUEUES", "10"))
 # A node where attempts of this many distinct jobs ended for a node's fault within the window
 # is cordoned (jobs.quarantine); 0 turns quarantine off.
 MLSCHED_QUARANTINE_JOBS = int(os.environ.get("MLSCHED_QUARANTINE_JOBS", "3"))

@@ -7,7 +7,7 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
-from quotas.api import MeView, PriorityClassesView, QuotasView, VolumesView
+from quotas.api import MeView, PauseView, PriorityClassesView, QuotasView, VolumesView
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
 from quotas.views import quotas
@@ -66,6 +66,12 @@ urlpatterns = [
     path("api/v1/priority-classes/", PriorityClassesView.as_view(), name="api-priority-classes"),
     path("api/v1/volumes/", VolumesView.as_view(), name="api-volumes"),
     path("api/v1/me/", MeView.as_view(), name="api-me"),
+    path("api/v1/tenants/<slug:slug>/pause/", PauseView.as_view(), name="api-tenant-pause"),
+    path(
+        "api/v1/tenants/<slug:slug>/resume/",
+        PauseView.as_view(resume=True),
+        name="api-tenant-resume",
+    ),
     path("api/v1/tenants/<slug:slug>/secrets/", SecretsView.as_view(), name="api-secrets"),
     path("api/v1/tenants/<slug:slug>/secrets/<str:name>/", SecretView.as_view(), name="api-secret"),
     path("api/v1/", include("jobs.api")),

@@ -2,18 +2,22 @@
 a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (another
 team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
 those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. Rate limited as
-every user endpoint."""
+every user endpoint. POST /api/v1/tenants/<slug>/pause/ and .../resume/: a platform admin
+pauses or resumes a team's placements."""
 
 from django.conf import settings
 from django.db.models import Prefetch
-from rest_framework.exceptions import ValidationError
+from django.shortcuts import get_object_or_404
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from jobs import access, reports
+from jobs import access, actions, reports
+from jobs.models import Job
+from jobs.states import State
 from quotas import status
-from quotas.models import ApiToken, PriorityClass, TenantVolume
+from quotas.models import ApiToken, PriorityClass, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
 
@@ -129,3 +133,34 @@ class MeView(APIView):
                         for m in memberships],
             "token": token and {"name": token.name, "expires": token.expires},
         })  # fmt: skip
+
+
+# Characters of a pause's reason, as the admin's field takes them.
+MAX_PAUSE_REASON = Tenant._meta.get_field("placements_paused").max_length
+
+
+class PauseView(APIView):
+    """Pause a team's placements (`{"reason": "..."}`: why, shown to the team and on its
+    queued jobs) or resume them (`resume`), for platform admins alone, as the admin's field
+    does: what an incident runbook or a budget system does without the admin's pages. 200
+    with the team's quota status as `GET /api/v1/quotas/` gives it, `changed` (false: it was
+    so already, with that reason) and `queued`, its queued jobs; 403 for anyone else, 404 for
+    no such team, 400 naming `reason` (none given to pause, or too long)."""
+
+    resume = False
+
+    def post(self, request, slug):
+        if not request.user.is_superuser:
+            verb = "resumes" if self.resume else "pauses"
+            raise PermissionDenied(f"Only a platform admin {verb} a team's placements.")
+        tenant = get_object_or_404(Tenant, slug=slug)
+        reason = "" if self.resume else request.data.get("reason", "")
+        if not isinstance(reason, str) or len(reason.strip()) > MAX_PAUSE_REASON:
+            raise ValidationError({"reason": f"At most {MAX_PAUSE_REASON} characters of text."})
+        if not self.resume and not reason.strip():
+            raise ValidationError({"reason": "Say why its placements are paused: its members "
+                                             "and its queued jobs are told."})  # fmt: skip
+        changed = actions.pause_placements(tenant, reason.strip())
+        (team,) = status.of([tenant], request.user)
+        queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
+        return Response({**team.as_json(), "changed": changed, "queued": queued})

@@ -214,7 +214,8 @@ def end_attempt(
     timeouts and GPUs idle past the team's limit fail it visibly; infrastructure failures
     and lost attempts requeue it with exponential backoff until max_retries is used;
     preemption requeues it without using a retry, and so does a node's failure or loss on an
-    interruptible cluster (its node taken back). A user error that is not ``retriable`` (the
+    interruptible cluster (its node taken back), up to MLSCHED_INTERRUPTION_REQUEUES times, then
+    each uses one. A user error that is not ``retriable`` (the
     job's set-up, which no run of it mends: a secret gone) fails it even if it asked to retry
     its own errors.
     """
@@ -262,17 +263,33 @@ def follow_outcome(job: Job, attempt: Attempt, now, retriable: bool = True) -> N
     elif outcome == Outcome.PREEMPTED:
         transition(job, State.QUEUED, reason or "preempted", attempt=attempt, now=now)
     elif attempt.node_faulted and on_interruptible(attempt):
-        # Its node taken back (a spot instance): queued again as a preemption is.
-        transition(job, State.QUEUED, f"{outcome}: {reason} ({INTERRUPTED})", attempt=attempt,
-                   now=now)  # fmt: skip
-    elif job.retries_used < job.max_retries:
-        retry(job, attempt, now)
+        if job.interruptions < settings.MLSCHED_INTERRUPTION_REQUEUES:
+            # Its node taken back (a spot instance): queued again as a preemption is.
+            Job.objects.filter(pk=job.pk).update(interruptions=F("interruptions") + 1)
+            transition(job, State.QUEUED, f"{outcome}: {reason} ({INTERRUPTED})",
+                       attempt=attempt, now=now)  # fmt: skip
+        else:
+            infra_failure(job, attempt, now, past_interruptions(job.interruptions))
     else:
-        transition(job, State.FAILED, f"{outcome}: {reason} (retries exhausted)",
-                   attempt=attempt, now=now)  # fmt: skip
+        infra_failure(job, attempt, now)
 
 
 INTERRUPTED = "an interruptible cluster's node: queued again, no retry used"
+
+
+def past_interruptions(count: int) -> str:
+    return f"its node taken back {count} times already"
+
+
+def infra_failure(job: Job, attempt: Attempt, now, why: str = "") -> None:
+    """Retry the job after an infrastructure failure while it has retries left, else fail it;
+    ``why``: said after its reason, why one is used."""
+    note = f" ({why})" if why else ""
+    if job.retries_used < job.max_retries:
+        retry(job, attempt, now, note)
+    else:
+        transition(job, State.FAILED, f"{attempt.outcome}: {attempt.reason}{note} "
+                   "(retries exhausted)", attempt=attempt, now=now)  # fmt: skip
 
 
 def on_interruptible(attempt: Attempt) -> bool:
@@ -280,9 +297,9 @@ def on_interruptible(attempt: Attempt) -> bool:
     return Cluster.objects.filter(pk=attempt.cluster_id, interruptible=True).exists()
 
 
-def retry(job: Job, attempt: Attempt, now) -> None:
+def retry(job: Job, attempt: Attempt, now, note: str = "") -> None:
     """Requeue after an infrastructure failure (or a user error the job asked to retry), not
-    before the exponential backoff has passed."""
+    before the exponential backoff has passed; ``note``: said after the attempt's reason."""
     delay = min(settings.MLSCHED_RETRY_BACKOFF_S * 2**job.retries_used, 600)
     until = now + timedelta(seconds=delay)
     # A job that never started is eligible again once its backoff ends: its wait is not the
@@ -290,8 +307,8 @@ def retry(job: Job, attempt: Attempt, now) -> None:
     Job.objects.filter(pk=job.pk).update(
         retries_used=F("retries_used") + 1, not_before=until, eligible_at=before_start(until)
     )
-    transition(job, State.QUEUED, f"{attempt.outcome}: {attempt.reason}; retry in {delay}s",
-               attempt=attempt, now=now)  # fmt: skip
+    transition(job, State.QUEUED, f"{attempt.outcome}: {attempt.reason}{note}; retry in "
+               f"{delay}s", attempt=attempt, now=now)  # fmt: skip
 
 
 @retrying.atomic

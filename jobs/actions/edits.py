@@ -16,20 +16,21 @@ from jobs.actions.lifecycle import (
     stop_attempts,
     write_events,
 )
-from jobs.cli.client import NOTICES, where
+from jobs.cli.client import CONSTRAINTS, NOTICES, where
 from jobs.clock import database_now
 from jobs.efficiency import limit_said
 from jobs.fields import MAX_LABELS, deadline_problem
 from jobs.models import Attempt, Job
 from jobs.serializers import (
     BATCH_TIME_LIMIT,
-    CONSTRAINTS,
     REQUEST,
+    first_type_problem,
     mail_problem,
     min_workers_problem,
     request_problem,
 )
 from jobs.states import State
+from quotas.models import Tenant
 
 
 class DependenciesRefused(Exception):
@@ -289,15 +290,16 @@ def change_request(job: Job, asked: dict, by: str) -> int:
 @retrying.atomic
 def change_constraints(job: Job, asked: dict, by: str) -> int:
     """Set where a queued job may run, any of gpu_types (most preferred first),
-    cluster_selector, exclude_nodes and features in `asked`, the others kept (Slurm's `scontrol
-    update` of a pending job's Features, Partition and ExcNodeList); for a batch (its first
-    shard), every shard still queued. It keeps its place; from the next cycle it is placed on
-    the GPU types, clusters and nodes it takes now; a job placed keeps where it runs. One that
-    had evicted work for itself gives up its claim on that room, which may no longer be where it
-    runs. Records an event on each job and wakes the scheduler; returns how many jobs it
-    changed.
+    cluster_selector, exclude_nodes, features and first_type_wait_s in `asked`, the others kept
+    (Slurm's `scontrol update` of a pending job's Features, Partition and ExcNodeList); for a
+    batch (its first shard), every shard still queued. It keeps its place; from the next cycle
+    it is placed on the GPU types, clusters and nodes it takes now; a job placed keeps where it
+    runs. One that had evicted work for itself gives up its claim on that room, which may no
+    longer be where it runs. Records an event on each job and wakes the scheduler; returns how
+    many jobs it changed.
 
-    Raises NotQueued when nothing of the job is queued."""
+    Raises NotQueued when nothing of the job is queued; the serializer's ValidationError, on
+    first_type_wait_s, for a wait for the first of fewer than two GPU types."""
     shards = _queued_shards(job)
     if not shards:
         raise NotQueued(
@@ -305,6 +307,11 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
             "(a job placed keeps where it runs)."
         )
     wanted = {name: asked.get(name, getattr(job, name)) for name in CONSTRAINTS}
+    asks_gpus = {"gpus": job.gpus, "gpu_milli": job.gpu_milli}
+    if wanted["first_type_wait_s"] and (problem := first_type_problem({**wanted, **asks_gpus})):
+        if "first_type_wait_s" not in asked:  # the wait it has, kept
+            problem += " It keeps the wait it has: give first_type_wait_s null to drop it."
+        raise ValidationError({"first_type_wait_s": [problem]})
     Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)
     said = where(*(wanted[name] for name in CONSTRAINTS))
     _note(shards, list(shards), f"may run on {said} by {by}")
@@ -489,6 +496,21 @@ def _queued_shards(job: Job) -> dict[int, tuple[int, str]]:
     id order, as cancel() locks them: the scheduler's commit skips a job being held."""
     rows = job.batch().filter(state=State.QUEUED).select_for_update()
     return {pk: (tenant, held) for pk, tenant, held in rows.values_list("id", "tenant_id", "held")}
+
+
+@retrying.atomic
+def pause_placements(tenant: Tenant, reason: str) -> bool:
+    """Pause a tenant's placements, saying why (`reason`), or resume them (""), as a platform
+    admin's save in the admin does (Kueue's ClusterQueue stopPolicy Hold): its row locked
+    first, as the commit locks it before the jobs it places; then pause_changed. Returns
+    whether it changed (paused again with another reason: the reason)."""
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if locked.placements_paused == reason:
+        return False
+    locked.placements_paused = tenant.placements_paused = reason
+    locked.save(update_fields=["placements_paused"])
+    pause_changed(locked)
+    return True
 
 
 @retrying.atomic

@@ -163,12 +163,14 @@
                  [--cluster-selector KEY=VALUE ... | --any-cluster]
                  [--exclude NODE[,NODE...] | --no-exclude]
                  [--constraint FEATURE[&FEATURE...] | --no-constraint]
+                 [--first-type-wait DURATION | --no-first-type-wait]
                      change where a queued job (a batch: its queued shards) may run: the GPU
                      types it takes, most preferred first, the labels a cluster must carry,
-                     the nodes it never runs on and the features its nodes must offer, as
+                     the nodes it never runs on, the features its nodes must offer and how
+                     long it takes its first GPU type alone (from when it may run), as
                      Slurm's scontrol update of a pending job's Features, Partition and
-                     ExcNodeList; it keeps its place in the
-                     queue; a job placed keeps where it runs
+                     ExcNodeList; it keeps its place in the queue; a job placed keeps where
+                     it runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or
@@ -266,6 +268,10 @@
                      (asked to stop with the grace to checkpoint, requeued without using a
                      retry), or place work there again, as Slurm's scontrol update
                      NodeName= State=DRAIN|RESUME Reason=; it prints the node's state after
+    pause TENANT --reason TEXT | resume TENANT
+                     platform admins: start none of a team's queued jobs (what runs runs on,
+                     and it may still submit; its jobs wait saying the reason), or place
+                     them again, as Kueue's ClusterQueue stopPolicy Hold
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.

@@ -9,6 +9,8 @@ from email.utils import parsedate_to_datetime
 
 import requests
 
+from jobs.efficiency import span
+
 TERMINAL = {"succeeded", "failed", "canceled"}
 
 
@@ -61,11 +63,18 @@ NOTIFY_FLAGS = (
 )  # fmt: skip
 
 
-def where(gpu_types, selector: dict, excluded=(), features=()) -> str:
+# Where a job may run, as the API names it: what `where` says, in its order.
+CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features", "first_type_wait_s")
+
+
+def where(gpu_types, selector: dict, excluded=(), features=(), first_wait=None) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
     clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",
-    "... of any cluster, on nodes with ib, nvme"."""
+    "... of any cluster, on nodes with ib, nvme", "GPU types H100, A100 (H100 alone for its
+    first 30 min free to run, then any) of ..."."""
     gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
+    if waits := first_type_wait(gpu_types, first_wait):
+        gpus += f" ({waits})"
     labels = ", ".join(f"{k}={v}" for k, v in selector.items())
     said = f"{gpus} of {'clusters with ' + labels if labels else 'any cluster'}"
     if excluded:
@@ -73,6 +82,14 @@ def where(gpu_types, selector: dict, excluded=(), features=()) -> str:
     if features:
         said += f", on nodes with {', '.join(features)}"
     return said
+
+
+def first_type_wait(types: list[str], wait: int | None) -> str:
+    """How long a job takes its first GPU type alone (`first_type_wait_s`), as its page and
+    `status` say it beside its types ("" when it takes any at once)."""
+    if not wait or len(types) < 2:
+        return ""
+    return f"{types[0]} alone for its first {span(wait)} free to run, then any"
 
 
 def printable(text: str) -> str:

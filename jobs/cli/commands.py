@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from jobs.cli.client import (
+    CONSTRAINTS,
     COUNTED_FROM,
     NOTICES,
     NOTIFY_FLAGS,
@@ -326,9 +327,9 @@ def resize(api: Api, args) -> None:
 
 def constrain(api: Api, args) -> None:
     """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
-    --any-cluster] [--exclude NODE,NODE | --no-exclude] [--constraint F&F | --no-constraint]`:
-    where the queued job may run now, and
-    how many jobs changed (a batch's queued shards)."""
+    --any-cluster] [--exclude NODE,NODE | --no-exclude] [--constraint F&F | --no-constraint]
+    [--first-type-wait DURATION | --no-first-type-wait]`: where the queued job may run now,
+    and how many jobs changed (a batch's queued shards)."""
     body: dict = {}
     if args.gpu_types is not None or args.any_gpu_type:
         body["gpu_types"] = [] if args.any_gpu_type else args.gpu_types
@@ -338,11 +339,11 @@ def constrain(api: Api, args) -> None:
         body["exclude_nodes"] = [] if args.no_exclude else args.exclude
     if args.constraint is not None or args.no_constraint:
         body["features"] = [] if args.no_constraint else args.constraint
+    if args.first_type_wait is not None or args.no_first_type_wait:
+        body["first_type_wait_s"] = None if args.no_first_type_wait else args.first_type_wait
     answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
     changed = answer["changed"]
-    said = where(
-        answer["gpu_types"], answer["cluster_selector"], answer["exclude_nodes"], answer["features"]
-    )
+    said = where(*(answer[name] for name in CONSTRAINTS))
     show(f"may run on {said} "
          f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 

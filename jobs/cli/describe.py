@@ -6,7 +6,7 @@ terminal)."""
 import shlex
 from datetime import UTC, datetime
 
-from jobs.cli.client import NOTICES
+from jobs.cli.client import NOTICES, first_type_wait
 from jobs.cli.written import exit_codes_said, slurm_form
 from jobs.efficiency import span
 from jobs.placement.words import counted, where_on
@@ -174,14 +174,6 @@ def gpu_types(job: dict) -> str:
     return ", ".join(job["gpu_types"]) + (f" ({waits})" if waits else "")
 
 
-def first_type_wait(types: list[str], wait: int | None) -> str:
-    """How long a job takes its first GPU type alone (`first_type_wait_s`), as its page and
-    `status` say it beside its types ("" when it takes any at once)."""
-    if not wait or len(types) < 2:
-        return ""
-    return f"{types[0]} alone for its first {span(wait)} free to run, then any"
-
-
 def notifies(job: dict) -> str:
     """What its team's webhook is told of it beyond its end: its start, each requeue."""
     told = [said for field, said in NOTICES.items() if job.get(field)]
@@ -200,7 +192,10 @@ def retries(job: dict) -> str:
         errors = f"infrastructure failures and exit codes {exit_codes_said(codes)}"
     else:
         errors = "infrastructure failures alone"
-    return f"{job['retries_used']} of {job['max_retries']} used ({errors})"
+    said = f"{job['retries_used']} of {job['max_retries']} used ({errors})"
+    if interruptions := job.get("interruptions"):
+        said += f"; queued again free as its spot node was taken back: {interruptions}"
+    return said
 
 
 def attempt_lines(attempt: dict, job: dict) -> list[str]:

@@ -35,6 +35,7 @@ from jobs.cli.tables import (
     clusters,
     maintenance,
     nodes,
+    pause_tenant,
     queue,
     quota,
     service_node,
@@ -286,6 +287,12 @@ def add_changing(commands) -> None:
                        help="only on nodes offering all these features (replaces those "
                             "it required)")  # fmt: skip
     needs.add_argument("--no-constraint", action="store_true", help="require no feature")
+    first = constraining.add_mutually_exclusive_group()
+    first.add_argument("--first-type-wait", type=duration_written, metavar="DURATION",
+                       help="take only the first of its GPU types for this long from when it "
+                            "may run (90m, 2h), then any of them")  # fmt: skip
+    first.add_argument("--no-first-type-wait", action="store_true",
+                       help="take any of its GPU types at once")  # fmt: skip
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
@@ -372,6 +379,11 @@ def add_reading(commands) -> None:
         servicing.add_argument("node")
         if verb != "uncordon":
             servicing.add_argument("--reason", default="", help="why, shown beside its state")
+    pausing = commands.add_parser("pause", help="platform admins: start none of a team's jobs")
+    pausing.add_argument("tenant", help="the team (its slug)")
+    pausing.add_argument("--reason", required=True, help="why, shown to the team")
+    resuming = commands.add_parser("resume", help="platform admins: place a team's jobs again")
+    resuming.add_argument("tenant", help="the team (its slug)")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -440,7 +452,8 @@ def main(argv=None) -> int:
            "maintenance": maintenance,
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
-           "uncordon": service_node, "whoami": whoami, "maintenance-add": window_add,
+           "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
+           "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,
            "secret-set": secret_set, "secret-delete": secret_delete}  # fmt: skip

@@ -269,6 +269,19 @@ def service_node(api: Api, args) -> None:
          + (f" ({n['reason']})" if n["reason"] else ""))  # fmt: skip
 
 
+def pause_tenant(api: Api, args) -> None:
+    """`pause TENANT --reason TEXT`, `resume TENANT`: a platform admin's pause of a team's
+    placements (Kueue's ClusterQueue stopPolicy Hold), and what it leaves queued."""
+    body = {"reason": args.reason} if args.command == "pause" else {}
+    team = api.call("POST", f"tenants/{quote(args.tenant)}/{args.command}/", json=body)
+    done = {"pause": "paused", "resume": "resumed"}[args.command]
+    said = done if team["changed"] else f"already {done}"
+    why = f" ({team['placements_paused']})" if team["placements_paused"] else ""
+    queued = team["queued"]
+    show(f"{args.tenant}: placements {said}{why}; {queued} job{'s' if queued != 1 else ''} "
+         "queued")  # fmt: skip
+
+
 def window_of(window: dict | None) -> str:
     """A node's next window in a few words: its kind (a booking: whether yours), from, to."""
     if window is None:

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from clusters.models import Cluster
 from jobs import actions, cycle, snapshot
 from jobs.actions.attempts import INTERRUPTED
+from jobs.cli.describe import retries
 from jobs.commit import commit_batch
 from jobs.models import Attempt, Family, Job
 from jobs.placement import PLACED, place
@@ -87,6 +88,63 @@ def test_a_job_whose_spot_node_is_taken_back_is_queued_again_without_a_retry(spo
     job.refresh_from_db()
     assert (job.state, job.retries_used, job.not_before) == (State.QUEUED, 0, None)
     assert job.events.last().reason == f"{outcome}: worker 0: its node went away ({INTERRUPTED})"
+
+
+def taken_back_again(job: Job) -> Job:
+    """Its next attempt placed on the spot cluster, and its node taken back."""
+    cycle.run_cycle()
+    attempt = Job.objects.get(pk=job.pk).attempts.get(outcome="")
+    actions.mark_running(attempt.pk)
+    actions.end_attempt(attempt.pk, Outcome.LOST, reason="worker 0: its node went away")
+    return Job.objects.get(pk=job.pk)
+
+
+def test_its_node_taken_back_more_often_than_the_platform_allows_uses_a_retry(spot, settings):
+    settings.MLSCHED_INTERRUPTION_REQUEUES = 2
+    job, attempt = placed_on_spot(spot)
+    actions.end_attempt(attempt.pk, Outcome.LOST, reason="worker 0: its node went away")
+    second = taken_back_again(job)
+    assert (second.state, second.interruptions, second.retries_used) == (State.QUEUED, 2, 0)
+
+    third = taken_back_again(job)
+
+    assert (third.state, third.interruptions, third.retries_used) == (State.QUEUED, 2, 1)
+    assert third.events.last().reason.startswith(
+        "lost: worker 0: its node went away (its node taken back 2 times already); retry in "
+    )
+
+
+def test_past_them_a_job_without_retries_left_fails(spot, settings):
+    settings.MLSCHED_INTERRUPTION_REQUEUES = 0
+    job, attempt = placed_on_spot(spot)
+    Job.objects.filter(pk=job.pk).update(max_retries=0)
+
+    actions.end_attempt(attempt.pk, Outcome.LOST, reason="worker 0: its node went away")
+
+    failed = Job.objects.get(pk=job.pk)
+    assert (failed.state, failed.interruptions) == (State.FAILED, 0)
+    assert failed.events.last().reason == (
+        "lost: worker 0: its node went away (its node taken back 0 times already) "
+        "(retries exhausted)"
+    )
+
+
+def test_the_api_cli_and_job_page_count_them(spot, alice, alpha):
+    job, attempt = placed_on_spot(spot)
+    Job.objects.filter(pk=job.pk).update(tenant=alpha, owner=alice)
+    actions.end_attempt(attempt.pk, Outcome.LOST, reason="worker 0: its node went away")
+    client = APIClient()
+    client.force_login(alice)
+
+    answer = client.get(f"/api/v1/jobs/{job.pk}/").json()
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert answer["interruptions"] == 1
+    assert retries(answer) == (
+        "0 of 1 used (infrastructure failures alone); queued again free as its spot node was "
+        "taken back: 1"
+    )
+    assert "queued again free as its spot node was taken back: 1</span>" in page
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -17,6 +18,7 @@ from jobs.cli import describe
 from jobs.models import Job
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
+from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
 from tests.jobs.test_notify_start import FORM, SPEC
 
@@ -141,3 +143,90 @@ def test_a_first_type_no_node_has_is_not_waited_for(alpha, alice, fleet):
     cycle.run_cycle()
 
     assert placed_on(Job.objects.get(pk=job.pk)) == {"A100"}
+
+
+# -- changed while it waits (the constraints change) -------------------------------------------
+
+
+def change(user, job, body):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client.post(f"/api/v1/jobs/{job.pk}/constraints/", body, format="json")
+
+
+def test_a_job_waiting_for_its_first_type_takes_another_once_its_wait_is_dropped(
+    alpha, alice, fleet
+):
+    JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=["H100"], priority=10)
+    cycle.run_cycle()
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=TYPES, first_type_wait_s=3600)
+    cycle.run_cycle()
+    assert Job.objects.get(pk=job.pk).state == State.QUEUED
+
+    answer = change(alice, job, {"first_type_wait_s": None})
+    cycle.run_cycle()
+
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["first_type_wait_s"], answer.json()["changed"]) == (None, 1)
+    assert placed_on(Job.objects.get(pk=job.pk)) == {"A100"}
+    assert job.events.filter(
+        reason="may run on GPU types H100, A100 of any cluster by alice"
+    ).exists()
+
+
+def test_a_wait_set_while_it_waits_keeps_it_to_its_first_type(alpha, alice, fleet):
+    JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=["H100"], priority=10)
+    cycle.run_cycle()
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=["A100"], held="user")
+
+    answer = change(alice, job, {"gpu_types": TYPES, "first_type_wait_s": 1800})
+    Job.objects.filter(pk=job.pk).update(held="", eligible_at=timezone.now())
+    cycle.run_cycle()
+
+    assert answer.status_code == 200, answer.content
+    assert job.events.filter(
+        reason="may run on GPU types H100, A100 (H100 alone for its first "
+        "30 min free to run, then any) of any cluster by alice"
+    ).exists()
+    waiting = Job.objects.get(pk=job.pk)
+    assert waiting.state == State.QUEUED and "8 GPUs (H100)," in waiting.pending_message
+
+
+def test_narrowed_to_one_type_it_must_drop_its_wait_too(alpha, alice):
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=TYPES, first_type_wait_s=600)
+
+    kept = change(alice, job, {"gpu_types": ["A100"]})
+    one = change(alice, JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=["A100"]),
+                 {"first_type_wait_s": 600})  # fmt: skip
+    dropped = change(alice, job, {"gpu_types": ["A100"], "first_type_wait_s": None})
+
+    assert kept.status_code == 400
+    assert kept.json() == {"first_type_wait_s": [
+        "It waits for the first of its GPU types before the others: list two or more. It keeps "
+        "the wait it has: give first_type_wait_s null to drop it."]}  # fmt: skip
+    assert one.json() == {
+        "first_type_wait_s": ["It waits for the first of its GPU types before the others: list "
+                              "two or more."]}  # fmt: skip
+    assert dropped.status_code == 200, dropped.content
+    row = Job.objects.get(pk=job.pk)
+    assert (row.gpu_types, row.first_type_wait_s) == (["A100"], None)
+
+
+def test_the_job_page_and_the_cli_change_it(alpha, alice, mlsched):
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, gpu_types=TYPES)
+    portal = Client()
+    portal.force_login(alice)
+
+    form = portal.get(f"/jobs/{job.pk}/").content.decode().split('id="constraints-form"')[1]
+    done = portal.post(f"/jobs/{job.pk}/constraints/", {"gpu_types": "H100, A100",
+                       "first_type_wait_s": "900"})  # fmt: skip
+    set_by_page = Job.objects.get(pk=job.pk).first_type_wait_s
+    status, out, err = mlsched("constrain", str(job.pk), "--first-type-wait", "2h")
+    dropped = mlsched("constrain", str(job.pk), "--no-first-type-wait")
+
+    assert 'name="first_type_wait_s" value=""' in form.split("</form>")[0]
+    assert (done.status_code, set_by_page) == (302, 900)
+    assert (status, out) == (0, "may run on GPU types H100, A100 (H100 alone for its first 2 h "
+                                "free to run, then any) of any cluster (1 job)\n"), err  # fmt: skip
+    assert dropped[:2] == (0, "may run on GPU types H100, A100 of any cluster (1 job)\n")
+    assert Job.objects.get(pk=job.pk).first_type_wait_s is None

@@ -17,6 +17,7 @@ from jobs.models import Attempt, Job
 from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Tenant
+from tests.clusters.test_node_service_api import cli_of
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory, UserFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_elastic_growth_cycle import started_gang
@@ -148,3 +149,73 @@ def test_its_queue_wait_stops_while_paused_and_starts_again_once_lifted(room, al
 
     assert paused is None
     assert Job.objects.get(pk=job.pk).eligible_at >= before
+
+
+# -- through the API and the CLI (a platform admin's) --------------------------------------------
+
+
+def as_user(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_platform_admin_pauses_and_resumes_a_team_through_the_api(room, alpha):
+    root = UserFactory(username="root", is_superuser=True)
+    job = JobFactory(tenant=alpha, gpus=2)
+
+    paused = as_user(root).post(f"/api/v1/tenants/{alpha.slug}/pause/", {"reason": WHY},
+                                format="json")  # fmt: skip
+    again = as_user(root).post(f"/api/v1/tenants/{alpha.slug}/pause/", {"reason": WHY},
+                               format="json")  # fmt: skip
+    cycle.run_cycle()
+    waiting = Job.objects.get(pk=job.pk)
+    resumed = as_user(root).post(f"/api/v1/tenants/{alpha.slug}/resume/", format="json")
+    cycle.run_cycle()
+
+    assert paused.status_code == 200, paused.content
+    assert (paused.json()["slug"], paused.json()["placements_paused"]) == (alpha.slug, WHY)
+    assert (paused.json()["changed"], paused.json()["queued"]) == (True, 1)
+    assert again.json()["changed"] is False
+    assert (waiting.state, waiting.pending_message, waiting.eligible_at) == (
+        State.QUEUED,
+        SAID,
+        None,
+    )  # its queue wait stopped, as the admin's save stops it
+    assert (resumed.json()["placements_paused"], resumed.json()["changed"]) == ("", True)
+    assert Job.objects.get(pk=job.pk).state == State.SCHEDULED
+
+
+def test_only_a_platform_admin_pauses_and_a_pause_says_why(alpha, alice):
+    root = UserFactory(username="root", is_superuser=True)
+
+    owner = as_user(alice).post(f"/api/v1/tenants/{alpha.slug}/pause/", {"reason": WHY},
+                                format="json")  # fmt: skip
+    lifted = as_user(alice).post(f"/api/v1/tenants/{alpha.slug}/resume/", format="json")
+    silent = as_user(root).post(f"/api/v1/tenants/{alpha.slug}/pause/", {"reason": " "},
+                                format="json")  # fmt: skip
+    long = as_user(root).post(f"/api/v1/tenants/{alpha.slug}/pause/", {"reason": "x" * 201},
+                              format="json")  # fmt: skip
+    unknown = as_user(root).post("/api/v1/tenants/nobody/pause/", {"reason": WHY}, format="json")
+
+    assert (owner.status_code, lifted.status_code) == (403, 403)
+    assert owner.json()["detail"] == "Only a platform admin pauses a team's placements."
+    assert (silent.status_code, list(silent.json())) == (400, ["reason"])
+    assert (long.status_code, list(long.json())) == (400, ["reason"])
+    assert unknown.status_code == 404
+    assert Tenant.objects.get(pk=alpha.pk).placements_paused == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_pauses_and_resumes_a_team(live_server, alpha):
+    root = UserFactory(username="root", is_superuser=True)
+    cli = cli_of(live_server, root)
+
+    paused = cli("pause", alpha.slug, "--reason", "storage incident")
+    resumed = cli("resume", alpha.slug)
+    unsaid = cli("pause", alpha.slug)
+
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout == f"{alpha.slug}: placements paused (storage incident); 0 jobs queued\n"
+    assert resumed.stdout == f"{alpha.slug}: placements resumed; 0 jobs queued\n"
+    assert unsaid.returncode == 2 and "--reason" in unsaid.stderr
