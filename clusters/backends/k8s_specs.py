@@ -63,9 +63,14 @@ SECRET_FILES_MODE = 0o444
 STOP_AT_ANNOTATION = f"{GROUP}/stop-at"
 STOP_AT_VOLUME = "stop-at"
 STOP_AT_DIR = "/var/run/mlsched/stop-at"
+# A worker's /dev/shm: memory (a tmpfs) as large as its memory, whose pages count against it.
+# The container runtime's own is 64 MiB: PyTorch's DataLoader workers and NCCL's transport
+# between GPUs of a node outgrow it and die with a bus error.
+SHM_VOLUME = "shm"
+SHM_DIR = "/dev/shm"
 NETWORK_POLICY = "mlsched-same-namespace-only"
 # The pod volumes of the job's data volumes start with it: never the name of one of the
-# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME).
+# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME, SHM_VOLUME).
 DATA_VOLUME_PREFIX = "data-"
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
@@ -222,7 +227,8 @@ def build_pod(
         command=list(spec.command) or None,
         env=env_vars(env, spec),
         resources=resources(worker),
-        volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim, spec),
+        volume_mounts=_mounts(folder, checkpoint_folder(spec), checkpoint_claim, spec)
+        + [client.V1VolumeMount(name=SHM_VOLUME, mount_path=SHM_DIR)],
     )
     gang = spec.world_size > 1
     pod_spec = client.V1PodSpec(
@@ -242,7 +248,7 @@ def build_pod(
         if spec.pull_credential
         else None,
         containers=[container],
-        volumes=_volumes(checkpoint_claim, spec),
+        volumes=_volumes(checkpoint_claim, spec) + [_shm_volume(worker)],
     )
     metadata = client.V1ObjectMeta(
         name=pod_name(spec.attempt_id, worker.rank),
@@ -337,9 +343,18 @@ def _data_volumes(spec: AttemptSpec) -> list[client.V1Volume]:
     ]
 
 
+def _shm_volume(worker: WorkerSpec) -> client.V1Volume:
+    """The worker's /dev/shm: an emptyDir in memory, at most its memory (none asked: the
+    node's default for memory-backed volumes, the pod's share of the node)."""
+    size = f"{worker.memory_mb}Mi" if worker.memory_mb else None
+    return client.V1Volume(
+        name=SHM_VOLUME, empty_dir=client.V1EmptyDirVolumeSource(medium="Memory", size_limit=size)
+    )
+
+
 def _mounts(
     path: str, folder: str, claim: str | None, spec: AttemptSpec
-) -> list[client.V1VolumeMount] | None:
+) -> list[client.V1VolumeMount]:
     mounts: list[client.V1VolumeMount] = []
     if claim:
         # The kubelet creates the folder on the volume if it is not there yet.
@@ -357,10 +372,10 @@ def _mounts(
             client.V1VolumeMount(name=STOP_AT_VOLUME, mount_path=STOP_AT_DIR, read_only=True)
         )
     mounts += _data_mounts(spec)
-    return mounts or None
+    return mounts
 
 
-def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume] | None:
+def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume]:
     volumes: list[client.V1Volume] = []
     if claim:
         source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
@@ -370,7 +385,7 @@ def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume] | No
     if spec.max_runtime_s:
         volumes.append(_stop_at_volume())
     volumes += _data_volumes(spec)
-    return volumes or None
+    return volumes
 
 
 def stop_at_after(pod: client.V1Pod, seconds: int) -> int | None:

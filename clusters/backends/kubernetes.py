@@ -13,7 +13,8 @@
   kubernetes.io/dockerconfigjson (`mlsched-<attempt id>-pull`) that the pods pull with
   (imagePullSecrets); each Secret is made owned by the pods it created, for Kubernetes'
   garbage collector; then the pods: restartPolicy Never, requests equal to limits (Guaranteed
-  QoS), labels mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
+  QoS), /dev/shm in memory as large as the worker's memory (not the runtime's 64 MiB), labels
+  mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
   the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
   instead of leaving pods that never mount. The job's data volumes are the tenant's claims,

@@ -1117,6 +1117,20 @@ def _validate_volumes(volumes: list[dict]) -> None:
             _validate_claim_volume(name, volume["persistentVolumeClaim"] or {})
         if "downwardAPI" in volume:
             _validate_downward_volume(name, volume["downwardAPI"] or {})
+        if "emptyDir" in volume:
+            _validate_empty_dir(name, volume["emptyDir"] or {})
+
+
+def _validate_empty_dir(name: str, source: dict) -> None:
+    """The API server's check of an emptyDir: a medium it knows, a size that is a quantity."""
+    medium = source.get("medium", "")
+    if medium not in ("", "Memory") and not medium.startswith("HugePages"):
+        raise ApiError(422, "Invalid", f"volumes {name}: emptyDir: medium: Unsupported value: "
+                       f"{medium!r}")  # fmt: skip
+    size = source.get("sizeLimit")
+    if size is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+)?([KMGTPE]i?|m|k)?", str(size)):
+        raise ApiError(422, "Invalid", f"volumes {name}: emptyDir: sizeLimit: quantities must "
+                       "match the regular expression")  # fmt: skip
 
 
 def _validate_claim_volume(name: str, source: dict) -> None:

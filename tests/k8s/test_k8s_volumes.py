@@ -35,6 +35,10 @@ def claims(kube):
     kube.add_claim(NAMESPACE, "model-store")
 
 
+# Every worker's /dev/shm (test_pods): a 16 GiB worker's, after the job's own volumes.
+SHM = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}}
+
+
 def by_name(items: list[dict]) -> dict[str, dict]:
     return {item["name"]: item for item in items}
 
@@ -50,10 +54,12 @@ def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, 
              "persistentVolumeClaim": {"claimName": "imagenet-pvc", "readOnly": True}},
             {"name": "data-model-store",
              "persistentVolumeClaim": {"claimName": "model-store", "readOnly": False}},
+            {**SHM, "emptyDir": {"medium": "Memory", "sizeLimit": "65536Mi"}},  # 64 GiB each
         ]  # fmt: skip
         assert pod["spec"]["containers"][0]["volumeMounts"] == [
             {"name": "data-imagenet", "mountPath": "/data/imagenet", "readOnly": True},
             {"name": "data-model-store", "mountPath": "/models", "readOnly": False},
+            {"name": "shm", "mountPath": "/dev/shm"},
         ]
 
 
@@ -83,7 +89,8 @@ def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
     clashing = tuple(
         {"name": name, "path": f"/mnt/{name}", "read_only": True, "claim": "other",
          "host_path": ""}
-        for name in (specs.CHECKPOINT_VOLUME, specs.SECRET_FILES_VOLUME, specs.STOP_AT_VOLUME)
+        for name in (specs.CHECKPOINT_VOLUME, specs.SECRET_FILES_VOLUME, specs.STOP_AT_VOLUME,
+                     specs.SHM_VOLUME)
     )  # fmt: skip
 
     backend.start(one_gpu_worker(volumes=clashing, secret_files={"GCP_KEY": "k"}))
@@ -97,6 +104,8 @@ def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
         "data-checkpoints": "/mnt/checkpoints",
         "data-secret-files": "/mnt/secret-files",
         "data-stop-at": "/mnt/stop-at",
+        "shm": "/dev/shm",
+        "data-shm": "/mnt/shm",
     }
     volumes = by_name(pod["spec"]["volumes"])
     assert volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == "checkpoints"
@@ -111,7 +120,8 @@ def test_a_long_volume_name_still_makes_a_pod_volume_name(kube, backend):
 
     backend.start(one_gpu_worker(volumes=(volume,), max_runtime_s=0))
 
-    (pod_volume,) = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]
+    pod_volume, shm = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]
+    assert shm == SHM
     assert len(pod_volume["name"]) == 63 and pod_volume["name"].startswith("data-aaaa")
     assert pod_volume["name"] != specs.data_volume_name("a" * 60 + "-xz")
     assert env_of(kube.pod(NAMESPACE, "mlsched-7-0"))["MLSCHED_VOLUME_" + "A" * 60 + "_XY"]

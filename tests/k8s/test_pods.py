@@ -33,6 +33,17 @@ def test_it_gives_pods_guaranteed_qos_with_whole_gpus(kube, backend):
     assert pod["status"]["qosClass"] == "Guaranteed"
 
 
+def test_it_gives_each_worker_a_dev_shm_in_memory_as_large_as_its_memory(kube, backend):
+    # The runtime's own /dev/shm is 64 MiB: DataLoader workers and NCCL die of a bus error.
+    backend.start(one_gpu_worker())
+
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+    (shm,) = [v for v in pod["spec"]["volumes"] if "emptyDir" in v]
+    (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == shm["name"]]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "16384Mi"}
+    assert mount["mountPath"] == "/dev/shm"
+
+
 def test_it_never_restarts_a_pod(kube, backend):
     backend.start(one_gpu_worker())
 
