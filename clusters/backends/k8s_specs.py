@@ -204,6 +204,7 @@ def build_pod(
     cluster_domain: str,
     checkpoint_root: str,
     checkpoint_claim: str | None,
+    tolerated_taints: tuple[str, ...] = (),
 ) -> client.V1Pod:
     """The worker's Pod, bound to its node (no kube-scheduler: mlsched already placed it).
 
@@ -249,6 +250,8 @@ def build_pod(
         else None,
         containers=[container],
         volumes=_volumes(checkpoint_claim, spec) + [_shm_volume(worker)],
+        tolerations=[client.V1Toleration(key=key, operator="Exists") for key in tolerated_taints]
+        or None,
     )
     metadata = client.V1ObjectMeta(
         name=pod_name(spec.attempt_id, worker.rank),
@@ -341,6 +344,23 @@ def _data_volumes(spec: AttemptSpec) -> list[client.V1Volume]:
         )
         for volume in spec.volumes
     ]
+
+
+# The node lifecycle's own NoExecute taints: a node not ready, or unreachable, whose pods the
+# backend judges by the Ready condition and its grace (k8s_status.pods_node_state).
+LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def untolerated_taint(node: client.V1Node, tolerated: tuple[str, ...]) -> str:
+    """A NoExecute taint of the node that the pods do not tolerate (its key; "": none): the
+    kubelet refuses such a pod (UntoleratedTaint) and evicts one already there. NoSchedule
+    taints are kube-scheduler's, which a pod bound to its node never meets."""
+    for taint in (node.spec.taints if node.spec else None) or []:
+        if taint.effect != "NoExecute" or taint.key in LIFECYCLE_TAINTS:
+            continue
+        if taint.key not in tolerated:
+            return taint.key
+    return ""
 
 
 def _shm_volume(worker: WorkerSpec) -> client.V1Volume:

@@ -2,8 +2,9 @@
 
 - inventory: nodes' allocatable cpu, memory and `nvidia.com/gpu`; the GPU type from the
   `nvidia.com/gpu.product` label; `mlsched.io/gpu-shareable=true` marks nodes where fractional
-  GPU shares may run; topology from node labels (`topology_labels`). A cordoned node or one
-  whose Ready condition is not True is reported not ready.
+  GPU shares may run; topology from node labels (`topology_labels`). A cordoned node, one
+  whose Ready condition is not True, and one tainted NoExecute with a key the pods do not
+  tolerate (`tolerated_taints`: the kubelet would refuse them) are reported not ready.
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
   NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
   job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
@@ -13,7 +14,8 @@
   kubernetes.io/dockerconfigjson (`mlsched-<attempt id>-pull`) that the pods pull with
   (imagePullSecrets); each Secret is made owned by the pods it created, for Kubernetes'
   garbage collector; then the pods: restartPolicy Never, requests equal to limits (Guaranteed
-  QoS), /dev/shm in memory as large as the worker's memory (not the runtime's 64 MiB), labels
+  QoS), /dev/shm in memory as large as the worker's memory (not the runtime's 64 MiB), a
+  toleration of each of `tolerated_taints`, labels
   mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
   the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
@@ -180,6 +182,7 @@ class KubernetesBackend:
         force_detach_s: float = FORCE_DETACH_S,
         isolate_namespaces: bool = True,
         gpu_exporters: Exporters | None = GPU_OPERATOR,
+        tolerated_taints: tuple[str, ...] = (),
     ):
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
@@ -197,6 +200,9 @@ class KubernetesBackend:
         self.log_catchup_s = log_catchup_s
         # Create a NetworkPolicy in each tenant namespace (see k8s_specs.build_network_policy).
         self.isolate_namespaces = isolate_namespaces
+        # Taints (by key) every pod tolerates: a node tainted NoExecute with another key takes
+        # no work (its kubelet would refuse the pod, UntoleratedTaint).
+        self.tolerated_taints = tolerated_taints
         self.retry_s = retry_s
         # Its GPU-seconds are counted in memory: a restarted agent counts again from 0.
         self.usage_epoch = uuid.uuid4().hex
@@ -485,6 +491,7 @@ class KubernetesBackend:
             cluster_domain=self.cluster_domain,
             checkpoint_root=self.checkpoint_root,
             checkpoint_claim=self.checkpoint_claim,
+            tolerated_taints=self.tolerated_taints,
         )
         try:
             created = create(self.core.create_namespaced_pod, namespace, pod)
@@ -711,7 +718,9 @@ class KubernetesBackend:
             gpu_count=int(parse_quantity(allocatable.get(specs.GPU_RESOURCE, "0"))),
             gpu_shareable=labels.get(specs.LABEL_SHAREABLE) == "true",
             topology={k: labels[v] for k, v in self.topology_labels.items() if v in labels},
-            ready=node_state(node) == NODE_READY and not cordoned,
+            ready=node_state(node) == NODE_READY
+            and not cordoned
+            and not specs.untolerated_taint(node, self.tolerated_taints),
             features=features_of(labels),
         )
 

@@ -246,6 +246,12 @@ class KubeTestServer:
         with self.cond:
             self.nodes[name]["spec"] = {"unschedulable": True}
 
+    def taint(self, name: str, key: str, effect: str, value: str = "") -> None:
+        with self.cond:
+            taints = self.nodes[name].setdefault("spec", {}).setdefault("taints", [])
+            taints.append({"key": key, "effect": effect, **({"value": value} if value else {})})
+            self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
+
     def pod(self, ns: str, name: str) -> dict:
         with self.cond:
             return copy.deepcopy(self.store["pods"][(ns, name)])
@@ -343,6 +349,12 @@ class KubeTestServer:
         once a pod), the pod waits ContainerCreating still until they are `mounted`."""
         with self.cond:
             pod = self.store["pods"][(ns, name)]
+            if taint := self._untolerated(pod):  # the kubelet's admission (UntoleratedTaint)
+                message = (f"Pod was rejected: Predicate TaintToleration failed: node(s) had "
+                           f"untolerated taint {{{taint}}}")  # fmt: skip
+                return self._set_pod_state(
+                    ns, name, lambda p: objects.failed_by_kubelet(p, "UntoleratedTaint", message)
+                )
             if problem := self._unmountable(ns, pod):
                 self._pod_event(ns, pod, "FailedMount", problem, "kubelet")
             elif problem := self._unattachable(ns, pod):
@@ -355,6 +367,18 @@ class KubeTestServer:
                 change = lambda p: objects.waiting(p, "ContainerCreating", "")  # noqa: E731
                 return self._set_pod_state(ns, name, change)
         self._set_pod_state(ns, name, objects.running)
+
+    def _untolerated(self, pod: dict) -> str:
+        """A NoExecute taint of the pod's node that no toleration of the pod matches, as the
+        kubelet writes it ("key: value"; "": none)."""
+        node = self.nodes.get(pod["spec"].get("nodeName", ""), {})
+        tolerated = pod["spec"].get("tolerations") or []
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint["effect"] != "NoExecute":
+                continue
+            if not any(_tolerates(toleration, taint) for toleration in tolerated):
+                return f"{taint['key']}: {taint.get('value', '')}"
+        return ""
 
     def _attached(self, ns: str, pod: dict) -> list[str]:
         """What the controller says of each attachable claim volume of the pod once attached
@@ -1278,3 +1302,15 @@ def _call(kube: KubeTestServer, method, route, ns, kind, name, query, body) -> t
             grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
             return 200, kube.delete(kind, ns, name, None if grace is None else int(grace))
     raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {route}")
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    """Whether the toleration matches the taint (its key, or none with Exists; its effect, or
+    every effect; its value with Equal, the default operator)."""
+    if toleration.get("key") not in (None, "", taint["key"]):
+        return False
+    if toleration.get("effect") not in (None, "", taint["effect"]):
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return True
+    return toleration.get("value", "") == taint.get("value", "")

@@ -61,3 +61,22 @@ def test_it_leaves_out_a_removed_node(kube, backend):
     kube.remove_node("gpu-b")
 
     assert [n.name for n in backend.inventory()] == ["gpu-a"]
+
+
+def test_it_reports_a_node_tainted_noexecute_not_ready_unless_its_pods_tolerate_it(
+    kube, make_backend
+):
+    kube.taint("gpu-a", "dedicated", "NoExecute", "mlsched")
+    kube.taint("gpu-b", "nvidia.com/gpu", "NoSchedule", "present")  # kube-scheduler's alone
+
+    plain = {n.name: n.ready for n in make_backend().inventory()}
+    tolerant = {n.name: n.ready for n in make_backend(tolerated_taints=("dedicated",)).inventory()}
+
+    assert plain == {"gpu-a": False, "gpu-b": True}
+    assert tolerant == {"gpu-a": True, "gpu-b": True}
+
+
+def test_a_not_ready_nodes_own_taint_is_left_to_its_ready_condition(kube, backend):
+    kube.taint("gpu-a", "node.kubernetes.io/unreachable", "NoExecute")
+
+    assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": True, "gpu-b": True}

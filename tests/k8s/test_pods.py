@@ -328,3 +328,26 @@ def test_it_uses_a_namespace_made_in_advance_without_rights_to_create_one(kube, 
     backend.start(one_gpu_worker())
 
     assert kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["nodeName"] == "gpu-a"
+
+
+def test_pods_tolerate_the_taints_the_agent_is_told_to_and_run_on_such_a_node(kube, make_backend):
+    # Nodes set apart for mlsched's work: tainted NoExecute, so that other pods are refused.
+    kube.taint("gpu-a", "dedicated", "NoExecute", "mlsched")
+    backend = make_backend(tolerated_taints=("dedicated",))
+
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+
+    pod = kube.pod(NAMESPACE, "mlsched-7-0")
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert status_becomes(backend, 7, 0, base.RUNNING)
+
+
+def test_a_pod_that_does_not_tolerate_its_nodes_taint_is_refused_by_the_kubelet(kube, backend):
+    kube.taint("gpu-a", "dedicated", "NoExecute", "mlsched")
+
+    backend.start(one_gpu_worker())
+    kube.run_pod(NAMESPACE, "mlsched-7-0")
+
+    assert "tolerations" not in kube.pod(NAMESPACE, "mlsched-7-0")["spec"]
+    assert status_becomes(backend, 7, 0, base.FAILED, reason="UntoleratedTaint")

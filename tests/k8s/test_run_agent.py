@@ -143,3 +143,32 @@ def test_a_time_not_above_zero_seconds_is_refused_naming_its_option(kubeconfig, 
         run_kubernetes_agent(kubeconfig, option, seconds)
 
     assert FirstInventory.topology == {}  # no agent started
+
+
+class ReadyInventory(FirstInventory):
+    """Reads which of its backend's nodes are ready, once."""
+
+    ready: dict[str, bool] = {}
+
+    def run_forever(self, stop):
+        try:
+            ReadyInventory.ready = {n.name: n.ready for n in self.backend.inventory()}
+        finally:
+            self.backend.close()
+
+
+def test_tolerated_taints_reach_the_backend(kube, kubeconfig, monkeypatch):
+    monkeypatch.setattr(run_agent, "Agent", ReadyInventory)
+    kube.taint("gpu-a", "dedicated", "NoExecute", "mlsched")
+    kube.taint("gpu-b", "other", "NoExecute")
+
+    run_kubernetes_agent(kubeconfig, "--tolerate-taint", "dedicated")
+
+    assert ReadyInventory.ready == {"gpu-a": True, "gpu-b": False}
+
+
+def test_a_bad_taint_key_or_the_local_backend_is_refused(kubeconfig, monkeypatch):
+    with pytest.raises(CommandError, match="--tolerate-taint 'a b': KEY is no taint's key"):
+        run_kubernetes_agent(kubeconfig, "--tolerate-taint", "a b")
+    with pytest.raises(CommandError, match="--tolerate-taint is for --backend kubernetes"):
+        call_command("run_agent", "--cluster", "east", "--tolerate-taint", "dedicated")

@@ -71,13 +71,18 @@ class Command(BaseCommand):
                                  "gang names to keep its nodes in one value of (again for "
                                  "more; given, it replaces the defaults: zone, rack, "
                                  "nvlink).")  # fmt: skip
+        parser.add_argument("--tolerate-taint", action="append", metavar="KEY",
+                            help="For --backend kubernetes: the workers' pods tolerate node "
+                                 "taints of this key (again for more), as nodes set apart "
+                                 "for mlsched's work with a NoExecute taint need; a node "
+                                 "tainted NoExecute with another key takes no work.")  # fmt: skip
         parser.add_argument("--no-network-isolation", action="store_true",
                             help="For --backend kubernetes: make no NetworkPolicy in tenant "
                                  "namespaces (the platform isolates them itself).")  # fmt: skip
 
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
                kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace, mount_failure,
-               no_network_isolation, worker_uids, gpu_metrics, topology_label,
+               no_network_isolation, worker_uids, gpu_metrics, topology_label, tolerate_taint,
                **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
@@ -85,6 +90,11 @@ class Command(BaseCommand):
             raise CommandError("no agent token: set MLSCHED_AGENT_TOKEN or pass --token-file")
         if topology_label and backend != "kubernetes":
             raise CommandError("--topology-label is for --backend kubernetes (local: host)")
+        if tolerate_taint and backend != "kubernetes":
+            raise CommandError("--tolerate-taint is for --backend kubernetes")
+        for key in tolerate_taint or []:
+            if not re.fullmatch(NODE_LABEL, key):
+                raise CommandError(f"--tolerate-taint {key!r}: KEY is no taint's key")
         if backend == "kubernetes":
             from clusters.backends.k8s_usage import GPU_OPERATOR, Exporters
 
@@ -99,6 +109,7 @@ class Command(BaseCommand):
                 not_ready_grace_s=not_ready_grace, mount_failure_s=mount_failure,
                 isolate_namespaces=not no_network_isolation,
                 gpu_exporters=exporters, topology_labels=labels,
+                tolerated_taints=tuple(tolerate_taint or ()),
             )  # fmt: skip
             agent = Agent(control, kube, interval)
         else:
