@@ -205,6 +205,7 @@ def build_pod(
     checkpoint_root: str,
     checkpoint_claim: str | None,
     tolerated_taints: tuple[str, ...] = (),
+    gpu_runtime_class: str = "",
 ) -> client.V1Pod:
     """The worker's Pod, bound to its node (no kube-scheduler: mlsched already placed it).
 
@@ -252,6 +253,9 @@ def build_pod(
         volumes=_volumes(checkpoint_claim, spec) + [_shm_volume(worker)],
         tolerations=[client.V1Toleration(key=key, operator="Exists") for key in tolerated_taints]
         or None,
+        # Where the NVIDIA runtime is not the nodes' default (k3s, some GPU Operator set-ups),
+        # a pod reaches its GPUs only through its RuntimeClass.
+        runtime_class_name=(gpu_runtime_class or None) if worker.gpu_indices else None,
     )
     metadata = client.V1ObjectMeta(
         name=pod_name(spec.attempt_id, worker.rank),

@@ -15,7 +15,7 @@
   (imagePullSecrets); each Secret is made owned by the pods it created, for Kubernetes'
   garbage collector; then the pods: restartPolicy Never, requests equal to limits (Guaranteed
   QoS), /dev/shm in memory as large as the worker's memory (not the runtime's 64 MiB), a
-  toleration of each of `tolerated_taints`, labels
+  toleration of each of `tolerated_taints`, a GPU worker's `gpu_runtime_class` if set, labels
   mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
   the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
@@ -74,6 +74,7 @@ there.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -183,6 +184,7 @@ class KubernetesBackend:
         isolate_namespaces: bool = True,
         gpu_exporters: Exporters | None = GPU_OPERATOR,
         tolerated_taints: tuple[str, ...] = (),
+        gpu_runtime_class: str = "",
     ):
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
@@ -203,6 +205,8 @@ class KubernetesBackend:
         # Taints (by key) every pod tolerates: a node tainted NoExecute with another key takes
         # no work (its kubelet would refuse the pod, UntoleratedTaint).
         self.tolerated_taints = tolerated_taints
+        # The RuntimeClass of pods with GPUs ("": the nodes' default runtime).
+        self.gpu_runtime_class = gpu_runtime_class
         self.retry_s = retry_s
         # Its GPU-seconds are counted in memory: a restarted agent counts again from 0.
         self.usage_epoch = uuid.uuid4().hex
@@ -492,6 +496,7 @@ class KubernetesBackend:
             checkpoint_root=self.checkpoint_root,
             checkpoint_claim=self.checkpoint_claim,
             tolerated_taints=self.tolerated_taints,
+            gpu_runtime_class=self.gpu_runtime_class,
         )
         try:
             created = create(self.core.create_namespaced_pod, namespace, pod)
@@ -523,6 +528,8 @@ class KubernetesBackend:
         # The attempt cannot run as asked: report its workers failed so it is retried.
         if isinstance(error, ApiException | HTTPError):
             detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
+            if said := status_message(error):
+                detail += f": {said}"
         else:
             detail = str(error)
         reason = f"CreateFailed: {detail}"
@@ -767,3 +774,13 @@ def features_of(labels: dict[str, str]) -> tuple[str, ...]:
             and is_name(key.removeprefix(FEATURE_PREFIX))
         )
     )
+
+
+def status_message(error: Exception) -> str:
+    """The API server's own words of a refusal (its Status's message: which admission plugin,
+    which field), at most 300 characters; "" when it gave none."""
+    try:
+        said = json.loads(getattr(error, "body", None) or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        return ""
+    return said[:300] if isinstance(said, str) else ""

@@ -128,6 +128,7 @@ class KubeTestServer:
         self.attach_errors: dict[tuple[str, str], str] = {}  # a claim's -> the storage's error
         self.watch_generation = 0
         self.log_streams = 0
+        self.runtime_classes: set[str] = set()  # the cluster's RuntimeClasses, by name
         self.closed = False
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
@@ -685,6 +686,10 @@ class KubeTestServer:
                 raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
             if kind == "pods":
                 _validate_pod(body)
+                runtime = (body.get("spec") or {}).get("runtimeClassName")
+                if runtime and runtime not in self.runtime_classes:  # the RuntimeClass plugin
+                    raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: '
+                                   f'RuntimeClass "{runtime}" not found')  # fmt: skip
             if kind == "secrets":
                 body = _stored_secret(body)
             kind_name, version = KINDS[kind]

@@ -351,3 +351,29 @@ def test_a_pod_that_does_not_tolerate_its_nodes_taint_is_refused_by_the_kubelet(
 
     assert "tolerations" not in kube.pod(NAMESPACE, "mlsched-7-0")["spec"]
     assert status_becomes(backend, 7, 0, base.FAILED, reason="UntoleratedTaint")
+
+
+def test_a_gpu_workers_pod_runs_in_the_gpu_runtime_class_a_cpu_workers_in_the_default(
+    kube, make_backend
+):
+    kube.runtime_classes.add("nvidia")  # k3s: the NVIDIA runtime is not the nodes' default
+    backend = make_backend(gpu_runtime_class="nvidia")
+    cpu_only = base.WorkerSpec(rank=0, node="gpu-b", cpu_milli=2000, memory_mb=4096)
+
+    backend.start(one_gpu_worker())
+    backend.start(attempt(8, 1, (cpu_only,)))
+
+    assert kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["runtimeClassName"] == "nvidia"
+    assert "runtimeClassName" not in kube.pod(NAMESPACE, "mlsched-8-0")["spec"]
+
+
+def test_a_runtime_class_the_cluster_lacks_fails_the_start(kube, make_backend):
+    backend = make_backend(gpu_runtime_class="nvidia")
+
+    backend.start(one_gpu_worker())
+
+    status = status_becomes(backend, 7, 0, base.FAILED)
+    assert status.reason == (
+        'CreateFailed: 403 Forbidden: pods "mlsched-7-0" is forbidden: pod '
+        'rejected: RuntimeClass "nvidia" not found'
+    )

@@ -172,3 +172,27 @@ def test_a_bad_taint_key_or_the_local_backend_is_refused(kubeconfig, monkeypatch
         run_kubernetes_agent(kubeconfig, "--tolerate-taint", "a b")
     with pytest.raises(CommandError, match="--tolerate-taint is for --backend kubernetes"):
         call_command("run_agent", "--cluster", "east", "--tolerate-taint", "dedicated")
+
+
+class KeptBackend(FirstInventory):
+    """Keeps the backend run_agent built, closed."""
+
+    built = None
+
+    def run_forever(self, stop):
+        KeptBackend.built = self.backend
+        self.backend.close()
+
+
+def test_the_gpu_runtime_class_reaches_the_backend_and_a_bad_name_is_refused(
+    kubeconfig, monkeypatch
+):
+    monkeypatch.setattr(run_agent, "Agent", KeptBackend)
+
+    run_kubernetes_agent(kubeconfig, "--gpu-runtime-class", "nvidia")
+
+    assert KeptBackend.built.gpu_runtime_class == "nvidia"
+    with pytest.raises(CommandError, match="--gpu-runtime-class 'NVIDIA': NAME is no Runtime"):
+        run_kubernetes_agent(kubeconfig, "--gpu-runtime-class", "NVIDIA")
+    with pytest.raises(CommandError, match="--gpu-runtime-class is for --backend kubernetes"):
+        call_command("run_agent", "--cluster", "east", "--gpu-runtime-class", "nvidia")

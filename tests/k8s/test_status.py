@@ -193,7 +193,9 @@ def test_it_reports_pods_it_could_not_create_failed(kube, backend):
     backend.start(one_gpu_worker())
 
     (status,) = backend.status()
-    assert (status.phase, status.reason) == (base.FAILED, "CreateFailed: 403 Forbidden")
+    assert (status.phase, status.reason) == (
+        base.FAILED, 'CreateFailed: 403 Forbidden: exceeded quota: "mlsched"'
+    )  # fmt: skip
 
 
 def test_it_catches_up_after_the_watch_history_is_compacted(kube, backend):

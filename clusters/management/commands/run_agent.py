@@ -76,6 +76,10 @@ class Command(BaseCommand):
                                  "taints of this key (again for more), as nodes set apart "
                                  "for mlsched's work with a NoExecute taint need; a node "
                                  "tainted NoExecute with another key takes no work.")  # fmt: skip
+        parser.add_argument("--gpu-runtime-class", default="", metavar="NAME",
+                            help="For --backend kubernetes: the RuntimeClass of the workers "
+                                 "with GPUs (nvidia on k3s, and where the GPU Operator does not "
+                                 "make the NVIDIA runtime the nodes' default).")  # fmt: skip
         parser.add_argument("--no-network-isolation", action="store_true",
                             help="For --backend kubernetes: make no NetworkPolicy in tenant "
                                  "namespaces (the platform isolates them itself).")  # fmt: skip
@@ -83,7 +87,7 @@ class Command(BaseCommand):
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
                kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace, mount_failure,
                no_network_isolation, worker_uids, gpu_metrics, topology_label, tolerate_taint,
-               **options):  # fmt: skip
+               gpu_runtime_class, **options):  # fmt: skip
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
@@ -92,6 +96,11 @@ class Command(BaseCommand):
             raise CommandError("--topology-label is for --backend kubernetes (local: host)")
         if tolerate_taint and backend != "kubernetes":
             raise CommandError("--tolerate-taint is for --backend kubernetes")
+        if gpu_runtime_class and backend != "kubernetes":
+            raise CommandError("--gpu-runtime-class is for --backend kubernetes")
+        if gpu_runtime_class and not re.fullmatch(DNS_SUBDOMAIN, gpu_runtime_class):
+            raise CommandError(f"--gpu-runtime-class {gpu_runtime_class!r}: NAME is no "
+                               "RuntimeClass's name")  # fmt: skip
         for key in tolerate_taint or []:
             if not re.fullmatch(NODE_LABEL, key):
                 raise CommandError(f"--tolerate-taint {key!r}: KEY is no taint's key")
@@ -109,7 +118,7 @@ class Command(BaseCommand):
                 not_ready_grace_s=not_ready_grace, mount_failure_s=mount_failure,
                 isolate_namespaces=not no_network_isolation,
                 gpu_exporters=exporters, topology_labels=labels,
-                tolerated_taints=tuple(tolerate_taint or ()),
+                tolerated_taints=tuple(tolerate_taint or ()), gpu_runtime_class=gpu_runtime_class,
             )  # fmt: skip
             agent = Agent(control, kube, interval)
         else:
@@ -147,6 +156,8 @@ def positive_seconds(text: str) -> float:
     return seconds
 
 
+# A Kubernetes object's name of the DNS subdomain kind (a RuntimeClass's).
+DNS_SUBDOMAIN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
 # A Kubernetes label's key: an optional DNS subdomain prefix and "/", then its name.
 NODE_LABEL = (
     r"([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?"  # prefix
