@@ -535,13 +535,17 @@ def field_errors(detail) -> dict[str, str]:
 @login_required
 def api_tokens(request):
     """The user's own API tokens, and a new one: its key is on this response only."""
-    values, errors, status, issued = {"name": "", "expires": ""}, {}, 200, None
+    blank = {"name": "", "expires": "", "read_only": False}
+    values, errors, status, issued = blank, {}, 200, None
     if request.method == "POST":
-        values = {"name": request.POST.get("name", ""), "expires": request.POST.get("expires", "")}
+        values = {"name": request.POST.get("name", ""), "expires": request.POST.get("expires", ""),
+                  "read_only": bool(request.POST.get("read_only"))}  # fmt: skip
         try:
             days = tokens.parse_expiry(values["expires"])
-            token, key = tokens.create_token(request.user, values["name"], days)
-            issued, values = {"token": token, "key": key}, {"name": "", "expires": ""}
+            token, key = tokens.create_token(
+                request.user, values["name"], days, read_only=values["read_only"]
+            )
+            issued, values = {"token": token, "key": key}, blank
         except tokens.TokenError as error:
             errors, status = {error.field: error.message}, 400
     context = {

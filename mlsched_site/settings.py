@@ -337,7 +337,10 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "quotas.auth.TokenScope",  # a read-only token only reads
+    ],
     "DEFAULT_THROTTLE_CLASSES": ["jobs.throttles.UserRate"],
 }
 

@@ -397,7 +397,7 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
     shown (only a hash is stored, and that is not displayed either). A token is its user's,
     not a tenant's: tenant admins see none."""
 
-    list_display = ["name", "user", "prefix", "created", "last_used", "expires"]
+    list_display = ["name", "user", "prefix", "read_only", "created", "last_used", "expires"]
     fields = list_display
     readonly_fields = list_display
     search_fields = ["name", "prefix", "user__username"]

@@ -119,7 +119,8 @@ class MeView(APIView):
     """Who the caller is, as the API sees them (Slurm's `sacctmgr show assoc user=...`): their
     username and email address (where jobs that ask are emailed), whether they are a platform
     admin, their teams with their role in each (owner, member, viewer), and the API token the
-    call came with, its name and when it expires (null: a session, or a token that does not)."""
+    call came with, its name, when it expires (null: a session, or a token that does not) and
+    whether it only reads."""
 
     def get(self, request):
         user = request.user
@@ -131,7 +132,8 @@ class MeView(APIView):
             "platform_admin": user.is_superuser,
             "tenants": [{"slug": m.tenant.slug, "name": m.tenant.name, "role": m.role}
                         for m in memberships],
-            "token": token and {"name": token.name, "expires": token.expires},
+            "token": token and {"name": token.name, "expires": token.expires,
+                                "read_only": token.read_only},
         })  # fmt: skip
 
 

@@ -2,8 +2,10 @@
 
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from quotas import tokens
+from quotas.models import ApiToken
 
 
 class ApiTokenAuthentication(TokenAuthentication):
@@ -20,3 +22,18 @@ class ApiTokenAuthentication(TokenAuthentication):
         if not token.user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
         return token.user, token
+
+
+class TokenScope(BasePermission):
+    """A read-only API token reads (GET, HEAD, OPTIONS) and changes nothing: every other
+    call made with it is refused, 403, whatever its user may do."""
+
+    message = (
+        "This API token only reads: it may not change anything. Create one that is not "
+        "read-only on the portal's API tokens page."
+    )
+
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        read_only = isinstance(token, ApiToken) and token.read_only
+        return not read_only or request.method in SAFE_METHODS

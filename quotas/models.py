@@ -465,6 +465,9 @@ class ApiToken(models.Model):
     created = models.DateTimeField(default=timezone.now)
     last_used = models.DateTimeField(null=True, blank=True)
     expires = models.DateTimeField(null=True, blank=True, help_text="Empty: never.")
+    # A read-only token reads what its user may (GET, HEAD, OPTIONS) and changes nothing: a
+    # dashboard's, a monitor's, a notebook's that only looks.
+    read_only = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -52,11 +52,16 @@ def parse_expiry(text: str) -> int | None:
 
 
 def create_token(
-    user, name: str, expires_in_days: int | None = None, *, now: datetime | None = None
+    user,
+    name: str,
+    expires_in_days: int | None = None,
+    *,
+    now: datetime | None = None,
+    read_only: bool = False,
 ) -> tuple[ApiToken, str]:
-    """Issue ``user`` a new token named ``name``: the stored row, and the key, which is never
-    stored and cannot be shown again. Raises TokenError for a bad name or expiry, or when
-    the user already holds MAX_TOKENS_PER_USER tokens."""
+    """Issue ``user`` a new token named ``name`` (``read_only``: it only reads): the stored
+    row, and the key, which is never stored and cannot be shown again. Raises TokenError for
+    a bad name or expiry, or when the user already holds MAX_TOKENS_PER_USER tokens."""
     name = check_name(name)
     if expires_in_days is not None and expires_in_days not in EXPIRY_DAYS:
         raise TokenError("expires", "Choose when the token expires from the list.")
@@ -72,7 +77,7 @@ def create_token(
             )
         token = ApiToken.objects.create(
             user=user, name=name, prefix=key[:SHOWN_CHARS], key_hash=hash_key(key),
-            created=now, expires=expires,
+            created=now, expires=expires, read_only=read_only,
         )  # fmt: skip
     log.info("API token %s (%s...) issued to %s", token.pk, token.prefix, user)
     return token, key

@@ -251,7 +251,8 @@ def whoami(api: Api, args) -> None:
         show(f"  {team['slug']}: {team['role']}")
     if token := me["token"]:
         expires = f", expires {token['expires']}" if token["expires"] else ""
-        show(f"token {token['name']!r}{expires}")
+        reads = ", read only" if token.get("read_only") else ""
+        show(f"token {token['name']!r}{expires}{reads}")
 
 
 def service_node(api: Api, args) -> None:

@@ -29,9 +29,9 @@ def as_user(user) -> APIClient:
     return client
 
 
-def cli_of(live_server, user):
+def cli_of(live_server, user, read_only: bool = False):
     """The command line against the live server, as `user` (with a token of theirs)."""
-    _, token = create_token(user, "ops")
+    _, token = create_token(user, "ops", read_only=read_only)
 
     def run(*args):
         env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}

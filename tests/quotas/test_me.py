@@ -26,7 +26,7 @@ def test_a_user_reads_their_address_teams_and_roles_and_the_token_used(alice, al
         "username": "alice", "email": "alice@example.com", "platform_admin": False,
         "tenants": [{"slug": "alpha", "name": "Alpha", "role": "owner"},
                     {"slug": "gamma", "name": "Gamma", "role": "viewer"}],
-        "token": {"name": "laptop", "expires": None},
+        "token": {"name": "laptop", "expires": None, "read_only": False},
     }  # fmt: skip
 
 
