@@ -6,7 +6,8 @@
                 [--first-type-wait DURATION] [--label KEY=VALUE ...]
                 [--volume NAME:PATH[:rw] ...] [--notify-start] [--notify-requeue]
                 [--notify-time-limit] [--notify-email] [--test-only | --wait]
-                     submit the job described in a JSON file ("-" for standard input); DEPS
+                     submit the job described in a JSON or YAML file ("-" for standard
+                     input; in YAML, times such as begin are read as written); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
                      to wait for them to succeed ("12,13"), or a kind and its ids
                      ("afterany:12:13", "afternotok:14"; ids after it take its kind too),
@@ -101,9 +102,9 @@
                      term), class, name and why it waits, after each team's fair share
                      and its turn among the teams waiting (sshare); --tenant: one team's;
                      --mine: the ones you submitted (squeue --me); --limit N: the first N
-    spec ID          the job as a submission of it is written (JSON), to keep or to change
-                     and submit: `spec 12 > job.json`, then `submit job.json` (a batch's
-                     shard: its batch's), as Slurm's scontrol write batch_script
+    spec ID [--yaml] the job as a submission of it is written (JSON, or YAML), to keep or to
+                     change and submit: `spec 12 > job.json`, then `submit job.json` (a
+                     batch's shard: its batch's), as Slurm's scontrol write batch_script
     wait ID [ID ...] [--timeout SECONDS]
                      block until the job has ended (a batch: every shard), as kubectl wait
                      does, saying each change of its state on standard error, then print

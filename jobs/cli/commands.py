@@ -23,7 +23,13 @@ from jobs.cli.client import (
 )
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
 from jobs.cli.waiting import patiently, wait_for
-from jobs.cli.written import NO_LIMIT, dependencies_written, slurm_form
+from jobs.cli.written import (
+    NO_LIMIT,
+    dependencies_written,
+    job_description,
+    slurm_form,
+    yaml_written,
+)
 from jobs.efficiency import limit_said
 from jobs.placement.words import counted
 
@@ -31,9 +37,9 @@ from jobs.placement.words import counted
 def submit(api: Api, args) -> None:
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-        spec = json.loads(text)
+        spec = job_description(text)
     except (OSError, ValueError) as error:
-        raise SystemExit(f"{args.file}: not a readable JSON job description: {error}") from None
+        raise SystemExit(f"{args.file}: not a readable job description: {error}") from None
     if args.depends_on:
         if not isinstance(spec, dict) or not isinstance(spec.get("depends_on", []), list):
             raise SystemExit(f"{args.file}: not a job description with a list in depends_on")
@@ -210,8 +216,12 @@ def status(api: Api, args) -> None:
 
 def spec(api: Api, args) -> None:
     """The job as a submission of it is written, to keep or to change and submit (submit FILE
-    takes it as it is)."""
-    show(json.dumps(api.call("GET", f"jobs/{args.id}/spec/"), indent=2, ensure_ascii=False))
+    takes it as it is): JSON, or YAML with --yaml."""
+    written = api.call("GET", f"jobs/{args.id}/spec/")
+    if args.yaml:
+        show(yaml_written(written).rstrip("\n"))
+    else:
+        show(json.dumps(written, indent=2, ensure_ascii=False))
 
 
 def efficiency(api: Api, args) -> None:

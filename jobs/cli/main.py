@@ -203,7 +203,9 @@ def add_checking(commands) -> None:
     lining.add_argument("--tenant", metavar="SLUG", help="only this team's waiting jobs")
     lining.add_argument("--limit", type=positive, metavar="N", help="only the first N in line")
     lining.add_argument("--mine", action="store_true", help="only the jobs you submitted")
-    commands.add_parser("spec").add_argument("id", type=int)
+    speccing = commands.add_parser("spec")
+    speccing.add_argument("id", type=int)
+    speccing.add_argument("--yaml", action="store_true", help="write it as YAML, not JSON")
     waiting = commands.add_parser("wait")
     waiting.add_argument("ids", type=int, nargs="+", metavar="ID")
     waiting.add_argument("--timeout", type=positive, metavar="SECONDS",

@@ -1,11 +1,49 @@
-"""What users write on the command line, read: times (now+2h), dependencies as Slurm writes
-them, data volumes, shard lists, labels, limits, exit codes, and the server's address."""
+"""What users write on the command line, read: job descriptions (JSON or YAML), times
+(now+2h), dependencies as Slurm writes them, data volumes, shard lists, labels, limits, exit
+codes, and the server's address."""
 
 import argparse
+import json
 import re
 from urllib.parse import urlsplit
 
+import yaml
+
 from jobs.cli.client import STATES
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """YAML's safe loader, times left as written: `begin: 2026-12-03T02:00:00Z` is text the
+    API reads, not a date the JSON body could not carry."""
+
+
+_YamlLoader.yaml_implicit_resolvers = {
+    first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def job_description(text: str) -> object:
+    """A job description as `submit` reads it: JSON (the API's body, `spec ID`'s), or YAML
+    (`spec ID --yaml`'s; times as written). Raises ValueError naming both when it is
+    neither."""
+    try:
+        return json.loads(text)
+    except ValueError as not_json:
+        try:
+            found = yaml.load(text, Loader=_YamlLoader)  # a SafeLoader, times kept as text
+        except yaml.YAMLError as not_yaml:
+            raise ValueError(f"not JSON ({not_json}) nor YAML ({not_yaml})") from None
+        if not isinstance(found, dict):
+            raise ValueError(f"not JSON ({not_json}), and its YAML is no mapping") from None
+        return found
+
+
+def yaml_written(spec: object) -> str:
+    """A job description as YAML, in the API's order of its fields, that `submit` reads back
+    the same (text that YAML would read otherwise, "no", "1.0", is quoted)."""
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+
 
 # A time from now, as Slurm's sbatch --begin and sacct -S write it: "now", "now+2h", "now-1d"
 # (s, m, h or d; seconds without a unit). The API reads it by the server's clock

@@ -110,3 +110,37 @@ def test_the_cli_prints_a_spec_that_it_submits_again(live_server, alpha, alice, 
 
     assert json.loads(spec)["command"] == ["torchrun", "train.py"]
     assert Job.objects.get(pk=again).labels == {"project": "llm"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_writes_a_spec_as_yaml_and_submits_it_and_a_yaml_file_again(
+    live_server, alpha, alice, normal_priority, tmp_path
+):
+    _, token = create_token(alice, "spec tests")
+    env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": token, "PATH": "/usr/bin:/bin"}
+    labelled = {**SUBMITTED, "labels": {"project": "llm", "ablation": "no", "lr": "1e-3"}}
+    tomorrow = (datetime.now(tz=UTC) + timedelta(days=1)).replace(microsecond=0)
+    first = api_of(alice).post("/api/v1/jobs/", labelled, format="json").json()
+
+    def cli(*args, stdin=None):
+        return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env,
+                              input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    written = cli("spec", str(first["id"]), "--yaml").stdout
+    again = cli("submit", "-", stdin=written)
+    (tmp_path / "job.yaml").write_text(
+        "tenant: alpha\nname: by-hand\nfamily: evaluation\nimage: python:3.11\n"
+        "command: [python, eval.py]\ncpu_milli: 1000\nmemory_mb: 2000\nmax_runtime_s: 600\n"
+        f"begin: {tomorrow:%Y-%m-%dT%H:%M:%SZ}  # a time, kept as written\n"
+    )
+    by_hand = cli("submit", str(tmp_path / "job.yaml"))
+    neither = cli("submit", "-", stdin="- just\n- a list\n")
+
+    assert written.startswith("tenant: alpha\n") and "ablation: 'no'" in written
+    assert again.returncode == 0, again.stderr
+    resubmitted = Job.objects.get(pk=int(again.stdout.split()[0]))
+    assert resubmitted.pk != first["id"] and resubmitted.labels == labelled["labels"]
+    assert by_hand.returncode == 0, by_hand.stderr
+    assert Job.objects.get(name="by-hand").begin == tomorrow
+    assert neither.returncode == 1
+    assert "not a readable job description" in neither.stderr and "no mapping" in neither.stderr
