@@ -25,10 +25,12 @@ from jobs.serializers import (
     features_field,
     first_type_wait_field,
     gpu_types_field,
+    max_retries_field,
     max_runtime_field,
     min_workers_field,
     priority_class_named,
     request_field,
+    retry_exit_codes_field,
 )
 from jobs.states import State
 
@@ -109,7 +111,21 @@ class RuntimeLimitSerializer(serializers.Serializer):
     max_runtime_s = max_runtime_field()
 
 
-class RequestSerializer(serializers.Serializer):
+class SomeOf(serializers.Serializer):
+    """A change of some of a job's fields, one at least: `about` says what they are."""
+
+    about = ""
+
+    def validate(self, data):
+        if not data:
+            names = list(self.fields)
+            raise serializers.ValidationError(
+                f"Give {', '.join(names[:-1])} or {names[-1]}, or several: {self.about}."
+            )
+        return data
+
+
+class RequestSerializer(SomeOf):
     """A queued job's request per worker from now on (Slurm's `scontrol update` of a pending
     job's NumCPUs, MinMemoryNode and Gres): any of cpu_milli, memory_mb, gpus and gpu_milli,
     within a submission's bounds, the others as they are; one at least. Whether the whole
@@ -120,16 +136,10 @@ class RequestSerializer(serializers.Serializer):
     memory_mb = request_field("memory_mb", required=False)
     gpus = request_field("gpus", required=False)
     gpu_milli = request_field("gpu_milli", required=False)
-
-    def validate(self, data):
-        if not data:
-            raise serializers.ValidationError(
-                "Give cpu_milli, memory_mb, gpus or gpu_milli: what each worker asks for."
-            )
-        return data
+    about = "what each worker asks for"
 
 
-class ConstraintsSerializer(serializers.Serializer):
+class ConstraintsSerializer(SomeOf):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
     Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
     selector, the nodes it excludes, the features its nodes must offer and how long it takes
@@ -141,17 +151,26 @@ class ConstraintsSerializer(serializers.Serializer):
     exclude_nodes = exclude_nodes_field(required=False)
     features = features_field(required=False)
     first_type_wait_s = first_type_wait_field(required=False)
+    about = "where the job may run"
+
+
+class RetriesSerializer(SomeOf):
+    """What a job that has not ended retries from now on: any of max_retries,
+    retry_user_errors and retry_exit_codes, as a submission gives them; one at least."""
+
+    max_retries = max_retries_field(required=False)
+    retry_user_errors = serializers.BooleanField(required=False)
+    retry_exit_codes = retry_exit_codes_field(required=False)
+    about = "what the job retries"
 
     def validate(self, data):
-        if not data:
-            raise serializers.ValidationError(
-                "Give gpu_types, cluster_selector, exclude_nodes, features, first_type_wait_s "
-                "or several: where the job may run."
-            )
+        data = super().validate(data)
+        if "retry_exit_codes" in data:
+            data["retry_exit_codes"] = sorted(data["retry_exit_codes"])
         return data
 
 
-class NotificationsSerializer(serializers.Serializer):
+class NotificationsSerializer(SomeOf):
     """What a job is told of from now on (Slurm's `scontrol update MailType= MailUser=`): any
     of its notify fields, as a submission gives them; one at least."""
 
@@ -159,14 +178,7 @@ class NotificationsSerializer(serializers.Serializer):
     notify_requeue = serializers.BooleanField(required=False)
     notify_time_limit = serializers.BooleanField(required=False)
     notify_email = serializers.BooleanField(required=False)
-
-    def validate(self, data):
-        if not data:
-            raise serializers.ValidationError(
-                "Give notify_start, notify_requeue, notify_time_limit, notify_email or several: "
-                "what the job is told of."
-            )
-        return data
+    about = "what the job is told of"
 
 
 class RelabelSerializer(serializers.Serializer):

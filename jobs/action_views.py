@@ -25,11 +25,12 @@ from jobs.action_serializers import (
     RelabelSerializer,
     RequestSerializer,
     ResubmitSerializer,
+    RetriesSerializer,
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
 from jobs.cli.client import CONSTRAINTS
-from jobs.cli.written import names_in
+from jobs.cli.written import exit_codes_in, names_in
 from jobs.forms import dependencies_input, refusal_text
 from jobs.models import Job
 from jobs.placement.words import counted
@@ -267,7 +268,34 @@ def change_notifications(request, pk):
         actions.set_notifications(job, asked, str(request.user))
     except ValidationError as refusal:
         return refused(request, pk, refusal_text(refusal.detail), 400)
-    except actions.NotifyRefused as refusal:
+    except actions.LiveChangeRefused as refusal:
+        return refused(request, pk, str(refusal), 409)
+    return back_to(request, job)
+
+
+@login_required
+@require_POST
+def change_retries(request, pk):
+    """Set what a job retries to what the form says (its most retries, its exit codes, whether
+    every failure of its own), as the API sets it, for whoever may cancel it while it lives.
+    A refusal is the job page with why (400 on the field at fault, or 409 for a job that has
+    ended or a shard other than a batch's first)."""
+    job = access.to_change(request.user, pk, "change its retries")
+    try:
+        codes = exit_codes_in(request.POST.get("retry_exit_codes", ""))
+    except ValueError as error:
+        return refused(request, pk, str(error), 400, invalid=["retry_exit_codes"])
+    typed = {"max_retries": request.POST.get("max_retries", "").strip() or job.max_retries,
+             "retry_exit_codes": codes,
+             "retry_user_errors": request.POST.get("retry_user_errors") == "true"}  # fmt: skip
+    change = RetriesSerializer(data=typed)
+    try:
+        change.is_valid(raise_exception=True)
+        actions.set_retries(job, change.validated_data, str(request.user))
+    except ValidationError as refusal:
+        at_fault = [name for name in typed if name in refusal.detail] or list(typed)
+        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
+    except actions.LiveChangeRefused as refusal:
         return refused(request, pk, str(refusal), 409)
     return back_to(request, job)
 

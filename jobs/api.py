@@ -32,6 +32,7 @@ from jobs.action_serializers import (
     RequestSerializer,
     RequeueSerializer,
     ResubmitSerializer,
+    RetriesSerializer,
     RuntimeLimitSerializer,
     ShardLimitSerializer,
 )
@@ -327,7 +328,7 @@ class RequestView(APIView):
 
     def post(self, request, pk):
         verb = actions.change_request
-        return queued_change(request, pk, "change what it asks for", RequestSerializer, verb, asks)
+        return job_change(request, pk, "change what it asks for", RequestSerializer, verb, asks)
 
 
 class ConstraintsView(APIView):
@@ -336,21 +337,24 @@ class ConstraintsView(APIView):
 
     def post(self, request, pk):
         verb = actions.change_constraints
-        return queued_change(request, pk, "change where it may run", ConstraintsSerializer, verb,
+        return job_change(request, pk, "change where it may run", ConstraintsSerializer, verb,
                              where_to)  # fmt: skip
 
 
-def queued_change(request, pk, doing: str, serializer, verb, told) -> Response:
-    """A queued job's fields, those the `serializer` reads, changed by `verb(job, asked, by)`
-    for whoever may cancel it (`doing`, for the refusal of anyone else): 400 for what the
-    serializer refuses, 409 once nothing of the job is queued; else the job and how many
-    jobs changed (`told(job)`: what the change set, for a caller who may not see the job)."""
+def job_change(
+    request, pk, doing: str, serializer, verb, told, conflict: type[Exception] = actions.NotQueued
+) -> Response:
+    """A job's fields, those the `serializer` reads, changed by `verb(job, asked, by)` for
+    whoever may cancel it (`doing`, for the refusal of anyone else): 400 for what the
+    serializer or the verb refuses as invalid, 409 for the verb's `conflict` (a queued job's
+    change: once nothing of it is queued); else the job and how many jobs changed
+    (`told(job)`: what the change set, for a caller who may not see the job)."""
     job = access.to_change(request.user, pk, doing)
     change = serializer(data=request.data)
     change.is_valid(raise_exception=True)
     try:
         changed = verb(job, change.validated_data, str(request.user))
-    except actions.NotQueued as refusal:
+    except conflict as refusal:
         return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
     return changed_answer(request, job, changed, told)
 
@@ -389,16 +393,28 @@ class NotificationsView(APIView):
     not ended: whoever may cancel it may."""
 
     def post(self, request, pk):
-        job = access.to_change(request.user, pk, "change its notifications")
-        change = NotificationsSerializer(data=request.data)
-        change.is_valid(raise_exception=True)
-        try:
-            changed = actions.set_notifications(job, change.validated_data, str(request.user))
-        except actions.NotifyRefused as refusal:
-            return Response({"detail": str(refusal)}, status=status.HTTP_409_CONFLICT)
-        told = actions.TOLD
-        return changed_answer(request, job, changed,
-                              lambda job: {name: getattr(job, name) for name in told})  # fmt: skip
+        return job_change(request, pk, "change its notifications", NotificationsSerializer,
+                          actions.set_notifications, fields_of(tuple(actions.TOLD)),
+                          actions.LiveChangeRefused)  # fmt: skip
+
+
+# What a job retries, as the API names it.
+RETRIES = ("max_retries", "retries_used", "retry_user_errors", "retry_exit_codes")
+
+
+class RetriesView(APIView):
+    """Change what a job retries (actions.set_retries; a batch, through its first shard: every
+    shard's), while it has not ended: whoever may cancel it may."""
+
+    def post(self, request, pk):
+        return job_change(request, pk, "change its retries", RetriesSerializer,
+                          actions.set_retries, fields_of(RETRIES),
+                          actions.LiveChangeRefused)  # fmt: skip
+
+
+def fields_of(names: tuple[str, ...]):
+    """What a change set, as the API names it: these fields of the job."""
+    return lambda job: {name: getattr(job, name) for name in names}
 
 
 class DependenciesView(APIView):
@@ -688,6 +704,7 @@ urlpatterns = [
     path("jobs/<int:pk>/dependencies/", DependenciesView.as_view(), name="api-job-dependencies"),
     path("jobs/<int:pk>/labels/", LabelsView.as_view(), name="api-job-labels"),
     path("jobs/<int:pk>/notifications/", NotificationsView.as_view(), name="api-job-notifications"),
+    path("jobs/<int:pk>/retries/", RetriesView.as_view(), name="api-job-retries"),
     path("jobs/<int:pk>/resubmit/", ResubmitView.as_view(), name="api-job-resubmit"),
     path("jobs/<int:pk>/spec/", SpecView.as_view(), name="api-job-spec"),
     path("jobs/<int:pk>/events/", EventsView.as_view(), name="api-job-events"),

@@ -159,6 +159,23 @@ def each_once(what: str):
 FIRST_TYPE_WAIT_MAX = 7 * 86400  # the longest a job waits for its first GPU type
 
 
+MAX_RETRIES = 20  # the most retries a job may ask
+
+
+def max_retries_field(**options) -> serializers.IntegerField:
+    """How many retries a job may use, as a submission and a change of them give it."""
+    return serializers.IntegerField(min_value=0, max_value=MAX_RETRIES, **options)
+
+
+def retry_exit_codes_field(**options) -> serializers.ListField:
+    """The exits of a job's own code to retry (Kubernetes' podFailurePolicy onExitCodes), as a
+    submission and a change of them give them: each 1 to 255, once."""
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=EXIT_CODES.start, max_value=EXIT_CODES[-1]),
+        max_length=len(EXIT_CODES), validators=[each_once("Exit code")], **options,
+    )  # fmt: skip
+
+
 def first_type_wait_field(**options) -> serializers.IntegerField:
     """How long a job takes the first of its GPU types alone, from when it may run, as a
     submission and a change of a queued job's give it (null: any type at once)."""
@@ -288,13 +305,10 @@ class SubmitSerializer(serializers.Serializer):
     preemptible = serializers.BooleanField(required=False)
     # Left out: its class's default (PriorityClass.default_runtime_s), if it has one.
     max_runtime_s = max_runtime_field(required=False)
-    max_retries = serializers.IntegerField(min_value=0, max_value=20, default=3)
+    max_retries = max_retries_field(default=3)
     retry_user_errors = serializers.BooleanField(default=False)
     # The exits of its own code to retry (Kubernetes' podFailurePolicy onExitCodes).
-    retry_exit_codes = serializers.ListField(
-        child=serializers.IntegerField(min_value=EXIT_CODES.start, max_value=EXIT_CODES[-1]),
-        max_length=len(EXIT_CODES), default=list, validators=[each_once("Exit code")],
-    )  # fmt: skip
+    retry_exit_codes = retry_exit_codes_field(default=list)
     notify_start = serializers.BooleanField(default=False)
     notify_requeue = serializers.BooleanField(default=False)
     # Slurm's --mail-type=TIME_LIMIT_90: told when a run has used 90 % of its runtime limit.

@@ -307,6 +307,7 @@ def job_page(
                 SHARD_LIMIT: "shard-limit-help",
                 "min_workers": "min-workers-help",
                 "max_runtime_s": "runtime-limit-help",
+                **dict.fromkeys(("max_retries", "retry_exit_codes"), "retries-help"),
                 **dict.fromkeys(REQUEST, "request-help"),
                 **dict.fromkeys(CONSTRAINTS, "constraints-help"),
             },

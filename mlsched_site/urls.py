@@ -32,6 +32,7 @@ urlpatterns = [
     path("jobs/<int:pk>/constraints/", on_job.change_constraints, name="change_constraints"),
     path("jobs/<int:pk>/labels/", on_job.change_labels, name="change_labels"),
     path("jobs/<int:pk>/notifications/", on_job.change_notifications, name="change_notifications"),
+    path("jobs/<int:pk>/retries/", on_job.change_retries, name="change_retries"),
     path("metrics", platform.metrics, name="metrics"),
     path("overview/", platform.overview, name="overview"),
     path("clusters/", platform.clusters, name="clusters"),

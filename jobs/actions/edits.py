@@ -17,6 +17,7 @@ from jobs.actions.lifecycle import (
     write_events,
 )
 from jobs.cli.client import CONSTRAINTS, NOTICES, where
+from jobs.cli.written import exit_codes_said
 from jobs.clock import database_now
 from jobs.efficiency import limit_said
 from jobs.fields import MAX_LABELS, deadline_problem
@@ -24,6 +25,7 @@ from jobs.models import Attempt, Job
 from jobs.serializers import (
     BATCH_TIME_LIMIT,
     REQUEST,
+    RETRIES_EVERY_CODE,
     first_type_problem,
     mail_problem,
     min_workers_problem,
@@ -432,9 +434,22 @@ def not_first_shard(job: Job, what: str) -> str:
 TOLD = {**NOTICES, "notify_email": "email to its submitter"}
 
 
-class NotifyRefused(Exception):
-    """A change of what a job is told of that it does not allow (a conflict): a shard other
-    than its batch's first, or a job that has ended."""
+class LiveChangeRefused(Exception):
+    """A change of a job while it has not ended (what it is told of, what it retries) that it
+    does not allow (a conflict): a shard other than its batch's first, or a job that has
+    ended."""
+
+
+def _live_batch(job: Job, what: str, ended: str) -> dict[int, str]:
+    """The states of the job's batch (a job of one shard: the job), its rows locked in id order
+    as cancel() locks them, for a change of its `what`; LiveChangeRefused, saying `ended`, once
+    every one has ended."""
+    if job.parent_id is not None:
+        raise LiveChangeRefused(not_first_shard(job, what))
+    rows = dict(job.batch().select_for_update().order_by("id").values_list("id", "state"))
+    if all(state in states.TERMINAL for state in rows.values()):
+        raise LiveChangeRefused(f"Job #{job.pk} has ended: {ended}")
+    return rows
 
 
 @retrying.atomic
@@ -447,14 +462,10 @@ def set_notifications(job: Job, asked: dict[str, bool], by: str) -> int:
     order, as cancel() locks them; an event on the job says what changed and who changed it.
     Returns how many jobs it changed.
 
-    Raises NotifyRefused for a shard other than a batch's first, or a job that has ended; the
+    Raises LiveChangeRefused for a shard other than a batch's first, or a job that has ended; the
     serializer's ValidationError, on notify_time_limit for a batch of several shards, and on
     notify_email when its submitter cannot be emailed."""
-    if job.parent_id is not None:
-        raise NotifyRefused(not_first_shard(job, "notifications"))
-    rows = dict(job.batch().select_for_update().order_by("id").values_list("id", "state"))
-    if all(state in states.TERMINAL for state in rows.values()):
-        raise NotifyRefused(f"Job #{job.pk} has ended: nothing more is told of it.")
+    rows = _live_batch(job, "notifications", "nothing more is told of it.")
     if asked.get("notify_time_limit") and job.is_batch:
         raise ValidationError({"notify_time_limit": [BATCH_TIME_LIMIT]})
     if asked.get("notify_email") and (problem := mail_problem(job.owner, "Its submitter's")):
@@ -465,6 +476,40 @@ def set_notifications(job: Job, asked: dict[str, bool], by: str) -> int:
     write_events({job.pk: (job.tenant_id, rows[job.pk])}, rows[job.pk], {job.pk: reason}, {},
                  timezone.now())  # fmt: skip
     return changed
+
+
+@retrying.atomic
+def set_retries(job: Job, asked: dict, by: str) -> int:
+    """Set what a job retries (any of max_retries, retry_user_errors and retry_exit_codes in
+    `asked`, the others kept) while it has not ended; a batch, through its first shard: every
+    shard. Its next failure follows them: a run already failing is judged by them when its
+    attempt ends, and fewer retries than it has used fails it at its next failure. An event on
+    the job says what changed and who changed it. Returns how many jobs it changed.
+
+    Raises LiveChangeRefused for a shard other than a batch's first, or a job that has ended;
+    the serializer's ValidationError, on retry_exit_codes, for codes beside retry_user_errors
+    (which retries every code)."""
+    rows = _live_batch(job, "retries", "it retries nothing more.")
+    user_errors = asked.get("retry_user_errors", job.retry_user_errors)
+    codes = asked.get("retry_exit_codes", job.retry_exit_codes)
+    if user_errors and codes:
+        kept = "" if "retry_exit_codes" in asked else " It keeps its exit codes: give [] too."
+        raise ValidationError({"retry_exit_codes": [RETRIES_EVERY_CODE + kept]})
+    changed = job.batch().update(**asked)
+    said = ", ".join(retries_said(name, value) for name, value in asked.items())
+    reason = f"retries changed by {by}: {said}"
+    write_events({job.pk: (job.tenant_id, rows[job.pk])}, rows[job.pk], {job.pk: reason}, {},
+                 timezone.now())  # fmt: skip
+    return changed
+
+
+def retries_said(name: str, value) -> str:
+    """One retry setting as the job's events say it."""
+    if name == "max_retries":
+        return f"at most {value}"
+    if name == "retry_user_errors":
+        return f"its own failures {'retried' if value else 'not retried'}"
+    return f"exit codes {exit_codes_said(value)}" if value else "no exit code"
 
 
 def may_release(held: str, *, admin: bool) -> bool:

@@ -135,6 +135,12 @@
                      as Slurm's scontrol update MailType= MailUser=: its start, each requeue,
                      90 % of its runtime limit used, to its team's webhook, and an email of
                      them and its end to its submitter; the others are kept
+    retries ID [--max N] [--exit-codes CODE[,CODE...] | --no-exit-codes]
+               [--user-errors | --no-user-errors]
+                     change what a job that has not ended (a batch: every shard) retries:
+                     the most retries it may use, the exit codes of its own code retried
+                     (replacing those it had), or every failure of its own; its next
+                     failure follows them
     priority ID [--class NAME] [--value N]
                      move a queued job (a batch: its queued shards) to another priority class,
                      or to another priority within its class (-1000 to 1000)

@@ -22,6 +22,7 @@ from jobs.cli.client import (
     where,
 )
 from jobs.cli.describe import EVENTS_SHOWN, asked_for, described
+from jobs.cli.describe import retries as retries_said
 from jobs.cli.waiting import patiently, wait_for
 from jobs.cli.written import (
     NO_LIMIT,
@@ -285,6 +286,17 @@ def notify(api: Api, args) -> None:
     changed = answer["changed"]
     show(f"its team's webhook is told of its end{''.join(', ' + t for t in told)}{by} "
          f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
+
+
+def retries(api: Api, args) -> None:
+    """`retries ID [--max N] [--exit-codes CODES | --no-exit-codes] [--user-errors |
+    --no-user-errors]`: what the job retries now, as status says it."""
+    asked = {"max_retries": args.max_retries, "retry_user_errors": args.retry_user_errors,
+             "retry_exit_codes": [] if args.no_exit_codes else args.retry_exit_codes}  # fmt: skip
+    body = {name: value for name, value in asked.items() if value is not None}
+    answer = api.call("POST", f"jobs/{args.id}/retries/", json=body)
+    changed = answer["changed"]
+    show(f"retries: {retries_said(answer)} ({changed} job{'s' if changed != 1 else ''})")
 
 
 def priority(api: Api, args) -> None:

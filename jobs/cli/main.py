@@ -22,6 +22,7 @@ from jobs.cli.commands import (
     requeue,
     resize,
     resubmit,
+    retries,
     runtime_limit,
     shard_limit,
     spec,
@@ -242,6 +243,18 @@ def add_changing(commands) -> None:
     for flag, field, said, _ in NOTIFY_FLAGS:  # each with --no- to turn it off
         telling.add_argument(f"--{flag}", dest=field, action=argparse.BooleanOptionalAction,
                              help=said)  # fmt: skip
+    retrying = commands.add_parser("retries")
+    retrying.add_argument("id", type=int)
+    retrying.add_argument("--max", dest="max_retries", type=int, metavar="N",
+                          help="the most retries it may use, 0 to 20")  # fmt: skip
+    codes = retrying.add_mutually_exclusive_group()
+    codes.add_argument("--exit-codes", dest="retry_exit_codes", type=exit_codes_written,
+                       metavar="CODE[,CODE...]",
+                       help="retry these exits of its own code (replaces its codes)")  # fmt: skip
+    codes.add_argument("--no-exit-codes", action="store_true", help="retry no exit code")
+    retrying.add_argument("--user-errors", dest="retry_user_errors",
+                          action=argparse.BooleanOptionalAction,
+                          help="retry every failure of its own code")  # fmt: skip
     reprioritizing = commands.add_parser("priority")
     reprioritizing.add_argument("id", type=int)
     reprioritizing.add_argument("--class", dest="priority_class", metavar="NAME",
@@ -448,7 +461,7 @@ def main(argv=None) -> int:
            "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "notify": notify, "usage": usage, "quota": quota,
-           "priority": priority,
+           "priority": priority, "retries": retries,
            "shard-limit": shard_limit, "min-workers": min_workers,
            "runtime-limit": runtime_limit, "resize": resize, "constrain": constrain,
            "maintenance": maintenance,
