@@ -482,20 +482,23 @@ def set_notifications(job: Job, asked: dict[str, bool], by: str) -> int:
 def set_retries(job: Job, asked: dict, by: str) -> int:
     """Set what a job retries (any of max_retries, retry_user_errors and retry_exit_codes in
     `asked`, the others kept) while it has not ended; a batch, through its first shard: every
-    shard. Its next failure follows them: a run already failing is judged by them when its
-    attempt ends, and fewer retries than it has used fails it at its next failure. An event on
-    the job says what changed and who changed it. Returns how many jobs it changed.
+    shard that has not ended (each retries itself). Its next failure follows them: a run
+    already failing is judged by them when its attempt ends, and fewer retries than it has used
+    fails it at its next failure. An event on the job says what changed and who changed it.
+    Returns how many jobs it changed.
 
     Raises LiveChangeRefused for a shard other than a batch's first, or a job that has ended;
     the serializer's ValidationError, on retry_exit_codes, for codes beside retry_user_errors
     (which retries every code)."""
     rows = _live_batch(job, "retries", "it retries nothing more.")
+    job.refresh_from_db(fields=["retry_user_errors", "retry_exit_codes"])  # as locked
     user_errors = asked.get("retry_user_errors", job.retry_user_errors)
     codes = asked.get("retry_exit_codes", job.retry_exit_codes)
     if user_errors and codes:
         kept = "" if "retry_exit_codes" in asked else " It keeps its exit codes: give [] too."
         raise ValidationError({"retry_exit_codes": [RETRIES_EVERY_CODE + kept]})
-    changed = job.batch().update(**asked)
+    live = [pk for pk, state in rows.items() if state not in states.TERMINAL]
+    changed = Job.objects.filter(pk__in=live).update(**asked)
     said = ", ".join(retries_said(name, value) for name, value in asked.items())
     reason = f"retries changed by {by}: {said}"
     write_events({job.pk: (job.tenant_id, rows[job.pk])}, rows[job.pk], {job.pk: reason}, {},

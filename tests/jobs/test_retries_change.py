@@ -128,3 +128,15 @@ def test_the_cli_changes_them_and_says_what_it_retries(mlsched, alice, alpha):
     assert (status, out) == (0, "retries: 0 of 4 used (any failure) (1 job)\n"), err
     row = Job.objects.get(pk=job.pk)
     assert (row.max_retries, row.retry_exit_codes, row.retry_user_errors) == (4, [], True)
+
+
+def test_a_batchs_ended_shards_keep_what_they_retried(alpha, alice, room):
+    first, _ = actions.submit(alice, alpha, {**BATCH, "shards": 3,
+                                             "priority_class": first_class()})  # fmt: skip
+    ended = first.batch().exclude(pk=first.pk).first()
+    Job.objects.filter(pk=ended.pk).update(state=State.SUCCEEDED)
+
+    answer = change(alice, first, {"max_retries": 7})
+
+    assert answer.json()["changed"] == 2
+    assert Job.objects.get(pk=ended.pk).max_retries == 3  # as submitted
