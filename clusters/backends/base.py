@@ -343,7 +343,13 @@ PLATFORM_ENV = frozenset({
 PLATFORM_ENV_PREFIX = "MLSCHED_"
 
 
-def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoint_dir: str):
+def worker_env(
+    spec: AttemptSpec,
+    worker: WorkerSpec,
+    master_addr: str,
+    checkpoint_dir: str,
+    worker_addrs: tuple[str, ...] = (),
+):
     """The environment every backend gives a worker, on top of the job's own `env`.
 
     LOCAL_RANK counts the attempt's workers on the same node, LOCAL_WORLD_SIZE of how many, and
@@ -358,7 +364,10 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
     SLURM_ARRAY_TASK_ID and _COUNT, a Kubernetes Indexed Job's JOB_COMPLETION_INDEX). An
     elastic gang's workers are told its range, MLSCHED_MIN_WORKERS to MLSCHED_MAX_WORKERS
     (torchrun's --nnodes=MIN:MAX; both the world size for a rigid one), to keep their global
-    batch whatever WORLD_SIZE this attempt started with.
+    batch whatever WORLD_SIZE this attempt started with. MLSCHED_WORKER_ADDRS lists where each
+    of the gang's workers is reached, by rank (`worker_addrs`: the backend's; else every one at
+    MASTER_ADDR), for what needs its peers beside torchrun's rendezvous (an MPI hostfile, a
+    Ray cluster's workers, Slurm's SLURM_JOB_NODELIST).
     MLSCHED_STOP_AT is when the runtime limit stops the worker at the latest, in whole seconds
     since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
     start (a backend counts its limit from the start, later: the time is never late), and
@@ -389,6 +398,7 @@ def worker_env(spec: AttemptSpec, worker: WorkerSpec, master_addr: str, checkpoi
         MLSCHED_SHARDS=str(spec.shards),
         MLSCHED_MIN_WORKERS=str(spec.min_workers or spec.world_size),
         MLSCHED_MAX_WORKERS=str(spec.max_workers or spec.world_size),
+        MLSCHED_WORKER_ADDRS=",".join(worker_addrs or (master_addr,) * spec.world_size),
     )
     if spec.max_runtime_s:
         env["MLSCHED_STOP_AT"] = str(int(time.time()) + spec.max_runtime_s)

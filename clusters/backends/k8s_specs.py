@@ -132,11 +132,13 @@ def pod_labels(spec: AttemptSpec, rank: int, cluster: str) -> dict[str, str]:
     }
 
 
-def master_addr(spec: AttemptSpec, namespace: str, cluster_domain: str) -> str:
-    """Rank 0's stable DNS name through the headless Service; a single worker is its own master."""
+def worker_addrs(spec: AttemptSpec, namespace: str, cluster_domain: str) -> tuple[str, ...]:
+    """Each worker's stable DNS name through the headless Service, by rank (its pod's
+    hostname and subdomain); a single worker is its own master, at localhost."""
     if spec.world_size == 1:
-        return "localhost"
-    return f"w0.{service_name(spec.attempt_id)}.{namespace}.svc.{cluster_domain}"
+        return ("localhost",)
+    domain = f"{service_name(spec.attempt_id)}.{namespace}.svc.{cluster_domain}"
+    return tuple(f"w{rank}.{domain}" for rank in range(spec.world_size))
 
 
 def is_fractional(worker: WorkerSpec) -> bool:
@@ -217,7 +219,8 @@ def build_pod(
     asked for (``check_data_volumes`` first: each has a claim).
     """
     folder = checkpoint_dir(checkpoint_root, spec)
-    env = worker_env(spec, worker, master_addr(spec, namespace, cluster_domain), folder)
+    addrs = worker_addrs(spec, namespace, cluster_domain)
+    env = worker_env(spec, worker, addrs[0], folder, addrs)
     env.update(gpu_env(worker))
     env.update(data_volume_paths(spec))
     env = secret_file_paths(spec) | env  # a variable set literally wins, as over a secret

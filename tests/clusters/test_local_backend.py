@@ -24,7 +24,7 @@ SHARD_ENV = "import os; print(os.environ['MLSCHED_SHARD_INDEX'], os.environ['MLS
 PRINT_ENV = (
     "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in "
     "['RANK','WORLD_SIZE','LOCAL_RANK','CUDA_VISIBLE_DEVICES','CUDA_DEVICE_ORDER','MASTER_ADDR',"
-    "'MLSCHED_RESUME']))"
+    "'MLSCHED_WORKER_ADDRS','MLSCHED_RESUME']))"
 )
 
 
@@ -95,7 +95,8 @@ def test_it_gives_each_worker_its_rank_and_gpus(backend):
 
     assert ended(backend, workers=2)
     lines = {(line.rank, line.text) for line in backend.logs()}
-    same = "CUDA_DEVICE_ORDER=PCI_BUS_ID MASTER_ADDR=127.0.0.1 MLSCHED_RESUME=None"
+    same = ("CUDA_DEVICE_ORDER=PCI_BUS_ID MASTER_ADDR=127.0.0.1 "
+            "MLSCHED_WORKER_ADDRS=127.0.0.1,127.0.0.1 MLSCHED_RESUME=None")  # fmt: skip
     assert (0, f"RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=0,1 {same}") in lines
     assert (1, f"RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CUDA_VISIBLE_DEVICES=2,3 {same}") in lines
     assert {s.phase for s in phases(backend).values()} == {base.EXITED}

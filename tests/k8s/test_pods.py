@@ -105,6 +105,20 @@ def test_it_gives_a_gang_its_rendezvous_env(kube, backend):
     assert env["EPOCHS"] == "3"
 
 
+def test_each_worker_is_told_where_every_worker_of_its_gang_is_by_rank(kube, backend):
+    backend.start(two_worker_gang())
+    backend.start(one_gpu_worker())
+
+    each = {env_of(kube.pod(NAMESPACE, f"mlsched-11-{rank}"))["MLSCHED_WORKER_ADDRS"]
+            for rank in (0, 1)}  # fmt: skip
+    assert each == {"w0.mlsched-11.mlsched-alpha.svc.cluster.local,"
+                    "w1.mlsched-11.mlsched-alpha.svc.cluster.local"}  # fmt: skip
+    # Each name is its pod's: hostname w<rank> in the gang's Service, as MASTER_ADDR is rank 0's.
+    pod = kube.pod(NAMESPACE, "mlsched-11-1")
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("w1", "mlsched-11")
+    assert env_of(kube.pod(NAMESPACE, "mlsched-7-0"))["MLSCHED_WORKER_ADDRS"] == "localhost"
+
+
 def test_it_makes_rank_0_resolvable_through_the_headless_service(kube, backend):
     backend.start(two_worker_gang())
 
