@@ -33,7 +33,8 @@ def job_description(text: str) -> object:
         try:
             found = yaml.load(text, Loader=_YamlLoader)  # a SafeLoader, times kept as text
         except yaml.YAMLError as not_yaml:
-            raise ValueError(f"not JSON ({not_json}) nor YAML ({not_yaml})") from None
+            said = " ".join(str(not_yaml).split())  # one line: the parser's spans several
+            raise ValueError(f"not JSON ({not_json}) nor YAML ({said})") from None
         if not isinstance(found, dict):
             raise ValueError(f"not JSON ({not_json}), and its YAML is no mapping") from None
         return found

@@ -307,7 +307,8 @@ def test_the_cli_says_what_is_wrong_with_a_job_file_in_one_line(cli, tmp_path):
     for path in (str(broken), str(tmp_path / "missing.json")):
         out = cli("submit", path)
         assert out.returncode != 0
-        assert out.stderr.strip().startswith(f"{path}: not a readable JSON job description")
+        assert out.stderr.strip().startswith(f"{path}: not a readable job description")
+        assert len(out.stderr.strip().splitlines()) == 1
         assert "Traceback" not in out.stderr
 
 
