@@ -140,7 +140,9 @@ class SubmitTestOnlyView(APIView):
     """A test-only submission (Slurm's sbatch --test-only): a submission's body, checked as
     one is, answered with what the scheduler would decide now (jobs.trial); nothing is
     written. It costs a whole placement over the queue: it counts against the user's and the
-    tenant's submission rates as a submission does."""
+    tenant's submission rates as a submission does. A read-only token may ask it."""
+
+    writes_nothing = True  # quotas.auth.TokenScope
 
     def get_throttles(self):
         return [*super().get_throttles(), SubmitRate(), TenantSubmitRate()]

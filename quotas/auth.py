@@ -25,8 +25,9 @@ class ApiTokenAuthentication(TokenAuthentication):
 
 
 class TokenScope(BasePermission):
-    """A read-only API token reads (GET, HEAD, OPTIONS) and changes nothing: every other
-    call made with it is refused, 403, whatever its user may do."""
+    """A read-only API token reads (GET, HEAD, OPTIONS, and a view that `writes_nothing`,
+    a test-only submission) and changes nothing: every other call made with it is refused,
+    403, whatever its user may do."""
 
     message = (
         "This API token only reads: it may not change anything. Create one that is not "
@@ -36,4 +37,5 @@ class TokenScope(BasePermission):
     def has_permission(self, request, view) -> bool:
         token = request.auth
         read_only = isinstance(token, ApiToken) and token.read_only
-        return not read_only or request.method in SAFE_METHODS
+        reads = request.method in SAFE_METHODS or getattr(view, "writes_nothing", False)
+        return not read_only or reads

@@ -31,11 +31,12 @@ def test_a_read_only_token_reads_and_changes_nothing(alice, alpha):
     listed = client.get("/api/v1/jobs/")
     one = client.get(f"/api/v1/jobs/{job.pk}/")
     submitted = client.post("/api/v1/jobs/", SPEC, format="json")
+    tried = client.post("/api/v1/jobs/test/", SPEC, format="json")  # writes nothing
     canceled = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
     secret = client.put(f"/api/v1/tenants/{alpha.slug}/secrets/KEY/", {"value": "v"},
                         format="json")  # fmt: skip
 
-    assert (listed.status_code, one.status_code) == (200, 200)
+    assert (listed.status_code, one.status_code, tried.status_code) == (200, 200, 200)
     assert [r.status_code for r in (submitted, canceled, secret)] == [403, 403, 403]
     assert submitted.json()["detail"].startswith("This API token only reads")
     assert Job.objects.count() == 1 and Job.objects.get(pk=job.pk).state == State.QUEUED
