@@ -166,7 +166,7 @@ def change_request(request, pk):
     (400, on the fields at fault, or 409 once it has left the queue)."""
     job = access.to_change(request.user, pk, "change what it asks for")
     typed = {name: value for name in REQUEST if (value := request.POST.get(name, "").strip())}
-    return queued_change(request, job, typed, RequestSerializer, actions.change_request, REQUEST)
+    return job_change(request, job, typed, RequestSerializer, actions.change_request, REQUEST)
 
 
 @login_required
@@ -191,13 +191,22 @@ def change_constraints(request, pk):
         "first_type_wait_s": request.POST.get("first_type_wait_s", "").strip() or None,
     }
     verb = actions.change_constraints
-    return queued_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)
+    return job_change(request, job, asked, ConstraintsSerializer, verb, CONSTRAINTS)
 
 
-def queued_change(request, job, typed: dict, serializer, verb, fields) -> HttpResponse:
-    """A queued job's `fields` changed from its page's form (`typed`, once `serializer` has
-    read it) by `verb(job, asked, by)`. A refusal is the job page with why: 400 on the fields
-    at fault (all of them when the refusal names none), 409 once it has left the queue."""
+def job_change(
+    request,
+    job,
+    typed: dict,
+    serializer,
+    verb,
+    fields,
+    conflict: type[Exception] = actions.NotQueued,
+) -> HttpResponse:
+    """A job's `fields` changed from its page's form (`typed`, once `serializer` has read it)
+    by `verb(job, asked, by)`. A refusal is the job page with why: 400 on the fields at fault
+    (all of them when the refusal names none), 409 for the verb's `conflict` (a queued job's
+    change: once it has left the queue)."""
     change = serializer(data=typed)
     try:
         change.is_valid(raise_exception=True)
@@ -205,7 +214,7 @@ def queued_change(request, job, typed: dict, serializer, verb, fields) -> HttpRe
     except ValidationError as refusal:
         at_fault = [name for name in fields if name in refusal.detail] or list(fields)
         return refused(request, job.pk, refusal_text(refusal.detail), 400, invalid=at_fault)
-    except actions.NotQueued as refusal:
+    except conflict as refusal:
         return refused(request, job.pk, str(refusal), 409)
     return back_to(request, job)
 
@@ -288,16 +297,8 @@ def change_retries(request, pk):
     typed = {"max_retries": request.POST.get("max_retries", "").strip() or job.max_retries,
              "retry_exit_codes": codes,
              "retry_user_errors": request.POST.get("retry_user_errors") == "true"}  # fmt: skip
-    change = RetriesSerializer(data=typed)
-    try:
-        change.is_valid(raise_exception=True)
-        actions.set_retries(job, change.validated_data, str(request.user))
-    except ValidationError as refusal:
-        at_fault = [name for name in typed if name in refusal.detail] or list(typed)
-        return refused(request, pk, refusal_text(refusal.detail), 400, invalid=at_fault)
-    except actions.LiveChangeRefused as refusal:
-        return refused(request, pk, str(refusal), 409)
-    return back_to(request, job)
+    return job_change(request, job, typed, RetriesSerializer, actions.set_retries, tuple(typed),
+                      actions.LiveChangeRefused)  # fmt: skip
 
 
 def refused(request, pk, why: str, status: int, typed: str | None = None, invalid=()):
