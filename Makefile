@@ -31,11 +31,11 @@ services:
 	@scripts/services.sh
 	@scripts/browser.sh
 
-# The browser tests run in a pytest process of their own, after the rest: Playwright's event loop
+# The browser tests run in pytest processes of their own, after the rest: Playwright's event loop
 # would break the asyncio tests that follow it in the same process.
 test: install services
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests --ignore=tests/e2e
-	$(TEST_ENV) $(BIN)/pytest -q tests/e2e
+	$(TEST_ENV) $(BIN)/pytest -q -n $(TEST_WORKERS) tests/e2e
 
 check: install
 	$(BIN)/ruff check .
