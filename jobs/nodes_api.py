@@ -260,7 +260,17 @@ class NodesView(APIView):
 # What a platform admin may do to a node through the API (Slurm's `scontrol update NodeName=
 # State=DRAIN|RESUME Reason=`), as the admin's node list does it.
 NODE_VERBS = ("cordon", "drain", "uncordon")
-MAX_REASON = 200  # characters, as the admin's reason field takes them
+MAX_REASON = 200  # characters, as the admin's reason fields take them
+
+
+def reason_asked(request, limit: int = MAX_REASON) -> str:
+    """A platform admin's `reason` for a verb of the API (a node's cordon, a team's pause),
+    stripped ("": none given); 400 naming `reason` for anything but text of at most `limit`
+    characters."""
+    reason = request.data.get("reason", "")
+    if not isinstance(reason, str) or len(reason.strip()) > limit:
+        raise ValidationError({"reason": f"At most {limit} characters of text."})
+    return reason.strip()
 
 
 class NodeServiceView(APIView):
@@ -277,10 +287,7 @@ class NodeServiceView(APIView):
         if not request.user.is_superuser:
             raise PermissionDenied(f"Only a platform admin may {self.verb} a node.")
         found = get_object_or_404(Node, cluster__name=cluster, name=node)
-        reason = request.data.get("reason", "")
-        if not isinstance(reason, str) or len(reason.strip()) > MAX_REASON:
-            raise ValidationError({"reason": f"At most {MAX_REASON} characters of text."})
-        by, reason = request.user.get_username(), reason.strip()
+        by, reason = request.user.get_username(), reason_asked(request)
         told: dict = {}
         if self.verb == "drain":
             told["stopped"] = actions.drain([found.pk], by, reason=reason)

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from jobs import access, actions, reports
 from jobs.models import Job
+from jobs.nodes_api import reason_asked
 from jobs.states import State
 from quotas import status
 from quotas.models import ApiToken, PriorityClass, Tenant, TenantVolume
@@ -156,13 +157,11 @@ class PauseView(APIView):
             verb = "resumes" if self.resume else "pauses"
             raise PermissionDenied(f"Only a platform admin {verb} a team's placements.")
         tenant = get_object_or_404(Tenant, slug=slug)
-        reason = "" if self.resume else request.data.get("reason", "")
-        if not isinstance(reason, str) or len(reason.strip()) > MAX_PAUSE_REASON:
-            raise ValidationError({"reason": f"At most {MAX_PAUSE_REASON} characters of text."})
-        if not self.resume and not reason.strip():
+        reason = "" if self.resume else reason_asked(request, MAX_PAUSE_REASON)
+        if not self.resume and not reason:
             raise ValidationError({"reason": "Say why its placements are paused: its members "
                                              "and its queued jobs are told."})  # fmt: skip
-        changed = actions.pause_placements(tenant, reason.strip())
+        changed = actions.pause_placements(tenant, reason)
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})
