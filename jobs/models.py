@@ -153,6 +153,12 @@ class Job(models.Model):
         blank=True,
         help_text="What every node it runs on must offer (Slurm's --constraint=ib&nvme).",
     )
+    exclusive = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Each worker takes a node to itself, every GPU of it, and no other job runs "
+        "there while it does (Slurm's --exclusive).",
+    )
     labels = models.JSONField(
         default=dict,
         # In the database too: rows written without it (by an older release while this one
