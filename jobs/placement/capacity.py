@@ -106,6 +106,11 @@ class NodeState:
         # Free GPU milli in all: with ranges kept, the smaller ones count too.
         self.milli = total if self.ranges is None else self.spare
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing runs or is placed here: every GPU, all its CPU and memory free."""
+        return self.cpu == self.cap_cpu and self.mem == self.cap_mem and self.full == len(self.gpus)
+
     def forget_ranges(self) -> None:
         """Keep only each GPU's largest free range (some range on the node is unknown)."""
         self.ranges = None
@@ -260,6 +265,9 @@ class Capacity:
         self.nodes = [NodeState(n, i) for i, n in enumerate(ordered)]
         self.by_id = {n.id: n for n in self.nodes}
         self._releases: dict[str, list] = {}
+        # What an exclusive job keeps idle beside its allocation, by (job id, node id): GPU
+        # takes, CPU, memory.
+        self._sole: dict[tuple[str, str], tuple[Takes, int, int]] = {}
         self._add_running_to_capacity(running)
         self.groups: dict[tuple[str, str, bool], Group] = {}
         self.unhealthy: dict[tuple[str, str], int] = {}
@@ -297,6 +305,19 @@ class Capacity:
                     # kept, only their largest.
                     if node.ranges is not None and not _ranges_known(a.gpus, a.gpu_starts):
                         node.forget_ranges()
+        # An exclusive job's nodes take nothing else: it holds the rest of them too, and gives
+        # it back as it ends.
+        for job in running:
+            if job.exclusive:
+                for a in job.allocations:
+                    node = self.by_id.get(a.node_id)
+                    if node is not None:
+                        node.forget_ranges()  # what it keeps idle is its GPUs' free milli
+                        rest = tuple((i, m) for i, m in enumerate(node.gpus) if m)
+                        self._sole[(job.id, node.id)] = (rest, node.cpu, node.mem)
+                        node.gpus = (0,) * len(node.gpus)
+                        node.cpu = node.mem = 0
+                        node._count()
 
     def _group_for(self, node: NodeState, ngpus: int) -> Group:
         key = (node.gpu_type, node.cluster, node.shareable)
@@ -328,7 +349,8 @@ class Capacity:
                         for (i, m), s in zip(a.gpus, starts, strict=True)
                         if 0 <= i < len(node.gpus)
                     )
-                known.append((node, takes, a.cpu_milli, a.memory_mb))
+                rest, cpu, mem = self._sole.get((job.id, node.id), ((), 0, 0))
+                known.append((node, takes + rest, a.cpu_milli + cpu, a.memory_mb + mem))
         return known
 
     def allocate(self, node: NodeState, takes: Takes, cpu: int, mem: int) -> Takes:

@@ -51,6 +51,11 @@ REASONS = {
     "lacking_features": "It would fit, but only on nodes without a feature it requires: it "
     "waits for nodes that have them all.",
     "no_node_with_features": "No node that could take it offers every feature it requires.",
+    "nodes_in_use": "It would fit, but only beside other work: it takes nodes to itself "
+    "(exclusive), and waits for nodes with its GPUs and nothing else running.",
+    "no_node_to_itself": "It takes nodes to itself (exclusive), and no node that could take it "
+    "has exactly the GPUs one worker asks for (none, for CPU-only work) with room for it: it "
+    "can never fit so.",
     "waiting_for_preemption": "Jobs asked to stop are in their grace period; it fits once they go.",
     "behind_higher_priority": "Capacity free at the start of the cycle went to jobs ahead.",
     "head_of_line": "The first job of its node pool that cannot fit: nodes are held for it "

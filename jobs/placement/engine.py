@@ -253,7 +253,8 @@ class Cycle:
             return explain.pending(job, explain.missing(job, self.capacity))
         least = job.sized(job.fewest)
         if self.too_large(least, groups):
-            return explain.pending(least, "worker_too_large")
+            alone = job.exclusive and not self.too_large(replace(least, exclusive=False), groups)
+            return explain.pending(least, "no_node_to_itself" if alone else "worker_too_large")
         if least.topology and self.too_large(least, groups, domains=True):
             return explain.pending(least, "topology_too_small")
         need, slots = self.fit_now(job, groups, avoided, keep=True)
@@ -293,7 +294,7 @@ class Cycle:
         in a cycle."""
         topology = job.topology if domains else None
         key = (id(groups), job.family, job.workers, job.gpus, job.cpu_milli, job.memory_mb,
-               topology, job.features)  # fmt: skip
+               topology, job.features, job.exclusive)  # fmt: skip
         known = self._too_large_shapes.get(key)
         if known is None:
             check = explain.domains_too_small if domains else explain.too_large
@@ -354,6 +355,7 @@ class Cycle:
         need.avoid = self.avoiding(job, groups)
         need.exclude = frozenset(job.exclude_nodes)
         need.features = job.features
+        need.whole = job.exclusive
         return off_limits.starting(self.capacity, need, job, self.now)
 
     # -- fitting, with a memo of failures ----------------------------------------------------
@@ -380,7 +382,7 @@ class Cycle:
             slots = find_gang(need, job.workers, self.scorer, self.policy)
         elif job.workers == 1:
             found = find_task(need, self.scorer, self.policy)
-            slots = None if found is None else [(found[0], found[1], need.cpu, need.mem)]
+            slots = None if found is None else [need.slot(*found)]
         else:
             return self._fit_tasks(job, need, job.family == BATCH_INFERENCE, keep)
         if slots is not None and keep:
@@ -406,9 +408,8 @@ class Cycle:
                 found = find_task(need, self.scorer, self.policy, counts)
                 if found is None:
                     return None
-                node, takes = found
-                takes = self.capacity.allocate(node, takes, need.cpu, need.mem)
-                slots.append((node, takes, need.cpu, need.mem))
+                node, takes, cpu, mem = need.slot(*found)
+                slots.append((node, self.capacity.allocate(node, takes, cpu, mem), cpu, mem))
                 if counts is not None:
                     counts[node] = counts.get(node, 0) + 1
             outcome = slots
@@ -631,12 +632,15 @@ class Cycle:
         topology=False,
         excluded=False,
         features=False,
+        shared=False,
     ) -> bool:
         """Whether the job would fit now if maintenance windows and bookings, the nodes held
         for the reservations it avoids, the nodes it failed on, bookings alone, its topology
-        domain, the nodes it excludes, or the features it requires did not keep it off."""
+        domain, the nodes it excludes, the features it requires, or its taking nodes to itself
+        (``shared``: on nodes others use, as a job that is not exclusive) did not keep it
+        off."""
         kept = (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
-                need.exclude, need.features)  # fmt: skip
+                need.exclude, need.features, need.whole)  # fmt: skip
         if windows:
             need.windows = 0
         if held:
@@ -649,12 +653,14 @@ class Cycle:
             need.exclude = frozenset()
         if features:
             need.features = frozenset()
+        if shared:
+            need.whole = False
         need.bookings_open = bookings
         try:
             return self.fit(job, need) not in (None, QUOTA)
         finally:
             (need.windows, need.avoid_held, need.avoid, need.bookings_open, need.together,
-             need.exclude, need.features) = kept  # fmt: skip
+             need.exclude, need.features, need.whole) = kept  # fmt: skip
 
 
 def _preference(gpu_types: tuple[str, ...], gpu_type: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobs.placement.capacity import Capacity, Group
+from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import (
     PENDING,
     REASONS,
@@ -32,6 +32,8 @@ def invalid(job: QueuedJob) -> str:
         return "invalid_request"
     if not job.gpus and not 0 <= job.gpu_milli < WHOLE_GPU:
         return "invalid_request"
+    if job.exclusive and job.gpu_milli and not job.gpus:
+        return "invalid_request"  # a node to itself, and a share of one GPU of it
     if job.family == TRAINING and not job.gpus and job.gpu_milli:
         return "gpu_sharing_not_allowed"
     return ""
@@ -63,8 +65,8 @@ def too_large(job: QueuedJob, groups: list[Group]) -> bool:
     """Whether the job can never fit, even on idle nodes: one worker exceeds every candidate
     node's capacity, or a gang every group's (``fit.find_gang`` keeps a gang in one group: one
     GPU type, cluster and sharing kind). A job that requires features counts only the nodes
-    that offer them all."""
-    if job.features:
+    that offer them all; an exclusive one, the nodes it could take whole."""
+    if job.features or job.exclusive:
         return not holds_without(job, groups, frozenset())
     if not any(g.could_hold(job) for g in groups):
         return True
@@ -90,10 +92,7 @@ def domains_too_small(job: QueuedJob, groups: list[Group]) -> bool:
                 if not job.features <= node.features:
                     continue
                 label = next((t for t in node.topology if t.startswith(prefix)), node.id)
-                held[label] = held.get(label, 0) + _per_node(
-                    len(node.gpus), node.cap_cpu, node.cap_mem, job.gpus, job.cpu_milli,
-                    job.memory_mb,
-                )  # fmt: skip
+                held[label] = held.get(label, 0) + _idle_holds(node, job)
         if any(count >= job.workers for count in held.values()):
             return False
     return True
@@ -111,22 +110,34 @@ def _holds_gang(job: QueuedJob, group: Group) -> bool:
 
 def holds_without(job: QueuedJob, groups: list[Group], avoid: frozenset[str]) -> bool:
     """Whether the groups' nodes other than ``avoid`` (and those without a feature it
-    requires), all idle, could hold every worker of the job (a gang's in one group)."""
+    requires), all idle, could hold every worker of the job (a gang's in one group; an
+    exclusive job's one a node)."""
     if is_gang(job):
         return any(_holds(job, [g], avoid) for g in groups)
     return _holds(job, groups, avoid)
 
 
 def _holds(job: QueuedJob, groups: list[Group], avoid: frozenset[str] = frozenset()) -> bool:
-    gpus, cpu, memory, left = job.gpus, job.cpu_milli, job.memory_mb, job.workers
+    left = job.workers
     for group in groups:
         for bucket in group.by_full:
             for node in bucket:
                 if node.id not in avoid and job.features <= node.features:
-                    left -= _per_node(len(node.gpus), node.cap_cpu, node.cap_mem, gpus, cpu, memory)
+                    left -= _idle_holds(node, job)
                     if left <= 0:
                         return True
     return False
+
+
+def _idle_holds(node: NodeState, job: QueuedJob) -> int:
+    """How many workers of the job the node holds idle: an exclusive job's one, on a node of
+    exactly its GPUs."""
+    held = _per_node(
+        len(node.gpus), node.cap_cpu, node.cap_mem, job.gpus, job.cpu_milli, job.memory_mb
+    )
+    if job.exclusive:
+        return min(held, 1) if len(node.gpus) == job.gpus else 0
+    return held
 
 
 def _per_node(have_gpus: int, have_cpu: int, have_memory: int, gpus: int, cpu: int, memory: int):
@@ -264,8 +275,9 @@ def placed(
             gpu_type=node.gpu_type if takes else "",
             gpu_indices=tuple(t[0] for t in takes),
             gpu_milli=takes[0][1] if takes else 0,
-            cpu_milli=cpu,
-            memory_mb=mem,
+            # An exclusive worker's slot holds its whole node; it is given what it asks for.
+            cpu_milli=job.cpu_milli if job.exclusive else cpu,
+            memory_mb=job.memory_mb if job.exclusive else mem,
             gpu_starts=tuple(t[2] for t in takes) if takes and len(takes[0]) > 2 else (),
         )
         for rank, (node, takes, cpu, mem) in enumerate(slots)

@@ -33,7 +33,9 @@ class Need:
     limits, unless the window is booked for the job's ``tenant`` (or ``bookings_open``, to ask
     whether bookings alone keep it off); and so is a node in ``avoid``, where the job failed
     before, in ``exclude``, one it never runs on, or without one of the ``features`` it
-    requires (``shut``)."""
+    requires (``shut``). A ``whole`` worker (an exclusive job's) takes a node to itself: one
+    with exactly ``gpus`` GPUs (``shut`` otherwise) and nothing on it (``free_for``), all of
+    whose CPU and memory its slot holds (``slot``)."""
 
     gpus: int
     milli: int
@@ -51,11 +53,25 @@ class Need:
     bookings_open: bool = False
     # A gang's topology domain: the label key all its nodes must share a value of ("": none).
     together: str = ""
+    whole: bool = False
 
     @property
     def limited(self) -> bool:
         """Whether some node may be off limits for it (``shut``)."""
-        return bool(self.windows or self.avoid or self.exclude or self.features)
+        return bool(self.windows or self.avoid or self.exclude or self.features or self.whole)
+
+    def free_for(self, node: NodeState) -> bool:
+        """Whether the node's free CPU and memory hold the worker (a whole one: nothing else
+        is there); its GPUs are the caller's check."""
+        if node.cpu < self.cpu or node.mem < self.mem:
+            return False
+        return not self.whole or node.idle
+
+    def slot(self, node: NodeState, takes: Takes) -> Slot:
+        """The worker's slot on the node: what it asks for, or all of the node if whole."""
+        if self.whole:
+            return (node, takes, node.cpu, node.mem)
+        return (node, takes, self.cpu, self.mem)
 
     def shut(self, node: NodeState) -> bool:
         """Whether the node's maintenance window, the job's failure there, its exclusion or a
@@ -71,6 +87,8 @@ class Need:
                 if not booked or (booked != self.tenant and not self.bookings_open):
                     return True
         if self.features and not self.features <= node.features:
+            return True
+        if self.whole and len(node.gpus) != self.gpus:
             return True
         return node.id in self.avoid or node.id in self.exclude
 
@@ -147,7 +165,7 @@ class _Collector:
                     break
             if node.cpu < cpu or node.mem < mem or (avoid and node.held):
                 continue
-            if limited and need.shut(node):
+            if limited and (need.shut(node) or not need.free_for(node)):
                 continue
             if node.partial >= self.repeat and bucket is not group.partial.get(node.partial):
                 continue
@@ -254,9 +272,8 @@ def find_tasks(
                 pick = _best(pool, policy, counts)
                 if pick is None:
                     return None
-            node, takes = pick
-            takes = capacity.allocate(node, takes, need.cpu, need.mem)
-            slots.append((node, takes, need.cpu, need.mem))
+            node, takes, cpu, mem = need.slot(*pick)
+            slots.append((node, capacity.allocate(node, takes, cpu, mem), cpu, mem))
             if counts is not None:
                 counts[node] = counts.get(node, 0) + 1
             _refresh(pool, node, need, scorer)
@@ -271,8 +288,7 @@ def find_tasks(
 def _refresh(pool: list, node: NodeState, need: Need, scorer: WeightedScorer) -> None:
     for i, candidate in enumerate(pool):
         if candidate[0] is node:
-            fits = node.cpu >= need.cpu and node.mem >= need.mem
-            rated = rate(node, need, scorer) if fits else None
+            rated = rate(node, need, scorer) if need.free_for(node) else None
             if rated is not None:
                 pool[i] = rated
             else:
@@ -298,7 +314,9 @@ def find_gang(
     chosen nodes (packing), then by the scorers, then by group order.
     """
     groups = [g for g in need.groups if group_can_hold(g, need, workers)]
-    one_node = [g for g in groups if need.gpus * workers <= g.max_gpus]
+    # A whole worker takes its node: a gang of them, as many nodes.
+    alone = workers == 1 or not need.whole
+    one_node = [g for g in groups if need.gpus * workers <= g.max_gpus and alone]
     if one_node:
         whole = dataclasses.replace(
             need, gpus=need.gpus * workers, milli=0, cpu=need.cpu * workers,
@@ -340,6 +358,8 @@ def _fewest_nodes(group: Group, need: Need, workers: int) -> int:
 
 
 def _capacity_of(node: NodeState, need: Need) -> int:
+    if need.whole:
+        return int(need.free_for(node))
     k = node.full // need.gpus if need.gpus else 1 << 30
     if need.cpu:
         k = min(k, node.cpu // need.cpu)
@@ -462,5 +482,5 @@ def _slots(chosen: list[tuple[NodeState, int]], need: Need) -> list[Slot]:
         free = [i for i, m in enumerate(node.gpus) if m >= WHOLE_GPU]
         for w in range(count):
             picked = free[w * need.gpus : (w + 1) * need.gpus]
-            slots.append((node, tuple((i, WHOLE_GPU) for i in picked), need.cpu, need.mem))
+            slots.append(need.slot(node, tuple((i, WHOLE_GPU) for i in picked)))
     return slots

@@ -26,6 +26,7 @@ def request_of(job: QueuedJob) -> tuple:
         job.exclude_nodes,
         job.features,
         job.topology,
+        job.exclusive,
     )
 
 
@@ -39,12 +40,14 @@ def class_of(job: QueuedJob, need: Need, avoided: tuple[int, ...] | None) -> tup
 
     Group lists are cached and shared, so their identity stands for their contents; the
     reservations whose held nodes the job avoids, the maintenance windows, the nodes it
-    failed on, those it excludes and the features it requires, that keep it off nodes, are
-    part of the kind.
+    failed on, those it excludes, the features it requires and whether it takes nodes to
+    itself, that keep it off nodes, are part of the kind.
     """
     kind = (
         job.family, id(need.groups), avoided if need.avoid_held else (), bool(job.gpus),
         need.windows, need.avoid, need.exclude, need.tenant if need.windows else "",
         need.bookings_open, need.together, need.features,
+        # A whole worker takes nodes of exactly its GPUs: fewer are no easier.
+        need.gpus if need.whole else None,
     )  # fmt: skip
     return kind, (job.workers, need.gpus, need.milli, need.cpu, need.mem)

@@ -108,6 +108,9 @@ class RunningJob:
     # so only a reclaim evicts it now; a reservation of a job that may evict it by tier counts
     # on its room from then, plus the eviction grace (None: not exempt).
     exempt_until: float | None = None
+    # Each worker has its node to itself (``QueuedJob.exclusive``): nothing else goes there
+    # while it runs, though its allocation holds what it asked for alone.
+    exclusive: bool = False
 
     @property
     def gpu_milli(self) -> int:
@@ -189,6 +192,10 @@ class QueuedJob:
     # MaxTRESPerUser and GrpTRES): past either it waits (``gpu_limits.py``).
     class_user_gpu_limit: int | None = None
     class_gpu_limit: int | None = None
+    # Each worker takes a node to itself (Slurm's --exclusive): one with exactly ``gpus`` GPUs
+    # (none for CPU-only work), on which nothing else runs; nothing else goes there while it
+    # runs. Its quota counts what it asks for; the rest of the node stays idle.
+    exclusive: bool = False
 
     @property
     def worker_gpu_milli(self) -> int:
@@ -419,4 +426,5 @@ def as_running(job: QueuedJob, slots: Iterable[tuple]) -> RunningJob:
         allocations,
         owner=job.owner,
         batch=job.batch,
+        exclusive=job.exclusive,
     )

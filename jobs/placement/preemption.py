@@ -316,13 +316,18 @@ def _by_node(
 
 def _floor(node: NodeState, parts: list[Part], need: Need, workers: int) -> tuple | None:
     """At most the key of the node's first step (see ``_step_key``), found cheaply; None if
-    the node has room for every worker already or its candidates are too few to make more."""
+    the node has room for every worker already or its candidates are too few to make more.
+    A whole worker (``Need.whole``) needs everything on the node gone."""
     slots = node.full if need.gpus else _free_slots(node, need)
-    have = _room(slots, node.cpu, node.mem, need)
-    if have >= workers:
-        return None
-    fewest = 1
-    if need.gpus and slots // need.gpus <= have:
+    if need.whole:
+        if node.idle:
+            return None
+        have, fewest = 0, len(parts)
+    else:
+        have, fewest = _room(slots, node.cpu, node.mem, need), 1
+        if have >= workers:
+            return None
+    if not need.whole and need.gpus and slots // need.gpus <= have:
         # Short of whole GPUs: it takes at least that many over the most one victim frees here.
         most = max(len(part[1]) for part in parts)
         short = need.gpus * (have + 1) - slots
@@ -447,7 +452,7 @@ def _room(slots: int, cpu: int, mem: int, need: Need) -> int:
 class _Room:
     """A node's free room, in workers of the job, while victims are tried on it."""
 
-    __slots__ = ("gpus", "ranges", "cpu", "mem", "need", "slots")
+    __slots__ = ("gpus", "ranges", "cpu", "mem", "need", "slots", "node")
 
     def __init__(self, node: NodeState, need: Need):
         self.gpus = list(node.gpus)
@@ -456,10 +461,17 @@ class _Room:
         self.mem = node.mem
         self.need = need
         self.slots = _free_slots(node, need)
+        self.node = node
 
     def workers(self) -> int:
-        """How many workers of the job fit."""
-        return _room(self.slots, self.cpu, self.mem, self.need)
+        """How many workers of the job fit: a whole one only with nothing left on the node."""
+        need = self.need
+        if need.whole:
+            node = self.node
+            idle = self.cpu == node.cap_cpu and self.mem == node.cap_mem
+            idle = idle and self.slots == len(self.gpus)
+            return int(idle and node.cap_cpu >= need.cpu and node.cap_mem >= need.mem)
+        return _room(self.slots, self.cpu, self.mem, need)
 
     def change(self, part: Part, sign: int) -> None:
         """Free (``sign`` 1) or take back (-1) what the part holds."""

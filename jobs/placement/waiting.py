@@ -40,6 +40,8 @@ def reason(cycle: Cycle, job: QueuedJob, need: Need) -> str:
         return "excluded_nodes"
     if need.features and cycle.fits_but_for(job, need, features=True):
         return "lacking_features"
+    if need.whole and cycle.fits_but_for(job, need, shared=True):
+        return "nodes_in_use"
     if need.avoid_held and cycle.fits_but_for(job, need, held=True):
         return "waiting_for_reservation"
     if need.together and cycle.fits_but_for(job, need, topology=True):

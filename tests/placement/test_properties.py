@@ -76,6 +76,7 @@ def running_jobs(draw, job_id: str, allocation: Allocation):
         NOW - draw(st.integers(0, 5000)),
         NOW - 6000,
         stopping=draw(st.booleans()) and draw(st.booleans()),
+        exclusive=draw(st.booleans()) and draw(st.booleans()),
     )
 
 
@@ -100,6 +101,7 @@ def queued_jobs(draw, job_id: str):
         draw(st.booleans()),
         draw(st.sampled_from((None, 300.0, 3000.0, 30_000.0))),
         draw(st.sampled_from(((), ("c1",), ("c2",)))),
+        exclusive=draw(st.booleans()) and draw(st.booleans()),
     )
 
 
@@ -163,6 +165,31 @@ def test_no_node_resource_or_gpu_share_is_ever_over_committed(snap: Snapshot):
             free[w.node_id][2] -= w.memory_mb
     for gpus, cpu, mem in free.values():
         assert min(gpus, default=0) >= 0 and cpu >= 0 and mem >= 0
+
+
+@EXAMPLES
+@given(snapshots())
+def test_an_exclusive_job_shares_its_nodes_with_nobody(snap: Snapshot):
+    decision = place(snap)
+    queued = {j.id: j for j in snap.queued}
+    staying = [j for j in snap.running if j.id not in decision.preempted]
+    users: dict[str, list[str]] = defaultdict(list)  # node -> the jobs on it after the cycle
+    for job in staying:
+        for node in {a.node_id for a in job.allocations}:
+            users[node].append(job.id)
+    for outcome in _granted(decision):
+        asked = queued[outcome.job_id]
+        if not (asked.cpu_milli or asked.memory_mb or asked.worker_gpu_milli):
+            continue  # takes nothing (every submission asks for some CPU and memory)
+        for node in {w.node_id for w in outcome.workers}:
+            users[node].append(outcome.job_id)
+    sole = {j.id for j in staying if j.exclusive}
+    sole |= {o.job_id for o in _granted(decision) if queued[o.job_id].exclusive}
+    for outcome in _granted(decision):
+        if queued[outcome.job_id].exclusive:
+            assert len({w.node_id for w in outcome.workers}) == len(outcome.workers)
+    for on_node in users.values():
+        assert len(on_node) == 1 or not sole & set(on_node)
 
 
 @EXAMPLES
