@@ -38,6 +38,10 @@ class NodeState:
     cluster_labels: dict[str, str] = field(default_factory=dict)
     interruptible: bool = False  # its cluster's nodes may be taken back at any time
     features: frozenset[str] = frozenset()  # what it offers that a job may require
+    # Whether live work holds any of it, and whether that is an exclusive job's (which takes
+    # the node to itself: nothing else goes there while it runs).
+    occupied: bool = False
+    sole: bool = False
     gpu_taken: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def gap(self, gpu: int, milli: int, chosen: int | None = None) -> int | None:
@@ -102,7 +106,7 @@ def commit_batch(
                 continue
             if windowed(outcome, limits.jobs[job_id], nodes, moment):
                 continue
-            if (fitted := fit(outcome, nodes)) is not None:
+            if (fitted := fit(outcome, nodes, limits.jobs[job_id].exclusive)) is not None:
                 limits.charge(outcome)
                 rows[job_id] = fitted
         if rows:
@@ -152,8 +156,10 @@ def lock_nodes(node_ids: list[int], moment: datetime) -> dict[int, NodeState]:
         nodes[node_id].window = window
     live = Allocation.objects.active().filter(node_id__in=node_ids)
     for a in live.values("node_id", "gpu_index", "gpu_milli_start", "gpu_milli", "cpu_milli",
-                         "memory_mb"):  # fmt: skip
+                         "memory_mb", "attempt__job__exclusive"):  # fmt: skip
         node = nodes[a["node_id"]]
+        node.occupied = True
+        node.sole = node.sole or a["attempt__job__exclusive"]
         node.cpu_free -= a["cpu_milli"]
         node.memory_free -= a["memory_mb"]
         if a["gpu_index"] is not None:
@@ -232,25 +238,36 @@ def windowed(outcome: Outcome, job: tenant_limits.Claimed, nodes, moment: dateti
     return False
 
 
-def fit(outcome: Outcome, nodes: dict[int, NodeState]) -> list[dict] | None:
-    """Reserve every worker of the outcome on the locked nodes, or nothing at all."""
-    undo: list[tuple[NodeState, WorkerPlacement, list[tuple[int, int, int]]]] = []
+def fit(
+    outcome: Outcome, nodes: dict[int, NodeState], exclusive: bool = False
+) -> list[dict] | None:
+    """Reserve every worker of the outcome on the locked nodes, or nothing at all; an
+    ``exclusive`` job's each on a node of its own."""
+    undo: list[tuple[NodeState, WorkerPlacement, list[tuple[int, int, int]], tuple]] = []
     rows: list[dict] = []
     for worker in outcome.workers:
         node = nodes.get(int(worker.node_id))
-        taken = take(node, worker) if node is not None else None
+        flags = None if node is None else (node.occupied, node.sole)
+        taken = take(node, worker, exclusive) if node is not None else None
         if taken is None:
-            for held_node, held_worker, held in undo:
+            for held_node, held_worker, held, held_flags in undo:
                 give_back(held_node, held_worker, held)
+                held_node.occupied, held_node.sole = held_flags
             return None
-        undo.append((node, worker, taken))
+        undo.append((node, worker, taken, flags))
         rows.extend(allocation_rows(worker, taken, outcome.borrowed))
     return rows
 
 
-def take(node: NodeState, worker: WorkerPlacement) -> list[tuple[int, int, int]] | None:
-    """Take the worker's CPU, memory and GPU ranges on the node; None if they do not fit."""
-    if not node.available or node.cpu_free < worker.cpu_milli:
+def take(
+    node: NodeState, worker: WorkerPlacement, exclusive: bool = False
+) -> list[tuple[int, int, int]] | None:
+    """Take the worker's CPU, memory and GPU ranges on the node; None if they do not fit, if
+    an exclusive job holds the node, or if the worker is an ``exclusive`` job's and anything
+    runs there, or the node has other GPUs than the worker asks."""
+    if not node.available or node.sole or node.cpu_free < worker.cpu_milli:
+        return None
+    if exclusive and (node.occupied or len(worker.gpu_indices) != node.gpu_count):
         return None
     if node.memory_free < worker.memory_mb:
         return None
@@ -266,6 +283,8 @@ def take(node: NodeState, worker: WorkerPlacement) -> list[tuple[int, int, int]]
         taken.append((gpu, start, worker.gpu_milli))
     node.cpu_free -= worker.cpu_milli
     node.memory_free -= worker.memory_mb
+    node.occupied = True
+    node.sole = exclusive
     return taken
 
 

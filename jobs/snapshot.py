@@ -40,7 +40,7 @@ ALLOCATION_FIELDS = [
     "attempt__stop_requested_at", "attempt_id", "worker", "attempt__job__cpu_milli",
     "attempt__job__gpus", "attempt__job__gpu_milli", "attempt__job__gpu_types",
     "attempt__job__owner_id", "attempt__job__priority_class__preempt_exempt_s",
-    "attempt__job__parent_id", "attempt__job__shards",
+    "attempt__job__parent_id", "attempt__job__shards", "attempt__job__exclusive",
 ]  # fmt: skip
 
 QUEUED_FIELDS = [
@@ -50,7 +50,7 @@ QUEUED_FIELDS = [
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
     "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
-    "features", "first_type_wait_s",
+    "features", "first_type_wait_s", "exclusive",
     "priority_class__max_gpus_per_user", "priority_class__max_gpus",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
@@ -403,6 +403,7 @@ def to_running(
             job_id, first["attempt__job__parent_id"], first["attempt__job__shards"]
         ),
         exempt_until=exempt,
+        exclusive=first["attempt__job__exclusive"],
     )
 
 
@@ -631,6 +632,7 @@ def to_queued(
         topology=job["topology"],
         class_user_gpu_limit=in_milli(job["priority_class__max_gpus_per_user"]),
         class_gpu_limit=in_milli(job["priority_class__max_gpus"]),
+        exclusive=job["exclusive"],
     )
 
 

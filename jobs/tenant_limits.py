@@ -105,6 +105,8 @@ class Claimed:
     class_gpu_limit: int | None = None
     # Whether it may be stopped for others: only such a job runs on an interruptible cluster.
     preemptible: bool = True
+    # Whether each worker takes a node to itself (commit.take): one nothing else runs on.
+    exclusive: bool = False
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -260,6 +262,7 @@ def read(
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
         "gpu_types", "cluster_selector", "exclude_nodes", "features", "priority_class__value",
         "priority_class__max_gpus_per_user", "priority_class__max_gpus", "preemptible",
+        "exclusive",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -278,10 +281,11 @@ def read(
             in_milli(per_user),
             in_milli(whole),
             preemptible,
+            exclusive,
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
              gpus, share, types, selector, excluded, features, tier, per_user, whole,
-             preemptible) in rows
+             preemptible, exclusive) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.
