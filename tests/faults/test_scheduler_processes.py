@@ -1,12 +1,9 @@
 """Real scheduler processes racing and dying on PostgreSQL."""
 
 import signal
-import time
 from collections import defaultdict
 
-import psycopg
 import pytest
-from django.db import connection
 from django.db.models import Count, Sum
 
 from clusters.models import Allocation, Node
@@ -14,6 +11,7 @@ from jobs import cycle
 from jobs.models import Attempt, Family, Job, JobEvent
 from jobs.states import State
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.jobs.test_lock_order import other_connection
 from tests.processes import manage, process_env, wait_until, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,12 +53,19 @@ def test_concurrent_schedulers_without_single_flight_never_double_book():
     cluster_with_nodes(6)
     jobs = mixed_jobs(60)
     env = process_env(MLSCHED_SINGLE_FLIGHT=0, MLSCHED_COMMIT_BATCH=3)
-    start_at = time.time() + 6  # every process decides on the same snapshot
+    # Every process decides on the same snapshot: the nodes are locked until all four wait
+    # for them to commit, however long each took to start.
+    blocker = other_connection()
+    blocker.execute("SELECT * FROM clusters_node FOR UPDATE")
     schedulers = [
-        manage("run_scheduler", "--ticks", "3", "--interval", "0", "--start-at", str(start_at),
-               env=env)
-        for _ in range(4)
-    ]  # fmt: skip
+        manage("run_scheduler", "--ticks", "3", "--interval", "0", env=env) for _ in range(4)
+    ]
+    try:
+        racing = wait_until(lambda: waiting_on_a_lock("clusters_node", sessions=4), 120)
+        assert racing, "the schedulers never all reached their commits"
+    finally:
+        blocker.rollback()
+        blocker.close()
     outputs = [p.communicate(timeout=120)[0] for p in schedulers]
 
     assert [p.returncode for p in schedulers] == [0] * 4, outputs
@@ -87,11 +92,7 @@ def test_a_scheduler_killed_mid_commit_leaves_nothing_and_the_next_cycle_complet
     cluster_with_nodes(2)
     jobs = [JobFactory(family=Family.TRAINING, gpus=4) for _ in range(4)]
     cycle.beat()  # the shard row exists
-    db = connection.settings_dict
-    blocker = psycopg.connect(
-        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
-        dbname=db["NAME"], autocommit=False,
-    )  # fmt: skip
+    blocker = other_connection()
     # Hold the shard row: the scheduler's batch writes attempts, allocations, job updates and
     # events, then waits here, on its last statement before COMMIT.
     blocker.execute("SELECT * FROM jobs_schedulershard WHERE name = 'default' FOR UPDATE")
