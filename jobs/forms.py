@@ -33,8 +33,8 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "first_type_wait_s", "exclude_nodes", "features", "secrets",
-          "workers",
+          "gpu_milli", "gpu_types", "first_type_wait_s", "exclude_nodes", "features",
+          "exclusive", "secrets", "workers",
           "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
@@ -43,8 +43,8 @@ FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_m
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
 NAMES = ["gpu_types", "exclude_nodes", "features", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
-BOXES = ["retry_user_errors", "notify_start", "notify_requeue", "notify_time_limit",
-         "notify_email"]  # fmt: skip
+BOXES = ["exclusive", "retry_user_errors", "notify_start", "notify_requeue",
+         "notify_time_limit", "notify_email"]  # fmt: skip
 FORM_KEY = re.compile(r"[0-9a-f]{1,32}")
 
 INITIAL = {"family": "training", "cpu_milli": 1000, "memory_mb": 4096, "gpus": 1,

@@ -53,6 +53,7 @@ class Listed:
     window: Span | None  # its next window, begun or not
     yours: bool  # booked for one of the caller's teams
     state: str = IDLE
+    sole: bool = False  # an exclusive job's: it takes nothing else while that runs
 
     @property
     def gpus_idle(self) -> int:
@@ -110,7 +111,9 @@ def state_of(row: Listed, cluster_healthy: bool, now: datetime) -> str:
         return DRAINING if row.cpu_milli or row.gpu_milli else DRAINED
     if begun and not row.yours:
         return BOOKED
-    if node.gpu_count:
+    if row.sole:
+        full = True
+    elif node.gpu_count:
         full = row.gpu_milli >= node.gpu_count * GPU_MILLI
     else:
         full = row.cpu_milli >= node.cpu_milli
@@ -153,6 +156,11 @@ def listed(nodes, user=None) -> list[Listed]:
         .annotate(milli=Sum("gpu_milli"), cpu=Sum("cpu_milli"), memory=Sum("memory_mb"))
         .order_by()
     )
+    sole = set(
+        Allocation.objects.active()
+        .filter(node__in=[n.pk for n in nodes], attempt__job__exclusive=True)
+        .values_list("node_id", flat=True)
+    )
     for node_id, gpu_index, milli, cpu, memory in per_gpu:
         sums = use[node_id]
         sums[0] += milli
@@ -165,7 +173,8 @@ def listed(nodes, user=None) -> list[Listed]:
     rows = []
     for node in nodes:
         span = windows.get(node.pk)
-        row = Listed(node, *use[node.pk], window=span, yours=bool(span and span.tenant in mine))
+        row = Listed(node, *use[node.pk], span, bool(span and span.tenant in mine))
+        row.sole = node.pk in sole
         row.state = state_of(row, node.cluster.health == Cluster.Health.HEALTHY, now)
         rows.append(row)
     return rows

@@ -277,6 +277,8 @@ class SubmitSerializer(serializers.Serializer):
     exclude_nodes = exclude_nodes_field(default=list)
     # Slurm's --constraint=ib&nvme: what every node it runs on must offer.
     features = features_field(default=list)
+    # Slurm's --exclusive: each worker takes a node of exactly its GPUs to itself.
+    exclusive = serializers.BooleanField(default=False)
     labels = TextKeys(
         child=serializers.CharField(max_length=MAX_LABEL_VALUE, allow_blank=True),
         default=dict,
@@ -386,6 +388,8 @@ class SubmitSerializer(serializers.Serializer):
                 {"topology": "Only a training gang keeps its nodes in one topology domain: "
                  "leave topology out."}
             )  # fmt: skip
+        if data["exclusive"] and (problem := exclusive_problem(data)):
+            raise serializers.ValidationError({"exclusive": problem})
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})
         if problem := batch_too_large(data):
@@ -410,6 +414,22 @@ class SubmitSerializer(serializers.Serializer):
         if problem := volumes_problem(data["volumes"], tenant):
             raise serializers.ValidationError({"volumes": problem})
         return data
+
+
+def exclusive_problem(request: dict) -> str:
+    """Why a worker of this request cannot take a node to itself, "" if it can: it asks a
+    share of a GPU, or no node has exactly its GPUs (none, for a CPU-only one)."""
+    if request["gpu_milli"]:
+        return "An exclusive job takes whole nodes: ask whole GPUs, or none."
+    gpus = request["gpus"]
+    if Node.objects.filter(gpu_count=gpus).exists():
+        return ""
+    if not gpus:
+        return "No node without GPUs: a CPU-only exclusive job takes a node without GPUs."
+    return (
+        f"No node has exactly {gpus} GPU{'' if gpus == 1 else 's'}: each worker of an "
+        "exclusive job takes every GPU of a node of its own."
+    )
 
 
 def volumes_problem(mounts: list[dict], tenant) -> str:
@@ -610,7 +630,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "first_type_wait_s",
             "cluster_selector", "exclude_nodes",
-            "features",
+            "features", "exclusive",
             "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",
             "priority_class", "priority", "preemptible", "max_runtime_s", "max_retries",

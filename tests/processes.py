@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -22,6 +23,26 @@ def process_env(**extra) -> dict[str, str]:
     env = dict(os.environ, DATABASE_URL=url, PYTHONUNBUFFERED="1")
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def on_a_terminal(command: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run a command with its standard output a pseudo-terminal, as a person's is: its exit
+    status, what it wrote there (newlines as written) and its standard error."""
+    ours, theirs = pty.openpty()
+    done = subprocess.run(command, cwd=ROOT, env=env, stdout=theirs, stderr=subprocess.PIPE,
+                          timeout=60)  # fmt: skip
+    os.close(theirs)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # EIO: the terminal's other end closed and everything read
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(ours)
+    return done.returncode, written.decode().replace("\r\n", "\n"), done.stderr.decode()
 
 
 class Child(subprocess.Popen):

@@ -26,6 +26,7 @@ from jobs.serializers import (
     BATCH_TIME_LIMIT,
     REQUEST,
     RETRIES_EVERY_CODE,
+    exclusive_problem,
     first_type_problem,
     mail_problem,
     min_workers_problem,
@@ -275,6 +276,8 @@ def change_request(job: Job, asked: dict, by: str) -> int:
     wanted = {name: asked.get(name, getattr(job, name)) for name in REQUEST}
     if problem := request_problem(job.family, wanted):
         raise ValidationError({field: [message] for field, message in problem.items()})
+    if job.exclusive and (problem := exclusive_problem(wanted)):
+        raise ValidationError({"gpu_milli" if wanted["gpu_milli"] else "gpus": [problem]})
     shards = _queued_shards(job)
     if not shards:
         raise NotQueued(

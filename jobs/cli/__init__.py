@@ -2,10 +2,11 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
-                [--constraint FEATURE[&FEATURE...]] [--retry-exit-codes CODE[,CODE...]]
-                [--first-type-wait DURATION] [--label KEY=VALUE ...]
-                [--volume NAME:PATH[:rw] ...] [--notify-start] [--notify-requeue]
-                [--notify-time-limit] [--notify-email] [--test-only | --wait]
+                [--constraint FEATURE[&FEATURE...]] [--exclusive]
+                [--retry-exit-codes CODE[,CODE...]] [--first-type-wait DURATION]
+                [--label KEY=VALUE ...] [--volume NAME:PATH[:rw] ...] [--notify-start]
+                [--notify-requeue] [--notify-time-limit] [--notify-email]
+                [--test-only | --wait]
                      submit the job described in a JSON or YAML file ("-" for standard
                      input; in YAML, times such as begin are read as written); DEPS
                      adds to its depends_on, as Slurm's --dependency writes them: job ids
@@ -28,7 +29,10 @@
                      in one domain: all share one value of that node topology label (rack,
                      nvlink, zone), as Slurm's --switches. --exclude NODE,NODE: it never
                      runs on these nodes (its exclude_nodes; Slurm's --exclude; any
-                     cluster's node of that name). --retry-exit-codes 75,134-139:
+                     cluster's node of that name). --exclusive: each worker takes a
+                     node to itself, one of exactly its GPUs (every GPU of it; CPU only: a
+                     node without GPUs), and no other job runs there while it does (its
+                     exclusive; Slurm's --exclusive). --retry-exit-codes 75,134-139:
                      these exits of its own code are retried within its retries, as
                      infrastructure failures are (its retry_exit_codes; a worker killed
                      by signal N exits 128+N). --label KEY=VALUE adds a label
@@ -55,11 +59,12 @@
                      your jobs, newest first (all of them, or the newest N): id, state,
                      family, submitter, GPUs asked (workers x GPUs each, a share in
                      thousandths: 250m; a gang kept in one domain adds its topology:
-                     4x8@rack, all in one rack; a CPU-only one gives its workers: 4w@rack),
-                     time (squeue's TIME, D-HH:MM:SS: how long a queued job has waited
-                     since its submission, a scheduled one since its placement, a running
-                     one has run, an ended one ran, "-" if it never did; a batch: its
-                     first shard's), name and why it waits (a queued one's place in
+                     4x8@rack, all in one rack; a CPU-only one gives its workers: 4w@rack;
+                     "!" after them: each worker takes a node to itself, 2x8!, a CPU-only
+                     job's 2w!), time (squeue's TIME, D-HH:MM:SS: how long a queued job
+                     has waited since its submission, a scheduled one since its placement,
+                     a running one has run, an ended one ran, "-" if it never did; a
+                     batch: its first shard's), name and why it waits (a queued one's place in
                      line first: "4th in line, quota_exceeded") or ended; --state: those
                      in that state, or in any of several (queued,running); --id: those
                      jobs alone (squeue -j); --held: only the held ones; --batch: the

@@ -62,6 +62,7 @@ def submit(api: Api, args) -> None:
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
              "exclude_nodes": args.exclude, "features": args.constraint,
+             "exclusive": True if args.exclusive else None,
              "first_type_wait_s": args.first_type_wait,
              "retry_exit_codes": args.retry_exit_codes,
              **{field: True if getattr(args, field) else None
@@ -170,12 +171,14 @@ def clock(seconds: float) -> str:
 
 def shape(job: dict) -> str:
     """The GPUs a job asks and, for a gang kept in one topology domain, which: "4x8@rack" (all
-    in one rack); a CPU-only gang kept in one gives its workers instead, "4w@rack". One word,
-    so that the columns before the name stay one word each."""
-    if not job.get("topology"):
+    in one rack); "!" after them for a job whose workers each take a node to itself, "2x8!"
+    (exclusive); a CPU-only job kept in one domain or exclusive gives its workers instead,
+    "4w@rack", "2w!". One word, so that the columns before the name stay one word each."""
+    exclusive, topology = job.get("exclusive"), job.get("topology")
+    if not (exclusive or topology):
         return gpus_asked(job)
     asked = gpus_asked(job) if job["gpus"] or job["gpu_milli"] else f"{workers(job)}w"
-    return f"{asked}@{job['topology']}"
+    return f"{asked}{'!' if exclusive else ''}{'@' + topology if topology else ''}"
 
 
 def gpus_asked(job: dict) -> str:

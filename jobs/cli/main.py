@@ -128,6 +128,11 @@ def add_submitting(commands) -> None:
              "--constraint=ib&nvme; nodes lists what each offers)",
     )  # fmt: skip
     submitting.add_argument(
+        "--exclusive", action="store_true",
+        help="each worker takes a node of exactly its GPUs to itself, every GPU of it, and no "
+             "other job runs there while it does (its exclusive; Slurm's --exclusive)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--retry-exit-codes", type=exit_codes_written, metavar="CODE[,CODE...]",
         help="retry these exits of its own code within its retries, as infrastructure "
              "failures are (1 to 255, a run as 128-255; killed by signal N: 128+N)",

@@ -3,8 +3,6 @@
 import contextlib
 import http.server
 import json
-import os
-import pty
 import signal
 import subprocess
 import sys
@@ -22,7 +20,7 @@ from jobs.models import Job, LogChunk
 from jobs.states import State
 from quotas.tokens import create_token
 from tests.factories import AttemptFactory, JobFactory, PriorityClassFactory
-from tests.processes import ROOT
+from tests.processes import ROOT, on_a_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,15 +176,11 @@ def test_list_heads_its_columns_on_a_terminal_alone_and_says_why_a_job_failed(
                           ("failed", "worker 0 exited with code 3")):  # fmt: skip
         actions.transition(job, state, reason)
     env = {"MLSCHED_URL": live_server.url, "MLSCHED_TOKEN": cli.token, "PATH": "/usr/bin:/bin"}
-    ours, theirs = pty.openpty()  # the CLI's standard output a terminal, as a person's is
-    with os.fdopen(ours, "rb") as terminal:
-        done = subprocess.run([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,
-                              stdout=theirs, stderr=subprocess.PIPE, timeout=60)  # fmt: skip
-        os.close(theirs)
-        shown = terminal.read1(65536).decode().splitlines()
+    status, written, errors = on_a_terminal([sys.executable, "-m", "jobs.cli", "list"], env)
+    shown = written.splitlines()
     piped = cli("list").stdout.splitlines()
 
-    assert done.returncode == 0, done.stderr
+    assert status == 0, errors
     assert shown[0].split() == ["ID", "STATE", "FAMILY", "OWNER", "GPUS", "TIME", "NAME"]
     assert shown[1:] == piped
     assert piped == [

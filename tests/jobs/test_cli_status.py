@@ -2,8 +2,6 @@
 `scontrol show job`), its JSON for a script."""
 
 import json
-import os
-import pty
 import subprocess
 import sys
 
@@ -16,7 +14,7 @@ from jobs.models import Attempt, Family
 from jobs.states import State
 from quotas.tokens import create_token
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
-from tests.processes import ROOT
+from tests.processes import ROOT, on_a_terminal
 
 
 @pytest.fixture
@@ -33,22 +31,9 @@ def run_cli(live_server, alice):
                                   timeout=60)  # fmt: skip
             assert done.returncode == 0, done.stderr
             return done.stdout
-        ours, theirs = pty.openpty()
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=theirs,
-                              stderr=subprocess.PIPE, timeout=60)  # fmt: skip
-        os.close(theirs)
-        written = b""
-        while True:
-            try:
-                chunk = os.read(ours, 65536)
-            except OSError:  # EIO: the terminal's other end closed and everything read
-                break
-            if not chunk:
-                break
-            written += chunk
-        os.close(ours)
-        assert done.returncode == 0, done.stderr
-        return written.decode().replace("\r\n", "\n")
+        status, written, errors = on_a_terminal(command, env)
+        assert status == 0, errors
+        return written
 
     return run
 

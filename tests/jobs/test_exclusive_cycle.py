@@ -14,6 +14,8 @@ from jobs.models import Job
 from jobs.placement import PLACED, place
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
+from tests.jobs.test_batch_cancel import api
+from tests.jobs.test_request_edit import change
 
 pytestmark = pytest.mark.django_db
 
@@ -114,3 +116,36 @@ def test_in_one_batch_work_after_an_exclusive_job_on_its_node_is_refused(alice, 
 
     assert commit_batch(solo_outcome + small_outcome, datetime.now(tz=UTC)) == {solo.pk}
     assert state_of(small) == State.QUEUED
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "said"),
+    [({"gpus": 0, "gpu_milli": 500}, "gpu_milli", "ask whole GPUs, or none"),
+     ({"gpus": 3}, "gpus", "No node has exactly 3 GPUs")],
+    ids=["a share", "no node of that many"],
+)  # fmt: skip
+def test_its_request_changes_only_to_one_a_node_could_take_whole(
+    alice, alpha, east, body, field, said
+):
+    NodeFactory(cluster=east, gpu_count=8)
+    solo = JobFactory(tenant=alpha, owner=alice, family="evaluation", gpus=8, exclusive=True)
+
+    refused = change(alice, solo, body)
+    done = change(alice, solo, {"gpus": 8, "cpu_milli": 1000})
+
+    assert refused.status_code == 400
+    assert said in refused.json()[field][0]
+    assert done.status_code == 200
+    assert Job.objects.get(pk=solo.pk).cpu_milli == 1000
+
+
+def test_a_node_an_exclusive_job_holds_is_listed_allocated(alice, alpha, east):
+    NodeFactory(cluster=east, name="gpu-0", gpu_count=8)
+    NodeFactory(cluster=east, name="cpu-0", gpu_count=0, gpu_type="")
+    JobFactory(tenant=alpha, owner=alice, gpus=8, cpu_milli=2000, exclusive=True)
+    JobFactory(tenant=alpha, owner=alice, gpus=0, cpu_milli=1000, exclusive=True)
+    cycle.run_cycle()
+
+    listed = api(alice).get("/api/v1/nodes/").json()["nodes"]
+
+    assert {n["name"]: n["state"] for n in listed} == {"gpu-0": "allocated", "cpu-0": "allocated"}
