@@ -5,6 +5,7 @@ Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--wai
                                  [--running-shares 0] [--maintenance 0]
                                  [--lend 1] [--elastic 0] [--topology 0]
                                  [--fair-share-preemption] [--class-gpus 0] [--features 0]
+                                 [--exclusive 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -24,7 +25,9 @@ victims among tenants over it. With ``--class-gpus F`` the top tier's work may h
 of all GPUs at once (its class's ``max_gpus``: ``QueuedJob.class_gpu_limit``). With
 ``--features F`` that share of the nodes offers ``ib`` (whole clusters' racks alike: every
 node whose index is under F of each block of 100) and that share of the training gangs
-requires it (``Node.features``, ``QueuedJob.features``).
+requires it (``Node.features``, ``QueuedJob.features``). With ``--exclusive F`` that share
+of the training jobs takes its nodes to itself (``QueuedJob.exclusive``: a node of exactly its
+GPUs per worker, idle).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -263,6 +266,7 @@ def build_snapshot(
     shares: float = 0.0,
     class_gpus: float = 0.0,
     features: float = 0.0,
+    exclusive: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
@@ -277,6 +281,11 @@ def build_snapshot(
         nodes = with_windows(nodes, maintenance, random.Random(seed + 1))
     if features:
         nodes, queue = with_features(nodes, queue, features, random.Random(seed + 2))
+    if exclusive:
+        rng = random.Random(seed + 3)
+        queue = [dataclasses.replace(job, exclusive=True)
+                 if job.family == "training" and rng.random() < exclusive else job
+                 for job in queue]  # fmt: skip
     return Snapshot(
         tuple(nodes),
         tuple(running),
@@ -331,6 +340,7 @@ def run(
     shares: float = 0.0,
     class_gpus: float = 0.0,
     features: float = 0.0,
+    exclusive: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
@@ -350,6 +360,7 @@ def run(
         shares,
         class_gpus,
         features,
+        exclusive,
     )
     walls, cpus = [], []
     for _ in range(repeat):
@@ -440,6 +451,12 @@ def main() -> None:
         default=0.0,
         help="the share of the nodes offering a feature, and of the training gangs requiring it",
     )
+    parser.add_argument(
+        "--exclusive",
+        type=float,
+        default=0.0,
+        help="the share of the training jobs taking their nodes to themselves",
+    )
     args = parser.parse_args()
     policy = Policy(fair_share_preemption=args.fair_share_preemption)
     if args.queue_depth:
@@ -451,7 +468,7 @@ def main() -> None:
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
             args.maintenance, args.lend, args.elastic, args.topology, args.running_shares,
-            args.class_gpus, args.features,
+            args.class_gpus, args.features, args.exclusive,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))
