@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 
 INVENTORY_FIELDS = ["cpu_milli", "memory_mb", "gpu_type", "gpu_count", "gpu_shareable",
-                    "topology", "features", "healthy", "last_seen"]  # fmt: skip
+                    "topology", "features", "healthy", "not_ready_reason", "last_seen"]  # fmt: skip
+# Why a node its agent no longer lists is not ready.
+UNLISTED = "its agent no longer lists it"
 
 
 @transaction.atomic
@@ -58,11 +60,11 @@ def record_inventory(
         [Node(cluster=cluster, name=inv.name, cpu_milli=inv.cpu_milli, memory_mb=inv.memory_mb,
               gpu_type=inv.gpu_type, gpu_count=inv.gpu_count, gpu_shareable=inv.gpu_shareable,
               topology=inv.topology, features=sorted(inv.features), healthy=inv.ready,
-              last_seen=Now())
+              not_ready_reason="" if inv.ready else inv.not_ready, last_seen=Now())
          for inv in reported.values()],
         update_conflicts=True, unique_fields=["cluster", "name"], update_fields=INVENTORY_FIELDS,
     )  # fmt: skip
-    cluster.nodes.exclude(name__in=reported).update(healthy=False)
+    cluster.nodes.exclude(name__in=reported).update(healthy=False, not_ready_reason=UNLISTED)
     mark_alive(cluster, spec_fields, older_release)
 
 

@@ -77,6 +77,8 @@ class NodeSerializer(serializers.Serializer):
     # Keys a job could name (Job.topology): another would land where no job could ask for it.
     topology = TextKeys(child=serializers.CharField(), default=dict, validators=[validate_topology])
     ready = serializers.BooleanField(default=True)
+    # Why it is not ready, as the agent says it (an agent of an earlier release says nothing).
+    not_ready = AgentText(default="", cut_at=300)
     # Names a job could require (Job.features); an agent of an earlier release sends none.
     features = serializers.ListField(
         child=serializers.CharField(max_length=63), default=list, validators=[validate_features]

@@ -165,6 +165,8 @@ class Node(models.Model):
     )
     schedulable = models.BooleanField(default=True)
     healthy = models.BooleanField(default=True)
+    # Why its agent does not report it ready, as the agent says it ("": ready, or not said).
+    not_ready_reason = models.CharField(max_length=300, blank=True, default="", db_default="")
     last_seen = models.DateTimeField(null=True, blank=True)
     # Cordoned by the control plane for failing several jobs in a short time (jobs.quarantine);
     # cleared when the node is uncordoned.

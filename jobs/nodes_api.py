@@ -128,8 +128,11 @@ def reason_of(row: Listed) -> str:
     node, window = row.node, row.window
     until = f"until {window.ends:%Y-%m-%d %H:%M} UTC" if window else ""
     if row.state == DOWN:
-        return "its agent does not report it ready" if not node.healthy else (
-            "its cluster's agent is not reporting")  # fmt: skip
+        if node.healthy:
+            return "its cluster's agent is not reporting"
+        why = node.not_ready_reason
+        return f"its agent does not report it ready: {why}" if why else (
+            "its agent does not report it ready")  # fmt: skip
     if row.state == MAINTENANCE:
         return f"in a maintenance window {until}"
     if row.state == BOOKED:

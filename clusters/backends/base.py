@@ -71,6 +71,8 @@ class NodeInventory:
     ready: bool = True
     # What it offers that a job may require (Slurm's node Features: ib, nvme).
     features: tuple[str, ...] = ()
+    # Why it is not ready, in a line ("": ready, or the backend cannot say).
+    not_ready: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from clusters.backends import base
-from clusters.backends.k8s_specs import CONTAINER, GROUP
+from clusters.backends.k8s_specs import CONTAINER, GROUP, untolerated_taint
 
 # Waiting reasons that will not fix themselves: the attempt has to be retried elsewhere or later.
 # A failed pull is not one at first: the kubelet tries again (then waits as ImagePullBackOff).
@@ -547,6 +547,26 @@ def node_state(node: client.V1Node | None) -> str:
         return NODE_MISSING
     ready = _ready_condition(node)
     return NODE_READY if ready is not None and ready.status == "True" else NODE_NOT_READY
+
+
+def not_ready_reason(node: client.V1Node, tolerated: tuple[str, ...]) -> str:
+    """Why the node takes none of the agent's pods, in a line ("": it takes them): not Ready
+    (its Ready condition's reason and message, as the kubelet last posted them), cordoned in
+    Kubernetes, or tainted NoExecute with a key the pods do not tolerate."""
+    ready = _ready_condition(node)
+    if ready is None:
+        return "no Ready condition posted by its kubelet"
+    if ready.status != "True":
+        said = ": ".join(part for part in (ready.reason, ready.message) if part)
+        return f"not Ready in Kubernetes ({said})" if said else "not Ready in Kubernetes"
+    if node.spec and node.spec.unschedulable:
+        return "cordoned in Kubernetes (spec.unschedulable)"
+    if key := untolerated_taint(node, tolerated):
+        return (
+            f"tainted {key}:NoExecute, which the agent's pods do not tolerate "
+            f"(run_agent --tolerate-taint {key})"
+        )
+    return ""
 
 
 def not_ready_since(node: client.V1Node) -> datetime | None:

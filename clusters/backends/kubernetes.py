@@ -4,7 +4,8 @@
   `nvidia.com/gpu.product` label; `mlsched.io/gpu-shareable=true` marks nodes where fractional
   GPU shares may run; topology from node labels (`topology_labels`). A cordoned node, one
   whose Ready condition is not True, and one tainted NoExecute with a key the pods do not
-  tolerate (`tolerated_taints`: the kubelet would refuse them) are reported not ready.
+  tolerate (`tolerated_taints`: the kubelet would refuse them) are reported not ready, with
+  why (`k8s_status.not_ready_reason`).
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
   NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
   job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
@@ -114,6 +115,7 @@ from clusters.backends.k8s_status import (
     is_finished,
     is_started,
     node_state,
+    not_ready_reason,
     pods_node_state,
     pull_error,
     pull_error_in_events,
@@ -716,7 +718,7 @@ class KubernetesBackend:
     def _inventory_of(self, node: client.V1Node) -> NodeInventory:
         allocatable = (node.status.allocatable if node.status else None) or {}
         labels = node.metadata.labels or {}
-        cordoned = bool(node.spec and node.spec.unschedulable)
+        why = not_ready_reason(node, self.tolerated_taints)
         return NodeInventory(
             name=node.metadata.name,
             cpu_milli=int(parse_quantity(allocatable.get("cpu", "0")) * 1000),
@@ -725,10 +727,9 @@ class KubernetesBackend:
             gpu_count=int(parse_quantity(allocatable.get(specs.GPU_RESOURCE, "0"))),
             gpu_shareable=labels.get(specs.LABEL_SHAREABLE) == "true",
             topology={k: labels[v] for k, v in self.topology_labels.items() if v in labels},
-            ready=node_state(node) == NODE_READY
-            and not cordoned
-            and not specs.untolerated_taint(node, self.tolerated_taints),
+            ready=not why,
             features=features_of(labels),
+            not_ready=why,
         )
 
     # Watch and log callbacks.

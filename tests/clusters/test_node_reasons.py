@@ -86,3 +86,31 @@ def test_the_cli_and_the_clusters_page_say_it(cli, client, alice, east):  # noqa
     assert listed.stdout.splitlines()[0].split()[-1] == "reason"
     assert "flaky NCCL (root, " in listed.stdout.splitlines()[1]
     assert '<td class="reason">flaky NCCL (root, ' in page
+
+
+def test_the_agents_word_on_a_node_not_ready_is_given_and_a_node_it_drops_says_so(
+    agent, alice, east
+):
+    node = {"cpu_milli": 64000, "memory_mb": 512000, "gpu_type": "A100", "gpu_count": 8}
+    tainted = "tainted dedicated:NoExecute, which the agent's pods do not tolerate"
+    nodes = [{**node, "name": "gpu-0", "ready": False, "not_ready": tainted},
+             {**node, "name": "gpu-1"}, {**node, "name": "gpu-2"}]  # fmt: skip
+    first = agent.post("/api/v1/agent/east/inventory/", {"nodes": nodes}, format="json")
+    agent.post("/api/v1/agent/east/inventory/", {"nodes": nodes[:2]}, format="json")
+
+    said = reasons(alice)
+
+    assert first.status_code == 200, first.content
+    assert said["gpu-0"] == f"its agent does not report it ready: {tainted}"
+    assert said["gpu-1"] == ""
+    assert said["gpu-2"] == "its agent does not report it ready: its agent no longer lists it"
+
+
+def test_a_node_ready_again_forgets_why_it_was_not(agent, alice, east):
+    node = {"name": "gpu-0", "cpu_milli": 64000, "memory_mb": 512000}
+    down = {**node, "ready": False, "not_ready": "cordoned in Kubernetes (spec.unschedulable)"}
+    agent.post("/api/v1/agent/east/inventory/", {"nodes": [down]}, format="json")
+    agent.post("/api/v1/agent/east/inventory/", {"nodes": [node]}, format="json")
+
+    assert Node.objects.get(name="gpu-0").not_ready_reason == ""
+    assert reasons(alice)["gpu-0"] == ""

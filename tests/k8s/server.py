@@ -163,12 +163,18 @@ class KubeTestServer:
         with self.cond:
             self.nodes.pop(name, None)
 
-    def set_node_ready(self, name: str, ready: bool, since_s: float | None = 0.0) -> None:
+    def set_node_ready(
+        self, name: str, ready: bool, since_s: float | None = 0.0, reason: str = "", message=""
+    ) -> None:
         """The node controller sets the Ready condition, changed `since_s` seconds ago (None:
-        without a lastTransitionTime)."""
+        without a lastTransitionTime), with the kubelet's `reason` and `message` if given."""
         with self.cond:
             cond = self.nodes[name]["status"]["conditions"][0]
             cond["status"] = "True" if ready else "False"
+            for key, said in (("reason", reason), ("message", message)):
+                cond.pop(key, None)
+                if said:
+                    cond[key] = said
             cond.pop("lastTransitionTime", None)
             if since_s is not None:
                 cond["lastTransitionTime"] = objects.now(-since_s)

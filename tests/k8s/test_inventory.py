@@ -51,10 +51,26 @@ def test_it_reports_a_not_ready_node_not_ready(kube, backend):
     assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": True, "gpu-b": False}
 
 
+def test_it_says_why_a_node_is_not_ready_as_its_kubelet_posted_it(kube, backend):
+    kube.set_node_ready("gpu-b", False, reason="KubeletNotReady", message="PLEG is not healthy")
+
+    said = {n.name: n.not_ready for n in backend.inventory()}
+
+    assert said == {
+        "gpu-a": "",
+        "gpu-b": "not Ready in Kubernetes (KubeletNotReady: PLEG is not healthy)",
+    }
+
+
 def test_it_reports_a_cordoned_node_not_ready(kube, backend):
     kube.cordon("gpu-a")
 
-    assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": False, "gpu-b": True}
+    listed = {n.name: (n.ready, n.not_ready) for n in backend.inventory()}
+
+    assert listed == {
+        "gpu-a": (False, "cordoned in Kubernetes (spec.unschedulable)"),
+        "gpu-b": (True, ""),
+    }
 
 
 def test_it_leaves_out_a_removed_node(kube, backend):
@@ -71,9 +87,14 @@ def test_it_reports_a_node_tainted_noexecute_not_ready_unless_its_pods_tolerate_
 
     plain = {n.name: n.ready for n in make_backend().inventory()}
     tolerant = {n.name: n.ready for n in make_backend(tolerated_taints=("dedicated",)).inventory()}
+    (said,) = [n.not_ready for n in make_backend().inventory() if n.name == "gpu-a"]
 
     assert plain == {"gpu-a": False, "gpu-b": True}
     assert tolerant == {"gpu-a": True, "gpu-b": True}
+    assert said == (
+        "tainted dedicated:NoExecute, which the agent's pods do not tolerate "
+        "(run_agent --tolerate-taint dedicated)"
+    )
 
 
 def test_a_not_ready_nodes_own_taint_is_left_to_its_ready_condition(kube, backend):
