@@ -142,15 +142,17 @@ class RequestSerializer(SomeOf):
 class ConstraintsSerializer(SomeOf):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
     Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
-    selector, the nodes it excludes, the features its nodes must offer and how long it takes
-    its first GPU type alone, any of them, as a submission gives them (empty: any, none
-    excluded, none required; null: no wait); one at least."""
+    selector, the nodes it excludes, the features its nodes must offer, how long it takes its
+    first GPU type alone and whether each worker takes a node to itself, any of them, as a
+    submission gives them (empty: any, none excluded, none required; null: no wait); one at
+    least."""
 
     gpu_types = gpu_types_field(required=False)
     cluster_selector = cluster_selector_field(required=False)
     exclude_nodes = exclude_nodes_field(required=False)
     features = features_field(required=False)
     first_type_wait_s = first_type_wait_field(required=False)
+    exclusive = serializers.BooleanField(required=False)
     about = "where the job may run"
 
 

@@ -294,17 +294,17 @@ def change_request(job: Job, asked: dict, by: str) -> int:
 
 @retrying.atomic
 def change_constraints(job: Job, asked: dict, by: str) -> int:
-    """Set where a queued job may run, any of gpu_types (most preferred first),
-    cluster_selector, exclude_nodes, features and first_type_wait_s in `asked`, the others kept
-    (Slurm's `scontrol update` of a pending job's Features, Partition and ExcNodeList); for a
-    batch (its first shard), every shard still queued. It keeps its place; from the next cycle
-    it is placed on the GPU types, clusters and nodes it takes now; a job placed keeps where it
-    runs. One that had evicted work for itself gives up its claim on that room, which may no
-    longer be where it runs. Records an event on each job and wakes the scheduler; returns how
-    many jobs it changed.
+    """Set where a queued job may run, any of gpu_types (most preferred first), cluster_selector,
+    exclude_nodes, features, first_type_wait_s and exclusive in `asked`, the others kept (Slurm's
+    `scontrol update` of a pending job's Features, Partition and ExcNodeList); for a batch (its
+    first shard), every shard still queued. It keeps its place; from the next cycle it is placed on
+    the GPU types, clusters and nodes it takes now; a job placed keeps where it runs. One that had
+    evicted work for itself gives up its claim on that room, which may no longer be where it runs.
+    Records an event on each job and wakes the scheduler; returns how many jobs it changed.
 
     Raises NotQueued when nothing of the job is queued; the serializer's ValidationError, on
-    first_type_wait_s, for a wait for the first of fewer than two GPU types."""
+    first_type_wait_s, for a wait for the first of fewer than two GPU types, on exclusive, for
+    a request no node could hold whole (``serializers.exclusive_problem``)."""
     shards = _queued_shards(job)
     if not shards:
         raise NotQueued(
@@ -317,6 +317,8 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
         if "first_type_wait_s" not in asked:  # the wait it has, kept
             problem += " It keeps the wait it has: give first_type_wait_s null to drop it."
         raise ValidationError({"first_type_wait_s": [problem]})
+    if wanted["exclusive"] and (problem := exclusive_problem(asks_gpus)):
+        raise ValidationError({"exclusive": [problem]})
     Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)
     said = where(*(wanted[name] for name in CONSTRAINTS))
     _note(shards, list(shards), f"may run on {said} by {by}")

@@ -176,13 +176,14 @@
                  [--exclude NODE[,NODE...] | --no-exclude]
                  [--constraint FEATURE[&FEATURE...] | --no-constraint]
                  [--first-type-wait DURATION | --no-first-type-wait]
+                 [--exclusive | --shared]
                      change where a queued job (a batch: its queued shards) may run: the GPU
                      types it takes, most preferred first, the labels a cluster must carry,
-                     the nodes it never runs on, the features its nodes must offer and how
-                     long it takes its first GPU type alone (from when it may run), as
-                     Slurm's scontrol update of a pending job's Features, Partition and
-                     ExcNodeList; it keeps its place in the queue; a job placed keeps where
-                     it runs
+                     the nodes it never runs on, the features its nodes must offer, how
+                     long it takes its first GPU type alone (from when it may run) and
+                     whether each worker takes a node to itself, as Slurm's scontrol update
+                     of a pending job's Features, Partition and ExcNodeList; it keeps its
+                     place in the queue; a job placed keeps where it runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

@@ -64,14 +64,17 @@ NOTIFY_FLAGS = (
 
 
 # Where a job may run, as the API names it: what `where` says, in its order.
-CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features", "first_type_wait_s")
+CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features", "first_type_wait_s",
+               "exclusive")  # fmt: skip
 
 
-def where(gpu_types, selector: dict, excluded=(), features=(), first_wait=None) -> str:
+def where(
+    gpu_types, selector: dict, excluded=(), features=(), first_wait=None, exclusive=False
+) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
     clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",
     "... of any cluster, on nodes with ib, nvme", "GPU types H100, A100 (H100 alone for its
-    first 30 min free to run, then any) of ..."."""
+    first 30 min free to run, then any) of ...", "..., each worker on a node to itself"."""
     gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
     if waits := first_type_wait(gpu_types, first_wait):
         gpus += f" ({waits})"
@@ -81,6 +84,8 @@ def where(gpu_types, selector: dict, excluded=(), features=(), first_wait=None) 
         said += f", not on node{'s' if len(excluded) > 1 else ''} {', '.join(excluded)}"
     if features:
         said += f", on nodes with {', '.join(features)}"
+    if exclusive:
+        said += ", each worker on a node to itself"
     return said
 
 

@@ -353,8 +353,8 @@ def resize(api: Api, args) -> None:
 def constrain(api: Api, args) -> None:
     """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
     --any-cluster] [--exclude NODE,NODE | --no-exclude] [--constraint F&F | --no-constraint]
-    [--first-type-wait DURATION | --no-first-type-wait]`: where the queued job may run now,
-    and how many jobs changed (a batch's queued shards)."""
+    [--first-type-wait DURATION | --no-first-type-wait] [--exclusive | --shared]`: where the queued
+    job may run now, and how many jobs changed (a batch's queued shards)."""
     body: dict = {}
     if args.gpu_types is not None or args.any_gpu_type:
         body["gpu_types"] = [] if args.any_gpu_type else args.gpu_types
@@ -366,6 +366,8 @@ def constrain(api: Api, args) -> None:
         body["features"] = [] if args.no_constraint else args.constraint
     if args.first_type_wait is not None or args.no_first_type_wait:
         body["first_type_wait_s"] = None if args.no_first_type_wait else args.first_type_wait
+    if args.exclusive is not None:
+        body["exclusive"] = args.exclusive
     answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
     changed = answer["changed"]
     said = where(*(answer[name] for name in CONSTRAINTS))

@@ -313,6 +313,11 @@ def add_changing(commands) -> None:
                             "may run (90m, 2h), then any of them")  # fmt: skip
     first.add_argument("--no-first-type-wait", action="store_true",
                        help="take any of its GPU types at once")  # fmt: skip
+    whole = constraining.add_mutually_exclusive_group()
+    whole.add_argument("--exclusive", action="store_true", default=None,
+                       help="each worker takes a node of exactly its GPUs to itself")  # fmt: skip
+    whole.add_argument("--shared", dest="exclusive", action="store_false",
+                       help="its workers share nodes with other jobs")  # fmt: skip
     canceling = commands.add_parser("cancel")
     canceling.add_argument("ids", type=int, nargs="*", metavar="ID")
     canceling.add_argument("--name", help="only jobs of this name")
