@@ -426,8 +426,40 @@ def deliver(notification: Notification | None) -> None:
         args = (notification.delivery, list(notification.mail_to), subject, body)
         queue(tasks_module().mail_notification, *args)
     if notification.tenant.notify_url:
-        body = encode({**notification.document, "text": summary(notification.document)})
+        body = encode(payload(notification.tenant.notify_format, notification.document))
         post(notification.tenant, body, notification.delivery)
+
+
+# A Discord message's most characters.
+DISCORD_CONTENT = 2000
+
+
+def payload(form: str, document: Mapping[str, object]) -> dict:
+    """What a tenant's URL is sent in its notification format (`Tenant.notify_format`): the
+    document with its line as `text` (Slack's and Mattermost's incoming webhooks show it); for
+    a Microsoft Teams Workflows webhook, an Adaptive Card of the line with a button to the job,
+    the document beside it (`mlsched`, for the flow's own conditions); for Discord, the line as
+    the message, mentioning nobody (a job's name written `@everyone` pings no one)."""
+    if form == Tenant.NotifyFormat.TEAMS:
+        link = document.get("url")
+        card = {
+            "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+            "type": "AdaptiveCard",
+            "version": "1.4",
+            "body": [{"type": "TextBlock", "text": headline(document), "wrap": True}],
+            "actions": [{"type": "Action.OpenUrl", "title": "Open in mlsched", "url": link}]
+            if link
+            else [],
+        }
+        attachment = {
+            "contentType": "application/vnd.microsoft.card.adaptive",
+            "contentUrl": None,
+            "content": card,
+        }
+        return {"type": "message", "attachments": [attachment], "mlsched": dict(document)}
+    if form == Tenant.NotifyFormat.DISCORD:
+        return {"content": summary(document)[:DISCORD_CONTENT], "allowed_mentions": {"parse": []}}
+    return {**document, "text": summary(document)}
 
 
 def claim_mail(delivery: str) -> bool:
@@ -541,8 +573,13 @@ def summary(document: Mapping[str, object]) -> str:
     """The notification in a line, and its link: the `text` every posted document carries, which
     Slack's and Mattermost's incoming webhooks show as the message ("Job #42 train-llm failed:
     exit code 3 https://mlsched.example.com/jobs/42/")."""
-    line = " ".join(SUBJECTS[str(document["event"])](document).split())
+    line = headline(document)
     return f"{line} {document['url']}" if document.get("url") else line
+
+
+def headline(document: Mapping[str, object]) -> str:
+    """The notification in a line, without its link: "Job #42 train-llm failed: exit code 3"."""
+    return " ".join(SUBJECTS[str(document["event"])](document).split())
 
 
 def mail_text(document: Mapping[str, object]) -> tuple[str, str]:

@@ -97,7 +97,8 @@ class TenantForm(Drawn):
 
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
-                    "allowed_images", "notify_url", "placements_paused")  # fmt: skip
+                    "allowed_images", "notify_url", "notify_format",
+                    "placements_paused")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -255,7 +256,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         # platform's decision, as what images run is. The secret (not editable) is not shown.
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
-                "allowed_images", "notify_url", "default_priority_class",
+                "allowed_images", "notify_url", "notify_format", "default_priority_class",
                 "placements_paused")  # fmt: skip
 
     def get_changelist_instance(self, request):

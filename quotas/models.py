@@ -112,6 +112,22 @@ class Tenant(models.Model):
         "one of the tenant's jobs ends (a batch: once, when its last shard ends), and when its "
         "month's GPU-hour use reaches 80 % and 100 % of its budget. Empty: none.",
     )
+
+    class NotifyFormat(models.TextChoices):
+        JSON = "json", "JSON: the document with its line as text (Slack, Mattermost, your own)"
+        TEAMS = "teams", "Microsoft Teams: an Adaptive Card, for a Workflows webhook"
+        DISCORD = "discord", "Discord: the line as the message's content"
+
+    notify_format = models.CharField(
+        "notification format",
+        max_length=16,
+        choices=NotifyFormat.choices,
+        default=NotifyFormat.JSON,
+        db_default=NotifyFormat.JSON,
+        help_text="What the notification URL is sent: the signed JSON document, its line as "
+        "`text` beside it (what Slack's and Mattermost's incoming webhooks show); or the body "
+        "a Microsoft Teams Workflows webhook or a Discord webhook takes.",
+    )
     notify_secret = models.CharField(
         "notification secret",
         max_length=64,

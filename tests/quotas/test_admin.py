@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from clusters.models import Allocation
 from tests.factories import AttemptFactory, JobFactory, NodeFactory, QuotaFactory, UserFactory
+from tests.quotas.tenant_form import tenant_fields
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_it_does_not_count_other_tenants_usage(admin_client, alpha, gamma):
 def tenant_form(tenant, flavor: str, guaranteed: int, borrow_limit: int) -> dict:
     """The tenant change form with one new quota row and no members."""
     return {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(tenant),
         "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "0",
         "quotas-0-flavor": flavor, "quotas-0-guaranteed": str(guaranteed),
         "quotas-0-borrow_limit": str(borrow_limit),

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import QuotaFactory, UserFactory
+from tests.quotas.tenant_form import tenant_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def drawn_on(browser, url: str, name: str = "quotas-0-drawn") -> str:
 def tenant_form(tenant, quota, drawn: str, guaranteed: int, borrow_limit: int) -> dict:
     """The tenant page as an admin sends it: the one quota row, as edited."""
     return {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(tenant),
         "quotas-TOTAL_FORMS": "1", "quotas-INITIAL_FORMS": "1",
         "quotas-0-id": str(quota.pk), "quotas-0-tenant": str(tenant.pk),
         "quotas-0-flavor": quota.flavor, "quotas-0-guaranteed": str(guaranteed),
@@ -114,7 +115,7 @@ def test_the_second_save_of_a_tenant_drawn_before_the_first_is_refused(admins, a
     root, ruth = admins
     url = tenant_page
     form = {
-        "name": alpha.name, "slug": alpha.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(alpha),
         "drawn": drawn_on(root, url, "drawn"),
         "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",

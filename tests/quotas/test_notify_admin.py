@@ -12,6 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from quotas.models import Tenant
 from tests.factories import TenantFactory, UserFactory
+from tests.quotas.tenant_form import tenant_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +39,9 @@ def tenant_admin(client, alice):
 def tenant_form(tenant, **fields) -> dict:
     """The tenant change form, no quota or member rows changed."""
     return {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(tenant, **fields),
         "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
-        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", **fields,
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip
 
 

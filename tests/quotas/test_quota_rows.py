@@ -10,6 +10,7 @@ from django.db import connection
 from quotas.models import Quota
 from tests.factories import NodeFactory, QuotaFactory, UserFactory
 from tests.jobs.test_lock_order import commit_once_waited_on, other_connection
+from tests.quotas.tenant_form import tenant_fields
 
 TAKEN = "This tenant has a quota on gpu:A100 already"
 
@@ -24,7 +25,7 @@ def tenant_form(tenant, rows, stored=0) -> dict:
     """The tenant change form with quota ``rows`` (dicts of their fields), the first
     ``stored`` of them rows the page showed."""
     form = {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(tenant),
         "quotas-TOTAL_FORMS": str(len(rows)), "quotas-INITIAL_FORMS": str(stored),
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip

@@ -8,6 +8,7 @@ import pytest
 from quotas.models import Membership
 from tests.quotas import test_admin_concurrent_quota_edits as concurrent
 from tests.quotas.admin_pages import staff_client
+from tests.quotas.tenant_form import tenant_fields
 from tests.quotas.test_admin_concurrent_quota_edits import drawn_on
 from tests.security.test_admin_scope import GRANTED
 
@@ -42,8 +43,7 @@ def members_form(tenant, drawn: str, new_member, max_gpus_per_user: str = "") ->
 
 def platform_form(tenant, drawn: str, **changes) -> dict:
     return {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
-        "drawn": drawn, **changes,
+        **tenant_fields(tenant, drawn=drawn, **changes),
         "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip

@@ -9,6 +9,7 @@ from clusters.models import Allocation
 from jobs.models import Job
 from quotas.models import Membership, PriorityClass, Tenant
 from tests.factories import AttemptFactory, JobFactory, NodeFactory, QuotaFactory, UserFactory
+from tests.quotas.tenant_form import tenant_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def gamma_job(gamma, charlie):
 def tenant_form(tenant, quotas=(), members=()) -> dict:
     """The tenant change form, with new quota and membership rows."""
     form = {
-        "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
+        **tenant_fields(tenant),
         "quotas-TOTAL_FORMS": str(len(quotas)), "quotas-INITIAL_FORMS": "0",
         "memberships-TOTAL_FORMS": str(len(members)), "memberships-INITIAL_FORMS": "0",
     }  # fmt: skip
