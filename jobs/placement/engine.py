@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from jobs.placement import (
@@ -28,7 +29,7 @@ from jobs.placement import (
 )
 from jobs.placement.batch_limit import BatchLimits
 from jobs.placement.budget import Budgets
-from jobs.placement.capacity import Capacity, Group
+from jobs.placement.capacity import Capacity, Group, NodeState
 from jobs.placement.decision import (
     PENDING,
     PLACED,
@@ -166,6 +167,8 @@ class Cycle:
         self.own_work = OwnWork(snapshot.running)
         self.reservation_tries = 0
         self._lost: dict[str, float] | None = None
+        self._emptied: tuple[tuple, dict[str, float]] | None = None
+        self._sized: dict[tuple, list[NodeState]] = {}
         self.failed: dict[tuple, list[tuple]] = {}
         # Bumped whenever capacity changes: cached explanations are only valid inside an epoch.
         self.epoch = 0
@@ -612,6 +615,37 @@ class Cycle:
         )
         self.evicted.add(victim.id)
         self.preempted.append(victim.id)
+
+    def emptied_at(self, gone: RunningJob | None = None) -> Mapping[str, float]:
+        """When each node is left empty by the running work's expected ends (inf: some end
+        not known; now: nothing runs there), by node id: work evicted in this cycle is gone by
+        the eviction grace, ``gone`` counted gone already. Kept until the next eviction."""
+        key = (len(self.evicted), None if gone is None else gone.id)
+        if self._emptied is None or self._emptied[0] != key:
+            back = self.now + self.policy.eviction_grace_s
+            emptied = dict.fromkeys(self.capacity.by_id, self.now)
+            for job in self.running.values():
+                if job is gone:
+                    continue
+                end = math.inf if job.expected_end is None else max(job.expected_end, self.now)
+                if job.id in self.evicted:
+                    end = min(end, back)
+                for a in job.allocations:
+                    if emptied.get(a.node_id, end) < end:
+                        emptied[a.node_id] = end
+            self._emptied = (key, emptied)
+        return self._emptied[1]
+
+    def sized(self, group: Group, gpus: int) -> list[NodeState]:
+        """The group's nodes of exactly ``gpus`` GPUs (their count does not change in a
+        cycle)."""
+        key = (group.key, gpus)
+        nodes = self._sized.get(key)
+        if nodes is None:
+            nodes = [n for b in group.by_full for n in b if len(n.gpus) == gpus]
+            nodes.sort(key=lambda n: n.order)
+            self._sized[key] = nodes
+        return nodes
 
     def timeline_of(self, features: frozenset[str]) -> Timeline:
         """The GPU milli the running work's ends free, on the nodes offering ``features``

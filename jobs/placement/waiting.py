@@ -14,6 +14,7 @@ ending work leaves).
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,10 @@ def estimate(
     type), independent workers in one GPU type, on the nodes offering every feature it
     requires; not before the start of the reservations it must respect in every such group.
     ``gone``: running work the cycle already counts free (a gang weighing its own restart),
-    whose end frees nothing more."""
+    whose end frees nothing more. An exclusive job's (``Need.whole``) is when enough nodes of
+    its are left empty (``_whole_estimate``)."""
+    if need.whole:
+        return _whole_estimate(cycle, job, need, gone)
     per = job.worker_gpu_milli
     if not per:
         return None
@@ -99,6 +103,35 @@ def estimate(
         if when is not None and (best is None or when < best):
             best = when
     return best
+
+
+def _whole_estimate(
+    cycle: Cycle, job: QueuedJob, need: Need, gone: RunningJob | None
+) -> float | None:
+    """When enough nodes an exclusive job may take (of exactly its GPUs, its features, not
+    excluded; a gang's in one group) are left empty by the running work's expected ends, one
+    worker a node; not before the start of the reservations it must respect there. None if
+    some of that work has no known end. ``gone``: work counted gone already; work evicted in
+    this cycle is gone by the eviction grace."""
+    emptied = cycle.emptied_at(gone)
+    groups = [[g] for g in need.groups] if job.family == TRAINING else [need.groups]
+    best = math.inf
+    for pool in groups:
+        empty = heapq.nsmallest(
+            job.workers,
+            (
+                emptied[node.id]
+                for g in pool
+                for node in cycle.sized(g, need.gpus)
+                if not need.shut(node) and node.cap_cpu >= need.cpu and node.cap_mem >= need.mem
+            ),
+        )
+        if len(empty) >= job.workers:
+            when = empty[-1]
+            if need.avoid_held:
+                when = max(when, cycle.held.held_until(pool, cycle.now))
+            best = min(best, when)
+    return None if best == math.inf else best
 
 
 def _full(group: Group, features: frozenset[str]) -> int:

@@ -193,3 +193,35 @@ def test_nobody_is_evicted_where_work_that_may_not_be_would_stay():
 
     assert decision.by_job()["urgent"].status != "preempts"
     assert decision.preempted == ()
+
+
+def test_its_estimate_is_when_a_node_of_its_size_is_left_empty():
+    first, second = n8_a100_nodes(2)
+    first, early = cpu_work_on(first, "early", cpu=2000, expected_end=NOW + 300)
+    first, late = cpu_work_on(first, "late", cpu=2000, expected_end=NOW + 900)
+    second, middle = cpu_work_on(second, "middle", expected_end=NOW + 600)
+    solo = j_training("solo", gpus=8, exclusive=True)
+    pair = j_training("pair", workers=2, gpus=8, exclusive=True, submit_time=NOW + 1)
+    running = [early, late, middle]
+    policy = Policy(backfill=False)
+
+    decision = place(snapshot([first, second], [solo, pair], running, policy=policy)).by_job()
+
+    assert decision["solo"].reason == "nodes_in_use"
+    assert decision["solo"].estimated_start == NOW + 600  # the second node, empty first
+    assert decision["pair"].estimated_start == NOW + 900  # both: the first's last work
+
+
+def test_work_of_no_known_end_on_its_nodes_gives_no_estimate_and_cpu_work_one():
+    (node,) = n8_a100_nodes(1)
+    node, endless = cpu_work_on(node, "endless")
+    (plain,) = cpu_nodes(1)
+    plain, ending = cpu_work_on(plain, "ending", expected_end=NOW + 120)
+    solo = j_training("solo", gpus=8, exclusive=True)
+    cpu = cpu_job("cpu", exclusive=True)
+    policy = Policy(backfill=False)
+
+    decision = place(snapshot([node, plain], [solo, cpu], [endless, ending], policy=policy))
+
+    assert decision.by_job()["solo"].estimated_start is None
+    assert decision.by_job()["cpu"].estimated_start == NOW + 120
