@@ -179,7 +179,8 @@ WINDOW_COLUMNS = ["since", "until", "incomplete"]
 
 # The job list as a CSV file (Slurm's sacct --parsable): a row per job, shards included.
 JOB_COLUMNS = ["id", "name", "tenant", "owner", "family", "state", "held", "priority_class",
-               "workers", "gpus", "gpu_milli", "cpu_milli", "memory_mb", "batch", "shard",
+               "workers", "gpus", "gpu_milli", "cpu_milli", "memory_mb", "topology",
+               "exclusive", "batch", "shard",
                "labels", "created", "started_at", "finished_at", "why"]  # fmt: skip
 MAX_JOB_ROWS = 100_000  # a download's rows at most, newest first
 
@@ -228,7 +229,8 @@ def job_cells(job, mine) -> list:
     return [
         job.pk, job.name, job.tenant.slug, job.owner.get_username(), job.family, job.state,
         job.held, job.priority_class.name, job.workers, job.gpus, job.gpu_milli, job.cpu_milli,
-        job.memory_mb, job.parent_id or (job.pk if job.is_batch else ""),
+        job.memory_mb, job.topology, "true" if job.exclusive else "false",
+        job.parent_id or (job.pk if job.is_batch else ""),
         "" if job.shards == 1 else job.shard_index,
         json.dumps(job.labels, sort_keys=True) if job.labels else "",
         *(f"{moment.astimezone(UTC):{stamp}}" if moment else ""

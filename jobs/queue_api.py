@@ -127,6 +127,8 @@ def job_json(entry: standing.InLine, job: Job, slugs: dict[int, str]) -> dict:
         "min_workers": job.min_workers,
         "gpus": job.gpus,
         "gpu_milli": job.gpu_milli,
+        "topology": job.topology,
+        "exclusive": job.exclusive,
         "created": TIME.to_representation(job.created),
         "pending_reason": job.pending_reason,
     }

@@ -33,7 +33,7 @@ from jobs import (
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.cli.client import CONSTRAINTS, COUNTED_FROM, NOTICES, first_type_wait
-from jobs.cli.commands import gpus_asked
+from jobs.cli.commands import shape
 from jobs.cli.describe import and_joined
 from jobs.cli.written import exit_codes_said
 from jobs.fields import MAX_LABELS, MAX_RUNTIME
@@ -141,7 +141,7 @@ def queue(request):
     for entry, job in found.jobs if found else ():
         listed = queue_api.job_json(entry, job, found.slugs)
         waited = max((line.at - job.created).total_seconds(), 0) if line else 0
-        rows.append({**listed, "gpus": gpus_asked(listed), "waited": efficiency.span(waited),
+        rows.append({**listed, "gpus": shape(listed), "waited": efficiency.span(waited),
                      "why": job.pending_message})  # fmt: skip
     context = {
         "line": line,

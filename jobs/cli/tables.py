@@ -6,7 +6,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from jobs.cli.client import Api, show
-from jobs.cli.commands import clock, gpus_asked
+from jobs.cli.commands import clock, shape
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
                 "succeeded", "failed", "canceled", "started", "mean wait s",
@@ -74,7 +74,7 @@ def queue(api: Api, args) -> None:
     for job in itertools.islice(jobs, args.limit):
         waited = clock(max((as_of - datetime.fromisoformat(job["created"])).total_seconds(), 0))
         rows.append([job["tenant"], job["owner"], str(job["position"]), str(job["in_team"]),
-                     str(job["id"]), gpus_asked(job), waited, f"{job['points']:.1f}",
+                     str(job["id"]), shape(job), waited, f"{job['points']:.1f}",
                      job["priority_class"], job["name"], job["pending_reason"]])  # fmt: skip
     if len(rows) > 1:
         table(rows, names=2, notes=3)

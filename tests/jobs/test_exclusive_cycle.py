@@ -2,6 +2,8 @@
 running, and the commit re-checks under the nodes' locks that an exclusive job's nodes hold
 nothing else, whatever a stale snapshot decided."""
 
+import csv
+import io
 import time
 from datetime import UTC, datetime
 
@@ -15,6 +17,7 @@ from jobs.placement import PLACED, place
 from jobs.states import State
 from tests.factories import JobFactory, NodeFactory, PriorityClassFactory
 from tests.jobs.test_batch_cancel import api
+from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
 from tests.jobs.test_request_edit import change
 
 pytestmark = pytest.mark.django_db
@@ -149,3 +152,20 @@ def test_a_node_an_exclusive_job_holds_is_listed_allocated(alice, alpha, east):
     listed = api(alice).get("/api/v1/nodes/").json()["nodes"]
 
     assert {n["name"]: n["state"] for n in listed} == {"gpu-0": "allocated", "cpu-0": "allocated"}
+
+
+def test_the_line_the_cli_queue_and_the_job_csv_say_it(alice, alpha, east, client, cli):  # noqa: F811
+    solo = JobFactory(tenant=alpha, owner=alice, gpus=8, exclusive=True, topology="rack")
+    cycle.run_cycle()  # no node: it waits in line
+    client.force_login(alice)
+
+    (listed,) = api(alice).get("/api/v1/queue/").json()["jobs"]
+    printed = cli("queue").stdout.splitlines()[-1].split()
+    page = client.get("/queue/").content.decode()
+    (row,) = csv.DictReader(io.StringIO(b"".join(client.get("/jobs.csv").streaming_content)
+                                         .decode()))  # fmt: skip
+
+    assert (listed["id"], listed["exclusive"], listed["topology"]) == (solo.pk, True, "rack")
+    assert printed[4:6] == [str(solo.pk), "8!@rack"]
+    assert '<td class="gpus">8!@rack</td>' in page
+    assert (row["exclusive"], row["topology"]) == ("true", "rack")
