@@ -48,11 +48,10 @@ from jobs.placement.model import (
     QueuedJob,
     RunningJob,
     Snapshot,
-    gpu_flavor,
 )
 from jobs.placement.ordering import QueueOrder, resources_of, running_gpus, worker_gpus
 from jobs.placement.own_quota import OwnWork
-from jobs.placement.quota import Ledger, amount_of, flavors_held
+from jobs.placement.quota import Ledger, charged, flavors_held
 from jobs.placement.quota_gate import QuotaGate, demand, end_of
 from jobs.placement.reservation import Held, Timeline, ending_jobs
 from jobs.placement.scoring import ScoringContext, WeightedScorer, learn_workload
@@ -338,14 +337,14 @@ class Cycle:
 
     def _known_ends(self, tenant: str, flavor: str) -> list[tuple[float, int]]:
         """(end, amount of ``flavor``) of the tenant's work whose end is known: running (not
-        evicted) and placed in this cycle with a runtime limit."""
-        work = [
-            (max(j.expected_end, self.now), self.capacity.releases(j))
+        evicted) and placed in this cycle with a runtime limit, each what it is charged."""
+        ends = [
+            (max(j.expected_end, self.now), self.usage_of(j).get(flavor, 0))
             for j in self.running.values()
             if j.tenant == tenant and j.expected_end is not None and j.id not in self.evicted
         ]
-        work += [(end, slots) for end, job, slots in self.placed_ends if job.tenant == tenant]
-        ends = [(end, amount_of(slots, flavor)) for end, slots in work]
+        ends += [(end, charged(job, slots).get(flavor, 0))
+                 for end, job, slots in self.placed_ends if job.tenant == tenant]  # fmt: skip
         return [e for e in ends if e[1]]
 
     def need(self, job: QueuedJob, groups: list[Group], avoided: tuple[int, ...]) -> Need:
@@ -437,19 +436,14 @@ class Cycle:
         """Charge quota and fair share for the slots (already taken), and describe the
         result (``causes``: why each victim goes)."""
         self.epoch += 1
-        gpu: dict[str, int] = {}
-        for node, takes, _, _ in slots:
-            if takes:
-                flavor = gpu_flavor(node.gpu_type)
-                gpu[flavor] = gpu.get(flavor, 0) + sum(t[1] for t in takes)
-        count = len(slots)
-        used = {"cpu": job.cpu_milli * count, "memory": job.memory_mb * count, **gpu}
+        used = charged(job, slots)
         self.ledger.charge(job.tenant, used)
         if not job.preempting:  # a preemptor is counted from its decision (decide)
-            self.gpu_limits.charge(job, sum(gpu.values()), end_of(job, self.now))
+            gpu = sum(amount for flavor, amount in used.items() if flavor.startswith("gpu:"))
+            self.gpu_limits.charge(job, gpu, end_of(job, self.now))
             self.budgets.charge(job)
             self.batch_limits.charge(job)
-        gpus = count * worker_gpus(job.worker_gpu_milli)  # one slot per worker
+        gpus = len(slots) * worker_gpus(job.worker_gpu_milli)  # one slot per worker
         self.order.charge(job.tenant, resources_of(used), owner=job.owner, gpus=gpus)
         # A job that evicts its own tenant's work starts once that has gone.
         evicting: dict[str, int] = {}

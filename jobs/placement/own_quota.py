@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from jobs.placement import explain, preemption
 from jobs.placement.capacity import Group
 from jobs.placement.decision import Outcome
-from jobs.placement.model import QueuedJob, RunningJob, as_running
+from jobs.placement.model import QueuedJob, RunningJob
+from jobs.placement.quota import charged
 
 if TYPE_CHECKING:
     from jobs.placement.engine import Cycle
@@ -95,7 +96,7 @@ def preempt_own(
     outcome = cycle.preempted_for(job, slots, sorted(victims, key=lambda j: j.id))
     # Until the victims have gone the tenant holds what they hold, and the job nothing; once
     # they have, the job holds its part.
-    used = cycle.usage_of(as_running(job, slots))
+    used = charged(job, slots)
     ledger.charge(job.tenant, used, -1)
     ledger.leave(job.tenant, used, -1)
     return outcome

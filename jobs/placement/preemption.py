@@ -42,8 +42,8 @@ from jobs.placement import ranges
 from jobs.placement.capacity import Capacity, NodeState, Takes
 from jobs.placement.decision import FAIR_SHARE, PRIORITY, QUOTA
 from jobs.placement.fit import Need, Slot
-from jobs.placement.model import WHOLE_GPU, RunningJob, allocation, gpu_flavor
-from jobs.placement.quota import Ledger
+from jobs.placement.model import WHOLE_GPU, RunningJob, allocation
+from jobs.placement.quota import Ledger, flavors_held
 from jobs.placement.reservation import releases_of
 
 # (tenant, flavor) -> how much more than its guarantee the tenant uses; (tenant, SHARE) -> the
@@ -192,13 +192,7 @@ def cause(candidate: Candidate) -> str:
 def _claims(job: RunningJob, excess: Excess, capacity: Capacity, fair: bool) -> Claims:
     """What evicting the job gives back of each excess of its tenant's: of its flavors, and
     with ``fair`` (it may go by fair share), its GPUs of any type."""
-    held: dict[str, int] = {"cpu": 0, "memory": 0}
-    for node, takes, cpu, mem in releases_of(job, capacity):
-        if takes:
-            flavor = gpu_flavor(node.gpu_type)
-            held[flavor] = held.get(flavor, 0) + sum(t[1] for t in takes)
-        held["cpu"] += cpu
-        held["memory"] += mem
+    held = {"cpu": 0, "memory": 0, **flavors_held(job, capacity.by_id)}
     if fair:
         held[SHARE] = sum(amount for flavor, amount in held.items() if flavor.startswith("gpu:"))
     keys = ((job.tenant, flavor) for flavor, amount in held.items() if amount)

@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from jobs.placement.capacity import NodeState
-from jobs.placement.model import Quota, RunningJob, Tenant, gpu_flavor
+from jobs.placement.model import QueuedJob, Quota, RunningJob, Tenant, gpu_flavor
 
 
 class Ledger:
@@ -243,13 +243,16 @@ def flavors_held(job: RunningJob, nodes: Mapping[str, NodeState]) -> dict[str, i
     return used
 
 
-def amount_of(slots: Iterable[tuple], flavor: str) -> int:
-    """How much of ``flavor`` (node, GPU takes, CPU, memory) slots hold: a job's placement or
-    what a running job gives back."""
-    if flavor == "cpu":
-        return sum(cpu for _, _, cpu, _ in slots)
-    if flavor == "memory":
-        return sum(mem for _, _, _, mem in slots)
-    return sum(
-        t[1] for node, takes, _, _ in slots if gpu_flavor(node.gpu_type) == flavor for t in takes
-    )
+def charged(job: QueuedJob, slots: Iterable[tuple]) -> dict[str, int]:
+    """The quota flavors a job's placement on ``slots`` ((node, GPU takes, CPU, memory), a
+    worker each) charges its tenant: the GPUs taken, by their nodes' types, and the CPU and
+    memory it asks for per worker (an exclusive worker's slot holds all its node has free,
+    its allocation what it asks)."""
+    used = {"cpu": 0, "memory": 0}
+    for node, takes, _, _ in slots:
+        used["cpu"] += job.cpu_milli
+        used["memory"] += job.memory_mb
+        if takes:
+            flavor = gpu_flavor(node.gpu_type)
+            used[flavor] = used.get(flavor, 0) + sum(t[1] for t in takes)
+    return used

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobs.placement import place
-from jobs.placement.model import Allocation, Policy, RunningJob
+from jobs.placement.model import Allocation, Policy, Quota, RunningJob, Tenant
 from tests.placement.builders import (
     NOW,
     cpu_nodes,
@@ -225,3 +225,19 @@ def test_work_of_no_known_end_on_its_nodes_gives_no_estimate_and_cpu_work_one():
 
     assert decision.by_job()["solo"].estimated_start is None
     assert decision.by_job()["cpu"].estimated_start == NOW + 120
+
+
+def test_evicting_its_own_teams_work_charges_its_quota_what_it_asks_not_its_whole_node():
+    (node,) = n8_a100_nodes(1)
+    node, low = running_on(node, "low", 8, preemptible=True)
+    (plain,) = cpu_nodes(1)
+    plain = dataclasses.replace(plain, cpu_free_milli=32_000, memory_free_mb=32_000)
+    quotas = (Quota("gpu:a100", 8000, 0), Quota("cpu", 20_000, 0))
+    alpha = Tenant("alpha", quotas=quotas, usage={"gpu:a100": 8000, "cpu": 8000})
+    urgent = j_training("urgent", gpus=8, tier=5, exclusive=True)
+    later = cpu_job("later", cpu=20_000)  # past the CPU quota beside the work still leaving
+
+    decision = place(snapshot([node, plain], [urgent, later], [low], [alpha])).by_job()
+
+    assert decision["urgent"].status == "preempts"
+    assert decision["later"].reason == "quota_exceeded"
