@@ -163,19 +163,11 @@ def explain(decision: Decision, loaded: snapshot.Loaded, result: CycleResult) ->
         why = ("waiting_for_dependency", dependencies.sentence(waits_for), None)
         if loaded.pending.get(job_id) != why:
             changes[job_id] = why
-    for job_id, because in loaded.paused.items():
-        why = (PAUSED, paused_sentence(because), None)
+    for job_id, (reason, message) in loaded.aside.items():
+        why = (reason, message, None)
         if loaded.pending.get(job_id) != why:
             changes[job_id] = why
     actions.record_pending(changes)
-
-
-PAUSED = "team_paused"  # a job of a tenant whose placements a platform admin paused
-
-
-def paused_sentence(because: str) -> str:
-    """Why a job of a tenant whose placements a platform admin paused waits."""
-    return f"Its team's placements are paused by a platform admin: {because.rstrip('.')}."[:300]
 
 
 def not_yet(until: datetime, begin: datetime | None) -> tuple[str, str, datetime]:

@@ -12,9 +12,24 @@ OTHER_REASONS = {
     "deferred": "Deferred until the begin its submitter asked for.",
     "retry_backoff": "Waiting out the backoff before its retry.",
     "team_paused": "Its team's placements are paused by a platform admin.",
+    "exclusive_not_allowed": "It takes nodes whole, which its team may no longer do.",
 }
 # Every code a queued job may wait for ("" aside: not decided yet).
 CODES = frozenset(REASONS) | (frozenset(OTHER_REASONS) - {""})
+
+
+PAUSED = "team_paused"  # a job of a tenant whose placements a platform admin paused
+# An exclusive job of a tenant a platform admin no longer lets take nodes whole.
+NOT_WHOLE = "exclusive_not_allowed"
+NOT_WHOLE_SENTENCE = (
+    "Its team may no longer take nodes whole (a platform admin's setting): make it shared "
+    "(exclusive false, CLI constrain ID --shared) or cancel it."
+)
+
+
+def paused_sentence(because: str) -> str:
+    """Why a job of a tenant whose placements a platform admin paused waits."""
+    return f"Its team's placements are paused by a platform admin: {because.rstrip('.')}."[:300]
 
 
 def meaning(code: str) -> str:

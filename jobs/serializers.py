@@ -388,7 +388,7 @@ class SubmitSerializer(serializers.Serializer):
                 {"topology": "Only a training gang keeps its nodes in one topology domain: "
                  "leave topology out."}
             )  # fmt: skip
-        if data["exclusive"] and (problem := exclusive_problem(data)):
+        if data["exclusive"] and (problem := tenant.exclusive_refusal() or exclusive_problem(data)):
             raise serializers.ValidationError({"exclusive": problem})
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
             raise serializers.ValidationError({"shards": "Only batch inference has shards."})

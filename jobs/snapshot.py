@@ -23,7 +23,7 @@ from django.db.models import F, Q
 from clusters.backends.base import spec_fields_lacking
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import budgets, dependencies, quarantine, recent_use
+from jobs import budgets, dependencies, quarantine, reasons, recent_use
 from jobs import placement as p
 from jobs.commit import free_ranges, largest_gap
 from jobs.models import Attempt, Job
@@ -102,9 +102,9 @@ class Loaded:
     # Tenants with queued jobs whose image their allowed images no longer let through, left
     # out of the snapshot (``disallowed``): the cycle holds those jobs.
     disallowed: set[int] = field(default_factory=set)
-    # Queued jobs of tenants whose placements a platform admin paused, left out of the
-    # snapshot: {id: why} (Tenant.placements_paused), which the cycle stores as they wait.
-    paused: dict[int, str] = field(default_factory=dict)
+    # Queued jobs the core is not to place, left out of the snapshot (``set_aside``): {id:
+    # (reason code, sentence)}, which the cycle stores as they wait.
+    aside: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def seconds(dt) -> float | None:
@@ -144,11 +144,10 @@ def read(
     refused = disallowed(queued, every)
     if refused:
         queued = [job for job in queued if job["id"] not in refused]
-    # A paused tenant's queued jobs are not the core's to place: they wait, saying why.
-    pauses = {tenant.pk: tenant.placements_paused for tenant in every if tenant.placements_paused}
-    paused_rows = [job for job in queued if job["tenant_id"] in pauses]
-    if paused_rows:
-        queued = [job for job in queued if job["tenant_id"] not in pauses]
+    aside = set_aside(queued, every)
+    aside_rows = [job for job in queued if job["id"] in aside]
+    if aside_rows:
+        queued = [job for job in queued if job["id"] not in aside]
     failed = failed_nodes([job["id"] for job in queued if job["retries_used"]], now)
     waiting_pending, waiting = dependencies.waiting()
     # A job both waiting for a dependency and not to be placed yet (its begin, a backoff) is
@@ -181,6 +180,7 @@ def read(
     present = {node.gpu_type for node in inventory if node.gpu_type}
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
     # Nor does a paused tenant's running elastic gang grow (more workers: a new placement).
+    pauses = {tenant.pk for tenant in every if tenant.placements_paused}
     elastic = tuple(gang for gang in elastic if int(gang.job.tenant) not in pauses)
     snapshot = p.Snapshot(
         nodes=inventory,
@@ -199,7 +199,7 @@ def read(
     )
     pending = {
         job["id"]: (job["pending_reason"], job["pending_message"], job["estimated_start"])
-        for job in queued + backing_off + paused_rows
+        for job in queued + backing_off + aside_rows
     }
     claims = {job["id"]: job["preempting_until"] for job in queued}
     backoff = {job["id"]: (job["not_before"], job["begin"]) for job in backing_off}
@@ -207,8 +207,7 @@ def read(
     unstamped = [job["id"] for job in queued if not (job["eligible_at"] or job["started_at"])]
     return Loaded(
         snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped,
-        recent, set(refused.values()),
-        paused={job["id"]: pauses[job["tenant_id"]] for job in paused_rows},
+        recent, set(refused.values()), aside,
     )  # fmt: skip
 
 
@@ -231,6 +230,26 @@ def disallowed(queued: list[dict], every: list[Tenant]) -> dict[int, int]:
             refused[key] = bool(tenant.image_refusal(job["image"]))
         if refused[key]:
             out[job["id"]] = tenant.pk
+    return out
+
+
+def set_aside(queued: list[dict], every: list[Tenant]) -> dict[int, tuple[str, str]]:
+    """The queued jobs that are not the core's to place, {id: (reason code, sentence)}: a
+    paused tenant's (``Tenant.placements_paused``), and the exclusive ones of a tenant that may
+    no longer take nodes whole (``Tenant.exclusive_allowed`` turned off after they queued: a
+    submission is refused then). They wait, saying why. ``every``: the tenants, as the
+    snapshot reads them (no query here)."""
+    pauses = {t.pk: t.placements_paused for t in every if t.placements_paused}
+    shared = {t.pk for t in every if not t.exclusive_allowed}
+    if not (pauses or shared):
+        return {}
+    out = {}
+    for job in queued:
+        tenant = job["tenant_id"]
+        if tenant in pauses:
+            out[job["id"]] = (reasons.PAUSED, reasons.paused_sentence(pauses[tenant]))
+        elif job["exclusive"] and tenant in shared:
+            out[job["id"]] = (reasons.NOT_WHOLE, reasons.NOT_WHOLE_SENTENCE)
     return out
 
 

@@ -183,9 +183,11 @@ class Limits:
         budget: BudgetCheck | None = None,
         classes: Collection[tuple[int, int, int]] = (),
         paused: Collection[str] = (),
+        shared: Collection[str] = (),
     ):
         self.jobs = jobs
         self.paused = set(paused)  # tenants whose placements a platform admin paused
+        self.shared = set(shared)  # tenants that may not take nodes whole
         self.ledger = Ledger(tenants)
         self.gpus = GpuLimits(tenants, ())
         for tenant, owner, gpu_milli in users:
@@ -196,15 +198,17 @@ class Limits:
         self.budget = budget
 
     def allows(self, outcome: p.Outcome) -> bool:
-        """Whether the placement's tenant is not paused, and it keeps the tenant within its
-        quotas and its GPU-hour budget, its user within the tenant's GPU limit, its class within
-        its GPU limits and its batch within its shards' limit, with everything charged so far,
-        and starts at least the fewest workers its job allows."""
+        """Whether the placement's tenant is not paused (nor, for an exclusive job, kept from
+        taking nodes whole), and it keeps the tenant within its quotas and its GPU-hour budget,
+        its user within the tenant's GPU limit, its class within its GPU limits and its batch
+        within its shards' limit, with everything charged so far, and starts at least the fewest
+        workers its job allows."""
         job = self.jobs[int(outcome.job_id)]
         used, gpus = demand(outcome)
         limit = job.max_running_shards
         return (
             job.tenant not in self.paused
+            and not (job.exclusive and job.tenant in self.shared)
             and len(outcome.workers) >= job.fewest
             and all(held(worker) == job.request for worker in outcome.workers)
             and (job.batch is None or limit is None or self.shards[job.batch] < limit)
@@ -317,7 +321,10 @@ def read(
     if budget is not None:
         budget.add_others(locked)
     paused = [str(t.pk) for t in locked if t.placements_paused]
-    return Limits(jobs, tenants, users, running_shards(limited), budget, class_gpus(jobs), paused)
+    shared = [str(t.pk) for t in locked if not t.exclusive_allowed]
+    return Limits(
+        jobs, tenants, users, running_shards(limited), budget, class_gpus(jobs), paused, shared
+    )
 
 
 # A priority class that limits the GPUs its work holds.

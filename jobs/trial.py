@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 
 from clusters.models import Cluster
-from jobs import actions, cycle, dependencies, snapshot
+from jobs import actions, cycle, dependencies, reasons, snapshot
 from jobs.models import Job
 from jobs.placement import PLACED, PREEMPTS, Outcome, place
 from jobs.placement.words import counted
@@ -92,7 +92,7 @@ def answer(
     start = None if None in starts or waiting_for or paused else max(starts)
     if paused:
         return {"starts_now": False, "estimated_start": None, "jobs": jobs,
-                "notes": [cycle.paused_sentence(paused)]}  # fmt: skip
+                "notes": [reasons.paused_sentence(paused)]}  # fmt: skip
     begin, notes = spec["begin"], []
     if begin is not None:
         notes.append(cycle.not_yet(begin, begin)[1])

@@ -10,6 +10,7 @@ from clusters.models import Node
 from jobs import standing
 from jobs.cli.client import ordinal
 from jobs.placement.words import counted
+from jobs.states import State
 from quotas import (
     provisions_admin,  # noqa: F401 (registers the secrets' and volumes' admins)
     tokens,
@@ -98,7 +99,7 @@ class TenantForm(Drawn):
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
                     "allowed_images", "notify_url", "notify_format",
-                    "placements_paused")  # fmt: skip
+                    "placements_paused", "exclusive_allowed")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -226,8 +227,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
     share, cohort, its GPU-hour budget and idle-GPU limit, the images its jobs may run, its
-    job-end notifications' URL, its default priority class, a pause of its placements) and
-    new tenants are the platform admins'.
+    job-end notifications' URL, its default priority class, a pause of its placements, whether
+    its jobs may take nodes whole) and new tenants are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
 
@@ -257,7 +258,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
                 "allowed_images", "notify_url", "notify_format", "default_priority_class",
-                "placements_paused")  # fmt: skip
+                "placements_paused", "exclusive_allowed")  # fmt: skip
 
     def get_changelist_instance(self, request):
         """The list's page, each tenant given its turn from one read of the line (a row's
@@ -309,6 +310,14 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
                     "images no longer let through: only a platform admin releases them.",
                     level=messages.WARNING,
                 )
+        refused = change and "exclusive_allowed" in form.changed_data and not obj.exclusive_allowed
+        if refused and (waiting := obj.jobs.filter(state=State.QUEUED, exclusive=True).count()):
+            self.message_user(
+                request,
+                f"{counted(waiting, 'queued exclusive job')} of {obj.name} wait until made "
+                "shared; running ones run on.",
+                level=messages.WARNING,
+            )
 
     def has_rotate_permission(self, request) -> bool:
         return request.user.is_superuser

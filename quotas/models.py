@@ -171,6 +171,17 @@ class Tenant(models.Model):
         "over what it should run): while set, they stay queued, saying it; its running jobs "
         "run on and it may still submit. Empty: its work is placed as any.",
     )
+    # Whether its work may keep nodes' idle CPU and memory from everyone else is the
+    # platform's decision (Slurm's partition OverSubscribe): platform admins set it.
+    exclusive_allowed = models.BooleanField(
+        "may take nodes whole",
+        default=True,
+        db_default=True,
+        help_text="Its jobs may ask for nodes to themselves (exclusive, Slurm's --exclusive): "
+        "each worker a node on which nothing else runs, the CPU and memory it does not ask for "
+        "kept idle. Off: such a submission is refused, and its queued exclusive jobs wait "
+        "until made shared; running ones run on.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -199,6 +210,15 @@ class Tenant(models.Model):
         return (
             f"Tenant {self.slug!r} runs only images matching {', '.join(patterns)}: ask a "
             "platform admin to allow another."
+        )
+
+    def exclusive_refusal(self) -> str:
+        """Why the tenant's jobs may not take nodes whole, "" if they may."""
+        if self.exclusive_allowed:
+            return ""
+        return (
+            f"Tenant {self.slug!r} may not take nodes whole: its jobs share nodes (ask a "
+            "platform admin to allow exclusive jobs)."
         )
 
     def signing_secret(self) -> str:

@@ -65,6 +65,7 @@ class TeamQuotas:
     # Why a platform admin paused its placements ("": they are not): none of its queued jobs
     # starts meanwhile.
     placements_paused: str = ""
+    exclusive_allowed: bool = True  # whether its jobs may take nodes whole
     # Its fair share and turn among the teams waiting as the last placement cycle's line
     # recorded them (GET /api/v1/queue/'s fair_share); None: no job of it waited then.
     fair_share: dict | None = None
@@ -146,6 +147,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),
             allowed_images=team.image_patterns(),
             placements_paused=team.placements_paused,
+            exclusive_allowed=team.exclusive_allowed,
             fair_share=standing.turn_json(turns.get(team.pk), team.name),
         )
         for team in teams

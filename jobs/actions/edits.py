@@ -304,7 +304,8 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
 
     Raises NotQueued when nothing of the job is queued; the serializer's ValidationError, on
     first_type_wait_s, for a wait for the first of fewer than two GPU types, on exclusive, for
-    a request no node could hold whole (``serializers.exclusive_problem``)."""
+    a tenant that may not take nodes whole (``Tenant.exclusive_allowed``) or a request no node
+    could hold whole (``serializers.exclusive_problem``)."""
     shards = _queued_shards(job)
     if not shards:
         raise NotQueued(
@@ -317,6 +318,10 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
         if "first_type_wait_s" not in asked:  # the wait it has, kept
             problem += " It keeps the wait it has: give first_type_wait_s null to drop it."
         raise ValidationError({"first_type_wait_s": [problem]})
+    if wanted["exclusive"] and (refused := job.tenant.exclusive_refusal()):
+        if "exclusive" not in asked:  # exclusive as it was, kept
+            refused += " It is exclusive: give exclusive false to make it shared."
+        raise ValidationError({"exclusive": [refused]})
     if wanted["exclusive"] and (problem := exclusive_problem(asks_gpus)):
         raise ValidationError({"exclusive": [problem]})
     Job.objects.filter(pk__in=shards).update(**wanted, preempting_until=None)

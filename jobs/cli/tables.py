@@ -161,6 +161,8 @@ def quota(api: Api, args) -> None:
         waiting = f"{team['waiting_for_quota']} waiting for quota"
         images = team.get("allowed_images")
         only = f", images only {' '.join(images)}" if images else ""
+        if team.get("exclusive_allowed") is False:
+            only += ", nodes shared (no exclusive jobs)"
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
              f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
         if paused := team.get("placements_paused"):

@@ -3,8 +3,9 @@
 
 def tenant_fields(tenant, **changes) -> dict:
     """The tenant's own fields as its change page sends them untouched (weight 1, cohort
-    default, notifications as JSON), ``changes`` over them; no rows of its formsets."""
+    default, notifications as JSON, nodes taken whole allowed), ``changes`` over them; no rows
+    of its formsets."""
     return {
         "name": tenant.name, "slug": tenant.slug, "fair_share_weight": "1", "cohort": "default",
-        "notify_format": "json", **changes,
+        "notify_format": "json", "exclusive_allowed": "on", **changes,
     }  # fmt: skip
