@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import requests
 
 from clusters.agent.client import ControlPlane
+from clusters.agent.health import HealthCheck
 from clusters.backends import base
 
 log = logging.getLogger(__name__)
@@ -168,9 +169,15 @@ class Agent:
         backend: base.Backend,
         interval: float = 1.0,
         restop_after_s: float = RESTOP_AFTER_S,
+        health: HealthCheck | None = None,
     ):
         self.control = control
         self.backend = backend
+        # The nodes' health check, if the platform runs one: its verdicts narrow the inventory,
+        # and a changed one has it reported at the next step.
+        self.health = health
+        if health is not None:
+            health.changed = self.inventory_changed
         self.interval = interval
         self.restop_after_s = restop_after_s
         self.steps = 0
@@ -183,7 +190,11 @@ class Agent:
         # lowered since); one found running after a restart is given its limit once again.
         self.limits: dict[int, int] = {}
 
+    def inventory_changed(self) -> None:
+        self.inventory_due = True
+
     def run_forever(self, stop: threading.Event) -> None:
+        checks = self.start_health_checks(stop) if self.health is not None else None
         while not stop.is_set():
             try:
                 self.step()
@@ -195,6 +206,9 @@ class Agent:
             except Exception:
                 log.exception("agent step failed; the next one retries")
             stop.wait(self.interval)
+        if checks is not None and self.health is not None:
+            self.health.stop()
+            checks.join(timeout=10)
 
     def step(self) -> None:
         if self.inventory_due or self.steps % INVENTORY_EVERY == 0:
@@ -207,6 +221,17 @@ class Agent:
         state = self.heartbeat(statuses, waiting)  # 3
         self.resume_logs(waiting, state)
         self.reconcile(state, statuses)  # 4
+
+    def start_health_checks(self, stop: threading.Event) -> threading.Thread:
+        """Check the nodes in a thread of their own: the first inventory lists them, not ready
+        until checked, and the thread checks them at once. Never before the first heartbeat:
+        a slow check of many nodes would have the cluster taken for silent."""
+        assert self.health is not None
+        thread = threading.Thread(
+            target=self.health.run_forever, args=(stop,), name="health-check", daemon=True
+        )
+        thread.start()
+        return thread
 
     def heartbeat(
         self, statuses: list[base.WorkerStatus], waiting: Sequence[tuple[int, int]] = ()
@@ -246,7 +271,10 @@ class Agent:
     def report_inventory(self) -> bool:
         """Send the nodes; False if that should be tried again at the next step."""
         try:
-            self.control.inventory(self.backend.inventory())
+            nodes = self.backend.inventory()
+            if self.health is not None:
+                nodes = self.health.apply(nodes)
+            self.control.inventory(nodes)
         except Exception as error:
             if refused(error):  # refused now, refused again: wait for the next inventory step
                 log.error("control plane refused the inventory: %s", error)

@@ -549,10 +549,14 @@ def node_state(node: client.V1Node | None) -> str:
     return NODE_READY if ready is not None and ready.status == "True" else NODE_NOT_READY
 
 
-def not_ready_reason(node: client.V1Node, tolerated: tuple[str, ...]) -> str:
+def not_ready_reason(
+    node: client.V1Node, tolerated: tuple[str, ...], unhealthy: tuple[str, ...] = ()
+) -> str:
     """Why the node takes none of the agent's pods, in a line ("": it takes them): not Ready
     (its Ready condition's reason and message, as the kubelet last posted them), cordoned in
-    Kubernetes, or tainted NoExecute with a key the pods do not tolerate."""
+    Kubernetes, tainted NoExecute with a key the pods do not tolerate, or a condition of a
+    type in ``unhealthy`` True (node-problem-detector's, a GPU health checker's: its reason
+    and message)."""
     ready = _ready_condition(node)
     if ready is None:
         return "no Ready condition posted by its kubelet"
@@ -566,6 +570,10 @@ def not_ready_reason(node: client.V1Node, tolerated: tuple[str, ...]) -> str:
             f"tainted {key}:NoExecute, which the agent's pods do not tolerate "
             f"(run_agent --tolerate-taint {key})"
         )
+    conditions = (node.status.conditions if node.status else None) or []
+    for problem in (c for c in conditions if c.type in unhealthy and c.status == "True"):
+        said = ": ".join(part for part in (problem.reason, problem.message) if part)
+        return f"{problem.type} in Kubernetes" + (f" ({said})" if said else "")
     return ""
 
 

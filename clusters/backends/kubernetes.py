@@ -4,7 +4,8 @@
   `nvidia.com/gpu.product` label; `mlsched.io/gpu-shareable=true` marks nodes where fractional
   GPU shares may run; topology from node labels (`topology_labels`). A cordoned node, one
   whose Ready condition is not True, and one tainted NoExecute with a key the pods do not
-  tolerate (`tolerated_taints`: the kubelet would refuse them) are reported not ready, with
+  tolerate (`tolerated_taints`: the kubelet would refuse them), and one with a condition of
+  a type in `unhealthy_conditions` True (node-problem-detector's) are reported not ready, with
   why (`k8s_status.not_ready_reason`).
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
   NetworkPolicy letting only pods of the same namespace in), a headless Service for a gang, the
@@ -186,6 +187,7 @@ class KubernetesBackend:
         isolate_namespaces: bool = True,
         gpu_exporters: Exporters | None = GPU_OPERATOR,
         tolerated_taints: tuple[str, ...] = (),
+        unhealthy_conditions: tuple[str, ...] = (),
         gpu_runtime_class: str = "",
     ):
         self.core = client.CoreV1Api(api_client)
@@ -207,6 +209,9 @@ class KubernetesBackend:
         # Taints (by key) every pod tolerates: a node tainted NoExecute with another key takes
         # no work (its kubelet would refuse the pod, UntoleratedTaint).
         self.tolerated_taints = tolerated_taints
+        # Node condition types that, True, mean the node should take no work (a
+        # node-problem-detector's KernelDeadlock, a GPU checker's).
+        self.unhealthy_conditions = unhealthy_conditions
         # The RuntimeClass of pods with GPUs ("": the nodes' default runtime).
         self.gpu_runtime_class = gpu_runtime_class
         self.retry_s = retry_s
@@ -718,7 +723,7 @@ class KubernetesBackend:
     def _inventory_of(self, node: client.V1Node) -> NodeInventory:
         allocatable = (node.status.allocatable if node.status else None) or {}
         labels = node.metadata.labels or {}
-        why = not_ready_reason(node, self.tolerated_taints)
+        why = not_ready_reason(node, self.tolerated_taints, self.unhealthy_conditions)
         return NodeInventory(
             name=node.metadata.name,
             cpu_milli=int(parse_quantity(allocatable.get("cpu", "0")) * 1000),

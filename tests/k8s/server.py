@@ -180,6 +180,18 @@ class KubeTestServer:
                 cond["lastTransitionTime"] = objects.now(-since_s)
             self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
 
+    def set_node_condition(
+        self, name: str, kind: str, status: bool, reason: str = "", message: str = ""
+    ) -> None:
+        """A node-problem-detector (or another checker) sets the node's condition `kind`."""
+        with self.cond:
+            conditions = self.nodes[name]["status"]["conditions"]
+            conditions[:] = [c for c in conditions if c["type"] != kind]
+            said = {k: v for k, v in (("reason", reason), ("message", message)) if v}
+            conditions.append({"type": kind, "status": "True" if status else "False",
+                               "lastTransitionTime": objects.now(), **said})  # fmt: skip
+            self.nodes[name]["metadata"]["resourceVersion"] = self._next_rv()
+
     def add_claim(
         self,
         ns: str,

@@ -101,3 +101,20 @@ def test_a_not_ready_nodes_own_taint_is_left_to_its_ready_condition(kube, backen
     kube.taint("gpu-a", "node.kubernetes.io/unreachable", "NoExecute")
 
     assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": True, "gpu-b": True}
+
+
+def test_a_node_with_a_condition_the_agent_is_told_is_a_problem_is_not_ready_saying_it(
+    kube, make_backend
+):
+    kube.set_node_condition("gpu-a", "GPUProblem", True, "XidError", "Xid 79 on GPU 3")
+    kube.set_node_condition("gpu-b", "KernelDeadlock", False, "KernelHasNoDeadlock")
+    kube.set_node_condition("gpu-b", "FrequentDockerRestart", True, "Restarts")  # not named
+
+    plain = {n.name: n.ready for n in make_backend().inventory()}
+    told = make_backend(unhealthy_conditions=("GPUProblem", "KernelDeadlock")).inventory()
+
+    assert plain == {"gpu-a": True, "gpu-b": True}
+    assert {n.name: (n.ready, n.not_ready) for n in told} == {
+        "gpu-a": (False, "GPUProblem in Kubernetes (XidError: Xid 79 on GPU 3)"),
+        "gpu-b": (True, ""),
+    }

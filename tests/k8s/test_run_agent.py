@@ -40,7 +40,7 @@ class FirstInventory:
 
     topology: dict[str, dict[str, str]] = {}
 
-    def __init__(self, control, backend, interval):
+    def __init__(self, control, backend, interval, health=None):
         self.backend = backend
 
     def run_forever(self, stop):
@@ -114,26 +114,28 @@ def test_topology_labels_are_refused_with_the_local_backend(monkeypatch):
         call_command("run_agent", "--cluster", "east", "--topology-label", "rack=r")
 
 
-class BackendKept:
-    """Stands for the agent: keeps the backend run_agent built instead of running."""
+class KeptAgent:
+    """Stands for the agent: keeps the agent run_agent built (its backend closed) instead of
+    running."""
 
-    backend = None
+    built = None
 
-    def __init__(self, control, backend, interval):
-        BackendKept.backend = backend
+    def __init__(self, control, backend, interval, health=None):
+        self.backend, self.health = backend, health
 
     def run_forever(self, stop):
+        KeptAgent.built = self
         self.backend.close()
 
 
 def test_mount_failure_sets_how_long_a_missing_mount_may_fail_before_the_worker_does(
     kubeconfig, monkeypatch
 ):
-    monkeypatch.setattr(run_agent, "Agent", BackendKept)
+    monkeypatch.setattr(run_agent, "Agent", KeptAgent)
 
     run_kubernetes_agent(kubeconfig, "--mount-failure", "90.5")
 
-    assert BackendKept.backend._mounts.persisted_s == 90.5
+    assert KeptAgent.built.backend._mounts.persisted_s == 90.5
 
 
 @pytest.mark.parametrize("option", ["--mount-failure", "--not-ready-grace"])
@@ -174,25 +176,43 @@ def test_a_bad_taint_key_or_the_local_backend_is_refused(kubeconfig, monkeypatch
         call_command("run_agent", "--cluster", "east", "--tolerate-taint", "dedicated")
 
 
-class KeptBackend(FirstInventory):
-    """Keeps the backend run_agent built, closed."""
-
-    built = None
-
-    def run_forever(self, stop):
-        KeptBackend.built = self.backend
-        self.backend.close()
-
-
 def test_the_gpu_runtime_class_reaches_the_backend_and_a_bad_name_is_refused(
     kubeconfig, monkeypatch
 ):
-    monkeypatch.setattr(run_agent, "Agent", KeptBackend)
+    monkeypatch.setattr(run_agent, "Agent", KeptAgent)
 
     run_kubernetes_agent(kubeconfig, "--gpu-runtime-class", "nvidia")
 
-    assert KeptBackend.built.gpu_runtime_class == "nvidia"
+    assert KeptAgent.built.backend.gpu_runtime_class == "nvidia"
     with pytest.raises(CommandError, match="--gpu-runtime-class 'NVIDIA': NAME is no Runtime"):
         run_kubernetes_agent(kubeconfig, "--gpu-runtime-class", "NVIDIA")
     with pytest.raises(CommandError, match="--gpu-runtime-class is for --backend kubernetes"):
         call_command("run_agent", "--cluster", "east", "--gpu-runtime-class", "nvidia")
+
+
+def test_unhealthy_conditions_reach_the_backend_and_a_bad_type_is_refused(
+    kube, kubeconfig, monkeypatch
+):
+    monkeypatch.setattr(run_agent, "Agent", ReadyInventory)
+    kube.set_node_condition("gpu-b", "KernelDeadlock", True, "DockerHung")
+
+    run_kubernetes_agent(kubeconfig, "--unhealthy-condition", "KernelDeadlock")
+
+    assert ReadyInventory.ready == {"gpu-a": True, "gpu-b": False}
+    for bad in ("a b", "Ready"):
+        with pytest.raises(CommandError, match=f"--unhealthy-condition '{bad}': TYPE is no"):
+            run_kubernetes_agent(kubeconfig, "--unhealthy-condition", bad)
+    with pytest.raises(CommandError, match="--unhealthy-condition is for --backend kubernetes"):
+        call_command("run_agent", "--cluster", "east", "--unhealthy-condition", "KernelDeadlock")
+
+
+def test_a_health_check_reaches_the_agent_with_its_interval_and_timeout(kubeconfig, monkeypatch):
+    monkeypatch.setattr(run_agent, "Agent", KeptAgent)
+
+    run_kubernetes_agent(kubeconfig, "--health-check", "nhc -t 50", "--health-check-interval",
+                         "120", "--health-check-timeout", "50")  # fmt: skip
+    health = KeptAgent.built.health
+    run_kubernetes_agent(kubeconfig)
+
+    assert (health.command, health.interval_s, health.timeout_s) == ("nhc -t 50", 120.0, 50.0)
+    assert KeptAgent.built.health is None

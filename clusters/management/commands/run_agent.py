@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.agent.client import ControlPlane
+from clusters.agent.health import HealthCheck
 from clusters.agent.runner import Agent
 from clusters.backends.local import LocalBackend, detect_inventory, parse_inventory
 from clusters.models import TOPOLOGY_KEY_RULE, is_topology_key
@@ -41,6 +42,17 @@ class Command(BaseCommand):
             "FIRST + the tenant's id, so tenants cannot read each other's files or the agent's "
             "token (default: every worker runs as this agent's user).",
         )
+        parser.add_argument("--health-check", default="", metavar="COMMAND",
+                            help="A node health check (Slurm's HealthCheckProgram, NHC): run "
+                                 "with /bin/sh -c for each node, named in MLSCHED_NODE; a node "
+                                 "whose check does not exit 0 takes no new work, its last line "
+                                 "of output said as why, until a check passes (default: "
+                                 "none).")  # fmt: skip
+        parser.add_argument("--health-check-interval", type=positive_seconds, default=300.0,
+                            metavar="SECONDS", help="How often each node is checked.")  # fmt: skip
+        parser.add_argument("--health-check-timeout", type=positive_seconds, default=60.0,
+                            metavar="SECONDS",
+                            help="A check running this long is killed and fails.")  # fmt: skip
         parser.add_argument("--backend", choices=["local", "kubernetes"], default="local")
         parser.add_argument("--kubeconfig", help="For --backend kubernetes; default in-cluster.")
         parser.add_argument(
@@ -76,6 +88,11 @@ class Command(BaseCommand):
                                  "taints of this key (again for more), as nodes set apart "
                                  "for mlsched's work with a NoExecute taint need; a node "
                                  "tainted NoExecute with another key takes no work.")  # fmt: skip
+        parser.add_argument("--unhealthy-condition", action="append", metavar="TYPE",
+                            help="For --backend kubernetes: a node condition type that, True, "
+                                 "keeps new work off the node, its reason and message said as "
+                                 "why (again for more): node-problem-detector's KernelDeadlock, "
+                                 "ReadonlyFilesystem, a GPU checker's.")  # fmt: skip
         parser.add_argument("--gpu-runtime-class", default="", metavar="NAME",
                             help="For --backend kubernetes: the RuntimeClass of the workers "
                                  "with GPUs (nvidia on k3s, and where the GPU Operator does not "
@@ -87,7 +104,13 @@ class Command(BaseCommand):
     def handle(self, *args, cluster, url, token_file, inventory, state_dir, interval, backend,
                kubeconfig, checkpoint_claim, checkpoint_mount, not_ready_grace, mount_failure,
                no_network_isolation, worker_uids, gpu_metrics, topology_label, tolerate_taint,
-               gpu_runtime_class, **options):  # fmt: skip
+               gpu_runtime_class, unhealthy_condition, health_check, health_check_interval,
+               health_check_timeout, **options):  # fmt: skip
+        health = (
+            HealthCheck(health_check, health_check_interval, health_check_timeout)
+            if health_check.strip()
+            else None
+        )
         token = Path(token_file).read_text().strip() if token_file else None
         token = token or os.environ.get("MLSCHED_AGENT_TOKEN", "")
         if not token:
@@ -96,6 +119,11 @@ class Command(BaseCommand):
             raise CommandError("--topology-label is for --backend kubernetes (local: host)")
         if tolerate_taint and backend != "kubernetes":
             raise CommandError("--tolerate-taint is for --backend kubernetes")
+        if unhealthy_condition and backend != "kubernetes":
+            raise CommandError("--unhealthy-condition is for --backend kubernetes")
+        for kind in unhealthy_condition or []:
+            if not re.fullmatch(CONDITION_TYPE, kind) or kind == "Ready":
+                raise CommandError(f"--unhealthy-condition {kind!r}: TYPE is no condition's type")
         if gpu_runtime_class and backend != "kubernetes":
             raise CommandError("--gpu-runtime-class is for --backend kubernetes")
         if gpu_runtime_class and not re.fullmatch(DNS_SUBDOMAIN, gpu_runtime_class):
@@ -119,14 +147,15 @@ class Command(BaseCommand):
                 isolate_namespaces=not no_network_isolation,
                 gpu_exporters=exporters, topology_labels=labels,
                 tolerated_taints=tuple(tolerate_taint or ()), gpu_runtime_class=gpu_runtime_class,
+                unhealthy_conditions=tuple(unhealthy_condition or ()),
             )  # fmt: skip
-            agent = Agent(control, kube, interval)
+            agent = Agent(control, kube, interval, health=health)
         else:
             if worker_uids is not None and os.geteuid() != 0:
                 raise CommandError("--worker-uids needs the agent to run as root")
             try:
                 agent = build_agent(
-                    cluster, url, token, inventory, state_dir, interval, worker_uids
+                    cluster, url, token, inventory, state_dir, interval, worker_uids, health
                 )
             except ValueError as refusal:  # an inventory, or directories workers cannot reach
                 raise CommandError(str(refusal)) from None
@@ -158,6 +187,9 @@ def positive_seconds(text: str) -> float:
 
 # A Kubernetes object's name of the DNS subdomain kind (a RuntimeClass's).
 DNS_SUBDOMAIN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
+# A node condition's type: CamelCase by convention (KernelDeadlock), a domain before a "/" in
+# some checkers' (Kubernetes does not check it).
+CONDITION_TYPE = r"[A-Za-z0-9][A-Za-z0-9_./-]{0,315}"
 # A Kubernetes label's key: an optional DNS subdomain prefix and "/", then its name.
 NODE_LABEL = (
     r"([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?"  # prefix
@@ -187,7 +219,7 @@ def topology_labels(pairs: list[str] | None) -> dict[str, str] | None:
 
 
 def build_agent(
-    cluster, url, token, inventory="", state_dir=None, interval=1.0, worker_uids=None
+    cluster, url, token, inventory="", state_dir=None, interval=1.0, worker_uids=None, health=None
 ) -> Agent:
     """An agent with the local backend; shared by run_agent and the embedded server."""
     root = Path(state_dir) if state_dir else settings.VAR_DIR / "agents" / cluster
@@ -196,7 +228,7 @@ def build_agent(
         root / "workers", nodes, settings.VAR_DIR / "checkpoints", worker_uids=worker_uids,
         measure_gpus=not inventory,  # a virtual inventory's GPUs are no real ones
     )  # fmt: skip
-    return Agent(ControlPlane(url, cluster, token), backend, interval)
+    return Agent(ControlPlane(url, cluster, token), backend, interval, health=health)
 
 
 def kubernetes_backend(
