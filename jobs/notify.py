@@ -437,16 +437,21 @@ DISCORD_CONTENT = 2000
 def payload(form: str, document: Mapping[str, object]) -> dict:
     """What a tenant's URL is sent in its notification format (`Tenant.notify_format`): the
     document with its line as `text` (Slack's and Mattermost's incoming webhooks show it); for
-    a Microsoft Teams Workflows webhook, an Adaptive Card of the line with a button to the job,
-    the document beside it (`mlsched`, for the flow's own conditions); for Discord, the line as
+    a Microsoft Teams Workflows webhook, an Adaptive Card of the line, the document's fields as
+    facts (as the email lists them) and a button to the job, the document beside it
+    (`mlsched`, for the flow's own conditions); for Discord, the line as
     the message, mentioning nobody (a job's name written `@everyone` pings no one)."""
     if form == Tenant.NotifyFormat.TEAMS:
         link = document.get("url")
+        listed = [{"title": key, "value": shown} for key, shown in facts(document)]
         card = {
             "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
             "type": "AdaptiveCard",
             "version": "1.4",
-            "body": [{"type": "TextBlock", "text": headline(document), "wrap": True}],
+            "body": [
+                {"type": "TextBlock", "text": headline(document), "wrap": True},
+                {"type": "FactSet", "facts": listed},
+            ],
             "actions": [{"type": "Action.OpenUrl", "title": "Open in mlsched", "url": link}]
             if link
             else [],
@@ -582,6 +587,17 @@ def headline(document: Mapping[str, object]) -> str:
     return " ".join(SUBJECTS[str(document["event"])](document).split())
 
 
+def facts(document: Mapping[str, object]) -> list[tuple[str, str]]:
+    """The document's fields that say something, each written as text: those with a value,
+    but the event and the link (the line and the button say them), objects and lists in
+    JSON."""
+    return [
+        (key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+        for key, value in document.items()
+        if key not in ("event", "url") and value is not None and value != ""
+    ]
+
+
 def mail_text(document: Mapping[str, object]) -> tuple[str, str]:
     """An email's subject and plain-text body for a notification: what happened in the
     subject ("Job #42 train-llm failed: exit code 3"), then the document a field a line, its
@@ -590,11 +606,7 @@ def mail_text(document: Mapping[str, object]) -> tuple[str, str]:
     lines = [subject, ""]
     if document.get("url"):
         lines += [str(document["url"]), ""]
-    for key, value in document.items():
-        if key in ("event", "url") or value is None or value == "":
-            continue
-        shown = json.dumps(value) if isinstance(value, dict | list) else value
-        lines.append(f"{key}: {shown}")
+    lines += [f"{key}: {shown}" for key, shown in facts(document)]
     # One line: a job's name or reason cannot add headers.
     return " ".join(subject.split())[:200], "\n".join(lines) + "\n"
 

@@ -54,7 +54,7 @@ def test_by_default_the_document_carries_its_line_as_text(
     )
 
 
-def test_teams_gets_an_adaptive_card_with_a_button_to_the_job_and_the_document_beside(
+def test_teams_gets_an_adaptive_card_of_its_line_and_facts_with_a_button_and_the_document_beside(
     hooked, alice, room, receiver, queued, django_capture_on_commit_callbacks, public
 ):
     formatted(hooked, "teams")
@@ -67,9 +67,14 @@ def test_teams_gets_an_adaptive_card_with_a_button_to_the_job_and_the_document_b
     assert post.document["type"] == "message"
     assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
     assert card["type"] == "AdaptiveCard"
-    assert card["body"] == [
-        {"type": "TextBlock", "text": f"Job #{job.pk} train-llm failed: exit code 3", "wrap": True}
-    ]
+    line, fact_set = card["body"]
+    assert line == {
+        "type": "TextBlock", "text": f"Job #{job.pk} train-llm failed: exit code 3", "wrap": True
+    }  # fmt: skip
+    facts = {fact["title"]: fact["value"] for fact in fact_set["facts"]}
+    assert fact_set["type"] == "FactSet"
+    assert (facts["job"], facts["state"], facts["exit_code"]) == (str(job.pk), "failed", "3")
+    assert "event" not in facts and "url" not in facts
     assert card["actions"] == [{"type": "Action.OpenUrl", "title": "Open in mlsched",
                                 "url": f"https://mlsched.example.com/jobs/{job.pk}/"}]  # fmt: skip
     assert post.document["mlsched"]["state"] == "failed"
