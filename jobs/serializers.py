@@ -204,7 +204,9 @@ def mail_problem(user, whose: str = "Your") -> str:
     if not settings.MLSCHED_SMTP_URL:
         return "This platform sends no email: its admins have set no mail server."
     if user is not None and not user.email:
-        return f"{whose} account has no email address to send to: a platform admin sets it."
+        who = "set it" if whose == "Your" else "they set it"
+        return (f"{whose} account has no email address to send to: {who} at /accounts/email/ "
+                "(or a platform admin does).")  # fmt: skip
     return ""
 
 

@@ -7,6 +7,7 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
+from quotas import accounts
 from quotas.api import MeView, PauseView, PriorityClassesView, QuotasView, VolumesView
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
@@ -47,8 +48,8 @@ urlpatterns = [
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
     path("healthz", healthz, name="healthz"),
-    # Django's auth pages but the password reset, which needs outgoing mail: a forgotten
-    # password is set again by a platform admin, in the admin.
+    # Django's auth pages; the password reset and the email address change mail a link, and
+    # where the platform sends no mail, a platform admin sets both in the admin.
     path("accounts/login/", auth.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth.LogoutView.as_view(), name="logout"),
     path(
@@ -61,6 +62,20 @@ urlpatterns = [
         auth.PasswordChangeDoneView.as_view(template_name="portal/password_changed.html"),
         name="password_change_done",
     ),
+    path("accounts/email/", accounts.email_change, name="email_change"),
+    path("accounts/email/<str:token>/", accounts.email_confirm, name="email_confirm"),
+    path("accounts/password_reset/", accounts.password_reset, name="password_reset"),
+    path(
+        "accounts/password_reset/done/",
+        accounts.password_reset_done,
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        accounts.password_reset_confirm,
+        name="password_reset_confirm",
+    ),
+    path("accounts/reset/done/", accounts.password_reset_complete, name="password_reset_complete"),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("clusters.api")),
     path("api/v1/quotas/", QuotasView.as_view(), name="api-quotas"),

@@ -1,4 +1,5 @@
-"""The portal's account pages: log in, log out, change one's password; no mailed reset."""
+"""The portal's account pages: log in, log out, change one's password; where the platform
+sends no mail, no mailed reset (with a mail server: tests/test_accounts_mail.py)."""
 
 import pytest
 from django.test import Client
@@ -27,7 +28,8 @@ def form(old, new, again=None):
      "/accounts/reset/MQ/set-password/"],
 )  # fmt: skip
 def test_there_is_no_password_reset_by_mail(client, alice, path):
-    """No mail goes out from here: a reset would promise a mail that never comes."""
+    """Without a mail server (none in tests unless a test sets one) no mail goes out: a reset
+    would promise a mail that never comes."""
     assert client.post(path, {"email": alice.email}).status_code == 404
 
 
@@ -52,6 +54,16 @@ def test_a_wrong_old_password_is_refused_on_its_field(client, alice):
     assert "old_password" in page.context["form"].errors
     alice.refresh_from_db()
     assert alice.check_password("old-password-1")
+
+
+@pytest.mark.parametrize("email, said", [("alice@example.com", "alice@example.com"), ("", "none")])
+def test_the_password_page_shows_the_address_and_links_to_change_it(client, alice, email, said):
+    alice.email = email
+    alice.save(update_fields=["email"])
+
+    page = client.get("/accounts/password/").text
+
+    assert f'Your email address: {said}. <a href="/accounts/email/">Change it</a>' in page
 
 
 def test_the_password_page_needs_a_login():

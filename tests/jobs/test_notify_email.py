@@ -278,7 +278,8 @@ def test_it_is_refused_naming_it_without_a_mail_server_or_an_address(alpha, alic
     assert no_server.json() == {"notify_email": [
         "This platform sends no email: its admins have set no mail server."]}  # fmt: skip
     assert no_address.json() == {"notify_email": [
-        "Your account has no email address to send to: a platform admin sets it."]}  # fmt: skip
+        "Your account has no email address to send to: set it at /accounts/email/ (or a "
+        "platform admin does)."]}  # fmt: skip
     assert not Job.objects.exists()
 
 
