@@ -9,15 +9,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import ValidationError
 
-from jobs import access, actions, throttles
+from jobs import access, actions, listing, throttles
 from jobs import forms as submit_form
 from jobs.access import visible_jobs
 from jobs.action_serializers import (
+    MAX_CANCELED,
     ConstraintsSerializer,
     DependenciesSerializer,
     MinWorkersSerializer,
@@ -404,6 +406,42 @@ def act_on_selected(request):
     if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
         back = "/"
     return redirect(back)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cancel_matching(request):
+    """Cancel the live jobs the job list's filters match on every page, of those the user may
+    cancel (each of a batch's shards as it matches, not through its first shard's row), after
+    a confirmation: a GET says how many and asks; a POST of the same filters cancels them,
+    oldest first, at most MAX_CANCELED (the rest on a press again), and shows the list again
+    with what it did. The list's errors are a 400 naming them; a list that names no part of
+    one's jobs (`listing.NARROWING`) is a 400 too: every live job one may cancel is not what
+    a filtered list's button means."""
+    params = (request.GET if request.method == "GET" else request.POST).copy()
+    params.pop("before", None)  # every page
+    params.pop("csrfmiddlewaretoken", None)
+    labels = list(dict.fromkeys(text for text in params.getlist("label") if text))
+    asked = listing.asked(params, request.user, labels)
+    if not asked.errors and not listing.narrowed(params):
+        asked.errors["filters"] = (
+            "Narrow the list to a part of your jobs first (a team, a name, a label, your own, "
+            "a batch, ids or a node): a state or a time alone names every job you may cancel."
+        )
+    if asked.errors:
+        said = "; ".join(f"{name}: {why}" for name, why in asked.errors.items())
+        return HttpResponse(said, status=400, content_type="text/plain; charset=utf-8")
+    mayed = access.cancelable_jobs(request.user) & visible_jobs(request.user)
+    matching = asked.of(mayed, request.user, fold=False).live()
+    filters = params.urlencode()
+    if request.method == "GET":
+        context = {"count": matching.count(), "filters": filters, "params": list(params.lists()),
+                   "most": MAX_CANCELED}  # fmt: skip
+        return render(request, "portal/cancel_matching.html", context)
+    canceled, more = actions.cancel_first(matching, MAX_CANCELED, f"canceled by {request.user}")
+    said = f"Canceled {counted(len(canceled), 'job')} these filters match"
+    messages.success(request, said + ("; more are left: cancel again." if more else "."))
+    return redirect(f"{reverse('index')}?{filters}")
 
 
 def cancel_ticked(ticked: list[int], reason: str) -> set[int]:

@@ -33,6 +33,10 @@ from jobs.models import Job
 from jobs.serializers import flag, held_filter, labels_asked, whole_number
 from jobs.states import State
 
+# What narrows a list to a part of the reader's jobs: a cancel of every job a list matches
+# needs one (a state, a hold, a reason or a time alone would name every live job one may
+# cancel, as the API's cancel by filter refuses).
+NARROWING = ("id", "tenant", "q", "mine", "label", "batch", "node")
 MAX_NAME = 200  # the longest part of a name searched for
 MAX_IDS = 100  # the jobs one list may name, a page's worth
 
@@ -131,6 +135,13 @@ def asked(params, user, labels: list[str]) -> Asked:
         # Every job of the reader's tenants would be read for it.
         out.errors["shard"] = "A shard of a batch: give its batch too."
     return out
+
+
+def narrowed(params) -> bool:
+    """Whether the list's parameters narrow it to a part of the reader's jobs (NARROWING;
+    `mine` when it says yes)."""
+    others = [name for name in NARROWING if name != "mine"]
+    return yes(params, "mine", {}) or any(params.get(name, "").strip() for name in others)
 
 
 def number(params, name: str, what: str, errors: dict[str, str]) -> int | None:

@@ -114,6 +114,7 @@ def index(request):
         "labels": written,
         "more_labels": len(written) < MAX_LABELS,
         "filters": urlencode(kept),  # for the paging links, and a label's to narrow further
+        "narrowed": not errors and listing.narrowed(request.GET),  # cancel all it matches
         "paged": "before" in request.GET,
         "errors": errors,
         "fields": described(errors),

@@ -18,6 +18,7 @@ urlpatterns = [
     path("queue/", portal.queue, name="queue"),
     path("jobs/new/", portal.submit, name="submit"),
     path("jobs/selected/", on_job.act_on_selected, name="act_on_selected"),
+    path("jobs/matching/cancel/", on_job.cancel_matching, name="cancel_matching"),
     path("jobs/<int:pk>/", portal.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", on_job.cancel, name="cancel"),
     path("jobs/<int:pk>/hold/", on_job.hold, name="hold"),
