@@ -21,13 +21,13 @@ from jobs.serializers import (
     LARGEST_ID,
     cluster_selector_field,
     dependency_problem,
-    exclude_nodes_field,
     features_field,
     first_type_wait_field,
     gpu_types_field,
     max_retries_field,
     max_runtime_field,
     min_workers_field,
+    node_names_field,
     priority_class_named,
     request_field,
     retry_exit_codes_field,
@@ -142,14 +142,15 @@ class RequestSerializer(SomeOf):
 class ConstraintsSerializer(SomeOf):
     """Where a queued job may run from now on (Slurm's `scontrol update` of a pending job's
     Features, Partition and ExcNodeList): its GPU types, most preferred first, its cluster
-    selector, the nodes it excludes, the features its nodes must offer, how long it takes its
-    first GPU type alone and whether each worker takes a node to itself, any of them, as a
-    submission gives them (empty: any, none excluded, none required; null: no wait); one at
-    least."""
+    selector, the nodes it excludes, the nodes it runs on alone, the features its nodes must
+    offer, how long it takes its first GPU type alone and whether each worker takes a node to
+    itself, any of them, as a submission gives them (empty: any, none excluded, any node, none
+    required; null: no wait); one at least."""
 
     gpu_types = gpu_types_field(required=False)
     cluster_selector = cluster_selector_field(required=False)
-    exclude_nodes = exclude_nodes_field(required=False)
+    exclude_nodes = node_names_field(required=False)
+    only_nodes = node_names_field(required=False)
     features = features_field(required=False)
     first_type_wait_s = first_type_wait_field(required=False)
     exclusive = serializers.BooleanField(required=False)

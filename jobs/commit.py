@@ -201,12 +201,12 @@ def raised(job: tenant_limits.Claimed, decided: Mapping[int, float | None] | Non
 
 
 def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
-    """Whether every node the job's workers go to is one its row takes now: a GPU type it
-    lists (a GPU worker's), a cluster its selector matches, a node it does not exclude that
-    offers every feature it requires, and for a job that is not preemptible, a cluster whose
-    nodes are not taken back at any time.
-    Where it may run changed since the snapshot (actions.change_constraints, the admin's
-    cluster) is decided again next cycle."""
+    """Whether every node the job's workers go to is one its row takes now: a GPU type it lists (a
+    GPU worker's), a cluster its selector matches, a node it does not exclude (and among those it
+    runs on alone, if it names them) that offers every feature it requires, and for a job that is
+    not preemptible, a cluster whose nodes are not taken back at any time. Where it may run changed
+    since the snapshot (actions.change_constraints, the admin's cluster) is decided again next
+    cycle."""
     for worker in outcome.workers:
         node = nodes.get(int(worker.node_id))
         if node is None:
@@ -216,6 +216,8 @@ def allowed_on(outcome: Outcome, job: tenant_limits.Claimed, nodes) -> bool:
         if any(node.cluster_labels.get(k) != v for k, v in job.cluster_selector.items()):
             return False
         if node.name in job.exclude_nodes or not job.features <= node.features:
+            return False
+        if job.only_nodes and node.name not in job.only_nodes:
             return False
         if node.interruptible and not job.preemptible:
             return False

@@ -147,6 +147,13 @@ class Job(models.Model):
         blank=True,
         help_text="Names of nodes it never runs on, in any cluster (Slurm's --exclude).",
     )
+    only_nodes = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Names of the nodes it runs on alone, in any cluster (Kubernetes' node "
+        "affinity on the hostname); empty: any node.",
+    )
     features = models.JSONField(
         default=list,
         db_default=models.Value([], models.JSONField()),

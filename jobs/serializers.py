@@ -113,10 +113,11 @@ def cluster_selector_field(**options) -> serializers.Field:
     return TextKeys(child=serializers.CharField(), validators=[validate_labels], **options)
 
 
-def exclude_nodes_field(**options) -> serializers.ListField:
-    """The names of the nodes a job never runs on (Slurm's --exclude; empty: none), as a
-    submission and a change of a queued job's give them: each a node's, in any cluster (a
-    name no node has is refused: a typo would exclude nothing), each once."""
+def node_names_field(**options) -> serializers.ListField:
+    """Names of nodes, as a submission and a change of a queued job's give those it never runs
+    on (`exclude_nodes`, Slurm's --exclude) and those it runs on alone (`only_nodes`): each a
+    node's, in any cluster (a name no node has is refused: a typo would exclude nothing, or
+    keep the job waiting for ever), each once; empty: none excluded, any node."""
     return serializers.ListField(
         child=serializers.CharField(max_length=253), max_length=MAX_EXCLUDED_NODES,
         validators=[known_nodes], **options,
@@ -276,7 +277,9 @@ class SubmitSerializer(serializers.Serializer):
     # Takes only the first of its GPU types for this long, from when it may run, then any.
     first_type_wait_s = first_type_wait_field(default=None)
     cluster_selector = cluster_selector_field(default=dict)
-    exclude_nodes = exclude_nodes_field(default=list)
+    exclude_nodes = node_names_field(default=list)
+    # Kubernetes' node affinity on the hostname: the nodes it runs on alone.
+    only_nodes = node_names_field(default=list)
     # Slurm's --constraint=ib&nvme: what every node it runs on must offer.
     features = features_field(default=list)
     # Slurm's --exclusive: each worker takes a node of exactly its GPUs to itself.
@@ -390,6 +393,8 @@ class SubmitSerializer(serializers.Serializer):
                 {"topology": "Only a training gang keeps its nodes in one topology domain: "
                  "leave topology out."}
             )  # fmt: skip
+        if problem := nodes_problem(data["only_nodes"], data["exclude_nodes"]):
+            raise serializers.ValidationError({"only_nodes": problem})
         if data["exclusive"] and (problem := tenant.exclusive_refusal() or exclusive_problem(data)):
             raise serializers.ValidationError({"exclusive": problem})
         if data["shards"] > 1 and family != Family.BATCH_INFERENCE:
@@ -416,6 +421,13 @@ class SubmitSerializer(serializers.Serializer):
         if problem := volumes_problem(data["volumes"], tenant):
             raise serializers.ValidationError({"volumes": problem})
         return data
+
+
+def nodes_problem(only: list[str], excluded: list[str]) -> str:
+    """Why a job may not run only on `only` while excluding `excluded`, "" if it may."""
+    if both := sorted(set(only) & set(excluded)):
+        return f"{both[0]!r} is in exclude_nodes too: a node it runs on is not excluded."
+    return ""
 
 
 def exclusive_problem(request: dict) -> str:
@@ -631,7 +643,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "owner", "name", "family", "image", "command", "env", "cpu_milli",
             "memory_mb", "gpus", "gpu_milli", "gpu_types", "first_type_wait_s",
-            "cluster_selector", "exclude_nodes",
+            "cluster_selector", "exclude_nodes", "only_nodes",
             "features", "exclusive",
             "labels", "secrets", "volumes", "workers", "min_workers", "topology", "shards",
             "max_running_shards", "shard_index", "parent", "resubmitted_from",

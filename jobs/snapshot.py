@@ -50,7 +50,7 @@ QUEUED_FIELDS = [
     "priority_class__may_preempt", "priority_class__fair_share_preemption", "preempting_until",
     "eligible_at", "started_at", "owner_id", "parent_id", "shards", "max_running_shards",
     "retries_used", "min_workers", "secrets", "image", "topology", "volumes", "exclude_nodes",
-    "features", "first_type_wait_s", "exclusive",
+    "features", "first_type_wait_s", "exclusive", "only_nodes",
     "priority_class__max_gpus_per_user", "priority_class__max_gpus",
 ]  # fmt: skip
 # A priority class's fair-share preemption as the core reads it (None: as the platform).
@@ -618,10 +618,16 @@ def to_queued(
     present: Collection[str] = (),
 ) -> p.QueuedJob:
     """The job row as the core reads it; `avoid`: the ids of the nodes it failed on
-    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes;
-    `present`: the GPU types some node has (types_taken)."""
+    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes,
+    and, for a job that names the nodes it runs on alone, every other node (the core keeps a
+    job off both alike, ``QueuedJob.exclude_nodes``); `present`: the GPU types some node has
+    (types_taken)."""
     claim = job["preempting_until"]
-    excluded = (i for name in job["exclude_nodes"] for i in (named or {}).get(name, ()))
+    named = named or {}
+    off = set(job["exclude_nodes"])
+    if only := set(job["only_nodes"]):
+        off.update(name for name in named if name not in only)
+    excluded = (i for name in off for i in named.get(name, ()))
     return p.QueuedJob(
         id=str(job["id"]),
         tenant=str(job["tenant_id"]),

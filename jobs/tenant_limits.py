@@ -107,6 +107,8 @@ class Claimed:
     preemptible: bool = True
     # Whether each worker takes a node to itself (commit.take): one nothing else runs on.
     exclusive: bool = False
+    # The nodes it runs on alone, by name (empty: any), where it may run as exclude_nodes.
+    only_nodes: tuple[str, ...] = ()
 
 
 def held(worker: p.WorkerPlacement) -> tuple[int, int, int, int]:
@@ -266,7 +268,7 @@ def read(
         "max_runtime_s", "min_workers", "workers", "cpu_milli", "memory_mb", "gpus", "gpu_milli",
         "gpu_types", "cluster_selector", "exclude_nodes", "features", "priority_class__value",
         "priority_class__max_gpus_per_user", "priority_class__max_gpus", "preemptible",
-        "exclusive",
+        "exclusive", "only_nodes",
     )  # fmt: skip
     jobs = {
         pk: Claimed(
@@ -286,10 +288,11 @@ def read(
             in_milli(whole),
             preemptible,
             exclusive,
+            tuple(only),
         )
         for (pk, tenant, owner, parent, shards, limit, runtime, least, workers, cpu, memory,
              gpus, share, types, selector, excluded, features, tier, per_user, whole,
-             preemptible, exclusive) in rows
+             preemptible, exclusive, only) in rows
     }  # fmt: skip
     # Only what a limit reads: the use of the tenants of cohorts someone has a quota in, and of
     # those limiting their users' GPUs. Without either, nothing is read.

@@ -30,6 +30,7 @@ from jobs.serializers import (
     first_type_problem,
     mail_problem,
     min_workers_problem,
+    nodes_problem,
     request_problem,
 )
 from jobs.states import State
@@ -295,15 +296,17 @@ def change_request(job: Job, asked: dict, by: str) -> int:
 @retrying.atomic
 def change_constraints(job: Job, asked: dict, by: str) -> int:
     """Set where a queued job may run, any of gpu_types (most preferred first), cluster_selector,
-    exclude_nodes, features, first_type_wait_s and exclusive in `asked`, the others kept (Slurm's
-    `scontrol update` of a pending job's Features, Partition and ExcNodeList); for a batch (its
-    first shard), every shard still queued. It keeps its place; from the next cycle it is placed on
-    the GPU types, clusters and nodes it takes now; a job placed keeps where it runs. One that had
-    evicted work for itself gives up its claim on that room, which may no longer be where it runs.
-    Records an event on each job and wakes the scheduler; returns how many jobs it changed.
+    exclude_nodes, only_nodes, features, first_type_wait_s and exclusive in `asked`, the others
+    kept (Slurm's `scontrol update` of a pending job's Features, Partition and ExcNodeList); for a
+    batch (its first shard), every shard still queued. It keeps its place; from the next cycle it
+    is placed on the GPU types, clusters and nodes it takes now; a job placed keeps where it runs.
+    One that had evicted work for itself gives up its claim on that room, which may no longer be
+    where it runs. Records an event on each job and wakes the scheduler; returns how many jobs it
+    changed.
 
     Raises NotQueued when nothing of the job is queued; the serializer's ValidationError, on
-    first_type_wait_s, for a wait for the first of fewer than two GPU types, on exclusive, for
+    first_type_wait_s, for a wait for the first of fewer than two GPU types, on only_nodes, for
+    a node it both excludes and runs on alone (``serializers.nodes_problem``), on exclusive, for
     a tenant that may not take nodes whole (``Tenant.exclusive_allowed``) or a request no node
     could hold whole (``serializers.exclusive_problem``)."""
     shards = _queued_shards(job)
@@ -318,6 +321,8 @@ def change_constraints(job: Job, asked: dict, by: str) -> int:
         if "first_type_wait_s" not in asked:  # the wait it has, kept
             problem += " It keeps the wait it has: give first_type_wait_s null to drop it."
         raise ValidationError({"first_type_wait_s": [problem]})
+    if problem := nodes_problem(wanted["only_nodes"], wanted["exclude_nodes"]):
+        raise ValidationError({"only_nodes": [problem]})
     if wanted["exclusive"] and (refused := job.tenant.exclusive_refusal()):
         if "exclusive" not in asked:  # exclusive as it was, kept
             refused += " It is exclusive: give exclusive false to make it shared."

@@ -65,16 +65,23 @@ NOTIFY_FLAGS = (
 
 # Where a job may run, as the API names it: what `where` says, in its order.
 CONSTRAINTS = ("gpu_types", "cluster_selector", "exclude_nodes", "features", "first_type_wait_s",
-               "exclusive")  # fmt: skip
+               "exclusive", "only_nodes")  # fmt: skip
 
 
 def where(
-    gpu_types, selector: dict, excluded=(), features=(), first_wait=None, exclusive=False
+    gpu_types,
+    selector: dict,
+    excluded=(),
+    features=(),
+    first_wait=None,
+    exclusive=False,
+    only=(),
 ) -> str:
     """Where a job may run, as its events and the CLI say it: "GPU types H100, A100 of
     clusters with region=eu", "any GPU type of any cluster, not on nodes gpu-7, gpu-9",
     "... of any cluster, on nodes with ib, nvme", "GPU types H100, A100 (H100 alone for its
-    first 30 min free to run, then any) of ...", "..., each worker on a node to itself"."""
+    first 30 min free to run, then any) of ...", "..., each worker on a node to itself",
+    "..., only on node gpu-a-03"."""
     gpus = f"GPU types {', '.join(gpu_types)}" if gpu_types else "any GPU type"
     if waits := first_type_wait(gpu_types, first_wait):
         gpus += f" ({waits})"
@@ -86,6 +93,8 @@ def where(
         said += f", on nodes with {', '.join(features)}"
     if exclusive:
         said += ", each worker on a node to itself"
+    if only:
+        said += f", only on node{'s' if len(only) > 1 else ''} {', '.join(only)}"
     return said
 
 

@@ -47,7 +47,10 @@ REASONS = {
     "runtime limit would end it.",
     "avoiding_failed_nodes": "It would fit, but only on nodes where an earlier attempt of it "
     "failed for the infrastructure: it waits for others.",
-    "excluded_nodes": "It would fit, but only on nodes it excludes: it waits for others.",
+    "excluded_nodes": (
+        "It would fit, but only on nodes it excludes, or not among those it names to run on: "
+        "it waits for the others."
+    ),
     "lacking_features": "It would fit, but only on nodes without a feature it requires: it "
     "waits for nodes that have them all.",
     "no_node_with_features": "No node that could take it offers every feature it requires.",

@@ -102,7 +102,7 @@ def test_a_batchs_queued_shards_change_and_its_placed_ones_keep_theirs(alice, al
 @pytest.mark.parametrize(
     ("body", "field", "said"),
     [
-        ({}, "non_field_errors", "Give gpu_types, cluster_selector, exclude_nodes, features"),
+        ({}, "non_field_errors", "Give gpu_types, cluster_selector, exclude_nodes, only_nodes"),
         ({"gpu_types": "A100"}, "gpu_types", "Expected a list of items"),
         ({"gpu_types": ["x" * 65]}, "gpu_types", "no more than 64 characters"),
         ({"cluster_selector": ["region"]}, "cluster_selector", "Expected a dictionary"),
