@@ -177,9 +177,10 @@ def change_constraints(request, pk):
     """Change where a queued job may run, as the API does, for whoever may cancel it: its GPU types
     (comma-separated, most preferred first), its cluster selector (KEY=VALUE a line), each empty
     for any, the nodes it excludes and the features it requires (comma-separated, empty for none),
-    how long it takes its first GPU type alone (seconds, empty for no wait) and whether each worker
-    takes a node to itself (its box). A refusal is the job page with why (400, on the field at
-    fault, or 409 once it has left the queue)."""
+    the nodes it runs on alone (comma-separated, empty for any), how long it takes its first GPU
+    type alone (seconds, empty for no wait) and whether each worker takes a node to itself (its
+    box). A refusal is the job page with why (400, on the field at fault, or 409 once it has left
+    the queue)."""
     job = access.to_change(request.user, pk, "change where it may run")
     try:
         selector = submit_form.parse_pairs(request.POST.get("cluster_selector", ""))
@@ -189,6 +190,7 @@ def change_constraints(request, pk):
         "gpu_types": names_in(request.POST.get("gpu_types", "")),
         "cluster_selector": selector,
         "exclude_nodes": names_in(request.POST.get("exclude_nodes", "")),
+        "only_nodes": names_in(request.POST.get("only_nodes", "")),
         "features": names_in(request.POST.get("features", "")),
         "first_type_wait_s": request.POST.get("first_type_wait_s", "").strip() or None,
         "exclusive": request.POST.get("exclusive") == "true",

@@ -33,15 +33,15 @@ from quotas.models import PriorityClass
 
 # Inputs and selects, stripped; textareas are kept as typed, so a value may end in spaces.
 FIELDS = ["tenant", "name", "family", "image", "command", "cpu_milli", "memory_mb", "gpus",
-          "gpu_milli", "gpu_types", "first_type_wait_s", "exclude_nodes", "features",
-          "exclusive", "secrets", "workers",
+          "gpu_milli", "gpu_types", "first_type_wait_s", "exclude_nodes", "only_nodes",
+          "features", "exclusive", "secrets", "workers",
           "min_workers", "topology", "shards",
           "max_running_shards", "priority_class", "priority",
           "preemptible", "max_runtime_s", "max_retries", "retry_user_errors",
           "retry_exit_codes", "notify_start", "notify_requeue", "notify_time_limit",
           "notify_email", "depends_on", "begin", "deadline", "form_key"]  # fmt: skip
 PAIRS = ["env", "cluster_selector", "labels"]  # KEY=VALUE a line
-NAMES = ["gpu_types", "exclude_nodes", "features", "secrets"]  # comma-separated names
+NAMES = ["gpu_types", "exclude_nodes", "only_nodes", "features", "secrets"]  # comma-separated names
 TEXTAREAS = [*PAIRS, "volumes"]
 BOXES = ["exclusive", "retry_user_errors", "notify_start", "notify_requeue",
          "notify_time_limit", "notify_email"]  # fmt: skip

@@ -2,7 +2,7 @@
 
     submit FILE [--dependency DEPS] [--begin TIME] [--deadline TIME] [--max-running N]
                 [--min-workers N] [--topology KEY] [--exclude NODE[,NODE...]]
-                [--constraint FEATURE[&FEATURE...]] [--exclusive]
+                [--only-nodes NODE[,NODE...]] [--constraint FEATURE[&FEATURE...]] [--exclusive]
                 [--retry-exit-codes CODE[,CODE...]] [--first-type-wait DURATION]
                 [--label KEY=VALUE ...] [--volume NAME:PATH[:rw] ...] [--notify-start]
                 [--notify-requeue] [--notify-time-limit] [--notify-email]
@@ -29,7 +29,9 @@
                      in one domain: all share one value of that node topology label (rack,
                      nvlink, zone), as Slurm's --switches. --exclude NODE,NODE: it never
                      runs on these nodes (its exclude_nodes; Slurm's --exclude; any
-                     cluster's node of that name). --exclusive: each worker takes a
+                     cluster's node of that name). --only-nodes NODE,NODE: it runs on
+                     these nodes alone (its only_nodes; any cluster's node of that name;
+                     none it excludes). --exclusive: each worker takes a
                      node to itself, one of exactly its GPUs (every GPU of it; CPU only: a
                      node without GPUs), and no other job runs there while it does (its
                      exclusive; Slurm's --exclusive). --retry-exit-codes 75,134-139:
@@ -174,16 +176,17 @@
     constrain ID [--gpu-types T[,T...] | --any-gpu-type]
                  [--cluster-selector KEY=VALUE ... | --any-cluster]
                  [--exclude NODE[,NODE...] | --no-exclude]
+                 [--only-nodes NODE[,NODE...] | --any-node]
                  [--constraint FEATURE[&FEATURE...] | --no-constraint]
                  [--first-type-wait DURATION | --no-first-type-wait]
                  [--exclusive | --shared]
                      change where a queued job (a batch: its queued shards) may run: the GPU
                      types it takes, most preferred first, the labels a cluster must carry,
-                     the nodes it never runs on, the features its nodes must offer, how
-                     long it takes its first GPU type alone (from when it may run) and
-                     whether each worker takes a node to itself, as Slurm's scontrol update
-                     of a pending job's Features, Partition and ExcNodeList; it keeps its
-                     place in the queue; a job placed keeps where it runs
+                     the nodes it never runs on, those it runs on alone, the features its
+                     nodes must offer, how long it takes its first GPU type alone (from when
+                     it may run) and whether each worker takes a node to itself, as Slurm's
+                     scontrol update of a pending job's Features, Partition and ExcNodeList;
+                     it keeps its place in the queue; a job placed keeps where it runs
     resubmit ID [--shards unsucceeded|3,17,512]
                      run an ended job again as a new job with the same spec (a batch: all of
                      it); --shards: only the batch's shards that did not succeed (failed or

@@ -61,7 +61,8 @@ def submit(api: Api, args) -> None:
         spec["volumes"] = [*spec.get("volumes", []), *args.volume]
     given = {"begin": args.begin, "deadline": args.deadline, "max_running_shards": args.max_running,
              "min_workers": args.min_workers, "topology": args.topology,
-             "exclude_nodes": args.exclude, "features": args.constraint,
+             "exclude_nodes": args.exclude, "only_nodes": args.only_nodes,
+             "features": args.constraint,
              "exclusive": True if args.exclusive else None,
              "first_type_wait_s": args.first_type_wait,
              "retry_exit_codes": args.retry_exit_codes,
@@ -352,9 +353,10 @@ def resize(api: Api, args) -> None:
 
 def constrain(api: Api, args) -> None:
     """`constrain ID [--gpu-types T,T | --any-gpu-type] [--cluster-selector KEY=VALUE ... |
-    --any-cluster] [--exclude NODE,NODE | --no-exclude] [--constraint F&F | --no-constraint]
-    [--first-type-wait DURATION | --no-first-type-wait] [--exclusive | --shared]`: where the queued
-    job may run now, and how many jobs changed (a batch's queued shards)."""
+    --any-cluster] [--exclude NODE,NODE | --no-exclude] [--only-nodes NODE,NODE | --any-node]
+    [--constraint F&F | --no-constraint] [--first-type-wait DURATION | --no-first-type-wait]
+    [--exclusive | --shared]`: where the queued job may run now, and how many jobs changed (a
+    batch's queued shards). An older server's answer, without only_nodes, still prints."""
     body: dict = {}
     if args.gpu_types is not None or args.any_gpu_type:
         body["gpu_types"] = [] if args.any_gpu_type else args.gpu_types
@@ -362,6 +364,8 @@ def constrain(api: Api, args) -> None:
         body["cluster_selector"] = {} if args.any_cluster else dict(args.selector)
     if args.exclude is not None or args.no_exclude:
         body["exclude_nodes"] = [] if args.no_exclude else args.exclude
+    if args.only_nodes is not None or args.any_node:
+        body["only_nodes"] = [] if args.any_node else args.only_nodes
     if args.constraint is not None or args.no_constraint:
         body["features"] = [] if args.no_constraint else args.constraint
     if args.first_type_wait is not None or args.no_first_type_wait:
@@ -370,7 +374,7 @@ def constrain(api: Api, args) -> None:
         body["exclusive"] = args.exclusive
     answer = api.call("POST", f"jobs/{args.id}/constraints/", json=body)
     changed = answer["changed"]
-    said = where(*(answer[name] for name in CONSTRAINTS))
+    said = where(*(answer.get(name) for name in CONSTRAINTS))
     show(f"may run on {said} "
          f"({changed} job{'s' if changed != 1 else ''})")  # fmt: skip
 

@@ -71,6 +71,7 @@ def fields(job: dict) -> list[tuple[str, str]]:
         ("GPU types", gpu_types(job)),
         ("Clusters", ", ".join(f"{k}={v}" for k, v in job["cluster_selector"].items())),
         ("Never on nodes", ", ".join(job.get("exclude_nodes", ()))),
+        ("Only on nodes", ", ".join(job.get("only_nodes", ()))),
         ("Only on nodes with", ", ".join(job.get("features", ()))),
         ("Nodes", "to itself, one per worker (exclusive)" if job.get("exclusive") else ""),
         ("Image", job["image"]),

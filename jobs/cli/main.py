@@ -118,6 +118,11 @@ def add_submitting(commands) -> None:
         help="never run on these nodes (Slurm's --exclude; nodes lists them)",
     )  # fmt: skip
     submitting.add_argument(
+        "--only-nodes", type=names_written, metavar="NODE[,NODE...]",
+        help="run on these nodes alone (its only_nodes; any cluster's node of that name; nodes "
+             "lists them)",
+    )  # fmt: skip
+    submitting.add_argument(
         "--first-type-wait", type=duration_written, metavar="DURATION",
         help="take only the first of its gpu_types for this long from when it may run (90m, "
              "2h), then any of them (its first_type_wait_s)",
@@ -302,6 +307,10 @@ def add_changing(commands) -> None:
     off.add_argument("--exclude", type=names_written, metavar="NODE[,NODE...]",
                      help="never run on these nodes (replaces those it excluded)")  # fmt: skip
     off.add_argument("--no-exclude", action="store_true", help="exclude no node")
+    alone = constraining.add_mutually_exclusive_group()
+    alone.add_argument("--only-nodes", type=names_written, metavar="NODE[,NODE...]",
+                       help="run on these nodes alone (replaces those it named)")  # fmt: skip
+    alone.add_argument("--any-node", action="store_true", help="run on any node")
     needs = constraining.add_mutually_exclusive_group()
     needs.add_argument("--constraint", type=features_written, metavar="FEATURE[&FEATURE...]",
                        help="only on nodes offering all these features (replaces those "
