@@ -1,10 +1,13 @@
 """The portal's account pages that need the platform's mail server (``MLSCHED_SMTP_URL``): a
 user changes their own email address (``/accounts/email/``), which changes only once they open
 the link mailed to the new address, and resets a forgotten password by a mailed link (Django's
-own views, in the portal's templates). Without a mail server the address page says that a
-platform admin sets addresses, and the reset pages are 404s: a reset would promise a mail that
-never comes."""
+own views, in the portal's templates). At most MAILS_AN_HOUR links an hour go to one address
+for a reset, or for one account's change; the address a change replaces is told of it.
+Without a mail server the address page says that a platform admin sets addresses, and the
+reset pages are 404s: a reset would promise a mail that never comes."""
 
+import hashlib
+import logging
 from datetime import timedelta
 from functools import wraps
 
@@ -14,17 +17,25 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth
 from django.contrib.auth.decorators import login_required
 from django.core import signing
+from django.core.cache import caches
 from django.core.mail import send_mail
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 
 from jobs import notify
+from jobs.events import best_effort
+
+log = logging.getLogger(__name__)
 
 SALT = "mlsched.email-change"
+# Links mailed to one address (a password reset's) or for one account (an address change's) an
+# hour: someone who lost the first mail asks again, nobody floods a mailbox with them.
+MAILS_AN_HOUR = 3
 LINK_LIFE = timedelta(days=3)  # how long a mailed link changes the address
 SUBJECT = "Confirm your new email address on mlsched"
+CHANGED_SUBJECT = "Your mlsched account's email address changed"
 
 
 def sends_mail() -> bool:
@@ -87,6 +98,18 @@ class EmailChangeForm(forms.Form):
         return password
 
 
+def within_rate(key: str) -> bool:
+    """Count one more mail under `key` this hour (the throttle cache, Redis); whether it stays
+    within MAILS_AN_HOUR. With the cache out of reach it does: a mail is never refused for
+    want of its counter."""
+    cache = caches["throttle"]
+    key = "account-mail:" + hashlib.sha256(key.encode()).hexdigest()  # no address in Redis
+    with best_effort("the account mails' rate"):
+        cache.add(key, 0, 3600)
+        return cache.incr(key) <= MAILS_AN_HOUR
+    return True
+
+
 def change_token(user, email: str) -> str:
     """The signed token of a change of the user's address to `email`. It names the address it
     replaces, so a change made since spends it."""
@@ -143,7 +166,11 @@ def email_change(request):
     form, status = EmailChangeForm(request.user), 200
     if request.method == "POST":
         form, status = EmailChangeForm(request.user, request.POST), 400
-    if form.is_valid():
+    if form.is_valid() and not within_rate(f"change:{request.user.pk}"):
+        form.add_error(None, f"{MAILS_AN_HOUR} links were mailed for your account this hour: "
+                       "open one of them, or try again later.")  # fmt: skip
+        status = 429
+    elif form.is_valid():
         try:
             mail_link(request, form.cleaned_data["email"])
         except OSError:  # smtplib.SMTPException is one
@@ -160,11 +187,26 @@ def email_change(request):
 def email_confirm(request, token):
     """A mailed link opened: the user's address changed to the one it was sent to."""
     try:
-        change_email(request.user, change_asked(token, request.user))
+        change = change_asked(token, request.user)
+        change_email(request.user, change)
     except Refusal as refused:
         context = {"why": refused.why}
         return render(request, "portal/email_refused.html", context, status=refused.status)
+    if change["was"]:
+        tell_old_address(request, change)
     return render(request, "portal/email_changed.html")
+
+
+def tell_old_address(request, change: dict) -> None:
+    """Tell the address a change replaced that it no longer gets the account's mail: whoever
+    changed it without its owner's knowing (a session left open) is seen. Best effort: the
+    change is made, whether the mail server takes this or not."""
+    context = {"user": request.user, "email": change["email"]}
+    body = render_to_string("portal/email_changed_email.txt", context)
+    try:
+        send_mail(CHANGED_SUBJECT, body, settings.DEFAULT_FROM_EMAIL, [change["was"]])
+    except OSError as error:
+        log.warning("the old address of %s was not told of its change: %s", request.user, error)
 
 
 class PasswordReset(auth.PasswordResetView):
@@ -176,6 +218,9 @@ class PasswordReset(auth.PasswordResetView):
     subject_template_name = "portal/password_reset_subject.txt"
 
     def form_valid(self, form):
+        if not within_rate(f"reset:{form.cleaned_data['email'].lower()}"):
+            # As if mailed: the page tells nothing of whether the address has an account.
+            return HttpResponseRedirect(self.get_success_url())
         base = settings.MLSCHED_PUBLIC_URL.rstrip("/")
         self.extra_email_context = {"days": settings.PASSWORD_RESET_TIMEOUT // 86400,
                                     "public": base}  # fmt: skip

@@ -236,3 +236,35 @@ def test_the_tokens_page_links_an_account_without_an_address_to_setting_it(clien
     page = client.get("/tokens/").text
 
     assert 'no email address (<a href="/accounts/email/">set it</a>)' in page
+
+
+def test_a_fourth_link_asked_for_one_account_in_an_hour_is_a_429_and_mails_nothing(
+    client, alice, mailbox
+):
+    asked = [change(client, f"alice@new{i}.example.com").status_code for i in range(4)]
+
+    assert asked == [200, 200, 200, 429]
+    assert len(mailbox.messages) == 3
+    assert "3 links were mailed for your account this hour" in change(client, "a@b.example").text
+
+
+def test_a_fourth_reset_of_one_address_in_an_hour_mails_nothing_and_says_the_same(alice, mailbox):
+    answers = [
+        Client().post("/accounts/password_reset/", {"email": email})
+        for email in ["alice@example.com"] * 3 + ["ALICE@example.com"]
+    ]
+
+    assert {answer["Location"] for answer in answers} == {"/accounts/password_reset/done/"}
+    assert len(mailbox.messages) == 3
+
+
+def test_the_old_address_is_told_once_the_change_is_made(client, alice, mailbox):
+    change(client, "alice@new.example.com")
+    ((_, _, link),) = mailbox.messages
+
+    client.get(link_in(link))
+
+    (_, to, told) = mailbox.messages[1]
+    assert to == ["alice@example.com"]
+    assert told["Subject"] == "Your mlsched account's email address changed"
+    assert "is now alice@new.example.com" in told.get_content()
