@@ -5,7 +5,7 @@ Usage: python bench/placement.py [--scales 1,2,4] [--seed 7] [--repeat 3] [--wai
                                  [--running-shares 0] [--maintenance 0]
                                  [--lend 1] [--elastic 0] [--topology 0]
                                  [--fair-share-preemption] [--class-gpus 0] [--features 0]
-                                 [--exclusive 0]
+                                 [--exclusive 0] [--pinned 0]
 
 Nodes: 8-, 4-, 2- and 1-GPU nodes over 4 clusters and 4 GPU types (two of them shareable), a
 fifth of the GPUs held by running jobs with expected ends. Queue: training gangs, batch
@@ -27,7 +27,10 @@ of all GPUs at once (its class's ``max_gpus``: ``QueuedJob.class_gpu_limit``). W
 node whose index is under F of each block of 100) and that share of the training gangs
 requires it (``Node.features``, ``QueuedJob.features``). With ``--exclusive F`` that share
 of the training jobs takes its nodes to itself (``QueuedJob.exclusive``: a node of exactly its
-GPUs per worker, idle).
+GPUs per worker, idle). With ``--pinned F`` that share of the evaluation jobs runs on two
+nodes of its cluster alone (``only_nodes``, as the snapshot gives it: every other node among
+the ones it keeps off, ``QueuedJob.exclude_nodes``, one tuple shared by the jobs pinned alike,
+``snapshot.off_nodes``).
 Each size runs ``--repeat`` cycles on the same snapshot and reports the median. Prints a
 table and, as the last line, ``decisions/s: N``: the base size's median rate, over every queued
 job (those past ``Policy.queue_depth`` included: the outcomes column counts them apart).
@@ -267,6 +270,7 @@ def build_snapshot(
     class_gpus: float = 0.0,
     features: float = 0.0,
     exclusive: float = 0.0,
+    pinned: float = 0.0,
 ) -> Snapshot:
     """The benchmark snapshot at ``scale`` times the base size."""
     rng = random.Random(seed)
@@ -286,6 +290,8 @@ def build_snapshot(
         queue = [dataclasses.replace(job, exclusive=True)
                  if job.family == "training" and rng.random() < exclusive else job
                  for job in queue]  # fmt: skip
+    if pinned:
+        queue = with_pins(nodes, queue, pinned, random.Random(seed + 4))
     return Snapshot(
         tuple(nodes),
         tuple(running),
@@ -295,6 +301,19 @@ def build_snapshot(
         seed=seed,
         policy=policy or Policy(),
     )
+
+
+def with_pins(nodes: list[Node], queue: list, share: float, rng: random.Random) -> list:
+    """That share of the evaluation jobs pinned to the first two nodes of one of four sweeps'
+    clusters, keeping off every other node as the snapshot says it (one tuple per sweep)."""
+    sweeps = []
+    for cluster in sorted({node.cluster for node in nodes})[:4]:
+        kept = {node.id for node in nodes if node.cluster == cluster}
+        kept = set(sorted(kept)[:2])
+        sweeps.append(tuple(sorted(node.id for node in nodes if node.id not in kept)))
+    return [dataclasses.replace(job, exclude_nodes=rng.choice(sweeps))
+            if job.family == "evaluation" and rng.random() < share else job
+            for job in queue]  # fmt: skip
 
 
 def with_features(nodes: list[Node], queue: list, share: float, rng: random.Random):
@@ -341,6 +360,7 @@ def run(
     class_gpus: float = 0.0,
     features: float = 0.0,
     exclusive: float = 0.0,
+    pinned: float = 0.0,
 ) -> dict:
     """Time ``repeat`` cycles on one snapshot; the median wall time is the result.
 
@@ -361,6 +381,7 @@ def run(
         class_gpus,
         features,
         exclusive,
+        pinned,
     )
     walls, cpus = [], []
     for _ in range(repeat):
@@ -457,6 +478,12 @@ def main() -> None:
         default=0.0,
         help="the share of the training jobs taking their nodes to themselves",
     )
+    parser.add_argument(
+        "--pinned",
+        type=float,
+        default=0.0,
+        help="the share of the evaluation jobs running on two nodes alone (only_nodes)",
+    )
     args = parser.parse_args()
     policy = Policy(fair_share_preemption=args.fair_share_preemption)
     if args.queue_depth:
@@ -468,7 +495,7 @@ def main() -> None:
         r = run(
             scale, args.seed, args.repeat, args.waited_hours * 3600, policy, args.shared_ranges,
             args.maintenance, args.lend, args.elastic, args.topology, args.running_shares,
-            args.class_gpus, args.features, args.exclusive,
+            args.class_gpus, args.features, args.exclusive, args.pinned,
         )  # fmt: skip
         rates.append(r["jobs"] / r["wall"])
         summary = " ".join(f"{k}={v}" for k, v in sorted(r["counts"].items()))

@@ -182,11 +182,14 @@ def read(
     # Nor does a paused tenant's running elastic gang grow (more workers: a new placement).
     pauses = {tenant.pk for tenant in every if tenant.placements_paused}
     elastic = tuple(gang for gang in elastic if int(gang.job.tenant) not in pauses)
+    offs: dict = {}  # the nodes each distinct pair of exclude and only lists keeps a job off
     snapshot = p.Snapshot(
         nodes=inventory,
         running=running,
         queued=tuple(
-            to_queued(job, clusters, now, failed.get(job["id"], ()), provisions, named, present)
+            to_queued(
+                job, clusters, now, failed.get(job["id"], ()), provisions, named, present, offs
+            )
             for job in [*queued, *extra]
         ),
         tenants=tenants(rows, recent, running, now, every),
@@ -608,6 +611,20 @@ def types_taken(job: dict, now: float, present: Collection[str] = ()) -> tuple[s
     return types
 
 
+def off_nodes(
+    excluded: Sequence[str], only: Sequence[str], named: Mapping[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The ids of the nodes a job keeps off (``QueuedJob.exclude_nodes``, which the core keeps
+    it off always): those of the names it excludes, and, for a job that names the nodes it runs
+    on alone, those of every other name. Worked out once per distinct pair of lists in a
+    snapshot (`to_queued`'s `offs`), so the jobs of a sweep pinned to a few nodes of a large
+    platform share one tuple, not a copy each of nearly every node's id."""
+    off = set(excluded)
+    if allowed := set(only):
+        off.update(name for name in named if name not in allowed)
+    return tuple(sorted(i for name in off for i in named.get(name, ())))
+
+
 def to_queued(
     job: dict,
     clusters,
@@ -616,18 +633,17 @@ def to_queued(
     provisions: Provisions = NO_PROVISIONS,
     named: dict[str, tuple[str, ...]] | None = None,
     present: Collection[str] = (),
+    offs: dict | None = None,
 ) -> p.QueuedJob:
     """The job row as the core reads it; `avoid`: the ids of the nodes it failed on
-    (failed_nodes); `named`: each node name's ids (ids_by_name), for the nodes it excludes,
-    and, for a job that names the nodes it runs on alone, every other node (the core keeps a
-    job off both alike, ``QueuedJob.exclude_nodes``); `present`: the GPU types some node has
-    (types_taken)."""
+    (failed_nodes); `named`: each node name's ids (ids_by_name), for `off_nodes`; `present`:
+    the GPU types some node has (types_taken); `offs`: off_nodes' answers so far, shared by
+    the jobs of one snapshot."""
     claim = job["preempting_until"]
-    named = named or {}
-    off = set(job["exclude_nodes"])
-    if only := set(job["only_nodes"]):
-        off.update(name for name in named if name not in only)
-    excluded = (i for name in off for i in named.get(name, ()))
+    key = (tuple(job["exclude_nodes"]), tuple(job["only_nodes"]))
+    offs = {} if offs is None else offs
+    if key not in offs:
+        offs[key] = off_nodes(*key, named or {})
     return p.QueuedJob(
         id=str(job["id"]),
         tenant=str(job["tenant_id"]),
@@ -651,7 +667,7 @@ def to_queued(
         batch=Job.batch_key(job["id"], job["parent_id"], job["shards"]),
         max_running_shards=job["max_running_shards"],
         avoid_nodes=avoid,
-        exclude_nodes=tuple(sorted(excluded)),
+        exclude_nodes=offs[key],
         features=frozenset(job["features"]),
         min_workers=job["min_workers"],
         topology=job["topology"],

@@ -165,6 +165,7 @@ class Group:
         "cap_cpu",
         "cap_mem",
         "_levels",
+        "ids",
     )
 
     def __init__(self, key: tuple[str, str, bool], max_gpus: int):
@@ -181,6 +182,8 @@ class Group:
         self.cap_cpu = 0
         self.cap_mem = 0
         self._levels: list[int] | None = None
+        # Its nodes' ids, whatever they hold: a job that excludes them all looks at none.
+        self.ids: set[str] = set()
 
     def add(self, node: NodeState) -> None:
         """Index the node and count its free resources."""
@@ -275,6 +278,7 @@ class Capacity:
             if raw.schedulable and raw.healthy:
                 self._group_for(node, len(raw.gpu_free_milli)).add(node)
                 node.group = self.groups[(node.gpu_type, node.cluster, node.shareable)]
+                node.group.ids.add(node.id)
                 node.group.cap_cpu = max(node.group.cap_cpu, node.cap_cpu)
                 node.group.cap_mem = max(node.group.cap_mem, node.cap_mem)
             else:

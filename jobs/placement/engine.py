@@ -117,6 +117,9 @@ class Cycle:
         self.budgets = Budgets(snapshot.tenants, snapshot.running, self.now)
         self.batch_limits = BatchLimits(snapshot.queued, snapshot.running, self.now)
         self.quota = QuotaGate(self.ledger, self.now)
+        # Each distinct tuple of excluded nodes as a set, made once: the jobs pinned alike
+        # share one tuple (the snapshot's), of nearly every node's id.
+        self._excluded: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
         workload = learn_workload(
             snapshot.queued,
             snapshot.recent_shapes,
@@ -355,10 +358,20 @@ class Cycle:
         need.avoid_held = bool(avoided)
         need.together = job.topology if explain.is_gang(job) else ""
         need.avoid = self.avoiding(job, groups)
-        need.exclude = frozenset(job.exclude_nodes)
+        need.exclude = self.excluded(job.exclude_nodes)
         need.features = job.features
         need.whole = job.exclusive
         return off_limits.starting(self.capacity, need, job, self.now)
+
+    def excluded(self, nodes: tuple[str, ...]) -> frozenset[str]:
+        """The nodes a job excludes as a set: made once per tuple (kept with it, so that its
+        id names it alone)."""
+        if not nodes:
+            return frozenset()
+        known = self._excluded.get(id(nodes))
+        if known is None or known[0] is not nodes:
+            known = self._excluded[id(nodes)] = (nodes, frozenset(nodes))
+        return known[1]
 
     # -- fitting, with a memo of failures ----------------------------------------------------
 

@@ -142,7 +142,11 @@ class _Collector:
         self.by_cluster = bool(policy.cluster_costs)
 
     def group(self, group: Group) -> bool:
-        """Buckets from the tightest fit up; True if any node of the group fits."""
+        """Buckets from the tightest fit up; True if any node of the group fits. A group whose
+        every node the job excludes is not walked (a job pinned to a few nodes, ``only_nodes``,
+        excludes nearly every other group whole)."""
+        if self.need.exclude and group.ids <= self.need.exclude:
+            return False
         spans = 0
         for bucket in _buckets(group, self.need):
             if bucket:
