@@ -179,9 +179,14 @@ def read(
     named = ids_by_name(inventory)
     present = {node.gpu_type for node in inventory if node.gpu_type}
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
-    # Nor does a paused tenant's running elastic gang grow (more workers: a new placement).
-    pauses = {tenant.pk for tenant in every if tenant.placements_paused}
-    elastic = tuple(gang for gang in elastic if int(gang.job.tenant) not in pauses)
+    # Nor does a paused tenant's running elastic gang grow (more workers: a new placement), nor
+    # an exclusive one of a tenant that may no longer take nodes whole.
+    kept = {t.pk for t in every if t.placements_paused}
+    kept_whole = kept | {t.pk for t in every if not t.exclusive_allowed}
+    elastic = tuple(
+        gang for gang in elastic
+        if int(gang.job.tenant) not in (kept_whole if gang.job.exclusive else kept)
+    )  # fmt: skip
     offs: dict = {}  # the nodes each distinct pair of exclude and only lists keeps a job off
     snapshot = p.Snapshot(
         nodes=inventory,

@@ -13,13 +13,14 @@ from django.test import Client
 
 from jobs import cycle, snapshot
 from jobs.commit import commit_batch
-from jobs.models import Job, JobEvent
+from jobs.models import Attempt, Job, JobEvent
 from jobs.placement import PLACED, place
 from jobs.states import State
 from quotas.models import Tenant
-from tests.factories import JobFactory, UserFactory
+from tests.factories import JobFactory, NodeFactory, UserFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_constraints_edit import change
+from tests.jobs.test_elastic_growth_cycle import started_gang
 from tests.jobs.test_exclusive_api import api, eights, normal, submit  # noqa: F401 (fixtures)
 from tests.quotas.test_notify_admin import change_page, tenant_form
 
@@ -199,3 +200,14 @@ def test_another_teams_exclusive_jobs_are_not_touched(alice, alpha, gamma):
     cycle.run_cycle()
 
     assert Job.objects.get(pk=other.pk).state == State.SCHEDULED
+
+
+def test_its_running_exclusive_elastic_gang_does_not_grow(alpha):
+    gang, attempt, cluster = started_gang(nodes=3, workers=4, tenant=alpha, exclusive=True)
+    NodeFactory(cluster=cluster)  # room for its fourth worker
+    share_nodes(alpha)
+
+    assert cycle.run_cycle(time.time() + 700).grown == []
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested_at is None
+    share_nodes(alpha, allowed=True)
+    assert cycle.run_cycle(time.time() + 700).grown == [gang.pk]
