@@ -65,6 +65,7 @@ def run_cycle(now: float | None = None, seed: int = 0) -> CycleResult:
     result, clock = CycleResult(), Stopwatch()
     loaded = snapshot.load(now, seed)  # 1
     actions.stamp_eligible(loaded.unstamped)
+    actions.unstamp(loaded.stamped_aside)
     # The tenants' patterns are read again and matched against their queued jobs as held:
     # an admin may have widened them since the snapshot's read.
     for tenant in Tenant.objects.filter(pk__in=loaded.disallowed).order_by("id"):

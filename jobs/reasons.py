@@ -27,6 +27,11 @@ NOT_WHOLE_SENTENCE = (
 )
 
 
+# Why the cycle sets a queued job aside (jobs.snapshot.set_aside): as a held job, such a job is
+# not eligible meanwhile (actions.unstamp), and is again from the cycle that finds it free.
+SET_ASIDE = (PAUSED, NOT_WHOLE)
+
+
 def paused_sentence(because: str) -> str:
     """Why a job of a tenant whose placements a platform admin paused waits."""
     return f"Its team's placements are paused by a platform admin: {because.rstrip('.')}."[:300]

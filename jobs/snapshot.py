@@ -103,8 +103,10 @@ class Loaded:
     # out of the snapshot (``disallowed``): the cycle holds those jobs.
     disallowed: set[int] = field(default_factory=set)
     # Queued jobs the core is not to place, left out of the snapshot (``set_aside``): {id:
-    # (reason code, sentence)}, which the cycle stores as they wait.
+    # (reason code, sentence)}, which the cycle stores as they wait; those of them that are
+    # eligible and not started, which it makes not eligible (actions.unstamp).
     aside: dict[int, tuple[str, str]] = field(default_factory=dict)
+    stamped_aside: list[int] = field(default_factory=list)
 
 
 def seconds(dt) -> float | None:
@@ -216,6 +218,7 @@ def read(
     return Loaded(
         snapshot, pending | waiting_pending, waiting, claims, backoff, attempts, unstamped,
         recent, set(refused.values()), aside,
+        [job["id"] for job in aside_rows if job["eligible_at"] and not job["started_at"]],
     )  # fmt: skip
 
 

@@ -78,6 +78,7 @@ from jobs.actions.lifecycle import (
     stop_live,
     transition,
     transition_claimed,
+    unstamp,
     write_events,
 )
 from jobs.actions.submission import (
@@ -111,6 +112,7 @@ __all__ = [
     "record_pending",
     "request_stop",
     "stamp_eligible",
+    "unstamp",
     "stop_attempts",
     "stop_live",
     "transition",

@@ -7,7 +7,7 @@ from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
 
-from jobs import bulk, dependencies, events, retrying, states
+from jobs import bulk, dependencies, events, reasons, retrying, states
 from jobs.clock import database_now
 from jobs.models import Attempt, Dependency, Job, JobEvent
 from jobs.states import State
@@ -219,10 +219,11 @@ def cancel_dependents(ended: list[int], how: str, now) -> None:
 def stamp_eligible(job_ids: list[int]) -> int:
     """Record that these queued jobs, which a cycle found free to run and not stamped, are
     eligible; how many it stamped. One that waited for other jobs (a dependency, a singleton's
-    group) from now, or its `not_before` if later: the cycle after the last of them ended, as
-    every end wakes the scheduler. Any other from its submission, or its `not_before` (its
-    begin, its retry's backoff's end) if later: submit, release_hold and retry stamp such a
-    job themselves, so this one is from before `eligible_at` was recorded.
+    group), or was set aside by the last cycle (its team paused, or an exclusive job its team may
+    no longer run: ``reasons.SET_ASIDE``), from now, or its `not_before` if later: the cycle after
+    the last of them ended, as every end wakes the scheduler. Any other from its submission, or its
+    `not_before` (its begin, its retry's backoff's end) if later: submit, release_hold and retry
+    stamp such a job themselves, so this one is from before `eligible_at` was recorded.
 
     Asked again under the rows' locks, as the commit's claim asks: a job held, placed or
     given a dependency since the snapshot is left alone. Locked in id order, as cancel()
@@ -243,7 +244,11 @@ def _stamp(job_ids: list[int]) -> int:
     if not locked:
         return 0
     root = Coalesce(OuterRef("parent_id"), OuterRef("pk"))
-    waited = Q(singleton=True) | Exists(Dependency.objects.filter(job_id=root))
+    waited = (
+        Q(singleton=True)
+        | Exists(Dependency.objects.filter(job_id=root))
+        | Q(pending_reason__in=reasons.SET_ASIDE)
+    )
     # Never before its not_before (a begin, a backoff's end): the cycle's clock, which let it
     # through, may run ahead of the database's.
     since = Case(
@@ -252,6 +257,20 @@ def _stamp(job_ids: list[int]) -> int:
     )
     free = Job.objects.filter(id__in=locked).exclude(dependencies.waits())
     return free.update(eligible_at=since)
+
+
+@transaction.atomic
+def unstamp(job_ids: list[int]) -> int:
+    """These queued jobs are set aside by the cycle (a pause set outside the admin and the API,
+    a tenant kept from taking nodes whole): not eligible while they are, as a held job is not,
+    so their queue wait stops; stamp_eligible makes them eligible from the cycle that finds
+    them free again. A job that has started keeps its eligibility. Locked in id order, as
+    cancel() locks them; how many it changed."""
+    rows = Job.objects.select_for_update().filter(
+        pk__in=job_ids, state=State.QUEUED, started_at=None, eligible_at__isnull=False
+    )
+    locked = list(rows.order_by("id").values_list("id", flat=True))
+    return Job.objects.filter(pk__in=locked).update(eligible_at=None) if locked else 0
 
 
 def from_now_or_not_before() -> Greatest:

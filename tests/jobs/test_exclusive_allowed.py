@@ -211,3 +211,23 @@ def test_its_running_exclusive_elastic_gang_does_not_grow(alpha):
     assert Attempt.objects.get(pk=attempt.pk).stop_requested_at is None
     share_nodes(alpha, allowed=True)
     assert cycle.run_cycle(time.time() + 700).grown == [gang.pk]
+
+
+def test_its_exclusive_jobs_queue_wait_stops_while_set_aside_and_starts_again_once_shared(
+    alice, alpha
+):
+    busy = JobFactory(tenant=alpha, owner=alice, gpus=8, workers=2)  # both nodes taken
+    cycle.run_cycle()
+    assert Job.objects.get(pk=busy.pk).state == State.SCHEDULED
+    whole = JobFactory(tenant=alpha, owner=alice, gpus=8, exclusive=True)
+    Job.objects.filter(pk=whole.pk).update(eligible_at=datetime(2026, 1, 1, tzinfo=UTC))
+    share_nodes(alpha)
+
+    cycle.run_cycle()
+    set_aside = Job.objects.get(pk=whole.pk).eligible_at
+    before = datetime.now(tz=UTC)
+    change(alice, whole, {"exclusive": False})
+    cycle.run_cycle()
+
+    assert set_aside is None
+    assert Job.objects.get(pk=whole.pk).eligible_at >= before

@@ -219,3 +219,21 @@ def test_the_cli_pauses_and_resumes_a_team(live_server, alpha):
     assert paused.stdout == f"{alpha.slug}: placements paused (storage incident); 0 jobs queued\n"
     assert resumed.stdout == f"{alpha.slug}: placements resumed; 0 jobs queued\n"
     assert unsaid.returncode == 2 and "--reason" in unsaid.stderr
+
+
+def test_a_pause_set_outside_the_admin_stops_the_queue_wait_until_the_cycle_after_it_ends(
+    alpha,
+):
+    # No node: the job stays queued, its wait counting, all along.
+    job = JobFactory(tenant=alpha, gpus=2, held="user")
+    Job.objects.filter(pk=job.pk).update(held="", eligible_at=datetime(2026, 1, 1, tzinfo=UTC))
+    pause(alpha)  # as the shell or a data migration writes it: nothing else changes
+
+    cycle.run_cycle()
+    paused = Job.objects.get(pk=job.pk).eligible_at
+    before = datetime.now(tz=UTC)
+    pause(alpha, "")
+    cycle.run_cycle()
+
+    assert paused is None
+    assert Job.objects.get(pk=job.pk).eligible_at >= before
