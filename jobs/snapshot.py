@@ -146,7 +146,8 @@ def read(
     refused = disallowed(queued, every)
     if refused:
         queued = [job for job in queued if job["id"] not in refused]
-    aside = set_aside(queued, every)
+    held = HeldBack(every)
+    aside = set_aside(queued, held)
     aside_rows = [job for job in queued if job["id"] in aside]
     if aside_rows:
         queued = [job for job in queued if job["id"] not in aside]
@@ -181,14 +182,11 @@ def read(
     named = ids_by_name(inventory)
     present = {node.gpu_type for node in inventory if node.gpu_type}
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
-    # Nor does a paused tenant's running elastic gang grow (more workers: a new placement), nor
-    # an exclusive one of a tenant that may no longer take nodes whole.
-    kept = {t.pk for t in every if t.placements_paused}
-    kept_whole = kept | {t.pk for t in every if not t.exclusive_allowed}
+    # Nor does a running elastic gang the core may not place grow (more workers: a new
+    # placement): a paused tenant's, an exclusive one of a tenant kept from taking nodes whole.
     elastic = tuple(
-        gang for gang in elastic
-        if int(gang.job.tenant) not in (kept_whole if gang.job.exclusive else kept)
-    )  # fmt: skip
+        gang for gang in elastic if held.why(int(gang.job.tenant), gang.job.exclusive) is None
+    )
     offs: dict = {}  # the nodes each distinct pair of exclude and only lists keeps a job off
     snapshot = p.Snapshot(
         nodes=inventory,
@@ -244,24 +242,32 @@ def disallowed(queued: list[dict], every: list[Tenant]) -> dict[int, int]:
     return out
 
 
-def set_aside(queued: list[dict], every: list[Tenant]) -> dict[int, tuple[str, str]]:
-    """The queued jobs that are not the core's to place, {id: (reason code, sentence)}: a
-    paused tenant's (``Tenant.placements_paused``), and the exclusive ones of a tenant that may
-    no longer take nodes whole (``Tenant.exclusive_allowed`` turned off after they queued: a
-    submission is refused then). They wait, saying why. ``every``: the tenants, as the
-    snapshot reads them (no query here)."""
-    pauses = {t.pk: t.placements_paused for t in every if t.placements_paused}
-    shared = {t.pk for t in every if not t.exclusive_allowed}
-    if not (pauses or shared):
+class HeldBack:
+    """Whose work the core is not to place now, from the tenants as the snapshot reads them (no
+    query here): a paused tenant's (``Tenant.placements_paused``), and the exclusive work of a
+    tenant that may no longer take nodes whole (``Tenant.exclusive_allowed`` turned off after
+    it queued: a submission is refused then)."""
+
+    def __init__(self, every: list[Tenant]):
+        self.pauses = {t.pk: t.placements_paused for t in every if t.placements_paused}
+        self.shared = {t.pk for t in every if not t.exclusive_allowed}
+
+    def why(self, tenant: int, exclusive: bool) -> tuple[str, str] | None:
+        """Why a job of the tenant waits, (reason code, sentence); None: it is the core's."""
+        if tenant in self.pauses:
+            return reasons.PAUSED, reasons.paused_sentence(self.pauses[tenant])
+        if exclusive and tenant in self.shared:
+            return reasons.NOT_WHOLE, reasons.NOT_WHOLE_SENTENCE
+        return None
+
+
+def set_aside(queued: list[dict], held: HeldBack) -> dict[int, tuple[str, str]]:
+    """The queued jobs the core is not to place, {id: (reason code, sentence)}: they wait,
+    saying why."""
+    if not (held.pauses or held.shared):
         return {}
-    out = {}
-    for job in queued:
-        tenant = job["tenant_id"]
-        if tenant in pauses:
-            out[job["id"]] = (reasons.PAUSED, reasons.paused_sentence(pauses[tenant]))
-        elif job["exclusive"] and tenant in shared:
-            out[job["id"]] = (reasons.NOT_WHOLE, reasons.NOT_WHOLE_SENTENCE)
-    return out
+    whys = ((job["id"], held.why(job["tenant_id"], job["exclusive"])) for job in queued)
+    return {job_id: why for job_id, why in whys if why is not None}
 
 
 def cluster_costs(clusters: list[dict]) -> dict[str, float]:
