@@ -353,20 +353,34 @@ def _data_volumes(spec: AttemptSpec) -> list[client.V1Volume]:
     ]
 
 
-# The node lifecycle's own NoExecute taints: a node not ready, or unreachable, whose pods the
-# backend judges by the Ready condition and its grace (k8s_status.pods_node_state).
+# The node lifecycle's own taints: a node not ready, or unreachable, whose pods the backend
+# judges by the Ready condition and its grace (k8s_status.pods_node_state).
 LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+# NoSchedule taints the pods meet as kube-scheduler would let them: memory pressure keeps off
+# BestEffort pods alone (the control plane tolerates it for the others, and the pods are
+# Guaranteed); a GPU node's taint of the GPU resource keeps off pods that do not ask for it
+# (the ExtendedResourceToleration admission), where the core places CPU-only work as it
+# chooses, as on any GPU node.
+MET_NO_SCHEDULE = frozenset({"node.kubernetes.io/memory-pressure", GPU_RESOURCE})
+# The effects that keep pods off: NoExecute, the kubelet refuses them and evicts those there;
+# NoSchedule, kube-scheduler places none there (PreferNoSchedule is a preference).
+KEEPING_OFF = frozenset({"NoExecute", "NoSchedule"})
 
 
 def untolerated_taint(node: client.V1Node, tolerated: tuple[str, ...]) -> str:
-    """A NoExecute taint of the node that the pods do not tolerate (its key; "": none): the
-    kubelet refuses such a pod (UntoleratedTaint) and evicts one already there. NoSchedule
-    taints are kube-scheduler's, which a pod bound to its node never meets."""
+    """A taint of the node that keeps the pods off and that they do not tolerate, as
+    ``key:effect`` ("": none): NoExecute, which the kubelet enforces (it refuses such a pod,
+    UntoleratedTaint, and evicts one already there), or NoSchedule, which kube-scheduler does
+    and a pod bound to its node never meets: the platform's way of keeping new work off a node
+    (a disk under pressure, a node being set up or set apart), so the agent reports it not
+    ready, what runs there running on."""
     for taint in (node.spec.taints if node.spec else None) or []:
-        if taint.effect != "NoExecute" or taint.key in LIFECYCLE_TAINTS:
+        if taint.effect not in KEEPING_OFF or taint.key in LIFECYCLE_TAINTS:
+            continue
+        if taint.effect == "NoSchedule" and taint.key in MET_NO_SCHEDULE:
             continue
         if taint.key not in tolerated:
-            return taint.key
+            return f"{taint.key}:{taint.effect}"
     return ""
 
 

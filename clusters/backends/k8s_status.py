@@ -552,11 +552,11 @@ def node_state(node: client.V1Node | None) -> str:
 def not_ready_reason(
     node: client.V1Node, tolerated: tuple[str, ...], unhealthy: tuple[str, ...] = ()
 ) -> str:
-    """Why the node takes none of the agent's pods, in a line ("": it takes them): not Ready
-    (its Ready condition's reason and message, as the kubelet last posted them), cordoned in
-    Kubernetes, tainted NoExecute with a key the pods do not tolerate, or a condition of a
-    type in ``unhealthy`` True (node-problem-detector's, a GPU health checker's: its reason
-    and message)."""
+    """Why the node takes none of the agent's pods, in a line ("": it takes them): not Ready (its
+    Ready condition's reason and message, as the kubelet last posted them), cordoned in Kubernetes,
+    tainted NoExecute or NoSchedule with a key the pods do not tolerate
+    (`k8s_specs.untolerated_taint`), or a condition of a type in ``unhealthy`` True
+    (node-problem-detector's, a GPU health checker's: its reason and message)."""
     ready = _ready_condition(node)
     if ready is None:
         return "no Ready condition posted by its kubelet"
@@ -565,10 +565,10 @@ def not_ready_reason(
         return f"not Ready in Kubernetes ({said})" if said else "not Ready in Kubernetes"
     if node.spec and node.spec.unschedulable:
         return "cordoned in Kubernetes (spec.unschedulable)"
-    if key := untolerated_taint(node, tolerated):
+    if taint := untolerated_taint(node, tolerated):
         return (
-            f"tainted {key}:NoExecute, which the agent's pods do not tolerate "
-            f"(run_agent --tolerate-taint {key})"
+            f"tainted {taint}, which the agent's pods do not tolerate "
+            f"(run_agent --tolerate-taint {taint.partition(':')[0]})"
         )
     conditions = (node.status.conditions if node.status else None) or []
     for problem in (c for c in conditions if c.type in unhealthy and c.status == "True"):

@@ -3,8 +3,9 @@
 - inventory: nodes' allocatable cpu, memory and `nvidia.com/gpu`; the GPU type from the
   `nvidia.com/gpu.product` label; `mlsched.io/gpu-shareable=true` marks nodes where fractional
   GPU shares may run; topology from node labels (`topology_labels`). A cordoned node, one
-  whose Ready condition is not True, and one tainted NoExecute with a key the pods do not
-  tolerate (`tolerated_taints`: the kubelet would refuse them), and one with a condition of
+  whose Ready condition is not True, and one tainted NoExecute (the kubelet would refuse the
+  pods) or NoSchedule (kube-scheduler's, which pods bound to their node never meet) with a key
+  the pods do not tolerate (`tolerated_taints`), and one with a condition of
   a type in `unhealthy_conditions` True (node-problem-detector's) are reported not ready, with
   why (`k8s_status.not_ready_reason`).
 - start: the tenant's namespace `<prefix><tenant>` (with an optional ResourceQuota and a
@@ -206,8 +207,8 @@ class KubernetesBackend:
         self.log_catchup_s = log_catchup_s
         # Create a NetworkPolicy in each tenant namespace (see k8s_specs.build_network_policy).
         self.isolate_namespaces = isolate_namespaces
-        # Taints (by key) every pod tolerates: a node tainted NoExecute with another key takes
-        # no work (its kubelet would refuse the pod, UntoleratedTaint).
+        # Taints (by key) every pod tolerates: a node tainted NoExecute (its kubelet would refuse
+        # the pod, UntoleratedTaint) or NoSchedule with another key takes no work.
         self.tolerated_taints = tolerated_taints
         # Node condition types that, True, mean the node should take no work (a
         # node-problem-detector's KernelDeadlock, a GPU checker's).

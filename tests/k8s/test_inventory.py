@@ -83,7 +83,7 @@ def test_it_reports_a_node_tainted_noexecute_not_ready_unless_its_pods_tolerate_
     kube, make_backend
 ):
     kube.taint("gpu-a", "dedicated", "NoExecute", "mlsched")
-    kube.taint("gpu-b", "nvidia.com/gpu", "NoSchedule", "present")  # kube-scheduler's alone
+    kube.taint("gpu-b", "nvidia.com/gpu", "NoSchedule", "present")  # met by GPU pods
 
     plain = {n.name: n.ready for n in make_backend().inventory()}
     tolerant = {n.name: n.ready for n in make_backend(tolerated_taints=("dedicated",)).inventory()}
@@ -95,6 +95,43 @@ def test_it_reports_a_node_tainted_noexecute_not_ready_unless_its_pods_tolerate_
         "tainted dedicated:NoExecute, which the agent's pods do not tolerate "
         "(run_agent --tolerate-taint dedicated)"
     )
+
+
+def test_it_reports_a_node_tainted_noschedule_not_ready_unless_its_pods_tolerate_it(
+    kube, make_backend
+):
+    # Pods bound to their node never meet kube-scheduler's taints: the agent keeps its own off.
+    kube.taint("gpu-a", "reserved-for", "NoSchedule", "inference")
+    kube.taint("gpu-b", "node.kubernetes.io/disk-pressure", "NoSchedule")
+
+    plain = {n.name: (n.ready, n.not_ready) for n in make_backend().inventory()}
+    tolerant = make_backend(tolerated_taints=("reserved-for",)).inventory()
+
+    assert plain == {
+        "gpu-a": (
+            False,
+            "tainted reserved-for:NoSchedule, which the agent's pods do not tolerate "
+            "(run_agent --tolerate-taint reserved-for)",
+        ),
+        "gpu-b": (
+            False,
+            "tainted node.kubernetes.io/disk-pressure:NoSchedule, which the agent's pods do "
+            "not tolerate (run_agent --tolerate-taint node.kubernetes.io/disk-pressure)",
+        ),
+    }
+    assert {n.name: n.ready for n in tolerant} == {"gpu-a": True, "gpu-b": False}
+
+
+def test_the_noschedule_taints_guaranteed_gpu_pods_meet_and_soft_ones_keep_nodes_ready(
+    kube, backend
+):
+    # Memory pressure keeps BestEffort pods off alone; the GPU resource's taint keeps off pods
+    # that do not ask for GPUs (ExtendedResourceToleration); PreferNoSchedule is a preference.
+    kube.taint("gpu-a", "node.kubernetes.io/memory-pressure", "NoSchedule")
+    kube.taint("gpu-a", "nvidia.com/gpu", "NoSchedule", "present")
+    kube.taint("gpu-b", "spot", "PreferNoSchedule")
+
+    assert {n.name: n.ready for n in backend.inventory()} == {"gpu-a": True, "gpu-b": True}
 
 
 def test_a_not_ready_nodes_own_taint_is_left_to_its_ready_condition(kube, backend):

@@ -86,8 +86,9 @@ class Command(BaseCommand):
         parser.add_argument("--tolerate-taint", action="append", metavar="KEY",
                             help="For --backend kubernetes: the workers' pods tolerate node "
                                  "taints of this key (again for more), as nodes set apart "
-                                 "for mlsched's work with a NoExecute taint need; a node "
-                                 "tainted NoExecute with another key takes no work.")  # fmt: skip
+                                 "for mlsched's work with a NoExecute or NoSchedule taint "
+                                 "need; a node tainted so with another key takes no "
+                                 "work.")  # fmt: skip
         parser.add_argument("--unhealthy-condition", action="append", metavar="TYPE",
                             help="For --backend kubernetes: a node condition type that, True, "
                                  "keeps new work off the node, its reason and message said as "
