@@ -288,6 +288,12 @@ MLSCHED_SECRETS_KEYS = [k for k in os.environ.get("MLSCHED_SECRETS_KEYS", "").sp
 # notifications (jobs.notify) link to the job's page under it, budget alerts to the quota page.
 # Unset: they carry no link.
 MLSCHED_PUBLIC_URL = os.environ.get("MLSCHED_PUBLIC_URL", "")
+# Failed logins of one account from one client address within 15 minutes after which its
+# logins from there are refused until they end (quotas/logins.py); 0: never.
+MLSCHED_LOGIN_FAILURES = int(os.environ.get("MLSCHED_LOGIN_FAILURES", "10"))
+# Reverse proxies in front of the web app that each append the address they were reached from
+# to X-Forwarded-For: the client's address is the one the outermost saw; 0: the peer's.
+MLSCHED_PROXIES = int(os.environ.get("MLSCHED_PROXIES", "0"))
 
 
 def smtp_settings(url: str) -> tuple[str, int, str, str, bool, bool]:

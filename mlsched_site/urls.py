@@ -7,11 +7,14 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
-from quotas import accounts
+from quotas import accounts, logins
 from quotas.api import MeView, PauseView, PriorityClassesView, QuotasView, VolumesView
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
 from quotas.views import quotas
+
+# The admin's login counts failures as the portal's does.
+admin.site.login_form = logins.AdminLoginForm
 
 urlpatterns = [
     path("", portal.index, name="index"),
@@ -51,7 +54,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     # Django's auth pages; the password reset and the email address change mail a link, and
     # where the platform sends no mail, a platform admin sets both in the admin.
-    path("accounts/login/", auth.LoginView.as_view(), name="login"),
+    path("accounts/login/", logins.Login.as_view(), name="login"),
     path("accounts/logout/", auth.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",

@@ -1,10 +1,11 @@
-"""The portal's account pages that need the platform's mail server (``MLSCHED_SMTP_URL``): a
-user changes their own email address (``/accounts/email/``), which changes only once they open
-the link mailed to the new address, and resets a forgotten password by a mailed link (Django's
-own views, in the portal's templates). At most MAILS_AN_HOUR links an hour go to one address
-for a reset, or for one account's change; the address a change replaces is told of it.
-Without a mail server the address page says that a platform admin sets addresses, and the
-reset pages are 404s: a reset would promise a mail that never comes."""
+"""The portal's account pages that need the platform's mail server (``MLSCHED_SMTP_URL``): a user
+changes their own email address (``/accounts/email/``), which changes only once they open the link
+mailed to the new address and confirm, and resets a forgotten password by a mailed link (Django's
+own views, in the portal's templates). At most MAILS_AN_HOUR links an hour go to one address for a
+reset, or for one account's change, and RESETS_AN_HOUR_FROM resets are mailed for one client
+address; the address a change replaces is told of it. Without a mail server the address page says
+that a platform admin sets addresses, and the reset pages are 404s: a reset would promise a mail
+that never comes."""
 
 import hashlib
 import logging
@@ -26,6 +27,7 @@ from django.urls import reverse
 
 from jobs import notify
 from jobs.events import best_effort
+from quotas import logins
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,13 @@ SALT = "mlsched.email-change"
 # Links mailed to one address (a password reset's) or for one account (an address change's) an
 # hour: someone who lost the first mail asks again, nobody floods a mailbox with them.
 MAILS_AN_HOUR = 3
+# Password resets asked from one client address an hour, whatever the addresses they name:
+# someone asking them for many addresses is held back too.
+RESETS_AN_HOUR_FROM = 10
 LINK_LIFE = timedelta(days=3)  # how long a mailed link changes the address
 SUBJECT = "Confirm your new email address on mlsched"
 CHANGED_SUBJECT = "Your mlsched account's email address changed"
+SPENT = "This link is spent: your address changed since it was sent."
 
 
 def sends_mail() -> bool:
@@ -98,15 +104,15 @@ class EmailChangeForm(forms.Form):
         return password
 
 
-def within_rate(key: str) -> bool:
+def within_rate(key: str, limit: int = MAILS_AN_HOUR) -> bool:
     """Count one more mail under `key` this hour (the throttle cache, Redis); whether it stays
-    within MAILS_AN_HOUR. With the cache out of reach it does: a mail is never refused for
-    want of its counter."""
+    within `limit`. With the cache out of reach it does: a mail is never refused for want of
+    its counter."""
     cache = caches["throttle"]
     key = "account-mail:" + hashlib.sha256(key.encode()).hexdigest()  # no address in Redis
     with best_effort("the account mails' rate"):
         cache.add(key, 0, 3600)
-        return cache.incr(key) <= MAILS_AN_HOUR
+        return cache.incr(key) <= limit
     return True
 
 
@@ -153,7 +159,7 @@ def change_email(user, change: dict) -> None:
     otherwise."""
     users = get_user_model().objects.filter(pk=user.pk, email=change["was"])
     if not users.update(email=change["email"]):
-        raise Refusal(400, "This link is spent: your address changed since it was sent.")
+        raise Refusal(400, SPENT)
     user.email = change["email"]
 
 
@@ -185,13 +191,20 @@ def email_change(request):
 
 @login_required
 def email_confirm(request, token):
-    """A mailed link opened: the user's address changed to the one it was sent to."""
+    """A mailed link opened: a page that asks to confirm the change, and its post, which makes
+    it. Opening the link alone changes nothing (a GET is safe): a mail client or a browser
+    that fetches links ahead, in the user's session, makes no change."""
     try:
         change = change_asked(token, request.user)
-        change_email(request.user, change)
+        if request.method == "POST":
+            change_email(request.user, change)
+        elif request.user.email != change["was"]:
+            raise Refusal(400, SPENT)
     except Refusal as refused:
         context = {"why": refused.why}
         return render(request, "portal/email_refused.html", context, status=refused.status)
+    if request.method != "POST":
+        return render(request, "portal/email_confirm.html", {"change": change})
     if change["was"]:
         tell_old_address(request, change)
     return render(request, "portal/email_changed.html")
@@ -218,7 +231,9 @@ class PasswordReset(auth.PasswordResetView):
     subject_template_name = "portal/password_reset_subject.txt"
 
     def form_valid(self, form):
-        if not within_rate(f"reset:{form.cleaned_data['email'].lower()}"):
+        address = form.cleaned_data["email"].lower()
+        client = f"reset-from:{logins.client_address(self.request)}"
+        if not (within_rate(client, RESETS_AN_HOUR_FROM) and within_rate(f"reset:{address}")):
             # As if mailed: the page tells nothing of whether the address has an account.
             return HttpResponseRedirect(self.get_success_url())
         base = settings.MLSCHED_PUBLIC_URL.rstrip("/")

@@ -35,6 +35,12 @@ def link_in(message) -> str:
     return path
 
 
+def confirm(client, path):
+    """Open a mailed link and confirm the change it asks for."""
+    client.get(path)
+    return client.post(path)
+
+
 def email_of(user) -> str:
     user.refresh_from_db()
     return user.email
@@ -46,7 +52,7 @@ def test_an_email_change_mails_a_link_to_the_new_address_and_changes_it_once_ope
     sent = change(client, "alice@new.example.com")
     unchanged = email_of(alice)
     ((sender, to, message),) = mailbox.messages
-    opened = client.get(link_in(message))
+    opened = confirm(client, link_in(message))
 
     assert sent.status_code == 200
     assert "A link is mailed to alice@new.example.com" in sent.text
@@ -57,6 +63,22 @@ def test_an_email_change_mails_a_link_to_the_new_address_and_changes_it_once_ope
     assert opened.status_code == 200
     assert "Your email address is now alice@new.example.com" in opened.text
     assert email_of(alice) == "alice@new.example.com"
+
+
+def test_opening_the_link_alone_changes_nothing_and_asks_to_confirm(client, alice, mailbox):
+    change(client, "alice@new.example.com")
+    ((_, _, message),) = mailbox.messages
+
+    opened = client.get(link_in(message))
+
+    assert opened.status_code == 200
+    assert "Your address is alice@example.com. Confirm to make it alice@new.example.com" in (
+        opened.text
+    )
+    assert '<form method="post">' in opened.text
+    assert "Change my address to alice@new.example.com" in opened.text
+    assert email_of(alice) == "alice@example.com"
+    assert len(mailbox.messages) == 1  # the old address is told of a change made, not asked
 
 
 def test_a_wrong_password_is_refused_on_its_field_and_mails_nothing(client, alice, mailbox):
@@ -85,9 +107,13 @@ def test_a_tampered_link_is_refused_and_changes_nothing(client, alice):
     changed = signing.b64_encode(json.dumps(evil, separators=(",", ":")).encode()).decode()
     tampered = [f"{changed}:{stamp}:{signature}", signing.dumps(evil)]
 
-    answers = [client.get(f"/accounts/email/{token}/") for token in tampered]
+    answers = [
+        opened(f"/accounts/email/{token}/")
+        for token in tampered
+        for opened in (client.get, client.post)
+    ]
 
-    assert [answer.status_code for answer in answers] == [400, 400]
+    assert [answer.status_code for answer in answers] == [400, 400, 400, 400]
     assert all("This link is not one this platform sent" in answer.text for answer in answers)
     assert email_of(alice) == "alice@example.com"
 
@@ -103,7 +129,7 @@ def signed_ago(monkeypatch, user, email: str, seconds: int) -> str:
 def test_an_expired_link_is_refused_and_changes_nothing(client, alice, monkeypatch):
     token = signed_ago(monkeypatch, alice, "alice@new.example.com", 3 * DAY + 60)
 
-    refused = client.get(f"/accounts/email/{token}/")
+    refused = confirm(client, f"/accounts/email/{token}/")
 
     assert refused.status_code == 400
     assert "This link has expired: it works 3 days." in refused.text
@@ -113,7 +139,7 @@ def test_an_expired_link_is_refused_and_changes_nothing(client, alice, monkeypat
 def test_a_link_still_works_near_the_end_of_its_three_days(client, alice, monkeypatch):
     token = signed_ago(monkeypatch, alice, "alice@new.example.com", 3 * DAY - 60)
 
-    opened = client.get(f"/accounts/email/{token}/")
+    opened = confirm(client, f"/accounts/email/{token}/")
 
     assert opened.status_code == 200
     assert email_of(alice) == "alice@new.example.com"
@@ -123,7 +149,7 @@ def test_another_users_link_is_refused(client, alice):
     bob = UserFactory(username="bob", email="bob@example.com")
     token = accounts.change_token(bob, "alice@new.example.com")
 
-    refused = client.get(f"/accounts/email/{token}/")
+    refused = confirm(client, f"/accounts/email/{token}/")
 
     assert refused.status_code == 403
     assert "sent for another account" in refused.text
@@ -135,11 +161,11 @@ def test_a_link_spent_by_a_change_since_is_refused(client, alice, mailbox):
     change(client, "alice@second.example.com")
     first, second = (link_in(message) for _, _, message in mailbox.messages)
 
-    client.get(second)
-    refused = client.get(first)
+    confirm(client, second)
+    refused = [client.get(first), client.post(first)]
 
-    assert refused.status_code == 400
-    assert "This link is spent: your address changed since it was sent." in refused.text
+    assert [answer.status_code for answer in refused] == [400, 400]
+    assert all("This link is spent: your address changed since" in a.text for a in refused)
     assert email_of(alice) == "alice@second.example.com"
 
 
@@ -262,9 +288,32 @@ def test_the_old_address_is_told_once_the_change_is_made(client, alice, mailbox)
     change(client, "alice@new.example.com")
     ((_, _, link),) = mailbox.messages
 
-    client.get(link_in(link))
+    confirm(client, link_in(link))
 
     (_, to, told) = mailbox.messages[1]
     assert to == ["alice@example.com"]
     assert told["Subject"] == "Your mlsched account's email address changed"
     assert "is now alice@new.example.com" in told.get_content()
+
+
+def test_an_eleventh_reset_from_one_client_in_an_hour_mails_nothing_whatever_the_address(
+    mailbox,
+):
+    for n in range(12):
+        UserFactory(username=f"user{n}", email=f"user{n}@example.com")
+
+    answers = [
+        Client(REMOTE_ADDR="10.0.0.1").post(
+            "/accounts/password_reset/", {"email": f"user{n}@example.com"}
+        )
+        for n in range(11)
+    ]
+    Client(REMOTE_ADDR="10.0.0.2").post(
+        "/accounts/password_reset/", {"email": "user11@example.com"}
+    )
+
+    assert {answer["Location"] for answer in answers} == {"/accounts/password_reset/done/"}
+    assert [to for _, (to,), _ in mailbox.messages] == [
+        *(f"user{n}@example.com" for n in range(10)),
+        "user11@example.com",
+    ]
