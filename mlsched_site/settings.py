@@ -8,6 +8,7 @@ REDIS_URL     Celery broker, Channels layer and (in database MLSCHED_THROTTLE_RE
 SECRET_KEY, DEBUG, ALLOWED_HOSTS as usual.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -68,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "quotas.proxy_auth.signed_in_by_proxy",
     "jobs.access.read_once_per_request",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -324,6 +326,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("MLSCHED_EMAIL_FROM", "mlsched@localhost")
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
+    "quotas.proxy_auth.ProxyBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -331,7 +334,23 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
-LOGOUT_REDIRECT_URL = "/"
+# Single sign-on through an authenticating proxy (quotas/proxy_auth.py): the header it names
+# the signed-in user in (X-Auth-Request-User), whether their first visit makes their account,
+# the header of their email address, the networks its requests come from (any, unset), and
+# where logging out goes (the proxy's sign-out, so that its own session ends too).
+MLSCHED_AUTH_USER_HEADER = os.environ.get("MLSCHED_AUTH_USER_HEADER", "")
+MLSCHED_AUTH_CREATES_USERS = env_bool("MLSCHED_AUTH_CREATES_USERS", True)
+MLSCHED_AUTH_EMAIL_HEADER = os.environ.get("MLSCHED_AUTH_EMAIL_HEADER", "")
+MLSCHED_AUTH_PROXY_FROM = os.environ.get("MLSCHED_AUTH_PROXY_FROM", "")
+for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.split(","))):
+    try:
+        ipaddress.ip_network(_network)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"MLSCHED_AUTH_PROXY_FROM: {_network!r} is no network: networks with commas, "
+            "e.g. 10.0.0.0/8,192.168.1.7"
+        ) from None
+LOGOUT_REDIRECT_URL = os.environ.get("MLSCHED_AUTH_LOGOUT_URL", "") or "/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
