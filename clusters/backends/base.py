@@ -319,6 +319,9 @@ CHECKPOINT_LINE = "mlsched: checkpoint saved"
 # it stands, rewritten when the runtime limit is lowered while the worker runs (the variable
 # keeps the time the worker started with).
 STOP_AT_FILE = "stop_at"
+# The file MLSCHED_HOSTFILE names, in a folder each backend keeps for it: the gang's hostfile
+# (`hostfile`), written once before the workers start.
+HOSTFILE = "hostfile"
 
 
 def stop_at_lowered(stop_at: int, limit_s: int, lowered_s: int) -> int:
@@ -369,7 +372,10 @@ def worker_env(
     batch whatever WORLD_SIZE this attempt started with. MLSCHED_WORKER_ADDRS lists where each
     of the gang's workers is reached, by rank (`worker_addrs`: the backend's; else every one at
     MASTER_ADDR), for what needs its peers beside torchrun's rendezvous (an MPI hostfile, a
-    Ray cluster's workers, Slurm's SLURM_JOB_NODELIST).
+    Ray cluster's workers, Slurm's SLURM_JOB_NODELIST). Each backend adds MLSCHED_HOSTFILE,
+    the path of a file the job may read but not change: the same addresses as a hostfile, a
+    line per address with its GPUs as slots, for an MPI, DeepSpeed or Horovod launcher
+    (`hostfile`).
     MLSCHED_STOP_AT is when the runtime limit stops the worker at the latest, in whole seconds
     since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
     start (a backend counts its limit from the start, later: the time is never late), and
@@ -400,7 +406,7 @@ def worker_env(
         MLSCHED_SHARDS=str(spec.shards),
         MLSCHED_MIN_WORKERS=str(spec.min_workers or spec.world_size),
         MLSCHED_MAX_WORKERS=str(spec.max_workers or spec.world_size),
-        MLSCHED_WORKER_ADDRS=",".join(worker_addrs or (master_addr,) * spec.world_size),
+        MLSCHED_WORKER_ADDRS=",".join(gang_addrs(spec, worker_addrs, master_addr)),
     )
     if spec.max_runtime_s:
         env["MLSCHED_STOP_AT"] = str(int(time.time()) + spec.max_runtime_s)
@@ -408,3 +414,22 @@ def worker_env(
     if spec.number > 1:
         env["MLSCHED_RESUME"] = "1"
     return env
+
+
+def gang_addrs(
+    spec: AttemptSpec, worker_addrs: tuple[str, ...], master_addr: str
+) -> tuple[str, ...]:
+    """Where each of the gang's workers is reached, by rank: the backend's addresses
+    (`worker_addrs`), else every one at `master_addr` (MLSCHED_WORKER_ADDRS)."""
+    return worker_addrs or (master_addr,) * spec.world_size
+
+
+def hostfile(spec: AttemptSpec, worker_addrs: tuple[str, ...], master_addr: str) -> str:
+    """The gang's hostfile (MLSCHED_HOSTFILE), as DeepSpeed and Open MPI read one: a line
+    `ADDRESS slots=N` per distinct address of `gang_addrs`, in the order of the first rank at
+    each, N the GPUs of the workers there (a worker without GPUs counts one slot)."""
+    slots: dict[str, int] = {}
+    workers = sorted(spec.workers, key=lambda w: w.rank)
+    for worker, addr in zip(workers, gang_addrs(spec, worker_addrs, master_addr), strict=True):
+        slots[addr] = slots.get(addr, 0) + max(len(worker.gpu_indices), 1)
+    return "".join(f"{addr} slots={count}\n" for addr, count in slots.items())

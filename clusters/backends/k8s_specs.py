@@ -1,17 +1,20 @@
 """Kubernetes objects for an attempt: the tenant's namespace and its NetworkPolicy, one Pod per
 worker, a headless Service for a gang's rendezvous, a Secret holding the job's secrets and one
-holding its team's registry credential. Pure functions: no API calls.
+holding its team's registry credential, a ConfigMap holding the gang's hostfile. Pure
+functions: no API calls.
 
 Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
 `mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`, Secrets
-`mlsched-<attempt id>-secrets` and `mlsched-<attempt id>-pull`. A gang's pods set hostname
-`w<rank>` and the Service as their subdomain, so rank 0 answers at
-`w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+`mlsched-<attempt id>-secrets` and `mlsched-<attempt id>-pull`, ConfigMap
+`mlsched-<attempt id>-hosts`. A gang's pods set hostname `w<rank>` and the Service as their
+subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 
 The job's secrets given as files are keys of its secrets' Secret too, mounted read-only in
 every worker at SECRET_FILES_DIR (a secret volume of those keys alone), each variable of their
 names holding the path. A job with a runtime limit finds MLSCHED_STOP_AT as it stands in
 STOP_AT_DIR (the pod's STOP_AT_ANNOTATION through the downward API, lowered with its limit).
+Every worker finds the gang's hostfile (MLSCHED_HOSTFILE: each pod's stable name, its GPUs as
+slots) in HOSTFILE_DIR, the attempt's ConfigMap mounted read-only.
 
 The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
 keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
@@ -34,9 +37,11 @@ from kubernetes import client
 
 from clusters.backends.base import (
     DOCKER_HUB_NAMES,
+    HOSTFILE,
     STOP_AT_FILE,
     AttemptSpec,
     WorkerSpec,
+    hostfile,
     stop_at_lowered,
     volume_variable,
     worker_env,
@@ -63,6 +68,10 @@ SECRET_FILES_MODE = 0o444
 STOP_AT_ANNOTATION = f"{GROUP}/stop-at"
 STOP_AT_VOLUME = "stop-at"
 STOP_AT_DIR = "/var/run/mlsched/stop-at"
+# The gang's hostfile: the key HOSTFILE of the attempt's ConfigMap, a file of that name in this
+# folder.
+HOSTFILE_VOLUME = "hostfile"
+HOSTFILE_DIR = "/var/run/mlsched/hostfile"
 # A worker's /dev/shm: memory (a tmpfs) as large as its memory, whose pages count against it.
 # The container runtime's own is 64 MiB: PyTorch's DataLoader workers and NCCL's transport
 # between GPUs of a node outgrow it and die with a bus error.
@@ -70,7 +79,8 @@ SHM_VOLUME = "shm"
 SHM_DIR = "/dev/shm"
 NETWORK_POLICY = "mlsched-same-namespace-only"
 # The pod volumes of the job's data volumes start with it: never the name of one of the
-# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME, SHM_VOLUME).
+# backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME, HOSTFILE_VOLUME,
+# SHM_VOLUME).
 DATA_VOLUME_PREFIX = "data-"
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
@@ -112,6 +122,10 @@ def secret_name(attempt_id: int) -> str:
 
 def pull_secret_name(attempt_id: int) -> str:
     return f"mlsched-{attempt_id}-pull"  # k8s_status.TEAM_PULL_SECRET matches it
+
+
+def hostfile_name(attempt_id: int) -> str:
+    return f"mlsched-{attempt_id}-hosts"
 
 
 def secret_names(spec: AttemptSpec) -> tuple[str, ...]:
@@ -215,8 +229,9 @@ def build_pod(
     claim's root: on a store shared by every tenant it can neither read nor overwrite another
     job's checkpoints. The folder is mounted at MLSCHED_CHECKPOINT_DIR, the path the job is told.
     The job's secrets given as files are mounted at SECRET_FILES_DIR, each variable of their
-    names holding its file's path. Each data volume's claim is mounted at the path the job
-    asked for (``check_data_volumes`` first: each has a claim).
+    names holding its file's path. The attempt's ConfigMap is mounted at HOSTFILE_DIR,
+    MLSCHED_HOSTFILE holding its file's path. Each data volume's claim is mounted at the path
+    the job asked for (``check_data_volumes`` first: each has a claim).
     """
     folder = checkpoint_dir(checkpoint_root, spec)
     addrs = worker_addrs(spec, namespace, cluster_domain)
@@ -226,6 +241,7 @@ def build_pod(
     env = secret_file_paths(spec) | env  # a variable set literally wins, as over a secret
     if stop_at := env.get("MLSCHED_STOP_AT"):
         env["MLSCHED_STOP_AT_FILE"] = posixpath.join(STOP_AT_DIR, STOP_AT_FILE)
+    env["MLSCHED_HOSTFILE"] = posixpath.join(HOSTFILE_DIR, HOSTFILE)
     container = client.V1Container(
         name=CONTAINER,
         image=spec.image,
@@ -412,6 +428,9 @@ def _mounts(
         mounts.append(
             client.V1VolumeMount(name=STOP_AT_VOLUME, mount_path=STOP_AT_DIR, read_only=True)
         )
+    mounts.append(
+        client.V1VolumeMount(name=HOSTFILE_VOLUME, mount_path=HOSTFILE_DIR, read_only=True)
+    )
     mounts += _data_mounts(spec)
     return mounts
 
@@ -425,6 +444,7 @@ def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume]:
         volumes.append(_secret_files_volume(spec))
     if spec.max_runtime_s:
         volumes.append(_stop_at_volume())
+    volumes.append(_hostfile_volume(spec))
     volumes += _data_volumes(spec)
     return volumes
 
@@ -447,6 +467,15 @@ def _stop_at_volume() -> client.V1Volume:
     item = client.V1DownwardAPIVolumeFile(path=STOP_AT_FILE, field_ref=field)
     source = client.V1DownwardAPIVolumeSource(items=[item], default_mode=SECRET_FILES_MODE)
     return client.V1Volume(name=STOP_AT_VOLUME, downward_api=source)
+
+
+def _hostfile_volume(spec: AttemptSpec) -> client.V1Volume:
+    """The attempt's ConfigMap as the file HOSTFILE, readable by any user of the image."""
+    item = client.V1KeyToPath(key=HOSTFILE, path=HOSTFILE)
+    source = client.V1ConfigMapVolumeSource(
+        name=hostfile_name(spec.attempt_id), items=[item], default_mode=SECRET_FILES_MODE
+    )
+    return client.V1Volume(name=HOSTFILE_VOLUME, config_map=source)
 
 
 def _secret_files_volume(spec: AttemptSpec) -> client.V1Volume:
@@ -519,15 +548,40 @@ def docker_config(credential: dict[str, str]) -> str:
     return json.dumps({"auths": {key: {"username": user, "password": password, "auth": auth}}})
 
 
-def _secret(
-    spec: AttemptSpec, name: str, namespace: str, cluster: str, kind: str, data: dict[str, str]
-) -> client.V1Secret:
-    labels = {
+def build_hostfile(
+    spec: AttemptSpec, namespace: str, cluster: str, cluster_domain: str
+) -> client.V1ConfigMap:
+    """The gang's hostfile for the attempt's pods, at the key HOSTFILE: each pod's stable name
+    (``worker_addrs``) with its GPUs as slots; immutable, as the gang never changes within an
+    attempt."""
+    addrs = worker_addrs(spec, namespace, cluster_domain)
+    return client.V1ConfigMap(
+        api_version="v1",
+        kind="ConfigMap",
+        metadata=client.V1ObjectMeta(
+            name=hostfile_name(spec.attempt_id),
+            namespace=namespace,
+            labels=_attempt_labels(spec, cluster),
+        ),
+        immutable=True,
+        data={HOSTFILE: hostfile(spec, addrs, addrs[0])},
+    )
+
+
+def _attempt_labels(spec: AttemptSpec, cluster: str) -> dict[str, str]:
+    """The labels of an object the attempt's start creates beside its pods."""
+    return {
         LABEL_ATTEMPT: str(spec.attempt_id),
         LABEL_JOB: str(spec.job_id),
         LABEL_TENANT: label_value(spec.tenant),
         LABEL_CLUSTER: label_value(cluster),
     }
+
+
+def _secret(
+    spec: AttemptSpec, name: str, namespace: str, cluster: str, kind: str, data: dict[str, str]
+) -> client.V1Secret:
+    labels = _attempt_labels(spec, cluster)
     return client.V1Secret(
         api_version="v1",
         kind="Secret",

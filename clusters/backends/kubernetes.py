@@ -15,12 +15,15 @@
   mounts read-only at /var/run/mlsched/secrets (a secret volume; the variables hold the
   paths), the team's credential for the registry of the job's image in a Secret of type
   kubernetes.io/dockerconfigjson (`mlsched-<attempt id>-pull`) that the pods pull with
-  (imagePullSecrets); each Secret is made owned by the pods it created, for Kubernetes'
-  garbage collector; then the pods: restartPolicy Never, requests equal to limits (Guaranteed
-  QoS), /dev/shm in memory as large as the worker's memory (not the runtime's 64 MiB), a
-  toleration of each of `tolerated_taints`, a GPU worker's `gpu_runtime_class` if set, labels
-  mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only
-  the job's own folder of it mounted (subPath). The claim is the platform team's to provide in
+  (imagePullSecrets), and the gang's hostfile in a ConfigMap of the attempt
+  (`mlsched-<attempt id>-hosts`, each pod's stable name with its GPUs as slots) that every pod
+  mounts read-only at /var/run/mlsched/hostfile (MLSCHED_HOSTFILE); each Secret and the
+  ConfigMap is made owned by the pods the start created, for Kubernetes' garbage collector;
+  then the pods: restartPolicy Never, requests equal to limits (Guaranteed QoS), /dev/shm in
+  memory as large as the worker's memory (not the runtime's 64 MiB), a toleration of each of
+  `tolerated_taints`, a GPU worker's `gpu_runtime_class` if set, labels
+  mlsched.io/{attempt,job,rank,tenant,cluster}, and with a checkpoint claim only the job's own
+  folder of it mounted (subPath). The claim is the platform team's to provide in
   every tenant namespace: a start in a namespace without it fails at once (CreateFailed)
   instead of leaving pods that never mount. The job's data volumes are the tenant's claims,
   mounted at the paths it asked for (read-only as asked): an attempt whose data volume has no
@@ -54,25 +57,25 @@
   end: a rotated log no longer begins at line 0, so lines numbered from 0 would be taken for
   ones the control plane has.
 - stop: deletes the pods with a grace period (SIGTERM, then SIGKILL from the kubelet), the
-  Service and, once every pod's delete has succeeded, the Secrets. Idempotent: calling it again
-  deletes what is still there and not yet terminating, and a delete the API server failed is
-  tried again at the next status() (every retry_s).
+  Service and, once every pod's delete has succeeded, the Secrets and the ConfigMap.
+  Idempotent: calling it again deletes what is still there and not yet terminating, and a
+  delete the API server failed is tried again at the next status() (every retry_s).
 - lower_runtime_limit: patches each pod of the attempt that has not ended and is not being
   deleted down to the new limit (spec.activeDeadlineSeconds, which the kubelet counts from the
   pod's start, as the job's limit is counted, and which the API server only lets go down); a
   pod whose deadline is not above it is left; a failed patch is raised after the others, for
   the agent to ask again at its next step.
-- forget: deletes what is left of an ended attempt (pods, Service, Secrets) and drops its state,
-  once every delete has succeeded (or found the object gone); until then the attempt is still
-  reported, so the next forget tries again. An attempt found on the cluster after a restart may
-  have either Secret: both are deleted.
+- forget: deletes what is left of an ended attempt (pods, Service, Secrets, ConfigMap) and
+  drops its state, once every delete has succeeded (or found the object gone); until then the
+  attempt is still reported, so the next forget tries again. An attempt found on the cluster
+  after a restart may have either Secret: both are deleted.
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
 events, get nodes/proxy (usage), list pods and get pods/proxy in the DCGM exporters'
 namespace (GPU time), create, patch (activeDeadlineSeconds) and delete pods, create and delete
 services in the tenants' namespaces, and create, patch (ownerReferences) and delete secrets
-there.
+and configmaps there.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -157,7 +161,8 @@ class _Stop:
     """A stop asked for an attempt: what has been deleted, whether a delete failed."""
 
     grace: int
-    deleted: set[str] = field(default_factory=set)  # pods, Service, Secrets deleted or gone
+    # pods, Service, Secrets, ConfigMap deleted or gone
+    deleted: set[str] = field(default_factory=set)
     failed: bool = False  # a delete failed: status() tries again
 
 
@@ -273,7 +278,8 @@ class KubernetesBackend:
 
     def start(self, spec: AttemptSpec) -> None:
         """Create the namespace, the gang's Service, the attempt's Secrets (the job's secrets,
-        its team's registry credential) and one pod per worker; 409s are fine."""
+        its team's registry credential), its ConfigMap (the gang's hostfile) and one pod per
+        worker; 409s are fine."""
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         try:
             folder = specs.checkpoint_folder(spec)
@@ -300,18 +306,24 @@ class KubernetesBackend:
             if spec.world_size > 1:
                 service = specs.build_service(spec, namespace, self.cluster)
                 create(self.core.create_namespaced_service, namespace, service)
-            # Before the pods: a pod whose Secret is missing fails to start its container, or
-            # pulls without the credential.
+            # Before the pods: a pod whose Secret or ConfigMap is missing fails to start its
+            # container, or pulls without the credential.
             for secret in specs.build_secrets(spec, namespace, self.cluster):
                 create(self.core.create_namespaced_secret, namespace, secret)
+            hosts = specs.build_hostfile(spec, namespace, self.cluster, self.cluster_domain)
+            create(self.core.create_namespaced_config_map, namespace, hosts)
         except (ApiException, HTTPError, tenancy.Refused) as error:
             return self._fail_create(spec.attempt_id, spec.workers, error)
         pods = [self._start_worker(spec, worker, namespace) for worker in spec.workers]
-        for name in specs.secret_names(spec):
-            self._own_secret(spec.attempt_id, namespace, name, [pod for pod in pods if pod])
+        created = [pod for pod in pods if pod]
+        owned = [(name, self.core.patch_namespaced_secret) for name in specs.secret_names(spec)]
+        owned.append((specs.hostfile_name(spec.attempt_id), self.core.patch_namespaced_config_map))
+        for name, patch in owned:
+            self._own(spec.attempt_id, patch, namespace, name, created)
 
     def stop(self, attempt_id: int, grace_s: float) -> None:
-        """Delete the attempt's pods with the grace period, its Service and its Secrets.
+        """Delete the attempt's pods with the grace period, its Service, its Secrets and its
+        ConfigMap.
 
         Calling it again for the same attempt deletes what is still there and not yet
         terminating (a delete that failed); pods already terminating are left to the kubelet.
@@ -415,7 +427,8 @@ class KubernetesBackend:
             self._logs.resume(key, point)
 
     def forget(self, attempt_id: int) -> None:
-        """Delete what is left of the attempt (ended pods, Service, Secrets); drop its state.
+        """Delete what is left of the attempt (ended pods, Service, Secrets, ConfigMap); drop
+        its state.
 
         Only once every delete succeeded or found the object gone: until then the attempt is
         still reported (ended), so the agent forgets it again and the deletes are tried again.
@@ -517,19 +530,18 @@ class KubernetesBackend:
             self._watcher.remember((spec.attempt_id, worker.rank), created)
         return created
 
-    def _own_secret(self, attempt_id: int, ns: str, name: str, pods: list[client.V1Pod]) -> None:
-        """Make the pods created the owners of a Secret just created, so that Kubernetes'
-        garbage collector deletes it once they are all gone, even if this backend never
-        forgets the attempt. Stop and forget delete it all the same: a failure only warns."""
+    def _own(self, attempt_id: int, patch, ns: str, name: str, pods: list[client.V1Pod]) -> None:
+        """Make the pods created the owners of a Secret or ConfigMap just created (`patch`
+        patches its kind), so that Kubernetes' garbage collector deletes it once they are all
+        gone, even if this backend never forgets the attempt. Stop and forget delete it all the
+        same: a failure only warns."""
         if not pods:
             return
         try:
-            self.core.patch_namespaced_secret(
-                name, ns, specs.owned_by(pods), _content_type="application/merge-patch+json"
-            )
+            patch(name, ns, specs.owned_by(pods), _content_type="application/merge-patch+json")
         except (ApiException, HTTPError) as error:
             detail = f"{getattr(error, 'status', '')} {getattr(error, 'reason', error)}"
-            log.warning("attempt %s: Secret %s/%s not given owners: %s",
+            log.warning("attempt %s: %s/%s not given owners: %s",
                         attempt_id, ns, name, detail.strip())  # fmt: skip
 
     def _fail_create(self, attempt_id: int, workers, error: Exception) -> None:
@@ -550,7 +562,7 @@ class KubernetesBackend:
 
     def _stop_attempt(self, attempt_id: int) -> None:
         """Delete the stopping attempt's pods that are there, not ended and not yet terminating,
-        its Service and its Secrets; remember whether a delete failed."""
+        its Service, its Secrets and its ConfigMap; remember whether a delete failed."""
         with self._lock:
             stop = self._stopping.get(attempt_id)
             if stop is None:
@@ -571,12 +583,14 @@ class KubernetesBackend:
                 done.add(name)
             else:
                 failed = True
-        deletes = [(specs.service_name(attempt_id), self.core.delete_namespaced_service)]
-        # The Secrets once no pod is left that may yet start its container (one whose delete
-        # failed): a running container keeps the variables and image it was started with.
+        deletes: list[tuple[str, Callable]] = [
+            (specs.service_name(attempt_id), self.core.delete_namespaced_service)
+        ]
+        # The Secrets and the ConfigMap once no pod is left that may yet start its container
+        # (one whose delete failed): a running container keeps the variables, image and files
+        # it was started with.
         if not failed:
-            deletes += [(name, self.core.delete_namespaced_secret)
-                        for name in self._secrets_of(attempt_id)]  # fmt: skip
+            deletes += self._secrets_and_hosts_of(attempt_id)
         for object_name, method in deletes:
             if object_name in done:
                 continue
@@ -602,21 +616,28 @@ class KubernetesBackend:
             self._stop_attempt(attempt_id)
 
     def _delete_attempt(self, attempt_id: int, grace: int) -> bool:
-        """Delete the attempt's pods, ended or not, its Service and its Secrets: whether every
-        delete succeeded or found the object gone."""
+        """Delete the attempt's pods, ended or not, its Service, its Secrets and its ConfigMap:
+        whether every delete succeeded or found the object gone."""
         pods, _ = self._watcher.snapshot()
         names = set(self._pod_names(attempt_id, pods).values())
         ok = True
         for namespace, name in sorted(names):
             options = client.V1DeleteOptions(grace_period_seconds=grace)
             ok &= _delete(self.core.delete_namespaced_pod, name, namespace, options)
-        secrets = self._secrets_of(attempt_id)
+        objects = self._secrets_and_hosts_of(attempt_id)
         for namespace in sorted({ns for ns, _ in names}):
             service = specs.service_name(attempt_id)
             ok &= _delete(self.core.delete_namespaced_service, service, namespace, None)
-            for secret in secrets:
-                ok &= _delete(self.core.delete_namespaced_secret, secret, namespace, None)
+            for name, method in objects:
+                ok &= _delete(method, name, namespace, None)
         return ok
+
+    def _secrets_and_hosts_of(self, attempt_id: int) -> list[tuple[str, Callable]]:
+        """The attempt's Secrets and its ConfigMap, each with the method deleting it."""
+        secrets = [(name, self.core.delete_namespaced_secret)
+                   for name in self._secrets_of(attempt_id)]  # fmt: skip
+        hosts = (specs.hostfile_name(attempt_id), self.core.delete_namespaced_config_map)
+        return [*secrets, hosts]
 
     def _secrets_of(self, attempt_id: int) -> tuple[str, ...]:
         """The Secrets the attempt may have: those its start created, or, for one found on the

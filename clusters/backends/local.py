@@ -7,10 +7,11 @@ without GPUs: CUDA_VISIBLE_DEVICES then names virtual GPUs.
 State lives in files under `state_dir/<attempt>/<rank>/` (spec, pid, log, exit status, stop
 request, the time of the last checkpoint line), not in this object: an agent that restarts
 builds a new LocalBackend on the same directory and finds every worker again. Those files are
-the agent's alone (mode 0600): the spec holds the job's environment. The job's secrets given
-as files are in the worker's `secrets/` there (mode 0700, each file 0600, the worker's user's),
-never under its checkpoint directory: forget removes them with the rest, a restarted agent's
-as well as the one that started the worker.
+the agent's alone (mode 0600): the spec holds the job's environment. The worker reads two of
+them, the agent's still: its MLSCHED_STOP_AT_FILE (0644) and the gang's hostfile,
+MLSCHED_HOSTFILE (0444). The job's secrets given as files are in the worker's `secrets/` there
+(mode 0700, each file 0600, the worker's user's), never under its checkpoint directory: forget
+removes them with the rest, a restarted agent's as well as the one that started the worker.
 
 The job's data volumes are folders on the host, which each worker is told of and finds linked
 in its own `volumes/`, those it only reads made read-only to it (see local_volumes).
@@ -279,6 +280,7 @@ class LocalBackend:
             }
             if "MLSCHED_STOP_AT" in env:
                 env["MLSCHED_STOP_AT_FILE"] = str(directory.absolute() / base.STOP_AT_FILE)
+            env["MLSCHED_HOSTFILE"] = str(directory.absolute() / base.HOSTFILE)
             self._launch(directory, spec, worker, env)
 
     def _refuse(self, spec: AttemptSpec, reason: str) -> None:
@@ -316,6 +318,9 @@ class LocalBackend:
         # removed), even if the agent dies before the shim starts.
         if "MLSCHED_STOP_AT" in env:  # readable by the worker's user: its folder lets it pass
             write_state(directory / base.STOP_AT_FILE, env["MLSCHED_STOP_AT"], mode=0o644)
+        # Every worker of the gang is on this host, at its MASTER_ADDR: one line, every GPU.
+        hosts = base.hostfile(spec, (), env["MASTER_ADDR"])
+        write_state(directory / base.HOSTFILE, hosts, mode=0o444)
         write_secret_files(directory / SECRET_FILES, spec.secret_files, self.uid_of(spec.tenant_id))
         link_volumes(directory / VOLUMES, spec.volumes, self.uid_of(spec.tenant_id))
         with open(directory / "shim.out", "ab") as shim_out:

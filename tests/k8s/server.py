@@ -6,29 +6,29 @@ namespaces (create, get), pods (create, get, list, delete, watch, log with follo
 timestamps, and a JSON merge patch of their metadata and of their spec.activeDeadlineSeconds,
 which may only go down, as ValidatePodUpdate lets it: any other change of their spec is
 Invalid), services, resource
-quotas, persistent volume claims and network policies (create, get, list, delete), secrets
-(create, get, list, delete, and a JSON merge patch of their metadata), and events (list, with a
-fieldSelector on involvedObject.name, reason or type). Pods' volume mounts are validated as the
-API server does (a known volume, at an absolute path no other mount of the container has, a
-relative subPath without ".."), and so are their volumes (each named by a DNS label no other
-has, of exactly one type), secret volumes (a Secret named, items of valid keys at relative paths
-without "..", a mode of 0 to 0777), downward API volumes (items at relative paths, each one label
-or annotation of the pod: `downward_file` is the file as the kubelet projects it), claim
-volumes (a claimName), their env (a name, and a value
-or a valueFrom, not both) and a secret's keys (a Docker config's must parse); a secret's
-stringData is merged into its data, base64, as the API server stores it.
-The API server takes a pod whose secret volume names a Secret or a key that is not there, or
-whose claim volume names a claim the namespace lacks, has not bound or is deleting; the kubelet
-then never starts it (`run_pod` leaves it ContainerCreating, with a FailedMount event, in the
-kubelet's words, counted again at each try). So does one whose claim's volume cannot be
-attached to its node (`attach_elsewhere`, `fail_attach`), with a FailedAttachVolume event in the
-attach-detach controller's words. A claim a pod bound to a node names is not removed
-when deleted, only marked deleting until the last such pod is gone, as the
-kubernetes.io/pvc-protection finalizer keeps it. Pods are bound to
-their nodes (nodeName): no scheduler is modelled. Watches stream
-newline-delimited JSON events in chunked encoding, the way the API server does, and honour
-resourceVersion, timeoutSeconds and labelSelector; a watch from before `compact()` gets the 410
-Gone error event.
+quotas, persistent volume claims and network policies (create, get, list, delete), secrets and
+config maps (create, get, list, delete, and a JSON merge patch of their metadata), and events
+(list, with a fieldSelector on involvedObject.name, reason or type). Pods' volume mounts are
+validated as the API server does (a known volume, at an absolute path no other mount of the
+container has, a relative subPath without ".."), and so are their volumes (each named by a DNS
+label no other has, of exactly one type), secret and config map volumes (a Secret or ConfigMap
+named, items of valid keys at relative paths without "..", a mode of 0 to 0777), downward API
+volumes (items at relative paths, each one label or annotation of the pod: `downward_file` is
+the file as the kubelet projects it), claim volumes (a claimName), their env (a name, and a
+value or a valueFrom, not both), a secret's keys (a Docker config's must parse) and a config
+map's (each a valid key, its value a string); a secret's stringData is merged into its data,
+base64, as the API server stores it.
+The API server takes a pod whose secret or config map volume names an object or a key that is
+not there, or whose claim volume names a claim the namespace lacks, has not bound or is
+deleting; the kubelet then never starts it (`run_pod` leaves it ContainerCreating, with a
+FailedMount event, in the kubelet's words, counted again at each try). So does one whose claim's
+volume cannot be attached to its node (`attach_elsewhere`, `fail_attach`), with a
+FailedAttachVolume event in the attach-detach controller's words. A claim a pod bound to a node
+names is not removed when deleted, only marked deleting until the last such pod is gone, as the
+kubernetes.io/pvc-protection finalizer keeps it. Pods are bound to their nodes (nodeName): no
+scheduler is modelled. Watches stream newline-delimited JSON events in chunked encoding, the way
+the API server does, and honour resourceVersion, timeoutSeconds and labelSelector; a watch from
+before `compact()` gets the 410 Gone error event.
 
 Tests play the kubelet and the node controller through methods such as `run_pod`, `exit_pod`,
 `oom_kill`, `evict`, `drain`, `image_pull_backoff`, `wait_pod`, `failed_pull_events`,
@@ -68,6 +68,7 @@ KINDS = {
     "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1"),
     "events": ("Event", "v1"),
     "secrets": ("Secret", "v1"),
+    "configmaps": ("ConfigMap", "v1"),
 }
 MERGE_PATCH = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 GROUP = r"(?P<group>api/v1|apis/networking\.k8s\.io/v1)"
@@ -464,23 +465,37 @@ class KubeTestServer:
         return ""
 
     def _unmountable(self, ns: str, pod: dict) -> str:
-        """Why the kubelet cannot mount one of the pod's secret or claim volumes, as its
-        FailedMount event says it; "" if it can."""
+        """Why the kubelet cannot mount one of the pod's secret, config map or claim volumes,
+        as its FailedMount event says it; "" if it can."""
         for volume in pod["spec"].get("volumes") or []:
             if "persistentVolumeClaim" in volume:
                 if problem := self._unbound(ns, volume):
                     return problem
                 continue
-            source = volume.get("secret")
-            if source is None or source.get("optional"):
-                continue
-            secret = self.store["secrets"].get((ns, source["secretName"]))
             said = f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
-            if secret is None:
-                return said + f'secret "{source["secretName"]}" not found'
-            for item in source.get("items") or []:
-                if item["key"] not in secret["data"]:
-                    return said + f"references non-existent secret key: {item['key']}"
+            if problem := self._missing(ns, volume):
+                return said + problem
+        return ""
+
+    def _missing(self, ns: str, volume: dict) -> str:
+        """What a secret or config map volume names that the namespace lacks, in the kubelet's
+        words (its secret and configmap volume plugins'); "" if nothing (or it is optional)."""
+        if (source := volume.get("secret")) is not None:
+            kind, name, key_kind = "secret", source.get("secretName"), "secret"
+            found = self.store["secrets"].get((ns, name))
+        elif (source := volume.get("configMap")) is not None:
+            kind, name, key_kind = "configmap", source.get("name"), "config"
+            found = self.store["configmaps"].get((ns, name))
+        else:
+            return ""
+        if source.get("optional"):
+            return ""
+        if found is None:
+            return f'{kind} "{name}" not found'
+        for item in source.get("items") or []:
+            if item["key"] not in (found.get("data") or {}):
+                prefix = "configmap " if kind == "configmap" else ""
+                return f"{prefix}references non-existent {key_kind} key: {item['key']}"
         return ""
 
     def _unbound(self, ns: str, volume: dict) -> str:
@@ -710,6 +725,8 @@ class KubeTestServer:
                                    f'RuntimeClass "{runtime}" not found')  # fmt: skip
             if kind == "secrets":
                 body = _stored_secret(body)
+            if kind == "configmaps":
+                _validate_config_map(body)
             kind_name, version = KINDS[kind]
             obj = objects.created(body, kind_name, ns, self._next_rv(), str(uuid.uuid4()), version)
             if kind == "pods":
@@ -725,16 +742,20 @@ class KubeTestServer:
             return copy.deepcopy(self.store[kind][(ns, name)])
 
     def patch(self, kind: str, ns: str, name: str, body: dict, content_type: str) -> dict:
-        """A JSON merge patch (RFC 7386) of a secret's metadata or of a pod's spec, as the API
-        server applies one (a JSON Patch, a list of operations, is answered 415); a pod's spec
-        is validated as ValidatePodUpdate does (`_validate_pod_update`)."""
+        """A JSON merge patch (RFC 7386) of a secret's or a config map's metadata or of a pod's
+        spec, as the API server applies one (a JSON Patch, a list of operations, is answered
+        415); a pod's spec is validated as ValidatePodUpdate does (`_validate_pod_update`)."""
         if content_type.split(";")[0].strip() not in MERGE_PATCH:
             raise ApiError(415, "UnsupportedMediaType", f"not a merge patch: {content_type}")
-        patched = {"secrets": {"metadata"}, "pods": {"metadata", "spec"}}.get(kind)
+        patched = {
+            "secrets": {"metadata"},
+            "configmaps": {"metadata"},
+            "pods": {"metadata", "spec"},
+        }.get(kind)
         if patched is None or not isinstance(body, dict) or set(body) - patched:
             raise ApiError(405, "MethodNotAllowed",
-                           "only a secret's metadata or a pod's metadata and spec are patched "
-                           "here")  # fmt: skip
+                           "only a secret's or a config map's metadata or a pod's metadata and "
+                           "spec are patched here")  # fmt: skip
         with self.cond:
             obj = self.store[kind].get((ns, name))
             if obj is None:
@@ -1160,6 +1181,8 @@ def _validate_volumes(volumes: list[dict]) -> None:
         names.add(name)
         if "secret" in volume:
             _validate_secret_volume(name, volume["secret"] or {})
+        if "configMap" in volume:
+            _validate_config_map_volume(name, volume["configMap"] or {})
         if "persistentVolumeClaim" in volume:
             _validate_claim_volume(name, volume["persistentVolumeClaim"] or {})
         if "downwardAPI" in volume:
@@ -1220,9 +1243,24 @@ def _validate_secret_volume(name: str, source: dict) -> None:
     """The API server's checks of a secret volume: it names its Secret; each item a valid key,
     at a relative path that never goes up (".."); modes from 0 to 0777. Whether the Secret and
     its keys are there is the kubelet's to find (`run_pod`)."""
+    problems = [not source.get("secretName") and "secretName is required"]
+    for problem in filter(None, problems + _key_items_problems(source)):
+        raise ApiError(422, "Invalid", f"volumes {name}: secret: {problem}")
+
+
+def _validate_config_map_volume(name: str, source: dict) -> None:
+    """The API server's checks of a config map volume, as of a secret volume: it names its
+    ConfigMap; its items and modes alike. Whether they are there is the kubelet's to find."""
+    problems = [not source.get("name") and "name is required"]
+    for problem in filter(None, problems + _key_items_problems(source)):
+        raise ApiError(422, "Invalid", f"volumes {name}: configMap: {problem}")
+
+
+def _key_items_problems(source: dict) -> list:
+    """What is wrong with a secret or config map volume's items and modes: each item a valid
+    key, at a relative path that never goes up (".."); modes from 0 to 0777 (False: nothing)."""
     modes = [source.get("defaultMode")] + [item.get("mode") for item in source.get("items") or []]
     problems = [
-        not source.get("secretName") and "secretName is required",
         any(mode is not None and not 0 <= mode <= 0o777 for mode in modes)
         and "mode must be between 0 and 0777",
     ]
@@ -1233,8 +1271,7 @@ def _validate_secret_volume(name: str, source: dict) -> None:
             (not path or path.startswith("/")) and "items path must be a relative path",
             ".." in path.split("/") and "items path must not contain '..'",
         ]
-    for problem in filter(None, problems):
-        raise ApiError(422, "Invalid", f"volumes {name}: secret: {problem}")
+    return problems
 
 
 def _validate_env(container: dict) -> None:
@@ -1275,6 +1312,16 @@ def _stored_secret(body: dict) -> dict:
         said = "data[.dockerconfigjson]: missing, or not a JSON object, in a Docker config secret"
         raise ApiError(422, "Invalid", said)
     return body
+
+
+def _validate_config_map(body: dict) -> None:
+    """The API server's checks of a config map's data: each key valid, each value a string."""
+    for key, value in (body.get("data") or {}).items():
+        if not SECRET_KEY.fullmatch(key):
+            raise ApiError(422, "Invalid", f"data[{key}]: a valid config key must consist of "
+                           "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
+        if not isinstance(value, str):
+            raise ApiError(422, "Invalid", f"data[{key}]: must be a string")
 
 
 def _is_docker_config(data: dict) -> bool:

@@ -68,8 +68,9 @@ def test_each_pod_mounts_the_files_alone_and_is_told_their_paths(kube, backend):
     for name in ("mlsched-11-0", "mlsched-11-1"):
         pod = kube.pod(NAMESPACE, name)
         container = pod["spec"]["containers"][0]
-        assert pod["spec"]["volumes"][:-1] == [VOLUME]  # then /dev/shm's (test_pods)
-        assert container["volumeMounts"][:-1] == [MOUNT]
+        # Then the hostfile's and /dev/shm's (test_hostfile, test_pods).
+        assert pod["spec"]["volumes"][:-2] == [VOLUME]
+        assert container["volumeMounts"][:-2] == [MOUNT]
         env = env_of(pod)
         assert (env["GCP_KEY"], env["KUBECONFIG"]) == (f"{FOLDER}/GCP_KEY", f"{FOLDER}/KUBECONFIG")
         refs = {e["name"]: e["valueFrom"] for e in container["env"] if "valueFrom" in e}
@@ -96,6 +97,7 @@ def test_the_files_are_mounted_beside_the_checkpoint_folder(kube, make_backend):
         "checkpoints": "/checkpoints/alpha/42",
         "secret-files": FOLDER,
         "stop-at": "/var/run/mlsched/stop-at",
+        "hostfile": "/var/run/mlsched/hostfile",
         "shm": "/dev/shm",
     }
 
@@ -168,8 +170,7 @@ def test_a_pod_whose_secret_lacks_a_key_never_runs(kube, backend):
     assert event["message"].endswith(": references non-existent secret key: KUBECONFIG")
 
 
-def secret_volume_pod(**source) -> client.V1Pod:
-    volume = client.V1Volume(name="files", secret=client.V1SecretVolumeSource(**source))
+def volume_pod(volume: client.V1Volume) -> client.V1Pod:
     container = client.V1Container(name="worker", image="registry.local/train:1")
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name="handmade"),
@@ -177,23 +178,37 @@ def secret_volume_pod(**source) -> client.V1Pod:
     )
 
 
+# A volume of each kind of object whose keys a pod mounts as files: its source and the name of
+# its field naming the object.
+MOUNTED_OBJECTS = {
+    "secret": (client.V1SecretVolumeSource, "secret_name", "secretName"),
+    "config_map": (client.V1ConfigMapVolumeSource, "name", "name"),
+}
+
+
+@pytest.mark.parametrize("kind", MOUNTED_OBJECTS)
 @pytest.mark.parametrize(
     ("source", "said"),
-    [({"items": [client.V1KeyToPath(key="K", path="K")]}, "secretName is required"),
-     ({"secret_name": "s", "items": [client.V1KeyToPath(key="K", path="../K")]},
+    [({"items": [client.V1KeyToPath(key="K", path="K")]}, "{name} is required"),
+     ({"NAME": "s", "items": [client.V1KeyToPath(key="K", path="../K")]},
       "items path must not contain '..'"),
-     ({"secret_name": "s", "items": [client.V1KeyToPath(key="K", path="/etc/K")]},
+     ({"NAME": "s", "items": [client.V1KeyToPath(key="K", path="/etc/K")]},
       "items path must be a relative path"),
-     ({"secret_name": "s", "items": [client.V1KeyToPath(key="K/1", path="K")]},
+     ({"NAME": "s", "items": [client.V1KeyToPath(key="K/1", path="K")]},
       "items key must be a valid key"),
-     ({"secret_name": "s", "default_mode": 0o1777}, "mode must be between 0 and 0777")],
+     ({"NAME": "s", "default_mode": 0o1777}, "mode must be between 0 and 0777")],
 )  # fmt: skip
-def test_the_api_server_refuses_a_malformed_secret_volume(kube, api_client, source, said):
+def test_the_api_server_refuses_a_malformed_secret_or_config_map_volume(
+    kube, api_client, kind, source, said
+):
     kube.create_namespace({"metadata": {"name": NAMESPACE}})
+    made, field, name = MOUNTED_OBJECTS[kind]
+    given = {field if key == "NAME" else key: value for key, value in source.items()}
+    volume = client.V1Volume(name="files", **{kind: made(**given)})
 
     with pytest.raises(ApiException) as refused:
-        client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, secret_volume_pod(**source))
+        client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, volume_pod(volume))
 
     assert refused.value.status == 422
-    assert said in json.loads(refused.value.body)["message"]
+    assert said.format(name=name) in json.loads(refused.value.body)["message"]
     assert kube.pods() == []

@@ -37,6 +37,15 @@ def claims(kube):
 
 # Every worker's /dev/shm (test_pods): a 16 GiB worker's, after the job's own volumes.
 SHM = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}}
+# Every worker's hostfile (test_hostfile), attempt 11's, before the job's own volumes.
+HOSTFILE = {
+    "name": "hostfile",
+    "configMap": {
+        "name": "mlsched-11-hosts",
+        "items": [{"key": "hostfile", "path": "hostfile"}],
+        "defaultMode": 0o444,
+    },
+}
 
 
 def by_name(items: list[dict]) -> dict[str, dict]:
@@ -50,6 +59,7 @@ def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, 
     for name in ("mlsched-11-0", "mlsched-11-1"):
         pod = kube.pod(NAMESPACE, name)
         assert pod["spec"]["volumes"] == [
+            HOSTFILE,
             {"name": "data-imagenet",
              "persistentVolumeClaim": {"claimName": "imagenet-pvc", "readOnly": True}},
             {"name": "data-model-store",
@@ -57,6 +67,7 @@ def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, 
             {**SHM, "emptyDir": {"medium": "Memory", "sizeLimit": "65536Mi"}},  # 64 GiB each
         ]  # fmt: skip
         assert pod["spec"]["containers"][0]["volumeMounts"] == [
+            {"name": "hostfile", "mountPath": "/var/run/mlsched/hostfile", "readOnly": True},
             {"name": "data-imagenet", "mountPath": "/data/imagenet", "readOnly": True},
             {"name": "data-model-store", "mountPath": "/models", "readOnly": False},
             {"name": "shm", "mountPath": "/dev/shm"},
@@ -101,6 +112,7 @@ def test_the_data_volumes_stand_apart_from_the_backends_own(kube, make_backend):
         "checkpoints": "/checkpoints/alpha/42",
         "secret-files": "/var/run/mlsched/secrets",
         "stop-at": "/var/run/mlsched/stop-at",
+        "hostfile": "/var/run/mlsched/hostfile",
         "data-checkpoints": "/mnt/checkpoints",
         "data-secret-files": "/mnt/secret-files",
         "data-stop-at": "/mnt/stop-at",
@@ -120,7 +132,7 @@ def test_a_long_volume_name_still_makes_a_pod_volume_name(kube, backend):
 
     backend.start(one_gpu_worker(volumes=(volume,), max_runtime_s=0))
 
-    pod_volume, shm = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]
+    _, pod_volume, shm = kube.pod(NAMESPACE, "mlsched-7-0")["spec"]["volumes"]  # the hostfile's
     assert shm == SHM
     assert len(pod_volume["name"]) == 63 and pod_volume["name"].startswith("data-aaaa")
     assert pod_volume["name"] != specs.data_volume_name("a" * 60 + "-xz")

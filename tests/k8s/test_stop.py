@@ -10,6 +10,9 @@ from tests.k8s.conftest import (
 )
 from tests.k8s.server import ApiError
 
+# After the pods, the attempt's hostfile (test_hostfile).
+HOSTFILE_DELETED = ("configmaps", NAMESPACE, "mlsched-7-hosts", None)
+
 
 def test_it_deletes_every_pod_with_the_grace_period(kube, backend):
     backend.start(two_worker_gang())
@@ -39,7 +42,7 @@ def test_it_rounds_a_fractional_grace_up_to_whole_seconds(kube, backend):
 
     backend.stop(7, grace_s=0.2)
 
-    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 1)]
+    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 1), HOSTFILE_DELETED]
 
 
 def test_it_reports_a_stopped_pod_stopped(kube, backend):
@@ -75,7 +78,7 @@ def test_it_stops_pods_it_adopted_after_a_restart(kube, backend, make_backend):
 
     restarted.stop(7, grace_s=10)
 
-    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 10)]
+    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 10), HOSTFILE_DELETED]
     status_becomes(restarted, 7, 0, base.STOPPED)
 
 
@@ -106,7 +109,9 @@ def test_a_second_stop_leaves_terminating_pods_to_the_kubelet(kube, backend):
 
     backend.stop(11, grace_s=30)  # the agent asks again: the grace has not run out yet
 
-    assert sorted(d[2] for d in kube.deletions) == ["mlsched-11", "mlsched-11-0", "mlsched-11-1"]
+    assert sorted(d[2] for d in kube.deletions) == [
+        "mlsched-11", "mlsched-11-0", "mlsched-11-1", "mlsched-11-hosts"
+    ]  # fmt: skip
 
 
 def test_a_restarted_backend_stopping_again_leaves_terminating_pods_alone(
@@ -122,7 +127,7 @@ def test_a_restarted_backend_stopping_again_leaves_terminating_pods_alone(
 
     restarted.stop(7, grace_s=30)
 
-    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 30)]
+    assert kube.deletions == [("pods", NAMESPACE, "mlsched-7-0", 30), HOSTFILE_DELETED]
 
 
 def test_it_tries_a_failed_delete_again_by_itself(kube, backend):
