@@ -46,15 +46,17 @@ def fresh_caches():
 
 
 @pytest.fixture(autouse=True)
-def fresh_async_connection():
+def fresh_async_connection(django_db_blocker):
     # Sync code called from async tests runs in asgiref's one shared thread, whose database
     # session outlives the test; a test that ended sessions (a database outage) would leave it
     # dead for the next async test. With no persistent connections it is always obsolete:
-    # closing it here makes the next use reconnect.
+    # closing it here makes the next use reconnect. Before a test without the database too:
+    # checking the session asks it whether it is in autocommit, which pytest-django blocks.
     from asgiref.sync import SyncToAsync
     from django.db import close_old_connections
 
-    SyncToAsync.single_thread_executor.submit(close_old_connections).result()
+    with django_db_blocker.unblock():
+        SyncToAsync.single_thread_executor.submit(close_old_connections).result()
 
 
 @pytest.fixture
