@@ -336,11 +336,13 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 # Single sign-on through an authenticating proxy (quotas/proxy_auth.py): the header it names
 # the signed-in user in (X-Auth-Request-User), whether their first visit makes their account,
-# the header of their email address, the networks its requests come from (any, unset), and
-# where logging out goes (the proxy's sign-out, so that its own session ends too).
+# the headers of their email address and of their groups (teams' member_groups), the
+# networks its requests come from (any, unset), and where logging out goes (the proxy's
+# sign-out, so that its own session ends too).
 MLSCHED_AUTH_USER_HEADER = os.environ.get("MLSCHED_AUTH_USER_HEADER", "")
 MLSCHED_AUTH_CREATES_USERS = env_bool("MLSCHED_AUTH_CREATES_USERS", True)
 MLSCHED_AUTH_EMAIL_HEADER = os.environ.get("MLSCHED_AUTH_EMAIL_HEADER", "")
+MLSCHED_AUTH_GROUPS_HEADER = os.environ.get("MLSCHED_AUTH_GROUPS_HEADER", "")
 MLSCHED_AUTH_PROXY_FROM = os.environ.get("MLSCHED_AUTH_PROXY_FROM", "")
 for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.split(","))):
     try:

@@ -58,7 +58,7 @@ urlpatterns = [
     path("accounts/logout/", auth.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",
-        auth.PasswordChangeView.as_view(template_name="portal/password_change.html"),
+        logins.PasswordChange.as_view(template_name="portal/password_change.html"),
         name="password_change",
     ),
     path(

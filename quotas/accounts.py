@@ -87,9 +87,9 @@ class EmailChangeForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
     )  # fmt: skip
 
-    def __init__(self, user, *args, **kwargs):
+    def __init__(self, request, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.user = user
+        self.request, self.user = request, request.user
 
     def clean_email(self) -> str:
         email = self.cleaned_data["email"]
@@ -99,7 +99,7 @@ class EmailChangeForm(forms.Form):
 
     def clean_password(self) -> str:
         password = self.cleaned_data["password"]
-        if not self.user.check_password(password):
+        if not logins.password_checked(self.request, self.user, password):
             raise forms.ValidationError("Your password was entered incorrectly. Type it again.")
         return password
 
@@ -169,9 +169,9 @@ def email_change(request):
     if not sends_mail():  # the page says so, and a post changes nothing
         status = 400 if request.method == "POST" else 200
         return render(request, "portal/email_change.html", status=status)
-    form, status = EmailChangeForm(request.user), 200
+    form, status = EmailChangeForm(request), 200
     if request.method == "POST":
-        form, status = EmailChangeForm(request.user, request.POST), 400
+        form, status = EmailChangeForm(request, request.POST), 400
     if form.is_valid() and not within_rate(f"change:{request.user.pk}"):
         form.add_error(None, f"{MAILS_AN_HOUR} links were mailed for your account this hour: "
                        "open one of them, or try again later.")  # fmt: skip

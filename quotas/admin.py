@@ -99,7 +99,8 @@ class TenantForm(Drawn):
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
                     "allowed_images", "notify_url", "notify_format",
-                    "placements_paused", "exclusive_allowed")  # fmt: skip
+                    "placements_paused", "exclusive_allowed", "member_groups",
+                    "viewer_groups")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -199,12 +200,21 @@ class MembershipForm(forms.ModelForm):
             # The related-widget wrapper (its add and change links) around RowUserSelect.
             self.fields["user"].widget.widget.row_user = self.instance.user
 
+    def save(self, commit=True):
+        # A membership from a sign-on group changed by hand is the admins' from then on: its
+        # user's logins leave it as it is.
+        if self.changed_data:
+            self.instance.from_group = ""
+        return super().save(commit)
+
 
 class MembershipInline(admin.TabularInline):
     model = Membership
     form = MembershipForm
     extra = 1
     autocomplete_fields = ["user"]
+    fields = ["user", "role", "from_group"]
+    readonly_fields = ["from_group"]
 
     def get_queryset(self, request):
         # Each row's label names its user and tenant: one query for all, not two per row.
@@ -228,7 +238,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
     share, cohort, its GPU-hour budget and idle-GPU limit, the images its jobs may run, its
     job-end notifications' URL, its default priority class, a pause of its placements, whether
-    its jobs may take nodes whole) and new tenants are the platform admins'.
+    its jobs may take nodes whole, the sign-on groups whose users belong to it) and new tenants
+    are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
 
@@ -258,7 +269,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
                 "allowed_images", "notify_url", "notify_format", "default_priority_class",
-                "placements_paused", "exclusive_allowed")  # fmt: skip
+                "placements_paused", "exclusive_allowed", "member_groups",
+                "viewer_groups")  # fmt: skip
 
     def get_changelist_instance(self, request):
         """The list's page, each tenant given its turn from one read of the line (a row's

@@ -118,10 +118,10 @@ def volume_json(volume: TenantVolume) -> dict:
 
 class MeView(APIView):
     """Who the caller is, as the API sees them (Slurm's `sacctmgr show assoc user=...`): their
-    username and email address (where jobs that ask are emailed), whether they are a platform
-    admin, their teams with their role in each (owner, member, viewer), and the API token the
-    call came with, its name, when it expires (null: a session, or a token that does not) and
-    whether it only reads."""
+    username and email address (where jobs that ask are emailed), whether they are a platform admin,
+    their teams with their role in each (owner, member, viewer) and the sign-on group it comes from
+    ("": given by hand), and the API token the call came with, its name, when it expires (null: a
+    session, or a token that does not) and whether it only reads."""
 
     def get(self, request):
         user = request.user
@@ -131,8 +131,8 @@ class MeView(APIView):
             "username": user.get_username(),
             "email": user.email,
             "platform_admin": user.is_superuser,
-            "tenants": [{"slug": m.tenant.slug, "name": m.tenant.name, "role": m.role}
-                        for m in memberships],
+            "tenants": [{"slug": m.tenant.slug, "name": m.tenant.name, "role": m.role,
+                         "from_group": m.from_group} for m in memberships],
             "token": token and {"name": token.name, "expires": token.expires,
                                 "read_only": token.read_only},
         })  # fmt: skip

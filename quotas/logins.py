@@ -4,7 +4,9 @@ from one client address within WINDOW, that account's logins from there are refu
 password unchecked, until the window ends; after SPRAY times as many failures from one
 address whatever the accounts (one password tried against many), every login from there is.
 A login that succeeds forgets its account's failures from its address. The account is not
-locked for everyone: someone guessing from elsewhere does not keep its owner out.
+locked for everyone: someone guessing from elsewhere does not keep its owner out. The pages
+behind a login that ask for the password (its change, an address change) count with the
+login's, so that a session someone else holds does not let them guess it.
 
 The client's address is the request's peer, or behind MLSCHED_PROXIES proxies that each add
 the address they were reached from to X-Forwarded-For, the one the outermost proxy saw
@@ -18,7 +20,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.core.cache import caches
 
 from jobs.events import best_effort
@@ -86,6 +88,20 @@ def succeeded(username: str, address: str) -> None:
         caches["throttle"].delete(_key("account", username, address))
 
 
+def password_checked(request, user, password: str) -> bool:
+    """Whether `password` is the user's, at a page behind a login that asks for it (its
+    change, an address change): a failure counts as a failed login of the account from the
+    client, and past them the password is not checked (a ValidationError saying why), so that
+    a session someone else holds does not let them guess it either."""
+    username, address = user.get_username(), client_address(request)
+    if why := refused(username, address):
+        raise forms.ValidationError(why, code="locked")
+    if user.check_password(password):
+        return True
+    failed(username, address)
+    return False
+
+
 class Guarded:
     """A login form (Django's, or the admin's) that refuses a login past its failures before
     checking the password, and counts each failure."""
@@ -110,6 +126,29 @@ class LoginForm(Guarded, AuthenticationForm):
 
 class AdminLoginForm(Guarded, AdminAuthenticationForm):
     pass
+
+
+class GuardedPasswordChange(PasswordChangeForm):
+    """Django's, the old password checked as ``password_checked`` does."""
+
+    def __init__(self, user, *args, request=None, **kwargs):
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        old = self.cleaned_data["old_password"]
+        if not password_checked(self.request, self.user, old):
+            raise forms.ValidationError(
+                self.error_messages["password_incorrect"], code="password_incorrect"
+            )
+        return old
+
+
+class PasswordChange(auth.PasswordChangeView):
+    form_class = GuardedPasswordChange
+
+    def get_form_kwargs(self):
+        return super().get_form_kwargs() | {"request": self.request}
 
 
 class Login(auth.LoginView):

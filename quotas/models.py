@@ -182,6 +182,24 @@ class Tenant(models.Model):
         "kept idle. Off: such a submission is refused, and its queued exclusive jobs wait "
         "until made shared; running ones run on.",
     )
+    # Who belongs to it by their groups at the single sign-on proxy (quotas/proxy_auth.py):
+    # access to a team is the platform's, as its quota is.
+    member_groups = models.TextField(
+        "members from sign-on groups",
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Groups of the single sign-on proxy (MLSCHED_AUTH_GROUPS_HEADER), one a "
+        "line: their users are members, made or removed as they log in. Empty: none.",
+    )
+    viewer_groups = models.TextField(
+        "viewers from sign-on groups",
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Groups whose users see the team's jobs without submitting, as members "
+        "from groups are made. Empty: none.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -189,6 +207,16 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def group_role(self, groups: set[str]) -> tuple[str, str] | None:
+        """The role the tenant gives a user in `groups`, and the group that gives it (a
+        member's before a viewer's); None: none of them."""
+        for role, written in ((Membership.Role.MEMBER, self.member_groups),
+                              (Membership.Role.VIEWER, self.viewer_groups)):  # fmt: skip
+            for group in group_names(written):
+                if group in groups:
+                    return role, group
+        return None
 
     def clean(self) -> None:
         default = self.default_priority_class
@@ -263,6 +291,11 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # The sign-on group the membership comes from (Tenant.member_groups, viewer_groups): made,
+    # changed and removed as its user logs in. Empty: given by hand, which logins leave alone.
+    from_group = models.CharField(
+        "from sign-on group", max_length=200, blank=True, default="", db_default=""
+    )
 
     class Meta:
         constraints = [
@@ -275,6 +308,12 @@ class Membership(models.Model):
     @property
     def can_submit(self) -> bool:
         return self.role in (self.Role.OWNER, self.Role.MEMBER)
+
+
+def group_names(written: str) -> list[str]:
+    """The group names a text of them holds, one a line (commas separate them too)."""
+    return [name.strip() for line in written.splitlines() for name in line.split(",")
+            if name.strip()]  # fmt: skip
 
 
 def administered_tenants(user):

@@ -6,7 +6,11 @@ session authentication and the live pages' websockets read as after a password l
 account is made at a user's first visit unless MLSCHED_AUTH_CREATES_USERS is off (then a
 platform admin makes it first), with no team: a platform admin or a team's admin adds them
 to teams, as any user. MLSCHED_AUTH_EMAIL_HEADER, where set, names the header giving their
-email address, which their account takes at each login.
+email address, which their account takes at each login. MLSCHED_AUTH_GROUPS_HEADER, where
+set, names the header of their groups (oauth2-proxy's X-Auth-Request-Groups, with commas): a
+team whose `member_groups` or `viewer_groups` (a platform admin's) lists one of them has them
+as a member or a viewer, made at login, changed or removed as their groups change; a
+membership given by hand is the admins' and stays.
 
 A session the proxy's header logged in ends once a request comes without it, or with another
 user's name (the proxy signed them out, or another user in). A password login (a platform
@@ -27,10 +31,14 @@ from django.contrib.auth.backends import RemoteUserBackend
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.db import transaction
+
+from quotas.models import Membership, Tenant, group_names
 
 log = logging.getLogger(__name__)
 
 BACKEND = "quotas.proxy_auth.ProxyBackend"
+GROUPS_SEEN = "mlsched-sign-on-groups"  # the session's key: the groups header it last followed
 NAME_LENGTH = 150  # Django's username's
 
 
@@ -86,14 +94,49 @@ def sign_in(request) -> None:
         if user.is_authenticated and by_proxy:
             auth.logout(request)
         return
-    if user.is_authenticated:
-        if user.get_username() == name:
-            return
+    if user.is_authenticated and user.get_username() != name:
         auth.logout(request)  # the proxy signed another user in
+    elif user.is_authenticated:
+        follow_groups(request, user)
+        return
     signed = auth.authenticate(request, remote_user=name)
     if signed is not None:
         request.user = signed
         auth.login(request, signed, backend=BACKEND)
+        follow_groups(request, signed)
+
+
+def follow_groups(request, user) -> None:
+    """Where MLSCHED_AUTH_GROUPS_HEADER names the header of the user's groups, their
+    memberships from groups as those groups give them (`join_groups`), at login and whenever
+    the header says other groups than the session last saw."""
+    if not settings.MLSCHED_AUTH_GROUPS_HEADER:
+        return
+    written = header(request, "MLSCHED_AUTH_GROUPS_HEADER") or ""
+    if request.session.get(GROUPS_SEEN) == written:
+        return
+    join_groups(user, set(group_names(written)))
+    request.session[GROUPS_SEEN] = written
+
+
+@transaction.atomic
+def join_groups(user, groups: set[str]) -> None:
+    """Make the user's memberships from sign-on groups those the tenants give `groups`
+    (`Tenant.group_role`): one made where a tenant gives a role and the user has none, one
+    from a group changed to the role and group given now, one from a group the tenant no
+    longer gives removed; a membership given by hand is left as it is."""
+    mine = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+    named = Tenant.objects.exclude(member_groups="", viewer_groups="")
+    given = {tenant.pk: role for tenant in named if (role := tenant.group_role(groups))}
+    for tenant_id, (role, group) in given.items():
+        held = mine.get(tenant_id)
+        if held is None:
+            Membership.objects.create(tenant_id=tenant_id, user=user, role=role, from_group=group)
+        elif held.from_group and (held.role, held.from_group) != (role, group):
+            held.role, held.from_group = role, group
+            held.save(update_fields=["role", "from_group"])
+    gone = [m.pk for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
+    Membership.objects.filter(pk__in=gone).delete()
 
 
 class ProxyBackend(RemoteUserBackend):

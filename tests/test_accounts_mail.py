@@ -91,6 +91,19 @@ def test_a_wrong_password_is_refused_on_its_field_and_mails_nothing(client, alic
     assert email_of(alice) == "alice@example.com"
 
 
+def test_wrong_passwords_at_an_address_change_count_as_failed_logins(
+    client, alice, mailbox, settings
+):
+    settings.MLSCHED_LOGIN_FAILURES = 3
+    [change(client, "alice@new.example.com", password="not-it") for _ in range(3)]
+
+    refused = change(client, "alice@new.example.com")
+
+    assert refused.status_code == 400
+    assert "Too many failed logins for this account from your address" in refused.text
+    assert mailbox.tries == 0
+
+
 def test_the_same_address_is_refused_on_its_field(client, alice, mailbox):
     refused = change(client, "alice@example.com")
 

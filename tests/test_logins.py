@@ -135,3 +135,25 @@ def test_no_limit_when_the_platform_sets_none(alice, settings):
     _, logged_in = log_in()
 
     assert logged_in
+
+
+def change_password(browser, old):
+    new = "a-new-password-9"
+    return browser.post(
+        "/accounts/password/", {"old_password": old, "new_password1": new, "new_password2": new}
+    )
+
+
+def test_a_wrong_password_at_its_change_counts_as_a_failed_login_of_the_account(alice, three):
+    browser = Client(REMOTE_ADDR="10.0.0.1")
+    browser.force_login(alice)  # a session someone holds, guessing the password behind it
+    wrong = [change_password(browser, "wrong") for _ in range(3)]
+
+    refused = change_password(browser, PASSWORD)
+    _, logged_in = log_in()
+    alice.refresh_from_db()
+
+    assert all("Your old password was entered incorrectly" in answer.text for answer in wrong)
+    assert "Too many failed logins for this account from your address" in refused.text
+    assert not logged_in
+    assert alice.check_password(PASSWORD)

@@ -250,7 +250,8 @@ def whoami(api: Api, args) -> None:
     admin = " (platform admin)" if me["platform_admin"] else ""
     show(f"{me['username']}{admin}, {me['email'] or 'no email address'}")
     for team in me["tenants"]:
-        show(f"  {team['slug']}: {team['role']}")
+        group = team.get("from_group")  # a server of an earlier release does not say
+        show(f"  {team['slug']}: {team['role']}" + (f" (from group {group})" if group else ""))
     if token := me["token"]:
         expires = f", expires {token['expires']}" if token["expires"] else ""
         reads = ", read only" if token.get("read_only") else ""

@@ -24,8 +24,8 @@ def test_a_user_reads_their_address_teams_and_roles_and_the_token_used(alice, al
 
     assert me == {
         "username": "alice", "email": "alice@example.com", "platform_admin": False,
-        "tenants": [{"slug": "alpha", "name": "Alpha", "role": "owner"},
-                    {"slug": "gamma", "name": "Gamma", "role": "viewer"}],
+        "tenants": [{"slug": "alpha", "name": "Alpha", "role": "owner", "from_group": ""},
+                    {"slug": "gamma", "name": "Gamma", "role": "viewer", "from_group": ""}],
         "token": {"name": "laptop", "expires": None, "read_only": False},
     }  # fmt: skip
 
@@ -38,11 +38,16 @@ def test_a_session_has_no_token_and_a_stranger_is_refused(client, alice):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_cli_says_who_its_token_speaks_for(live_server, alice):
+def test_the_cli_says_who_its_token_speaks_for(live_server, alice, gamma):
+    MembershipFactory(tenant=gamma, user=alice, role="viewer", from_group="auditors")
+
     done = cli_of(live_server, alice)("whoami")
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "alice, no email address\n  alpha: owner\ntoken 'ops'\n"
+    assert done.stdout == (
+        "alice, no email address\n  alpha: owner\n  gamma: viewer (from group auditors)\n"
+        "token 'ops'\n"
+    )
 
 
 def test_the_tokens_page_says_who_its_tokens_speak_for(client, alice, alpha, gamma):
