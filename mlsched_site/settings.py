@@ -61,6 +61,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "mlsched_site.middleware.date_header",
+    "mlsched_site.middleware.content_security_policy",
     "mlsched_site.middleware.health_before_host_check",
     "django.middleware.security.SecurityMiddleware",
     "mlsched_site.middleware.refuse_nul_in_query",

@@ -10,6 +10,8 @@ from clusters import agents
 from clusters.backends.base import LogLine
 from jobs import actions
 from jobs.states import State
+from quotas.models import ApiToken
+from quotas.tokens import create_token
 from tests.e2e.test_job_page import in_thread, log_in
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
 
@@ -56,3 +58,48 @@ def test_the_job_page_shows_markup_from_the_job_and_its_logs_as_text_and_never_r
     assert page.locator("#job img, #job script").count() == 0
     page.wait_for_timeout(500)  # an image that failed to load would have fired onerror by now
     assert page.evaluate("window.pwned") is None
+
+
+PAGES = ["/", "/queue/", "/jobs/new/", "/overview/", "/clusters/", "/usage/", "/quotas/",
+         "/secrets/", "/tokens/", "/accounts/password/"]  # fmt: skip
+
+
+def test_the_portals_pages_run_within_their_content_security_policy_and_block_markup_scripts(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    refused = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)  # fmt: skip
+    job = JobFactory(tenant=alpha, owner=alice, name="train")
+    log_in(page, server, "alice")
+
+    for path in PAGES:
+        page.goto(f"{server}{path}")
+    page.goto(f"{server}/jobs/{job.pk}/")
+    expect(page.locator("#live")).to_have_text("live", timeout=15_000)  # its websocket
+    assert refused == []
+    # Markup that got into a page past its escaping: its handler is refused, not run.
+    page.evaluate("""document.body.insertAdjacentHTML(
+        "beforeend", '<img src="/nowhere.png" onerror="window.pwned=1">')""")
+    page.wait_for_timeout(500)
+    assert page.evaluate("window.pwned") is None
+    assert any("inline event handler" in text for text in refused)
+
+
+def test_revoking_a_token_asks_first_and_a_no_keeps_it(server, browser_page, alice):
+    page = browser_page
+    create_token(alice, "laptop")
+    log_in(page, server, "alice")
+    page.goto(f"{server}/tokens/")
+
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("button:text-is('Revoke')")
+    page.wait_for_timeout(300)
+    kept = ApiToken.objects.filter(name="laptop").exists()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button:text-is('Revoke')")
+    expect(page.locator("button:text-is('Revoke')")).to_have_count(0)
+
+    assert kept
+    assert not ApiToken.objects.filter(name="laptop").exists()
