@@ -330,9 +330,13 @@ AUTHENTICATION_BACKENDS = [
     "quotas.proxy_auth.ProxyBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
+# A password set by its user (its change, a reset) is at least 8 characters, not one of the
+# 20,000 most common, not all digits, not like the username or email address.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
+                 "CommonPasswordValidator", "NumericPasswordValidator")
+]  # fmt: skip
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 # Single sign-on through an authenticating proxy (quotas/proxy_auth.py): the header it names

@@ -56,6 +56,23 @@ def test_a_wrong_old_password_is_refused_on_its_field(client, alice):
     assert alice.check_password("old-password-1")
 
 
+@pytest.mark.parametrize(
+    "new, said",
+    [("short1", "too short"), ("password123", "too common"), ("73918264503", "entirely numeric"),
+     ("alice-example", "too similar to the")],
+)  # fmt: skip
+def test_a_weak_new_password_is_refused_on_its_field_saying_why(client, alice, new, said):
+    alice.email = "alice@example.com"
+    alice.save()
+
+    page = client.post("/accounts/password/", form("old-password-1", new))
+
+    assert list(page.context["form"].errors) == ["new_password2"]
+    assert said in " ".join(page.context["form"].errors["new_password2"])
+    alice.refresh_from_db()
+    assert alice.check_password("old-password-1")
+
+
 @pytest.mark.parametrize("email, said", [("alice@example.com", "alice@example.com"), ("", "none")])
 def test_the_password_page_shows_the_address_and_links_to_change_it(client, alice, email, said):
     alice.email = email
