@@ -260,10 +260,13 @@ def resubmit(
     if idempotency_key:
         data["idempotency_key"] = idempotency_key
     # A node it excluded that no cluster has any more (renamed, removed) excludes nothing: left
-    # out, not refused as a name typed wrong would be.
-    if data["exclude_nodes"]:
-        found = existing_nodes(data["exclude_nodes"])
-        data["exclude_nodes"] = [name for name in data["exclude_nodes"] if name in found]
+    # out, not refused as a name typed wrong would be. One it ran on alone is left out while
+    # another it names is there (it ran on those alone all the same), and refused once none is.
+    for field in ("exclude_nodes", "only_nodes"):
+        found = existing_nodes(data[field]) if data[field] else set()
+        kept = [name for name in data[field] if name in found]
+        if kept or field == "exclude_nodes":
+            data[field] = kept
     checked = SubmitSerializer(
         data=data, tenants=access.submit_tenants(user), jobs=access.visible_jobs(user), user=user
     )

@@ -154,6 +154,21 @@ def test_a_node_named_after_the_snapshot_decides_where_it_starts(alice, alpha, t
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
 
 
+def test_a_resubmission_leaves_out_the_nodes_gone_while_one_it_names_is_there(
+    alice, alpha, three
+):
+    job = JobFactory(tenant=alpha, owner=alice, only_nodes=["east-1", "east-9"], state="failed")
+    gone = JobFactory(tenant=alpha, owner=alice, only_nodes=["east-8", "east-9"], state="failed")
+
+    again = resubmit(alice, job)
+    refused = resubmit(alice, gone)
+
+    assert again.status_code == 201, again.content
+    assert Job.objects.get(pk=again.json()["id"]).only_nodes == ["east-1"]
+    assert refused.status_code == 400
+    assert "only_nodes" in refused.json()
+
+
 def test_a_copy_and_a_resubmission_keep_them(alice, alpha, three):
     job = JobFactory(tenant=alpha, owner=alice, only_nodes=["east-1"], state=State.FAILED)
 
