@@ -154,9 +154,7 @@ def test_a_node_named_after_the_snapshot_decides_where_it_starts(alice, alpha, t
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
 
 
-def test_a_resubmission_leaves_out_the_nodes_gone_while_one_it_names_is_there(
-    alice, alpha, three
-):
+def test_a_resubmission_leaves_out_the_nodes_gone_while_one_it_names_is_there(alice, alpha, three):
     job = JobFactory(tenant=alpha, owner=alice, only_nodes=["east-1", "east-9"], state="failed")
     gone = JobFactory(tenant=alpha, owner=alice, only_nodes=["east-8", "east-9"], state="failed")
 
