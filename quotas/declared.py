@@ -1,0 +1,401 @@
+"""Teams declared in a file kept under version control (`manage.py apply_teams`), as Kueue's
+ClusterQueues are kept in YAML: a YAML or JSON document listing tenants, their settings and
+their quotas, read and checked into plain data, compared with the database and applied to it.
+
+A tenant is found by its slug and made if none has it; the fields a file gives are set and
+the others kept; quotas, when given, become exactly those listed. Tenants the file does not
+list are left alone. The whole file is applied in one transaction, or nothing of it.
+"""
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import yaml
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import transaction
+from django.utils.text import capfirst
+
+from jobs import actions
+from jobs.placement.words import counted
+from jobs.states import State
+from quotas.models import Quota, Tenant, group_names, image_patterns
+
+
+class Refused(Exception):
+    """Why a file cannot be applied: the tenant's slug and the field, then the problem."""
+
+
+@dataclass(frozen=True)
+class DeclaredTenant:
+    """One tenant as a file declares it: its fields as the database stores them (only those
+    the file gives), and its quotas by flavor (None: the file gives none, they stay)."""
+
+    slug: str
+    fields: dict[str, object]
+    quotas: dict[str, dict[str, int | None]] | None
+
+
+# Reading: a document into DeclaredTenants, every value of the right kind.
+
+
+def _shown(value: object) -> str:
+    """A value read from the file as JSON writes it (null, true, "text"), cut short."""
+    return json.dumps(value, ensure_ascii=False, default=str)[:60]
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, not {_shown(value)}")
+    return value
+
+
+def _whole(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a whole number, not {_shown(value)}")
+    return value
+
+
+def _whole_or_null(value: object) -> int | None:
+    if value is None:
+        return None
+    try:
+        return _whole(value)
+    except ValueError:
+        raise ValueError(f"must be a whole number or null, not {_shown(value)}") from None
+
+
+def _number(value: object) -> float:
+    try:
+        number = float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ValueError(f"must be a number, not {_shown(value)}")
+    return number
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {_shown(value)}")
+    return value
+
+
+def _lines(value: object) -> str:
+    """A list of names or patterns as the tenant's text field keeps them: one a line."""
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list, not {_shown(value)}")
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or "\n" in item or "," in item:
+            raise ValueError(f"{_shown(item)} is not a name: text without commas or line breaks")
+    return "\n".join(item.strip() for item in value)
+
+
+FIELDS: dict[str, Callable[[object], object]] = {
+    "name": _text,
+    "fair_share_weight": _number,
+    "cohort": _text,
+    "max_queued_jobs": _whole_or_null,
+    "max_gpus_per_user": _whole_or_null,
+    "gpu_hours_per_month": _whole_or_null,
+    "gpu_idle_limit_min": _whole_or_null,
+    "exclusive_allowed": _flag,
+    "allowed_images": _lines,
+    "member_groups": _lines,
+    "viewer_groups": _lines,
+}
+# The text fields a file gives as lists, and how each reads its text back into one.
+LISTS = {"allowed_images": image_patterns, "member_groups": group_names,
+         "viewer_groups": group_names}  # fmt: skip
+TENANT_KEYS = ("slug", *FIELDS, "quotas")
+# A quota's amounts the file leaves out are these: its quotas are the file's, whole.
+QUOTA_DEFAULTS: dict[str, int | None] = {"guaranteed": 0, "borrow_limit": 0, "lend_limit": None}
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader (which reads JSON too), refusing a key given twice in one mapping:
+    YAML's own keeps the last one, and a file's earlier line would be dropped unsaid."""
+
+
+def _mapping_once(loader: _Loader, node: yaml.MappingNode) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            continue  # a number or a list as a key: refused once read, as any unknown key
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{key!r} is given twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+
+
+def read(path: str) -> list[DeclaredTenant]:
+    """The tenants the YAML or JSON file at `path` declares, checked. Raises Refused when the
+    file cannot be read, is not YAML, or declares something wrongly."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeError) as error:
+        raise Refused(
+            f"{path}: cannot be read ({getattr(error, 'strerror', '') or error})"
+        ) from None
+    try:
+        document = yaml.load(text, Loader=_Loader)  # a SafeLoader's subclass
+    except yaml.YAMLError as error:
+        said = " ".join(str(error).split())  # one line: the parser's spans several
+        raise Refused(f"{path}: not YAML nor JSON ({said})") from None
+    return declared_tenants(document)
+
+
+def declared_tenants(document: object) -> list[DeclaredTenant]:
+    """The tenants a document read from YAML declares, checked (Refused: why not)."""
+    if isinstance(document, dict):
+        _no_unknown("the file", document, ("tenants",))
+    if not isinstance(document, dict) or not isinstance(document.get("tenants"), list):
+        raise Refused("the file declares no tenants: a mapping with a `tenants:` list is expected")
+    tenants = [_tenant(entry, number) for number, entry in enumerate(document["tenants"], 1)]
+    for slug, times in Counter(tenant.slug for tenant in tenants).items():
+        if times > 1:
+            raise Refused(f"{slug}: listed {times} times: list each tenant once")
+    return tenants
+
+
+def _no_unknown(where: str, mapping: dict, known) -> None:
+    if unknown := [str(key) for key in mapping if key not in known]:
+        raise Refused(
+            f"{where}: unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(unknown)} "
+            f"(known: {', '.join(known)})"
+        )
+
+
+def _tenant(entry: object, number: int) -> DeclaredTenant:
+    where = f"tenant {number} of the file"
+    if not isinstance(entry, dict):
+        raise Refused(f"{where}: a mapping of its fields is expected, not {_shown(entry)}")
+    slug = entry.get("slug")
+    if not isinstance(slug, str) or not slug:
+        raise Refused(f"{where}: slug: required, as text")
+    _no_unknown(slug, entry, TENANT_KEYS)
+    fields = {key: _read(slug, key, value, FIELDS[key]) for key, value in entry.items()
+              if key in FIELDS}  # fmt: skip
+    quotas = _quotas(slug, entry["quotas"]) if "quotas" in entry else None
+    return DeclaredTenant(slug, fields, quotas)
+
+
+def _read(where: str, key: str, value: object, kind: Callable[[object], object]):
+    try:
+        return kind(value)
+    except ValueError as error:
+        raise Refused(f"{where}: {key}: {error}") from None
+
+
+def _quotas(slug: str, value: object) -> dict[str, dict[str, int | None]]:
+    if not isinstance(value, dict):
+        raise Refused(f"{slug}: quotas: a mapping of flavors is expected, not {_shown(value)}")
+    return {_text_flavor(slug, flavor): _quota(f"{slug}: quota {flavor}", amounts)
+            for flavor, amounts in value.items()}  # fmt: skip
+
+
+def _text_flavor(slug: str, flavor: object) -> str:
+    if not isinstance(flavor, str):
+        raise Refused(f"{slug}: quota {_shown(flavor)}: a flavor is text (cpu, memory, gpu:<type>)")
+    return flavor
+
+
+def _quota(where: str, amounts: object) -> dict[str, int | None]:
+    if not isinstance(amounts, dict):
+        raise Refused(f"{where}: a mapping of {', '.join(QUOTA_DEFAULTS)} is expected")
+    _no_unknown(where, amounts, QUOTA_DEFAULTS)
+    read = dict(QUOTA_DEFAULTS)
+    for key, value in amounts.items():
+        read[key] = _read(where, key, value, _whole_or_null if key == "lend_limit" else _whole)
+    return read
+
+
+# Applying: DeclaredTenants compared with the database and written to it.
+
+
+@dataclass
+class Outcome:
+    """What applying a file did (in a dry run: would do): a line per change, and how many
+    tenants were created, changed and left unchanged."""
+
+    lines: list[str] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        counts = self.counts
+        return (
+            f"{counted(counts['created'], 'tenant')} created, {counts['changed']} changed, "
+            f"{counts['unchanged']} unchanged"
+        )
+
+
+def apply(tenants: list[DeclaredTenant], by, *, dry_run: bool = False) -> Outcome:
+    """Make the tenants and their quotas as declared, in one transaction: a Refused (a value
+    the models refuse) leaves the database as it was. Each change is written to the admin's
+    history as `by`'s, and its consequences are `by`'s too, as a platform admin's edit in the
+    admin has them: a narrowing of a tenant's allowed images holds its queued jobs of other
+    images. A dry run finds all this out and writes none of it."""
+    outcome = Outcome()
+    with transaction.atomic():
+        for declared in tenants:
+            kind, lines = _apply_tenant(declared, by)
+            outcome.counts[kind] += 1
+            outcome.lines += [f"{declared.slug}: {line}" for line in lines]
+        if dry_run:
+            transaction.set_rollback(True)
+    return outcome
+
+
+def _apply_tenant(declared: DeclaredTenant, by) -> tuple[str, list[str]]:
+    # Locked as the admin's tenant form locks it: an admin's save and this one take turns.
+    tenant = Tenant.objects.select_for_update(no_key=True).filter(slug=declared.slug).first()
+    if tenant is None:
+        return "created", _create(declared, by)
+    lines = _update(tenant, declared, by)
+    return ("changed" if lines else "unchanged"), lines
+
+
+def _create(declared: DeclaredTenant, by) -> list[str]:
+    if "name" not in declared.fields:
+        raise Refused(f"{declared.slug}: name: required to create the tenant")
+    tenant = Tenant(slug=declared.slug, **declared.fields)
+    _checked(tenant, declared.slug)
+    tenant.save()
+    lines, history = _replace_quotas(tenant, declared.quotas or {})
+    _record(by, tenant, ADDITION, [{"added": {}}, *history])
+    return ["created", *lines]
+
+
+def _update(tenant: Tenant, declared: DeclaredTenant, by) -> list[str]:
+    before = {name: getattr(tenant, name) for name in declared.fields}
+    changed = [name for name, value in declared.fields.items()
+               if _compared(name, value) != _compared(name, before[name])]  # fmt: skip
+    for name in changed:
+        setattr(tenant, name, declared.fields[name])
+    if changed:
+        _checked(tenant, declared.slug)
+        tenant.save(update_fields=changed)
+    lines = [f"{name} {_said(name, before[name])} -> {_said(name, getattr(tenant, name))}"
+             for name in changed]  # fmt: skip
+    history = [{"changed": {"fields": [_label(Tenant, name) for name in changed]}}]
+    history = history if changed else []
+    if declared.quotas is not None:
+        quota_lines, quota_history = _replace_quotas(tenant, declared.quotas)
+        lines, history = lines + quota_lines, history + quota_history
+    if history:
+        _record(by, tenant, CHANGE, history)
+    return lines + _consequences(tenant, changed, by)
+
+
+def _compared(name: str, value: object) -> object:
+    # A text as the admin may have saved it ("\r\n", blank lines) is the list it reads as.
+    return LISTS[name](str(value)) if name in LISTS else value
+
+
+def _said(name: str, value: object) -> str:
+    return json.dumps(_compared(name, value), ensure_ascii=False)
+
+
+def _label(model, name: str) -> str:
+    """A field as the admin's history names it: its form label."""
+    return capfirst(model._meta.get_field(name).verbose_name)
+
+
+def _replace_quotas(tenant: Tenant, wanted: dict) -> tuple[list[str], list[dict]]:
+    """Make the tenant's quota rows exactly `wanted`; what that did, in lines and in the
+    admin's history. Rows of other flavors go first: a flavor respelled (gpu:a100 as gpu:A100)
+    takes the old one's place."""
+    stored = {quota.flavor: quota for quota in tenant.quotas.all()}
+    lines, history = [], []
+    for flavor in sorted(set(stored) - set(wanted)):
+        stored[flavor].delete()
+        lines.append(f"quota {flavor} removed")
+        history.append({"deleted": {"name": "quota", "object": f"{tenant}: {flavor}"}})
+    for flavor, amounts in wanted.items():
+        quota = stored.get(flavor)
+        if quota is None:
+            said, noted = _add_quota(tenant, flavor, amounts)
+        else:
+            said, noted = _change_quota(quota, amounts)
+        lines, history = lines + said, history + noted
+    return lines, history
+
+
+def _add_quota(tenant: Tenant, flavor: str, amounts: dict) -> tuple[list[str], list[dict]]:
+    quota = Quota(tenant=tenant, flavor=flavor, **amounts)
+    _checked(quota, tenant.slug, f"quota {flavor}: ")
+    quota.save()
+    given = ", ".join(f"{name} {json.dumps(value)}" for name, value in amounts.items())
+    return [f"quota {flavor} added ({given})"], [{"added": {"name": "quota", "object": str(quota)}}]
+
+
+def _change_quota(quota: Quota, amounts: dict) -> tuple[list[str], list[dict]]:
+    changed = {name: value for name, value in amounts.items() if getattr(quota, name) != value}
+    if not changed:
+        return [], []
+    lines = [f"quota {quota.flavor} {name} {json.dumps(getattr(quota, name))} -> "
+             f"{json.dumps(value)}" for name, value in changed.items()]  # fmt: skip
+    for name, value in changed.items():
+        setattr(quota, name, value)
+    _checked(quota, quota.tenant.slug, f"quota {quota.flavor}: ")
+    quota.save(update_fields=list(changed))
+    fields = [_label(Quota, name) for name in changed]
+    return lines, [{"changed": {"name": "quota", "object": str(quota), "fields": fields}}]
+
+
+def _checked(row: Tenant | Quota, slug: str, what: str = "") -> None:
+    """full_clean, a refusal naming the tenant, the row and the field."""
+    try:
+        row.full_clean()
+    except ValidationError as error:
+        raise Refused(f"{slug}: {what}{_problems(error)}") from None
+
+
+def _problems(error: ValidationError) -> str:
+    if not hasattr(error, "error_dict"):
+        return " ".join(error.messages)
+    return "; ".join(
+        " ".join(messages) if name == NON_FIELD_ERRORS else f"{name}: {' '.join(messages)}"
+        for name, messages in error.message_dict.items()
+    )
+
+
+def _record(by, tenant: Tenant, flag: int, history: list[dict]) -> None:
+    """Into the admin's history (the tenant's History page, the index's Recent actions), as
+    the admin writes an edit of the tenant and its quota rows."""
+    LogEntry.objects.log_actions(by.pk, [tenant], flag, change_message=history)
+
+
+def _consequences(tenant: Tenant, changed: list[str], by) -> list[str]:
+    """What the admin does when a platform admin saves these fields changed, done and said."""
+    said = []
+    if "allowed_images" in changed:
+        said += _held(actions.hold_disallowed_images(tenant, by.get_username()))
+    if "exclusive_allowed" in changed and not tenant.exclusive_allowed:
+        said += _waiting(tenant.jobs.filter(state=State.QUEUED, exclusive=True).count())
+    return said
+
+
+def _held(held: int) -> list[str]:
+    if not held:
+        return []
+    return [f"held {counted(held, 'queued job')} whose image its allowed images no longer let "
+            "through"]  # fmt: skip
+
+
+def _waiting(waiting: int) -> list[str]:
+    if not waiting:
+        return []
+    wait = "waits" if waiting == 1 else "wait"
+    return [f"{counted(waiting, 'queued exclusive job')} {wait} until made shared; running ones "
+            "run on"]  # fmt: skip
