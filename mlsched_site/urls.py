@@ -8,7 +8,14 @@ from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
 from quotas import accounts, logins
-from quotas.api import MeView, PauseView, PriorityClassesView, QuotasView, VolumesView
+from quotas.api import (
+    MeView,
+    PauseView,
+    PriorityClassesView,
+    QuotasView,
+    TeamsApplyView,
+    VolumesView,
+)
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
 from quotas.views import quotas
@@ -86,6 +93,7 @@ urlpatterns = [
     path("api/v1/priority-classes/", PriorityClassesView.as_view(), name="api-priority-classes"),
     path("api/v1/volumes/", VolumesView.as_view(), name="api-volumes"),
     path("api/v1/me/", MeView.as_view(), name="api-me"),
+    path("api/v1/tenants/apply/", TeamsApplyView.as_view(), name="api-tenants-apply"),
     path("api/v1/tenants/<slug:slug>/pause/", PauseView.as_view(), name="api-tenant-pause"),
     path(
         "api/v1/tenants/<slug:slug>/resume/",

@@ -17,7 +17,7 @@ from jobs import access, actions, reports
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
-from quotas import status
+from quotas import declared, status
 from quotas.models import ApiToken, PriorityClass, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
@@ -165,3 +165,40 @@ class PauseView(APIView):
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})
+
+
+# Characters of a teams file the API reads: a few thousand teams' worth.
+MAX_TEAMS_DOCUMENT = 2_000_000
+
+
+class TeamsApplyView(APIView):
+    """Teams as code from a pipeline (`manage.py apply_teams` without a shell on the server; CLI
+    `apply-teams FILE`): `{"document": "<the file's YAML or JSON text>", "dry_run": false}` makes
+    the tenants and quotas it declares as the command does (quotas.declared), as the caller's edit,
+    for platform admins alone. 200 with `lines` (a line per change), `summary` (the command's last
+    line), `created`, `changed`, `unchanged` and `dry_run`; 403 for anyone else; 400 naming
+    `document` (none, too long, or refused: the tenant and the field, nothing changed) or
+    `dry_run`."""
+
+    def post(self, request):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin applies a teams file.")
+        document = request.data.get("document") if isinstance(request.data, dict) else None
+        if not isinstance(document, str) or not document.strip():
+            raise ValidationError({"document": ["Give the teams file's text (YAML or JSON)."]})
+        if len(document) > MAX_TEAMS_DOCUMENT:
+            raise ValidationError(
+                {"document": [f"At most {MAX_TEAMS_DOCUMENT:,} characters: split the file."]}
+            )
+        dry_run = request.data.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise ValidationError({"dry_run": ["true or false."]})
+        try:
+            tenants = declared.parse(document, "document")
+            outcome = declared.apply(tenants, request.user, dry_run=dry_run)
+        except declared.Refused as refused:
+            raise ValidationError({"document": [str(refused)]}) from None
+        counts = outcome.counts
+        return Response({"lines": outcome.lines, "summary": outcome.summary(),
+                         "created": counts["created"], "changed": counts["changed"],
+                         "unchanged": counts["unchanged"], "dry_run": dry_run})  # fmt: skip

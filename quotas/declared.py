@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import yaml
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.text import capfirst
 
 from jobs import actions
@@ -147,11 +147,16 @@ def read(path: str) -> list[DeclaredTenant]:
         raise Refused(
             f"{path}: cannot be read ({getattr(error, 'strerror', '') or error})"
         ) from None
+    return parse(text, path)
+
+
+def parse(text: str, where: str) -> list[DeclaredTenant]:
+    """The tenants a YAML or JSON text declares, checked (`where` names it in a refusal)."""
     try:
         document = yaml.load(text, Loader=_Loader)  # a SafeLoader's subclass
     except yaml.YAMLError as error:
         said = " ".join(str(error).split())  # one line: the parser's spans several
-        raise Refused(f"{path}: not YAML nor JSON ({said})") from None
+        raise Refused(f"{where}: not YAML nor JSON ({said})") from None
     return declared_tenants(document)
 
 
@@ -246,13 +251,20 @@ def apply(tenants: list[DeclaredTenant], by, *, dry_run: bool = False) -> Outcom
     admin has them: a narrowing of a tenant's allowed images holds its queued jobs of other
     images. A dry run finds all this out and writes none of it."""
     outcome = Outcome()
-    with transaction.atomic():
-        for declared in tenants:
-            kind, lines = _apply_tenant(declared, by)
-            outcome.counts[kind] += 1
-            outcome.lines += [f"{declared.slug}: {line}" for line in lines]
-        if dry_run:
-            transaction.set_rollback(True)
+    try:
+        with transaction.atomic():
+            for declared in tenants:
+                kind, lines = _apply_tenant(declared, by)
+                outcome.counts[kind] += 1
+                outcome.lines += [f"{declared.slug}: {line}" for line in lines]
+            if dry_run:
+                transaction.set_rollback(True)
+    except IntegrityError:
+        # Another apply, or an admin, made a tenant or quota the file makes meanwhile.
+        raise Refused(
+            "a tenant or quota the file makes was made meanwhile by another change: apply "
+            "the file again"
+        ) from None
     return outcome
 
 

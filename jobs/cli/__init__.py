@@ -288,6 +288,10 @@
                      platform admins: start none of a team's queued jobs (what runs runs on,
                      and it may still submit; its jobs wait saying the reason), or place
                      them again, as Kueue's ClusterQueue stopPolicy Hold
+    apply-teams FILE [--dry-run]
+                     platform admins: make the teams and their quotas what a YAML or JSON
+                     file kept under version control declares (the server's
+                     manage.py apply_teams), all of it or, refused, none; a line per change
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.

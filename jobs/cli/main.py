@@ -31,6 +31,7 @@ from jobs.cli.commands import (
 )
 from jobs.cli.secrets import secret_delete, secret_set, secrets
 from jobs.cli.tables import (
+    apply_teams,
     bookings,
     classes,
     clusters,
@@ -418,6 +419,11 @@ def add_reading(commands) -> None:
     pausing.add_argument("--reason", required=True, help="why, shown to the team")
     resuming = commands.add_parser("resume", help="platform admins: place a team's jobs again")
     resuming.add_argument("tenant", help="the team (its slug)")
+    applying = commands.add_parser(
+        "apply-teams", help="platform admins: make the teams and quotas a file declares"
+    )
+    applying.add_argument("file", help="the teams file, YAML or JSON ('-': standard input)")
+    applying.add_argument("--dry-run", action="store_true", help="say what would change only")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -487,6 +493,7 @@ def main(argv=None) -> int:
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
            "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
+           "apply-teams": apply_teams,
            "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,

@@ -2,7 +2,9 @@
 clusters, nodes and volumes."""
 
 import itertools
+import sys
 from datetime import datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from jobs.cli.client import Api, show
@@ -284,6 +286,20 @@ def pause_tenant(api: Api, args) -> None:
     queued = team["queued"]
     show(f"{args.tenant}: placements {said}{why}; {queued} job{'s' if queued != 1 else ''} "
          "queued")  # fmt: skip
+
+
+def apply_teams(api: Api, args) -> None:
+    """`apply-teams FILE [--dry-run]`: a platform admin's teams file (YAML or JSON), sent as
+    written for the server to read and apply (`POST /api/v1/tenants/apply/`), and what it
+    changed, a line each."""
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    except (OSError, UnicodeError) as error:
+        raise SystemExit(f"{args.file}: not a readable teams file: {error}") from None
+    done = api.call("POST", "tenants/apply/", json={"document": text, "dry_run": args.dry_run})
+    said = "dry run: " if done["dry_run"] else ""
+    for line in [*done["lines"], done["summary"]]:
+        show(said + line)
 
 
 def window_of(window: dict | None) -> str:

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from jobs.models import Job
+from quotas import declared
 from quotas.models import Quota, Tenant
 from tests.factories import JobFactory, NodeFactory, QuotaFactory, UserFactory
 
@@ -334,3 +335,24 @@ def test_a_json_file_is_read_as_well(root, teams):
     said = apply(teams(json.dumps({"tenants": [{"slug": "beta", "name": "Beta"}]})))
 
     assert said == ["beta: created", "1 tenant created, 0 changed, 0 unchanged"]
+
+
+def test_a_tenant_made_meanwhile_by_another_change_refuses_the_file_and_no_500(
+    root, teams, monkeypatch
+):
+    checked = declared._checked
+
+    def made_meanwhile(row, slug, what=""):
+        checked(row, slug, what)
+        if isinstance(row, Tenant) and row.pk is None:  # another apply commits it now
+            Tenant.objects.create(slug=row.slug, name=f"{row.name} too")
+
+    monkeypatch.setattr(declared, "_checked", made_meanwhile)
+
+    said = refusal(teams("tenants:\n  - {slug: beta, name: Beta}\n"))
+
+    assert said == (
+        "a tenant or quota the file makes was made meanwhile by another change: apply the file "
+        "again"
+    )
+    assert not Tenant.objects.filter(slug="beta").exists()
