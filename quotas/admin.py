@@ -10,7 +10,6 @@ from clusters.models import Node
 from jobs import standing
 from jobs.cli.client import ordinal
 from jobs.placement.words import counted
-from jobs.states import State
 from quotas import (
     provisions_admin,  # noqa: F401 (registers the secrets' and volumes' admins)
     tokens,
@@ -311,19 +310,17 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         super().save_model(request, obj, form, change)
         from jobs import actions  # the jobs app's verbs (it loads after this one)
 
-        if change and "placements_paused" in form.changed_data:
-            actions.pause_changed(obj)
-        if change and "allowed_images" in form.changed_data:
-            held = actions.hold_disallowed_images(obj, request.user.get_username())
-            if held:
-                self.message_user(
-                    request,
-                    f"Held {counted(held, 'queued job')} of {obj.name} whose image its allowed "
-                    "images no longer let through: only a platform admin releases them.",
-                    level=messages.WARNING,
-                )
-        refused = change and "exclusive_allowed" in form.changed_data and not obj.exclusive_allowed
-        if refused and (waiting := obj.jobs.filter(state=State.QUEUED, exclusive=True).count()):
+        if not change:
+            return
+        followed = actions.settings_changed(obj, form.changed_data, request.user.get_username())
+        if held := followed.held:
+            self.message_user(
+                request,
+                f"Held {counted(held, 'queued job')} of {obj.name} whose image its allowed "
+                "images no longer let through: only a platform admin releases them.",
+                level=messages.WARNING,
+            )
+        if waiting := followed.waiting_whole:
             self.message_user(
                 request,
                 f"{counted(waiting, 'queued exclusive job')} of {obj.name} wait until made "

@@ -21,7 +21,6 @@ from django.utils.text import capfirst
 
 from jobs import actions
 from jobs.placement.words import counted
-from jobs.states import State
 from quotas.models import Quota, Tenant, group_names, image_patterns
 
 
@@ -390,12 +389,8 @@ def _record(by, tenant: Tenant, flag: int, history: list[dict]) -> None:
 
 def _consequences(tenant: Tenant, changed: list[str], by) -> list[str]:
     """What the admin does when a platform admin saves these fields changed, done and said."""
-    said = []
-    if "allowed_images" in changed:
-        said += _held(actions.hold_disallowed_images(tenant, by.get_username()))
-    if "exclusive_allowed" in changed and not tenant.exclusive_allowed:
-        said += _waiting(tenant.jobs.filter(state=State.QUEUED, exclusive=True).count())
-    return said
+    followed = actions.settings_changed(tenant, changed, by.get_username())
+    return _held(followed.held) + _waiting(followed.waiting_whole)
 
 
 def _held(held: int) -> list[str]:

@@ -56,6 +56,7 @@ from jobs.actions.edits import (
     set_retries,
     set_runtime_limit,
     set_shard_limit,
+    settings_changed,
 )
 from jobs.actions.lifecycle import (
     ENDED_VERBS,
@@ -162,6 +163,7 @@ __all__ = [
     "may_release",
     "pause_changed",
     "pause_placements",
+    "settings_changed",
     "set_retries",
     "recheck_eligible",
     "relabel",

@@ -2,6 +2,8 @@
 its priority, a batch's limit on its shards running at once, a training gang's fewest
 workers, and its labels."""
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
@@ -574,6 +576,29 @@ def pause_placements(tenant: Tenant, reason: str) -> bool:
     locked.save(update_fields=["placements_paused"])
     pause_changed(locked)
     return True
+
+
+@dataclass(frozen=True)
+class SettingsFollowed:
+    """What a platform admin's change of a tenant's settings did to its queued jobs."""
+
+    held: int = 0  # held for an image its allowed images no longer let through
+    waiting_whole: int = 0  # exclusive, waiting now that it may no longer take nodes whole
+
+
+def settings_changed(tenant, changed, by: str) -> SettingsFollowed:
+    """Follow a platform admin's change of the tenant's fields `changed` (saved, in the admin
+    or from a teams file) through its queued jobs: a pause or its lift restamps their
+    eligibility (`pause_changed`), narrowed images hold those of other images
+    (`hold_disallowed_images`, as `by`'s hold), and exclusive jobs are counted once it may no
+    longer take nodes whole (the cycle sets them aside)."""
+    if "placements_paused" in changed:
+        pause_changed(tenant)
+    held = hold_disallowed_images(tenant, by) if "allowed_images" in changed else 0
+    waiting = 0
+    if "exclusive_allowed" in changed and not tenant.exclusive_allowed:
+        waiting = tenant.jobs.filter(state=State.QUEUED, exclusive=True).count()
+    return SettingsFollowed(held, waiting)
 
 
 @retrying.atomic
