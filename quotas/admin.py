@@ -98,8 +98,8 @@ class TenantForm(Drawn):
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
                     "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
                     "allowed_images", "notify_url", "notify_format",
-                    "placements_paused", "exclusive_allowed", "member_groups",
-                    "viewer_groups")  # fmt: skip
+                    "placements_paused", "exclusive_allowed", "owner_groups",
+                    "member_groups", "viewer_groups")  # fmt: skip
     what = "tenant"
 
     def clean(self):
@@ -268,8 +268,8 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
                 "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
                 "allowed_images", "notify_url", "notify_format", "default_priority_class",
-                "placements_paused", "exclusive_allowed", "member_groups",
-                "viewer_groups")  # fmt: skip
+                "placements_paused", "exclusive_allowed", "owner_groups",
+                "member_groups", "viewer_groups")  # fmt: skip
 
     def get_changelist_instance(self, request):
         """The list's page, each tenant given its turn from one read of the line (a row's

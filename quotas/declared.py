@@ -103,12 +103,13 @@ FIELDS: dict[str, Callable[[object], object]] = {
     "gpu_idle_limit_min": _whole_or_null,
     "exclusive_allowed": _flag,
     "allowed_images": _lines,
+    "owner_groups": _lines,
     "member_groups": _lines,
     "viewer_groups": _lines,
 }
 # The text fields a file gives as lists, and how each reads its text back into one.
-LISTS = {"allowed_images": image_patterns, "member_groups": group_names,
-         "viewer_groups": group_names}  # fmt: skip
+LISTS = {"allowed_images": image_patterns, "owner_groups": group_names,
+         "member_groups": group_names, "viewer_groups": group_names}  # fmt: skip
 TENANT_KEYS = ("slug", *FIELDS, "quotas")
 # A quota's amounts the file leaves out are these: its quotas are the file's, whole.
 QUOTA_DEFAULTS: dict[str, int | None] = {"guaranteed": 0, "borrow_limit": 0, "lend_limit": None}

@@ -184,6 +184,14 @@ class Tenant(models.Model):
     )
     # Who belongs to it by their groups at the single sign-on proxy (quotas/proxy_auth.py):
     # access to a team is the platform's, as its quota is.
+    owner_groups = models.TextField(
+        "owners from sign-on groups",
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Groups whose users are the team's owners (its secrets, its budget mails; "
+        "its admin pages once made staff), as members from groups are made. Empty: none.",
+    )
     member_groups = models.TextField(
         "members from sign-on groups",
         blank=True,
@@ -209,9 +217,10 @@ class Tenant(models.Model):
         return self.name
 
     def group_role(self, groups: set[str]) -> tuple[str, str] | None:
-        """The role the tenant gives a user in `groups`, and the group that gives it (a
-        member's before a viewer's); None: none of them."""
-        for role, written in ((Membership.Role.MEMBER, self.member_groups),
+        """The role the tenant gives a user in `groups`, and the group that gives it (an
+        owner's before a member's, a member's before a viewer's); None: none of them."""
+        for role, written in ((Membership.Role.OWNER, self.owner_groups),
+                              (Membership.Role.MEMBER, self.member_groups),
                               (Membership.Role.VIEWER, self.viewer_groups)):  # fmt: skip
             for group in group_names(written):
                 if group in groups:
@@ -291,7 +300,7 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
-    # The sign-on group the membership comes from (Tenant.member_groups, viewer_groups): made,
+    # The sign-on group the membership comes from (Tenant.owner_groups, member_groups...): made,
     # changed and removed as its user logs in. Empty: given by hand, which logins leave alone.
     from_group = models.CharField(
         "from sign-on group", max_length=200, blank=True, default="", db_default=""

@@ -8,9 +8,9 @@ platform admin makes it first), with no team: a platform admin or a team's admin
 to teams, as any user. MLSCHED_AUTH_EMAIL_HEADER, where set, names the header giving their
 email address, which their account takes at each login. MLSCHED_AUTH_GROUPS_HEADER, where
 set, names the header of their groups (oauth2-proxy's X-Auth-Request-Groups, with commas): a
-team whose `member_groups` or `viewer_groups` (a platform admin's) lists one of them has them
-as a member or a viewer, made at login, changed or removed as their groups change; a
-membership given by hand is the admins' and stays.
+team whose `owner_groups`, `member_groups` or `viewer_groups` (a platform admin's) lists one of
+them has them as an owner, a member or a viewer, made at login, changed or removed as their
+groups change; a membership given by hand is the admins' and stays.
 
 A session the proxy's header logged in ends once a request comes without it, or with another
 user's name (the proxy signed them out, or another user in). A password login (a platform
@@ -126,7 +126,7 @@ def join_groups(user, groups: set[str]) -> None:
     from a group changed to the role and group given now, one from a group the tenant no
     longer gives removed; a membership given by hand is left as it is."""
     mine = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
-    named = Tenant.objects.exclude(member_groups="", viewer_groups="")
+    named = Tenant.objects.exclude(owner_groups="", member_groups="", viewer_groups="")
     given = {tenant.pk: role for tenant in named if (role := tenant.group_role(groups))}
     for tenant_id, (role, group) in given.items():
         held = mine.get(tenant_id)

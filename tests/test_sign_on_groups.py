@@ -1,6 +1,6 @@
-"""Team membership from the single sign-on proxy's groups: a team's member and viewer groups
-(a platform admin's) make its members as they log in through the proxy, and change or remove
-them as their groups change; memberships given by hand stay (quotas/proxy_auth.py)."""
+"""Team membership from the single sign-on proxy's groups: a team's owner, member and viewer
+groups (a platform admin's) make its members as they log in through the proxy, and change or
+remove them as their groups change; memberships given by hand stay (quotas/proxy_auth.py)."""
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -45,6 +45,24 @@ def test_a_users_groups_make_them_a_member_or_viewer_of_the_teams_listing_them(g
     assert roles("alice") == {"alpha": ("member", "ml-all"), "gamma": ("viewer", "ml-all")}
     assert roles("bob") == {"alpha": ("viewer", "auditors"), "gamma": ("viewer", "auditors")}
     assert roles("carol") == {}
+
+
+def test_an_owner_group_makes_its_users_the_teams_owners_before_a_member_group(
+    groups, teams, alpha
+):
+    Tenant.objects.filter(pk=alpha.pk).update(owner_groups="ml-alpha-leads")
+    lead = signed("alice", **{GROUPS: "ml-alpha,ml-alpha-leads"})
+    member = signed("bob", **{GROUPS: "ml-alpha"})
+    secret = f"/api/v1/tenants/{alpha.slug}/secrets/HF_TOKEN/"
+
+    set_by_lead = lead.put(secret, {"value": "hf_x"}, content_type="application/json")
+    set_by_member = member.put(secret, {"value": "hf_y"}, content_type="application/json")
+    lead.defaults["HTTP_X_AUTH_REQUEST_GROUPS"] = "ml-alpha"
+    who(lead)
+
+    assert (set_by_lead.status_code, set_by_member.status_code) == (201, 403)
+    assert roles("bob") == {"alpha": ("member", "ml-alpha")}
+    assert roles("alice") == {"alpha": ("member", "ml-alpha")}  # no longer a lead
 
 
 def test_a_member_from_groups_submits_and_sees_the_teams_jobs(groups, teams):
@@ -113,20 +131,24 @@ def test_a_platform_admin_sets_a_teams_groups_and_a_tenant_admin_may_not(alpha, 
     tenant_admin = Client()
     tenant_admin.force_login(User.objects.get(pk=owner.pk))
 
-    set_ = admin_client.post(change_page(alpha), tenant_form(alpha, member_groups="ml-alpha"))
-    widened = tenant_admin.post(change_page(alpha), tenant_form(alpha, member_groups="everyone"))
+    set_ = admin_client.post(change_page(alpha), tenant_form(alpha, owner_groups="ml-leads"))
+    widened = tenant_admin.post(change_page(alpha), tenant_form(alpha, owner_groups="everyone"))
 
     alpha.refresh_from_db()
     assert set_.status_code == 302 and widened.status_code == 302
-    assert alpha.member_groups == "ml-alpha"
-    assert 'name="member_groups"' not in tenant_admin.get(change_page(alpha)).text
-    assert 'name="member_groups"' in admin_client.get(change_page(alpha)).text
+    assert alpha.owner_groups == "ml-leads"
+    for field in ("owner_groups", "member_groups", "viewer_groups"):
+        assert f'name="{field}"' not in tenant_admin.get(change_page(alpha)).text
+        assert f'name="{field}"' in admin_client.get(change_page(alpha)).text
 
 
 def test_a_teams_groups_are_listed_one_a_line_or_with_commas_as_the_proxy_sends_them():
     # Names as the proxy gives them (a path, spaces): a comma separates two, in the header too.
-    tenant = TenantFactory(member_groups="/org/ml team\n  ml-infra  ", viewer_groups="a, b")
+    tenant = TenantFactory(
+        owner_groups="leads", member_groups="/org/ml team\n  ml-infra  ", viewer_groups="a, b"
+    )
 
+    assert tenant.group_role({"/org/ml team", "leads"}) == ("owner", "leads")
     assert tenant.group_role({"/org/ml team"}) == ("member", "/org/ml team")
     assert tenant.group_role({"ml-infra", "a"}) == ("member", "ml-infra")
     assert tenant.group_role({"b"}) == ("viewer", "b")

@@ -31,6 +31,7 @@ tenants:
     max_queued_jobs: 500
     exclusive_allowed: false
     allowed_images: ["registry.example.com/ml/*"]
+    owner_groups: [ml-beta-leads]
     member_groups: [ml-beta]
     quotas:
       "gpu:A100": {guaranteed: 16, borrow_limit: 8, lend_limit: null}
@@ -86,7 +87,9 @@ def test_it_creates_the_tenants_and_changes_only_the_fields_given(root, teams, a
     assert alpha.max_gpus_per_user == 4  # not in the file: kept
     beta = Tenant.objects.get(slug="beta")
     assert (beta.name, beta.max_queued_jobs, beta.exclusive_allowed) == ("Beta", 500, False)
-    assert (beta.image_patterns(), beta.member_groups) == ([ONLY], "ml-beta")
+    assert (beta.image_patterns(), beta.owner_groups, beta.member_groups) == (
+        [ONLY], "ml-beta-leads", "ml-beta"
+    )  # fmt: skip
     quota = Quota.objects.get(tenant=beta)
     assert (quota.flavor, quota.guaranteed, quota.borrow_limit, quota.lend_limit) == (
         "gpu:A100", 16, 8, None
