@@ -72,10 +72,11 @@ def date_header(get_response):
     return middleware
 
 
-# What the portal's pages may load and talk to: scripts, styles, images and fonts of the app
-# alone, its API and websocket alone, no plugin, no frame of them elsewhere, forms posted to it
-# alone. A job's name, labels or log shown in a page cannot run a script there even if its
-# escaping failed (no script written in a page runs: confirm.js asks before a button's post).
+# What the portal's and the admin's pages may load and talk to: scripts, styles, images and
+# fonts of the app alone, its API and websocket alone, no plugin, no frame of them elsewhere,
+# forms posted to it alone. A job's name, labels or log shown in a page cannot run a script
+# there even if its escaping failed (no script written in a page runs: confirm.js asks before a
+# button's post; the admin's pages that wrote one are drawn by templates/admin's overrides).
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
     "connect-src 'self'", "object-src 'none'", "base-uri 'none'", "form-action 'self'",
@@ -84,17 +85,16 @@ CONTENT_SECURITY_POLICY = "; ".join([
 
 
 def with_policy(request, response):
-    """The response, a page of the portal given the Content-Security-Policy. The admin's pages
-    are Django's own, which write scripts and styles into them: not held to it."""
-    page = response.get("Content-Type", "").startswith("text/html")
-    if page and not request.path.startswith("/admin/"):
+    """The response, a page of the portal or the admin given the Content-Security-Policy."""
+    if response.get("Content-Type", "").startswith("text/html"):
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     return response
 
 
 @sync_and_async_middleware
 def content_security_policy(get_response):
-    """Every page of the portal says what it may load (`CONTENT_SECURITY_POLICY`)."""
+    """Every page of the portal and the admin says what it may load
+    (`CONTENT_SECURITY_POLICY`)."""
 
     if iscoroutinefunction(get_response):
 
