@@ -1,5 +1,5 @@
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.models import LogEntry
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR
 from django.core.paginator import Paginator
 from django.http import Http404
@@ -11,6 +11,7 @@ from guardian.admin import ReinforcedGuardedModelAdminMixin
 from jobs import actions, events
 from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from jobs.placement.words import counted
+from quotas import history
 from quotas.admin_scope import CheckedLookups, SelectionChecked, TenantScoped
 from quotas.models import administered_tenants
 
@@ -41,7 +42,7 @@ def an_id(text: str) -> str:
 def noted(request, objects, message: str) -> None:
     """Write an admin action's change of these objects into the admin's history (each one's
     History page, the index's Recent actions), as the admin writes an edit: who, when, what."""
-    LogEntry.objects.log_actions(request.user.pk, objects, CHANGE, change_message=message)
+    history.record(request.user, objects, message)
 
 
 class OlderRows(CheckedLookups):
@@ -258,3 +259,29 @@ class BudgetAlertAdmin(TenantScoped, ReadOnlyAdmin):
     list_display = ["tenant", "month", "percent", "budget_gpu_hours", "spent_gpu_hours", "sent_at"]
     list_filter = ["month", "percent"]
     list_select_related = ["tenant"]
+
+
+@admin.register(LogEntry)
+class HistoryAdmin(BigTable, ReadOnlyAdmin):
+    """The platform's history (quotas.history): who changed how the platform is set up, when
+    and what, through the admin, the API, the portal or the sign-on groups; for platform
+    admins alone (a tenant admin's own rows are on each object's History page)."""
+
+    list_display = ["action_time", "user", "action", "content_type", "object_repr", "message"]
+    list_filter = ["action_flag", "content_type"]
+    list_select_related = ["user", "content_type"]
+    search_fields = ["object_repr", "change_message", "user__username"]
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_module_permission(self, request):
+        return request.user.is_superuser
+
+    @admin.display(description="action", ordering="action_flag")
+    def action(self, entry) -> str:
+        return history.ACTIONS.get(entry.action_flag, "")
+
+    @admin.display(description="what")
+    def message(self, entry) -> str:
+        return entry.get_change_message()

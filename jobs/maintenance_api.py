@@ -24,6 +24,7 @@ from clusters.models import Booking, Cluster, MaintenanceWindow, Node
 from clusters.window_forms import BookingForm, MaintenanceWindowForm, names_listed
 from jobs import access, janitor, reports
 from jobs.fields import Moment
+from quotas import history
 from quotas.models import Tenant
 
 UPCOMING, IN_PROGRESS, ENDED = "upcoming", "in progress", "ended"
@@ -142,6 +143,7 @@ def plan(request, asked_as, form_class, serializer_class, what: str) -> Response
             raise ValidationError({field: [str(e) for e in errors]
                                    for field, errors in form.errors.items()})  # fmt: skip
         window = form.save()
+        history.record(request.user, [window], "Planned through the API", history.ADDITION)
     shown = serializer_class(with_status(model.objects).get(pk=window.pk)).data
     return Response({**shown, "stops": janitor.running_into(window)}, status=201)
 
@@ -157,7 +159,10 @@ class WindowView(APIView):
             raise PermissionDenied(
                 f"Only a platform admin takes a {self.model._meta.verbose_name} back."
             )
-        get_object_or_404(self.model, pk=pk).delete()
+        window = get_object_or_404(self.model, pk=pk)
+        with transaction.atomic():
+            history.record(request.user, [window], "Taken back through the API", history.DELETION)
+            window.delete()
         return Response(status=204)
 
 

@@ -26,6 +26,7 @@ from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import access, actions
 from jobs.clock import database_now
 from jobs.reports import BadParameter
+from quotas import history
 
 # A node's state, the first that holds (Slurm's down, maint, drain, drng, resv, alloc, mix,
 # idle): its agent does not report it ready, or its cluster's agent is silent; a maintenance
@@ -307,5 +308,8 @@ class NodeServiceView(APIView):
         else:
             changed = actions.set_schedulable([found.pk], self.verb == "uncordon", by, reason)
             told["changed"] = len(changed)
+        if told["changed"] or told.get("stopped"):
+            said = f"{self.verb.capitalize()}ed through the API"
+            history.record(request.user, [found], f"{said}: {reason}" if reason else said)
         (row,) = listed(Node.objects.filter(pk=found.pk), request.user)
         return Response({**node_json(row), **told})

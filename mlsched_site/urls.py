@@ -9,6 +9,7 @@ from jobs.actions import release_hold
 from mlsched_site.health import healthz
 from quotas import accounts, logins
 from quotas.api import (
+    HistoryView,
     MeView,
     PauseView,
     PriorityClassesView,
@@ -94,6 +95,7 @@ urlpatterns = [
     path("api/v1/volumes/", VolumesView.as_view(), name="api-volumes"),
     path("api/v1/me/", MeView.as_view(), name="api-me"),
     path("api/v1/tenants/apply/", TeamsApplyView.as_view(), name="api-tenants-apply"),
+    path("api/v1/history/", HistoryView.as_view(), name="api-history"),
     path("api/v1/tenants/<slug:slug>/pause/", PauseView.as_view(), name="api-tenant-pause"),
     path(
         "api/v1/tenants/<slug:slug>/resume/",

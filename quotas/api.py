@@ -6,18 +6,22 @@ every user endpoint. POST /api/v1/tenants/<slug>/pause/ and .../resume/: a platf
 pauses or resumes a team's placements."""
 
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs import access, actions, reports
+from jobs.listing import moment, number
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
-from quotas import declared, status
+from quotas import declared, history, status
 from quotas.models import ApiToken, PriorityClass, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
@@ -162,6 +166,11 @@ class PauseView(APIView):
             raise ValidationError({"reason": "Say why its placements are paused: its members "
                                              "and its queued jobs are told."})  # fmt: skip
         changed = actions.pause_placements(tenant, reason)
+        if changed:
+            said = f"Placements paused through the API: {reason}" if reason else (
+                "Placements resumed through the API"
+            )  # fmt: skip
+            history.record(request.user, [tenant], said)
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})
@@ -202,3 +211,80 @@ class TeamsApplyView(APIView):
         return Response({"lines": outcome.lines, "summary": outcome.summary(),
                          "created": counts["created"], "changed": counts["changed"],
                          "unchanged": counts["unchanged"], "dry_run": dry_run})  # fmt: skip
+
+
+# The platform's history as the API reads it: entries an answer holds at most, and by default.
+MAX_HISTORY = 500
+HISTORY = 100
+TIME = serializers.DateTimeField()  # as the rest of the API writes times
+
+
+def history_kinds() -> dict[str, ContentType]:
+    """What the history may be narrowed to (`?kind=`): each model's name, `node`, `tenant`."""
+    return {kind.model: kind for kind in ContentType.objects.all()}
+
+
+def history_read(params) -> tuple[list[LogEntry], dict[str, str]]:
+    """The entries the parameters ask for, newest first, and the parameters at fault by name:
+    `since` and `until` (times, as the job lists take them), `user` (a username), `kind` (a
+    model's name), `object` (an object's id, with `kind`), `before` (an entry's id, to page)
+    and `limit` (at most MAX_HISTORY)."""
+    errors: dict[str, str] = {}
+    entries = LogEntry.objects.select_related("user", "content_type").order_by("-id")
+    since, until = moment(params, "since", errors), moment(params, "until", errors)
+    if since is not None:
+        entries = entries.filter(action_time__gte=since)
+    if until is not None:
+        entries = entries.filter(action_time__lt=until)
+    if username := params.get("user", "").strip():
+        entries = entries.filter(user__username=username)
+    if name := params.get("kind", "").strip():
+        kind = history_kinds().get(name.lower())
+        if kind is None:
+            errors["kind"] = "A model's name: node, tenant, quota, cluster, maintenancewindow..."
+        else:
+            entries = entries.filter(content_type=kind)
+    if pk := params.get("object", "").strip():
+        if not name:
+            errors["object"] = "An object's id, beside its kind."
+        entries = entries.filter(object_id=pk[:100])
+    before = number(params, "before", "An entry's id", errors)
+    if before is not None:
+        entries = entries.filter(id__lt=before)
+    limit = number(params, "limit", "How many entries", errors)
+    if limit is not None and not 1 <= limit <= MAX_HISTORY:
+        errors["limit"] = f"From 1 to {MAX_HISTORY}."
+    return list(entries[: limit or HISTORY]) if not errors else [], errors
+
+
+def history_entry(entry: LogEntry) -> dict:
+    kind = entry.content_type
+    return {
+        "id": entry.pk,
+        "time": TIME.to_representation(entry.action_time),
+        "user": entry.user.get_username(),
+        "action": history.ACTIONS.get(entry.action_flag, str(entry.action_flag)),
+        "kind": kind.model if kind else None,
+        "object_id": entry.object_id,
+        "object": entry.object_repr,
+        "message": entry.get_change_message(),
+    }
+
+
+class HistoryView(APIView):
+    """The platform's history (quotas.history), for platform admins alone: `entries`, newest
+    first, each with `id`, `time`, `user`, `action` (added, changed, deleted), `kind` (the
+    model's name), `object_id`, `object` and `message`; `next`, the `before` of the page after
+    (null: none). `?since=`, `?until=`, `?user=`, `?kind=`, `?object=`, `?before=`, `?limit=`
+    (100 by default, at most 500); 400 naming each one at fault; 403 for anyone else."""
+
+    def get(self, request):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin reads the platform's history.")
+        entries, errors = history_read(request.query_params)
+        if errors:
+            raise ValidationError(errors)
+        limit = int(request.query_params.get("limit") or HISTORY)
+        more = len(entries) == limit
+        return Response({"entries": [history_entry(entry) for entry in entries],
+                         "next": entries[-1].pk if more else None})  # fmt: skip

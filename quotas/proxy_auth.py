@@ -33,6 +33,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
+from quotas import history
 from quotas.models import Membership, Tenant, group_names
 
 log = logging.getLogger(__name__)
@@ -124,19 +125,26 @@ def join_groups(user, groups: set[str]) -> None:
     """Make the user's memberships from sign-on groups those the tenants give `groups`
     (`Tenant.group_role`): one made where a tenant gives a role and the user has none, one
     from a group changed to the role and group given now, one from a group the tenant no
-    longer gives removed; a membership given by hand is left as it is."""
+    longer gives removed; a membership given by hand is left as it is. Each change is in the
+    platform's history as the user's own."""
     mine = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
     named = Tenant.objects.exclude(owner_groups="", member_groups="", viewer_groups="")
     given = {tenant.pk: role for tenant in named if (role := tenant.group_role(groups))}
     for tenant_id, (role, group) in given.items():
         held = mine.get(tenant_id)
+        said = f"Made {role} by sign-on group {group}"
         if held is None:
-            Membership.objects.create(tenant_id=tenant_id, user=user, role=role, from_group=group)
+            made = Membership.objects.create(
+                tenant_id=tenant_id, user=user, role=role, from_group=group
+            )
+            history.record(user, [made], said, history.ADDITION)
         elif held.from_group and (held.role, held.from_group) != (role, group):
             held.role, held.from_group = role, group
             held.save(update_fields=["role", "from_group"])
-    gone = [m.pk for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
-    Membership.objects.filter(pk__in=gone).delete()
+            history.record(user, [held], said)
+    gone = [m for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
+    history.record(user, gone, "Removed: no sign-on group gives it", history.DELETION)
+    Membership.objects.filter(pk__in=[m.pk for m in gone]).delete()
 
 
 class ProxyBackend(RemoteUserBackend):

@@ -68,6 +68,7 @@ def secrets_page(request):
                 _, created = tenant_secrets.put(
                     tenant, values["name"], value_posted(request), by=request.user,
                     registry=values["registry"], username=values["username"], as_file=as_file,
+                    recorded_as="on the portal's secrets page",
                 )  # fmt: skip
             except ValidationError as refused:
                 errors = {field: " ".join(texts) for field, texts in refused.message_dict.items()}
@@ -101,7 +102,7 @@ def delete_secret(request, slug, name):
         raise Http404("No such secret.")
     tenant = get_object_or_404(access.report_tenants(request.user), slug=slug)
     try:
-        deleted = tenant_secrets.delete(tenant, name)
+        deleted = tenant_secrets.delete(tenant, name, request.user, "on the portal's secrets page")
     except tenant_secrets.InUse as in_use:
         messages.error(request, f"Secret {name} of {slug} not deleted. {in_use}")
         return redirect("secrets")

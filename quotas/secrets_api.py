@@ -66,7 +66,7 @@ class SecretView(APIView):
                 tenant, name, data.get("value"), by=request.user,
                 registry=data.get("registry") or "", username=data.get("username") or "",
                 as_file=data.get("as_file", False),  # not true or false: the verb refuses it
-                replaces=data.get("replaces"),
+                replaces=data.get("replaces"), recorded_as="through the API",
             )  # fmt: skip
         except ModelValidationError as error:
             raise ValidationError(error.message_dict) from None
@@ -79,7 +79,7 @@ class SecretView(APIView):
     def delete(self, request, slug, name):
         tenant = tenant_for(request, slug, change=True)
         try:
-            deleted = tenant_secrets.delete(tenant, name)
+            deleted = tenant_secrets.delete(tenant, name, request.user, "through the API")
         except tenant_secrets.InUse as in_use:
             return Response(
                 {"detail": str(in_use), "jobs": in_use.job_ids}, status=status.HTTP_409_CONFLICT

@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from quotas import vault
+from quotas import history, vault
 from quotas.models import (
     MAX_SECRET_CHARS,
     MAX_SECRETS_PER_TENANT,
@@ -99,6 +99,7 @@ def put(
     username: str = "",
     as_file: bool = False,
     replaces: str | None = None,
+    recorded_as: str = "",
 ) -> tuple[TenantSecret, bool]:
     """Set the tenant's secret ``name`` to ``value``, created or replaced; (secret, created).
     With a ``registry``, it is the tenant's pull credential there, of ``username``; without,
@@ -110,7 +111,9 @@ def put(
     ``replaces``, the kind the caller read (KINDS: "none" for no secret), it is set only if
     the stored secret is still of that kind, else Changed: what a user was told they replace
     is what they replace. A secret that jobs waiting to start name may change kind: each
-    attempt gets its secrets as they are when it starts."""
+    attempt gets its secrets as they are when it starts. With ``recorded_as`` (where it was
+    set: "through the API"), the change is in the platform's history as ``by``'s, its value
+    not (the admin records its own saves)."""
     try:
         validate_secret_name(name)
     except ValidationError as error:
@@ -149,19 +152,29 @@ def put(
             secret.save()
     except IntegrityError as error:  # pragma: no cover - the tenant's lock orders writers
         raise ValidationError({"name": [f"{name!r} was set at the same time."]}) from error
+    if recorded_as:
+        flag = history.ADDITION if created else history.CHANGE
+        said = f"{'Created' if created else 'Replaced'} {recorded_as}: a {kind_of(secret)}"
+        history.record(by, [secret], said, flag)
     return secret, created
 
 
 @transaction.atomic
-def delete(tenant: Tenant, name: str) -> bool:
+def delete(tenant: Tenant, name: str, by=None, recorded_as: str = "") -> bool:
     """Delete the tenant's secret ``name`` (False: it has none); InUse while jobs not yet ended
-    name it. The tenant's lock keeps a submission naming it from passing meanwhile."""
+    name it. The tenant's lock keeps a submission naming it from passing meanwhile. With
+    ``recorded_as``, the deletion is in the platform's history as ``by``'s."""
     Tenant.objects.select_for_update().get(pk=tenant.pk)
     users = live_jobs_naming(tenant, name)
     if users:
         raise secret_in_use(name, users)
-    deleted, _ = TenantSecret.objects.filter(tenant=tenant, name=name).delete()
-    return bool(deleted)
+    secret = TenantSecret.objects.filter(tenant=tenant, name=name).first()
+    if secret is None:
+        return False
+    if recorded_as:
+        history.record(by, [secret], f"Deleted {recorded_as}", history.DELETION)
+    secret.delete()
+    return True
 
 
 def live_jobs_naming(tenant: Tenant, name: str) -> list[int]:

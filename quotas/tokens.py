@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from quotas import history
 from quotas.models import ApiToken
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ def create_token(
             user=user, name=name, prefix=key[:SHOWN_CHARS], key_hash=hash_key(key),
             created=now, expires=expires, read_only=read_only,
         )  # fmt: skip
+        scope = "read-only" if read_only else "read and write"
+        until = f"expires {expires:%Y-%m-%d %H:%M} UTC" if expires else "never expires"
+        history.record(user, [token], f"Issued ({scope}, {until})", history.ADDITION)
     log.info("API token %s (%s...) issued to %s", token.pk, token.prefix, user)
     return token, key
 
@@ -95,9 +99,12 @@ def check_name(name: str) -> str:
 
 
 def revoke_token(token: ApiToken, by) -> None:
-    """Revoke ``token`` for good: its key authenticates nobody from now on."""
+    """Revoke ``token`` for good: its key authenticates nobody from now on; in the platform's
+    history as ``by``'s."""
     pk = token.pk
-    token.delete()
+    with transaction.atomic():
+        history.record(by, [token], f"Revoked (of {token.user})", history.DELETION)
+        token.delete()
     log.info("API token %s (%s...) of %s revoked by %s", pk, token.prefix, token.user, by)
 
 

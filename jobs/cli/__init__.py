@@ -292,6 +292,10 @@
                      platform admins: make the teams and their quotas what a YAML or JSON
                      file kept under version control declares (the server's
                      manage.py apply_teams), all of it or, refused, none; a line per change
+    history [--since TIME] [--until TIME] [--user NAME] [--kind KIND] [--limit N]
+                     platform admins: who changed how the platform is set up, newest first
+                     (the admin's edits, and the API's, the portal's and the sign-on
+                     groups' changes): when, who, what and to which object
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.

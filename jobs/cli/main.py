@@ -35,6 +35,7 @@ from jobs.cli.tables import (
     bookings,
     classes,
     clusters,
+    history,
     maintenance,
     nodes,
     pause_tenant,
@@ -424,6 +425,12 @@ def add_reading(commands) -> None:
     )
     applying.add_argument("file", help="the teams file, YAML or JSON ('-': standard input)")
     applying.add_argument("--dry-run", action="store_true", help="say what would change only")
+    changes = commands.add_parser("history")
+    changes.add_argument("--since", metavar="TIME", help="changes from TIME, as --begin takes it")
+    changes.add_argument("--until", metavar="TIME", help="changes before TIME")
+    changes.add_argument("--user", metavar="NAME", help="one user's changes")
+    changes.add_argument("--kind", metavar="KIND", help="changes of one kind of object (node)")
+    changes.add_argument("--limit", type=positive, metavar="N", help="at most N (default 100)")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -493,7 +500,7 @@ def main(argv=None) -> int:
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
            "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
-           "apply-teams": apply_teams,
+           "apply-teams": apply_teams, "history": history,
            "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,

@@ -302,6 +302,24 @@ def apply_teams(api: Api, args) -> None:
         show(said + line)
 
 
+HISTORY_HEADER = ["time (UTC)", "user", "action", "kind", "object", "what"]
+
+
+def history(api: Api, args) -> None:
+    """`history [--since TIME] [--until TIME] [--user NAME] [--kind KIND] [--limit N]`: a
+    platform admin's read of the platform's history (`GET /api/v1/history/`), newest first,
+    a change to a line."""
+    asked = {"since": args.since, "until": args.until, "user": args.user, "kind": args.kind,
+             "limit": args.limit}  # fmt: skip
+    answer = api.call("GET", "history/", params={k: v for k, v in asked.items() if v})
+    if not answer["entries"]:
+        show("No changes.")
+        return
+    rows = [[minute(e["time"]), e["user"], e["action"], e["kind"] or "-", e["object"],
+             e["message"]] for e in answer["entries"]]  # fmt: skip
+    table([HISTORY_HEADER, *rows], names=len(HISTORY_HEADER))
+
+
 def window_of(window: dict | None) -> str:
     """A node's next window in a few words: its kind (a booking: whether yours), from, to."""
     if window is None:

@@ -1,0 +1,21 @@
+"""The platform's history: who changed how the platform is set up, when, and what. The admin
+records its own edits and actions in Django's admin history (`LogEntry`: each object's History
+page); every change made elsewhere goes there too, through `record`: through the API (a node's
+cordon, drain or uncordon, a maintenance window or a booking planned or taken back, a team's
+placements paused or resumed, a teams file applied), through the portal (a team's secret set or
+deleted, an API token issued or revoked) and by the sign-on groups (a membership made, changed
+or removed). A secret's value is never written there, nor a token's key.
+
+Platform admins read it in the admin (History, newest first) and at `GET /api/v1/history/`
+(`quotas.api.HistoryView`), as Kubernetes' audit log or `sacctmgr show transactions` give it."""
+
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+
+ACTIONS = {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}
+
+
+def record(user, objects, message: str, flag: int = CHANGE) -> None:
+    """Write a change of `objects` by `user` into the history, as the admin writes its own
+    (a deletion recorded before the rows go, while they have their ids)."""
+    if objects and user is not None and user.pk is not None:
+        LogEntry.objects.log_actions(user.pk, list(objects), flag, change_message=message)
