@@ -1,6 +1,9 @@
 """Request checks every view would otherwise repeat."""
 
+from urllib.parse import urlsplit
+
 from asgiref.sync import async_to_sync, iscoroutinefunction
+from django.conf import settings
 from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import http_date
@@ -84,10 +87,25 @@ CONTENT_SECURITY_POLICY = "; ".join([
 ])  # fmt: skip
 
 
+def origin(url: str) -> str:
+    """The origin of a URL, as a Content-Security-Policy names it: scheme, host and port."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def policy() -> str:
+    """CONTENT_SECURITY_POLICY; where OpenID Connect sign-on is on, forms may go on to the
+    identity provider's origin too: logging out (a form's post) ends its session there."""
+    if not settings.MLSCHED_OIDC_ISSUER:
+        return CONTENT_SECURITY_POLICY
+    provider = origin(settings.MLSCHED_OIDC_ISSUER)
+    return CONTENT_SECURITY_POLICY.replace("form-action 'self'", f"form-action 'self' {provider}")
+
+
 def with_policy(request, response):
     """The response, a page of the portal or the admin given the Content-Security-Policy."""
     if response.get("Content-Type", "").startswith("text/html"):
-        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.headers.setdefault("Content-Security-Policy", policy())
     return response
 
 

@@ -328,6 +328,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("MLSCHED_EMAIL_FROM", "mlsched@localhost")
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
     "quotas.proxy_auth.ProxyBackend",
+    "quotas.oidc.OidcBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # A password set by its user (its change, a reset) is at least 8 characters, not one of the
@@ -358,6 +359,37 @@ for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.s
             "e.g. 10.0.0.0/8,192.168.1.7"
         ) from None
 LOGOUT_REDIRECT_URL = os.environ.get("MLSCHED_AUTH_LOGOUT_URL", "") or "/"
+# Single sign-on spoken by the web app itself, OpenID Connect's authorization code flow with
+# PKCE (quotas/oidc.py): the identity provider's issuer URL (unset: none), the portal's client
+# there, what the login page's link calls it, the scopes asked, the ID token's claims giving
+# the username and the groups (teams' member_groups; none read, unset). First logins make
+# accounts as MLSCHED_AUTH_CREATES_USERS says.
+MLSCHED_OIDC_ISSUER = os.environ.get("MLSCHED_OIDC_ISSUER", "")
+MLSCHED_OIDC_CLIENT_ID = os.environ.get("MLSCHED_OIDC_CLIENT_ID", "")
+MLSCHED_OIDC_CLIENT_SECRET = os.environ.get("MLSCHED_OIDC_CLIENT_SECRET", "")
+MLSCHED_OIDC_NAME = os.environ.get("MLSCHED_OIDC_NAME", "") or "single sign-on"
+MLSCHED_OIDC_SCOPES = os.environ.get("MLSCHED_OIDC_SCOPES", "") or "openid email profile"
+MLSCHED_OIDC_USERNAME_CLAIM = (
+    os.environ.get("MLSCHED_OIDC_USERNAME_CLAIM", "") or "preferred_username"
+)
+MLSCHED_OIDC_GROUPS_CLAIM = os.environ.get("MLSCHED_OIDC_GROUPS_CLAIM", "")
+
+
+def check_oidc_issuer(issuer: str, client_id: str) -> None:
+    """The server does not start with an issuer it could not sign anyone in with: one that is
+    no https URL (http for this machine alone), or one without the portal's client id."""
+    parts = urlsplit(issuer)
+    local = parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if not parts.hostname or not (parts.scheme == "https" or local):
+        raise ImproperlyConfigured(
+            f"MLSCHED_OIDC_ISSUER: {issuer!r} is no https URL, e.g. https://sso.example.com/realms/ml"
+        )
+    if not client_id:
+        raise ImproperlyConfigured("MLSCHED_OIDC_CLIENT_ID must be set with MLSCHED_OIDC_ISSUER")
+
+
+if MLSCHED_OIDC_ISSUER:
+    check_oidc_issuer(MLSCHED_OIDC_ISSUER, MLSCHED_OIDC_CLIENT_ID)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -7,7 +7,7 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
-from quotas import accounts, logins
+from quotas import accounts, logins, oidc
 from quotas.api import (
     HistoryView,
     MeView,
@@ -63,7 +63,10 @@ urlpatterns = [
     # Django's auth pages; the password reset and the email address change mail a link, and
     # where the platform sends no mail, a platform admin sets both in the admin.
     path("accounts/login/", logins.Login.as_view(), name="login"),
-    path("accounts/logout/", auth.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", oidc.Logout.as_view(), name="logout"),
+    # OpenID Connect sign-on (quotas/oidc.py): 404s where MLSCHED_OIDC_ISSUER is unset.
+    path("accounts/oidc/login/", oidc.login, name="oidc_login"),
+    path("accounts/oidc/callback/", oidc.callback, name="oidc_callback"),
     path(
         "accounts/password/",
         logins.PasswordChange.as_view(template_name="portal/password_change.html"),

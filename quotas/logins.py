@@ -152,9 +152,16 @@ class PasswordChange(auth.PasswordChangeView):
 
 
 class Login(auth.LoginView):
-    """The portal's login page: a login refused for its failures is a 429."""
+    """The portal's login page: a login refused for its failures is a 429. Where OpenID
+    Connect sign-on is on (quotas/oidc.py), it links to it above the password form."""
 
     form_class = LoginForm
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if settings.MLSCHED_OIDC_ISSUER:
+            context["sign_on_name"] = settings.MLSCHED_OIDC_NAME
+        return context
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

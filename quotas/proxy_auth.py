@@ -28,19 +28,16 @@ from functools import cache
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.backends import RemoteUserBackend
-from django.contrib.auth.validators import UnicodeUsernameValidator
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 
 from quotas import history
 from quotas.models import Membership, Tenant, group_names
+from quotas.sign_on import configured, is_username
 
 log = logging.getLogger(__name__)
 
 BACKEND = "quotas.proxy_auth.ProxyBackend"
 GROUPS_SEEN = "mlsched-sign-on-groups"  # the session's key: the groups header it last followed
-NAME_LENGTH = 150  # Django's username's
 
 
 def meta_key(header: str) -> str:
@@ -154,11 +151,7 @@ class ProxyBackend(RemoteUserBackend):
     def authenticate(self, request, remote_user):
         if not settings.MLSCHED_AUTH_USER_HEADER or request is None:
             return None  # nothing but the middleware logs in by a name alone
-        try:
-            if len(remote_user) > NAME_LENGTH:
-                raise ValidationError("too long")
-            UnicodeUsernameValidator()(remote_user)
-        except ValidationError:
+        if not is_username(remote_user):
             log.warning("the proxy's user %r is no username: not logged in", remote_user[:200])
             return None
         return super().authenticate(request, remote_user)
@@ -170,19 +163,5 @@ class ProxyBackend(RemoteUserBackend):
     def configure_user(self, request, user, created=True):
         """An account made has no password: its user signs in through the proxy (a password
         reset, which skips such accounts, cannot give it one)."""
-        changed = []
-        if created:
-            user.set_unusable_password()
-            changed.append("password")
         email = header(request, "MLSCHED_AUTH_EMAIL_HEADER") if request is not None else None
-        if email and email != user.email:
-            try:
-                validate_email(email)
-            except ValidationError:
-                log.warning("the proxy's email address for %s is no address: kept", user)
-            else:
-                user.email = email
-                changed.append("email")
-        if changed:
-            user.save(update_fields=changed)
-        return user
+        return configured(user, created, email, "the proxy")

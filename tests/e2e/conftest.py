@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,25 +23,34 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 
 
+@contextmanager
+def daphne(**env):
+    """The app served by daphne on a free port, `env` added to its environment: its URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+         "mlsched_site.asgi:application"],
+        cwd=ROOT, env=process_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: port_open(port), timeout=60), "daphne did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # an open websocket can keep it waiting
+            server.kill()
+            server.communicate()
+
+
 @pytest.fixture
 def server(settings):
     # The browser logs in through the real form: store a password the server can verify.
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
-    port = free_port()
-    daphne = subprocess.Popen(
-        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-         "mlsched_site.asgi:application"],
-        cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    assert wait_until(lambda: port_open(port), timeout=60), "daphne did not start"
-    yield url
-    daphne.terminate()
-    try:
-        daphne.communicate(timeout=10)
-    except subprocess.TimeoutExpired:  # an open websocket can keep it waiting
-        daphne.kill()
-        daphne.communicate()
+    with daphne() as url:
+        yield url
 
 
 def port_open(port: int) -> bool:

@@ -1,0 +1,403 @@
+"""Single sign-on spoken by the web app itself: OpenID Connect's authorization code flow with
+PKCE, with an identity provider (Keycloak, Authentik, Dex, Okta, Entra ID) whose issuer URL is
+MLSCHED_OIDC_ISSUER and where the portal is the client MLSCHED_OIDC_CLIENT_ID (confidential,
+with MLSCHED_OIDC_CLIENT_SECRET, or public without it).
+
+The login page's "Sign in with ..." link (`login`) keeps in the session a random state, a
+nonce, a PKCE code verifier and where to go after, and sends the browser to the provider's
+authorization endpoint (read from its discovery document, `{issuer}/.well-known/openid-
+configuration`, kept an hour). The provider sends it back to `callback` with a code and the
+state: a state that is not the session's pending login's is refused (the pending login is
+spent at the first answer, whatever it is), the code is exchanged at the token endpoint with
+the verifier, and the ID token is believed only when signed by one of the provider's keys
+(its JWKS, fetched again once for a key id it does not know) with an asymmetric algorithm the
+provider lists, for this client, from this issuer, current and with the session's nonce.
+
+The ID token's MLSCHED_OIDC_USERNAME_CLAIM (`preferred_username`) names the account, which is
+made at the first login unless MLSCHED_AUTH_CREATES_USERS is off (no usable password: its
+user signs in at the provider; no team, as the proxy's sign-on makes them); `email`, unless
+the provider says it is not verified, is the account's address at each login; and where
+MLSCHED_OIDC_GROUPS_CLAIM names the claim of the user's groups, teams' sign-on groups make
+their memberships as the proxy's groups header does (`proxy_auth.join_groups`). The claim
+names an account the provider controls: one its users cannot change themselves. A name
+Django would not take for a username, an account that is inactive, or one with a usable
+password (a password login's, which a name at the provider must not take over), is not
+logged in.
+
+Logging out of a session the provider signed in ends its session there too, where the
+provider has an end_session_endpoint (`Logout`). The provider unreachable or erring, or an
+answer that does not hold, is the login page saying the sign-on failed, nobody logged in;
+password logins stay, for platform admins without an account at the provider."""
+
+import base64
+import hashlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from urllib.parse import quote_plus, urlencode
+
+import jwt
+import requests
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.views import LogoutView
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import resolve_url
+from django.urls import reverse
+from django.utils.crypto import constant_time_compare
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from mlsched_site.middleware import origin
+from quotas import logins
+from quotas.models import group_names
+from quotas.proxy_auth import join_groups
+from quotas.sign_on import configured, is_username
+
+log = logging.getLogger(__name__)
+
+BACKEND = "quotas.oidc.OidcBackend"
+PENDING = "mlsched-oidc-pending"  # the session's key: the login sent to the provider
+ID_TOKEN = "mlsched-oidc-id-token"  # the session's key: the ID token it logged in with
+TIMEOUT_S = 10  # a request to the provider
+KEPT_S = 3600  # how long its discovery document and keys are believed
+LEEWAY_S = 60  # clocks' difference allowed for the ID token's times
+# The algorithms an ID token may be signed with, of those the provider lists: a public key's,
+# never `none` nor an HMAC keyed with the client secret.
+ASYMMETRIC = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+              "EdDSA"}  # fmt: skip
+STATE_REFUSED = (
+    "This sign-on was not started in this browser, or it was used already: sign in again."
+)
+
+_fetched: dict[str, tuple[float, dict]] = {}
+
+
+class SignOnFailed(Exception):
+    """The sign-on cannot go on: `reason` for the log, `shown` on the login page, `status`."""
+
+    def __init__(self, reason: str, status: int = 403, shown: str = ""):
+        super().__init__(reason)
+        self.reason, self.status = reason, status
+        self.shown = shown or f"Signing in with {settings.MLSCHED_OIDC_NAME} failed."
+
+
+@dataclass(frozen=True)
+class Verified:
+    """Who a verified ID token says signed in: what `OidcBackend` logs in, and only that."""
+
+    username: str
+    email: str | None
+    groups: set[str]
+
+
+def enabled() -> bool:
+    return bool(settings.MLSCHED_OIDC_ISSUER)
+
+
+def fetched(url: str, fresh: bool = False) -> dict:
+    """The JSON document at `url` on the provider, kept KEPT_S (`fresh`: fetched again); a
+    failure is not kept."""
+    kept = _fetched.get(url)
+    if kept and not fresh and time.monotonic() - kept[0] < KEPT_S:
+        return kept[1]
+    try:
+        answer = requests.get(url, timeout=TIMEOUT_S, headers={"Accept": "application/json"})
+        answer.raise_for_status()
+        document = answer.json()
+    except (requests.RequestException, ValueError) as error:
+        raise SignOnFailed(f"{url}: {error}", status=502) from None
+    if not isinstance(document, dict):
+        raise SignOnFailed(f"{url}: no JSON object", status=502)
+    _fetched[url] = (time.monotonic(), document)
+    return document
+
+
+def discovery() -> dict:
+    """The provider's discovery document, which must be the configured issuer's."""
+    issuer = settings.MLSCHED_OIDC_ISSUER
+    document = fetched(issuer.rstrip("/") + "/.well-known/openid-configuration")
+    if document.get("issuer") != issuer:
+        raise SignOnFailed(f"the discovery document's issuer is {document.get('issuer')!r}", 502)
+    for endpoint in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+        if not isinstance(document.get(endpoint), str):
+            raise SignOnFailed(f"the discovery document has no {endpoint}", 502)
+    return document
+
+
+def with_query(url: str, parameters: dict[str, str]) -> str:
+    """`url` with `parameters` added to its query."""
+    return url + ("&" if "?" in url else "?") + urlencode(parameters)
+
+
+def challenge(verifier: str) -> str:
+    """PKCE's S256 code challenge of a code verifier."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def on_or_404() -> None:
+    if not enabled():
+        raise Http404("OpenID Connect sign-on is off")
+
+
+def redirect_uri(request) -> str:
+    return request.build_absolute_uri(reverse("oidc_callback"))
+
+
+def safe_next(request, where: str) -> str:
+    """Where a login may go after: `where` on this site, else LOGIN_REDIRECT_URL."""
+    safe = url_has_allowed_host_and_scheme(
+        where, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return where if safe else resolve_url(settings.LOGIN_REDIRECT_URL)
+
+
+def refused(request, why: str, status: int):
+    """The login page, saying why signing in did not happen."""
+    page = logins.Login.as_view(extra_context={"sign_on_refused": why})(request)
+    page.status_code = status
+    return page
+
+
+def login(request):
+    """Send the browser to the provider's authorization endpoint, the login pending in the
+    session (a new one replaces the last)."""
+    on_or_404()
+    try:
+        endpoint = discovery()["authorization_endpoint"]
+    except SignOnFailed as failure:
+        log.warning("OpenID Connect sign-on not started: %s", failure.reason)
+        return refused(request, failure.shown, failure.status)
+    pending = {
+        "state": secrets.token_urlsafe(32),
+        "nonce": secrets.token_urlsafe(32),
+        "verifier": secrets.token_urlsafe(64),
+        "next": safe_next(request, request.GET.get("next", "")),
+    }
+    request.session[PENDING] = pending
+    scopes = settings.MLSCHED_OIDC_SCOPES.split()
+    return HttpResponseRedirect(
+        with_query(
+            endpoint,
+            {
+                "response_type": "code",
+                "client_id": settings.MLSCHED_OIDC_CLIENT_ID,
+                "redirect_uri": redirect_uri(request),
+                "scope": " ".join(scopes if "openid" in scopes else ["openid", *scopes]),
+                "state": pending["state"],
+                "nonce": pending["nonce"],
+                "code_challenge": challenge(pending["verifier"]),
+                "code_challenge_method": "S256",
+            },
+        )
+    )
+
+
+def callback(request):
+    """Where the provider sends the browser back: the user its ID token names logged in, and
+    sent where the login was to go; or the login page saying why not."""
+    on_or_404()
+    pending = request.session.pop(PENDING, None)
+    state = request.GET.get("state", "")
+    if not pending or not state or not constant_time_compare(state, pending["state"]):
+        log.warning("OpenID Connect callback refused: its state is not the session's")
+        return refused(request, STATE_REFUSED, 400)
+    if error := request.GET.get("error"):
+        said = request.GET.get("error_description", "")[:300] or error[:100]
+        log.warning("the identity provider refused the sign-on: %s %s", error[:100], said)
+        why = f"{settings.MLSCHED_OIDC_NAME} refused the sign-on: {said}"
+        return refused(request, why, 403)
+    try:
+        id_token = exchanged(request, request.GET.get("code", ""), pending["verifier"])
+        signed = verified(id_token, pending["nonce"])
+    except SignOnFailed as failure:
+        log.warning("OpenID Connect sign-on failed: %s", failure.reason)
+        return refused(request, failure.shown, failure.status)
+    user = auth.authenticate(request, oidc_claims=signed)
+    if user is None:
+        why = f"{signed.username} cannot log in here: a platform admin can tell you why."
+        return refused(request, why, 403)
+    auth.login(request, user, backend=BACKEND)
+    request.session[ID_TOKEN] = id_token
+    if settings.MLSCHED_OIDC_GROUPS_CLAIM:
+        join_groups(user, signed.groups)
+    return HttpResponseRedirect(pending["next"])
+
+
+def exchanged(request, code: str, verifier: str) -> str:
+    """The ID token the token endpoint gives for `code`: the client authenticated with HTTP
+    Basic where it has a secret, else named in the body (a public client); PKCE's verifier."""
+    if not code:
+        raise SignOnFailed("the callback has no code", status=400)
+    client_id, secret = settings.MLSCHED_OIDC_CLIENT_ID, settings.MLSCHED_OIDC_CLIENT_SECRET
+    body = {"grant_type": "authorization_code", "code": code,
+            "redirect_uri": redirect_uri(request), "code_verifier": verifier}  # fmt: skip
+    basic = (quote_plus(client_id), quote_plus(secret)) if secret else None
+    if not secret:
+        body["client_id"] = client_id
+    endpoint = discovery()["token_endpoint"]
+    try:
+        answer = requests.post(endpoint, data=body, auth=basic, timeout=TIMEOUT_S,
+                               headers={"Accept": "application/json"})  # fmt: skip
+    except requests.RequestException as error:
+        raise SignOnFailed(f"the token endpoint: {error}", status=502) from None
+    if answer.status_code != 200:
+        raise SignOnFailed(f"the token endpoint answered {answer.status_code}: "
+                           f"{answer.text[:300]}", status=502)  # fmt: skip
+    try:
+        id_token = answer.json().get("id_token")
+    except (ValueError, AttributeError):
+        id_token = None
+    if not isinstance(id_token, str):
+        raise SignOnFailed("the token endpoint's answer has no ID token", status=502)
+    return id_token
+
+
+def algorithms(document: dict) -> list[str]:
+    """The asymmetric algorithms the provider lists for ID tokens (RS256 where it lists none,
+    OpenID Connect's default)."""
+    listed = document.get("id_token_signing_alg_values_supported") or ["RS256"]
+    return [name for name in listed if name in ASYMMETRIC]
+
+
+def signing_key(document: dict, kid: str | None, algorithm: str):
+    """The provider's public key a token names by `kid` (without one, its only key), for
+    `algorithm`; its keys fetched again once where none is that key."""
+    for fresh in (False, True):
+        keys = fetched(document["jwks_uri"], fresh=fresh).get("keys")
+        keys = [key for key in keys if isinstance(key, dict)] if isinstance(keys, list) else []
+        if kid is None:
+            named = [key for key in keys if key.get("use", "sig") == "sig"][:2]
+            if len(named) == 1:
+                return jwt.PyJWK(named[0], algorithm).key
+            raise SignOnFailed("the ID token names no key of several")
+        named = [key for key in keys if key.get("kid") == kid]
+        if named:
+            if named[0].get("alg", algorithm) != algorithm:
+                raise SignOnFailed(f"key {kid!r} is not for {algorithm}")
+            return jwt.PyJWK(named[0], algorithm).key
+    raise SignOnFailed(f"the provider has no key {kid!r}")
+
+
+def verified(id_token: str, nonce: str) -> Verified:
+    """The ID token's user, where it holds: its signature the provider's, for this client,
+    from this issuer, current and with the login's nonce."""
+    document = discovery()
+    try:
+        header = jwt.get_unverified_header(id_token)
+        algorithm = header.get("alg")
+        if algorithm not in algorithms(document):
+            raise SignOnFailed(f"the ID token is signed with {algorithm!r}")
+        claims = jwt.decode(
+            id_token,
+            signing_key(document, header.get("kid"), algorithm),
+            algorithms=[algorithm],
+            audience=settings.MLSCHED_OIDC_CLIENT_ID,
+            issuer=settings.MLSCHED_OIDC_ISSUER,
+            leeway=LEEWAY_S,
+            options={"require": ["iss", "aud", "exp", "iat", "sub"]},
+        )
+    except jwt.PyJWTError as error:
+        raise SignOnFailed(f"the ID token: {error}") from None
+    if claims.get("azp", settings.MLSCHED_OIDC_CLIENT_ID) != settings.MLSCHED_OIDC_CLIENT_ID:
+        raise SignOnFailed(f"the ID token is for {claims['azp']!r}")
+    if not constant_time_compare(str(claims.get("nonce", "")), nonce):
+        raise SignOnFailed("the ID token's nonce is not the login's")
+    return user_of(claims)
+
+
+def user_of(claims: dict) -> Verified:
+    """Who the ID token's claims name, with their address and groups."""
+    username = claims.get(settings.MLSCHED_OIDC_USERNAME_CLAIM)
+    if not isinstance(username, str) or not is_username(username):
+        raise SignOnFailed(
+            f"the ID token's {settings.MLSCHED_OIDC_USERNAME_CLAIM} is no username: "
+            f"{str(username)[:200]!r}",
+            shown="Your account at the identity provider has no name this portal takes.",
+        )
+    email = claims.get("email") if claims.get("email_verified") is not False else None
+    return Verified(username, email if isinstance(email, str) else None, groups_of(claims))
+
+
+def groups_of(claims: dict) -> set[str]:
+    """The groups the MLSCHED_OIDC_GROUPS_CLAIM claim lists: strings, or one with commas."""
+    claim = settings.MLSCHED_OIDC_GROUPS_CLAIM
+    written = claims.get(claim) if claim else None
+    if isinstance(written, str):
+        return set(group_names(written))
+    if isinstance(written, list):
+        return {group.strip() for group in written if isinstance(group, str) and group.strip()}
+    return set()
+
+
+class OidcBackend(ModelBackend):
+    """The user a verified ID token names (`Verified`, from `callback` alone: a password login
+    never reaches here); made at their first login where MLSCHED_AUTH_CREATES_USERS, their
+    email address the provider's at each login. An account with a usable password is not
+    logged in: a name at the provider does not take over a password account (a platform
+    admin's); a platform admin makes accounts for sign-on without one (the admin's "Password-
+    based authentication: disabled"), or removes the password of one moving to sign-on."""
+
+    def authenticate(self, request, oidc_claims=None):
+        if not isinstance(oidc_claims, Verified):
+            return None
+        users = auth.get_user_model()._default_manager
+        name = {users.model.USERNAME_FIELD: oidc_claims.username}
+        if settings.MLSCHED_AUTH_CREATES_USERS:
+            user, created = users.get_or_create(**name)
+        else:
+            user, created = users.filter(**name).first(), False
+            if user is None:
+                log.warning("no account %r, and sign-on makes none", oidc_claims.username)
+                return None
+        if not created and user.has_usable_password():
+            log.warning("%s's account logs in with a password: not taken over by sign-on", user)
+            return None
+        configured(user, created, oidc_claims.email, "the identity provider")
+        if not self.user_can_authenticate(user):
+            log.warning("%s's account is inactive: not logged in", user)
+            return None
+        return user
+
+
+def end_session(request) -> str | None:
+    """Where logging out sends the browser to end its session at the provider too: its
+    end_session_endpoint, for a session it signed in (None: nowhere). The endpoint must be on
+    the issuer's origin, the one the Content-Security-Policy lets a form's post go on to (as
+    every provider has it)."""
+    id_token = request.session.get(ID_TOKEN)
+    if not id_token or request.session.get(auth.BACKEND_SESSION_KEY) != BACKEND:
+        return None
+    try:
+        endpoint = discovery().get("end_session_endpoint")
+    except SignOnFailed as failure:
+        log.warning("the identity provider's session not ended: %s", failure.reason)
+        return None
+    if not isinstance(endpoint, str):
+        return None
+    if origin(endpoint) != origin(settings.MLSCHED_OIDC_ISSUER):
+        log.warning("the identity provider's session not ended: %s is not on the issuer's "
+                    "origin, where the portal's pages may send a form", endpoint)  # fmt: skip
+        return None
+    return with_query(
+        endpoint,
+        {
+            "id_token_hint": id_token,
+            "post_logout_redirect_uri": request.build_absolute_uri(
+                resolve_url(settings.LOGIN_REDIRECT_URL)
+            ),
+            "client_id": settings.MLSCHED_OIDC_CLIENT_ID,
+        },
+    )
+
+
+class Logout(LogoutView):
+    """Django's, which for a session the provider signed in goes on to its end_session_endpoint
+    (`end_session`)."""
+
+    def post(self, request, *args, **kwargs):
+        at_provider = end_session(request) if enabled() else None
+        response = super().post(request, *args, **kwargs)
+        return HttpResponseRedirect(at_provider) if at_provider else response
