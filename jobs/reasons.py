@@ -13,6 +13,7 @@ OTHER_REASONS = {
     "retry_backoff": "Waiting out the backoff before its retry.",
     "team_paused": "Its team's placements are paused by a platform admin.",
     "exclusive_not_allowed": "It takes nodes whole, which its team may no longer do.",
+    "named_nodes_gone": "None of the nodes it names to run on exists any more.",
 }
 # Every code a queued job may wait for ("" aside: not decided yet).
 CODES = frozenset(REASONS) | (frozenset(OTHER_REASONS) - {""})
@@ -27,9 +28,19 @@ NOT_WHOLE_SENTENCE = (
 )
 
 
-# Why the cycle sets a queued job aside (jobs.snapshot.set_aside): as a held job, such a job is
-# not eligible meanwhile (actions.unstamp), and is again from the cycle that finds it free.
-SET_ASIDE = (PAUSED, NOT_WHOLE)
+# A job whose `only_nodes` names no node any cluster still has (removed from their inventory
+# since it was submitted): it could never run as it is.
+NAMED_GONE = "named_nodes_gone"
+NAMED_GONE_SENTENCE = (
+    "None of the nodes it names to run on (only_nodes) exists any more: name others (CLI "
+    "constrain ID --only-nodes NODE,NODE), let it run on any node (--any-node) or cancel it."
+)
+
+
+# Why the cycle sets a queued job aside (jobs.snapshot.set_aside, named_gone): as a held job,
+# such a job is not eligible meanwhile (actions.unstamp), and is again from the cycle that finds
+# it free.
+SET_ASIDE = (PAUSED, NOT_WHOLE, NAMED_GONE)
 
 
 def paused_sentence(because: str) -> str:

@@ -180,6 +180,10 @@ def read(
     )
     growing = policy.grow_after_s is not None
     named = ids_by_name(inventory)
+    if gone := named_gone(queued, named):
+        aside |= gone
+        aside_rows += [job for job in queued if job["id"] in gone]
+        queued = [job for job in queued if job["id"] not in gone]
     present = {node.gpu_type for node in inventory if node.gpu_type}
     elastic, regrowing = elastic_gangs(clusters, now, provisions, named) if growing else ((), ())
     # Nor does a running elastic gang the core may not place grow (more workers: a new
@@ -268,6 +272,18 @@ def set_aside(queued: list[dict], held: HeldBack) -> dict[int, tuple[str, str]]:
         return {}
     whys = ((job["id"], held.why(job["tenant_id"], job["exclusive"])) for job in queued)
     return {job_id: why for job_id, why in whys if why is not None}
+
+
+def named_gone(queued: list[dict], named: Mapping[str, tuple[str, ...]]) -> dict:
+    """The queued jobs whose `only_nodes` names none of the nodes the clusters have now
+    (`named`: ids_by_name), {id: (reason code, sentence)}: set aside, they wait saying so
+    rather than as jobs that would fit but for the nodes they exclude."""
+    why = (reasons.NAMED_GONE, reasons.NAMED_GONE_SENTENCE)
+    return {
+        job["id"]: why
+        for job in queued
+        if job["only_nodes"] and not any(name in named for name in job["only_nodes"])
+    }
 
 
 def cluster_costs(clusters: list[dict]) -> dict[str, float]:

@@ -76,6 +76,20 @@ def test_one_that_only_other_nodes_could_take_says_so(alice, alpha, east):
     assert waiting.pending_message.endswith(REASONS["excluded_nodes"])
 
 
+def test_one_whose_named_nodes_are_all_gone_says_so_until_it_names_others(alice, alpha, three):
+    job = JobFactory(tenant=alpha, owner=alice, gpus=8, only_nodes=["east-8", "east-9"])
+    cycle.run_cycle()
+    waiting = Job.objects.get(pk=job.pk)
+
+    change(alice, job, {"only_nodes": ["east-2"]})
+    cycle.run_cycle()
+
+    assert (waiting.pending_reason, waiting.eligible_at) == ("named_nodes_gone", None)
+    assert waiting.pending_message.startswith("None of the nodes it names to run on")
+    assert nodes_of(job) == {"east-2"}
+    assert Job.objects.get(pk=job.pk).eligible_at is not None
+
+
 def test_an_empty_list_takes_any_node_again(alice, alpha, three):
     job = JobFactory(tenant=alpha, owner=alice, gpus=8, only_nodes=["east-9"])
 
