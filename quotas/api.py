@@ -203,14 +203,17 @@ class TeamsApplyView(APIView):
         if not isinstance(dry_run, bool):
             raise ValidationError({"dry_run": ["true or false."]})
         try:
-            tenants = declared.parse(document, "document")
-            outcome = declared.apply(tenants, request.user, dry_run=dry_run)
+            outcome = declared.apply(
+                declared.parse(document, "document"), request.user, dry_run=dry_run
+            )
         except declared.Refused as refused:
             raise ValidationError({"document": [str(refused)]}) from None
-        counts = outcome.counts
+        counts, classes = outcome.counts, outcome.classes
+        kinds = ("created", "changed", "unchanged")
         return Response({"lines": outcome.lines, "summary": outcome.summary(),
-                         "created": counts["created"], "changed": counts["changed"],
-                         "unchanged": counts["unchanged"], "dry_run": dry_run})  # fmt: skip
+                         **{kind: counts[kind] for kind in kinds},
+                         "classes": {kind: classes[kind] for kind in kinds},
+                         "dry_run": dry_run})  # fmt: skip
 
 
 # The platform's history as the API reads it: entries an answer holds at most, and by default.

@@ -1,10 +1,14 @@
 """Teams declared in a file kept under version control (`manage.py apply_teams`), as Kueue's
-ClusterQueues are kept in YAML: a YAML or JSON document listing tenants, their settings and
-their quotas, read and checked into plain data, compared with the database and applied to it.
+ClusterQueues and WorkloadPriorityClasses are kept in YAML: a YAML or JSON document listing
+tenants, their settings and their quotas, and priority classes, read and checked into plain
+data, compared with the database and applied to it.
 
 A tenant is found by its slug and made if none has it; the fields a file gives are set and
-the others kept; quotas, when given, become exactly those listed. Tenants the file does not
-list are left alone. The whole file is applied in one transaction, or nothing of it.
+the others kept; quotas, when given, become exactly those listed. A priority class is found by
+its name, made if none has it (its value then required), its fields given set, and the tenants
+it is open to, when given, exactly those listed; a tenant's `default_priority_class` names one.
+Tenants and classes the file does not list are left alone. The whole file is applied in one
+transaction, or nothing of it.
 """
 
 import json
@@ -14,18 +18,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import yaml
-from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.text import capfirst
 
 from jobs import actions
 from jobs.placement.words import counted
-from quotas.models import Quota, Tenant, group_names, image_patterns
+from quotas import history
+from quotas.models import PriorityClass, Quota, Tenant, group_names, image_patterns
 
 
 class Refused(Exception):
     """Why a file cannot be applied: the tenant's slug and the field, then the problem."""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a file declares: its tenants, and its priority classes."""
+
+    tenants: list["DeclaredTenant"]
+    classes: list["DeclaredClass"] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DeclaredClass:
+    """One priority class as a file declares it: its fields (only those the file gives), and
+    the slugs of the tenants it is open to (None: the file gives none, they stay)."""
+
+    name: str
+    fields: dict[str, object]
+    tenants: list[str] | None
 
 
 @dataclass(frozen=True)
@@ -36,6 +59,8 @@ class DeclaredTenant:
     slug: str
     fields: dict[str, object]
     quotas: dict[str, dict[str, int | None]] | None
+    # The name of its default priority class (None: none); ... (Ellipsis): the file gives none.
+    default_class: object = ...
 
 
 # Reading: a document into DeclaredTenants, every value of the right kind.
@@ -110,7 +135,20 @@ FIELDS: dict[str, Callable[[object], object]] = {
 # The text fields a file gives as lists, and how each reads its text back into one.
 LISTS = {"allowed_images": image_patterns, "owner_groups": group_names,
          "member_groups": group_names, "viewer_groups": group_names}  # fmt: skip
-TENANT_KEYS = ("slug", *FIELDS, "quotas")
+TENANT_KEYS = ("slug", *FIELDS, "default_priority_class", "quotas")
+# A priority class's fields a file may give, each read as the class stores it.
+CLASS_FIELDS: dict[str, Callable[[object], object]] = {
+    "value": _whole,
+    "may_preempt": _flag,
+    "preempt_exempt_s": _whole,
+    "max_runtime_s": _whole_or_null,
+    "default_runtime_s": _whole_or_null,
+    "max_gpus_per_user": _whole_or_null,
+    "max_gpus": _whole_or_null,
+    "fair_share_preemption": _text,
+    "description": _text,
+}
+CLASS_KEYS = ("name", *CLASS_FIELDS, "tenants")
 # A quota's amounts the file leaves out are these: its quotas are the file's, whole.
 QUOTA_DEFAULTS: dict[str, int | None] = {"guaranteed": 0, "borrow_limit": 0, "lend_limit": None}
 
@@ -137,9 +175,9 @@ def _mapping_once(loader: _Loader, node: yaml.MappingNode) -> dict:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
 
 
-def read(path: str) -> list[DeclaredTenant]:
-    """The tenants the YAML or JSON file at `path` declares, checked. Raises Refused when the
-    file cannot be read, is not YAML, or declares something wrongly."""
+def read(path: str) -> Declared:
+    """What the YAML or JSON file at `path` declares, checked. Raises Refused when the file
+    cannot be read, is not YAML, or declares something wrongly."""
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()
@@ -150,27 +188,38 @@ def read(path: str) -> list[DeclaredTenant]:
     return parse(text, path)
 
 
-def parse(text: str, where: str) -> list[DeclaredTenant]:
-    """The tenants a YAML or JSON text declares, checked (`where` names it in a refusal)."""
+def parse(text: str, where: str) -> Declared:
+    """What a YAML or JSON text declares, checked (`where` names it in a refusal)."""
     try:
         document = yaml.load(text, Loader=_Loader)  # a SafeLoader's subclass
     except yaml.YAMLError as error:
         said = " ".join(str(error).split())  # one line: the parser's spans several
         raise Refused(f"{where}: not YAML nor JSON ({said})") from None
-    return declared_tenants(document)
+    return declared(document)
 
 
-def declared_tenants(document: object) -> list[DeclaredTenant]:
-    """The tenants a document read from YAML declares, checked (Refused: why not)."""
+def declared(document: object) -> Declared:
+    """What a document read from YAML declares, checked (Refused: why not)."""
+    lists = ("tenants", "priority_classes")
     if isinstance(document, dict):
-        _no_unknown("the file", document, ("tenants",))
-    if not isinstance(document, dict) or not isinstance(document.get("tenants"), list):
-        raise Refused("the file declares no tenants: a mapping with a `tenants:` list is expected")
-    tenants = [_tenant(entry, number) for number, entry in enumerate(document["tenants"], 1)]
-    for slug, times in Counter(tenant.slug for tenant in tenants).items():
-        if times > 1:
-            raise Refused(f"{slug}: listed {times} times: list each tenant once")
-    return tenants
+        _no_unknown("the file", document, lists)
+    if not isinstance(document, dict) or not any(key in document for key in lists):
+        raise Refused(
+            "the file declares nothing: a mapping with a `tenants:` list, a "
+            "`priority_classes:` list or both is expected"
+        )
+    for key in lists:
+        if not isinstance(document.get(key, []), list):
+            raise Refused(f"the file's {key}: a list is expected, not {_shown(document[key])}")
+    tenants = [_tenant(entry, n) for n, entry in enumerate(document.get("tenants", []), 1)]
+    classes = [_class(entry, n) for n, entry in enumerate(document.get("priority_classes", []), 1)]
+    listed = (("", "tenant", [t.slug for t in tenants]),
+              ("class ", "class", [c.name for c in classes]))  # fmt: skip
+    for where, what, names in listed:
+        for name, times in Counter(names).items():
+            if times > 1:
+                raise Refused(f"{where}{name}: listed {times} times: list each {what} once")
+    return Declared(tenants, classes)
 
 
 def _no_unknown(where: str, mapping: dict, known) -> None:
@@ -181,18 +230,40 @@ def _no_unknown(where: str, mapping: dict, known) -> None:
         )
 
 
-def _tenant(entry: object, number: int) -> DeclaredTenant:
-    where = f"tenant {number} of the file"
+def _entry(entry: object, what: str, number: int, key: str, keys, kinds) -> tuple[str, dict]:
+    """An entry of one of the file's lists (a `what`, the `number`th), a mapping: its name,
+    its `key`, and the fields of `kinds` it gives, read (Refused naming `what`, then the
+    name)."""
     if not isinstance(entry, dict):
-        raise Refused(f"{where}: a mapping of its fields is expected, not {_shown(entry)}")
-    slug = entry.get("slug")
-    if not isinstance(slug, str) or not slug:
-        raise Refused(f"{where}: slug: required, as text")
-    _no_unknown(slug, entry, TENANT_KEYS)
-    fields = {key: _read(slug, key, value, FIELDS[key]) for key, value in entry.items()
-              if key in FIELDS}  # fmt: skip
+        raise Refused(
+            f"{what} {number} of the file: a mapping of its fields is expected, not {_shown(entry)}"
+        )
+    name = entry.get(key)
+    if not isinstance(name, str) or not name:
+        raise Refused(f"{what} {number} of the file: {key}: required, as text")
+    where = name if what == "tenant" else f"class {name}"
+    _no_unknown(where, entry, keys)
+    return name, {k: _read(where, k, value, kinds[k]) for k, value in entry.items() if k in kinds}
+
+
+def _tenant(entry: object, number: int) -> DeclaredTenant:
+    slug, fields = _entry(entry, "tenant", number, "slug", TENANT_KEYS, FIELDS)
+    assert isinstance(entry, dict)
     quotas = _quotas(slug, entry["quotas"]) if "quotas" in entry else None
-    return DeclaredTenant(slug, fields, quotas)
+    default = entry.get("default_priority_class", ...)
+    if default is not ... and default is not None:
+        default = _read(slug, "default_priority_class", default, _text)
+    return DeclaredTenant(slug, fields, quotas, default)
+
+
+def _class(entry: object, number: int) -> DeclaredClass:
+    name, fields = _entry(entry, "priority class", number, "name", CLASS_KEYS, CLASS_FIELDS)
+    assert isinstance(entry, dict)
+    where = f"class {name}"
+    tenants = None
+    if "tenants" in entry:
+        tenants = _read(where, "tenants", entry["tenants"], _lines).splitlines()
+    return DeclaredClass(name, fields, tenants)
 
 
 def _read(where: str, key: str, value: object, kind: Callable[[object], object]):
@@ -235,35 +306,49 @@ class Outcome:
 
     lines: list[str] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
+    classes: Counter = field(default_factory=Counter)  # priority classes, as `counts`
 
     def summary(self) -> str:
-        counts = self.counts
-        return (
-            f"{counted(counts['created'], 'tenant')} created, {counts['changed']} changed, "
-            f"{counts['unchanged']} unchanged"
-        )
+        said = _summed(self.counts, "tenant")
+        return f"{said}; {_summed(self.classes, 'class', 'classes')}" if self.classes else said
 
 
-def apply(tenants: list[DeclaredTenant], by, *, dry_run: bool = False) -> Outcome:
-    """Make the tenants and their quotas as declared, in one transaction: a Refused (a value
-    the models refuse) leaves the database as it was. Each change is written to the admin's
-    history as `by`'s, and its consequences are `by`'s too, as a platform admin's edit in the
-    admin has them: a narrowing of a tenant's allowed images holds its queued jobs of other
-    images. A dry run finds all this out and writes none of it."""
+def _summed(counts: Counter, what: str, plural: str = "") -> str:
+    return (f"{counted(counts['created'], what, plural)} created, {counts['changed']} changed, "
+            f"{counts['unchanged']} unchanged")  # fmt: skip
+
+
+def apply(declared: Declared, by, *, dry_run: bool = False) -> Outcome:
+    """Make the tenants, their quotas and the priority classes as declared, in one
+    transaction: a Refused (a value the models refuse) leaves the database as it was. The
+    tenants first, then the classes (open to tenants the file may make), then the tenants'
+    default classes (open to them by then). Each change is written to the platform's history
+    as `by`'s, and its consequences are `by`'s too, as a platform admin's edit in the admin has
+    them: a narrowing of a tenant's allowed images holds its queued jobs of other images. A dry
+    run finds all this out and writes none of it."""
     outcome = Outcome()
+    kinds: dict[str, str] = {}
     try:
         with transaction.atomic():
-            for declared in tenants:
-                kind, lines = _apply_tenant(declared, by)
-                outcome.counts[kind] += 1
-                outcome.lines += [f"{declared.slug}: {line}" for line in lines]
+            for tenant in declared.tenants:
+                kinds[tenant.slug], lines = _apply_tenant(tenant, by)
+                outcome.lines += [f"{tenant.slug}: {line}" for line in lines]
+            for declared_class in declared.classes:
+                kind, lines = _apply_class(declared_class, by)
+                outcome.classes[kind] += 1
+                outcome.lines += [f"class {declared_class.name}: {line}" for line in lines]
+            for tenant in declared.tenants:
+                if lines := _default_class(tenant, by):
+                    outcome.lines += [f"{tenant.slug}: {line}" for line in lines]
+                    kinds[tenant.slug] = kinds[tenant.slug].replace("unchanged", "changed")
+            outcome.counts.update(kinds.values())
             if dry_run:
                 transaction.set_rollback(True)
     except IntegrityError:
-        # Another apply, or an admin, made a tenant or quota the file makes meanwhile.
+        # Another apply, or an admin, made a tenant, quota or class the file makes meanwhile.
         raise Refused(
-            "a tenant or quota the file makes was made meanwhile by another change: apply "
-            "the file again"
+            "a tenant, quota or priority class the file makes was made meanwhile by another "
+            "change: apply the file again"
         ) from None
     return outcome
 
@@ -365,8 +450,8 @@ def _change_quota(quota: Quota, amounts: dict) -> tuple[list[str], list[dict]]:
     return lines, [{"changed": {"name": "quota", "object": str(quota), "fields": fields}}]
 
 
-def _checked(row: Tenant | Quota, slug: str, what: str = "") -> None:
-    """full_clean, a refusal naming the tenant, the row and the field."""
+def _checked(row: Tenant | Quota | PriorityClass, slug: str, what: str = "") -> None:
+    """full_clean, a refusal naming the tenant (or the class), the row and the field."""
     try:
         row.full_clean()
     except ValidationError as error:
@@ -382,10 +467,75 @@ def _problems(error: ValidationError) -> str:
     )
 
 
-def _record(by, tenant: Tenant, flag: int, history: list[dict]) -> None:
-    """Into the admin's history (the tenant's History page, the index's Recent actions), as
-    the admin writes an edit of the tenant and its quota rows."""
-    LogEntry.objects.log_actions(by.pk, [tenant], flag, change_message=history)
+def _record(by, row: Tenant | PriorityClass, flag: int, said: list[dict]) -> None:
+    """Into the platform's history (the row's History page, the index's Recent actions), as
+    the admin writes an edit of a tenant and its quota rows, or of a priority class."""
+    history.record(by, [row], said, flag)
+
+
+def _apply_class(declared: DeclaredClass, by) -> tuple[str, list[str]]:
+    where = f"class {declared.name}"
+    found = PriorityClass.objects.select_for_update().filter(name=declared.name).first()
+    made = found is None
+    if made and "value" not in declared.fields:
+        raise Refused(f"{where}: value: required to create the class")
+    row = found or PriorityClass(name=declared.name)
+    before = {name: getattr(row, name) for name in declared.fields}
+    changed = [name for name, value in declared.fields.items()
+               if made or before[name] != value]  # fmt: skip
+    for name in changed:
+        setattr(row, name, declared.fields[name])
+    if changed or made:
+        _checked(row, where)
+        row.save() if made else row.save(update_fields=changed)
+    lines = ["created"] if made else [
+        f"{name} {json.dumps(before[name])} -> {json.dumps(getattr(row, name))}"
+        for name in changed
+    ]  # fmt: skip
+    if declared.tenants is not None and (said := _open_to(row, declared.tenants, where)):
+        lines += said
+        changed.append("tenants")
+    if made:
+        _record(by, row, ADDITION, [{"added": {}}])
+    elif changed:
+        labels = [_label(PriorityClass, name) for name in changed]
+        _record(by, row, CHANGE, [{"changed": {"fields": labels}}])
+    return ("created" if made else "changed" if changed else "unchanged"), lines
+
+
+def _open_to(row: PriorityClass, slugs: list[str], where: str) -> list[str]:
+    """Make the tenants the class is open to exactly those of `slugs`; the line saying so."""
+    tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=slugs)}
+    if missing := [slug for slug in slugs if slug not in tenants]:
+        raise Refused(f"{where}: tenants: no tenant {missing[0]!r}")
+    before = sorted(row.tenants.values_list("slug", flat=True))
+    if before == sorted(slugs):
+        return []
+    row.tenants.set(tenants.values())
+    return [f"tenants {json.dumps(before)} -> {json.dumps(sorted(slugs))}"]
+
+
+def _default_class(declared: DeclaredTenant, by) -> list[str]:
+    """The tenant's default priority class as declared, once the classes are; its line."""
+    if declared.default_class is ...:
+        return []
+    tenant = Tenant.objects.select_related("default_priority_class").get(slug=declared.slug)
+    before = tenant.default_priority_class
+    named = declared.default_class
+    if (before.name if before else None) == named:
+        return []
+    wanted = None
+    if named is not None:
+        wanted = PriorityClass.objects.filter(name=named).first()
+        if wanted is None:
+            raise Refused(f"{declared.slug}: default_priority_class: no class {named!r}")
+    tenant.default_priority_class = wanted
+    _checked(tenant, declared.slug)
+    tenant.save(update_fields=["default_priority_class"])
+    _record(by, tenant, CHANGE, [{"changed": {"fields": [
+        _label(Tenant, "default_priority_class")]}}])  # fmt: skip
+    return [f"default_priority_class {json.dumps(before.name if before else None)} -> "
+            f"{json.dumps(named)}"]  # fmt: skip
 
 
 def _consequences(tenant: Tenant, changed: list[str], by) -> list[str]:

@@ -14,7 +14,7 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 ACTIONS = {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}
 
 
-def record(user, objects, message: str, flag: int = CHANGE) -> None:
+def record(user, objects, message: str | list, flag: int = CHANGE) -> None:
     """Write a change of `objects` by `user` into the history, as the admin writes its own
     (a deletion recorded before the rows go, while they have their ids)."""
     if objects and user is not None and user.pk is not None:

@@ -289,9 +289,10 @@
                      and it may still submit; its jobs wait saying the reason), or place
                      them again, as Kueue's ClusterQueue stopPolicy Hold
     apply-teams FILE [--dry-run]
-                     platform admins: make the teams and their quotas what a YAML or JSON
-                     file kept under version control declares (the server's
-                     manage.py apply_teams), all of it or, refused, none; a line per change
+                     platform admins: make the teams, their quotas and the priority classes
+                     what a YAML or JSON file kept under version control declares (the
+                     server's manage.py apply_teams), all of it or, refused, none; a line
+                     per change
     history [--since TIME] [--until TIME] [--user NAME] [--kind KIND] [--limit N]
                      platform admins: who changed how the platform is set up, newest first
                      (the admin's edits, and the API's, the portal's and the sign-on

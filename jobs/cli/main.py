@@ -421,7 +421,7 @@ def add_reading(commands) -> None:
     resuming = commands.add_parser("resume", help="platform admins: place a team's jobs again")
     resuming.add_argument("tenant", help="the team (its slug)")
     applying = commands.add_parser(
-        "apply-teams", help="platform admins: make the teams and quotas a file declares"
+        "apply-teams", help="platform admins: make the teams, quotas and classes a file declares"
     )
     applying.add_argument("file", help="the teams file, YAML or JSON ('-': standard input)")
     applying.add_argument("--dry-run", action="store_true", help="say what would change only")

@@ -12,3 +12,21 @@ def platform_admin(db):
     client.force_login(root)
     client.user = root
     return client
+
+
+@pytest.fixture
+def root(db):
+    """A platform admin, the first superuser (whom apply_teams records its changes as)."""
+    return UserFactory(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def teams(tmp_path):
+    """Writes a teams file; its path."""
+
+    def written(text: str) -> str:
+        path = tmp_path / "teams.yaml"
+        path.write_text(text)
+        return str(path)
+
+    return written

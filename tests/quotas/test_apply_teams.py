@@ -38,24 +38,6 @@ tenants:
 """
 
 
-@pytest.fixture
-def root(db):
-    """The platform admin the changes are recorded as, the first superuser."""
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def teams(tmp_path):
-    """Writes a teams file; its path."""
-
-    def written(text: str) -> str:
-        path = tmp_path / "teams.yaml"
-        path.write_text(text)
-        return str(path)
-
-    return written
-
-
 def apply(path: str, *args: str) -> list[str]:
     """apply_teams run on `path`: the lines it says."""
     out = StringIO()
@@ -189,7 +171,7 @@ tenants:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("teams: []\ntenants: []\n", "the file: unknown key teams (known: tenants)"),
+        ("teams: []\ntenants: []\n", "the file: unknown key teams (known: tenants, priority_"),
         ("tenants:\n  - {slug: alpha, colour: red}\n", "alpha: unknown key colour (known: slug, "),
         (
             "tenants:\n  - {slug: alpha, quotas: {cpu: {guaranteed: 1, limit: 2}}}\n",
@@ -323,8 +305,8 @@ def test_without_a_superuser_a_user_must_be_named_and_be_a_platform_admin(teams,
     [
         (None, "No such file or directory"),
         ("tenants: [unclosed\n", "not YAML nor JSON"),
-        ("tenants: {alpha: {}}\n", "the file declares no tenants"),
-        ("- slug: alpha\n", "the file declares no tenants"),
+        ("tenants: {alpha: {}}\n", "the file's tenants: a list is expected"),
+        ("- slug: alpha\n", "the file declares nothing"),
     ],
     ids=["missing", "not yaml", "no tenants list", "a list alone"],
 )
@@ -355,7 +337,7 @@ def test_a_tenant_made_meanwhile_by_another_change_refuses_the_file_and_no_500(
     said = refusal(teams("tenants:\n  - {slug: beta, name: Beta}\n"))
 
     assert said == (
-        "a tenant or quota the file makes was made meanwhile by another change: apply the file "
-        "again"
+        "a tenant, quota or priority class the file makes was made meanwhile by another "
+        "change: apply the file again"
     )
     assert not Tenant.objects.filter(slug="beta").exists()

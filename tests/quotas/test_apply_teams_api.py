@@ -6,7 +6,7 @@ from django.contrib.admin.models import LogEntry
 
 from quotas.models import Tenant
 from tests.clusters.test_node_service_api import as_user, cli_of
-from tests.quotas.test_apply_teams import ALPHA_AND_BETA, root, teams  # noqa: F401 (fixtures)
+from tests.quotas.test_apply_teams import ALPHA_AND_BETA
 
 pytestmark = pytest.mark.django_db
 

@@ -21,11 +21,6 @@ HISTORY = "/api/v1/history/"
 SECRET = "hf_value_never_recorded"
 
 
-@pytest.fixture
-def root(db):
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
 def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)

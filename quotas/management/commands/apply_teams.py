@@ -1,5 +1,6 @@
-"""`manage.py apply_teams FILE`: make the tenants and their quotas as a YAML or JSON file kept
-under version control declares them (quotas.declared), all of it or, refused, none of it."""
+"""`manage.py apply_teams FILE`: make the tenants, their quotas and the priority classes as a
+YAML or JSON file kept under version control declares them (quotas.declared), all of it or,
+refused, none of it."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -24,9 +25,11 @@ def acting_user(username: str | None):
 
 class Command(BaseCommand):
     help = (
-        "Make the tenants and their quotas as FILE (YAML or JSON, a `tenants:` list) declares "
-        "them: tenants are found by slug and created if none has it, the fields given set, "
-        "quotas (when given) made exactly those listed. All or nothing; a line per change."
+        "Make the tenants, their quotas and the priority classes as FILE (YAML or JSON, a "
+        "`tenants:` list, a `priority_classes:` list) declares them: tenants are found by slug "
+        "and classes by name, created if none has it, the fields given set, quotas and the "
+        "tenants a class is open to (when given) made exactly those listed. All or nothing; a "
+        "line per change."
     )
 
     def add_arguments(self, parser):
@@ -42,8 +45,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, file, dry_run, username, **options):
         try:
-            tenants = declared.read(file)
-            outcome = declared.apply(tenants, acting_user(username), dry_run=dry_run)
+            outcome = declared.apply(declared.read(file), acting_user(username), dry_run=dry_run)
         except declared.Refused as refused:
             raise CommandError(str(refused)) from None
         said = "dry run: " if dry_run else ""
