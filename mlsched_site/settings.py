@@ -349,6 +349,9 @@ MLSCHED_AUTH_USER_HEADER = os.environ.get("MLSCHED_AUTH_USER_HEADER", "")
 MLSCHED_AUTH_CREATES_USERS = env_bool("MLSCHED_AUTH_CREATES_USERS", True)
 MLSCHED_AUTH_EMAIL_HEADER = os.environ.get("MLSCHED_AUTH_EMAIL_HEADER", "")
 MLSCHED_AUTH_GROUPS_HEADER = os.environ.get("MLSCHED_AUTH_GROUPS_HEADER", "")
+# The sign-on groups (the proxy's header's or the OpenID Connect groups claim's, with commas)
+# whose users are platform admins (quotas.sign_on.admin_by); none, unset.
+MLSCHED_AUTH_ADMIN_GROUPS = os.environ.get("MLSCHED_AUTH_ADMIN_GROUPS", "")
 MLSCHED_AUTH_PROXY_FROM = os.environ.get("MLSCHED_AUTH_PROXY_FROM", "")
 for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.split(","))):
     try:

@@ -18,7 +18,7 @@ made at the first login unless MLSCHED_AUTH_CREATES_USERS is off (no usable pass
 user signs in at the provider; no team, as the proxy's sign-on makes them); `email`, unless
 the provider says it is not verified, is the account's address at each login; and where
 MLSCHED_OIDC_GROUPS_CLAIM names the claim of the user's groups, teams' sign-on groups make
-their memberships as the proxy's groups header does (`proxy_auth.join_groups`). The claim
+their memberships as the proxy's groups header does (`sign_on.join_groups`). The claim
 names an account the provider controls: one its users cannot change themselves. A name
 Django would not take for a username, an account that is inactive, or one with a usable
 password (a password login's, which a name at the provider must not take over), is not
@@ -52,8 +52,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from mlsched_site.middleware import origin
 from quotas import logins
 from quotas.models import group_names
-from quotas.proxy_auth import join_groups
-from quotas.sign_on import configured, is_username
+from quotas.sign_on import configured, is_username, join_groups
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ email address, which their account takes at each login. MLSCHED_AUTH_GROUPS_HEAD
 set, names the header of their groups (oauth2-proxy's X-Auth-Request-Groups, with commas): a
 team whose `owner_groups`, `member_groups` or `viewer_groups` (a platform admin's) lists one of
 them has them as an owner, a member or a viewer, made at login, changed or removed as their
-groups change; a membership given by hand is the admins' and stays.
+groups change; a membership given by hand is the admins' and stays. A user in one of
+MLSCHED_AUTH_ADMIN_GROUPS is a platform admin while they are (`sign_on.admin_by`).
 
 A session the proxy's header logged in ends once a request comes without it, or with another
 user's name (the proxy signed them out, or another user in). A password login (a platform
@@ -28,11 +29,9 @@ from functools import cache
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.backends import RemoteUserBackend
-from django.db import transaction
 
-from quotas import history
-from quotas.models import Membership, Tenant, group_names
-from quotas.sign_on import configured, is_username
+from quotas.models import group_names
+from quotas.sign_on import configured, is_username, join_groups
 
 log = logging.getLogger(__name__)
 
@@ -115,33 +114,6 @@ def follow_groups(request, user) -> None:
         return
     join_groups(user, set(group_names(written)))
     request.session[GROUPS_SEEN] = written
-
-
-@transaction.atomic
-def join_groups(user, groups: set[str]) -> None:
-    """Make the user's memberships from sign-on groups those the tenants give `groups`
-    (`Tenant.group_role`): one made where a tenant gives a role and the user has none, one
-    from a group changed to the role and group given now, one from a group the tenant no
-    longer gives removed; a membership given by hand is left as it is. Each change is in the
-    platform's history as the user's own."""
-    mine = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
-    named = Tenant.objects.exclude(owner_groups="", member_groups="", viewer_groups="")
-    given = {tenant.pk: role for tenant in named if (role := tenant.group_role(groups))}
-    for tenant_id, (role, group) in given.items():
-        held = mine.get(tenant_id)
-        said = f"Made {role} by sign-on group {group}"
-        if held is None:
-            made = Membership.objects.create(
-                tenant_id=tenant_id, user=user, role=role, from_group=group
-            )
-            history.record(user, [made], said, history.ADDITION)
-        elif held.from_group and (held.role, held.from_group) != (role, group):
-            held.role, held.from_group = role, group
-            held.save(update_fields=["role", "from_group"])
-            history.record(user, [held], said)
-    gone = [m for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
-    history.record(user, gone, "Removed: no sign-on group gives it", history.DELETION)
-    Membership.objects.filter(pk__in=[m.pk for m in gone]).delete()
 
 
 class ProxyBackend(RemoteUserBackend):

@@ -1,16 +1,26 @@
 """What the two single sign-ons share, the authenticating proxy's (quotas/proxy_auth.py) and
-OpenID Connect's (quotas/oidc.py): the names they take for usernames, and the account a login
-leaves (made without a usable password, its email address the sign-on's)."""
+OpenID Connect's (quotas/oidc.py): the names they take for usernames, the account a login
+leaves (made without a usable password, its email address the sign-on's), and what the user's
+groups there make them (`join_groups`: teams' owners, members and viewers; platform admins)."""
 
 import logging
 
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.db import transaction
+
+from quotas import history
+from quotas.models import Membership, Tenant, group_names
 
 log = logging.getLogger(__name__)
 
 NAME_LENGTH = 150  # Django's username's
+# The auth group marking the platform admins a sign-on group made (MLSCHED_AUTH_ADMIN_GROUPS):
+# those, and only those, it makes no longer admins once they are in none of the groups.
+ADMINS_BY_SIGN_ON = "platform admins by sign-on"
 
 
 def is_username(name: str) -> bool:
@@ -44,3 +54,57 @@ def configured(user, created: bool, email: str | None, source: str):
     if changed:
         user.save(update_fields=changed)
     return user
+
+
+@transaction.atomic
+def join_groups(user, groups: set[str]) -> None:
+    """Follow the user's sign-on `groups`: their memberships (`memberships_of`) and whether
+    they are a platform admin (`admin_by`), each change in the platform's history as the
+    user's own."""
+    memberships_of(user, groups)
+    admin_by(user, groups)
+
+
+def memberships_of(user, groups: set[str]) -> None:
+    """Make the user's memberships from sign-on groups those the tenants give `groups`
+    (`Tenant.group_role`): one made where a tenant gives a role and the user has none, one
+    from a group changed to the role and group given now, one from a group the tenant no
+    longer gives removed; a membership given by hand is left as it is."""
+    mine = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+    named = Tenant.objects.exclude(owner_groups="", member_groups="", viewer_groups="")
+    given = {tenant.pk: role for tenant in named if (role := tenant.group_role(groups))}
+    for tenant_id, (role, group) in given.items():
+        held = mine.get(tenant_id)
+        said = f"Made {role} by sign-on group {group}"
+        if held is None:
+            made = Membership.objects.create(
+                tenant_id=tenant_id, user=user, role=role, from_group=group
+            )
+            history.record(user, [made], said, history.ADDITION)
+        elif held.from_group and (held.role, held.from_group) != (role, group):
+            held.role, held.from_group = role, group
+            held.save(update_fields=["role", "from_group"])
+            history.record(user, [held], said)
+    gone = [m for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
+    history.record(user, gone, "Removed: no sign-on group gives it", history.DELETION)
+    Membership.objects.filter(pk__in=[m.pk for m in gone]).delete()
+
+
+def admin_by(user, groups: set[str]) -> None:
+    """A user in one of MLSCHED_AUTH_ADMIN_GROUPS made a platform admin (superuser and staff),
+    marked as made so (the auth group ADMINS_BY_SIGN_ON); one so made who is in none of them
+    any more (or the setting gone) no longer one. A platform admin made by hand is left as
+    they are."""
+    admin_groups = sorted(set(group_names(settings.MLSCHED_AUTH_ADMIN_GROUPS)) & groups)
+    marker = Group.objects.filter(name=ADMINS_BY_SIGN_ON).first()
+    by_group = marker is not None and user.groups.filter(pk=marker.pk).exists()
+    if admin_groups and not user.is_superuser:
+        user.is_superuser = user.is_staff = True
+        user.save(update_fields=["is_superuser", "is_staff"])
+        user.groups.add(marker or Group.objects.get_or_create(name=ADMINS_BY_SIGN_ON)[0])
+        history.record(user, [user], f"Made a platform admin by sign-on group {admin_groups[0]}")
+    elif not admin_groups and by_group:
+        user.is_superuser = user.is_staff = False
+        user.save(update_fields=["is_superuser", "is_staff"])
+        user.groups.remove(marker)
+        history.record(user, [user], "No longer a platform admin: no sign-on group makes them one")

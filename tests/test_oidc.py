@@ -153,6 +153,19 @@ def test_the_groups_claim_makes_memberships_and_takes_them_away(provider):
     assert memberships() == {}
 
 
+def test_an_admin_group_in_the_claim_makes_a_platform_admin_until_it_is_gone(provider, settings):
+    settings.MLSCHED_AUTH_ADMIN_GROUPS = "platform-ops"
+    provider.claims["groups"] = ["platform-ops"]
+    sign_on(Client())
+    made = get_user_model().objects.get(username="alice").is_superuser
+    provider.claims["groups"] = []
+
+    sign_on(Client())
+
+    assert made is True
+    assert get_user_model().objects.get(username="alice").is_superuser is False
+
+
 def test_without_a_groups_claim_set_memberships_are_left_alone(provider, settings):
     settings.MLSCHED_OIDC_GROUPS_CLAIM = ""
     TenantFactory(slug="research", member_groups="ml-team")

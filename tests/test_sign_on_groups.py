@@ -3,6 +3,7 @@ groups (a platform admin's) make its members as they log in through the proxy, a
 remove them as their groups change; memberships given by hand stay (quotas/proxy_auth.py)."""
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
@@ -153,3 +154,37 @@ def test_a_teams_groups_are_listed_one_a_line_or_with_commas_as_the_proxy_sends_
     assert tenant.group_role({"ml-infra", "a"}) == ("member", "ml-infra")
     assert tenant.group_role({"b"}) == ("viewer", "b")
     assert tenant.group_role({"a, b", "c"}) is None
+
+
+def test_an_admin_group_makes_its_users_platform_admins_while_they_are_in_it(groups, settings):
+    settings.MLSCHED_AUTH_ADMIN_GROUPS = "platform-ops, sre"
+    browser = signed("alice", **{GROUPS: "ml-alpha,sre"})
+
+    made = browser.get("/admin/quotas/tenant/").status_code
+    alice = User.objects.get(username="alice")
+    browser.defaults["HTTP_X_AUTH_REQUEST_GROUPS"] = "ml-alpha"
+    who(browser)
+    dropped = browser.get("/admin/quotas/tenant/").status_code
+
+    assert made == 200 and (alice.is_superuser, alice.is_staff) == (True, True)
+    assert dropped == 302  # to the admin's login: no longer staff
+    alice.refresh_from_db()
+    assert (alice.is_superuser, alice.is_staff, alice.groups.exists()) == (False, False, False)
+    assert [
+        e.get_change_message()
+        for e in LogEntry.objects.filter(object_id=str(alice.pk)).order_by("id")
+    ] == [
+        "Made a platform admin by sign-on group sre",
+        "No longer a platform admin: no sign-on group makes them one",
+    ]
+
+
+def test_a_platform_admin_made_by_hand_stays_one_whatever_the_groups(groups, settings):
+    settings.MLSCHED_AUTH_ADMIN_GROUPS = "sre"
+    UserFactory(username="root", is_superuser=True, is_staff=True)
+
+    who(signed("root", **{GROUPS: "sre"}))
+    who(signed("root", **{GROUPS: "ml-alpha"}))
+
+    root = User.objects.get(username="root")
+    assert (root.is_superuser, root.is_staff, root.groups.exists()) == (True, True, False)
