@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import yaml
 from django.contrib.admin.models import ADDITION, CHANGE
+from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.text import capfirst
@@ -26,7 +27,14 @@ from django.utils.text import capfirst
 from jobs import actions
 from jobs.placement.words import counted
 from quotas import history
-from quotas.models import PriorityClass, Quota, Tenant, group_names, image_patterns
+from quotas.models import (
+    Membership,
+    PriorityClass,
+    Quota,
+    Tenant,
+    group_names,
+    image_patterns,
+)
 
 
 class Refused(Exception):
@@ -61,6 +69,8 @@ class DeclaredTenant:
     quotas: dict[str, dict[str, int | None]] | None
     # The name of its default priority class (None: none); ... (Ellipsis): the file gives none.
     default_class: object = ...
+    # Its members given by hand, username: role (None: the file gives none, they stay).
+    members: dict[str, str] | None = None
 
 
 # Reading: a document into DeclaredTenants, every value of the right kind.
@@ -127,6 +137,7 @@ FIELDS: dict[str, Callable[[object], object]] = {
     "gpu_hours_per_month": _whole_or_null,
     "gpu_idle_limit_min": _whole_or_null,
     "exclusive_allowed": _flag,
+    "placements_paused": _text,
     "allowed_images": _lines,
     "owner_groups": _lines,
     "member_groups": _lines,
@@ -135,7 +146,8 @@ FIELDS: dict[str, Callable[[object], object]] = {
 # The text fields a file gives as lists, and how each reads its text back into one.
 LISTS = {"allowed_images": image_patterns, "owner_groups": group_names,
          "member_groups": group_names, "viewer_groups": group_names}  # fmt: skip
-TENANT_KEYS = ("slug", *FIELDS, "default_priority_class", "quotas")
+TENANT_KEYS = ("slug", *FIELDS, "default_priority_class", "quotas", "members")
+ROLES = tuple(Membership.Role.values)
 # A priority class's fields a file may give, each read as the class stores it.
 CLASS_FIELDS: dict[str, Callable[[object], object]] = {
     "value": _whole,
@@ -253,7 +265,19 @@ def _tenant(entry: object, number: int) -> DeclaredTenant:
     default = entry.get("default_priority_class", ...)
     if default is not ... and default is not None:
         default = _read(slug, "default_priority_class", default, _text)
-    return DeclaredTenant(slug, fields, quotas, default)
+    members = _members(slug, entry["members"]) if "members" in entry else None
+    return DeclaredTenant(slug, fields, quotas, default, members)
+
+
+def _members(slug: str, value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise Refused(f"{slug}: members: a mapping of usernames to roles is expected, not "
+                      f"{_shown(value)}")  # fmt: skip
+    for name, role in value.items():
+        if not isinstance(name, str) or role not in ROLES:
+            raise Refused(f"{slug}: members: {_shown(name)}: {_shown(role)} is no role "
+                          f"({', '.join(ROLES)})")  # fmt: skip
+    return value
 
 
 def _class(entry: object, number: int) -> DeclaredClass:
@@ -368,8 +392,11 @@ def _create(declared: DeclaredTenant, by) -> list[str]:
     tenant = Tenant(slug=declared.slug, **declared.fields)
     _checked(tenant, declared.slug)
     tenant.save()
-    lines, history = _replace_quotas(tenant, declared.quotas or {})
-    _record(by, tenant, ADDITION, [{"added": {}}, *history])
+    lines, noted = _replace_quotas(tenant, declared.quotas or {})
+    if declared.members is not None:
+        member_lines, member_noted = _replace_members(tenant, declared.members)
+        lines, noted = lines + member_lines, noted + member_noted
+    _record(by, tenant, ADDITION, [{"added": {}}, *noted])
     return ["created", *lines]
 
 
@@ -384,14 +411,47 @@ def _update(tenant: Tenant, declared: DeclaredTenant, by) -> list[str]:
         tenant.save(update_fields=changed)
     lines = [f"{name} {_said(name, before[name])} -> {_said(name, getattr(tenant, name))}"
              for name in changed]  # fmt: skip
-    history = [{"changed": {"fields": [_label(Tenant, name) for name in changed]}}]
-    history = history if changed else []
-    if declared.quotas is not None:
-        quota_lines, quota_history = _replace_quotas(tenant, declared.quotas)
-        lines, history = lines + quota_lines, history + quota_history
-    if history:
-        _record(by, tenant, CHANGE, history)
+    noted = [{"changed": {"fields": [_label(Tenant, name) for name in changed]}}]
+    noted = noted if changed else []
+    for rows, replace in ((declared.quotas, _replace_quotas), (declared.members, _replace_members)):
+        if rows is not None:
+            row_lines, row_noted = replace(tenant, rows)
+            lines, noted = lines + row_lines, noted + row_noted
+    if noted:
+        _record(by, tenant, CHANGE, noted)
     return lines + _consequences(tenant, changed, by)
+
+
+def _replace_members(tenant: Tenant, wanted: dict[str, str]) -> tuple[list[str], list[dict]]:
+    """Make the tenant's memberships given by hand exactly `wanted` (username: role): those
+    from sign-on groups stay, unless the file names their user, whose membership becomes the
+    file's, as an admin's edit makes it; what that did, in lines and in the history."""
+    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=wanted)}
+    if missing := [name for name in wanted if name not in users]:
+        raise Refused(f"{tenant.slug}: members: no user {missing[0]!r} (sign-on makes accounts "
+                      "at a first login; a platform admin, in the admin)")  # fmt: skip
+    held = {m.user.get_username(): m for m in tenant.memberships.select_related("user")}
+    lines, noted = [], []
+    for name, membership in sorted(held.items()):
+        if name not in wanted and not membership.from_group:
+            lines.append(f"member {name} removed")
+            noted.append({"deleted": {"name": "membership", "object": str(membership)}})
+            membership.delete()
+    for name, role in wanted.items():
+        membership = held.get(name)
+        if membership is None:
+            made = Membership.objects.create(tenant=tenant, user=users[name], role=role)
+            lines.append(f"member {name} added ({role})")
+            noted.append({"added": {"name": "membership", "object": str(made)}})
+        elif (membership.role, membership.from_group) != (role, ""):
+            lines.append(f"member {name} {membership.role} -> {role}" + (
+                f" (was from sign-on group {membership.from_group})" if membership.from_group
+                else ""))  # fmt: skip
+            membership.role, membership.from_group = role, ""
+            membership.save(update_fields=["role", "from_group"])
+            noted.append({"changed": {"name": "membership", "object": str(membership),
+                                      "fields": ["Role"]}})  # fmt: skip
+    return lines, noted
 
 
 def _compared(name: str, value: object) -> object:
