@@ -66,9 +66,7 @@ def test_members_it_cannot_make_refuse_the_file(root, teams, alpha, members, sai
     assert roles(alpha) == {}
 
 
-def test_placements_paused_pauses_and_resumes_the_team_as_the_admins_field_does(
-    root, teams, alpha
-):
+def test_placements_paused_pauses_and_resumes_the_team_as_the_admins_field_does(root, teams, alpha):
     queued = JobFactory(tenant=alpha)
     Job.objects.filter(pk=queued.pk).update(eligible_at=queued.created)
 
