@@ -13,6 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_ssh_private_key,
+)
+
 # A node topology label's key and a node feature's name alike (clusters.models checks both):
 # lower-case letters, digits, '-', '_' and '.', from and to a letter or digit, at most 63.
 NAME = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?\Z"
@@ -322,6 +331,14 @@ STOP_AT_FILE = "stop_at"
 # The file MLSCHED_HOSTFILE names, in a folder each backend keeps for it: the gang's hostfile
 # (`hostfile`), written once before the workers start.
 HOSTFILE = "hostfile"
+# The folder MLSCHED_SSH_DIR names, in a place each backend keeps for it, for a gang of more
+# than one worker: the attempt's SSH key pair, which every worker of the gang trusts, and a
+# client config using it (`ssh_files`), written once before the workers start.
+SSH_DIR_NAME = "ssh"
+SSH_KEY = "id_ed25519"
+SSH_PUBLIC_KEY = f"{SSH_KEY}.pub"
+SSH_AUTHORIZED_KEYS = "authorized_keys"
+SSH_CONFIG = "config"
 
 
 def stop_at_lowered(stop_at: int, limit_s: int, lowered_s: int) -> int:
@@ -375,7 +392,19 @@ def worker_env(
     Ray cluster's workers, Slurm's SLURM_JOB_NODELIST). Each backend adds MLSCHED_HOSTFILE,
     the path of a file the job may read but not change: the same addresses as a hostfile, a
     line per address with its GPUs as slots, for an MPI, DeepSpeed or Horovod launcher
-    (`hostfile`).
+    (`hostfile`). For a gang of more than one worker each backend adds MLSCHED_SSH_DIR, a
+    folder of the files `ssh_files` makes (SSH_KEY, SSH_PUBLIC_KEY, SSH_AUTHORIZED_KEYS,
+    SSH_CONFIG), for a launcher that starts the ranks over SSH (Open MPI's mpirun, DeepSpeed's
+    pdsh, horovodrun), as Kubeflow's MPI Operator gives an MPIJob: a key pair of the
+    attempt's own, which every worker of it holds and trusts, and a client config logging in
+    with it. The launcher reads the config (`mpirun --mca plm_rsh_args "-F
+    $MLSCHED_SSH_DIR/config"`, `ssh -F`), and each worker's image runs the sshd that lets it
+    in, started with `-o AuthorizedKeysFile=$MLSCHED_SSH_DIR/authorized_keys`: mlsched runs
+    no sshd of its own. sshd refuses an authorized_keys file in a folder others may write to
+    on its way from / (a Kubernetes secret volume's own folder, a state directory under
+    /tmp): such an sshd runs with `-o StrictModes=no`, as the MPI Operator's images do. The
+    files are the worker's alone to read (on Kubernetes root's: an image whose job runs as
+    another user copies the folder to that user's ~/.ssh first).
     MLSCHED_STOP_AT is when the runtime limit stops the worker at the latest, in whole seconds
     since the epoch (Slurm's SLURM_JOB_END_TIME), counted from now, as the worker is about to
     start (a backend counts its limit from the start, later: the time is never late), and
@@ -433,3 +462,33 @@ def hostfile(spec: AttemptSpec, worker_addrs: tuple[str, ...], master_addr: str)
     for worker, addr in zip(workers, gang_addrs(spec, worker_addrs, master_addr), strict=True):
         slots[addr] = slots.get(addr, 0) + max(len(worker.gpu_indices), 1)
     return "".join(f"{addr} slots={count}\n" for addr, count in slots.items())
+
+
+def new_ssh_key() -> str:
+    """A new Ed25519 private key, unencrypted, in OpenSSH's format (`ssh-keygen -t ed25519`)."""
+    key = Ed25519PrivateKey.generate()
+    return key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
+
+
+def ssh_files(attempt_id: int, folder: str, private_key: str = "") -> dict[str, str]:
+    """The gang's SSH files by name, as a worker finds them in `folder` (MLSCHED_SSH_DIR): the
+    attempt's private key (`private_key`, in OpenSSH's format, that of the files made for
+    another worker of the gang; "": a new one), its public key, commented with the attempt,
+    the same as the one line of authorized_keys, and a client config logging in to any host
+    with that key and no other, taking whatever host key the host shows without keeping it:
+    a peer's sshd shows its image's or container's own, which no worker could know before."""
+    key = private_key or new_ssh_key()
+    loaded = load_ssh_private_key(key.encode(), password=None)
+    public = loaded.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    line = f"{public} mlsched-attempt-{attempt_id}\n"
+    # Quoted, for a folder with spaces; '%' would start one of ssh's tokens.
+    identity = '"' + f"{folder.rstrip('/')}/{SSH_KEY}".replace("%", "%%") + '"'
+    config = (
+        "Host *\n"
+        f"    IdentityFile {identity}\n"
+        "    IdentitiesOnly yes\n"
+        "    StrictHostKeyChecking no\n"
+        "    UserKnownHostsFile /dev/null\n"
+        "    LogLevel ERROR\n"
+    )
+    return {SSH_KEY: key, SSH_PUBLIC_KEY: line, SSH_AUTHORIZED_KEYS: line, SSH_CONFIG: config}

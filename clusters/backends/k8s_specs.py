@@ -1,20 +1,25 @@
 """Kubernetes objects for an attempt: the tenant's namespace and its NetworkPolicy, one Pod per
-worker, a headless Service for a gang's rendezvous, a Secret holding the job's secrets and one
-holding its team's registry credential, a ConfigMap holding the gang's hostfile. Pure
-functions: no API calls.
+worker, a headless Service for a gang's rendezvous, a Secret holding the job's secrets, one
+holding a gang's SSH key pair and one holding its team's registry credential, a ConfigMap
+holding the gang's hostfile. Pure functions: no API calls.
 
 Names: namespace `<prefix><tenant>` (hashed when the tenant is not a DNS label), Service
 `mlsched-<attempt id>`, Pod `mlsched-<attempt id>-<rank>`, Secrets
-`mlsched-<attempt id>-secrets` and `mlsched-<attempt id>-pull`, ConfigMap
-`mlsched-<attempt id>-hosts`. A gang's pods set hostname `w<rank>` and the Service as their
-subdomain, so rank 0 answers at `w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
+`mlsched-<attempt id>-secrets`, `mlsched-<attempt id>-ssh` and `mlsched-<attempt id>-pull`,
+ConfigMap `mlsched-<attempt id>-hosts`. A gang's pods set hostname `w<rank>` and the Service
+as their subdomain, so rank 0 answers at
+`w0.mlsched-<attempt id>.<namespace>.svc.<cluster domain>`.
 
 The job's secrets given as files are keys of its secrets' Secret too, mounted read-only in
 every worker at SECRET_FILES_DIR (a secret volume of those keys alone), each variable of their
 names holding the path. A job with a runtime limit finds MLSCHED_STOP_AT as it stands in
 STOP_AT_DIR (the pod's STOP_AT_ANNOTATION through the downward API, lowered with its limit).
 Every worker finds the gang's hostfile (MLSCHED_HOSTFILE: each pod's stable name, its GPUs as
-slots) in HOSTFILE_DIR, the attempt's ConfigMap mounted read-only.
+slots) in HOSTFILE_DIR, the attempt's ConfigMap mounted read-only. Every worker of a gang of
+more than one finds the attempt's SSH files (MLSCHED_SSH_DIR: its key pair, authorized_keys, a
+client config; base.ssh_files) in SSH_DIR, its SSH Secret mounted read-only, for a launcher
+that starts the ranks over SSH through an sshd the image runs, as Kubeflow's MPI Operator
+gives an MPIJob.
 
 The registry credential's Secret is a Docker config (`.dockerconfigjson`) with the one registry
 keyed by its host as image references write it, Docker Hub's by `https://index.docker.io/v1/`;
@@ -32,6 +37,7 @@ import hashlib
 import json
 import posixpath
 import re
+from collections.abc import Callable
 
 from kubernetes import client
 
@@ -42,6 +48,7 @@ from clusters.backends.base import (
     AttemptSpec,
     WorkerSpec,
     hostfile,
+    ssh_files,
     stop_at_lowered,
     volume_variable,
     worker_env,
@@ -72,6 +79,13 @@ STOP_AT_DIR = "/var/run/mlsched/stop-at"
 # folder.
 HOSTFILE_VOLUME = "hostfile"
 HOSTFILE_DIR = "/var/run/mlsched/hostfile"
+# A gang's SSH files (MLSCHED_SSH_DIR): the keys of the attempt's SSH Secret, files of their
+# names in this folder, root's alone to read: ssh refuses a private key others may read. An
+# image whose job runs as another user has its entrypoint, as root, copy the folder to that
+# user's ~/.ssh, owned by the user, and points ssh and sshd there (base.worker_env).
+SSH_VOLUME = "ssh"
+SSH_DIR = "/var/run/mlsched/ssh"
+SSH_MODE = 0o400
 # A worker's /dev/shm: memory (a tmpfs) as large as its memory, whose pages count against it.
 # The container runtime's own is 64 MiB: PyTorch's DataLoader workers and NCCL's transport
 # between GPUs of a node outgrow it and die with a bus error.
@@ -80,7 +94,8 @@ SHM_DIR = "/dev/shm"
 NETWORK_POLICY = "mlsched-same-namespace-only"
 # The pod volumes of the job's data volumes start with it: never the name of one of the
 # backend's own (CHECKPOINT_VOLUME, SECRET_FILES_VOLUME, STOP_AT_VOLUME, HOSTFILE_VOLUME,
-# SHM_VOLUME).
+# SSH_VOLUME, SHM_VOLUME), whose folders, SSH_DIR among them, are under /var/run/mlsched and
+# /dev, where the control plane mounts no data volume (quotas.tenant_volumes.RESERVED_PATHS).
 DATA_VOLUME_PREFIX = "data-"
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
@@ -128,12 +143,21 @@ def hostfile_name(attempt_id: int) -> str:
     return f"mlsched-{attempt_id}-hosts"
 
 
+def ssh_secret_name(attempt_id: int) -> str:
+    return f"mlsched-{attempt_id}-ssh"
+
+
 def secret_names(spec: AttemptSpec) -> tuple[str, ...]:
-    """The Secrets the attempt's start creates: its job's secrets' (variables and files), its
-    registry credential's."""
-    wanted = [(spec.secrets or spec.secret_files, secret_name),
-              (spec.pull_credential, pull_secret_name)]  # fmt: skip
-    return tuple(name(spec.attempt_id) for asked, name in wanted if asked)
+    """The Secrets the attempt's start creates: its job's secrets' (variables and files), a
+    gang's SSH files', its registry credential's."""
+    return tuple(name(spec.attempt_id) for asked, name, _ in _secrets_asked(spec) if asked)
+
+
+def _secrets_asked(spec: AttemptSpec) -> list[tuple[object, Callable[[int], str], Callable]]:
+    """Each Secret an attempt may have: whether it asks for it, its name's, its builder."""
+    return [(spec.secrets or spec.secret_files, secret_name, build_secret),
+            (spec.world_size > 1, ssh_secret_name, build_ssh_secret),
+            (spec.pull_credential, pull_secret_name, build_pull_secret)]  # fmt: skip
 
 
 def pod_labels(spec: AttemptSpec, rank: int, cluster: str) -> dict[str, str]:
@@ -230,8 +254,9 @@ def build_pod(
     job's checkpoints. The folder is mounted at MLSCHED_CHECKPOINT_DIR, the path the job is told.
     The job's secrets given as files are mounted at SECRET_FILES_DIR, each variable of their
     names holding its file's path. The attempt's ConfigMap is mounted at HOSTFILE_DIR,
-    MLSCHED_HOSTFILE holding its file's path. Each data volume's claim is mounted at the path
-    the job asked for (``check_data_volumes`` first: each has a claim).
+    MLSCHED_HOSTFILE holding its file's path, and a gang's SSH Secret at SSH_DIR, which
+    MLSCHED_SSH_DIR names. Each data volume's claim is mounted at the path the job asked for
+    (``check_data_volumes`` first: each has a claim).
     """
     folder = checkpoint_dir(checkpoint_root, spec)
     addrs = worker_addrs(spec, namespace, cluster_domain)
@@ -242,6 +267,8 @@ def build_pod(
     if stop_at := env.get("MLSCHED_STOP_AT"):
         env["MLSCHED_STOP_AT_FILE"] = posixpath.join(STOP_AT_DIR, STOP_AT_FILE)
     env["MLSCHED_HOSTFILE"] = posixpath.join(HOSTFILE_DIR, HOSTFILE)
+    if spec.world_size > 1:
+        env["MLSCHED_SSH_DIR"] = SSH_DIR
     container = client.V1Container(
         name=CONTAINER,
         image=spec.image,
@@ -431,6 +458,8 @@ def _mounts(
     mounts.append(
         client.V1VolumeMount(name=HOSTFILE_VOLUME, mount_path=HOSTFILE_DIR, read_only=True)
     )
+    if spec.world_size > 1:
+        mounts.append(client.V1VolumeMount(name=SSH_VOLUME, mount_path=SSH_DIR, read_only=True))
     mounts += _data_mounts(spec)
     return mounts
 
@@ -445,6 +474,8 @@ def _volumes(claim: str | None, spec: AttemptSpec) -> list[client.V1Volume]:
     if spec.max_runtime_s:
         volumes.append(_stop_at_volume())
     volumes.append(_hostfile_volume(spec))
+    if spec.world_size > 1:
+        volumes.append(_ssh_volume(spec))
     volumes += _data_volumes(spec)
     return volumes
 
@@ -476,6 +507,14 @@ def _hostfile_volume(spec: AttemptSpec) -> client.V1Volume:
         name=hostfile_name(spec.attempt_id), items=[item], default_mode=SECRET_FILES_MODE
     )
     return client.V1Volume(name=HOSTFILE_VOLUME, config_map=source)
+
+
+def _ssh_volume(spec: AttemptSpec) -> client.V1Volume:
+    """The attempt's SSH Secret, every key a file of its name, readable by root alone."""
+    source = client.V1SecretVolumeSource(
+        secret_name=ssh_secret_name(spec.attempt_id), default_mode=SSH_MODE
+    )
+    return client.V1Volume(name=SSH_VOLUME, secret=source)
 
 
 def _secret_files_volume(spec: AttemptSpec) -> client.V1Volume:
@@ -513,9 +552,7 @@ def build_service(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1S
 
 def build_secrets(spec: AttemptSpec, namespace: str, cluster: str) -> list[client.V1Secret]:
     """The attempt's Secrets, as it asks for them (``secret_names``)."""
-    wanted = [(spec.secrets or spec.secret_files, build_secret),
-              (spec.pull_credential, build_pull_secret)]  # fmt: skip
-    return [build(spec, namespace, cluster) for asked, build in wanted if asked]
+    return [build(spec, namespace, cluster) for asked, _, build in _secrets_asked(spec) if asked]
 
 
 def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:
@@ -524,6 +561,16 @@ def build_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Se
     values never change (a retry is a new attempt, with a Secret of its own)."""
     return _secret(spec, secret_name(spec.attempt_id), namespace, cluster, "Opaque",
                    {**spec.secrets, **spec.secret_files})  # fmt: skip
+
+
+def build_ssh_secret(
+    spec: AttemptSpec, namespace: str, cluster: str, files: dict[str, str] | None = None
+) -> client.V1Secret:
+    """A gang's SSH files (``base.ssh_files``: `files`, else those of a new key pair) for the
+    attempt's pods, which find them in SSH_DIR; immutable, as the attempt's key pair never
+    changes (a retry is a new attempt, with a key pair of its own)."""
+    files = files or ssh_files(spec.attempt_id, SSH_DIR)
+    return _secret(spec, ssh_secret_name(spec.attempt_id), namespace, cluster, "Opaque", files)
 
 
 def build_pull_secret(spec: AttemptSpec, namespace: str, cluster: str) -> client.V1Secret:

@@ -13,7 +13,11 @@
   job's secrets in a Secret of the attempt (`mlsched-<attempt id>-secrets`) that the pods' env
   refers to by secretKeyRef (a pod spec holds no secret's value) or, for those given as files,
   mounts read-only at /var/run/mlsched/secrets (a secret volume; the variables hold the
-  paths), the team's credential for the registry of the job's image in a Secret of type
+  paths), for a gang of more than one worker an SSH key pair of the attempt's own in a Secret
+  (`mlsched-<attempt id>-ssh`: the private key, the public key, authorized_keys and a client
+  config, base.ssh_files) that every pod mounts read-only at /var/run/mlsched/ssh, mode 0400
+  (MLSCHED_SSH_DIR), for a launcher that starts the ranks over SSH through an sshd the image
+  runs, the team's credential for the registry of the job's image in a Secret of type
   kubernetes.io/dockerconfigjson (`mlsched-<attempt id>-pull`) that the pods pull with
   (imagePullSecrets), and the gang's hostfile in a ConfigMap of the attempt
   (`mlsched-<attempt id>-hosts`, each pod's stable name with its GPUs as slots) that every pod
@@ -68,7 +72,7 @@
 - forget: deletes what is left of an ended attempt (pods, Service, Secrets, ConfigMap) and
   drops its state, once every delete has succeeded (or found the object gone); until then the
   attempt is still reported, so the next forget tries again. An attempt found on the cluster
-  after a restart may have either Secret: both are deleted.
+  after a restart may have any of the Secrets: all are deleted.
 
 Needs RBAC to list and watch pods in all namespaces, list nodes, create namespaces, resource
 quotas and networkpolicies (or get those made in advance), get persistentvolumeclaims, list
@@ -278,8 +282,9 @@ class KubernetesBackend:
 
     def start(self, spec: AttemptSpec) -> None:
         """Create the namespace, the gang's Service, the attempt's Secrets (the job's secrets,
-        its team's registry credential), its ConfigMap (the gang's hostfile) and one pod per
-        worker; 409s are fine."""
+        the gang's SSH key pair, its team's registry credential), its ConfigMap (the gang's
+        hostfile) and one pod per worker; 409s are fine (a Secret already there keeps its key
+        pair, which the pods already there mount)."""
         namespace = specs.namespace_name(self.namespace_prefix, spec.tenant)
         try:
             folder = specs.checkpoint_folder(spec)
@@ -646,7 +651,11 @@ class KubernetesBackend:
             attempt = self._attempts.get(attempt_id)
         if attempt is not None:
             return attempt.secrets
-        return (specs.secret_name(attempt_id), specs.pull_secret_name(attempt_id))
+        return (
+            specs.secret_name(attempt_id),
+            specs.ssh_secret_name(attempt_id),
+            specs.pull_secret_name(attempt_id),
+        )
 
     def _pod_names(self, attempt_id: int, pods) -> dict[Key, tuple[str, str]]:
         """The attempt's pods, (namespace, name) by key: those it was started with and those

@@ -12,6 +12,10 @@ them, the agent's still: its MLSCHED_STOP_AT_FILE (0644) and the gang's hostfile
 MLSCHED_HOSTFILE (0444). The job's secrets given as files are in the worker's `secrets/` there
 (mode 0700, each file 0600, the worker's user's), never under its checkpoint directory: forget
 removes them with the rest, a restarted agent's as well as the one that started the worker.
+So are a gang's SSH files (MLSCHED_SSH_DIR), in each worker's `ssh/`, of the same modes and
+user: one key pair for every worker of the attempt, made as its start writes the first of them
+(a start cut short and asked again takes the key from a worker that has it); a restarted agent
+finds them written, as it finds the rest.
 
 The job's data volumes are folders on the host, which each worker is told of and finds linked
 in its own `volumes/`, those it only reads made read-only to it (see local_volumes).
@@ -260,6 +264,7 @@ class LocalBackend:
             checkpoint.chmod(0o700)
         # Every worker shares this host: each gang needs its own rendezvous port.
         spec = dataclasses.replace(spec, master_port=free_port())
+        ssh_key = ""  # the gang's, once a worker needs it
         for worker in spec.workers:
             directory = self.worker_dir(spec.attempt_id, worker.rank)
             if (directory / "spec.json").exists():
@@ -281,7 +286,21 @@ class LocalBackend:
             if "MLSCHED_STOP_AT" in env:
                 env["MLSCHED_STOP_AT_FILE"] = str(directory.absolute() / base.STOP_AT_FILE)
             env["MLSCHED_HOSTFILE"] = str(directory.absolute() / base.HOSTFILE)
-            self._launch(directory, spec, worker, env)
+            ssh: dict[str, str] = {}
+            if spec.world_size > 1:
+                ssh_key = ssh_key or self._ssh_key(spec.attempt_id)
+                env["MLSCHED_SSH_DIR"] = str(directory.absolute() / base.SSH_DIR_NAME)
+                ssh = base.ssh_files(spec.attempt_id, env["MLSCHED_SSH_DIR"], ssh_key)
+            self._launch(directory, spec, worker, env, ssh)
+
+    def _ssh_key(self, attempt_id: int) -> str:
+        """The gang's SSH private key: that of a worker of the attempt already started (a start
+        cut short, asked again), else a new one."""
+        for directory in self.worker_dirs(attempt_id):
+            with contextlib.suppress(OSError, UnicodeError):
+                if key := (directory / base.SSH_DIR_NAME / base.SSH_KEY).read_text():
+                    return key
+        return base.new_ssh_key()
 
     def _refuse(self, spec: AttemptSpec, reason: str) -> None:
         """Record the attempt's workers as failed before they ran, with the reason."""
@@ -301,7 +320,9 @@ class LocalBackend:
             raise ValueError(f"tenant {tenant_id} has no user in --worker-uids {self.worker_uids}")
         return uid
 
-    def _launch(self, directory: Path, spec: AttemptSpec, worker, env: dict) -> None:
+    def _launch(
+        self, directory: Path, spec: AttemptSpec, worker, env: dict, ssh: dict[str, str]
+    ) -> None:
         write_state(directory / "spec.json", json.dumps({
             "uid": self.uid_of(spec.tenant_id),
             "command": list(spec.command), "env": env, "cwd": str(directory / "work"),
@@ -321,8 +342,10 @@ class LocalBackend:
         # Every worker of the gang is on this host, at its MASTER_ADDR: one line, every GPU.
         hosts = base.hostfile(spec, (), env["MASTER_ADDR"])
         write_state(directory / base.HOSTFILE, hosts, mode=0o444)
-        write_secret_files(directory / SECRET_FILES, spec.secret_files, self.uid_of(spec.tenant_id))
-        link_volumes(directory / VOLUMES, spec.volumes, self.uid_of(spec.tenant_id))
+        uid = self.uid_of(spec.tenant_id)
+        write_secret_files(directory / SECRET_FILES, spec.secret_files, uid)
+        write_secret_files(directory / base.SSH_DIR_NAME, ssh, uid)
+        link_volumes(directory / VOLUMES, spec.volumes, uid)
         with open(directory / "shim.out", "ab") as shim_out:
             shim = subprocess.Popen(
                 [sys.executable, "-m", SHIM, str(directory)], cwd=ROOT, start_new_session=True,
@@ -524,9 +547,10 @@ def secret_file_paths(worker_dir: Path, files: dict[str, str]) -> dict[str, str]
 
 
 def write_secret_files(folder: Path, files: dict[str, str], uid: int | None) -> None:
-    """Write each secret as a file of its name in ``folder``, its value's UTF-8 bytes as they
-    are: the folder mode 0700 and each file 0600, owned by the worker's user (``uid``; None:
-    the agent's), so that no other tenant's worker reads them."""
+    """Write each secret (a secret file of the job's, a file of the gang's SSH key) as a file
+    of its name in ``folder``, its value's UTF-8 bytes as they are: the folder mode 0700 and
+    each file 0600, owned by the worker's user (``uid``; None: the agent's), so that no other
+    tenant's worker reads them, and ssh and sshd take them as the user's own."""
     if not files:
         return
     folder.mkdir(mode=0o700, exist_ok=True)

@@ -47,7 +47,7 @@ def secret_names(kube) -> list[str]:
 def test_the_attempts_secret_holds_the_files_beside_the_variables(kube, backend):
     backend.start(two_worker_gang(secrets=VARIABLES, secret_files=FILES))
 
-    assert secret_names(kube) == ["mlsched-11-secrets"]
+    assert secret_names(kube) == ["mlsched-11-secrets", "mlsched-11-ssh"]  # test_ssh_keys
     assert opened(kube, 11) == VARIABLES | FILES
 
 
@@ -68,9 +68,10 @@ def test_each_pod_mounts_the_files_alone_and_is_told_their_paths(kube, backend):
     for name in ("mlsched-11-0", "mlsched-11-1"):
         pod = kube.pod(NAMESPACE, name)
         container = pod["spec"]["containers"][0]
-        # Then the hostfile's and /dev/shm's (test_hostfile, test_pods).
-        assert pod["spec"]["volumes"][:-2] == [VOLUME]
-        assert container["volumeMounts"][:-2] == [MOUNT]
+        # Then the hostfile's, the SSH files' and /dev/shm's (test_hostfile, test_ssh_keys,
+        # test_pods).
+        assert pod["spec"]["volumes"][:-3] == [VOLUME]
+        assert container["volumeMounts"][:-3] == [MOUNT]
         env = env_of(pod)
         assert (env["GCP_KEY"], env["KUBECONFIG"]) == (f"{FOLDER}/GCP_KEY", f"{FOLDER}/KUBECONFIG")
         refs = {e["name"]: e["valueFrom"] for e in container["env"] if "valueFrom" in e}
@@ -104,7 +105,7 @@ def test_the_files_are_mounted_beside_the_checkpoint_folder(kube, make_backend):
 
 def test_stop_deletes_the_secret_holding_the_files(kube, backend):
     backend.start(two_worker_gang(secret_files=FILES))
-    assert secret_names(kube) == ["mlsched-11-secrets"]
+    assert secret_names(kube) == ["mlsched-11-secrets", "mlsched-11-ssh"]  # test_ssh_keys
 
     backend.stop(11, grace_s=5)
 

@@ -22,6 +22,8 @@ from tests.k8s.conftest import (
     two_worker_gang,
 )
 from tests.k8s.server import ApiError
+from tests.k8s.test_ssh_keys import MOUNT as SSH_MOUNT
+from tests.k8s.test_ssh_keys import VOLUME as SSH
 
 IMAGENET = {"name": "imagenet", "path": "/data/imagenet", "read_only": True,
             "claim": "imagenet-pvc", "host_path": "/srv/imagenet"}  # fmt: skip
@@ -37,7 +39,8 @@ def claims(kube):
 
 # Every worker's /dev/shm (test_pods): a 16 GiB worker's, after the job's own volumes.
 SHM = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}}
-# Every worker's hostfile (test_hostfile), attempt 11's, before the job's own volumes.
+# Every worker's hostfile (test_hostfile), attempt 11's, before a gang's SSH files
+# (test_ssh_keys) and the job's own volumes.
 HOSTFILE = {
     "name": "hostfile",
     "configMap": {
@@ -60,6 +63,7 @@ def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, 
         pod = kube.pod(NAMESPACE, name)
         assert pod["spec"]["volumes"] == [
             HOSTFILE,
+            SSH,
             {"name": "data-imagenet",
              "persistentVolumeClaim": {"claimName": "imagenet-pvc", "readOnly": True}},
             {"name": "data-model-store",
@@ -68,6 +72,7 @@ def test_each_pod_mounts_the_claims_at_the_asked_paths_read_only_as_asked(kube, 
         ]  # fmt: skip
         assert pod["spec"]["containers"][0]["volumeMounts"] == [
             {"name": "hostfile", "mountPath": "/var/run/mlsched/hostfile", "readOnly": True},
+            SSH_MOUNT,
             {"name": "data-imagenet", "mountPath": "/data/imagenet", "readOnly": True},
             {"name": "data-model-store", "mountPath": "/models", "readOnly": False},
             {"name": "shm", "mountPath": "/dev/shm"},

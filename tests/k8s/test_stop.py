@@ -110,7 +110,7 @@ def test_a_second_stop_leaves_terminating_pods_to_the_kubelet(kube, backend):
     backend.stop(11, grace_s=30)  # the agent asks again: the grace has not run out yet
 
     assert sorted(d[2] for d in kube.deletions) == [
-        "mlsched-11", "mlsched-11-0", "mlsched-11-1", "mlsched-11-hosts"
+        "mlsched-11", "mlsched-11-0", "mlsched-11-1", "mlsched-11-hosts", "mlsched-11-ssh"
     ]  # fmt: skip
 
 
