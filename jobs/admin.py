@@ -12,7 +12,12 @@ from jobs import actions, events
 from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from jobs.placement.words import counted
 from quotas import history
-from quotas.admin_scope import CheckedLookups, SelectionChecked, TenantScoped
+from quotas.admin_scope import (
+    CheckedLookups,
+    PlatformAdminsAlone,
+    SelectionChecked,
+    TenantScoped,
+)
 from quotas.models import administered_tenants
 
 
@@ -262,7 +267,7 @@ class BudgetAlertAdmin(TenantScoped, ReadOnlyAdmin):
 
 
 @admin.register(LogEntry)
-class HistoryAdmin(BigTable, ReadOnlyAdmin):
+class HistoryAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
     """The platform's history (quotas.history): who changed how the platform is set up, when
     and what, through the admin, the API, the portal or the sign-on groups; for platform
     admins alone (a tenant admin's own rows are on each object's History page)."""
@@ -271,12 +276,6 @@ class HistoryAdmin(BigTable, ReadOnlyAdmin):
     list_filter = ["action_flag", "content_type"]
     list_select_related = ["user", "content_type"]
     search_fields = ["object_repr", "change_message", "user__username"]
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_superuser
-
-    def has_module_permission(self, request):
-        return request.user.is_superuser
 
     @admin.display(description="action", ordering="action_flag")
     def action(self, entry) -> str:

@@ -196,8 +196,9 @@ CELERY_BEAT_SCHEDULE = {
         # Its expiry is the task's own (jobs/tasks.py): beat's database scheduler drops this
         # entry's options, and kicks need it too.
     },
-    # Retention (jobs.retention): old log lines, released allocations and finished jobs, daily.
-    # MLSCHED_LOG_RETENTION_DAYS (30) and MLSCHED_JOB_RETENTION_DAYS (90); 0 keeps forever.
+    # Retention (jobs.retention): old log lines, released allocations, finished jobs and
+    # sign-ins, daily. MLSCHED_LOG_RETENTION_DAYS (30), MLSCHED_JOB_RETENTION_DAYS (90) and
+    # MLSCHED_SIGN_IN_RETENTION_DAYS (365); 0 keeps forever.
     "prune": {"task": "jobs.tasks.prune", "schedule": 24 * 3600.0},
     # GPU-hour budget alerts (jobs.budget_alerts): one query a minute while no tenant has both a
     # budget and a webhook.
@@ -243,6 +244,8 @@ MLSCHED_QUARANTINE_WINDOW_S = int(os.environ.get("MLSCHED_QUARANTINE_WINDOW_S", 
 # released allocations, then finished jobs with their attempts and events.
 MLSCHED_LOG_RETENTION_DAYS = int(os.environ.get("MLSCHED_LOG_RETENTION_DAYS", "30"))
 MLSCHED_JOB_RETENTION_DAYS = int(os.environ.get("MLSCHED_JOB_RETENTION_DAYS", "90"))
+# Sign-ins and failed attempts (quotas/sign_ins.py), kept for security audits.
+MLSCHED_SIGN_IN_RETENTION_DAYS = int(os.environ.get("MLSCHED_SIGN_IN_RETENTION_DAYS", "365"))
 # Bearer token for Prometheus scrapes of /metrics (superusers' sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # The platform-wide figures of /metrics and the portal's overview (GPUs, idle GPUs, scheduler,

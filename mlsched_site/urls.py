@@ -14,6 +14,7 @@ from quotas.api import (
     PauseView,
     PriorityClassesView,
     QuotasView,
+    SignInsView,
     TeamsApplyView,
     VolumesView,
 )
@@ -99,6 +100,7 @@ urlpatterns = [
     path("api/v1/me/", MeView.as_view(), name="api-me"),
     path("api/v1/tenants/apply/", TeamsApplyView.as_view(), name="api-tenants-apply"),
     path("api/v1/history/", HistoryView.as_view(), name="api-history"),
+    path("api/v1/sign-ins/", SignInsView.as_view(), name="api-sign-ins"),
     path("api/v1/tenants/<slug:slug>/pause/", PauseView.as_view(), name="api-tenant-pause"),
     path(
         "api/v1/tenants/<slug:slug>/resume/",

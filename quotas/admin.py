@@ -8,6 +8,7 @@ from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
 from jobs import standing
+from jobs.admin import BigTable, ReadOnlyAdmin
 from jobs.cli.client import ordinal
 from jobs.placement.words import counted
 from quotas import (
@@ -16,6 +17,7 @@ from quotas import (
 )
 from quotas.admin_scope import (
     LookupsChecked,
+    PlatformAdminsAlone,
     PlatformOnly,
     SelectionChecked,
     TenantScoped,
@@ -25,6 +27,7 @@ from quotas.models import (
     Membership,
     PriorityClass,
     Quota,
+    SignIn,
     Tenant,
     new_notify_secret,
 )
@@ -450,3 +453,15 @@ class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
         self.message_user(
             request, f"Revoked {counted(revoked, 'API token')}.", level=messages.SUCCESS
         )
+
+
+@admin.register(SignIn)
+class SignInAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
+    """Sign-ins and the attempts that failed (quotas.sign_ins), for security audits: who, when,
+    from where and how; for platform admins alone, never edited or deleted by hand (retention
+    deletes them after MLSCHED_SIGN_IN_RETENTION_DAYS)."""
+
+    list_display = ["at", "username", "user", "method", "succeeded", "address", "reason"]
+    list_filter = ["method", "succeeded"]
+    list_select_related = ["user"]
+    search_fields = ["username", "address"]

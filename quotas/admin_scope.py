@@ -45,6 +45,17 @@ class PlatformOnly:
         return request.user.is_superuser and super().has_delete_permission(request, obj)
 
 
+class PlatformAdminsAlone:
+    """What platform admins (superusers) alone read: the platform's history, its sign-ins;
+    tenant admins neither see nor open it."""
+
+    def has_module_permission(self, request):
+        return request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+
 class SelectionChecked:
     """A bulk action's selection checked before Django filters the rows by it: Django takes the
     posted values as ids as they come, and one that is no id (a tampered form) fails the query

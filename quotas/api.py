@@ -17,12 +17,12 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs import access, actions, reports
-from jobs.listing import moment, number
+from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
 from quotas import declared, history, status
-from quotas.models import ApiToken, PriorityClass, Tenant, TenantVolume
+from quotas.models import ApiToken, PriorityClass, SignIn, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
 
@@ -216,7 +216,8 @@ class TeamsApplyView(APIView):
                          "dry_run": dry_run})  # fmt: skip
 
 
-# The platform's history as the API reads it: entries an answer holds at most, and by default.
+# The platform's history and its sign-ins as the API reads them: rows an answer holds at most,
+# and by default.
 MAX_HISTORY = 500
 HISTORY = 100
 TIME = serializers.DateTimeField()  # as the rest of the API writes times
@@ -227,18 +228,46 @@ def history_kinds() -> dict[str, ContentType]:
     return {kind.model: kind for kind in ContentType.objects.all()}
 
 
+def timed(rows, params, field: str, errors: dict[str, str]):
+    """`rows` narrowed to `since` and `until` (times, as the job lists take them) by `field`."""
+    since, until = moment(params, "since", errors), moment(params, "until", errors)
+    if since is not None:
+        rows = rows.filter(**{f"{field}__gte": since})
+    if until is not None:
+        rows = rows.filter(**{f"{field}__lt": until})
+    return rows
+
+
+def paged(rows, params, what: str, errors: dict[str, str]) -> list:
+    """A page of `rows`, newest first by id: those before `before` (`what`: a row's id), at
+    most `limit` (MAX_HISTORY; HISTORY by default); none where a parameter is at fault."""
+    before = number(params, "before", what, errors)
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    limit = number(params, "limit", "How many entries", errors)
+    if limit is not None and not 1 <= limit <= MAX_HISTORY:
+        errors["limit"] = f"From 1 to {MAX_HISTORY}."
+    return list(rows.order_by("-id")[: limit or HISTORY]) if not errors else []
+
+
+def page_answer(params, read, key: str, shown) -> Response:
+    """A page `read` gives for `params` (a 400 naming each parameter at fault), `shown` under
+    `key`, and `next`: the `before` of the page after (null: none)."""
+    rows, errors = read(params)
+    if errors:
+        raise ValidationError(errors)
+    more = len(rows) == int(params.get("limit") or HISTORY)
+    return Response({key: [shown(row) for row in rows], "next": rows[-1].pk if more else None})
+
+
 def history_read(params) -> tuple[list[LogEntry], dict[str, str]]:
     """The entries the parameters ask for, newest first, and the parameters at fault by name:
     `since` and `until` (times, as the job lists take them), `user` (a username), `kind` (a
     model's name), `object` (an object's id, with `kind`), `before` (an entry's id, to page)
     and `limit` (at most MAX_HISTORY)."""
     errors: dict[str, str] = {}
-    entries = LogEntry.objects.select_related("user", "content_type").order_by("-id")
-    since, until = moment(params, "since", errors), moment(params, "until", errors)
-    if since is not None:
-        entries = entries.filter(action_time__gte=since)
-    if until is not None:
-        entries = entries.filter(action_time__lt=until)
+    entries = timed(LogEntry.objects.select_related("user", "content_type"), params,
+                    "action_time", errors)  # fmt: skip
     if username := params.get("user", "").strip():
         entries = entries.filter(user__username=username)
     if name := params.get("kind", "").strip():
@@ -251,13 +280,7 @@ def history_read(params) -> tuple[list[LogEntry], dict[str, str]]:
         if not name:
             errors["object"] = "An object's id, beside its kind."
         entries = entries.filter(object_id=pk[:100])
-    before = number(params, "before", "An entry's id", errors)
-    if before is not None:
-        entries = entries.filter(id__lt=before)
-    limit = number(params, "limit", "How many entries", errors)
-    if limit is not None and not 1 <= limit <= MAX_HISTORY:
-        errors["limit"] = f"From 1 to {MAX_HISTORY}."
-    return list(entries[: limit or HISTORY]) if not errors else [], errors
+    return paged(entries, params, "An entry's id", errors), errors
 
 
 def history_entry(entry: LogEntry) -> dict:
@@ -284,10 +307,38 @@ class HistoryView(APIView):
     def get(self, request):
         if not request.user.is_superuser:
             raise PermissionDenied("Only a platform admin reads the platform's history.")
-        entries, errors = history_read(request.query_params)
-        if errors:
-            raise ValidationError(errors)
-        limit = int(request.query_params.get("limit") or HISTORY)
-        more = len(entries) == limit
-        return Response({"entries": [history_entry(entry) for entry in entries],
-                         "next": entries[-1].pk if more else None})  # fmt: skip
+        return page_answer(request.query_params, history_read, "entries", history_entry)
+
+
+def sign_ins_read(params) -> tuple[list[SignIn], dict[str, str]]:
+    """The sign-ins the parameters ask for, newest first, and the parameters at fault by name:
+    `since` and `until` (times), `user` (the name given), `failed` (1: the failed ones alone),
+    `address` (the client's), `before` (a sign-in's id, to page) and `limit`."""
+    errors: dict[str, str] = {}
+    rows = timed(SignIn.objects.all(), params, "at", errors)
+    if username := params.get("user", "").strip():
+        rows = rows.filter(username=username[:150])
+    if yes(params, "failed", errors):
+        rows = rows.filter(succeeded=False)
+    if address := params.get("address", "").strip():
+        rows = rows.filter(address=address[:45])
+    return paged(rows, params, "A sign-in's id", errors), errors
+
+
+def sign_in_shown(row: SignIn) -> dict:
+    return {"id": row.pk, "at": TIME.to_representation(row.at), "username": row.username,
+            "method": row.method, "succeeded": row.succeeded, "address": row.address,
+            "reason": row.reason}  # fmt: skip
+
+
+class SignInsView(APIView):
+    """The sign-ins and the attempts that failed (quotas.sign_ins), for platform admins alone:
+    `sign_ins`, newest first, each with `id`, `at`, `username`, `method` (password, proxy,
+    oidc), `succeeded`, `address` and `reason`; `next`, the `before` of the page after (null:
+    none). `?since=`, `?until=`, `?user=`, `?failed=1`, `?address=`, `?before=`, `?limit=`
+    (100 by default, at most 500); 400 naming each one at fault; 403 for anyone else."""
+
+    def get(self, request):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin reads the sign-ins.")
+        return page_answer(request.query_params, sign_ins_read, "sign_ins", sign_in_shown)

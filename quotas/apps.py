@@ -1,6 +1,14 @@
 from django.apps import AppConfig
+from django.contrib.auth.signals import user_logged_in, user_login_failed
 
 
 class QuotasConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "quotas"
+
+    def ready(self) -> None:
+        from quotas import sign_ins  # its module reads the models
+
+        # Sign-ins and failed attempts kept for security audits.
+        user_logged_in.connect(sign_ins.logged_in, dispatch_uid="quotas.sign_ins.logged_in")
+        user_login_failed.connect(sign_ins.login_failed, dispatch_uid="quotas.sign_ins.failed")

@@ -104,12 +104,16 @@ def password_checked(request, user, password: str) -> bool:
 
 class Guarded:
     """A login form (Django's, or the admin's) that refuses a login past its failures before
-    checking the password, and counts each failure."""
+    checking the password, and counts each failure. A refusal is kept as a failed sign-in
+    (quotas/sign_ins.py, as Django's auth signals keep the form's own)."""
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
         address = client_address(self.request)
         if why := refused(username, address):
+            from quotas import sign_ins  # sign_ins imports this module
+
+            sign_ins.kept(self.request, sign_ins.Method.PASSWORD, username, reason=sign_ins.REFUSED)
             raise forms.ValidationError(why, code="locked")
         try:
             cleaned = super().clean()

@@ -1,5 +1,5 @@
-"""Tenants, their members, quotas and secrets, the priority classes jobs run under, and the
-users' API tokens."""
+"""Tenants, their members, quotas and secrets, the priority classes jobs run under, the users'
+API tokens, and their sign-ins."""
 
 import functools
 import re
@@ -562,6 +562,43 @@ class ApiToken(models.Model):
 
     def has_expired(self, now) -> bool:
         return self.expires is not None and self.expires <= now
+
+
+class SignIn(models.Model):
+    """A sign-in, or an attempt that failed, kept for security audits (quotas/sign_ins.py):
+    who, when, from where and how; kept MLSCHED_SIGN_IN_RETENTION_DAYS (jobs.retention)."""
+
+    class Method(models.TextChoices):
+        PASSWORD = "password", "password"  # the portal's or the admin's login form
+        PROXY = "proxy", "authenticating proxy"  # quotas/proxy_auth.py
+        OIDC = "oidc", "OpenID Connect"  # quotas/oidc.py
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Null: a failed attempt naming no account (or the account deleted since).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="sign_ins", db_index=False,
+    )  # fmt: skip
+    username = models.CharField(max_length=150, help_text="The name as typed or given.")
+    method = models.CharField(max_length=10, choices=Method.choices)
+    succeeded = models.BooleanField()
+    address = models.CharField(
+        max_length=45, blank=True, help_text="The client's (quotas.logins.client_address)."
+    )
+    reason = models.CharField(max_length=400, blank=True, help_text="Why a failed one failed.")
+
+    class Meta:
+        ordering = ["-id"]
+        # A user's sign-ins, and those naming an account, by time; the first serves a deleted
+        # user's rows set to null.
+        indexes = [
+            models.Index(fields=["user", "at"], name="signin_user_at"),
+            models.Index(fields=["username", "at"], name="signin_username_at"),
+        ]
+
+    def __str__(self) -> str:
+        said = "signed in" if self.succeeded else "failed to sign in"
+        return f"{self.username} {said} ({self.method}) at {self.at:%Y-%m-%d %H:%M}"
 
 
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")

@@ -26,8 +26,9 @@ logged in.
 
 Logging out of a session the provider signed in ends its session there too, where the
 provider has an end_session_endpoint (`Logout`). The provider unreachable or erring, or an
-answer that does not hold, is the login page saying the sign-on failed, nobody logged in;
-password logins stay, for platform admins without an account at the provider."""
+answer that does not hold, is the login page saying the sign-on failed, nobody logged in (a
+failed sign-in kept, quotas/sign_ins.py); password logins stay, for platform admins without an
+account at the provider."""
 
 import base64
 import hashlib
@@ -50,7 +51,7 @@ from django.utils.crypto import constant_time_compare
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from mlsched_site.middleware import origin
-from quotas import logins
+from quotas import logins, sign_ins
 from quotas.models import group_names
 from quotas.sign_on import configured, is_username, join_groups
 
@@ -160,6 +161,14 @@ def refused(request, why: str, status: int):
     return page
 
 
+def failed(request, line: str) -> None:
+    """A sign-on that failed before a verified ID token named its user: logged, and kept as a
+    failed sign-in naming nobody, the line its reason (one that fails after, Django's
+    `user_login_failed` keeps with the name)."""
+    log.warning("%s", line)
+    sign_ins.kept(request, sign_ins.Method.OIDC, "", reason=line)
+
+
 def login(request):
     """Send the browser to the provider's authorization endpoint, the login pending in the
     session (a new one replaces the last)."""
@@ -201,18 +210,18 @@ def callback(request):
     pending = request.session.pop(PENDING, None)
     state = request.GET.get("state", "")
     if not pending or not state or not constant_time_compare(state, pending["state"]):
-        log.warning("OpenID Connect callback refused: its state is not the session's")
+        failed(request, "OpenID Connect callback refused: its state is not the session's")
         return refused(request, STATE_REFUSED, 400)
     if error := request.GET.get("error"):
         said = request.GET.get("error_description", "")[:300] or error[:100]
-        log.warning("the identity provider refused the sign-on: %s %s", error[:100], said)
+        failed(request, f"the identity provider refused the sign-on: {error[:100]} {said}")
         why = f"{settings.MLSCHED_OIDC_NAME} refused the sign-on: {said}"
         return refused(request, why, 403)
     try:
         id_token = exchanged(request, request.GET.get("code", ""), pending["verifier"])
         signed = verified(id_token, pending["nonce"])
     except SignOnFailed as failure:
-        log.warning("OpenID Connect sign-on failed: %s", failure.reason)
+        failed(request, f"OpenID Connect sign-on failed: {failure.reason}")
         return refused(request, failure.shown, failure.status)
     user = auth.authenticate(request, oidc_claims=signed)
     if user is None:

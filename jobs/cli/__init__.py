@@ -297,6 +297,10 @@
                      platform admins: who changed how the platform is set up, newest first
                      (the admin's edits, and the API's, the portal's and the sign-on
                      groups' changes): when, who, what and to which object
+    sign-ins [--since TIME] [--user NAME] [--failed] [--limit N]
+                     platform admins: the sign-ins and the attempts that failed, newest
+                     first: when, the name given, how (password, proxy, oidc), ok or
+                     failed, the client's address and why it failed
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
 portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.

@@ -42,6 +42,7 @@ from jobs.cli.tables import (
     queue,
     quota,
     service_node,
+    sign_ins,
     usage,
     volumes,
     whoami,
@@ -431,6 +432,11 @@ def add_reading(commands) -> None:
     changes.add_argument("--user", metavar="NAME", help="one user's changes")
     changes.add_argument("--kind", metavar="KIND", help="changes of one kind of object (node)")
     changes.add_argument("--limit", type=positive, metavar="N", help="at most N (default 100)")
+    signing = commands.add_parser("sign-ins")
+    signing.add_argument("--since", metavar="TIME", help="sign-ins from TIME, as --begin takes it")
+    signing.add_argument("--user", metavar="NAME", help="those naming one username")
+    signing.add_argument("--failed", action="store_true", help="the failed ones alone")
+    signing.add_argument("--limit", type=positive, metavar="N", help="at most N (default 100)")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -500,7 +506,7 @@ def main(argv=None) -> int:
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
            "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
-           "apply-teams": apply_teams, "history": history,
+           "apply-teams": apply_teams, "history": history, "sign-ins": sign_ins,
            "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,

@@ -1,5 +1,5 @@
 """The commands that print tables: queue, usage, quota, classes, maintenance, bookings,
-clusters, nodes and volumes."""
+clusters, nodes, volumes, history and sign-ins."""
 
 import itertools
 import sys
@@ -318,6 +318,25 @@ def history(api: Api, args) -> None:
     rows = [[minute(e["time"]), e["user"], e["action"], e["kind"] or "-", e["object"],
              e["message"]] for e in answer["entries"]]  # fmt: skip
     table([HISTORY_HEADER, *rows], names=len(HISTORY_HEADER))
+
+
+SIGN_INS_HEADER = ["time (UTC)", "username", "method", "result", "address", "reason"]
+
+
+def sign_ins(api: Api, args) -> None:
+    """`sign-ins [--since TIME] [--user NAME] [--failed] [--limit N]`: a platform admin's read
+    of the sign-ins and the attempts that failed (`GET /api/v1/sign-ins/`), newest first, one
+    to a line."""
+    asked = {"since": args.since, "user": args.user, "failed": "1" if args.failed else None,
+             "limit": args.limit}  # fmt: skip
+    answer = api.call("GET", "sign-ins/", params={k: v for k, v in asked.items() if v})
+    if not answer["sign_ins"]:
+        show("No sign-ins.")
+        return
+    rows = [[minute(s["at"]), s["username"] or "-", s["method"],
+             "ok" if s["succeeded"] else "failed", s["address"] or "-", s["reason"]]
+            for s in answer["sign_ins"]]  # fmt: skip
+    table([SIGN_INS_HEADER, *rows], names=len(SIGN_INS_HEADER))
 
 
 def window_of(window: dict | None) -> str:

@@ -1,4 +1,5 @@
-"""Delete old log lines, released allocations and finished jobs (what the daily task does)."""
+"""Delete old log lines, released allocations, finished jobs and sign-ins (what the daily task
+does)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -14,25 +15,30 @@ def days(value: str) -> int:
 
 class Command(BaseCommand):
     help = (
-        "Delete log lines and released allocations older than --log-days, and finished jobs "
-        "(with their attempts and events) older than --job-days; 0 keeps them. Defaults: "
-        "MLSCHED_LOG_RETENTION_DAYS (30) and MLSCHED_JOB_RETENTION_DAYS (90)."
+        "Delete log lines and released allocations older than --log-days, finished jobs "
+        "(with their attempts and events) older than --job-days, and sign-ins older than "
+        "--sign-in-days; 0 keeps them. Defaults: MLSCHED_LOG_RETENTION_DAYS (30), "
+        "MLSCHED_JOB_RETENTION_DAYS (90) and MLSCHED_SIGN_IN_RETENTION_DAYS (365)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--log-days", type=days, default=None, metavar="N")
         parser.add_argument("--job-days", type=days, default=None, metavar="N")
+        parser.add_argument("--sign-in-days", type=days, default=None, metavar="N")
         parser.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
 
-    def handle(self, *args, log_days, job_days, dry_run, **options):
+    def handle(self, *args, log_days, job_days, sign_in_days, dry_run, **options):
         # The daily task's lock: a run by hand never overlaps it (a dry run deletes nothing).
         with scheduler.single_flight("prune") as acquired:
             if not (acquired or dry_run):
                 raise CommandError("a prune is running already: try again once it is done")
             try:
-                counts = retention.prune(keep_days=log_days, job_days=job_days, dry_run=dry_run)
+                counts = retention.prune(
+                    keep_days=log_days, job_days=job_days, sign_in_days=sign_in_days,
+                    dry_run=dry_run,
+                )  # fmt: skip
             except ValueError as error:  # a bad MLSCHED_*_RETENTION_DAYS
                 raise CommandError(str(error)) from error
         verb = "would delete" if dry_run else "deleted"
