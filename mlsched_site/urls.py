@@ -20,7 +20,7 @@ from quotas.api import (
 )
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
-from quotas.views import quotas
+from quotas.views import my_sign_ins, quotas
 
 # The admin's login counts failures as the portal's does.
 admin.site.login_form = logins.AdminLoginForm
@@ -68,6 +68,7 @@ urlpatterns = [
     # OpenID Connect sign-on (quotas/oidc.py): 404s where MLSCHED_OIDC_ISSUER is unset.
     path("accounts/oidc/login/", oidc.login, name="oidc_login"),
     path("accounts/oidc/callback/", oidc.callback, name="oidc_callback"),
+    path("accounts/sign-ins/", my_sign_ins, name="my_sign_ins"),
     path(
         "accounts/password/",
         logins.PasswordChange.as_view(template_name="portal/password_change.html"),

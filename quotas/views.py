@@ -1,5 +1,5 @@
 """The portal's quota page: what each of the user's teams may still start, and why its jobs
-wait for quota."""
+wait for quota; and the user's own sign-ins."""
 
 from dataclasses import replace
 
@@ -9,6 +9,7 @@ from django.shortcuts import render
 from jobs import access
 from quotas import status
 from quotas.api import classes_of, fair_share_classes
+from quotas.models import SignIn
 
 
 @login_required
@@ -25,3 +26,15 @@ def quotas(request):
         "classes": classes_of(teams, request.user),
     }
     return render(request, "portal/quotas.html", context)
+
+
+SIGN_INS_SHOWN = 50  # the newest of the user's own sign-ins their page shows
+
+
+@login_required
+def my_sign_ins(request):
+    """The user's own sign-ins, newest first, the failed attempts on their account among them,
+    as GitHub's security log shows its users theirs: an address or a time they do not know is
+    theirs to act on (a password changed, a platform admin told)."""
+    rows = SignIn.objects.filter(user=request.user).order_by("-id")[:SIGN_INS_SHOWN]
+    return render(request, "portal/sign_ins.html", {"sign_ins": rows, "shown": SIGN_INS_SHOWN})

@@ -295,3 +295,18 @@ def test_the_cli_prints_the_sign_ins_a_line_each_narrowed_to_the_failed_ones(liv
     assert [line.split()[2] for line in failed.stdout.splitlines()[1:]] == ["nobody"]
     assert nobody.stdout == "No sign-ins.\n"
     assert wrong.returncode == 1 and "since" in wrong.stderr
+
+
+def test_users_see_their_own_sign_ins_and_the_failed_attempts_on_their_account_alone(client):
+    alice = UserFactory(username="alice")
+    UserFactory(username="bob")
+    client.post("/accounts/login/", {"username": "alice", "password": "wrong"},
+                REMOTE_ADDR="203.0.113.9")  # fmt: skip
+    client.post("/accounts/login/", {"username": "bob", "password": "wrong"})
+    client.force_login(alice)
+
+    page = client.get("/accounts/sign-ins/").text
+
+    assert page.count("<tr>") == 1 + 2  # the header; alice's failed attempt and her login
+    assert "203.0.113.9" in page and "wrong password or unknown account" in page
+    assert "bob" not in page
