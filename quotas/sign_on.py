@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 
 NAME_LENGTH = 150  # Django's username's
 # The auth group marking the platform admins a sign-on group made (MLSCHED_AUTH_ADMIN_GROUPS):
-# those, and only those, it makes no longer admins once they are in none of the groups.
+# those, and only those, it makes no longer admins once they are in none of the groups; and the
+# one marking those of them who were staff before (a tenant admin), who stay staff then.
 ADMINS_BY_SIGN_ON = "platform admins by sign-on"
+STAFF_BEFORE = "platform admins by sign-on, staff before"
 
 
 def is_username(name: str) -> bool:
@@ -92,19 +94,20 @@ def memberships_of(user, groups: set[str]) -> None:
 
 def admin_by(user, groups: set[str]) -> None:
     """A user in one of MLSCHED_AUTH_ADMIN_GROUPS made a platform admin (superuser and staff),
-    marked as made so (the auth group ADMINS_BY_SIGN_ON); one so made who is in none of them
-    any more (or the setting gone) no longer one. A platform admin made by hand is left as
-    they are."""
+    marked as made so (the auth group ADMINS_BY_SIGN_ON, and STAFF_BEFORE for one who was
+    staff already, a tenant admin); one so made who is in none of them any more (or the setting
+    gone) no longer one, staff again only if they were before. A platform admin made by hand
+    is left as they are."""
     admin_groups = sorted(set(group_names(settings.MLSCHED_AUTH_ADMIN_GROUPS)) & groups)
-    marker = Group.objects.filter(name=ADMINS_BY_SIGN_ON).first()
-    by_group = marker is not None and user.groups.filter(pk=marker.pk).exists()
+    marks = {g.name: g for g in user.groups.filter(name__in=[ADMINS_BY_SIGN_ON, STAFF_BEFORE])}
     if admin_groups and not user.is_superuser:
+        made = [ADMINS_BY_SIGN_ON, *([STAFF_BEFORE] if user.is_staff else [])]
         user.is_superuser = user.is_staff = True
         user.save(update_fields=["is_superuser", "is_staff"])
-        user.groups.add(marker or Group.objects.get_or_create(name=ADMINS_BY_SIGN_ON)[0])
+        user.groups.add(*(Group.objects.get_or_create(name=name)[0] for name in made))
         history.record(user, [user], f"Made a platform admin by sign-on group {admin_groups[0]}")
-    elif not admin_groups and by_group:
-        user.is_superuser = user.is_staff = False
+    elif not admin_groups and ADMINS_BY_SIGN_ON in marks:
+        user.is_superuser, user.is_staff = False, STAFF_BEFORE in marks
         user.save(update_fields=["is_superuser", "is_staff"])
-        user.groups.remove(marker)
+        user.groups.remove(*marks.values())
         history.record(user, [user], "No longer a platform admin: no sign-on group makes them one")

@@ -188,3 +188,18 @@ def test_a_platform_admin_made_by_hand_stays_one_whatever_the_groups(groups, set
 
     root = User.objects.get(username="root")
     assert (root.is_superuser, root.is_staff, root.groups.exists()) == (True, True, False)
+
+
+def test_a_tenant_admin_made_platform_admin_by_a_group_stays_staff_once_out_of_it(groups, settings):
+    settings.MLSCHED_AUTH_ADMIN_GROUPS = "sre"
+    UserFactory(username="olga", is_staff=True)
+    browser = signed("olga", **{GROUPS: "sre"})
+    who(browser)
+    made = User.objects.get(username="olga").is_superuser
+
+    browser.defaults["HTTP_X_AUTH_REQUEST_GROUPS"] = ""
+    who(browser)
+
+    olga = User.objects.get(username="olga")
+    assert made is True
+    assert (olga.is_superuser, olga.is_staff, olga.groups.exists()) == (False, True, False)
