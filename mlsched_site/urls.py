@@ -20,7 +20,7 @@ from quotas.api import (
 )
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
-from quotas.views import my_sign_ins, quotas
+from quotas.views import my_sign_ins, quotas, team_members, teams
 
 # The admin's login counts failures as the portal's does.
 admin.site.login_form = logins.AdminLoginForm
@@ -57,6 +57,8 @@ urlpatterns = [
     path("usage-by-<slug:split>.csv", platform.usage_split_csv, name="usage_split_csv"),
     path("quotas/", quotas, name="quotas"),
     path("secrets/", secrets_page, name="secrets"),
+    path("teams/", teams, name="teams"),
+    path("teams/<slug:slug>/members/", team_members, name="team_members"),
     path("secrets/<slug:slug>/<str:name>/delete/", delete_secret, name="delete_secret"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),

@@ -61,7 +61,8 @@ def test_the_job_page_shows_markup_from_the_job_and_its_logs_as_text_and_never_r
 
 
 PAGES = ["/", "/queue/", "/jobs/new/", "/overview/", "/clusters/", "/usage/", "/quotas/",
-         "/secrets/", "/tokens/", "/accounts/password/", "/accounts/sign-ins/"]  # fmt: skip
+         "/secrets/", "/tokens/", "/accounts/password/", "/accounts/sign-ins/",
+         "/teams/"]  # fmt: skip
 
 
 def test_the_portals_pages_run_within_their_content_security_policy_and_block_markup_scripts(
