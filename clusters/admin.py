@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Count, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.forms.fields import InvalidJSONInput
@@ -288,9 +288,20 @@ class NodeWindowAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.Mode
         """Upcoming, in progress or ended, by the database's clock (the scheduler's)."""
         return window.status
 
+    def delete_model(self, request, obj):
+        """A window taken back: its nodes take work again, at the next cycle, woken now."""
+        super().delete_model(request, obj)
+        transaction.on_commit(actions.kick)
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        transaction.on_commit(actions.kick)
+
     def save_related(self, request, form, formsets, change):
-        """Once its nodes are saved, say how many running jobs it will stop at its start."""
+        """Once its nodes are saved, say how many running jobs it will stop at its start, and
+        wake the scheduler (it keeps work off the nodes at once, or gives them back)."""
         super().save_related(request, form, formsets, change)
+        transaction.on_commit(actions.kick)
         window = form.instance
         if window.ends_at > timezone.now() and (count := janitor.running_into(window)):
             start = f"{window.starts_at:%Y-%m-%d %H:%M} UTC"

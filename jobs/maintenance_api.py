@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from clusters import maintenance
 from clusters.models import Booking, Cluster, MaintenanceWindow, Node
 from clusters.window_forms import BookingForm, MaintenanceWindowForm, names_listed
-from jobs import access, janitor, reports
+from jobs import access, actions, janitor, reports
 from jobs.fields import Moment
 from quotas import history
 from quotas.models import Tenant
@@ -144,6 +144,7 @@ def plan(request, asked_as, form_class, serializer_class, what: str) -> Response
                                    for field, errors in form.errors.items()})  # fmt: skip
         window = form.save()
         history.record(request.user, [window], "Planned through the API", history.ADDITION)
+        transaction.on_commit(actions.kick)  # work keeps off its nodes from the next cycle
     shown = serializer_class(with_status(model.objects).get(pk=window.pk)).data
     return Response({**shown, "stops": janitor.running_into(window)}, status=201)
 
@@ -163,6 +164,7 @@ class WindowView(APIView):
         with transaction.atomic():
             history.record(request.user, [window], "Taken back through the API", history.DELETION)
             window.delete()
+            transaction.on_commit(actions.kick)  # its nodes take work again
         return Response(status=204)
 
 

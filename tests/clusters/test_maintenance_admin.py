@@ -1,7 +1,7 @@
-"""Maintenance windows in the admin: planned, changed and deleted by platform admins
-(superusers), each written into the admin's history; read by tenant admins; a bad window
-refused on its field, nothing saved; the list reading each window's status by the database's
-clock and its nodes in a constant number of queries."""
+"""Maintenance windows in the admin: planned, changed and deleted by platform admins (superusers),
+each written into the admin's history and waking the scheduler (through the API too); read by
+tenant admins; a bad window refused on its field, nothing saved; the list reading each window's
+status by the database's clock and its nodes in a constant number of queries."""
 
 import re
 from datetime import timedelta
@@ -9,12 +9,14 @@ from html import unescape
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from clusters.models import MaintenanceWindow
+from jobs import actions
 from tests.factories import ClusterFactory, NodeFactory
 from tests.jobs.test_maintenance_api import next_month
 from tests.jobs.test_maintenance_api import window as planned_window
@@ -228,3 +230,28 @@ def test_the_form_lists_the_node_choices_in_a_constant_number_of_queries(admin_c
         page = admin_client.get(ADD)
 
     assert page.status_code == 200 and len(many) == len(few)
+
+
+def test_each_change_of_a_window_in_the_admin_or_the_api_wakes_the_scheduler(
+    admin_client, django_capture_on_commit_callbacks
+):
+    east = ClusterFactory(name="east")
+    api = APIClient()
+    api.force_authenticate(User.objects.get(is_superuser=True))  # the admin client's
+    starts = next_month()
+    woken = []
+
+    for act in (
+        lambda: admin_client.post(ADD, form(east)),
+        lambda: admin_client.post(f"{LIST}{MaintenanceWindow.objects.get().pk}/delete/",
+                                  {"post": "yes"}),
+        lambda: api.post("/api/v1/maintenance/", {
+            "cluster": "east", "starts_at": starts.isoformat(),
+            "ends_at": (starts + timedelta(hours=4)).isoformat()}, format="json"),
+        lambda: api.delete(f"/api/v1/maintenance/{MaintenanceWindow.objects.get().pk}/"),
+    ):  # fmt: skip
+        with django_capture_on_commit_callbacks() as hooks:
+            answer = act()
+        woken.append((answer.status_code, actions.kick in hooks))
+
+    assert woken == [(302, True), (302, True), (201, True), (204, True)]
