@@ -10,6 +10,8 @@ from mlsched_site.health import healthz
 from quotas import accounts, logins, oidc
 from quotas.api import (
     HistoryView,
+    MembersView,
+    MemberView,
     MeView,
     PauseView,
     PriorityClassesView,
@@ -109,6 +111,12 @@ urlpatterns = [
         "api/v1/tenants/<slug:slug>/resume/",
         PauseView.as_view(resume=True),
         name="api-tenant-resume",
+    ),
+    path("api/v1/tenants/<slug:slug>/members/", MembersView.as_view(), name="api-members"),
+    path(
+        "api/v1/tenants/<slug:slug>/members/<str:username>/",
+        MemberView.as_view(),
+        name="api-member",
     ),
     path("api/v1/tenants/<slug:slug>/secrets/", SecretsView.as_view(), name="api-secrets"),
     path("api/v1/tenants/<slug:slug>/secrets/<str:name>/", SecretView.as_view(), name="api-secret"),

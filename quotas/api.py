@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Prefetch
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -21,8 +22,8 @@ from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
-from quotas import declared, history, status
-from quotas.models import ApiToken, PriorityClass, SignIn, Tenant, TenantVolume
+from quotas import declared, history, memberships, status
+from quotas.models import ApiToken, Membership, PriorityClass, SignIn, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
 
@@ -342,3 +343,67 @@ class SignInsView(APIView):
         if not request.user.is_superuser:
             raise PermissionDenied("Only a platform admin reads the sign-ins.")
         return page_answer(request.query_params, sign_ins_read, "sign_ins", sign_in_shown)
+
+
+def member_shown(membership) -> dict:
+    return {"username": membership.user.get_username(), "role": membership.role,
+            "from_group": membership.from_group}  # fmt: skip
+
+
+class MembersView(APIView):
+    """A team's members, to its members (`members`: each `username`, `role`, `from_group`, by
+    name; 404 for a team the caller is not in); its owners add one (POST `{"username",
+    "role"}`: 201 with the member; 400 naming `username` or `role`; 403 for anyone else), as
+    the portal's Teams page does (quotas.memberships)."""
+
+    def get(self, request, slug):
+        tenant = get_object_or_404(access.tenants_of(request.user), slug=slug)
+        listed = tenant.memberships.select_related("user").order_by("user__username")
+        return Response({"tenant": tenant.slug, "members": [member_shown(m) for m in listed]})
+
+    def post(self, request, slug):
+        tenant = owned_team(request, slug)
+        data = request.data if isinstance(request.data, dict) else {}
+        username, role = data.get("username"), data.get("role", Membership.Role.MEMBER)
+        if not isinstance(username, str) or not isinstance(role, str):
+            raise ValidationError({"username": ["A username and a role, as text."]})
+        try:
+            made = memberships.add(tenant, username, role, request.user)
+        except memberships.Refused as refused:
+            raise ValidationError({refused.field: [str(refused)]}) from None
+        return Response(member_shown(made), status=201)
+
+
+class MemberView(APIView):
+    """A team's owners change a member's role (PATCH `{"role"}`: 200 with the member) or remove
+    them (DELETE: 204), as the Teams page does; 400 naming `role` or `username` (a member by a
+    sign-on group, the last owner); 403 for anyone else; 404 for no such member."""
+
+    def patch(self, request, slug, username):
+        tenant = owned_team(request, slug)
+        role = request.data.get("role") if isinstance(request.data, dict) else None
+        if not isinstance(role, str):
+            raise ValidationError({"role": [f"One of {', '.join(memberships.ROLES)}."]})
+        return Response(member_shown(member_changed(tenant, username, role, request.user)))
+
+    def delete(self, request, slug, username):
+        member_changed(owned_team(request, slug), username, None, request.user)
+        return Response(status=204)
+
+
+def owned_team(request, slug: str) -> Tenant:
+    """The caller's team `slug` (404: not theirs), if they own it (403: they do not)."""
+    tenant = get_object_or_404(access.tenants_of(request.user), slug=slug)
+    if not memberships.owns(request.user, tenant):
+        raise PermissionDenied("Only the team's owners change its members.")
+    return tenant
+
+
+def member_changed(tenant: Tenant, username: str, role: str | None, by):
+    """memberships.change, its refusals a 400 (404 for no such member)."""
+    if not tenant.memberships.filter(user__username=username).exists():
+        raise Http404("No such member.")
+    try:
+        return memberships.change(tenant, username, role, by)
+    except memberships.Refused as refused:
+        raise ValidationError({refused.field: [str(refused)]}) from None

@@ -10,7 +10,12 @@ from django.urls.resolvers import URLResolver
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 # How the README writes a path's parameters.
-WRITTEN = {"<int:pk>": "<id>", "<slug:slug>": "<slug>", "<str:name>": "<name>"}
+WRITTEN = {
+    "<int:pk>": "<id>",
+    "<slug:slug>": "<slug>",
+    "<str:name>": "<name>",
+    "<str:username>": "<username>",
+}
 
 
 def paths(patterns, prefix=""):

@@ -293,6 +293,13 @@
                      what a YAML or JSON file kept under version control declares (the
                      server's manage.py apply_teams), all of it or, refused, none; a line
                      per change
+    members TENANT   the team's members: each one's name, role (owner, member, viewer) and
+                     what gives it (a sign-on group, or by hand)
+    member-add TENANT USER [--role ROLE] | member-set TENANT USER ROLE |
+    member-remove TENANT USER
+                     a team's owners: add a user (a member by default), change a member's
+                     role, remove a member, as the portal's Teams page does (not a
+                     sign-on group's members, nor the last owner)
     history [--since TIME] [--until TIME] [--user NAME] [--kind KIND] [--limit N]
                      platform admins: who changed how the platform is set up, newest first
                      (the admin's edits, and the API's, the portal's and the sign-on

@@ -29,6 +29,7 @@ from jobs.cli.commands import (
     status,
     submit,
 )
+from jobs.cli.members import member_add, member_remove, member_set, members
 from jobs.cli.secrets import secret_delete, secret_set, secrets
 from jobs.cli.tables import (
     apply_teams,
@@ -67,6 +68,9 @@ from jobs.cli.written import (
     time_written,
     volume_option,
 )
+
+# A team member's roles, as the server names them (quotas.Membership.Role).
+ROLES = ("owner", "member", "viewer")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -437,6 +441,18 @@ def add_reading(commands) -> None:
     signing.add_argument("--user", metavar="NAME", help="those naming one username")
     signing.add_argument("--failed", action="store_true", help="the failed ones alone")
     signing.add_argument("--limit", type=positive, metavar="N", help="at most N (default 100)")
+    commands.add_parser("members").add_argument("tenant", metavar="TENANT")
+    adding = commands.add_parser("member-add", help="a team's owners: add a user to it")
+    adding.add_argument("tenant", metavar="TENANT")
+    adding.add_argument("user", metavar="USER")
+    adding.add_argument("--role", choices=ROLES, default="member", help="member by default")
+    setting_role = commands.add_parser("member-set", help="a team's owners: change a role")
+    setting_role.add_argument("tenant", metavar="TENANT")
+    setting_role.add_argument("user", metavar="USER")
+    setting_role.add_argument("role", choices=ROLES)
+    removing = commands.add_parser("member-remove", help="a team's owners: remove a member")
+    removing.add_argument("tenant", metavar="TENANT")
+    removing.add_argument("user", metavar="USER")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -506,7 +522,9 @@ def main(argv=None) -> int:
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
            "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
-           "apply-teams": apply_teams, "history": history, "sign-ins": sign_ins,
+           "apply-teams": apply_teams, "history": history, "members": members,
+           "member-add": member_add, "member-set": member_set, "member-remove": member_remove,
+           "sign-ins": sign_ins,
            "whoami": whoami, "maintenance-add": window_add,
            "maintenance-delete": window_delete, "booking-add": window_add,
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,

@@ -1,12 +1,15 @@
-"""The portal's Teams page (quotas/memberships.py): every member sees their teams' members, and
-a team's owners add, change and remove them there, without the admin; a sign-on group's
-memberships and the last owner are never changed, and each change is in the history."""
+"""The portal's Teams page, and its API and CLI (quotas/memberships.py): every member sees their
+teams' members, and a team's owners add, change and remove them there, without the admin; a
+sign-on group's memberships and the last owner are never changed, and each change is in the
+history."""
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client
+from rest_framework.test import APIClient
 
 from quotas.models import Membership
+from tests.clusters.test_node_service_api import cli_of
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +103,58 @@ def test_a_change_it_cannot_make_is_a_400_saying_why_and_changes_nothing(
     assert said in answer.text
     assert roles(alpha) == {"alice": "owner", "dave": "member"}
     assert not LogEntry.objects.exists()
+
+
+def api(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_api_lists_the_members_and_owners_change_them_as_on_the_page(alpha, alice):
+    bob = UserFactory(username="bob")
+    url = f"/api/v1/tenants/{alpha.slug}/members/"
+
+    added = api(alice).post(url, {"username": "bob", "role": "viewer"}, format="json")
+    listed = api(bob).get(url).json()
+    by_bob = api(bob).patch(f"{url}bob/", {"role": "owner"}, format="json")
+    changed = api(alice).patch(f"{url}bob/", {"role": "member"}, format="json")
+    last = api(alice).delete(f"{url}alice/")
+    removed = api(alice).delete(f"{url}bob/")
+    gone = api(alice).delete(f"{url}bob/")
+
+    assert (added.status_code, added.json()) == (
+        201, {"username": "bob", "role": "viewer", "from_group": ""}
+    )  # fmt: skip
+    assert [(m["username"], m["role"], m["from_group"]) for m in listed["members"]] == [
+        ("alice", "owner", ""), ("bob", "viewer", "")
+    ]  # fmt: skip
+    assert by_bob.status_code == 403
+    assert (changed.status_code, changed.json()["role"]) == (200, "member")
+    assert last.status_code == 400 and "last owner" in last.json()["username"][0]
+    assert (removed.status_code, gone.status_code) == (204, 404)
+    assert roles(alpha) == {"alice": "owner"}
+
+
+def test_the_api_answers_404_for_a_team_the_caller_is_not_in(alpha, gamma, alice):
+    assert api(alice).get(f"/api/v1/tenants/{gamma.slug}/members/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_lists_adds_changes_and_removes_members(live_server, alpha, alice):
+    UserFactory(username="bob")
+    cli = cli_of(live_server, alice)
+
+    added = cli("member-add", "alpha", "bob", "--role", "viewer")
+    changed = cli("member-set", "alpha", "bob", "member")
+    listed = cli("members", "alpha")
+    removed = cli("member-remove", "alpha", "bob")
+    refused = cli("member-remove", "alpha", "alice")
+
+    assert added.stdout == "bob added to alpha as viewer\n", added.stderr
+    assert changed.stdout == "bob is member of alpha\n"
+    assert [line.split() for line in listed.stdout.splitlines()][1:] == [
+        ["alice", "owner", "hand"], ["bob", "member", "hand"]
+    ]  # fmt: skip
+    assert removed.stdout == "bob removed from alpha\n"
+    assert refused.returncode == 1 and "last owner" in refused.stderr
