@@ -1,6 +1,5 @@
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db.models.constants import LOOKUP_SEP
@@ -8,7 +7,7 @@ from django.forms.models import BaseInlineFormSet
 
 from clusters.models import Node
 from jobs import standing
-from jobs.admin import BigTable, ReadOnlyAdmin
+from jobs.admin import BigTable, ReadOnlyAdmin, noted
 from jobs.cli.client import ordinal
 from jobs.placement.words import counted
 from quotas import (
@@ -342,9 +341,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         for tenant in tenants:
             tenant.notify_secret = new_notify_secret()
             tenant.save(update_fields=["notify_secret"])
-        LogEntry.objects.log_actions(
-            request.user.pk, tenants, CHANGE, change_message="Gave it a new notification secret"
-        )
+        noted(request, tenants, "Gave it a new notification secret")
         self.message_user(
             request,
             f"Gave {counted(len(tenants), 'tenant')} a new notification secret, shown on each "

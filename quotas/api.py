@@ -401,9 +401,9 @@ def owned_team(request, slug: str) -> Tenant:
 
 def member_changed(tenant: Tenant, username: str, role: str | None, by):
     """memberships.change, its refusals a 400 (404 for no such member)."""
-    if not tenant.memberships.filter(user__username=username).exists():
-        raise Http404("No such member.")
     try:
         return memberships.change(tenant, username, role, by)
+    except memberships.NotMember:
+        raise Http404("No such member.") from None
     except memberships.Refused as refused:
         raise ValidationError({refused.field: [str(refused)]}) from None

@@ -22,6 +22,10 @@ class Refused(Exception):
         self.field = field
 
 
+class NotMember(Refused):
+    """The change names no member of the team."""
+
+
 def owns(user, tenant: Tenant) -> bool:
     return tenant.memberships.filter(user=user, role=Membership.Role.OWNER).exists()
 
@@ -51,7 +55,7 @@ def change(tenant: Tenant, username: str, role: str | None, by) -> Membership | 
     _locked(tenant)
     membership = tenant.memberships.select_related("user").filter(user__username=username).first()
     if membership is None:
-        raise Refused("username", f"{username[:150]!r} is no member of {tenant.slug}.")
+        raise NotMember("username", f"{username[:150]!r} is no member of {tenant.slug}.")
     if role is not None and role not in ROLES:
         raise Refused("role", f"One of {', '.join(ROLES)}.")
     if membership.from_group:
