@@ -270,7 +270,8 @@ class BudgetAlertAdmin(TenantScoped, ReadOnlyAdmin):
 class HistoryAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
     """The platform's history (quotas.history): who changed how the platform is set up, when
     and what, through the admin, the API, the portal or the sign-on groups; for platform
-    admins alone (a tenant admin's own rows are on each object's History page)."""
+    admins alone (a tenant admin's own rows are on each object's History page). Retention
+    deletes its entries after MLSCHED_HISTORY_RETENTION_DAYS."""
 
     list_display = ["action_time", "user", "action", "content_type", "object_repr", "message"]
     list_filter = ["action_flag", "content_type"]

@@ -1,6 +1,6 @@
 """Retention: delete what the control plane no longer needs, so the database stops growing.
 
-Four passes, each in batches of at most ``BATCH`` rows per DELETE (no giant transaction, no
+Five passes, each in batches of at most ``BATCH`` rows per DELETE (no giant transaction, no
 long lock), each a no-op when there is nothing to do, so running it twice is harmless:
 
 1. log lines of attempts that ended more than ``log_days`` ago;
@@ -12,19 +12,23 @@ long lock), each a no-op when there is nothing to do, so running it twice is har
    and the shards pointing at it) only when every shard of it qualifies. With them, the budget
    alerts sent for months before the cutoff's (``BudgetAlert``: a month's rows claim its
    thresholds only while it lasts).
-4. sign-ins and failed attempts (``quotas.SignIn``) more than ``sign_in_days`` old.
+4. sign-ins and failed attempts (``quotas.SignIn``) more than ``sign_in_days`` old;
+5. entries of the platform's history (Django's admin ``LogEntry``, ``quotas.history``) more
+   than ``history_days`` old.
 
 Live work is never touched: a live attempt has no ``ended_at``, and a job is deleted only when
 nothing of it can change again (a terminal job gets no new attempts, an ended attempt never
 ends again).
 
 ``MLSCHED_LOG_RETENTION_DAYS`` (30) governs 1 and 2, ``MLSCHED_JOB_RETENTION_DAYS`` (90) 3,
-``MLSCHED_SIGN_IN_RETENTION_DAYS`` (365) 4; 0 switches a pass off.
+``MLSCHED_SIGN_IN_RETENTION_DAYS`` (365) 4, ``MLSCHED_HISTORY_RETENTION_DAYS`` (730) 5; 0 switches
+a pass off.
 """
 
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
@@ -38,7 +42,10 @@ from jobs.states import TERMINAL
 from quotas.models import SignIn
 
 BATCH = 10_000
-KEYS = ["log_lines", "allocations", "jobs", "attempts", "events", "budget_alerts", "sign_ins"]
+KEYS = [
+    "log_lines", "allocations", "jobs", "attempts", "events", "budget_alerts", "sign_ins",
+    "history",
+]  # fmt: skip
 LABELS = {
     "jobs.LogChunk": "log_lines",
     "clusters.Allocation": "allocations",
@@ -61,22 +68,26 @@ def prune(
     keep_days: int | None = None,
     job_days: int | None = None,
     sign_in_days: int | None = None,
+    history_days: int | None = None,
     *,
     dry_run: bool = False,
     batch: int = BATCH,
 ) -> dict[str, int]:
-    """Delete old log lines, released allocations, finished jobs and sign-ins; return what was
-    deleted (with ``dry_run``, what would be), by kind.
+    """Delete old log lines, released allocations, finished jobs, sign-ins and history
+    entries; return what was deleted (with ``dry_run``, what would be), by kind.
 
-    ``keep_days`` (log lines, released allocations), ``job_days`` (finished jobs) and
-    ``sign_in_days`` (sign-ins) default to the settings; 0 keeps that kind forever.
+    ``keep_days`` (log lines, released allocations), ``job_days`` (finished jobs),
+    ``sign_in_days`` (sign-ins) and ``history_days`` (the platform's history) default to the
+    settings; 0 keeps that kind forever.
     """
     now = now or timezone.now()
     keep_days = retention_days("MLSCHED_LOG_RETENTION_DAYS") if keep_days is None else keep_days
     job_days = retention_days("MLSCHED_JOB_RETENTION_DAYS") if job_days is None else job_days
     if sign_in_days is None:
         sign_in_days = retention_days("MLSCHED_SIGN_IN_RETENTION_DAYS")
-    if keep_days < 0 or job_days < 0 or sign_in_days < 0:
+    if history_days is None:
+        history_days = retention_days("MLSCHED_HISTORY_RETENTION_DAYS")
+    if min(keep_days, job_days, sign_in_days, history_days) < 0:
         raise ValueError("retention days must be 0 (keep forever) or more")
     counts = dict.fromkeys(KEYS, 0)
     log_cutoff = now - timedelta(days=keep_days) if keep_days else None
@@ -96,6 +107,9 @@ def prune(
     if sign_in_days:
         old = SignIn.objects.filter(at__lt=now - timedelta(days=sign_in_days))
         counts["sign_ins"] += _delete(old, dry_run, batch)
+    if history_days:
+        entries = LogEntry.objects.filter(action_time__lt=now - timedelta(days=history_days))
+        counts["history"] += _delete(entries, dry_run, batch)
     return counts
 
 

@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "quotas.proxy_auth.signed_in_by_proxy",
+    "quotas.oidc_sessions.kept_in_step",
     "jobs.access.read_once_per_request",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -196,9 +197,10 @@ CELERY_BEAT_SCHEDULE = {
         # Its expiry is the task's own (jobs/tasks.py): beat's database scheduler drops this
         # entry's options, and kicks need it too.
     },
-    # Retention (jobs.retention): old log lines, released allocations, finished jobs and
-    # sign-ins, daily. MLSCHED_LOG_RETENTION_DAYS (30), MLSCHED_JOB_RETENTION_DAYS (90) and
-    # MLSCHED_SIGN_IN_RETENTION_DAYS (365); 0 keeps forever.
+    # Retention (jobs.retention): old log lines, released allocations, finished jobs, sign-ins
+    # and the platform's history, daily. MLSCHED_LOG_RETENTION_DAYS (30),
+    # MLSCHED_JOB_RETENTION_DAYS (90), MLSCHED_SIGN_IN_RETENTION_DAYS (365) and
+    # MLSCHED_HISTORY_RETENTION_DAYS (730); 0 keeps forever.
     "prune": {"task": "jobs.tasks.prune", "schedule": 24 * 3600.0},
     # GPU-hour budget alerts (jobs.budget_alerts): one query a minute while no tenant has both a
     # budget and a webhook.
@@ -246,6 +248,8 @@ MLSCHED_LOG_RETENTION_DAYS = int(os.environ.get("MLSCHED_LOG_RETENTION_DAYS", "3
 MLSCHED_JOB_RETENTION_DAYS = int(os.environ.get("MLSCHED_JOB_RETENTION_DAYS", "90"))
 # Sign-ins and failed attempts (quotas/sign_ins.py), kept for security audits.
 MLSCHED_SIGN_IN_RETENTION_DAYS = int(os.environ.get("MLSCHED_SIGN_IN_RETENTION_DAYS", "365"))
+# The platform's history (the admin's LogEntry, quotas/history.py), an audit trail: two years.
+MLSCHED_HISTORY_RETENTION_DAYS = int(os.environ.get("MLSCHED_HISTORY_RETENTION_DAYS", "730"))
 # Bearer token for Prometheus scrapes of /metrics (superusers' sessions may read it too).
 MLSCHED_METRICS_TOKEN = os.environ.get("MLSCHED_METRICS_TOKEN", "")
 # The platform-wide figures of /metrics and the portal's overview (GPUs, idle GPUs, scheduler,
@@ -379,6 +383,15 @@ MLSCHED_OIDC_USERNAME_CLAIM = (
     os.environ.get("MLSCHED_OIDC_USERNAME_CLAIM", "") or "preferred_username"
 )
 MLSCHED_OIDC_GROUPS_CLAIM = os.environ.get("MLSCHED_OIDC_GROUPS_CLAIM", "")
+# How often a session OpenID Connect signed in is checked again with the provider, by its
+# refresh token (quotas/oidc_sessions.py): a user the provider signed out, disabled or moved
+# to other groups is followed within that time. 0: never (the session lasts as Django's).
+_recheck = os.environ.get("MLSCHED_OIDC_RECHECK_S", "") or "300"
+if not _recheck.isdigit():
+    raise ImproperlyConfigured(
+        f"MLSCHED_OIDC_RECHECK_S: {_recheck!r} is no number of seconds (0: never)"
+    )
+MLSCHED_OIDC_RECHECK_S = int(_recheck)
 
 
 def check_oidc_issuer(issuer: str, client_id: str) -> None:

@@ -7,7 +7,7 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
-from quotas import accounts, logins, oidc
+from quotas import accounts, logins, oidc, oidc_sessions
 from quotas.api import (
     HistoryView,
     MembersView,
@@ -72,6 +72,11 @@ urlpatterns = [
     # OpenID Connect sign-on (quotas/oidc.py): 404s where MLSCHED_OIDC_ISSUER is unset.
     path("accounts/oidc/login/", oidc.login, name="oidc_login"),
     path("accounts/oidc/callback/", oidc.callback, name="oidc_callback"),
+    path(
+        "accounts/oidc/backchannel-logout/",
+        oidc_sessions.backchannel_logout,
+        name="oidc_backchannel_logout",
+    ),
     path("accounts/sign-ins/", my_sign_ins, name="my_sign_ins"),
     path(
         "accounts/password/",

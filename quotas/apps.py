@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
 
 class QuotasConfig(AppConfig):
@@ -7,8 +7,10 @@ class QuotasConfig(AppConfig):
     name = "quotas"
 
     def ready(self) -> None:
-        from quotas import sign_ins  # its module reads the models
+        from quotas import oidc_sessions, sign_ins  # their modules read the models
 
         # Sign-ins and failed attempts kept for security audits.
         user_logged_in.connect(sign_ins.logged_in, dispatch_uid="quotas.sign_ins.logged_in")
         user_login_failed.connect(sign_ins.login_failed, dispatch_uid="quotas.sign_ins.failed")
+        # A session OpenID Connect signed in forgets its provider's session as it logs out.
+        user_logged_out.connect(oidc_sessions.forget, dispatch_uid="quotas.oidc_sessions.forget")

@@ -7,7 +7,8 @@ deleted, an API token issued or revoked) and by the sign-on groups (a membership
 or removed). A secret's value is never written there, nor a token's key.
 
 Platform admins read it in the admin (History, newest first) and at `GET /api/v1/history/`
-(`quotas.api.HistoryView`), as Kubernetes' audit log or `sacctmgr show transactions` give it."""
+(`quotas.api.HistoryView`), as Kubernetes' audit log or `sacctmgr show transactions` give it.
+Retention deletes its entries after MLSCHED_HISTORY_RETENTION_DAYS (jobs.retention)."""
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 

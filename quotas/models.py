@@ -601,6 +601,29 @@ class SignIn(models.Model):
         return f"{self.username} {said} ({self.method}) at {self.at:%Y-%m-%d %H:%M}"
 
 
+class OidcSession(models.Model):
+    """A portal session OpenID Connect signed in (quotas/oidc.py): whom the provider said it
+    is for (`subject`, its `sid` there), so that the provider's back-channel logout ends it,
+    and when it is next checked with the provider (its refresh token, sealed by quotas.vault).
+    Deleted as the session is logged out or ended; a user's rows older than a session lasts
+    go at their next sign-on."""
+
+    session_key = models.CharField(max_length=40, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_sessions"
+    )
+    subject = models.CharField(max_length=255, db_index=True, help_text="The ID token's sub.")
+    sid = models.CharField(max_length=255, blank=True, db_index=True,
+                           help_text="The ID token's sid: the provider's session.")  # fmt: skip
+    refresh_token = models.TextField(blank=True, help_text="Sealed; empty: none was given.")
+    # Null: never checked again (the provider gave no refresh token).
+    recheck_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.user} signed on as {self.subject}"
+
+
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 MAX_SECRET_CHARS = 32 * 1024
 MAX_SECRETS_PER_TENANT = 200

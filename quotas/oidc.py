@@ -36,6 +36,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import quote_plus, urlencode
 
 import jwt
@@ -47,12 +48,13 @@ from django.contrib.auth.views import LogoutView
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from mlsched_site.middleware import origin
-from quotas import logins, sign_ins
-from quotas.models import group_names
+from quotas import logins, sign_ins, vault
+from quotas.models import OidcSession, group_names
 from quotas.sign_on import configured, is_username, join_groups
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,9 @@ log = logging.getLogger(__name__)
 BACKEND = "quotas.oidc.OidcBackend"
 PENDING = "mlsched-oidc-pending"  # the session's key: the login sent to the provider
 ID_TOKEN = "mlsched-oidc-id-token"  # the session's key: the ID token it logged in with
+# The session's key: when its OidcSession is next checked (epoch seconds; None: never), which
+# spares the rows of sessions not due a read (quotas/oidc_sessions.py).
+RECHECK_AT = "mlsched-oidc-recheck-at"
 TIMEOUT_S = 10  # a request to the provider
 KEPT_S = 3600  # how long its discovery document and keys are believed
 LEEWAY_S = 60  # clocks' difference allowed for the ID token's times
@@ -218,8 +223,11 @@ def callback(request):
         why = f"{settings.MLSCHED_OIDC_NAME} refused the sign-on: {said}"
         return refused(request, why, 403)
     try:
-        id_token = exchanged(request, request.GET.get("code", ""), pending["verifier"])
-        signed = verified(id_token, pending["nonce"])
+        tokens = exchanged(request, request.GET.get("code", ""), pending["verifier"])
+        claims = checked(tokens["id_token"])
+        if not constant_time_compare(str(claims.get("nonce", "")), pending["nonce"]):
+            raise SignOnFailed("the ID token's nonce is not the login's")
+        signed = user_of(claims)
     except SignOnFailed as failure:
         failed(request, f"OpenID Connect sign-on failed: {failure.reason}")
         return refused(request, failure.shown, failure.status)
@@ -228,23 +236,56 @@ def callback(request):
         why = f"{signed.username} cannot log in here: a platform admin can tell you why."
         return refused(request, why, 403)
     auth.login(request, user, backend=BACKEND)
-    request.session[ID_TOKEN] = id_token
+    request.session[ID_TOKEN] = tokens["id_token"]
+    begun(request, claims, tokens.get("refresh_token", ""))
     if settings.MLSCHED_OIDC_GROUPS_CLAIM:
         join_groups(user, signed.groups)
     return HttpResponseRedirect(pending["next"])
 
 
-def exchanged(request, code: str, verifier: str) -> str:
-    """The ID token the token endpoint gives for `code`: the client authenticated with HTTP
-    Basic where it has a secret, else named in the body (a public client); PKCE's verifier."""
+def begun(request, claims: dict, refresh_token: str) -> None:
+    """The session just signed in kept as the provider's (`OidcSession`): its subject and
+    `sid`, for a back-channel logout, and its refresh token, to check it again with the
+    provider in MLSCHED_OIDC_RECHECK_S (quotas/oidc_sessions.py); the user's rows of sessions
+    that have lasted their time cleared."""
+    recheck_s = settings.MLSCHED_OIDC_RECHECK_S
+    now = timezone.now()
+    OidcSession.objects.filter(
+        user=request.user, created__lt=now - timedelta(seconds=settings.SESSION_COOKIE_AGE)
+    ).delete()
+    row = OidcSession.objects.create(
+        session_key=request.session.session_key,
+        user=request.user,
+        subject=claims["sub"][:255],
+        sid=str(claims.get("sid") or "")[:255],
+        refresh_token=vault.seal(refresh_token) if refresh_token else "",
+        recheck_at=now + timedelta(seconds=recheck_s) if refresh_token and recheck_s else None,
+    )
+    request.session[RECHECK_AT] = row.recheck_at.timestamp() if row.recheck_at else None
+
+
+def exchanged(request, code: str, verifier: str) -> dict:
+    """The token endpoint's answer for `code`, with PKCE's verifier: its ID token and, where
+    the provider gives one, a refresh token."""
     if not code:
         raise SignOnFailed("the callback has no code", status=400)
+    grant = {"grant_type": "authorization_code", "code": code,
+             "redirect_uri": redirect_uri(request), "code_verifier": verifier}  # fmt: skip
+    return tokens_for(grant)
+
+
+class TokenRefused(SignOnFailed):
+    """The token endpoint refused the grant (a 4xx answer: `invalid_grant` for a refresh token
+    whose session the provider ended), where a 5xx or no answer at all is the provider failing."""
+
+
+def tokens_for(grant: dict[str, str], id_token_needed: bool = True) -> dict:
+    """The token endpoint's answer to `grant`, the client authenticated with HTTP Basic where it
+    has a secret, else named in the body (a public client); its `id_token` a string, where
+    needed, and its `refresh_token` one or absent."""
     client_id, secret = settings.MLSCHED_OIDC_CLIENT_ID, settings.MLSCHED_OIDC_CLIENT_SECRET
-    body = {"grant_type": "authorization_code", "code": code,
-            "redirect_uri": redirect_uri(request), "code_verifier": verifier}  # fmt: skip
     basic = (quote_plus(client_id), quote_plus(secret)) if secret else None
-    if not secret:
-        body["client_id"] = client_id
+    body = grant if secret else {**grant, "client_id": client_id}
     endpoint = discovery()["token_endpoint"]
     try:
         answer = requests.post(endpoint, data=body, auth=basic, timeout=TIMEOUT_S,
@@ -252,15 +293,19 @@ def exchanged(request, code: str, verifier: str) -> str:
     except requests.RequestException as error:
         raise SignOnFailed(f"the token endpoint: {error}", status=502) from None
     if answer.status_code != 200:
-        raise SignOnFailed(f"the token endpoint answered {answer.status_code}: "
-                           f"{answer.text[:300]}", status=502)  # fmt: skip
+        said = f"the token endpoint answered {answer.status_code}: {answer.text[:300]}"
+        raise (TokenRefused if 400 <= answer.status_code < 500 else SignOnFailed)(said, 502)
     try:
-        id_token = answer.json().get("id_token")
-    except (ValueError, AttributeError):
-        id_token = None
-    if not isinstance(id_token, str):
+        tokens = answer.json()
+    except ValueError:
+        tokens = None
+    if not isinstance(tokens, dict) or (
+        id_token_needed and not isinstance(tokens.get("id_token"), str)
+    ):
         raise SignOnFailed("the token endpoint's answer has no ID token", status=502)
-    return id_token
+    if not isinstance(tokens.get("refresh_token", ""), str):
+        raise SignOnFailed("the token endpoint's refresh token is no string", status=502)
+    return tokens
 
 
 def algorithms(document: dict) -> list[str]:
@@ -289,31 +334,32 @@ def signing_key(document: dict, kid: str | None, algorithm: str):
     raise SignOnFailed(f"the provider has no key {kid!r}")
 
 
-def verified(id_token: str, nonce: str) -> Verified:
-    """The ID token's user, where it holds: its signature the provider's, for this client,
-    from this issuer, current and with the login's nonce."""
+def checked(token: str, kind: str = "ID token", required=("exp",)) -> dict:
+    """The claims of a token the provider signed (an ID token, or a back-channel logout
+    token): signed by one of its keys with an asymmetric algorithm it lists for ID tokens, for
+    this client, from this issuer, current (within LEEWAY_S), with the claims `required`."""
     document = discovery()
     try:
-        header = jwt.get_unverified_header(id_token)
+        header = jwt.get_unverified_header(token)
         algorithm = header.get("alg")
         if algorithm not in algorithms(document):
-            raise SignOnFailed(f"the ID token is signed with {algorithm!r}")
+            raise SignOnFailed(f"the {kind} is signed with {algorithm!r}")
         claims = jwt.decode(
-            id_token,
+            token,
             signing_key(document, header.get("kid"), algorithm),
             algorithms=[algorithm],
             audience=settings.MLSCHED_OIDC_CLIENT_ID,
             issuer=settings.MLSCHED_OIDC_ISSUER,
             leeway=LEEWAY_S,
-            options={"require": ["iss", "aud", "exp", "iat", "sub"]},
+            options={"require": ["iss", "aud", "iat", *required]},
         )
     except jwt.PyJWTError as error:
-        raise SignOnFailed(f"the ID token: {error}") from None
+        raise SignOnFailed(f"the {kind}: {error}") from None
     if claims.get("azp", settings.MLSCHED_OIDC_CLIENT_ID) != settings.MLSCHED_OIDC_CLIENT_ID:
-        raise SignOnFailed(f"the ID token is for {claims['azp']!r}")
-    if not constant_time_compare(str(claims.get("nonce", "")), nonce):
-        raise SignOnFailed("the ID token's nonce is not the login's")
-    return user_of(claims)
+        raise SignOnFailed(f"the {kind} is for {claims['azp']!r}")
+    if kind == "ID token" and not isinstance(claims.get("sub"), str):
+        raise SignOnFailed("the ID token names no subject (sub)")
+    return claims
 
 
 def user_of(claims: dict) -> Verified:

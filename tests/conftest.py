@@ -134,3 +134,20 @@ def scrape(client, settings):
         return response.text.splitlines()
 
     return get
+
+
+@pytest.fixture
+def provider(settings, monkeypatch):
+    """An OpenID provider on this machine (tests/oidc_provider.py), read afresh, the portal its
+    client with a secret, groups read from the ID token's `groups`."""
+    from quotas import oidc
+    from tests.oidc_provider import Provider
+
+    monkeypatch.setattr(oidc, "_fetched", {})
+    with Provider() as provider:
+        settings.MLSCHED_OIDC_ISSUER = provider.issuer
+        settings.MLSCHED_OIDC_CLIENT_ID = provider.client_id
+        settings.MLSCHED_OIDC_CLIENT_SECRET = provider.client_secret
+        settings.MLSCHED_OIDC_NAME = "Corp SSO"
+        settings.MLSCHED_OIDC_GROUPS_CLAIM = "groups"
+        yield provider

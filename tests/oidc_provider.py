@@ -1,8 +1,10 @@
 """A small OpenID Connect provider for the tests of the portal's sign-on (quotas/oidc.py): an
 HTTP server on 127.0.0.1 serving its discovery document, its keys (JWKS), the authorization
 endpoint (which signs in at once the user `claims` describes and sends the browser back with a
-code), the token endpoint (the code once, the client's secret or id, PKCE's verifier) and the
-end-session endpoint. Its knobs make it misbehave as a broken or hostile provider would."""
+code), the token endpoint (the code once, the client's secret or id, PKCE's verifier; a
+refresh token of a session it has not ended) and the end-session endpoint; and the
+back-channel logout tokens it would post. Its knobs make it misbehave as a broken or hostile
+provider would."""
 
 import base64
 import hashlib
@@ -15,9 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit
 
 import jwt
+import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.test import Client
 
 KID = "mlsched-test-key"
+START = "/accounts/oidc/login/"
 
 
 @cache
@@ -36,7 +41,9 @@ class Provider:
     (claims written over the ID token's: a wrong `aud`, `iss`, `nonce`, a past `exp`),
     `token_status` (its token endpoint's answer, 500), `error` (the authorization endpoint's
     refusal, `access_denied`), `algorithms` (those its discovery lists), `logout_url`
-    (its end_session_endpoint; None: it has none)."""
+    (its end_session_endpoint; None: it has none), `gives_refresh` (a refresh token with the
+    ID token), `refresh_status` (its answer to a refresh, 503), `refreshed` (claims written
+    over a refreshed ID token's). Each sign-in is a session of its own there (`sid`)."""
 
     def __init__(self, client_id: str = "mlsched-portal", client_secret: str = "s" * 40):
         self.client_id, self.client_secret = client_id, client_secret
@@ -45,6 +52,9 @@ class Provider:
         self.sign, self.token, self.token_status, self.error = "RS256", {}, 200, ""
         self.algorithms, self.kid = ["RS256"], KID
         self.codes: dict[str, dict] = {}
+        self.gives_refresh, self.refresh_status, self.refreshed = True, 200, {}
+        self.sessions: dict[str, str] = {}  # a live refresh token: the sid it is of
+        self.refreshes = 0  # refreshes answered
         self.logged_out: list[dict[str, str]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.issuer = f"http://127.0.0.1:{self.server.server_port}"
@@ -121,9 +131,48 @@ class Provider:
             return 400, {"error": "invalid_grant"}
         if not self.client_authenticated(form, authorization):
             return 401, {"error": "invalid_client"}
-        return 200, {"id_token": self.id_token(asked["claims"], query.get("nonce")),
-                     "access_token": secrets.token_urlsafe(16), "token_type": "Bearer",
-                     "expires_in": 300}  # fmt: skip
+        sid = secrets.token_hex(8)
+        claims = {**asked["claims"], "sid": sid}
+        return 200, self.tokens(self.id_token(claims, query.get("nonce")), sid)
+
+    def tokens(self, id_token: str | None, sid: str) -> dict:
+        """A token endpoint's answer, with a new refresh token of session `sid` (given)."""
+        answer = {"access_token": secrets.token_urlsafe(16), "token_type": "Bearer",
+                  "expires_in": 300}  # fmt: skip
+        if id_token:
+            answer["id_token"] = id_token
+        if self.gives_refresh:
+            answer["refresh_token"] = refresh_token = secrets.token_urlsafe(24)
+            self.sessions[refresh_token] = sid
+        return answer
+
+    def refresh(self, form: dict[str, str], authorization: str) -> tuple[int, dict]:
+        """The token endpoint's answer to a refresh: a new ID token of the user as `claims`
+        say now (and `refreshed`), no nonce, the refresh token rotated."""
+        if self.refresh_status != 200:
+            return self.refresh_status, {"error": "temporarily_unavailable"}
+        if not self.client_authenticated(form, authorization):
+            return 401, {"error": "invalid_client"}
+        sid = self.sessions.pop(form.get("refresh_token", ""), None)
+        if sid is None:
+            return 400, {"error": "invalid_grant", "error_description": "Session not active"}
+        self.refreshes += 1
+        return 200, self.tokens(self.id_token({**self.claims, "sid": sid, **self.refreshed}), sid)
+
+    def end_sessions(self) -> None:
+        """Sign the user out here: their refresh tokens are refused from now on."""
+        self.sessions.clear()
+
+    def logout_token(self, **claims) -> str:
+        """A back-channel logout token, its claims written over with `claims` (a value None
+        leaves that claim out)."""
+        now = int(time.time())
+        payload = {"iss": self.issuer, "aud": self.client_id, "iat": now, "exp": now + 120,
+                   "jti": secrets.token_hex(8), "sub": self.claims["sub"],
+                   "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+                   **claims}  # fmt: skip
+        payload = {name: value for name, value in payload.items() if value is not None}
+        return self.signed(payload)
 
     def client_authenticated(self, form: dict[str, str], authorization: str) -> bool:
         """HTTP Basic with the secret (form-encoded id and secret) for a confidential client,
@@ -139,10 +188,14 @@ class Provider:
             self.client_secret,
         )
 
-    def id_token(self, claims: dict, nonce: str | None) -> str:
+    def id_token(self, claims: dict, nonce: str | None = None) -> str:
         now = int(time.time())
         payload = {"iss": self.issuer, "aud": self.client_id, "iat": now, "exp": now + 300,
-                   "nonce": nonce, **claims, **self.token}  # fmt: skip
+                   **({"nonce": nonce} if nonce else {}), **claims, **self.token}  # fmt: skip
+        return self.signed(payload)
+
+    def signed(self, payload: dict) -> str:
+        """`payload` signed as `sign` says."""
         if self.sign == "none":
             header = {"alg": "none", "typ": "JWT"}
             return f"{b64(json.dumps(header).encode())}.{b64(json.dumps(payload).encode())}."
@@ -178,7 +231,10 @@ class Provider:
                 form = {name: values[0] for name, values in body.items()}
                 if urlsplit(self.path).path != "/token":
                     return self.answer(404, {})
-                status, answer = provider.exchange(form, self.headers.get("Authorization", ""))
+                grant = provider.refresh if form.get("grant_type") == "refresh_token" else None
+                status, answer = (grant or provider.exchange)(
+                    form, self.headers.get("Authorization", "")
+                )
                 self.answer(status, answer)
 
             def answer(self, status: int, document: dict, headers: dict | None = None):
@@ -194,3 +250,24 @@ class Provider:
                 pass
 
         return Handler
+
+
+def to_provider(browser: Client, next: str | None = None) -> str:
+    """Start a login in `browser` and let the provider answer: the callback's address it sends
+    the browser back to."""
+    started = browser.get(START, {"next": next} if next is not None else {})
+    assert started.status_code == 302, started.content
+    back = requests.get(started["Location"], allow_redirects=False, timeout=10)
+    assert back.status_code == 302, back.text
+    return back.headers["Location"]
+
+
+def sign_on(browser: Client, next: str | None = None):
+    """A whole login through the provider: the callback's answer."""
+    return browser.get(to_provider(browser, next))
+
+
+def who(browser: Client) -> str | None:
+    """Whom the API takes the browser for (None: nobody)."""
+    answer = browser.get("/api/v1/me/")
+    return answer.json()["username"] if answer.status_code == 200 else None

@@ -6,7 +6,6 @@ logs nobody in, and the provider failing is a page saying so, never a 500 (quota
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import requests
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -15,16 +14,14 @@ from mlsched_site.settings import check_oidc_issuer
 from quotas import oidc
 from quotas.models import Membership
 from tests.factories import TenantFactory, UserFactory
-from tests.oidc_provider import Provider
+from tests.oidc_provider import START, sign_on, to_provider, who
 from tests.processes import free_port
 from tests.test_settings import load_settings
 
 pytestmark = pytest.mark.django_db
 
-START = "/accounts/oidc/login/"
 CALLBACK = "/accounts/oidc/callback/"
 LOGIN = "/accounts/login/"
-ME = "/api/v1/me/"
 PASSWORD = "right-password-1"
 
 
@@ -32,39 +29,6 @@ PASSWORD = "right-password-1"
 def nothing_kept(monkeypatch):
     """Each test's provider read afresh: another test's may have had its port."""
     monkeypatch.setattr(oidc, "_fetched", {})
-
-
-@pytest.fixture
-def provider(settings):
-    """The provider, the portal its client with a secret, groups read from `groups`."""
-    with Provider() as provider:
-        settings.MLSCHED_OIDC_ISSUER = provider.issuer
-        settings.MLSCHED_OIDC_CLIENT_ID = provider.client_id
-        settings.MLSCHED_OIDC_CLIENT_SECRET = provider.client_secret
-        settings.MLSCHED_OIDC_NAME = "Corp SSO"
-        settings.MLSCHED_OIDC_GROUPS_CLAIM = "groups"
-        yield provider
-
-
-def to_provider(browser: Client, next: str | None = None) -> str:
-    """Start a login in `browser` and let the provider answer: the callback's address it sends
-    the browser back to."""
-    started = browser.get(START, {"next": next} if next is not None else {})
-    assert started.status_code == 302, started.content
-    back = requests.get(started["Location"], allow_redirects=False, timeout=10)
-    assert back.status_code == 302, back.text
-    return back.headers["Location"]
-
-
-def sign_on(browser: Client, next: str | None = None):
-    """A whole login through the provider: the callback's answer."""
-    return browser.get(to_provider(browser, next))
-
-
-def who(browser: Client) -> str | None:
-    """Whom the API takes the browser for (None: nobody)."""
-    answer = browser.get(ME)
-    return answer.json()["username"] if answer.status_code == 200 else None
 
 
 def made(username: str = "alice") -> bool:

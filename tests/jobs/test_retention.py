@@ -103,7 +103,7 @@ def test_it_deletes_log_lines_and_released_allocations_past_the_log_retention(no
     counts = retention.prune(NOW, keep_days=30, job_days=0)
 
     assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 0, "attempts": 0, "events": 0,
-                      "budget_alerts": 0, "sign_ins": 0}  # fmt: skip
+                      "budget_alerts": 0, "sign_ins": 0, "history": 0}  # fmt: skip
     assert kept(old) == {**WHOLE, "log_lines": 0, "allocations": 0}
     assert kept(recent) == WHOLE
 
@@ -116,7 +116,7 @@ def test_it_deletes_finished_jobs_past_the_job_retention_with_all_they_have(node
     assert kept(old) == GONE
     assert kept(middle) == {**WHOLE, "log_lines": 0, "allocations": 0}
     assert counts == {"log_lines": 2 * LINES, "allocations": 2, "jobs": 1, "attempts": 1,
-                      "events": 2, "budget_alerts": 0, "sign_ins": 0}  # fmt: skip
+                      "events": 2, "budget_alerts": 0, "sign_ins": 0, "history": 0}  # fmt: skip
 
 
 def test_with_the_log_pass_off_a_deleted_job_still_takes_its_log_lines(node):
@@ -126,7 +126,7 @@ def test_with_the_log_pass_off_a_deleted_job_still_takes_its_log_lines(node):
 
     assert kept(old) == GONE
     assert counts == {"log_lines": LINES, "allocations": 1, "jobs": 1, "attempts": 1, "events": 2,
-                      "budget_alerts": 0, "sign_ins": 0}  # fmt: skip
+                      "budget_alerts": 0, "sign_ins": 0, "history": 0}  # fmt: skip
 
 
 @pytest.mark.parametrize("state", [State.QUEUED, State.SCHEDULED, State.RUNNING])
@@ -200,7 +200,7 @@ def test_it_works_in_batches_and_a_second_run_finds_nothing(node):
     counts = retention.prune(NOW, keep_days=30, job_days=90, batch=2)
 
     assert counts == {"log_lines": 9 * LINES, "allocations": 9, "jobs": 9, "attempts": 9,
-                      "events": 18, "budget_alerts": 0, "sign_ins": 0}  # fmt: skip
+                      "events": 18, "budget_alerts": 0, "sign_ins": 0, "history": 0}  # fmt: skip
     assert [kept(job) for job in jobs] == [GONE] * 9
     assert set(retention.prune(NOW, keep_days=30, job_days=90, batch=2).values()) == {0}
 

@@ -1,15 +1,20 @@
 """The platform's history (quotas/history.py): changes made through the API, the portal and
 the sign-on groups are in the admin's history beside the admin's own, with who, when and what,
 never a secret's value or a token's key; platform admins read it in the admin and at
-GET /api/v1/history/."""
+GET /api/v1/history/; retention deletes it after MLSCHED_HISTORY_RETENTION_DAYS."""
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from jobs import retention, tasks
+from quotas import history
 from quotas.models import ApiToken, Membership, Tenant
 from tests.clusters.test_node_service_api import cli_of
 from tests.factories import ClusterFactory, MembershipFactory, NodeFactory, UserFactory
@@ -203,3 +208,68 @@ def test_the_cli_prints_the_history_a_change_to_a_line_narrowed_by_user(live_ser
     assert line.endswith("Cordoned through the API: bad DIMM")
     assert nobody.stdout == "No changes.\n"
     assert wrong.returncode == 1 and "kind" in wrong.stderr
+
+
+def changed(user, days_ago: float) -> LogEntry:
+    """A change of the user's own account, in the history `days_ago`."""
+    history.record(user, [user], f"changed {days_ago} days ago")
+    entry = LogEntry.objects.latest("id")
+    entry.action_time = timezone.now() - timedelta(days=days_ago)
+    entry.save(update_fields=["action_time"])
+    return entry
+
+
+def left() -> list[int]:
+    return list(LogEntry.objects.order_by("id").values_list("pk", flat=True))
+
+
+def test_retention_deletes_history_past_the_setting_in_batches_and_keeps_the_rest(settings, root):
+    settings.MLSCHED_HISTORY_RETENTION_DAYS = 30
+    old = [changed(root, days_ago=31 + n) for n in range(5)]
+    recent = changed(root, days_ago=29)
+
+    counts = retention.prune(keep_days=0, job_days=0, sign_in_days=0, batch=2)
+
+    assert counts["history"] == len(old)
+    assert left() == [recent.pk]
+
+
+def test_retention_of_0_days_keeps_all_the_history(settings, root):
+    settings.MLSCHED_HISTORY_RETENTION_DAYS = 0
+    ancient = changed(root, days_ago=5000)
+
+    counts = retention.prune(keep_days=0, job_days=0, sign_in_days=0)
+
+    assert counts["history"] == 0 and left() == [ancient.pk]
+
+
+def test_the_daily_task_keeps_the_history_two_years_by_default(root):
+    changed(root, days_ago=731)
+    recent = changed(root, days_ago=729)
+
+    tasks.prune()
+
+    assert retention.retention_days("MLSCHED_HISTORY_RETENTION_DAYS") == 730
+    assert left() == [recent.pk]
+
+
+def test_the_command_prunes_the_history_past_history_days_and_its_dry_run_deletes_none(root):
+    old, recent = changed(root, days_ago=40), changed(root, days_ago=20)
+    rest = ["--log-days", "0", "--job-days", "0", "--sign-in-days", "0"]
+    would, did = StringIO(), StringIO()
+
+    call_command("prune", "--history-days", "30", "--dry-run", *rest, stdout=would)
+    kept_by_the_dry_run = left()
+    call_command("prune", "--history-days", "30", *rest, stdout=did)
+
+    assert "would delete 1 history" in would.getvalue()
+    assert kept_by_the_dry_run == [old.pk, recent.pk]
+    assert "deleted 1 history" in did.getvalue()
+    assert left() == [recent.pk]
+
+
+def test_a_negative_history_retention_is_refused_naming_the_setting(settings):
+    settings.MLSCHED_HISTORY_RETENTION_DAYS = -1
+
+    with pytest.raises(CommandError, match="MLSCHED_HISTORY_RETENTION_DAYS must be 0"):
+        call_command("prune", stdout=StringIO())

@@ -1,8 +1,10 @@
 """Sign-ins kept for security audits (quotas/sign_ins.py): each login by password, through the
 proxy or with OpenID Connect, and each attempt that failed, with the name given, the client's
-address and why, never a password or a token; deleted after MLSCHED_SIGN_IN_RETENTION_DAYS;
+address and why, never a password or a token (the proxy's failures once per name, reason and
+address in 10 minutes, not once per request); deleted after MLSCHED_SIGN_IN_RETENTION_DAYS;
 read by platform admins alone in the admin, at GET /api/v1/sign-ins/ and with the CLI."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,16 +12,16 @@ from django.db import DatabaseError
 from django.test import Client
 from django.utils import timezone
 
-from jobs import retention
+from jobs import events, retention
 from quotas import proxy_auth, sign_ins
 from quotas.models import Membership, SignIn
 from tests.clusters.test_node_service_api import cli_of
 from tests.factories import MembershipFactory, UserFactory
+from tests.oidc_provider import sign_on
 from tests.quotas.test_history import api, portal
 from tests.test_logins import ADMIN_LOGIN, fail, log_in
 from tests.test_logins import user as with_password
-from tests.test_oidc import nothing_kept, provider, sign_on  # noqa: F401 (fixtures)
-from tests.test_proxy_auth import proxy, signed, who  # noqa: F401 (a fixture)
+from tests.test_proxy_auth import ME, proxy, signed, who  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +106,91 @@ def test_an_inactive_account_the_proxy_names_is_kept_as_a_failed_proxy_sign_in(p
     assert rows() == [("alice", "alice", "proxy", False, "10.0.0.8", sign_ins.INACTIVE)]
 
 
-def test_an_oidc_sign_in_is_kept_as_oidc(provider):  # noqa: F811
+def test_the_proxys_failure_is_kept_once_in_10_minutes_not_at_each_request_of_a_page(
+    proxy,  # noqa: F811
+):
+    UserFactory(username="alice", is_active=False)
+    browser = signed("alice", address="10.0.0.8")
+
+    browser.get("/")
+    for _ in range(5):  # its scripts and polls
+        browser.get(ME)
+
+    assert sign_ins.PROXY_FAILURE_EVERY == timedelta(minutes=10)
+    assert rows() == [("alice", "alice", "proxy", False, "10.0.0.8", sign_ins.INACTIVE)]
+
+
+def test_a_name_the_proxy_gives_that_is_no_username_is_kept_once_too(proxy):  # noqa: F811
+    for _ in range(3):
+        assert who(signed("not a name!", address="10.0.0.8")) is None
+
+    assert rows() == [("not a name!", None, "proxy", False, "10.0.0.8", sign_ins.UNKNOWN)]
+
+
+def test_another_name_reason_or_address_is_kept_at_once(proxy):  # noqa: F811
+    proxy.MLSCHED_AUTH_CREATES_USERS = False
+    UserFactory(username="alice", is_active=False)
+    UserFactory(username="bob", is_active=False)
+
+    for name, address in [("alice", "10.0.0.8"), ("alice", "10.0.0.9"), ("bob", "10.0.0.8"),
+                          ("carol", "10.0.0.8"), ("alice", "10.0.0.8")]:  # fmt: skip
+        signed(name, address=address).get(ME)
+    UserFactory(username="carol", is_active=False)
+    signed("carol", address="10.0.0.8").get(ME)
+
+    assert [(r[0], r[4], r[5]) for r in rows()] == [
+        ("alice", "10.0.0.8", sign_ins.INACTIVE),
+        ("alice", "10.0.0.9", sign_ins.INACTIVE),
+        ("bob", "10.0.0.8", sign_ins.INACTIVE),
+        ("carol", "10.0.0.8", sign_ins.UNKNOWN),
+        ("carol", "10.0.0.8", sign_ins.INACTIVE),
+    ]
+
+
+def test_the_proxys_failure_is_kept_again_once_its_time_is_over(proxy, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(sign_ins, "PROXY_FAILURE_EVERY", timedelta(seconds=1))
+    UserFactory(username="alice", is_active=False)
+    browser = signed("alice", address="10.0.0.8")
+
+    browser.get(ME)
+    browser.get(ME)
+    time.sleep(1.2)
+    browser.get(ME)
+
+    assert [r[5] for r in rows()] == [sign_ins.INACTIVE] * 2
+
+
+def test_with_the_throttle_cache_out_of_reach_each_proxy_failure_is_kept(
+    proxy,  # noqa: F811
+    monkeypatch,
+):
+    down = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    proxy.CACHES = {
+        **proxy.CACHES,
+        "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": down},
+    }
+    monkeypatch.setattr(events, "_warned_at", {})  # its warning logged, whatever ran before
+    UserFactory(username="alice", is_active=False)
+    browser = signed("alice", address="10.0.0.8")
+
+    for _ in range(3):
+        browser.get(ME)
+
+    assert [r[5] for r in rows()] == [sign_ins.INACTIVE] * 3
+
+
+def test_password_and_oidc_failures_are_each_kept_however_often_repeated(provider):  # noqa: F811
+    with_password("alice")
+    provider.error = "access_denied"
+
+    for _ in range(3):
+        log_in("10.0.0.7", password=WRONG)
+        sign_on(Client())
+
+    assert [(r[2], r[3]) for r in rows()] == [("password", False), ("oidc", False)] * 3
+
+
+def test_an_oidc_sign_in_is_kept_as_oidc(provider):
     browser = Client()
 
     sign_on(browser)
@@ -113,7 +199,7 @@ def test_an_oidc_sign_in_is_kept_as_oidc(provider):  # noqa: F811
     assert rows() == [("alice", "alice", "oidc", True, "127.0.0.1", "")]
 
 
-def test_a_bad_oidc_token_is_kept_as_a_failed_oidc_sign_in_naming_nobody(provider):  # noqa: F811
+def test_a_bad_oidc_token_is_kept_as_a_failed_oidc_sign_in_naming_nobody(provider):
     provider.token = {"aud": "another-client"}
 
     answer = sign_on(Client())
@@ -126,7 +212,7 @@ def test_a_bad_oidc_token_is_kept_as_a_failed_oidc_sign_in_naming_nobody(provide
 
 
 def test_the_providers_refusal_and_a_refused_state_are_kept_as_failed_oidc_sign_ins(
-    provider,  # noqa: F811
+    provider,
 ):
     provider.error = "access_denied"
     sign_on(Client())
@@ -143,7 +229,7 @@ def test_the_providers_refusal_and_a_refused_state_are_kept_as_failed_oidc_sign_
 
 
 def test_an_oidc_name_of_a_password_account_is_kept_as_failed_with_that_account(
-    provider,  # noqa: F811
+    provider,
 ):
     with_password("alice")  # the name the provider gives
 
