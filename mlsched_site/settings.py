@@ -356,8 +356,9 @@ MLSCHED_AUTH_USER_HEADER = os.environ.get("MLSCHED_AUTH_USER_HEADER", "")
 MLSCHED_AUTH_CREATES_USERS = env_bool("MLSCHED_AUTH_CREATES_USERS", True)
 MLSCHED_AUTH_EMAIL_HEADER = os.environ.get("MLSCHED_AUTH_EMAIL_HEADER", "")
 MLSCHED_AUTH_GROUPS_HEADER = os.environ.get("MLSCHED_AUTH_GROUPS_HEADER", "")
-# The sign-on groups (the proxy's header's or the OpenID Connect groups claim's, with commas)
-# whose users are platform admins (quotas.sign_on.admin_by); none, unset.
+# The sign-on groups (the proxy's header's or the OpenID Connect groups claim's, with commas;
+# SCIM's groups where MLSCHED_SCIM_TOKEN is set) whose users are platform admins
+# (quotas.sign_on.admin_by); none, unset.
 MLSCHED_AUTH_ADMIN_GROUPS = os.environ.get("MLSCHED_AUTH_ADMIN_GROUPS", "")
 MLSCHED_AUTH_PROXY_FROM = os.environ.get("MLSCHED_AUTH_PROXY_FROM", "")
 for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.split(","))):
@@ -409,6 +410,18 @@ def check_oidc_issuer(issuer: str, client_id: str) -> None:
 
 if MLSCHED_OIDC_ISSUER:
     check_oidc_issuer(MLSCHED_OIDC_ISSUER, MLSCHED_OIDC_CLIENT_ID)
+
+# SCIM 2.0 provisioning (quotas/scim.py): the bearer token the identity provider (Okta, Entra
+# ID) pushes users and groups to /scim/v2/ with. Set, its groups are the only ones teams and
+# platform admins follow (a sign-on's groups claim or header changes nothing then); unset:
+# SCIM is off, its URLs 404. A token shorter than SCIM_TOKEN_MIN refuses to start.
+MLSCHED_SCIM_TOKEN = os.environ.get("MLSCHED_SCIM_TOKEN", "").strip()
+SCIM_TOKEN_MIN = 32
+if MLSCHED_SCIM_TOKEN and len(MLSCHED_SCIM_TOKEN) < SCIM_TOKEN_MIN:
+    raise ImproperlyConfigured(
+        f"MLSCHED_SCIM_TOKEN: at least {SCIM_TOKEN_MIN} characters, a random one (e.g. "
+        "`openssl rand -base64 48`), as the identity provider is told it"
+    )
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

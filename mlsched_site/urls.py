@@ -126,4 +126,6 @@ urlpatterns = [
     path("api/v1/tenants/<slug:slug>/secrets/", SecretsView.as_view(), name="api-secrets"),
     path("api/v1/tenants/<slug:slug>/secrets/<str:name>/", SecretView.as_view(), name="api-secret"),
     path("api/v1/", include("jobs.api")),
+    # SCIM 2.0 provisioning (quotas/scim.py): 404s where MLSCHED_SCIM_TOKEN is unset.
+    path("scim/v2/", include("quotas.scim_views")),
 ]

@@ -624,6 +624,49 @@ class OidcSession(models.Model):
         return f"{self.user} signed on as {self.subject}"
 
 
+class ScimUser(models.Model):
+    """An account the identity provider changed over SCIM (quotas/scim.py): the id it keeps
+    for the user there (`external_id`), when SCIM last changed the account, and whether SCIM
+    deleted it (`deleted`: the account stays, inactive, for the jobs and the history naming
+    it; SCIM sees it no more, and a push of its name makes it again)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="scim"
+    )
+    external_id = models.CharField(max_length=255, blank=True, db_index=True,
+                                   help_text="The provider's id of the user.")  # fmt: skip
+    modified = models.DateTimeField(default=timezone.now)
+    deleted = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = "SCIM user"
+
+    def __str__(self) -> str:
+        return f"{self.user} (SCIM{', deleted' if self.deleted else ''})"
+
+
+class ScimGroup(models.Model):
+    """A group the identity provider pushes over SCIM (quotas/scim.py), with its members: the
+    groups teams' members and platform admins follow while SCIM is on, in place of a
+    sign-on's (a tenant's `owner_groups`, `member_groups`, `viewer_groups` and
+    MLSCHED_AUTH_ADMIN_GROUPS name it by its `display_name`)."""
+
+    display_name = models.CharField(max_length=200, unique=True)
+    external_id = models.CharField(max_length=255, blank=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="scim_groups"
+    )
+    created = models.DateTimeField(default=timezone.now)
+    modified = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = "SCIM group"
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 MAX_SECRET_CHARS = 32 * 1024
 MAX_SECRETS_PER_TENANT = 200

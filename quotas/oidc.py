@@ -7,11 +7,13 @@ The login page's "Sign in with ..." link (`login`) keeps in the session a random
 nonce, a PKCE code verifier and where to go after, and sends the browser to the provider's
 authorization endpoint (read from its discovery document, `{issuer}/.well-known/openid-
 configuration`, kept an hour). The provider sends it back to `callback` with a code and the
-state: a state that is not the session's pending login's is refused (the pending login is
-spent at the first answer, whatever it is), the code is exchanged at the token endpoint with
-the verifier, and the ID token is believed only when signed by one of the provider's keys
-(its JWKS, fetched again once for a key id it does not know) with an asymmetric algorithm the
-provider lists, for this client, from this issuer, current and with the session's nonce.
+state: a state that is not one of the session's pending logins' is refused (a login is spent
+at its answer, whatever it is, and a state that is none of them spends them all: up to
+MAX_PENDING are kept, a login started in each of several tabs), the code is exchanged at the
+token endpoint with the verifier, and the ID token is believed only when signed by one of the
+provider's keys (its JWKS, fetched again once for a key id it does not know) with an
+asymmetric algorithm the provider lists, for this client, from this issuer, current and with
+the session's nonce.
 
 The ID token's MLSCHED_OIDC_USERNAME_CLAIM (`preferred_username`) names the account, which is
 made at the first login unless MLSCHED_AUTH_CREATES_USERS is off (no usable password: its
@@ -55,12 +57,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from mlsched_site.middleware import origin
 from quotas import logins, sign_ins, vault
 from quotas.models import OidcSession, group_names
-from quotas.sign_on import configured, is_username, join_groups
+from quotas.sign_on import configured, groups_pushed, is_username, join_groups
 
 log = logging.getLogger(__name__)
 
 BACKEND = "quotas.oidc.OidcBackend"
-PENDING = "mlsched-oidc-pending"  # the session's key: the login sent to the provider
+PENDING = "mlsched-oidc-pending"  # the session's key: the logins sent to the provider, by state
+MAX_PENDING = 5  # a session's logins pending at once (tabs); a sixth drops the oldest
 ID_TOKEN = "mlsched-oidc-id-token"  # the session's key: the ID token it logged in with
 # The session's key: when its OidcSession is next checked (epoch seconds; None: never), which
 # spares the rows of sessions not due a read (quotas/oidc_sessions.py).
@@ -176,7 +179,7 @@ def failed(request, line: str) -> None:
 
 def login(request):
     """Send the browser to the provider's authorization endpoint, the login pending in the
-    session (a new one replaces the last)."""
+    session beside the MAX_PENDING - 1 last others."""
     on_or_404()
     try:
         endpoint = discovery()["authorization_endpoint"]
@@ -189,7 +192,8 @@ def login(request):
         "verifier": secrets.token_urlsafe(64),
         "next": safe_next(request, request.GET.get("next", "")),
     }
-    request.session[PENDING] = pending
+    others = list(pending_logins(request.session.get(PENDING)).items())[1 - MAX_PENDING :]
+    request.session[PENDING] = dict(others) | {pending["state"]: pending}
     scopes = settings.MLSCHED_OIDC_SCOPES.split()
     return HttpResponseRedirect(
         with_query(
@@ -212,9 +216,8 @@ def callback(request):
     """Where the provider sends the browser back: the user its ID token names logged in, and
     sent where the login was to go; or the login page saying why not."""
     on_or_404()
-    pending = request.session.pop(PENDING, None)
-    state = request.GET.get("state", "")
-    if not pending or not state or not constant_time_compare(state, pending["state"]):
+    pending = answered(request.session, request.GET.get("state", ""))
+    if pending is None:
         failed(request, "OpenID Connect callback refused: its state is not the session's")
         return refused(request, STATE_REFUSED, 400)
     if error := request.GET.get("error"):
@@ -238,7 +241,7 @@ def callback(request):
     auth.login(request, user, backend=BACKEND)
     request.session[ID_TOKEN] = tokens["id_token"]
     begun(request, claims, tokens.get("refresh_token", ""))
-    if settings.MLSCHED_OIDC_GROUPS_CLAIM:
+    if settings.MLSCHED_OIDC_GROUPS_CLAIM and not groups_pushed():
         join_groups(user, signed.groups)
     return HttpResponseRedirect(pending["next"])
 
@@ -253,15 +256,39 @@ def begun(request, claims: dict, refresh_token: str) -> None:
     OidcSession.objects.filter(
         user=request.user, created__lt=now - timedelta(seconds=settings.SESSION_COOKIE_AGE)
     ).delete()
-    row = OidcSession.objects.create(
+    row, _ = OidcSession.objects.update_or_create(
+        # A login of the user the session has logged in already keeps its key.
         session_key=request.session.session_key,
-        user=request.user,
-        subject=claims["sub"][:255],
-        sid=str(claims.get("sid") or "")[:255],
-        refresh_token=vault.seal(refresh_token) if refresh_token else "",
-        recheck_at=now + timedelta(seconds=recheck_s) if refresh_token and recheck_s else None,
+        defaults={
+            "user": request.user,
+            "subject": claims["sub"][:255],
+            "sid": str(claims.get("sid") or "")[:255],
+            "refresh_token": vault.seal(refresh_token) if refresh_token else "",
+            "recheck_at": now + timedelta(seconds=recheck_s)
+            if refresh_token and recheck_s
+            else None,
+        },
     )
     request.session[RECHECK_AT] = row.recheck_at.timestamp() if row.recheck_at else None
+
+
+def answered(session, state: str) -> dict | None:
+    """The session's pending login of `state`, spent (the others kept); None where it is no
+    pending login's, which spends them all."""
+    kept = pending_logins(session.pop(PENDING, None))
+    pending = next((p for p in kept.values() if constant_time_compare(state, p["state"])), None)
+    if pending is not None and state:
+        session[PENDING] = {other: p for other, p in kept.items() if p is not pending}
+        return pending
+    return None
+
+
+def pending_logins(kept) -> dict[str, dict]:
+    """The pending logins a session keeps, by state (none from a session of an earlier release,
+    which kept one alone)."""
+    if not isinstance(kept, dict):
+        return {}
+    return {state: p for state, p in kept.items() if isinstance(p, dict) and "state" in p}
 
 
 def exchanged(request, code: str, verifier: str) -> dict:

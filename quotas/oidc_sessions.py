@@ -33,7 +33,7 @@ from django.views.decorators.http import require_POST
 from jobs.events import best_effort
 from quotas import oidc, vault
 from quotas.models import OidcSession
-from quotas.sign_on import configured, join_groups
+from quotas.sign_on import configured, groups_pushed, join_groups
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def recheck(request) -> None:
     noted(request.session, row.recheck_at)
     if signed is not None:
         configured(request.user, False, signed.email, "the identity provider")
-        if settings.MLSCHED_OIDC_GROUPS_CLAIM:
+        if settings.MLSCHED_OIDC_GROUPS_CLAIM and not groups_pushed():
             join_groups(request.user, signed.groups)
 
 

@@ -31,7 +31,7 @@ from django.contrib import auth
 from django.contrib.auth.backends import RemoteUserBackend
 
 from quotas.models import group_names
-from quotas.sign_on import configured, is_username, join_groups
+from quotas.sign_on import configured, groups_pushed, is_username, join_groups
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def follow_groups(request, user) -> None:
     """Where MLSCHED_AUTH_GROUPS_HEADER names the header of the user's groups, their
     memberships from groups as those groups give them (`join_groups`), at login and whenever
     the header says other groups than the session last saw."""
-    if not settings.MLSCHED_AUTH_GROUPS_HEADER:
+    if not settings.MLSCHED_AUTH_GROUPS_HEADER or groups_pushed():
         return
     written = header(request, "MLSCHED_AUTH_GROUPS_HEADER") or ""
     if request.session.get(GROUPS_SEEN) == written:

@@ -1,7 +1,9 @@
 """What the two single sign-ons share, the authenticating proxy's (quotas/proxy_auth.py) and
 OpenID Connect's (quotas/oidc.py): the names they take for usernames, the account a login
 leaves (made without a usable password, its email address the sign-on's), and what the user's
-groups there make them (`join_groups`: teams' owners, members and viewers; platform admins)."""
+groups there make them (`join_groups`: teams' owners, members and viewers; platform admins).
+Where the identity provider pushes the groups over SCIM (quotas/scim.py, `groups_pushed`),
+those are the groups `join_groups` follows, and a sign-on's are not read."""
 
 import logging
 
@@ -58,16 +60,23 @@ def configured(user, created: bool, email: str | None, source: str):
     return user
 
 
+def groups_pushed() -> bool:
+    """Whether the identity provider pushes the users' groups over SCIM (MLSCHED_SCIM_TOKEN
+    set, quotas/scim.py): then those alone make teams' members and platform admins, and a
+    sign-on's groups (a groups claim, a groups header) are not followed at login."""
+    return bool(settings.MLSCHED_SCIM_TOKEN)
+
+
 @transaction.atomic
-def join_groups(user, groups: set[str]) -> None:
+def join_groups(user, groups: set[str], by=None) -> None:
     """Follow the user's sign-on `groups`: their memberships (`memberships_of`) and whether
-    they are a platform admin (`admin_by`), each change in the platform's history as the
-    user's own."""
-    memberships_of(user, groups)
-    admin_by(user, groups)
+    they are a platform admin (`admin_by`), each change in the platform's history as `by`'s
+    (None: the user's own, at their sign-on)."""
+    memberships_of(user, groups, by or user)
+    admin_by(user, groups, by or user)
 
 
-def memberships_of(user, groups: set[str]) -> None:
+def memberships_of(user, groups: set[str], by) -> None:
     """Make the user's memberships from sign-on groups those the tenants give `groups`
     (`Tenant.group_role`): one made where a tenant gives a role and the user has none, one
     from a group changed to the role and group given now, one from a group the tenant no
@@ -82,17 +91,17 @@ def memberships_of(user, groups: set[str]) -> None:
             made = Membership.objects.create(
                 tenant_id=tenant_id, user=user, role=role, from_group=group
             )
-            history.record(user, [made], said, history.ADDITION)
+            history.record(by, [made], said, history.ADDITION)
         elif held.from_group and (held.role, held.from_group) != (role, group):
             held.role, held.from_group = role, group
             held.save(update_fields=["role", "from_group"])
-            history.record(user, [held], said)
+            history.record(by, [held], said)
     gone = [m for tenant_id, m in mine.items() if m.from_group and tenant_id not in given]
-    history.record(user, gone, "Removed: no sign-on group gives it", history.DELETION)
+    history.record(by, gone, "Removed: no sign-on group gives it", history.DELETION)
     Membership.objects.filter(pk__in=[m.pk for m in gone]).delete()
 
 
-def admin_by(user, groups: set[str]) -> None:
+def admin_by(user, groups: set[str], by) -> None:
     """A user in one of MLSCHED_AUTH_ADMIN_GROUPS made a platform admin (superuser and staff),
     marked as made so (the auth group ADMINS_BY_SIGN_ON, and STAFF_BEFORE for one who was
     staff already, a tenant admin); one so made who is in none of them any more (or the setting
@@ -105,9 +114,9 @@ def admin_by(user, groups: set[str]) -> None:
         user.is_superuser = user.is_staff = True
         user.save(update_fields=["is_superuser", "is_staff"])
         user.groups.add(*(Group.objects.get_or_create(name=name)[0] for name in made))
-        history.record(user, [user], f"Made a platform admin by sign-on group {admin_groups[0]}")
+        history.record(by, [user], f"Made a platform admin by sign-on group {admin_groups[0]}")
     elif not admin_groups and ADMINS_BY_SIGN_ON in marks:
         user.is_superuser, user.is_staff = False, STAFF_BEFORE in marks
         user.save(update_fields=["is_superuser", "is_staff"])
         user.groups.remove(*marks.values())
-        history.record(user, [user], "No longer a platform admin: no sign-on group makes them one")
+        history.record(by, [user], "No longer a platform admin: no sign-on group makes them one")

@@ -172,6 +172,37 @@ def test_a_callback_replayed_is_refused(provider):
     assert (first.status_code, again.status_code) == (302, 400)
 
 
+def test_logins_started_in_several_tabs_each_come_back(provider):
+    browser = Client()
+    first, second = to_provider(browser, next="/queue/"), to_provider(browser, next="/jobs/")
+
+    later, earlier = browser.get(second), browser.get(first)
+
+    assert (later.status_code, later["Location"]) == (302, "/jobs/")
+    assert (earlier.status_code, earlier["Location"]) == (302, "/queue/")
+    assert who(browser) == "alice"
+
+
+def test_only_the_last_five_logins_of_a_session_are_kept_pending(provider):
+    browser = Client()
+    backs = [to_provider(browser) for _ in range(oidc.MAX_PENDING + 1)]
+
+    assert browser.get(backs[1]).status_code == 302
+    assert browser.get(backs[0]).status_code == 400
+
+
+def test_a_login_pending_as_an_earlier_release_kept_it_is_refused_not_a_500(provider):
+    browser = Client()
+    back = to_provider(browser)
+    session = browser.session
+    [pending] = session[oidc.PENDING].values()
+    session[oidc.PENDING] = pending  # one login, not a dict of them
+    session.save()
+
+    assert browser.get(back).status_code == 400
+    assert sign_on(browser).status_code == 302
+
+
 def test_a_callback_refused_spends_the_pending_login(provider):
     browser = Client()
     back = to_provider(browser)

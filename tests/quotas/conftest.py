@@ -2,6 +2,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import UserFactory
+from tests.quotas.scim_provider import TOKEN, ScimClient
 
 
 @pytest.fixture
@@ -30,3 +31,10 @@ def teams(tmp_path):
         return str(path)
 
     return written
+
+
+@pytest.fixture
+def scim(settings, db):
+    """The identity provider pushing over SCIM (tests/quotas/scim_provider.py): SCIM on."""
+    settings.MLSCHED_SCIM_TOKEN = TOKEN
+    return ScimClient()
