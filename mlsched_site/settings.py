@@ -304,6 +304,14 @@ MLSCHED_LOGIN_FAILURES = int(os.environ.get("MLSCHED_LOGIN_FAILURES", "10"))
 # Reverse proxies in front of the web app that each append the address they were reached from
 # to X-Forwarded-For: the client's address is the one the outermost saw; 0: the peer's.
 MLSCHED_PROXIES = int(os.environ.get("MLSCHED_PROXIES", "0"))
+# The days the API token `mlsched login` gets (quotas/cli_logins.py) lasts: one of the portal's
+# choices of a token's expiry (quotas.tokens.EXPIRY_DAYS, checked as the app starts).
+_cli_days = os.environ.get("MLSCHED_CLI_LOGIN_TOKEN_DAYS", "") or "30"
+if not _cli_days.isdigit():
+    raise ImproperlyConfigured(
+        f"MLSCHED_CLI_LOGIN_TOKEN_DAYS: {_cli_days!r} is no number of days (30, 90 or 365)"
+    )
+MLSCHED_CLI_LOGIN_TOKEN_DAYS = int(_cli_days)
 
 
 def smtp_settings(url: str) -> tuple[str, int, str, str, bool, bool]:

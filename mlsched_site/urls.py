@@ -13,6 +13,7 @@ from quotas.api import (
     MembersView,
     MemberView,
     MeView,
+    OwnTokenView,
     PauseView,
     PriorityClassesView,
     QuotasView,
@@ -20,6 +21,8 @@ from quotas.api import (
     TeamsApplyView,
     VolumesView,
 )
+from quotas.cli_login_views import cli_login
+from quotas.cli_logins_api import CliLoginsView, CliLoginTokenView
 from quotas.secret_views import delete_secret, secrets_page
 from quotas.secrets_api import SecretsView, SecretView
 from quotas.views import my_sign_ins, quotas, team_members, teams
@@ -64,6 +67,8 @@ urlpatterns = [
     path("secrets/<slug:slug>/<str:name>/delete/", delete_secret, name="delete_secret"),
     path("tokens/", portal.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", portal.revoke_api_token, name="revoke_api_token"),
+    # `mlsched login` (quotas/cli_logins.py): the page its user approves it on.
+    path("cli-login/", cli_login, name="cli_login"),
     path("healthz", healthz, name="healthz"),
     # Django's auth pages; the password reset and the email address change mail a link, and
     # where the platform sends no mail, a platform admin sets both in the admin.
@@ -108,6 +113,9 @@ urlpatterns = [
     path("api/v1/priority-classes/", PriorityClassesView.as_view(), name="api-priority-classes"),
     path("api/v1/volumes/", VolumesView.as_view(), name="api-volumes"),
     path("api/v1/me/", MeView.as_view(), name="api-me"),
+    path("api/v1/me/token/", OwnTokenView.as_view(), name="api-own-token"),
+    path("api/v1/cli-logins/", CliLoginsView.as_view(), name="api-cli-logins"),
+    path("api/v1/cli-logins/token/", CliLoginTokenView.as_view(), name="api-cli-login-token"),
     path("api/v1/tenants/apply/", TeamsApplyView.as_view(), name="api-tenants-apply"),
     path("api/v1/history/", HistoryView.as_view(), name="api-history"),
     path("api/v1/sign-ins/", SignInsView.as_view(), name="api-sign-ins"),

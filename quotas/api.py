@@ -22,7 +22,7 @@ from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
-from quotas import declared, history, memberships, status
+from quotas import declared, history, memberships, status, tokens
 from quotas.models import ApiToken, Membership, PriorityClass, SignIn, Tenant, TenantVolume
 from quotas.usage import class_gpus_held
 
@@ -141,6 +141,20 @@ class MeView(APIView):
             "token": token and {"name": token.name, "expires": token.expires,
                                 "read_only": token.read_only},
         })  # fmt: skip
+
+
+class OwnTokenView(APIView):
+    """Revoke the API token the call came with (`DELETE`), as `mlsched logout` does, a
+    read-only token's too: a token ending itself changes nothing else. 204; a call that came
+    with a session, not a token, is a 400 naming `token`."""
+
+    writes_nothing = True  # what a read-only token may do: it ends itself alone
+
+    def delete(self, request):
+        if not isinstance(request.auth, ApiToken):
+            return Response({"token": ["This call came with no API token."]}, status=400)
+        tokens.revoke_token(request.auth, request.user)
+        return Response(status=204)
 
 
 # Characters of a pause's reason, as the admin's field takes them.

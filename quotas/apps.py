@@ -7,7 +7,9 @@ class QuotasConfig(AppConfig):
     name = "quotas"
 
     def ready(self) -> None:
-        from quotas import oidc_sessions, sign_ins  # their modules read the models
+        from quotas import cli_logins, oidc_sessions, sign_ins  # their modules read the models
+
+        cli_logins.check_token_days()
 
         # Sign-ins and failed attempts kept for security audits.
         user_logged_in.connect(sign_ins.logged_in, dispatch_uid="quotas.sign_ins.logged_in")

@@ -3,9 +3,10 @@ records its own edits and actions in Django's admin history (`LogEntry`: each ob
 page); every change made elsewhere goes there too, through `record`: through the API (a node's
 cordon, drain or uncordon, a maintenance window or a booking planned or taken back, a team's
 placements paused or resumed, a teams file applied), through the portal (a team's secret set or
-deleted, an API token issued or revoked), by the sign-on groups (a membership made, changed
-or removed) and by the identity provider's SCIM pushes (quotas/scim.py), as a system actor
-(`system_actor`). A secret's value is never written there, nor a token's key.
+deleted, an API token issued or revoked, a command line's login approved or denied), by the
+sign-on groups (a membership made, changed or removed) and by the identity provider's SCIM
+pushes (quotas/scim.py), as a system actor (`system_actor`). A secret's value is never written
+there, nor a token's key.
 
 Platform admins read it in the admin (History, newest first) and at `GET /api/v1/history/`
 (`quotas.api.HistoryView`), as Kubernetes' audit log or `sacctmgr show transactions` give it.

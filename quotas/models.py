@@ -859,3 +859,53 @@ class TenantVolume(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of {self.tenant}"
+
+
+class CliLogin(models.Model):
+    """A sign-in of the command line through the browser (`mlsched login`; OAuth 2.0's device
+    authorization grant, RFC 8628; quotas/cli_logins.py): the CLI starts it and polls with
+    its device code, which is kept only as a SHA-256; its user, signed in on the portal,
+    types the short user code and approves it or denies it. The API token it gets is made
+    when the CLI first polls an approved login, so its key is never stored. Rows older than a
+    day go when a new login starts."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"  # waiting for its user on the portal
+        APPROVED = "approved"  # its token is made at the CLI's next poll
+        DENIED = "denied"
+        SPENT = "spent"  # its token was handed out
+
+    device_code_hash = models.CharField(max_length=64, unique=True, editable=False)
+    user_code = models.CharField(max_length=8, editable=False)  # without its dash
+    name = models.CharField(max_length=100)  # the token's, as the CLI asked
+    requested_from = models.CharField(
+        max_length=45, blank=True, help_text="The client's (quotas.logins.client_address)."
+    )
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    interval_s = models.PositiveIntegerField(default=5)  # the CLI's shortest wait between polls
+    last_polled = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    # Who approved or denied it: the token is theirs.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+",
+    )  # fmt: skip
+    token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    read_only = models.BooleanField(default=False)  # chosen at its approval
+
+    class Meta:
+        verbose_name = "CLI login"
+        constraints = [
+            # A user code names one login waiting for its user (a new one is drawn on a clash).
+            models.UniqueConstraint(
+                fields=["user_code"],
+                condition=models.Q(state="pending"),
+                name="cli_login_pending_user_code",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"CLI login {self.name!r} from {self.requested_from or 'an unknown address'}"

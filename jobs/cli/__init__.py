@@ -278,6 +278,13 @@
                      maintenance window or booking (yours: for one of your teams)
     whoami           who your token speaks for: your username, email address (where jobs
                      that ask are emailed), your teams and your role in each, the token's name
+    login [--browser]
+                     sign in through the browser, as gh auth login does: it prints a page of
+                     the portal and a code; approved there (signed in, single sign-on
+                     included), it keeps the API token it gets for MLSCHED_URL in the
+                     credentials file (--browser: it opens the page too)
+    logout           forget the token login kept for MLSCHED_URL (it works on until it
+                     expires, unless revoked on the portal's API tokens page)
     cordon CLUSTER NODE [--reason TEXT] | drain CLUSTER NODE [--reason TEXT] |
     uncordon CLUSTER NODE
                      platform admins: place nothing new on a node, or also stop its work
@@ -310,7 +317,9 @@
                      failed, the client's address and why it failed
 
 MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
-portal's API tokens page, /tokens/) say where and who. Plain HTTP: no Django needed.
+portal's API tokens page, /tokens/) say where and who; without MLSCHED_TOKEN, the token login
+kept for MLSCHED_URL in credentials.json ($MLSCHED_CONFIG_DIR, else $XDG_CONFIG_HOME/mlsched,
+else ~/.config/mlsched; readable by you alone). Plain HTTP: no Django needed.
 
 An error exits 1 with one line on standard error (2, after a usage line, for a wrong command
 line). A request the

@@ -124,10 +124,15 @@ class Unavailable(SystemExit):
 
 
 class Api:
-    def __init__(self, url: str, token: str):
+    """The server's API at `url`, called with `token` (None: without one, as `login` starts),
+    which came from `source` (what a 401 names: MLSCHED_TOKEN, or the credentials file)."""
+
+    def __init__(self, url: str, token: str | None, source: str = "MLSCHED_TOKEN"):
         self.url = url.rstrip("/") + "/api/v1/"
         self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Token {token}"
+        if token is not None:
+            self.session.headers["Authorization"] = f"Token {token}"
+        self.source = source
         self.date: datetime | None = None  # the server's clock, as its last answer said it
 
     def call(self, method: str, path: str, **kwargs) -> dict:
@@ -149,7 +154,7 @@ class Api:
                 printable(f"{self.url} (MLSCHED_URL) redirects to {where}: use that address")
             )
         if response.status_code >= 400:
-            which = " (MLSCHED_TOKEN)" if response.status_code == 401 else ""
+            which = f" ({self.source})" if response.status_code == 401 else ""
             error = Unavailable if response.status_code >= 500 else SystemExit
             raise error(printable(f"error {response.status_code}{which}: {response.text}"))
         if response.status_code == 204:  # done, nothing to say: a deletion

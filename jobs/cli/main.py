@@ -29,6 +29,7 @@ from jobs.cli.commands import (
     status,
     submit,
 )
+from jobs.cli.logins import login, logout, token_for, token_like
 from jobs.cli.members import member_add, member_remove, member_set, members
 from jobs.cli.secrets import secret_delete, secret_set, secrets
 from jobs.cli.tables import (
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_changing(commands)
     add_reading(commands)
     add_secrets(commands)
+    add_signing_in(commands)
     return parser
 
 
@@ -493,24 +495,45 @@ def add_secrets(commands) -> None:
     deleting.add_argument("name", metavar="NAME")
 
 
+def add_signing_in(commands) -> None:
+    """login and logout: a token got through the browser, kept, or forgotten."""
+    logging_in = commands.add_parser(
+        "login", help="sign in through the browser; keep the token got for MLSCHED_URL"
+    )
+    logging_in.add_argument("--browser", action="store_true",
+                            help="open the page to approve it in your browser too")  # fmt: skip
+    commands.add_parser("logout", help="forget the token `login` kept for MLSCHED_URL")
+
+
+def signing_in(command: str, url: str, args) -> int:
+    """`login` or `logout`, which need no token."""
+    if not sends_token_safely(url):
+        print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
+    try:
+        (login if command == "login" else logout)(url, args)
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C while `login` waits for its approval
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "submit" and args.wait and args.test_only:
         parser.error("--wait waits for a job: --test-only submits none")
-    token = os.environ.get("MLSCHED_TOKEN", "").strip()
-    if not token:
-        parser.error("set MLSCHED_TOKEN to your API token")
-    # Printable ASCII without spaces, as tokens are: any other character would come back in
-    # an error message that quotes the Authorization header, the token with it.
-    if not (token.isascii() and token.isprintable() and " " not in token):
-        parser.error("MLSCHED_TOKEN holds characters an API token never has: check it")
     url = os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000")
     if not http_address(url):
         parser.error(f"MLSCHED_URL {url!r} is not an http:// or https:// address")
+    if args.command in ("login", "logout"):  # before any token: they get or forget one
+        return signing_in(args.command, url, args)
+    token, source = token_for(url)
+    if not token:
+        parser.error("set MLSCHED_TOKEN to your API token, or run `mlsched login`")
+    if not token_like(token):
+        parser.error(f"{source} holds characters an API token never has: check it")
     if not sends_token_safely(url):
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
-    api = Api(url, token)
+    api = Api(url, token, source)
     run = {"submit": submit, "list": list_jobs, "status": status, "efficiency": efficiency,
            "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,

@@ -30,6 +30,30 @@ def test_a_user_reads_their_address_teams_and_roles_and_the_token_used(alice, al
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_token_revokes_itself_and_then_authenticates_nobody(alice, read_only):
+    _, key = create_token(alice, "laptop", read_only=read_only)
+    kept, _ = create_token(alice, "desktop")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+
+    answer = client.delete("/api/v1/me/token/")
+
+    assert answer.status_code == 204
+    assert client.get("/api/v1/me/").status_code == 401
+    assert list(alice.api_tokens.all()) == [kept]
+
+
+def test_a_session_has_no_token_to_revoke(client, alice):
+    create_token(alice, "laptop")
+    client.force_login(alice)
+
+    answer = client.delete("/api/v1/me/token/")
+
+    assert answer.status_code == 400 and "token" in answer.json()
+    assert alice.api_tokens.count() == 1
+
+
 def test_a_session_has_no_token_and_a_stranger_is_refused(client, alice):
     client.force_login(alice)
 
