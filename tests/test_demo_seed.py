@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from clusters.models import Cluster
 from jobs import actions, cycle
-from jobs.management.commands.seed_demo import recalled, seed
+from jobs.management.commands.seed_demo import examples, recalled, seed
 from jobs.models import Family, Job
 from jobs.states import State
 from quotas.models import PriorityClass, Tenant
@@ -63,3 +63,24 @@ def test_a_deleted_credentials_file_says_how_to_set_a_password(tmp_path):
     shown = recalled(tmp_path / "demo-credentials.txt")
 
     assert "not kept any more" in shown and "changepassword" in shown
+
+
+def test_the_examples_are_checked_as_submissions_and_all_but_the_evaluation_start_at_once():
+    seed()
+    Cluster.objects.update(health=Cluster.Health.HEALTHY)  # as its agent reports once up
+    train, inference, evaluation = examples()
+
+    cycle.run_cycle()
+
+    shards = Job.objects.filter(parent=inference)
+    assert (train.family, train.workers, train.gpus) == (Family.TRAINING, 2, 1)
+    assert shards.count() == 3 and inference.shards == 4
+    started = Job.objects.filter(
+        pk__in=[train.pk, inference.pk, *shards.values_list("pk", flat=True)]
+    )
+    assert set(started.values_list("state", flat=True)) == {State.SCHEDULED}
+    evaluation.refresh_from_db()
+    assert (
+        evaluation.state == State.QUEUED and evaluation.pending_reason == "waiting_for_dependency"
+    )
+    assert [(d.on_id, d.kind) for d in evaluation.dependency_links.all()] == [(train.pk, "afterok")]

@@ -1,4 +1,6 @@
-"""Fill an empty database with a demo tenant, users, priority classes and two clusters."""
+"""Fill an empty database with a demo tenant, users, priority classes and two clusters, and
+submit the demo user's example jobs: a training gang, a batch inference of four shards and an
+evaluation waiting for the training, which the embedded server runs at once."""
 
 import re
 import secrets
@@ -12,6 +14,8 @@ from django.db import transaction
 from clusters.agents import record_inventory
 from clusters.backends.local import parse_inventory
 from clusters.models import Cluster
+from jobs import access, actions
+from jobs.serializers import SubmitSerializer
 from quotas.models import Membership, PriorityClass, Quota, Tenant
 
 PRIORITY_CLASSES = [
@@ -40,6 +44,47 @@ DEMO_QUOTAS = [
 ]
 
 
+# The demo user's example jobs: what each family looks like running, with live logs, each
+# a short Python program (the local backend runs it on the host). A batch's shard takes its
+# part by MLSCHED_SHARD_INDEX; a gang's worker is RANK of WORLD_SIZE and says when it saved a
+# checkpoint; the evaluation waits for the training to succeed.
+TRAIN = """import os, time
+rank, world = os.environ["RANK"], os.environ["WORLD_SIZE"]
+for step in range(1, 11):
+    time.sleep(1)
+    print(f"rank {rank} of {world}: step {step}/10, loss {2.0 / step:.3f}", flush=True)
+    if step % 5 == 0 and rank == "0":
+        print(os.environ["MLSCHED_CHECKPOINT_LINE"], flush=True)
+"""
+INFER = """import os, time
+shard, shards = int(os.environ["MLSCHED_SHARD_INDEX"]), int(os.environ["MLSCHED_SHARDS"])
+rows = range(shard * 250, (shard + 1) * 250)
+for n in range(5):
+    time.sleep(1)
+    print(f"shard {shard + 1} of {shards}: {50 * (n + 1)} of {len(rows)} rows scored", flush=True)
+"""
+EVALUATE = """import time
+time.sleep(2)
+print("accuracy 0.913 on 2,000 held-out examples", flush=True)
+"""
+EXAMPLE = {"tenant": "demo", "image": "python:3.11", "cpu_milli": 1000, "memory_mb": 2048,
+           "max_runtime_s": 600, "labels": {"project": "example"}}  # fmt: skip
+
+
+def python(program: str) -> list[str]:
+    return ["python3", "-c", program]
+
+
+EXAMPLES = [
+    {"name": "example-train", "family": "training", "command": python(TRAIN), "gpus": 1,
+     "gpu_types": ["A100"], "workers": 2},
+    {"name": "example-inference", "family": "batch_inference", "command": python(INFER),
+     "gpu_milli": 500, "gpu_types": ["T4"], "shards": 4},
+    {"name": "example-eval", "family": "evaluation", "command": python(EVALUATE), "gpus": 1,
+     "gpu_types": ["A100"]},
+]  # fmt: skip
+
+
 class Command(BaseCommand):
     help = "Create demo data on an empty database and print the credentials."
 
@@ -50,6 +95,7 @@ class Command(BaseCommand):
             return
         with transaction.atomic():
             text = seed()
+            examples()
         credentials.write_text(text)
         credentials.chmod(0o600)
         self.stdout.write(text)
@@ -102,3 +148,24 @@ def seed() -> str:
         f"Demo user:  demo / {demo_password}  (tenant 'demo')\n"
         f"Admin user: admin / {admin_password}\n"
     )
+
+
+def examples() -> list:
+    """Submit the demo user's example jobs as the API does (its checks, its verb), the
+    evaluation waiting for the training to succeed: the jobs, in order."""
+    demo = get_user_model().objects.get(username="demo")
+    submitted = []
+    for example in EXAMPLES:
+        body = EXAMPLE | example
+        if example["family"] == "evaluation":
+            body["depends_on"] = [submitted[0].pk]  # afterok
+        checked = SubmitSerializer(
+            data=body,
+            tenants=access.submit_tenants(demo),
+            jobs=access.visible_jobs(demo),
+            user=demo,
+        )
+        checked.is_valid(raise_exception=True)
+        spec = dict(checked.validated_data)
+        submitted.append(actions.submit(demo, spec.pop("tenant"), spec)[0])
+    return submitted
