@@ -91,5 +91,5 @@ def test_make_run_serves_portal_and_admin_in_90_seconds_and_runs_jobs(tmp_path):
     assert "LABELLED [['embedded'], [], ['embedded']]" in placed.stdout
     succeeded = [(f"example-{name}", "succeeded") for name in ("eval", "inference", "train")]
     assert f"EXAMPLES {succeeded} 6" in placed.stdout, placed.stdout
-    for said in ("rank 1 of 2: step 10/10", "shard 4 of 4: 250 of 250 rows", "accuracy 0.913"):
+    for said in ("rank 1 of 2: step 10/10", "shard 3 of 4: 250 of 250 rows", "accuracy 0.913"):
         assert said in placed.stdout

@@ -61,7 +61,7 @@ shard, shards = int(os.environ["MLSCHED_SHARD_INDEX"]), int(os.environ["MLSCHED_
 rows = range(shard * 250, (shard + 1) * 250)
 for n in range(5):
     time.sleep(1)
-    print(f"shard {shard + 1} of {shards}: {50 * (n + 1)} of {len(rows)} rows scored", flush=True)
+    print(f"shard {shard} of {shards}: {50 * (n + 1)} of {len(rows)} rows scored", flush=True)
 """
 EVALUATE = """import time
 time.sleep(2)
