@@ -166,13 +166,28 @@ def report_csv(request, name: str, columns: list[str], rows, incomplete) -> Http
     name = f"{name}-{report.since:%Y-%m-%d}-{report.until:%Y-%m-%d}.csv"
     response["Content-Disposition"] = content_disposition_header(True, name)
     writer = csv.writer(response)
-    writer.writerow([*columns, *WINDOW_COLUMNS])
+    writer.writerow(csv_header(columns))
     # Each row says what it covers: a window without `until` ends at the download's now, not
     # the page's, and a part retention has deleted is not counted.
     window = [f"{report.since:%Y-%m-%dT%H:%M:%SZ}", f"{report.until:%Y-%m-%dT%H:%M:%SZ}",
               "true" if incomplete(report) else "false"]  # fmt: skip
-    writer.writerows([*(spreadsheet_safe(cell) for cell in row), *window] for row in rows(report))
+    for row in rows(report):
+        writer.writerow(written(columns, [spreadsheet_safe(cell) for cell in row], window))
     return response
+
+
+def written(columns: list[str], cells: list[str], window: list[str]) -> list[str]:
+    """A report's row (or its header) as its CSV writes it: the cells, the window, then the
+    costs (reports.COST_COLUMNS), last, so the columns before them keep the places they had
+    before there were costs, for the scripts that read a column by its place."""
+    costs = [i for i, column in enumerate(columns) if column in reports.COST_COLUMNS]
+    others = [i for i in range(len(columns)) if i not in costs]
+    return [*(cells[i] for i in others), *window, *(cells[i] for i in costs)]
+
+
+def csv_header(columns: list[str]) -> list[str]:
+    """The header of a report's CSV of `columns`."""
+    return written(columns, columns, WINDOW_COLUMNS)
 
 
 WINDOW_COLUMNS = ["since", "until", "incomplete"]

@@ -34,11 +34,18 @@ MLSCHED_LOG_RETENTION_DAYS. An attempt placed before it was recorded, whose rows
 then, counts under an unknown type (None). Finished jobs, with their attempts, are deleted
 after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.pruned_before``).
 
-Four queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
-the finished jobs and the started jobs; one more for a split by a label's values (``by_label``,
-from the attempts over the whole window: the roll-up keeps no labels), and one for each split by
-what every job has (``SPLITS``: the users who submitted the jobs, ``by_user``, Slurm's sreport
-user top; their priority classes, ``by_class``, as sreport splits by QOS; read the same way).
+Costs (chargeback in money, jobs/costs.py): each row's GPU-hours at its GPU type's price and
+CPU core-hours at the core-hour's, from the rate card (quotas.Rate) as it stands now, which
+prices the whole window (no effective dates); a tenant's total the sum of its rows', in the
+platform's currency (MLSCHED_CURRENCY); the flavors used without a rate cost nothing and are
+named (``unpriced``). A split's values are priced by the GPU types of their hours.
+
+Five queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
+the finished jobs, the started jobs and the rate card; one more for a split by a label's values
+(``by_label``, from the attempts over the whole window: the roll-up keeps no labels), and one
+for each split by what every job has (``SPLITS``: the users who submitted the jobs,
+``by_user``, Slurm's sreport user top; their priority classes, ``by_class``, as sreport splits
+by QOS; read the same way).
 The 95th percentile is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started
 jobs' waits are read and interpolated the same way.
 
@@ -57,6 +64,7 @@ from django.db.models import F
 from clusters.models import LABEL_KEY
 from jobs import rollup
 from jobs.clock import database_now
+from jobs.costs import Card, Cost, total, written
 from jobs.models import LabelValue
 from jobs.serializers import flag
 from jobs.usage_queries import (
@@ -67,6 +75,7 @@ from jobs.usage_queries import (
     attempt_usage,
     finished_jobs,
     queue_waits,
+    split_usage,
     started_waits,
     type_order,
 )
@@ -77,22 +86,27 @@ MAX_DAYS = 366
 # ISO 8601 allows more (2025W091, 20250301): the API takes this one form. Years from 1000.
 DATE = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}")
 
-# The table's columns: the CSV's header, and the portal's headings.
-COLUMNS = ["tenant", "gpu_type", "gpu_hours", "cpu_core_hours", "wasted_gpu_hours",
-           "preempted_gpu_hours", "jobs_succeeded", "jobs_failed", "jobs_canceled",
-           "jobs_started", "mean_wait_s", "p95_wait_s", "cpu_core_hours_measured",
-           "cpu_core_hours_busy", "cpu_efficiency", "memory_gib_hours_unused",
-           "succeeded_run_hours", "succeeded_limit_hours", "runtime_efficiency",
-           "gpu_hours_measured", "gpu_hours_busy", "gpu_efficiency"]  # fmt: skip
+# The table's columns: the CSV's header, and the portal's headings (the page writes the
+# currency into each cost: no column of its own).
+USED_COLUMNS = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hours"]
+COST_COLUMNS = ["cost", "wasted_cost", "currency"]
+SIZING_COLUMNS = ["cpu_core_hours_measured", "cpu_core_hours_busy", "cpu_efficiency",
+                  "memory_gib_hours_unused", "succeeded_run_hours", "succeeded_limit_hours",
+                  "runtime_efficiency", "gpu_hours_measured", "gpu_hours_busy",
+                  "gpu_efficiency"]  # fmt: skip
+COLUMNS = ["tenant", "gpu_type", *USED_COLUMNS, *COST_COLUMNS, "jobs_succeeded", "jobs_failed",
+           "jobs_canceled", "jobs_started", "mean_wait_s", "p95_wait_s",
+           *SIZING_COLUMNS]  # fmt: skip
 HEADINGS = ["Team", "GPU type", "GPU-hours", "CPU core-hours", "Wasted GPU-hours",
-            "of which preempted", "Succeeded", "Failed", "Canceled", "Started",
-            "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
+            "of which preempted", "Cost", "Wasted cost", "Succeeded", "Failed", "Canceled",
+            "Started", "Mean wait (s)", "p95 wait (s)", "Measured core-hours", "Busy core-hours",
             "CPU efficiency", "Unused memory GiB-hours", "Succeeded: run hours",
             "of limit hours", "Runtime efficiency", "Measured GPU-hours", "Busy GPU-hours",
             "GPU efficiency"]  # fmt: skip
 # The split by a label as a CSV file's columns: a row per tenant and value ("labelled" false:
 # its jobs without the label), and every figure.
-LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *COLUMNS[2:6], *COLUMNS[12:]]
+LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *USED_COLUMNS, *COST_COLUMNS,
+                 *SIZING_COLUMNS]  # fmt: skip
 # The splits by what every job has (`?by_<name>=1`): what each reads of an attempt's job, and
 # the heading of its column on the usage page.
 SPLITS = {"user": (F("job__owner__username"), "User"),
@@ -101,7 +115,7 @@ SPLITS = {"user": (F("job__owner__username"), "User"),
 
 def split_columns(name: str) -> list[str]:
     """A split's CSV columns, as the split by label's: a row per tenant and value."""
-    return ["tenant", name, *COLUMNS[2:6], *COLUMNS[12:]]
+    return ["tenant", name, *USED_COLUMNS, *COST_COLUMNS, *SIZING_COLUMNS]
 
 
 USER_COLUMNS = split_columns("user")
@@ -200,10 +214,28 @@ class TenantUsage:
     started: int = 0
     mean_wait_s: float | None = None
     p95_wait_s: float | None = None
+    # What each row cost at the rate card: by GPU type, by value of the label, by value of
+    # each split.
+    costs: dict[str | None, Cost] = field(default_factory=dict)
+    label_costs: dict[str | None, Cost] = field(default_factory=dict)
+    split_costs: dict[str, dict[str | None, Cost]] = field(default_factory=dict)
 
     def total(self) -> TypeUsage:
         """Its GPU types summed, as GPU type "all"."""
-        return TypeUsage("all", *map(sum, zip(*(u.figures() for u in self.by_type), strict=True)))
+        return summed("all", self.by_type)
+
+    def total_cost(self) -> Cost:
+        """Its GPU types' costs summed."""
+        return total(self.costs.values())
+
+    def labelled(self) -> list[tuple[TypeUsage, Cost]]:
+        """The split by label's rows, each with its cost."""
+        return [(u, self.label_costs[u.gpu_type]) for u in self.by_label]
+
+    def split_of(self, name: str) -> list[tuple[TypeUsage, Cost]]:
+        """A split of SPLITS' rows, each with its cost (none where it was not asked)."""
+        costs = self.split_costs.get(name, {})
+        return [(u, costs[u.gpu_type]) for u in self.by_split.get(name, ())]
 
 
 @dataclass
@@ -216,6 +248,12 @@ class Report:
     rolled_up: tuple[date, date] | None = None  # the days [first, end) read from the roll-up
     label: str | None = None  # the label key each tenant's by_label splits its usage by
     splits: tuple[str, ...] = ()  # of SPLITS, those each tenant's by_split splits its usage by
+    currency: str = ""  # of the costs (MLSCHED_CURRENCY)
+    unpriced: list[str] = field(default_factory=list)  # the flavors used that have no rate
+
+    def total_cost(self) -> Cost:
+        """Its tenants' costs summed."""
+        return total(t.total_cost() for t in self.tenants)
 
     @property
     def split_incomplete(self) -> bool:
@@ -230,41 +268,59 @@ class Report:
         live = live_pieces(self.since, self.until, self.rolled_up)
         return self.pruned_before is not None and any(s < self.pruned_before for s, _ in live)
 
-    def rows(self) -> list[list[str]]:
-        """The report as table cells (the portal's table and the CSV, in COLUMNS' order): per
-        tenant a row of GPU type "all" with its totals and its jobs' figures, then a row for
-        each GPU type."""
+    def rows(self, shown: bool = False) -> list[list[str]]:
+        """The report as table cells (the CSV, in COLUMNS' order): per tenant a row of GPU
+        type "all" with its totals and its jobs' figures, then a row for each GPU type.
+        `shown`: as the portal's table draws them, each cost with its currency."""
+        money = self.shown if shown else self.money
         out = []
         for t in self.tenants:
             waits = [t.mean_wait_s, t.p95_wait_s]
             jobs = [*(str(t.finished[s]) for s in OUTCOMES), str(t.started),
                     *("" if w is None else f"{w:.0f}" for w in waits)]  # fmt: skip
-            out.append([t.slug, "all", *hours(t.total()), *jobs, *sizing(t.total())])
-            out += [[t.slug, type_label(u.gpu_type), *hours(u), *[""] * len(jobs), *sizing(u)]
-                    for u in t.by_type]  # fmt: skip
+            out.append([t.slug, "all", *hours(t.total()), *money(t.total_cost()), *jobs,
+                        *sizing(t.total())])  # fmt: skip
+            out += [[t.slug, type_label(u.gpu_type), *hours(u), *money(t.costs[u.gpu_type]),
+                     *[""] * len(jobs), *sizing(u)] for u in t.by_type]  # fmt: skip
         return out
+
+    def shown_rows(self) -> list[list[str]]:
+        """The portal's table: rows(shown=True)."""
+        return self.rows(shown=True)
+
+    def total_shown(self) -> list[str]:
+        """The report's total cost and wasted cost as the portal writes them."""
+        return self.shown(self.total_cost())
+
+    def money(self, cost: Cost) -> list[str]:
+        """A row's costs as CSV cells: figures, and the currency."""
+        return [f"{cost.used:.2f}", f"{cost.wasted:.2f}", self.currency]
+
+    def shown(self, cost: Cost) -> list[str]:
+        """A row's costs as the portal writes them: "1,234.50 USD"."""
+        return [written(cost.used, self.currency), written(cost.wasted, self.currency)]
 
     def label_rows(self) -> list[list[str]]:
         """The split by label as table cells: per tenant a row for each value of the label
         ("(none)": its jobs without it)."""
-        return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u)]
-                for t in self.tenants for u in t.by_label]  # fmt: skip
+        return [[t.slug, "(none)" if u.gpu_type is None else u.gpu_type, *hours(u),
+                 *self.shown(cost)] for t in self.tenants for u, cost in t.labelled()]  # fmt: skip
 
     def split_rows(self, name: str) -> list[list[str]]:
         """A split of SPLITS as table cells: per tenant a row for each value (a user)."""
-        return [[t.slug, u.gpu_type or "", *hours(u)]
-                for t in self.tenants for u in t.by_split.get(name, ())]  # fmt: skip
+        return [[t.slug, u.gpu_type or "", *hours(u), *self.shown(cost)]
+                for t in self.tenants for u, cost in t.split_of(name)]  # fmt: skip
 
     def split_cells(self, name: str) -> list[list[str]]:
         """A split of SPLITS as split_columns' cells, every figure."""
-        return [[t.slug, u.gpu_type or "", *hours(u), *sizing(u)]
-                for t in self.tenants for u in t.by_split.get(name, ())]  # fmt: skip
+        return [[t.slug, u.gpu_type or "", *hours(u), *self.money(cost), *sizing(u)]
+                for t in self.tenants for u, cost in t.split_of(name)]  # fmt: skip
 
     def label_split(self) -> list[list[str]]:
         """The split by label as LABEL_COLUMNS' cells, every figure."""
         return [[t.slug, self.label or "", u.gpu_type or "", "false" if u.gpu_type is None
-                 else "true", *hours(u), *sizing(u)]
-                for t in self.tenants for u in t.by_label]  # fmt: skip
+                 else "true", *hours(u), *self.money(cost), *sizing(u)]
+                for t in self.tenants for u, cost in t.labelled()]  # fmt: skip
 
     def as_json(self) -> dict:
         return {
@@ -278,6 +334,9 @@ class Report:
             "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
             if self.rolled_up
             else None,
+            "currency": self.currency,
+            **cost_json(self.total_cost()),
+            "unpriced": self.unpriced,
             "tenants": [tenant_json(t, self.label, self.splits) for t in self.tenants],
             **({"by_label": self.label, "by_label_incomplete": self.split_incomplete}
                if self.label else {}),
@@ -308,24 +367,35 @@ def type_label(gpu_type: str | None) -> str:
 
 
 def tenant_json(t: TenantUsage, label: str | None = None, splits: tuple[str, ...] = ()) -> dict:
-    split = {"by_label": [{"value": u.gpu_type, **figures_json(u)} for u in t.by_label]}
+    split = {"by_label": [row_json("value", u, cost) for u, cost in t.labelled()]}
     return {
         "tenant": t.slug,
         "name": t.name,
         **figures_json(t.total()),
+        **cost_json(t.total_cost()),
         "jobs_finished": t.finished,
         "queue_wait": {
             "jobs_started": t.started,
             "mean_s": rounded(t.mean_wait_s),
             "p95_s": rounded(t.p95_wait_s),
         },
-        "by_gpu_type": [{"gpu_type": u.gpu_type, **figures_json(u)} for u in t.by_type],
+        "by_gpu_type": [row_json("gpu_type", u, t.costs[u.gpu_type]) for u in t.by_type],
         **(split if label else {}),
         **{
-            f"by_{name}": [{name: u.gpu_type, **figures_json(u)} for u in t.by_split[name]]
+            f"by_{name}": [row_json(name, u, cost) for u, cost in t.split_of(name)]
             for name in splits
         },
     }
+
+
+def row_json(key: str, usage: TypeUsage, cost: Cost) -> dict:
+    """A row of a tenant's tables: its GPU type or value under `key`, its figures and costs."""
+    return {key: usage.gpu_type, **figures_json(usage), **cost_json(cost)}
+
+
+def cost_json(cost: Cost) -> dict[str, str]:
+    """Costs as strings of two decimals, as DRF writes a decimal: no float's rounding."""
+    return {"cost": f"{cost.used:.2f}", "wasted_cost": f"{cost.wasted:.2f}"}
 
 
 def figures_json(usage: TypeUsage) -> dict[str, float | None]:
@@ -353,7 +423,8 @@ def usage(
     the whole days the daily roll-up has written read from it, the rest from the jobs. With a
     `label` key, each tenant's usage split by its jobs' values of it too, and by each of
     `splits` (SPLITS: the users who submitted them, their classes), each from the attempts
-    over the whole window (the roll-up keeps none of them)."""
+    over the whole window (the roll-up keeps none of them). Every row priced at the rate card
+    as it stands now (jobs.costs), the whole window at today's prices."""
     ids = [t.pk for t in tenants]
     span = rolled_span(since, until)
     live = live_pieces(since, until, span)
@@ -361,19 +432,43 @@ def usage(
     # The window read from the jobs alone keeps its exact percentile.
     parts += [live_part(ids, start, end, now, exact=not span) for start, end in live]
     whole = Part.merge(parts)
+    card = Card.read()
     by_label = {}
     if label:
-        by_label = attempt_usage(ids, since, until, now, LabelValue(label, "job__labels"))
-    by_split = {name: attempt_usage(ids, since, until, now, SPLITS[name][0]) for name in splits}
-    found = []
-    for t in tenants:
-        waits = whole.waits.get(t.pk, Waits())
-        jobs = whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0))
-        by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
-        split = {name: rows.get(t.pk, []) for name, rows in by_split.items()}
-        found.append(TenantUsage(t.slug, t.name, by_type, by_label.get(t.pk, []), split, jobs,
-                                 waits.started, waits.mean(), waits.p95()))  # fmt: skip
-    return Report(since, until, now, pruned_before(now), found, span, label, splits)
+        by_label = split_usage(ids, since, until, now, LabelValue(label, "job__labels"))
+    by_split = {name: split_usage(ids, since, until, now, SPLITS[name][0]) for name in splits}
+    found = [tenant_usage(t, whole, card, by_label, by_split) for t in tenants]
+    # Read once every row is priced: the flavors the rows used that have no rate.
+    return Report(since, until, now, pruned_before(now), found, span, label, splits,
+                  card.currency, card.unpriced)  # fmt: skip
+
+
+def tenant_usage(t, whole: "Part", card: Card, by_label: dict, by_split: dict) -> TenantUsage:
+    """One tenant's figures of the report's, each row priced at the card."""
+    waits = whole.waits.get(t.pk, Waits())
+    by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
+    labelled, label_costs = priced_split(by_label.get(t.pk, {}), card)
+    split = {name: priced_split(rows.get(t.pk, {}), card) for name, rows in by_split.items()}
+    return TenantUsage(
+        t.slug, t.name, by_type, by_label=labelled,
+        by_split={name: rows for name, (rows, _) in split.items()},
+        finished=whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0)), started=waits.started,
+        mean_wait_s=waits.mean(), p95_wait_s=waits.p95(),
+        costs={u.gpu_type: card.cost(u) for u in by_type}, label_costs=label_costs,
+        split_costs={name: costs for name, (_, costs) in split.items()},
+    )  # fmt: skip
+
+
+def priced_split(values: dict, card: Card) -> tuple[list[TypeUsage], dict]:
+    """A tenant's split (split_usage's: by value, its hours by GPU type) as a row per value,
+    its GPU types summed, and each value's cost, priced type by type."""
+    rows = sorted((summed(value, usages) for value, usages in values.items()), key=type_order)
+    return rows, {value: total(map(card.cost, usages)) for value, usages in values.items()}
+
+
+def summed(kind, usages: list[TypeUsage]) -> TypeUsage:
+    """The figures of `usages` summed, as one row of `kind`."""
+    return TypeUsage(kind, *map(sum, zip(*(u.figures() for u in usages), strict=True)))
 
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:

@@ -1,9 +1,11 @@
 """GET /api/v1/usage/: the usage report (jobs.reports) of the caller's tenants, as JSON.
 
 ``?since=YYYY-MM-DD&until=YYYY-MM-DD`` (the last 30 days up to now by default; at most 366
-days) and ``?tenant=<slug>`` for one of them. A bad parameter is a 400 naming it; another
-tenant's slug is refused as an unknown one is, so the answer never confirms it exists. Rate
-limited as every user endpoint (the default throttles).
+days) and ``?tenant=<slug>`` for one of them. Each row's ``cost`` and ``wasted_cost`` at the
+rate card as it stands now (strings, to the cent), in ``currency``; ``unpriced``: the flavors
+used that have no rate (jobs/costs.py). A bad parameter is a 400 naming it; another tenant's
+slug is refused as an unknown one is, so the answer never confirms it exists. Rate limited as
+every user endpoint (the default throttles).
 """
 
 from rest_framework.exceptions import ValidationError

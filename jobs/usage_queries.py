@@ -1,9 +1,10 @@
 """The usage reports' queries (jobs.reports), which the daily roll-up (jobs.rollup), the GPU
 budgets (jobs.budgets) and /metrics (jobs.metrics) run too: the attempts of the tenants summed
-by tenant and GPU type (or a job's label) into TypeUsage's figures, what was used and wasted and
-how well the measured attempts used what they asked for, in one grouped query; the jobs
-finished, by state; and the queue waits of the jobs started, eligible to first start, their
-95th percentile PostgreSQL's percentile_cont, or on SQLite read and interpolated the same way.
+by tenant and GPU type (and by a job's label or submitter, for a split) into TypeUsage's
+figures, what was used and wasted and how well the measured attempts used what they asked
+for, in one grouped query; the jobs finished, by state; and the queue waits of the jobs
+started, eligible to first start, their 95th percentile PostgreSQL's percentile_cont, or on
+SQLite read and interpolated the same way.
 """
 
 import math
@@ -99,10 +100,30 @@ class Percentile(Aggregate):
         super().__init__(expression, fraction=float(fraction), **extra)
 
 
-def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]:
-    """GPU-hours, CPU core-hours and waste of the tenants' attempts, by tenant and GPU type
-    (or `by`, an expression of the attempt: a job's label): one grouped query over the
-    attempts that ran in the window or ended in it."""
+def attempt_usage(ids, since, until, now) -> dict[int, list[TypeUsage]]:
+    """GPU-hours, CPU core-hours and waste of the tenants' attempts, by tenant and GPU type:
+    one grouped query over the attempts that ran in the window or ended in it."""
+    found: dict[int, list[TypeUsage]] = {}
+    for tenant, _, usage in attempt_rows(ids, since, until, now):
+        found.setdefault(tenant, []).append(usage)
+    for usages in found.values():
+        usages.sort(key=type_order)
+    return found
+
+
+def split_usage(ids, since, until, now, by) -> dict[int, dict[object, list[TypeUsage]]]:
+    """The same figures by tenant, by `by` (an expression of the attempt: a job's label, its
+    submitter) and by GPU type within it, so each value's hours are priced by their type: one
+    grouped query."""
+    found: dict[int, dict[object, list[TypeUsage]]] = {}
+    for tenant, value, usage in attempt_rows(ids, since, until, now, by):
+        found.setdefault(tenant, {}).setdefault(value, []).append(usage)
+    return found
+
+
+def attempt_rows(ids, since, until, now, by=None):
+    """(tenant id, value of `by` or None, TypeUsage of a GPU type) of the attempts that ran in
+    the window or ended in it, grouped by tenant, GPU type and `by`."""
     start = Greatest("started_at", Value(since))
     end = Least(Coalesce("ended_at", Value(now)), Value(until))
     # Clipped to the window; never negative (an attempt started after it or ended before).
@@ -113,10 +134,11 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
     started = Q(started_at__isnull=False)
     ended_in = Q(ended_at__gte=since, ended_at__lt=until)
     preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
+    split = {"kind": by} if by is not None else {}
     rows = (
         Attempt.objects.filter(job__tenant_id__in=ids, scheduled_at__lt=until)
         .filter(Q(ended_at__gte=since) | Q(ended_at__isnull=True))
-        .values("job__tenant_id", kind=by or F("gpu_type"))
+        .values("job__tenant_id", "gpu_type", **split)
         .annotate(
             gpu_s=Sum(ran * milli_gpus / 1000, filter=started),
             cpu_s=Sum(ran * milli_cpus / 1000, filter=started),
@@ -126,18 +148,14 @@ def attempt_usage(ids, since, until, now, by=None) -> dict[int, list[TypeUsage]]
         )
         .order_by()
     )
-    found: dict[int, list[TypeUsage]] = {}
     for row in rows:
         seconds = [row[k] or 0.0 for k in ("gpu_s", "cpu_s", "wasted_s", "preempted_s",
                                             "measured_s", "busy_s")]  # fmt: skip
         seconds.append((row["unused_mib_s"] or 0.0) / MIB_PER_GIB)
         seconds += [row[k] or 0.0 for k in ("succeeded_run_s", "succeeded_limit_s",
                                              "gpu_measured_s", "gpu_busy_s")]  # fmt: skip
-        usage = TypeUsage(row["kind"], *(s / 3600 for s in seconds))
-        found.setdefault(row["job__tenant_id"], []).append(usage)
-    for usages in found.values():
-        usages.sort(key=type_order)
-    return found
+        usage = TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
+        yield row["job__tenant_id"], row.get("kind"), usage
 
 
 def sizing_sums(ended_in: Q) -> dict[str, Sum]:

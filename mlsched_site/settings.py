@@ -10,6 +10,7 @@ SECRET_KEY, DEBUG, ALLOWED_HOSTS as usual.
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -312,6 +313,14 @@ if not _cli_days.isdigit():
         f"MLSCHED_CLI_LOGIN_TOKEN_DAYS: {_cli_days!r} is no number of days (30, 90 or 365)"
     )
 MLSCHED_CLI_LOGIN_TOKEN_DAYS = int(_cli_days)
+# The currency of the rate card's prices and so of the usage reports' costs (quotas.Rate,
+# jobs/costs.py), one for the platform: an ISO 4217 code (USD, EUR, JPY).
+MLSCHED_CURRENCY = os.environ.get("MLSCHED_CURRENCY", "") or "USD"
+if not re.fullmatch(r"[A-Z]{3}", MLSCHED_CURRENCY):
+    raise ImproperlyConfigured(
+        f"MLSCHED_CURRENCY: {MLSCHED_CURRENCY!r} is no ISO 4217 currency code: three capital "
+        "letters, e.g. USD or EUR"
+    )
 
 
 def smtp_settings(url: str) -> tuple[str, int, str, str, bool, bool]:

@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import FieldDoesNotExist, ValidationError
@@ -26,6 +27,7 @@ from quotas.models import (
     Membership,
     PriorityClass,
     Quota,
+    Rate,
     SignIn,
     Tenant,
     new_notify_secret,
@@ -408,6 +410,22 @@ class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
     def unit(self, quota: Quota) -> str:
         """What the amounts count: GPUs, millicores or MiB."""
         return unit(quota.flavor)
+
+
+@admin.register(Rate)
+class RateAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
+    """The rate card the usage reports price their hours at: platform admins alone add, change
+    and delete rates (each change in the admin's history, as every admin change); tenant
+    admins may look, as every user may through the API."""
+
+    list_display = ["flavor", "price", "per"]
+    search_fields = ["flavor"]
+
+    @admin.display(description="per")
+    def per(self, rate: Rate) -> str:
+        """What the price buys: "USD a GPU-hour of A100"."""
+        hour = {"cpu": "core-hour", "memory": "GiB-hour"}.get(rate.flavor)
+        return f"{settings.MLSCHED_CURRENCY} a {hour or 'GPU-hour of ' + rate.flavor[4:]}"
 
 
 @admin.register(ApiToken)

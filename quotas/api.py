@@ -1,9 +1,10 @@
 """GET /api/v1/quotas/: the quota status (quotas.status) of the caller's teams, every team for
 a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (another
 team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
-those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. Rate limited as
-every user endpoint. POST /api/v1/tenants/<slug>/pause/ and .../resume/: a platform admin
-pauses or resumes a team's placements."""
+those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. GET
+/api/v1/rates/: the rate card, for every signed-in user. Rate limited as every user endpoint.
+POST /api/v1/tenants/<slug>/pause/ and .../resume/: a platform admin pauses or resumes a
+team's placements."""
 
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
@@ -23,7 +24,15 @@ from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
 from quotas import declared, history, memberships, status, tokens
-from quotas.models import ApiToken, Membership, PriorityClass, SignIn, Tenant, TenantVolume
+from quotas.models import (
+    ApiToken,
+    Membership,
+    PriorityClass,
+    Rate,
+    SignIn,
+    Tenant,
+    TenantVolume,
+)
 from quotas.usage import class_gpus_held
 
 
@@ -119,6 +128,22 @@ def volume_json(volume: TenantVolume) -> dict:
         "writable": volume.writable,
         "clusters": [cluster.name for cluster in volume.clusters.all()],
     }
+
+
+class RateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Rate
+        fields = ["flavor", "price"]
+
+
+class RatesView(APIView):
+    """The rate card (quotas.Rate), by flavor, and its currency (MLSCHED_CURRENCY): what the
+    usage reports price an hour of each at. Not secret: every signed-in user sees what their
+    work costs. Prices as strings, as the API writes a decimal ("2.500000")."""
+
+    def get(self, request):
+        rates = RateSerializer(Rate.objects.order_by("flavor"), many=True).data
+        return Response({"currency": settings.MLSCHED_CURRENCY, "rates": rates})
 
 
 class MeView(APIView):

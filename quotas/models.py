@@ -1,9 +1,10 @@
 """Tenants, their members, quotas and secrets, the priority classes jobs run under, the users'
-API tokens, and their sign-ins."""
+API tokens, and their sign-ins; the rate card the usage reports price their hours at."""
 
 import functools
 import re
 import secrets
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -385,26 +386,30 @@ class Quota(models.Model):
         while the real type stayed unlimited: refused, naming the type the nodes report. A
         type no node reports yet is kept (hardware on its way), spelled as the other quotas
         on it spell it: once the nodes come, only one spelling limits anything."""
-        from clusters.models import Node
-
         if self.lend_limit is not None and self.lend_limit > (self.guaranteed or 0):
             raise ValidationError(
                 {"lend_limit": "A tenant lends at most its guarantee: lower it, or raise it."}
             )
-        if not self.gpu_type:
-            return
-        known = Node.objects.filter(gpu_type__iexact=self.gpu_type).values_list(
-            "gpu_type", flat=True
+        if self.gpu_type:
+            check_spelling(self.gpu_type, Quota.objects.exclude(pk=self.pk), "quotas")
+
+
+def check_spelling(gpu_type: str, others, what: str) -> None:
+    """A GPU type spelled unlike the nodes' (gpu:a100 for their A100) refused on the flavor,
+    naming the type the nodes report. A type no node reports yet is kept (hardware on its
+    way), spelled as `others` (the other rows of the same model, `what`) spell it: once the
+    nodes come, only one spelling counts."""
+    from clusters.models import Node
+
+    known = Node.objects.filter(gpu_type__iexact=gpu_type).values_list("gpu_type", flat=True)
+    spelled, by = sorted(set(known)), "The nodes report"
+    if not spelled:
+        flavors = others.filter(flavor__iexact=f"gpu:{gpu_type}").values_list("flavor", flat=True)
+        spelled, by = sorted({flavor[4:] for flavor in flavors}), f"Other {what} spell"
+    if spelled and gpu_type not in spelled:
+        raise ValidationError(
+            {"flavor": f"{by} this GPU type as {spelled[0]!r}: use gpu:{spelled[0]}."}
         )
-        spelled, by = sorted(set(known)), "The nodes report"
-        if not spelled:
-            others = Quota.objects.filter(flavor__iexact=self.flavor).exclude(pk=self.pk)
-            spelled = sorted({flavor[4:] for flavor in others.values_list("flavor", flat=True)})
-            by = "Other quotas spell"
-        if spelled and self.gpu_type not in spelled:
-            raise ValidationError(
-                {"flavor": f"{by} this GPU type as {spelled[0]!r}: use gpu:{spelled[0]}."}
-            )
 
 
 class PriorityClass(models.Model):
@@ -909,3 +914,37 @@ class CliLogin(models.Model):
 
     def __str__(self) -> str:
         return f"CLI login {self.name!r} from {self.requested_from or 'an unknown address'}"
+
+
+class Rate(models.Model):
+    """The rate card (chargeback, as Kubecost's prices and Run:ai's cost per GPU): what an hour
+    of one flavor costs, in the platform's currency (MLSCHED_CURRENCY): a `gpu:<type>`
+    GPU-hour of that type, a `cpu` core-hour, a `memory` GiB-hour. Prices as they stand now:
+    a usage report prices its whole window at today's card (jobs/costs.py); a flavor without
+    a rate costs nothing, and the report names it."""
+
+    # "gpu:" and a GPU type as long as a node's (clusters.Node.gpu_type: 64), as a quota's.
+    flavor = models.CharField(max_length=4 + 64, unique=True, validators=[validate_flavor])
+    price = models.DecimalField(
+        max_digits=16, decimal_places=6, validators=[MinValueValidator(Decimal(0))],
+        help_text="Per hour, in the platform's currency: a GPU-hour of a gpu:<type>, a core-hour "
+        "of cpu, a GiB-hour of memory (the usage reports count no memory used: not priced).",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["flavor"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(price__gte=0), name="rate_price_not_negative",
+                violation_error_message="A price is 0 or more.",
+            ),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        price = Decimal(self.price).normalize()  # 2.5, not 2.500000; 100, not 1E+2
+        return f"{self.flavor}: {price:f} {settings.MLSCHED_CURRENCY} an hour"
+
+    def clean(self) -> None:
+        """A GPU type spelled unlike the nodes' would price nothing: refused, as a quota's."""
+        if self.flavor.startswith("gpu:"):
+            check_spelling(self.flavor[4:], Rate.objects.exclude(pk=self.pk), "rates")

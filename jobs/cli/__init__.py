@@ -206,8 +206,9 @@
                      does not answer or answers 5xx (a restart), as wait does
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
           [--by-user] [--by-class]
-                     GPU-hours, CPU core-hours, waste, jobs finished and queue waits of your
-                     tenants, by GPU type (default: the last 30 days); --by-label: then
+                     GPU-hours, CPU core-hours, their cost at the platform's rate card as
+                     it stands now, waste, jobs finished and queue waits of your tenants,
+                     by GPU type (default: the last 30 days); --by-label: then
                      each tenant's usage by its jobs' values of that label ("(none)": jobs
                      without it), as chargeback by project; --by-user: then by the users
                      who submitted its jobs, as Slurm's sreport user top; --by-class:

@@ -11,7 +11,7 @@ from jobs.cli.client import Api, show
 from jobs.cli.commands import clock, shape
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
-                "succeeded", "failed", "canceled", "started", "mean wait s",
+                "cost", "succeeded", "failed", "canceled", "started", "mean wait s",
                 "p95 wait s", "CPU eff", "unused mem GiB-h", "runtime eff",
                 "GPU eff"]  # fmt: skip
 
@@ -29,14 +29,15 @@ def usage(api: Api, args) -> None:
     if report["incomplete"]:
         show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
     table([USAGE_HEADER, *usage_rows(report["tenants"])])
+    priced(report)
     if args.by_label:
         show("")
         if report["by_label_incomplete"]:
             show(f"note: by {args.by_label}, read from the jobs kept: those finished before "
                  f"{report['pruned_before']} are not counted")  # fmt: skip
-        header = ["tenant", args.by_label, *USAGE_HEADER[2:6]]
+        header = ["tenant", args.by_label, *USAGE_HEADER[2:7]]
         rows = [[t["tenant"], "(none)" if u["value"] is None else u["value"],
-                 *(f"{u[k]:.2f}" for k in FIGURES)]
+                 *(f"{u[k]:.2f}" for k in FIGURES), cost(u)]
                 for t in report["tenants"] for u in t["by_label"]]  # fmt: skip
         table([header, *rows])
     for name in splits:
@@ -44,9 +45,25 @@ def usage(api: Api, args) -> None:
         if report[f"by_{name}_incomplete"]:
             show(f"note: by {name}, read from the jobs kept: those finished before "
                  f"{report['pruned_before']} are not counted")  # fmt: skip
-        rows = [[t["tenant"], u[name], *(f"{u[k]:.2f}" for k in FIGURES)]
+        rows = [[t["tenant"], u[name], *(f"{u[k]:.2f}" for k in FIGURES), cost(u)]
                 for t in report["tenants"] for u in t[f"by_{name}"]]  # fmt: skip
-        table([["tenant", name, *USAGE_HEADER[2:6]], *rows])
+        table([["tenant", name, *USAGE_HEADER[2:7]], *rows])
+
+
+def cost(row: dict) -> str:
+    """A row's cost, to the cent ("-": a server that prices nothing)."""
+    return row.get("cost", "-")
+
+
+def priced(report: dict) -> None:
+    """What the cost column counts: the total in the platform's currency, and the flavors used
+    without a rate (nothing from a server that prices nothing)."""
+    if "currency" not in report:
+        return
+    show(f"cost: {report['cost']} {report['currency']} in all, wasted {report['wasted_cost']}, "
+         "at the rate card as it stands now")  # fmt: skip
+    if report["unpriced"]:
+        show(f"note: no rate for {', '.join(report['unpriced'])}: counted as costing nothing")
 
 
 QUEUE_HEADER = ["tenant", "owner", "place", "in team", "id", "gpus", "waited", "points",
@@ -112,11 +129,12 @@ def usage_rows(tenants: list[dict]):
             str(waits["jobs_started"]),
             *("-" if waits[k] is None else f"{waits[k]:.0f}" for k in ("mean_s", "p95_s")),
         ]
-        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), *jobs, *sizing(t)]
+        yield [t["tenant"], "all", *(f"{t[k]:.2f}" for k in FIGURES), cost(t), *jobs,
+               *sizing(t)]  # fmt: skip
         for u in t["by_gpu_type"]:
             kind = {None: "unknown", "": "none"}.get(u["gpu_type"], u["gpu_type"])
             figures = (f"{u[k]:.2f}" for k in FIGURES)
-            yield [t["tenant"], kind, *figures, *[""] * len(jobs), *sizing(u)]
+            yield [t["tenant"], kind, *figures, cost(u), *[""] * len(jobs), *sizing(u)]
 
 
 def sizing(figures: dict) -> list[str]:

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from jobs.models import Attempt
 from tests.e2e.test_job_page import log_in
-from tests.jobs.test_usage_report import SINCE, H, run
+from tests.jobs.test_usage_report import SINCE, H, as_shown, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,18 +41,21 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
         rows = list(csv.reader(file))
 
     jobs, none = ["0", "0", "0", "0", "", ""], [""] * 6
+    costs = ["0.00 USD", "0.00 USD"]  # no rate card: nothing priced
     measured = ["16.00", "4.00", "0.25", "31.25"]  # the A100 attempt's
     gpus = ["4.00", "3.00", "0.75"]  # its 2 GPUs for 2 h, 3 GPU-hours busy
     assert table == [
-        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", *jobs, *measured, "5.00", "2.00", "2.50",
-         *gpus],
-        ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", *none, *measured, "2.00", "1.00",
-         "2.00", *gpus],
-        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *none, "0.00", "0.00", "", "0.00", "3.00",
-         "1.00", "3.00", "0.00", "0.00", ""],
+        ["alpha", "all", "5.00", "24.00", "0.00", "0.00", *costs, *jobs, *measured, "5.00",
+         "2.00", "2.50", *gpus],
+        ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", *costs, *none, *measured, "2.00",
+         "1.00", "2.00", *gpus],
+        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *costs, *none, "0.00", "0.00", "",
+         "0.00", "3.00", "1.00", "3.00", "0.00", "0.00", ""],
     ]  # fmt: skip
-    assert [row[:-3] for row in rows[1:]] == table  # then its window, and whether whole
-    assert {tuple(row[-3:-1]) for row in rows[1:]} == {
+    # The CSV's rows are the table's, then its window, whether it is whole, and the costs
+    # written apart from their currency.
+    assert [as_shown(row) for row in rows[1:]] == table
+    assert {tuple(row[-6:-4]) for row in rows[1:]} == {
         ("2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z")
     }
     assert "gamma" not in page.content() and "H100" not in page.content()

@@ -9,7 +9,7 @@ import io
 import pytest
 from rest_framework.test import APIClient
 
-from jobs import reports
+from jobs import platform_views, reports
 from tests.factories import PriorityClassFactory
 from tests.jobs.test_batch_shard_limit_cli import mlsched  # noqa: F401 (a fixture)
 from tests.jobs.test_usage_report import LATER, SINCE, UNTIL, WINDOW, H, run
@@ -81,6 +81,6 @@ def test_the_portal_page_draws_the_split_and_downloads_it(alpha_usage, client, s
     assert "<tr><td>alpha</td><td>urgent</td><td>3.00</td>" in split
     assert 'name="by_class" value="1" checked' in page and 'id="usage-by-user"' not in page
     rows = list(csv.reader(io.StringIO(download.content.decode())))
-    assert rows[0] == [*reports.split_columns("class"), "since", "until", "incomplete"]
+    assert rows[0] == platform_views.csv_header(reports.split_columns("class"))
     assert {r[1]: r[4] for r in rows[1:]} == {"urgent": "0.00", "normal": "0.50"}  # wasted
     assert unknown.status_code == 404

@@ -10,7 +10,7 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
-from jobs import reports
+from jobs import platform_views, reports
 from quotas.tokens import create_token
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.jobs.test_usage_report import LATER, SINCE, UNTIL, WINDOW, H, run
@@ -95,7 +95,7 @@ def test_the_portal_page_draws_the_split_and_downloads_it(alpha_usage, client, s
     assert "<tr><td>alpha</td><td>bob</td><td>1.00</td>" in split and "beta" not in split
     assert 'name="by_user" value="1" checked' in page
     rows = list(csv.reader(io.StringIO(download.content.decode())))
-    assert rows[0] == [*reports.USER_COLUMNS, "since", "until", "incomplete"]
+    assert rows[0] == platform_views.csv_header(reports.USER_COLUMNS)
     found = {r[1]: dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
     assert set(found) == {"alice", "bob"}
     assert found["bob"]["wasted_gpu_hours"] == "0.50" and found["bob"]["incomplete"] == "false"

@@ -246,9 +246,10 @@ def test_a_tenant_without_work_in_the_window_is_reported_with_zeros(alpha):
 
     assert (usage.by_type, usage.started, usage.mean_wait_s) == ([], 0, None)
     zeros = ["0.00"] * 4
+    costs = ["0.00", "0.00", "USD"]
     jobs = ["0", "0", "0", "0", "", ""]
     sizing = ["0.00", "0.00", "", "0.00", "0.00", "0.00", "", "0.00", "0.00", ""]
-    assert usage_rows(alpha) == [["alpha", "all", *zeros, *jobs, *sizing]]
+    assert usage_rows(alpha) == [["alpha", "all", *zeros, *costs, *jobs, *sizing]]
 
 
 def test_the_report_takes_the_same_queries_for_one_job_as_for_forty(alpha, gamma):
@@ -263,8 +264,9 @@ def test_the_report_takes_the_same_queries_for_one_job_as_for_forty(alpha, gamma
         run(alpha, SINCE + H, SINCE + 2 * H, gpu_type="T4" if n % 2 else "A100")
         run(gamma, SINCE + H, end=None, gpus=0, gpu_milli=500)
 
-    # clock, tenants, how far the roll-up has gone, attempts, finished jobs, started jobs
-    assert queries() == one == 6
+    # clock, tenants, how far the roll-up has gone, attempts, finished jobs, started jobs, and
+    # the rate card its costs are priced at (one read, jobs.costs)
+    assert queries() == one == 7
 
 
 # 2. The API: tenant-first, 400s naming the field.
@@ -287,7 +289,8 @@ def test_the_api_reports_the_callers_tenants_and_no_other(two_teams_usage, alice
          "preempted_gpu_hours": 0.0, "cpu_core_hours_measured": 0.0, "cpu_core_hours_busy": 0.0,
          "memory_gib_hours_unused": 0.0, "succeeded_run_hours": 2.0,
          "succeeded_limit_hours": 1.0, "gpu_hours_measured": 0.0, "gpu_hours_busy": 0.0,
-         "cpu_efficiency": None, "runtime_efficiency": 2.0, "gpu_efficiency": None},
+         "cpu_efficiency": None, "runtime_efficiency": 2.0, "gpu_efficiency": None,
+         "cost": "0.00", "wasted_cost": "0.00"},  # no rate card: nothing priced
     ]  # fmt: skip
     assert "H100" not in answer.text and "gamma" not in answer.text
 
@@ -418,10 +421,11 @@ def test_the_usage_page_shows_the_users_tenants_rows_only(client, two_teams_usag
 
     assert page.status_code == 200
     used, sizing = ["2.00", "8.00", "0.00", "0.00"], ["0.00", "0.00", "", "0.00", "2.00", "1.00"]
+    costs = ["0.00 USD", "0.00 USD"]  # no rate card: nothing priced
     gpus = ["0.00", "0.00", ""]  # GPU time not measured
     assert table_rows(page.text) == [
-        ["alpha", "all", *used, "0", "0", "0", "0", "", "", *sizing, "2.00", *gpus],
-        ["alpha", "A100", *used, *[""] * 6, *sizing, "2.00", *gpus],
+        ["alpha", "all", *used, *costs, "0", "0", "0", "0", "", "", *sizing, "2.00", *gpus],
+        ["alpha", "A100", *used, *costs, *[""] * 6, *sizing, "2.00", *gpus],
     ]
     assert "gamma" not in page.text and "H100" not in page.text
 
@@ -440,10 +444,20 @@ def test_the_csv_holds_the_pages_rows_for_the_same_parameters(
     rows = list(csv.reader(io.StringIO(download.content.decode())))
     assert download["Content-Type"].startswith("text/csv")
     assert 'filename="usage-2025-03-01-2025-03-02.csv"' in download["Content-Disposition"]
-    assert rows[0] == [*reports.COLUMNS, "since", "until", "incomplete"]
-    assert [row[:-3] for row in rows[1:]] == table_rows(page.text) and len(rows) == 4
+    # The costs last, after the window: the columns before them keep their places.
+    before = [c for c in reports.COLUMNS if c not in reports.COST_COLUMNS]
+    assert rows[0] == [*before, "since", "until", "incomplete", *reports.COST_COLUMNS]
+    assert [as_shown(row) for row in rows[1:]] == table_rows(page.text) and len(rows) == 4
     window = ["2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z", "false"]
-    assert all(row[-3:] == window for row in rows[1:])  # all, A100, T4
+    assert all(row[-6:-3] == window for row in rows[1:])  # all, A100, T4
+
+
+def as_shown(row: list[str]) -> list[str]:
+    """A CSV row as the page draws it: each cost with its currency beside the hours, no
+    currency column, no window."""
+    used, wasted, currency = row[-3:]
+    cost = reports.COLUMNS.index("cost")
+    return [*row[:cost], f"{used} {currency}", f"{wasted} {currency}", *row[cost:-6]]
 
 
 def test_each_csv_row_says_its_window_reaches_into_what_retention_deleted(client, alice, settings):
@@ -453,7 +467,8 @@ def test_each_csv_row_says_its_window_reaches_into_what_retention_deleted(client
     download = client.get("/usage.csv", WINDOW)  # a year and more ago
 
     rows = list(csv.reader(io.StringIO(download.content.decode())))
-    assert rows[1:] and all(row[-1] == "true" for row in rows[1:])
+    incomplete = rows[0].index("incomplete")
+    assert rows[1:] and all(row[incomplete] == "true" for row in rows[1:])
 
 
 def test_the_page_links_the_csv_with_its_own_parameters(client, alice):
@@ -543,8 +558,8 @@ def test_the_cli_prints_the_usage_table_with_server_text_made_safe(live_server, 
     assert lines[0].startswith("from 2025-03-01T00:00:00Z to 2025-03-02T00:00:00Z")
     assert lines[1].startswith("note: jobs finished before ")
     assert lines[2].split()[:4] == ["tenant", "gpu", "type", "GPU-h"]
-    assert lines[3].split() == ["alpha", "all", "2.00", "8.00", "0.00", "0.00",
+    assert lines[3].split() == ["alpha", "all", "2.00", "8.00", "0.00", "0.00", "0.00",
                                 "0", "0", "0", "0", "-", "-", "-", "0.00", "2.00", "-"]  # fmt: skip
-    assert lines[4].split() == ["alpha", "A100\\x1b[2J", "2.00", "8.00", "0.00", "0.00", "-",
-                                "0.00", "2.00", "-"]  # fmt: skip
+    assert lines[4].split() == ["alpha", "A100\\x1b[2J", "2.00", "8.00", "0.00", "0.00", "0.00",
+                                "-", "0.00", "2.00", "-"]  # fmt: skip
     assert "\x1b" not in done.stdout
