@@ -7,6 +7,7 @@ from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
 from mlsched_site.health import healthz
+from mlsched_site.openapi import OpenApiJson, OpenApiYaml
 from quotas import accounts, logins, oidc, oidc_sessions
 from quotas.api import (
     HistoryView,
@@ -135,6 +136,9 @@ urlpatterns = [
     ),
     path("api/v1/tenants/<slug:slug>/secrets/", SecretsView.as_view(), name="api-secrets"),
     path("api/v1/tenants/<slug:slug>/secrets/<str:name>/", SecretView.as_view(), name="api-secret"),
+    # The users' API described (docs/openapi.yaml), to anyone: no authentication.
+    path("api/v1/openapi.yaml", OpenApiYaml.as_view(), name="api-openapi-yaml"),
+    path("api/v1/openapi.json", OpenApiJson.as_view(), name="api-openapi-json"),
     path("api/v1/", include("jobs.api")),
     # SCIM 2.0 provisioning (quotas/scim.py): 404s where MLSCHED_SCIM_TOKEN is unset.
     path("scim/v2/", include("quotas.scim_views")),
