@@ -49,7 +49,7 @@ def cancel(request, pk):
     job = access.to_change(request.user, pk, "cancel it")
     if actions.cancel(job, f"canceled by {request.user}") is None:
         job.refresh_from_db(fields=["state"])  # it may have ended since it was read
-        return refused(request, pk, f"Job #{job.pk} has already {job.state}.", 409)
+        return refused(request, pk, f"Job #{job.pk} has ended already ({job.state}).", 409)
     return back_to(request, job)
 
 

@@ -175,7 +175,7 @@ class CancelView(APIView):
         job = access.to_change(request.user, pk, "cancel it")
         if actions.cancel(job, f"canceled by {request.user}") is None:
             job.refresh_from_db(fields=["state"])  # it may have ended since it was read
-            return Response({"detail": f"The job has already {job.state}."},
+            return Response({"detail": f"The job has ended already ({job.state})."},
                             status=status.HTTP_409_CONFLICT)  # fmt: skip
         job.refresh_from_db()
         if not access.can_see(request.user, job):

@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs import actions, dependencies, recent_use, snapshot, standing, tenant_limits
+from jobs import actions, dependencies, reasons, recent_use, snapshot, standing, tenant_limits
 from jobs.commit import commit_batch
 from jobs.models import SchedulerShard
 from jobs.placement import (
@@ -188,7 +188,7 @@ def utc_time(moment: datetime) -> str:
 
 def explanation(outcome: Outcome, skipped: bool) -> tuple[str, str, datetime | None]:
     if skipped:
-        return "changed_underneath", "Capacity changed before the placement committed.", None
+        return reasons.CHANGED_UNDERNEATH, "Capacity changed before the placement committed.", None
     estimate = (
         datetime.fromtimestamp(outcome.estimated_start, tz=UTC)
         if outcome.estimated_start is not None

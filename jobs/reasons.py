@@ -14,7 +14,12 @@ OTHER_REASONS = {
     "team_paused": "Its team's placements are paused by a platform admin.",
     "exclusive_not_allowed": "It takes nodes whole, which its team may no longer do.",
     "named_nodes_gone": "None of the nodes it names to run on exists any more.",
+    "changed_underneath": "Placed, but what it was placed on changed before the placement "
+    "committed: the next cycle decides again.",
 }
+# A job the cycle placed whose placement its commit skipped (the nodes, quotas or the job
+# changed since the snapshot, jobs.commit): the next cycle decides it again.
+CHANGED_UNDERNEATH = "changed_underneath"
 # Every code a queued job may wait for ("" aside: not decided yet).
 CODES = frozenset(REASONS) | (frozenset(OTHER_REASONS) - {""})
 

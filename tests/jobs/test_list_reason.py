@@ -6,6 +6,7 @@ REASON column turned into a filter): the API's, the portal's and the CLI's."""
 import pytest
 from rest_framework.test import APIClient
 
+from jobs import reasons
 from jobs.states import State
 from tests.factories import JobFactory
 from tests.jobs.test_cli import cli  # noqa: F401 (a fixture)
@@ -76,3 +77,12 @@ def test_every_code_the_cycle_stores_outside_the_core_says_what_it_means():
     assert reasons.meaning("team_paused") == (
         "Its team's placements are paused by a platform admin."
     )
+
+
+def test_a_job_whose_placement_was_skipped_at_its_commit_is_found_by_its_code(alice, alpha):
+    skipped = JobFactory(tenant=alpha, owner=alice, pending_reason="changed_underneath")
+
+    status, answer = listed(alice, reason="changed_underneath")
+
+    assert status == 200 and [j["id"] for j in answer["jobs"]] == [skipped.pk]
+    assert "the next cycle decides again" in reasons.meaning("changed_underneath")

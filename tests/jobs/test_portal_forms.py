@@ -61,7 +61,7 @@ def test_canceling_a_job_that_has_ended_says_so_on_its_page(client, alpha, alice
     page = client.post(f"/jobs/{job.pk}/cancel/")
 
     assert page.status_code == 409
-    assert f"Job #{job.pk} has already succeeded" in page.context["error"]
+    assert f"Job #{job.pk} has ended already (succeeded)" in page.context["error"]
     assert 'id="cancel"' not in page.text
 
 
