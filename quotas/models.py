@@ -610,8 +610,8 @@ class OidcSession(models.Model):
     """A portal session OpenID Connect signed in (quotas/oidc.py): whom the provider said it
     is for (`subject`, its `sid` there), so that the provider's back-channel logout ends it,
     and when it is next checked with the provider (its refresh token, sealed by quotas.vault).
-    Deleted as the session is logged out or ended; a user's rows older than a session lasts
-    go at their next sign-on."""
+    Deleted as the session is logged out or ended; a user's rows of sessions the session
+    store no longer has (expired) go at their next sign-on."""
 
     session_key = models.CharField(max_length=40, unique=True)
     user = models.ForeignKey(

@@ -39,6 +39,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from importlib import import_module
 from urllib.parse import quote_plus, urlencode
 
 import jwt
@@ -250,12 +251,12 @@ def begun(request, claims: dict, refresh_token: str) -> None:
     """The session just signed in kept as the provider's (`OidcSession`): its subject and
     `sid`, for a back-channel logout, and its refresh token, to check it again with the
     provider in MLSCHED_OIDC_RECHECK_S (quotas/oidc_sessions.py); the user's rows of sessions
-    that have lasted their time cleared."""
+    the session store no longer has (expired, or flushed without a logout) cleared."""
     recheck_s = settings.MLSCHED_OIDC_RECHECK_S
     now = timezone.now()
-    OidcSession.objects.filter(
-        user=request.user, created__lt=now - timedelta(seconds=settings.SESSION_COOKIE_AGE)
-    ).delete()
+    store = import_module(settings.SESSION_ENGINE).SessionStore()
+    kept = OidcSession.objects.filter(user=request.user).values_list("session_key", flat=True)
+    OidcSession.objects.filter(session_key__in=[k for k in kept if not store.exists(k)]).delete()
     row, _ = OidcSession.objects.update_or_create(
         # A login of the user the session has logged in already keeps its key.
         session_key=request.session.session_key,
