@@ -12,13 +12,18 @@ Prices as they stand now: the whole window is priced at today's card, whenever i
 used (no effective dates). A flavor used without a rate costs nothing, and the report names
 it (`Card.unpriced`); `"gpu"` stands for GPU-hours of an unknown type (an attempt placed
 before the type was recorded, its allocation rows deleted), which no rate prices.
+
+The quotas page lists the card itself (`Card.listed`): each flavor for people, its price with
+the currency, to the cent or to every place it has beyond it.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.conf import settings
 
+from jobs.cli.client import price_written, rate_named
 from jobs.usage_queries import TypeUsage
 from quotas.models import Rate
 
@@ -40,6 +45,16 @@ class Cost:
 
 def total(costs) -> Cost:
     return sum(costs, Cost())
+
+
+@dataclass(frozen=True)
+class Price:
+    """A line of the rate card as the quotas page lists it: the flavor, an hour of it for
+    people ("A100 GPU-hour") and its price with the currency ("2.50 USD"; "": none)."""
+
+    flavor: str
+    named: str
+    price: str
 
 
 @dataclass
@@ -71,6 +86,21 @@ class Card:
         if flavor not in self.prices and hours:
             self.missing.add(flavor)
         return self.prices.get(flavor, ZERO)
+
+    def listed(self, named: Iterable[str] = ()) -> list[Price]:
+        """The card as the quotas page lists it, by flavor: each rate, and each flavor of
+        `named` (the teams' quota rows) that has none, without a price. None at all where no
+        rate is set: then nothing is charged, and no flavor lacks a price more than another."""
+        if not self.prices:
+            return []
+        return [Price(flavor, rate_named(flavor), self.written(flavor))
+                for flavor in sorted(set(self.prices) | set(named))]  # fmt: skip
+
+    def written(self, flavor: str) -> str:
+        """An hour of `flavor`'s price with the currency, "" without a rate."""
+        if flavor not in self.prices:
+            return ""
+        return f"{price_written(self.prices[flavor], grouped=True)} {self.currency}"
 
     @property
     def unpriced(self) -> list[str]:

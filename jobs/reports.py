@@ -250,6 +250,7 @@ class Report:
     splits: tuple[str, ...] = ()  # of SPLITS, those each tenant's by_split splits its usage by
     currency: str = ""  # of the costs (MLSCHED_CURRENCY)
     unpriced: list[str] = field(default_factory=list)  # the flavors used that have no rate
+    priced: bool = False  # whether the rate card has any rate (the page links to it)
 
     def total_cost(self) -> Cost:
         """Its tenants' costs summed."""
@@ -440,7 +441,7 @@ def usage(
     found = [tenant_usage(t, whole, card, by_label, by_split) for t in tenants]
     # Read once every row is priced: the flavors the rows used that have no rate.
     return Report(since, until, now, pruned_before(now), found, span, label, splits,
-                  card.currency, card.unpriced)  # fmt: skip
+                  card.currency, card.unpriced, bool(card.prices))  # fmt: skip
 
 
 def tenant_usage(t, whole: "Part", card: Card, by_label: dict, by_split: dict) -> TenantUsage:

@@ -1,6 +1,6 @@
-"""The portal's quota page: what each of the user's teams may still start, and why its jobs
-wait for quota; its Teams page, where owners manage their teams' members (quotas.memberships);
-and the user's own sign-ins."""
+"""The portal's quota page: what each of the user's teams may still start, why its jobs wait
+for quota, and what an hour of each flavor costs (the rate card); its Teams page, where owners
+manage their teams' members (quotas.memberships); and the user's own sign-ins."""
 
 from dataclasses import replace
 
@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs import access
+from jobs.costs import Card
 from quotas import memberships, status
 from quotas.api import classes_of, fair_share_classes
 from quotas.models import Membership, SignIn
@@ -29,6 +30,8 @@ def quotas(request):
         "fair_share_classes": fair_share_classes(),
         # The classes open to those teams, with their limits and what their work holds now.
         "classes": classes_of(teams, request.user),
+        # The rate card (one query), with the flavors the teams' rows name that it does not price.
+        "prices": Card.read().listed(f.flavor for team in shown for f in team.flavors),
     }
     return render(request, "portal/quotas.html", context)
 

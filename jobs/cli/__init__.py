@@ -220,6 +220,10 @@
     classes [--tenant SLUG]
                      the priority classes your tenants may submit at: value, whether it may
                      preempt, its exempt time and longest runtime limit, which tenants
+    rates [--json]   the platform's rate card, what usage prices an hour of each flavor at:
+                     flavor, price (to the cent, or to every place it has beyond) and what
+                     it is per, in the platform's currency ("gpu:A100  2.50  USD a
+                     GPU-hour"), or "No prices are set."; with --json, the API's JSON
     maintenance      the clusters' maintenance windows not yet ended: id, cluster, nodes
                      ("all": every node of it), from, to (UTC), in progress or upcoming,
                      reason. Until a window starts only work sure to end by then is placed on

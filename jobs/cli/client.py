@@ -5,6 +5,7 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from decimal import Decimal
 from email.utils import parsedate_to_datetime
 
 import requests
@@ -104,6 +105,32 @@ def first_type_wait(types: list[str], wait: int | None) -> str:
     if not wait or len(types) < 2:
         return ""
     return f"{types[0]} alone for its first {span(wait)} free to run, then any"
+
+
+# What an hour of each flavor of the rate card (quotas.Rate) is counted in; any other flavor,
+# a gpu:<type>, in GPU-hours.
+RATE_UNITS = {"cpu": "core-hour", "memory": "GiB-hour"}
+
+
+def rate_unit(flavor: str) -> str:
+    """What a rate's price buys an hour of: "GPU-hour", "core-hour", "GiB-hour"."""
+    return RATE_UNITS.get(flavor, "GPU-hour")
+
+
+def rate_named(flavor: str) -> str:
+    """A rate's flavor for people, as the quotas page's Prices name it: "A100 GPU-hour",
+    "CPU core-hour", "Memory GiB-hour"."""
+    if flavor.startswith("gpu:"):
+        return f"{flavor[4:]} GPU-hour"
+    return {"cpu": "CPU core-hour", "memory": "Memory GiB-hour"}.get(flavor, flavor)
+
+
+def price_written(price: str | Decimal, grouped: bool = False) -> str:
+    """A rate's price (the API's "2.500000") to the cent, or to every place it has beyond
+    it: "2.50", "0.0125"; `grouped`: thousands apart, as the portal writes money ("1,200.00")."""
+    exact = Decimal(price).normalize()  # 2.5, not 2.500000; 1E+2 for 100, written 100 below
+    places = max(2, len(f"{exact:f}".partition(".")[2]))
+    return f"{exact:{',' if grouped else ''}.{places}f}"
 
 
 def printable(text: str) -> str:

@@ -43,6 +43,7 @@ from jobs.cli.tables import (
     pause_tenant,
     queue,
     quota,
+    rates,
     service_node,
     sign_ins,
     usage,
@@ -347,8 +348,8 @@ def add_changing(commands) -> None:
 
 
 def add_reading(commands) -> None:
-    """logs, usage, quota, classes, maintenance, clusters, nodes, bookings and volumes: read
-    only."""
+    """logs, usage, quota, classes, rates, maintenance, clusters, nodes, bookings and volumes:
+    read only."""
     follow = commands.add_parser("logs")
     follow.add_argument("id", type=int)
     follow.add_argument("-f", "--follow", action="store_true")
@@ -392,6 +393,9 @@ def add_reading(commands) -> None:
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     ranks = commands.add_parser("classes")
     ranks.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
+    card = commands.add_parser("rates")
+    card.add_argument("--json", action="store_true",
+                      help="the rate card as the API gives it, as JSON")  # fmt: skip
     commands.add_parser("maintenance")
     commands.add_parser("whoami", help="who your token speaks for: email, teams and roles")
     for kind in ("maintenance", "booking"):
@@ -538,6 +542,7 @@ def main(argv=None) -> int:
            "queue": queue, "wait": wait, "spec": spec, "cancel": cancel,
            "hold": hold, "release": hold, "depend": depend, "resubmit": resubmit, "logs": logs,
            "requeue": requeue, "label": label, "notify": notify, "usage": usage, "quota": quota,
+           "rates": rates,
            "priority": priority, "retries": retries,
            "shard-limit": shard_limit, "min-workers": min_workers,
            "runtime-limit": runtime_limit, "resize": resize, "constrain": constrain,

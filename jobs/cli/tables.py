@@ -1,13 +1,14 @@
-"""The commands that print tables: queue, usage, quota, classes, maintenance, bookings,
+"""The commands that print tables: queue, usage, quota, classes, rates, maintenance, bookings,
 clusters, nodes, volumes, history and sign-ins."""
 
 import itertools
+import json
 import sys
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from jobs.cli.client import Api, show
+from jobs.cli.client import Api, price_written, rate_unit, show
 from jobs.cli.commands import clock, shape
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
@@ -220,6 +221,26 @@ def classes(api: Api, args) -> None:
                      ",".join(rank["open_to"]) or "-",
                      ",".join(rank.get("default_for", ())) or "-"])  # fmt: skip
     table(rows, names=1)
+
+
+RATE_HEADER = ["flavor", "price", "per"]
+
+
+def rates(api: Api, args) -> None:
+    """`rates [--json]`: the platform's rate card (`GET /api/v1/rates/`), what the usage reports
+    price an hour of each flavor at, in its currency ("gpu:A100  2.50  USD a GPU-hour"); with
+    --json, the API's answer."""
+    card = api.call("GET", "rates/")
+    if args.json:
+        show(json.dumps(card, indent=2))
+        return
+    if not card["rates"]:
+        show("No prices are set.")
+        return
+    rows = [[rate["flavor"], price_written(rate["price"]),
+             f"{card['currency']} a {rate_unit(rate['flavor'])}"]
+            for rate in card["rates"]]  # fmt: skip
+    table([RATE_HEADER, *rows], names=1, notes=1)
 
 
 CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",

@@ -2,8 +2,11 @@
 table wider than the window scrolls in its box, instead of widening the page past the header
 (in Chromium against daphne, fixtures in conftest.py)."""
 
+from decimal import Decimal
+
 import pytest
 
+from quotas.models import Rate
 from tests.e2e.test_job_page import log_in
 from tests.factories import (
     ClusterFactory,
@@ -40,6 +43,7 @@ def test_a_portal_page_needs_no_sideways_scrolling_in_a_1024_pixel_window(
     east = ClusterFactory(name="a-cluster-with-a-long-name-east-1", last_heartbeat=None)
     NodeFactory(cluster=east, name="a-node-with-a-long-name-0001", gpu_count=8, gpu_type="A100")
     QuotaFactory(tenant=alpha, flavor="gpu:A100", guaranteed=8)
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("2.5"))  # the quotas page's Prices
     JobFactory(tenant=alpha, owner=alice, name="a-job-with-a-rather-long-name", gpus=8)
     page.set_viewport_size({"width": 1024, "height": 800})
     log_in(page, server, "alice")

@@ -3,6 +3,8 @@ page draws some of it on the server and job.js the rest, from the websocket (sta
 live log lines) and the REST API (the job, its attempts, the log lines written before the page
 opened). Each payload would set window.pwned if it ran."""
 
+from decimal import Decimal
+
 import pytest
 from playwright.sync_api import expect
 
@@ -10,7 +12,7 @@ from clusters import agents
 from clusters.backends.base import LogLine
 from jobs import actions
 from jobs.states import State
-from quotas.models import ApiToken
+from quotas.models import ApiToken, Rate
 from quotas.tokens import create_token
 from tests.e2e.test_job_page import in_thread, log_in
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
@@ -73,6 +75,8 @@ def test_the_portals_pages_run_within_their_content_security_policy_and_block_ma
     page.on("console", lambda message: refused.append(message.text)
             if "Content Security Policy" in message.text else None)  # fmt: skip
     job = JobFactory(tenant=alpha, owner=alice, name="train")
+    # A rate: the quotas page draws its Prices, the usage page its link to them.
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("2.5"))
     log_in(page, server, "alice")
 
     for path in PAGES:
