@@ -377,6 +377,9 @@ MLSCHED_AUTH_GROUPS_HEADER = os.environ.get("MLSCHED_AUTH_GROUPS_HEADER", "")
 # SCIM's groups where MLSCHED_SCIM_TOKEN is set) whose users are platform admins
 # (quotas.sign_on.admin_by); none, unset.
 MLSCHED_AUTH_ADMIN_GROUPS = os.environ.get("MLSCHED_AUTH_ADMIN_GROUPS", "")
+# The sign-on groups, as those, whose users are tenant admins: staff, in the auth group "tenant
+# admins", of the tenants they own (quotas.sign_on.tenant_admin_by); none, unset.
+MLSCHED_AUTH_TENANT_ADMIN_GROUPS = os.environ.get("MLSCHED_AUTH_TENANT_ADMIN_GROUPS", "")
 MLSCHED_AUTH_PROXY_FROM = os.environ.get("MLSCHED_AUTH_PROXY_FROM", "")
 for _network in filter(None, (part.strip() for part in MLSCHED_AUTH_PROXY_FROM.split(","))):
     try:

@@ -3,6 +3,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db.models import Count
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
 
@@ -28,6 +29,7 @@ from quotas.models import (
     PriorityClass,
     Quota,
     Rate,
+    ScimGroup,
     SignIn,
     Tenant,
     new_notify_secret,
@@ -480,3 +482,28 @@ class SignInAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
     list_filter = ["method", "succeeded"]
     list_select_related = ["user"]
     search_fields = ["username", "address"]
+
+
+@admin.register(ScimGroup)
+class ScimGroupAdmin(PlatformAdminsAlone, LookupsChecked, ReadOnlyAdmin):
+    """The groups the identity provider pushes over SCIM (quotas.scim_groups), with their
+    members, as teams' sign-on groups, MLSCHED_AUTH_ADMIN_GROUPS and
+    MLSCHED_AUTH_TENANT_ADMIN_GROUPS name them: for platform admins alone, never added, changed
+    or deleted here (SCIM owns them)."""
+
+    list_display = ["display_name", "external_id", "member_count", "modified"]
+    search_fields = ["display_name", "external_id"]
+    fields = ["display_name", "external_id", "created", "modified", "member_names"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(member_count=Count("members"))
+
+    @admin.display(description="members", ordering="member_count")
+    def member_count(self, group: ScimGroup) -> int:
+        return group.member_count
+
+    @admin.display(description="members")
+    def member_names(self, group: ScimGroup) -> str:
+        names = group.members.order_by("username").values_list("username", flat=True)
+        return ", ".join(names) or "-"

@@ -1,20 +1,57 @@
 """What every admin page of mlsched shares: rows scoped to the tenants a staff user
 administers, changes kept to platform admins, bulk selections and typed lookups checked so bad
-ones are refused rather than failing, and deletions a verb refuses while jobs use the row."""
+ones are refused rather than failing, deletions a verb refuses while jobs use the row, and the
+model permissions a tenant admin's pages use."""
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.db import DataError, transaction
+from django.db.models import Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
 from jobs.placement.words import counted
 from quotas.models import administered_tenants
 from quotas.tenant_secrets import InUse
+
+# The model permissions a tenant admin's pages use, page by page: what TenantScoped, PlatformOnly
+# and each page's own checks let a tenant admin do with them (the auth group "tenant admins",
+# quotas.sign_on.TENANT_ADMINS, is made with these). Not here: the job's change (its page is
+# read-only; its "Object permissions" page also asks for guardian's own permissions, a platform
+# admin's); the users' (the User admin lists every account, and so would the search of a new
+# member row's user, which asks for auth.view_user: a tenant admin adds a member on the
+# portal's Teams page); and the pages platform admins alone read or change (tokens, sign-ins,
+# the history, SCIM's groups, periodic tasks).
+TENANT_ADMIN_PERMISSIONS = (
+    # Their tenants: the members (inline) and how many GPUs each may hold; the rest looked at.
+    "quotas.view_tenant", "quotas.change_tenant",
+    "quotas.view_membership", "quotas.add_membership", "quotas.change_membership",
+    "quotas.delete_membership",
+    "quotas.view_quota", "quotas.view_priorityclass", "quotas.view_rate",
+    # Their tenants' secrets, set and deleted; their data volumes, looked at.
+    "quotas.view_tenantsecret", "quotas.add_tenantsecret", "quotas.change_tenantsecret",
+    "quotas.delete_tenantsecret", "quotas.view_tenantvolume",
+    # Their tenants' jobs and records; cancel, hold, release and requeue (the job list's actions).
+    "jobs.view_job", "jobs.cancel_job", "jobs.view_attempt", "jobs.view_jobevent",
+    "jobs.view_logchunk", "jobs.view_budgetalert",
+    # The clusters and nodes every tenant's work runs on, looked at; their bookings, allocations.
+    "clusters.view_cluster", "clusters.view_node", "clusters.view_maintenancewindow",
+    "clusters.view_booking", "clusters.view_allocation",
+)  # fmt: skip
+
+
+def tenant_admin_permissions():
+    """TENANT_ADMIN_PERMISSIONS' rows."""
+    named = Q(pk__in=[])  # none named, none (an empty Q would be every permission)
+    for name in TENANT_ADMIN_PERMISSIONS:
+        app_label, codename = name.split(".")
+        named |= Q(content_type__app_label=app_label, codename=codename)
+    return Permission.objects.filter(named)
 
 
 class TenantScoped:

@@ -652,9 +652,10 @@ class ScimUser(models.Model):
 
 class ScimGroup(models.Model):
     """A group the identity provider pushes over SCIM (quotas/scim.py), with its members: the
-    groups teams' members and platform admins follow while SCIM is on, in place of a
-    sign-on's (a tenant's `owner_groups`, `member_groups`, `viewer_groups` and
-    MLSCHED_AUTH_ADMIN_GROUPS name it by its `display_name`)."""
+    groups teams' members, platform admins and tenant admins follow while SCIM is on, in place
+    of a sign-on's (a tenant's `owner_groups`, `member_groups`, `viewer_groups`,
+    MLSCHED_AUTH_ADMIN_GROUPS and MLSCHED_AUTH_TENANT_ADMIN_GROUPS name it by its
+    `display_name`)."""
 
     display_name = models.CharField(max_length=200, unique=True)
     external_id = models.CharField(max_length=255, blank=True)

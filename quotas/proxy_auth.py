@@ -11,7 +11,8 @@ set, names the header of their groups (oauth2-proxy's X-Auth-Request-Groups, wit
 team whose `owner_groups`, `member_groups` or `viewer_groups` (a platform admin's) lists one of
 them has them as an owner, a member or a viewer, made at login, changed or removed as their
 groups change; a membership given by hand is the admins' and stays. A user in one of
-MLSCHED_AUTH_ADMIN_GROUPS is a platform admin while they are (`sign_on.admin_by`).
+MLSCHED_AUTH_ADMIN_GROUPS is a platform admin while they are (`sign_on.admin_by`), and one in
+one of MLSCHED_AUTH_TENANT_ADMIN_GROUPS a tenant admin (`sign_on.tenant_admin_by`).
 
 A session the proxy's header logged in ends once a request comes without it, or with another
 user's name (the proxy signed them out, or another user in). A password login (a platform

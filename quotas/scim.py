@@ -19,10 +19,10 @@ for the jobs and the history naming it, and a push of its name makes it again. I
 given by hand stay.
 
 Groups are `ScimGroup`s (quotas/scim_groups.py). Whenever a user's groups change (a group's
-members, its name, the group deleted), their teams and platform admin rights follow the groups
-they are in now (`follow`, `sign_on.join_groups`), in the same transaction; a sign-on's groups
-are not followed while SCIM is on (`sign_on.groups_pushed`). Every change is in the platform's
-history as the system actor `system:scim`, its message naming SCIM.
+members, its name, the group deleted), their teams and platform and tenant admin rights follow
+the groups they are in now (`follow`, `sign_on.join_groups`), in the same transaction; a
+sign-on's groups are not followed while SCIM is on (`sign_on.groups_pushed`). Every change is
+in the platform's history as the system actor `system:scim`, its message naming SCIM.
 
 Attributes this platform keeps not (title, phone numbers, the enterprise extension's, which
 the providers map by default) are ignored, as is a password: an account SCIM makes never has
@@ -409,7 +409,7 @@ def delete_user(pk: str) -> None:
 
 
 def follow(user_ids: set[int], actor) -> None:
-    """Each user's teams and platform admin rights as the groups they are in now make them
+    """Each user's teams and admin rights as the groups they are in now make them
     (`sign_on.join_groups`), one user after the other by id: concurrent pushes lock their
     memberships in one order."""
     names = defaultdict(set)

@@ -1,7 +1,7 @@
 """SCIM's Groups (quotas/scim.py says what SCIM does): `ScimGroup`s, made, renamed, given
 members, deleted by the identity provider's pushes; each change of a user's groups makes their
-teams and platform admin rights follow the groups they are in now (`scim.follow`), in the
-same transaction, each in the platform's history as SCIM's."""
+teams and platform and tenant admin rights follow the groups they are in now (`scim.follow`),
+in the same transaction, each in the platform's history as SCIM's."""
 
 import re
 from dataclasses import dataclass
