@@ -167,9 +167,9 @@ def moment(params, name: str, errors: dict[str, str]):
 
 
 def yes(params, name: str, errors: dict[str, str]) -> bool:
-    """A yes-or-no parameter (jobs.serializers.flag; not given: no), or no with an error
-    naming it."""
-    if (raw := params.get(name)) is None:
+    """A yes-or-no parameter (jobs.serializers.flag; not given, or given empty as a form's
+    "any" is: no), or no with an error naming it."""
+    if not (raw := params.get(name)):
         return False
     try:
         return flag(raw)

@@ -73,6 +73,16 @@ def test_the_api_names_every_parameter_at_fault_at_once(alice):
     assert response.json()["mine"] == "1 or 0 (or true or false)."
 
 
+def test_an_empty_yes_or_no_is_left_out_as_an_empty_filter_is(jobs, alice):
+    client = APIClient()
+    client.force_authenticate(alice)
+
+    everything = client.get("/api/v1/jobs/").json()["jobs"]
+    empty = client.get("/api/v1/jobs/?mine=&fold=&held=&state=")
+
+    assert empty.status_code == 200 and empty.json()["jobs"] == everything
+
+
 def test_the_portal_names_a_mine_it_cannot_read(alice):
     client = Client()
     client.force_login(alice)
