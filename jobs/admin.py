@@ -257,12 +257,13 @@ class LogChunkAdmin(TenantScoped, BigTable, ReadOnlyAdmin):
 
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(TenantScoped, ReadOnlyAdmin):
-    """The GPU-hour budget thresholds each tenant's webhook was told of (jobs.budget_alerts),
-    with the figures they were told with."""
+    """The thresholds of GPU-hour budgets and spend alerts each tenant was told of
+    (jobs.budget_alerts), with the figures they were told with (GPU-hours, or money)."""
 
     tenant_path = "tenant"
-    list_display = ["tenant", "month", "percent", "budget_gpu_hours", "spent_gpu_hours", "sent_at"]
-    list_filter = ["month", "percent"]
+    list_display = ["tenant", "month", "kind", "percent", "budget_gpu_hours", "spent_gpu_hours",
+                    "budget_spend", "spent_spend", "sent_at"]  # fmt: skip
+    list_filter = ["month", "kind", "percent"]
     list_select_related = ["tenant"]
 
 

@@ -3,12 +3,18 @@ control plane's side: the period, a calendar month in UTC, and what each budgete
 attempts used of GPUs in it so far, as the usage report counts GPU-hours (each attempt's run
 clipped to the month, times its GPUs; a running one up to now): the whole days the daily
 roll-up has written from it, the rest from the attempts. The core decides what fits
-(`jobs.placement.budget`)."""
+(`jobs.placement.budget`).
+
+Tenants' spend alerts (`Tenant.spend_alert_per_month`) count the same month in money: what its
+usage costs at the rate card as it stands now, exactly as the usage report prices it (its
+report for the month, jobs.reports and jobs.costs). Nothing is held on them
+(jobs.budget_alerts tells)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from django.db.models import Sum
 
@@ -52,3 +58,14 @@ def spent_gpu_seconds(tenant_ids: list[int], now: datetime) -> dict[int, float]:
         for tenant, usages in reports.attempt_usage(tenant_ids, since, until, now).items():
             spent[tenant] += sum(u.gpu_hours for u in usages) * 3600
     return dict(spent)
+
+
+def spent_money(tenants: list, now: datetime) -> dict[int, Decimal]:
+    """What each tenant's usage this month up to ``now`` costs at the rate card as it stands
+    now: the total cost of its usage report of the month (the sum of its rows' costs, in
+    MLSCHED_CURRENCY; 0 without a card), by tenant id. The report's queries (five or so, one of
+    them the card); none for no tenant."""
+    if not tenants:
+        return {}
+    report = reports.usage(tenants, month_start(now), now, now)
+    return {t.pk: usage.total_cost().used for t, usage in zip(tenants, report.tenants, strict=True)}

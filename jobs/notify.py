@@ -7,8 +7,8 @@ a job that asks for it (`notify_start`, Slurm's --mail-type=BEGIN): once; a batc
 shard that started first. Each requeue of a job that asks for it (`notify_requeue`, Slurm's
 --mail-type=REQUEUE): a placed job stopped and queued again (preempted, drained, requeued,
 retried after an infrastructure failure); a batch's shards queued again in one commit, once. The
-thresholds of its GPU-hour budget a tenant's month reaches are told the same way
-(jobs.budget_alerts).
+thresholds of its GPU-hour budget and of its spend alert a tenant's month reaches are told the
+same way (jobs.budget_alerts).
 
 After the commit that ended them, `jobs_ended` (called by `jobs.events` for every end) picks
 the ends that are due and queues a Celery task for each (`jobs.tasks.notify_job_end`), which
@@ -36,6 +36,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TypedDict
 from urllib.parse import urlsplit
 
@@ -49,6 +50,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import efficiency
+from jobs.costs import written
 from jobs.models import Job, JobEvent
 from jobs.placement.words import counted
 from jobs.states import ACTIVE, State, batch_state
@@ -567,7 +569,18 @@ SUBJECTS = {
     "job.time_limit": lambda d: f"{job(d)} has used {d['percent']} % of its runtime limit",
     "budget.threshold": lambda d: (f"Team {d['tenant']} has used {d['percent']} % of its "
                                    f"GPU-hour budget for {d['month']}"),
+    "tenant.spend": lambda d: spend(d),
 }  # fmt: skip
+
+
+def spend(document: Mapping[str, object]) -> str:
+    """A spend alert's line, with the share of it spent, whole percent down: "Team alpha has
+    spent 81 % of its 1,000.00 USD spend alert this month (812.40 USD)."."""
+    budget, spent = Decimal(str(document["budget"])), Decimal(str(document["spent"]))
+    currency = str(document["currency"])
+    return (f"Team {document['tenant']} has spent {int(spent * 100 / budget)} % of its "
+            f"{written(budget, currency)} spend alert this month "
+            f"({written(spent, currency)}).")  # fmt: skip
 
 
 def job(document: Mapping[str, object]) -> str:

@@ -1,5 +1,5 @@
 """What is kept beside the jobs: the audit trail of their transitions, their log lines, each
-scheduler shard's heartbeat and the GPU-hour budget alerts sent."""
+scheduler shard's heartbeat and the budget alerts sent (GPU-hours, spend)."""
 
 from django.db import models
 from django.utils import timezone
@@ -84,24 +84,58 @@ class SchedulerShard(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A threshold of a tenant's GPU-hour budget (80 or 100 % of a month's) its webhook was
-    told its attempts had reached (jobs.budget_alerts): at most one a tenant, month and
-    threshold. The row is the claim: whoever inserts it sends the notification, and the figures
-    it was sent with stay here, so that every try posts the same document."""
+    """A threshold (80 or 100 % of a month's) of a tenant's GPU-hour budget, or of its spend
+    alert, its webhook and owners were told it had reached (jobs.budget_alerts): at most one a
+    tenant, month, kind and threshold. The row is the claim: whoever inserts it sends the
+    notification, and the figures it was sent with stay here (GPU-hours, or money in the
+    platform's currency, as its kind is), so that every try posts the same document."""
+
+    class Kind(models.TextChoices):
+        GPU_HOURS = "gpu_hours", "GPU-hour budget"
+        SPEND = "spend", "spend alert"
 
     tenant = models.ForeignKey("quotas.Tenant", on_delete=models.CASCADE, related_name="+")
     month = models.DateField(help_text="The month's first day (UTC).")
+    # Rows from before spend alerts are GPU-hour ones.
+    kind = models.CharField(
+        max_length=10, choices=Kind.choices, default=Kind.GPU_HOURS, db_default=Kind.GPU_HOURS
+    )
     percent = models.PositiveSmallIntegerField()
-    budget_gpu_hours = models.PositiveIntegerField(help_text="The month's budget when it was sent.")
-    spent_gpu_hours = models.FloatField(help_text="What the month had used when it was sent.")
+    budget_gpu_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The month's GPU-hour budget when it was sent."
+    )
+    spent_gpu_hours = models.FloatField(
+        null=True, blank=True, help_text="The GPU-hours the month had used when it was sent."
+    )
+    budget_spend = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True,
+        help_text="The month's spend alert when it was sent.",
+    )  # fmt: skip
+    spent_spend = models.DecimalField(
+        max_digits=14, decimal_places=2, null=True, blank=True,
+        help_text="What the month's usage had cost when it was sent, at the rate card then.",
+    )  # fmt: skip
     sent_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "month", "percent"], name="budgetalert_unique_threshold"
+                fields=["tenant", "month", "kind", "percent"], name="budgetalert_unique_threshold"
             ),
-        ]
+            # A row's figures are those of its kind, and only those.
+            models.CheckConstraint(
+                condition=models.Q(
+                    kind="gpu_hours", budget_gpu_hours__isnull=False,
+                    spent_gpu_hours__isnull=False, budget_spend__isnull=True,
+                    spent_spend__isnull=True,
+                )
+                | models.Q(
+                    kind="spend", budget_gpu_hours__isnull=True, spent_gpu_hours__isnull=True,
+                    budget_spend__isnull=False, spent_spend__isnull=False,
+                ),
+                name="budgetalert_figures_of_its_kind",
+            ),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
-        return f"tenant {self.tenant_id}: {self.percent} % of {self.month:%Y-%m}"
+        return f"tenant {self.tenant_id}: {self.percent} % of {self.month:%Y-%m} ({self.kind})"

@@ -77,16 +77,16 @@ def mail_notification(delivery: str, to: list[str], subject: str, body: str) -> 
 
 @notification_task
 def notify_budget(alert_id: int) -> None:
-    """POST the notification of a GPU-hour budget threshold reached (a BudgetAlert's id) to its
-    tenant's webhook (jobs.budget_alerts)."""
+    """POST the notification of a threshold reached (a BudgetAlert's id) of a GPU-hour budget
+    or of a spend alert to its tenant's webhook (jobs.budget_alerts)."""
     notify.deliver(budget_alerts.notification(alert_id))
 
 
 # A check nobody ran within its minute is stale (no worker was up): the next one does its work.
 @shared_task(ignore_result=True, expires=60)
 def alert_budgets() -> None:
-    """Tell budgeted tenants' webhooks of the thresholds their month's use has reached
-    (jobs.budget_alerts); beat sends it every minute."""
+    """Tell budgeted tenants' webhooks of the thresholds their month's use, or its cost, has
+    reached (jobs.budget_alerts); beat sends it every minute."""
     budget_alerts.check()
 
 

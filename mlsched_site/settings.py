@@ -203,8 +203,8 @@ CELERY_BEAT_SCHEDULE = {
     # MLSCHED_JOB_RETENTION_DAYS (90), MLSCHED_SIGN_IN_RETENTION_DAYS (365) and
     # MLSCHED_HISTORY_RETENTION_DAYS (730); 0 keeps forever.
     "prune": {"task": "jobs.tasks.prune", "schedule": 24 * 3600.0},
-    # GPU-hour budget alerts (jobs.budget_alerts): one query a minute while no tenant has both a
-    # budget and a webhook.
+    # GPU-hour budget and spend alerts (jobs.budget_alerts): one query a minute while no tenant
+    # has both a budget (or a spend alert) and someone to tell.
     "budget-alerts": {"task": "jobs.tasks.alert_budgets", "schedule": 60.0},
     # Time-limit warnings (jobs.time_limit_alerts): one query a minute.
     "time-limit-warnings": {"task": "jobs.tasks.warn_time_limits", "schedule": 60.0},

@@ -102,8 +102,8 @@ class TenantForm(Drawn):
     since its page was drawn (its quota rows are checked on their own, DrawnQuota)."""
 
     drawn_fields = ("name", "slug", "fair_share_weight", "cohort", "max_queued_jobs",
-                    "max_gpus_per_user", "gpu_hours_per_month", "gpu_idle_limit_min",
-                    "allowed_images", "notify_url", "notify_format",
+                    "max_gpus_per_user", "gpu_hours_per_month", "spend_alert_per_month",
+                    "gpu_idle_limit_min", "allowed_images", "notify_url", "notify_format",
                     "placements_paused", "exclusive_allowed", "owner_groups",
                     "member_groups", "viewer_groups")  # fmt: skip
     what = "tenant"
@@ -241,10 +241,10 @@ def turns_now() -> dict:
 class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
-    share, cohort, its GPU-hour budget and idle-GPU limit, the images its jobs may run, its
-    job-end notifications' URL, its default priority class, a pause of its placements, whether
-    its jobs may take nodes whole, the sign-on groups whose users belong to it) and new tenants
-    are the platform admins'.
+    share, cohort, its GPU-hour budget, spend alert and idle-GPU limit, the images its jobs
+    may run, its job-end notifications' URL, its default priority class, a pause of its
+    placements, whether its jobs may take nodes whole, the sign-on groups whose users belong to
+    it) and new tenants are the platform admins'.
     The notifications' signing secret is shown to platform admins only, who hand it to the
     team's receiver."""
 
@@ -272,8 +272,9 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         # The URL: an outbound request from the control plane to any address is the
         # platform's decision, as what images run is. The secret (not editable) is not shown.
         return ("name", "slug", "fair_share_weight", "fair_share_now", "cohort",
-                "max_queued_jobs", "gpu_hours_per_month", "gpu_idle_limit_min",
-                "allowed_images", "notify_url", "notify_format", "default_priority_class",
+                "max_queued_jobs", "gpu_hours_per_month", "spend_alert_per_month",
+                "gpu_idle_limit_min", "allowed_images", "notify_url", "notify_format",
+                "default_priority_class",
                 "placements_paused", "exclusive_allowed", "owner_groups",
                 "member_groups", "viewer_groups")  # fmt: skip
 

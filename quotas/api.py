@@ -51,6 +51,7 @@ class QuotasView(APIView):
         answer = status.of(teams_asked(request), request.user)
         return Response({
             "tenants": [team.as_json() for team in answer],
+            "currency": settings.MLSCHED_CURRENCY,  # of their spend alerts and costs
             "fair_share_preemption": settings.MLSCHED_FAIR_SHARE_PREEMPTION,
             "fair_share_preemption_classes": fair_share_classes(),
         })  # fmt: skip

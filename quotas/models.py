@@ -89,6 +89,19 @@ class Tenant(models.Model):
         "beside what the month used so far and what running jobs may still use. Empty: no "
         "budget.",
     )
+    # An alert, not a limit: nothing is held on it (jobs.budget_alerts tells the tenant).
+    spend_alert_per_month = models.DecimalField(
+        "spend alert a month",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="In the platform's currency: its notification URL and its owners are told "
+        "when what its jobs' usage cost this calendar month (UTC), priced at the rate card as "
+        "it stands now as the usage reports price it, reaches 80 % and 100 % of it. Only an "
+        "alert: nothing is held. Empty: none.",
+    )
     gpu_idle_limit_min = models.PositiveIntegerField(
         "GPU idle limit (minutes)",
         null=True,
@@ -213,6 +226,14 @@ class Tenant(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(spend_alert_per_month__isnull=True)
+                | models.Q(spend_alert_per_month__gt=0),
+                name="tenant_spend_alert_positive",
+                violation_error_message="A spend alert is more than 0.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

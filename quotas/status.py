@@ -2,7 +2,9 @@
 what the team uses, what it borrows, and how much more it may start, as the scheduler's own
 quota ledger (jobs.placement.quota.Ledger) judges it from the same snapshot of running work;
 with how many of its jobs are queued, and how many of them wait for quota, its GPU-hour
-budget with what this month used of it, and its fair share as the last cycle's line has it.
+budget with what this month used of it, its spend alert with what this month's usage cost at
+the rate card (as the usage report prices it), and its fair share as the last cycle's line has
+it.
 
 A flavor that nobody in the team's cohort has a quota on is not limited: it is listed while the
 team uses it, with no limit.
@@ -11,6 +13,7 @@ team uses it, with no limit.
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -58,6 +61,10 @@ class TeamQuotas:
     gpu_hours_per_month: int | None  # its GPU-hour budget a calendar month; None: none
     gpu_hours_spent: float | None  # of it, what this month used so far; None: no budget
     gpu_budget_renews: datetime | None  # when the next month's budget begins; None: no budget
+    # Its spend alert a calendar month, in the platform's currency (only an alert: nothing is
+    # held), and what this month's usage cost so far at the rate card; None: no alert.
+    spend_alert_per_month: Decimal | None
+    cost_this_month: Decimal | None
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
@@ -71,7 +78,10 @@ class TeamQuotas:
     fair_share: dict | None = None
 
     def as_json(self) -> dict:
-        return asdict(self)
+        """Its fields, money as strings of two decimals, as DRF writes a decimal."""
+        money = ("spend_alert_per_month", "cost_this_month")
+        return asdict(self) | {name: None if (amount := getattr(self, name)) is None
+                               else f"{amount:.2f}" for name in money}  # fmt: skip
 
 
 def unit(flavor: str) -> str:
@@ -104,7 +114,8 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     the `reader`'s running jobs hold in each (what a per-user limit counts). The ledger needs
     the running work of every tenant in their cohorts, whose idle guarantee they may borrow,
     and their recent use: five queries whatever the number of teams, and those of the month's
-    GPU use when one of them has a GPU-hour budget (jobs.budgets: two or three)."""
+    GPU use when one of them has a GPU-hour budget (jobs.budgets: two or three), and those of
+    its usage report when one has a spend alert (jobs.budgets.spent_money)."""
     cohorts = {team.cohort for team in teams}
     active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
@@ -115,6 +126,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     spent = budgets.spent_gpu_seconds(
         [team.pk for team in teams if team.gpu_hours_per_month is not None], now
     )
+    cost = budgets.spent_money([t for t in teams if t.spend_alert_per_month is not None], now)
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
     line = standing.Line.read()
     turns = line.turns if line is not None else {}
@@ -142,6 +154,8 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             gpu_hours_spent=None if team.gpu_hours_per_month is None
             else round(spent.get(team.pk, 0.0) / 3600, 2),
             gpu_budget_renews=None if team.gpu_hours_per_month is None else budgets.renews(now),
+            spend_alert_per_month=team.spend_alert_per_month,
+            cost_this_month=cost.get(team.pk),
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),

@@ -25,13 +25,15 @@ def quotas(request):
         replace(team, flavors=[status.for_people(f) for f in team.flavors])
         for team in status.of(teams, request.user)
     ]
+    card = Card.read()
     context = {
         "teams": shown,
         "fair_share_classes": fair_share_classes(),
         # The classes open to those teams, with their limits and what their work holds now.
         "classes": classes_of(teams, request.user),
         # The rate card (one query), with the flavors the teams' rows name that it does not price.
-        "prices": Card.read().listed(f.flavor for team in shown for f in team.flavors),
+        "prices": card.listed(f.flavor for team in shown for f in team.flavors),
+        "currency": card.currency,  # of the teams' spend alerts and costs
     }
     return render(request, "portal/quotas.html", context)
 

@@ -180,12 +180,17 @@ def quota(api: Api, args) -> None:
         spent = (f", {amount(team['gpu_hours_spent'])} of {budget} GPU-hours used this month"
                  if budget is not None else "")  # fmt: skip
         waiting = f"{team['waiting_for_quota']} waiting for quota"
+        alert = team.get("spend_alert_per_month")  # None too from a server without alerts
+        currency = answer.get("currency", "")
+        cost = (f", {price_written(team['cost_this_month'], grouped=True)} {currency} of its "
+                f"{price_written(alert, grouped=True)} {currency} spend alert spent this month"
+                if alert is not None else "")  # fmt: skip
         images = team.get("allowed_images")
         only = f", images only {' '.join(images)}" if images else ""
         if team.get("exclusive_allowed") is False:
             only += ", nodes shared (no exclusive jobs)"
         show(f"{team['slug']}: {team['queued_jobs']} queued{at_most}, "
-             f"{waiting}{each}{recent}{spent}{stops}{only}")  # fmt: skip
+             f"{waiting}{each}{recent}{spent}{cost}{stops}{only}")  # fmt: skip
         if paused := team.get("placements_paused"):
             show(f"  placements paused by a platform admin: {paused}")
         if share := team.get("fair_share"):
