@@ -34,6 +34,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import budgets, notify
+from jobs.costs import exact
 from jobs.models import BudgetAlert
 from quotas.models import Tenant
 
@@ -144,10 +145,6 @@ def thresholds(spent: float | Decimal, budget: float | Decimal) -> list[int]:
     something has run, and usage without a price (no rate card) never reaches a spend alert."""
     used, limit = exact(spent), exact(budget)
     return [p for p in PERCENTS if used > 0 and used * 100 >= limit * p]
-
-
-def exact(amount: float | Decimal) -> Decimal:
-    return amount if isinstance(amount, Decimal) else Decimal(repr(amount))
 
 
 def claim(reached: Reached, now: datetime) -> int:

@@ -115,10 +115,10 @@ def gpu_flavor(gpu_type: str | None) -> str | None:
     return "gpu" if gpu_type is None else f"gpu:{gpu_type}"
 
 
-def exact(hours: float) -> Decimal:
-    """Hours as the decimal they print as (0.1, not 0.1000000000000000055...), so a tie at
-    half a cent is one."""
-    return Decimal(repr(hours))
+def exact(amount: float | Decimal) -> Decimal:
+    """An amount (hours, money) as the decimal it prints as (0.1, not 0.1000000000000000055...),
+    so a tie at half a cent is one; a decimal as it is."""
+    return amount if isinstance(amount, Decimal) else Decimal(repr(amount))
 
 
 def cents(amount: Decimal) -> Decimal:

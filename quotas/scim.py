@@ -43,7 +43,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from guardian.conf import settings as guardian
 
-from quotas import history, oidc_sessions
+from quotas import history, oidc_sessions, tokens
 from quotas.models import ApiToken, OidcSession, ScimGroup, ScimUser
 from quotas.sign_on import NAME_LENGTH, is_username, join_groups
 
@@ -381,11 +381,11 @@ def deactivate(user, actor) -> None:
     ended (their other sessions are anonymous from their next request: see the module)."""
     user.is_active = False
     user.save(update_fields=["is_active"])
-    tokens = list(ApiToken.objects.filter(user=user))
-    history.record(actor, tokens, f"Revoked (of {user}): SCIM deactivated them", history.DELETION)
-    ApiToken.objects.filter(pk__in=[token.pk for token in tokens]).delete()
+    held = list(ApiToken.objects.filter(user=user).select_related("user"))
+    for token in held:
+        tokens.revoke_token(token, actor, why="SCIM deactivated them")
     ended = oidc_sessions.ended(OidcSession.objects.filter(user=user))
-    history.record(actor, [user], f"SCIM: deactivated ({len(tokens)} API tokens revoked, "
+    history.record(actor, [user], f"SCIM: deactivated ({len(held)} API tokens revoked, "
                    f"{ended} OpenID Connect sessions ended)")  # fmt: skip
 
 

@@ -98,12 +98,13 @@ def check_name(name: str) -> str:
     return name
 
 
-def revoke_token(token: ApiToken, by) -> None:
+def revoke_token(token: ApiToken, by, why: str = "") -> None:
     """Revoke ``token`` for good: its key authenticates nobody from now on; in the platform's
-    history as ``by``'s."""
+    history as ``by``'s, with ``why`` where it is said."""
     pk = token.pk
     with transaction.atomic():
-        history.record(by, [token], f"Revoked (of {token.user})", history.DELETION)
+        said = f"Revoked (of {token.user})" + (f": {why}" if why else "")
+        history.record(by, [token], said, history.DELETION)
         token.delete()
     log.info("API token %s (%s...) of %s revoked by %s", pk, token.prefix, token.user, by)
 
