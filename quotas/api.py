@@ -149,10 +149,11 @@ class RatesView(APIView):
 
 class MeView(APIView):
     """Who the caller is, as the API sees them (Slurm's `sacctmgr show assoc user=...`): their
-    username and email address (where jobs that ask are emailed), whether they are a platform admin,
-    their teams with their role in each (owner, member, viewer) and the sign-on group it comes from
-    ("": given by hand), and the API token the call came with, its name, when it expires (null: a
-    session, or a token that does not) and whether it only reads."""
+    username and email address (where jobs that ask are emailed), whether they are a platform
+    admin or a tenant admin (staff, not a superuser: the admin's pages of the teams they own),
+    their teams with their role in each (owner, member, viewer) and the sign-on group it comes
+    from ("": given by hand), and the API token the call came with, its name, when it expires
+    (null: a session, or a token that does not) and whether it only reads."""
 
     def get(self, request):
         user = request.user
@@ -162,6 +163,7 @@ class MeView(APIView):
             "username": user.get_username(),
             "email": user.email,
             "platform_admin": user.is_superuser,
+            "tenant_admin": user.is_staff and not user.is_superuser,
             "tenants": [{"slug": m.tenant.slug, "name": m.tenant.name, "role": m.role,
                          "from_group": m.from_group} for m in memberships],
             "token": token and {"name": token.name, "expires": token.expires,

@@ -294,6 +294,8 @@ def whoami(api: Api, args) -> None:
     """`whoami`: who the token speaks for, their email address, their teams and roles."""
     me = api.call("GET", "me/")
     admin = " (platform admin)" if me["platform_admin"] else ""
+    if me.get("tenant_admin"):  # a server of an earlier release does not say
+        admin = " (tenant admin)"
     show(f"{me['username']}{admin}, {me['email'] or 'no email address'}")
     for team in me["tenants"]:
         group = team.get("from_group")  # a server of an earlier release does not say

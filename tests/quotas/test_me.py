@@ -1,5 +1,6 @@
 """Who the caller is, as the API sees them (`GET /api/v1/me/`, CLI `whoami`): username, email
-address, platform admin or not, teams with their roles, and the token the call came with."""
+address, platform admin, tenant admin or neither, teams with their roles, and the token the
+call came with."""
 
 import pytest
 from rest_framework.test import APIClient
@@ -24,6 +25,7 @@ def test_a_user_reads_their_address_teams_and_roles_and_the_token_used(alice, al
 
     assert me == {
         "username": "alice", "email": "alice@example.com", "platform_admin": False,
+        "tenant_admin": False,
         "tenants": [{"slug": "alpha", "name": "Alpha", "role": "owner", "from_group": ""},
                     {"slug": "gamma", "name": "Gamma", "role": "viewer", "from_group": ""}],
         "token": {"name": "laptop", "expires": None, "read_only": False},
@@ -54,6 +56,22 @@ def test_a_session_has_no_token_to_revoke(client, alice):
     assert alice.api_tokens.count() == 1
 
 
+@pytest.mark.parametrize(
+    ("staff", "superuser", "platform_admin", "tenant_admin"),
+    [(False, False, False, False), (True, False, False, True), (True, True, True, False)],
+)
+def test_it_says_whether_the_caller_is_a_platform_or_a_tenant_admin(
+    client, alice, staff, superuser, platform_admin, tenant_admin
+):
+    alice.is_staff, alice.is_superuser = staff, superuser
+    alice.save(update_fields=["is_staff", "is_superuser"])
+    client.force_login(alice)
+
+    me = client.get("/api/v1/me/").json()
+
+    assert (me["platform_admin"], me["tenant_admin"]) == (platform_admin, tenant_admin)
+
+
 def test_a_session_has_no_token_and_a_stranger_is_refused(client, alice):
     client.force_login(alice)
 
@@ -64,13 +82,15 @@ def test_a_session_has_no_token_and_a_stranger_is_refused(client, alice):
 @pytest.mark.django_db(transaction=True)
 def test_the_cli_says_who_its_token_speaks_for(live_server, alice, gamma):
     MembershipFactory(tenant=gamma, user=alice, role="viewer", from_group="auditors")
+    alice.is_staff = True  # a tenant admin of alpha, which she owns
+    alice.save(update_fields=["is_staff"])
 
     done = cli_of(live_server, alice)("whoami")
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
-        "alice, no email address\n  alpha: owner\n  gamma: viewer (from group auditors)\n"
-        "token 'ops'\n"
+        "alice (tenant admin), no email address\n  alpha: owner\n"
+        "  gamma: viewer (from group auditors)\ntoken 'ops'\n"
     )
 
 
