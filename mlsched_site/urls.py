@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth
 from django.urls import include, path
 
 from jobs import action_views as on_job
+from jobs import cli_archive
 from jobs import platform_views as platform
 from jobs import views as portal
 from jobs.actions import release_hold
@@ -139,6 +140,8 @@ urlpatterns = [
     # The users' API described (docs/openapi.yaml), to anyone: no authentication.
     path("api/v1/openapi.yaml", OpenApiYaml.as_view(), name="api-openapi-yaml"),
     path("api/v1/openapi.json", OpenApiJson.as_view(), name="api-openapi-json"),
+    # The command line as one file (jobs/cli_archive.py), to anyone: no authentication.
+    path("cli/mlsched.pyz", cli_archive.download, name="cli_download"),
     path("api/v1/", include("jobs.api")),
     # SCIM 2.0 provisioning (quotas/scim.py): 404s where MLSCHED_SCIM_TOKEN is unset.
     path("scim/v2/", include("quotas.scim_views")),

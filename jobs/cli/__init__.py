@@ -321,8 +321,9 @@
                      first: when, the name given, how (password, proxy, oidc), ok or
                      failed, the client's address and why it failed
 
-MLSCHED_URL (default http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the
-portal's API tokens page, /tokens/) say where and who; without MLSCHED_TOKEN, the token login
+MLSCHED_URL (default: the server mlsched.pyz was downloaded from, at its /cli/mlsched.pyz;
+else http://127.0.0.1:8000) and MLSCHED_TOKEN (a personal API token from the portal's API
+tokens page, /tokens/) say where and who; without MLSCHED_TOKEN, the token login
 kept for MLSCHED_URL in credentials.json ($MLSCHED_CONFIG_DIR, else $XDG_CONFIG_HOME/mlsched,
 else ~/.config/mlsched; readable by you alone). Plain HTTP: no Django needed.
 

@@ -1,18 +1,36 @@
 """The CLI's side of HTTP: the API client (its token, its retries after a 429), and what it
 prints of what the server sends, made safe for a terminal."""
 
+import os
 import re
 import sys
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
+from importlib import resources
 
 import requests
 
 from jobs.efficiency import span
 
 TERMINAL = {"succeeded", "failed", "canceled"}
+
+LOCAL = "http://127.0.0.1:8000"
+# The file naming the server a CLI downloaded from it talks to (jobs/cli_archive.py adds it).
+SERVER_FILE = "server.txt"
+
+
+def server_url() -> str:
+    """Where the API is: MLSCHED_URL; else the server the CLI was downloaded from, where it
+    was; else this host's development server."""
+    if url := os.environ.get("MLSCHED_URL"):
+        return url
+    try:
+        named = resources.files("jobs.cli").joinpath(SERVER_FILE).read_text().strip()
+    except OSError:  # not a downloaded CLI
+        return LOCAL
+    return named or LOCAL
 
 
 STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]

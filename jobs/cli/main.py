@@ -6,7 +6,7 @@ import os
 import sys
 
 import jobs.cli
-from jobs.cli.client import NOTIFY_FLAGS, STATES, Api
+from jobs.cli.client import NOTIFY_FLAGS, STATES, Api, server_url
 from jobs.cli.commands import (
     cancel,
     constrain,
@@ -525,7 +525,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "submit" and args.wait and args.test_only:
         parser.error("--wait waits for a job: --test-only submits none")
-    url = os.environ.get("MLSCHED_URL", "http://127.0.0.1:8000")
+    url = server_url()
     if not http_address(url):
         parser.error(f"MLSCHED_URL {url!r} is not an http:// or https:// address")
     if args.command in ("login", "logout"):  # before any token: they get or forget one

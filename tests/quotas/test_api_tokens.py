@@ -39,7 +39,7 @@ def test_creating_a_token_shows_its_key_once_and_stores_only_its_hash(client, al
     token = ApiToken.objects.get(user=alice)
     assert created.status_code == 200
     assert key.startswith("mls_") and len(key) > 40
-    assert f"MLSCHED_TOKEN={key} python -m jobs.cli" in created.text
+    assert f"MLSCHED_TOKEN={key} python3 mlsched.pyz" in created.text
     assert "no-store" in created["Cache-Control"]
     assert (token.name, token.prefix) == ("laptop", key[:12])
     assert token.key_hash == hashlib.sha256(key.encode()).hexdigest()
