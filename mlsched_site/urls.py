@@ -22,6 +22,7 @@ from quotas.api import (
     RatesView,
     SignInsView,
     TeamsApplyView,
+    TeamsExportView,
     VolumesView,
 )
 from quotas.cli_login_views import cli_login
@@ -121,6 +122,7 @@ urlpatterns = [
     path("api/v1/cli-logins/", CliLoginsView.as_view(), name="api-cli-logins"),
     path("api/v1/cli-logins/token/", CliLoginTokenView.as_view(), name="api-cli-login-token"),
     path("api/v1/tenants/apply/", TeamsApplyView.as_view(), name="api-tenants-apply"),
+    path("api/v1/tenants/export/", TeamsExportView.as_view(), name="api-tenants-export"),
     path("api/v1/history/", HistoryView.as_view(), name="api-history"),
     path("api/v1/sign-ins/", SignInsView.as_view(), name="api-sign-ins"),
     path("api/v1/tenants/<slug:slug>/pause/", PauseView.as_view(), name="api-tenant-pause"),

@@ -23,7 +23,7 @@ from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
 from jobs.states import State
-from quotas import declared, history, memberships, status, tokens
+from quotas import declared, exported, history, memberships, status, tokens
 from quotas.models import (
     ApiToken,
     Membership,
@@ -257,6 +257,26 @@ class TeamsApplyView(APIView):
                          **{kind: counts[kind] for kind in kinds},
                          "classes": {kind: classes[kind] for kind in kinds},
                          "dry_run": dry_run})  # fmt: skip
+
+
+class TeamsExportView(APIView):
+    """The teams as a file (`manage.py export_teams` without a shell on the server; CLI
+    `export-teams`), for platform admins alone: `{"document": "<YAML>"}`, the text the apply
+    call takes back (quotas.exported: every tenant, or those `?tenant=` names, several
+    allowed, and every priority class), with `tenants` and `classes`, how many it holds. 403
+    for anyone else; 400 naming `tenant` for a slug no tenant has."""
+
+    def get(self, request):
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only a platform admin exports the teams.")
+        slugs = request.query_params.getlist("tenant") or None
+        known = set(Tenant.objects.filter(slug__in=slugs or ()).values_list("slug", flat=True))
+        if slugs and (missing := [slug for slug in slugs if slug not in known]):
+            raise ValidationError({"tenant": [f"No tenant {missing[0]!r}."]})
+        document = exported.document(slugs)
+        return Response({"document": exported.written(document),
+                         "tenants": len(document["tenants"]),
+                         "classes": len(document["priority_classes"])})  # fmt: skip
 
 
 # The platform's history and its sign-ins as the API reads them: rows an answer holds at most,

@@ -16,6 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
 import yaml
 from django.contrib.admin.models import ADDITION, CHANGE
@@ -112,6 +113,24 @@ def _number(value: object) -> float:
     return number
 
 
+def _money_or_null(value: object) -> Decimal | None:
+    """An amount of money to the cent: "1000.00" as text (as an export writes it, exactly), or
+    a number; null for none."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise InvalidOperation
+        amount = Decimal(value if isinstance(value, str) else repr(value))
+        if not amount.is_finite() or int(amount.as_tuple().exponent) < -2:
+            raise InvalidOperation  # NaN, Infinity; a part of a cent
+        return amount.quantize(Decimal("0.01"))  # InvalidOperation past 28 digits
+    except InvalidOperation:
+        raise ValueError(
+            f'must be an amount to the cent ("1000.00") or null, not {_shown(value)}'
+        ) from None
+
+
 def _flag(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"must be true or false, not {_shown(value)}")
@@ -136,6 +155,7 @@ FIELDS: dict[str, Callable[[object], object]] = {
     "max_gpus_per_user": _whole_or_null,
     "gpu_hours_per_month": _whole_or_null,
     "gpu_idle_limit_min": _whole_or_null,
+    "spend_alert_per_month": _money_or_null,
     "exclusive_allowed": _flag,
     "placements_paused": _text,
     "allowed_images": _lines,
@@ -460,7 +480,8 @@ def _compared(name: str, value: object) -> object:
 
 
 def _said(name: str, value: object) -> str:
-    return json.dumps(_compared(name, value), ensure_ascii=False)
+    # An amount of money as a file writes it: "1250.50".
+    return json.dumps(_compared(name, value), ensure_ascii=False, default=str)
 
 
 def _label(model, name: str) -> str:

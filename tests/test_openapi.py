@@ -501,6 +501,8 @@ def test_the_answers_to_a_platform_admin_match_it(world, alice, root):
     call(admin, "post", "/api/v1/tenants/alpha/resume/", 200)
     teams = "tenants:\n  - slug: alpha\n    fair_share_weight: 2\n"
     call(admin, "post", "/api/v1/tenants/apply/", 200, {"document": teams, "dry_run": True})
+    call(admin, "get", "/api/v1/tenants/export/?tenant=alpha", 200)
+    call(admin, "get", "/api/v1/tenants/export/?tenant=nope", 400)
     call(admin, "delete", f"/api/v1/maintenance/{window}/", 204)
     call(admin, "delete", f"/api/v1/bookings/{booking}/", 204)
     call(admin, "get", "/api/v1/history/?kind=node&limit=2", 200)

@@ -305,6 +305,10 @@
                      what a YAML or JSON file kept under version control declares (the
                      server's manage.py apply_teams), all of it or, refused, none; a line
                      per change
+    export-teams [--tenant SLUG ...]
+                     platform admins: the teams (every field, quotas, default class,
+                     members given by hand) and the priority classes as the YAML file
+                     apply-teams takes, on standard output; applying it changes nothing
     members TENANT   the team's members: each one's name, role (owner, member, viewer) and
                      what gives it (a sign-on group, or by hand)
     member-add TENANT USER [--role ROLE] | member-set TENANT USER ROLE |

@@ -37,6 +37,7 @@ from jobs.cli.tables import (
     bookings,
     classes,
     clusters,
+    export_teams,
     history,
     maintenance,
     nodes,
@@ -436,6 +437,11 @@ def add_reading(commands) -> None:
     )
     applying.add_argument("file", help="the teams file, YAML or JSON ('-': standard input)")
     applying.add_argument("--dry-run", action="store_true", help="say what would change only")
+    exporting = commands.add_parser(
+        "export-teams", help="platform admins: the teams, quotas and classes as a file to apply"
+    )
+    exporting.add_argument("--tenant", action="append", metavar="SLUG",
+                           help="only this team (several: one --tenant each)")  # fmt: skip
     changes = commands.add_parser("history")
     changes.add_argument("--since", metavar="TIME", help="changes from TIME, as --begin takes it")
     changes.add_argument("--until", metavar="TIME", help="changes before TIME")
@@ -550,7 +556,8 @@ def main(argv=None) -> int:
            "bookings": bookings, "classes": classes, "clusters": clusters,
            "nodes": nodes, "cordon": service_node, "drain": service_node,
            "uncordon": service_node, "pause": pause_tenant, "resume": pause_tenant,
-           "apply-teams": apply_teams, "history": history, "members": members,
+           "apply-teams": apply_teams, "export-teams": export_teams, "history": history,
+           "members": members,
            "member-add": member_add, "member-set": member_set, "member-remove": member_remove,
            "sign-ins": sign_ins,
            "whoami": whoami, "maintenance-add": window_add,

@@ -348,6 +348,13 @@ def apply_teams(api: Api, args) -> None:
         show(said + line)
 
 
+def export_teams(api: Api, args) -> None:
+    """`export-teams [--tenant SLUG ...]`: the teams as a file `apply-teams` takes back
+    (`GET /api/v1/tenants/export/`), YAML on standard output, as written."""
+    done = api.call("GET", "tenants/export/", params={"tenant": args.tenant or []})
+    sys.stdout.write(done["document"])
+
+
 HISTORY_HEADER = ["time (UTC)", "user", "action", "kind", "object", "what"]
 
 
