@@ -2,12 +2,14 @@
 SQLite, no PostgreSQL and no Redis."""
 
 import contextlib
+import io
 import os
 import signal
 import sqlite3
 import sys
 import threading
 import time
+import zipfile
 
 import pytest
 import requests
@@ -67,11 +69,15 @@ def running(tmp_path):
 def test_it_starts_its_agents_once_it_listens(running):
     var_dir, port, server = running
     assert wait_until(lambda: "healthy" in clusters_health(var_dir).values(), timeout=30)
+    cli = requests.get(f"http://127.0.0.1:{port}/cli/mlsched.pyz", timeout=30).content
 
     output = stop(server)
 
     assert "Connection refused" not in output
     assert output.index("Admin user:") < output.index(f"serving on http://127.0.0.1:{port}/")
+    assert f"Command line: curl -fo mlsched http://127.0.0.1:{port}/cli/mlsched.pyz" in output
+    server_named = zipfile.ZipFile(io.BytesIO(cli)).read("jobs/cli/server.txt")
+    assert server_named == f"http://127.0.0.1:{port}\n".encode()
 
 
 def test_a_second_server_on_the_same_var_dir_refuses_to_start_and_leaves_the_first_running(

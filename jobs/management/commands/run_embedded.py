@@ -65,6 +65,10 @@ class Command(BaseCommand):
         for name, _, inventory in DEMO_CLUSTERS:
             start_agent(name, inventory, f"http://{host}:{port}", stop)
         self.stdout.write(f"mlsched is serving on http://{host}:{port}/ (admin: /admin/)")
+        self.stdout.write(
+            f"Command line: curl -fo mlsched http://{host}:{port}/cli/mlsched.pyz && "
+            "chmod +x mlsched && ./mlsched login"
+        )
         self.stdout.flush()
 
 
