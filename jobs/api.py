@@ -57,7 +57,7 @@ from jobs.serializers import (
 )
 from jobs.states import State, batch_state
 from jobs.throttles import SubmitRate, TenantSubmitRate
-from jobs.usage_api import UsageView
+from jobs.usage_api import DailyUsageView, UsageView
 
 PAGE = 100
 MAX_TAIL = 5000  # log lines a tail read gives at most
@@ -714,6 +714,7 @@ urlpatterns = [
     path("jobs/<int:pk>/logs.txt", LogDownloadView.as_view(), name="api-job-log-download"),
     path("queue/", QueueView.as_view(), name="api-queue"),
     path("usage/", UsageView.as_view(), name="api-usage"),
+    path("usage/daily/", DailyUsageView.as_view(), name="api-usage-daily"),
     path("maintenance/", MaintenanceView.as_view(), name="api-maintenance"),
     path("maintenance/<int:pk>/", WindowView.as_view(), name="api-maintenance-window"),
     path("bookings/<int:pk>/", WindowView.as_view(model=Booking), name="api-booking"),

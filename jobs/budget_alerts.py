@@ -5,8 +5,10 @@ an email address emailed where the platform sends email (MLSCHED_SMTP_URL), once
 threshold and month. What counts of GPU-hours is what the month's attempts used, as the
 scheduler counts it (`budgets.spent_gpu_seconds`), not what running jobs may still use: a
 threshold is told once its hours are spent, never on a reservation. What counts of money is
-what the month's usage costs at the rate card as it stands now, as the usage report prices it
-(`budgets.spent_money`). A spend alert only alerts: the scheduler holds no work on it.
+what the month's usage costs at the rates in force on the days it was used, as the usage
+report prices it (`budgets.spent_money`): a price raised mid-month prices the days from its
+day on, not the month's earlier ones. A spend alert only alerts: the scheduler holds no work
+on it.
 
 `check` runs once a minute (beat sends `jobs.tasks.alert_budgets`; the embedded mode runs it in
 a thread of the server). It reads the tenants that have a budget or a spend alert and someone

@@ -6,8 +6,8 @@ roll-up has written from it, the rest from the attempts. The core decides what f
 (`jobs.placement.budget`).
 
 Tenants' spend alerts (`Tenant.spend_alert_per_month`) count the same month in money: what its
-usage costs at the rate card as it stands now, exactly as the usage report prices it (its
-report for the month, jobs.reports and jobs.costs). Nothing is held on them
+usage costs at the rates in force on the days it was used, exactly as the usage report prices
+it (its report for the month, jobs.reports and jobs.costs). Nothing is held on them
 (jobs.budget_alerts tells)."""
 
 from __future__ import annotations
@@ -61,10 +61,11 @@ def spent_gpu_seconds(tenant_ids: list[int], now: datetime) -> dict[int, float]:
 
 
 def spent_money(tenants: list, now: datetime) -> dict[int, Decimal]:
-    """What each tenant's usage this month up to ``now`` costs at the rate card as it stands
-    now: the total cost of its usage report of the month (the sum of its rows' costs, in
-    MLSCHED_CURRENCY; 0 without a card), by tenant id. The report's queries (five or so, one of
-    them the card); none for no tenant."""
+    """What each tenant's usage this month up to ``now`` costs at the rates in force on the days
+    it was used: the total cost of its usage report of the month (the sum of its rows' costs,
+    in MLSCHED_CURRENCY; 0 without a card), by tenant id: a price raised from a day of the
+    month prices the days from it alone. The report's queries (five or so, one of them the
+    card; more where a price changes within the month); none for no tenant."""
     if not tenants:
         return {}
     report = reports.usage(tenants, month_start(now), now, now)

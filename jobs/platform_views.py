@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 
 from clusters.models import MaintenanceWindow, Node
-from jobs import access, listing, nodes_api, reports
+from jobs import access, daily_usage, listing, nodes_api, reports
 from jobs import metrics as platform_metrics
 from jobs.access import visible_jobs
 from jobs.forms import described
@@ -117,8 +117,20 @@ def usage(request):
             for name, (_, heading) in reports.SPLITS.items()
         ],  # fmt: skip
         "csv_query": urlencode({name: value for name, value in values.items() if value}),
+        # GPU-hours per day over the same window, drawn, and its CSV's parameters.
+        "daily": daily_chart(tenants, values["tenant"], report) if report else None,
+        "daily_query": urlencode(
+            {name: values[name] for name in ("since", "until", "tenant") if values[name]}
+        ),
     }
     return render(request, "portal/usage.html", context, status=400 if errors else 200)
+
+
+def daily_chart(tenants, slug: str, report: reports.Report) -> dict:
+    """The usage page's chart of GPU-hours per day (jobs.daily_usage.drawn), over the report's
+    window, up to its now, for the tenants it shows."""
+    shown = reports.pick_tenants(tenants, slug)
+    return daily_usage.drawn(daily_usage.daily(shown, report.since, report.until, report.now))
 
 
 @login_required
@@ -126,6 +138,15 @@ def usage_csv(request):
     """The usage page's table as a CSV file, for the same parameters."""
     return report_csv(request, "usage", reports.COLUMNS, reports.Report.rows,
                       lambda report: report.incomplete)  # fmt: skip
+
+
+@login_required
+def usage_daily_csv(request):
+    """The usage page's GPU-hours and CPU core-hours per day (jobs.daily_usage) as a CSV file,
+    for the same parameters: per day and tenant a row of GPU type "all", then one for each GPU
+    type it used."""
+    return report_csv(request, "usage-daily", daily_usage.COLUMNS, daily_usage.DailyUsage.rows,
+                      lambda series: series.incomplete, read=daily_usage.requested)  # fmt: skip
 
 
 @login_required
@@ -154,12 +175,14 @@ def usage_split_csv(request, split: str):
                       lambda report: report.split_incomplete)  # fmt: skip
 
 
-def report_csv(request, name: str, columns: list[str], rows, incomplete) -> HttpResponse:
+def report_csv(
+    request, name: str, columns: list[str], rows, incomplete, read=reports.requested
+) -> HttpResponse:
     """A usage report's ``rows(report)`` as a CSV file under ``columns``, each row ending with
-    the window it covers and whether that is ``incomplete(report)``; the report read from the
-    request's parameters (400 naming one wrong)."""
+    the window it covers and whether that is ``incomplete(report)``; the report ``read`` from
+    the request's parameters (400 naming one wrong)."""
     try:
-        report = reports.requested(request.GET, access.report_tenants(request.user))
+        report = read(request.GET, access.report_tenants(request.user))
     except reports.BadParameter as bad:
         return HttpResponse(f"{bad.field}: {bad.message}\n", status=400, content_type="text/plain")
     response = HttpResponse(content_type="text/csv; charset=utf-8")

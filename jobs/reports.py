@@ -35,17 +35,20 @@ then, counts under an unknown type (None). Finished jobs, with their attempts, a
 after MLSCHED_JOB_RETENTION_DAYS: nothing from before is counted (``Report.pruned_before``).
 
 Costs (chargeback in money, jobs/costs.py): each row's GPU-hours at its GPU type's price and
-CPU core-hours at the core-hour's, from the rate card (quotas.Rate) as it stands now, which
-prices the whole window (no effective dates); a tenant's total the sum of its rows', in the
-platform's currency (MLSCHED_CURRENCY); the flavors used without a rate cost nothing and are
-named (``unpriced``). A split's values are priced by the GPU types of their hours.
+CPU core-hours at the core-hour's, from the rate card (quotas.Rate) in force on the days they
+were used: the window cut at each midnight inside it from which a price changes, each
+stretch's hours priced at its prices and a row's cost the sum of its stretches'; a tenant's
+total the sum of its rows', in the platform's currency (MLSCHED_CURRENCY); the flavors used
+where no rate was in force cost nothing and are named (``unpriced``). A split's values are
+priced by the GPU types of their hours, stretch by stretch too.
 
 Five queries whatever the number of jobs: the tenants, the attempts (one grouped aggregate),
 the finished jobs, the started jobs and the rate card; one more for a split by a label's values
 (``by_label``, from the attempts over the whole window: the roll-up keeps no labels), and one
 for each split by what every job has (``SPLITS``: the users who submitted the jobs,
 ``by_user``, Slurm's sreport user top; their priority classes, ``by_class``, as sreport splits
-by QOS; read the same way).
+by QOS; read the same way). A price changing inside the window costs more: each stretch's
+hours by GPU type and its splits are read again (the figures stay the whole window's).
 The 95th percentile is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started
 jobs' waits are read and interpolated the same way.
 
@@ -64,7 +67,7 @@ from django.db.models import F
 from clusters.models import LABEL_KEY
 from jobs import rollup
 from jobs.clock import database_now
-from jobs.costs import Card, Cost, total, written
+from jobs.costs import Cost, RateCard, Stretch, Tables, row_costs, total, written
 from jobs.models import LabelValue
 from jobs.serializers import flag
 from jobs.usage_queries import (
@@ -111,6 +114,11 @@ LABEL_COLUMNS = ["tenant", "label", "value", "labelled", *USED_COLUMNS, *COST_CO
 # the heading of its column on the usage page.
 SPLITS = {"user": (F("job__owner__username"), "User"),
           "class": (F("job__priority_class__name"), "Priority class")}  # fmt: skip
+
+
+# The tables of a report's usage its rows are priced from (jobs.costs), beside SPLITS' (by
+# their names): its rows by GPU type, and its split by a label's values.
+BY_TYPE, BY_LABEL = "gpu_type", "label"
 
 
 def split_columns(name: str) -> list[str]:
@@ -264,10 +272,7 @@ class Report:
 
     @property
     def incomplete(self) -> bool:
-        """Whether a part of the window read from the jobs reaches back before what retention
-        keeps (the rolled-up days outlive it)."""
-        live = live_pieces(self.since, self.until, self.rolled_up)
-        return self.pruned_before is not None and any(s < self.pruned_before for s, _ in live)
+        return read_before_pruned(self)
 
     def rows(self, shown: bool = False) -> list[list[str]]:
         """The report as table cells (the CSV, in COLUMNS' order): per tenant a row of GPU
@@ -325,16 +330,9 @@ class Report:
 
     def as_json(self) -> dict:
         return {
-            "since": self.since,
-            "until": self.until,
-            "counted_to": min(self.now, self.until),
-            "pruned_before": self.pruned_before,
-            "incomplete": self.incomplete,
-            # Whole days read from the daily roll-up, [first, end): their 95th percentile
-            # wait is read from counts in buckets (within 19 %).
-            "rolled_up": dict(zip(("first", "end"), self.rolled_up, strict=True))
-            if self.rolled_up
-            else None,
+            # Whole days read from the daily roll-up: their 95th percentile wait is read from
+            # counts in buckets (within 19 %).
+            **window_json(self),
             "currency": self.currency,
             **cost_json(self.total_cost()),
             "unpriced": self.unpriced,
@@ -408,6 +406,23 @@ def figures_json(usage: TypeUsage) -> dict[str, float | None]:
     }
 
 
+def read_before_pruned(report) -> bool:
+    """Whether a part of a report's window (a Report's, a daily series') read from the jobs
+    reaches back before what retention keeps (the rolled-up days outlive it)."""
+    live = live_pieces(report.since, report.until, report.rolled_up)
+    return report.pruned_before is not None and any(s < report.pruned_before for s, _ in live)
+
+
+def window_json(report) -> dict:
+    """A report's window as its JSON gives it (a Report's, a daily series'): the window, to when
+    running attempts were counted, what retention may have deleted, and the whole days read
+    from the daily roll-up, [first, end)."""
+    rolled = report.rolled_up and dict(zip(("first", "end"), report.rolled_up, strict=True))
+    return {"since": report.since, "until": report.until,
+            "counted_to": min(report.now, report.until), "pruned_before": report.pruned_before,
+            "incomplete": report.incomplete, "rolled_up": rolled or None}  # fmt: skip
+
+
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
@@ -425,7 +440,7 @@ def usage(
     `label` key, each tenant's usage split by its jobs' values of it too, and by each of
     `splits` (SPLITS: the users who submitted them, their classes), each from the attempts
     over the whole window (the roll-up keeps none of them). Every row priced at the rate card
-    as it stands now (jobs.costs), the whole window at today's prices."""
+    in force on the days its hours were used (jobs.costs)."""
     ids = [t.pk for t in tenants]
     span = rolled_span(since, until)
     live = live_pieces(since, until, span)
@@ -433,38 +448,40 @@ def usage(
     # The window read from the jobs alone keeps its exact percentile.
     parts += [live_part(ids, start, end, now, exact=not span) for start, end in live]
     whole = Part.merge(parts)
-    card = Card.read()
-    by_label = {}
-    if label:
-        by_label = split_usage(ids, since, until, now, LabelValue(label, "job__labels"))
-    by_split = {name: split_usage(ids, since, until, now, SPLITS[name][0]) for name in splits}
-    found = [tenant_usage(t, whole, card, by_label, by_split) for t in tenants]
-    # Read once every row is priced: the flavors the rows used that have no rate.
+    card = RateCard.read()
+    split = split_tables(ids, since, until, now, label, splits)
+
+    def read(start: datetime, end: datetime) -> Tables:
+        return stretch_tables(ids, start, end, now, span, label, splits)
+
+    stretches = card.stretches(since, until, {BY_TYPE: by_type_table(whole), **split}, read)
+    found = [tenant_usage(t, whole, split, stretches) for t in tenants]
+    # Read once every row is priced: the flavors the rows used where no rate was in force.
     return Report(since, until, now, pruned_before(now), found, span, label, splits,
-                  card.currency, card.unpriced, bool(card.prices))  # fmt: skip
+                  card.currency, card.unpriced, card.priced)  # fmt: skip
 
 
-def tenant_usage(t, whole: "Part", card: Card, by_label: dict, by_split: dict) -> TenantUsage:
-    """One tenant's figures of the report's, each row priced at the card."""
+def tenant_usage(t, whole: "Part", split: Tables, stretches: list[Stretch]) -> TenantUsage:
+    """One tenant's figures of the report's, each row priced stretch by stretch."""
     waits = whole.waits.get(t.pk, Waits())
     by_type = sorted(whole.usage.get(t.pk, {}).values(), key=type_order)
-    labelled, label_costs = priced_split(by_label.get(t.pk, {}), card)
-    split = {name: priced_split(rows.get(t.pk, {}), card) for name, rows in by_split.items()}
+    values = {name: rows.get(t.pk, {}) for name, rows in split.items()}
+    costs = {name: row_costs(stretches, name, t.pk, found) for name, found in values.items()}
+    labelled, label_costs = values.pop(BY_LABEL, {}), costs.pop(BY_LABEL, {})
     return TenantUsage(
-        t.slug, t.name, by_type, by_label=labelled,
-        by_split={name: rows for name, (rows, _) in split.items()},
+        t.slug, t.name, by_type, by_label=value_rows(labelled),
+        by_split={name: value_rows(found) for name, found in values.items()},
         finished=whole.finished.get(t.pk, dict.fromkeys(OUTCOMES, 0)), started=waits.started,
         mean_wait_s=waits.mean(), p95_wait_s=waits.p95(),
-        costs={u.gpu_type: card.cost(u) for u in by_type}, label_costs=label_costs,
-        split_costs={name: costs for name, (_, costs) in split.items()},
+        costs=row_costs(stretches, BY_TYPE, t.pk, [u.gpu_type for u in by_type]),
+        label_costs=label_costs, split_costs=costs,
     )  # fmt: skip
 
 
-def priced_split(values: dict, card: Card) -> tuple[list[TypeUsage], dict]:
+def value_rows(values: dict) -> list[TypeUsage]:
     """A tenant's split (split_usage's: by value, its hours by GPU type) as a row per value,
-    its GPU types summed, and each value's cost, priced type by type."""
-    rows = sorted((summed(value, usages) for value, usages in values.items()), key=type_order)
-    return rows, {value: total(map(card.cost, usages)) for value, usages in values.items()}
+    its GPU types summed."""
+    return sorted((summed(value, usages) for value, usages in values.items()), key=type_order)
 
 
 def summed(kind, usages: list[TypeUsage]) -> TypeUsage:
@@ -477,9 +494,15 @@ def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:
     days = rollup.rolled_days()
     if days is None:
         return None
+    return whole_days(since, until, (days[0], days[1] + ONE_DAY))
+
+
+def whole_days(since: datetime, until: datetime, days) -> tuple[date, date] | None:
+    """Of the days [first, end) `days` (None: none), those lying whole inside [since, until)."""
+    if days is None:
+        return None
     first = since.date() if since == rollup.midnight(since.date()) else since.date() + ONE_DAY
-    first = max(first, days[0])
-    end = min(days[1] + ONE_DAY, until.date())
+    first, end = max(first, days[0]), min(days[1], until.date())
     return (first, end) if first < end else None
 
 
@@ -576,3 +599,39 @@ class Part:
 def pruned_before(now: datetime) -> datetime | None:
     days = int(settings.MLSCHED_JOB_RETENTION_DAYS)
     return now - timedelta(days=days) if days else None
+
+
+# 3. What the rows cost: the tables of usage priced (jobs.costs), by GPU type and by split.
+
+
+def by_type_table(part: "Part") -> Tables:
+    """A part's usage as the table of the rows by GPU type: by tenant, each GPU type's."""
+    return {
+        tenant: {kind: [u] for kind, u in types.items()} for tenant, types in part.usage.items()
+    }
+
+
+def split_tables(ids, since, until, now, label: str | None, splits: tuple[str, ...]) -> Tables:
+    """The splits asked over [since, until), by tenant, value and GPU type: by the label's
+    values (BY_LABEL) and by each of `splits`; one query each, from the attempts."""
+    found = {}
+    if label:
+        found[BY_LABEL] = split_usage(ids, since, until, now, LabelValue(label, "job__labels"))
+    for name in splits:
+        found[name] = split_usage(ids, since, until, now, SPLITS[name][0])
+    return found
+
+
+def stretch_tables(ids, since, until, now, span, label, splits) -> Tables:
+    """A stretch [since, until) of a report's window (cut at midnights) as its rows are priced:
+    the hours by GPU type read as the report reads its window, the days of `span` inside it
+    from the roll-up and the rest from the attempts; and the splits asked."""
+    part = Part()
+    days = whole_days(since, until, span)
+    if days:
+        rollup.read_usage(part, ids, *days)
+    for start, end in live_pieces(since, until, days):
+        for tenant, usages in attempt_usage(ids, start, end, now).items():
+            for usage in usages:
+                part.add_usage(tenant, usage)
+    return {BY_TYPE: by_type_table(part), **split_tables(ids, since, until, now, label, splits)}

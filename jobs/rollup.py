@@ -268,6 +268,13 @@ def read(tenants: list[int], first: date, end: date) -> "reports.Part":
         finished = (row.jobs_succeeded, row.jobs_failed, row.jobs_canceled)
         part.add_jobs(row.tenant_id, dict(zip(usage_queries.OUTCOMES, finished, strict=True)))
         part.add_waits(row.tenant_id, row.jobs_started, row.wait_seconds, row.wait_buckets)
+    read_usage(part, tenants, first, end)
+    return part
+
+
+def read_usage(part: "reports.Part", tenants: list[int], first: date, end: date) -> None:
+    """Add the tenants' rolled-up usage by GPU type over the days [first, end) to `part`: one
+    query (a report prices a stretch of its window from it)."""
     types = (
         GpuTypeUsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
         .values("tenant_id", "gpu_type")
@@ -287,4 +294,15 @@ def read(tenants: list[int], first: date, end: date) -> "reports.Part":
                     row["gpu_measured"], row["gpu_busy"]]  # fmt: skip
         usage = usage_queries.TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
         part.add_usage(row["tenant_id"], usage)
-    return part
+
+
+def read_days(tenants: list[int], first: date, end: date):
+    """The tenants' rolled-up GPU-seconds and CPU core-seconds per day and GPU type over the
+    days [first, end), for a series per day: (tenant id, day, GPU type, GPU-seconds,
+    core-seconds), in one query."""
+    return (
+        GpuTypeUsageDay.objects.filter(tenant_id__in=tenants, day__gte=first, day__lt=end)
+        .values_list("tenant_id", "day", "gpu_type")
+        .annotate(gpu=Sum("gpu_seconds"), cpu=Sum("cpu_core_seconds"))
+        .order_by()
+    )

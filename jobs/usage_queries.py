@@ -9,10 +9,11 @@ SQLite read and interpolated the same way.
 
 import math
 from dataclasses import dataclass
+from datetime import UTC
 
 from django.db import connection
 from django.db.models import Aggregate, Avg, Count, F, FloatField, Func, Q, Sum, Value
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models.functions import Coalesce, Greatest, Least, TruncDate, TruncDay
 
 from jobs.models import Attempt, Job
 from jobs.states import State
@@ -124,13 +125,10 @@ def split_usage(ids, since, until, now, by) -> dict[int, dict[object, list[TypeU
 def attempt_rows(ids, since, until, now, by=None):
     """(tenant id, value of `by` or None, TypeUsage of a GPU type) of the attempts that ran in
     the window or ended in it, grouped by tenant, GPU type and `by`."""
-    start = Greatest("started_at", Value(since))
-    end = Least(Coalesce("ended_at", Value(now)), Value(until))
+    start, end = clipped_run(since, until, now)
     # Clipped to the window; never negative (an attempt started after it or ended before).
     ran = Greatest(Seconds(end - start), Value(0.0))
-    # The attempt's own workers: an elastic gang may have started with fewer than its job's.
-    milli_gpus = F("workers") * (F("job__gpus") * 1000 + F("job__gpu_milli"))
-    milli_cpus = F("workers") * F("job__cpu_milli")
+    milli_gpus, milli_cpus = held_milli()
     started = Q(started_at__isnull=False)
     ended_in = Q(ended_at__gte=since, ended_at__lt=until)
     preempted = ended_in & Q(outcome=Attempt.Outcome.PREEMPTED)
@@ -156,6 +154,49 @@ def attempt_rows(ids, since, until, now, by=None):
                                              "gpu_measured_s", "gpu_busy_s")]  # fmt: skip
         usage = TypeUsage(row["gpu_type"], *(s / 3600 for s in seconds))
         yield row["job__tenant_id"], row.get("kind"), usage
+
+
+def clipped_run(since, until, now) -> tuple[Greatest, Least]:
+    """Where an attempt's run starts and ends inside the window [since, until): from its
+    start to its end, or to ``now`` while it runs."""
+    return Greatest("started_at", Value(since)), Least(
+        Coalesce("ended_at", Value(now)), Value(until)
+    )
+
+
+def held_milli() -> tuple:
+    """An attempt's GPUs and CPU cores, in thousandths: its own workers (an elastic gang may
+    have started with fewer than its job's) times each one's whole GPUs or share, and cores."""
+    workers = F("workers")
+    return workers * (F("job__gpus") * 1000 + F("job__gpu_milli")), workers * F("job__cpu_milli")
+
+
+def daily_rows(ids, since, until, now):
+    """The tenants' attempts' runs in [since, until) for a series per UTC day, in one grouped
+    query: by tenant, GPU type, the day a run starts in the window (``first``) and the day it
+    ends (``last``), the GPUs and cores those runs held, in thousandths (``milli_gpus``,
+    ``milli_cores``), and their GPU-seconds and core-seconds from the first day's midnight to
+    the start (``*_before``) and from the last day's to the end (``*_to_end``).
+    jobs.daily_usage.spread lays each group out over its days. Seconds from a midnight, not
+    from 1970, keep the float sums accurate to well under a second."""
+    start, end = clipped_run(since, until, now)
+    milli_gpus, milli_cpus = held_milli()
+    before = Seconds(start - TruncDay(start, tzinfo=UTC))
+    to_end = Seconds(end - TruncDay(end, tzinfo=UTC))
+    return (
+        Attempt.objects.filter(job__tenant_id__in=ids, started_at__lt=until)
+        .filter(Q(ended_at__gt=since) | Q(ended_at__isnull=True))
+        .alias(start=start, end=end)
+        .filter(end__gt=F("start"))  # never started (null), or not running in the window
+        .values("job__tenant_id", "gpu_type", first=TruncDate(start, tzinfo=UTC),
+                last=TruncDate(end, tzinfo=UTC))
+        .annotate(
+            milli_gpus=Sum(milli_gpus), milli_cores=Sum(milli_cpus),
+            gpu_before=Sum(before * milli_gpus / 1000), gpu_to_end=Sum(to_end * milli_gpus / 1000),
+            cpu_before=Sum(before * milli_cpus / 1000), cpu_to_end=Sum(to_end * milli_cpus / 1000),
+        )
+        .order_by()
+    )  # fmt: skip
 
 
 def sizing_sums(ended_in: Q) -> dict[str, Sum]:

@@ -61,6 +61,7 @@ urlpatterns = [
     path("clusters/", platform.clusters, name="clusters"),
     path("usage/", platform.usage, name="usage"),
     path("usage.csv", platform.usage_csv, name="usage_csv"),
+    path("usage-daily.csv", platform.usage_daily_csv, name="usage_daily_csv"),
     path("jobs.csv", platform.jobs_csv, name="jobs_csv"),
     path("usage-by-label.csv", platform.usage_by_label_csv, name="usage_by_label_csv"),
     path("usage-by-<slug:split>.csv", platform.usage_split_csv, name="usage_split_csv"),

@@ -33,6 +33,7 @@ from quotas.models import (
     SignIn,
     Tenant,
     new_notify_secret,
+    utc_today,
 )
 from quotas.status import unit
 from quotas.usage import usage_by_tenant
@@ -419,10 +420,15 @@ class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
 class RateAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
     """The rate card the usage reports price their hours at: platform admins alone add, change
     and delete rates (each change in the admin's history, as every admin change); tenant
-    admins may look, as every user may through the API."""
+    admins may look, as every user may through the API. A flavor's rates by the day each holds
+    from: a new one from today (UTC) unless its day is set, a later day scheduling a change."""
 
-    list_display = ["flavor", "price", "per"]
+    list_display = ["flavor", "since", "price", "per"]
+    list_filter = ["flavor"]
     search_fields = ["flavor"]
+
+    def get_changeform_initial_data(self, request):
+        return {"since": utc_today(), **super().get_changeform_initial_data(request)}
 
     @admin.display(description="per")
     def per(self, rate: Rate) -> str:

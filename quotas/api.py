@@ -2,9 +2,12 @@
 a platform admin, as the usage report chooses them; ``?tenant=<slug>`` for one (another
 team's slug is refused as an unknown one is). GET /api/v1/priority-classes/: the classes
 those teams may submit at. GET /api/v1/volumes/: those teams' data volumes. GET
-/api/v1/rates/: the rate card, for every signed-in user. Rate limited as every user endpoint.
+/api/v1/rates/: the rate card in force on a day and the changes scheduled after it, for every
+signed-in user. Rate limited as every user endpoint.
 POST /api/v1/tenants/<slug>/pause/ and .../resume/: a platform admin pauses or resumes a
 team's placements."""
+
+from datetime import date
 
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
@@ -19,6 +22,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs import access, actions, reports
+from jobs.costs import RateCard
 from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
@@ -32,6 +36,7 @@ from quotas.models import (
     SignIn,
     Tenant,
     TenantVolume,
+    utc_today,
 )
 from quotas.usage import class_gpus_held
 
@@ -134,17 +139,36 @@ def volume_json(volume: TenantVolume) -> dict:
 class RateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Rate
-        fields = ["flavor", "price"]
+        fields = ["flavor", "price", "since"]
 
 
 class RatesView(APIView):
-    """The rate card (quotas.Rate), by flavor, and its currency (MLSCHED_CURRENCY): what the
+    """The rate card (quotas.Rate) in force on a day (`?at=YYYY-MM-DD`, default today, UTC), by
+    flavor, each rate with the day it holds from; the changes scheduled after that day
+    (`upcoming`: the rates dated later, by day); and its currency (MLSCHED_CURRENCY): what the
     usage reports price an hour of each at. Not secret: every signed-in user sees what their
     work costs. Prices as strings, as the API writes a decimal ("2.500000")."""
 
     def get(self, request):
-        rates = RateSerializer(Rate.objects.order_by("flavor"), many=True).data
-        return Response({"currency": settings.MLSCHED_CURRENCY, "rates": rates})
+        at = card_day(request.query_params.get("at"))
+        card = RateCard.read()
+        return Response({
+            "currency": card.currency,
+            "at": at,
+            "rates": RateSerializer(card.in_force(at), many=True).data,
+            "upcoming": RateSerializer(card.upcoming(at), many=True).data,
+        })  # fmt: skip
+
+
+def card_day(text: str | None) -> date:
+    """The day `?at=` asks the card of (YYYY-MM-DD), today (UTC) without it; a 400 naming
+    `at` for another."""
+    if not text:
+        return utc_today()
+    try:
+        return reports.day("at", text).date()
+    except reports.BadParameter as bad:
+        raise ValidationError({bad.field: bad.message}) from None
 
 
 class MeView(APIView):

@@ -4,6 +4,7 @@ API tokens, and their sign-ins; the rate card the usage reports price their hour
 import functools
 import re
 import secrets
+from datetime import UTC, date
 from decimal import Decimal
 
 from django.conf import settings
@@ -98,9 +99,9 @@ class Tenant(models.Model):
         blank=True,
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="In the platform's currency: its notification URL and its owners are told "
-        "when what its jobs' usage cost this calendar month (UTC), priced at the rate card as "
-        "it stands now as the usage reports price it, reaches 80 % and 100 % of it. Only an "
-        "alert: nothing is held. Empty: none.",
+        "when what its jobs' usage cost this calendar month (UTC), priced at the rates in "
+        "force on the days it was used as the usage reports price it, reaches 80 % and 100 % of "
+        "it. Only an alert: nothing is held. Empty: none.",
     )
     gpu_idle_limit_min = models.PositiveIntegerField(
         "GPU idle limit (minutes)",
@@ -938,15 +939,36 @@ class CliLogin(models.Model):
         return f"CLI login {self.name!r} from {self.requested_from or 'an unknown address'}"
 
 
+# The day a rate written without one holds from: those written before rates had days
+# (quotas/migrations/0039) and those code writes. Before any usage: they price all of it.
+FROM_THE_START = date(2000, 1, 1)
+
+
+def utc_today() -> date:
+    """Today's date in UTC, the days rates hold from."""
+    return timezone.now().astimezone(UTC).date()
+
+
 class Rate(models.Model):
     """The rate card (chargeback, as Kubecost's prices and Run:ai's cost per GPU): what an hour
     of one flavor costs, in the platform's currency (MLSCHED_CURRENCY): a `gpu:<type>`
-    GPU-hour of that type, a `cpu` core-hour, a `memory` GiB-hour. Prices as they stand now:
-    a usage report prices its whole window at today's card (jobs/costs.py); a flavor without
-    a rate costs nothing, and the report names it."""
+    GPU-hour of that type, a `cpu` core-hour, a `memory` GiB-hour, from a UTC day (`since`)
+    until the same flavor's next rate's day, as cloud billing prices usage at the price in
+    force when it was used. A usage report prices each day's hours at the rates in force that
+    day (jobs/costs.py); a flavor without a rate in force costs nothing, and the report names
+    it. A rate dated ahead is a scheduled change."""
 
     # "gpu:" and a GPU type as long as a node's (clusters.Node.gpu_type: 64), as a quota's.
-    flavor = models.CharField(max_length=4 + 64, unique=True, validators=[validate_flavor])
+    flavor = models.CharField(max_length=4 + 64, validators=[validate_flavor])
+    since = models.DateField(
+        "from", default=FROM_THE_START,
+        help_text="The day (UTC) this price holds from, until the flavor's next rate's day: a "
+        "day ahead schedules a change; the usage reports price each day's hours at the rate in "
+        "force that day, and a flavor's first rate prices nothing before its day (date it back "
+        "to price earlier usage). Changing a past rate's price or day reprices the days it "
+        "covers in every report and this month's spend: a correction of history. To change a "
+        "price from now on, add a rate from today.",
+    )  # fmt: skip
     price = models.DecimalField(
         max_digits=16, decimal_places=6, validators=[MinValueValidator(Decimal(0))],
         help_text="Per hour, in the platform's currency: a GPU-hour of a gpu:<type>, a core-hour "
@@ -954,19 +976,30 @@ class Rate(models.Model):
     )  # fmt: skip
 
     class Meta:
-        ordering = ["flavor"]
+        ordering = ["flavor", "since"]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(price__gte=0), name="rate_price_not_negative",
                 violation_error_message="A price is 0 or more.",
             ),
+            models.UniqueConstraint(
+                fields=["flavor", "since"], name="rate_one_price_a_day",
+                violation_error_message="A flavor has one price from a day.",
+            ),
         ]  # fmt: skip
 
     def __str__(self) -> str:
         price = Decimal(self.price).normalize()  # 2.5, not 2.500000; 100, not 1E+2
-        return f"{self.flavor}: {price:f} {settings.MLSCHED_CURRENCY} an hour"
+        return f"{self.flavor}: {price:f} {settings.MLSCHED_CURRENCY} an hour from {self.since}"
 
     def clean(self) -> None:
-        """A GPU type spelled unlike the nodes' would price nothing: refused, as a quota's."""
+        """A GPU type spelled unlike the nodes' would price nothing: refused, as a quota's. A
+        second price of a flavor from the same day: refused on the day."""
         if self.flavor.startswith("gpu:"):
             check_spelling(self.flavor[4:], Rate.objects.exclude(pk=self.pk), "rates")
+        same_day = Rate.objects.exclude(pk=self.pk).filter(flavor=self.flavor, since=self.since)
+        if self.since and same_day.exists():
+            raise ValidationError(
+                {"since": f"{self.flavor} has a price from {self.since} already: change that "
+                 "rate, or pick another day."}
+            )  # fmt: skip

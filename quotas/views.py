@@ -12,10 +12,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs import access
-from jobs.costs import Card
+from jobs.costs import RateCard
 from quotas import memberships, status
 from quotas.api import classes_of, fair_share_classes
-from quotas.models import Membership, SignIn
+from quotas.models import Membership, SignIn, utc_today
 
 
 @login_required
@@ -25,14 +25,16 @@ def quotas(request):
         replace(team, flavors=[status.for_people(f) for f in team.flavors])
         for team in status.of(teams, request.user)
     ]
-    card = Card.read()
+    card = RateCard.read()
+    # The rate card (one query), with the flavors the teams' rows name that it does not price.
+    prices = card.listed(utc_today(), (f.flavor for team in shown for f in team.flavors))
     context = {
         "teams": shown,
         "fair_share_classes": fair_share_classes(),
         # The classes open to those teams, with their limits and what their work holds now.
         "classes": classes_of(teams, request.user),
-        # The rate card (one query), with the flavors the teams' rows name that it does not price.
-        "prices": card.listed(f.flavor for team in shown for f in team.flavors),
+        "prices": prices,
+        "scheduled": any(price.changes for price in prices),  # a column for the changes
         "currency": card.currency,  # of the teams' spend alerts and costs
     }
     return render(request, "portal/quotas.html", context)

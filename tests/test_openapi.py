@@ -460,12 +460,14 @@ def test_the_answers_about_the_platform_and_the_teams_match_it(world, alice, set
     assert call(a, "get", f"/api/v1/jobs/{waiting}/", 200)["standing"] is not None
 
     for url in ["/api/v1/queue/", "/api/v1/queue/?mine=1&limit=10", "/api/v1/quotas/",
-                "/api/v1/priority-classes/", "/api/v1/volumes/", "/api/v1/rates/", "/api/v1/me/",
+                "/api/v1/priority-classes/", "/api/v1/volumes/", "/api/v1/rates/",
+                "/api/v1/rates/?at=1999-12-31", "/api/v1/me/",
                 "/api/v1/clusters/", "/api/v1/nodes/?cluster=east", "/api/v1/maintenance/",
                 "/api/v1/bookings/", "/api/v1/usage/",
                 "/api/v1/usage/?by_label=project&by_user=1&by_class=true",
                 "/api/v1/tenants/alpha/members/", "/api/v1/tenants/alpha/secrets/"]:  # fmt: skip
         call(a, "get", url, 200)
+    call(a, "get", "/api/v1/rates/?at=soon", 400)
     UserFactory(username="dave")
     call(a, "post", "/api/v1/tenants/alpha/members/", 201, {"username": "dave", "role": "viewer"})
     call(a, "patch", "/api/v1/tenants/alpha/members/dave/", 200, {"role": "member"})

@@ -205,14 +205,17 @@
                      those). Followed, it asks again for five minutes while the server
                      does not answer or answers 5xx (a restart), as wait does
     usage [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--tenant SLUG] [--by-label KEY]
-          [--by-user] [--by-class]
-                     GPU-hours, CPU core-hours, their cost at the platform's rate card as
-                     it stands now, waste, jobs finished and queue waits of your tenants,
-                     by GPU type (default: the last 30 days); --by-label: then
+          [--by-user] [--by-class] [--daily] [--json]
+                     GPU-hours, CPU core-hours, their cost at the platform's rate card in
+                     force on the days they were used, waste, jobs finished and queue waits
+                     of your tenants, by GPU type (default: the last 30 days); --by-label: then
                      each tenant's usage by its jobs' values of that label ("(none)": jobs
                      without it), as chargeback by project; --by-user: then by the users
                      who submitted its jobs, as Slurm's sreport user top; --by-class:
-                     then by the priority classes its jobs ran at
+                     then by the priority classes its jobs ran at. --daily: instead, the
+                     GPU-hours and CPU core-hours of each UTC day, a line per day and tenant
+                     (GPU type "all") and one for each GPU type it used, the days adding up
+                     to the report's figures. --json: the API's JSON
     quota [--tenant SLUG]
                      per tenant and flavor: guaranteed, borrow limit, lend limit (how much
                      of its idle guarantee its cohort may borrow), in use, borrowed, and
@@ -220,10 +223,12 @@
     classes [--tenant SLUG]
                      the priority classes your tenants may submit at: value, whether it may
                      preempt, its exempt time and longest runtime limit, which tenants
-    rates [--json]   the platform's rate card, what usage prices an hour of each flavor at:
-                     flavor, price (to the cent, or to every place it has beyond) and what
-                     it is per, in the platform's currency ("gpu:A100  2.50  USD a
-                     GPU-hour"), or "No prices are set."; with --json, the API's JSON
+    rates [--json]   the platform's rate card in force today, what usage prices an hour of
+                     each flavor at: flavor, price (to the cent, or to every place it has
+                     beyond) and what it is per, in the platform's currency
+                     ("gpu:A100  2.50  USD a GPU-hour"), or "No prices are set."; then a
+                     line for each change scheduled ("scheduled: gpu:A100 3.00 USD a
+                     GPU-hour from 2027-01-01"); with --json, the API's JSON
     maintenance      the clusters' maintenance windows not yet ended: id, cluster, nodes
                      ("all": every node of it), from, to (UTC), in progress or upcoming,
                      reason. Until a window starts only work sure to end by then is placed on

@@ -390,6 +390,11 @@ def add_reading(commands) -> None:
         "--by-class", action="store_true",
         help="also each tenant's usage by the priority classes its jobs ran at",
     )  # fmt: skip
+    report.add_argument(
+        "--daily", action="store_true",
+        help="GPU-hours and CPU core-hours per UTC day instead: a line per day and tenant",
+    )  # fmt: skip
+    report.add_argument("--json", action="store_true", help="the API's answer, as JSON")
     quotas = commands.add_parser("quota")
     quotas.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     ranks = commands.add_parser("classes")
@@ -531,6 +536,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "submit" and args.wait and args.test_only:
         parser.error("--wait waits for a job: --test-only submits none")
+    if args.command == "usage" and args.daily and (args.by_label or args.by_user or args.by_class):
+        parser.error("--daily gives the use per day: without --by-label, --by-user or --by-class")
     url = server_url()
     if not http_address(url):
         parser.error(f"MLSCHED_URL {url!r} is not an http:// or https:// address")

@@ -21,14 +21,17 @@ FIGURES = ["gpu_hours", "cpu_core_hours", "wasted_gpu_hours", "preempted_gpu_hou
 
 
 def usage(api: Api, args) -> None:
+    if args.daily:
+        daily(api, args)
+        return
     params = {name: getattr(args, name) for name in ("since", "until", "tenant", "by_label")}
     splits = [name for name in ("user", "class") if getattr(args, f"by_{name}", False)]
     params |= {f"by_{name}": "1" for name in splits}
     report = api.call("GET", "usage/", params={k: v for k, v in params.items() if v})
-    show(f"from {report['since']} to {report['until']}, running attempts counted to "
-         f"{report['counted_to']}")  # fmt: skip
-    if report["incomplete"]:
-        show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
+    if args.json:
+        show(json.dumps(report, indent=2))
+        return
+    window_said(report)
     table([USAGE_HEADER, *usage_rows(report["tenants"])])
     priced(report)
     if args.by_label:
@@ -51,6 +54,44 @@ def usage(api: Api, args) -> None:
         table([["tenant", name, *USAGE_HEADER[2:7]], *rows])
 
 
+def window_said(report: dict) -> None:
+    """The lines over a usage report or a daily series: its window, and what retention took."""
+    show(f"from {report['since']} to {report['until']}, running attempts counted to "
+         f"{report['counted_to']}")  # fmt: skip
+    if report["incomplete"]:
+        show(f"note: jobs finished before {report['pruned_before']} have been deleted (retention)")
+
+
+DAILY_HEADER = ["day", "tenant", "gpu type", "GPU-h", "CPU core-h"]
+
+
+def daily(api: Api, args) -> None:
+    """`usage --daily [--json]`: GPU-hours and CPU core-hours per UTC day (`GET
+    /api/v1/usage/daily/`), a line per day and tenant (GPU type "all", zeros too), then one for
+    each GPU type it used; with --json, the API's answer."""
+    params = {name: getattr(args, name) for name in ("since", "until", "tenant")}
+    series = api.call("GET", "usage/daily/", params={k: v for k, v in params.items() if v})
+    if args.json:
+        show(json.dumps(series, indent=2))
+        return
+    window_said(series)
+    rows = [DAILY_HEADER]
+    for day in series["days"]:
+        for t in day["tenants"]:
+            kinds = [("all", t), *((type_name(u["gpu_type"]), u) for u in t["by_gpu_type"])]
+            rows += [[day["day"], t["tenant"], kind, f"{u['gpu_hours']:.2f}",
+                      f"{u['cpu_core_hours']:.2f}"] for kind, u in kinds]  # fmt: skip
+    table(rows, names=3)
+
+
+def type_name(gpu_type: str | None) -> str:
+    """A GPU type as the usage tables write it: "none" for work without GPUs, "unknown" for
+    work whose records are gone."""
+    if gpu_type is None:
+        return "unknown"
+    return gpu_type or "none"
+
+
 def cost(row: dict) -> str:
     """A row's cost, to the cent ("-": a server that prices nothing)."""
     return row.get("cost", "-")
@@ -62,7 +103,7 @@ def priced(report: dict) -> None:
     if "currency" not in report:
         return
     show(f"cost: {report['cost']} {report['currency']} in all, wasted {report['wasted_cost']}, "
-         "at the rate card as it stands now")  # fmt: skip
+         "at the prices in force when used")  # fmt: skip
     if report["unpriced"]:
         show(f"note: no rate for {', '.join(report['unpriced'])}: counted as costing nothing")
 
@@ -232,20 +273,29 @@ RATE_HEADER = ["flavor", "price", "per"]
 
 
 def rates(api: Api, args) -> None:
-    """`rates [--json]`: the platform's rate card (`GET /api/v1/rates/`), what the usage reports
-    price an hour of each flavor at, in its currency ("gpu:A100  2.50  USD a GPU-hour"); with
-    --json, the API's answer."""
+    """`rates [--json]`: the platform's rate card in force today (`GET /api/v1/rates/`), what
+    the usage reports price an hour of each flavor at, in its currency ("gpu:A100  2.50  USD a
+    GPU-hour"), then a line for each change scheduled ("scheduled: gpu:A100 3.00 USD a
+    GPU-hour from 2027-01-01"); with --json, the API's answer."""
     card = api.call("GET", "rates/")
     if args.json:
         show(json.dumps(card, indent=2))
         return
-    if not card["rates"]:
+    if card["rates"]:
+        rows = [[rate["flavor"], price_written(rate["price"]), per(card, rate)]
+                for rate in card["rates"]]  # fmt: skip
+        table([RATE_HEADER, *rows], names=1, notes=1)
+    else:
         show("No prices are set.")
-        return
-    rows = [[rate["flavor"], price_written(rate["price"]),
-             f"{card['currency']} a {rate_unit(rate['flavor'])}"]
-            for rate in card["rates"]]  # fmt: skip
-    table([RATE_HEADER, *rows], names=1, notes=1)
+    # A server from before prices had days schedules none.
+    for rate in card.get("upcoming", []):
+        show(f"scheduled: {rate['flavor']} {price_written(rate['price'])} {per(card, rate)} "
+             f"from {rate['since']}")  # fmt: skip
+
+
+def per(card: dict, rate: dict) -> str:
+    """What a rate's price is per: "USD a GPU-hour"."""
+    return f"{card['currency']} a {rate_unit(rate['flavor'])}"
 
 
 CLUSTER_HEADER = ["cluster", "health", "nodes", "idle", "mixed", "allocated", "other",

@@ -89,3 +89,33 @@ def test_the_wide_usage_table_scrolls_in_its_box_not_the_page(server, browser_pa
 
     assert page.evaluate("document.documentElement.scrollWidth") <= 1024
     assert box[1] > box[0]  # the table is wider than its box, which scrolls
+
+
+def test_the_chart_of_gpu_hours_per_day_draws_its_bars_within_the_pages_policy(
+    server, browser_page, alpha, alice
+):
+    page = browser_page
+    refused = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)  # fmt: skip
+    run(alpha, SINCE + 20 * H, SINCE + 26 * H, gpu_type="A100")  # 4 h, then 2 h
+    run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="T4")
+    log_in(page, server, "alice")
+
+    page.goto(f"{server}/usage/?since=2025-03-01&until=2025-03-03")
+    bars = page.locator("#per-day-chart rect.bar")
+    expect(bars).to_have_count(3)
+    drawn = bars.evaluate_all(
+        "bars => bars.map(b => [b.getBBox().height, getComputedStyle(b).fill])"
+    )
+    page.click("#per-day-figures summary")
+
+    # One team shown: stacked by GPU type, A100 in the palette's first colour, T4 its second.
+    heights = [height for height, _ in drawn]
+    assert heights[0] == pytest.approx(2 * heights[1], rel=0.01)  # 4 h against 2 h on day 1
+    assert heights[2] == pytest.approx(heights[1], rel=0.01)  # A100's 2 h on day 2
+    assert [fill for _, fill in drawn] == ["rgb(0, 114, 178)", "rgb(230, 159, 0)",
+                                           "rgb(0, 114, 178)"]  # fmt: skip
+    expect(page.locator("#per-day-legend li")).to_have_text(["A100", "T4"])
+    expect(page.locator("#per-day-table tbody tr").first).to_have_text("2025-03-014.002.006.00")
+    assert refused == []

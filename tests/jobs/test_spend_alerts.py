@@ -7,6 +7,7 @@ real HTTP server of the job-end tests, the mail server a real SMTP server."""
 
 # ruff: noqa: F811 (the fixtures imported are the tests' arguments)
 
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -16,7 +17,7 @@ from rest_framework.test import APIClient
 
 from jobs import budget_alerts, budgets, reports, tasks
 from jobs.models import BudgetAlert
-from quotas.models import Tenant
+from quotas.models import Rate, Tenant
 from tests.factories import UserFactory
 from tests.jobs import test_cli
 from tests.jobs.test_budget_alerts import (  # noqa: F401 (checked, sent, webhook: fixtures)
@@ -96,6 +97,20 @@ def test_the_cost_is_the_usage_reports_for_the_month(alpha, gamma):
     report = reports.usage([alpha], budgets.month_start(NOW), NOW, NOW)
     assert cost == {alpha.pk: Decimal("26.60"), gamma.pk: Decimal("0.00")}
     assert cost[alpha.pk] == report.tenants[0].total_cost().used
+
+
+def test_a_price_raised_from_a_day_of_the_month_prices_the_days_before_at_the_old_one(
+    alpha, webhook, checked
+):
+    card(gpu_A100="1.00")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("2.00"), since=date(2026, 12, 15))
+    alert(alpha, "35")
+    used(alpha, 10, ending=datetime(2026, 12, 10, 12, tzinfo=UTC))  # 10.00, before the raise
+    used(alpha, 10)  # on the 20th: 20.00
+
+    assert budgets.spent_money([alpha], NOW) == {alpha.pk: Decimal("30.00")}  # not 40.00
+    assert checked() == 1
+    assert told(webhook) == [("tenant.spend", "2026-12", 80, "30.00")]  # not yet 100 %
 
 
 def test_without_a_rate_card_the_cost_is_0_and_nothing_is_told(alpha, webhook, checked):
@@ -226,8 +241,8 @@ def test_the_quota_api_page_and_cli_show_the_alert_and_this_months_cost(
     team, page, shown = quota_as(alice, client, cli)
 
     assert (team["spend_alert_per_month"], team["cost_this_month"]) == ("1000.00", "31.25")
-    assert "Its usage has cost 31.25 USD this month at today's prices, of its spend alert of " \
-           "1,000.00 USD" in page  # fmt: skip
+    assert "Its usage has cost 31.25 USD this month at the prices in force when it was used, " \
+           "of its spend alert of 1,000.00 USD" in page  # fmt: skip
     assert "31.25 USD of its 1,000.00 USD spend alert spent this month" in shown.stdout
     api = APIClient()
     api.force_authenticate(UserFactory(username="root", is_staff=True, is_superuser=True))

@@ -1,8 +1,8 @@
 """Costs in the usage reports (chargeback in money, jobs/costs.py): each row's GPU-hours at its
-GPU type's price and core-hours at the core-hour's, from the rate card as it stands now, over
-rolled-up days and the live part alike; a flavor without a rate costs nothing and is named;
-to the cent, half to even; through the API, the page, the CSVs and the CLI; one read of the
-card per report."""
+GPU type's price and core-hours at the core-hour's, from the rate card (here unchanged over
+the window: tests/jobs/test_usage_price_changes.py changes it), over rolled-up days and the
+live part alike; a flavor without a rate costs nothing and is named; to the cent, half to
+even; through the API, the page, the CSVs and the CLI; one read of the card per report."""
 
 import csv
 import io
@@ -181,7 +181,7 @@ def test_the_cli_prints_a_cost_column_the_total_and_what_has_no_rate(alpha, mlsc
                           "preempted"] and header[9] == "cost"  # fmt: skip
     assert lines[2].split()[:7] == ["alpha", "all", "2.00", "8.00", "0.00", "0.00", "5.00"]
     assert lines[3].split()[:7] == ["alpha", "A100", "2.00", "8.00", "0.00", "0.00", "5.00"]
-    assert lines[4] == "cost: 5.00 USD in all, wasted 0.00, at the rate card as it stands now"
+    assert lines[4] == "cost: 5.00 USD in all, wasted 0.00, at the prices in force when used"
     assert lines[5] == "note: no rate for cpu: counted as costing nothing"
 
 

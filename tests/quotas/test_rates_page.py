@@ -1,12 +1,14 @@
 """The rate card on the portal: the quotas page's Prices, each flavor for people and its price
-with the platform's currency, the flavors the teams' rows name without a rate as "no price"
-(none at all: one line); the usage page's link to them where a rate is set; one query."""
+in force today with the platform's currency, the flavors the teams' rows name without a rate
+as "no price" (none at all: one line), and the changes scheduled ("3.00 USD from 2027-01-01");
+the usage page's link to them where a rate is set; one query."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 
-from quotas.models import Rate
+from quotas.models import Rate, utc_today
 from tests.factories import QuotaFactory
 
 pytestmark = pytest.mark.django_db
@@ -49,9 +51,31 @@ def test_it_lists_each_price_with_the_currency_to_the_cent_or_beyond(page, setti
     ]
     assert shown.index('id="team-alpha"') < shown.index('<h2 id="prices">Prices</h2>')
     assert (
-        'The <a href="/usage/">usage page</a> prices your teams\' GPU-hours and core-hours with '
-        "these prices as they stand now: a report prices its whole window at today's card."
+        'The <a href="/usage/">usage page</a> prices your teams\' GPU-hours and core-hours at '
+        "the prices in force on the days (UTC) they were used: a scheduled price holds from its "
+        "day on, and the days before keep the price they had."
     ) in shown
+    assert "<th>Scheduled</th>" not in shown  # nothing scheduled: no column for it
+
+
+def test_it_shows_the_price_in_force_today_and_each_change_scheduled(page):
+    today = utc_today()
+    later, latest = today + timedelta(days=10), today + timedelta(days=40)
+    card(gpu_A100="2.5", cpu="0.04")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("2"), since=today)  # in force now
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("3"), since=later)
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("3.5"), since=latest)
+    Rate.objects.create(flavor="gpu:H100", price=Decimal("9"), since=later)  # none before
+
+    shown = page()
+
+    assert "<th>Flavor</th><th>Price</th><th>Scheduled</th>" in shown
+    assert prices_of(shown) == [
+        ["CPU core-hour", "0.04 USD", ""],
+        ["A100 GPU-hour", "2.00 USD", f"3.00 USD from {later}, 3.50 USD from {latest}"],
+        ["H100 GPU-hour", "no price", f"9.00 USD from {later}"],
+        ["Memory GiB-hour", "no price", ""],
+    ]
 
 
 def test_without_a_rate_it_says_in_one_line_that_usage_is_not_charged(page):
@@ -70,8 +94,9 @@ def test_the_usage_page_links_to_the_prices_only_where_a_rate_is_set(client, ali
     after = client.get("/usage/").text
 
     link = 'id="rate-card">Priced at the rate card: see <a href="/quotas/#prices">Prices</a>.'
-    assert link in after
-    assert 'id="rate-card"' not in before and 'id="total-cost"' in before
+    assert link in after and 'id="total-cost"' in after
+    assert 'id="rate-card">No prices are set: usage is not charged, and its costs are 0.' in before
+    assert 'id="total-cost"' not in before and 'id="unpriced"' not in before
 
 
 def test_the_page_reads_the_rate_card_in_one_query_whatever_it_lists(

@@ -278,6 +278,9 @@ QUERIES = [
     ("/api/v1/usage/", "until"),
     ("/api/v1/usage/", "tenant"),
     ("/api/v1/usage/", "by_label"),
+    ("/api/v1/usage/daily/", "since"),
+    ("/api/v1/usage/daily/", "until"),
+    ("/api/v1/usage/daily/", "tenant"),
     ("/api/v1/jobs/", "label"),
     ("/api/v1/nodes/", "state"),
     ("/api/v1/nodes/", "cluster"),
@@ -303,6 +306,8 @@ QUERIES = [
     ("/usage.csv", "until"),
     ("/usage.csv", "tenant"),
     ("/usage-by-label.csv", "by_label"),
+    ("/usage-daily.csv", "since"),
+    ("/usage-daily.csv", "tenant"),
     ("/overview/", "x"),
     ("/queue/", "limit"),
     ("/queue/", "after"),
@@ -326,7 +331,7 @@ def test_any_query_parameter_is_a_4xx_naming_it(api, portal, ids, where, value, 
 
 @hypothesis.settings(FUZZ, max_examples=30)
 @given(since=st.dates(), until=st.dates(), url=st.sampled_from(["/api/v1/usage/", "/usage/",
-                                                                "/usage.csv"]))  # fmt: skip
+       "/usage.csv", "/api/v1/usage/daily/", "/usage-daily.csv"]))  # fmt: skip
 def test_any_window_of_dates_is_a_report_or_a_400(api, portal, since, until, url):
     client = api if url.startswith("/api/") else portal
 
