@@ -1,5 +1,6 @@
 """The users' REST API: submit, status, cancel, events and logs, tenant-first."""
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
@@ -140,6 +141,27 @@ def test_a_missing_field_is_named(alice):
 
     assert response.status_code == 400
     assert "image" in response.json()
+
+
+def test_a_field_no_submission_has_is_a_400_naming_it_and_the_one_meant(alice):
+    response = submit(alice, max_running_shard=10, colour="blue")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "max_running_shard": ["A submission has no field 'max_running_shard'. Did you mean "
+                              "'max_running_shards'?"],
+        "colour": ["A submission has no field 'colour'."],
+    }  # fmt: skip
+    assert not Job.objects.exists()
+
+
+def test_a_field_named_with_a_lone_surrogate_is_refused_escaped(alice):
+    body = json.dumps({**SPEC, "\ud800x": 1}).encode()  # json.dumps escapes the surrogate
+
+    response = client_for(alice).post("/api/v1/jobs/", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["\\ud800x"]
 
 
 def test_a_viewer_cannot_submit(alpha):
