@@ -14,6 +14,7 @@ from jobs.fields import (
     MAX_SHARDS,
     Choice,
     DependencyItem,
+    StrictFields,
     TextKeys,
     at_most,
 )
@@ -35,7 +36,7 @@ from jobs.serializers import (
 from jobs.states import State
 
 
-class DependenciesSerializer(serializers.Serializer):
+class DependenciesSerializer(StrictFields, serializers.Serializer):
     """A queued job's dependencies as they are to be from now on (Slurm's `scontrol update
     dependency=`), in a submission's forms, replacing all it had: `depends_on` ([] for none)
     and `singleton` (false unless given). The rules of a submission's depends_on hold; those
@@ -56,7 +57,7 @@ class DependenciesSerializer(serializers.Serializer):
         return data
 
 
-class PrioritySerializer(serializers.Serializer):
+class PrioritySerializer(StrictFields, serializers.Serializer):
     """A queued job's priority from now on (Slurm's `scontrol update priority=`, Armada's
     reprioritize): its `priority_class`, its `priority` within the class, or both; a class
     open to the job's tenant, as at submit."""
@@ -84,7 +85,7 @@ class PrioritySerializer(serializers.Serializer):
         return data
 
 
-class ShardLimitSerializer(serializers.Serializer):
+class ShardLimitSerializer(StrictFields, serializers.Serializer):
     """A batch's limit on its shards running at once from now on (Slurm's `scontrol update
     ArrayTaskThrottle=`): a number from 1, or null for none. Whether the job is a batch that
     still lives is asked by jobs.actions.set_shard_limit."""
@@ -94,7 +95,7 @@ class ShardLimitSerializer(serializers.Serializer):
     )
 
 
-class MinWorkersSerializer(serializers.Serializer):
+class MinWorkersSerializer(StrictFields, serializers.Serializer):
     """A queued training job's fewest workers from now on (Slurm's `scontrol update
     NumNodes=MIN-MAX` for a pending job): a number from 1, or null for all of them together
     (rigid). Whether it fits the job, and the job is queued, is asked by
@@ -103,7 +104,7 @@ class MinWorkersSerializer(serializers.Serializer):
     min_workers = min_workers_field()
 
 
-class RuntimeLimitSerializer(serializers.Serializer):
+class RuntimeLimitSerializer(StrictFields, serializers.Serializer):
     """A job's runtime limit from now on (Slurm's `scontrol update TimeLimit=`), in seconds as
     at submit. Whether its class allows it, its deadline can still be met and the job takes it
     (queued, or placed and lowered) is asked by jobs.actions.set_runtime_limit."""
@@ -111,7 +112,7 @@ class RuntimeLimitSerializer(serializers.Serializer):
     max_runtime_s = max_runtime_field()
 
 
-class SomeOf(serializers.Serializer):
+class SomeOf(StrictFields, serializers.Serializer):
     """A change of some of a job's fields, one at least: `about` says what they are."""
 
     about = ""
@@ -184,7 +185,7 @@ class NotificationsSerializer(SomeOf):
     about = "what the job is told of"
 
 
-class RelabelSerializer(serializers.Serializer):
+class RelabelSerializer(StrictFields, serializers.Serializer):
     """A change of a job's labels (`kubectl label`): `labels` to set (a value replaces the one
     its key had) and `remove`, keys to drop; one of them at least. How many the job is left
     with is checked by jobs.actions.relabel."""
@@ -210,7 +211,7 @@ class RelabelSerializer(serializers.Serializer):
         return data
 
 
-class RequeueSerializer(serializers.Serializer):
+class RequeueSerializer(StrictFields, serializers.Serializer):
     """A requeue's options (Slurm's `scontrol requeue`, `requeuehold`): `hold`, to keep the job
     in the queue until it is released (false by default). Whether the job runs is asked by
     jobs.actions.requeue."""
@@ -221,7 +222,7 @@ class RequeueSerializer(serializers.Serializer):
 MAX_CANCELED = 10_000  # jobs one cancel request ends; the caller asks again for more
 
 
-class CancelJobsSerializer(serializers.Serializer):
+class CancelJobsSerializer(StrictFields, serializers.Serializer):
     """The jobs a cancel names, as Slurm's scancel filters them: any of `ids`, a `name`, a
     `state`, a `tenant`, `labels` (the jobs carrying every one of them) and `mine` (the
     caller's own), each given narrowing the rest. A state alone would name every live job the
@@ -280,7 +281,7 @@ class ShardChoice(serializers.Field):
         return value
 
 
-class ResubmitSerializer(serializers.Serializer):
+class ResubmitSerializer(StrictFields, serializers.Serializer):
     """What a resubmission may say: an idempotency key (a repeated request answers the job it
     made), and, for a batch, `shards`: which of its shards to run again, each keeping its index
     (ShardChoice). The rules that read the shards' states are asked by

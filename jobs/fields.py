@@ -1,6 +1,7 @@
 """The fields a submission is read with, and their limits: text that PostgreSQL can store, an
 environment a worker can start with, dependencies, times with their zone (begin, deadline)."""
 
+import difflib
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -40,6 +41,36 @@ class Choice(serializers.ChoiceField):
         super().__init__(choices, **kwargs)
         listed = ", ".join(str(value) for value in self.choices)
         self.error_messages["invalid_choice"] = f"{{input!r}} is not one of: {listed}."
+
+
+class StrictFields:
+    """A serializer refusing a field it has not, on that field, with the one meant where one
+    is close ("Did you mean 'max_running_shards'?"), rather than leaving it out unsaid: a job
+    file's misspelled `max_running_shard` would run every shard at once, and a cancel's
+    misspelled `stat` would cancel every state (as Kubernetes' strict field validation
+    refuses one)."""
+
+    def to_internal_value(self, data):
+        fields = self.fields
+        if isinstance(data, dict) and (unknown := [key for key in data if key not in fields]):
+            raise serializers.ValidationError(
+                {field_named(key): [unknown_field(key, fields)] for key in unknown}
+            )
+        return super().to_internal_value(data)
+
+
+def unknown_field(key: str, known) -> str:
+    """Why `key` is refused: no such field, and the one meant where one is close."""
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    meant = f" Did you mean {close[0]!r}?" if close else ""
+    return f"There is no field {str(key)[:100]!r} here.{meant}"
+
+
+def field_named(key) -> str:
+    """A key sent as a field, as a refusal can name it: a NUL or a lone surrogate escaped
+    (no JSON answer can hold one), cut to 100 characters."""
+    key = str(key)
+    return (ascii(key)[1:-1] if UNSTORABLE.search(key) else key)[:100]
 
 
 class TextKeys(serializers.DictField):

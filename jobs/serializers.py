@@ -2,7 +2,6 @@
 list's query parameters are read. What is asked of a job that exists (a change, a requeue, a
 cancel, a resubmission) is jobs/action_serializers.py's."""
 
-import difflib
 import re
 
 from django.conf import settings
@@ -30,11 +29,11 @@ from jobs.fields import (
     MAX_LABELS,
     MAX_RUNTIME,
     MAX_SHARDS,
-    UNSTORABLE,
     Begin,
     Choice,
     Deadline,
     DependencyItem,
+    StrictFields,
     TextKeys,
     at_most,
     deadline_problem,
@@ -248,7 +247,7 @@ def min_workers_field(**options) -> serializers.IntegerField:
     )
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(StrictFields, serializers.Serializer):
     tenant = serializers.SlugField()
     name = serializers.CharField(max_length=200)
     family = Choice(choices=Family.choices)
@@ -343,15 +342,6 @@ class SubmitSerializer(serializers.Serializer):
         those may be named in depends_on); `user`: the caller, its submitter."""
         super().__init__(*args, **kwargs)
         self.tenants, self.jobs, self.user = tenants, jobs, user
-
-    def to_internal_value(self, data):
-        """A field no submission has is refused, naming it, not left out unsaid: a job file's
-        misspelled `max_running_shard` would otherwise run every shard at once (as Kubernetes'
-        strict field validation refuses one)."""
-        if isinstance(data, dict) and (unknown := [key for key in data if key not in self.fields]):
-            raise serializers.ValidationError({field_named(key): [unknown_field(key, self.fields)]
-                                               for key in unknown})  # fmt: skip
-        return super().to_internal_value(data)
 
     def validate_notify_email(self, asked: bool) -> bool:
         if asked and (problem := mail_problem(self.user)):
@@ -596,19 +586,6 @@ def labels_asked(written: list[str]) -> list[tuple[str, str | None]]:
             )
         asked.append((key, value if equals else None))
     return asked
-
-
-def unknown_field(key: str, known) -> str:
-    """Why `key` is refused: no such field, and the one meant where one is close."""
-    close = difflib.get_close_matches(str(key), list(known), n=1)
-    meant = f" Did you mean {close[0]!r}?" if close else ""
-    return f"A submission has no field {str(key)[:100]!r}.{meant}"
-
-
-def field_named(key: str) -> str:
-    """A key sent as a field, as a refusal can name it: a NUL or a lone surrogate escaped
-    (no JSON answer can hold one), cut to 100 characters."""
-    return (ascii(key)[1:-1] if UNSTORABLE.search(key) else key)[:100]
 
 
 def submission_of(job: Job) -> dict:

@@ -148,9 +148,9 @@ def test_a_field_no_submission_has_is_a_400_naming_it_and_the_one_meant(alice):
 
     assert response.status_code == 400
     assert response.json() == {
-        "max_running_shard": ["A submission has no field 'max_running_shard'. Did you mean "
+        "max_running_shard": ["There is no field 'max_running_shard' here. Did you mean "
                               "'max_running_shards'?"],
-        "colour": ["A submission has no field 'colour'."],
+        "colour": ["There is no field 'colour' here."],
     }  # fmt: skip
     assert not Job.objects.exists()
 

@@ -65,6 +65,14 @@ def test_a_state_and_mine_narrow_the_name(alice, bob, sweep):
     assert states(sweep["running"]) == [State.RUNNING]
 
 
+def test_a_misspelled_filter_is_refused_naming_it_and_cancels_nothing(alice, sweep):
+    response = cancel(alice, name="sweep", stat="queued")  # not every state of "sweep"
+
+    assert response.status_code == 400
+    assert response.json() == {"stat": ["There is no field 'stat' here. Did you mean 'state'?"]}
+    assert states(*sweep["queued"], sweep["running"]) == [State.QUEUED] * 2 + [State.RUNNING]
+
+
 def test_ids_name_only_the_jobs_the_caller_may_cancel(alice, charlie, sweep):
     viewed = sweep["other"]
     assign_perm("jobs.view_job", charlie, viewed)  # to see it, not to cancel it
