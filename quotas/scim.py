@@ -26,8 +26,10 @@ in the platform's history as the system actor `system:scim`, its message naming 
 
 Attributes this platform keeps not (title, phone numbers, the enterprise extension's, which
 the providers map by default) are ignored, as is a password: an account SCIM makes never has
-one. A user's `userName` and a group's `displayName` are compared in any case (RFC 7643's
-caseExact false), an `externalId` as written."""
+one, as is a user's `groups` pushed (read-only: the groups they are in, which a group's
+members set). A user's `userName` and a group's `displayName` are compared in any case (RFC
+7643's caseExact false), an `externalId` as written. Lists are filtered, sorted and their
+attributes chosen by quotas/scim_query.py."""
 
 import json
 import re
@@ -40,6 +42,7 @@ from django.contrib.auth.hashers import UNUSABLE_PASSWORD_PREFIX
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.db.models import Prefetch
 from django.utils import timezone
 from guardian.conf import settings as guardian
 
@@ -56,7 +59,6 @@ EMAIL_CHARS = 254
 EXTERNAL_ID_CHARS = ScimUser._meta.get_field("external_id").max_length
 OPS = ("add", "remove", "replace")
 Operations = list[tuple[str, str | None, object]]  # a PatchOp's: each op, path and value
-FILTER = re.compile(r'\s*(\S+)\s+eq\s+"((?:[^"\\]|\\.)*)"\s*', re.IGNORECASE)
 WORK_EMAIL = 'emails[type eq "work"].value'  # a path as `path_key` writes it
 # A SCIM attribute the history names for an account's field.
 SAID = {"username": "userName", "first_name": "name.givenName", "last_name": "name.familyName",
@@ -427,8 +429,9 @@ def when(at) -> str:
     return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def user_resource(user, base: str) -> dict:
-    """The user as SCIM reads them (`base`: the /scim/v2 URL)."""
+def user_resource(user, base: str, groups: bool = True) -> dict:
+    """The user as SCIM reads them (`base`: the /scim/v2 URL), with the groups they are in
+    where `groups` (read-only, RFC 7643 §4.1.2; prefetched for a list: `with_groups`)."""
     kept = getattr(user, "scim", None)
     resource = {
         "schemas": [USER],
@@ -446,31 +449,21 @@ def user_resource(user, base: str) -> dict:
     }
     if kept and kept.external_id:
         resource["externalId"] = kept.external_id
+    if groups:
+        resource["groups"] = [
+            {"value": str(group.pk), "display": group.display_name,
+             "$ref": f"{base}/Groups/{group.pk}"}
+            for group in user.scim_groups.all()
+        ]  # fmt: skip
     return resource
 
 
+def with_groups(rows):
+    """Users with the groups they are in, in one query for them all."""
+    return rows.prefetch_related(Prefetch("scim_groups", queryset=ScimGroup.objects.order_by("pk")))
+
+
 # Lists
-
-USER_FILTERS = {"userName": "username__iexact", "externalId": "scim__external_id"}
-
-
-def filtered(rows, params, attributes: dict[str, str]):
-    """`rows` narrowed by the query's `filter`, `<attribute> eq "<value>"` (RFC 7644 §3.4.2.2;
-    the form Okta and Entra ID send), its attribute one of `attributes` (by name: its lookup);
-    any other filter a 400 invalidFilter."""
-    written = params.get("filter")
-    if not written:
-        return rows
-    match = FILTER.fullmatch(written)
-    lookup = lowered(attributes).get(match[1].lower()) if match else None
-    try:
-        value = json.loads(f'"{match[2]}"') if match and lookup else None  # its escapes read
-    except ValueError:
-        value = None
-    if not isinstance(value, str) or not storable(value):
-        names = " or ".join(f'{name} eq "..."' for name in attributes)
-        raise invalid(f"Filters here are {names}, not: {written[:200]}", "invalidFilter")
-    return rows.filter(**{lookup: value})
 
 
 def whole(written: str | None, parameter: str, default: int) -> int:

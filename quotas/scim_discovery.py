@@ -1,7 +1,7 @@
 """What SCIM's discovery endpoints say of this service provider (RFC 7644 §4, RFC 7643 §5-7):
-PATCH and the `eq` filters of quotas/scim.py supported, MAX_RESULTS resources a page at
-most; no bulk, sort, ETags nor password changes; a bearer token; the User and Group resource
-types with the attributes this platform keeps."""
+PATCH, filters and sorting supported (quotas/scim_query.py), MAX_RESULTS resources a page at
+most; no bulk, ETags nor password changes; a bearer token; the User and Group resource types
+with the attributes this platform keeps, a user's `groups` among them (read-only)."""
 
 from quotas.scim import GROUP, MAX_RESULTS, USER
 
@@ -17,7 +17,7 @@ def service_provider_config(base: str) -> dict:
         "bulk": {"supported": False, "maxOperations": 0, "maxPayloadSize": 0},
         "filter": {"supported": True, "maxResults": MAX_RESULTS},
         "changePassword": {"supported": False},
-        "sort": {"supported": False},
+        "sort": {"supported": True},
         "etag": {"supported": False},
         "authenticationSchemes": [
             {
@@ -64,6 +64,13 @@ def schemas(base: str) -> list[dict]:
                                  attribute("primary", "boolean")]),
         attribute("active", "boolean", description="False shuts the user out"),
         attribute("externalId", caseExact=True),
+        attribute("groups", "complex", multiValued=True, mutability="readOnly",
+                  description="The groups the user is in, which a group's members set",
+                  subAttributes=[attribute("value", mutability="readOnly",
+                                           description="A group's id"),
+                                 attribute("$ref", "reference", mutability="readOnly",
+                                           referenceTypes=["Group"]),
+                                 attribute("display", mutability="readOnly")]),
     ]  # fmt: skip
     member = [
         attribute("value", mutability="immutable", description="A user's id"),

@@ -31,7 +31,6 @@ from quotas.scim import (
 
 GROUP_NAME_CHARS = ScimGroup._meta.get_field("display_name").max_length
 MEMBER = re.compile(r'members\[value eq "([^"]*)"\]', re.IGNORECASE)  # as `path_key` writes it
-FILTERS = {"displayName": "display_name__iexact", "externalId": "external_id"}
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """SCIM 2.0's HTTP side under /scim/v2/ (quotas/scim.py says what a push does): thin views
-that parse, check the identity provider's token and call one verb of quotas.scim.
+that parse, check the identity provider's token and call one verb of quotas.scim; a list or a
+read answers what its query's `filter`, `sortBy`, `sortOrder`, `attributes` and
+`excludedAttributes` ask for (quotas/scim_query.py).
 
 Where MLSCHED_SCIM_TOKEN is unset SCIM is off: every /scim/ URL is a 404. Otherwise a request
 carries `Authorization: Bearer <MLSCHED_SCIM_TOKEN>`, compared in constant time, or is a 401.
@@ -15,7 +17,7 @@ from django.urls import re_path, reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.csrf import csrf_exempt
 
-from quotas import scim, scim_discovery, scim_groups
+from quotas import scim, scim_discovery, scim_groups, scim_query
 from quotas.scim import ScimError
 
 CONTENT_TYPE = "application/scim+json"
@@ -81,43 +83,42 @@ def base(request) -> str:
     return request.build_absolute_uri(reverse("scim-users")).removesuffix("/Users")
 
 
-def excluded(request) -> set[str]:
-    """The attributes `excludedAttributes` leaves out (Entra ID's `members`), in lower case."""
-    written = request.GET.get("excludedAttributes", "")
-    return {name.strip().lower() for name in written.split(",") if name.strip()}
-
-
-def trimmed(resource: dict, request) -> dict:
-    """The resource without the attributes `excludedAttributes` names (but `id` and `schemas`,
-    which are always returned)."""
-    out = excluded(request) - {"id", "schemas"}
-    return {name: value for name, value in resource.items() if name.lower() not in out}
-
-
 def list_response(resources: list[dict], total: int, start: int = 1) -> HttpResponse:
     return answer({"schemas": [LIST], "totalResults": total, "itemsPerPage": len(resources),
                    "startIndex": start, "Resources": resources})  # fmt: skip
 
 
-def listed(request, rows, shown) -> HttpResponse:
-    """A ListResponse of the page of `rows` the query asks for, each resource `shown`."""
+def listed(request, rows, resource: scim_query.Resource, shown) -> HttpResponse:
+    """A ListResponse of the page of `rows` the query's filter, sort and page ask for, each
+    resource `shown`."""
+    rows = scim_query.selected(rows, request.GET, resource)
     found, total, start = scim.page(rows, request.GET)
-    return list_response([trimmed(shown(row), request) for row in found], total, start)
+    return list_response([shown(row) for row in found], total, start)
 
 
 # Users
 
 
 def list_users(request):
-    rows, at = scim.filtered(scim.users(), request.GET, scim.USER_FILTERS), base(request)
-    return listed(request, rows, lambda user: scim.user_resource(user, at))
+    shape, at = scim_query.projection(request.GET, scim.USER), base(request)
+    groups = shape.shows("groups")
+    rows = scim.with_groups(scim.users()) if groups else scim.users()
+    return listed(
+        request,
+        rows,
+        scim_query.USERS,
+        lambda user: shape.apply(scim.user_resource(user, at, groups)),
+    )
 
 
 def user_answer(request, pk, status: int = 200):
-    """The user of id `pk` as SCIM reads them (201: just made, where they are)."""
-    resource = scim.user_resource(scim.user_with(str(pk)), base(request))
+    """The user of id `pk` as SCIM reads them (201: just made, where they are), with the
+    attributes the query asks for."""
+    shape = scim_query.projection(request.GET, scim.USER)
+    user = scim.user_with(str(pk))
+    resource = scim.user_resource(user, base(request), shape.shows("groups"))
     headers = {"Location": resource["meta"]["location"]} if status == 201 else None
-    return answer(trimmed(resource, request), status, headers)
+    return answer(shape.apply(resource), status, headers)
 
 
 def create_user(request):
@@ -148,18 +149,25 @@ def delete_user(request, pk: str):
 
 
 def list_groups(request):
-    members, at = "members" not in excluded(request), base(request)
-    rows = scim.filtered(scim_groups.groups(members), request.GET, scim_groups.FILTERS)
-    return listed(request, rows, lambda group: scim_groups.group_resource(group, at, members))
+    shape, at = scim_query.projection(request.GET, scim.GROUP), base(request)
+    members = shape.shows("members")
+    return listed(
+        request,
+        scim_groups.groups(members),
+        scim_query.GROUPS,
+        lambda group: shape.apply(scim_groups.group_resource(group, at, members)),
+    )
 
 
 def group_answer(request, pk, status: int = 200):
-    """The group of id `pk` as SCIM reads it (201: just made, where it is)."""
-    members = "members" not in excluded(request)
+    """The group of id `pk` as SCIM reads it (201: just made, where it is), with the
+    attributes the query asks for (its members loaded only where they are asked for)."""
+    shape = scim_query.projection(request.GET, scim.GROUP)
+    members = shape.shows("members")
     group = scim_groups.group_with(str(pk), members)
     resource = scim_groups.group_resource(group, base(request), members)
     headers = {"Location": resource["meta"]["location"]} if status == 201 else None
-    return answer(trimmed(resource, request), status, headers)
+    return answer(shape.apply(resource), status, headers)
 
 
 def create_group(request):

@@ -54,7 +54,7 @@ def test_okta_makes_a_user_without_a_password_and_finds_it_by_its_filter(scim):
         "schemas": [USER], "id": str(dana.pk), "userName": "dana.smith@corp.example.com",
         "active": True, "name": {"givenName": "Dana", "familyName": "Smith"},
         "emails": [{"value": "dana.smith@corp.example.com", "primary": True, "type": "work"}],
-        "externalId": "00u-dana", "meta": None,
+        "externalId": "00u-dana", "groups": [], "meta": None,
     }  # fmt: skip
     assert made.json()["meta"]["resourceType"] == "User"
     assert found.json()["totalResults"] == 1 and found.json()["Resources"] == [made.json()]
