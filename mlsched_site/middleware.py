@@ -9,21 +9,30 @@ from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import http_date
 
 from mlsched_site.health import healthz
+from quotas.scim import invalid
+from quotas.scim_views import refusal
 
 
 def refuse_nul_in_query(get_response):
-    """A NUL in a query parameter is a 400 naming the parameter (the API's error shape), for
-    every page and API: a database text field cannot hold one, so a filter on it would
-    otherwise fail as a 500."""
+    """A NUL in a query parameter is a 400 naming the parameter (the API's error shape; under
+    /scim/, SCIM's, RFC 7644's error), for every page and API: a database text field cannot
+    hold one, so a filter on it would otherwise fail as a 500."""
 
     def middleware(request):
         for name, values in request.GET.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 shown = name.replace("\x00", "\\0")
+                if request.path.startswith("/scim/") and settings.MLSCHED_SCIM_TOKEN:
+                    return scim_refusal(shown)
                 return JsonResponse({shown: ["Cannot contain a NUL character."]}, status=400)
         return get_response(request)
 
     return middleware
+
+
+def scim_refusal(name: str):
+    scim_type = "invalidFilter" if name == "filter" else "invalidValue"
+    return refusal(invalid(f"{name}: cannot contain a NUL character.", scim_type))
 
 
 @sync_and_async_middleware
