@@ -4,7 +4,8 @@ GPU allocation per cluster and type, idle GPUs by how usable they are (whole GPU
 shared GPUs, the largest block of whole GPUs on one node, and how much of them the current job
 mix could not use), each cluster's nodes by state, jobs by state, queue wait (eligible to first
 start, as the usage reports count it) per family and per tenant, what each tenant holds beside
-its quotas' limits and what it held recently (fair share), jobs finished and the job success
+its quotas' limits and what it held recently (fair share), each tenant's GPU-hour budget and
+spend alert with what its month used and cost so far, jobs finished and the job success
 rate (failures split into the user's code and the infrastructure), attempt outcomes, attempts
 stopped to be requeued by who stopped them, the scheduler's preemption rate and wasted
 GPU-seconds (all over the last day), the scheduler's cycle heartbeat, and each cluster agent's
@@ -12,8 +13,9 @@ heartbeat age.
 
 The cluster, scheduler and agent figures are the same for every reader and the costly part
 (the idle GPU figures load the scheduler's whole snapshot), so they are computed at most once
-per MLSCHED_METRICS_CACHE_S, shared by every web process through Redis; the job and attempt
-figures, narrowed per portal user, are computed for each request.
+per MLSCHED_METRICS_CACHE_S, shared by every web process through Redis; the tenants' spend
+(a usage report of the month) likewise at most once a minute (jobs.spend_metrics); the job and
+attempt figures, narrowed per portal user, are computed for each request.
 """
 
 import math
@@ -29,7 +31,7 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import budgets, efficiency, events, nodes_api, snapshot, usage_queries
+from jobs import budgets, efficiency, events, nodes_api, snapshot, spend_metrics, usage_queries
 from jobs.clock import database_now
 from jobs.models import Attempt, Job, SchedulerShard
 from jobs.placement.fragmentation import FragmentationTable
@@ -118,7 +120,8 @@ def collect(now, tenants=None) -> list[Metric]:
     return [
         *shared.clusters, *jobs_by_state(now, jobs), *queued_by_reason(now, jobs),
         *queue_wait(now, jobs), *tenant_quotas(teams), *gpu_budgets(now, teams),
-        *finished(now, jobs), *attempts(now, attempts_of), *shared.control,
+        *tenant_spend(now, teams), *finished(now, jobs), *attempts(now, attempts_of),
+        *shared.control,
     ]  # fmt: skip
 
 
@@ -382,6 +385,26 @@ def gpu_budgets(now, tenants: list[tuple[int, str, int | None]]) -> list[Metric]
                 "GPU-hours each budgeted tenant's attempts used this calendar month so far.",
                 [({"tenant": slug}, round(spent.get(pk, 0.0) / 3600, 3))
                  for pk, slug, _ in teams]),
+    ]  # fmt: skip
+
+
+def tenant_spend(now, tenants: list[tuple[int, str, int | None]]) -> list[Metric]:
+    """Of ``tenants`` (pk, slug, budget), each with a spend alert: what its usage cost this
+    month so far and the alert, in the platform's currency (jobs.spend_metrics: at most a
+    minute old, shared by every reader)."""
+    month = spend_metrics.month_spend(now)
+    slugs = {slug for _, slug, _ in tenants}
+    shown = [row for row in month.tenants if row.tenant in slugs]
+    return [
+        *metric("mlsched_tenant_spend_month", "gauge",
+                "What each tenant's usage cost this calendar month so far (UTC) at the rate "
+                "card, as its spend alert counts it; tenants with a spend alert.",
+                [({"tenant": r.tenant, "currency": month.currency}, float(r.spent))
+                 for r in shown]),
+        *metric("mlsched_tenant_spend_alert", "gauge",
+                "Each tenant's spend alert a calendar month, in the platform's currency.",
+                [({"tenant": r.tenant, "currency": month.currency}, float(r.alert))
+                 for r in shown]),
     ]  # fmt: skip
 
 

@@ -252,7 +252,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
     form = TenantForm
     list_display = [
         "name", "slug", "fair_share_weight", "fair_share_now", "max_queued_jobs",
-        "max_gpus_per_user", "created"
+        "max_gpus_per_user", "spend_alert", "created"
     ]  # fmt: skip
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -298,6 +298,14 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
         if turn is None:
             return "-"
         return f"{standing.share_of(turn)} ({ordinal(turn.turn)} of {turn.teams} teams waiting)"
+
+    @admin.display(description="spend alert a month", ordering="spend_alert_per_month")
+    def spend_alert(self, obj) -> str:
+        """Its spend alert with the currency ("1,000.00 USD"), "-" for none: the amount alone,
+        its field; what the month cost is the quota page's (a usage report per tenant)."""
+        if obj.spend_alert_per_month is None:
+            return "-"
+        return f"{obj.spend_alert_per_month:,.2f} {settings.MLSCHED_CURRENCY}"
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if request.user.is_superuser else {}

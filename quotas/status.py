@@ -3,8 +3,9 @@ what the team uses, what it borrows, and how much more it may start, as the sche
 quota ledger (jobs.placement.quota.Ledger) judges it from the same snapshot of running work;
 with how many of its jobs are queued, and how many of them wait for quota, its GPU-hour
 budget with what this month used of it, its spend alert with what this month's usage cost at
-the rate card (as the usage report prices it), and its fair share as the last cycle's line has
-it.
+the rate card (as the usage report prices it) and what the month may cost by its end if its
+running jobs run to their runtime limits (jobs.forecast), and its fair share as the last
+cycle's line has it.
 
 A flavor that nobody in the team's cohort has a quota on is not limited: it is listed while the
 team uses it, with no limit.
@@ -19,7 +20,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from clusters.models import Allocation
-from jobs import budgets, recent_use, snapshot, standing
+from jobs import budgets, forecast, recent_use, snapshot, standing
 from jobs.models import Job
 from jobs.placement.quota import Ledger
 from jobs.states import State
@@ -62,9 +63,12 @@ class TeamQuotas:
     gpu_hours_spent: float | None  # of it, what this month used so far; None: no budget
     gpu_budget_renews: datetime | None  # when the next month's budget begins; None: no budget
     # Its spend alert a calendar month, in the platform's currency (only an alert: nothing is
-    # held), and what this month's usage cost so far at the rate card; None: no alert.
+    # held), what this month's usage cost so far at the rate card, and that with what its
+    # running jobs may still cost by the month's end at today's prices (jobs.forecast, an
+    # upper bound); None: no alert.
     spend_alert_per_month: Decimal | None
     cost_this_month: Decimal | None
+    cost_forecast_this_month: Decimal | None
     recent_gpus: float  # GPUs it held recently, as fair share counts them (jobs.recent_use)
     your_gpus: float | None  # GPUs the reader's running jobs hold in it (None: no reader)
     waiting_for_quota: int
@@ -79,7 +83,7 @@ class TeamQuotas:
 
     def as_json(self) -> dict:
         """Its fields, money as strings of two decimals, as DRF writes a decimal."""
-        money = ("spend_alert_per_month", "cost_this_month")
+        money = ("spend_alert_per_month", "cost_this_month", "cost_forecast_this_month")
         return asdict(self) | {name: None if (amount := getattr(self, name)) is None
                                else f"{amount:.2f}" for name in money}  # fmt: skip
 
@@ -115,7 +119,8 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
     the running work of every tenant in their cohorts, whose idle guarantee they may borrow,
     and their recent use: five queries whatever the number of teams, and those of the month's
     GPU use when one of them has a GPU-hour budget (jobs.budgets: two or three), and those of
-    its usage report when one has a spend alert (jobs.budgets.spent_money)."""
+    its usage report when one has a spend alert (jobs.budgets.spent_money) with two for its
+    forecast (jobs.forecast: its live attempts, the card)."""
     cohorts = {team.cohort for team in teams}
     active = Allocation.objects.active().filter(attempt__job__tenant__cohort__in=cohorts)
     rows = list(active.values(*snapshot.ALLOCATION_FIELDS))
@@ -127,6 +132,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
         [team.pk for team in teams if team.gpu_hours_per_month is not None], now
     )
     cost = budgets.spent_money([t for t in teams if t.spend_alert_per_month is not None], now)
+    forecast_cost = forecast.month_forecast(cost, now)
     recent = {t.id: t.recent_use.get("gpu", 0.0) / snapshot.GPU_MILLI for t in known}
     line = standing.Line.read()
     turns = line.turns if line is not None else {}
@@ -156,6 +162,7 @@ def of(teams: list[Tenant], reader=None) -> list[TeamQuotas]:
             gpu_budget_renews=None if team.gpu_hours_per_month is None else budgets.renews(now),
             spend_alert_per_month=team.spend_alert_per_month,
             cost_this_month=cost.get(team.pk),
+            cost_forecast_this_month=forecast_cost.get(team.pk),
             recent_gpus=round(recent.get(str(team.pk), 0.0), 2),
             your_gpus=None if reader is None else yours.get(team.pk, 0.0),
             waiting_for_quota=queued.get(team.pk, {}).get("quota", 0),

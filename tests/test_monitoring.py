@@ -66,10 +66,10 @@ def exposed(lines: list[str]) -> dict[str, set[str]]:
 @pytest.fixture
 def platform_running():
     """A platform with a figure for each rule: a cluster whose agent reports, a started job and
-    one waiting for GPUs, a team with a GPU-hour budget and a quota."""
+    one waiting for GPUs, a team with a GPU-hour budget, a spend alert and a quota."""
     east = ClusterFactory(name="east", last_heartbeat=timezone.now())
     NodeFactory(cluster=east, gpu_count=8)
-    alpha = TenantFactory(slug="alpha", gpu_hours_per_month=100)
+    alpha = TenantFactory(slug="alpha", gpu_hours_per_month=100, spend_alert_per_month=1000)
     Quota.objects.create(tenant=alpha, flavor="gpu:A100", guaranteed=8)
     job = JobFactory(gpus=1, created=timezone.now() - timedelta(seconds=30))
     JobFactory(gpus=8)

@@ -221,11 +221,7 @@ def quota(api: Api, args) -> None:
         spent = (f", {amount(team['gpu_hours_spent'])} of {budget} GPU-hours used this month"
                  if budget is not None else "")  # fmt: skip
         waiting = f"{team['waiting_for_quota']} waiting for quota"
-        alert = team.get("spend_alert_per_month")  # None too from a server without alerts
-        currency = answer.get("currency", "")
-        cost = (f", {price_written(team['cost_this_month'], grouped=True)} {currency} of its "
-                f"{price_written(alert, grouped=True)} {currency} spend alert spent this month"
-                if alert is not None else "")  # fmt: skip
+        cost = spend_said(team, answer.get("currency", ""))
         images = team.get("allowed_images")
         only = f", images only {' '.join(images)}" if images else ""
         if team.get("exclusive_allowed") is False:
@@ -247,6 +243,23 @@ def quota(api: Api, args) -> None:
 CLASS_HEADER = ["class", "value", "preempts", "fair share", "exempt s", "max runtime s",
                 "default runtime s", "gpus per user", "gpus", "held", "yours", "open to",
                 "default for"]  # fmt: skip
+
+
+def spend_said(team: dict, currency: str) -> str:
+    """A team's spend alert as `quota` says it: what this month cost of it so far, and what it
+    may cost by the month's end; "" without an alert."""
+    alert = team.get("spend_alert_per_month")  # None too from a server without alerts
+    if alert is None:
+        return ""
+    said = (
+        f", {price_written(team['cost_this_month'], grouped=True)} {currency} of its "
+        f"{price_written(alert, grouped=True)} {currency} spend alert spent this month"
+    )
+    ahead = team.get("cost_forecast_this_month")  # None too from a server without forecasts
+    if ahead is not None:
+        said += (f", up to {price_written(ahead, grouped=True)} {currency} by the month's end "
+                 "if its running jobs run to their limits")  # fmt: skip
+    return said
 
 
 def classes(api: Api, args) -> None:
