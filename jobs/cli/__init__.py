@@ -288,11 +288,12 @@
                      maintenance window or booking (yours: for one of your teams)
     whoami           who your token speaks for: your username, email address (where jobs
                      that ask are emailed), your teams and your role in each, the token's name
-    login [--browser]
+    login [--browser] [--name NAME]
                      sign in through the browser, as gh auth login does: it prints a page of
                      the portal and a code; approved there (signed in, single sign-on
                      included), it keeps the API token it gets for MLSCHED_URL in the
-                     credentials file (--browser: it opens the page too)
+                     credentials file (--browser: it opens the page too; --name: the
+                     token's name, "mlsched CLI on <host>" by default)
     logout           forget the token login kept for MLSCHED_URL (it works on until it
                      expires, unless revoked on the portal's API tokens page)
     cordon CLUSTER NODE [--reason TEXT] | drain CLUSTER NODE [--reason TEXT] |

@@ -7,6 +7,7 @@ The credentials file is `credentials.json` in $MLSCHED_CONFIG_DIR, else $XDG_CON
 else ~/.config/mlsched: `{"<server URL>": {"token", "username", "expires"}}`, a server each.
 It is written readable by its owner alone (0600, in a folder made 0700) from its first byte."""
 
+import argparse
 import json
 import os
 import socket
@@ -78,11 +79,20 @@ def token_for(url: str) -> tuple[str, str]:
     return "", ""
 
 
+def token_name(text: str) -> str:
+    """`login --name`: a token's name as the server takes one, 1 to NAME_MAX characters."""
+    name = text.strip()
+    if not name or len(name) > NAME_MAX:
+        raise argparse.ArgumentTypeError(f"a name of 1 to {NAME_MAX} characters: {text[:120]!r}")
+    return name
+
+
 def login(url: str, args) -> None:
-    """`login [--browser]`: start a login, ask its user to approve it on the portal, poll
-    until they have, and keep the token it gets for `url`."""
+    """`login [--browser] [--name NAME]`: start a login, ask its user to approve it on the
+    portal, poll until they have, and keep the token it gets for `url`, named as asked (by
+    default "mlsched CLI on <host>", as the API tokens page lists it)."""
     api = Api(url, None)
-    name = f"mlsched CLI on {socket.gethostname()}"[:NAME_MAX]
+    name = args.name or f"mlsched CLI on {socket.gethostname()}"[:NAME_MAX]
     started = api.call("POST", "cli-logins/", json={"name": name})
     page = started["verification_uri_complete"]
     show(f"Open {page} in your browser and confirm the code {started['user_code']}")

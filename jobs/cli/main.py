@@ -29,7 +29,7 @@ from jobs.cli.commands import (
     status,
     submit,
 )
-from jobs.cli.logins import login, logout, token_for, token_like
+from jobs.cli.logins import login, logout, token_for, token_like, token_name
 from jobs.cli.members import member_add, member_remove, member_set, members
 from jobs.cli.secrets import secret_delete, secret_set, secrets
 from jobs.cli.tables import (
@@ -517,6 +517,9 @@ def add_signing_in(commands) -> None:
     )
     logging_in.add_argument("--browser", action="store_true",
                             help="open the page to approve it in your browser too")  # fmt: skip
+    logging_in.add_argument("--name", type=token_name, metavar="NAME",
+                            help="the token's name on the API tokens page (default: "
+                            "'mlsched CLI on <host>')")  # fmt: skip
     commands.add_parser("logout", help="forget the token `login` kept for MLSCHED_URL")
 
 

@@ -77,6 +77,21 @@ def test_login_keeps_the_token_it_gets_and_whoami_then_works_without_mlsched_tok
     assert whoami.stdout.startswith("alice") and "mlsched CLI on " in whoami.stdout
 
 
+def test_login_names_its_token_as_asked(env, alice):
+    status, _, err = logging_in(env, approved_by(alice), "--name", "  ci runner 7 ")
+
+    assert status == 0, err
+    assert ApiToken.objects.get(user=alice).name == "ci runner 7"
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 101])
+def test_login_refuses_a_name_no_token_can_have_and_starts_nothing(env, name):
+    done = cli(env, "login", "--name", name)
+
+    assert done.returncode == 2 and "--name: a name of 1 to 100 characters" in done.stderr
+    assert not CliLogin.objects.exists()
+
+
 def test_login_keeps_the_tokens_of_other_servers(env, alice):
     folder = Path(env["MLSCHED_CONFIG_DIR"])
     folder.mkdir(mode=0o700)
