@@ -45,6 +45,9 @@ def download(request):
     fetches it before signing in); a browser or curl keeps it as `mlsched.pyz`."""
     answer = HttpResponse(archive(server_of(request)), content_type="application/zip")
     answer["Content-Disposition"] = 'attachment; filename="mlsched.pyz"'
+    if not settings.MLSCHED_PUBLIC_URL:  # it names the address asked: kept per address
+        answer["Vary"] = "Host"
+        answer["Cache-Control"] = "private"
     return answer
 
 

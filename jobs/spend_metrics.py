@@ -49,8 +49,13 @@ def month_spend(now: datetime) -> MonthSpend:
     cached = None
     with events.best_effort("reading the shared spend"):
         cached = caches["shared"].get(KEY)
-    # `now` is checked too, not only the cache's expiry, as the platform figures are.
-    if isinstance(cached, MonthSpend) and (now - cached.at).total_seconds() < PERIOD_S:
+    # `now` is checked too, not only the cache's expiry, as the platform figures are; and its
+    # month: the last seconds of the month before are not this month's spend.
+    if (
+        isinstance(cached, MonthSpend)
+        and (now - cached.at).total_seconds() < PERIOD_S
+        and budgets.month_start(cached.at) == budgets.month_start(now)
+    ):
         return cached
     fresh = compute(now)
     with events.best_effort("sharing the spend"):

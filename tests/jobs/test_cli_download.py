@@ -103,6 +103,15 @@ def test_it_names_the_platforms_public_address_where_one_is_set(client, settings
     assert zipped.read("jobs/cli/server.txt") == b"https://ml.example.com\n"
 
 
+def test_a_copy_naming_the_address_asked_is_not_shared_by_caches_across_hosts(client, settings):
+    asked = client.get("/cli/mlsched.pyz")
+    settings.MLSCHED_PUBLIC_URL = "https://ml.example.com"
+    public = client.get("/cli/mlsched.pyz")
+
+    assert (asked["Vary"], asked["Cache-Control"]) == ("Host", "private")
+    assert not public.has_header("Vary") and not public.has_header("Cache-Control")
+
+
 def test_it_is_the_same_bytes_at_every_build():
     first = cli_archive.archive("https://ml.example.com")
     cli_archive.archive.cache_clear()

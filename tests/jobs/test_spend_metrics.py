@@ -3,7 +3,7 @@ far, as its alert counts it, and the alert, labelled with the tenant and the cur
 computed at most once a minute whatever the scrape rate, shared through the shared cache,
 each reader given its own tenants' figures."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -117,3 +117,15 @@ def test_pricing_every_tenants_month_costs_the_same_queries_for_six_tenants_as_f
     alerted(5)
 
     assert pricing_queries() == one
+
+
+@pytest.mark.usefixtures("priced")
+def test_a_new_month_is_not_given_the_last_months_spend_shared_within_the_minute(computed):
+    month_end = datetime(2027, 1, 1, tzinfo=UTC)
+    last = spend_of(metrics.collect(month_end - timedelta(seconds=10)))
+
+    first = spend_of(metrics.collect(month_end + timedelta(seconds=10)))
+
+    assert last == {"alpha": 812.4}
+    assert first == {"alpha": 0.0}  # January has cost nothing yet
+    assert len(computed) == 2
