@@ -45,7 +45,10 @@ class MonthSpend:
 
 def month_spend(now: datetime) -> MonthSpend:
     """The month's spend, at most PERIOD_S old as of `now`: the one a web process shared, or
-    computed (and shared) afresh."""
+    computed (and shared) afresh; computed at each read where MLSCHED_METRICS_CACHE_S is 0,
+    as every other figure then is."""
+    if settings.MLSCHED_METRICS_CACHE_S <= 0:
+        return compute(now)
     cached = None
     with events.best_effort("reading the shared spend"):
         cached = caches["shared"].get(KEY)

@@ -76,6 +76,16 @@ def test_the_spend_is_priced_once_a_minute_whatever_the_scrape_rate(alpha, compu
 
 
 @pytest.mark.usefixtures("priced")
+def test_with_the_metrics_cache_off_the_spend_is_priced_at_every_read(computed, settings):
+    settings.MLSCHED_METRICS_CACHE_S = 0  # as every other figure then is
+
+    for s in (0, 20):
+        metrics.collect(NOW + timedelta(seconds=s))
+
+    assert len(computed) == 2
+
+
+@pytest.mark.usefixtures("priced")
 def test_without_redis_the_spend_is_priced_at_every_read(computed, monkeypatch):
     def down(*args, **kwargs):
         raise RedisDown("Connection refused")
