@@ -294,9 +294,8 @@ class TeamsExportView(APIView):
         if not request.user.is_superuser:
             raise PermissionDenied("Only a platform admin exports the teams.")
         slugs = request.query_params.getlist("tenant") or None
-        known = set(Tenant.objects.filter(slug__in=slugs or ()).values_list("slug", flat=True))
-        if slugs and (missing := [slug for slug in slugs if slug not in known]):
-            raise ValidationError({"tenant": [f"No tenant {missing[0]!r}."]})
+        if missing := exported.unknown(slugs):
+            raise ValidationError({"tenant": [f"No tenant {missing!r}."]})
         document = exported.document(slugs)
         return Response({"document": exported.written(document),
                          "tenants": len(document["tenants"]),

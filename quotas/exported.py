@@ -34,6 +34,12 @@ def document(slugs: list[str] | None = None) -> dict:
             "priority_classes": [class_entry(c) for c in classes]}  # fmt: skip
 
 
+def unknown(slugs: list[str] | None) -> str | None:
+    """The first of `slugs` no tenant has (None: all are tenants', or none asked): one query."""
+    known = set(Tenant.objects.filter(slug__in=slugs or ()).values_list("slug", flat=True))
+    return next((slug for slug in slugs or () if slug not in known), None)
+
+
 def written(teams: dict) -> str:
     """A teams file (`document`'s) as YAML, under a line saying what it is."""
     return HEADER + yaml.safe_dump(teams, sort_keys=False, allow_unicode=True, width=100)

@@ -65,3 +65,13 @@ def browser_page():
                                              args=CHROMIUM_FLAGS)  # fmt: skip
         yield browser.new_page()
         browser.close()
+
+
+@pytest.fixture
+def policy_refused(browser_page):
+    """What Chromium's console says the Content-Security-Policy refused on the browser page
+    from the test's start: (the page's address then, the message)."""
+    refused = []
+    browser_page.on("console", lambda message: refused.append((browser_page.url, message.text))
+                    if "Content Security Policy" in message.text else None)  # fmt: skip
+    return refused

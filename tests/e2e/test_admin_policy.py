@@ -31,12 +31,9 @@ def admin_pages(job, cluster, node, tenant, root) -> list[str]:
 
 
 def test_the_admins_pages_run_within_their_content_security_policy_and_block_markup_scripts(
-    server, browser_page, alpha
+    server, browser_page, policy_refused, alpha
 ):
-    page = browser_page
-    refused = []
-    page.on("console", lambda message: refused.append((page.url, message.text))
-            if "Content Security Policy" in message.text else None)  # fmt: skip
+    page, refused = browser_page, policy_refused
     root = User.objects.create_superuser("root", "root@example.com", "password")
     cluster = ClusterFactory(name="east")
     node = NodeFactory(cluster=cluster)

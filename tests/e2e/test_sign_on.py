@@ -42,12 +42,9 @@ def signed_on(page, portal: str) -> None:
 
 
 def test_the_login_pages_link_signs_in_through_the_provider_and_out_again(
-    portal, provider, browser_page
+    portal, provider, browser_page, policy_refused
 ):
-    page = browser_page
-    refused = []
-    page.on("console", lambda message: refused.append(message.text)
-            if "Content Security Policy" in message.text else None)  # fmt: skip
+    page, refused = browser_page, policy_refused
     page.goto(f"{portal}/queue/")
 
     page.get_by_role("link", name="Sign in with Corp SSO").click()

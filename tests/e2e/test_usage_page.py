@@ -92,12 +92,9 @@ def test_the_wide_usage_table_scrolls_in_its_box_not_the_page(server, browser_pa
 
 
 def test_the_chart_of_gpu_hours_per_day_draws_its_bars_within_the_pages_policy(
-    server, browser_page, alpha, alice
+    server, browser_page, policy_refused, alpha, alice
 ):
-    page = browser_page
-    refused = []
-    page.on("console", lambda message: refused.append(message.text)
-            if "Content Security Policy" in message.text else None)  # fmt: skip
+    page, refused = browser_page, policy_refused
     run(alpha, SINCE + 20 * H, SINCE + 26 * H, gpu_type="A100")  # 4 h, then 2 h
     run(alpha, SINCE + H, SINCE + 3 * H, gpu_type="T4")
     log_in(page, server, "alice")

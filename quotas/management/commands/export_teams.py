@@ -4,7 +4,6 @@ written from the database (quotas.exported), to keep under version control."""
 from django.core.management.base import BaseCommand, CommandError
 
 from quotas import exported
-from quotas.models import Tenant
 
 
 class Command(BaseCommand):
@@ -21,6 +20,6 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def handle(self, *args, slugs, **options):
-        if slugs and (missing := set(slugs) - set(Tenant.objects.values_list("slug", flat=True))):
-            raise CommandError(f"--tenant: no tenant {sorted(missing)[0]!r}")
+        if missing := exported.unknown(slugs):
+            raise CommandError(f"--tenant: no tenant {missing!r}")
         self.stdout.write(exported.written(exported.document(slugs)), ending="")
