@@ -61,7 +61,8 @@ def test_the_admins_pages_run_within_their_content_security_policy_and_block_mar
     page.goto(f"{server}/admin/clusters/cluster/")
     page.check(f"input[name=_selected_action][value='{cluster.pk}']")
     page.select_option("select[name=action]", "rotate_agent_token")
-    page.click("button[name=index]")
+    with page.expect_navigation():  # the page's deferred script has run when it has loaded
+        page.click("button[name=index]")
     page.focus("input.agent-token")
     token = page.input_value("input.agent-token")
     assert page.evaluate("getSelection().toString() || document.activeElement.selectionEnd") in (
