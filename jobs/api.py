@@ -37,6 +37,7 @@ from jobs.action_serializers import (
     ShardLimitSerializer,
 )
 from jobs.cli.client import CONSTRAINTS
+from jobs.fields import body_of
 from jobs.maintenance_api import (
     BookingsView,
     MaintenanceView,
@@ -173,6 +174,7 @@ class CancelView(APIView):
     def post(self, request, pk):
         # A cancel_job grant reaches a job its holder cannot see; neither access is a 404.
         job = access.to_change(request.user, pk, "cancel it")
+        body_of(request)  # a cancel takes no field: `shards` or `reason` is refused, not ignored
         if actions.cancel(job, f"canceled by {request.user}") is None:
             job.refresh_from_db(fields=["state"])  # it may have ended since it was read
             return Response({"detail": f"The job has ended already ({job.state})."},
@@ -226,6 +228,7 @@ class HoldView(APIView):
 
     def post(self, request, pk):
         job = access.to_change(request.user, pk, "hold or release it")
+        body_of(request)
         try:
             changed = self.verb(job, str(request.user), admin=request.user.is_superuser)
         except actions.AdminHold as refusal:

@@ -51,12 +51,34 @@ class StrictFields:
     refuses one)."""
 
     def to_internal_value(self, data):
-        fields = self.fields
-        if isinstance(data, dict) and (unknown := [key for key in data if key not in fields]):
-            raise serializers.ValidationError(
-                {field_named(key): [unknown_field(key, fields)] for key in unknown}
-            )
+        if isinstance(data, dict):
+            refuse_unknown(data, self.fields)
         return super().to_internal_value(data)
+
+
+def body_of(request, *known: str) -> dict:
+    """The body of a call that reads its fields one by one (a team's members, a pause, a
+    secret) or takes none (a cancel, a hold): a JSON object of the fields `known` ({}: nothing
+    sent); a 400 for any other body (`non_field_errors`, as a serializer says it) and for a
+    field not among `known`, as StrictFields refuses one: a misspelled or misplaced field is
+    never left out unsaid (a cancel of a batch's `shards` would cancel every shard)."""
+    data = request.data
+    if not data:
+        return {}
+    if not isinstance(data, dict):
+        raise serializers.ValidationError(
+            {"non_field_errors": ["Send the fields as a JSON object."]}
+        )
+    refuse_unknown(data, known)
+    return data
+
+
+def refuse_unknown(data: dict, known) -> None:
+    """A 400 naming each key of `data` that is not one of `known`, with the one meant."""
+    if unknown := [key for key in data if key not in known]:
+        raise serializers.ValidationError(
+            {field_named(key): [unknown_field(key, known)] for key in unknown}
+        )
 
 
 def unknown_field(key: str, known) -> str:

@@ -25,6 +25,7 @@ from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
 from jobs import access, actions
 from jobs.clock import database_now
+from jobs.fields import body_of
 from jobs.reports import BadParameter
 from quotas import history
 
@@ -280,7 +281,7 @@ def reason_asked(request, limit: int = MAX_REASON) -> str:
     """A platform admin's `reason` for a verb of the API (a node's cordon, a team's pause),
     stripped ("": none given); 400 naming `reason` for anything but text of at most `limit`
     characters."""
-    reason = request.data.get("reason", "")
+    reason = body_of(request, "reason").get("reason", "")
     if not isinstance(reason, str) or len(reason.strip()) > limit:
         raise ValidationError({"reason": f"At most {limit} characters of text."})
     return reason.strip()

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from jobs import access, actions, reports
 from jobs.costs import RateCard
+from jobs.fields import body_of
 from jobs.listing import moment, number, yes
 from jobs.models import Job
 from jobs.nodes_api import reason_asked
@@ -215,11 +216,12 @@ MAX_PAUSE_REASON = Tenant._meta.get_field("placements_paused").max_length
 
 class PauseView(APIView):
     """Pause a team's placements (`{"reason": "..."}`: why, shown to the team and on its
-    queued jobs) or resume them (`resume`), for platform admins alone, as the admin's field
-    does: what an incident runbook or a budget system does without the admin's pages. 200
-    with the team's quota status as `GET /api/v1/quotas/` gives it, `changed` (false: it was
-    so already, with that reason) and `queued`, its queued jobs; 403 for anyone else, 404 for
-    no such team, 400 naming `reason` (none given to pause, or too long)."""
+    queued jobs) or resume them (`resume`; a `reason` kept in the history alone), for platform
+    admins alone, as the admin's field does: what an incident runbook or a budget system does
+    without the admin's pages. 200 with the team's quota status as `GET /api/v1/quotas/`
+    gives it, `changed` (false: it was so already, with that reason) and `queued`, its queued
+    jobs; 403 for anyone else, 404 for no such team, 400 naming `reason` (none given to pause,
+    or too long) or a field it does not take."""
 
     resume = False
 
@@ -228,16 +230,16 @@ class PauseView(APIView):
             verb = "resumes" if self.resume else "pauses"
             raise PermissionDenied(f"Only a platform admin {verb} a team's placements.")
         tenant = get_object_or_404(Tenant, slug=slug)
-        reason = "" if self.resume else reason_asked(request, MAX_PAUSE_REASON)
+        reason = reason_asked(request, MAX_PAUSE_REASON)
         if not self.resume and not reason:
             raise ValidationError({"reason": "Say why its placements are paused: its members "
                                              "and its queued jobs are told."})  # fmt: skip
-        changed = actions.pause_placements(tenant, reason)
+        changed = actions.pause_placements(tenant, "" if self.resume else reason)
         if changed:
-            said = f"Placements paused through the API: {reason}" if reason else (
-                "Placements resumed through the API"
+            said = "Placements resumed through the API" if self.resume else (
+                "Placements paused through the API"
             )  # fmt: skip
-            history.record(request.user, [tenant], said)
+            history.record(request.user, [tenant], f"{said}: {reason}" if reason else said)
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})
@@ -259,14 +261,15 @@ class TeamsApplyView(APIView):
     def post(self, request):
         if not request.user.is_superuser:
             raise PermissionDenied("Only a platform admin applies a teams file.")
-        document = request.data.get("document") if isinstance(request.data, dict) else None
+        data = body_of(request, "document", "dry_run")
+        document = data.get("document")
         if not isinstance(document, str) or not document.strip():
             raise ValidationError({"document": ["Give the teams file's text (YAML or JSON)."]})
         if len(document) > MAX_TEAMS_DOCUMENT:
             raise ValidationError(
                 {"document": [f"At most {MAX_TEAMS_DOCUMENT:,} characters: split the file."]}
             )
-        dry_run = request.data.get("dry_run", False)
+        dry_run = data.get("dry_run", False)
         if not isinstance(dry_run, bool):
             raise ValidationError({"dry_run": ["true or false."]})
         try:
@@ -448,7 +451,7 @@ class MembersView(APIView):
 
     def post(self, request, slug):
         tenant = owned_team(request, slug)
-        data = request.data if isinstance(request.data, dict) else {}
+        data = body_of(request, "username", "role")
         username, role = data.get("username"), data.get("role", Membership.Role.MEMBER)
         if not isinstance(username, str) or not isinstance(role, str):
             raise ValidationError({"username": ["A username and a role, as text."]})
@@ -466,7 +469,7 @@ class MemberView(APIView):
 
     def patch(self, request, slug, username):
         tenant = owned_team(request, slug)
-        role = request.data.get("role") if isinstance(request.data, dict) else None
+        role = body_of(request, "role").get("role")
         if not isinstance(role, str):
             raise ValidationError({"role": [f"One of {', '.join(memberships.ROLES)}."]})
         return Response(member_shown(member_changed(tenant, username, role, request.user)))

@@ -14,7 +14,7 @@ back out:
 - ``DELETE`` of the same: 204, 409 while jobs not yet ended name it.
 
 Another team's tenant is a 404, as an unknown one is; a member who may not change its
-secrets gets a 403.
+secrets gets a 403; a field a put does not take, a 400 naming it.
 """
 
 from django.core.exceptions import ValidationError as ModelValidationError
@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import access
+from jobs.fields import body_of
 from quotas import tenant_secrets
 from quotas.models import Membership, Tenant, TenantSecret
 
@@ -60,7 +61,7 @@ class SecretsView(APIView):
 class SecretView(APIView):
     def put(self, request, slug, name):
         tenant = tenant_for(request, slug, change=True)
-        data = request.data if isinstance(request.data, dict) else {}
+        data = body_of(request, "value", "as_file", "registry", "username", "replaces")
         try:
             secret, created = tenant_secrets.put(
                 tenant, name, data.get("value"), by=request.user,
