@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from jobs import reports, rollup, usage_chart
+from jobs import report_rows, reports, rollup, usage_chart
 from jobs.clock import database_now
 from jobs.usage_queries import daily_rows, type_order
 
@@ -84,14 +84,14 @@ class DailyUsage:
     def rows(self) -> list[list[str]]:
         """As table cells (the CSV, the CLI's lines): per day and tenant a row of GPU type
         "all", zeros included, then a row for each GPU type it used."""
-        return [[f"{day:%Y-%m-%d}", t.slug, reports.type_label(u.gpu_type),
+        return [[f"{day:%Y-%m-%d}", t.slug, report_rows.type_label(u.gpu_type),
                  f"{u.gpu_hours:.2f}", f"{u.cpu_core_hours:.2f}"]
                 for day in self.days for t in self.tenants
                 for u in [self.total(day, t), *self.by_type(day, t)]]  # fmt: skip
 
     def as_json(self) -> dict:
         return {
-            **reports.window_json(self),
+            **report_rows.window_json(self),
             "tenants": [{"tenant": t.slug, "name": t.name} for t in self.tenants],
             "days": [{"day": day, "tenants": [self.tenant_json(day, t) for t in self.tenants]}
                      for day in self.days],
@@ -105,8 +105,8 @@ class DailyUsage:
 
 
 def hours_json(u: TypeHours) -> dict[str, float | None]:
-    return {"gpu_hours": reports.rounded(u.gpu_hours),
-            "cpu_core_hours": reports.rounded(u.cpu_core_hours)}  # fmt: skip
+    return {"gpu_hours": report_rows.rounded(u.gpu_hours),
+            "cpu_core_hours": report_rows.rounded(u.cpu_core_hours)}  # fmt: skip
 
 
 # Reading it.
@@ -167,8 +167,10 @@ def drawn(series: DailyUsage) -> dict:
         (tenant,) = series.tenants
         types = sorted({u.gpu_type for d in days for u in series.by_type(d, tenant)},
                        key=lambda kind: type_order(TypeHours(kind)))  # fmt: skip
-        named = [(reports.type_label(kind), [series.of(d, tenant, kind).gpu_hours for d in days])
-                 for kind in types]  # fmt: skip
+        named = [
+            (report_rows.type_label(kind), [series.of(d, tenant, kind).gpu_hours for d in days])
+            for kind in types
+        ]
         by, other = "GPU type", "other types"
     else:
         named = [(t.slug, [series.total(d, t).gpu_hours for d in days]) for t in series.tenants]

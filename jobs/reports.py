@@ -52,8 +52,9 @@ hours by GPU type and its splits are read again (the figures stay the whole wind
 The 95th percentile is PostgreSQL's percentile_cont; on SQLite (the embedded mode) the started
 jobs' waits are read and interpolated the same way.
 
-The queries, and TypeUsage, the figures they give, are jobs/usage_queries.py's; here the request
-is read, the window split between the roll-up's whole days and the jobs, and the report laid out
+The queries, and TypeUsage, the figures they give, are jobs/usage_queries.py's; a tenant's
+figures and how they are written out (cells, JSON), jobs/report_rows.py's; here the request is
+read, the window split between the roll-up's whole days and the jobs, and the report laid out
 as a table and as JSON.
 """
 
@@ -69,11 +70,19 @@ from jobs import rollup
 from jobs.clock import database_now
 from jobs.costs import Cost, RateCard, Stretch, Tables, row_costs, total, written
 from jobs.models import LabelValue
+from jobs.report_rows import (
+    TenantUsage,
+    cost_json,
+    hours,
+    sizing,
+    summed,
+    tenant_json,
+    type_label,
+    window_json,
+)
 from jobs.serializers import flag
 from jobs.usage_queries import (
-    FIGURES,
     OUTCOMES,
-    USED,
     TypeUsage,
     attempt_usage,
     finished_jobs,
@@ -208,45 +217,6 @@ def pick_tenants(tenants, slug: str | None) -> list:
 
 
 @dataclass
-class TenantUsage:
-    slug: str
-    name: str
-    by_type: list[TypeUsage] = field(default_factory=list)
-    # Split by the values of a label (Report.label): each TypeUsage's gpu_type is a value, None
-    # for the jobs without the label.
-    by_label: list[TypeUsage] = field(default_factory=list)
-    # Split by what every job has (Report.splits): by name of SPLITS, each gpu_type a value
-    # of it (a username, a class's name).
-    by_split: dict[str, list[TypeUsage]] = field(default_factory=dict)
-    finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    started: int = 0
-    mean_wait_s: float | None = None
-    p95_wait_s: float | None = None
-    # What each row cost at the rate card: by GPU type, by value of the label, by value of
-    # each split.
-    costs: dict[str | None, Cost] = field(default_factory=dict)
-    label_costs: dict[str | None, Cost] = field(default_factory=dict)
-    split_costs: dict[str, dict[str | None, Cost]] = field(default_factory=dict)
-
-    def total(self) -> TypeUsage:
-        """Its GPU types summed, as GPU type "all"."""
-        return summed("all", self.by_type)
-
-    def total_cost(self) -> Cost:
-        """Its GPU types' costs summed."""
-        return total(self.costs.values())
-
-    def labelled(self) -> list[tuple[TypeUsage, Cost]]:
-        """The split by label's rows, each with its cost."""
-        return [(u, self.label_costs[u.gpu_type]) for u in self.by_label]
-
-    def split_of(self, name: str) -> list[tuple[TypeUsage, Cost]]:
-        """A split of SPLITS' rows, each with its cost (none where it was not asked)."""
-        costs = self.split_costs.get(name, {})
-        return [(u, costs[u.gpu_type]) for u in self.by_split.get(name, ())]
-
-
-@dataclass
 class Report:
     since: datetime
     until: datetime
@@ -343,88 +313,11 @@ class Report:
         }  # fmt: skip
 
 
-def hours(usage: TypeUsage) -> list[str]:
-    """What was used and wasted, as table cells."""
-    return [f"{value:.2f}" for value in usage.figures()[:USED]]
-
-
-def sizing(usage: TypeUsage) -> list[str]:
-    """How well the work used what it asked for, as table cells."""
-    return [f"{usage.cpu_core_hours_measured:.2f}", f"{usage.cpu_core_hours_busy:.2f}",
-            share(usage.cpu_efficiency), f"{usage.memory_gib_hours_unused:.2f}",
-            f"{usage.succeeded_run_hours:.2f}", f"{usage.succeeded_limit_hours:.2f}",
-            share(usage.runtime_efficiency), f"{usage.gpu_hours_measured:.2f}",
-            f"{usage.gpu_hours_busy:.2f}", share(usage.gpu_efficiency)]  # fmt: skip
-
-
-def share(fraction: float | None) -> str:
-    return "" if fraction is None else f"{fraction:.2f}"
-
-
-def type_label(gpu_type: str | None) -> str:
-    return {None: "unknown", "": "none"}.get(gpu_type, gpu_type)
-
-
-def tenant_json(t: TenantUsage, label: str | None = None, splits: tuple[str, ...] = ()) -> dict:
-    split = {"by_label": [row_json("value", u, cost) for u, cost in t.labelled()]}
-    return {
-        "tenant": t.slug,
-        "name": t.name,
-        **figures_json(t.total()),
-        **cost_json(t.total_cost()),
-        "jobs_finished": t.finished,
-        "queue_wait": {
-            "jobs_started": t.started,
-            "mean_s": rounded(t.mean_wait_s),
-            "p95_s": rounded(t.p95_wait_s),
-        },
-        "by_gpu_type": [row_json("gpu_type", u, t.costs[u.gpu_type]) for u in t.by_type],
-        **(split if label else {}),
-        **{
-            f"by_{name}": [row_json(name, u, cost) for u, cost in t.split_of(name)]
-            for name in splits
-        },
-    }
-
-
-def row_json(key: str, usage: TypeUsage, cost: Cost) -> dict:
-    """A row of a tenant's tables: its GPU type or value under `key`, its figures and costs."""
-    return {key: usage.gpu_type, **figures_json(usage), **cost_json(cost)}
-
-
-def cost_json(cost: Cost) -> dict[str, str]:
-    """Costs as strings of two decimals, as DRF writes a decimal: no float's rounding."""
-    return {"cost": f"{cost.used:.2f}", "wasted_cost": f"{cost.wasted:.2f}"}
-
-
-def figures_json(usage: TypeUsage) -> dict[str, float | None]:
-    figures = dict(zip(FIGURES, map(rounded, usage.figures()), strict=True))
-    return figures | {
-        "cpu_efficiency": rounded(usage.cpu_efficiency),
-        "runtime_efficiency": rounded(usage.runtime_efficiency),
-        "gpu_efficiency": rounded(usage.gpu_efficiency),
-    }
-
-
 def read_before_pruned(report) -> bool:
     """Whether a part of a report's window (a Report's, a daily series') read from the jobs
     reaches back before what retention keeps (the rolled-up days outlive it)."""
     live = live_pieces(report.since, report.until, report.rolled_up)
     return report.pruned_before is not None and any(s < report.pruned_before for s, _ in live)
-
-
-def window_json(report) -> dict:
-    """A report's window as its JSON gives it (a Report's, a daily series'): the window, to when
-    running attempts were counted, what retention may have deleted, and the whole days read
-    from the daily roll-up, [first, end)."""
-    rolled = report.rolled_up and dict(zip(("first", "end"), report.rolled_up, strict=True))
-    return {"since": report.since, "until": report.until,
-            "counted_to": min(report.now, report.until), "pruned_before": report.pruned_before,
-            "incomplete": report.incomplete, "rolled_up": rolled or None}  # fmt: skip
-
-
-def rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
 
 
 def usage(
@@ -482,11 +375,6 @@ def value_rows(values: dict) -> list[TypeUsage]:
     """A tenant's split (split_usage's: by value, its hours by GPU type) as a row per value,
     its GPU types summed."""
     return sorted((summed(value, usages) for value, usages in values.items()), key=type_order)
-
-
-def summed(kind, usages: list[TypeUsage]) -> TypeUsage:
-    """The figures of `usages` summed, as one row of `kind`."""
-    return TypeUsage(kind, *map(sum, zip(*(u.figures() for u in usages), strict=True)))
 
 
 def rolled_span(since: datetime, until: datetime) -> tuple[date, date] | None:
