@@ -59,9 +59,10 @@ class StrictFields:
 def body_of(request, *known: str) -> dict:
     """The body of a call that reads its fields one by one (a team's members, a pause, a
     secret) or takes none (a cancel, a hold): a JSON object of the fields `known` ({}: nothing
-    sent); a 400 for any other body (`non_field_errors`, as a serializer says it) and for a
-    field not among `known`, as StrictFields refuses one: a misspelled or misplaced field is
-    never left out unsaid (a cancel of a batch's `shards` would cancel every shard)."""
+    sent); a 400 for any other body (`non_field_errors`, as a serializer says it), for a
+    field not among `known`, as StrictFields refuses one (a misspelled or misplaced field is
+    never left out unsaid: a cancel of a batch's `shards` would cancel every shard), and for
+    text no field can store (UNSTORABLE)."""
     data = request.data
     if not data:
         return {}
@@ -70,6 +71,11 @@ def body_of(request, *known: str) -> dict:
             {"non_field_errors": ["Send the fields as a JSON object."]}
         )
     refuse_unknown(data, known)
+    if unstorable := [key for key, value in data.items()
+                      if isinstance(value, str) and UNSTORABLE.search(value)]:  # fmt: skip
+        raise serializers.ValidationError(
+            {key: ["Cannot hold a NUL character or a lone surrogate."] for key in unstorable}
+        )
     return data
 
 

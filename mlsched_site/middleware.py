@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.conf import settings
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import http_date
 
@@ -16,9 +16,14 @@ from quotas.scim_views import refusal
 def refuse_nul_in_query(get_response):
     """A NUL in a query parameter is a 400 naming the parameter (the API's error shape; under
     /scim/, SCIM's, RFC 7644's error), for every page and API: a database text field cannot
-    hold one, so a filter on it would otherwise fail as a 500."""
+    hold one, so a filter on it would otherwise fail as a 500. A NUL in the path (`%00`) is a
+    404: nothing is named so, and a look-up by a name holding one would fail the same way."""
 
     def middleware(request):
+        if "\x00" in request.path:
+            if request.path.startswith("/api/"):
+                return JsonResponse({"detail": "Not found."}, status=404)
+            raise Http404("Nothing is named so.")
         for name, values in request.GET.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 shown = name.replace("\x00", "\\0")

@@ -227,6 +227,10 @@ def parse(text: str, where: str) -> Declared:
     except yaml.YAMLError as error:
         said = " ".join(str(error).split())  # one line: the parser's spans several
         raise Refused(f"{where}: not YAML nor JSON ({said})") from None
+    except (ValueError, OverflowError) as error:  # a timestamp no calendar has: 2026-13-45
+        raise Refused(f"{where}: a value YAML cannot read ({error})") from None
+    except RecursionError:
+        raise Refused(f"{where}: nested too deep") from None
     return declared(document)
 
 

@@ -4,6 +4,8 @@ not take, on that field, with the one meant where one is close, and a body that 
 object: nothing is done. A misspelled `dry_run` would otherwise apply a teams file for real, a
 cancel's `shards` cancel every shard of a batch."""
 
+import json
+
 import pytest
 from django.contrib.admin.models import LogEntry
 
@@ -132,3 +134,15 @@ def test_a_resume_through_the_api_keeps_its_reason_in_the_history(world, alpha):
     assert LogEntry.objects.get().change_message == (
         "Placements resumed through the API: budget raised"
     )
+
+
+@pytest.mark.parametrize("text", ["bad\x00DIMM", "bad \ud800 DIMM"])
+def test_text_no_field_can_store_is_a_400_on_its_field_and_nothing_is_done(world, text):
+    answer = client_for(world["root"]).generic(
+        "POST", "/api/v1/nodes/east/east-0/cordon/", json.dumps({"reason": text}),
+        "application/json",
+    )  # fmt: skip
+
+    assert answer.status_code == 400
+    assert answer.json() == {"reason": ["Cannot hold a NUL character or a lone surrogate."]}
+    assert nothing_done(world["job"])
