@@ -8,6 +8,8 @@ from django.http import Http404, JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.http import http_date
 
+from jobs import cli_archive
+from jobs.cli.client import RELEASE_HEADER
 from mlsched_site.health import healthz
 from quotas.scim import invalid
 from quotas.scim_views import refusal
@@ -66,27 +68,49 @@ def health_before_host_check(get_response):
     return middleware
 
 
+def answering(get_response, change):
+    """The middleware calling `change(request, response)` on every answer of the chain, sync
+    or async as the chain is."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            return change(request, await get_response(request))
+
+    else:
+
+        def middleware(request):
+            return change(request, get_response(request))
+
+    return middleware
+
+
 @sync_and_async_middleware
 def date_header(get_response):
     """Every answer says when it was made (HTTP's Date header, which daphne does not add): the
     CLI counts how long jobs have waited or run from the server's clock, not from its own
     machine's, which may be off."""
 
-    if iscoroutinefunction(get_response):
+    def dated(request, response):
+        response.headers.setdefault("Date", http_date())
+        return response
 
-        async def middleware(request):
-            response = await get_response(request)
-            response.headers.setdefault("Date", http_date())
-            return response
+    return answering(get_response, dated)
 
-    else:
 
-        def middleware(request):
-            response = get_response(request)
-            response.headers.setdefault("Date", http_date())
-            return response
+@sync_and_async_middleware
+def release_header(get_response):
+    """Every answer under /api/v1/ names the release of the CLI this server gives
+    (`Mlsched-Cli-Release`, jobs.cli_archive.release): a downloaded CLI of another release
+    tells its user how to get this one, without a request of its own. Read once, when the
+    middleware is loaded."""
+    current = cli_archive.release()
 
-    return middleware
+    def named(request, response):
+        if request.path_info.startswith("/api/v1/"):
+            response.headers[RELEASE_HEADER] = current
+        return response
+
+    return answering(get_response, named)
 
 
 # What the portal's and the admin's pages may load and talk to: scripts, styles, images and
@@ -127,15 +151,4 @@ def with_policy(request, response):
 def content_security_policy(get_response):
     """Every page of the portal and the admin says what it may load
     (`CONTENT_SECURITY_POLICY`)."""
-
-    if iscoroutinefunction(get_response):
-
-        async def middleware(request):
-            return with_policy(request, await get_response(request))
-
-    else:
-
-        def middleware(request):
-            return with_policy(request, get_response(request))
-
-    return middleware
+    return answering(get_response, with_policy)

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "mlsched_site.middleware.date_header",
+    "mlsched_site.middleware.release_header",
     "mlsched_site.middleware.content_security_policy",
     "mlsched_site.middleware.health_before_host_check",
     "django.middleware.security.SecurityMiddleware",

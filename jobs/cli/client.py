@@ -1,8 +1,11 @@
-"""The CLI's side of HTTP: the API client (its token, its retries after a 429), and what it
-prints of what the server sends, made safe for a terminal."""
+"""The CLI's side of HTTP: the API client (its token, its retries after a 429, its notice of
+another release on the server), and what it prints of what the server sends, made safe for a
+terminal."""
 
+import functools
 import os
 import re
+import shlex
 import sys
 import time
 from datetime import UTC, datetime
@@ -19,6 +22,10 @@ TERMINAL = {"succeeded", "failed", "canceled"}
 LOCAL = "http://127.0.0.1:8000"
 # The file naming the server a CLI downloaded from it talks to (jobs/cli_archive.py adds it).
 SERVER_FILE = "server.txt"
+# The file naming a downloaded CLI's release (jobs/cli_archive.py adds it too), and the header
+# the API's answers name the release the server gives in.
+RELEASE_FILE = "release.txt"
+RELEASE_HEADER = "Mlsched-Cli-Release"
 
 
 def server_url() -> str:
@@ -31,6 +38,38 @@ def server_url() -> str:
     except OSError:  # not a downloaded CLI
         return LOCAL
     return named or LOCAL
+
+
+@functools.cache
+def release() -> str | None:
+    """This CLI's release, as the archive it was downloaded in names it; None run from a
+    checkout, which is no release."""
+    try:
+        return resources.files("jobs.cli").joinpath(RELEASE_FILE).read_text().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+told_of_release = False  # the notice is given once a run, however many requests it makes
+
+
+def tell_of_release(server: str, response: requests.Response) -> None:
+    """On stderr, once a run: the server gives another release of the CLI than this copy, and
+    the command that replaces this copy with it (as gh says a new release is available). Said
+    by a downloaded CLI alone, unless MLSCHED_NO_UPDATE_NOTIFIER is set; never an error. A
+    release is a digest, not a version number: "another", not "newer" (a server rolled back
+    gives an older one)."""
+    global told_of_release
+    theirs, ours = response.headers.get(RELEASE_HEADER), release()
+    if told_of_release or not theirs or not ours or theirs == ours:
+        return
+    told_of_release = True
+    if os.environ.get("MLSCHED_NO_UPDATE_NOTIFIER"):
+        return
+    # The copy run is the one replaced: `./mlsched`, `mlsched.pyz`, `~/bin/mlsched` on the PATH.
+    fetch = f"curl -fo {shlex.quote(sys.argv[0] or 'mlsched')} {server}/cli/mlsched.pyz"
+    line = f"{server} gives another release of mlsched than this one; to update it: {fetch}"
+    print(printable(line), file=sys.stderr, flush=True)
 
 
 STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]
@@ -173,7 +212,8 @@ class Api:
     which came from `source` (what a 401 names: MLSCHED_TOKEN, or the credentials file)."""
 
     def __init__(self, url: str, token: str | None, source: str = "MLSCHED_TOKEN"):
-        self.url = url.rstrip("/") + "/api/v1/"
+        self.server = url.rstrip("/")
+        self.url = self.server + "/api/v1/"
         self.session = requests.Session()
         if token is not None:
             self.session.headers["Authorization"] = f"Token {token}"
@@ -231,6 +271,7 @@ class Api:
                 printable(f"cannot reach {self.url} (MLSCHED_URL): {error}")
             ) from None
         self.date = server_date(response) or self.date
+        tell_of_release(self.server, response)
         return response
 
 
