@@ -15,14 +15,16 @@ want of one; one past its limit and not yet stopped adds nothing. What ends soon
 failed, preempted, stopped by a maintenance window or a booking) costs less; a job not yet
 placed adds nothing.
 
-Priced at the prices in force today (`RateCard.on`): each attempt's GPU-hours at its GPU
-type's price (`Attempt.gpu_type`), its core-hours at the core-hour's, a tenant's hours of each
-GPU type summed and rounded to the cent, as a usage report's row is. A price change scheduled
-later this month is not applied to what is still to run; once those days are used, the month's
-cost prices them at it.
+Priced as the month's cost is, at the prices in force on the days the hours will be used
+(`RateCard`): what is still to run is cut at each midnight (UTC) before the month's end from
+which a price of the card changes, as a usage report's window is, and each stretch's hours
+priced at its prices: each attempt's GPU-hours at its GPU type's price (`Attempt.gpu_type`),
+its core-hours at the core-hour's, a tenant's hours of each GPU type in a stretch summed and
+rounded to the cent, as a usage report's row is in each of its stretches. A price change
+scheduled later this month applies to the hours after its midnight; one from the next month on
+changes nothing (those hours are the next month's).
 """
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,11 +33,13 @@ from decimal import Decimal
 from django.conf import settings
 
 from jobs import budgets
-from jobs.costs import ZERO, RateCard, day_of
+from jobs.costs import ZERO, RateCard, Tables, row_costs, total
 from jobs.models import Attempt
 from jobs.usage_queries import TypeUsage
 
 HOUR_S = 3600.0
+# The table of what is still to run, as jobs.costs prices a usage report's: rows by GPU type.
+AHEAD = "ahead"
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,8 @@ class Live:
 def month_forecast(spent: dict[int, Decimal], now: datetime) -> dict[int, Decimal]:
     """Each tenant of `spent` ({id: what its month cost so far, as `budgets.spent_money` gives
     it at `now`}) with what its running jobs may still cost by the month's end added: two
-    queries (the live attempts with their jobs, the card), none for no tenant, the card's none
-    without live attempts."""
+    queries whatever the price changes this month (the live attempts with their jobs, the
+    card), none for no tenant, the card's none without live attempts."""
     still = still_to_cost(live(list(spent), now), now, budgets.renews(now))
     return {pk: amount + still.get(pk, ZERO) for pk, amount in spent.items()}
 
@@ -87,30 +91,34 @@ def ends(start: datetime, limit_s: int, stop_asked: datetime | None) -> datetime
 
 def still_to_cost(attempts: list[Live], now: datetime, month_end: datetime) -> dict[int, Decimal]:
     """What each tenant's live attempts may still cost from `now` to their ends, `month_end` at
-    most, at the prices in force today; a tenant without any has none. The card read only
-    when there is something to price."""
+    most, each stretch between the card's price changes at its prices and rounded as a usage
+    report's row is (jobs.costs); a tenant without any has none. The card read only when there
+    is something to price; a price change reads nothing more (each stretch's hours are counted
+    from the attempts already read)."""
     if not attempts:
         return {}
-    card = RateCard.read().on(day_of(now))
-    costs: dict[int, Decimal] = defaultdict(lambda: ZERO)
-    for (tenant, _), usage in hours_ahead(attempts, now, month_end).items():
-        costs[tenant] += card.cost(usage).used
-    return dict(costs)
+
+    def ahead(since: datetime, until: datetime) -> Tables:
+        return {AHEAD: hours_ahead(attempts, since, until)}
+
+    stretches = RateCard.read().stretches(now, month_end, ahead(now, month_end), ahead)
+    tenants = {attempt.tenant for attempt in attempts}
+    return {t: total(row_costs(stretches, AHEAD, t, ()).values()).used for t in tenants}
 
 
-def hours_ahead(
-    attempts: Iterable[Live], now: datetime, month_end: datetime
-) -> dict[tuple[int, str | None], TypeUsage]:
-    """The GPU-hours and core-hours the attempts may still use from `now` to their ends,
-    `month_end` at most, by tenant and GPU type (so each is priced by its type)."""
-    ahead: dict[tuple[int, str | None], TypeUsage] = {}
+def hours_ahead(attempts: Iterable[Live], since: datetime, until: datetime) -> dict[int, dict]:
+    """The GPU-hours and core-hours the attempts may use over [since, until), each up to its
+    end, by tenant and GPU type (so each is priced by its type), as jobs.costs prices a
+    table's rows: {tenant: {GPU type: [its hours]}}."""
+    ahead: dict[int, dict[str | None, TypeUsage]] = {}
     for attempt in attempts:
-        hours = max((min(attempt.ends, month_end) - now).total_seconds(), 0.0) / HOUR_S
-        key = (attempt.tenant, attempt.gpu_type)
-        had = ahead.get(key, TypeUsage(attempt.gpu_type))
-        ahead[key] = TypeUsage(
+        hours = max((min(attempt.ends, until) - since).total_seconds(), 0.0) / HOUR_S
+        types = ahead.setdefault(attempt.tenant, {})
+        had = types.get(attempt.gpu_type, TypeUsage(attempt.gpu_type))
+        types[attempt.gpu_type] = TypeUsage(
             attempt.gpu_type,
             gpu_hours=had.gpu_hours + hours * attempt.gpu_milli / 1000,
             cpu_core_hours=had.cpu_core_hours + hours * attempt.cpu_milli / 1000,
         )
-    return ahead
+    return {tenant: {kind: [usage] for kind, usage in types.items()}
+            for tenant, types in ahead.items()}  # fmt: skip

@@ -104,18 +104,7 @@ def usage(request):
         "errors": errors,
         "fields": described(errors),
         "tenants": tenants.order_by("name"),
-        "headings": reports.HEADINGS,
-        # The splits by what every job has, those asked drawn: name, column, rows, CSV's name.
-        "splits": [
-            (
-                name,
-                heading,
-                report.split_rows(name) if report else [],
-                reverse("usage_split_csv", args=[name]),
-                bool(report) and name in report.splits,
-            )
-            for name, (_, heading) in reports.SPLITS.items()
-        ],  # fmt: skip
+        **drawn_tables(report),
         "csv_query": urlencode({name: value for name, value in values.items() if value}),
         # GPU-hours per day over the same window, drawn, and its CSV's parameters.
         "daily": daily_chart(tenants, values["tenant"], report) if report else None,
@@ -124,6 +113,39 @@ def usage(request):
         ),
     }
     return render(request, "portal/usage.html", context, status=400 if errors else 200)
+
+
+# The usage page's two cost columns (Cost, Wasted cost: the currency written into each), at the
+# same place in each of its tables, beside the hours.
+COSTS = slice(reports.HEADINGS.index("Cost"), reports.HEADINGS.index("Wasted cost") + 1)
+
+
+def drawn_tables(report: reports.Report | None) -> dict:
+    """The usage page's tables as drawn: their headings (a split's after its team and value),
+    the report's rows, its split by label's and the splits of SPLITS (each: name, column, rows,
+    CSV's address, whether asked). Where no price is set at all the cost columns are left out
+    (the page says so once): a column of 0.00 would tell nothing. The CSVs keep theirs."""
+    priced = bool(report and report.priced)
+
+    def drawn(rows: list[list[str]]) -> list[list[str]]:
+        return rows if priced else [row[: COSTS.start] + row[COSTS.stop :] for row in rows]
+
+    return {
+        "headings": drawn([reports.HEADINGS])[0],
+        "split_headings": drawn([reports.HEADINGS[: COSTS.stop]])[0][2:],
+        "rows": drawn(report.shown_rows()) if report else [],
+        "label_rows": drawn(report.label_rows()) if report and report.label else [],
+        "splits": [
+            (
+                name,
+                heading,
+                drawn(report.split_rows(name)) if report else [],
+                reverse("usage_split_csv", args=[name]),
+                bool(report) and name in report.splits,
+            )
+            for name, (_, heading) in reports.SPLITS.items()
+        ],  # fmt: skip
+    }
 
 
 def daily_chart(tenants, slug: str, report: reports.Report) -> dict:

@@ -64,8 +64,8 @@ class TeamQuotas:
     gpu_budget_renews: datetime | None  # when the next month's budget begins; None: no budget
     # Its spend alert a calendar month, in the platform's currency (only an alert: nothing is
     # held), what this month's usage cost so far at the rate card, and that with what its
-    # running jobs may still cost by the month's end at today's prices (jobs.forecast, an
-    # upper bound); None: no alert.
+    # running jobs may still cost by the month's end at the prices in force on the days still
+    # to run (jobs.forecast, an upper bound); None: no alert.
     spend_alert_per_month: Decimal | None
     cost_this_month: Decimal | None
     cost_forecast_this_month: Decimal | None

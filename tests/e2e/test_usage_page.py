@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from jobs.models import Attempt
 from tests.e2e.test_job_page import log_in
+from tests.jobs.test_usage_cost import card
 from tests.jobs.test_usage_report import SINCE, H, as_shown, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,6 +28,7 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
     )
     run(alpha, SINCE - H, SINCE + 2 * H, gpu_type="T4", gpus=0, gpu_milli=500)  # 2 h x 0.5
     run(gamma, SINCE + H, SINCE + 9 * H, gpu_type="H100")
+    card(gpu_A100="2.00")  # 4 A100-hours: 8.00; no rate for T4 or cpu
     log_in(page, server, "alice")
 
     page.click("header >> text=Usage")
@@ -41,7 +43,7 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
         rows = list(csv.reader(file))
 
     jobs, none = ["0", "0", "0", "0", "", ""], [""] * 6
-    costs = ["0.00 USD", "0.00 USD"]  # no rate card: nothing priced
+    costs, nothing = ["8.00 USD", "0.00 USD"], ["0.00 USD", "0.00 USD"]
     measured = ["16.00", "4.00", "0.25", "31.25"]  # the A100 attempt's
     gpus = ["4.00", "3.00", "0.75"]  # its 2 GPUs for 2 h, 3 GPU-hours busy
     assert table == [
@@ -49,7 +51,7 @@ def test_a_user_reads_their_teams_usage_and_downloads_the_same_rows_as_csv(
          "2.00", "2.50", *gpus],
         ["alpha", "A100", "4.00", "16.00", "0.00", "0.00", *costs, *none, *measured, "2.00",
          "1.00", "2.00", *gpus],
-        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *costs, *none, "0.00", "0.00", "",
+        ["alpha", "T4", "1.00", "8.00", "0.00", "0.00", *nothing, *none, "0.00", "0.00", "",
          "0.00", "3.00", "1.00", "3.00", "0.00", "0.00", ""],
     ]  # fmt: skip
     # The CSV's rows are the table's, then its window, whether it is whole, and the costs

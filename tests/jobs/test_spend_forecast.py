@@ -1,8 +1,9 @@
 """The month's spend forecast (jobs.forecast): this month's cost so far plus what the running
 jobs may still cost up to their runtime limits, each counted to the month's end at most, at
-today's prices for each job's GPU type and cores; the quota API, page and CLI give it beside
-the month's cost. Every job has a runtime limit (Job.max_runtime_s is required), so none is
-left out."""
+the prices in force on the days still to run for each job's GPU type and cores (a change
+scheduled later this month prices the hours after its midnight); the quota API, page and CLI
+give it beside the month's cost. Every job has a runtime limit (Job.max_runtime_s is
+required), so none is left out."""
 
 # ruff: noqa: F811 (the fixtures imported are the tests' arguments)
 
@@ -14,6 +15,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from jobs import budgets, forecast
+from jobs.costs import ZERO
 from jobs.models import Attempt
 from quotas import status
 from quotas.models import Rate
@@ -69,12 +71,58 @@ def test_each_running_job_is_priced_at_its_gpu_types_price_and_its_cores(alpha):
     assert forecast_of(alpha) == Decimal("12.20")
 
 
-def test_what_is_still_to_run_is_priced_at_todays_prices_not_a_change_scheduled_later(alpha):
-    card(gpu_A100="1.00")
-    Rate.objects.create(flavor="gpu:A100", price=Decimal("5.00"), since=date(2026, 12, 25))
-    running(alpha, started=NOW, limit_h=200)  # past the 25th
+CHRISTMAS = date(2026, 12, 25)  # 4.5 days (108 hours) after NOW
 
-    assert forecast_of(alpha) == Decimal("200.00")
+
+def test_a_price_rise_scheduled_this_month_prices_the_hours_after_its_midnight(alpha):
+    card(gpu_A100="1.00", cpu="0.10")
+    running(alpha, started=NOW, limit_h=200)  # 108 hours before the 25th, 92 from it
+    before = forecast_of(alpha)
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("5.00"), since=CHRISTMAS)
+
+    assert before == Decimal("280.00")  # 200 x 1.00 + 800 core-hours x 0.10
+    assert forecast_of(alpha) - before == 92 * Decimal("4.00")  # the rise, from the 25th
+
+
+def test_a_price_change_from_the_months_end_on_changes_nothing(alpha):
+    card(gpu_A100="1.00")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("5.00"), since=MONTH_END.date())
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("9.00"), since=date(2027, 1, 5))
+    running(alpha, started=NOW - H, limit_h=1000)
+
+    assert forecast_of(alpha) == Decimal("277.00")  # 1 hour so far, 276 to the month's end
+
+
+def test_a_job_ending_before_a_price_change_is_priced_as_without_it(alpha, gamma):
+    card(gpu_A100="1.00")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("5.00"), since=CHRISTMAS)
+    running(alpha, started=NOW, limit_h=108)  # ends at the 25th's midnight
+    running(gamma, started=NOW, limit_h=110)  # 2 hours past it
+
+    assert forecast_of(alpha) == Decimal("108.00")
+    assert forecast_of(gamma) == Decimal("118.00")  # 108 x 1.00 + 2 x 5.00
+
+
+def test_a_job_run_to_its_limit_costs_the_month_what_its_forecast_said(alpha):
+    card(gpu_A100="1.00", cpu="0.10")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("5.00"), since=CHRISTMAS)
+    attempt = running(alpha, started=NOW, limit_h=200)
+    said = forecast_of(alpha)
+    ended = NOW + 200 * H
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=ended, outcome=Attempt.Outcome.SUCCEEDED)
+
+    assert said == Decimal("648.00")  # 108 x 1.00 + 92 x 5.00 + 800 core-hours x 0.10
+    assert budgets.spent_money([alpha], ended) == {alpha.pk: said}
+
+
+def test_each_stretch_is_rounded_to_the_cent_as_a_report_row_is(alpha):
+    card(gpu_A100="0.20375")
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("0.01"), since=CHRISTMAS)
+    # 108 hours at 0.20375: 22.005, to the cent 22.00 (half to even); then half an hour at
+    # 0.01: 0.005, 0.00. Rounded once, 22.01.
+    running(alpha, started=NOW, limit_h=108.5)
+
+    assert forecast_of(alpha) == Decimal("22.00")
 
 
 def test_a_job_placed_and_not_started_counts_its_whole_limit_from_now(alpha):
@@ -110,17 +158,22 @@ def test_another_tenants_running_jobs_add_nothing(alpha, gamma):
 
 
 @pytest.mark.parametrize("jobs", [1, 6])
-def test_it_reads_the_running_jobs_in_one_query_whatever_their_number(
-    alpha, jobs, django_assert_num_queries
+@pytest.mark.parametrize(("changes", "each"), [(0, 120), (5, 180)])
+def test_it_reads_the_running_jobs_and_the_card_once_whatever_their_number(
+    alpha, gamma, jobs, changes, each, django_assert_num_queries
 ):
     card(gpu_A100="1.00")
-    for _ in range(jobs):
-        running(alpha, started=NOW, limit_h=1)
+    for day in range(changes):  # 2.00 from the 21st, 1.00 from the 22nd, 2.00... to the 25th
+        Rate.objects.create(flavor="gpu:A100", price=2 - day % 2, since=date(2026, 12, 21 + day))
+    for tenant in (alpha, gamma):
+        for _ in range(jobs):
+            # To noon on the 25th: 12 hours on the 20th, 24 a day, 12 on the 25th.
+            running(tenant, started=NOW, limit_h=120)
 
     with django_assert_num_queries(2):  # the live attempts with their jobs, the card
-        ahead = forecast.month_forecast({alpha.pk: Decimal("0.00")}, NOW)
+        ahead = forecast.month_forecast({alpha.pk: ZERO, gamma.pk: ZERO}, NOW)
 
-    assert ahead == {alpha.pk: Decimal(jobs)}
+    assert ahead == {alpha.pk: Decimal(each * jobs), gamma.pk: Decimal(each * jobs)}
 
 
 def test_no_tenant_costs_no_query(django_assert_num_queries):
@@ -147,7 +200,7 @@ def test_the_quota_api_page_and_cli_give_the_forecast_beside_the_months_cost(
 
     assert (team["cost_this_month"], team["cost_forecast_this_month"]) == ("33.75", "38.75")
     assert "By the month's end it may cost up to 38.75 USD, if its running jobs run to their " \
-           "runtime limits (at today's prices)." in page  # fmt: skip
+           "runtime limits (at the prices in force on the days still to run)." in page  # fmt: skip
     assert (
         "33.75 USD of its 1,000.00 USD spend alert spent this month, up to 38.75 USD by "
         "the month's end if its running jobs run to their limits"

@@ -6,6 +6,7 @@ even; through the API, the page, the CSVs and the CLI; one read of the card per 
 
 import csv
 import io
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -165,6 +166,52 @@ def test_the_usage_page_shows_each_cost_and_the_total_with_the_currency(alpha, a
     assert "<th>Cost</th><th>Wasted cost</th>" in table
     assert 'id="total-cost">Total cost: <strong>1,234.50 USD</strong>' in page
     assert 'id="unpriced">No rate for cpu: counted as costing nothing.' in page
+
+
+# The usage page's tables, each split asked for, and a job in each (2 A100-hours, 8 core-hours).
+TABLES = ["usage", "usage-by-label", "usage-by-user", "usage-by-class"]
+EVERY_SPLIT = {**WINDOW, "by_label": "project", "by_user": "1", "by_class": "1"}
+
+
+def table_of(page: str, table_id: str) -> tuple[list[str], list[list[str]]]:
+    """A table of the page: its headings, and its rows' cells."""
+    table = page[page.index(f'id="{table_id}"') :]
+    head, body = table[: table.index("</table>")].split("<tbody>")
+    rows = re.findall(r"<tr.*?</tr>", body, re.S)
+    return re.findall(r"<th>(.*?)</th>", head), [re.findall(r"<td>(.*?)</td>", r) for r in rows]
+
+
+def test_without_any_rate_the_usage_page_leaves_every_cost_column_out(alpha, alice, client):
+    run(alpha, SINCE + H, SINCE + 3 * H, labels={"project": "llm"}, owner=alice)
+    client.force_login(alice)
+
+    page = client.get("/usage/", EVERY_SPLIT).text
+
+    for table_id in TABLES:
+        headings, rows = table_of(page, table_id)
+        assert "Cost" not in headings and "Wasted cost" not in headings, table_id
+        assert rows and all(len(row) == len(headings) for row in rows), table_id
+        assert not [cell for row in rows for cell in row if "USD" in cell], table_id
+    assert page.count("No prices are set") == 1 and 'id="total-cost"' not in page
+    assert "Costs: the GPU-hours" not in page
+    # Scripts read the CSV by column: it keeps its costs, 0.
+    header, first, *_ = csv.reader(io.StringIO(client.get("/usage.csv", WINDOW).text))
+    assert header[-3:] == reports.COST_COLUMNS and first[-3:] == ["0.00", "0.00", "USD"]
+
+
+def test_with_a_rate_every_table_of_the_usage_page_has_its_cost_columns(alpha, alice, client):
+    card(gpu_A100="2.50")  # no rate for cpu
+    run(alpha, SINCE + H, SINCE + 3 * H, labels={"project": "llm"}, owner=alice)
+    client.force_login(alice)
+
+    page = client.get("/usage/", EVERY_SPLIT).text
+
+    for table_id in TABLES:
+        headings, rows = table_of(page, table_id)
+        cost = headings.index("Cost")
+        assert headings[cost + 1] == "Wasted cost", table_id
+        assert [row[cost : cost + 2] for row in rows] == [["5.00 USD", "0.00 USD"]] * len(rows)
+    assert "No prices are set" not in page and 'id="total-cost"' in page
 
 
 def test_the_cli_prints_a_cost_column_the_total_and_what_has_no_rate(alpha, mlsched, settings):  # noqa: F811

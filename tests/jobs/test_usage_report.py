@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.db import connection
@@ -17,7 +18,7 @@ from clusters.models import Allocation
 from jobs import actions, reports, usage_queries
 from jobs.models import Attempt
 from jobs.states import State
-from quotas.models import Membership, Tenant
+from quotas.models import Membership, Rate, Tenant
 from quotas.tokens import create_token
 from tests.factories import (
     AttemptFactory,
@@ -421,11 +422,11 @@ def test_the_usage_page_shows_the_users_tenants_rows_only(client, two_teams_usag
 
     assert page.status_code == 200
     used, sizing = ["2.00", "8.00", "0.00", "0.00"], ["0.00", "0.00", "", "0.00", "2.00", "1.00"]
-    costs = ["0.00 USD", "0.00 USD"]  # no rate card: nothing priced
     gpus = ["0.00", "0.00", ""]  # GPU time not measured
+    # No rate card: no cost columns (tests/jobs/test_usage_cost.py prices them).
     assert table_rows(page.text) == [
-        ["alpha", "all", *used, *costs, "0", "0", "0", "0", "", "", *sizing, "2.00", *gpus],
-        ["alpha", "A100", *used, *costs, *[""] * 6, *sizing, "2.00", *gpus],
+        ["alpha", "all", *used, "0", "0", "0", "0", "", "", *sizing, "2.00", *gpus],
+        ["alpha", "A100", *used, *[""] * 6, *sizing, "2.00", *gpus],
     ]
     assert "gamma" not in page.text and "H100" not in page.text
 
@@ -436,6 +437,7 @@ def test_the_csv_holds_the_pages_rows_for_the_same_parameters(
     settings.MLSCHED_JOB_RETENTION_DAYS = 0  # kept for ever: the window is whole
     run(alice.memberships.get().tenant, SINCE, end=SINCE + H, gpu_type="T4", gpu_milli=500,
         gpus=0)  # fmt: skip
+    Rate.objects.create(flavor="gpu:A100", price=Decimal("2.50"))  # the page shows costs
     client.force_login(alice)
 
     page = client.get("/usage/", WINDOW)

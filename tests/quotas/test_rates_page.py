@@ -95,7 +95,7 @@ def test_the_usage_page_links_to_the_prices_only_where_a_rate_is_set(client, ali
 
     link = 'id="rate-card">Priced at the rate card: see <a href="/quotas/#prices">Prices</a>.'
     assert link in after and 'id="total-cost"' in after
-    assert 'id="rate-card">No prices are set: usage is not charged, and its costs are 0.' in before
+    assert 'id="rate-card">No prices are set: usage is not charged.</p>' in before
     assert 'id="total-cost"' not in before and 'id="unpriced"' not in before
 
 
