@@ -15,26 +15,34 @@ from quotas.scim import invalid
 from quotas.scim_views import refusal
 
 
-def refuse_nul_in_query(get_response):
-    """A NUL in a query parameter is a 400 naming the parameter (the API's error shape; under
-    /scim/, SCIM's, RFC 7644's error), for every page and API: a database text field cannot
-    hold one, so a filter on it would otherwise fail as a 500. A NUL in the path (`%00`) is a
-    404: nothing is named so, and a look-up by a name holding one would fail the same way."""
+def refuse_nul(get_response):
+    """A NUL in a query parameter, or in a field of a form posted (a page's, the admin's), is a
+    400 naming it (the API's error shape; under /scim/, SCIM's, RFC 7644's error), for every
+    page and API: a database text field cannot hold one, so a filter on it or a row written
+    with it would otherwise fail as a 500 (no browser sends one: a script's mistake). A NUL in
+    the path (`%00`) is a 404: nothing is named so, and a look-up by a name holding one would
+    fail the same way."""
 
     def middleware(request):
         if "\x00" in request.path:
             if request.path.startswith("/api/"):
                 return JsonResponse({"detail": "Not found."}, status=404)
             raise Http404("Nothing is named so.")
-        for name, values in request.GET.lists():
-            if "\x00" in name or any("\x00" in value for value in values):
-                shown = name.replace("\x00", "\\0")
-                if request.path.startswith("/scim/") and settings.MLSCHED_SCIM_TOKEN:
-                    return scim_refusal(shown)
-                return JsonResponse({shown: ["Cannot contain a NUL character."]}, status=400)
+        read = [request.GET, request.POST] if request.content_type in FORMS else [request.GET]
+        for given in read:
+            for name, values in given.lists():
+                if "\x00" in name or any("\x00" in value for value in values):
+                    shown = name.replace("\x00", "\\0")
+                    if request.path.startswith("/scim/") and settings.MLSCHED_SCIM_TOKEN:
+                        return scim_refusal(shown)
+                    return JsonResponse({shown: ["Cannot contain a NUL character."]}, status=400)
         return get_response(request)
 
     return middleware
+
+
+# The bodies a browser posts a form in, which Django reads into request.POST.
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def scim_refusal(name: str):

@@ -66,7 +66,7 @@ MIDDLEWARE = [
     "mlsched_site.middleware.content_security_policy",
     "mlsched_site.middleware.health_before_host_check",
     "django.middleware.security.SecurityMiddleware",
-    "mlsched_site.middleware.refuse_nul_in_query",
+    "mlsched_site.middleware.refuse_nul",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

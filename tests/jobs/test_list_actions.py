@@ -97,8 +97,10 @@ def test_what_is_no_verb_or_no_id_is_a_400_naming_it(alice, alpha, form, said):
     assert Job.objects.get(pk=job.pk).state == State.QUEUED
 
 
-def test_nothing_ticked_says_so_and_an_address_elsewhere_goes_to_the_list(alice, alpha):
-    page = act(portal_of(alice), "cancel", next_page="https://evil.example.com/")
+@pytest.mark.parametrize("elsewhere", ["https://evil.example.com/", "//evil.example.com/", "x",
+                                       "index", ""])  # fmt: skip
+def test_nothing_ticked_says_so_and_an_address_elsewhere_goes_to_the_list(alice, alpha, elsewhere):
+    page = act(portal_of(alice), "cancel", next_page=elsewhere)
 
     assert page.redirect_chain == [("/", 302)]
     assert "No job was ticked." in page.text

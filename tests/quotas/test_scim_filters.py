@@ -232,7 +232,7 @@ def test_a_hostile_filter_is_a_400_not_a_500(scim, written, problem, kind):
 
 @pytest.mark.parametrize("written", ['userName eq "\x00"', "\x00"])
 def test_a_nul_in_the_filter_is_a_400_before_scim_reads_it(scim, written):
-    answer = scim.get("/Users", filter=written)  # the site's refuse_nul_in_query answers it
+    answer = scim.get("/Users", filter=written)  # the site's refuse_nul answers it
 
     assert "filter: cannot contain a NUL" in refused(answer, "invalidFilter")
 
