@@ -157,7 +157,7 @@ def logout(url: str, args) -> None:
     if entry is None:
         show(f"Not logged in to {server(url)}: nothing to forget")
         return
-    token, status = entry.get("token"), None
+    token, status = entry.get("token") if isinstance(entry, dict) else None, None
     if isinstance(token, str) and token_like(token):
         try:
             api = Api(url, token, source=str(credentials_path()))

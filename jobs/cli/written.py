@@ -26,17 +26,28 @@ _YamlLoader.yaml_implicit_resolvers = {
 def job_description(text: str) -> object:
     """A job description as `submit` reads it: JSON (the API's body, `spec ID`'s), or YAML
     (`spec ID --yaml`'s; times as written). Raises ValueError naming both when it is
-    neither."""
+    neither, and saying why when it nests too deep or holds itself (a YAML alias inside
+    what it names), which no body can be sent as."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
     except ValueError as not_json:
         try:
             found = yaml.load(text, Loader=_YamlLoader)  # a SafeLoader, times kept as text
         except yaml.YAMLError as not_yaml:
             said = " ".join(str(not_yaml).split())  # one line: the parser's spans several
             raise ValueError(f"not JSON ({not_json}) nor YAML ({said})") from None
+        except RecursionError:
+            raise ValueError("nested too deep") from None
         if not isinstance(found, dict):
             raise ValueError(f"not JSON ({not_json}), and its YAML is no mapping") from None
+        try:
+            json.dumps(found)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
+        except ValueError:  # json's "Circular reference detected"
+            raise ValueError("its YAML holds itself (an alias inside what it names)") from None
         return found
 
 

@@ -306,6 +306,25 @@ def test_the_cli_says_what_is_wrong_with_a_job_file_in_one_line(cli, tmp_path):
         assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    ("[" * 5000, "nested too deep"),
+    ("name: train\nenv: " + "[" * 5000, "nested too deep"),
+    ("name: &loop [*loop]\n", "its YAML holds itself"),
+])  # fmt: skip
+def test_a_job_file_nested_too_deep_or_holding_itself_is_refused_in_one_line(
+    cli, tmp_path, text, said
+):
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+
+    out = cli("submit", str(path))
+
+    assert out.returncode != 0
+    assert out.stderr.strip() == f"{path}: not a readable job description: {said}" + (
+        " (an alias inside what it names)" if "itself" in said else ""
+    )
+
+
 def test_the_cli_says_when_it_cannot_reach_the_server():
     env = {"MLSCHED_URL": "http://127.0.0.1:9", "MLSCHED_TOKEN": "t", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-m", "jobs.cli", "list"], cwd=ROOT, env=env,

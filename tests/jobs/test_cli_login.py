@@ -163,12 +163,13 @@ def test_logout_revokes_and_forgets_the_servers_token_and_commands_then_ask_for_
     assert "Not logged in" in again.stdout
 
 
-def test_logout_from_a_server_out_of_reach_forgets_the_token_and_says_it_is_not_revoked(env):
+@pytest.mark.parametrize("entry", [{"token": "mls_kept", "username": "alice", "expires": None},
+                                   ["edited by hand"], 5])  # fmt: skip
+def test_logout_from_a_server_out_of_reach_forgets_the_token_and_says_it_is_not_revoked(env, entry):
     gone = f"http://127.0.0.1:{free_port()}"
     folder = Path(env["MLSCHED_CONFIG_DIR"])
     folder.mkdir(mode=0o700)
-    kept = {gone: {"token": "mls_kept", "username": "alice", "expires": None}}
-    (folder / "credentials.json").write_text(json.dumps(kept))
+    (folder / "credentials.json").write_text(json.dumps({gone: entry}))
 
     out = cli({**env, "MLSCHED_URL": gone}, "logout")
 
