@@ -278,7 +278,7 @@ def reported_start(workers, skew: float = 0.0) -> datetime | None:
     stamps = [w.started_at for w in workers]
     if not stamps or None in stamps:
         return None
-    return datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
+    return on_our_clock(max(stamps), skew)
 
 
 def missing_workers(attempt: Attempt, workers, world_size: int) -> list[base.WorkerStatus]:
@@ -326,6 +326,19 @@ def clock_skew(now: datetime, sent_at: float | None) -> float:
     if sent_at is None:
         return 0.0
     return SKEW_STEP_S * round((now.timestamp() - sent_at) / SKEW_STEP_S)
+
+
+# The last second a datetime can hold (9999-12-31), in seconds since the epoch.
+MAX_TIMESTAMP = 253_402_300_799
+
+
+def on_our_clock(stamp: float, skew: float) -> datetime | None:
+    """A time on the agent's clock (seconds since the epoch) moved onto the database's
+    (`clock_skew`); None where that is no time a datetime can hold, as the API leaves out a
+    stamp it cannot read: the report's clock ("sent_at") and the stamp, each in range, may be
+    ages apart (a host's clock set to the year 9999)."""
+    moved = stamp + skew
+    return datetime.fromtimestamp(moved, tz=UTC) if 0 <= moved <= MAX_TIMESTAMP else None
 
 
 def record_usage(
@@ -382,7 +395,7 @@ def idle_since(workers, measured, had: datetime | None, skew: float = 0.0) -> da
     stamps = [w.gpu_idle_since for w in measured]
     if len(measured) < len(workers) or None in stamps:
         return None
-    return datetime.fromtimestamp(max(stamps) + skew, tz=UTC)
+    return on_our_clock(max(stamps), skew)
 
 
 def attempt_outcome(workers, world_size: int, stop_reason: str):

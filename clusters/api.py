@@ -45,8 +45,7 @@ class IsClusterAgent(BasePermission):
 
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
-# The last second a datetime can hold (9999-12-31).
-MAX_TIMESTAMP = 253_402_300_799
+MAX_TIMESTAMP = agents.MAX_TIMESTAMP  # the last second a datetime can hold
 MAX_BUSY_S = 1000 * 100 * 365 * 86400  # a century of a thousand cores or GPUs
 
 

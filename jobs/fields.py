@@ -33,14 +33,14 @@ UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class Choice(serializers.ChoiceField):
-    """DRF's ChoiceField, its refusal quoting the value escaped, as Python writes it, and listing
-    the choices: DRF's own quotes the value raw, and an answer quoting a lone surrogate cannot be
-    encoded (a 500)."""
+    """DRF's ChoiceField, its refusal quoting the value escaped, as Python writes it, cut to 80
+    characters, and listing the choices: DRF's own quotes the value raw, and an answer quoting a
+    lone surrogate cannot be encoded (a 500), nor should one quote 70,000 characters back."""
 
     def __init__(self, choices, **kwargs):
         super().__init__(choices, **kwargs)
         listed = ", ".join(str(value) for value in self.choices)
-        self.error_messages["invalid_choice"] = f"{{input!r}} is not one of: {listed}."
+        self.error_messages["invalid_choice"] = f"{{input!r:.80}} is not one of: {listed}."
 
 
 class StrictFields:

@@ -125,6 +125,24 @@ def test_a_start_that_is_no_time_is_left_out_and_the_report_stands(agent, placed
     assert placed.started_at >= before
 
 
+END_OF_TIME = 253_402_300_799  # 9999-12-31 23:59:59, the last second a date can hold
+
+
+@pytest.mark.parametrize(
+    ("sent_at", "started"), [(1, END_OF_TIME), (END_OF_TIME, 1)], ids=["clock-1970", "clock-9999"]
+)
+def test_a_start_the_agents_clock_moves_past_any_date_is_left_out_and_the_report_stands(
+    agent, placed, sent_at, started
+):
+    # Each in range; moved by how far the agent's clock is off, the start is no date.
+    before = timezone.now()
+
+    beat(agent, report(placed, RUNNING, RUNNING), [started, started], sent_at=sent_at)
+
+    placed.refresh_from_db()
+    assert placed.started_at >= before
+
+
 # What the backends report of a worker's start.
 
 

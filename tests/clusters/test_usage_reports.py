@@ -115,6 +115,29 @@ def test_idle_times_on_an_agents_clock_are_moved_onto_the_databases(
     assert attempt.gpu_idle_since.timestamp() == pytest.approx(expected, abs=6)
 
 
+END_OF_TIME = 253_402_300_799  # 9999-12-31 23:59:59, the last second a date can hold
+
+
+@pytest.mark.parametrize(
+    ("sent_at", "idle_since"),
+    [(1, END_OF_TIME), (END_OF_TIME, 1_700_000_000)],
+    ids=["clock-1970", "clock-9999"],
+)
+def test_an_idle_time_the_agents_clock_moves_past_any_date_is_left_out_and_the_beat_stands(
+    agent, gang, sent_at, idle_since
+):
+    # Each in range; moved by how far the agent's clock is off, the idle time is no date.
+    attempt = gang.attempts.get()
+    idle = [{**w, "gpu_busy_seconds": 10.0, "gpu_idle_since": idle_since}
+            for w in report(attempt, base.RUNNING, base.RUNNING)]  # fmt: skip
+
+    response = post(agent, "east", "heartbeat", {"workers": idle, "sent_at": sent_at})
+
+    assert response.status_code == 200
+    attempt.refresh_from_db()
+    assert (attempt.gpu_idle_since, attempt.gpu_busy_seconds) == (None, 20.0)
+
+
 def test_what_was_counted_stays_counted_when_a_later_report_says_less(agent, gang):
     attempt = gang.attempts.get()
     running = report(attempt, base.RUNNING, base.RUNNING)
