@@ -460,6 +460,7 @@ REST_FRAMEWORK = {
         "quotas.auth.TokenScope",  # a read-only token only reads
     ],
     "DEFAULT_THROTTLE_CLASSES": ["jobs.throttles.UserRate"],
+    "EXCEPTION_HANDLER": "mlsched_site.errors.exception_handler",
 }
 
 LANGUAGE_CODE = "en-us"

@@ -136,7 +136,7 @@ def test_another_tenants_slug_is_a_400_naming_tenant_as_an_unknown_one_is(alice,
 
     assert (theirs.status_code, unknown.status_code) == (400, 400)
     assert theirs.json() == unknown.json() == usage.json()
-    assert theirs.json() == {"tenant": "None of your tenants has this slug."}
+    assert theirs.json() == {"tenant": ["None of your tenants has this slug."]}
 
 
 def test_bookings_and_maintenance_windows_are_listed_apart(alice, alpha):

@@ -49,8 +49,8 @@ def test_it_answers_a_filter_on_a_tenant_not_the_callers_as_it_does_any_other(ch
     theirs, unknown = cancel(charlie, tenant="alpha"), cancel(charlie, tenant="nowhere")
 
     assert theirs.status_code == unknown.status_code == 400
-    assert theirs.json()["tenant"] == "No tenant 'alpha' of yours."
-    assert unknown.json()["tenant"] == "No tenant 'nowhere' of yours."
+    assert theirs.json()["tenant"] == ["No tenant 'alpha' of yours."]
+    assert unknown.json()["tenant"] == ["No tenant 'nowhere' of yours."]
     assert states(secret) == [State.RUNNING]
 
 

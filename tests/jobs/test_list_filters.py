@@ -70,7 +70,7 @@ def test_the_api_names_every_parameter_at_fault_at_once(alice):
 
     assert response.status_code == 400
     assert set(response.json()) == {"mine", "q", "state", "fold"}
-    assert response.json()["mine"] == "1 or 0 (or true or false)."
+    assert response.json()["mine"] == ["1 or 0 (or true or false)."]
 
 
 def test_an_empty_yes_or_no_is_left_out_as_an_empty_filter_is(jobs, alice):

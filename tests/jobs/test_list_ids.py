@@ -37,7 +37,7 @@ def test_ids_that_are_none_or_too_many_are_a_400_naming_id(alpha, alice, asked):
     answer = api_of(alice).get("/api/v1/jobs/", {"id": asked})
 
     assert answer.status_code == 400
-    assert "at most 100" in answer.json()["id"]
+    assert "at most 100" in answer.json()["id"][0]
 
 
 class Sweep(Canned):

@@ -133,7 +133,7 @@ def test_a_time_it_cannot_read_is_a_400_naming_it(alice, query, field, said):
     answer = client.get(f"/api/v1/jobs/?{query}")
 
     assert answer.status_code == 400
-    assert list(answer.json()) == [field] and said in answer.json()[field]
+    assert list(answer.json()) == [field] and said in answer.json()[field][0]
 
 
 def test_the_portal_keeps_the_window_typed_and_marks_one_at_fault(week, alice):

@@ -81,7 +81,7 @@ def test_a_rank_the_job_has_not_or_no_number_is_a_400_naming_it(
     response = read(alice, gang, query, path)
 
     assert response.status_code == 400
-    assert response.json() == {field: message}
+    assert response.json() == {field: [message]}
 
 
 def test_a_single_workers_job_has_rank_0_alone(alpha, alice):
@@ -89,7 +89,7 @@ def test_a_single_workers_job_has_rank_0_alone(alpha, alice):
 
     response = read(alice, job, "worker=1")
 
-    assert response.status_code == 400 and response.json() == {"worker": "A worker's rank: 0."}
+    assert response.status_code == 400 and response.json() == {"worker": ["A worker's rank: 0."]}
 
 
 def test_the_download_of_one_worker_has_its_lines_alone_without_their_rank(gang, alice):

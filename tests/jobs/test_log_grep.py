@@ -98,7 +98,7 @@ def test_a_text_over_200_characters_is_a_400_naming_grep(gang, alice, path):  # 
     response = read(alice, gang, "grep=" + "x" * 201, path)
 
     assert response.status_code == 400
-    assert response.json() == {"grep": "At most 200 characters."}
+    assert response.json() == {"grep": ["At most 200 characters."]}
 
 
 def test_a_nul_is_a_400_naming_grep(gang, alice):  # noqa: F811

@@ -52,7 +52,7 @@ def test_the_api_gives_it_beside_the_split_by_user_and_names_a_bad_value(alpha_u
         ("normal", 1.0), ("urgent", 3.0)]  # fmt: skip
     assert [(u["user"], u["gpu_hours"]) for u in tenant["by_user"]] == [("alice", 4.0)]
     assert refused.status_code == 400
-    assert refused.json() == {"by_class": "1 or 0 (or true or false)."}
+    assert refused.json() == {"by_class": ["1 or 0 (or true or false)."]}
 
 
 def test_the_cli_prints_the_split_after_the_table(alpha_usage, mlsched, settings):  # noqa: F811

@@ -60,7 +60,7 @@ def test_the_api_gives_the_split_and_names_a_bad_value(alpha_usage, settings):
         ("alice", 3.0), ("bob", 1.0)]  # fmt: skip
     assert "by_user" not in plain["tenants"][0] and "by_user_incomplete" not in plain
     assert refused.status_code == 400
-    assert refused.json() == {"by_user": "1 or 0 (or true or false)."}
+    assert refused.json() == {"by_user": ["1 or 0 (or true or false)."]}
 
 
 def test_the_cli_prints_the_split_after_the_table(alpha_usage, live_server, settings):

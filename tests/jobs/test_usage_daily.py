@@ -194,7 +194,7 @@ def test_another_tenants_slug_is_refused_exactly_as_an_unknown_one(two_teams_dai
     unknown = client_for(charlie).get("/api/v1/usage/daily/", {**WINDOW, "tenant": "no-such"})
 
     assert foreign.status_code == unknown.status_code == 400
-    assert foreign.json() == unknown.json() == {"tenant": "None of your tenants has this slug."}
+    assert foreign.json() == unknown.json() == {"tenant": ["None of your tenants has this slug."]}
 
 
 @pytest.mark.parametrize(
@@ -366,4 +366,4 @@ def test_the_cli_refuses_daily_with_a_split_and_says_a_bad_date(live_server):
     bad = cli("usage", "--daily", "--since", "2025-02-30")
 
     assert split.returncode == 2 and "--daily gives the use per day" in split.stderr
-    assert (bad.returncode, bad.stderr) == (1, 'error 400: {"since":"A date: YYYY-MM-DD."}\n')
+    assert (bad.returncode, bad.stderr) == (1, 'error 400: {"since":["A date: YYYY-MM-DD."]}\n')

@@ -330,7 +330,7 @@ def test_another_tenants_slug_is_refused_exactly_as_an_unknown_one(two_teams_usa
     unknown = client_for(charlie).get("/api/v1/usage/", {**WINDOW, "tenant": "no-such-team"})
 
     assert foreign.status_code == unknown.status_code == 400
-    assert foreign.json() == unknown.json() == {"tenant": "None of your tenants has this slug."}
+    assert foreign.json() == unknown.json() == {"tenant": ["None of your tenants has this slug."]}
 
 
 def test_a_tenant_parameter_narrows_the_report_to_that_tenant(two_teams_usage, alice, gamma):

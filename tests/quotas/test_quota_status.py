@@ -108,7 +108,7 @@ def test_members_see_their_own_teams_only_and_a_platform_admin_every_team(alice,
     assert slugs(admin, "?tenant=gamma") == ["gamma"]
     refused = client_of(alice).get("/api/v1/quotas/?tenant=gamma")
     assert refused.status_code == 400
-    assert refused.json() == {"tenant": "None of your tenants has this slug."}
+    assert refused.json() == {"tenant": ["None of your tenants has this slug."]}
     assert APIClient().get("/api/v1/quotas/").status_code in (401, 403)
 
 

@@ -232,7 +232,7 @@ def test_at_that_is_no_date_is_a_400_naming_at(alice, at):
 
     answer = client.get("/api/v1/rates/", {"at": at})
 
-    assert (answer.status_code, answer.json()) == (400, {"at": "A date: YYYY-MM-DD."})
+    assert (answer.status_code, answer.json()) == (400, {"at": ["A date: YYYY-MM-DD."]})
 
 
 def test_the_rate_card_gives_the_platforms_currency_and_needs_a_sign_in(alice, settings):

@@ -87,7 +87,7 @@ def test_another_teams_slug_is_a_400_naming_tenant_as_an_unknown_one_is(alice, g
     answer = client_for(alice).get(URL, {"tenant": slug})
 
     assert answer.status_code == 400
-    assert answer.json() == {"tenant": "None of your tenants has this slug."}
+    assert answer.json() == {"tenant": ["None of your tenants has this slug."]}
 
 
 def test_no_volumes_is_an_empty_list(alice):
