@@ -140,14 +140,3 @@ def test_a_nul_in_a_pages_path_is_a_404(client, alice):
 
     assert page.status_code == 404
     assert (api.status_code, api.json()) == (404, {"detail": "Not found."})
-
-
-def test_a_nul_in_a_posted_forms_field_is_a_400_naming_it_and_nothing_is_written(client, alice):
-    client.force_login(alice)
-
-    answer = client.post("/teams/alpha/members/", {"username": "bo\x00b", "role": "member"})
-
-    assert (answer.status_code, answer.json()) == (
-        400, {"username": ["Cannot contain a NUL character."]}
-    )  # fmt: skip
-    assert alice.memberships.get().tenant.memberships.count() == 1
