@@ -22,7 +22,13 @@ from jobs.admin import AdministeredTenantFilter, BigTable, ReadOnlyAdmin, noted
 from jobs.maintenance_api import nodes_named, with_status
 from jobs.placement.model import gpu_flavor
 from jobs.placement.words import counted
-from quotas.admin_scope import LookupsChecked, PlatformOnly, SelectionChecked, TenantScoped
+from quotas.admin_scope import (
+    InitialChecked,
+    LookupsChecked,
+    PlatformOnly,
+    SelectionChecked,
+    TenantScoped,
+)
 from quotas.models import Quota
 
 
@@ -39,9 +45,15 @@ def unstorable(value) -> str:
 
 
 class JsonText(forms.JSONField):
-    """Django's JSON form field (cluster labels, node topology), where JSON that Python or the
-    database cannot take is a form error, shown back as typed, not a 500: Django catches only
-    a syntax error, not JSON nested past the parser's depth or a lone surrogate."""
+    """Django's JSON form field (cluster labels, node topology and features), where JSON that
+    Python or the database cannot take is a form error, shown back as typed, not a 500: Django
+    catches only a syntax error, not JSON nested past the parser's depth or a lone surrogate.
+    A box left empty, or `null`, is `empty` (the column's default: no labels, no features), not
+    a NULL the column refuses."""
+
+    def __init__(self, *, empty=None, **kwargs):
+        super().__init__(**kwargs)
+        self.empty = empty  # what makes the empty value: dict, list (None: None)
 
     def to_python(self, value):
         try:
@@ -50,7 +62,7 @@ class JsonText(forms.JSONField):
             raise ValidationError("Nested too deep.", code="invalid") from None
         if problem := unstorable(parsed):
             raise ValidationError(problem, code="invalid")
-        return parsed
+        return self.empty() if parsed is None and self.empty else parsed
 
     def bound_data(self, data, initial):
         try:
@@ -60,8 +72,18 @@ class JsonText(forms.JSONField):
         return InvalidJSONInput(data) if unstorable(parsed) else parsed
 
 
+class JsonTextAdmin:
+    """An admin whose JSON fields are JsonText, empty as their columns' defaults."""
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if isinstance(db_field, models.JSONField):
+            kwargs["form_class"] = JsonText
+            kwargs["empty"] = None if db_field.null else db_field.get_default
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
 @admin.register(Cluster)
-class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, JsonTextAdmin, admin.ModelAdmin):
     """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
     the cluster's agent, which reads every tenant's work placed there)."""
 
@@ -69,7 +91,6 @@ class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAd
                     "last_heartbeat"]  # fmt: skip
     list_filter = ["backend", "interruptible", "health"]
     readonly_fields = ["health", "last_heartbeat", "agent_release", "node_table"]
-    formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["rotate_agent_token"]
     NODES_SHOWN = 200
 
@@ -173,7 +194,9 @@ class NodeActionForm(ActionForm):
 
 
 @admin.register(Node)
-class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class NodeAdmin(
+    PlatformOnly, SelectionChecked, LookupsChecked, InitialChecked, JsonTextAdmin, admin.ModelAdmin
+):
     """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
     stops every tenant's work there), with a reason users see (`action_form`); a tenant admin
     may look. A node the control plane quarantined (jobs.quarantine) says why; uncordoning it
@@ -188,7 +211,6 @@ class NodeAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
     search_fields = ["name"]
     list_select_related = ["cluster"]
     form = NodeForm
-    formfield_overrides = {models.JSONField: {"form_class": JsonText}}
     actions = ["cordon", "drain", "uncordon"]
 
     def get_queryset(self, request):
@@ -262,7 +284,9 @@ def asked_reason(request) -> str:
     return request.POST.get("reason", "").strip()[:200]
 
 
-class NodeWindowAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class NodeWindowAdmin(
+    PlatformOnly, SelectionChecked, LookupsChecked, InitialChecked, admin.ModelAdmin
+):
     """A cluster's nodes set apart from a start to an end: planned by platform admins only
     (it stops tenants' work there); a tenant admin may look."""
 

@@ -1,3 +1,5 @@
+from celery import schedules
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR
@@ -6,6 +8,14 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html_join
+from django_celery_beat import admin as beat_admin
+from django_celery_beat.models import (
+    ClockedSchedule,
+    CrontabSchedule,
+    IntervalSchedule,
+    PeriodicTask,
+    SolarSchedule,
+)
 from guardian.admin import ReinforcedGuardedModelAdminMixin
 
 from jobs import actions, events
@@ -14,6 +24,7 @@ from jobs.placement.words import counted
 from quotas import history
 from quotas.admin_scope import (
     CheckedLookups,
+    InitialChecked,
     PlatformAdminsAlone,
     SelectionChecked,
     TenantScoped,
@@ -286,3 +297,78 @@ class HistoryAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
     @admin.display(description="what")
     def message(self, entry) -> str:
         return entry.get_change_message()
+
+
+# django-celery-beat's pages of the beat scheduler's periodic tasks and schedules, their bulk
+# actions' selections checked as every page's of mlsched is (SelectionChecked: "Delete
+# selected" or "Run selected tasks" on one that is no id was a 500), and dates from an add
+# page's address read as dates (InitialChecked). Importing the package's admin registers its
+# pages first, whatever the order the apps' admins load in.
+admin.site.unregister([PeriodicTask, CrontabSchedule, ClockedSchedule, SolarSchedule,
+                       IntervalSchedule])  # fmt: skip
+
+
+class PeriodicTaskForm(beat_admin.PeriodicTaskForm):
+    """The package's periodic task form, where a task name past its field's 200 characters is
+    that field's error (the package's check read the name the field had refused: a 500), and
+    message headers left empty are none, `{}`: the package stores empty ones as NULL, which
+    their column refuses (a 500). Other headers are JSON, as the arguments are."""
+
+    def clean(self):
+        if self.has_error("task"):
+            return self.cleaned_data
+        return super().clean()
+
+    def clean_headers(self):
+        if not self.cleaned_data["headers"]:
+            return "{}"
+        return self._clean_json("headers")
+
+
+class CrontabScheduleForm(forms.ModelForm):
+    """A crontab schedule, each of its fields read as the beat scheduler reads it (celery's
+    crontab): one it cannot read is that field's error before Django puts it on the row. The
+    package's own check refused "-1" only once it was there, and the refused page, saying the
+    row's schedule in words, failed on it (celery raises what the package does not catch: a
+    500). Its time zone is compared with the stored one, not with a copy the page sent back (a
+    name too long for a file name failed that comparison: a 500)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["timezone"].show_hidden_initial = False
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"):
+            if name not in cleaned:
+                continue
+            try:
+                schedules.crontab(**{name: cleaned[name]})
+            except (ValueError, schedules.ParseException) as refused:
+                self.add_error(name, f"The beat scheduler cannot read it: {str(refused)[:100]}.")
+        return cleaned
+
+
+@admin.register(PeriodicTask)
+class PeriodicTaskAdmin(SelectionChecked, InitialChecked, beat_admin.PeriodicTaskAdmin):
+    form = PeriodicTaskForm
+
+
+@admin.register(CrontabSchedule)
+class CrontabScheduleAdmin(SelectionChecked, beat_admin.CrontabScheduleAdmin):
+    form = CrontabScheduleForm
+
+
+@admin.register(ClockedSchedule)
+class ClockedScheduleAdmin(SelectionChecked, InitialChecked, beat_admin.ClockedScheduleAdmin):
+    pass
+
+
+@admin.register(SolarSchedule)
+class SolarScheduleAdmin(SelectionChecked, beat_admin.SolarScheduleAdmin):
+    pass
+
+
+@admin.register(IntervalSchedule)
+class IntervalScheduleAdmin(SelectionChecked, beat_admin.IntervalScheduleAdmin):
+    pass

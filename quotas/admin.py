@@ -2,6 +2,8 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db.models import Count
 from django.db.models.constants import LOOKUP_SEP
@@ -191,12 +193,22 @@ class RowUserSelect(AutocompleteSelect):
 
     def optgroups(self, name, value, attr=None):
         user = self.row_user
-        if user is None or value != [str(user.pk)]:
-            return super().optgroups(name, value, attr)  # a new row, or a user changed in it
+        if user is None or value != [str(user.pk)]:  # a new row, or a user changed in it
+            return super().optgroups(name, [text for text in value if self.is_id(text)], attr)
         options = [] if self.is_required else [self.create_option(name, "", "", False, 0)]
         label = self.choices.field.label_from_instance(user)
         options.append(self.create_option(name, user.pk, label, True, len(options)))
         return [(None, options, 0)]
+
+    def is_id(self, text: str) -> bool:
+        """Whether a user sent back (a refused form's) reads as an id: Django's widget looks
+        it up as it comes, and text that is none (a tampered form) failed the query, a 500.
+        One that is not is shown as no user chosen, beside the field's error."""
+        try:
+            self.field.remote_field.model._meta.pk.to_python(text)
+        except ValidationError:
+            return False
+        return True
 
 
 class MembershipForm(forms.ModelForm):
@@ -365,7 +377,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, admin.ModelAdm
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
+class PriorityClassAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "fair_share_preemption", "preempt_exempt_s",
                     "max_runtime_s", "default_runtime_s", "max_gpus_per_user", "max_gpus",
                     "description"]  # fmt: skip
@@ -411,7 +423,7 @@ class QuotaForm(DrawnQuota):
 
 
 @admin.register(Quota)
-class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
+class QuotaAdmin(TenantScoped, PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     form = QuotaForm
     list_display = ["tenant", "flavor", "unit", "guaranteed", "borrow_limit", "lend_limit"]
     list_filter = ["flavor"]
@@ -425,7 +437,7 @@ class QuotaAdmin(TenantScoped, PlatformOnly, LookupsChecked, admin.ModelAdmin):
 
 
 @admin.register(Rate)
-class RateAdmin(PlatformOnly, LookupsChecked, admin.ModelAdmin):
+class RateAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
     """The rate card the usage reports price their hours at: platform admins alone add, change
     and delete rates (each change in the admin's history, as every admin change); tenant
     admins may look, as every user may through the API. A flavor's rates by the day each holds
@@ -522,3 +534,20 @@ class ScimGroupAdmin(PlatformAdminsAlone, LookupsChecked, ReadOnlyAdmin):
     def member_names(self, group: ScimGroup) -> str:
         names = group.members.order_by("username").values_list("username", flat=True)
         return ", ".join(names) or "-"
+
+
+# Django's own pages of the users and groups, a bulk action's selection checked as every page's
+# of mlsched is (SelectionChecked): "Delete selected" on one that is no id was a 500. Importing
+# Django's registers its pages first, whatever the order the apps' admins load in.
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class UserAdmin(SelectionChecked, auth_admin.UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class GroupAdmin(SelectionChecked, auth_admin.GroupAdmin):
+    pass

@@ -1,8 +1,9 @@
 """What every admin page of mlsched shares: rows scoped to the tenants a staff user
-administers, changes kept to platform admins, bulk selections and typed lookups checked so bad
-ones are refused rather than failing, deletions a verb refuses while jobs use the row, and the
-model permissions a tenant admin's pages use."""
+administers, changes kept to platform admins, bulk selections, typed lookups and an add page's
+dates from its address checked so bad ones are refused rather than failing, deletions a verb
+refuses while jobs use the row, and the model permissions a tenant admin's pages use."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected as django_delete_selected
@@ -10,7 +11,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
-from django.db import DataError, transaction
+from django.db import DataError, models, transaction
 from django.db.models import Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -129,6 +130,23 @@ class LookupsChecked:
 
     def get_changelist(self, request, **kwargs):
         return CheckedLookups
+
+
+class InitialChecked:
+    """An add page's date-and-time fields filled from its address (`?starts_at=2026-05-01
+    10:00`) only with what reads as a date and time: Django hands the text as it comes to the
+    field's two boxes, which split only a date and time (any text was a 500). Text that is
+    none is left out: the page is drawn without it."""
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        for field in self.model._meta.fields:
+            if isinstance(field, models.DateTimeField) and field.name in initial:
+                try:
+                    initial[field.name] = forms.DateTimeField().clean(initial[field.name])
+                except ValidationError:
+                    del initial[field.name]
+        return initial
 
 
 class RefusedWhileInUse:

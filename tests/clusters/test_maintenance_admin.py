@@ -156,6 +156,28 @@ def test_a_new_window_whose_end_has_passed_is_refused_on_the_end_field(admin_cli
     assert not MaintenanceWindow.objects.exists()
 
 
+@pytest.mark.parametrize("typed", ["x", "2026-13-45", "9" * 40, ""])
+def test_the_add_page_leaves_out_a_start_from_its_address_that_is_no_date_and_time(
+    admin_client, typed
+):
+    admin_client.raise_request_exception = False
+
+    page = admin_client.get(ADD, {"starts_at": typed, "ends_at": typed, "reason": "disks"})
+
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    assert (form["starts_at"].value(), form["ends_at"].value()) == (None, None)
+    assert form["reason"].value() == "disks"
+
+
+def test_the_add_page_fills_in_a_start_from_its_address(admin_client):
+    page = admin_client.get(ADD, {"starts_at": "2026-05-01 10:00"})
+
+    assert page.status_code == 200
+    assert 'name="starts_at_0" value="2026-05-01"' in page.text
+    assert 'name="starts_at_1" value="10:00:00"' in page.text
+
+
 def test_a_node_of_another_cluster_is_refused_on_the_nodes_field_naming_it(admin_client):
     east, west = ClusterFactory(name="east"), ClusterFactory(name="west")
     ours, theirs = NodeFactory(cluster=east, name="east-0"), NodeFactory(cluster=west, name="w-7")

@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import Allocation
+from quotas.models import Membership, Tenant
 from tests.factories import AttemptFactory, JobFactory, NodeFactory, QuotaFactory, UserFactory
 from tests.quotas.tenant_form import tenant_fields
 
@@ -116,3 +117,23 @@ def test_a_quota_on_a_gpu_type_no_node_has_says_so(admin_client, alpha):
     page = admin_client.get(f"/admin/quotas/tenant/{alpha.pk}/change/")
 
     assert "no node has GPU type &#x27;B200&#x27; yet" in page.text
+
+
+@pytest.mark.parametrize("user", ["x", "1.5", "{"])
+def test_a_member_row_naming_no_user_id_is_an_error_on_its_user(admin_client, alpha, bob, user):
+    row = Membership.objects.get(tenant=alpha, user=bob)
+    form = {
+        **tenant_fields(alpha, name="Renamed"),
+        "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
+        "memberships-TOTAL_FORMS": "1", "memberships-INITIAL_FORMS": "1",
+        "memberships-0-id": str(row.pk), "memberships-0-tenant": str(alpha.pk),
+        "memberships-0-user": user, "memberships-0-role": "viewer",
+    }  # fmt: skip
+    admin_client.raise_request_exception = False
+
+    page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+
+    assert page.status_code == 200
+    assert "Select a valid choice" in page.text
+    assert Membership.objects.get(pk=row.pk).role == Membership.Role.MEMBER
+    assert Tenant.objects.get(pk=alpha.pk).name == "Alpha"

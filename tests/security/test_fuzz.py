@@ -5,10 +5,13 @@ refused request writes nothing. The fixed cases after the generated ones are tho
 failed."""
 
 import json
+from decimal import Decimal
 from urllib.parse import quote
 
 import hypothesis
 import pytest
+from django.contrib.auth.models import Group
+from django_celery_beat.models import CrontabSchedule
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
@@ -17,7 +20,7 @@ from jobs import forms
 from jobs.models import Dependency, Job, JobEvent, LogChunk
 from jobs.serializers import SubmitSerializer
 from jobs.states import State
-from quotas.models import ApiToken
+from quotas.models import ApiToken, Rate
 from tests.factories import (
     AttemptFactory,
     ClusterFactory,
@@ -505,6 +508,17 @@ def test_an_admin_action_on_a_selection_that_is_no_id_runs_nothing(admin_client,
         ("/admin/jobs/job/", "cancel_jobs"),
         ("/admin/clusters/cluster/", "rotate_agent_token"),
         ("/admin/clusters/node/", "cordon"),
+        ("/admin/quotas/priorityclass/", "delete_selected"),
+        ("/admin/quotas/quota/", "delete_selected"),
+        ("/admin/quotas/rate/", "delete_selected"),
+        ("/admin/auth/user/", "delete_selected"),
+        ("/admin/auth/group/", "delete_selected"),
+        ("/admin/django_celery_beat/periodictask/", "run_tasks"),
+        ("/admin/django_celery_beat/periodictask/", "enable_tasks"),
+        ("/admin/django_celery_beat/crontabschedule/", "delete_selected"),
+        ("/admin/django_celery_beat/intervalschedule/", "delete_selected"),
+        ("/admin/django_celery_beat/solarschedule/", "delete_selected"),
+        ("/admin/django_celery_beat/clockedschedule/", "delete_selected"),
     ],
 )  # fmt: skip
 def test_an_admin_action_elsewhere_on_a_selection_that_is_no_id_runs_nothing(
@@ -513,6 +527,25 @@ def test_an_admin_action_elsewhere_on_a_selection_that_is_no_id_runs_nothing(
     response = admin_client.post(url, {"action": action, "_selected_action": ["x"]})
 
     assert response.status_code == 302
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Rate.objects.create(flavor="gpu:A100", price=Decimal("2.5")),
+        lambda: Group.objects.create(name="ops"),
+        lambda: CrontabSchedule.objects.create(minute="30", hour="3"),
+    ],
+    ids=["rate", "group", "crontab"],
+)
+def test_a_bulk_deletion_of_a_row_and_an_id_that_is_none_deletes_nothing(admin_client, make):
+    row = make()
+    selection = {"action": "delete_selected", "_selected_action": [row.pk, "x"], "post": "yes"}
+
+    response = admin_client.post(f"/admin/{row._meta.app_label}/{row._meta.model_name}/", selection)
+
+    assert response.status_code == 302
+    assert type(row).objects.filter(pk=row.pk).exists()
 
 
 @pytest.mark.parametrize(
