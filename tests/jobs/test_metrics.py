@@ -310,14 +310,19 @@ def test_it_reports_heartbeat_ages(scrape):
 def snapshot_loads(monkeypatch, settings):
     """The calls to the scheduler's snapshot load, each still made; caching on, 10 s."""
     settings.MLSCHED_METRICS_CACHE_S = 10
+    return calls_to(monkeypatch, snapshot, "load")
+
+
+def calls_to(monkeypatch, owner, name: str) -> list:
+    """The calls to `owner.name` from now on, by their arguments, each still made."""
     calls = []
-    load = snapshot.load
+    function = getattr(owner, name)
 
     def counted(*args, **kwargs):
         calls.append(args)
-        return load(*args, **kwargs)
+        return function(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot, "load", counted)
+    monkeypatch.setattr(owner, name, counted)
     return calls
 
 

@@ -16,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisDown
 from jobs import budgets, metrics, spend_metrics
 from tests.factories import TenantFactory
 from tests.jobs.test_budget_alerts import NOW, used
+from tests.jobs.test_metrics import calls_to
 from tests.jobs.test_overview import section
 from tests.jobs.test_spend_alerts import alert
 from tests.jobs.test_usage_cost import card
@@ -41,15 +42,7 @@ def priced(alpha, gamma):
 @pytest.fixture
 def computed(monkeypatch):
     """The times the month's spend was priced (each still priced)."""
-    calls = []
-    spent_money = budgets.spent_money
-
-    def counted(*args, **kwargs):
-        calls.append(args)
-        return spent_money(*args, **kwargs)
-
-    monkeypatch.setattr(budgets, "spent_money", counted)
-    return calls
+    return calls_to(monkeypatch, budgets, "spent_money")
 
 
 @pytest.mark.usefixtures("priced")
