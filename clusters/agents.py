@@ -182,14 +182,18 @@ def every_rank(workers, world_size: int) -> bool:
     return sorted(w.rank for w in workers) == list(range(world_size))
 
 
-def misreported_ranks(cluster: Cluster, ranks: list[tuple[int, int]]) -> dict[int, str]:
+def misreported_ranks(
+    cluster: Cluster, ranks: list[tuple[int, int]], each_once: bool = True
+) -> dict[int, str]:
     """The report's entries, by position, that name a rank their attempt cannot have, with
-    why: one named before in the report, or one outside 0..workers-1 of this cluster's attempt
-    (another cluster's attempt is ignored by the heartbeat anyway). Empty for a sound report.
+    why: one outside 0..workers-1 of this cluster's attempt (another cluster's attempt is
+    ignored by the heartbeat and the log store anyway), or, `each_once`, one named before in
+    the report (a heartbeat's worker; a log batch names a rank once a line). Empty for a sound
+    report.
 
     Backends key their workers by (attempt, rank) and take ranks from the attempt's spec, so
-    such an entry means a broken report: the heartbeat is refused whole, before anything of it
-    is applied."""
+    such an entry means a broken report: the heartbeat or the log batch is refused whole,
+    before anything of it is applied."""
     world_sizes = dict(
         Attempt.objects.filter(cluster=cluster, pk__in={a for a, _ in ranks}).values_list(
             "pk", "workers"
@@ -199,7 +203,7 @@ def misreported_ranks(cluster: Cluster, ranks: list[tuple[int, int]]) -> dict[in
     seen = set()
     for index, (attempt_id, rank) in enumerate(ranks):
         world_size = world_sizes.get(attempt_id)
-        if (attempt_id, rank) in seen:
+        if each_once and (attempt_id, rank) in seen:
             bad[index] = f"Rank {rank} of attempt {attempt_id} is reported twice."
         elif world_size is not None and rank >= world_size:
             bad[index] = f"Attempt {attempt_id} has ranks 0 to {world_size - 1}, not {rank}."

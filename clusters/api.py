@@ -156,6 +156,16 @@ class InventorySerializer(serializers.Serializer):
     nodes = NodeSerializer(many=True, allow_empty=True)
 
 
+def ranks_checked(items: list[dict], cluster, each_once: bool = True) -> list[dict]:
+    """The items (workers, log lines), refused naming each one whose rank its attempt on this
+    cluster cannot have (`agents.misreported_ranks`)."""
+    ranks = [(item["attempt_id"], item["rank"]) for item in items]
+    bad = agents.misreported_ranks(cluster, ranks, each_once)
+    if bad:
+        raise serializers.ValidationError({i: {"rank": [why]} for i, why in bad.items()})
+    return items
+
+
 class HeartbeatSerializer(serializers.Serializer):
     """Every worker the agent runs; `cluster` in the context: each rank is checked against the
     world size of that cluster's attempt."""
@@ -163,11 +173,7 @@ class HeartbeatSerializer(serializers.Serializer):
     workers = WorkerStatusSerializer(many=True, allow_empty=True)
 
     def validate_workers(self, workers):
-        ranks = [(w["attempt_id"], w["rank"]) for w in workers]
-        bad = agents.misreported_ranks(self.context["cluster"], ranks)
-        if bad:
-            raise serializers.ValidationError({i: {"rank": [why]} for i, why in bad.items()})
-        return workers
+        return ranks_checked(workers, self.context["cluster"])
 
 
 class LogResumeAskSerializer(serializers.Serializer):
@@ -217,7 +223,14 @@ def asked_log_resumes(data) -> list[tuple[int, int]]:
 
 
 class LogsSerializer(serializers.Serializer):
+    """A batch of log lines; `cluster` in the context: each line's rank is checked against the
+    world size of that cluster's attempt (a rank past it would be stored as a worker the
+    attempt never had)."""
+
     lines = LogLineSerializer(many=True, allow_empty=True, max_length=10_000)
+
+    def validate_lines(self, lines):
+        return ranks_checked(lines, self.context["cluster"], each_once=False)
 
 
 def parsed(serializer_class, data, key: str, **context) -> list[dict]:
@@ -267,7 +280,7 @@ class HeartbeatView(AgentView):
 
 class LogsView(AgentView):
     def post(self, request, cluster):
-        lines = parsed(LogsSerializer, request.data, "lines")
+        lines = parsed(LogsSerializer, request.data, "lines", cluster=request.auth)
         stored = agents.store_logs(request.auth, [base.LogLine(**line) for line in lines])
         return Response({"stored": stored})
 

@@ -72,10 +72,11 @@ def known(kind, data: dict) -> dict:
 
 
 def refused(error: Exception) -> bool:
-    """Whether the control plane turned the request down for its content (400)."""
+    """Whether the control plane turned the request down for its content (400) or its size
+    (413): sent again, it would be turned down again."""
     if not isinstance(error, requests.HTTPError) or error.response is None:
         return False
-    return error.response.status_code == 400
+    return error.response.status_code in (400, 413)
 
 
 def refused_entries(error: Exception, count: int) -> dict[int, object]:

@@ -138,3 +138,45 @@ def test_a_line_repeated_within_one_batch_is_stored_counted_and_answered_once(
                 .values_list("text", flat=True))  # fmt: skip
     assert response.status_code == 200
     assert (kept, response.json()["stored"]) == (["l0", "l1"], 2)
+
+
+def test_a_log_line_of_a_rank_past_the_world_size_is_refused_and_no_line_is_stored(agent, gang):
+    # Ranks 0 and 1 of this 2-worker gang may log; rank 7 is none of its workers.
+    attempt = gang.attempts.get()
+    lines = [
+        {"attempt_id": attempt.pk, "rank": rank, "seq": 0, "stream": "stdout", "text": "x"}
+        for rank in (0, 1, 7)
+    ]
+
+    response = post(agent, "east", "logs", {"lines": lines})
+
+    assert response.status_code == 400
+    assert response.json()["lines"] == {
+        "2": {"rank": [f"Attempt {attempt.pk} has ranks 0 to 1, not 7."]}
+    }
+    assert not LogChunk.objects.filter(attempt=attempt).exists()
+
+
+def test_log_lines_of_every_rank_of_the_gang_are_stored(agent, gang):
+    attempt = gang.attempts.get()
+    lines = [
+        {"attempt_id": attempt.pk, "rank": rank, "seq": seq, "stream": "stdout", "text": "x"}
+        for rank in (0, 1)
+        for seq in (0, 1)
+    ]
+
+    response = post(agent, "east", "logs", {"lines": lines})
+
+    assert (response.status_code, response.json()) == (200, {"stored": 4})
+
+
+def test_a_body_past_the_size_the_api_takes_is_refused_as_json(agent, gang, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    attempt = gang.attempts.get()
+    line = {"attempt_id": attempt.pk, "rank": 0, "seq": 0, "stream": "stdout", "text": "x" * 2048}
+
+    response = post(agent, "east", "logs", {"lines": [line]})
+
+    assert response.status_code == 413
+    assert response.json() == {"detail": "The request body is over 1024 bytes."}
+    assert not LogChunk.objects.filter(attempt=attempt).exists()

@@ -26,36 +26,39 @@ from tests.processes import wait_until
 Outcome = Attempt.Outcome
 
 
-def bad_request(body=None):
+def bad_request(body=None, status=400):
     response = requests.Response()
-    response.status_code = 400
+    response.status_code = status
     response._content = json.dumps(body or {"detail": "Bad request."}).encode()
-    return requests.HTTPError("400 Client Error: Bad Request", response=response)
+    return requests.HTTPError(f"{status} Client Error", response=response)
 
 
 class RefusesLogs:
-    """Answers heartbeats with nothing to run; refuses every log batch with a 400."""
+    """Answers heartbeats with nothing to run; refuses every log batch with `status` (a 400
+    for its content, a 413 for its size)."""
 
-    def __init__(self):
+    def __init__(self, status=400):
         self.log_calls: list[int] = []
         self.heartbeats = 0
+        self.status = status
 
     def inventory(self, nodes):
         return {}
 
     def logs(self, lines):
         self.log_calls.append(len(lines))
-        raise bad_request()
+        raise bad_request(status=self.status)
 
     def heartbeat(self, workers, resume_logs=(), usage_epoch=""):
         self.heartbeats += 1
         return {"run": [], "stop": []}
 
 
-def test_a_refused_log_batch_is_dropped_and_the_heartbeat_still_goes(backend):
+@pytest.mark.parametrize("status", [400, 413])
+def test_a_refused_log_batch_is_dropped_and_the_heartbeat_still_goes(backend, status):
     backend.start(spec([sys.executable, "-c", "print('hello')"]))
     assert ended(backend)
-    control = RefusesLogs()
+    control = RefusesLogs(status)
     agent = Agent(control, backend)
 
     agent.step()
