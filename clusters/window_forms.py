@@ -2,10 +2,10 @@
 booking: the admin's pages and the maintenance API check them alike."""
 
 from django import forms
-from django.db import connection
 from django.utils import timezone
 
 from clusters.models import Booking, MaintenanceWindow, Node
+from mlsched_site import turns
 
 NODES_NAMED = 10  # node names a window's line gives before "and N more"
 BOOKING_LOCK = 0x6D6C_6262  # advisory lock space: one key per cluster, while a booking is saved
@@ -90,11 +90,9 @@ class BookingForm(NodeWindowForm):
         if self.errors:  # times, cluster or nodes refused already: nothing sure to compare
             return data
         cluster, nodes = data["cluster"], list(data.get("nodes", []))
-        if connection.vendor == "postgresql":  # SQLite has one writer at a time
-            # Bookings of one cluster are checked and saved in turn (the admin saves in one
-            # transaction): two overlapping ones saved at once cannot both pass.
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [BOOKING_LOCK, cluster.pk])
+        # Bookings of one cluster are checked and saved in turn (the admin saves in one
+        # transaction): two overlapping ones saved at once cannot both pass.
+        turns.take_turn(BOOKING_LOCK, cluster.pk)
         if clash := self.clash(cluster, nodes, data["starts_at"], data["ends_at"]):
             self.add_error("nodes" if nodes else "starts_at", clash)
         return data

@@ -38,6 +38,7 @@ from rest_framework.exceptions import ValidationError
 
 from jobs.models import Dependency, Job
 from jobs.states import TERMINAL, State
+from mlsched_site import turns
 from quotas.models import Tenant
 
 Kind = Dependency.Kind
@@ -123,13 +124,7 @@ def take_turn(tenant_id: int, owner_id: int, name: str) -> None:
     group's ids follow their commits, and a job committed with an earlier id than one already
     seen is never found later (a singleton job would not have waited for it). SQLite has one
     writer at a time."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-            [GROUP_LOCK, f"{tenant_id}:{owner_id}:{name}"],
-        )
+    turns.take_turn(GROUP_LOCK, f"{tenant_id}:{owner_id}:{name}")
 
 
 def _any_job_sql(on: str, condition: str) -> str:

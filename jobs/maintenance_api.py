@@ -160,8 +160,9 @@ class WindowView(APIView):
             raise PermissionDenied(
                 f"Only a platform admin takes a {self.model._meta.verbose_name} back."
             )
-        window = get_object_or_404(self.model, pk=pk)
         with transaction.atomic():
+            # Locked, so that a second call taking it back at once waits, then finds none.
+            window = get_object_or_404(self.model.objects.select_for_update(), pk=pk)
             history.record(request.user, [window], "Taken back through the API", history.DELETION)
             window.delete()
             transaction.on_commit(actions.kick)  # its nodes take work again

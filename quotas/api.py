@@ -16,7 +16,7 @@ from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -206,7 +206,9 @@ class OwnTokenView(APIView):
     def delete(self, request):
         if not isinstance(request.auth, ApiToken):
             return Response({"token": ["This call came with no API token."]}, status=400)
-        tokens.revoke_token(request.auth, request.user)
+        if not tokens.revoke_token(request.auth, request.user):
+            # Revoked meanwhile: answered as a call with a revoked key is.
+            raise AuthenticationFailed("Invalid, revoked or expired token.")
         return Response(status=204)
 
 

@@ -27,6 +27,7 @@ from django.utils.text import capfirst
 
 from jobs import actions
 from jobs.placement.words import counted
+from mlsched_site import turns
 from quotas import history
 from quotas.models import (
     Membership,
@@ -366,6 +367,9 @@ def _summed(counts: Counter, what: str, plural: str = "") -> str:
             f"{counts['unchanged']} unchanged")  # fmt: skip
 
 
+APPLY_LOCK = 0x6D6C_7466  # advisory lock space: one key, while a teams file is applied
+
+
 def apply(declared: Declared, by, *, dry_run: bool = False) -> Outcome:
     """Make the tenants, their quotas and the priority classes as declared, in one
     transaction: a Refused (a value the models refuse) leaves the database as it was. The
@@ -373,11 +377,13 @@ def apply(declared: Declared, by, *, dry_run: bool = False) -> Outcome:
     default classes (open to them by then). Each change is written to the platform's history
     as `by`'s, and its consequences are `by`'s too, as a platform admin's edit in the admin has
     them: a narrowing of a tenant's allowed images holds its queued jobs of other images. A dry
-    run finds all this out and writes none of it."""
+    run finds all this out and writes none of it. Files are applied one at a time: one sent
+    twice at once is applied, then found as it says."""
     outcome = Outcome()
     kinds: dict[str, str] = {}
     try:
         with transaction.atomic():
+            turns.take_turn(APPLY_LOCK, 0)
             for tenant in declared.tenants:
                 kinds[tenant.slug], lines = _apply_tenant(tenant, by)
                 outcome.lines += [f"{tenant.slug}: {line}" for line in lines]

@@ -98,15 +98,19 @@ def check_name(name: str) -> str:
     return name
 
 
-def revoke_token(token: ApiToken, by, why: str = "") -> None:
+def revoke_token(token: ApiToken, by, why: str = "") -> bool:
     """Revoke ``token`` for good: its key authenticates nobody from now on; in the platform's
-    history as ``by``'s, with ``why`` where it is said."""
+    history as ``by``'s, with ``why`` where it is said. False, and nothing written, if it was
+    revoked already (by a call at the same time)."""
     pk = token.pk
     with transaction.atomic():
+        if not ApiToken.objects.select_for_update().filter(pk=pk).exists():
+            return False
         said = f"Revoked (of {token.user})" + (f": {why}" if why else "")
         history.record(by, [token], said, history.DELETION)
         token.delete()
     log.info("API token %s (%s...) of %s revoked by %s", pk, token.prefix, token.user, by)
+    return True
 
 
 def token_for_key(key: str, now: datetime | None = None) -> ApiToken | None:

@@ -1,7 +1,7 @@
 """Submissions: a job or a batch queued, with its limits checked, and an ended job run again
 (whole, or some of a batch's shards)."""
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Greatest, Now
 from rest_framework.exceptions import ValidationError
@@ -12,6 +12,7 @@ from jobs.actions.lifecycle import kick
 from jobs.models import Dependency, Job, JobEvent
 from jobs.serializers import SubmitSerializer, existing_nodes, submission_of
 from jobs.states import State
+from mlsched_site import turns
 from quotas import tenant_secrets, tenant_volumes
 from quotas.models import Tenant
 
@@ -142,9 +143,7 @@ def check_queue_room(tenant, shards: int) -> None:
     limit = type(tenant).objects.values_list("max_queued_jobs", flat=True).get(pk=tenant.pk)
     if limit is None:
         return
-    if connection.vendor == "postgresql":  # SQLite has one writer at a time
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [QUEUE_LOCK, tenant.pk])
+    turns.take_turn(QUEUE_LOCK, tenant.pk)
     queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
     if queued + shards > limit:
         these = f"these {shards} jobs" if shards > 1 else "one more"
