@@ -23,9 +23,9 @@ from rest_framework.test import APIClient
 
 from clusters.models import Booking, Node
 from jobs import cycle
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from quotas import tenant_secrets
-from quotas.models import Membership
+from quotas.models import Membership, TenantSecret
 from quotas.tokens import create_token
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.test_api_bad_input import platform  # noqa: F401 (a fixture)
@@ -98,6 +98,18 @@ def later(hours: int) -> str:
     return (timezone.now() + timedelta(hours=hours)).isoformat()
 
 
+# The changes of a queued job, each with a body: what each is sent.
+EDITS = {
+    "cancel": None, "hold": None, "priority": {"priority": 1},
+    "runtime-limit": {"max_runtime_s": 1800}, "request": {"gpus": 2},
+    "constraints": {"gpu_types": ["A100"]}, "labels": {"labels": {"k": "v"}},
+    "notifications": {"notify_start": True}, "retries": {"max_retries": 2},
+}  # fmt: skip
+# What those changes change of a job, and what the API says of it.
+CHANGED = ["state", "held", "priority", "max_runtime_s", "gpus", "gpu_types", "labels",
+           "notify_start", "max_retries"]  # fmt: skip
+
+
 class Cases:
     """Each changing call of the API, on objects of its own: `prepare(name)` makes them and
     gives (user, method, url, body), the call as the test sends it twice."""
@@ -144,14 +156,8 @@ class Cases:
 
     def prepare(self, name: str):
         a, r, job = self.alice, self.root, f"/api/v1/jobs/{{}}/{name}/"
-        verbs_of_a_queued_job = {
-            "cancel": None, "hold": None, "priority": {"priority": 1},
-            "runtime-limit": {"max_runtime_s": 1800}, "request": {"gpus": 2},
-            "constraints": {"gpu_types": ["A100"]}, "labels": {"labels": {"k": "v"}},
-            "notifications": {"notify_start": True}, "retries": {"max_retries": 2},
-        }  # fmt: skip
-        if name in verbs_of_a_queued_job:
-            return a, "post", job.format(self.job()), verbs_of_a_queued_job[name]
+        if name in EDITS:
+            return a, "post", job.format(self.job()), EDITS[name]
         if name == "release":
             held = self.job()
             api(a).post(f"/api/v1/jobs/{held}/hold/")
@@ -307,3 +313,95 @@ def test_two_submissions_at_once_past_a_teams_queued_job_limit_queue_one(world, 
     assert sorted(a.status_code for a in answers)[0] == 201
     assert sorted(a.status_code for a in answers)[1] >= 400
     assert Job.objects.filter(tenant=alpha).count() == 1
+
+
+def job_after(job: int) -> tuple:
+    """What the changes leave of a job: its fields they change, and its events' changes."""
+    row = Job.objects.values(*CHANGED).get(pk=job)
+    events = (
+        JobEvent.objects.filter(job_id=job).order_by("pk").values_list("from_state", "to_state")
+    )
+    return tuple(row.values()), sorted(events)
+
+
+def test_a_change_of_a_job_at_once_with_its_cancel_is_one_of_the_two_in_turn(world, alice, root):  # noqa: F811
+    cases = Cases(alice, root)
+    differ = {}
+    for other in (verb for verb in EDITS if verb != "cancel"):
+        outcomes = []
+        for order in ("cancel first", "cancel second", "at once"):
+            job = cases.job()
+            cancel = (alice, "post", f"/api/v1/jobs/{job}/cancel/", None)
+            change = (alice, "post", f"/api/v1/jobs/{job}/{other}/", EDITS[other])
+            if order == "at once":
+                answers = at_once(cancel, change)
+            elif order == "cancel first":
+                answers = in_turn(cancel, change)
+            else:
+                answers = in_turn(change, cancel)[::-1]
+            outcomes.append(([a.status_code for a in answers], job_after(job)))
+        if outcomes[2] not in outcomes[:2]:
+            differ[other] = {
+                "in turn": [repr(o) for o in outcomes[:2]],
+                "at once": repr(outcomes[2]),
+            }
+
+    assert not differ, yaml.safe_dump(differ, width=200)
+
+
+def test_two_changes_of_one_thing_at_once_are_one_of_the_two_in_turn(platform, alice, root):  # noqa: F811
+    cases = Cases(alice, root)
+    alpha = alice.memberships.get().tenant
+    members, secrets = "/api/v1/tenants/alpha/members/{}/", "/api/v1/tenants/alpha/secrets/{}/"
+
+    def member():
+        name = cases.member()
+        return [(alice, "patch", members.format(name), {"role": "owner"}),
+                (alice, "delete", members.format(name), None)], lambda: list(
+            alpha.memberships.filter(user__username=name).values_list("role"))  # fmt: skip
+
+    def secret():
+        name = cases.secret()
+        return [(alice, "put", secrets.format(name), {"value": "v-5678"}),
+                (alice, "delete", secrets.format(name), None)], lambda: (
+            TenantSecret.objects.filter(tenant=alpha, name=name).exists())  # fmt: skip
+
+    def node():
+        Node.objects.filter(name="gpu-b").update(schedulable=True)
+        url = "/api/v1/nodes/east/gpu-b/{}/"
+        node = Node.objects.filter(name="gpu-b")
+        return [(root, "post", url.format("drain"), {"reason": "r"}),
+                (root, "post", url.format("uncordon"), {})], lambda: list(
+            node.values_list("schedulable", "cordon_reason"))  # fmt: skip
+
+    def pause():
+        slug = TenantFactory(slug=f"p{cases.job()}").slug
+        url = f"/api/v1/tenants/{slug}/{{}}/"
+        tenant = type(alpha).objects.filter(slug=slug)
+        return [(root, "post", url.format("pause"), {"reason": "r"}),
+                (root, "post", url.format("resume"), {})], lambda: list(
+            tenant.values_list("placements_paused", flat=True))  # fmt: skip
+
+    def hold():
+        job = cases.job()
+        url = f"/api/v1/jobs/{job}/{{}}/"
+        return [(alice, "post", url.format("hold"), None),
+                (alice, "post", url.format("release"), None)], lambda: job_after(job)  # fmt: skip
+
+    differ = {}
+    for pair in (member, secret, node, pause, hold):
+        outcomes = []
+        for order in ("in turn", "reversed", "at once"):
+            calls, left = pair()
+            if order == "at once":
+                answers = at_once(*calls)
+            elif order == "in turn":
+                answers = in_turn(*calls)
+            else:
+                answers = in_turn(*calls[::-1])[::-1]
+            outcomes.append(([a.status_code for a in answers], left()))
+        if outcomes[2] not in outcomes[:2]:
+            differ[pair.__name__] = {"in turn": [repr(o) for o in outcomes[:2]],
+                                     "at once": repr(outcomes[2])}  # fmt: skip
+
+    assert not differ, yaml.safe_dump(differ, width=200)
