@@ -21,9 +21,12 @@ from tests.test_openapi import SPEC, root, world  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# What only alpha's members (and platform admins) may read: planted in its job's name and
-# labels, a log line, a secret's name, a member's name, a volume's name, a booking's reason.
+# What only alpha's members (and platform admins) may read: planted in its job's name, a log
+# line, a secret's name, a member's name, a volume's name, a booking's reason.
 MARK = "zqalphaonly"
+# Alpha's job's label, `team=LABEL`: lists filtered by it name MARK only in a row of it (a
+# page may say the filter it was asked, which names LABEL, not MARK).
+LABEL = "zqlabel"
 # What nobody reads back: a secret's value.
 SECRET_VALUE = "zq-sealed-value-1234"
 # Calls on the caller's own account, which another's call cannot reach.
@@ -38,7 +41,7 @@ QUESTIONS = {"test"}
 @pytest.fixture
 def marked(platform, alice, alpha, root):  # noqa: F811
     """Alpha's things, each naming MARK where it has a name or text."""
-    job = api(alice).post("/api/v1/jobs/", {**SPEC, "name": MARK, "labels": {"team": MARK}},
+    job = api(alice).post("/api/v1/jobs/", {**SPEC, "name": MARK, "labels": {"team": LABEL}},
                           format="json").json()["id"]  # fmt: skip
     attempt = Attempt.objects.get(job_id=platform["id"])
     LogChunk.objects.create(attempt=attempt, seq=1, text=f"{MARK} step 2 loss 0.2")
@@ -110,7 +113,7 @@ def reads(ids: dict) -> list[str]:
             url = path.format(**ids)
             urls.append(url)
             if "{" not in path:
-                urls += [f"{url}?tenant=alpha", f"{url}?label=team={MARK}"]
+                urls += [f"{url}?tenant=alpha", f"{url}?label=team={LABEL}"]
     return urls
 
 
