@@ -71,16 +71,17 @@ def sent(call):
     return getattr(api(user), method)(url, body, format="json")
 
 
-def at_once(*calls) -> list:
-    """The answers to the calls, sent each from its own thread and connection, each held at
-    its first write until all have reached theirs (or one has answered without a write)."""
+def at_once(*calls, send=sent) -> list:
+    """The answers to the calls, sent (`send`) each from its own thread and connection, each
+    held at its first write until all have reached theirs (or one has answered without a
+    write)."""
     barrier = threading.Barrier(len(calls), timeout=10)
 
     def run(call):
         held = HeldAtFirstWrite(barrier)
         try:
             with connection.execute_wrapper(held):
-                return sent(call)
+                return send(call)
         finally:
             if not held.held:
                 barrier.abort()  # none to wait for: let the others go on alone
