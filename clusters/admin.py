@@ -48,12 +48,16 @@ class JsonText(forms.JSONField):
     """Django's JSON form field (cluster labels, node topology and features), where JSON that
     Python or the database cannot take is a form error, shown back as typed, not a 500: Django
     catches only a syntax error, not JSON nested past the parser's depth or a lone surrogate.
-    A box left empty, or `null`, is `empty` (the column's default: no labels, no features), not
-    a NULL the column refuses."""
+    A box left empty is `empty` (the column's default: no labels, no features), not a NULL the
+    column refuses. What Django takes for empty and so checks with none of the column's checks
+    (`shape`) is checked here when typed in: `null` where the column takes no NULL, and `[]`,
+    `{}` or `""` of the wrong kind are refused as other JSON of the wrong kind is ("Give a
+    mapping ...", "Give a list ..."), rather than saved (`null` as an empty box)."""
 
-    def __init__(self, *, empty=None, **kwargs):
+    def __init__(self, *, empty=None, shape=(), **kwargs):
         super().__init__(**kwargs)
         self.empty = empty  # what makes the empty value: dict, list (None: None)
+        self.shape = shape  # the column's validators
 
     def to_python(self, value):
         try:
@@ -62,7 +66,14 @@ class JsonText(forms.JSONField):
             raise ValidationError("Nested too deep.", code="invalid") from None
         if problem := unstorable(parsed):
             raise ValidationError(problem, code="invalid")
-        return self.empty() if parsed is None and self.empty else parsed
+        if value in self.empty_values:  # the box left empty
+            return self.empty() if self.empty else None
+        if parsed in self.empty_values and (parsed is not None or self.empty):
+            for check in self.shape:
+                check(parsed)
+            if parsed is None:
+                raise ValidationError("Give JSON other than null.", code="invalid")
+        return parsed
 
     def bound_data(self, data, initial):
         try:
@@ -79,6 +90,7 @@ class JsonTextAdmin:
         if isinstance(db_field, models.JSONField):
             kwargs["form_class"] = JsonText
             kwargs["empty"] = None if db_field.null else db_field.get_default
+            kwargs["shape"] = db_field.validators
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 

@@ -25,6 +25,7 @@ from quotas import history
 from quotas.admin_scope import (
     CheckedLookups,
     InitialChecked,
+    InlinesCapped,
     PlatformAdminsAlone,
     SelectionChecked,
     TenantScoped,
@@ -112,7 +113,8 @@ class AttemptInline(ReadOnlyInline):
     model = Attempt
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("cluster")
+        # Each row is labelled with its job's name: read with it, not once per attempt.
+        return super().get_queryset(request).select_related("cluster", "job")
 
     fields = ["number", "cluster", "workers", "outcome", "stop_cause", "exit_code", "reason",
               "started_at", "ended_at", "cpu_seconds", "memory_peak_mb",
@@ -128,8 +130,9 @@ class JobEventInline(ReadOnlyInline):
 
 @admin.register(Job)
 class JobAdmin(
-    TenantScoped, BigTable, SelectionChecked, ReinforcedGuardedModelAdminMixin, admin.ModelAdmin
-):
+    TenantScoped, BigTable, SelectionChecked, InlinesCapped, ReinforcedGuardedModelAdminMixin,
+    admin.ModelAdmin,
+):  # fmt: skip
     """Jobs are read-mostly here: they change through the lifecycle, not through edits.
 
     Each job's "Object permissions" page grants guardian's view_job and cancel_job to a user or
@@ -325,6 +328,15 @@ class PeriodicTaskForm(beat_admin.PeriodicTaskForm):
         return self._clean_json("headers")
 
 
+class PeriodicTaskInline(beat_admin.PeriodicTaskInline):
+    """The package's rows of a schedule's periodic tasks, each read with its schedule: a row is
+    labelled with it (the package read it once per task)."""
+
+    def get_queryset(self, request):
+        schedules = ["interval", "crontab", "solar", "clocked"]
+        return super().get_queryset(request).select_related(*schedules)
+
+
 class CrontabScheduleForm(forms.ModelForm):
     """A crontab schedule, each of its fields read as the beat scheduler reads it (celery's
     crontab): one it cannot read is that field's error before Django puts it on the row. The
@@ -355,20 +367,23 @@ class PeriodicTaskAdmin(SelectionChecked, InitialChecked, beat_admin.PeriodicTas
 
 
 @admin.register(CrontabSchedule)
-class CrontabScheduleAdmin(SelectionChecked, beat_admin.CrontabScheduleAdmin):
+class CrontabScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.CrontabScheduleAdmin):
     form = CrontabScheduleForm
+    inlines = [PeriodicTaskInline]
 
 
 @admin.register(ClockedSchedule)
-class ClockedScheduleAdmin(SelectionChecked, InitialChecked, beat_admin.ClockedScheduleAdmin):
-    pass
+class ClockedScheduleAdmin(
+    SelectionChecked, InitialChecked, InlinesCapped, beat_admin.ClockedScheduleAdmin
+):
+    inlines = [PeriodicTaskInline]
 
 
 @admin.register(SolarSchedule)
-class SolarScheduleAdmin(SelectionChecked, beat_admin.SolarScheduleAdmin):
-    pass
+class SolarScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.SolarScheduleAdmin):
+    inlines = [PeriodicTaskInline]
 
 
 @admin.register(IntervalSchedule)
-class IntervalScheduleAdmin(SelectionChecked, beat_admin.IntervalScheduleAdmin):
-    pass
+class IntervalScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.IntervalScheduleAdmin):
+    inlines = [PeriodicTaskInline]

@@ -1,7 +1,8 @@
 """What every admin page of mlsched shares: rows scoped to the tenants a staff user
 administers, changes kept to platform admins, bulk selections, typed lookups and an add page's
-dates from its address checked so bad ones are refused rather than failing, deletions a verb
-refuses while jobs use the row, and the model permissions a tenant admin's pages use."""
+dates from its address checked so bad ones are refused rather than failing, inline rows built
+only up to what the page holds, deletions a verb refuses while jobs use the row, and the model
+permissions a tenant admin's pages use."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -108,6 +109,25 @@ class SelectionChecked:
             self.message_user(request, "The selection names no rows.", level=messages.ERROR)
             return None  # Django redirects back to the list
         return super().response_action(request, queryset)
+
+
+class InlinesCapped:
+    """An admin page's inline rows built from a sent form only up to what the page can hold:
+    the rows it shows and NEW_ROWS more. Django builds as many row forms as the form's
+    TOTAL_FORMS says, up to 2,000 (ten seconds' work for one request); past the cap the save is
+    refused as Django refuses too many forms ("Please submit at most ..."), none built past it.
+    The page's "Add another" stops at the cap too."""
+
+    NEW_ROWS = 20  # rows added in one save
+
+    def get_formsets_with_inlines(self, request, obj=None):
+        for formset, inline in super().get_formsets_with_inlines(request, obj):
+            shown = 0
+            if obj is not None:
+                shown = inline.get_queryset(request).filter(**{formset.fk.name: obj}).count()
+            most = shown + self.NEW_ROWS
+            capped = {"absolute_max": most, "max_num": min(formset.max_num, most)}
+            yield type(formset.__name__, (formset,), capped), inline
 
 
 class CheckedLookups(ChangeList):

@@ -46,9 +46,9 @@ TYPED = ["", "9" * 40, "-1", "x" * 70_000]
 WRONG = {
     "text": TYPED,
     "number": ["", "x", "9" * 40, "-1"],  # an amount, or an id (in a select, or hidden)
-    # An inline's count of rows: past 1,000 (to Django's cap of 2,000) the page builds as many
-    # forms, ten seconds' work, refused as too many: slow, not wrong.
-    "count": ["", "x", "-1"],
+    # An inline's count of rows; one past what the page holds is refused as too many forms,
+    # none built past it (admin_scope.InlinesCapped).
+    "count": ["", "x", "-1", "1000000"],
     "date": ["", "x", "9" * 40, "2026-13-45"],
     "json": [*TYPED, "x", "{", "[]", "null", '{"a": ['],
     "on": [""],

@@ -9,6 +9,13 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django_celery_beat.models import (
+    ClockedSchedule,
+    CrontabSchedule,
+    IntervalSchedule,
+    PeriodicTask,
+    SolarSchedule,
+)
 
 from clusters.models import Allocation
 from jobs.models import JobEvent, LogChunk
@@ -22,6 +29,13 @@ from tests.factories import (
     UserFactory,
 )
 
+SCHEDULES = {
+    CrontabSchedule: lambda: CrontabSchedule.objects.create(minute="30", hour="3"),
+    IntervalSchedule: lambda: IntervalSchedule.objects.create(every=10, period="minutes"),
+    SolarSchedule: lambda: SolarSchedule.objects.create(event="sunrise", latitude=52.5,
+                                                        longitude=13.4),
+    ClockedSchedule: lambda: ClockedSchedule.objects.create(clocked_time=timezone.now()),
+}  # fmt: skip
 TABLES = {"job": "jobs_job", "attempt": "jobs_attempt", "jobevent": "jobs_jobevent",
           "logchunk": "jobs_logchunk", "allocation": "clusters_allocation"}  # fmt: skip
 CHANGELISTS = {"job": "/admin/jobs/job/", "attempt": "/admin/jobs/attempt/",
@@ -60,6 +74,38 @@ def test_the_cluster_page_costs_the_same_queries_for_2_nodes_as_for_20(admin_cli
     NodeFactory.create_batch(18, cluster=cluster)
 
     assert len(sql_of(admin_client, f"/admin/clusters/cluster/{cluster.pk}/change/")) == few
+
+
+def test_the_job_page_costs_the_same_queries_for_4_attempts_as_for_1(admin_client):
+    # Each attempt's row is labelled with its job's name.
+    job = run_of_work()
+    sql_of(admin_client, f"/admin/jobs/job/{job.pk}/change/")  # caches warmed
+    one = len(sql_of(admin_client, f"/admin/jobs/job/{job.pk}/change/"))
+    for number in (2, 3, 4):
+        AttemptFactory(job=job, number=number, outcome="preempted", ended_at=timezone.now())
+
+    assert len(sql_of(admin_client, f"/admin/jobs/job/{job.pk}/change/")) == one
+
+
+@pytest.mark.parametrize("kind", [CrontabSchedule, IntervalSchedule, SolarSchedule,
+                                  ClockedSchedule])  # fmt: skip
+def test_a_schedules_page_costs_the_same_queries_for_4_periodic_tasks_as_for_1(admin_client, kind):
+    # Each task's row is labelled with its schedule.
+    schedule = SCHEDULES[kind]()
+    field = kind._meta.model_name.removesuffix("schedule")
+    page = f"/admin/django_celery_beat/{kind._meta.model_name}/{schedule.pk}/change/"
+
+    def task(name: str) -> None:
+        PeriodicTask.objects.create(name=name, task="jobs.tasks.retention",
+                                    one_off=field == "clocked", **{field: schedule})  # fmt: skip
+
+    task("first")
+    sql_of(admin_client, page)  # caches warmed
+    one = len(sql_of(admin_client, page))
+    for name in ("second", "third", "fourth"):
+        task(name)
+
+    assert len(sql_of(admin_client, page)) == one
 
 
 def test_the_cluster_page_links_each_node_to_its_page_instead_of_a_form_per_node(admin_client):

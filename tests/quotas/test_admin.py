@@ -1,12 +1,23 @@
 import re
 
 import pytest
+from django.contrib import admin
+from django.test import RequestFactory
 from django.utils import timezone
 
 from clusters.models import Allocation
+from quotas.admin_scope import InlinesCapped
 from quotas.models import Membership, Tenant
-from tests.factories import AttemptFactory, JobFactory, NodeFactory, QuotaFactory, UserFactory
+from tests.factories import (
+    AttemptFactory,
+    JobFactory,
+    MembershipFactory,
+    NodeFactory,
+    QuotaFactory,
+    UserFactory,
+)
 from tests.quotas.tenant_form import tenant_fields
+from tests.test_admin_bad_input import sent_back
 
 
 @pytest.fixture
@@ -137,3 +148,54 @@ def test_a_member_row_naming_no_user_id_is_an_error_on_its_user(admin_client, al
     assert "Select a valid choice" in page.text
     assert Membership.objects.get(pk=row.pk).role == Membership.Role.MEMBER
     assert Tenant.objects.get(pk=alpha.pk).name == "Alpha"
+
+
+def members_formset(page):
+    """The member rows' formset the tenant page was drawn with."""
+    inlines = page.context["inline_admin_formsets"]
+    return next(inline.formset for inline in inlines if inline.formset.prefix == "memberships")
+
+
+def test_a_tenant_page_sent_saying_a_million_member_rows_is_refused_building_few(
+    admin_client, alpha, bob
+):
+    form = {
+        **tenant_fields(alpha, name="Renamed"),
+        "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
+        "memberships-TOTAL_FORMS": "1000000", "memberships-INITIAL_FORMS": "0",
+    }  # fmt: skip
+
+    page = admin_client.post(f"/admin/quotas/tenant/{alpha.pk}/change/", form)
+
+    assert page.status_code == 200
+    members = members_formset(page)
+    assert len(members.forms) <= 1 + InlinesCapped.NEW_ROWS  # bob's row and the new ones
+    assert members.non_form_errors() == [
+        f"Please submit at most {1 + InlinesCapped.NEW_ROWS} forms."
+    ]
+    assert Tenant.objects.get(pk=alpha.pk).name == "Alpha"
+
+
+def test_a_tenant_page_holding_more_members_than_it_may_add_saves_one_more(admin_client, alpha):
+    MembershipFactory.create_batch(InlinesCapped.NEW_ROWS + 5, tenant=alpha)
+    newcomer = UserFactory(username="newcomer")
+    row = f"memberships-{InlinesCapped.NEW_ROWS + 5}"  # the blank row after the stored ones
+
+    page = sent_back(admin_client, f"/admin/quotas/tenant/{alpha.pk}/change/",
+                     **{f"{row}-user": str(newcomer.pk), f"{row}-role": "viewer"})  # fmt: skip
+
+    assert page.status_code == 302
+    assert alpha.memberships.get(user=newcomer).role == Membership.Role.VIEWER
+
+
+def test_every_admin_page_builds_at_most_its_rows_and_a_few_new_ones_of_each_inline(db):
+    request = RequestFactory().get("/")
+    request.user = UserFactory(username="root", is_staff=True, is_superuser=True)
+    capped = {}
+
+    for model_admin in admin.site._registry.values():
+        for formset, inline in model_admin.get_formsets_with_inlines(request):
+            capped[type(inline).__name__] = formset.absolute_max  # an add page: no rows yet
+
+    assert set(capped.values()) == {InlinesCapped.NEW_ROWS}, capped
+    assert {"QuotaInline", "MembershipInline", "AttemptInline", "PeriodicTaskInline"} <= set(capped)

@@ -1,10 +1,11 @@
-"""The tenant page in the admin costs the same queries however many members the tenant has."""
+"""The tenant page in the admin costs the same queries however many members and quotas the
+tenant has."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, QuotaFactory, UserFactory
 
 
 @pytest.fixture
@@ -30,6 +31,19 @@ def test_the_tenant_page_costs_the_same_queries_for_20_members_as_for_1(admin_cl
     _, twenty = tenant_page(admin_client, alpha)
 
     assert twenty == one
+
+
+def test_the_tenant_page_costs_the_same_queries_for_4_quotas_as_for_1(admin_client, alpha):
+    # Each quota's row is labelled with its tenant's name.
+    QuotaFactory(tenant=alpha, flavor="gpu:A100")
+    tenant_page(admin_client, alpha)  # caches warmed
+    _, one = tenant_page(admin_client, alpha)
+    for flavor in ("gpu:H100", "cpu", "memory"):
+        QuotaFactory(tenant=alpha, flavor=flavor)
+
+    _, four = tenant_page(admin_client, alpha)
+
+    assert four == one
 
 
 def test_the_tenant_page_shows_each_members_user_chosen_in_their_row(admin_client, alpha):
