@@ -24,8 +24,8 @@ class Span(NamedTuple):
 
 
 def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Span]:
-    """The next window not yet ended of each node that has one, given the nodes as (node id,
-    cluster id). A later window of the same kind (maintenance, or a booking of the same
+    """The next window not yet ended of each of the nodes given, as (node id, cluster id),
+    that has one. A later window of the same kind (maintenance, or a booking of the same
     tenant) that overlaps or touches it counts as one with it; one of another kind that
     overlaps it makes the whole maintenance (maintenance wins over a booking: the node takes
     nobody's work then). A booking also gives the first window after it of another kind
@@ -40,9 +40,12 @@ def next_window(now: datetime, nodes: Iterable[tuple[int, int]]) -> dict[int, Sp
     by_cluster: dict[int, list[int]] = defaultdict(list)
     for node_id, cluster_id in nodes:
         by_cluster[cluster_id].append(node_id)
+    given = {node_id for ids in by_cluster.values() for node_id in ids}
     spans: dict[int, Span] = {}
     for chosen, cluster_id, starts, ends, tenant in windows:  # by start
-        for node_id in chosen or by_cluster[cluster_id]:
+        # Only those of its chosen nodes that were given: a commit gives the few it locks.
+        listed = [node_id for node_id in chosen if node_id in given]
+        for node_id in listed if chosen else by_cluster[cluster_id]:
             span = spans.get(node_id)
             if span is None:
                 spans[node_id] = Span(starts, ends, tenant)

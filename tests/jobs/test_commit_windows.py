@@ -66,6 +66,20 @@ def test_a_booking_made_after_the_snapshot_keeps_other_tenants_work_off_its_node
 
 
 @pytest.mark.django_db
+def test_a_window_over_nodes_the_commit_does_not_lock_places_its_work_all_the_same(east):
+    # The commit reads and locks only the nodes its placements go to: a window naming other
+    # nodes alone has nothing to say of them.
+    used, other = NodeFactory(cluster=east, gpu_count=8), NodeFactory(cluster=east, gpu_count=0)
+    job = JobFactory(gpus=1, max_runtime_s=7200)
+    now = datetime.now(tz=UTC)
+    planned(MaintenanceWindow, east, now + HOUR / 2, now + 2 * HOUR, [other])
+    planned(Booking, east, now + HOUR, now + 2 * HOUR, [other], tenant=job.tenant)
+
+    assert commit_batch(decided(), now) == {job.pk}
+    assert job.attempts.get().allocations.filter(node=used).exists()
+
+
+@pytest.mark.django_db
 def test_a_window_that_has_ended_stops_nothing(east):
     node = NodeFactory(cluster=east, gpu_count=8)
     job = JobFactory(gpus=1, max_runtime_s=7200)
