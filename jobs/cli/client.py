@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from importlib import resources
+from urllib.parse import quote
 
 import requests
 
@@ -197,6 +198,12 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
+def segment(text: str) -> str:
+    """Text as one segment of the API's path, whatever it holds: `/` and `?` escaped, and `.`
+    too, as a `..` segment would be resolved away and reach another address."""
+    return quote(text, safe="").replace(".", "%2E")
+
+
 def show(line: str, out=None) -> None:
     """Print a line that holds text from the server."""
     print(printable(line), file=out or sys.stdout, flush=True)
@@ -241,7 +248,8 @@ class Api:
         if response.status_code >= 400:
             which = f" ({self.source})" if response.status_code == 401 else ""
             error = Unavailable if response.status_code >= 500 else SystemExit
-            raise error(printable(f"error {response.status_code}{which}: {response.text}"))
+            said = refusal_said(response)
+            raise error(printable(f"error {response.status_code}{which}: {said}"))
         if response.status_code == 204:  # done, nothing to say: a deletion
             return 204, {}
         try:
@@ -273,6 +281,27 @@ class Api:
         self.date = server_date(response) or self.date
         tell_of_release(self.server, response)
         return response
+
+
+def refusal_said(response: requests.Response) -> str:
+    """What an error answer says, on one line and cut short (see shortened): the API's JSON,
+    or a proxy's text as written; an HTML page (a proxy's, or the web server's for an address
+    the API does not serve: a path it cannot read, a URI too long) by its status's name."""
+    if response.headers.get("Content-Type", "").startswith("text/html"):
+        return response.reason or "an HTML page"
+    return shortened(re.sub(r"\s*\n\s*", " ", response.text.strip()))
+
+
+# The characters of an error message shown at most: one may quote what it was given, which
+# may be text of any length (a name of 70,000 characters, the server's echo of it).
+MESSAGE_MAX = 1000
+
+
+def shortened(text: str, most: int = MESSAGE_MAX) -> str:
+    """Text cut to `most` characters, saying how many more there were."""
+    if len(text) <= most:
+        return text
+    return f"{text[:most]}... ({len(text) - most:,} characters more)"
 
 
 def server_date(response: requests.Response) -> datetime | None:

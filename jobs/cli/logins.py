@@ -16,7 +16,7 @@ import webbrowser
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.cli.client import Api, Unavailable, printable, show
+from jobs.cli.client import Api, Unavailable, printable, refusal_said, show
 
 CREDENTIALS = "credentials.json"
 SLOW_DOWN_S = 5  # what each slow_down adds to the wait between polls (RFC 8628 section 3.5)
@@ -127,7 +127,7 @@ def polled(api: Api, started: dict) -> dict:
         elif error == "expired_token":
             raise SystemExit(EXPIRED)
         elif error != "authorization_pending":
-            raise SystemExit(printable(f"error {response.status_code}: {response.text}"))
+            raise SystemExit(printable(f"error {response.status_code}: {refusal_said(response)}"))
     raise SystemExit(EXPIRED)
 
 

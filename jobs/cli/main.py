@@ -3,10 +3,12 @@ what each command does)."""
 
 import argparse
 import os
+import re
 import sys
+from typing import NoReturn
 
 import jobs.cli
-from jobs.cli.client import NOTIFY_FLAGS, STATES, Api, server_url
+from jobs.cli.client import NOTIFY_FLAGS, STATES, Api, server_url, shortened
 from jobs.cli.commands import (
     cancel,
     constrain,
@@ -76,9 +78,17 @@ from jobs.cli.written import (
 ROLES = ("owner", "member", "viewer")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's, its errors cut short: they quote what they were given, which may be text
+    of any length."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(shortened(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every command and its options, in the order `mlsched --help` and its errors name them."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mlsched",
         description=jobs.cli.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -528,15 +538,58 @@ def signing_in(command: str, url: str, args) -> int:
     if not sends_token_safely(url):
         print(f"warning: {url} is plain HTTP: your token travels unencrypted", file=sys.stderr)
     try:
-        (login if command == "login" else logout)(url, args)
+        cut_short(login if command == "login" else logout, url, args)
     except KeyboardInterrupt:
         return 130  # Ctrl-C while `login` waits for its approval
     return 0
 
 
+# What Python makes of bytes UTF-8 does not decode in its command line (PEP 383).
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+# The arguments naming a file of this machine, read and not sent: a path may be any bytes.
+LOCAL_PATHS = {"file", "from_file"}
+
+
+def refuse_text_not_utf8(parser: argparse.ArgumentParser, args) -> None:
+    """Exit 2 naming an argument whose text, to be sent to the server, is not UTF-8: bytes a
+    shell passed that UTF-8 does not decode (Python reads them as lone surrogates), which no
+    request can carry."""
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = verbs.choices[args.command]
+    for action in command._actions:
+        text = not_utf8(getattr(args, action.dest, None))
+        if action.dest not in LOCAL_PATHS and text is not None:
+            name = "/".join(action.option_strings) or action.metavar or action.dest
+            command.error(f"argument {name}: not UTF-8 text: {text!r}")
+
+
+def not_utf8(value: object) -> str | None:
+    """The first text in a value as parsed (text, or lists, pairs and mappings of it) that is
+    not UTF-8; None if all of it is."""
+    if isinstance(value, str):
+        return value if SURROGATES.search(value) else None
+    if isinstance(value, dict):
+        value = list(value.items())
+    if isinstance(value, list | tuple):
+        return next(filter(None, map(not_utf8, value)), None)
+    return None
+
+
+def cut_short(command, *args) -> None:
+    """Run a command, the message it exits with cut short (see shortened)."""
+    try:
+        command(*args)
+    except SystemExit as exit:
+        if isinstance(exit.code, str):
+            raise SystemExit(shortened(exit.code)) from None
+        raise
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    refuse_text_not_utf8(parser, args)
     if args.command == "submit" and args.wait and args.test_only:
         parser.error("--wait waits for a job: --test-only submits none")
     if args.command == "usage" and args.daily and (args.by_label or args.by_user or args.by_class):
@@ -575,7 +628,7 @@ def main(argv=None) -> int:
            "booking-delete": window_delete, "volumes": volumes, "secrets": secrets,
            "secret-set": secret_set, "secret-delete": secret_delete}  # fmt: skip
     try:
-        run[args.command](api, args)
+        cut_short(run[args.command], api, args)
     except KeyboardInterrupt:
         return 130  # Ctrl-C, e.g. to leave `logs -f`: no traceback
     except BrokenPipeError:

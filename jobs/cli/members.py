@@ -2,8 +2,7 @@
 `member-remove`, as the portal's Teams page does them (owners change them; every member
 reads them)."""
 
-from jobs.cli.client import Api, show
-from jobs.cli.secrets import segment
+from jobs.cli.client import Api, segment, show
 from jobs.cli.tables import table
 
 MEMBER_HEADER = ["member", "role", "given by"]

@@ -6,9 +6,8 @@ import getpass
 import sys
 from pathlib import Path
 from typing import NoReturn
-from urllib.parse import quote
 
-from jobs.cli.client import Api, show
+from jobs.cli.client import Api, segment, shortened, show
 from jobs.cli.tables import minute, table
 
 SECRET_HEADER = ["name", "updated (UTC)", "by"]
@@ -112,7 +111,7 @@ def refusal(args, was: str) -> str:
 
 def usage_error(message: str) -> NoReturn:
     """Exit 2, as for a wrong command line: the command as given is not carried out."""
-    show(f"mlsched secret-set: error: {message}", out=sys.stderr)
+    show(f"mlsched secret-set: error: {shortened(message)}", out=sys.stderr)
     raise SystemExit(2)
 
 
@@ -140,9 +139,3 @@ def value_given(path: str | None, name: str) -> str:
 
 def secrets_of(tenant: str) -> str:
     return f"tenants/{segment(tenant)}/secrets"
-
-
-def segment(text: str) -> str:
-    """Text as one segment of the API's path, whatever it holds: `/` and `?` escaped, and `.`
-    too, as a `..` segment would be resolved away and reach another address."""
-    return quote(text, safe="").replace(".", "%2E")

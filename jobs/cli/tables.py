@@ -6,9 +6,8 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote
 
-from jobs.cli.client import Api, price_written, rate_unit, show
+from jobs.cli.client import Api, price_written, rate_unit, segment, show
 from jobs.cli.commands import clock, shape
 
 USAGE_HEADER = ["tenant", "gpu type", "GPU-h", "CPU core-h", "wasted GPU-h", "preempted",
@@ -374,7 +373,7 @@ def service_node(api: Api, args) -> None:
     change of a node's service (Slurm's scontrol update NodeName= State=DRAIN|RESUME), and
     the node's state after it."""
     body = {"reason": args.reason} if getattr(args, "reason", "") else {}
-    n = api.call("POST", f"nodes/{quote(args.cluster)}/{quote(args.node)}/{args.command}/",
+    n = api.call("POST", f"nodes/{segment(args.cluster)}/{segment(args.node)}/{args.command}/",
                  json=body)  # fmt: skip
     done = {"cordon": "cordoned", "drain": "drained", "uncordon": "uncordoned"}[args.command]
     said = done if n["changed"] else f"already {done}"
@@ -388,7 +387,7 @@ def pause_tenant(api: Api, args) -> None:
     """`pause TENANT --reason TEXT`, `resume TENANT`: a platform admin's pause of a team's
     placements (Kueue's ClusterQueue stopPolicy Hold), and what it leaves queued."""
     body = {"reason": args.reason} if args.command == "pause" else {}
-    team = api.call("POST", f"tenants/{quote(args.tenant)}/{args.command}/", json=body)
+    team = api.call("POST", f"tenants/{segment(args.tenant)}/{args.command}/", json=body)
     done = {"pause": "paused", "resume": "resumed"}[args.command]
     said = done if team["changed"] else f"already {done}"
     why = f" ({team['placements_paused']})" if team["placements_paused"] else ""

@@ -4,6 +4,7 @@ codes, and the server's address."""
 
 import argparse
 import json
+import math
 import re
 from urllib.parse import urlsplit
 
@@ -26,10 +27,9 @@ _YamlLoader.yaml_implicit_resolvers = {
 def job_description(text: str) -> object:
     """A job description as `submit` reads it: JSON (the API's body, `spec ID`'s), or YAML
     (`spec ID --yaml`'s; times as written). Raises ValueError naming both when it is
-    neither, and saying why when it nests too deep or holds itself (a YAML alias inside
-    what it names), which no body can be sent as."""
+    neither, and saying why when it is no body the API can be sent (`sendable`)."""
     try:
-        return json.loads(text)
+        found = json.loads(text)
     except RecursionError:
         raise ValueError("nested too deep") from None
     except ValueError as not_json:
@@ -42,13 +42,60 @@ def job_description(text: str) -> object:
             raise ValueError("nested too deep") from None
         if not isinstance(found, dict):
             raise ValueError(f"not JSON ({not_json}), and its YAML is no mapping") from None
-        try:
-            json.dumps(found)
-        except RecursionError:
-            raise ValueError("nested too deep") from None
-        except ValueError:  # json's "Circular reference detected"
-            raise ValueError("its YAML holds itself (an alias inside what it names)") from None
-        return found
+    sendable(found)
+    return found
+
+
+MAX_DEPTH = 100  # lists and mappings within each other (a job description has a few)
+# The values of a description, its YAML's aliases expanded: a few lines of aliases naming
+# aliases ("billion laughs") would otherwise make billions, and the CLI would never send them.
+MAX_VALUES = 100_000
+JSON_KEYS = (str, int, float, bool, type(None))
+
+
+def sendable(found: object) -> None:
+    """Raise ValueError saying why what JSON or YAML gave is no JSON body: a value JSON has no
+    kind for (YAML's !!binary, !!set, !!timestamp), NaN or an infinite number, more than
+    MAX_DEPTH levels, an alias inside what it names, or over MAX_VALUES values. Walked without
+    recursion, each list or mapping an alias names counted once."""
+    counts: dict[int, int] = {}  # the values in each list or mapping counted, by its id
+    inside: set[int] = set()  # those being counted: each holds the next
+    pending: list[tuple[object, int, bool]] = [(found, 1, False)]
+    while pending:
+        value, depth, counted = pending.pop()
+        if not isinstance(value, list | dict):
+            scalar_sendable(value)
+            continue
+        items = list(value.values()) if isinstance(value, dict) else value
+        if counted:
+            inside.discard(id(value))
+            counts[id(value)] = 1 + sum(counts.get(id(item), 1) for item in items)
+            if counts[id(value)] > MAX_VALUES:
+                raise ValueError(f"over {MAX_VALUES:,} values once its YAML's aliases are "
+                                 "expanded")  # fmt: skip
+            continue
+        if id(value) in inside:
+            raise ValueError("its YAML holds itself (an alias inside what it names)")
+        if id(value) in counts:
+            continue
+        if depth > MAX_DEPTH:
+            raise ValueError("nested too deep")
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, JSON_KEYS):
+                    raise ValueError(f"a key JSON has no kind for: {key!r:.60}")
+                scalar_sendable(key)
+        inside.add(id(value))
+        pending.append((value, depth, True))
+        pending.extend((item, depth + 1, False) for item in items)
+
+
+def scalar_sendable(value: object) -> None:
+    """Raise ValueError for a value no JSON body carries."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is no number JSON has")
+    if not isinstance(value, JSON_KEYS):
+        raise ValueError(f"a value JSON has no kind for: {value!r:.60}")
 
 
 def yaml_written(spec: object) -> str:
@@ -287,16 +334,31 @@ def tail_written(text: str) -> int:
     return int(text)
 
 
+# The largest whole number an option takes: the API's (PostgreSQL's bigint), and the most a
+# count of lines or jobs to show (itertools.islice) takes.
+MAX_WHOLE = 2**63 - 1
+
+
 def positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
+    if not (text.isascii() and text.isdigit() and text.strip("0")):
         raise argparse.ArgumentTypeError(f"not a whole number above 0: {text!r}")
-    return int(text)
+    return at_most_max_whole(text)
 
 
 def natural(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(text)
+    return at_most_max_whole(text)
+
+
+def at_most_max_whole(digits: str) -> int:
+    """ASCII digits as a number, refused past MAX_WHOLE."""
+    significant = digits.lstrip("0") or "0"
+    # Counted first: Python converts no more than 4,300 digits.
+    if len(significant) > len(str(MAX_WHOLE)) or int(significant) > MAX_WHOLE:
+        raise argparse.ArgumentTypeError(f"{digits[:40]!r} is past the largest number taken, "
+                                         "2**63-1")  # fmt: skip
+    return int(significant)
 
 
 def http_address(url: str) -> bool:
