@@ -65,6 +65,7 @@ from jobs.cli.written import (
     limit_written,
     names_written,
     natural,
+    path_name,
     positive,
     sends_token_safely,
     shard_choice,
@@ -438,15 +439,15 @@ def add_reading(commands) -> None:
                        ("drain", "cordon a node and stop its work, requeued (a grace first)"),
                        ("uncordon", "place work on a node again")):  # fmt: skip
         servicing = commands.add_parser(verb, help=f"platform admins: {does}")
-        servicing.add_argument("cluster")
-        servicing.add_argument("node")
+        servicing.add_argument("cluster", type=path_name)
+        servicing.add_argument("node", type=path_name)
         if verb != "uncordon":
             servicing.add_argument("--reason", default="", help="why, shown beside its state")
     pausing = commands.add_parser("pause", help="platform admins: start none of a team's jobs")
-    pausing.add_argument("tenant", help="the team (its slug)")
+    pausing.add_argument("tenant", type=path_name, help="the team (its slug)")
     pausing.add_argument("--reason", required=True, help="why, shown to the team")
     resuming = commands.add_parser("resume", help="platform admins: place a team's jobs again")
-    resuming.add_argument("tenant", help="the team (its slug)")
+    resuming.add_argument("tenant", type=path_name, help="the team (its slug)")
     applying = commands.add_parser(
         "apply-teams", help="platform admins: make the teams, quotas and classes a file declares"
     )
@@ -468,18 +469,18 @@ def add_reading(commands) -> None:
     signing.add_argument("--user", metavar="NAME", help="those naming one username")
     signing.add_argument("--failed", action="store_true", help="the failed ones alone")
     signing.add_argument("--limit", type=positive, metavar="N", help="at most N (default 100)")
-    commands.add_parser("members").add_argument("tenant", metavar="TENANT")
+    commands.add_parser("members").add_argument("tenant", type=path_name, metavar="TENANT")
     adding = commands.add_parser("member-add", help="a team's owners: add a user to it")
-    adding.add_argument("tenant", metavar="TENANT")
+    adding.add_argument("tenant", type=path_name, metavar="TENANT")
     adding.add_argument("user", metavar="USER")
     adding.add_argument("--role", choices=ROLES, default="member", help="member by default")
     setting_role = commands.add_parser("member-set", help="a team's owners: change a role")
-    setting_role.add_argument("tenant", metavar="TENANT")
-    setting_role.add_argument("user", metavar="USER")
+    setting_role.add_argument("tenant", type=path_name, metavar="TENANT")
+    setting_role.add_argument("user", type=path_name, metavar="USER")
     setting_role.add_argument("role", choices=ROLES)
     removing = commands.add_parser("member-remove", help="a team's owners: remove a member")
-    removing.add_argument("tenant", metavar="TENANT")
-    removing.add_argument("user", metavar="USER")
+    removing.add_argument("tenant", type=path_name, metavar="TENANT")
+    removing.add_argument("user", type=path_name, metavar="USER")
     booked = commands.add_parser("bookings")
     booked.add_argument("--tenant", metavar="SLUG", help="one of your tenants (default: all)")
     mountable = commands.add_parser("volumes")
@@ -488,10 +489,10 @@ def add_reading(commands) -> None:
 
 def add_secrets(commands) -> None:
     """secrets, secret-set and secret-delete: a tenant's secrets."""
-    commands.add_parser("secrets").add_argument("tenant", metavar="TENANT")
+    commands.add_parser("secrets").add_argument("tenant", type=path_name, metavar="TENANT")
     setting = commands.add_parser("secret-set")
-    setting.add_argument("tenant", metavar="TENANT")
-    setting.add_argument("name", metavar="NAME")
+    setting.add_argument("tenant", type=path_name, metavar="TENANT")
+    setting.add_argument("name", type=path_name, metavar="NAME")
     setting.add_argument(
         "--from-file", metavar="PATH", help="read the value from PATH (default: standard input)"
     )
@@ -516,8 +517,8 @@ def add_secrets(commands) -> None:
         "file now (without it, that is refused: it would be replaced by a variable)",
     )
     deleting = commands.add_parser("secret-delete")
-    deleting.add_argument("tenant", metavar="TENANT")
-    deleting.add_argument("name", metavar="NAME")
+    deleting.add_argument("tenant", type=path_name, metavar="TENANT")
+    deleting.add_argument("name", type=path_name, metavar="NAME")
 
 
 def add_signing_in(commands) -> None:

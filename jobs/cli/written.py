@@ -262,6 +262,18 @@ def names_written(text: str) -> list[str]:
     return names
 
 
+def path_name(text: str) -> str:
+    """A name sent as one segment of the API's path (a team, user, secret, cluster or node).
+    Not empty, and not dots alone: a `.` or `..` segment is resolved away on its way (HTTP
+    clients and proxies treat it as the folder or its parent), so the call would reach another
+    address, the team's own for `secret-delete alpha ..`."""
+    if not text.strip("."):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be sent as a name: not empty nor dots alone"
+        )
+    return text
+
+
 def features_written(text: str) -> list[str]:
     """Features as Slurm's --constraint writes those all required, joined by & ("ib&nvme"),
     or with commas, at least one."""

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from jobs.cli.main import main
 from jobs.cli.written import job_description
 from tests.jobs.test_cli import Canned, answering, run_cli
 from tests.processes import ROOT
@@ -175,3 +176,33 @@ def test_a_team_or_node_name_is_sent_as_one_segment_of_the_path_whatever_it_hold
 
     assert out.returncode == 1
     assert paths == [path]
+
+
+# Each argument sent as a segment of the API's path, in a command's line: NAME where it goes.
+PATH_NAMED = [["members", "NAME"], ["member-add", "NAME", "bob"], ["member-set", "NAME", "bob",
+              "owner"], ["member-set", "alpha", "NAME", "owner"], ["member-remove", "NAME", "bob"],
+              ["member-remove", "alpha", "NAME"], ["secrets", "NAME"],
+              ["secret-set", "NAME", "HF_TOKEN"], ["secret-set", "alpha", "NAME"],
+              ["secret-delete", "NAME", "HF_TOKEN"], ["secret-delete", "alpha", "NAME"],
+              ["cordon", "NAME", "gpu-a"], ["drain", "east", "NAME"], ["uncordon", "east", "NAME"],
+              ["pause", "NAME", "--reason", "x"], ["resume", "NAME"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", PATH_NAMED, ids=" ".join)
+@pytest.mark.parametrize("name", ["", ".", "..", "..."])
+def test_a_name_sent_in_the_path_that_is_empty_or_dots_alone_is_refused_by_the_parser(
+    line, name, capsys
+):
+    with pytest.raises(SystemExit) as exit:
+        main([name if word == "NAME" else word for word in line])
+
+    assert exit.value.code == 2
+    assert f"{name!r} cannot be sent as a name: not empty nor dots alone" in capsys.readouterr().err
+
+
+def test_a_secret_named_dot_dot_is_refused_before_any_request():
+    with answers(204, b"", "application/json") as (url, paths):
+        out = run_cli(url, "t", "secret-delete", "alpha", "..")
+
+    assert (out.returncode, paths) == (2, [])
+    assert "argument NAME: '..' cannot be sent as a name" in out.stderr

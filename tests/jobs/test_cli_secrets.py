@@ -84,7 +84,7 @@ def test_a_refused_delete_exits_non_zero_naming_the_job_that_names_it(cli, alpha
     assert TenantSecret.objects.filter(name="HF_TOKEN").exists()
 
 
-@pytest.mark.parametrize("name", ["9X", "RANK", ".."])
+@pytest.mark.parametrize("name", ["9X", "RANK", "A.B"])
 def test_a_bad_name_is_an_error_naming_name_and_nothing_is_written(cli, alpha, name):
     out = cli("secret-set", "alpha", name, stdin="hf_value_1")
 
