@@ -23,10 +23,10 @@ from jobs.maintenance_api import nodes_named, with_status
 from jobs.placement.model import gpu_flavor
 from jobs.placement.words import counted
 from quotas.admin_scope import (
+    BulkActions,
     InitialChecked,
     LookupsChecked,
     PlatformOnly,
-    SelectionChecked,
     TenantScoped,
 )
 from quotas.models import Quota
@@ -95,7 +95,7 @@ class JsonTextAdmin:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(PlatformOnly, SelectionChecked, LookupsChecked, JsonTextAdmin, admin.ModelAdmin):
+class ClusterAdmin(PlatformOnly, BulkActions, LookupsChecked, JsonTextAdmin, admin.ModelAdmin):
     """The platform's clusters: a tenant admin may look, and issues no agent token (one acts as
     the cluster's agent, which reads every tenant's work placed there)."""
 
@@ -207,7 +207,7 @@ class NodeActionForm(ActionForm):
 
 @admin.register(Node)
 class NodeAdmin(
-    PlatformOnly, SelectionChecked, LookupsChecked, InitialChecked, JsonTextAdmin, admin.ModelAdmin
+    PlatformOnly, BulkActions, LookupsChecked, InitialChecked, JsonTextAdmin, admin.ModelAdmin
 ):
     """The platform's nodes: cordoned, drained and uncordoned by platform admins only (a drain
     stops every tenant's work there), with a reason users see (`action_form`); a tenant admin
@@ -296,9 +296,7 @@ def asked_reason(request) -> str:
     return request.POST.get("reason", "").strip()[:200]
 
 
-class NodeWindowAdmin(
-    PlatformOnly, SelectionChecked, LookupsChecked, InitialChecked, admin.ModelAdmin
-):
+class NodeWindowAdmin(PlatformOnly, BulkActions, LookupsChecked, InitialChecked, admin.ModelAdmin):
     """A cluster's nodes set apart from a start to an end: planned by platform admins only
     (it stops tenants' work there); a tenant admin may look."""
 

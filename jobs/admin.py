@@ -23,11 +23,11 @@ from jobs.models import Attempt, BudgetAlert, Job, JobEvent, LogChunk
 from jobs.placement.words import counted
 from quotas import history
 from quotas.admin_scope import (
+    BulkActions,
     CheckedLookups,
     InitialChecked,
     InlinesCapped,
     PlatformAdminsAlone,
-    SelectionChecked,
     TenantScoped,
 )
 from quotas.models import administered_tenants
@@ -130,7 +130,7 @@ class JobEventInline(ReadOnlyInline):
 
 @admin.register(Job)
 class JobAdmin(
-    TenantScoped, BigTable, SelectionChecked, InlinesCapped, ReinforcedGuardedModelAdminMixin,
+    TenantScoped, BigTable, BulkActions, InlinesCapped, ReinforcedGuardedModelAdminMixin,
     admin.ModelAdmin,
 ):  # fmt: skip
     """Jobs are read-mostly here: they change through the lifecycle, not through edits.
@@ -303,7 +303,7 @@ class HistoryAdmin(PlatformAdminsAlone, BigTable, ReadOnlyAdmin):
 
 
 # django-celery-beat's pages of the beat scheduler's periodic tasks and schedules, their bulk
-# actions' selections checked as every page's of mlsched is (SelectionChecked: "Delete
+# actions' selections checked as every page's of mlsched is (BulkActions: "Delete
 # selected" or "Run selected tasks" on one that is no id was a 500), and dates from an add
 # page's address read as dates (InitialChecked). Importing the package's admin registers its
 # pages first, whatever the order the apps' admins load in.
@@ -362,28 +362,28 @@ class CrontabScheduleForm(forms.ModelForm):
 
 
 @admin.register(PeriodicTask)
-class PeriodicTaskAdmin(SelectionChecked, InitialChecked, beat_admin.PeriodicTaskAdmin):
+class PeriodicTaskAdmin(BulkActions, InitialChecked, beat_admin.PeriodicTaskAdmin):
     form = PeriodicTaskForm
 
 
 @admin.register(CrontabSchedule)
-class CrontabScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.CrontabScheduleAdmin):
+class CrontabScheduleAdmin(BulkActions, InlinesCapped, beat_admin.CrontabScheduleAdmin):
     form = CrontabScheduleForm
     inlines = [PeriodicTaskInline]
 
 
 @admin.register(ClockedSchedule)
 class ClockedScheduleAdmin(
-    SelectionChecked, InitialChecked, InlinesCapped, beat_admin.ClockedScheduleAdmin
+    BulkActions, InitialChecked, InlinesCapped, beat_admin.ClockedScheduleAdmin
 ):
     inlines = [PeriodicTaskInline]
 
 
 @admin.register(SolarSchedule)
-class SolarScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.SolarScheduleAdmin):
+class SolarScheduleAdmin(BulkActions, InlinesCapped, beat_admin.SolarScheduleAdmin):
     inlines = [PeriodicTaskInline]
 
 
 @admin.register(IntervalSchedule)
-class IntervalScheduleAdmin(SelectionChecked, InlinesCapped, beat_admin.IntervalScheduleAdmin):
+class IntervalScheduleAdmin(BulkActions, InlinesCapped, beat_admin.IntervalScheduleAdmin):
     inlines = [PeriodicTaskInline]

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Sum
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers
@@ -303,14 +304,15 @@ class NodeServiceView(APIView):
         found = get_object_or_404(Node, cluster__name=cluster, name=node)
         by, reason = request.user.get_username(), reason_asked(request)
         told: dict = {}
-        if self.verb == "drain":
-            told["stopped"] = actions.drain([found.pk], by, reason=reason)
-            told["changed"] = int(found.schedulable)  # as it was before
-        else:
-            changed = actions.set_schedulable([found.pk], self.verb == "uncordon", by, reason)
-            told["changed"] = len(changed)
-        if told["changed"] or told.get("stopped"):
-            said = f"{self.verb.capitalize()}ed through the API"
-            history.record(request.user, [found], f"{said}: {reason}" if reason else said)
+        with transaction.atomic():  # the change and its history entry, or neither
+            if self.verb == "drain":
+                told["stopped"] = actions.drain([found.pk], by, reason=reason)
+                told["changed"] = int(found.schedulable)  # as it was before
+            else:
+                changed = actions.set_schedulable([found.pk], self.verb == "uncordon", by, reason)
+                told["changed"] = len(changed)
+            if told["changed"] or told.get("stopped"):
+                said = f"{self.verb.capitalize()}ed through the API"
+                history.record(request.user, [found], f"{said}: {reason}" if reason else said)
         (row,) = listed(Node.objects.filter(pk=found.pk), request.user)
         return Response({**node_json(row), **told})

@@ -1,10 +1,26 @@
-"""The API's refusals in one shape, whichever view made them."""
+"""The API's refusals in one shape, whichever view made them; and the answer to a request that
+lost the database partway."""
+
+import logging
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse
+from django.template.loader import render_to_string
+from django.utils.deprecation import MiddlewareMixin
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+logger = logging.getLogger(__name__)
+
+# What a request gets when the database did not answer it partway: its connection lost (a
+# restart, a failover), a deadlock or a serialization failure. What it wrote is rolled back
+# with its transaction, so it may be sent again: a 503 saying so, not a 500.
+UNAVAILABLE = (OperationalError, InterfaceError)
+UNAVAILABLE_BODY = {"detail": "The database did not answer: try again in a few seconds."}
+RETRY = {"Retry-After": "5"}
 
 
 def exception_handler(exc, context):
@@ -13,6 +29,9 @@ def exception_handler(exc, context):
     field or a query parameter at fault with one message gives it the same shape, so a client
     reads every 400 one way. A body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 saying so, as
     JSON (Django's own answer to it is an HTML 400)."""
+    if isinstance(exc, UNAVAILABLE):
+        logger.error("database unavailable: %s", context["request"].path, exc_info=exc)
+        return Response(UNAVAILABLE_BODY, status=503, headers=RETRY)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response({"detail": f"The request body is over {limit} bytes."}, status=413)
@@ -27,3 +46,16 @@ def exception_handler(exc, context):
             for name, said in response.data.items()
         }
     return response
+
+
+class DatabaseUnavailable(MiddlewareMixin):
+    """A page or the admin's that lost the database partway answers 503 with a page of its own
+    (drawn without the database: no user, no menu), as the API's calls do (exception_handler
+    above)."""
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, UNAVAILABLE):
+            return None
+        logger.error("database unavailable: %s", request.path, exc_info=exception)
+        # Drawn without the request: its context processors would ask the database again.
+        return HttpResponse(render_to_string("503.html"), status=503, headers=RETRY)

@@ -77,6 +77,7 @@ MIDDLEWARE = [
     "jobs.access.read_once_per_request",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "mlsched_site.errors.DatabaseUnavailable",
 ]
 
 ROOT_URLCONF = "mlsched_site.urls"

@@ -19,11 +19,11 @@ from quotas import (
     tokens,
 )
 from quotas.admin_scope import (
+    BulkActions,
     InlinesCapped,
     LookupsChecked,
     PlatformAdminsAlone,
     PlatformOnly,
-    SelectionChecked,
     TenantScoped,
 )
 from quotas.models import (
@@ -256,7 +256,7 @@ def turns_now() -> dict:
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, InlinesCapped, admin.ModelAdmin):
+class TenantAdmin(TenantScoped, BulkActions, LookupsChecked, InlinesCapped, admin.ModelAdmin):
     """A tenant admin sees the tenants they own and manages their members and how many GPUs
     each may hold (a limit inside the team's quota); the rest of a tenant (its quotas, fair
     share, cohort, its GPU-hour budget, spend alert and idle-GPU limit, the images its jobs
@@ -382,7 +382,7 @@ class TenantAdmin(TenantScoped, SelectionChecked, LookupsChecked, InlinesCapped,
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class PriorityClassAdmin(PlatformOnly, BulkActions, LookupsChecked, admin.ModelAdmin):
     list_display = ["name", "value", "may_preempt", "fair_share_preemption", "preempt_exempt_s",
                     "max_runtime_s", "default_runtime_s", "max_gpus_per_user", "max_gpus",
                     "description"]  # fmt: skip
@@ -428,7 +428,7 @@ class QuotaForm(DrawnQuota):
 
 
 @admin.register(Quota)
-class QuotaAdmin(TenantScoped, PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class QuotaAdmin(TenantScoped, PlatformOnly, BulkActions, LookupsChecked, admin.ModelAdmin):
     form = QuotaForm
     list_display = ["tenant", "flavor", "unit", "guaranteed", "borrow_limit", "lend_limit"]
     list_filter = ["flavor"]
@@ -442,7 +442,7 @@ class QuotaAdmin(TenantScoped, PlatformOnly, SelectionChecked, LookupsChecked, a
 
 
 @admin.register(Rate)
-class RateAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class RateAdmin(PlatformOnly, BulkActions, LookupsChecked, admin.ModelAdmin):
     """The rate card the usage reports price their hours at: platform admins alone add, change
     and delete rates (each change in the admin's history, as every admin change); tenant
     admins may look, as every user may through the API. A flavor's rates by the day each holds
@@ -463,7 +463,7 @@ class RateAdmin(PlatformOnly, SelectionChecked, LookupsChecked, admin.ModelAdmin
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(SelectionChecked, LookupsChecked, admin.ModelAdmin):
+class ApiTokenAdmin(BulkActions, LookupsChecked, admin.ModelAdmin):
     """Users' API tokens, for platform admins only: listed and revoked, never edited, and never
     shown (only a hash is stored, and that is not displayed either). A token is its user's,
     not a tenant's: tenant admins see none."""
@@ -542,17 +542,17 @@ class ScimGroupAdmin(PlatformAdminsAlone, LookupsChecked, ReadOnlyAdmin):
 
 
 # Django's own pages of the users and groups, a bulk action's selection checked as every page's
-# of mlsched is (SelectionChecked): "Delete selected" on one that is no id was a 500. Importing
+# of mlsched is (BulkActions): "Delete selected" on one that is no id was a 500. Importing
 # Django's registers its pages first, whatever the order the apps' admins load in.
 admin.site.unregister(User)
 admin.site.unregister(Group)
 
 
 @admin.register(User)
-class UserAdmin(SelectionChecked, auth_admin.UserAdmin):
+class UserAdmin(BulkActions, auth_admin.UserAdmin):
     pass
 
 
 @admin.register(Group)
-class GroupAdmin(SelectionChecked, auth_admin.GroupAdmin):
+class GroupAdmin(BulkActions, auth_admin.GroupAdmin):
     pass

@@ -95,10 +95,14 @@ class PlatformAdminsAlone:
         return request.user.is_superuser
 
 
-class SelectionChecked:
-    """A bulk action's selection checked before Django filters the rows by it: Django takes the
+class BulkActions:
+    """A list's bulk actions, each run in one transaction, and their selection checked first.
+
+    Django runs an action outside any transaction: its deletion wrote the history's entries
+    before deleting, an action of mlsched its change before its entry, each in its own, so an
+    action that lost the database between them left one without the other. Django takes the
     posted values as ids as they come, and one that is no id (a tampered form) fails the query
-    (a 500). Such a selection runs nothing and is answered as an empty one is."""
+    (a 500): such a selection runs nothing and is answered as an empty one is."""
 
     def response_action(self, request, queryset):
         pk = self.model._meta.pk
@@ -108,7 +112,8 @@ class SelectionChecked:
         except ValidationError:
             self.message_user(request, "The selection names no rows.", level=messages.ERROR)
             return None  # Django redirects back to the list
-        return super().response_action(request, queryset)
+        with transaction.atomic():
+            return super().response_action(request, queryset)
 
 
 class InlinesCapped:

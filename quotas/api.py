@@ -12,6 +12,7 @@ from datetime import date
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
 from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -236,12 +237,13 @@ class PauseView(APIView):
         if not self.resume and not reason:
             raise ValidationError({"reason": "Say why its placements are paused: its members "
                                              "and its queued jobs are told."})  # fmt: skip
-        changed = actions.pause_placements(tenant, "" if self.resume else reason)
-        if changed:
-            said = "Placements resumed through the API" if self.resume else (
-                "Placements paused through the API"
-            )  # fmt: skip
-            history.record(request.user, [tenant], f"{said}: {reason}" if reason else said)
+        with transaction.atomic():  # the change and its history entry, or neither
+            changed = actions.pause_placements(tenant, "" if self.resume else reason)
+            if changed:
+                said = "Placements resumed through the API" if self.resume else (
+                    "Placements paused through the API"
+                )  # fmt: skip
+                history.record(request.user, [tenant], f"{said}: {reason}" if reason else said)
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})

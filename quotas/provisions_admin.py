@@ -9,10 +9,10 @@ from django.db.models.constants import LOOKUP_SEP
 
 from quotas import tenant_secrets, tenant_volumes
 from quotas.admin_scope import (
+    BulkActions,
     LookupsChecked,
     PlatformOnly,
     RefusedWhileInUse,
-    SelectionChecked,
     TenantScoped,
 )
 from quotas.models import TenantSecret, TenantVolume, administered_tenants, registry_name
@@ -92,7 +92,7 @@ class TenantSecretForm(forms.ModelForm):
 
 @admin.register(TenantSecret)
 class TenantSecretAdmin(
-    TenantScoped, RefusedWhileInUse, SelectionChecked, LookupsChecked, admin.ModelAdmin
+    TenantScoped, RefusedWhileInUse, BulkActions, LookupsChecked, admin.ModelAdmin
 ):
     """Tenants' secrets, set and deleted by platform admins for every tenant and by tenant
     admins for the tenants they own, through the verbs the API uses (quotas.tenant_secrets).
@@ -160,7 +160,7 @@ class TenantVolumeForm(forms.ModelForm):
 
 @admin.register(TenantVolume)
 class TenantVolumeAdmin(
-    TenantScoped, PlatformOnly, RefusedWhileInUse, SelectionChecked, LookupsChecked,
+    TenantScoped, PlatformOnly, RefusedWhileInUse, BulkActions, LookupsChecked,
     admin.ModelAdmin,
 ):  # fmt: skip
     """Tenants' data volumes: what a tenant's jobs may mount, read or write, on the hosts and

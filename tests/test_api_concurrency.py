@@ -22,8 +22,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from clusters.models import Booking, Node
-from jobs import cycle
+from jobs import actions, cycle
 from jobs.models import Job, JobEvent
+from jobs.states import State
 from quotas import tenant_secrets
 from quotas.models import Membership, TenantSecret
 from quotas.tokens import create_token
@@ -125,6 +126,8 @@ class Cases:
         return api(self.alice).post("/api/v1/jobs/", body, format="json").json()["id"]
 
     def placed(self) -> int:
+        # Jobs earlier cases left queued would be placed first, and may fill the cluster.
+        actions.cancel_jobs(Job.objects.filter(state=State.QUEUED), "making room")
         job = self.job()
         cycle.run_cycle()
         assert Job.objects.get(pk=job).state != "queued"
