@@ -23,6 +23,11 @@ UNAVAILABLE_BODY = {"detail": "The database did not answer: try again in a few s
 RETRY = {"Retry-After": "5"}
 
 
+def logged(request, lost: Exception) -> None:
+    """Log a request the database did not answer, with why: its answer says only to retry."""
+    logger.error("database unavailable: %s", request.path, exc_info=lost)
+
+
 def exception_handler(exc, context):
     """DRF's answer to an exception, a 400's messages always listed per name (`{"reason":
     ["At most 200 characters of text."]}`), as a serializer gives them: a view that names a
@@ -30,7 +35,7 @@ def exception_handler(exc, context):
     reads every 400 one way. A body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 saying so, as
     JSON (Django's own answer to it is an HTML 400)."""
     if isinstance(exc, UNAVAILABLE):
-        logger.error("database unavailable: %s", context["request"].path, exc_info=exc)
+        logged(context["request"], exc)
         return Response(UNAVAILABLE_BODY, status=503, headers=RETRY)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -56,6 +61,6 @@ class DatabaseUnavailable(MiddlewareMixin):
     def process_exception(self, request, exception):
         if not isinstance(exception, UNAVAILABLE):
             return None
-        logger.error("database unavailable: %s", request.path, exc_info=exception)
+        logged(request, exception)
         # Drawn without the request: its context processors would ask the database again.
         return HttpResponse(render_to_string("503.html"), status=503, headers=RETRY)

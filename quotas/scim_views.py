@@ -17,6 +17,7 @@ from django.urls import re_path, reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.csrf import csrf_exempt
 
+from mlsched_site import errors
 from quotas import scim, scim_discovery, scim_groups, scim_query
 from quotas.scim import ScimError
 
@@ -31,12 +32,13 @@ def answer(document: dict | None, status: int = 200, headers: dict | None = None
     return JsonResponse(document, status=status, content_type=CONTENT_TYPE, headers=headers)
 
 
-def refusal(error: ScimError):
+def refusal(error: ScimError, headers: dict | None = None):
     document = {"schemas": [ERROR], "status": str(error.status), "detail": error.detail}
     if error.scim_type:
         document["scimType"] = error.scim_type
-    bearer = {"WWW-Authenticate": 'Bearer realm="SCIM"'} if error.status == 401 else None
-    return answer(document, error.status, bearer)
+    if error.status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="SCIM"'}
+    return answer(document, error.status, headers)
 
 
 def authenticated(request) -> None:
@@ -63,6 +65,9 @@ def endpoint(**handlers):
             return handler(request, **kwargs)
         except ScimError as error:
             return refusal(error)
+        except errors.UNAVAILABLE as lost:  # as every call's, in SCIM's error document
+            errors.logged(request, lost)
+            return refusal(ScimError(503, errors.UNAVAILABLE_BODY["detail"]), errors.RETRY)
 
     return view
 

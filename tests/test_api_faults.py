@@ -5,6 +5,8 @@ statements that writes or locks, in turn. Every table must then be as it was bef
 and the answer a 503 as JSON with a Retry-After, which clients and load balancers send again
 (tests/clusters/test_agent_faults.py does the same for the agents' reports)."""
 
+import itertools
+
 import psycopg
 import pytest
 import yaml
@@ -83,11 +85,12 @@ def writes_of(send, call) -> int:
     return counted.seen
 
 
-def unsound(answer, changed: list[str]) -> str | None:
-    """What is wrong with a cut-short call's outcome: None if nothing."""
+def unsound(answer, changed: list[str], said=None) -> str | None:
+    """What is wrong with a cut-short call's outcome (`said`: with its answer; the API's by
+    default): None if nothing."""
     if changed:
         return f"half-written: {', '.join(changed)} changed (answer {answer.status_code})"
-    return not_503(answer)
+    return (said or not_503)(answer)
 
 
 def not_503(answer) -> str | None:
@@ -128,16 +131,19 @@ def cut_until_whole(send, call, said=page_not_503) -> tuple[dict, int]:
             found[at] = wrong
 
 
-def sweep(prepare, names, send=sent) -> dict:
-    """Each call, prepared afresh, cut short before each of its writes in turn: what went
-    wrong, by call and write."""
+def sweep(prepare, names, send=sent, said=not_503) -> dict:
+    """Each call, prepared afresh, cut short before its first write, then its second, and so
+    on until it runs whole (and must succeed): what went wrong, by call and write (`said`:
+    with the answer of a cut)."""
     found = {}
     for name in names:
-        for at in range(1, writes_of(send, prepare(name)) + 1):
+        for at in itertools.count(1):
             answer, changed, cut = cut_short(send, prepare(name), at)
-            said = unsound(answer, changed) if cut else "sent fewer writes than in the count"
-            if said:
-                found[f"{name} at write {at}"] = said
+            if not cut:
+                assert answer.status_code < 400, (name, answer.content[:300])
+                break
+            if wrong := unsound(answer, changed, said):
+                found[f"{name} at write {at}"] = wrong
     return found
 
 

@@ -340,7 +340,10 @@ else ~/.config/mlsched; readable by you alone). Plain HTTP: no Django needed.
 An error exits 1 with one line on standard error (2, after a usage line, for a wrong command
 line). A request the
 server's rate limit refuses is asked again once its Retry-After has passed, if that is at most
-a minute away; further away, it is an error that says when.
+a minute away; further away, it is an error that says when. One the server could not carry out
+(a 503 with Retry-After: its database restarting or failing over) is asked again the same way,
+up to 6 times in a row; `submit` and `resubmit` send an idempotency key of their own (unless
+the job file names one), so a submission asked again is made once.
 """
 
 from jobs.cli.commands import trial_line

@@ -82,7 +82,10 @@ STATES = ["queued", "scheduled", "running", *sorted(TERMINAL)]
 COUNTED_FROM = {"queued": "created", "scheduled": "scheduled_at", "running": "started_at"}
 
 
-MAX_RETRY_AFTER_S = 60  # a 429 asking for a longer wait is reported, not waited out
+MAX_RETRY_AFTER_S = 60  # a 429 or 503 asking for a longer wait is reported, not waited out
+# A 503 with Retry-After (the server lost its database partway: a restart, a failover) is asked
+# again at most this many times in a row; then it is an error.
+MAX_UNAVAILABLE_RETRIES = 6
 
 
 # C0 and C1 control characters and DEL, but tab, newline and carriage return (a progress bar
@@ -235,10 +238,15 @@ class Api:
         {}); its refusal, or no answer, is an error the CLI exits with."""
         response = self.send(method, path, **kwargs)
         # A request the rate limit refused was not carried out, a submission included: asking
-        # again is safe, and lets a long `list` or `logs -f` finish.
-        while response.status_code == 429 and (wait := retry_after(response)) is not None:
-            print(f"rate limited: asking again in {wait} s", file=sys.stderr, flush=True)
-            time.sleep(wait)
+        # again is safe, and lets a long `list` or `logs -f` finish. One whose database was lost
+        # partway was rolled back (a submission carries its idempotency key, in case it was lost
+        # as it committed): asked again a few times, through a restart or a failover.
+        unavailable = 0  # 503s asked again in a row
+        while (said := asked_again(response, unavailable)) is not None:
+            wait = retry_after(response)
+            print(f"{said}: asking again in {wait} s", file=sys.stderr, flush=True)
+            unavailable += response.status_code == 503
+            time.sleep(wait or 1)
             response = self.send(method, path, **kwargs)
         if response.is_redirect:
             where = response.headers.get("Location", "elsewhere")
@@ -313,8 +321,21 @@ def server_date(response: requests.Response) -> datetime | None:
     return date.astimezone(UTC) if date.tzinfo else date.replace(tzinfo=UTC)
 
 
+def asked_again(response: requests.Response, unavailable: int) -> str | None:
+    """Why a refused request is asked again once its Retry-After has passed (one of at most
+    MAX_RETRY_AFTER_S): a 429, or a 503 after fewer than MAX_UNAVAILABLE_RETRIES in a row;
+    None if it is not."""
+    if retry_after(response) is None:
+        return None
+    if response.status_code == 429:
+        return "rate limited"
+    if response.status_code == 503 and unavailable < MAX_UNAVAILABLE_RETRIES:
+        return "the server is unavailable"
+    return None
+
+
 def retry_after(response: requests.Response) -> int | None:
-    """The seconds a 429's Retry-After asks to wait, if a number of them up to
+    """The seconds a 429's or 503's Retry-After asks to wait, if a number of them up to
     MAX_RETRY_AFTER_S; None otherwise."""
     seconds = response.headers.get("Retry-After", "")
     # Not converted past a few digits: Python refuses strings of over 4,300.

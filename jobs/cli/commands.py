@@ -7,6 +7,7 @@ import itertools
 import json
 import sys
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def submit(api: Api, args) -> None:
         if answer["notes"]:
             show(" ".join(answer["notes"]))
         return
+    if isinstance(spec, dict):  # sent again after a 503, it is not submitted twice
+        spec.setdefault("idempotency_key", once())
     job = api.call("POST", "jobs/", json=spec)
     show(f"{job['id']} {job['state']}")
     if args.wait:
@@ -394,8 +397,14 @@ def hold(api: Api, args) -> None:
     show(f"{done} {changed} job{'s' if changed != 1 else ''}")
 
 
+def once() -> str:
+    """An idempotency key of its own for a submission or a resubmission: sent again (after a
+    503 whose commit may have been lost), it makes its jobs once."""
+    return f"cli-{uuid.uuid4()}"
+
+
 def resubmit(api: Api, args) -> None:
-    body = {} if args.shards is None else {"shards": args.shards}
+    body = {"idempotency_key": once()} | ({} if args.shards is None else {"shards": args.shards})
     job = api.call("POST", f"jobs/{args.id}/resubmit/", json=body)
     show(f"{job['id']} {job['state']}")
 

@@ -13,12 +13,14 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
+import requests
 from django.db import connection
 from psycopg import sql
 
 from clusters.models import Cluster
 from jobs.models import Job
 from jobs.states import State
+from quotas.tokens import create_token
 from tests.factories import JobFactory
 from tests.faults.test_agent_processes import Platform, logs, script, wait_for_state
 from tests.faults.whole import assert_whole
@@ -102,3 +104,24 @@ def test_a_database_outage_heals_without_a_restart_and_leaves_nothing_half_writt
     assert east.health == Cluster.Health.HEALTHY and east.last_heartbeat > back
     assert wait_until(lambda: not Job.objects.exclude(state=State.SUCCEEDED).exists(), 5)
     assert_whole()
+
+
+def test_during_an_outage_the_api_and_the_portal_answer_503_with_retry_after(live_server, alice):
+    _, key = create_token(alice, "outage")
+    browser = requests.Session()
+    login = f"{live_server.url}/accounts/login/"
+    browser.get(login, timeout=30)  # its CSRF cookie, without the database
+
+    with database_outage(0.2):
+        api = requests.get(f"{live_server.url}/api/v1/jobs/",
+                           headers={"Authorization": f"Token {key}"}, timeout=30)  # fmt: skip
+        page = browser.post(login, {"username": "alice", "password": "x",
+                                    "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+                            headers={"Referer": login}, timeout=30)  # fmt: skip
+
+    assert (api.status_code, api.headers["Retry-After"]) == (503, "5")
+    assert api.json() == {"detail": "The database did not answer: try again in a few seconds."}
+    assert (page.status_code, page.headers["Retry-After"]) == (503, "5")
+    assert "Try again in a few seconds" in page.text
+    assert requests.get(f"{live_server.url}/api/v1/jobs/", timeout=30,
+                        headers={"Authorization": f"Token {key}"}).status_code == 200  # fmt: skip

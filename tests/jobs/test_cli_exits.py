@@ -1,13 +1,14 @@
 """The command line as scripts use it: an error exits non-zero with one line on stderr, a
 success exits 0, whatever reads its output; `--help` says what each command does."""
 
+import json
 import subprocess
 import sys
 
 import pytest
 import requests
 
-from jobs.cli.client import retry_after
+from jobs.cli.client import MAX_UNAVAILABLE_RETRIES, asked_again, retry_after
 from jobs.models import Job
 from quotas.tokens import create_token, revoke_token
 from tests.factories import JobFactory
@@ -100,6 +101,49 @@ def test_a_429_with_a_long_retry_after_exits_at_once_saying_when(live_server, al
     assert out.returncode == 1
     assert "error 429" in out.stderr and "3600 seconds" in out.stderr
     assert "asking again" not in out.stderr
+
+
+class LostItsDatabaseOnce(Canned):
+    """An API whose first answer is a 503 with Retry-After: 1 (its database lost partway), then
+    answers; it keeps the bodies it is sent."""
+
+    bodies: list = []
+
+    def do_POST(self):
+        self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        if len(self.bodies) == 1:
+            body = b'{"detail": "The database did not answer: try again in a few seconds."}'
+            self.reply(503, body, **{"Retry-After": "1"})
+        else:
+            self.reply(201, b'{"id": 8, "state": "queued"}')
+
+
+def test_a_503_is_asked_again_after_retry_after_and_a_submission_is_not_made_twice(tmp_path):
+    handler = type("Handler", (LostItsDatabaseOnce,), {"bodies": []})
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"tenant": "alpha", "name": "eval", "image": "python:3.11"}))
+    with answering(handler) as url:
+        out = run_cli(url, "t", "submit", str(spec))
+
+    assert (out.returncode, out.stdout) == (0, "8 queued\n"), out.stderr
+    assert "the server is unavailable: asking again in 1 s" in out.stderr
+    first, second = handler.bodies
+    assert first == second and first["idempotency_key"].startswith("cli-")
+
+
+@pytest.mark.parametrize(("code", "header", "in_a_row", "again"), [
+    (503, "5", 0, True), (503, "5", MAX_UNAVAILABLE_RETRIES - 1, True),
+    (503, "5", MAX_UNAVAILABLE_RETRIES, False),  # then an error
+    (503, None, 0, False),  # a proxy's, saying nothing of when: an error at once
+    (429, "5", MAX_UNAVAILABLE_RETRIES, True), (500, "5", 0, False),
+])  # fmt: skip
+def test_a_503_is_asked_again_a_few_times_in_a_row_at_most(code, header, in_a_row, again):
+    response = requests.Response()
+    response.status_code = code
+    if header:
+        response.headers["Retry-After"] = header
+
+    assert (asked_again(response, in_a_row) is not None) == again
 
 
 def test_help_names_every_command_with_what_it_does():
