@@ -6,7 +6,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.deprecation import MiddlewareMixin
 from rest_framework.exceptions import ValidationError
@@ -53,14 +53,20 @@ def exception_handler(exc, context):
     return response
 
 
+def unavailable(request, lost: Exception) -> HttpResponse:
+    """The answer to a request that lost the database, logged: JSON under /api/, else a page of
+    its own (drawn without the request: its context processors would ask the database again,
+    and without a user or a menu)."""
+    logged(request, lost)
+    if request.path.startswith("/api/"):
+        return JsonResponse(UNAVAILABLE_BODY, status=503, headers=RETRY)
+    return HttpResponse(render_to_string("503.html"), status=503, headers=RETRY)
+
+
 class DatabaseUnavailable(MiddlewareMixin):
-    """A page or the admin's that lost the database partway answers 503 with a page of its own
-    (drawn without the database: no user, no menu), as the API's calls do (exception_handler
-    above)."""
+    """A view that lost the database partway answers 503 (`unavailable`); the API's views are
+    answered by DRF's handler above, and a middleware that reads the database before the view
+    (a sign-in by the proxy, an OpenID Connect session's check) answers so itself."""
 
     def process_exception(self, request, exception):
-        if not isinstance(exception, UNAVAILABLE):
-            return None
-        logged(request, exception)
-        # Drawn without the request: its context processors would ask the database again.
-        return HttpResponse(render_to_string("503.html"), status=503, headers=RETRY)
+        return unavailable(request, exception) if isinstance(exception, UNAVAILABLE) else None

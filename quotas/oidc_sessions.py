@@ -31,6 +31,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from jobs.events import best_effort
+from mlsched_site import errors
 from quotas import oidc, vault
 from quotas.models import OidcSession
 from quotas.sign_on import configured, groups_pushed, join_groups
@@ -48,8 +49,11 @@ def kept_in_step(get_response):
     checked again with the provider once due (`recheck`)."""
 
     def middleware(request):
-        if oidc.enabled() and settings.MLSCHED_OIDC_RECHECK_S and due(request.session):
-            recheck(request)
+        try:
+            if oidc.enabled() and settings.MLSCHED_OIDC_RECHECK_S and due(request.session):
+                recheck(request)
+        except errors.UNAVAILABLE as lost:
+            return errors.unavailable(request, lost)
         return get_response(request)
 
     return middleware

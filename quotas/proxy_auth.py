@@ -31,6 +31,7 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.backends import RemoteUserBackend
 
+from mlsched_site import errors
 from quotas.models import group_names
 from quotas.sign_on import configured, groups_pushed, is_username, join_groups
 
@@ -78,7 +79,10 @@ def signed_in_by_proxy(get_response):
 
     def middleware(request):
         if settings.MLSCHED_AUTH_USER_HEADER:
-            sign_in(request)
+            try:
+                sign_in(request)
+            except errors.UNAVAILABLE as lost:
+                return errors.unavailable(request, lost)
         return get_response(request)
 
     return middleware
