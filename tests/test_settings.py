@@ -1,6 +1,7 @@
 """Settings a deployment cannot get wrong silently."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,34 @@ def test_a_configured_key_is_used():
     run = load_settings(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/mlsched", SECRET_KEY="k")
 
     assert run.stdout.strip() == "k"
+
+
+CONNECT = (
+    "import django; django.setup(); from django.db import connection; "
+    "connection.ensure_connection()"
+)
+
+
+@pytest.fixture
+def silent_database():
+    """An address that takes TCP connections and never answers, as a database host dropping
+    packets looks to a client: its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{listener.getsockname()[1]}/mlsched"
+    finally:
+        listener.close()
+
+
+def test_a_database_that_never_answers_fails_the_connection_in_seconds(silent_database):
+    env = {**os.environ, "DATABASE_URL": silent_database, "SECRET_KEY": "k",
+           "DJANGO_SETTINGS_MODULE": "mlsched_site.settings"}  # fmt: skip
+    # Without a timeout of its own it would wait for ever: past a minute this test fails.
+    run = subprocess.run([sys.executable, "-c", CONNECT], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert run.returncode != 0 and "OperationalError" in run.stderr
+    assert "timeout expired" in run.stderr  # libpq's connect_timeout
 
 
 PASSWORD = "s3cret-" + "pass"  # spelt apart: the page quotes the source around the error
