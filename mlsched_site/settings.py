@@ -105,12 +105,40 @@ ASGI_APPLICATION = "mlsched_site.asgi.application"
 DATABASE_CONNECT_TIMEOUT_S = 5
 
 
+def database_url_read(url: str) -> dict:
+    """DATABASE_URL as Django's settings, several hosts included, which dj-database-url cannot
+    read: `postgresql://user:pass@primary:5432,standby:5432/mlsched?target_session_attrs=
+    read-write`, libpq's way to name a primary and its standbys. libpq tries them in turn and
+    keeps the first that answers (with `target_session_attrs=read-write`, the first that takes
+    writes: after a failover, the promoted standby). No persistent connections: under ASGI
+    each request runs on a thread of its own, and connections kept behind them would pile up to
+    PostgreSQL's limit (Django's advice)."""
+    parts = urlsplit(url)
+    user, at, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return dj_database_url.parse(url, conn_max_age=0)
+    db = dj_database_url.parse(
+        urlunsplit(parts._replace(netloc=f"{user}{at}hosts")), conn_max_age=0
+    )
+    pairs = [host_and_port(one) for one in hosts.split(",")]
+    db["HOST"] = ",".join(host for host, _ in pairs)
+    db["PORT"] = ",".join(port or "5432" for _, port in pairs)
+    return db
+
+
+def host_and_port(written: str) -> tuple[str, str]:
+    """One host of a URL's list, `host`, `host:port`, `[v6 address]` or `[v6 address]:port`."""
+    if written.startswith("["):
+        host, _, rest = written[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = written.partition(":")
+    return unquote(host), port
+
+
 def database_settings() -> dict:
     url = os.environ.get("DATABASE_URL")
     if url:
-        # No persistent connections: under ASGI each request runs on a thread of its own, and
-        # connections kept behind them would pile up to PostgreSQL's limit (Django's advice).
-        db = dj_database_url.parse(url, conn_max_age=0)
+        db = database_url_read(url)
         # A database host that drops packets (a failover under way, a network cut) would hold
         # each request's connection attempt for the kernel's TCP retries, about two minutes:
         # it fails in seconds instead, and the request answers 503. A URL's own wins.

@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.views.debug import ExceptionReporter
+
+from mlsched_site.settings import database_url_read
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAD = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
@@ -68,6 +71,43 @@ def test_a_database_that_never_answers_fails_the_connection_in_seconds(silent_da
 
     assert run.returncode != 0 and "OperationalError" in run.stderr
     assert "timeout expired" in run.stderr  # libpq's connect_timeout
+
+
+SERVED_BY = (
+    "import django; django.setup(); from django.db import connection; "
+    "cursor = connection.cursor(); cursor.execute('SELECT inet_server_port()'); "
+    "print(cursor.fetchone()[0])"
+)
+
+
+@pytest.mark.django_db
+def test_a_url_naming_a_primary_and_its_standbys_connects_to_the_first_that_answers(
+    silent_database,
+):
+    """libpq's form for a primary and its standbys: the first here is down (a failed primary,
+    its connections refused), the second is silent (one dropping packets, past its timeout),
+    the third is this machine's PostgreSQL."""
+    db = connection.settings_dict
+    down = "127.0.0.1:1"
+    silent = silent_database.split("@")[1].split("/")[0]
+    url = (f"postgresql://{db['USER']}:{db['PASSWORD']}@{down},{silent},{db['HOST']}:{db['PORT']}"
+           f"/{db['NAME']}?target_session_attrs=read-write&connect_timeout=1")  # fmt: skip
+    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": "k",
+           "DJANGO_SETTINGS_MODULE": "mlsched_site.settings"}  # fmt: skip
+
+    run = subprocess.run([sys.executable, "-c", SERVED_BY], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert (run.returncode, run.stdout.strip()) == (0, str(db["PORT"])), run.stderr
+
+
+def test_several_hosts_are_read_with_their_ports_the_default_one_and_v6_addresses():
+    db = database_url_read("postgresql://u:p%40ss@primary,[fd00::2]:6432,standby:7/mlsched"
+                           "?target_session_attrs=read-write")  # fmt: skip
+
+    assert (db["HOST"], db["PORT"]) == ("primary,fd00::2,standby", "5432,6432,7")
+    assert (db["USER"], db["PASSWORD"], db["NAME"]) == ("u", "p@ss", "mlsched")
+    assert db["OPTIONS"] == {"target_session_attrs": "read-write"}
 
 
 PASSWORD = "s3cret-" + "pass"  # spelt apart: the page quotes the source around the error

@@ -320,7 +320,8 @@
   }
 
   // How long to wait before asking again: the server's Retry-After (a 429 from the API's rate
-  // limit says it), else a few seconds, longer after each failure in a row, at most a minute.
+  // limit says it, a 503 from a server that lost its database too), else a few seconds, longer
+  // after each failure in a row, at most a minute.
   function backoff(response, failures) {
     const seconds = response ? Number(response.headers.get("Retry-After")) : NaN;
     if (seconds > 0) return seconds * 1000;
