@@ -412,10 +412,11 @@ def attempt_outcome(workers, world_size: int, stop_reason: str):
     for phase, outcome in ((base.LOST, Outcome.LOST), (base.FAILED, Outcome.INFRA_ERROR)):
         for w in workers:
             if w.phase == phase:
-                return outcome, w.exit_code, f"worker {w.rank}: {w.reason}"
+                # A backend that gives no reason: the phase says what became of it.
+                return outcome, w.exit_code, f"worker {w.rank}: {w.reason or w.phase}"
     for w in workers:
         if w.phase == base.TIMED_OUT:
-            return Outcome.TIMEOUT, w.exit_code, f"worker {w.rank} {w.reason}"
+            return Outcome.TIMEOUT, w.exit_code, f"worker {w.rank} {w.reason or 'timed out'}"
         if w.phase == base.EXITED and w.exit_code != 0:
             detail = f" ({w.reason})" if w.reason else ""
             return (

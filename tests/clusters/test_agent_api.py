@@ -171,7 +171,7 @@ def test_one_lost_worker_stops_the_gang_which_keeps_its_gpus_until_every_rank_is
 
     attempt.refresh_from_db()
     gang.refresh_from_db()
-    assert (attempt.outcome, attempt.reason) == (Outcome.LOST, "worker 1: ")
+    assert (attempt.outcome, attempt.reason) == (Outcome.LOST, "worker 1: lost")
     assert gang.state == State.QUEUED
     assert not Allocation.objects.active().filter(attempt=attempt).exists()
 
@@ -509,6 +509,15 @@ def test_attempt_outcome(workers, stop_reason, want):
     got = agents.attempt_outcome(statuses, 2, stop_reason)
 
     assert (got[0] if got else None) == want
+
+
+@pytest.mark.parametrize(("phase", "said"), [(base.LOST, "worker 1: lost"),
+                                             (base.FAILED, "worker 1: failed"),
+                                             (base.TIMED_OUT, "worker 1 timed out")])  # fmt: skip
+def test_a_worker_ended_without_a_reason_is_said_by_what_became_of_it(phase, said):
+    statuses = [base.WorkerStatus(1, 0, base.RUNNING), base.WorkerStatus(1, 1, phase)]
+
+    assert agents.attempt_outcome(statuses, 2, "")[2] == said
 
 
 def test_an_out_of_memory_kill_fails_the_attempt_as_the_users_and_says_so():
