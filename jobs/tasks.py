@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 
 from jobs import budget_alerts, notify, retention, scheduler, time_limit_alerts
+from mlsched_site import errors
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,14 @@ def prune() -> None:
 
 
 # Every notification to a tenant's webhook (jobs.notify) is a task of this policy. A receiver
-# unreachable, too slow (5 s to connect, 5 s between bytes) or failing (5xx) is tried again up
-# to 5 times, after a random wait up to 10, 20, 40, 80 and 160 s (random, so a receiver back
-# from an outage is not hit by every job's retry at once); then the failure is logged and the
-# notification dropped. A redirect or a 4xx is final at once.
+# unreachable, too slow (5 s to connect, 5 s between bytes) or failing (5xx), or the database
+# lost as the task reads what to send (a restart, a failover), is tried again up to 5 times,
+# after a random wait up to 10, 20, 40, 80 and 160 s (random, so a receiver back from an outage
+# is not hit by every job's retry at once); then the failure is logged and the notification
+# dropped. A redirect or a 4xx is final at once.
 notification_task = shared_task(
     ignore_result=True,
-    autoretry_for=(notify.Unreachable,),
+    autoretry_for=(notify.Unreachable, *errors.UNAVAILABLE),
     retry_backoff=10,
     retry_backoff_max=600,
     retry_jitter=True,

@@ -2,16 +2,21 @@
 
 import signal
 import sys
+import threading
+import time
 
 import pytest
 import redis
 from django.conf import settings
 
-from jobs import scheduler
+from jobs import scheduler, tasks
 from jobs.models import Job
 from jobs.states import State
 from mlsched_site.celery import app
+from quotas.models import Tenant
 from tests.factories import ClusterFactory, JobFactory, NodeFactory
+from tests.faults.test_database_outage import database_outage
+from tests.jobs.test_notify import Receiver
 from tests.processes import ROOT, Child, process_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,3 +100,30 @@ def test_kicks_within_the_debounce_window_send_one_task():
 
     assert client.llen("celery") == 1
     client.delete("celery")
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (make test sets it)")
+def test_a_notification_the_worker_runs_while_the_database_is_down_is_sent_once_it_is_back(
+    alpha, alice
+):
+    receiver = Receiver()
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    Tenant.objects.filter(pk=alpha.pk).update(notify_url=receiver.url)
+    ended = JobFactory(tenant=alpha, owner=alice, state=State.FAILED)
+    worker = celery("worker", "--pool", "solo", "--purge", "--without-mingle",
+                    "--without-gossip")  # fmt: skip
+    try:
+        assert wait_until(worker_ready, timeout=60), "the worker never answered a ping"
+        with database_outage(0.1):
+            tasks.notify_job_end.delay(ended.pk)
+            time.sleep(3)  # the worker takes it, cannot read the job, and asks again later
+            assert receiver.received == []
+        sent = wait_until(lambda: receiver.received, timeout=60, interval=0.2)
+    finally:
+        outputs = stop(worker)
+        receiver.shutdown()
+        receiver.server_close()
+
+    assert sent, outputs
+    assert [post.document["job"] for post in receiver.received] == [ended.pk]
+    assert "Retry in" in outputs[0]

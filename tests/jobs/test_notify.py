@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from jobs import actions, cycle, notify, tasks
@@ -417,7 +417,7 @@ def ended(hooked, alice) -> Job:
 def test_the_retry_policy_is_declared_on_the_task():
     task = tasks.notify_job_end
 
-    assert task.autoretry_for == (notify.Unreachable,)
+    assert task.autoretry_for == (notify.Unreachable, OperationalError, InterfaceError)
     assert (task.max_retries, task.retry_backoff, task.retry_backoff_max) == (5, 10, 600)
     assert notify.TIMEOUT_S == (5.0, 5.0)
 
