@@ -52,7 +52,8 @@ def test_an_admin_page_that_loses_the_database_at_any_write_writes_nothing_and_a
     actions = actions_run(admins_world)
     found, cuts = {}, 0
     for page, fields in [*saves, *actions]:
-        wrong, made = cut_until_whole(lambda form: browser.post(*form), (page, fields))
+        form = (page, fields)
+        wrong, made, _ = cut_until_whole(lambda form: browser.post(*form), lambda f=form: f)
         name = fields.get("action", "save")
         found |= {f"{page} {name} at write {at}": said for at, said in wrong.items()}
         cuts += made

@@ -3,8 +3,11 @@ documented call of the users' API that changes something has its database connec
 the server (pg_terminate_backend, what a restart or a failover does to it) before each of its
 statements that writes or locks, in turn. Every table must then be as it was before the call,
 and the answer a 503 as JSON with a Retry-After, which clients and load balancers send again
-(tests/clusters/test_agent_faults.py does the same for the agents' reports)."""
+(tests/test_portal_faults.py, tests/test_admin_faults.py, tests/quotas/test_scim_database_lost.py
+and tests/clusters/test_agent_database_lost.py do the same for the portal, the admin, SCIM and
+the agents' reports)."""
 
+import functools
 import itertools
 
 import psycopg
@@ -112,38 +115,33 @@ def page_not_503(answer) -> str | None:
     return None
 
 
-def cut_until_whole(send, call, said=page_not_503) -> tuple[dict, int]:
-    """The call sent with its connection ended before its first write, then its second, and
-    so on until it runs whole: what went wrong at each write, and how many cuts were made. A
-    cut that changed something ends it, as what it left would change what the next cut sees;
-    one that changed nothing leaves the call to be sent again as it was."""
+def cut_until_whole(send, call_of, said=page_not_503, afresh=False) -> tuple[dict, int, object]:
+    """The call `call_of()` gives sent with its connection ended before its first write, then
+    its second, and so on until it runs whole: what went wrong at each write (`said`: with the
+    answer of a cut), how many cuts were made, and the answer it ran whole with. A call sent
+    again as it was (not `afresh`) stops at a cut that changed something: what that left would
+    change what the next cut sees."""
     found: dict[int, str] = {}
-    at = 0
-    while True:
-        at += 1
-        answer, changed, cut = cut_short(send, call, at)
+    for at in itertools.count(1):
+        answer, changed, cut = cut_short(send, call_of(), at)
         if not cut:
-            return found, at - 1
-        if changed:
-            found[at] = f"half-written: {', '.join(changed)} changed (answer {answer.status_code})"
-            return found, at
-        if wrong := said(answer):
+            return found, at - 1, answer
+        if wrong := unsound(answer, changed, said):
             found[at] = wrong
+            if changed and not afresh:
+                return found, at, answer
+    raise AssertionError("unreachable")
 
 
 def sweep(prepare, names, send=sent, said=not_503) -> dict:
-    """Each call, prepared afresh, cut short before its first write, then its second, and so
-    on until it runs whole (and must succeed): what went wrong, by call and write (`said`:
-    with the answer of a cut)."""
+    """Each call, prepared afresh for each cut, cut short before each of its writes in turn
+    until it runs whole, and then succeeds: what went wrong, by call and write."""
     found = {}
     for name in names:
-        for at in itertools.count(1):
-            answer, changed, cut = cut_short(send, prepare(name), at)
-            if not cut:
-                assert answer.status_code < 400, (name, answer.content[:300])
-                break
-            if wrong := unsound(answer, changed, said):
-                found[f"{name} at write {at}"] = wrong
+        call_of = functools.partial(prepare, name)
+        wrong, _, whole = cut_until_whole(send, call_of, said, afresh=True)
+        assert whole.status_code < 400, (name, whole.content[:300])
+        found |= {f"{name} at write {at}": what for at, what in wrong.items()}
     return found
 
 

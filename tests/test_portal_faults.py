@@ -36,7 +36,8 @@ def test_a_form_that_loses_the_database_at_any_write_writes_nothing_and_answers_
     found, cuts = {}, 0
     for where, fields in sorted(forms, key=ends_something):
         send = (owner if where in owners else admin).post
-        wrong, made = cut_until_whole(lambda form, send=send: send(*form), (where, fields))
+        form = (where, fields)
+        wrong, made, _ = cut_until_whole(lambda form, send=send: send(*form), lambda f=form: f)
         found |= {f"{where} at write {at}": said for at, said in wrong.items()}
         cuts += made
 
