@@ -14,7 +14,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Sum
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers
@@ -24,7 +23,7 @@ from rest_framework.views import APIView
 
 from clusters.maintenance import Span, next_window
 from clusters.models import GPU_MILLI, Allocation, Cluster, Node
-from jobs import access, actions
+from jobs import access, actions, retrying
 from jobs.clock import database_now
 from jobs.fields import body_of
 from jobs.reports import BadParameter
@@ -303,8 +302,10 @@ class NodeServiceView(APIView):
             raise PermissionDenied(f"Only a platform admin may {self.verb} a node.")
         found = get_object_or_404(Node, cluster__name=cluster, name=node)
         by, reason = request.user.get_username(), reason_asked(request)
-        told: dict = {}
-        with transaction.atomic():  # the change and its history entry, or neither
+
+        @retrying.atomic  # the change and its history entry, or neither; again after a deadlock
+        def serviced() -> dict:
+            told: dict = {}
             if self.verb == "drain":
                 told["stopped"] = actions.drain([found.pk], by, reason=reason)
                 told["changed"] = int(found.schedulable)  # as it was before
@@ -314,5 +315,8 @@ class NodeServiceView(APIView):
             if told["changed"] or told.get("stopped"):
                 said = f"{self.verb.capitalize()}ed through the API"
                 history.record(request.user, [found], f"{said}: {reason}" if reason else said)
+            return told
+
+        told = serviced()
         (row,) = listed(Node.objects.filter(pk=found.pk), request.user)
         return Response({**node_json(row), **told})

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from jobs import retrying
 from jobs.placement.words import counted
 from quotas.models import administered_tenants
 from quotas.tenant_secrets import InUse
@@ -96,7 +97,8 @@ class PlatformAdminsAlone:
 
 
 class BulkActions:
-    """A list's bulk actions, each run in one transaction, and their selection checked first.
+    """A list's bulk actions, each run in one transaction (run again after a deadlock), and
+    their selection checked first.
 
     Django runs an action outside any transaction: its deletion wrote the history's entries
     before deleting, an action of mlsched its change before its entry, each in its own, so an
@@ -112,8 +114,9 @@ class BulkActions:
         except ValidationError:
             self.message_user(request, "The selection names no rows.", level=messages.ERROR)
             return None  # Django redirects back to the list
-        with transaction.atomic():
-            return super().response_action(request, queryset)
+        # Run again if the database aborts it to break a deadlock, as the verbs it calls would
+        # be on their own (jobs.retrying: inside a transaction they leave that to its owner).
+        return retrying.atomic(super().response_action)(request, queryset)
 
 
 class InlinesCapped:

@@ -12,7 +12,6 @@ from datetime import date
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
 from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -22,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from jobs import access, actions, reports
+from jobs import access, actions, reports, retrying
 from jobs.costs import RateCard
 from jobs.fields import body_of
 from jobs.listing import moment, number, yes
@@ -237,13 +236,18 @@ class PauseView(APIView):
         if not self.resume and not reason:
             raise ValidationError({"reason": "Say why its placements are paused: its members "
                                              "and its queued jobs are told."})  # fmt: skip
-        with transaction.atomic():  # the change and its history entry, or neither
+
+        @retrying.atomic  # the change and its history entry, or neither; again after a deadlock
+        def paused() -> bool:
             changed = actions.pause_placements(tenant, "" if self.resume else reason)
             if changed:
                 said = "Placements resumed through the API" if self.resume else (
                     "Placements paused through the API"
                 )  # fmt: skip
                 history.record(request.user, [tenant], f"{said}: {reason}" if reason else said)
+            return changed
+
+        changed = paused()
         (team,) = status.of([tenant], request.user)
         queued = Job.objects.filter(tenant=tenant, state=State.QUEUED).count()
         return Response({**team.as_json(), "changed": changed, "queued": queued})

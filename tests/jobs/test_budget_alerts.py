@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from jobs import budget_alerts, notify, scheduler, tasks
 from jobs.models import BudgetAlert
@@ -325,7 +325,13 @@ def test_job_ends_and_budget_alerts_share_one_retry_policy():
         return [getattr(task, name) for name in policy]
 
     assert of(tasks.notify_budget) == of(tasks.notify_job_end)
-    assert of(tasks.notify_budget) == [(notify.Unreachable,), 5, 10, 600, True]
+    assert of(tasks.notify_budget) == [
+        (notify.Unreachable, OperationalError, InterfaceError),
+        5,
+        10,
+        600,
+        True,
+    ]
 
 
 # -- when the check runs ----------------------------------------------------------------------

@@ -9,6 +9,7 @@ import threading
 import pytest
 from django.db import OperationalError, connection, transaction
 
+from clusters.models import Node
 from jobs import actions, cycle, dependencies, retrying
 from jobs.dependencies import Kind, Wait
 from jobs.models import Attempt, Dependency, Job
@@ -147,3 +148,44 @@ def test_inside_a_callers_transaction_it_leaves_the_error_to_the_caller():
     with pytest.raises(OperationalError), transaction.atomic():
         aborted()
     assert len(runs) == 1
+
+
+def victim_once(monkeypatch, name: str) -> list:
+    """actions.`name` made a deadlock's victim at its first run (the database aborts it), then
+    run as it is: the calls it got."""
+    real, calls = getattr(actions, name), []
+
+    def first_aborted(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raising("40P01")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(actions, name, first_aborted)
+    return calls
+
+
+def test_an_admin_action_aborted_to_break_a_deadlock_runs_again_whole(monkeypatch, admin_client):
+    job = JobFactory()
+    calls = victim_once(monkeypatch, "cancel")
+
+    answer = admin_client.post("/admin/jobs/job/", {"action": "cancel_jobs", "index": "0",
+                                                    "_selected_action": [str(job.pk)]})  # fmt: skip
+
+    assert answer.status_code == 302
+    assert Job.objects.get(pk=job.pk).state == State.CANCELED
+    assert len(calls) == 2
+
+
+def test_a_node_verb_of_the_api_aborted_to_break_a_deadlock_runs_again_whole(
+    monkeypatch, admin_client
+):
+    node = NodeFactory(cluster=ClusterFactory(name="east"), name="gpu-a")
+    calls = victim_once(monkeypatch, "set_schedulable")
+
+    answer = admin_client.post("/api/v1/nodes/east/gpu-a/cordon/", {"reason": "disk"},
+                               content_type="application/json")  # fmt: skip
+
+    assert (answer.status_code, answer.json()["changed"]) == (200, 1)
+    assert Node.objects.get(pk=node.pk).schedulable is False
+    assert len(calls) == 2
