@@ -35,8 +35,7 @@ def exception_handler(exc, context):
     reads every 400 one way. A body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 saying so, as
     JSON (Django's own answer to it is an HTML 400)."""
     if isinstance(exc, UNAVAILABLE):
-        logged(context["request"], exc)
-        return Response(UNAVAILABLE_BODY, status=503, headers=RETRY)
+        return unavailable(context["request"], exc)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response({"detail": f"The request body is over {limit} bytes."}, status=413)
@@ -64,8 +63,8 @@ def unavailable(request, lost: Exception) -> HttpResponse:
 
 
 class DatabaseUnavailable(MiddlewareMixin):
-    """A view that lost the database partway answers 503 (`unavailable`); the API's views are
-    answered by DRF's handler above, and a middleware that reads the database before the view
+    """A view that lost the database partway answers 503 (`unavailable`), as the API's views
+    do through DRF's handler above; a middleware that reads the database before the view
     (a sign-in by the proxy, an OpenID Connect session's check) answers so itself."""
 
     def process_exception(self, request, exception):

@@ -202,9 +202,10 @@ def printable(text: str) -> str:
 
 
 def segment(text: str) -> str:
-    """Text as one segment of the API's path, whatever it holds: `/` and `?` escaped, and `.`
-    too, as a `..` segment would be resolved away and reach another address."""
-    return quote(text, safe="").replace(".", "%2E")
+    """Text as one segment of the API's path, whatever it holds: `/`, `?` and `#` escaped. A
+    name of dots alone would still be resolved away (HTTP clients send `%2E` as `.`): the
+    parser refuses those (`written.path_name`)."""
+    return quote(text, safe="")
 
 
 def show(line: str, out=None) -> None:
